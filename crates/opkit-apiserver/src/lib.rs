@@ -1,1 +1,59 @@
-//! placeholder
+//! A Kubernetes-compatible API server that real clients (kubectl, kube-rs, client-go)
+//! talk to: discovery, OpenAPI, the built-in resources and CustomResourceDefinitions,
+//! with kube-apiserver's request semantics, over HTTPS with bearer-token auth.
+//!
+//! It is the control plane under opkit's tests (`opkit-testenv`) and `opkit cluster
+//! start`. Objects live in a revisioned in-memory store ([`storage`]) that is optionally
+//! made durable in SQLite.
+//!
+//! # Layout
+//! Data flows one way: HTTP ([`handlers`]) → [`registry`] → [`storage`].
+//! - [`catalog`]: which resources are served (built-ins and CRDs).
+//! - [`schema`]: CRD structural schemas: validation, defaulting, pruning, CEL.
+//! - [`patch`]: JSON, merge and strategic merge patches; server-side apply.
+//! - [`openapi`]: the `/openapi/v2` and `/openapi/v3` documents.
+//! - [`selector`], [`jsonpath`], [`table`]: selectors, printer-column paths, Table output.
+//!
+//! # Example
+//! ```
+//! use opkit_apiserver::{ApiServer, ServerConfig};
+//!
+//! # tokio_test_main();
+//! # fn tokio_test_main() {
+//! # let rt = tokio::runtime::Runtime::new().unwrap();
+//! # rt.block_on(async {
+//! let server = ApiServer::start(ServerConfig::in_memory()).await?;
+//! println!("serving at {}", server.url());
+//! let kubeconfig = server.kubeconfig("opkit");
+//! assert!(kubeconfig.contains("current-context: opkit"));
+//! server.shutdown().await;
+//! # Ok::<(), opkit_apiserver::ServerError>(())
+//! # }).unwrap();
+//! # }
+//! ```
+//!
+//! # Where behaviour differs from kube-apiserver
+//! - No authorization yet: every authenticated user may do everything (each request
+//!   carries its [`auth::UserInfo`] so RBAC can be enforced in the registry later).
+//! - Only JSON and YAML bodies; protobuf requests get 415 and protobuf-only Accept 406.
+//! - core/v1 and events.k8s.io/v1 Events are stored separately.
+//! - CRD conversion is `None` only (apiVersion is rewritten; fields are not converted).
+//! - Admission webhook configurations are stored but not called.
+
+pub mod auth;
+pub mod catalog;
+pub mod certs;
+pub mod error;
+pub mod handlers;
+pub mod jsonpath;
+pub mod openapi;
+pub mod patch;
+pub mod registry;
+pub mod schema;
+pub mod selector;
+pub mod server;
+pub mod storage;
+pub mod table;
+
+pub use error::{ApiError, ApiResult};
+pub use server::{ApiServer, RunningServer, ServerConfig, ServerError, StorageConfig};

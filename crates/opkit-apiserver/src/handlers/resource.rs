@@ -1,0 +1,281 @@
+//! Resource requests: maps method, path and query to registry calls (get, list, watch,
+//! create, update, patch, delete, deletecollection, status, scale) and encodes results.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Response};
+use serde_json::{Value, json};
+
+use super::codec::{self, Body, Output};
+use super::route::ResourceRequest;
+use super::{AppState, watch};
+use crate::auth::UserInfo;
+use crate::error::{ApiError, ApiResult};
+use crate::registry::{FieldValidation, ListOptions, ScaleChange, Subresource, Target, WatchOptions, WriteOptions};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::table::{self, IncludeObject};
+
+/// A parsed request, ready for the registry.
+pub struct Call<'a> {
+    /// The server state.
+    pub state: &'a AppState,
+    /// Method.
+    pub method: Method,
+    /// The route.
+    pub req: ResourceRequest,
+    /// Query parameters.
+    pub query: HashMap<String, String>,
+    /// Request headers.
+    pub headers: HeaderMap,
+    /// The body (empty for reads).
+    pub body: Bytes,
+    /// Who is asking.
+    pub user: UserInfo,
+}
+
+fn flag(q: &HashMap<String, String>, k: &str) -> bool {
+    matches!(q.get(k).map(String::as_str), Some("true" | "1"))
+}
+
+fn list_options(q: &HashMap<String, String>) -> ApiResult<ListOptions> {
+    let labels = match q.get("labelSelector").filter(|s| !s.is_empty()) {
+        Some(s) => Some(LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
+        None => None,
+    };
+    let fields = match q.get("fieldSelector").filter(|s| !s.is_empty()) {
+        Some(s) => Some(FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
+        None => None,
+    };
+    let limit = match q.get("limit").filter(|s| !s.is_empty()) {
+        Some(s) => Some(s.parse::<i64>().map_err(|_| ApiError::bad_request(format!("limit: invalid value {s:?}")))?.max(0) as usize),
+        None => None,
+    };
+    Ok(ListOptions {
+        labels,
+        fields,
+        limit,
+        continue_token: q.get("continue").filter(|s| !s.is_empty()).cloned(),
+        resource_version: q.get("resourceVersion").cloned(),
+        resource_version_match: q.get("resourceVersionMatch").cloned(),
+    })
+}
+
+fn write_options(q: &HashMap<String, String>, headers: &HeaderMap, user: &UserInfo) -> ApiResult<WriteOptions> {
+    let dry_run = match q.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => return Err(ApiError::bad_request(format!("dryRun: Unsupported value: {other:?}: supported values: \"All\""))),
+    };
+    let field_manager = match q.get("fieldManager").filter(|s| !s.is_empty()) {
+        Some(m) if m.len() > 128 => {
+            return Err(ApiError::bad_request("fieldManager: Too long: may not be longer than 128"));
+        }
+        Some(m) => m.clone(),
+        None => headers
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|ua| ua.split('/').next())
+            .unwrap_or("unknown")
+            .chars()
+            .take(128)
+            .collect(),
+    };
+    Ok(WriteOptions {
+        dry_run,
+        field_manager,
+        field_validation: FieldValidation::parse(q.get("fieldValidation").map(String::as_str).unwrap_or(""))?,
+        force: flag(q, "force"),
+        user: user.clone(),
+    })
+}
+
+impl Call<'_> {
+    fn target(&self) -> ApiResult<Target> {
+        let cat = self.state.registry.catalog().snapshot();
+        let info = cat.lookup(&self.req.group, &self.req.version, &self.req.resource).ok_or_else(ApiError::no_route)?;
+        if !info.namespaced && self.req.namespace.is_some() {
+            return Err(ApiError::no_route());
+        }
+        Ok(Target { info, version: self.req.version.clone(), namespace: self.req.namespace.clone() })
+    }
+
+    fn delete_options(&self) -> ApiResult<Value> {
+        let mut opts = if self.body.iter().all(u8::is_ascii_whitespace) {
+            json!({})
+        } else {
+            codec::decode_object(&self.headers, &self.body)?
+        };
+        for (k, key) in [("propagationPolicy", "propagationPolicy"), ("gracePeriodSeconds", "gracePeriodSeconds")] {
+            if let Some(v) = self.query.get(k) {
+                opts[key] = match v.parse::<i64>() {
+                    Ok(n) => json!(n),
+                    Err(_) => json!(v),
+                };
+            }
+        }
+        if let Some(v) = self.query.get("orphanDependents") {
+            opts["orphanDependents"] = json!(v == "true");
+        }
+        Ok(opts)
+    }
+
+    /// Runs the request.
+    pub async fn run(self) -> ApiResult<Response<Body>> {
+        let target = self.target()?;
+        let output = codec::negotiate(&self.headers)?;
+        let registry = &self.state.registry;
+        let sub = self.req.subresource.as_deref();
+        let name = self.req.name.clone();
+        let has = |verb: &str| target.info.verbs.contains(&verb);
+        let version = target.version_info()?;
+        if let Some(s) = sub {
+            let ok = match s {
+                "status" => version.status,
+                "scale" => version.scale.is_some(),
+                "finalize" => target.info.group.is_empty() && target.info.resource == "namespaces",
+                _ => false,
+            };
+            if !ok || name.is_none() {
+                return Err(ApiError::no_route());
+            }
+        }
+        if target.info.namespaced && self.req.namespace.is_none() && !matches!(self.method, Method::GET) && name.is_some() {
+            return Err(ApiError::no_route());
+        }
+        match (&self.method, name) {
+            (&Method::GET, None) if flag(&self.query, "watch") => {
+                let opts = WatchOptions {
+                    list: list_options(&self.query)?,
+                    bookmarks: flag(&self.query, "allowWatchBookmarks"),
+                    send_initial_events: self.query.get("sendInitialEvents").map(|v| v == "true"),
+                    timeout: self.query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs),
+                };
+                let stream = registry.watch(&target, &opts).await?;
+                Ok(watch::respond_watch(stream, target, output, &self.headers))
+            }
+            (&Method::GET, None) => {
+                let opts = list_options(&self.query)?;
+                let page = registry.list(&target, &opts).await?;
+                let rv = page.rev.to_string();
+                if output == Output::Table {
+                    let v = target.version_info()?;
+                    let custom = (!target.info.builtin).then_some(v.columns.as_slice());
+                    let t = table::build_table(
+                        &target.info.group,
+                        &target.info.resource,
+                        &page.items,
+                        custom,
+                        include_object(&self.query),
+                        crate::registry::now_unix(),
+                        &rv,
+                        page.continue_token.as_deref(),
+                    );
+                    return Ok(codec::respond(200, &t, Output::Json, &[]));
+                }
+                let mut meta = json!({"resourceVersion": rv});
+                if let Some(c) = &page.continue_token {
+                    meta["continue"] = json!(c);
+                }
+                if let Some(r) = page.remaining {
+                    meta["remainingItemCount"] = json!(r);
+                }
+                let list = json!({"kind": target.info.list_kind, "apiVersion": target.api_version(), "metadata": meta, "items": page.items});
+                Ok(codec::respond(200, &list, output, &[]))
+            }
+            (&Method::GET, Some(n)) => {
+                let obj = match sub {
+                    Some("scale") => registry.get_scale(&target, &n).await?,
+                    _ => registry.get(&target, &n).await?,
+                };
+                self.respond_object(&target, 200, obj, output, &[])
+            }
+            (&Method::POST, None) if has("create") => {
+                let opts = write_options(&self.query, &self.headers, &self.user)?;
+                let body = codec::decode_object(&self.headers, &self.body)?;
+                let out = registry.create(&target, body, &opts).await?;
+                self.respond_object(&target, out.code, out.object, output, &out.warnings)
+            }
+            (&Method::PUT, Some(n)) if has("update") => {
+                let opts = write_options(&self.query, &self.headers, &self.user)?;
+                let body = codec::decode_object(&self.headers, &self.body)?;
+                let out = match sub {
+                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Replace(body), &opts).await?,
+                    Some("status") => registry.update(&target, &n, body, Subresource::Status, &opts).await?,
+                    Some("finalize") => {
+                        let mut cur = registry.get(&target, &n).await?;
+                        cur["spec"]["finalizers"] = body["spec"]["finalizers"].clone();
+                        if let Some(rv) = body["metadata"]["resourceVersion"].as_str() {
+                            cur["metadata"]["resourceVersion"] = json!(rv);
+                        }
+                        registry.update(&target, &n, cur, Subresource::Main, &opts).await?
+                    }
+                    _ => registry.update(&target, &n, body, Subresource::Main, &opts).await?,
+                };
+                self.respond_object(&target, out.code, out.object, output, &out.warnings)
+            }
+            (&Method::PATCH, Some(n)) if has("patch") => {
+                let opts = write_options(&self.query, &self.headers, &self.user)?;
+                let kind = codec::patch_type(&self.headers)?;
+                let patch = codec::decode_patch(kind, &self.body)?;
+                let out = match sub {
+                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Patch(kind, patch), &opts).await?,
+                    Some("status") => registry.patch(&target, &n, kind, patch, Subresource::Status, &opts).await?,
+                    _ => registry.patch(&target, &n, kind, patch, Subresource::Main, &opts).await?,
+                };
+                self.respond_object(&target, out.code, out.object, output, &out.warnings)
+            }
+            (&Method::DELETE, Some(n)) if has("delete") && sub.is_none() => {
+                let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
+                let out = registry.delete(&target, &n, &self.delete_options()?, dry).await?;
+                self.respond_object(&target, out.code, out.object, output, &[])
+            }
+            (&Method::DELETE, None) if has("deletecollection") => {
+                let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
+                let list = registry.delete_collection(&target, &list_options(&self.query)?, &self.delete_options()?, dry).await?;
+                Ok(codec::respond(200, &list, output, &[]))
+            }
+            (m, _) => Err(ApiError::method_not_supported(&target.info.group, &target.info.resource, &verb_name(m))),
+        }
+    }
+
+    fn respond_object(&self, target: &Target, code: u16, obj: Value, output: Output, warnings: &[String]) -> ApiResult<Response<Body>> {
+        if output == Output::Table && obj["kind"] != "Scale" {
+            let v = target.version_info()?;
+            let custom = (!target.info.builtin).then_some(v.columns.as_slice());
+            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+            let t = table::build_table(
+                &target.info.group,
+                &target.info.resource,
+                std::slice::from_ref(&obj),
+                custom,
+                include_object(&self.query),
+                crate::registry::now_unix(),
+                &rv,
+                None,
+            );
+            return Ok(codec::respond(code, &t, Output::Json, warnings));
+        }
+        Ok(codec::respond(code, &obj, if output == Output::Table { Output::Json } else { output }, warnings))
+    }
+}
+
+/// `includeObject` for tables.
+pub fn include_object(q: &HashMap<String, String>) -> IncludeObject {
+    match q.get("includeObject").map(String::as_str) {
+        Some("None") => IncludeObject::None,
+        Some("Object") => IncludeObject::Object,
+        _ => IncludeObject::Metadata,
+    }
+}
+
+fn verb_name(m: &Method) -> String {
+    match *m {
+        Method::POST => "create".into(),
+        Method::PUT => "update".into(),
+        Method::PATCH => "patch".into(),
+        Method::DELETE => "delete".into(),
+        _ => m.as_str().to_lowercase(),
+    }
+}

@@ -1,0 +1,66 @@
+//! Watch responses: a chunked stream of newline-delimited JSON watch events, optionally
+//! with each object rendered as a Table row.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderMap, Response};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::codec::{self, Body, Output};
+use crate::registry::{Target, WatchEvent, WatchPayload, WatchStream, now_unix};
+use crate::table::{self, IncludeObject};
+
+fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_slice(b"{\"type\":\"");
+    buf.put_slice(event.kind.as_bytes());
+    buf.put_slice(b"\",\"object\":");
+    let table_row = output == Output::Table && matches!(event.kind, "ADDED" | "MODIFIED" | "DELETED");
+    match (&event.payload, table_row) {
+        (WatchPayload::Raw(b), false) => buf.put_slice(b),
+        (WatchPayload::Json(v), false) => buf.put_slice(&serde_json::to_vec(v).unwrap_or_default()),
+        (payload, true) => {
+            let obj = match payload {
+                WatchPayload::Raw(b) => serde_json::from_slice(b).unwrap_or_default(),
+                WatchPayload::Json(v) => v.clone(),
+            };
+            let v = target.version_info().ok();
+            let custom = (!target.info.builtin).then(|| v.map(|v| v.columns.as_slice()).unwrap_or_default());
+            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+            let t = table::build_table(
+                &target.info.group,
+                &target.info.resource,
+                std::slice::from_ref(&obj),
+                custom,
+                IncludeObject::Metadata,
+                now_unix(),
+                &rv,
+                None,
+            );
+            buf.put_slice(&serde_json::to_vec(&t).unwrap_or_default());
+        }
+    }
+    buf.put_slice(b"}\n");
+    buf.freeze()
+}
+
+/// Streams `stream` to the client until it ends or the client goes away.
+pub fn respond_watch(mut stream: WatchStream, target: Target, output: Output, _headers: &HeaderMap) -> Response<Body> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(64);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                ev = stream.next() => {
+                    let Some(ev) = ev else { break };
+                    if tx.send(Ok(Frame::data(encode(&ev, &target, output)))).await.is_err() {
+                        break;
+                    }
+                }
+                _ = tx.closed() => break,
+            }
+        }
+    });
+    let body = StreamBody::new(ReceiverStream::new(rx)).boxed();
+    codec::respond_stream(body, "application/json")
+}

@@ -1,0 +1,288 @@
+//! Patch types and server-side apply of kube-apiserver, on `serde_json::Value` objects:
+//! JSON patch (RFC 6902), JSON merge patch (RFC 7386), strategic merge patch, managed-fields
+//! tracking for writes (`track_update`) and server-side apply (`server_side_apply`).
+//!
+//! Submodules: `fieldset` (field paths, FieldsV1), `schema` (list semantics), `typed`
+//! (schema-aware compare/merge/prune), `smp` (strategic merge patch), `managed`
+//! (managedFields bookkeeping and apply).
+
+pub mod fieldset;
+mod managed;
+pub mod schema;
+mod smp;
+mod typed;
+
+use serde_json::Value;
+
+pub use managed::{ApplyOptions, server_side_apply, server_side_apply_with_options, track_update};
+pub use schema::{ListSemantics, ListType, MapKey};
+pub use smp::strategic_merge_patch;
+
+/// Most operations a JSON patch may carry (kube-apiserver's limit).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10000;
+
+/// Errors of patching and applying.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    /// The patch could not be applied to the document (kube answers 422 Unprocessable Entity,
+    /// reason `Invalid`), e.g. a failed JSON patch `test` operation.
+    #[error("{0}")]
+    Invalid(String),
+    /// The patch is malformed (kube answers 400 BadRequest).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The patch has too many operations (413 RequestEntityTooLarge).
+    #[error("{0}")]
+    TooLarge(String),
+    /// Server-side apply conflicts with other field managers (409 Conflict).
+    #[error("{}", conflict_message(.0))]
+    Conflicts(Vec<ApplyConflict>),
+    /// Stored managed fields could not be processed (500).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl PatchError {
+    /// The HTTP status kube-apiserver answers with.
+    pub fn status_code(&self) -> u16 {
+        match self {
+            PatchError::Invalid(_) => 422,
+            PatchError::BadRequest(_) => 400,
+            PatchError::TooLarge(_) => 413,
+            PatchError::Conflicts(_) => 409,
+            PatchError::Internal(_) => 500,
+        }
+    }
+
+    /// The `Status.reason` kube-apiserver answers with.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PatchError::Invalid(_) => "Invalid",
+            PatchError::BadRequest(_) => "BadRequest",
+            PatchError::TooLarge(_) => "RequestEntityTooLarge",
+            PatchError::Conflicts(_) => "Conflict",
+            PatchError::Internal(_) => "InternalError",
+        }
+    }
+
+    /// `Status.details.causes` for conflicts: `{type: FieldManagerConflict, message, field}`.
+    pub fn causes(&self) -> Vec<Value> {
+        match self {
+            PatchError::Conflicts(cs) => cs
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "type": "FieldManagerConflict",
+                        "message": format!("conflict with {}", c.manager_description()),
+                        "field": c.field,
+                    })
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// One server-side apply conflict: a field owned by another manager whose value would change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplyConflict {
+    /// The other manager's name.
+    pub manager: String,
+    /// The API version the other manager used.
+    pub api_version: String,
+    /// The field, e.g. `.spec.replicas`.
+    pub field: String,
+    /// The other manager's operation (`Apply` or `Update`).
+    pub operation: String,
+    /// The other manager's subresource, if any.
+    pub subresource: Option<String>,
+}
+
+impl ApplyConflict {
+    /// The manager as kube prints it: `"name"`, plus ` with subresource "status"`, plus
+    /// ` using apps/v1` for Update managers.
+    pub fn manager_description(&self) -> String {
+        let mut s = format!("{:?}", self.manager);
+        if let Some(sub) = self.subresource.as_deref().filter(|s| !s.is_empty()) {
+            s.push_str(&format!(" with subresource {sub:?}"));
+        }
+        if self.operation == "Update" {
+            s.push_str(&format!(" using {}", self.api_version));
+        }
+        s
+    }
+}
+
+/// The field manager performing a write.
+#[derive(Clone, Copy, Debug)]
+pub struct FieldManager<'a> {
+    /// Manager name (`fieldManager` query parameter or the user-agent derived default).
+    pub manager: &'a str,
+    /// API version of the request, e.g. `apps/v1`.
+    pub api_version: &'a str,
+    /// Subresource written (`status`, `scale`), if any.
+    pub subresource: Option<&'a str>,
+    /// Time of the operation (RFC3339).
+    pub time: &'a str,
+}
+
+/// The 409 message kube-apiserver gives, e.g.
+/// `Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using apps/v1: .spec.replicas`.
+pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
+    if conflicts.len() == 1 {
+        let c = &conflicts[0];
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            c.manager_description(),
+            c.field
+        );
+    }
+    let mut managers: Vec<String> = conflicts.iter().map(|c| c.manager_description()).collect();
+    managers.sort();
+    managers.dedup();
+    let mut lines = Vec::new();
+    for m in &managers {
+        lines.push(format!("conflicts with {m}:"));
+        for c in conflicts.iter().filter(|c| &c.manager_description() == m) {
+            lines.push(format!("- {}", c.field));
+        }
+    }
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
+}
+
+/// Applies an RFC 6902 JSON patch.
+pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+        .map_err(|e| PatchError::BadRequest(format!("invalid JSON patch: {e}")))?;
+    if ops.0.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(PatchError::TooLarge(format!(
+            "The allowed maximum operations in a JSON patch is {}, got {}",
+            MAX_JSON_PATCH_OPERATIONS,
+            ops.0.len()
+        )));
+    }
+    let mut out = doc.clone();
+    json_patch::patch(&mut out, &ops.0).map_err(|e| {
+        let op = ops.0.get(e.operation);
+        let path = e.path.to_string();
+        let msg = match (&e.kind, op) {
+            (json_patch::PatchErrorKind::TestFailed, _) => {
+                format!("testing value {path} failed: test failed")
+            }
+            (_, Some(json_patch::PatchOperation::Remove(_))) => format!(
+                "remove operation does not apply: doc is missing path: {path:?}: missing value"
+            ),
+            (_, Some(json_patch::PatchOperation::Replace(_))) => {
+                format!(
+                    "replace operation does not apply: doc is missing key: {path}: missing value"
+                )
+            }
+            (_, Some(json_patch::PatchOperation::Add(_))) => format!(
+                "add operation does not apply: doc is missing path: {path:?}: missing value"
+            ),
+            (_, Some(json_patch::PatchOperation::Move(m))) => format!(
+                "move operation does not apply: doc is missing from path: {:?}: missing value",
+                m.from.to_string()
+            ),
+            (_, Some(json_patch::PatchOperation::Copy(c))) => format!(
+                "copy operation does not apply: doc is missing from path: {:?}: missing value",
+                c.from.to_string()
+            ),
+            _ => e.to_string(),
+        };
+        PatchError::Invalid(msg)
+    })?;
+    Ok(out)
+}
+
+/// Applies an RFC 7386 JSON merge patch (the patch must be an object).
+pub fn merge_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
+    if !patch.is_object() {
+        return Err(PatchError::BadRequest("Invalid JSON Patch".to_string()));
+    }
+    let mut out = doc.clone();
+    json_patch::merge(&mut out, patch);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_patch_null_deletes() {
+        let doc = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"x": 1}});
+        let out = merge_patch(
+            &doc,
+            &json!({"metadata": {"labels": {"a": null}}, "spec": {"y": 2}}),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            json!({"metadata": {"labels": {"b": "2"}}, "spec": {"x": 1, "y": 2}})
+        );
+        assert!(matches!(
+            merge_patch(&doc, &json!([1])),
+            Err(PatchError::BadRequest(_))
+        ));
+    }
+
+    #[test]
+    fn json_patch_ops_and_test_failure() {
+        let doc = json!({"spec": {"replicas": 1}});
+        let ok = json_patch(
+            &doc,
+            &json!([{"op": "test", "path": "/spec/replicas", "value": 1},
+                    {"op": "replace", "path": "/spec/replicas", "value": 3}]),
+        )
+        .unwrap();
+        assert_eq!(ok["spec"]["replicas"], 3);
+        let err = json_patch(
+            &doc,
+            &json!([{"op": "test", "path": "/spec/replicas", "value": 2}]),
+        )
+        .unwrap_err();
+        assert_eq!(err.status_code(), 422);
+        assert_eq!(
+            err.to_string(),
+            "testing value /spec/replicas failed: test failed"
+        );
+        let err = json_patch(&doc, &json!([{"op": "remove", "path": "/nope"}])).unwrap_err();
+        assert_eq!(err.status_code(), 422);
+        let bad = json_patch(&doc, &json!([{"op": "frobnicate", "path": "/a"}])).unwrap_err();
+        assert_eq!(bad.status_code(), 400);
+    }
+
+    #[test]
+    fn conflict_messages() {
+        let c = ApplyConflict {
+            manager: "kubectl-client-side-apply".into(),
+            api_version: "apps/v1".into(),
+            field: ".spec.replicas".into(),
+            operation: "Update".into(),
+            subresource: None,
+        };
+        assert_eq!(
+            conflict_message(std::slice::from_ref(&c)),
+            "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using apps/v1: .spec.replicas"
+        );
+        let d = ApplyConflict {
+            manager: "other".into(),
+            operation: "Apply".into(),
+            field: ".spec.paused".into(),
+            ..c.clone()
+        };
+        assert_eq!(
+            conflict_message(&[c.clone(), d]),
+            "Apply failed with 2 conflicts: conflicts with \"kubectl-client-side-apply\" using apps/v1:\n- .spec.replicas\nconflicts with \"other\":\n- .spec.paused"
+        );
+        let e = PatchError::Conflicts(vec![c]);
+        assert_eq!(e.status_code(), 409);
+        assert_eq!(e.causes()[0]["type"], "FieldManagerConflict");
+    }
+}

@@ -1,0 +1,201 @@
+//! Object metadata rules: names, generateName, uid and timestamps, generation, the
+//! status-subresource split, and the no-op comparison.
+
+use rand::Rng;
+use serde_json::{Map, Value, json};
+
+use crate::schema::{FieldError, FieldErrorReason};
+
+/// Now, as an RFC 3339 timestamp with second precision, as Kubernetes writes them.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_unix() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// The five random characters kube-apiserver appends for `generateName`.
+pub fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+/// Mutable `metadata`, created when absent.
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    match obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        Some(m) => m,
+        None => unreachable!("metadata was just made an object"),
+    }
+}
+
+/// A string field of metadata.
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj["metadata"][field].as_str()
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Validates an RFC 1123 subdomain (most object names).
+pub fn validate_subdomain(field: &str, name: &str) -> Option<FieldError> {
+    let ok = name.len() <= 253 && !name.is_empty() && name.split('.').all(is_dns_label);
+    (!ok).then(|| FieldError {
+        field: field.to_string(),
+        reason: FieldErrorReason::Invalid,
+        message: format!(
+            "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        ),
+    })
+}
+
+/// Validates an RFC 1123 label (namespace names, services).
+pub fn validate_label(field: &str, name: &str) -> Option<FieldError> {
+    (!is_dns_label(name)).then(|| FieldError {
+        field: field.to_string(),
+        reason: FieldErrorReason::Invalid,
+        message: format!(
+            "Invalid value: \"{name}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+        ),
+    })
+}
+
+/// The object without metadata and status: what `generation` tracks.
+pub fn spec_part(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    v
+}
+
+/// True when two versions of an object differ only in fields the server manages
+/// (resourceVersion, managedFields timestamps): such an update is a no-op.
+pub fn same_object(a: &Value, b: &Value) -> bool {
+    fn strip(v: &Value) -> Value {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+            if let Some(Value::Array(mf)) = m.get_mut("managedFields") {
+                for e in mf.iter_mut() {
+                    if let Some(o) = e.as_object_mut() {
+                        o.remove("time");
+                    }
+                }
+            }
+        }
+        v
+    }
+    strip(a) == strip(b)
+}
+
+/// Finalizers of an object.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+/// Checks that labels and annotations are string maps with valid keys.
+pub fn validate_meta_maps(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for field in ["labels", "annotations"] {
+        let v = &obj["metadata"][field];
+        if v.is_null() {
+            continue;
+        }
+        let Some(m) = v.as_object() else {
+            errs.push(FieldError {
+                field: format!("metadata.{field}"),
+                reason: FieldErrorReason::TypeInvalid,
+                message: "Invalid value: must be a map of strings".into(),
+            });
+            continue;
+        };
+        for (k, val) in m {
+            if !val.is_string() {
+                errs.push(FieldError {
+                    field: format!("metadata.{field}"),
+                    reason: FieldErrorReason::TypeInvalid,
+                    message: format!("Invalid value: {val}: values must be strings (key {k:?})"),
+                });
+            }
+            let (prefix, name) = match k.rsplit_once('/') {
+                Some((p, n)) => (Some(p), n),
+                None => (None, k.as_str()),
+            };
+            let name_ok = !name.is_empty()
+                && name.len() <= 63
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+                && name.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
+                && name.as_bytes().last().is_some_and(u8::is_ascii_alphanumeric);
+            let prefix_ok = prefix.is_none_or(|p| validate_subdomain("", p).is_none());
+            if !name_ok || !prefix_ok {
+                errs.push(FieldError {
+                    field: format!("metadata.{field}"),
+                    reason: FieldErrorReason::Invalid,
+                    message: format!("Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+                });
+            }
+            if field == "labels" {
+                if let Some(s) = val.as_str() {
+                    let ok = s.is_empty()
+                        || (s.len() <= 63
+                            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+                            && s.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
+                            && s.as_bytes().last().is_some_and(u8::is_ascii_alphanumeric));
+                    if !ok {
+                        errs.push(FieldError {
+                            field: format!("metadata.labels"),
+                            reason: FieldErrorReason::Invalid,
+                            message: format!("Invalid value: {s:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(validate_subdomain("metadata.name", "flights.com").is_none());
+        assert!(validate_subdomain("metadata.name", "Bad_Name").is_some());
+        assert!(validate_label("metadata.name", "a.b").is_some());
+        assert_eq!(random_suffix().len(), 5);
+    }
+
+    #[test]
+    fn noop_ignores_server_fields() {
+        let a = json!({"metadata": {"resourceVersion": "1", "managedFields": [{"manager": "x", "time": "t1"}]}, "spec": 1});
+        let b = json!({"metadata": {"resourceVersion": "2", "managedFields": [{"manager": "x", "time": "t2"}]}, "spec": 1});
+        assert!(same_object(&a, &b));
+        assert!(!same_object(&a, &json!({"metadata": {}, "spec": 2})));
+    }
+
+    #[test]
+    fn label_keys_validated() {
+        let bad = json!({"metadata": {"labels": {"-x": "y", "ok": "bad value"}}});
+        assert_eq!(validate_meta_maps(&bad).len(), 2);
+        assert!(validate_meta_maps(&json!({"metadata": {"labels": {"app.kubernetes.io/name": "web"}}})).is_empty());
+    }
+}

@@ -1,0 +1,194 @@
+//! The registry: what each API verb means for stored objects, independent of HTTP.
+//! Handlers call it with parsed requests; it validates, applies Kubernetes' object
+//! semantics (metadata, generation, status subresource, finalizers, field management)
+//! and reads and writes the [`Store`].
+
+mod crd_lifecycle;
+mod delete;
+mod meta;
+mod read;
+mod scale;
+mod validate;
+mod write;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::auth::UserInfo;
+use crate::catalog::{Catalog, ResourceInfo, VersionInfo};
+use crate::error::{ApiError, ApiResult};
+use crate::storage::{ObjectName, Store};
+
+pub use meta::{now_rfc3339, now_unix};
+pub use read::{ListOptions, ListResult, WatchEvent, WatchOptions, WatchPayload, WatchStream};
+pub use scale::ScaleChange;
+
+/// How unknown or duplicate fields are treated (`fieldValidation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Drop them silently.
+    Ignore,
+    /// Drop them and return a warning (kube-apiserver's default).
+    #[default]
+    Warn,
+    /// Reject the request with 400.
+    Strict,
+}
+
+impl FieldValidation {
+    /// Parses the query parameter; unknown values are a 400.
+    pub fn parse(s: &str) -> ApiResult<Self> {
+        match s {
+            "" | "Warn" => Ok(FieldValidation::Warn),
+            "Ignore" => Ok(FieldValidation::Ignore),
+            "Strict" => Ok(FieldValidation::Strict),
+            other => Err(ApiError::bad_request(format!(
+                "fieldValidation must be one of Ignore, Warn, Strict, got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// Options common to writes.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: validate and answer, store nothing.
+    pub dry_run: bool,
+    /// The field manager (`fieldManager`, or derived from the User-Agent).
+    pub field_manager: String,
+    /// `fieldValidation`.
+    pub field_validation: FieldValidation,
+    /// `force` for server-side apply.
+    pub force: bool,
+    /// Who is asking.
+    pub user: UserInfo,
+}
+
+/// The result of a write.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The object as stored (or as it would be, for a dry run).
+    pub object: Value,
+    /// HTTP status: 200, 201 (created) or 202 (deletion pending).
+    pub code: u16,
+    /// Warnings for the `Warning` header.
+    pub warnings: Vec<String>,
+}
+
+/// Which resource, version and namespace a request addresses.
+#[derive(Clone)]
+pub struct Target {
+    /// The resource.
+    pub info: Arc<ResourceInfo>,
+    /// The requested version.
+    pub version: String,
+    /// The namespace, for namespaced resources (None for all namespaces / cluster scope).
+    pub namespace: Option<String>,
+}
+
+impl Target {
+    /// The version's details.
+    pub fn version_info(&self) -> ApiResult<&VersionInfo> {
+        self.info.version(&self.version).ok_or_else(ApiError::no_route)
+    }
+    /// `apiVersion` for objects returned at this version.
+    pub fn api_version(&self) -> String {
+        self.info.api_version(&self.version)
+    }
+    /// The storage key of `name`.
+    pub fn key(&self, name: &str) -> ObjectName {
+        let ns = if self.info.namespaced { self.namespace.clone().unwrap_or_default() } else { String::new() };
+        (ns, name.to_string())
+    }
+    fn group(&self) -> &str {
+        &self.info.group
+    }
+    fn resource(&self) -> &str {
+        &self.info.resource
+    }
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// The object itself (status changes are ignored when a status subresource exists).
+    Main,
+    /// `/status`: only status changes are kept.
+    Status,
+}
+
+/// The patch formats kube-apiserver accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/json-patch+json`
+    Json,
+    /// `application/merge-patch+json`
+    Merge,
+    /// `application/strategic-merge-patch+json` (built-in kinds only)
+    Strategic,
+    /// `application/apply-patch+yaml` (server-side apply)
+    Apply,
+}
+
+/// The registry over one store and catalogue.
+#[derive(Clone)]
+pub struct Registry {
+    pub(crate) store: Store,
+    pub(crate) catalog: Arc<Catalog>,
+}
+
+impl Registry {
+    /// A registry over `store`, serving `catalog`.
+    pub fn new(store: Store, catalog: Arc<Catalog>) -> Registry {
+        Registry { store, catalog }
+    }
+
+    /// The catalogue.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Re-serves every CRD found in storage (after a restart).
+    pub async fn restore_crds(&self) -> ApiResult<()> {
+        self.restore().await
+    }
+
+    /// Creates the namespaces every cluster starts with.
+    pub async fn bootstrap(&self) -> ApiResult<()> {
+        let Some(info) = self.catalog.snapshot().lookup("", "v1", "namespaces") else { return Ok(()) };
+        let target = Target { info, version: "v1".into(), namespace: None };
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            if self.store.get(&target.info.id, &target.key(ns)).await?.is_some() {
+                continue;
+            }
+            let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
+            match self.create(&target, body, &opts).await {
+                Ok(_) => {}
+                Err(e) if e.code == 409 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses stored bytes. Stored data is always JSON the server wrote itself.
+pub(crate) fn parse_stored(b: &Bytes) -> ApiResult<Value> {
+    serde_json::from_slice(b).map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))
+}
+
+/// Rewrites `apiVersion` to the requested version (CRD conversion strategy None).
+pub(crate) fn at_version(mut obj: Value, target: &Target) -> Value {
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(target.api_version()));
+    }
+    obj
+}

@@ -1,0 +1,358 @@
+//! Reads: get, list (selectors, pagination, resourceVersion semantics) and watch
+//! (initial events, bookmarks, selector transitions, expiry).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{Registry, Target, at_version, parse_stored};
+use crate::error::{ApiError, ApiResult};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::storage::{EventKind, ListRange, Revision, StorageError, WatchSubscription};
+
+/// Options of a list.
+#[derive(Debug, Default, Clone)]
+pub struct ListOptions {
+    /// `labelSelector`, parsed.
+    pub labels: Option<LabelSelector>,
+    /// `fieldSelector`, parsed.
+    pub fields: Option<FieldSelector>,
+    /// `limit` (0 = none).
+    pub limit: Option<usize>,
+    /// `continue`.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`.
+    pub resource_version_match: Option<String>,
+}
+
+/// A page of a list.
+#[derive(Debug)]
+pub struct ListResult {
+    /// Objects at the requested version.
+    pub items: Vec<Value>,
+    /// The list's resourceVersion.
+    pub rev: Revision,
+    /// The continue token, when more items follow.
+    pub continue_token: Option<String>,
+    /// `remainingItemCount`, when known.
+    pub remaining: Option<u64>,
+}
+
+/// Options of a watch.
+#[derive(Debug, Default, Clone)]
+pub struct WatchOptions {
+    /// Selectors and resourceVersion, as for lists.
+    pub list: ListOptions,
+    /// `allowWatchBookmarks`.
+    pub bookmarks: bool,
+    /// `sendInitialEvents`.
+    pub send_initial_events: Option<bool>,
+    /// `timeoutSeconds`.
+    pub timeout: Option<Duration>,
+}
+
+/// The payload of a watch event.
+#[derive(Debug, Clone)]
+pub enum WatchPayload {
+    /// Stored JSON, passed through unchanged.
+    Raw(Bytes),
+    /// A built object (bookmarks, errors, converted objects).
+    Json(Value),
+}
+
+/// One event of a watch stream.
+#[derive(Debug, Clone)]
+pub struct WatchEvent {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
+    pub kind: &'static str,
+    /// The object.
+    pub payload: WatchPayload,
+}
+
+fn parse_rv(s: &str) -> ApiResult<Revision> {
+    s.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version {s:?}")))
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: Revision,
+    start: String,
+}
+
+fn encode_continue(rev: Revision, ns: &str, name: &str) -> String {
+    let t = ContinueToken { v: "meta.k8s.io/v1".into(), rv: rev, start: format!("{ns}/{name}") };
+    base64::engine::general_purpose::URL_SAFE.encode(serde_json::to_vec(&t).unwrap_or_default())
+}
+
+fn decode_continue(s: &str) -> ApiResult<(Revision, (String, String))> {
+    let bad = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
+    let raw = base64::engine::general_purpose::URL_SAFE
+        .decode(s)
+        .or_else(|_| base64::engine::general_purpose::STANDARD.decode(s))
+        .map_err(|_| bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+    let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad("incorrect encoding"))?;
+    if t.v != "meta.k8s.io/v1" {
+        return Err(bad("server does not recognize this encoded version"));
+    }
+    let (ns, name) = t.start.split_once('/').ok_or_else(|| bad("invalid start key"))?;
+    Ok((t.rv, (ns.to_string(), name.to_string())))
+}
+
+/// Builds the filter closure for selectors.
+fn matcher(target: &Target, opts: &ListOptions) -> impl FnMut(&Value) -> bool + Send + use<> {
+    let labels = opts.labels.clone().filter(|l| !l.is_empty());
+    let fields = opts.fields.clone().filter(|f| !f.is_empty());
+    let group = target.info.group.clone();
+    let resource = target.info.resource.clone();
+    let extra = target.version_info().map(|v| v.selectable_fields.clone()).unwrap_or_default();
+    move |obj: &Value| {
+        labels.as_ref().is_none_or(|l| l.matches(obj["metadata"]["labels"].as_object()))
+            && fields.as_ref().is_none_or(|f| f.matches(&group, &resource, obj, &extra).unwrap_or(false))
+    }
+}
+
+fn needs_parse(opts: &ListOptions) -> bool {
+    opts.labels.as_ref().is_some_and(|l| !l.is_empty()) || opts.fields.as_ref().is_some_and(|f| !f.is_empty())
+}
+
+impl Registry {
+    /// Reads one object.
+    pub async fn get(&self, target: &Target, name: &str) -> ApiResult<Value> {
+        let entry = self.store.get(&target.info.id, &target.key(name)).await?;
+        match entry {
+            Some(e) => Ok(at_version(parse_stored(&e.value)?, target)),
+            None => Err(ApiError::not_found(target.group(), target.resource(), name)),
+        }
+    }
+
+    fn validate_selectors(&self, target: &Target, opts: &ListOptions) -> ApiResult<()> {
+        if let Some(f) = &opts.fields {
+            let extra = target.version_info()?.selectable_fields.clone();
+            f.validate_fields(&target.info.group, &target.info.resource, &extra)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Lists objects.
+    pub async fn list(&self, target: &Target, opts: &ListOptions) -> ApiResult<ListResult> {
+        self.validate_selectors(target, opts)?;
+        let mut range = ListRange {
+            namespace: if target.info.namespaced { target.namespace.clone() } else { None },
+            limit: opts.limit.filter(|l| *l > 0),
+            ..Default::default()
+        };
+        let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
+        match (&opts.continue_token, rv, opts.resource_version_match.as_deref()) {
+            (Some(_), Some(_), _) if rv != Some("0") => {
+                return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+            }
+            (Some(token), _, _) => {
+                let (rev, after) = decode_continue(token)?;
+                range.at = Some(rev);
+                range.after = Some(after);
+            }
+            (None, None, Some(m)) if !m.is_empty() => {
+                return Err(ApiError::bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided"));
+            }
+            (None, Some(v), Some("Exact")) => {
+                let rev = parse_rv(v)?;
+                if rev == 0 {
+                    return Err(ApiError::bad_request("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+                }
+                range.at = Some(rev);
+            }
+            (None, Some(v), m) => {
+                if let Some(m) = m.filter(|m| !m.is_empty() && *m != "NotOlderThan") {
+                    return Err(ApiError::bad_request(format!("resourceVersionMatch: Unsupported value: {m:?}")));
+                }
+                let rev = parse_rv(v)?;
+                let current = self.store.revision();
+                if rev > current {
+                    return Err(ApiError::timeout(format!("Too large resource version: {rev}, current: {current}")));
+                }
+            }
+            _ => {}
+        }
+        let parse = needs_parse(opts);
+        let mut keep_obj = matcher(target, opts);
+        let mut keep = move |b: &Bytes| !parse || serde_json::from_slice::<Value>(b).map(|v| keep_obj(&v)).unwrap_or(false);
+        let page = self.store.list(&target.info.id, &range, &mut keep).await.map_err(|e| match e {
+            StorageError::Expired { .. } if opts.continue_token.is_some() => ApiError::expired(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+            ),
+            e => e.into(),
+        })?;
+        let items = page
+            .items
+            .iter()
+            .map(|b| parse_stored(b).map(|v| at_version(v, target)))
+            .collect::<ApiResult<Vec<_>>>()?;
+        let continue_token = page.next.as_ref().map(|(ns, name)| encode_continue(page.rev, ns, name));
+        Ok(ListResult {
+            items,
+            rev: page.rev,
+            continue_token,
+            remaining: if parse { None } else { page.remaining },
+        })
+    }
+
+    /// Starts a watch.
+    pub async fn watch(&self, target: &Target, opts: &WatchOptions) -> ApiResult<WatchStream> {
+        self.validate_selectors(target, &opts.list)?;
+        let rv = opts.list.resource_version.as_deref().filter(|s| !s.is_empty());
+        let legacy_initial = matches!(rv, None | Some("0"));
+        let initial = opts.send_initial_events.unwrap_or(legacy_initial);
+        if opts.send_initial_events == Some(true) && opts.list.resource_version_match.as_deref() != Some("NotOlderThan") {
+            return Err(ApiError::bad_request(
+                "sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        let mut queue = VecDeque::new();
+        let start = if initial {
+            let list_opts = ListOptions { limit: None, continue_token: None, resource_version: None, ..opts.list.clone() };
+            let page = self.list(target, &list_opts).await?;
+            for item in page.items {
+                queue.push_back(WatchEvent { kind: "ADDED", payload: WatchPayload::Json(item) });
+            }
+            if opts.send_initial_events == Some(true) && opts.bookmarks {
+                queue.push_back(bookmark(target, page.rev, true));
+            }
+            page.rev
+        } else {
+            match rv {
+                Some(v) if v != "0" => parse_rv(v)?,
+                _ => self.store.revision(),
+            }
+        };
+        let sub = match self.store.watch(&target.info.id, start) {
+            Ok(s) => Some(s),
+            Err(StorageError::Expired { requested, oldest }) => {
+                queue.push_back(expired_event(requested, oldest));
+                None
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(WatchStream {
+            target: target.clone(),
+            parse: needs_parse(&opts.list) || target.version != target.info.storage_version(),
+            filter: Box::new(matcher(target, &opts.list)),
+            queue,
+            sub,
+            bookmarks: opts.bookmarks,
+            next_bookmark: Instant::now() + BOOKMARK_EVERY,
+            deadline: opts.timeout.map(|t| Instant::now() + t),
+            last_rev: start,
+        })
+    }
+}
+
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+
+fn bookmark(target: &Target, rev: Revision, initial_end: bool) -> WatchEvent {
+    let mut meta = json!({"resourceVersion": rev.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    WatchEvent {
+        kind: "BOOKMARK",
+        payload: WatchPayload::Json(json!({"kind": target.info.kind, "apiVersion": target.api_version(), "metadata": meta})),
+    }
+}
+
+fn expired_event(requested: Revision, oldest: Revision) -> WatchEvent {
+    let status = ApiError::expired(format!("too old resource version: {requested} ({oldest})")).to_status();
+    WatchEvent { kind: "ERROR", payload: WatchPayload::Json(status) }
+}
+
+/// A running watch.
+pub struct WatchStream {
+    target: Target,
+    parse: bool,
+    filter: Box<dyn FnMut(&Value) -> bool + Send>,
+    queue: VecDeque<WatchEvent>,
+    sub: Option<WatchSubscription>,
+    bookmarks: bool,
+    next_bookmark: Instant,
+    deadline: Option<Instant>,
+    last_rev: Revision,
+}
+
+impl WatchStream {
+    /// The next event; `None` when the watch ends (timeout, expiry, shutdown).
+    pub async fn next(&mut self) -> Option<WatchEvent> {
+        loop {
+            if let Some(e) = self.queue.pop_front() {
+                return Some(e);
+            }
+            let sub = self.sub.as_mut()?;
+            let deadline = self.deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+            let tick = if self.bookmarks { self.next_bookmark } else { deadline };
+            tokio::select! {
+                ev = sub.next() => match ev {
+                    Ok(Some(e)) => {
+                        self.last_rev = e.rev;
+                        if let Some(out) = self.convert(&e) {
+                            return Some(out);
+                        }
+                    }
+                    Ok(None) => return None,
+                    Err(StorageError::Expired { requested, oldest }) => {
+                        self.sub = None;
+                        return Some(expired_event(requested, oldest));
+                    }
+                    Err(_) => return None,
+                },
+                _ = tokio::time::sleep_until(tick) => {
+                    if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                        return None;
+                    }
+                    if self.bookmarks {
+                        self.next_bookmark = Instant::now() + BOOKMARK_EVERY;
+                        return Some(bookmark(&self.target, self.last_rev, false));
+                    }
+                }
+            }
+        }
+    }
+
+    fn convert(&mut self, e: &crate::storage::Event) -> Option<WatchEvent> {
+        if self.target.info.namespaced {
+            if let Some(ns) = &self.target.namespace {
+                if &e.key.0 != ns {
+                    return None;
+                }
+            }
+        }
+        if !self.parse {
+            let kind = match e.kind {
+                EventKind::Added => "ADDED",
+                EventKind::Modified => "MODIFIED",
+                EventKind::Deleted => "DELETED",
+            };
+            return Some(WatchEvent { kind, payload: WatchPayload::Raw(e.value.clone()) });
+        }
+        let now: Value = serde_json::from_slice(&e.value).ok()?;
+        let now_match = (self.filter)(&now);
+        let prev_match = match (&e.prev, e.kind) {
+            (Some(p), EventKind::Modified) => serde_json::from_slice::<Value>(p).map(|p| (self.filter)(&p)).unwrap_or(false),
+            _ => false,
+        };
+        let kind = match (e.kind, prev_match, now_match) {
+            (EventKind::Added, _, true) => "ADDED",
+            (EventKind::Modified, true, true) => "MODIFIED",
+            (EventKind::Modified, false, true) => "ADDED",
+            (EventKind::Modified, true, false) => "DELETED",
+            (EventKind::Deleted, _, true) => "DELETED",
+            _ => return None,
+        };
+        Some(WatchEvent { kind, payload: WatchPayload::Json(at_version(now, &self.target)) })
+    }
+}

@@ -1,0 +1,269 @@
+//! Starting and stopping the server: storage selection, TLS, the accept loop serving
+//! HTTP/1.1 and HTTP/2, and the kubeconfig clients use.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use base64::Engine;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::auth::{TokenAuthenticator, random_token};
+use crate::catalog::Catalog;
+use crate::certs::{CertError, TlsMaterial};
+use crate::handlers::{self, AppState};
+use crate::registry::Registry;
+use crate::storage::{SqliteBackend, StorageError, Store, StoreOptions};
+
+/// Errors starting the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Certificates could not be made or loaded.
+    #[error(transparent)]
+    Certs(#[from] CertError),
+    /// Storage could not be opened.
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    /// Binding or file I/O failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Bootstrapping the initial objects failed.
+    #[error("bootstrap: {0}")]
+    Bootstrap(String),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
+    let context = context.into();
+    move |source| ServerError::Io { context, source }
+}
+
+/// Where objects are kept.
+#[derive(Debug, Clone)]
+pub enum StorageConfig {
+    /// In memory only: for tests.
+    InMemory,
+    /// SQLite (WAL, synchronous=FULL) at this path.
+    Sqlite(PathBuf),
+}
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Storage backend.
+    pub storage: StorageConfig,
+    /// Directory for certificates and the token (None: generate in memory).
+    pub data_dir: Option<PathBuf>,
+    /// The admin bearer token (None: read from the data dir or generate).
+    pub token: Option<String>,
+    /// Watch log capacity.
+    pub store: StoreOptions,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            storage: StorageConfig::InMemory,
+            data_dir: None,
+            token: None,
+            store: StoreOptions::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// In-memory storage on a random loopback port.
+    pub fn in_memory() -> Self {
+        Self::default()
+    }
+
+    /// Durable storage, certificates and token under `dir`.
+    pub fn durable(dir: &Path) -> Self {
+        ServerConfig {
+            storage: StorageConfig::Sqlite(dir.join("state.db")),
+            data_dir: Some(dir.to_path_buf()),
+            ..Self::default()
+        }
+    }
+}
+
+/// A running API server. Dropping it stops the server.
+pub struct RunningServer {
+    addr: SocketAddr,
+    tls: TlsMaterial,
+    token: String,
+    registry: Registry,
+    shutdown: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    startup: std::time::Duration,
+}
+
+/// The API server.
+pub struct ApiServer;
+
+impl ApiServer {
+    /// Starts a server as configured and returns once it accepts connections.
+    pub async fn start(cfg: ServerConfig) -> Result<RunningServer, ServerError> {
+        let started = Instant::now();
+        let tls = match &cfg.data_dir {
+            Some(d) => TlsMaterial::load_or_generate(d)?,
+            None => TlsMaterial::generate()?,
+        };
+        let token = match (&cfg.token, &cfg.data_dir) {
+            (Some(t), _) => t.clone(),
+            (None, Some(d)) => {
+                let p = d.join("token");
+                match std::fs::read_to_string(&p) {
+                    Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+                    _ => {
+                        let t = random_token();
+                        std::fs::write(&p, &t).map_err(io(format!("writing {}", p.display())))?;
+                        t
+                    }
+                }
+            }
+            (None, None) => random_token(),
+        };
+        let store = match &cfg.storage {
+            StorageConfig::InMemory => Store::in_memory(cfg.store.clone()),
+            StorageConfig::Sqlite(p) => {
+                if let Some(parent) = p.parent() {
+                    std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+                }
+                Store::open(Box::new(SqliteBackend::open(p)?), cfg.store.clone())?
+            }
+        };
+        let registry = Registry::new(store, Arc::new(Catalog::new()));
+        registry.restore_crds().await.map_err(|e| ServerError::Bootstrap(e.message))?;
+        registry.bootstrap().await.map_err(|e| ServerError::Bootstrap(e.message))?;
+        let listener = TcpListener::bind(cfg.bind).await.map_err(io(format!("binding {}", cfg.bind)))?;
+        let addr = listener.local_addr().map_err(io("reading the bound address"))?;
+        let state = AppState::new(registry.clone(), TokenAuthenticator::with_admin(&token), addr.to_string());
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config()?);
+        let (shutdown, rx) = watch::channel(false);
+        let task = tokio::spawn(accept_loop(listener, acceptor, state, rx));
+        Ok(RunningServer { addr, tls, token, registry, shutdown, task: Some(task), startup: started.elapsed() })
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    state: Arc<AppState>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => {
+                let Ok((tcp, _)) = accepted else { continue };
+                let _ = tcp.set_nodelay(true);
+                let acceptor = acceptor.clone();
+                let state = state.clone();
+                conns.spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let svc = hyper::service::service_fn(move |req| {
+                        let state = state.clone();
+                        async move { Ok::<_, std::convert::Infallible>(handlers::handle(state, req).await) }
+                    });
+                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
+                });
+            }
+        }
+    }
+    // Dropping the set aborts every open connection, watches included.
+    conns.shutdown().await;
+}
+
+impl RunningServer {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+    /// The admin bearer token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+    /// The CA certificate (PEM) clients should trust.
+    pub fn ca_pem(&self) -> &str {
+        &self.tls.ca_pem
+    }
+    /// The registry, for in-process access.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+    /// How long `start` took.
+    pub fn startup_time(&self) -> std::time::Duration {
+        self.startup
+    }
+
+    /// A kubeconfig (YAML) with one cluster, user and context named `context`.
+    pub fn kubeconfig(&self, context: &str) -> String {
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.tls.ca_pem.as_bytes());
+        let cfg = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": context, "cluster": {"server": self.url(), "certificate-authority-data": ca}}],
+            "users": [{"name": format!("{context}-admin"), "user": {"token": self.token}}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": format!("{context}-admin"), "namespace": "default"}}],
+            "current-context": context,
+            "preferences": {},
+        });
+        serde_saphyr::to_string(&cfg).unwrap_or_default()
+    }
+
+    /// Writes [`Self::kubeconfig`] to `path` (mode 0600).
+    pub fn write_kubeconfig(&self, path: &Path, context: &str) -> Result<(), ServerError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+        }
+        let tmp = path.with_extension("tmp");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io(format!("writing {}", tmp.display())))?;
+        f.write_all(self.kubeconfig(context).as_bytes()).map_err(io(format!("writing {}", tmp.display())))?;
+        std::fs::rename(&tmp, path).map_err(io(format!("writing {}", path.display())))
+    }
+
+    /// Stops accepting requests, closes every connection and waits for the server task.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}

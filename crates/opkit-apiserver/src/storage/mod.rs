@@ -1,0 +1,508 @@
+//! The revisioned object store: every object of every resource, one global revision per
+//! write (like etcd's), a bounded event log for watches, and durability gating.
+//!
+//! # Design
+//! All objects live in memory as serialized JSON ([`Bytes`]), indexed per resource by
+//! `(namespace, name)`. Each write takes the store lock, runs a caller-supplied closure
+//! against the current entry (so read-modify-write and optimistic concurrency are atomic),
+//! assigns the next revision, and appends an [`Event`] to the log.
+//!
+//! A write becomes *visible* (to watches and reads) only once it is durable: with a
+//! [`Backend`] the events go to a group-commit thread that persists them in batches and
+//! then publishes them. Writers and readers wait for the durable revision to cover what
+//! they saw. So nothing that a client observed can be lost by a crash, and revisions never
+//! repeat after a restart. The in-memory store is durable at once.
+//!
+//! Lists at an older revision (continue tokens, `resourceVersionMatch=Exact`) are served
+//! from memory by rolling back the log; revisions older than the log window answer
+//! [`StorageError::Expired`], which the API layer turns into 410 Gone.
+
+mod backend;
+mod log;
+mod sqlite;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::{broadcast, watch};
+
+pub use backend::{Backend, LoadedObject, LoadedState, MemoryBackend};
+pub use log::WatchSubscription;
+pub use sqlite::SqliteBackend;
+
+/// A global revision: the resourceVersion of every object and list.
+pub type Revision = u64;
+
+/// Errors of the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The requested revision has been compacted out of the event log.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired {
+        /// The revision asked for.
+        requested: Revision,
+        /// The oldest revision still served.
+        oldest: Revision,
+    },
+    /// The requested revision is newer than anything written.
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooLarge {
+        /// The revision asked for.
+        requested: Revision,
+        /// The current revision.
+        current: Revision,
+    },
+    /// The durable backend failed; the store refuses further writes.
+    #[error("storage backend failure: {0}")]
+    Backend(String),
+}
+
+/// The key of one object inside a resource: namespace ("" for cluster-scoped) and name.
+pub type ObjectName = (String, String);
+
+/// One stored object.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The revision of the write that produced this value.
+    pub rev: Revision,
+    /// The object as JSON, with `metadata.resourceVersion` already set to `rev`.
+    pub value: Bytes,
+}
+
+/// What kind of change an [`Event`] records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// The object was created.
+    Added,
+    /// The object was changed.
+    Modified,
+    /// The object was removed.
+    Deleted,
+}
+
+/// One committed write.
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// The revision of the write.
+    pub rev: Revision,
+    /// The resource the object belongs to (see [`ResourceId`]).
+    pub resource: ResourceId,
+    /// Namespace and name.
+    pub key: ObjectName,
+    /// The change.
+    pub kind: EventKind,
+    /// The object after the write; for a deletion, its final state.
+    pub value: Bytes,
+    /// The object before the write, if it existed.
+    pub prev: Option<Bytes>,
+}
+
+/// Identifies where a resource's objects are kept: `group/resource` (core group is empty),
+/// the same for every version of the resource.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceId(Arc<str>);
+
+impl ResourceId {
+    /// The storage id of `resource` in `group`.
+    pub fn new(group: &str, resource: &str) -> Self {
+        ResourceId(Arc::from(format!("{group}/{resource}")))
+    }
+    /// The `group/resource` string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What a write closure decides.
+#[derive(Debug)]
+pub enum Write {
+    /// Store this value (create or replace).
+    Put(Bytes),
+    /// Remove the object; the bytes are its final state, sent to watchers.
+    Delete(Bytes),
+    /// Change nothing (a no-op update keeps the old resourceVersion).
+    Unchanged,
+}
+
+/// The outcome of a committed write.
+#[derive(Debug, Clone)]
+pub struct WriteResult {
+    /// The revision the write got, or the entry's unchanged revision.
+    pub rev: Revision,
+    /// The stored (or final) value.
+    pub value: Bytes,
+}
+
+/// Which page of a list to read.
+#[derive(Debug, Default, Clone)]
+pub struct ListRange {
+    /// Only this namespace (None: all).
+    pub namespace: Option<String>,
+    /// Read at exactly this revision (continue tokens, `resourceVersionMatch=Exact`).
+    pub at: Option<Revision>,
+    /// Start strictly after this key.
+    pub after: Option<ObjectName>,
+    /// Stop after this many matching items.
+    pub limit: Option<usize>,
+}
+
+/// One page of a list.
+#[derive(Debug)]
+pub struct ListPage {
+    /// Matching objects, in key order.
+    pub items: Vec<Bytes>,
+    /// The revision the page was read at.
+    pub rev: Revision,
+    /// The last key returned, when more items may follow.
+    pub next: Option<ObjectName>,
+    /// How many objects follow (before filtering), when a limit cut the page.
+    pub remaining: Option<u64>,
+}
+
+/// Tunables of a [`Store`].
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// How many events the watch log keeps before compacting the oldest.
+    pub log_capacity: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { log_capacity: 100_000 }
+    }
+}
+
+type ResourceMap = BTreeMap<ObjectName, Entry>;
+
+pub(crate) struct State {
+    rev: Revision,
+    durable: Revision,
+    resources: HashMap<ResourceId, ResourceMap>,
+    log: VecDeque<Arc<Event>>,
+    /// Events with `rev <= compacted` are no longer in the log.
+    compacted: Revision,
+    capacity: usize,
+    failed: Option<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    durable_tx: watch::Sender<Revision>,
+    events: broadcast::Sender<Arc<Event>>,
+    commit_tx: Option<std::sync::mpsc::Sender<Arc<Event>>>,
+}
+
+/// The object store. Cheap to clone; all clones share one state.
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+}
+
+impl Store {
+    /// An empty in-memory store.
+    pub fn in_memory(opts: StoreOptions) -> Store {
+        Store::build(LoadedState::default(), None, opts)
+    }
+
+    /// A store over a durable backend: loads its contents and starts the commit thread.
+    pub fn open(backend: Box<dyn Backend>, opts: StoreOptions) -> Result<Store, StorageError> {
+        let loaded = backend.load()?;
+        let (tx, rx) = std::sync::mpsc::channel::<Arc<Event>>();
+        let store = Store::build(loaded, Some(tx), opts);
+        let weak = Arc::downgrade(&store.shared);
+        std::thread::Builder::new()
+            .name("opkit-storage-commit".into())
+            .spawn(move || log::commit_loop(backend, rx, weak))
+            .map_err(|e| StorageError::Backend(e.to_string()))?;
+        Ok(store)
+    }
+
+    fn build(
+        loaded: LoadedState,
+        commit_tx: Option<std::sync::mpsc::Sender<Arc<Event>>>,
+        opts: StoreOptions,
+    ) -> Store {
+        let mut resources: HashMap<ResourceId, ResourceMap> = HashMap::new();
+        for o in loaded.objects {
+            resources
+                .entry(ResourceId(Arc::from(o.resource.as_str())))
+                .or_default()
+                .insert((o.namespace, o.name), Entry { rev: o.rev, value: o.value });
+        }
+        let (durable_tx, _) = watch::channel(loaded.rev);
+        let (events, _) = broadcast::channel(8192);
+        Store {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    rev: loaded.rev,
+                    durable: loaded.rev,
+                    resources,
+                    log: VecDeque::new(),
+                    compacted: loaded.rev,
+                    capacity: opts.log_capacity.max(16),
+                    failed: None,
+                }),
+                durable_tx,
+                events,
+                commit_tx,
+            }),
+        }
+    }
+
+    /// The newest revision that is durable and visible.
+    pub fn revision(&self) -> Revision {
+        self.shared.state.lock().durable
+    }
+
+    /// Reads one object, as of the newest durable revision.
+    pub async fn get(&self, resource: &ResourceId, key: &ObjectName) -> Result<Option<Entry>, StorageError> {
+        let (entry, rev) = {
+            let st = self.shared.state.lock();
+            let e = st.resources.get(resource).and_then(|m| m.get(key)).cloned();
+            (e, st.rev)
+        };
+        self.wait_durable(rev).await?;
+        Ok(entry)
+    }
+
+    /// Reads a page of a resource's objects, keeping those for which `keep` is true.
+    pub async fn list(
+        &self,
+        resource: &ResourceId,
+        range: &ListRange,
+        keep: &mut (dyn FnMut(&Bytes) -> bool + Send),
+    ) -> Result<ListPage, StorageError> {
+        let (page, rev) = {
+            let st = self.shared.state.lock();
+            let page = st.list_page(resource, range, keep)?;
+            (page, st.rev)
+        };
+        self.wait_durable(rev.max(page.rev)).await?;
+        Ok(page)
+    }
+
+    /// Atomically reads the object at `key`, lets `decide` compute the write, and commits
+    /// it. Returns `Ok(Err(e))` when `decide` refused. Waits until the write is durable.
+    pub async fn write<E>(
+        &self,
+        resource: &ResourceId,
+        key: &ObjectName,
+        decide: impl FnOnce(Option<&Entry>, Revision) -> Result<Write, E>,
+    ) -> Result<Result<WriteResult, E>, StorageError> {
+        let result = {
+            let mut st = self.shared.state.lock();
+            if let Some(f) = &st.failed {
+                return Err(StorageError::Backend(f.clone()));
+            }
+            let current = st.resources.get(resource).and_then(|m| m.get(key));
+            let next = st.rev + 1;
+            let decision = match decide(current, next) {
+                Ok(d) => d,
+                Err(e) => return Ok(Err(e)),
+            };
+            let prev = current.map(|e| e.value.clone());
+            let (kind, value) = match decision {
+                Write::Unchanged => {
+                    let Some(cur) = current else {
+                        return Ok(Ok(WriteResult { rev: st.rev, value: Bytes::new() }));
+                    };
+                    let r = WriteResult { rev: cur.rev, value: cur.value.clone() };
+                    drop(st);
+                    return Ok(Ok(r));
+                }
+                Write::Put(v) => {
+                    let kind = if prev.is_some() { EventKind::Modified } else { EventKind::Added };
+                    st.resources
+                        .entry(resource.clone())
+                        .or_default()
+                        .insert(key.clone(), Entry { rev: next, value: v.clone() });
+                    (kind, v)
+                }
+                Write::Delete(v) => {
+                    if let Some(m) = st.resources.get_mut(resource) {
+                        m.remove(key);
+                    }
+                    (EventKind::Deleted, v)
+                }
+            };
+            st.rev = next;
+            let event = Arc::new(Event {
+                rev: next,
+                resource: resource.clone(),
+                key: key.clone(),
+                kind,
+                value: value.clone(),
+                prev,
+            });
+            st.push_log(event.clone());
+            match &self.shared.commit_tx {
+                Some(tx) => {
+                    if tx.send(event).is_err() {
+                        st.failed = Some("commit thread stopped".into());
+                        return Err(StorageError::Backend("commit thread stopped".into()));
+                    }
+                }
+                None => {
+                    st.durable = next;
+                    let _ = self.shared.events.send(event);
+                    self.shared.durable_tx.send_replace(next);
+                }
+            }
+            WriteResult { rev: next, value }
+        };
+        self.wait_durable(result.rev).await?;
+        Ok(Ok(result))
+    }
+
+    /// Starts a watch on `resource` for events after `from`. The subscription first yields
+    /// logged events newer than `from`, then live ones.
+    pub fn watch(&self, resource: &ResourceId, from: Revision) -> Result<WatchSubscription, StorageError> {
+        let st = self.shared.state.lock();
+        if from < st.compacted {
+            return Err(StorageError::Expired { requested: from, oldest: st.compacted + 1 });
+        }
+        if from > st.durable {
+            return Err(StorageError::TooLarge { requested: from, current: st.durable });
+        }
+        let backlog: Vec<Arc<Event>> = st
+            .log
+            .iter()
+            .filter(|e| e.rev > from && e.rev <= st.durable && &e.resource == resource)
+            .cloned()
+            .collect();
+        let rx = self.shared.events.subscribe();
+        Ok(WatchSubscription::new(self.clone(), resource.clone(), from, backlog, rx))
+    }
+
+    /// Waits until `rev` is durable (at once for the in-memory store).
+    async fn wait_durable(&self, rev: Revision) -> Result<(), StorageError> {
+        let mut rx = self.shared.durable_tx.subscribe();
+        if *rx.borrow() >= rev {
+            return Ok(());
+        }
+        let waited = rx.wait_for(|d| *d >= rev).await;
+        if waited.is_err() || self.shared.state.lock().failed.is_some() {
+            let msg = self.shared.state.lock().failed.clone().unwrap_or_else(|| "store closed".into());
+            return Err(StorageError::Backend(msg));
+        }
+        Ok(())
+    }
+
+    /// Number of objects stored for `resource` (all namespaces).
+    pub fn count(&self, resource: &ResourceId) -> usize {
+        self.shared.state.lock().resources.get(resource).map_or(0, |m| m.len())
+    }
+
+    /// The namespaces/names of every object of `resource` in `namespace` (None: all).
+    pub fn keys(&self, resource: &ResourceId, namespace: Option<&str>) -> Vec<ObjectName> {
+        let st = self.shared.state.lock();
+        let Some(m) = st.resources.get(resource) else { return Vec::new() };
+        match namespace {
+            None => m.keys().cloned().collect(),
+            Some(ns) => ns_range(m, ns).map(|(k, _)| k.clone()).collect(),
+        }
+    }
+}
+
+fn ns_range<'a>(m: &'a ResourceMap, ns: &str) -> impl Iterator<Item = (&'a ObjectName, &'a Entry)> + 'a {
+    let ns_owned = ns.to_string();
+    m.range((Bound::Included((ns.to_string(), String::new())), Bound::Unbounded))
+        .take_while(move |(k, _)| k.0 == ns_owned)
+}
+
+impl State {
+    fn push_log(&mut self, e: Arc<Event>) {
+        self.log.push_back(e);
+        while self.log.len() > self.capacity {
+            if let Some(old) = self.log.pop_front() {
+                self.compacted = old.rev;
+            }
+        }
+    }
+
+    fn list_page(
+        &self,
+        resource: &ResourceId,
+        range: &ListRange,
+        keep: &mut (dyn FnMut(&Bytes) -> bool + Send),
+    ) -> Result<ListPage, StorageError> {
+        let empty = ResourceMap::new();
+        let map = self.resources.get(resource).unwrap_or(&empty);
+        let at = range.at.unwrap_or(self.rev);
+        if at > self.rev {
+            return Err(StorageError::TooLarge { requested: at, current: self.rev });
+        }
+        if at < self.rev && at < self.compacted {
+            return Err(StorageError::Expired { requested: at, oldest: self.compacted + 1 });
+        }
+        // Roll back writes newer than `at`: the oldest such event per key holds its value at `at`.
+        let mut overlay: BTreeMap<ObjectName, Option<Bytes>> = BTreeMap::new();
+        if at < self.rev {
+            for e in self.log.iter().rev().take_while(|e| e.rev > at) {
+                if &e.resource == resource {
+                    overlay.insert(e.key.clone(), e.prev.clone());
+                }
+            }
+        }
+        let start = match &range.after {
+            Some(k) => Bound::Excluded(k.clone()),
+            None => match &range.namespace {
+                Some(ns) => Bound::Included((ns.clone(), String::new())),
+                None => Bound::Unbounded,
+            },
+        };
+        let in_ns = |k: &ObjectName| range.namespace.as_ref().is_none_or(|ns| &k.0 == ns);
+        let mut live = map.range((start.clone(), Bound::Unbounded)).peekable();
+        let mut over = overlay.range((start, Bound::Unbounded)).peekable();
+        let mut items = Vec::new();
+        let mut last: Option<ObjectName> = None;
+        let limit = range.limit.unwrap_or(usize::MAX);
+        let mut more = false;
+        loop {
+            // Merge the two sorted sequences; the overlay wins on equal keys.
+            let next: Option<(ObjectName, Option<Bytes>)> = match (live.peek(), over.peek()) {
+                (None, None) => None,
+                (Some((lk, _)), Some((ok, _))) if lk < ok => live.next().map(|(k, e)| (k.clone(), Some(e.value.clone()))),
+                (Some((lk, _)), Some((ok, _))) if lk == ok => {
+                    live.next();
+                    over.next().map(|(k, v)| (k.clone(), v.clone()))
+                }
+                (Some(_), None) => live.next().map(|(k, e)| (k.clone(), Some(e.value.clone()))),
+                _ => over.next().map(|(k, v)| (k.clone(), v.clone())),
+            };
+            let Some((k, v)) = next else { break };
+            if !in_ns(&k) {
+                if range.namespace.is_some() && range.namespace.as_deref() < Some(k.0.as_str()) {
+                    break;
+                }
+                continue;
+            }
+            let Some(v) = v else { continue };
+            if items.len() >= limit {
+                more = true;
+                break;
+            }
+            if keep(&v) {
+                items.push(v);
+                last = Some(k);
+            }
+        }
+        let remaining = if more {
+            let after = last.clone();
+            let count = match (&after, &range.namespace) {
+                (Some(a), _) => map
+                    .range((Bound::Excluded(a.clone()), Bound::Unbounded))
+                    .filter(|(k, _)| in_ns(k))
+                    .count(),
+                _ => 0,
+            };
+            Some(count as u64)
+        } else {
+            None
+        };
+        Ok(ListPage { items, rev: at, next: if more { last } else { None }, remaining })
+    }
+}
