@@ -1,0 +1,264 @@
+//! The kubectl suite: real kubectl binaries (1.33 and 1.27, found next to the `kubectl` on
+//! PATH) against an in-process control plane, with kubectl's default validation.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use opkit_testenv::TestEnv;
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: flighttickets.flights.com
+spec:
+  group: flights.com
+  scope: Namespaced
+  names:
+    plural: flighttickets
+    singular: flightticket
+    kind: FlightTicket
+    shortNames: [ft]
+    categories: [all]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - {name: From, type: string, jsonPath: .spec.from}
+    - {name: To, type: string, jsonPath: .spec.to}
+    - {name: Number, type: integer, jsonPath: .spec.number}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              from: {type: string}
+              to: {type: string}
+              number: {type: integer, minimum: 1, maximum: 10}
+"#;
+
+const TICKET: &str = r#"
+apiVersion: flights.com/v1
+kind: FlightTicket
+metadata:
+  name: my-flight-ticket
+spec:
+  from: Mumbai
+  to: Dubai
+  number: 2
+"#;
+
+const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.25
+        ports:
+        - containerPort: 80
+      - name: sidecar
+        image: busybox:1.36
+"#;
+
+/// The versioned kubectl binaries sit next to the real `kubectl` on PATH.
+fn kubectl_binary(version: &str) -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("kubectl")).find(|c| c.exists()))
+        .expect("kubectl must be on PATH");
+    let real = std::fs::canonicalize(&on_path).expect("resolve kubectl");
+    let versioned = real.with_file_name(format!("kubectl.{version}"));
+    assert!(versioned.exists(), "{} not found", versioned.display());
+    versioned
+}
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    fn new(version: &str, env: &TestEnv) -> Self {
+        Kubectl { bin: kubectl_binary(version), kubeconfig: env.kubeconfig_path().to_path_buf() }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.kubeconfig.parent().unwrap_or(Path::new("/tmp")))
+            .args(["--request-timeout=20s"])
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn kubectl");
+        if let Some(input) = stdin {
+            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        } else {
+            drop(child.stdin.take());
+        }
+        child.wait_with_output().expect("kubectl output")
+    }
+
+    /// Runs and requires success; returns stdout.
+    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.run(args, stdin);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kubectl {args:?} failed\nstdout: {stdout}\nstderr: {stderr}");
+        stdout
+    }
+
+    /// Runs and requires failure; returns stderr.
+    fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.run(args, stdin);
+        assert!(!out.status.success(), "kubectl {args:?} unexpectedly succeeded: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+/// Reads lines of a long-running command on a thread so the test can wait with a timeout.
+fn line_reader(child: &mut std::process::Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_line(rx: &mpsc::Receiver<String>, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if pred(&l) => return l,
+            Ok(_) => continue,
+            Err(_) => panic!("timed out waiting for {what}"),
+        }
+    }
+}
+
+async fn suite(version: &str) {
+    let env = TestEnv::start().await.expect("start control plane");
+    let k = Kubectl::new(version, &env);
+    let server_version = k.ok(&["version", "-o", "json"], None);
+    assert!(server_version.contains("\"minor\": \"33\""), "{server_version}");
+    let resources = k.ok(&["api-resources"], None);
+    for r in ["deployments", "customresourcedefinitions", "leases", "horizontalpodautoscalers"] {
+        assert!(resources.contains(r), "api-resources lacks {r}:\n{resources}");
+    }
+    let versions = k.ok(&["api-versions"], None);
+    assert!(versions.contains("apps/v1") && versions.contains("coordination.k8s.io/v1"), "{versions}");
+    assert!(k.ok(&["cluster-info"], None).contains("is running at"));
+
+    // A CRD, established, then custom resources through its short name.
+    k.ok(&["apply", "-f", "-"], Some(CRD));
+    k.ok(&["wait", "--for", "condition=established", "crd/flighttickets.flights.com", "--timeout=20s"], None);
+    k.ok(&["apply", "-f", "-"], Some(TICKET));
+    let table = k.ok(&["get", "ft"], None);
+    assert!(table.contains("my-flight-ticket") && table.contains("Mumbai") && table.contains("FROM"), "{table}");
+    let yaml = k.ok(&["get", "ft", "my-flight-ticket", "-o", "yaml"], None);
+    assert!(yaml.contains("number: 2") && yaml.contains("resourceVersion:"), "{yaml}");
+    let json: serde_json::Value = serde_json::from_str(&k.ok(&["get", "ft", "my-flight-ticket", "-o", "json"], None)).expect("json");
+    assert_eq!(json["spec"]["to"], "Dubai");
+
+    // `get -w` shows a later change.
+    let mut watch = k
+        .command(&["get", "ft", "-w", "-o", "custom-columns=NAME:.metadata.name,NUMBER:.spec.number", "--no-headers"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn watch");
+    let lines = line_reader(&mut watch);
+    wait_line(&lines, "the initial row", |l| l.contains("my-flight-ticket") && l.contains(" 2"));
+    k.ok(&["patch", "ft", "my-flight-ticket", "--type", "merge", "-p", r#"{"spec":{"number":7}}"#], None);
+    wait_line(&lines, "the watched change", |l| l.contains("my-flight-ticket") && l.contains(" 7"));
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    // Validation: schema violations name the field; unknown fields are reported under strict.
+    let bad = TICKET.replace("number: 2", "number: 11").replace("my-flight-ticket", "bad-ticket");
+    let err = k.fails(&["apply", "-f", "-"], Some(&bad));
+    assert!(err.contains("spec.number") && err.contains("less than or equal to 10"), "{err}");
+    let unknown = TICKET.replace("number: 2", "number: 3\n  bogus: true").replace("my-flight-ticket", "strict-ticket");
+    let err = k.fails(&["apply", "--validate=strict", "-f", "-"], Some(&unknown));
+    assert!(err.contains("unknown field") && err.contains("bogus"), "{err}");
+
+    // Namespaces and built-ins, labels and annotations.
+    k.ok(&["create", "namespace", "team-a"], None);
+    k.ok(&["apply", "-n", "team-a", "-f", "-"], Some(DEPLOYMENT));
+    k.ok(&["label", "-n", "team-a", "deployment", "web", "tier=frontend"], None);
+    k.ok(&["annotate", "-n", "team-a", "deployment", "web", "note=hello"], None);
+    let labels = k.ok(&["get", "-n", "team-a", "deploy", "web", "-o", "jsonpath={.metadata.labels.tier} {.metadata.annotations.note}"], None);
+    assert_eq!(labels, "frontend hello");
+
+    // The three patch types.
+    k.ok(&["patch", "-n", "team-a", "deploy", "web", "--type", "merge", "-p", r#"{"spec":{"replicas":3}}"#], None);
+    k.ok(&["patch", "-n", "team-a", "deploy", "web", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/replicas","value":4}]"#], None);
+    k.ok(
+        &["patch", "-n", "team-a", "deploy", "web", "--type", "strategic", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.26"}]}}}}"#],
+        None,
+    );
+    let state = k.ok(&["get", "-n", "team-a", "deploy", "web", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[*].image}"], None);
+    assert_eq!(state, "4 nginx:1.26 busybox:1.36");
+
+    // Server-side apply, a conflict, and forcing it.
+    k.ok(&["apply", "--server-side", "--field-manager=ci", "-f", "-"], Some(&DEPLOYMENT.replace("name: web", "name: api")));
+    let other = DEPLOYMENT.replace("name: web", "name: api").replace("replicas: 2", "replicas: 6");
+    let err = k.fails(&["apply", "--server-side", "--field-manager=other", "-f", "-"], Some(&other));
+    assert!(err.contains("conflict") && err.contains(".spec.replicas"), "{err}");
+    k.ok(&["apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", "-"], Some(&other));
+    assert_eq!(k.ok(&["get", "deploy", "api", "-o", "jsonpath={.spec.replicas}"], None), "6");
+
+    // Scale, explain, get all.
+    k.ok(&["scale", "-n", "team-a", "deployment", "web", "--replicas=5"], None);
+    assert_eq!(k.ok(&["get", "-n", "team-a", "deploy", "web", "-o", "jsonpath={.spec.replicas}"], None), "5");
+    let explain = k.ok(&["explain", "flightticket.spec"], None);
+    assert!(explain.contains("number") && explain.contains("integer"), "{explain}");
+    let all = k.ok(&["get", "all", "-A"], None);
+    assert!(all.contains("deployment.apps/web") && all.contains("flightticket.flights.com/my-flight-ticket"), "{all}");
+
+    // Delete and wait until gone.
+    k.ok(&["delete", "ft", "my-flight-ticket", "--wait"], None);
+    let err = k.fails(&["get", "ft", "my-flight-ticket"], None);
+    assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
+    k.ok(&["delete", "-n", "team-a", "deployment", "web", "--wait"], None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_33() {
+    suite("1.33").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_27() {
+    suite("1.27").await;
+}
