@@ -27,6 +27,13 @@ pub struct ApiError {
     pub reason: &'static str,
     /// `Status.message`.
     pub message: String,
+    /// `Status.details` (boxed: errors travel through every `Result` of the server).
+    pub details: Box<Details>,
+}
+
+/// `Status.details`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Details {
     /// `details.group`.
     pub group: Option<String>,
     /// `details.kind` (the resource's plural for most errors, as kube-apiserver does).
@@ -40,7 +47,11 @@ pub struct ApiError {
 }
 
 fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") }
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
 }
 
 impl ApiError {
@@ -49,38 +60,46 @@ impl ApiError {
             code,
             reason,
             message: message.into(),
-            group: None,
-            kind: None,
-            name: None,
-            causes: Vec::new(),
-            retry_after: None,
+            details: Box::default(),
         }
     }
 
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
-        self.group = Some(group.to_string());
-        self.kind = Some(kind.to_string());
+        self.details.group = Some(group.to_string());
+        self.details.kind = Some(kind.to_string());
         if !name.is_empty() {
-            self.name = Some(name.to_string());
+            self.details.name = Some(name.to_string());
         }
         self
     }
 
     /// 404 NotFound for an object: `deployments.apps "web" not found`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, resource)))
-            .with_details(group, resource, name)
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, resource)),
+        )
+        .with_details(group, resource, name)
     }
 
     /// 404 NotFound for a path the server does not serve.
     pub fn no_route() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource)))
-            .with_details(group, resource, name)
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, resource)),
+        )
+        .with_details(group, resource, name)
     }
 
     /// 409 Conflict for a stale resourceVersion.
@@ -97,22 +116,44 @@ impl ApiError {
     }
 
     /// 409 Conflict with a custom message (preconditions, SSA conflicts).
-    pub fn conflict_msg(group: &str, resource: &str, name: &str, message: String, causes: Vec<Cause>) -> Self {
+    pub fn conflict_msg(
+        group: &str,
+        resource: &str,
+        name: &str,
+        message: String,
+        causes: Vec<Cause>,
+    ) -> Self {
         let mut e = Self::new(409, "Conflict", message).with_details(group, resource, name);
-        e.causes = causes;
+        e.details.causes = causes;
         e
     }
 
     /// 422 Invalid with one cause per field: `FlightTicket.flights.com "x" is invalid: spec.number: ...`.
     pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
-        let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         let text: Vec<String> = errors.iter().map(|e| e.to_message()).collect();
-        let summary = if text.len() == 1 { text[0].clone() } else { format!("[{}]", text.join(", ")) };
-        let mut e = Self::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {summary}"))
-            .with_details(group, kind, name);
-        e.causes = errors
+        let summary = if text.len() == 1 {
+            text[0].clone()
+        } else {
+            format!("[{}]", text.join(", "))
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{qualified_kind} \"{name}\" is invalid: {summary}"),
+        )
+        .with_details(group, kind, name);
+        e.details.causes = errors
             .iter()
-            .map(|f| Cause { reason: f.reason.as_str().to_string(), message: f.message.clone(), field: f.field.clone() })
+            .map(|f| Cause {
+                reason: f.reason.as_str().to_string(),
+                message: f.message.clone(),
+                field: f.field.clone(),
+            })
             .collect();
         e
     }
@@ -134,8 +175,15 @@ impl ApiError {
 
     /// 405 MethodNotAllowed.
     pub fn method_not_supported(group: &str, resource: &str, verb: &str) -> Self {
-        Self::new(405, "MethodNotAllowed", format!("{verb} is not supported on resources of kind {}", qualified(group, resource)))
-            .with_details(group, resource, "")
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "{verb} is not supported on resources of kind {}",
+                qualified(group, resource)
+            ),
+        )
+        .with_details(group, resource, "")
     }
 
     /// 406 NotAcceptable.
@@ -150,24 +198,38 @@ impl ApiError {
 
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
-        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
     }
 
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {content_type:?}"))
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {content_type:?}"
+            ),
+        )
     }
 
     /// 504 Timeout (e.g. a resourceVersion newer than the server has).
     pub fn timeout(message: impl Into<String>) -> Self {
         let mut e = Self::new(504, "Timeout", message);
-        e.retry_after = Some(1);
+        e.details.retry_after = Some(1);
         e
     }
 
     /// 500 InternalError: only for server faults (storage), never client input.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {}", message.into()),
+        )
     }
 
     /// 503 ServiceUnavailable.
@@ -192,29 +254,30 @@ impl ApiError {
             "code": self.code,
         });
         let mut details = serde_json::Map::new();
-        if let Some(n) = &self.name {
+        let d = &self.details;
+        if let Some(n) = &d.name {
             details.insert("name".into(), json!(n));
         }
-        if let Some(g) = &self.group {
-            if !g.is_empty() {
-                details.insert("group".into(), json!(g));
-            }
+        if let Some(g) = d.group.as_ref().filter(|g| !g.is_empty()) {
+            details.insert("group".into(), json!(g));
         }
-        if let Some(k) = &self.kind {
+        if let Some(k) = &d.kind {
             details.insert("kind".into(), json!(k));
         }
-        if !self.causes.is_empty() {
+        if !d.causes.is_empty() {
             details.insert(
                 "causes".into(),
                 Value::Array(
-                    self.causes
+                    d.causes
                         .iter()
-                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                        .map(
+                            |c| json!({"reason": c.reason, "message": c.message, "field": c.field}),
+                        )
                         .collect(),
                 ),
             );
         }
-        if let Some(r) = self.retry_after {
+        if let Some(r) = d.retry_after {
             details.insert("retryAfterSeconds".into(), json!(r));
         }
         if !details.is_empty() {

@@ -89,7 +89,12 @@ impl TestEnv {
         let kubeconfig_path = dir.path().join("kubeconfig");
         server.write_kubeconfig(&kubeconfig_path, "opkit")?;
         let client = client_for(&server).await?;
-        Ok(TestEnv { server, client, kubeconfig_path, _dir: dir })
+        Ok(TestEnv {
+            server,
+            client,
+            kubeconfig_path,
+            _dir: dir,
+        })
     }
 
     /// A client authenticated as the cluster admin.
@@ -108,7 +113,10 @@ impl TestEnv {
     }
 
     /// Creates or updates CRDs and returns once each is Established and served.
-    pub async fn install_crds(&self, crds: impl IntoIterator<Item = CustomResourceDefinition>) -> Result<(), TestEnvError> {
+    pub async fn install_crds(
+        &self,
+        crds: impl IntoIterator<Item = CustomResourceDefinition>,
+    ) -> Result<(), TestEnvError> {
         let api: Api<CustomResourceDefinition> = Api::all(self.client());
         let pp = PatchParams::apply("opkit-testenv").force();
         for crd in crds {
@@ -118,7 +126,11 @@ impl TestEnv {
             match tokio::time::timeout(WAIT, established).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => return Err(TestEnvError::Timeout(format!("CRD {name}: {e}"))),
-                Err(_) => return Err(TestEnvError::Timeout(format!("CRD {name} to be established"))),
+                Err(_) => {
+                    return Err(TestEnvError::Timeout(format!(
+                        "CRD {name} to be established"
+                    )));
+                }
             }
         }
         Ok(())
@@ -127,13 +139,19 @@ impl TestEnv {
     /// Applies every document of a (multi-document) YAML string with server-side apply,
     /// defaulting namespaced objects to `default`. Returns the applied objects.
     pub async fn apply_yaml(&self, yaml: &str) -> Result<Vec<DynamicObject>, TestEnvError> {
-        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml).map_err(|e| TestEnvError::Yaml(e.to_string()))?;
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(yaml).map_err(|e| TestEnvError::Yaml(e.to_string()))?;
         let mut out = Vec::new();
         let mut discovery = Discovery::new(self.client()).run().await?;
         for doc in docs.into_iter().filter(|d| !d.is_null()) {
-            let obj: DynamicObject = serde_json::from_value(doc).map_err(|e| TestEnvError::Yaml(e.to_string()))?;
-            let types = obj.types.clone().ok_or_else(|| TestEnvError::Yaml("a document has no apiVersion/kind".into()))?;
-            let gvk = GroupVersionKind::try_from(&types).map_err(|e| TestEnvError::Yaml(e.to_string()))?;
+            let obj: DynamicObject =
+                serde_json::from_value(doc).map_err(|e| TestEnvError::Yaml(e.to_string()))?;
+            let types = obj
+                .types
+                .clone()
+                .ok_or_else(|| TestEnvError::Yaml("a document has no apiVersion/kind".into()))?;
+            let gvk = GroupVersionKind::try_from(&types)
+                .map_err(|e| TestEnvError::Yaml(e.to_string()))?;
             let found = match discovery.resolve_gvk(&gvk) {
                 Some(f) => Some(f),
                 None => {
@@ -141,15 +159,31 @@ impl TestEnv {
                     discovery.resolve_gvk(&gvk)
                 }
             };
-            let (ar, caps) = found.ok_or_else(|| TestEnvError::UnknownKind(format!("{}/{}", types.api_version, types.kind)))?;
+            let (ar, caps) = found.ok_or_else(|| {
+                TestEnvError::UnknownKind(format!("{}/{}", types.api_version, types.kind))
+            })?;
             let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
-                let ns = obj.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+                let ns = obj
+                    .metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into());
                 Api::namespaced_with(self.client(), &ns, &ar)
             } else {
                 Api::all_with(self.client(), &ar)
             };
-            let name = obj.metadata.name.clone().ok_or_else(|| TestEnvError::Yaml("a document has no metadata.name".into()))?;
-            let applied = api.patch(&name, &PatchParams::apply("opkit-testenv").force(), &Patch::Apply(&obj)).await?;
+            let name = obj
+                .metadata
+                .name
+                .clone()
+                .ok_or_else(|| TestEnvError::Yaml("a document has no metadata.name".into()))?;
+            let applied = api
+                .patch(
+                    &name,
+                    &PatchParams::apply("opkit-testenv").force(),
+                    &Patch::Apply(&obj),
+                )
+                .await?;
             out.push(applied);
         }
         Ok(out)
@@ -157,7 +191,8 @@ impl TestEnv {
 }
 
 async fn client_for(server: &RunningServer) -> Result<Client, TestEnvError> {
-    let kubeconfig = Kubeconfig::from_yaml(&server.kubeconfig("opkit")).map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+    let kubeconfig = Kubeconfig::from_yaml(&server.kubeconfig("opkit"))
+        .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;

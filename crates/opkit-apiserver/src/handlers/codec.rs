@@ -41,7 +41,12 @@ fn media_types(headers: &HeaderMap) -> Vec<String> {
 
 /// The parameters of one media range, e.g. `as=Table;g=meta.k8s.io;v=v1`.
 pub fn media_param<'a>(media: &'a str, key: &str) -> Option<&'a str> {
-    media.split(';').skip(1).filter_map(|p| p.trim().split_once('=')).find(|(k, _)| *k == key).map(|(_, v)| v)
+    media
+        .split(';')
+        .skip(1)
+        .filter_map(|p| p.trim().split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
 }
 
 fn media_base(media: &str) -> &str {
@@ -58,10 +63,11 @@ pub fn negotiate(headers: &HeaderMap) -> ApiResult<Output> {
     for t in &types {
         let base = media_base(t);
         match (base, media_param(t, "as")) {
-            ("application/json", Some("Table")) => {
-                if media_param(t, "g") == Some("meta.k8s.io") && matches!(media_param(t, "v"), Some("v1" | "v1beta1")) {
-                    return Ok(Output::Table);
-                }
+            ("application/json", Some("Table"))
+                if media_param(t, "g") == Some("meta.k8s.io")
+                    && matches!(media_param(t, "v"), Some("v1" | "v1beta1")) =>
+            {
+                return Ok(Output::Table);
             }
             ("application/json" | "*/*" | "application/*", None) => return Ok(Output::Json),
             ("application/yaml", None) => return Ok(Output::Yaml),
@@ -77,7 +83,9 @@ pub fn negotiate(headers: &HeaderMap) -> ApiResult<Output> {
 /// The aggregated-discovery version asked for (`v2` or `v2beta1`), if any.
 pub fn aggregated_discovery(headers: &HeaderMap) -> Option<&'static str> {
     for t in media_types(headers) {
-        if media_param(&t, "g") == Some("apidiscovery.k8s.io") && media_param(&t, "as") == Some("APIGroupDiscoveryList") {
+        if media_param(&t, "g") == Some("apidiscovery.k8s.io")
+            && media_param(&t, "as") == Some("APIGroupDiscoveryList")
+        {
             match media_param(&t, "v") {
                 Some("v2") => return Some("v2"),
                 Some("v2beta1") => return Some("v2beta1"),
@@ -94,7 +102,9 @@ pub fn aggregated_discovery(headers: &HeaderMap) -> Option<&'static str> {
 
 /// Whether Accept asks for the protobuf OpenAPI v2 document.
 pub fn wants_openapi_protobuf(headers: &HeaderMap) -> bool {
-    media_types(headers).iter().any(|t| media_base(t).starts_with("application/com.github.proto-openapi.spec.v2"))
+    media_types(headers)
+        .iter()
+        .any(|t| media_base(t).starts_with("application/com.github.proto-openapi.spec.v2"))
 }
 
 /// Reads the body, refusing more than [`MAX_BODY`] bytes with 413.
@@ -103,7 +113,9 @@ pub async fn read_body(body: hyper::body::Incoming) -> ApiResult<Bytes> {
     match limited.collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
                 Err(ApiError::too_large(MAX_BODY))
             } else {
                 Err(ApiError::bad_request(format!("reading request body: {e}")))
@@ -138,7 +150,9 @@ pub fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
 pub fn decode_patch(kind: PatchType, body: &[u8]) -> ApiResult<Value> {
     let v = parse_json_or_yaml(body, kind == PatchType::Apply)?;
     match kind {
-        PatchType::Json if !v.is_array() => Err(ApiError::bad_request("json patch must be an array of operations")),
+        PatchType::Json if !v.is_array() => Err(ApiError::bad_request(
+            "json patch must be an array of operations",
+        )),
         PatchType::Merge | PatchType::Strategic | PatchType::Apply if !v.is_object() => {
             Err(ApiError::bad_request("patch body must be a JSON object"))
         }
@@ -160,12 +174,15 @@ fn parse_json_or_yaml(body: &[u8], yaml_first: bool) -> ApiResult<Value> {
     }
     let json = || serde_json::from_slice::<Value>(body);
     if !yaml_first {
-        return json().map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")));
+        return json().map_err(|e| {
+            ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
+        });
     }
     match json() {
         Ok(v) => Ok(v),
-        Err(_) => serde_saphyr::from_slice::<Value>(body)
-            .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid YAML: {e}"))),
+        Err(_) => serde_saphyr::from_slice::<Value>(body).map_err(|e| {
+            ApiError::bad_request(format!("the body of the request is not valid YAML: {e}"))
+        }),
     }
 }
 
@@ -176,12 +193,21 @@ fn full(b: impl Into<Bytes>) -> Body {
 /// A response with a JSON or YAML encoded value.
 pub fn respond(code: u16, value: &Value, output: Output, warnings: &[String]) -> Response<Body> {
     let (bytes, ct) = match output {
-        Output::Yaml => (serde_saphyr::to_string(value).map(Bytes::from).unwrap_or_default(), "application/yaml"),
-        _ => (Bytes::from(serde_json::to_vec(value).unwrap_or_default()), "application/json"),
+        Output::Yaml => (
+            serde_saphyr::to_string(value)
+                .map(Bytes::from)
+                .unwrap_or_default(),
+            "application/yaml",
+        ),
+        _ => (
+            Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+            "application/json",
+        ),
     };
     let mut r = Response::new(full(bytes));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
     for w in warnings {
         let text = format!("299 - {}", serde_json::Value::String(w.clone()));
         if let Ok(v) = HeaderValue::from_str(&text) {
@@ -203,7 +229,8 @@ pub fn respond_typed(value: &Value, content_type: &str) -> Response<Body> {
 /// A raw response.
 pub fn respond_bytes(bytes: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
     let mut r = Response::new(full(bytes));
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
@@ -211,11 +238,16 @@ pub fn respond_bytes(bytes: impl Into<Bytes>, content_type: &'static str) -> Res
 pub fn respond_error(e: &ApiError) -> Response<Body> {
     let mut r = Response::new(full(serde_json::to_vec(&e.to_status()).unwrap_or_default()));
     *r.status_mut() = e.status_code();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(after) = e.retry_after {
-        if let Ok(v) = HeaderValue::from_str(&after.to_string()) {
-            r.headers_mut().insert(header::RETRY_AFTER, v);
-        }
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(v) = e
+        .details
+        .retry_after
+        .and_then(|a| HeaderValue::from_str(&a.to_string()).ok())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
     }
     r
 }
@@ -223,8 +255,12 @@ pub fn respond_error(e: &ApiError) -> Response<Body> {
 /// A streaming response (watches).
 pub fn respond_stream(body: Body, content_type: &'static str) -> Response<Body> {
     let mut r = Response::new(body);
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     r
 }
 
@@ -234,7 +270,10 @@ mod tests {
 
     fn h(accept: &str) -> HeaderMap {
         let mut m = HeaderMap::new();
-        m.insert(header::ACCEPT, HeaderValue::from_str(accept).expect("header"));
+        m.insert(
+            header::ACCEPT,
+            HeaderValue::from_str(accept).expect("header"),
+        );
         m
     }
 
@@ -244,7 +283,12 @@ mod tests {
         let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert_eq!(negotiate(&h(table)).ok(), Some(Output::Table));
         assert_eq!(negotiate(&h("application/yaml")).ok(), Some(Output::Yaml));
-        assert_eq!(negotiate(&h("application/vnd.kubernetes.protobuf")).err().map(|e| e.code), Some(406));
+        assert_eq!(
+            negotiate(&h("application/vnd.kubernetes.protobuf"))
+                .err()
+                .map(|e| e.code),
+            Some(406)
+        );
         let disc = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
         assert_eq!(aggregated_discovery(&h(disc)), Some("v2"));
         assert_eq!(aggregated_discovery(&h("application/json")), None);
@@ -253,10 +297,21 @@ mod tests {
     #[test]
     fn bodies() {
         let mut m = HeaderMap::new();
-        m.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
+        m.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/yaml"),
+        );
         let v = decode_object(&m, b"kind: ConfigMap\ndata:\n  a: b\n").expect("yaml");
         assert_eq!(v["data"]["a"], "b");
-        assert_eq!(decode_object(&HeaderMap::new(), b"{bad").err().map(|e| e.code), Some(400));
-        assert_eq!(decode_patch(PatchType::Json, b"{}").err().map(|e| e.code), Some(400));
+        assert_eq!(
+            decode_object(&HeaderMap::new(), b"{bad")
+                .err()
+                .map(|e| e.code),
+            Some(400)
+        );
+        assert_eq!(
+            decode_patch(PatchType::Json, b"{}").err().map(|e| e.code),
+            Some(400)
+        );
     }
 }

@@ -13,7 +13,9 @@ use super::route::ResourceRequest;
 use super::{AppState, watch};
 use crate::auth::UserInfo;
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{FieldValidation, ListOptions, ScaleChange, Subresource, Target, WatchOptions, WriteOptions};
+use crate::registry::{
+    FieldValidation, ListOptions, ScaleChange, Subresource, Target, WatchOptions, WriteOptions,
+};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::table::{self, IncludeObject};
 
@@ -49,7 +51,11 @@ fn list_options(q: &HashMap<String, String>) -> ApiResult<ListOptions> {
         None => None,
     };
     let limit = match q.get("limit").filter(|s| !s.is_empty()) {
-        Some(s) => Some(s.parse::<i64>().map_err(|_| ApiError::bad_request(format!("limit: invalid value {s:?}")))?.max(0) as usize),
+        Some(s) => Some(
+            s.parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("limit: invalid value {s:?}")))?
+                .max(0) as usize,
+        ),
         None => None,
     };
     Ok(ListOptions {
@@ -62,15 +68,25 @@ fn list_options(q: &HashMap<String, String>) -> ApiResult<ListOptions> {
     })
 }
 
-fn write_options(q: &HashMap<String, String>, headers: &HeaderMap, user: &UserInfo) -> ApiResult<WriteOptions> {
+fn write_options(
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    user: &UserInfo,
+) -> ApiResult<WriteOptions> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
-        Some(other) => return Err(ApiError::bad_request(format!("dryRun: Unsupported value: {other:?}: supported values: \"All\""))),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            )));
+        }
     };
     let field_manager = match q.get("fieldManager").filter(|s| !s.is_empty()) {
         Some(m) if m.len() > 128 => {
-            return Err(ApiError::bad_request("fieldManager: Too long: may not be longer than 128"));
+            return Err(ApiError::bad_request(
+                "fieldManager: Too long: may not be longer than 128",
+            ));
         }
         Some(m) => m.clone(),
         None => headers
@@ -85,7 +101,9 @@ fn write_options(q: &HashMap<String, String>, headers: &HeaderMap, user: &UserIn
     Ok(WriteOptions {
         dry_run,
         field_manager,
-        field_validation: FieldValidation::parse(q.get("fieldValidation").map(String::as_str).unwrap_or(""))?,
+        field_validation: FieldValidation::parse(
+            q.get("fieldValidation").map(String::as_str).unwrap_or(""),
+        )?,
         force: flag(q, "force"),
         user: user.clone(),
     })
@@ -94,11 +112,17 @@ fn write_options(q: &HashMap<String, String>, headers: &HeaderMap, user: &UserIn
 impl Call<'_> {
     fn target(&self) -> ApiResult<Target> {
         let cat = self.state.registry.catalog().snapshot();
-        let info = cat.lookup(&self.req.group, &self.req.version, &self.req.resource).ok_or_else(ApiError::no_route)?;
+        let info = cat
+            .lookup(&self.req.group, &self.req.version, &self.req.resource)
+            .ok_or_else(ApiError::no_route)?;
         if !info.namespaced && self.req.namespace.is_some() {
             return Err(ApiError::no_route());
         }
-        Ok(Target { info, version: self.req.version.clone(), namespace: self.req.namespace.clone() })
+        Ok(Target {
+            info,
+            version: self.req.version.clone(),
+            namespace: self.req.namespace.clone(),
+        })
     }
 
     fn delete_options(&self) -> ApiResult<Value> {
@@ -107,7 +131,10 @@ impl Call<'_> {
         } else {
             codec::decode_object(&self.headers, &self.body)?
         };
-        for (k, key) in [("propagationPolicy", "propagationPolicy"), ("gracePeriodSeconds", "gracePeriodSeconds")] {
+        for (k, key) in [
+            ("propagationPolicy", "propagationPolicy"),
+            ("gracePeriodSeconds", "gracePeriodSeconds"),
+        ] {
             if let Some(v) = self.query.get(k) {
                 opts[key] = match v.parse::<i64>() {
                     Ok(n) => json!(n),
@@ -141,7 +168,11 @@ impl Call<'_> {
                 return Err(ApiError::no_route());
             }
         }
-        if target.info.namespaced && self.req.namespace.is_none() && !matches!(self.method, Method::GET) && name.is_some() {
+        if target.info.namespaced
+            && self.req.namespace.is_none()
+            && !matches!(self.method, Method::GET)
+            && name.is_some()
+        {
             return Err(ApiError::no_route());
         }
         match (&self.method, name) {
@@ -150,7 +181,11 @@ impl Call<'_> {
                     list: list_options(&self.query)?,
                     bookmarks: flag(&self.query, "allowWatchBookmarks"),
                     send_initial_events: self.query.get("sendInitialEvents").map(|v| v == "true"),
-                    timeout: self.query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs),
+                    timeout: self
+                        .query
+                        .get("timeoutSeconds")
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .map(Duration::from_secs),
                 };
                 let stream = registry.watch(&target, &opts).await?;
                 Ok(watch::respond_watch(stream, target, output, &self.headers))
@@ -201,17 +236,31 @@ impl Call<'_> {
                 let opts = write_options(&self.query, &self.headers, &self.user)?;
                 let body = codec::decode_object(&self.headers, &self.body)?;
                 let out = match sub {
-                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Replace(body), &opts).await?,
-                    Some("status") => registry.update(&target, &n, body, Subresource::Status, &opts).await?,
+                    Some("scale") => {
+                        registry
+                            .update_scale(&target, &n, ScaleChange::Replace(body), &opts)
+                            .await?
+                    }
+                    Some("status") => {
+                        registry
+                            .update(&target, &n, body, Subresource::Status, &opts)
+                            .await?
+                    }
                     Some("finalize") => {
                         let mut cur = registry.get(&target, &n).await?;
                         cur["spec"]["finalizers"] = body["spec"]["finalizers"].clone();
                         if let Some(rv) = body["metadata"]["resourceVersion"].as_str() {
                             cur["metadata"]["resourceVersion"] = json!(rv);
                         }
-                        registry.update(&target, &n, cur, Subresource::Main, &opts).await?
+                        registry
+                            .update(&target, &n, cur, Subresource::Main, &opts)
+                            .await?
                     }
-                    _ => registry.update(&target, &n, body, Subresource::Main, &opts).await?,
+                    _ => {
+                        registry
+                            .update(&target, &n, body, Subresource::Main, &opts)
+                            .await?
+                    }
                 };
                 self.respond_object(&target, out.code, out.object, output, &out.warnings)
             }
@@ -220,31 +269,66 @@ impl Call<'_> {
                 let kind = codec::patch_type(&self.headers)?;
                 let patch = codec::decode_patch(kind, &self.body)?;
                 let out = match sub {
-                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Patch(kind, patch), &opts).await?,
-                    Some("status") => registry.patch(&target, &n, kind, patch, Subresource::Status, &opts).await?,
-                    _ => registry.patch(&target, &n, kind, patch, Subresource::Main, &opts).await?,
+                    Some("scale") => {
+                        registry
+                            .update_scale(&target, &n, ScaleChange::Patch(kind, patch), &opts)
+                            .await?
+                    }
+                    Some("status") => {
+                        registry
+                            .patch(&target, &n, kind, patch, Subresource::Status, &opts)
+                            .await?
+                    }
+                    _ => {
+                        registry
+                            .patch(&target, &n, kind, patch, Subresource::Main, &opts)
+                            .await?
+                    }
                 };
                 self.respond_object(&target, out.code, out.object, output, &out.warnings)
             }
             (&Method::DELETE, Some(n)) if has("delete") && sub.is_none() => {
                 let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
-                let out = registry.delete(&target, &n, &self.delete_options()?, dry).await?;
+                let out = registry
+                    .delete(&target, &n, &self.delete_options()?, dry)
+                    .await?;
                 self.respond_object(&target, out.code, out.object, output, &[])
             }
             (&Method::DELETE, None) if has("deletecollection") => {
                 let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
-                let list = registry.delete_collection(&target, &list_options(&self.query)?, &self.delete_options()?, dry).await?;
+                let list = registry
+                    .delete_collection(
+                        &target,
+                        &list_options(&self.query)?,
+                        &self.delete_options()?,
+                        dry,
+                    )
+                    .await?;
                 Ok(codec::respond(200, &list, output, &[]))
             }
-            (m, _) => Err(ApiError::method_not_supported(&target.info.group, &target.info.resource, &verb_name(m))),
+            (m, _) => Err(ApiError::method_not_supported(
+                &target.info.group,
+                &target.info.resource,
+                &verb_name(m),
+            )),
         }
     }
 
-    fn respond_object(&self, target: &Target, code: u16, obj: Value, output: Output, warnings: &[String]) -> ApiResult<Response<Body>> {
+    fn respond_object(
+        &self,
+        target: &Target,
+        code: u16,
+        obj: Value,
+        output: Output,
+        warnings: &[String],
+    ) -> ApiResult<Response<Body>> {
         if output == Output::Table && obj["kind"] != "Scale" {
             let v = target.version_info()?;
             let custom = (!target.info.builtin).then_some(v.columns.as_slice());
-            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+            let rv = obj["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             let t = table::build_table(
                 &target.info.group,
                 &target.info.resource,
@@ -257,7 +341,16 @@ impl Call<'_> {
             );
             return Ok(codec::respond(code, &t, Output::Json, warnings));
         }
-        Ok(codec::respond(code, &obj, if output == Output::Table { Output::Json } else { output }, warnings))
+        Ok(codec::respond(
+            code,
+            &obj,
+            if output == Output::Table {
+                Output::Json
+            } else {
+                output
+            },
+            warnings,
+        ))
     }
 }
 

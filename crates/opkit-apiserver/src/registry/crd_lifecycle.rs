@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::meta::{finalizers, meta_mut};
 use super::{Registry, Target, WriteOptions, parse_stored};
-use crate::catalog::{ResourceInfo, resource_from_crd};
 use crate::catalog::crd_status as catalog_crd_status;
+use crate::catalog::{ResourceInfo, resource_from_crd};
 use crate::error::{ApiError, ApiResult};
 use crate::storage::ListRange;
 
@@ -24,12 +24,18 @@ pub(crate) enum Hook {
 }
 
 fn is_crd(target: &Target) -> bool {
-    target.info.group == "apiextensions.k8s.io" && target.info.resource == "customresourcedefinitions"
+    target.info.group == "apiextensions.k8s.io"
+        && target.info.resource == "customresourcedefinitions"
 }
 
 impl Registry {
     /// Create-time defaults of particular kinds.
-    pub(super) fn prepare_create(&self, target: &Target, obj: &mut Value, _now: &str) -> ApiResult<()> {
+    pub(super) fn prepare_create(
+        &self,
+        target: &Target,
+        obj: &mut Value,
+        _now: &str,
+    ) -> ApiResult<()> {
         let info = &target.info;
         let has_status = target.version_info()?.status;
         match (info.group.as_str(), info.resource.as_str()) {
@@ -58,10 +64,10 @@ impl Registry {
             ("apiextensions.k8s.io", "customresourcedefinitions") => {
                 let m = meta_mut(obj);
                 let f = m.entry("finalizers").or_insert_with(|| json!([]));
-                if let Some(a) = f.as_array_mut() {
-                    if !a.iter().any(|x| x == CRD_CLEANUP_FINALIZER) {
-                        a.push(json!(CRD_CLEANUP_FINALIZER));
-                    }
+                if let Some(a) = f.as_array_mut()
+                    && !a.iter().any(|x| x == CRD_CLEANUP_FINALIZER)
+                {
+                    a.push(json!(CRD_CLEANUP_FINALIZER));
                 }
             }
             _ if has_status => {
@@ -75,25 +81,42 @@ impl Registry {
     }
 
     /// Computes server-set state just before a write (a CRD's status) and what to do after.
-    pub(super) fn before_commit(&self, target: &Target, obj: &mut Value, old: Option<&Value>, now: &str) -> ApiResult<Hook> {
+    pub(super) fn before_commit(
+        &self,
+        target: &Target,
+        obj: &mut Value,
+        old: Option<&Value>,
+        now: &str,
+    ) -> ApiResult<Hook> {
         if !is_crd(target) {
             return Ok(Hook::None);
         }
-        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let info = resource_from_crd(obj).map_err(|errs| ApiError::invalid("apiextensions.k8s.io", "CustomResourceDefinition", &name, &errs))?;
-        if let Some(old) = old {
-            if old["spec"]["group"] != obj["spec"]["group"] || old["spec"]["names"]["plural"] != obj["spec"]["names"]["plural"] {
-                return Err(ApiError::invalid(
-                    "apiextensions.k8s.io",
-                    "CustomResourceDefinition",
-                    &name,
-                    &[crate::schema::FieldError {
-                        field: "spec.group".into(),
-                        reason: crate::schema::FieldErrorReason::Invalid,
-                        message: "Invalid value: field is immutable".into(),
-                    }],
-                ));
-            }
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let info = resource_from_crd(obj).map_err(|errs| {
+            ApiError::invalid(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                &name,
+                &errs,
+            )
+        })?;
+        if let Some(old) = old
+            && (old["spec"]["group"] != obj["spec"]["group"]
+                || old["spec"]["names"]["plural"] != obj["spec"]["names"]["plural"])
+        {
+            return Err(ApiError::invalid(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                &name,
+                &[crate::schema::FieldError {
+                    field: "spec.group".into(),
+                    reason: crate::schema::FieldErrorReason::Invalid,
+                    message: "Invalid value: field is immutable".into(),
+                }],
+            ));
         }
         let mut with_old_status = obj.clone();
         if let Some(o) = old {
@@ -115,20 +138,27 @@ impl Registry {
 
     /// Runs after an object is finally removed.
     pub(super) fn after_remove(&self, target: &Target, stored: &Value) {
-        if is_crd(target) {
-            if let Some(name) = stored["metadata"]["name"].as_str() {
-                self.catalog.remove_crd(name);
-            }
+        if is_crd(target)
+            && let Some(name) = stored["metadata"]["name"].as_str()
+        {
+            self.catalog.remove_crd(name);
         }
     }
 
     /// Re-serves every stored CRD (after a restart) and resumes pending cleanups.
     pub(super) async fn restore(&self) -> ApiResult<()> {
-        let id = crate::storage::ResourceId::new("apiextensions.k8s.io", "customresourcedefinitions");
-        let page = self.store.list(&id, &ListRange::default(), &mut |_| true).await?;
+        let id =
+            crate::storage::ResourceId::new("apiextensions.k8s.io", "customresourcedefinitions");
+        let page = self
+            .store
+            .list(&id, &ListRange::default(), &mut |_| true)
+            .await?;
         for b in page.items {
             let crd = parse_stored(&b)?;
-            let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let name = crd["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             match resource_from_crd(&crd) {
                 Ok(info) => {
                     self.catalog.put_crd(&name, info);
@@ -136,7 +166,9 @@ impl Registry {
                         self.spawn_crd_cleanup(name, crd);
                     }
                 }
-                Err(e) => tracing::warn!(crd = %name, errors = e.len(), "stored CRD no longer compiles; not served"),
+                Err(e) => {
+                    tracing::warn!(crd = %name, errors = e.len(), "stored CRD no longer compiles; not served")
+                }
             }
         }
         Ok(())
@@ -146,18 +178,33 @@ impl Registry {
     fn spawn_crd_cleanup(&self, crd_name: String, crd: Value) {
         let registry = self.clone();
         tokio::spawn(async move {
-            let group = crd["spec"]["group"].as_str().unwrap_or_default().to_string();
-            let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string();
-            let Some(info) = registry.catalog.snapshot().by_resource(&group, &plural) else { return };
+            let group = crd["spec"]["group"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let plural = crd["spec"]["names"]["plural"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let Some(info) = registry.catalog.snapshot().by_resource(&group, &plural) else {
+                return;
+            };
             let version = info.storage_version().to_string();
-            let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
+            let opts = WriteOptions {
+                field_manager: "kube-apiserver".into(),
+                ..Default::default()
+            };
             loop {
                 let keys = registry.store.keys(&info.id, None);
                 if keys.is_empty() {
                     break;
                 }
                 for (ns, name) in keys {
-                    let t = Target { info: info.clone(), version: version.clone(), namespace: Some(ns) };
+                    let t = Target {
+                        info: info.clone(),
+                        version: version.clone(),
+                        namespace: Some(ns),
+                    };
                     let _ = registry.delete(&t, &name, &Value::Null, false).await;
                 }
                 // Objects with finalizers stay until their controllers remove them: wait for
@@ -167,14 +214,37 @@ impl Registry {
                     let _ = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
                 }
             }
-            let crds = registry.catalog.snapshot().lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+            let crds = registry.catalog.snapshot().lookup(
+                "apiextensions.k8s.io",
+                "v1",
+                "customresourcedefinitions",
+            );
             let Some(crd_info) = crds else { return };
-            let t = Target { info: crd_info, version: "v1".into(), namespace: None };
+            let t = Target {
+                info: crd_info,
+                version: "v1".into(),
+                namespace: None,
+            };
             for _ in 0..16 {
-                let Ok((cur, _)) = registry.current(&t, &crd_name).await else { return };
-                let left: Vec<String> = finalizers(&cur).into_iter().filter(|f| f != CRD_CLEANUP_FINALIZER).collect();
+                let Ok((cur, _)) = registry.current(&t, &crd_name).await else {
+                    return;
+                };
+                let left: Vec<String> = finalizers(&cur)
+                    .into_iter()
+                    .filter(|f| f != CRD_CLEANUP_FINALIZER)
+                    .collect();
                 let patch = json!({"metadata": {"finalizers": left, "resourceVersion": cur["metadata"]["resourceVersion"]}});
-                match registry.patch(&t, &crd_name, super::PatchType::Merge, patch, super::Subresource::Main, &opts).await {
+                match registry
+                    .patch(
+                        &t,
+                        &crd_name,
+                        super::PatchType::Merge,
+                        patch,
+                        super::Subresource::Main,
+                        &opts,
+                    )
+                    .await
+                {
                     Ok(_) => return,
                     Err(e) if e.code == 409 => continue,
                     Err(_) => return,

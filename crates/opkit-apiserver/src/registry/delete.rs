@@ -17,7 +17,13 @@ pub const ORPHAN_FINALIZER: &str = "orphan";
 
 impl Registry {
     /// Deletes an object, honouring `DeleteOptions` (`options` may be null).
-    pub async fn delete(&self, target: &Target, name: &str, options: &Value, dry_run: bool) -> ApiResult<Outcome> {
+    pub async fn delete(
+        &self,
+        target: &Target,
+        name: &str,
+        options: &Value,
+        dry_run: bool,
+    ) -> ApiResult<Outcome> {
         let info = target.info.clone();
         let policy = match options["propagationPolicy"].as_str() {
             Some(p @ ("Orphan" | "Background" | "Foreground")) => Some(p),
@@ -34,40 +40,44 @@ impl Registry {
         loop {
             let (old, entry) = self.current(target, name).await?;
             let pre = &options["preconditions"];
-            if let Some(uid) = pre["uid"].as_str() {
-                if old["metadata"]["uid"].as_str() != Some(uid) {
-                    return Err(ApiError::conflict_msg(
-                        &info.group,
-                        &info.resource,
-                        name,
-                        format!(
-                            "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                            info.resource,
-                            old["metadata"]["uid"].as_str().unwrap_or_default()
-                        ),
-                        Vec::new(),
-                    ));
-                }
+            if let Some(uid) = pre["uid"].as_str()
+                && old["metadata"]["uid"].as_str() != Some(uid)
+            {
+                return Err(ApiError::conflict_msg(
+                    &info.group,
+                    &info.resource,
+                    name,
+                    format!(
+                        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        info.resource,
+                        old["metadata"]["uid"].as_str().unwrap_or_default()
+                    ),
+                    Vec::new(),
+                ));
             }
-            if let Some(rv) = pre["resourceVersion"].as_str() {
-                if rv != entry.rev.to_string() {
-                    return Err(ApiError::conflict_msg(
-                        &info.group,
-                        &info.resource,
-                        name,
-                        format!(
-                            "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                            info.resource, entry.rev
-                        ),
-                        Vec::new(),
-                    ));
-                }
+            if let Some(rv) = pre["resourceVersion"].as_str()
+                && rv != entry.rev.to_string()
+            {
+                return Err(ApiError::conflict_msg(
+                    &info.group,
+                    &info.resource,
+                    name,
+                    format!(
+                        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        info.resource, entry.rev
+                    ),
+                    Vec::new(),
+                ));
             }
             let mut new = old.clone();
             let mut fins = finalizers(&old);
             match policy {
-                Some("Orphan") if !fins.iter().any(|f| f == ORPHAN_FINALIZER) => fins.push(ORPHAN_FINALIZER.into()),
-                Some("Foreground") if !fins.iter().any(|f| f == FOREGROUND_FINALIZER) => fins.push(FOREGROUND_FINALIZER.into()),
+                Some("Orphan") if !fins.iter().any(|f| f == ORPHAN_FINALIZER) => {
+                    fins.push(ORPHAN_FINALIZER.into())
+                }
+                Some("Foreground") if !fins.iter().any(|f| f == FOREGROUND_FINALIZER) => {
+                    fins.push(FOREGROUND_FINALIZER.into())
+                }
                 _ => {}
             }
             if policy == Some("Background") || policy == Some("Foreground") {
@@ -83,11 +93,14 @@ impl Registry {
                 let m = meta_mut(&mut new);
                 if !deleting {
                     m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-                    m.insert("deletionGracePeriodSeconds".into(), json!(graceful.unwrap_or(0)));
-                    if let Some(g) = m.get("generation").and_then(Value::as_i64) {
-                        if info.generation {
-                            m.insert("generation".into(), json!(g + 1));
-                        }
+                    m.insert(
+                        "deletionGracePeriodSeconds".into(),
+                        json!(graceful.unwrap_or(0)),
+                    );
+                    if let Some(g) = m.get("generation").and_then(Value::as_i64)
+                        && info.generation
+                    {
+                        m.insert("generation".into(), json!(g + 1));
                     }
                 }
                 m.insert("finalizers".into(), json!(fins));
@@ -97,16 +110,32 @@ impl Registry {
                 if namespace {
                     new["status"] = json!({"phase": "Terminating"});
                 }
-                if !deleting || new != old { Some(new.clone()) } else { None }
+                if !deleting || new != old {
+                    Some(new.clone())
+                } else {
+                    None
+                }
             };
             if immediate && dry_run {
-                return Ok(Outcome { object: at_version(old, target), code: 200, warnings: vec![] });
+                return Ok(Outcome {
+                    object: at_version(old, target),
+                    code: 200,
+                    warnings: vec![],
+                });
             }
             if !immediate && write.is_none() {
-                return Ok(Outcome { object: at_version(old, target), code: 202, warnings: vec![] });
+                return Ok(Outcome {
+                    object: at_version(old, target),
+                    code: 202,
+                    warnings: vec![],
+                });
             }
             if dry_run {
-                return Ok(Outcome { object: at_version(new, target), code: 202, warnings: vec![] });
+                return Ok(Outcome {
+                    object: at_version(new, target),
+                    code: 202,
+                    warnings: vec![],
+                });
             }
             let rev0 = entry.rev;
             let mut final_obj = if immediate { old.clone() } else { new.clone() };
@@ -115,7 +144,11 @@ impl Registry {
                 .write(&info.id, &target.key(name), |cur, rev| match cur {
                     Some(c) if c.rev == rev0 => {
                         let b = serialize_with_rev(&mut final_obj, rev);
-                        Ok(if immediate { Write::Delete(b) } else { Write::Put(b) })
+                        Ok(if immediate {
+                            Write::Delete(b)
+                        } else {
+                            Write::Put(b)
+                        })
                     }
                     _ => Err(()),
                 })
@@ -125,11 +158,24 @@ impl Registry {
                     let stored = parse_stored(&w.value)?;
                     if immediate {
                         self.after_remove(target, &stored);
-                        return Ok(Outcome { object: at_version(stored, target), code: 200, warnings: vec![] });
+                        return Ok(Outcome {
+                            object: at_version(stored, target),
+                            code: 200,
+                            warnings: vec![],
+                        });
                     }
-                    let hook = self.before_commit(target, &mut stored.clone(), Some(&old), &now_rfc3339())?;
+                    let hook = self.before_commit(
+                        target,
+                        &mut stored.clone(),
+                        Some(&old),
+                        &now_rfc3339(),
+                    )?;
                     self.after_commit(target, hook, &stored);
-                    return Ok(Outcome { object: at_version(stored, target), code: 202, warnings: vec![] });
+                    return Ok(Outcome {
+                        object: at_version(stored, target),
+                        code: 202,
+                        warnings: vec![],
+                    });
                 }
                 Err(()) => continue,
             }
@@ -157,20 +203,34 @@ impl Registry {
             return None;
         }
         if obj["metadata"]["deletionTimestamp"].is_string() {
-            let current = obj["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(grace);
+            let current = obj["metadata"]["deletionGracePeriodSeconds"]
+                .as_i64()
+                .unwrap_or(grace);
             return Some(current.min(grace));
         }
         Some(grace)
     }
 
     /// Deletes every object matching `list`; returns the list of deleted objects.
-    pub async fn delete_collection(&self, target: &Target, list: &ListOptions, options: &Value, dry_run: bool) -> ApiResult<Value> {
+    pub async fn delete_collection(
+        &self,
+        target: &Target,
+        list: &ListOptions,
+        options: &Value,
+        dry_run: bool,
+    ) -> ApiResult<Value> {
         let page = self.list(target, list).await?;
         let mut items = Vec::new();
         for obj in page.items {
-            let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let name = obj["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             let ns = obj["metadata"]["namespace"].as_str().map(String::from);
-            let t = Target { namespace: ns.or(target.namespace.clone()), ..target.clone() };
+            let t = Target {
+                namespace: ns.or(target.namespace.clone()),
+                ..target.clone()
+            };
             match self.delete(&t, &name, options, dry_run).await {
                 Ok(o) => items.push(o.object),
                 Err(e) if e.code == 404 => {}

@@ -76,7 +76,8 @@ pub struct WatchEvent {
 }
 
 fn parse_rv(s: &str) -> ApiResult<Revision> {
-    s.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version {s:?}")))
+    s.parse::<Revision>()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version {s:?}")))
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -87,7 +88,11 @@ struct ContinueToken {
 }
 
 fn encode_continue(rev: Revision, ns: &str, name: &str) -> String {
-    let t = ContinueToken { v: "meta.k8s.io/v1".into(), rv: rev, start: format!("{ns}/{name}") };
+    let t = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv: rev,
+        start: format!("{ns}/{name}"),
+    };
     base64::engine::general_purpose::URL_SAFE.encode(serde_json::to_vec(&t).unwrap_or_default())
 }
 
@@ -101,7 +106,10 @@ fn decode_continue(s: &str) -> ApiResult<(Revision, (String, String))> {
     if t.v != "meta.k8s.io/v1" {
         return Err(bad("server does not recognize this encoded version"));
     }
-    let (ns, name) = t.start.split_once('/').ok_or_else(|| bad("invalid start key"))?;
+    let (ns, name) = t
+        .start
+        .split_once('/')
+        .ok_or_else(|| bad("invalid start key"))?;
     Ok((t.rv, (ns.to_string(), name.to_string())))
 }
 
@@ -111,15 +119,23 @@ fn matcher(target: &Target, opts: &ListOptions) -> impl FnMut(&Value) -> bool + 
     let fields = opts.fields.clone().filter(|f| !f.is_empty());
     let group = target.info.group.clone();
     let resource = target.info.resource.clone();
-    let extra = target.version_info().map(|v| v.selectable_fields.clone()).unwrap_or_default();
+    let extra = target
+        .version_info()
+        .map(|v| v.selectable_fields.clone())
+        .unwrap_or_default();
     move |obj: &Value| {
-        labels.as_ref().is_none_or(|l| l.matches(obj["metadata"]["labels"].as_object()))
-            && fields.as_ref().is_none_or(|f| f.matches(&group, &resource, obj, &extra).unwrap_or(false))
+        labels
+            .as_ref()
+            .is_none_or(|l| l.matches(obj["metadata"]["labels"].as_object()))
+            && fields
+                .as_ref()
+                .is_none_or(|f| f.matches(&group, &resource, obj, &extra).unwrap_or(false))
     }
 }
 
 fn needs_parse(opts: &ListOptions) -> bool {
-    opts.labels.as_ref().is_some_and(|l| !l.is_empty()) || opts.fields.as_ref().is_some_and(|f| !f.is_empty())
+    opts.labels.as_ref().is_some_and(|l| !l.is_empty())
+        || opts.fields.as_ref().is_some_and(|f| !f.is_empty())
 }
 
 impl Registry {
@@ -145,14 +161,24 @@ impl Registry {
     pub async fn list(&self, target: &Target, opts: &ListOptions) -> ApiResult<ListResult> {
         self.validate_selectors(target, opts)?;
         let mut range = ListRange {
-            namespace: if target.info.namespaced { target.namespace.clone() } else { None },
+            namespace: if target.info.namespaced {
+                target.namespace.clone()
+            } else {
+                None
+            },
             limit: opts.limit.filter(|l| *l > 0),
             ..Default::default()
         };
         let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
-        match (&opts.continue_token, rv, opts.resource_version_match.as_deref()) {
+        match (
+            &opts.continue_token,
+            rv,
+            opts.resource_version_match.as_deref(),
+        ) {
             (Some(_), Some(_), _) if rv != Some("0") => {
-                return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
             }
             (Some(token), _, _) => {
                 let (rev, after) = decode_continue(token)?;
@@ -160,30 +186,43 @@ impl Registry {
                 range.after = Some(after);
             }
             (None, None, Some(m)) if !m.is_empty() => {
-                return Err(ApiError::bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided"));
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
             }
             (None, Some(v), Some("Exact")) => {
                 let rev = parse_rv(v)?;
                 if rev == 0 {
-                    return Err(ApiError::bad_request("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+                    return Err(ApiError::bad_request(
+                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    ));
                 }
                 range.at = Some(rev);
             }
             (None, Some(v), m) => {
                 if let Some(m) = m.filter(|m| !m.is_empty() && *m != "NotOlderThan") {
-                    return Err(ApiError::bad_request(format!("resourceVersionMatch: Unsupported value: {m:?}")));
+                    return Err(ApiError::bad_request(format!(
+                        "resourceVersionMatch: Unsupported value: {m:?}"
+                    )));
                 }
                 let rev = parse_rv(v)?;
                 let current = self.store.revision();
                 if rev > current {
-                    return Err(ApiError::timeout(format!("Too large resource version: {rev}, current: {current}")));
+                    return Err(ApiError::timeout(format!(
+                        "Too large resource version: {rev}, current: {current}"
+                    )));
                 }
             }
             _ => {}
         }
         let parse = needs_parse(opts);
         let mut keep_obj = matcher(target, opts);
-        let mut keep = move |b: &Bytes| !parse || serde_json::from_slice::<Value>(b).map(|v| keep_obj(&v)).unwrap_or(false);
+        let mut keep = move |b: &Bytes| {
+            !parse
+                || serde_json::from_slice::<Value>(b)
+                    .map(|v| keep_obj(&v))
+                    .unwrap_or(false)
+        };
         let page = self.store.list(&target.info.id, &range, &mut keep).await.map_err(|e| match e {
             StorageError::Expired { .. } if opts.continue_token.is_some() => ApiError::expired(
                 "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
@@ -195,7 +234,10 @@ impl Registry {
             .iter()
             .map(|b| parse_stored(b).map(|v| at_version(v, target)))
             .collect::<ApiResult<Vec<_>>>()?;
-        let continue_token = page.next.as_ref().map(|(ns, name)| encode_continue(page.rev, ns, name));
+        let continue_token = page
+            .next
+            .as_ref()
+            .map(|(ns, name)| encode_continue(page.rev, ns, name));
         Ok(ListResult {
             items,
             rev: page.rev,
@@ -207,20 +249,34 @@ impl Registry {
     /// Starts a watch.
     pub async fn watch(&self, target: &Target, opts: &WatchOptions) -> ApiResult<WatchStream> {
         self.validate_selectors(target, &opts.list)?;
-        let rv = opts.list.resource_version.as_deref().filter(|s| !s.is_empty());
+        let rv = opts
+            .list
+            .resource_version
+            .as_deref()
+            .filter(|s| !s.is_empty());
         let legacy_initial = matches!(rv, None | Some("0"));
         let initial = opts.send_initial_events.unwrap_or(legacy_initial);
-        if opts.send_initial_events == Some(true) && opts.list.resource_version_match.as_deref() != Some("NotOlderThan") {
+        if opts.send_initial_events == Some(true)
+            && opts.list.resource_version_match.as_deref() != Some("NotOlderThan")
+        {
             return Err(ApiError::bad_request(
                 "sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
             ));
         }
         let mut queue = VecDeque::new();
         let start = if initial {
-            let list_opts = ListOptions { limit: None, continue_token: None, resource_version: None, ..opts.list.clone() };
+            let list_opts = ListOptions {
+                limit: None,
+                continue_token: None,
+                resource_version: None,
+                ..opts.list.clone()
+            };
             let page = self.list(target, &list_opts).await?;
             for item in page.items {
-                queue.push_back(WatchEvent { kind: "ADDED", payload: WatchPayload::Json(item) });
+                queue.push_back(WatchEvent {
+                    kind: "ADDED",
+                    payload: WatchPayload::Json(item),
+                });
             }
             if opts.send_initial_events == Some(true) && opts.bookmarks {
                 queue.push_back(bookmark(target, page.rev, true));
@@ -263,13 +319,19 @@ fn bookmark(target: &Target, rev: Revision, initial_end: bool) -> WatchEvent {
     }
     WatchEvent {
         kind: "BOOKMARK",
-        payload: WatchPayload::Json(json!({"kind": target.info.kind, "apiVersion": target.api_version(), "metadata": meta})),
+        payload: WatchPayload::Json(
+            json!({"kind": target.info.kind, "apiVersion": target.api_version(), "metadata": meta}),
+        ),
     }
 }
 
 fn expired_event(requested: Revision, oldest: Revision) -> WatchEvent {
-    let status = ApiError::expired(format!("too old resource version: {requested} ({oldest})")).to_status();
-    WatchEvent { kind: "ERROR", payload: WatchPayload::Json(status) }
+    let status =
+        ApiError::expired(format!("too old resource version: {requested} ({oldest})")).to_status();
+    WatchEvent {
+        kind: "ERROR",
+        payload: WatchPayload::Json(status),
+    }
 }
 
 /// A running watch.
@@ -293,8 +355,14 @@ impl WatchStream {
                 return Some(e);
             }
             let sub = self.sub.as_mut()?;
-            let deadline = self.deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
-            let tick = if self.bookmarks { self.next_bookmark } else { deadline };
+            let deadline = self
+                .deadline
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+            let tick = if self.bookmarks {
+                self.next_bookmark
+            } else {
+                deadline
+            };
             tokio::select! {
                 ev = sub.next() => match ev {
                     Ok(Some(e)) => {
@@ -324,12 +392,11 @@ impl WatchStream {
     }
 
     fn convert(&mut self, e: &crate::storage::Event) -> Option<WatchEvent> {
-        if self.target.info.namespaced {
-            if let Some(ns) = &self.target.namespace {
-                if &e.key.0 != ns {
-                    return None;
-                }
-            }
+        if self.target.info.namespaced
+            && let Some(ns) = &self.target.namespace
+            && &e.key.0 != ns
+        {
+            return None;
         }
         if !self.parse {
             let kind = match e.kind {
@@ -337,12 +404,17 @@ impl WatchStream {
                 EventKind::Modified => "MODIFIED",
                 EventKind::Deleted => "DELETED",
             };
-            return Some(WatchEvent { kind, payload: WatchPayload::Raw(e.value.clone()) });
+            return Some(WatchEvent {
+                kind,
+                payload: WatchPayload::Raw(e.value.clone()),
+            });
         }
         let now: Value = serde_json::from_slice(&e.value).ok()?;
         let now_match = (self.filter)(&now);
         let prev_match = match (&e.prev, e.kind) {
-            (Some(p), EventKind::Modified) => serde_json::from_slice::<Value>(p).map(|p| (self.filter)(&p)).unwrap_or(false),
+            (Some(p), EventKind::Modified) => serde_json::from_slice::<Value>(p)
+                .map(|p| (self.filter)(&p))
+                .unwrap_or(false),
             _ => false,
         };
         let kind = match (e.kind, prev_match, now_match) {
@@ -353,6 +425,9 @@ impl WatchStream {
             (EventKind::Deleted, _, true) => "DELETED",
             _ => return None,
         };
-        Some(WatchEvent { kind, payload: WatchPayload::Json(at_version(now, &self.target)) })
+        Some(WatchEvent {
+            kind,
+            payload: WatchPayload::Json(at_version(now, &self.target)),
+        })
     }
 }

@@ -30,7 +30,11 @@ fn builtin_schema(group: &str, kind: &str, version: &str) -> Option<Arc<CrdSchem
 }
 
 fn required(field: &str) -> FieldError {
-    FieldError { field: field.into(), reason: FieldErrorReason::Required, message: "Required value".into() }
+    FieldError {
+        field: field.into(),
+        reason: FieldErrorReason::Required,
+        message: "Required value".into(),
+    }
 }
 
 impl Registry {
@@ -44,7 +48,9 @@ impl Registry {
     ) -> ApiResult<Vec<String>> {
         let info = &target.info;
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON or YAML object",
+            ));
         }
         match obj["kind"].as_str() {
             Some(k) if k != info.kind => {
@@ -66,7 +72,10 @@ impl Registry {
         }
         obj["kind"] = Value::String(info.kind.clone());
         obj["apiVersion"] = Value::String(target.api_version());
-        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
 
         let schema = match target.version_info()?.schema.clone() {
             Some(s) => Some(s),
@@ -77,7 +86,10 @@ impl Registry {
         if let Some(schema) = &schema {
             let unknown = schema.unknown_fields(obj);
             if !unknown.is_empty() {
-                let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+                let list: Vec<String> = unknown
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect();
                 match opts.field_validation {
                     FieldValidation::Strict => {
                         return Err(ApiError::bad_request(format!(
@@ -100,15 +112,14 @@ impl Registry {
         if let Some(fe) = match info.resource.as_str() {
             "namespaces" => validate_label("metadata.name", &name),
             _ => validate_subdomain("metadata.name", &name),
-        } {
-            if !name.is_empty() {
-                errors.push(fe);
-            }
+        } && !name.is_empty()
+        {
+            errors.push(fe);
         }
-        if let Some(schema) = &schema {
-            if !info.builtin {
-                errors.extend(schema.validate(obj, old));
-            }
+        if let Some(schema) = &schema
+            && !info.builtin
+        {
+            errors.extend(schema.validate(obj, old));
         }
         errors.extend(validate_builtin(&info.group, &info.resource, obj));
         if info.group == "apiextensions.k8s.io" && info.resource == "customresourcedefinitions" {
@@ -124,20 +135,20 @@ impl Registry {
 /// The handful of built-in rules operators and kubectl users run into most.
 fn validate_builtin(group: &str, resource: &str, obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let containers = |errs: &mut Vec<FieldError>, spec: &Value, path: &str| {
-        match spec["containers"].as_array() {
-            Some(cs) if !cs.is_empty() => {
-                for (i, c) in cs.iter().enumerate() {
-                    if c["name"].as_str().is_none_or(str::is_empty) {
-                        errs.push(required(&format!("{path}.containers[{i}].name")));
-                    }
-                    if c["image"].as_str().is_none_or(str::is_empty) {
-                        errs.push(required(&format!("{path}.containers[{i}].image")));
-                    }
+    let containers = |errs: &mut Vec<FieldError>, spec: &Value, path: &str| match spec["containers"]
+        .as_array()
+    {
+        Some(cs) if !cs.is_empty() => {
+            for (i, c) in cs.iter().enumerate() {
+                if c["name"].as_str().is_none_or(str::is_empty) {
+                    errs.push(required(&format!("{path}.containers[{i}].name")));
+                }
+                if c["image"].as_str().is_none_or(str::is_empty) {
+                    errs.push(required(&format!("{path}.containers[{i}].image")));
                 }
             }
-            _ => errs.push(required(&format!("{path}.containers"))),
         }
+        _ => errs.push(required(&format!("{path}.containers"))),
     };
     match (group, resource) {
         ("", "pods") => containers(&mut errs, &obj["spec"], "spec"),
@@ -150,7 +161,9 @@ fn validate_builtin(group: &str, resource: &str, obj: &Value) -> Vec<FieldError>
                     errs.push(FieldError {
                         field: "spec.selector".into(),
                         reason: FieldErrorReason::Invalid,
-                        message: "Invalid value: \"null\": empty selector is invalid for deployment".into(),
+                        message:
+                            "Invalid value: \"null\": empty selector is invalid for deployment"
+                                .into(),
                     });
                 } else if !s.matches(obj["spec"]["template"]["metadata"]["labels"].as_object()) {
                     errs.push(FieldError {
@@ -163,25 +176,35 @@ fn validate_builtin(group: &str, resource: &str, obj: &Value) -> Vec<FieldError>
                     });
                 }
             }
-            containers(&mut errs, &obj["spec"]["template"]["spec"], "spec.template.spec");
-            if let Some(r) = obj["spec"]["replicas"].as_i64() {
-                if r < 0 {
-                    errs.push(FieldError {
-                        field: "spec.replicas".into(),
-                        reason: FieldErrorReason::Invalid,
-                        message: format!("Invalid value: {r}: must be greater than or equal to 0"),
-                    });
-                }
+            containers(
+                &mut errs,
+                &obj["spec"]["template"]["spec"],
+                "spec.template.spec",
+            );
+            if let Some(r) = obj["spec"]["replicas"].as_i64()
+                && r < 0
+            {
+                errs.push(FieldError {
+                    field: "spec.replicas".into(),
+                    reason: FieldErrorReason::Invalid,
+                    message: format!("Invalid value: {r}: must be greater than or equal to 0"),
+                });
             }
         }
-        ("batch", "jobs") => containers(&mut errs, &obj["spec"]["template"]["spec"], "spec.template.spec"),
+        ("batch", "jobs") => containers(
+            &mut errs,
+            &obj["spec"]["template"]["spec"],
+            "spec.template.spec",
+        ),
         ("", "configmaps") => {
             for field in ["data", "binaryData"] {
                 if let Some(m) = obj[field].as_object() {
                     for k in m.keys() {
                         let ok = !k.is_empty()
                             && k.len() <= 253
-                            && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+                            && k.bytes().all(|b| {
+                                b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.'
+                            });
                         if !ok {
                             errs.push(FieldError {
                                 field: format!("{field}[{k}]"),

@@ -25,7 +25,13 @@ impl WatchSubscription {
         backlog: Vec<Arc<Event>>,
         rx: broadcast::Receiver<Arc<Event>>,
     ) -> Self {
-        WatchSubscription { store, resource, last: start, backlog: backlog.into(), rx }
+        WatchSubscription {
+            store,
+            resource,
+            last: start,
+            backlog: backlog.into(),
+            rx,
+        }
     }
 
     /// The next event, in revision order. Returns `Err(Expired)` if this subscriber fell so
@@ -65,7 +71,11 @@ impl WatchSubscription {
 }
 
 /// Persists batches of events and then publishes them; runs on its own thread.
-pub(super) fn commit_loop(backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiver<Arc<Event>>, shared: Weak<Shared>) {
+pub(super) fn commit_loop(
+    backend: Box<dyn Backend>,
+    rx: std::sync::mpsc::Receiver<Arc<Event>>,
+    shared: Weak<Shared>,
+) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -74,7 +84,9 @@ pub(super) fn commit_loop(backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiv
                 break;
             }
         }
-        let Some(shared) = shared.upgrade() else { return };
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
         let outcome = backend.persist(&batch);
         let mut st = shared.state.lock();
         match outcome {

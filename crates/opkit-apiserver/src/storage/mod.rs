@@ -171,7 +171,9 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { log_capacity: 100_000 }
+        StoreOptions {
+            log_capacity: 100_000,
+        }
     }
 }
 
@@ -230,7 +232,13 @@ impl Store {
             resources
                 .entry(ResourceId(Arc::from(o.resource.as_str())))
                 .or_default()
-                .insert((o.namespace, o.name), Entry { rev: o.rev, value: o.value });
+                .insert(
+                    (o.namespace, o.name),
+                    Entry {
+                        rev: o.rev,
+                        value: o.value,
+                    },
+                );
         }
         let (durable_tx, _) = watch::channel(loaded.rev);
         let (events, _) = broadcast::channel(8192);
@@ -258,7 +266,11 @@ impl Store {
     }
 
     /// Reads one object, as of the newest durable revision.
-    pub async fn get(&self, resource: &ResourceId, key: &ObjectName) -> Result<Option<Entry>, StorageError> {
+    pub async fn get(
+        &self,
+        resource: &ResourceId,
+        key: &ObjectName,
+    ) -> Result<Option<Entry>, StorageError> {
         let (entry, rev) = {
             let st = self.shared.state.lock();
             let e = st.resources.get(resource).and_then(|m| m.get(key)).cloned();
@@ -307,18 +319,31 @@ impl Store {
             let (kind, value) = match decision {
                 Write::Unchanged => {
                     let Some(cur) = current else {
-                        return Ok(Ok(WriteResult { rev: st.rev, value: Bytes::new() }));
+                        return Ok(Ok(WriteResult {
+                            rev: st.rev,
+                            value: Bytes::new(),
+                        }));
                     };
-                    let r = WriteResult { rev: cur.rev, value: cur.value.clone() };
+                    let r = WriteResult {
+                        rev: cur.rev,
+                        value: cur.value.clone(),
+                    };
                     drop(st);
                     return Ok(Ok(r));
                 }
                 Write::Put(v) => {
-                    let kind = if prev.is_some() { EventKind::Modified } else { EventKind::Added };
-                    st.resources
-                        .entry(resource.clone())
-                        .or_default()
-                        .insert(key.clone(), Entry { rev: next, value: v.clone() });
+                    let kind = if prev.is_some() {
+                        EventKind::Modified
+                    } else {
+                        EventKind::Added
+                    };
+                    st.resources.entry(resource.clone()).or_default().insert(
+                        key.clone(),
+                        Entry {
+                            rev: next,
+                            value: v.clone(),
+                        },
+                    );
                     (kind, v)
                 }
                 Write::Delete(v) => {
@@ -359,13 +384,23 @@ impl Store {
 
     /// Starts a watch on `resource` for events after `from`. The subscription first yields
     /// logged events newer than `from`, then live ones.
-    pub fn watch(&self, resource: &ResourceId, from: Revision) -> Result<WatchSubscription, StorageError> {
+    pub fn watch(
+        &self,
+        resource: &ResourceId,
+        from: Revision,
+    ) -> Result<WatchSubscription, StorageError> {
         let st = self.shared.state.lock();
         if from < st.compacted {
-            return Err(StorageError::Expired { requested: from, oldest: st.compacted + 1 });
+            return Err(StorageError::Expired {
+                requested: from,
+                oldest: st.compacted + 1,
+            });
         }
         if from > st.durable {
-            return Err(StorageError::TooLarge { requested: from, current: st.durable });
+            return Err(StorageError::TooLarge {
+                requested: from,
+                current: st.durable,
+            });
         }
         let backlog: Vec<Arc<Event>> = st
             .log
@@ -374,7 +409,13 @@ impl Store {
             .cloned()
             .collect();
         let rx = self.shared.events.subscribe();
-        Ok(WatchSubscription::new(self.clone(), resource.clone(), from, backlog, rx))
+        Ok(WatchSubscription::new(
+            self.clone(),
+            resource.clone(),
+            from,
+            backlog,
+            rx,
+        ))
     }
 
     /// Waits until `rev` is durable (at once for the in-memory store).
@@ -385,7 +426,13 @@ impl Store {
         }
         let waited = rx.wait_for(|d| *d >= rev).await;
         if waited.is_err() || self.shared.state.lock().failed.is_some() {
-            let msg = self.shared.state.lock().failed.clone().unwrap_or_else(|| "store closed".into());
+            let msg = self
+                .shared
+                .state
+                .lock()
+                .failed
+                .clone()
+                .unwrap_or_else(|| "store closed".into());
             return Err(StorageError::Backend(msg));
         }
         Ok(())
@@ -393,13 +440,20 @@ impl Store {
 
     /// Number of objects stored for `resource` (all namespaces).
     pub fn count(&self, resource: &ResourceId) -> usize {
-        self.shared.state.lock().resources.get(resource).map_or(0, |m| m.len())
+        self.shared
+            .state
+            .lock()
+            .resources
+            .get(resource)
+            .map_or(0, |m| m.len())
     }
 
     /// The namespaces/names of every object of `resource` in `namespace` (None: all).
     pub fn keys(&self, resource: &ResourceId, namespace: Option<&str>) -> Vec<ObjectName> {
         let st = self.shared.state.lock();
-        let Some(m) = st.resources.get(resource) else { return Vec::new() };
+        let Some(m) = st.resources.get(resource) else {
+            return Vec::new();
+        };
         match namespace {
             None => m.keys().cloned().collect(),
             Some(ns) => ns_range(m, ns).map(|(k, _)| k.clone()).collect(),
@@ -407,10 +461,16 @@ impl Store {
     }
 }
 
-fn ns_range<'a>(m: &'a ResourceMap, ns: &str) -> impl Iterator<Item = (&'a ObjectName, &'a Entry)> + 'a {
+fn ns_range<'a>(
+    m: &'a ResourceMap,
+    ns: &str,
+) -> impl Iterator<Item = (&'a ObjectName, &'a Entry)> + 'a {
     let ns_owned = ns.to_string();
-    m.range((Bound::Included((ns.to_string(), String::new())), Bound::Unbounded))
-        .take_while(move |(k, _)| k.0 == ns_owned)
+    m.range((
+        Bound::Included((ns.to_string(), String::new())),
+        Bound::Unbounded,
+    ))
+    .take_while(move |(k, _)| k.0 == ns_owned)
 }
 
 impl State {
@@ -433,10 +493,16 @@ impl State {
         let map = self.resources.get(resource).unwrap_or(&empty);
         let at = range.at.unwrap_or(self.rev);
         if at > self.rev {
-            return Err(StorageError::TooLarge { requested: at, current: self.rev });
+            return Err(StorageError::TooLarge {
+                requested: at,
+                current: self.rev,
+            });
         }
         if at < self.rev && at < self.compacted {
-            return Err(StorageError::Expired { requested: at, oldest: self.compacted + 1 });
+            return Err(StorageError::Expired {
+                requested: at,
+                oldest: self.compacted + 1,
+            });
         }
         // Roll back writes newer than `at`: the oldest such event per key holds its value at `at`.
         let mut overlay: BTreeMap<ObjectName, Option<Bytes>> = BTreeMap::new();
@@ -465,7 +531,9 @@ impl State {
             // Merge the two sorted sequences; the overlay wins on equal keys.
             let next: Option<(ObjectName, Option<Bytes>)> = match (live.peek(), over.peek()) {
                 (None, None) => None,
-                (Some((lk, _)), Some((ok, _))) if lk < ok => live.next().map(|(k, e)| (k.clone(), Some(e.value.clone()))),
+                (Some((lk, _)), Some((ok, _))) if lk < ok => {
+                    live.next().map(|(k, e)| (k.clone(), Some(e.value.clone())))
+                }
                 (Some((lk, _)), Some((ok, _))) if lk == ok => {
                     live.next();
                     over.next().map(|(k, v)| (k.clone(), v.clone()))
@@ -503,6 +571,11 @@ impl State {
         } else {
             None
         };
-        Ok(ListPage { items, rev: at, next: if more { last } else { None }, remaining })
+        Ok(ListPage {
+            items,
+            rev: at,
+            next: if more { last } else { None },
+            remaining,
+        })
     }
 }

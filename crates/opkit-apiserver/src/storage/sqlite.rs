@@ -34,7 +34,9 @@ impl SqliteBackend {
              CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
         )
         .map_err(db_err)?;
-        Ok(SqliteBackend { conn: Mutex::new(conn) })
+        Ok(SqliteBackend {
+            conn: Mutex::new(conn),
+        })
     }
 }
 
@@ -42,7 +44,9 @@ impl Backend for SqliteBackend {
     fn load(&self) -> Result<LoadedState, StorageError> {
         let conn = self.conn.lock();
         let rev: u64 = conn
-            .query_row("SELECT value FROM meta WHERE key = 'revision'", [], |r| r.get::<_, i64>(0))
+            .query_row("SELECT value FROM meta WHERE key = 'revision'", [], |r| {
+                r.get::<_, i64>(0)
+            })
             .map(|v| v as u64)
             .or_else(|e| match e {
                 rusqlite::Error::QueryReturnedNoRows => Ok(0),
@@ -67,7 +71,9 @@ impl Backend for SqliteBackend {
     }
 
     fn persist(&self, batch: &[Arc<Event>]) -> Result<(), StorageError> {
-        let Some(last) = batch.last() else { return Ok(()) };
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
         let mut conn = self.conn.lock();
         let tx = conn.transaction().map_err(db_err)?;
         {
@@ -78,16 +84,25 @@ impl Backend for SqliteBackend {
                 )
                 .map_err(db_err)?;
             let mut del = tx
-                .prepare_cached("DELETE FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3")
+                .prepare_cached(
+                    "DELETE FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3",
+                )
                 .map_err(db_err)?;
             for e in batch {
                 match e.kind {
                     EventKind::Added | EventKind::Modified => {
-                        put.execute(params![e.resource.as_str(), e.key.0, e.key.1, e.rev as i64, &e.value[..]])
-                            .map_err(db_err)?;
+                        put.execute(params![
+                            e.resource.as_str(),
+                            e.key.0,
+                            e.key.1,
+                            e.rev as i64,
+                            &e.value[..]
+                        ])
+                        .map_err(db_err)?;
                     }
                     EventKind::Deleted => {
-                        del.execute(params![e.resource.as_str(), e.key.0, e.key.1]).map_err(db_err)?;
+                        del.execute(params![e.resource.as_str(), e.key.0, e.key.1])
+                            .map_err(db_err)?;
                     }
                 }
             }

@@ -18,7 +18,10 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
         cfg.storage = StorageConfig::InMemory;
     }
     let server = ApiServer::start(cfg).await?;
-    let kubeconfig = std::path::absolute(args.kubeconfig.unwrap_or_else(|| data_dir.join("kubeconfig")))?;
+    let kubeconfig = std::path::absolute(
+        args.kubeconfig
+            .unwrap_or_else(|| data_dir.join("kubeconfig")),
+    )?;
     server.write_kubeconfig(&kubeconfig, "opkit")?;
     match output {
         OutputFormat::Json => println!(
@@ -27,7 +30,14 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
         ),
         OutputFormat::Text => {
             println!("opkit control plane listening on {}", server.url());
-            println!("storage: {}", if args.in_memory { "in memory".to_string() } else { data_dir.join("state.db").display().to_string() });
+            println!(
+                "storage: {}",
+                if args.in_memory {
+                    "in memory".to_string()
+                } else {
+                    data_dir.join("state.db").display().to_string()
+                }
+            );
             println!("To use it with kubectl:");
             println!("  export KUBECONFIG={}", kubeconfig.display());
             println!("Press Ctrl-C to stop.");
