@@ -35,7 +35,8 @@
 //! # Where behaviour differs from kube-apiserver
 //! - No authorization yet: every authenticated user may do everything (each request
 //!   carries its [`auth::UserInfo`] so RBAC can be enforced in the registry later).
-//! - Only JSON and YAML bodies; protobuf requests get 415 and protobuf-only Accept 406.
+//! - Request bodies may be JSON, YAML or Kubernetes protobuf (built-in kinds); responses
+//!   are JSON or YAML only, so a protobuf-only Accept gets 406.
 //! - core/v1 and events.k8s.io/v1 Events are stored separately.
 //! - CRD conversion is `None` only (apiVersion is rewritten; fields are not converted).
 //! - Admission webhook configurations are stored but not called.
@@ -48,6 +49,7 @@ pub mod handlers;
 pub mod jsonpath;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selector;

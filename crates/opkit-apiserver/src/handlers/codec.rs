@@ -130,7 +130,8 @@ pub fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
     match ct.as_str() {
         "" | "application/json" | "*/*" => parse_json_or_yaml(body, false),
         "application/yaml" | "application/x-yaml" | "text/yaml" => parse_json_or_yaml(body, true),
-        "application/vnd.kubernetes.protobuf" => Err(ApiError::unsupported_media_type(&ct)),
+        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode_object(body)
+            .map_err(|e| ApiError::bad_request(format!("the body of the request is not a valid Kubernetes protobuf object: {e}"))),
         other => Err(ApiError::unsupported_media_type(other)),
     }
 }
