@@ -1,0 +1,197 @@
+//! One informer: kube watchers (one per watched namespace) feeding reflector stores and
+//! broadcasting changes, with relist diffs so subscribers never miss a deletion.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::Client;
+use parking_lot::Mutex;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::{Cache, CacheScope};
+use crate::object::Object;
+
+/// A change to a cached object.
+#[derive(Debug)]
+pub enum InformerEvent<K> {
+    /// Created (`old` is `None`) or changed.
+    Apply {
+        /// The previous version, if the cache had one.
+        old: Option<Arc<K>>,
+        /// The new version.
+        new: Arc<K>,
+    },
+    /// Deleted; the last known version.
+    Delete(Arc<K>),
+}
+
+impl<K> Clone for InformerEvent<K> {
+    fn clone(&self) -> Self {
+        match self {
+            InformerEvent::Apply { old, new } => InformerEvent::Apply { old: old.clone(), new: new.clone() },
+            InformerEvent::Delete(o) => InformerEvent::Delete(o.clone()),
+        }
+    }
+}
+
+/// A subscriber's view: the objects cached when it subscribed, then every later change.
+pub struct Subscription<K> {
+    /// The cache's content at subscription time (replayed as creations).
+    pub initial: Vec<Arc<K>>,
+    /// Later changes. On `Lagged`, resubscribe to resynchronise.
+    pub events: broadcast::Receiver<InformerEvent<K>>,
+}
+
+struct Partition<K: Object> {
+    namespace: Option<String>,
+    store: Store<K>,
+    writer: Mutex<Option<Writer<K>>>,
+    synced: AtomicBool,
+}
+
+/// The shared watch and cache of one object type.
+pub struct Informer<K: Object> {
+    client: Client,
+    label_selector: Option<String>,
+    partitions: Vec<Partition<K>>,
+    tx: broadcast::Sender<InformerEvent<K>>,
+    /// Held while applying an event and broadcasting it, and while subscribing, so a new
+    /// subscriber's snapshot and its event stream line up exactly.
+    apply_lock: Mutex<()>,
+    started: AtomicBool,
+    cache: Cache,
+}
+
+impl<K: Object> Informer<K> {
+    pub(super) fn new(client: Client, scope: &CacheScope, cache: Cache) -> Self {
+        let namespaces: Vec<Option<String>> = if K::namespaced() && !scope.namespaces.is_empty() {
+            scope.namespaces.iter().cloned().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        let partitions = namespaces
+            .into_iter()
+            .map(|namespace| {
+                let writer = Writer::<K>::new(());
+                Partition { namespace, store: writer.as_reader(), writer: Mutex::new(Some(writer)), synced: AtomicBool::new(false) }
+            })
+            .collect();
+        let (tx, _) = broadcast::channel(4096);
+        Informer {
+            client,
+            label_selector: scope.label_selector.clone(),
+            partitions,
+            tx,
+            apply_lock: Mutex::new(()),
+            started: AtomicBool::new(false),
+            cache,
+        }
+    }
+
+    /// Starts the watches (once) until `shutdown`.
+    pub fn start(self: &Arc<Self>, shutdown: CancellationToken) {
+        if self.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for idx in 0..self.partitions.len() {
+            let this = self.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move { this.run_partition(idx, shutdown).await });
+        }
+    }
+
+    async fn run_partition(self: Arc<Self>, idx: usize, shutdown: CancellationToken) {
+        let part = &self.partitions[idx];
+        let Some(mut writer) = part.writer.lock().take() else { return };
+        let api = K::api(self.client.clone(), part.namespace.as_deref());
+        let mut cfg = watcher::Config::default();
+        if let Some(sel) = &self.label_selector {
+            cfg = cfg.labels(sel);
+        }
+        let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
+        // Objects as they were before a relist started, to diff against when it finishes.
+        let mut before_relist: Option<HashMap<ObjectRef<K>, Arc<K>>> = None;
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                e = stream.next() => e,
+            };
+            let Some(event) = event else { return };
+            let event = match event {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
+                    continue;
+                }
+            };
+            let _guard = self.apply_lock.lock();
+            match &event {
+                watcher::Event::Apply(obj) => {
+                    let key = ObjectRef::from_obj(obj);
+                    let old = part.store.get(&key);
+                    writer.apply_watcher_event(&event);
+                    let new = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
+                    let _ = self.tx.send(InformerEvent::Apply { old, new });
+                }
+                watcher::Event::Delete(obj) => {
+                    let key = ObjectRef::from_obj(obj);
+                    let old = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
+                    writer.apply_watcher_event(&event);
+                    let _ = self.tx.send(InformerEvent::Delete(old));
+                }
+                watcher::Event::Init => {
+                    before_relist = Some(part.store.state().into_iter().map(|o| (ObjectRef::from_obj(&*o), o)).collect());
+                    writer.apply_watcher_event(&event);
+                }
+                watcher::Event::InitApply(_) => writer.apply_watcher_event(&event),
+                watcher::Event::InitDone => {
+                    writer.apply_watcher_event(&event);
+                    let mut before = before_relist.take().unwrap_or_default();
+                    for new in part.store.state() {
+                        let old = before.remove(&ObjectRef::from_obj(&*new));
+                        let changed = old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version);
+                        if changed {
+                            let _ = self.tx.send(InformerEvent::Apply { old, new });
+                        }
+                    }
+                    for (_, gone) in before {
+                        let _ = self.tx.send(InformerEvent::Delete(gone));
+                    }
+                    if !part.synced.swap(true, Ordering::SeqCst) {
+                        self.cache.notify_changed();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Subscribes: the current content plus every later change, with nothing in between.
+    pub fn subscribe(&self) -> Subscription<K> {
+        let _guard = self.apply_lock.lock();
+        Subscription { initial: self.list(), events: self.tx.subscribe() }
+    }
+
+    /// True once every watch finished its initial list.
+    pub fn is_synced(&self) -> bool {
+        self.partitions.iter().all(|p| p.synced.load(Ordering::SeqCst))
+    }
+
+    /// A cached object.
+    pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
+        self.partitions
+            .iter()
+            .filter(|p| p.namespace.is_none() || p.namespace == key.namespace)
+            .find_map(|p| p.store.get(key))
+    }
+
+    /// Every cached object.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.partitions.iter().flat_map(|p| p.store.state()).collect()
+    }
+}

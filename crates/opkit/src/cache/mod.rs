@@ -1,0 +1,149 @@
+//! The shared informer cache: one watch per object type and manager scope, however many
+//! controllers use it, feeding a kube reflector store (for cached reads) and a broadcast
+//! of changes (for controllers' event sources).
+
+mod informer;
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::reflector::ObjectRef;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::object::Object;
+
+pub use informer::{Informer, InformerEvent, Subscription};
+
+/// Which objects the cache watches: some namespaces (empty: all) and an optional label
+/// selector.
+#[derive(Debug, Clone, Default)]
+pub struct CacheScope {
+    /// Namespaces to watch; empty means all.
+    pub namespaces: Vec<String>,
+    /// A label selector applied to every watch.
+    pub label_selector: Option<String>,
+}
+
+trait ErasedInformer: Send + Sync {
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+    fn start(self: Arc<Self>, shutdown: CancellationToken);
+    fn is_synced(&self) -> bool;
+    fn kind(&self) -> String;
+}
+
+impl<K: Object> ErasedInformer for Informer<K> {
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+    fn start(self: Arc<Self>, shutdown: CancellationToken) {
+        Informer::start(&self, shutdown)
+    }
+    fn is_synced(&self) -> bool {
+        Informer::is_synced(self)
+    }
+    fn kind(&self) -> String {
+        K::kind(&()).to_string()
+    }
+}
+
+struct CacheInner {
+    client: Client,
+    scope: CacheScope,
+    informers: Mutex<HashMap<TypeId, Arc<dyn ErasedInformer>>>,
+    running: Mutex<Option<CancellationToken>>,
+    changed: tokio::sync::Notify,
+}
+
+/// The cache shared by a manager's controllers. Cheap to clone.
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<CacheInner>,
+}
+
+impl Cache {
+    /// A cache over `client`, limited to `scope`.
+    pub fn new(client: Client, scope: CacheScope) -> Cache {
+        Cache {
+            inner: Arc::new(CacheInner {
+                client,
+                scope,
+                informers: Mutex::new(HashMap::new()),
+                running: Mutex::new(None),
+                changed: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+
+    /// The informer for `K`, created (and started, if the cache runs) on first use.
+    pub fn informer<K: Object>(&self) -> Arc<Informer<K>> {
+        let mut map = self.inner.informers.lock();
+        if let Some(i) = map.get(&TypeId::of::<K>()) {
+            if let Ok(typed) = i.clone().as_any().downcast::<Informer<K>>() {
+                return typed;
+            }
+        }
+        let informer = Arc::new(Informer::<K>::new(self.inner.client.clone(), &self.inner.scope, self.clone()));
+        map.insert(TypeId::of::<K>(), informer.clone());
+        if let Some(token) = self.inner.running.lock().clone() {
+            Informer::start(&informer, token);
+        }
+        informer
+    }
+
+    /// A cached object, if the cache holds it.
+    pub fn get<K: Object>(&self, name: &str, namespace: Option<&str>) -> Option<Arc<K>> {
+        let mut r = ObjectRef::<K>::new(name);
+        if let Some(ns) = namespace.filter(|_| K::namespaced()) {
+            r = r.within(ns);
+        }
+        self.informer::<K>().get(&r)
+    }
+
+    /// Every cached object of `K`.
+    pub fn list<K: Object>(&self) -> Vec<Arc<K>> {
+        self.informer::<K>().list()
+    }
+
+    /// True once every informer has finished its initial list.
+    pub fn is_synced(&self) -> bool {
+        let informers: Vec<_> = self.inner.informers.lock().values().cloned().collect();
+        self.inner.running.lock().is_some() && informers.iter().all(|i| i.is_synced())
+    }
+
+    /// The kinds whose informers have not synced yet.
+    pub fn unsynced(&self) -> Vec<String> {
+        self.inner.informers.lock().values().filter(|i| !i.is_synced()).map(|i| i.kind()).collect()
+    }
+
+    /// Waits until [`Cache::is_synced`], up to `timeout`. Returns whether it synced.
+    pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.inner.changed.notified();
+            if self.is_synced() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.is_synced();
+            }
+        }
+    }
+
+    /// Starts every informer (and any created later) until `shutdown`.
+    pub fn start(&self, shutdown: CancellationToken) {
+        *self.inner.running.lock() = Some(shutdown.clone());
+        let informers: Vec<_> = self.inner.informers.lock().values().cloned().collect();
+        for i in informers {
+            i.start(shutdown.clone());
+        }
+        self.inner.changed.notify_waiters();
+    }
+
+    pub(crate) fn notify_changed(&self) {
+        self.inner.changed.notify_waiters();
+    }
+}

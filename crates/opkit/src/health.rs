@@ -1,0 +1,582 @@
+//! Plain-HTTP probe and metrics endpoints: `GET /healthz` and `/readyz` (with
+//! controller-runtime's aggregated output, `?verbose`, `?exclude=` and per-check
+//! sub-paths) and `GET /metrics` (Prometheus text exposition).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+
+/// A readiness or liveness check.
+pub type Check = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// Content type of the Prometheus text format 0.0.4.
+pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// Content type of the OpenMetrics 1.0 text format.
+pub const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
+
+type Handler = Arc<dyn Fn(&Request<Incoming>) -> Response<Full<Bytes>> + Send + Sync>;
+
+/// Serves GET /healthz and /readyz (200 "ok" when every check passes, else 500 listing
+/// failures, `?verbose` lists each check) at `addr`. Returns the bound address (port 0
+/// allowed) once listening.
+///
+/// Like controller-runtime, `/healthz/<name>` runs a single check, `?exclude=<name>`
+/// skips a check, and an endpoint without checks reports a built-in `ping` check.
+pub async fn serve_probes(
+    addr: SocketAddr,
+    healthz: Vec<(String, Check)>,
+    readyz: Vec<(String, Check)>,
+    shutdown: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    let healthz = Arc::new(sorted(healthz));
+    let readyz = Arc::new(sorted(readyz));
+    let handler: Handler = Arc::new(move |req| {
+        let path = req.uri().path();
+        let query = req.uri().query().unwrap_or("");
+        if let Some(rest) = strip_endpoint(path, "/healthz") {
+            probe(&healthz, rest, query)
+        } else if let Some(rest) = strip_endpoint(path, "/readyz") {
+            probe(&readyz, rest, query)
+        } else {
+            not_found()
+        }
+    });
+    serve(addr, handler, shutdown).await
+}
+
+/// Serves GET /metrics (text/plain; version=0.0.4) from `metrics` at `addr`.
+///
+/// A scraper that accepts `application/openmetrics-text` gets OpenMetrics instead.
+pub async fn serve_metrics(
+    addr: SocketAddr,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    let handler: Handler = Arc::new(move |req| {
+        if req.uri().path() != "/metrics" {
+            return not_found();
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed\n".to_string(),
+            );
+        }
+        let openmetrics = req
+            .headers()
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.contains("application/openmetrics-text"));
+        let (body, content_type) = if openmetrics {
+            (metrics.encode_openmetrics(), OPENMETRICS_TEXT)
+        } else {
+            (metrics.encode(), PROMETHEUS_TEXT)
+        };
+        let mut resp = Response::new(Full::new(Bytes::from(body)));
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        resp
+    });
+    serve(addr, handler, shutdown).await
+}
+
+/// Rewrites OpenMetrics text as Prometheus text format 0.0.4: counter families are
+/// named with their `_total` suffix, `info` becomes a gauge named `<name>_info`,
+/// `unknown` becomes `untyped`, and `# UNIT`, `# EOF` and exemplars are dropped.
+pub fn openmetrics_to_prometheus(om: &str) -> String {
+    // First pass: the declared type of every family.
+    let mut types: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    for line in om.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ")
+            && let Some((name, ty)) = rest.split_once(' ')
+        {
+            types.insert(name, ty);
+        }
+    }
+    let mut out = String::with_capacity(om.len());
+    for line in om.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some((kind, rest)) = line
+            .strip_prefix("# HELP ")
+            .map(|r| ("HELP", r))
+            .or_else(|| line.strip_prefix("# TYPE ").map(|r| ("TYPE", r)))
+        {
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            let ty = types.get(name).copied().unwrap_or("");
+            let (name, suffix) = match ty {
+                "counter" if !name.ends_with("_total") => (name, "_total"),
+                "info" => (name, "_info"),
+                _ => (name, ""),
+            };
+            let tail = match kind {
+                "TYPE" => match tail {
+                    "info" => "gauge",
+                    "unknown" => "untyped",
+                    t => t,
+                },
+                // prometheus-client appends a period to every help text; drop it again.
+                _ => tail.strip_suffix('.').unwrap_or(tail),
+            };
+            out.push_str("# ");
+            out.push_str(kind);
+            out.push(' ');
+            out.push_str(name);
+            out.push_str(suffix);
+            out.push(' ');
+            out.push_str(tail);
+            out.push('\n');
+            continue;
+        }
+        if line.starts_with('#') {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        push_sample(&mut out, strip_exemplar(line));
+    }
+    out
+}
+
+/// Appends a sample line, moving a histogram bucket's leading `le` label to the end
+/// of its label set, where client_golang puts it.
+fn push_sample(out: &mut String, line: &str) {
+    if let Some((name, rest)) = line.split_once("{le=\"")
+        && name.ends_with("_bucket")
+        && let Some((le, rest)) = rest.split_once('"')
+        && let Some(rest) = rest.strip_prefix(',')
+    {
+        // `rest` is `<other labels>} <value>`; label values of buckets never hold `}`
+        // before the closing brace of the set when written by prometheus-client, but be
+        // safe and only rewrite when the set closes with `"} `.
+        if let Some((others, value)) = rest.split_once("\"} ") {
+            out.push_str(name);
+            out.push('{');
+            out.push_str(others);
+            out.push_str("\",le=\"");
+            out.push_str(le);
+            out.push_str("\"} ");
+            out.push_str(value);
+            out.push('\n');
+            return;
+        }
+    }
+    out.push_str(line);
+    out.push('\n');
+}
+
+/// A sample line without its trailing ` # {...} value` exemplar.
+fn strip_exemplar(line: &str) -> &str {
+    // Skip the label set (label values may contain '#', quotes are backslash-escaped).
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    let mut in_labels = false;
+    let mut in_quotes = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if in_quotes => i += 1,
+            b'"' if in_labels => in_quotes = !in_quotes,
+            b'{' if !in_quotes => in_labels = true,
+            b'}' if !in_quotes => in_labels = false,
+            b'#' if !in_labels => return line[..i].trim_end(),
+            _ => {}
+        }
+        i += 1;
+    }
+    line
+}
+
+fn sorted(mut checks: Vec<(String, Check)>) -> Vec<(String, Check)> {
+    checks.sort_by(|a, b| a.0.cmp(&b.0));
+    checks
+}
+
+/// `Some(rest)` when `path` is `endpoint` or below it; `rest` is the part after it
+/// without leading/trailing slashes.
+fn strip_endpoint<'a>(path: &'a str, endpoint: &str) -> Option<&'a str> {
+    let rest = path.strip_prefix(endpoint)?;
+    if rest.is_empty() {
+        return Some("");
+    }
+    rest.strip_prefix('/').map(|r| r.trim_matches('/'))
+}
+
+/// One probe endpoint: the aggregate at `rest == ""`, else the check named `rest`.
+fn probe(checks: &[(String, Check)], rest: &str, query: &str) -> Response<Full<Bytes>> {
+    if rest.is_empty() {
+        return aggregate(checks, query);
+    }
+    if checks.is_empty() && rest == "ping" {
+        return text(StatusCode::OK, "ok".to_string());
+    }
+    match checks.iter().find(|(name, _)| name == rest) {
+        Some((_, check)) => match check() {
+            Ok(()) => text(StatusCode::OK, "ok".to_string()),
+            Err(e) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("internal server error: {e}\n"),
+            ),
+        },
+        None => not_found(),
+    }
+}
+
+/// The aggregated result of every check, formatted like controller-runtime's healthz.
+fn aggregate(checks: &[(String, Check)], query: &str) -> Response<Full<Bytes>> {
+    let mut verbose = false;
+    let mut excluded: Vec<String> = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "verbose" => verbose = true,
+            "exclude" => excluded.push(percent_decode(value)),
+            _ => {}
+        }
+    }
+    let mut lines = Vec::new();
+    let mut failed = false;
+    for (name, check) in checks {
+        if let Some(i) = excluded.iter().position(|e| e == name) {
+            excluded.remove(i);
+            lines.push(format!("[+]{name} excluded: ok\n"));
+            continue;
+        }
+        match check() {
+            Ok(()) => lines.push(format!("[+]{name} ok\n")),
+            Err(reason) => {
+                tracing::info!(check = %name, error = %reason, "health check failed");
+                failed = true;
+                // The reason stays out of the public endpoint, as in controller-runtime.
+                lines.push(format!("[-]{name} failed: reason withheld\n"));
+            }
+        }
+    }
+    if checks.is_empty() {
+        lines.push("[+]ping ok\n".to_string());
+    }
+    let status = if failed {
+        StatusCode::INTERNAL_SERVER_ERROR
+    } else {
+        StatusCode::OK
+    };
+    if !failed && !verbose {
+        return text(status, "ok".to_string());
+    }
+    let mut body = lines.concat();
+    if !excluded.is_empty() {
+        let names: Vec<String> = excluded.iter().map(|e| format!("{e:?}")).collect();
+        body.push_str(&format!(
+            "warn: some health checks cannot be excluded: no matches for {}\n",
+            names.join(",")
+        ));
+    }
+    body.push_str(if failed {
+        "healthz check failed\n"
+    } else {
+        "healthz check passed\n"
+    });
+    text(status, body)
+}
+
+/// Decodes `%XX` escapes and `+` in a query value; invalid escapes stay as they are.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_PLAIN));
+    resp.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
+fn not_found() -> Response<Full<Bytes>> {
+    text(StatusCode::NOT_FOUND, "404 page not found\n".to_string())
+}
+
+/// Binds `addr` and spawns an HTTP/1 accept loop answering with `handler` until
+/// `shutdown`; open connections then finish their current request and close.
+async fn serve(
+    addr: SocketAddr,
+    handler: Handler,
+    shutdown: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tokio::spawn(async move {
+        loop {
+            let stream = tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Typically out of file descriptors: back off instead of spinning.
+                        tracing::warn!(error = %e, address = %local, "accepting a connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            tokio::spawn(serve_connection(stream, handler.clone(), shutdown.clone()));
+        }
+    });
+    Ok(local)
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    handler: Handler,
+    shutdown: CancellationToken,
+) {
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let resp = handler(&req);
+        async move { Ok::<_, Infallible>(resp) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .serve_connection(TokioIo::new(stream), svc);
+    let mut conn = std::pin::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        () = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "probe connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A raw HTTP/1.1 GET; returns (status, head, body).
+    async fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> (u16, String, String) {
+        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let accept = accept
+            .map(|a| format!("Accept: {a}\r\n"))
+            .unwrap_or_default();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{accept}Connection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.expect("write");
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).await.expect("read");
+        let (head, body) = raw.split_once("\r\n\r\n").expect("response head");
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .expect("status");
+        (status, head.to_ascii_lowercase(), body.to_string())
+    }
+
+    fn flag_check(flag: &Arc<AtomicBool>) -> Check {
+        let flag = flag.clone();
+        Arc::new(move || {
+            if flag.load(Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err("cache not synced".to_string())
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn readiness_fails_then_passes() {
+        let ready = Arc::new(AtomicBool::new(false));
+        let ping: Check = Arc::new(|| Ok(()));
+        let shutdown = CancellationToken::new();
+        let addr = serve_probes(
+            "127.0.0.1:0".parse().expect("addr"),
+            vec![("ping".into(), ping.clone())],
+            vec![
+                ("informers".into(), flag_check(&ready)),
+                ("ping".into(), ping),
+            ],
+            shutdown.clone(),
+        )
+        .await
+        .expect("serve");
+
+        let (status, head, body) = get(addr, "/healthz", None).await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+        assert!(
+            head.contains("content-type: text/plain; charset=utf-8"),
+            "{head}"
+        );
+
+        let (status, _, body) = get(addr, "/readyz", None).await;
+        assert_eq!(status, 500);
+        assert_eq!(
+            body,
+            "[-]informers failed: reason withheld\n[+]ping ok\nhealthz check failed\n"
+        );
+        let (status, _, body) = get(addr, "/readyz/informers", None).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (500, "internal server error: cache not synced\n")
+        );
+        let (status, _, body) = get(addr, "/readyz?exclude=informers", None).await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+
+        ready.store(true, Ordering::SeqCst);
+        let (status, _, body) = get(addr, "/readyz", None).await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+        let (status, _, body) = get(addr, "/readyz?verbose", None).await;
+        assert_eq!(status, 200);
+        assert_eq!(body, "[+]informers ok\n[+]ping ok\nhealthz check passed\n");
+        let (status, _, body) = get(addr, "/readyz/informers", None).await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+        let (status, _, _) = get(addr, "/readyz/nope", None).await;
+        assert_eq!(status, 404);
+        let (status, _, _) = get(addr, "/other", None).await;
+        assert_eq!(status, 404);
+
+        shutdown.cancel();
+        // The listener closes once the accept loop sees the cancellation.
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while tokio::net::TcpStream::connect(addr).await.is_ok() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("listener closed after shutdown");
+    }
+
+    #[tokio::test]
+    async fn probes_without_checks_report_ping() {
+        let shutdown = CancellationToken::new();
+        let addr = serve_probes(
+            "127.0.0.1:0".parse().expect("addr"),
+            vec![],
+            vec![],
+            shutdown.clone(),
+        )
+        .await
+        .expect("serve");
+        let (status, _, body) = get(addr, "/healthz?verbose", None).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (200, "[+]ping ok\nhealthz check passed\n")
+        );
+        let (status, _, body) = get(addr, "/healthz/ping", None).await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn metrics_endpoint_serves_text_format() {
+        let metrics = Metrics::new();
+        let c = metrics.controller("c");
+        c.reconcile_done("success", Duration::from_millis(1));
+        let shutdown = CancellationToken::new();
+        let addr = serve_metrics(
+            "127.0.0.1:0".parse().expect("addr"),
+            metrics.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .expect("serve");
+        let (status, head, body) = get(addr, "/metrics", None).await;
+        assert_eq!(status, 200);
+        assert!(
+            head.contains("content-type: text/plain; version=0.0.4; charset=utf-8"),
+            "{head}"
+        );
+        assert!(
+            body.contains(
+                "controller_runtime_reconcile_total{controller=\"c\",result=\"success\"} 1\n"
+            ),
+            "{body}"
+        );
+        assert!(!body.contains("# EOF"));
+
+        let (status, head, body) = get(
+            addr,
+            "/metrics",
+            Some("application/openmetrics-text;version=1.0.0,text/plain;q=0.5"),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert!(
+            head.contains("content-type: application/openmetrics-text"),
+            "{head}"
+        );
+        assert!(body.ends_with("# EOF\n"), "{body}");
+
+        let (status, _, _) = get(addr, "/healthz", None).await;
+        assert_eq!(status, 404);
+        shutdown.cancel();
+    }
+
+    #[test]
+    fn conversion_handles_exemplars_info_and_units() {
+        let om = "# HELP a_seconds A.\n# TYPE a_seconds counter\n# UNIT a_seconds seconds\n\
+                  a_seconds_total{x=\"#}\\\"\"} 1 # {trace=\"1\"} 1.0\n\
+                  # HELP v Version.\n# TYPE v info\nv_info{version=\"1\"} 1\n\
+                  # TYPE u unknown\nu 3\n\
+                  # TYPE h histogram\nh_bucket{le=\"1.0\",a=\"x\"} 2\nh_count{a=\"x\"} 2\n# EOF\n";
+        let got = openmetrics_to_prometheus(om);
+        assert_eq!(
+            got,
+            "# HELP a_seconds_total A\n# TYPE a_seconds_total counter\n\
+             a_seconds_total{x=\"#}\\\"\"} 1\n\
+             # HELP v_info Version\n# TYPE v_info gauge\nv_info{version=\"1\"} 1\n\
+             # TYPE u untyped\nu 3\n\
+             # TYPE h histogram\nh_bucket{a=\"x\",le=\"1.0\"} 2\nh_count{a=\"x\"} 2\n"
+        );
+    }
+
+    #[test]
+    fn query_values_are_decoded() {
+        assert_eq!(percent_decode("a%2Fb+c"), "a/b c");
+        assert_eq!(percent_decode("bad%zz%4"), "bad%zz%4");
+    }
+}

@@ -1,0 +1,126 @@
+//! The manager's command-line flags (and environment variables), named as
+//! controller-runtime's so deployments and scaffolds carry over.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use super::ManagerOptions;
+use crate::cache::CacheScope;
+use crate::leader::LeaderElectionConfig;
+
+/// Bad flags or an unusable kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub enum FlagsError {
+    /// An address did not parse.
+    #[error("invalid {flag} {value:?}: expected HOST:PORT, :PORT or 0 to disable")]
+    Address {
+        /// The flag.
+        flag: &'static str,
+        /// What was given.
+        value: String,
+    },
+    /// The kubeconfig could not be read or used.
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    /// The client could not be built.
+    #[error("client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// Flags of an operator's manager. Embed with `#[command(flatten)]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ManagerArgs {
+    /// The address the metrics endpoint binds to (`:8080`; `0` disables it).
+    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = ":8080")]
+    pub metrics_bind_address: String,
+    /// The address the health probe endpoints bind to.
+    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
+    pub health_probe_bind_address: String,
+    /// Enable leader election, ensuring only one active manager.
+    #[arg(long, env = "LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// The name of the Lease used for leader election.
+    #[arg(long, env = "LEADER_ELECTION_ID", default_value = "opkit-leader")]
+    pub leader_election_id: String,
+    /// The namespace of the leader election Lease (default: the pod's namespace, else `default`).
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch only these namespaces (repeat or comma-separate; default: all).
+    #[arg(long, env = "WATCH_NAMESPACE", value_delimiter = ',')]
+    pub namespace: Vec<String>,
+}
+
+/// Parses Go-style listen addresses: `:8080`, `127.0.0.1:8080`, or `0` (off).
+pub fn parse_bind(flag: &'static str, value: &str) -> Result<Option<SocketAddr>, FlagsError> {
+    let v = value.trim();
+    if v.is_empty() || v == "0" {
+        return Ok(None);
+    }
+    let full = if v.starts_with(':') { format!("0.0.0.0{v}") } else { v.to_string() };
+    full.parse().map(Some).map_err(|_| FlagsError::Address { flag, value: value.to_string() })
+}
+
+impl ManagerArgs {
+    /// The manager options these flags describe.
+    pub fn options(&self) -> Result<ManagerOptions, FlagsError> {
+        let leader_election = self.leader_elect.then(|| {
+            let ns = self
+                .leader_election_namespace
+                .clone()
+                .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                .or_else(|| std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok())
+                .unwrap_or_else(|| "default".into());
+            LeaderElectionConfig::new(self.leader_election_id.clone(), ns)
+        });
+        Ok(ManagerOptions {
+            cache: CacheScope { namespaces: self.namespace.clone(), label_selector: None },
+            metrics_addr: parse_bind("--metrics-bind-address", &self.metrics_bind_address)?,
+            health_addr: parse_bind("--health-probe-bind-address", &self.health_probe_bind_address)?,
+            leader_election,
+            ..ManagerOptions::default()
+        })
+    }
+
+    /// A client from `--kubeconfig`, or the usual inference.
+    pub async fn client(&self) -> Result<Client, FlagsError> {
+        let config = match &self.kubeconfig {
+            Some(path) => {
+                let kc = Kubeconfig::read_from(path).map_err(|e| FlagsError::Kubeconfig(format!("{}: {e}", path.display())))?;
+                Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| FlagsError::Kubeconfig(e.to_string()))?
+            }
+            None => Config::infer().await.map_err(|e| FlagsError::Kubeconfig(e.to_string()))?,
+        };
+        Ok(Client::try_from(config)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        mgr: ManagerArgs,
+    }
+
+    #[test]
+    fn go_style_flags() {
+        let cli = Cli::parse_from(["op", "--metrics-bind-address", "0", "--leader-elect", "--leader-election-id", "86f835c3.example.com", "--namespace", "a,b"]);
+        let o = cli.mgr.options().expect("options");
+        assert_eq!(o.metrics_addr, None);
+        assert_eq!(o.health_addr, Some("0.0.0.0:8081".parse().expect("addr")));
+        assert_eq!(o.leader_election.map(|l| l.lease_name), Some("86f835c3.example.com".to_string()));
+        assert_eq!(o.cache.namespaces, ["a", "b"]);
+        assert!(parse_bind("--x", "nonsense").is_err());
+    }
+}

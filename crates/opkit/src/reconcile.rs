@@ -1,0 +1,163 @@
+//! What a reconciler is given and returns: [`Request`], [`Context`], [`Action`] and
+//! [`ReconcileError`], and the [`Reconciler`] trait.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::{Api, Client};
+
+use crate::cache::Cache;
+use crate::object::Object;
+
+/// Which object to reconcile: namespace (for namespaced kinds) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Request {
+    /// The namespace, `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// The name.
+    pub name: String,
+}
+
+impl Request {
+    /// A request for `name` in `namespace`.
+    pub fn new(name: impl Into<String>, namespace: Option<&str>) -> Request {
+        Request { name: name.into(), namespace: namespace.map(String::from) }
+    }
+    /// The request for an object.
+    pub fn from_object<K: kube::Resource>(obj: &K) -> Request {
+        let m = obj.meta();
+        Request { name: m.name.clone().unwrap_or_default(), namespace: m.namespace.clone() }
+    }
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// What to do after a successful reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Done: wait for the next event.
+    Done,
+    /// Reconcile again, with the rate limiter's backoff (controller-runtime's `Requeue: true`).
+    Requeue,
+    /// Reconcile again after this delay (`RequeueAfter`).
+    RequeueAfter(Duration),
+}
+
+impl Action {
+    /// Done until the next event.
+    pub fn done() -> Action {
+        Action::Done
+    }
+    /// Requeue with backoff.
+    pub fn requeue() -> Action {
+        Action::Requeue
+    }
+    /// Requeue after `d`.
+    pub fn requeue_after(d: Duration) -> Action {
+        Action::RequeueAfter(d)
+    }
+}
+
+/// A failed reconcile. Converting any error with `?` gives a retryable error (requeued
+/// with per-item exponential backoff); [`ReconcileError::terminal`] gives one that is
+/// not retried.
+pub struct ReconcileError {
+    terminal: bool,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl ReconcileError {
+    /// A retryable error.
+    pub fn retry(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        ReconcileError { terminal: false, source: e.into() }
+    }
+    /// An error that retrying cannot fix: counted, logged, not requeued.
+    pub fn terminal(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        ReconcileError { terminal: true, source: e.into() }
+    }
+    /// Whether it is terminal.
+    pub fn is_terminal(&self) -> bool {
+        self.terminal
+    }
+    /// The underlying error.
+    pub fn source(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.source
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ReconcileError {
+    fn from(e: E) -> Self {
+        ReconcileError::retry(e)
+    }
+}
+
+impl fmt::Debug for ReconcileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ReconcileError {{ terminal: {}, source: {:?} }}", self.terminal, self.source)
+    }
+}
+
+impl fmt::Display for ReconcileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.terminal {
+            write!(f, "terminal error: {}", self.source)
+        } else {
+            write!(f, "{}", self.source)
+        }
+    }
+}
+
+/// The result of a reconcile.
+pub type ReconcileResult = Result<Action, ReconcileError>;
+
+/// Everything one reconcile gets: the request, the object as the cache has it (`None`
+/// when it was deleted), a client and the shared cache.
+pub struct Context<K> {
+    /// The object's namespace and name.
+    pub request: Request,
+    /// The object from the cache; `None` if it no longer exists.
+    pub object: Option<Arc<K>>,
+    /// A client.
+    pub client: Client,
+    /// The manager's shared cache, for cached reads of any kind.
+    pub cache: Cache,
+}
+
+impl<K: Object> Context<K> {
+    /// An `Api` for the reconciled kind in the request's namespace.
+    pub fn api(&self) -> Api<K> {
+        K::api(self.client.clone(), self.request.namespace.as_deref())
+    }
+    /// An `Api` for another kind in the request's namespace.
+    pub fn api_for<T: Object>(&self) -> Api<T> {
+        T::api(self.client.clone(), self.request.namespace.as_deref())
+    }
+}
+
+/// Moves an object's current state toward its desired state.
+///
+/// Implemented for any `Fn(Context<K>) -> impl Future<Output = ReconcileResult>`.
+pub trait Reconciler<K>: Send + Sync + 'static {
+    /// Reconciles one object.
+    fn reconcile(&self, ctx: Context<K>) -> impl Future<Output = ReconcileResult> + Send;
+}
+
+impl<K, F, Fut> Reconciler<K> for F
+where
+    K: Send + Sync + 'static,
+    F: Fn(Context<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ReconcileResult> + Send,
+{
+    fn reconcile(&self, ctx: Context<K>) -> impl Future<Output = ReconcileResult> + Send {
+        self(ctx)
+    }
+}

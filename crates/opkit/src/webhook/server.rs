@@ -1,0 +1,402 @@
+//! The HTTPS server: [`WebhookServer`] (builder, listener, per-connection TLS + HTTP/1.1/HTTP/2)
+//! and the request router that turns AdmissionReview/ConversionReview bodies into responses.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use super::WebhookError;
+use super::admission::{
+    AdmissionHandler, Defaulter, MutatingHandler, ValidatingHandler, Validator,
+};
+use super::conversion::{ConversionReview, Converter, convert_review};
+use super::review::{AdmissionReviewIn, AdmissionReviewOut};
+use super::tls::{DevCerts, server_config};
+
+/// Largest request body accepted (controller-runtime's limit).
+pub const MAX_REQUEST_BYTES: usize = 7 * 1024 * 1024;
+/// Default listen address.
+pub const DEFAULT_ADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 9443);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a path serves.
+#[derive(Clone)]
+enum Route {
+    Admission(Arc<dyn AdmissionHandler>),
+    Conversion(Arc<dyn Converter>),
+}
+
+/// HTTPS server for admission and conversion webhooks (controller-runtime's `webhook.Server`).
+///
+/// ```ignore
+/// # async fn run(v: impl opkit::webhook::Validator<k8s_openapi::api::core::v1::ConfigMap>) -> Result<(), opkit::webhook::WebhookError> {
+/// let addr = opkit::webhook::WebhookServer::new()
+///     .cert_dir("/tmp/k8s-webhook-server/serving-certs".into())
+///     .validating::<k8s_openapi::api::core::v1::ConfigMap, _>("/validate-configmap", v)
+///     .start(tokio_util::sync::CancellationToken::new())
+///     .await?;
+/// # let _ = addr; Ok(()) }
+/// ```
+pub struct WebhookServer {
+    addr: SocketAddr,
+    cert_dir: Option<PathBuf>,
+    dev_hosts: Option<Vec<String>>,
+    routes: Vec<(String, Route)>,
+}
+
+impl Default for WebhookServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for WebhookServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookServer")
+            .field("addr", &self.addr)
+            .field("cert_dir", &self.cert_dir)
+            .field("dev_hosts", &self.dev_hosts)
+            .field("paths", &self.paths())
+            .finish()
+    }
+}
+
+impl WebhookServer {
+    /// A server on `0.0.0.0:9443` with no handlers and no certificate directory.
+    pub fn new() -> Self {
+        WebhookServer {
+            addr: DEFAULT_ADDR,
+            cert_dir: None,
+            dev_hosts: None,
+            routes: Vec::new(),
+        }
+    }
+
+    /// Sets the listen address (port 0 picks a free port; `start` returns the bound address).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// Serves `tls.crt`/`tls.key` from `dir`, re-read whenever they change.
+    pub fn cert_dir(mut self, dir: PathBuf) -> Self {
+        self.cert_dir = Some(dir);
+        self
+    }
+
+    /// Uses `dir` as the certificate directory and, at `start`, generates a development CA and a
+    /// serving certificate for `hosts` there (`ca.crt`, `tls.crt`, `tls.key`) unless the pair
+    /// already exists.
+    pub fn dev_certs(mut self, dir: PathBuf, hosts: Vec<String>) -> Self {
+        self.cert_dir = Some(dir);
+        self.dev_hosts = Some(hosts);
+        self
+    }
+
+    /// Serves a validating admission webhook for `K` at `path`.
+    pub fn validating<K, V>(self, path: &str, validator: V) -> Self
+    where
+        K: Resource + DeserializeOwned + 'static,
+        V: Validator<K>,
+    {
+        self.admission(path, ValidatingHandler::<K, V>::new(validator))
+    }
+
+    /// Serves a mutating (defaulting) admission webhook for `K` at `path`.
+    pub fn mutating<K, D>(self, path: &str, defaulter: D) -> Self
+    where
+        K: Resource + DeserializeOwned + Serialize + Clone + 'static,
+        D: Defaulter<K>,
+    {
+        self.admission(path, MutatingHandler::<K, D>::new(defaulter))
+    }
+
+    /// Serves a raw admission handler at `path` (full control over the response).
+    pub fn admission<H: AdmissionHandler>(mut self, path: &str, handler: H) -> Self {
+        self.routes
+            .push((path.to_owned(), Route::Admission(Arc::new(handler))));
+        self
+    }
+
+    /// Serves a CRD conversion webhook at `path`.
+    pub fn conversion<C: Converter>(mut self, path: &str, converter: C) -> Self {
+        self.routes
+            .push((path.to_owned(), Route::Conversion(Arc::new(converter))));
+        self
+    }
+
+    /// The registered paths, in registration order.
+    pub fn paths(&self) -> Vec<&str> {
+        self.routes.iter().map(|(p, _)| p.as_str()).collect()
+    }
+
+    /// Prepares certificates, binds the listener and spawns the accept loop; returns the bound
+    /// address once listening. The server stops accepting on `shutdown` and asks open
+    /// connections to finish gracefully.
+    pub async fn start(self, shutdown: CancellationToken) -> Result<SocketAddr, WebhookError> {
+        let mut routes = HashMap::new();
+        for (path, route) in self.routes {
+            if !path.starts_with('/') {
+                return Err(WebhookError::InvalidPath(path));
+            }
+            if routes.insert(path.clone(), route).is_some() {
+                return Err(WebhookError::DuplicatePath(path));
+            }
+        }
+        let dir = self.cert_dir.ok_or(WebhookError::NoCertDir)?;
+        if let Some(hosts) = &self.dev_hosts {
+            DevCerts::ensure(&dir, hosts)?;
+        }
+        let (config, _reloader) = server_config(&dir)?;
+        let listener = TcpListener::bind(self.addr)
+            .await
+            .map_err(|source| WebhookError::Bind {
+                addr: self.addr,
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| WebhookError::Bind {
+            addr: self.addr,
+            source,
+        })?;
+        let routes = Arc::new(routes);
+        tokio::spawn(accept_loop(
+            listener,
+            TlsAcceptor::from(config),
+            routes,
+            shutdown,
+        ));
+        tracing::info!(addr = %local, "webhook server listening");
+        Ok(local)
+    }
+}
+
+type Routes = Arc<HashMap<String, Route>>;
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    routes: Routes,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook accept failed");
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let routes = routes.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "webhook TLS handshake timed out");
+                    return;
+                }
+            };
+            let service = hyper::service::service_fn(move |req| {
+                let routes = routes.clone();
+                async move { Ok::<_, Infallible>(route(&routes, req).await) }
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "webhook connection error");
+            }
+        });
+    }
+}
+
+/// A `metav1.Status`-shaped error body.
+fn error_response(code: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    let reason = match code {
+        StatusCode::NOT_FOUND => "NotFound",
+        StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "RequestEntityTooLarge",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "UnsupportedMediaType",
+        _ => "BadRequest",
+    };
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code.as_u16(),
+    });
+    let mut resp = Response::new(Full::new(Bytes::from(body.to_string())));
+    *resp.status_mut() = code;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    if code == StatusCode::METHOD_NOT_ALLOWED {
+        resp.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+    }
+    resp
+}
+
+fn json_response(body: &impl Serialize) -> Response<Full<Bytes>> {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => {
+            let mut resp = Response::new(Full::new(Bytes::from(bytes)));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/json"),
+            );
+            resp
+        }
+        Err(e) => error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("encoding response: {e}"),
+        ),
+    }
+}
+
+async fn route(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let Some(route) = routes.get(req.uri().path()).cloned() else {
+        return error_response(StatusCode::NOT_FOUND, "no webhook is served at this path");
+    };
+    if req.method() != Method::POST {
+        return error_response(StatusCode::METHOD_NOT_ALLOWED, "only POST is supported");
+    }
+    if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
+        let media = ct
+            .to_str()
+            .unwrap_or_default()
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim();
+        if !media.eq_ignore_ascii_case("application/json") {
+            return error_response(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                &format!("content type {media:?} is not application/json"),
+            );
+        }
+    }
+    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return error_response(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
+        }
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("reading request body: {e}"),
+            );
+        }
+    };
+    match route {
+        Route::Admission(handler) => admit(handler, &body),
+        Route::Conversion(converter) => convert(converter, &body),
+    }
+}
+
+fn admit(handler: Arc<dyn AdmissionHandler>, body: &[u8]) -> Response<Full<Bytes>> {
+    let review: AdmissionReviewIn = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("malformed AdmissionReview: {e}"),
+            );
+        }
+    };
+    if review.kind != "AdmissionReview"
+        || !matches!(
+            review.api_version.as_str(),
+            "admission.k8s.io/v1" | "admission.k8s.io/v1beta1"
+        )
+    {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "expected admission.k8s.io/v1 AdmissionReview, got {} {}",
+                review.api_version, review.kind
+            ),
+        );
+    }
+    let Some(request) = review.request else {
+        return error_response(StatusCode::BAD_REQUEST, "AdmissionReview has no request");
+    };
+    let mut response = handler.handle(&request);
+    response.uid = request.uid;
+    json_response(&AdmissionReviewOut {
+        api_version: review.api_version,
+        kind: "AdmissionReview",
+        response,
+    })
+}
+
+fn convert(converter: Arc<dyn Converter>, body: &[u8]) -> Response<Full<Bytes>> {
+    let review: ConversionReview = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("malformed ConversionReview: {e}"),
+            );
+        }
+    };
+    if review.kind != "ConversionReview"
+        || !matches!(
+            review.api_version.as_str(),
+            "apiextensions.k8s.io/v1" | "apiextensions.k8s.io/v1beta1"
+        )
+    {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "expected apiextensions.k8s.io/v1 ConversionReview, got {} {}",
+                review.api_version, review.kind
+            ),
+        );
+    }
+    let Some(request) = review.request else {
+        return error_response(StatusCode::BAD_REQUEST, "ConversionReview has no request");
+    };
+    let response = convert_review(converter.as_ref(), request);
+    json_response(&ConversionReview {
+        api_version: review.api_version,
+        kind: "ConversionReview".to_owned(),
+        request: None,
+        response: Some(response),
+    })
+}
