@@ -129,8 +129,20 @@ impl Registry {
     pub async fn create(
         &self,
         target: &Target,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Outcome> {
+        self.create_with(target, obj, opts, None).await
+    }
+
+    /// Creates an object; `applied_fields` are the managedFields of a server-side apply
+    /// that creates it (recorded as an `Apply` operation instead of tracking an update).
+    async fn create_with(
+        &self,
+        target: &Target,
         mut obj: Value,
         opts: &WriteOptions,
+        applied_fields: Option<Value>,
     ) -> ApiResult<Outcome> {
         if !obj.is_object() {
             return Err(ApiError::bad_request(
@@ -208,10 +220,17 @@ impl Registry {
             self.prepare_create(target, &mut obj, &now)?;
             let api_version = target.api_version();
             let fm = self.field_manager(target, opts, Subresource::Main, &now, &api_version);
-            if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.remove("managedFields");
+            match &applied_fields {
+                Some(fields) => {
+                    meta_mut(&mut obj).insert("managedFields".into(), fields.clone());
+                }
+                None => {
+                    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove("managedFields");
+                    }
+                    patch::track_update(None, &mut obj, &fm, &list_semantics(target));
+                }
             }
-            patch::track_update(None, &mut obj, &fm, &list_semantics(target));
             let hook = self.before_commit(target, &mut obj, None, &now)?;
             if opts.dry_run {
                 return Ok(Outcome {
@@ -369,15 +388,10 @@ impl Registry {
             let Some((old, entry)) = current else {
                 let mut obj = patched;
                 meta_mut(&mut obj).insert("name".into(), json!(name));
-                let keep_fields = obj["metadata"]["managedFields"].clone();
-                let mut o = self.create(target, obj, opts).await;
-                if let Ok(out) = &mut o {
-                    // Creation through apply keeps the Apply ownership computed above.
-                    if !keep_fields.is_null() && opts.dry_run {
-                        out.object["metadata"]["managedFields"] = keep_fields;
-                    }
-                }
-                return o;
+                // Creation through apply keeps the Apply ownership computed above.
+                let fields = obj["metadata"]["managedFields"].clone();
+                let fields = (!fields.is_null()).then_some(fields);
+                return self.create_with(target, obj, opts, fields).await;
             };
             let explicit_rv = meta_str(&patched, "resourceVersion")
                 .filter(|rv| !rv.is_empty() && *rv != entry.rev.to_string())
