@@ -38,6 +38,8 @@ use kube::discovery::Discovery;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config};
 use opkit_apiserver::{ApiServer, RunningServer, ServerConfig};
+use opkit_controllers::ControllersConfig;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Errors from the test environment.
 #[derive(Debug, thiserror::Error)]
@@ -68,33 +70,78 @@ pub enum TestEnvError {
 /// How long helpers wait for the server to reach a state.
 pub const WAIT: Duration = Duration::from_secs(30);
 
-/// A running in-process control plane.
-pub struct TestEnv {
-    server: RunningServer,
-    client: Client,
-    kubeconfig_path: PathBuf,
-    _dir: tempfile::TempDir,
+/// Configures a [`TestEnv`] before starting it.
+#[derive(Debug, Clone, Default)]
+pub struct TestEnvBuilder {
+    server: ServerConfig,
+    controllers: Option<ControllersConfig>,
 }
 
-impl TestEnv {
-    /// Starts a control plane with in-memory storage on a random loopback port.
-    pub async fn start() -> Result<TestEnv, TestEnvError> {
-        Self::start_with(ServerConfig::in_memory()).await
+impl TestEnvBuilder {
+    /// Uses this server configuration (storage, port, token).
+    pub fn server(mut self, cfg: ServerConfig) -> Self {
+        self.server = cfg;
+        self
     }
-
-    /// Starts a control plane with a custom server configuration.
-    pub async fn start_with(cfg: ServerConfig) -> Result<TestEnv, TestEnvError> {
-        let server = ApiServer::start(cfg).await?;
+    /// Runs the cluster controllers with this configuration.
+    pub fn controllers(mut self, cfg: ControllersConfig) -> Self {
+        self.controllers = Some(cfg);
+        self
+    }
+    /// Runs no cluster controllers: a bare API server, like envtest.
+    pub fn without_controllers(self) -> Self {
+        self.controllers(ControllersConfig::none())
+    }
+    /// Switches off one controller by name (see `opkit_controllers::ALL`).
+    pub fn disable_controller(mut self, name: &str) -> Self {
+        self.controllers = Some(self.controllers.unwrap_or_default().disable(name));
+        self
+    }
+    /// Starts the environment.
+    pub async fn start(self) -> Result<TestEnv, TestEnvError> {
+        let server = ApiServer::start(self.server).await?;
         let dir = tempfile::tempdir()?;
         let kubeconfig_path = dir.path().join("kubeconfig");
         server.write_kubeconfig(&kubeconfig_path, "opkit")?;
         let client = client_for(&server).await?;
-        Ok(TestEnv {
-            server,
-            client,
-            kubeconfig_path,
-            _dir: dir,
-        })
+        let controllers = self.controllers.unwrap_or_default();
+        let token = CancellationToken::new();
+        let mgr = opkit::Manager::new(client.clone(), opkit::ManagerOptions::default());
+        opkit_controllers::register(&mgr, &controllers);
+        let run = token.clone();
+        tokio::spawn(async move {
+            if let Err(e) = mgr.run_until(run).await {
+                tracing::warn!(error = %e, "cluster controllers stopped");
+            }
+        });
+        Ok(TestEnv { server, client, kubeconfig_path, _controllers: token.drop_guard(), _dir: dir })
+    }
+}
+
+/// A running in-process control plane. Dropping it stops the controllers and the server.
+pub struct TestEnv {
+    server: RunningServer,
+    client: Client,
+    kubeconfig_path: PathBuf,
+    _controllers: DropGuard,
+    _dir: tempfile::TempDir,
+}
+
+impl TestEnv {
+    /// Starts a control plane with in-memory storage on a random loopback port, with the
+    /// cluster controllers (garbage collection, namespaces, workloads, simulated nodes).
+    pub async fn start() -> Result<TestEnv, TestEnvError> {
+        Self::builder().start().await
+    }
+
+    /// Configures an environment: server settings, which controllers run.
+    pub fn builder() -> TestEnvBuilder {
+        TestEnvBuilder::default()
+    }
+
+    /// Starts a control plane with a custom server configuration.
+    pub async fn start_with(cfg: ServerConfig) -> Result<TestEnv, TestEnvError> {
+        Self::builder().server(cfg).start().await
     }
 
     /// A client authenticated as the cluster admin.

@@ -1,0 +1,51 @@
+//! Which controllers run, and how the simulated nodes and kubelets behave.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Settings of the built-in controllers.
+#[derive(Debug, Clone)]
+pub struct ControllersConfig {
+    /// Controllers switched off, by name (see [`crate::ALL`]).
+    pub disabled: BTreeSet<String>,
+    /// How many simulated nodes to register (default 3).
+    pub nodes: usize,
+    /// How long a scheduled pod stays Pending before its containers start.
+    pub pod_start_delay: Duration,
+    /// How long a started pod takes to become Ready.
+    pub pod_ready_delay: Duration,
+    /// How long a Job's pod runs before it succeeds (override per pod with the
+    /// `opkit.dev/run-duration` annotation, e.g. `"2s"`).
+    pub job_run_time: Duration,
+    /// How often nodes renew their leases in `kube-node-lease`.
+    pub node_heartbeat: Duration,
+}
+
+impl Default for ControllersConfig {
+    fn default() -> Self {
+        ControllersConfig {
+            disabled: BTreeSet::new(),
+            nodes: 3,
+            pod_start_delay: Duration::ZERO,
+            pod_ready_delay: Duration::ZERO,
+            job_run_time: Duration::from_millis(500),
+            node_heartbeat: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ControllersConfig {
+    /// Whether the controller called `name` runs.
+    pub fn enabled(&self, name: &str) -> bool {
+        !self.disabled.contains(name) && !self.disabled.contains("*")
+    }
+    /// Everything off.
+    pub fn none() -> Self {
+        ControllersConfig { disabled: ["*".to_string()].into(), ..Self::default() }
+    }
+    /// Switches one controller off.
+    pub fn disable(mut self, name: &str) -> Self {
+        self.disabled.insert(name.to_string());
+        self
+    }
+}

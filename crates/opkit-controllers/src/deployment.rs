@@ -1,0 +1,10 @@
+//! The deployment controller (being written).
+
+use opkit::Manager;
+
+use crate::ControllersConfig;
+
+/// Registers the deployment controller(s) with `mgr`.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+    let _ = (mgr, cfg);
+}

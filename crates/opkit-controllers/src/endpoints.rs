@@ -1,0 +1,10 @@
+//! The endpoints controller (being written).
+
+use opkit::Manager;
+
+use crate::ControllersConfig;
+
+/// Registers the endpoints controller(s) with `mgr`.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+    let _ = (mgr, cfg);
+}

@@ -1,0 +1,71 @@
+//! The controllers that make opkit's control plane behave like a whole cluster, the way
+//! kube-controller-manager, kube-scheduler and kubelets (simulated, as kwok does) do:
+//! namespace lifecycle, garbage collection, workloads (Deployments, ReplicaSets,
+//! StatefulSets, DaemonSets, Jobs, CronJobs), Service endpoints, and simulated nodes whose
+//! pods are scheduled, started and made Ready.
+//!
+//! They are ordinary operators written with the [`opkit`] runtime. `opkit cluster start`
+//! and `opkit-testenv` run them by default.
+//!
+//! # Example
+//! ```no_run
+//! # async fn run(client: kube::Client) -> Result<(), opkit::ManagerError> {
+//! use opkit::{Manager, ManagerOptions};
+//! use opkit_controllers::{ControllersConfig, register};
+//!
+//! let mgr = Manager::new(client, ManagerOptions::default());
+//! register(&mgr, &ControllersConfig::default());
+//! mgr.run().await
+//! # }
+//! ```
+
+pub mod config;
+pub mod cronjob;
+pub mod daemonset;
+pub mod deployment;
+pub mod endpoints;
+pub mod garbage_collector;
+pub mod job;
+pub mod kubelet;
+pub mod namespace;
+pub mod node;
+pub mod replicaset;
+pub mod scheduler;
+pub mod statefulset;
+
+pub use config::ControllersConfig;
+
+use opkit::Manager;
+
+/// Every built-in controller, by the name used to switch it off.
+pub const ALL: &[&str] = &[
+    "namespace",
+    "serviceaccount",
+    "garbagecollector",
+    "deployment",
+    "replicaset",
+    "statefulset",
+    "daemonset",
+    "job",
+    "cronjob",
+    "endpoints",
+    "nodes",
+    "scheduler",
+    "kubelet",
+];
+
+/// Registers every enabled controller with `mgr`.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+    namespace::register(mgr, cfg);
+    garbage_collector::register(mgr, cfg);
+    deployment::register(mgr, cfg);
+    replicaset::register(mgr, cfg);
+    statefulset::register(mgr, cfg);
+    daemonset::register(mgr, cfg);
+    job::register(mgr, cfg);
+    cronjob::register(mgr, cfg);
+    endpoints::register(mgr, cfg);
+    node::register(mgr, cfg);
+    scheduler::register(mgr, cfg);
+    kubelet::register(mgr, cfg);
+}

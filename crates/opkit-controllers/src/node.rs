@@ -1,0 +1,10 @@
+//! The node controller (being written).
+
+use opkit::Manager;
+
+use crate::ControllersConfig;
+
+/// Registers the node controller(s) with `mgr`.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+    let _ = (mgr, cfg);
+}

@@ -1,0 +1,10 @@
+//! The scheduler controller (being written).
+
+use opkit::Manager;
+
+use crate::ControllersConfig;
+
+/// Registers the scheduler controller(s) with `mgr`.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+    let _ = (mgr, cfg);
+}

@@ -1,0 +1,10 @@
+//! The statefulset controller (being written).
+
+use opkit::Manager;
+
+use crate::ControllersConfig;
+
+/// Registers the statefulset controller(s) with `mgr`.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+    let _ = (mgr, cfg);
+}
