@@ -37,7 +37,6 @@
 //!   carries its [`auth::UserInfo`] so RBAC can be enforced in the registry later).
 //! - Request bodies may be JSON, YAML or Kubernetes protobuf (built-in kinds); responses
 //!   are JSON or YAML only, so a protobuf-only Accept gets 406.
-//! - core/v1 and events.k8s.io/v1 Events are stored separately.
 //! - CRD conversion is `None` only (apiVersion is rewritten; fields are not converted).
 //! - Admission webhook configurations are stored but not called.
 

@@ -47,3 +47,32 @@ async fn create_by_apply_records_an_apply_manager_and_is_idempotent() {
     let third = api.patch("applied", &pp, &Patch::Apply(&without)).await.expect("apply without label");
     assert!(third.metadata.labels.unwrap_or_default().is_empty());
 }
+
+#[tokio::test]
+async fn events_k8s_io_events_are_core_events_too() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let env = TestEnv::start().await.expect("start");
+    let events: Api<Event> = Api::namespaced(env.client(), "default");
+    let e: Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web.1"},
+        "eventTime": "2026-11-22T05:00:00.000000Z",
+        "reportingController": "deployment-controller",
+        "reportingInstance": "opkit",
+        "action": "Scale",
+        "reason": "ScalingReplicaSet",
+        "note": "Scaled up replica set web-1 to 3",
+        "type": "Normal",
+        "regarding": {"kind": "Deployment", "name": "web", "namespace": "default", "apiVersion": "apps/v1"}
+    }))
+    .expect("event");
+    events.create(&PostParams::default(), &e).await.expect("create");
+    let core: Api<CoreEvent> = Api::namespaced(env.client(), "default");
+    let seen = core.get("web.1").await.expect("visible as a core event");
+    assert_eq!(seen.message.as_deref(), Some("Scaled up replica set web-1 to 3"));
+    assert_eq!(seen.involved_object.name.as_deref(), Some("web"));
+    assert_eq!(seen.reporting_component.as_deref(), Some("deployment-controller"));
+    let back = events.get("web.1").await.expect("and as events.k8s.io");
+    assert_eq!(back.note.as_deref(), Some("Scaled up replica set web-1 to 3"));
+    assert_eq!(back.regarding.and_then(|r| r.kind).as_deref(), Some("Deployment"));
+}

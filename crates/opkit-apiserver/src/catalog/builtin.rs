@@ -297,8 +297,10 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             if r.resource == "namespaces" {
                 verbs.retain(|v| *v != "deletecollection");
             }
+            // events.k8s.io Events are stored with core Events, as kube-apiserver does.
+            let id = if r.group == "events.k8s.io" { ResourceId::new("", "events") } else { ResourceId::new(r.group, r.resource) };
             ResourceInfo {
-                id: ResourceId::new(r.group, r.resource),
+                id,
                 group: r.group.to_string(),
                 resource: r.resource.to_string(),
                 singular: r.kind.to_lowercase(),

@@ -3,6 +3,7 @@
 //! semantics (metadata, generation, status subresource, finalizers, field management)
 //! and reads and writes the [`Store`].
 
+mod convert;
 mod crd_lifecycle;
 mod delete;
 mod meta;
@@ -207,6 +208,7 @@ pub(crate) fn parse_stored(b: &Bytes) -> ApiResult<Value> {
 
 /// Rewrites `apiVersion` to the requested version (CRD conversion strategy None).
 pub(crate) fn at_version(mut obj: Value, target: &Target) -> Value {
+    convert::from_storage(target, &mut obj);
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(target.api_version()));
     }

@@ -217,10 +217,11 @@ impl Registry {
         }
         let parse = needs_parse(opts);
         let mut keep_obj = matcher(target, opts);
+        let view = target.clone();
         let mut keep = move |b: &Bytes| {
             !parse
                 || serde_json::from_slice::<Value>(b)
-                    .map(|v| keep_obj(&v))
+                    .map(|v| keep_obj(&at_version(v, &view)))
                     .unwrap_or(false)
         };
         let page = self.store.list(&target.info.id, &range, &mut keep).await.map_err(|e| match e {
@@ -298,7 +299,9 @@ impl Registry {
         };
         Ok(WatchStream {
             target: target.clone(),
-            parse: needs_parse(&opts.list) || target.version != target.info.storage_version(),
+            parse: needs_parse(&opts.list)
+                || target.version != target.info.storage_version()
+                || super::convert::needs_conversion(target),
             filter: Box::new(matcher(target, &opts.list)),
             queue,
             sub,
@@ -409,11 +412,11 @@ impl WatchStream {
                 payload: WatchPayload::Raw(e.value.clone()),
             });
         }
-        let now: Value = serde_json::from_slice(&e.value).ok()?;
+        let now: Value = at_version(serde_json::from_slice(&e.value).ok()?, &self.target);
         let now_match = (self.filter)(&now);
         let prev_match = match (&e.prev, e.kind) {
             (Some(p), EventKind::Modified) => serde_json::from_slice::<Value>(p)
-                .map(|p| (self.filter)(&p))
+                .map(|p| (self.filter)(&at_version(p, &self.target)))
                 .unwrap_or(false),
             _ => false,
         };
@@ -427,7 +430,7 @@ impl WatchStream {
         };
         Some(WatchEvent {
             kind,
-            payload: WatchPayload::Json(at_version(now, &self.target)),
+            payload: WatchPayload::Json(now),
         })
     }
 }

@@ -246,7 +246,10 @@ impl Registry {
                     if cur.is_some() {
                         return Err(());
                     }
-                    Ok(Write::Put(serialize_with_rev(&mut obj, rev)))
+                    {
+                        super::convert::to_storage(target, &mut obj);
+                        Ok(Write::Put(serialize_with_rev(&mut obj, rev)))
+                    }
                 })
                 .await?;
             match result {
@@ -593,6 +596,7 @@ impl Registry {
             .store
             .write(&info.id, &target.key(name), |cur, rev| match cur {
                 Some(c) if c.rev == old_rev => {
+                    super::convert::to_storage(target, &mut new);
                     let bytes = serialize_with_rev(&mut new, rev);
                     Ok(if finished {
                         Write::Delete(bytes)
