@@ -62,4 +62,12 @@ pub struct StartArgs {
     /// Keep objects in memory only.
     #[arg(long)]
     pub in_memory: bool,
+    /// Cluster controllers to switch off (comma-separated names, or `*` for all):
+    /// namespace, serviceaccount, garbagecollector, deployment, replicaset, statefulset,
+    /// daemonset, job, cronjob, endpoints, nodes, scheduler, kubelet.
+    #[arg(long, value_delimiter = ',')]
+    pub disable_controllers: Vec<String>,
+    /// How many simulated nodes to run.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
 }

@@ -2,7 +2,10 @@
 
 use std::net::SocketAddr;
 
-use opkit_apiserver::{ApiServer, ServerConfig, StorageConfig};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use opkit_apiserver::{ApiServer, RunningServer, ServerConfig, StorageConfig};
+use opkit_controllers::ControllersConfig;
+use tokio_util::sync::CancellationToken;
 use serde_json::json;
 
 use super::CliError;
@@ -10,6 +13,16 @@ use crate::cli::{OutputFormat, StartArgs};
 
 /// Starts the control plane and serves until a signal arrives.
 pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError> {
+    let mut controllers = ControllersConfig { nodes: args.nodes, ..ControllersConfig::default() };
+    for name in &args.disable_controllers {
+        if name != "*" && !opkit_controllers::ALL.contains(&name.as_str()) {
+            return Err(CliError::Usage(format!(
+                "unknown controller {name:?} in --disable-controllers; known: {}",
+                opkit_controllers::ALL.join(", ")
+            )));
+        }
+        controllers = controllers.disable(name);
+    }
     let data_dir = std::path::absolute(&args.data_dir)?;
     std::fs::create_dir_all(&data_dir)?;
     let mut cfg = ServerConfig::durable(&data_dir);
@@ -18,6 +31,8 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
         cfg.storage = StorageConfig::InMemory;
     }
     let server = ApiServer::start(cfg).await?;
+    let stop_controllers = CancellationToken::new();
+    run_controllers(&server, controllers, stop_controllers.clone()).await?;
     let kubeconfig = std::path::absolute(
         args.kubeconfig
             .unwrap_or_else(|| data_dir.join("kubeconfig")),
@@ -47,7 +62,25 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     if output == OutputFormat::Text {
         println!("stopping");
     }
+    stop_controllers.cancel();
     server.shutdown().await;
+    Ok(())
+}
+
+/// Runs the cluster controllers in this process, talking to `server` over loopback.
+async fn run_controllers(server: &RunningServer, cfg: ControllersConfig, stop: CancellationToken) -> Result<(), CliError> {
+    let kubeconfig = Kubeconfig::from_yaml(&server.kubeconfig("opkit")).map_err(|e| CliError::Client(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| CliError::Client(e.to_string()))?;
+    let client = kube::Client::try_from(config).map_err(|e| CliError::Client(e.to_string()))?;
+    let mgr = opkit::Manager::new(client, opkit::ManagerOptions::default());
+    opkit_controllers::register(&mgr, &cfg);
+    tokio::spawn(async move {
+        if let Err(e) = mgr.run_until(stop).await {
+            tracing::error!(error = %e, "cluster controllers stopped");
+        }
+    });
     Ok(())
 }
 

@@ -10,6 +10,12 @@ pub enum CliError {
     /// The control plane failed.
     #[error(transparent)]
     Server(#[from] opkit_apiserver::ServerError),
+    /// The controllers could not connect to the server.
+    #[error("connecting the cluster controllers: {0}")]
+    Client(String),
+    /// A flag has a bad value.
+    #[error("{0}")]
+    Usage(String),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
