@@ -424,8 +424,10 @@ impl Store {
         if *rx.borrow() >= rev {
             return Ok(());
         }
-        let waited = rx.wait_for(|d| *d >= rev).await;
-        if waited.is_err() || self.shared.state.lock().failed.is_some() {
+        // Drop the channel's read guard before taking the state lock: the commit thread
+        // publishes while holding the state lock, so holding both here would deadlock.
+        let reached = rx.wait_for(|d| *d >= rev).await.is_ok();
+        if !reached || self.shared.state.lock().failed.is_some() {
             let msg = self
                 .shared
                 .state
@@ -579,3 +581,6 @@ impl State {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,404 @@
+//! The API server scenarios, run against a server in a child process: create/get/update
+//! throughput, full and paged lists, watch fan-out, memory per object; plus the
+//! in-process start-up time.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Method;
+use http_body_util::BodyExt;
+use opkit_apiserver::{ApiServer, ServerConfig};
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::BenchError;
+use crate::client::{Endpoint, REQUEST_TIMEOUT, call, snippet};
+use crate::config::{Options, Workload};
+use crate::load::{MakeRequest, Phase, run_phase};
+use crate::report::{BackendReport, ListReport, MemoryReport, StartupReport, WatchReport};
+use crate::serve::{Backend, ServerProcess};
+use crate::stats::median;
+
+const NS_OPS: &str = "bench";
+const NS_LIST: &str = "bench-list";
+const NS_WATCH: &str = "bench-watch";
+const NS_MEM: &str = "bench-mem";
+
+/// A ConfigMap request body of about `size` bytes (at least the bare object).
+pub fn configmap(ns: &str, name: &str, size: usize, variant: u64) -> Bytes {
+    let bare = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "opkit-bench"}},
+        "data": {"payload": ""},
+    });
+    let base = bare.to_string().len();
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let pad: String =
+        (0..size.saturating_sub(base)).map(|i| ALPHABET[(i + variant as usize) % ALPHABET.len()] as char).collect();
+    let mut obj = bare;
+    obj["data"]["payload"] = Value::String(pad);
+    Bytes::from(obj.to_string())
+}
+
+fn cm_path(ns: &str) -> String {
+    format!("/api/v1/namespaces/{ns}/configmaps")
+}
+
+/// Percent-encodes a query parameter value (everything but RFC 3986 unreserved bytes).
+pub fn query_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn progress(opts: &Options, msg: &str) {
+    if opts.progress {
+        eprintln!("[opkit-bench] {msg}");
+    }
+}
+
+async fn ensure_namespace(ep: &Endpoint, ns: &str) -> Result<(), BenchError> {
+    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}).to_string();
+    let mut c = ep.connect().await?;
+    let (status, resp) = c.send(ep.request(Method::POST, "/api/v1/namespaces", Bytes::from(body))).await?;
+    if status.is_success() || status == http::StatusCode::CONFLICT {
+        Ok(())
+    } else {
+        Err(BenchError::Status {
+            what: format!("creating namespace {ns}"),
+            status: status.as_u16(),
+            body: snippet(&resp),
+        })
+    }
+}
+
+fn creates(ep: &Endpoint, ns: &str, prefix: &str, size: usize) -> MakeRequest {
+    let (ep, ns, prefix) = (ep.clone(), ns.to_string(), prefix.to_string());
+    let path = cm_path(&ns);
+    Arc::new(move |i| ep.request(Method::POST, &path, configmap(&ns, &format!("{prefix}{i:07}"), size, 0)))
+}
+
+/// In-process start-up: `ApiServer::start` with in-memory storage, `runs` times.
+pub async fn startup(runs: usize) -> Result<StartupReport, BenchError> {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        let server = ApiServer::start(ServerConfig::in_memory()).await?;
+        times.push(server.startup_time());
+        server.shutdown().await;
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    Ok(StartupReport {
+        runs: times.len(),
+        first_ms: times.first().copied().map(ms).unwrap_or(0.0),
+        median_ms: median(&times).map(ms).unwrap_or(0.0),
+        min_ms: times.iter().min().copied().map(ms).unwrap_or(0.0),
+        max_ms: times.iter().max().copied().map(ms).unwrap_or(0.0),
+    })
+}
+
+/// Runs every scenario for one backend (two server processes: one for throughput,
+/// lists and watches; a fresh one for the memory measurement).
+pub async fn bench_backend(opts: &Options, backend: Backend) -> Result<BackendReport, BenchError> {
+    let w = &opts.workload;
+    let limit = Duration::from_secs(w.phase_limit_secs);
+    let server = ServerProcess::spawn(&opts.server_exe, backend, opts.tmp_root.as_deref()).await?;
+    let ep = server.endpoint()?;
+    let mut report = BackendReport {
+        backend,
+        server_startup_ms: server.info.startup_ms,
+        phases: Vec::new(),
+        list: None,
+        watch: None,
+        memory: None,
+        failures: Vec::new(),
+    };
+    for ns in [NS_OPS, NS_LIST, NS_WATCH] {
+        ensure_namespace(&ep, ns).await?;
+    }
+    // Warm-up: a few requests so first-use costs (lazy statics, caches) are not measured.
+    let warm = Phase { op: "warmup".into(), concurrency: 4, total: 100, limit };
+    run_phase(&ep, &warm, creates(&ep, NS_OPS, "warm-", w.payload_bytes)).await?;
+
+    let stall = 'phases: {
+        let mut created = Vec::new();
+        for &c in &w.concurrencies {
+            progress(opts, &format!("{backend}: create c={c}"));
+            let phase = Phase { op: "create".into(), concurrency: c, total: w.ops(c), limit };
+            let out = run_phase(&ep, &phase, creates(&ep, NS_OPS, &format!("c{c}-"), w.payload_bytes)).await?;
+            created.push((c, out.stats.ok));
+            let stalled = out.stats.timeouts > 0;
+            report.phases.push(out.stats);
+            if stalled {
+                break 'phases Some(format!("create c={c}"));
+            }
+        }
+        for &(c, n) in &created {
+            progress(opts, &format!("{backend}: get c={c}"));
+            let base = cm_path(NS_OPS);
+            let ep2 = ep.clone();
+            let make: MakeRequest =
+                Arc::new(move |i| ep2.request(Method::GET, &format!("{base}/c{c}-{:07}", i % n.max(1)), Bytes::new()));
+            let phase = Phase { op: "get".into(), concurrency: c, total: w.ops(c), limit };
+            let out = run_phase(&ep, &phase, make).await?;
+            let stalled = out.stats.timeouts > 0;
+            report.phases.push(out.stats);
+            if stalled {
+                break 'phases Some(format!("get c={c}"));
+            }
+        }
+        for &(c, n) in &created {
+            progress(opts, &format!("{backend}: update c={c}"));
+            let base = cm_path(NS_OPS);
+            let (ep2, size) = (ep.clone(), w.payload_bytes);
+            let make: MakeRequest = Arc::new(move |i| {
+                let name = format!("c{c}-{:07}", i % n.max(1));
+                ep2.request(Method::PUT, &format!("{base}/{name}"), configmap(NS_OPS, &name, size, i as u64 + 1))
+            });
+            let phase = Phase { op: "update".into(), concurrency: c, total: w.ops(c), limit };
+            let out = run_phase(&ep, &phase, make).await?;
+            let stalled = out.stats.timeouts > 0;
+            report.phases.push(out.stats);
+            if stalled {
+                break 'phases Some(format!("update c={c}"));
+            }
+        }
+        None
+    };
+
+    if let Some(at) = stall {
+        report.failures.push(format!(
+            "the server stopped answering during {at} (requests got no response within {REQUEST_TIMEOUT:?}); \
+             the remaining phases, list and watch were skipped for this server"
+        ));
+    } else {
+        progress(opts, &format!("{backend}: list {} objects", w.list_objects));
+        match list(&ep, w, limit).await {
+            Ok(l) => report.list = Some(l),
+            Err(e) => report.failures.push(format!("list: {e}")),
+        }
+        progress(opts, &format!("{backend}: watch fan-out {}x{}", w.watchers, w.watch_events));
+        match watch_fanout(&ep, w, limit).await {
+            Ok(x) => report.watch = Some(x),
+            Err(e) => report.failures.push(format!("watch: {e}")),
+        }
+    }
+    server.stop().await;
+
+    progress(opts, &format!("{backend}: memory with {} objects (fresh server)", w.memory_objects));
+    match memory(opts, backend).await {
+        Ok(m) => report.memory = Some(m),
+        Err(e) => report.failures.push(format!("memory: {e}")),
+    }
+    Ok(report)
+}
+
+async fn list(ep: &Endpoint, w: &Workload, limit: Duration) -> Result<ListReport, BenchError> {
+    let fill = Phase { op: "fill".into(), concurrency: 64, total: w.list_objects, limit: limit * 4 };
+    let filled = run_phase(ep, &fill, creates(ep, NS_LIST, "l-", w.payload_bytes)).await?;
+    if filled.stats.ok < w.list_objects {
+        return Err(BenchError::Setup(format!(
+            "only {} of {} list objects were created",
+            filled.stats.ok, w.list_objects
+        )));
+    }
+    let path = cm_path(NS_LIST);
+    let mut conn = ep.connect().await?;
+    let (mut full, mut heads, mut bytes, mut items) = (Vec::new(), Vec::new(), 0, 0);
+    for _ in 0..w.list_repeats.max(1) {
+        let t0 = Instant::now();
+        let resp = conn.send_streaming(ep.request(Method::GET, &path, Bytes::new())).await?;
+        heads.push(t0.elapsed());
+        let status = resp.status();
+        let body = tokio::time::timeout(REQUEST_TIMEOUT, resp.into_body().collect())
+            .await
+            .map_err(|_| BenchError::Timeout(REQUEST_TIMEOUT))?
+            .map_err(BenchError::http)?
+            .to_bytes();
+        full.push(t0.elapsed());
+        if !status.is_success() {
+            return Err(BenchError::Status {
+                what: format!("GET {path}"),
+                status: status.as_u16(),
+                body: snippet(&body),
+            });
+        }
+        bytes = body.len();
+        let v: Value = serde_json::from_slice(&body).map_err(|e| BenchError::Setup(format!("list body: {e}")))?;
+        items = v["items"].as_array().map_or(0, Vec::len);
+    }
+    let max_pages = w.list_objects / w.page_size.max(1) + 5;
+    let (mut paged, mut pages) = (Vec::new(), 0);
+    for _ in 0..w.list_repeats.max(1) {
+        let t0 = Instant::now();
+        let mut token = String::new();
+        pages = 0;
+        loop {
+            let mut p = format!("{path}?limit={}", w.page_size);
+            if !token.is_empty() {
+                p.push_str(&format!("&continue={}", query_escape(&token)));
+            }
+            let (status, body) = conn.send(ep.request(Method::GET, &p, Bytes::new())).await?;
+            if !status.is_success() {
+                return Err(BenchError::Status {
+                    what: format!("GET {p}"),
+                    status: status.as_u16(),
+                    body: snippet(&body),
+                });
+            }
+            pages += 1;
+            let v: Value = serde_json::from_slice(&body).map_err(|e| BenchError::Setup(format!("page body: {e}")))?;
+            token = v["metadata"]["continue"].as_str().unwrap_or_default().to_string();
+            if token.is_empty() {
+                break;
+            }
+            if pages >= max_pages {
+                return Err(BenchError::Setup(format!("paged list did not end after {pages} pages")));
+            }
+        }
+        paged.push(t0.elapsed());
+    }
+    let ms = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    Ok(ListReport {
+        objects: w.list_objects,
+        items_returned: items,
+        full_list_ms: ms(median(&full)),
+        full_list_min_ms: ms(full.iter().min().copied()),
+        full_list_head_ms: ms(median(&heads)),
+        full_list_bytes: bytes,
+        page_size: w.page_size,
+        pages,
+        paged_ms: ms(median(&paged)),
+    })
+}
+
+async fn watch_fanout(ep: &Endpoint, w: &Workload, limit: Duration) -> Result<WatchReport, BenchError> {
+    let path = cm_path(NS_WATCH);
+    let list = call(ep, Method::GET, &format!("{path}?limit=1"), Bytes::new()).await?;
+    let v: Value = serde_json::from_slice(&list).map_err(|e| BenchError::Setup(format!("list body: {e}")))?;
+    let rv = v["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+    let watch_path = format!("{path}?watch=true&resourceVersion={}", query_escape(&rv));
+    // Open every watch before writing; a response head means the watch is registered.
+    let mut bodies = Vec::with_capacity(w.watchers);
+    for _ in 0..w.watchers {
+        let mut conn = ep.connect().await?;
+        let resp = conn.send_streaming(ep.request(Method::GET, &watch_path, Bytes::new())).await?;
+        if !resp.status().is_success() {
+            return Err(BenchError::Status {
+                what: format!("GET {watch_path}"),
+                status: resp.status().as_u16(),
+                body: String::new(),
+            });
+        }
+        bodies.push((conn, resp.into_body()));
+    }
+    let events = w.watch_events;
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut readers = JoinSet::new();
+    for (conn, mut body) in bodies {
+        readers.spawn(async move {
+            let _conn = conn;
+            let mut seen = 0usize;
+            while seen < events {
+                match tokio::time::timeout_at(deadline, body.frame()).await {
+                    Ok(Some(Ok(frame))) => {
+                        if let Some(d) = frame.data_ref() {
+                            seen += d.iter().filter(|&&b| b == b'\n').count();
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            (seen, Instant::now())
+        });
+    }
+    let start = Instant::now();
+    let writes = Phase { op: "watch-writes".into(), concurrency: 16, total: events, limit };
+    let out = run_phase(ep, &writes, creates(ep, NS_WATCH, "w-", w.payload_bytes)).await?;
+    let write_seconds = start.elapsed().as_secs_f64();
+    if out.stats.ok < events {
+        return Err(BenchError::Setup(format!("only {} of {events} watch writes succeeded", out.stats.ok)));
+    }
+    let (mut complete, mut min_seen, mut last) = (0, usize::MAX, start);
+    while let Some(r) = readers.join_next().await {
+        let (seen, at) = r.map_err(|e| BenchError::Setup(format!("watcher failed: {e}")))?;
+        min_seen = min_seen.min(seen);
+        if seen >= events {
+            complete += 1;
+            last = last.max(at);
+        }
+    }
+    Ok(WatchReport {
+        watchers: w.watchers,
+        events,
+        write_seconds,
+        all_delivered_seconds: last.duration_since(start).as_secs_f64(),
+        complete_watchers: complete,
+        min_events_received: if min_seen == usize::MAX { 0 } else { min_seen },
+    })
+}
+
+async fn memory(opts: &Options, backend: Backend) -> Result<MemoryReport, BenchError> {
+    let w = &opts.workload;
+    let server = ServerProcess::spawn(&opts.server_exe, backend, opts.tmp_root.as_deref()).await?;
+    let ep = server.endpoint()?;
+    ensure_namespace(&ep, NS_MEM).await?;
+    let before = server.memory()?;
+    let fill = Phase {
+        op: "fill".into(),
+        concurrency: 64,
+        total: w.memory_objects,
+        limit: Duration::from_secs(w.memory_limit_secs),
+    };
+    let out = run_phase(&ep, &fill, creates(&ep, NS_MEM, "m-", w.payload_bytes)).await?;
+    let after = server.memory()?;
+    server.stop().await;
+    if out.stats.timeouts > 0 {
+        return Err(BenchError::Setup(format!(
+            "the server stopped answering after {} objects (requests got no response within {REQUEST_TIMEOUT:?})",
+            out.stats.ok
+        )));
+    }
+    let json = out.response_bytes.max(1) as f64;
+    Ok(MemoryReport {
+        objects: out.stats.ok,
+        create_ops_per_sec: out.stats.ops_per_sec,
+        json_bytes: out.response_bytes,
+        rss_before_bytes: before.rss_bytes,
+        rss_after_bytes: after.rss_bytes,
+        hwm_after_bytes: after.hwm_bytes,
+        growth_ratio: after.rss_bytes.saturating_sub(before.rss_bytes) as f64 / json,
+        rss_ratio: after.rss_bytes as f64 / json,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configmap_has_requested_size() {
+        let b = configmap("bench", "c1-0000001", 500, 0);
+        assert_eq!(b.len(), 500);
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["metadata"]["name"], "c1-0000001");
+        let other = configmap("bench", "c1-0000001", 500, 3);
+        assert_eq!(other.len(), 500);
+        assert_ne!(b, other, "variants differ so updates change the object");
+        // Too small a size still yields the bare, valid object.
+        let small = configmap("bench", "x", 10, 0);
+        assert!(serde_json::from_slice::<Value>(&small).is_ok());
+    }
+
+    #[test]
+    fn escapes_query_values() {
+        assert_eq!(query_escape("abc-_.~9"), "abc-_.~9");
+        assert_eq!(query_escape("a+b/c=="), "a%2Bb%2Fc%3D%3D");
+    }
+}

@@ -1,0 +1,155 @@
+//! The `opkit-bench` command: `apiserver` runs the API server benchmark; the hidden
+//! `serve` runs the server under test in a child process.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use opkit_bench::{Backend, Options, Workload, render_text, run};
+
+#[derive(Parser)]
+#[command(name = "opkit-bench", about = "Benchmarks for opkit")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Benchmark the API server (client in this process, server in a child process).
+    Apiserver {
+        /// A shorter run with the same shape (about a minute).
+        #[arg(long, conflicts_with = "tiny")]
+        quick: bool,
+        /// A seconds-long run on tiny numbers (a smoke test).
+        #[arg(long)]
+        tiny: bool,
+        /// Backends to measure (repeatable; default both).
+        #[arg(long = "backend", value_enum)]
+        backends: Vec<Backend>,
+        /// Operations per create/get/update phase at concurrency > 1.
+        #[arg(long)]
+        ops: Option<usize>,
+        /// Objects created for the memory measurement.
+        #[arg(long)]
+        memory_objects: Option<usize>,
+        /// The etcd binary for the baseline.
+        #[arg(long, default_value = "etcd")]
+        etcd_bin: PathBuf,
+        /// Skip the etcd baseline.
+        #[arg(long)]
+        no_etcd: bool,
+        /// Directory for the durable backend's data (default: the system temp dir).
+        #[arg(long)]
+        tmp_dir: Option<PathBuf>,
+        /// Report format.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: Output,
+        /// Also write the JSON report to this file.
+        #[arg(long)]
+        save_json: Option<PathBuf>,
+        /// No progress lines on stderr.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Runs a server and prints how to reach it (used by `apiserver`).
+    #[command(hide = true)]
+    Serve {
+        /// Storage backend.
+        #[arg(long, value_enum)]
+        backend: Backend,
+        /// Data directory (durable backend).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { backend, data_dir } => match opkit_bench::serve::serve(backend, data_dir).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("opkit-bench serve: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Apiserver {
+            quick,
+            tiny,
+            backends,
+            ops,
+            memory_objects,
+            etcd_bin,
+            no_etcd,
+            tmp_dir,
+            output,
+            save_json,
+            quiet,
+        } => {
+            let mut workload = if tiny {
+                Workload::tiny()
+            } else if quick {
+                Workload::quick()
+            } else {
+                Workload::full()
+            };
+            if let Some(n) = ops {
+                workload.ops_concurrent = n;
+            }
+            if let Some(n) = memory_objects {
+                workload.memory_objects = n;
+            }
+            let server_exe = match std::env::current_exe() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("opkit-bench: cannot find its own executable: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let opts = Options {
+                workload,
+                backends: if backends.is_empty() { vec![Backend::Memory, Backend::Durable] } else { backends },
+                etcd_bin: (!no_etcd).then_some(etcd_bin),
+                server_exe,
+                tmp_root: tmp_dir,
+                progress: !quiet,
+            };
+            match run(&opts).await {
+                Ok(report) => {
+                    if let Some(path) = &save_json {
+                        let written = serde_json::to_string_pretty(&report)
+                            .map_err(std::io::Error::other)
+                            .and_then(|s| std::fs::write(path, s + "\n"));
+                        if let Err(e) = written {
+                            eprintln!("opkit-bench: writing {}: {e}", path.display());
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                    match output {
+                        Output::Text => print!("{}", render_text(&report)),
+                        Output::Json => match serde_json::to_string_pretty(&report) {
+                            Ok(s) => println!("{s}"),
+                            Err(e) => {
+                                eprintln!("opkit-bench: {e}");
+                                return ExitCode::FAILURE;
+                            }
+                        },
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("opkit-bench apiserver: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

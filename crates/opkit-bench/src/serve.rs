@@ -1,0 +1,188 @@
+//! The server under test in its own process: the hidden `opkit-bench serve` command that
+//! starts an [`ApiServer`] and prints how to reach it, the parent's handle on that child
+//! process, and reading its memory from `/proc/PID/status`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use opkit_apiserver::{ApiServer, ServerConfig};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::BenchError;
+use crate::client::{Endpoint, parse_url_addr};
+
+/// How long the child may take to print its address.
+const SPAWN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Which storage backend the server uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Objects only in memory.
+    Memory,
+    /// SQLite (WAL, synchronous=FULL) in a temporary directory.
+    Durable,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Memory => "in-memory",
+            Backend::Durable => "durable (SQLite)",
+        })
+    }
+}
+
+/// The line `serve` prints once the server accepts connections.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServeInfo {
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    /// The admin bearer token.
+    pub token: String,
+    /// The CA certificate (PEM).
+    pub ca_pem: String,
+    /// The server's process id.
+    pub pid: u32,
+    /// How long `ApiServer::start` took, in milliseconds.
+    pub startup_ms: f64,
+}
+
+/// Runs the hidden `serve` command: starts a server, prints one [`ServeInfo`] JSON line
+/// and serves until standard input closes (so it ends with the bench that spawned it).
+pub async fn serve(backend: Backend, data_dir: Option<PathBuf>) -> Result<(), BenchError> {
+    let cfg = match (backend, data_dir) {
+        (Backend::Memory, _) => ServerConfig::in_memory(),
+        (Backend::Durable, Some(d)) => ServerConfig::durable(&d),
+        (Backend::Durable, None) => {
+            return Err(BenchError::Setup("durable storage needs --data-dir".into()));
+        }
+    };
+    let server = ApiServer::start(cfg).await?;
+    let info = ServeInfo {
+        url: server.url(),
+        token: server.token().to_string(),
+        ca_pem: server.ca_pem().to_string(),
+        pid: std::process::id(),
+        startup_ms: server.startup_time().as_secs_f64() * 1000.0,
+    };
+    let line = serde_json::to_string(&info).map_err(|e| BenchError::Setup(e.to_string()))?;
+    println!("{line}");
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 256];
+    // Ends at EOF (the parent closed the pipe or exited) or on a read error.
+    while let Ok(n) = stdin.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+    server.shutdown().await;
+    Ok(())
+}
+
+/// A server child process; killed when dropped.
+pub struct ServerProcess {
+    child: Child,
+    /// What the child printed.
+    pub info: ServeInfo,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl ServerProcess {
+    /// Spawns `exe serve --backend B [--data-dir D]` and waits for its [`ServeInfo`] line.
+    /// A durable server gets a fresh temporary directory under `tmp_root`.
+    pub async fn spawn(exe: &Path, backend: Backend, tmp_root: Option<&Path>) -> Result<ServerProcess, BenchError> {
+        let mut cmd = Command::new(exe);
+        cmd.arg("serve").arg("--backend").arg(match backend {
+            Backend::Memory => "memory",
+            Backend::Durable => "durable",
+        });
+        let dir = match backend {
+            Backend::Memory => None,
+            Backend::Durable => {
+                let d = match tmp_root {
+                    Some(r) => tempfile::Builder::new().prefix("opkit-bench-").tempdir_in(r)?,
+                    None => tempfile::Builder::new().prefix("opkit-bench-").tempdir()?,
+                };
+                cmd.arg("--data-dir").arg(d.path());
+                Some(d)
+            }
+        };
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| BenchError::Setup(format!("spawning {}: {e}", exe.display())))?;
+        let stdout = child.stdout.take().ok_or_else(|| BenchError::Setup("no stdout pipe".into()))?;
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(SPAWN_TIMEOUT, lines.next_line())
+            .await
+            .map_err(|_| BenchError::Setup("the server process did not start in time".into()))??
+            .ok_or_else(|| BenchError::Setup("the server process exited before printing its address".into()))?;
+        let info: ServeInfo =
+            serde_json::from_str(&line).map_err(|e| BenchError::Setup(format!("bad serve line {line:?}: {e}")))?;
+        Ok(ServerProcess { child, info, _dir: dir })
+    }
+
+    /// An HTTPS endpoint for this server.
+    pub fn endpoint(&self) -> Result<Endpoint, BenchError> {
+        Endpoint::tls(parse_url_addr(&self.info.url)?, &self.info.ca_pem, &self.info.token)
+    }
+
+    /// The server's current memory use.
+    pub fn memory(&self) -> Result<ProcMemory, BenchError> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.info.pid))?;
+        ProcMemory::parse(&s).ok_or_else(|| BenchError::Setup("no VmRSS/VmHWM in /proc status".into()))
+    }
+
+    /// Stops the child: closes its stdin, then kills it if it has not exited promptly.
+    pub async fn stop(mut self) {
+        drop(self.child.stdin.take());
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// Resident memory of a process, in bytes.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ProcMemory {
+    /// Current resident set (VmRSS).
+    pub rss_bytes: u64,
+    /// Peak resident set (VmHWM).
+    pub hwm_bytes: u64,
+}
+
+impl ProcMemory {
+    /// Reads VmRSS and VmHWM (in kB) from the text of `/proc/PID/status`.
+    pub fn parse(status: &str) -> Option<ProcMemory> {
+        let field = |name: &str| {
+            status.lines().find_map(|l| {
+                let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+                rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok().map(|kb| kb * 1024)
+            })
+        };
+        Some(ProcMemory { rss_bytes: field("VmRSS")?, hwm_bytes: field("VmHWM")? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_status() {
+        let s = "Name:\topkit-bench\nVmPeak:\t  999 kB\nVmHWM:\t   2048 kB\nVmRSS:\t    1024 kB\n";
+        let m = ProcMemory::parse(s).unwrap();
+        assert_eq!(m.rss_bytes, 1024 * 1024);
+        assert_eq!(m.hwm_bytes, 2048 * 1024);
+        assert!(ProcMemory::parse("VmRSS:\t1 kB\n").is_none());
+    }
+
+    #[test]
+    fn reads_own_memory() {
+        let s = std::fs::read_to_string("/proc/self/status").unwrap();
+        let m = ProcMemory::parse(&s).unwrap();
+        assert!(m.rss_bytes > 0 && m.hwm_bytes >= m.rss_bytes);
+    }
+}
