@@ -190,6 +190,11 @@ impl Call<'_> {
                 let stream = registry.watch(&target, &opts).await?;
                 Ok(watch::respond_watch(stream, target, output, &self.headers))
             }
+            (&Method::GET, None) if output == Output::Json && registry.serves_stored_bytes(&target) => {
+                let opts = list_options(&self.query)?;
+                let page = registry.list_raw(&target, &opts).await?;
+                Ok(codec::respond_bytes(raw_list(&target, page), "application/json"))
+            }
             (&Method::GET, None) => {
                 let opts = list_options(&self.query)?;
                 let page = registry.list(&target, &opts).await?;
@@ -352,6 +357,32 @@ impl Call<'_> {
             warnings,
         ))
     }
+}
+
+/// A list response spliced from stored bytes, without parsing the objects.
+fn raw_list(target: &Target, page: crate::registry::RawListResult) -> Bytes {
+    let mut meta = json!({"resourceVersion": page.rev.to_string()});
+    if let Some(c) = &page.continue_token {
+        meta["continue"] = json!(c);
+    }
+    if let Some(r) = page.remaining {
+        meta["remainingItemCount"] = json!(r);
+    }
+    let head = json!({"kind": target.info.list_kind, "apiVersion": target.api_version(), "metadata": meta});
+    let mut head = serde_json::to_vec(&head).unwrap_or_default();
+    head.pop(); // the closing brace; items follow
+    let size = head.len() + page.items.iter().map(|b| b.len() + 1).sum::<usize>() + 16;
+    let mut out = bytes::BytesMut::with_capacity(size);
+    out.extend_from_slice(&head);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b",");
+        }
+        out.extend_from_slice(item);
+    }
+    out.extend_from_slice(b"]}");
+    out.freeze()
 }
 
 /// `includeObject` for tables.

@@ -23,7 +23,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::storage::{ObjectName, Store};
 
 pub use meta::{now_rfc3339, now_unix};
-pub use read::{ListOptions, ListResult, WatchEvent, WatchOptions, WatchPayload, WatchStream};
+pub use read::{ListOptions, ListResult, RawListResult, WatchEvent, WatchOptions, WatchPayload, WatchStream};
 pub use scale::ScaleChange;
 
 /// How unknown or duplicate fields are treated (`fieldValidation`).

@@ -44,6 +44,19 @@ pub struct ListResult {
     pub remaining: Option<u64>,
 }
 
+/// A page of a list as stored JSON.
+#[derive(Debug)]
+pub struct RawListResult {
+    /// Stored objects.
+    pub items: Vec<Bytes>,
+    /// The list's resourceVersion.
+    pub rev: Revision,
+    /// The continue token, when more items follow.
+    pub continue_token: Option<String>,
+    /// `remainingItemCount`, when known.
+    pub remaining: Option<u64>,
+}
+
 /// Options of a watch.
 #[derive(Debug, Default, Clone)]
 pub struct WatchOptions {
@@ -159,6 +172,24 @@ impl Registry {
 
     /// Lists objects.
     pub async fn list(&self, target: &Target, opts: &ListOptions) -> ApiResult<ListResult> {
+        let raw = self.list_raw(target, opts).await?;
+        let items = raw
+            .items
+            .iter()
+            .map(|b| parse_stored(b).map(|v| at_version(v, target)))
+            .collect::<ApiResult<Vec<_>>>()?;
+        Ok(ListResult { items, rev: raw.rev, continue_token: raw.continue_token, remaining: raw.remaining })
+    }
+
+    /// Whether stored objects of `target` can be returned byte for byte (no apiVersion
+    /// rewrite or field conversion needed).
+    pub fn serves_stored_bytes(&self, target: &Target) -> bool {
+        target.version == target.info.storage_version() && !super::convert::needs_conversion(target)
+    }
+
+    /// Lists objects as stored bytes. They are in the requested version's form only when
+    /// [`Registry::serves_stored_bytes`] says so.
+    pub async fn list_raw(&self, target: &Target, opts: &ListOptions) -> ApiResult<RawListResult> {
         self.validate_selectors(target, opts)?;
         let mut range = ListRange {
             namespace: if target.info.namespaced {
@@ -230,17 +261,12 @@ impl Registry {
             ),
             e => e.into(),
         })?;
-        let items = page
-            .items
-            .iter()
-            .map(|b| parse_stored(b).map(|v| at_version(v, target)))
-            .collect::<ApiResult<Vec<_>>>()?;
         let continue_token = page
             .next
             .as_ref()
             .map(|(ns, name)| encode_continue(page.rev, ns, name));
-        Ok(ListResult {
-            items,
+        Ok(RawListResult {
+            items: page.items,
             rev: page.rev,
             continue_token,
             remaining: if parse { None } else { page.remaining },
