@@ -15,23 +15,43 @@
 //! - A [`webhook`] server for admission and conversion.
 //!
 //! # Example
-//! ```no_run
-//! use std::time::Duration;
-//! use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+//! A controller that stamps every ConfigMap with a label, run against an in-process
+//! control plane (`opkit-testenv`); in an operator, the client comes from
+//! [`ManagerArgs::client`] and the manager runs with [`Manager::run`] until SIGTERM.
+//! ```
+//! use std::collections::BTreeMap;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, Patch, PatchParams, PostParams};
 //! use opkit::{Action, Context, Controller, Manager, ManagerOptions, ReconcileResult};
 //!
-//! async fn reconcile(ctx: Context<Deployment>) -> ReconcileResult {
-//!     let Some(deployment) = ctx.object else { return Ok(Action::done()) }; // deleted
-//!     println!("reconciling {}", ctx.request);
-//!     let _ = deployment;
-//!     Ok(Action::requeue_after(Duration::from_secs(300)))
+//! async fn reconcile(ctx: Context<ConfigMap>) -> ReconcileResult {
+//!     let Some(cm) = ctx.object.as_ref() else { return Ok(Action::done()) }; // deleted
+//!     if cm.metadata.labels.as_ref().is_some_and(|l| l.contains_key("reconciled")) {
+//!         return Ok(Action::done());
+//!     }
+//!     let patch = serde_json::json!({"metadata": {"labels": {"reconciled": "yes"}}});
+//!     ctx.api().patch(&ctx.request.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+//!     Ok(Action::done())
 //! }
 //!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = kube::Client::try_default().await?;
-//! let mgr = Manager::new(client, ManagerOptions::default());
-//! Controller::new(&mgr, reconcile).owns::<ReplicaSet>().max_concurrent_reconciles(2).build();
-//! mgr.run().await?;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let env = opkit_testenv::TestEnv::builder().without_controllers().start().await?;
+//! let mgr = Manager::new(env.client(), ManagerOptions::default());
+//! Controller::new(&mgr, reconcile).build();
+//! let stop = tokio_util::sync::CancellationToken::new();
+//! let running = tokio::spawn(mgr.run_until(stop.clone()));
+//!
+//! let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("settings".into());
+//! cms.create(&PostParams::default(), &cm).await?;
+//! let labelled = kube::runtime::wait::await_condition(cms, "settings", |cm: Option<&ConfigMap>| {
+//!     cm.and_then(|c| c.metadata.labels.as_ref()).is_some_and(|l: &BTreeMap<_, _>| l.contains_key("reconciled"))
+//! });
+//! tokio::time::timeout(std::time::Duration::from_secs(20), labelled).await??;
+//! stop.cancel();
+//! running.await??;
 //! # Ok(())
 //! # }
 //! ```

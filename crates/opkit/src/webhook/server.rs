@@ -46,14 +46,37 @@ enum Route {
 
 /// HTTPS server for admission and conversion webhooks (controller-runtime's `webhook.Server`).
 ///
-/// ```ignore
-/// # async fn run(v: impl opkit::webhook::Validator<k8s_openapi::api::core::v1::ConfigMap>) -> Result<(), opkit::webhook::WebhookError> {
-/// let addr = opkit::webhook::WebhookServer::new()
-///     .cert_dir("/tmp/k8s-webhook-server/serving-certs".into())
-///     .validating::<k8s_openapi::api::core::v1::ConfigMap, _>("/validate-configmap", v)
-///     .start(tokio_util::sync::CancellationToken::new())
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use opkit::webhook::{Validator, WebhookServer};
+///
+/// struct NoPasswords;
+/// impl Validator<ConfigMap> for NoPasswords {
+///     fn validate_create(&self, cm: &ConfigMap) -> Result<Vec<String>, String> {
+///         match cm.data.as_ref().is_some_and(|d| d.contains_key("password")) {
+///             true => Err("passwords belong in Secrets".into()),
+///             false => Ok(vec![]),
+///         }
+///     }
+///     fn validate_update(&self, _old: &ConfigMap, new: &ConfigMap) -> Result<Vec<String>, String> {
+///         self.validate_create(new)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let certs = tempfile::tempdir()?; // in a cluster: the mounted serving-certs directory
+/// let stop = tokio_util::sync::CancellationToken::new();
+/// let addr = WebhookServer::new()
+///     .bind("127.0.0.1:0".parse()?)
+///     .dev_certs(certs.path().to_path_buf(), vec!["localhost".into()])
+///     .validating::<ConfigMap, _>("/validate-configmap", NoPasswords)
+///     .start(stop.clone())
 ///     .await?;
-/// # let _ = addr; Ok(()) }
+/// assert_ne!(addr.port(), 0);
+/// stop.cancel();
+/// # Ok(())
+/// # }
 /// ```
 pub struct WebhookServer {
     addr: SocketAddr,
