@@ -81,10 +81,10 @@ impl Cache {
     /// The informer for `K`, created (and started, if the cache runs) on first use.
     pub fn informer<K: Object>(&self) -> Arc<Informer<K>> {
         let mut map = self.inner.informers.lock();
-        if let Some(i) = map.get(&TypeId::of::<K>()) {
-            if let Ok(typed) = i.clone().as_any().downcast::<Informer<K>>() {
-                return typed;
-            }
+        if let Some(i) = map.get(&TypeId::of::<K>())
+            && let Ok(typed) = i.clone().as_any().downcast::<Informer<K>>()
+        {
+            return typed;
         }
         let informer = Arc::new(Informer::<K>::new(self.inner.client.clone(), &self.inner.scope, self.clone()));
         map.insert(TypeId::of::<K>(), informer.clone());

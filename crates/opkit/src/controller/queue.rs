@@ -173,10 +173,10 @@ impl<T: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<T> {
     /// Marks an item finished; if it was re-added meanwhile it is queued again.
     pub fn done(&self, item: &T) {
         let mut st = self.state.lock();
-        if let Some(started) = st.processing.remove(item) {
-            if let Some(m) = &self.metrics {
-                m.work_duration(started.elapsed());
-            }
+        if let Some(started) = st.processing.remove(item)
+            && let Some(m) = &self.metrics
+        {
+            m.work_duration(started.elapsed());
         }
         if st.dirty.contains(item) {
             st.queue.push_back(item.clone());

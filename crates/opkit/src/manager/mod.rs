@@ -244,10 +244,11 @@ impl Manager {
         all.cancel();
         let drained = tokio::time::timeout(opts.graceful_shutdown_timeout, async {
             while let Some(r) = tasks.join_next().await {
-                if let Ok(Err(e)) = r {
-                    if result.is_ok() && !matches!(e, ManagerError::LeaderElectionLost) {
-                        result = Err(e);
-                    }
+                if let Ok(Err(e)) = r
+                    && result.is_ok()
+                    && !matches!(e, ManagerError::LeaderElectionLost)
+                {
+                    result = Err(e);
                 }
             }
         })
