@@ -14,7 +14,7 @@ use super::{AppState, watch};
 use crate::auth::UserInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::{
-    FieldValidation, ListOptions, ScaleChange, Subresource, Target, WatchOptions, WriteOptions,
+    FieldValidation, ListOptions, PatchType, ScaleChange, Subresource, Target, WatchOptions, WriteOptions,
 };
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::table::{self, IncludeObject};
@@ -68,10 +68,17 @@ fn list_options(q: &HashMap<String, String>) -> ApiResult<ListOptions> {
     })
 }
 
-fn write_options(
+fn write_options(q: &HashMap<String, String>, headers: &HeaderMap, user: &UserInfo) -> ApiResult<WriteOptions> {
+    write_options_for(q, headers, user, false)
+}
+
+/// Write options; for server-side apply (`apply`) the field manager is never derived from
+/// the User-Agent, as kube-apiserver requires it explicitly.
+fn write_options_for(
     q: &HashMap<String, String>,
     headers: &HeaderMap,
     user: &UserInfo,
+    apply: bool,
 ) -> ApiResult<WriteOptions> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
@@ -89,6 +96,7 @@ fn write_options(
             ));
         }
         Some(m) => m.clone(),
+        None if apply => String::new(),
         None => headers
             .get(http::header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
@@ -181,11 +189,12 @@ impl Call<'_> {
                     list: list_options(&self.query)?,
                     bookmarks: flag(&self.query, "allowWatchBookmarks"),
                     send_initial_events: self.query.get("sendInitialEvents").map(|v| v == "true"),
-                    timeout: self
-                        .query
-                        .get("timeoutSeconds")
-                        .and_then(|s| s.parse::<u64>().ok())
-                        .map(Duration::from_secs),
+                    timeout: match self.query.get("timeoutSeconds").filter(|s| !s.is_empty()) {
+                        Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
+                            ApiError::bad_request(format!("timeoutSeconds: Invalid value: {s:?}: must be a non-negative integer"))
+                        })?)),
+                        None => None,
+                    },
                 };
                 let stream = registry.watch(&target, &opts).await?;
                 Ok(watch::respond_watch(stream, target, output, &self.headers))
@@ -270,8 +279,8 @@ impl Call<'_> {
                 self.respond_object(&target, out.code, out.object, output, &out.warnings)
             }
             (&Method::PATCH, Some(n)) if has("patch") => {
-                let opts = write_options(&self.query, &self.headers, &self.user)?;
                 let kind = codec::patch_type(&self.headers)?;
+                let opts = write_options_for(&self.query, &self.headers, &self.user, kind == PatchType::Apply)?;
                 let patch = codec::decode_patch(kind, &self.body)?;
                 let out = match sub {
                     Some("scale") => {

@@ -5,6 +5,7 @@
 
 mod convert;
 mod crd_lifecycle;
+mod defaults;
 mod delete;
 mod meta;
 mod read;

@@ -296,6 +296,7 @@ impl Registry {
                 limit: None,
                 continue_token: None,
                 resource_version: None,
+                resource_version_match: None,
                 ..opts.list.clone()
             };
             let page = self.list(target, &list_opts).await?;
@@ -388,7 +389,7 @@ impl WatchStream {
                 .deadline
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
             let tick = if self.bookmarks {
-                self.next_bookmark
+                self.next_bookmark.min(deadline)
             } else {
                 deadline
             };

@@ -108,6 +108,21 @@ impl Registry {
                 schema.apply_defaults(obj);
             }
         }
+        if info.builtin {
+            if let Some(raw) = crate::openapi::builtin_inline_schema(&info.group, &target.version, &info.kind)
+                && let Some(problem) = shape_error(&raw, obj, &info.kind)
+            {
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{v}\" cannot be handled as a {kind}: {problem}",
+                    kind = info.kind,
+                    v = target.version
+                )));
+            }
+            if info.group.is_empty() && info.resource == "secrets" {
+                normalize_secret(obj);
+            }
+            super::defaults::apply(&info.group, &info.resource, obj, old.is_none());
+        }
         let mut errors = validate_meta_maps(obj);
         if let Some(fe) = match info.resource.as_str() {
             "namespaces" => validate_label("metadata.name", &name),
@@ -130,6 +145,83 @@ impl Registry {
         }
         Ok(warnings)
     }
+}
+
+/// Merges `stringData` into `data` (base64) and defaults `type` to `Opaque`, as the
+/// Secret conversion and defaulting of kube-apiserver do.
+fn normalize_secret(obj: &mut Value) {
+    use base64::Engine;
+    if let Some(Value::Object(strings)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) {
+        if !obj["data"].is_object() {
+            obj["data"] = Value::Object(Default::default());
+        }
+        for (k, v) in strings {
+            let text = v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
+            obj["data"][k] = Value::String(base64::engine::general_purpose::STANDARD.encode(text));
+        }
+    }
+    if obj["type"].as_str().is_none_or(str::is_empty) {
+        obj["type"] = Value::String("Opaque".into());
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Finds a value whose JSON shape cannot decode into the built-in type (an object where a
+/// string is expected, a scalar where a list is expected …), reported like Go's decoder.
+/// Numbers and strings are not told apart: kube accepts numbers for quantities.
+fn shape_error(schema: &Value, obj: &Value, kind: &str) -> Option<String> {
+    fn walk(schema: &Value, v: &Value, path: &mut Vec<String>, kind: &str) -> Option<String> {
+        if v.is_null()
+            || schema["x-kubernetes-int-or-string"] == true
+            || schema["x-kubernetes-preserve-unknown-fields"] == true
+        {
+            return None;
+        }
+        let expected = match &schema["type"] {
+            Value::String(t) => t.as_str(),
+            _ => return None,
+        };
+        let fail = |want: &str| {
+            Some(format!(
+                "json: cannot unmarshal {} into Go struct field {kind}.{} of type {want}",
+                json_kind(v),
+                path.join(".")
+            ))
+        };
+        match (expected, v) {
+            ("object", Value::Object(m)) => {
+                for (k, child) in m {
+                    let sub = schema["properties"].get(k).or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
+                    if let Some(sub) = sub {
+                        path.push(k.clone());
+                        let r = walk(sub, child, path, kind);
+                        path.pop();
+                        if r.is_some() {
+                            return r;
+                        }
+                    }
+                }
+                None
+            }
+            ("object", _) => fail("object"),
+            ("array", Value::Array(items)) => items.iter().find_map(|i| walk(&schema["items"], i, path, kind)),
+            ("array", _) => fail("array"),
+            ("string" | "integer" | "number" | "boolean", Value::Object(_) | Value::Array(_)) => fail(expected),
+            ("boolean", Value::String(_) | Value::Number(_)) => fail("bool"),
+            _ => None,
+        }
+    }
+    walk(schema, obj, &mut Vec::new(), kind)
 }
 
 /// The handful of built-in rules operators and kubectl users run into most.

@@ -349,7 +349,7 @@ impl Registry {
         }
         if kind == PatchType::Apply && opts.field_manager.is_empty() {
             return Err(ApiError::invalid(
-                "",
+                "meta.k8s.io",
                 "PatchOptions",
                 "",
                 &[FieldError {

@@ -1,0 +1,82 @@
+//! Optimistic concurrency: many writers doing read-modify-write on one object, retrying
+//! on 409 Conflict, must never lose an update.
+
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+
+use crate::common::{TIMEOUT, config_map, env, rv_num};
+
+const TASKS: u64 = 20;
+const INCREMENTS: u64 = 100;
+
+fn counter(cm: &ConfigMap) -> u64 {
+    cm.data.as_ref().and_then(|d| d.get("count")).and_then(|v| v.parse().ok()).expect("count is a number")
+}
+
+/// One read-modify-write increment, retried on 409; returns the resourceVersion written.
+async fn increment(api: &Api<ConfigMap>) -> (u64, u32) {
+    let mut conflicts = 0;
+    loop {
+        let mut cm = api.get("counter").await.expect("get counter");
+        let next = counter(&cm) + 1;
+        cm.data.get_or_insert_default().insert("count".into(), next.to_string());
+        match api.replace("counter", &PostParams::default(), &cm).await {
+            Ok(written) => {
+                assert_eq!(counter(&written), next);
+                return (rv_num(&written.metadata), conflicts);
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                assert_eq!(s.reason, "Conflict", "409 must be a Conflict: {s:?}");
+                conflicts += 1;
+            }
+            Err(e) => panic!("unexpected error during increment: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_writers_increment_a_counter_exactly_2000_times() {
+    let env = env().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    api.create(&PostParams::default(), &config_map("counter", &[("count", "0")])).await.expect("create counter");
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..TASKS {
+        let api = api.clone();
+        tasks.spawn(async move {
+            let mut rvs = Vec::with_capacity(INCREMENTS as usize);
+            let mut conflicts = 0;
+            for _ in 0..INCREMENTS {
+                let (rv, c) = increment(&api).await;
+                rvs.push(rv);
+                conflicts += c;
+            }
+            (rvs, conflicts)
+        });
+    }
+    let mut all_rvs = HashSet::new();
+    let mut total_conflicts = 0;
+    let deadline = TIMEOUT * 10; // generous: the machine may be shared
+    let joined = tokio::time::timeout(deadline, async {
+        while let Some(r) = tasks.join_next().await {
+            let (rvs, conflicts) = r.expect("writer task");
+            total_conflicts += conflicts;
+            for rv in rvs {
+                assert!(all_rvs.insert(rv), "two successful writes got resourceVersion {rv}");
+            }
+        }
+    })
+    .await;
+    assert!(joined.is_ok(), "writers did not finish within {deadline:?}");
+
+    let final_cm = api.get("counter").await.expect("final get");
+    assert_eq!(counter(&final_cm), TASKS * INCREMENTS, "lost updates ({total_conflicts} conflicts retried)");
+    assert_eq!(all_rvs.len() as u64, TASKS * INCREMENTS);
+    assert_eq!(
+        rv_num(&final_cm.metadata),
+        *all_rvs.iter().max().expect("some writes"),
+        "the last write is what is stored"
+    );
+}

@@ -1,0 +1,18 @@
+//! kube-rs integration suites against the opkit API server, one module per topic. Every
+//! test starts its own isolated server, so they all run in parallel.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod apply;
+mod concurrency;
+mod crd_lifecycle;
+mod crud;
+mod custom;
+mod errors;
+mod finalizers;
+mod no_500;
+mod pagination;
+mod restart;
+mod status;
+mod watch;
