@@ -1,0 +1,210 @@
+//! The job controller (kube-controller-manager's `job-controller`, plus the
+//! `ttl-after-finished-controller`): runs pods until `completions` succeed with at most
+//! `parallelism` at once (NonIndexed and Indexed modes), fails the Job past `backoffLimit`
+//! or `activeDeadlineSeconds`, tracks finished pods with the `batch.kubernetes.io/job-tracking`
+//! finalizer and `status.uncountedTerminatedPods`, suspends, and deletes finished Jobs after
+//! `ttlSecondsAfterFinished`.
+
+pub mod pods;
+mod state;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::{Api, ResourceExt};
+use opkit::events::{EventType, Recorder};
+use opkit::{Action, Context, Controller, Manager, ReconcileResult};
+use parking_lot::Mutex;
+use serde_json::json;
+
+use crate::ControllersConfig;
+use crate::statefulset::podutil::{WorkloadError, is_not_found, owned_pods};
+use crate::statefulset::publish;
+use pods::TRACKING_FINALIZER;
+
+/// The reportingController of the job controller's events.
+pub const REPORTING_CONTROLLER: &str = "job-controller";
+
+/// How long a created pod may be missing from the cache before it is given up on.
+const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the controller did that its cache may not show yet (kube's expectations).
+#[derive(Default)]
+struct Expectations {
+    /// Pods created, by name, with when.
+    created: HashMap<String, Instant>,
+    /// Pods deleted, by name.
+    deleted: BTreeSet<String>,
+    /// Pods whose tracking finalizer was removed, by uid.
+    untracked: BTreeSet<String>,
+}
+
+/// State shared by the controller's reconciles.
+struct Shared {
+    recorder: Recorder,
+    expectations: Mutex<HashMap<String, Expectations>>,
+}
+
+/// Registers the job controller with `mgr`.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+    if !cfg.enabled("job") {
+        return;
+    }
+    let shared = Arc::new(Shared {
+        recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER),
+        expectations: Mutex::new(HashMap::new()),
+    });
+    Controller::new(mgr, move |ctx| reconcile(ctx, shared.clone()))
+        .named("job")
+        .owns::<Pod>()
+        .max_concurrent_reconciles(4)
+        .build();
+}
+
+async fn reconcile(ctx: Context<Job>, shared: Arc<Shared>) -> ReconcileResult {
+    let pods_api: Api<Pod> = ctx.api_for();
+    let Some(job) = ctx.object.clone() else {
+        // The Job is gone: release its pods' tracking finalizers.
+        let ns = ctx.request.namespace.clone().unwrap_or_default();
+        let orphans: Vec<Arc<Pod>> = ctx
+            .cache
+            .list::<Pod>()
+            .into_iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && has_tracking_finalizer(p))
+            .filter(|p| {
+                opkit::owner::controller_of(&**p).is_some_and(|o| o.kind == "Job" && o.name == ctx.request.name)
+            })
+            .collect();
+        for p in orphans {
+            remove_finalizer(&pods_api, &p).await?;
+        }
+        return Ok(Action::done());
+    };
+    let uid = job.uid().unwrap_or_default();
+    let ns = job.namespace().unwrap_or_default();
+    let pods = owned_pods(&ctx.cache, &ns, &uid);
+    if job.metadata.deletion_timestamp.is_some() {
+        for p in pods.iter().filter(|p| has_tracking_finalizer(p)) {
+            remove_finalizer(&pods_api, p).await?;
+        }
+        shared.expectations.lock().remove(&uid);
+        return Ok(Action::done());
+    }
+    // Wait until every pod this controller created is in the cache.
+    let (deleted, untracked) = {
+        let mut all = shared.expectations.lock();
+        let exp = all.entry(uid.clone()).or_default();
+        let names: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
+        exp.created.retain(|n, at| !names.contains(n) && at.elapsed() < EXPECTATION_TIMEOUT);
+        if !exp.created.is_empty() {
+            return Ok(Action::requeue_after(Duration::from_secs(1)));
+        }
+        exp.deleted.retain(|n| names.contains(n));
+        (exp.deleted.clone(), exp.untracked.clone())
+    };
+    let mut view = state::View::new(&job, &pods, &deleted, &untracked);
+
+    // Count finished pods: record them as uncounted, release their finalizers, then count.
+    let newly: Vec<Arc<Pod>> = view.newly_finished();
+    if !newly.is_empty() {
+        let api: Api<Job> = ctx.api();
+        let written =
+            opkit::status::update_status_from(&api, (*job).clone(), |j| state::add_uncounted(j, &newly)).await?;
+        view.status = written.status.clone().unwrap_or_default();
+        for p in &newly {
+            remove_finalizer(&pods_api, p).await?;
+            if let Some(u) = p.uid() {
+                shared.expectations.lock().entry(uid.clone()).or_default().untracked.insert(u);
+            }
+        }
+        view.untracked.extend(newly.iter().filter_map(|p| p.uid()));
+    }
+    view.flush_uncounted();
+
+    let plan = view.plan(jiff::Timestamp::now());
+    for p in &plan.delete {
+        match pods_api.delete(&p.name_any(), &DeleteParams::default()).await {
+            Ok(_) => {
+                shared.expectations.lock().entry(uid.clone()).or_default().deleted.insert(p.name_any());
+                publish(
+                    &shared.recorder,
+                    &*job,
+                    EventType::Normal,
+                    "SuccessfulDelete",
+                    "Delete",
+                    &format!("Deleted pod: {}", p.name_any()),
+                )
+                .await;
+            }
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for index in &plan.create {
+        let pod = pods::new_pod(&job, *index)?;
+        let created = pods_api.create(&PostParams::default(), &pod).await?;
+        let name = created.name_any();
+        shared.expectations.lock().entry(uid.clone()).or_default().created.insert(name.clone(), Instant::now());
+        publish(
+            &shared.recorder,
+            &*job,
+            EventType::Normal,
+            "SuccessfulCreate",
+            "Create",
+            &format!("Created pod: {name}"),
+        )
+        .await;
+    }
+    let api: Api<Job> = ctx.api();
+    let new_status = plan.status.clone();
+    opkit::status::update_status_from(&api, (*job).clone(), |j| j.status = Some(new_status.clone())).await?;
+    for (t, reason, note) in &plan.events {
+        publish(&shared.recorder, &*job, *t, reason, "Sync", note).await;
+    }
+    if let Some(after) = plan.ttl_expired_in {
+        if after.is_zero() {
+            let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+            match api.delete(&job.name_any(), &dp).await {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(Action::done());
+        }
+        return Ok(Action::requeue_after(after));
+    }
+    Ok(plan.requeue.map_or(Action::done(), Action::requeue_after))
+}
+
+fn has_tracking_finalizer(p: &Pod) -> bool {
+    p.finalizers().iter().any(|f| f == TRACKING_FINALIZER)
+}
+
+/// Removes the tracking finalizer from a pod (a merge patch of the remaining list, guarded
+/// by the pod's resourceVersion).
+async fn remove_finalizer(api: &Api<Pod>, pod: &Pod) -> Result<(), WorkloadError> {
+    if !has_tracking_finalizer(pod) {
+        return Ok(());
+    }
+    let rest: Vec<&String> = pod.finalizers().iter().filter(|f| *f != TRACKING_FINALIZER).collect();
+    let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": pod.resource_version()}});
+    match api.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) if opkit::status::is_conflict(&e) => {
+            let fresh = match api.get_opt(&pod.name_any()).await? {
+                Some(p) => p,
+                None => return Ok(()),
+            };
+            let rest: Vec<&String> = fresh.finalizers().iter().filter(|f| *f != TRACKING_FINALIZER).collect();
+            let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": fresh.resource_version()}});
+            api.patch(&fresh.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}

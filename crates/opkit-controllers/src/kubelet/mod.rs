@@ -1,0 +1,342 @@
+//! Simulated kubelets (as kwok provides them) for every node marked
+//! [`crate::node::SIMULATED_ANNOTATION`]: a pod bound to such a node is "started" after
+//! `cfg.pod_start_delay` (phase Running, host and pod IPs, container statuses, conditions,
+//! QoS class), becomes Ready after `cfg.pod_ready_delay`, and run-to-completion pods
+//! (restartPolicy Never/OnFailure) succeed after `cfg.job_run_time` or the
+//! `opkit.dev/run-duration` annotation. Failures are injected with annotations (see
+//! [`lifecycle`]). A pod being deleted is confirmed with a 0-second delete (after a
+//! terminal status when finalizers keep it). Every transition is one merge patch on
+//! `pods/status`; kubelet-like events (Pulled, Created, Started, Killing, BackOff) are
+//! published in the background and dropped, as client-go does, when too many queue up.
+
+pub mod events;
+pub mod ip;
+pub mod lifecycle;
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use opkit::events::{EventType, Recorder};
+use opkit::{Action, Context, Controller, Manager, ReconcileResult, Request};
+use parking_lot::Mutex;
+
+use crate::ControllersConfig;
+use crate::node::{build::internal_ip, is_simulated};
+use lifecycle::{Behaviour, Exit, Stage, Track};
+
+/// The field manager and event reporting controller.
+const KUBELET: &str = "kubelet";
+/// Events waiting to be written beyond which new ones are dropped.
+const MAX_PENDING_EVENTS: usize = 1000;
+/// Events written at once.
+const EVENT_WRITERS: usize = 2;
+/// The exit code of containers stopped by a deletion (SIGTERM).
+const KILLED_EXIT_CODE: i32 = 143;
+
+/// Registers the simulated kubelets with `mgr` (controller name `kubelet`).
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+    if !cfg.enabled("kubelet") {
+        return;
+    }
+    let kubelet = Arc::new(Kubelet {
+        client: mgr.client(),
+        start_delay: cfg.pod_start_delay,
+        ready_delay: cfg.pod_ready_delay,
+        job_run_time: cfg.job_run_time,
+        state: Mutex::new(State::default()),
+        recorders: Mutex::new(HashMap::new()),
+        events: events::EventSink::new(EVENT_WRITERS, MAX_PENDING_EVENTS),
+    });
+    Controller::new(mgr, move |ctx: Context<Pod>| {
+        let k = kubelet.clone();
+        async move { k.reconcile(ctx).await }
+    })
+    .named("kubelet")
+    .max_concurrent_reconciles(8)
+    .without_leader_election()
+    .build();
+}
+
+#[derive(Default)]
+struct State {
+    tracks: HashMap<Request, Track>,
+    ips: ip::IpPool,
+    /// Pods being stopped, since when.
+    terminating: HashMap<Request, Instant>,
+}
+
+impl State {
+    /// Drops a pod's track and returns its IP.
+    fn forget(&mut self, key: &Request) {
+        self.terminating.remove(key);
+        if let Some(t) = self.tracks.remove(key)
+            && let Some(ip) = &t.ip
+        {
+            self.ips.release(ip);
+        }
+    }
+}
+
+struct Kubelet {
+    client: kube::Client,
+    start_delay: Duration,
+    ready_delay: Duration,
+    job_run_time: Duration,
+    state: Mutex<State>,
+    recorders: Mutex<HashMap<String, Recorder>>,
+    events: events::EventSink,
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+}
+
+fn host_ip(node: &Node) -> String {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+        .map(|a| a.address.clone())
+        .unwrap_or_else(|| internal_ip(&name))
+}
+
+impl Kubelet {
+    async fn reconcile(&self, ctx: Context<Pod>) -> ReconcileResult {
+        let key = ctx.request.clone();
+        let Some(pod) = ctx.object.clone() else {
+            self.state.lock().forget(&key);
+            return Ok(Action::done());
+        };
+        let Some(node_name) = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()) else {
+            return Ok(Action::done());
+        };
+        let Some(node) = ctx.cache.get::<Node>(&node_name, None) else {
+            // Not (yet) known: look again shortly.
+            return Ok(Action::requeue_after(Duration::from_secs(1)));
+        };
+        if !is_simulated(&node) {
+            return Ok(Action::done());
+        }
+        let api: Api<Pod> = ctx.api();
+        if pod.metadata.deletion_timestamp.is_some() {
+            return self.terminate(&api, &pod, &key, &node_name).await;
+        }
+        if matches!(phase(&pod), "Succeeded" | "Failed") {
+            self.state.lock().forget(&key);
+            return Ok(Action::done());
+        }
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let behaviour = Behaviour::of(&pod, self.job_run_time);
+        let (now, now_wall) = (Instant::now(), Timestamp::now().as_second());
+        let host = host_ip(&node);
+        let (step, body, sig, first_start) = {
+            let mut guard = self.state.lock();
+            let st = &mut *guard;
+            if st.tracks.get(&key).is_some_and(|t| t.uid != uid) {
+                st.forget(&key);
+            }
+            if !st.tracks.contains_key(&key) {
+                let mut t = Track::new(uid.clone(), node_name.clone(), now, now_wall);
+                if adopt(&mut t, &pod, now)
+                    && let Some(ip) = &t.ip
+                {
+                    st.ips.reserve(ip);
+                }
+                st.tracks.insert(key.clone(), t);
+            }
+            let Some(track) = st.tracks.get_mut(&key) else { return Ok(Action::done()) };
+            let first_start = track.started.is_none();
+            let step = track.advance(&behaviour, self.start_delay, self.ready_delay, now, now_wall);
+            let needs_ip = step.stage != Stage::Creating
+                && track.ip.is_none()
+                && pod.spec.as_ref().and_then(|s| s.host_network) != Some(true);
+            if needs_ip {
+                let cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
+                track.ip = st.ips.allocate(cidr.as_deref());
+            }
+            let Some(track) = st.tracks.get(&key) else { return Ok(Action::done()) };
+            let sig = (step.stage, track.restarts, status::gates_ready(&pod));
+            let body =
+                (track.written != Some(sig)).then(|| status::pod_status(&pod, track, step.stage, &host, now_wall));
+            (step, body, sig, first_start && step.started)
+        };
+        if let Some(body) = body {
+            let params = PatchParams { field_manager: Some(KUBELET.into()), ..Default::default() };
+            match api.patch_status(&key.name, &params, &Patch::Merge(&body)).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => {
+                    self.state.lock().forget(&key);
+                    return Ok(Action::done());
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let mut st = self.state.lock();
+            if let Some(t) = st.tracks.get_mut(&key).filter(|t| t.uid == uid) {
+                t.written = Some(sig);
+            }
+            if matches!(step.stage, Stage::Finished { .. })
+                && let Some(ip) = st.tracks.get(&key).and_then(|t| t.ip.clone())
+            {
+                st.ips.release(&ip);
+            }
+        }
+        self.events_for(&pod, &node_name, &step, first_start, &behaviour);
+        Ok(step.wake.map_or(Action::done(), |d| Action::requeue_after(d + Duration::from_millis(1))))
+    }
+
+    /// Confirms the deletion of a pod on a simulated node.
+    async fn terminate(&self, api: &Api<Pod>, pod: &Pod, key: &Request, node: &str) -> ReconcileResult {
+        if pod.metadata.deletion_grace_period_seconds == Some(0) {
+            self.state.lock().forget(key);
+            return Ok(Action::done());
+        }
+        let now = Instant::now();
+        let (first, since) = {
+            let mut st = self.state.lock();
+            let first = !st.terminating.contains_key(key);
+            (first, *st.terminating.entry(key.clone()).or_insert(now))
+        };
+        if first && phase(pod) == "Running" {
+            for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
+                let note = format!("Stopping container {}", c.name);
+                self.event(pod, node, Some(&c.name), EventType::Normal, "Killing", &note);
+            }
+        }
+        let grace = Duration::from_secs(pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0).unsigned_abs());
+        let stop_after = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(lifecycle::TERMINATION_DURATION))
+            .and_then(|v| lifecycle::parse_duration(v))
+            .map_or(Duration::ZERO, |d| d.min(grace));
+        if now < since + stop_after {
+            return Ok(Action::requeue_after(since + stop_after - now));
+        }
+        let has_finalizers = pod.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+        if has_finalizers && !matches!(phase(pod), "Succeeded" | "Failed") {
+            // Finalizer holders watch for the pod to end: report it terminated first.
+            let now_wall = Timestamp::now().as_second();
+            let body = {
+                let mut st = self.state.lock();
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                let mut t = st
+                    .tracks
+                    .get(key)
+                    .cloned()
+                    .unwrap_or_else(|| Track::new(uid, node.to_string(), Instant::now(), now_wall));
+                t.last_exit = Some(Exit { code: KILLED_EXIT_CODE, started: t.run_since_wall, finished: now_wall });
+                st.forget(key);
+                status::pod_status(pod, &t, Stage::Finished { exit_code: KILLED_EXIT_CODE }, &host_from(pod), now_wall)
+            };
+            let params = PatchParams { field_manager: Some(KUBELET.into()), ..Default::default() };
+            match api.patch_status(&key.name, &params, &Patch::Merge(&body)).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(Action::done()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.state.lock().forget(key);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+            ..Default::default()
+        };
+        match api.delete(&key.name, &dp).await {
+            Ok(_) => Ok(Action::done()),
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(Action::done()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The events of one step.
+    fn events_for(&self, pod: &Pod, node: &str, step: &lifecycle::Step, first_start: bool, b: &Behaviour) {
+        let Some(spec) = &pod.spec else { return };
+        if step.started {
+            let inits = spec.init_containers.iter().flatten().filter(|_| first_start);
+            for c in inits.chain(spec.containers.iter()) {
+                let image = c.image.clone().unwrap_or_default();
+                let pulled = format!("Container image \"{image}\" already present on machine");
+                self.event(pod, node, Some(&c.name), EventType::Normal, "Pulled", &pulled);
+                self.event(
+                    pod,
+                    node,
+                    Some(&c.name),
+                    EventType::Normal,
+                    "Created",
+                    &format!("Created container: {}", c.name),
+                );
+                self.event(
+                    pod,
+                    node,
+                    Some(&c.name),
+                    EventType::Normal,
+                    "Started",
+                    &format!("Started container {}", c.name),
+                );
+            }
+        }
+        if step.stage == Stage::BackOff && b.restarts(b.exit_code) {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            for c in &spec.containers {
+                let note = format!("Back-off restarting failed container {} in pod {name}_{ns}({uid})", c.name);
+                self.event(pod, node, Some(&c.name), EventType::Warning, "BackOff", &note);
+            }
+        }
+    }
+
+    /// Publishes one event in the background (dropped when too many are queued).
+    fn event(
+        &self,
+        pod: &Pod,
+        node: &str,
+        container: Option<&str>,
+        type_: EventType,
+        reason: &'static str,
+        note: &str,
+    ) {
+        let recorder = self
+            .recorders
+            .lock()
+            .entry(node.to_string())
+            .or_insert_with(|| Recorder::new(self.client.clone(), KUBELET, node))
+            .clone();
+        let mut regarding: ObjectReference = kube::Resource::object_ref(pod, &());
+        regarding.field_path = container.map(|c| format!("spec.containers{{{c}}}"));
+        self.events.publish(&recorder, regarding, type_, reason, reason, note.to_string());
+    }
+}
+
+/// The host IP a pod's status already names (for terminal statuses written on deletion).
+fn host_from(pod: &Pod) -> String {
+    pod.status.as_ref().and_then(|s| s.host_ip.clone()).unwrap_or_default()
+}
+
+/// Takes over a pod that was already started (by an earlier run of the kubelet): its IP,
+/// restart count and start, so it is not started again. Returns whether it was running.
+fn adopt(t: &mut Track, pod: &Pod, now: Instant) -> bool {
+    let Some(st) = &pod.status else { return false };
+    if st.phase.as_deref() != Some("Running") {
+        return false;
+    }
+    t.ip = st.pod_ip.clone();
+    t.started = Some(now);
+    t.restarts = st.container_statuses.iter().flatten().map(|c| c.restart_count).max().unwrap_or(0);
+    if let Some(since) = st
+        .container_statuses
+        .iter()
+        .flatten()
+        .find_map(|c| c.state.as_ref().and_then(|s| s.running.as_ref()).and_then(|r| r.started_at.clone()))
+    {
+        t.run_since_wall = since.0.as_second();
+    }
+    true
+}

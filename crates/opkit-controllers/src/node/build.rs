@@ -1,0 +1,290 @@
+//! What a simulated node looks like: the Node object a kubelet registers, the status it
+//! reports (conditions, capacity, addresses, nodeInfo) and its heartbeat Lease.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use super::{KUBELET_VERSION, LEASE_NAMESPACE, SIMULATED_ANNOTATION};
+
+/// How long node leases last (kubelet's default `nodeLeaseDurationSeconds`).
+pub const LEASE_DURATION_SECONDS: i32 = 40;
+
+/// How often a node re-reports an unchanged status (kubelet's `nodeStatusReportFrequency`).
+pub const STATUS_REPORT_SECONDS: i64 = 300;
+
+/// The name of the `index`-th simulated node.
+pub fn node_name(index: usize) -> String {
+    format!("opkit-worker-{index}")
+}
+
+/// The index of a node named like [`node_name`], if it is one.
+pub fn node_index(name: &str) -> Option<usize> {
+    name.strip_prefix("opkit-worker-")?.parse().ok()
+}
+
+/// The pod CIDR (`/24`) of the `index`-th node: `10.244.<index>.0/24`, continuing into
+/// `10.245.0.0/16` and beyond for large clusters.
+pub fn pod_cidr(index: usize) -> String {
+    let second = 244 + index / 256;
+    format!("10.{}.{}.0/24", second.min(255), index % 256)
+}
+
+/// The InternalIP of a node: `10.0.0.<index+2>` for numbered nodes, else a stable address
+/// in `10.0.1.0/24` derived from the name. Only data: nothing ever contacts it.
+pub fn internal_ip(name: &str) -> String {
+    match node_index(name) {
+        Some(i) => format!("10.0.{}.{}", i / 250, i % 250 + 2),
+        None => {
+            let h = name.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+            format!("10.0.255.{}", h % 250 + 2)
+        }
+    }
+}
+
+/// The Node object the `index`-th simulated kubelet registers.
+pub fn new_node(index: usize) -> Node {
+    let name = node_name(index);
+    let labels: BTreeMap<String, String> = [
+        ("beta.kubernetes.io/arch", "amd64"),
+        ("beta.kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("kubernetes.io/hostname", name.as_str()),
+        ("kubernetes.io/os", "linux"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let annotations: BTreeMap<String, String> = [
+        ("node.alpha.kubernetes.io/ttl", "0"),
+        ("volumes.kubernetes.io/controller-managed-attach-detach", "true"),
+        (SIMULATED_ANNOTATION, "true"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let cidr = pod_cidr(index);
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec { pod_cidr: Some(cidr.clone()), pod_cidrs: Some(vec![cidr]), ..Default::default() }),
+        status: None,
+    }
+}
+
+fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
+}
+
+/// The resources every simulated node offers.
+pub fn default_capacity() -> BTreeMap<String, Quantity> {
+    quantities(&[
+        ("cpu", "8"),
+        ("ephemeral-storage", "100Gi"),
+        ("hugepages-2Mi", "0"),
+        ("memory", "32Gi"),
+        ("pods", "110"),
+    ])
+}
+
+/// The four conditions a healthy kubelet reports, in kubelet's order.
+fn healthy_conditions(now: &Time) -> Vec<NodeCondition> {
+    [
+        ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+    ]
+    .into_iter()
+    .map(|(type_, status, reason, message)| NodeCondition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+        last_heartbeat_time: Some(now.clone()),
+        last_transition_time: Some(now.clone()),
+    })
+    .collect()
+}
+
+/// A deterministic id (32 hex digits) derived from a node name and a salt.
+fn machine_id(name: &str, salt: u64) -> String {
+    let mut a: u64 = 0xcbf2_9ce4_8422_2325 ^ salt;
+    for b in name.bytes() {
+        a = (a ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let b = a.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    format!("{a:016x}{b:016x}")
+}
+
+fn node_info(name: &str) -> NodeSystemInfo {
+    let id = machine_id(name, 1);
+    let uuid = machine_id(name, 2);
+    let boot = machine_id(name, 3);
+    let dash = |s: &str| format!("{}-{}-{}-{}-{}", &s[0..8], &s[8..12], &s[12..16], &s[16..20], &s[20..32]);
+    NodeSystemInfo {
+        architecture: "amd64".into(),
+        boot_id: dash(&boot),
+        container_runtime_version: "containerd://2.0.3".into(),
+        kernel_version: "6.8.0-opkit".into(),
+        kube_proxy_version: String::new(),
+        kubelet_version: KUBELET_VERSION.into(),
+        machine_id: id,
+        operating_system: "linux".into(),
+        os_image: "opkit simulated node".into(),
+        system_uuid: dash(&uuid),
+        swap: None,
+    }
+}
+
+/// The status the simulated kubelet of `node` reports, built from its current status:
+/// missing capacity, addresses and nodeInfo are filled in, and the conditions are made
+/// healthy (keeping transition times of unchanged conditions; heartbeats are refreshed
+/// every [`STATUS_REPORT_SECONDS`]). Returns `None` when nothing needs writing.
+pub fn desired_status(node: &Node, now: Timestamp) -> Option<NodeStatus> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let current = node.status.clone().unwrap_or_default();
+    let mut next = current.clone();
+    let now_t = Time(Timestamp::from_second(now.as_second()).unwrap_or(now));
+    if next.capacity.as_ref().is_none_or(BTreeMap::is_empty) {
+        next.capacity = Some(default_capacity());
+    }
+    if next.allocatable.as_ref().is_none_or(BTreeMap::is_empty) {
+        next.allocatable = next.capacity.clone();
+    }
+    if next.addresses.as_ref().is_none_or(Vec::is_empty) {
+        next.addresses = Some(vec![
+            NodeAddress { type_: "InternalIP".into(), address: internal_ip(&name) },
+            NodeAddress { type_: "Hostname".into(), address: name.clone() },
+        ]);
+    }
+    if next.node_info.as_ref().is_none_or(|i| i.kubelet_version.is_empty()) {
+        next.node_info = Some(node_info(&name));
+    }
+    if next.daemon_endpoints.is_none() {
+        next.daemon_endpoints = Some(NodeDaemonEndpoints { kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }) });
+    }
+    let old = current.conditions.clone().unwrap_or_default();
+    let stale = |c: &NodeCondition| {
+        c.last_heartbeat_time.as_ref().is_none_or(|t| now.as_second() - t.0.as_second() >= STATUS_REPORT_SECONDS)
+    };
+    let conditions = healthy_conditions(&now_t)
+        .into_iter()
+        .map(|mut want| {
+            if let Some(have) = old.iter().find(|c| c.type_ == want.type_)
+                && have.status == want.status
+            {
+                want.last_transition_time = have.last_transition_time.clone().or(want.last_transition_time);
+                if !stale(have) && have.reason == want.reason && have.message == want.message {
+                    want.last_heartbeat_time = have.last_heartbeat_time.clone();
+                }
+            }
+            want
+        })
+        .collect();
+    next.conditions = Some(conditions);
+    (next != current).then_some(next)
+}
+
+/// The heartbeat Lease of `node` in `kube-node-lease`, renewed at `now`.
+pub fn lease(node: &Node, now: Timestamp) -> Lease {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(LEASE_NAMESPACE.into()),
+            owner_references: node.metadata.uid.clone().map(|uid| {
+                vec![OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Node".into(),
+                    name: name.clone(),
+                    uid,
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(name),
+            lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
+            renew_time: Some(MicroTime(now)),
+            ..Default::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_addresses() {
+        assert_eq!(node_name(2), "opkit-worker-2");
+        assert_eq!(node_index("opkit-worker-12"), Some(12));
+        assert_eq!(node_index("other"), None);
+        assert_eq!(pod_cidr(1), "10.244.1.0/24");
+        assert_eq!(pod_cidr(257), "10.245.1.0/24");
+        assert_eq!(internal_ip("opkit-worker-0"), "10.0.0.2");
+        assert!(internal_ip("custom").starts_with("10.0.255."));
+    }
+
+    #[test]
+    fn new_node_has_kube_labels() {
+        let n = new_node(0);
+        let labels = n.metadata.labels.unwrap_or_default();
+        assert_eq!(labels.get("kubernetes.io/hostname").map(String::as_str), Some("opkit-worker-0"));
+        assert_eq!(labels.get("kubernetes.io/os").map(String::as_str), Some("linux"));
+        assert!(!labels.keys().any(|k| k.starts_with("node-role.kubernetes.io/")));
+    }
+
+    #[test]
+    fn status_is_filled_then_stable() {
+        let mut n = new_node(1);
+        let now = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
+        let st = desired_status(&n, now);
+        let Some(st) = st else { panic!("expected a status") };
+        let ready = st.conditions.iter().flatten().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
+        assert_eq!(ready.as_deref(), Some("True"));
+        assert_eq!(st.capacity.as_ref().and_then(|c| c.get("pods")).map(|q| q.0.as_str()), Some("110"));
+        assert_eq!(st.node_info.as_ref().map(|i| i.kubelet_version.as_str()), Some("v1.33.0"));
+        n.status = Some(st);
+        let later = Timestamp::from_second(1_700_000_010).unwrap_or(Timestamp::UNIX_EPOCH);
+        assert!(desired_status(&n, later).is_none(), "no write within the report period");
+        let much_later = Timestamp::from_second(1_700_000_400).unwrap_or(Timestamp::UNIX_EPOCH);
+        assert!(desired_status(&n, much_later).is_some(), "heartbeat refreshed after 5 minutes");
+    }
+
+    #[test]
+    fn unhealthy_condition_is_repaired() {
+        let mut n = new_node(0);
+        let now = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
+        let mut st = desired_status(&n, now).unwrap_or_default();
+        for c in st.conditions.iter_mut().flatten() {
+            if c.type_ == "Ready" {
+                c.status = "False".into();
+            }
+        }
+        n.status = Some(st);
+        assert!(desired_status(&n, now).is_some());
+    }
+
+    #[test]
+    fn lease_is_owned_by_node() {
+        let mut n = new_node(0);
+        n.metadata.uid = Some("u1".into());
+        let l = lease(&n, Timestamp::UNIX_EPOCH);
+        assert_eq!(l.metadata.namespace.as_deref(), Some("kube-node-lease"));
+        assert_eq!(l.metadata.owner_references.unwrap_or_default()[0].uid, "u1");
+        assert_eq!(l.spec.and_then(|s| s.lease_duration_seconds), Some(40));
+    }
+}

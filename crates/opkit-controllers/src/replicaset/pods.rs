@@ -1,0 +1,288 @@
+//! Pod helpers shared by the replicaset and deployment controllers: label selectors,
+//! controller references, pod activity, readiness and availability, building a pod from a
+//! template, and the order in which surplus pods are deleted (kube's `ActivePodsWithRanks`).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::core::{Selector, SelectorExt};
+
+/// The annotation whose integer value makes a pod cheaper (lower) or dearer to delete.
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// A label selector that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// The selector has an invalid requirement.
+    #[error("invalid label selector: {0}")]
+    Invalid(String),
+    /// The selector is empty, which would select every pod.
+    #[error("empty label selector selects everything")]
+    Empty,
+}
+
+/// Converts a `LabelSelector` into a matcher, refusing empty selectors.
+pub fn selector(sel: Option<&LabelSelector>) -> Result<Selector, SelectorError> {
+    let sel = sel.cloned().unwrap_or_default();
+    let parsed = Selector::try_from(sel).map_err(|e| SelectorError::Invalid(e.to_string()))?;
+    if parsed.selects_all() {
+        return Err(SelectorError::Empty);
+    }
+    Ok(parsed)
+}
+
+/// Whether `labels` (possibly absent) match `sel`.
+pub fn matches(sel: &Selector, labels: Option<&BTreeMap<String, String>>) -> bool {
+    match labels {
+        Some(l) => sel.matches(l),
+        None => sel.matches(&BTreeMap::new()),
+    }
+}
+
+/// The owner reference marked as controller, if any.
+pub fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references.iter().flatten().find(|r| r.controller == Some(true))
+}
+
+/// Whether a pod counts toward a controller's replicas: not terminating and not finished.
+pub fn is_active(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded") | Some("Failed"))
+}
+
+/// When the pod's Ready condition last became true, if it is true now.
+pub fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
+    let cond = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
+    (cond.status == "True").then(|| cond.last_transition_time.as_ref().map(|t| t.0))
+}
+
+/// Whether the pod is Ready.
+pub fn is_ready(pod: &Pod) -> bool {
+    ready_since(pod).is_some()
+}
+
+/// Whether the pod has been Ready for at least `min_ready_seconds` at `now`.
+pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+    match ready_since(pod) {
+        None => false,
+        Some(_) if min_ready_seconds <= 0 => true,
+        Some(None) => false,
+        Some(Some(since)) => since.as_second().saturating_add(i64::from(min_ready_seconds)) <= now.as_second(),
+    }
+}
+
+/// Seconds until a Ready pod becomes available, if it is Ready but not yet available.
+pub fn seconds_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<i64> {
+    let since = ready_since(pod)??;
+    let at = since.as_second().saturating_add(i64::from(min_ready_seconds));
+    (at > now.as_second()).then(|| at - now.as_second())
+}
+
+/// The prefix for pods' `generateName`: the owner's name and a dash.
+pub fn generate_name_prefix(owner: &str) -> String {
+    // Names are limited to 253 characters; generateName adds 5.
+    let mut prefix = format!("{owner}-");
+    if prefix.len() > 248 {
+        prefix.truncate(248);
+    }
+    prefix
+}
+
+/// A pod built from `template` (labels, annotations, finalizers, spec), owned by `owner`.
+pub fn pod_from_template(template: &PodTemplateSpec, namespace: &str, prefix: &str, owner: OwnerReference) -> Pod {
+    let tmeta = template.metadata.clone().unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(prefix.to_string()),
+            namespace: Some(namespace.to_string()),
+            labels: tmeta.labels,
+            annotations: tmeta.annotations,
+            finalizers: tmeta.finalizers,
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: template.spec.clone(),
+        status: None,
+    }
+}
+
+fn phase_rank(pod: &Pod) -> u8 {
+    match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Pending") | None => 0,
+        Some("Unknown") => 1,
+        Some("Running") => 2,
+        _ => 3,
+    }
+}
+
+fn deletion_cost(pod: &Pod) -> i64 {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(POD_DELETION_COST))
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .unwrap_or(0)
+}
+
+fn max_restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
+        .unwrap_or(0)
+}
+
+fn node_of(pod: &Pod) -> &str {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("")
+}
+
+/// Compares two pods for deletion: `Less` means `a` is deleted first. Unscheduled before
+/// scheduled, Pending before Unknown before Running, not Ready before Ready, lower
+/// deletion cost first, pods on crowded nodes (higher `rank`) first, more recently Ready
+/// first, more restarts first, newer before older.
+pub fn deletion_order(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize) -> Ordering {
+    let (na, nb) = (node_of(a).is_empty(), node_of(b).is_empty());
+    if na != nb {
+        return if na { Ordering::Less } else { Ordering::Greater };
+    }
+    let by_phase = phase_rank(a).cmp(&phase_rank(b));
+    if by_phase != Ordering::Equal {
+        return by_phase;
+    }
+    let (ra, rb) = (is_ready(a), is_ready(b));
+    if ra != rb {
+        return if ra { Ordering::Greater } else { Ordering::Less };
+    }
+    let by_cost = deletion_cost(a).cmp(&deletion_cost(b));
+    if by_cost != Ordering::Equal {
+        return by_cost;
+    }
+    if rank_a != rank_b {
+        return rank_b.cmp(&rank_a);
+    }
+    if ra && rb {
+        let (ta, tb) = (ready_since(a).flatten(), ready_since(b).flatten());
+        if ta != tb {
+            // More recently ready (later time) first; unknown times count as newest.
+            return match (ta, tb) {
+                (None, _) => Ordering::Less,
+                (_, None) => Ordering::Greater,
+                (Some(x), Some(y)) => y.cmp(&x),
+            };
+        }
+    }
+    let by_restarts = max_restarts(b).cmp(&max_restarts(a));
+    if by_restarts != Ordering::Equal {
+        return by_restarts;
+    }
+    let (ca, cb) =
+        (a.metadata.creation_timestamp.as_ref().map(|t| t.0), b.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    match (ca, cb) {
+        (None, None) => Ordering::Equal,
+        (None, _) => Ordering::Less,
+        (_, None) => Ordering::Greater,
+        (Some(x), Some(y)) => y.cmp(&x),
+    }
+}
+
+/// Picks the `count` pods to delete first from `pods`, ranking pods higher the more of
+/// `related` pods share their node.
+pub fn pods_to_delete<'a>(pods: &[&'a Pod], related: &[&Pod], count: usize) -> Vec<&'a Pod> {
+    let mut per_node: HashMap<&str, usize> = HashMap::new();
+    for p in related {
+        if is_active(p) {
+            *per_node.entry(node_of(p)).or_default() += 1;
+        }
+    }
+    let mut ranked: Vec<(&Pod, usize)> =
+        pods.iter().map(|p| (*p, per_node.get(node_of(p)).copied().unwrap_or(0))).collect();
+    ranked.sort_by(|(a, ra), (b, rb)| deletion_order(a, *ra, b, *rb));
+    ranked.into_iter().take(count).map(|(p, _)| p).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn pod(name: &str, node: &str, phase: &str, ready_at: Option<i64>, created: i64) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                creation_timestamp: Some(Time(Timestamp::from_second(created).unwrap())),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec { node_name: (!node.is_empty()).then(|| node.to_string()), ..PodSpec::default() }),
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                conditions: ready_at.map(|t| {
+                    vec![PodCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        last_transition_time: Some(Time(Timestamp::from_second(t).unwrap())),
+                        ..PodCondition::default()
+                    }]
+                }),
+                ..PodStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn deletes_unscheduled_then_not_ready_then_newer() {
+        let ready_old = pod("ready-old", "n1", "Running", Some(100), 10);
+        let ready_new = pod("ready-new", "n2", "Running", Some(100), 20);
+        let unscheduled = pod("unscheduled", "", "Pending", None, 5);
+        let not_ready = pod("not-ready", "n3", "Running", None, 1);
+        let pods = vec![&ready_old, &ready_new, &unscheduled, &not_ready];
+        let names: Vec<_> =
+            pods_to_delete(&pods, &[], 4).iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect();
+        assert_eq!(names, ["unscheduled", "not-ready", "ready-new", "ready-old"]);
+        assert_eq!(pods_to_delete(&pods, &[], 1).len(), 1);
+    }
+
+    #[test]
+    fn crowded_nodes_and_deletion_cost() {
+        let a = pod("a", "n1", "Running", Some(100), 10);
+        let b = pod("b", "n1", "Running", Some(100), 10);
+        let c = pod("c", "n2", "Running", Some(100), 30);
+        let pods = vec![&c, &a, &b];
+        let first = pods_to_delete(&pods, &pods, 1);
+        assert_ne!(first[0].metadata.name.as_deref(), Some("c"));
+        let mut cheap = c.clone();
+        cheap.metadata.annotations = Some([(POD_DELETION_COST.to_string(), "-5".to_string())].into());
+        let pods = vec![&a, &b, &cheap];
+        assert_eq!(pods_to_delete(&pods, &pods, 1)[0].metadata.name.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn availability_honours_min_ready_seconds() {
+        let p = pod("p", "n", "Running", Some(100), 1);
+        let now = Timestamp::from_second(105).unwrap();
+        assert!(is_available(&p, 0, now));
+        assert!(is_available(&p, 5, now));
+        assert!(!is_available(&p, 6, now));
+        assert_eq!(seconds_until_available(&p, 10, now), Some(5));
+        assert!(!is_available(&pod("q", "n", "Running", None, 1), 0, now));
+    }
+
+    #[test]
+    fn activity_and_selectors() {
+        let mut p = pod("p", "n", "Succeeded", None, 1);
+        assert!(!is_active(&p));
+        p.status = None;
+        assert!(is_active(&p));
+        assert_eq!(selector(None).err(), Some(SelectorError::Empty));
+        let sel = selector(Some(&LabelSelector {
+            match_labels: Some([("app".to_string(), "web".to_string())].into()),
+            ..LabelSelector::default()
+        }))
+        .unwrap();
+        assert!(matches(&sel, Some(&[("app".to_string(), "web".to_string())].into())));
+        assert!(!matches(&sel, None));
+    }
+}
