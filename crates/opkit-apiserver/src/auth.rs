@@ -15,10 +15,7 @@ pub struct UserInfo {
 impl UserInfo {
     /// The cluster administrator: user `admin` in `system:masters`.
     pub fn admin() -> UserInfo {
-        UserInfo {
-            name: "admin".into(),
-            groups: vec!["system:masters".into(), "system:authenticated".into()],
-        }
+        UserInfo { name: "admin".into(), groups: vec!["system:masters".into(), "system:authenticated".into()] }
     }
 }
 
@@ -44,10 +41,7 @@ impl TokenAuthenticator {
     /// The user of an `Authorization` header value, if it holds a known bearer token.
     pub fn authenticate(&self, authorization: Option<&str>) -> Option<UserInfo> {
         let value = authorization?;
-        let token = value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))?
-            .trim();
+        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?.trim();
         self.tokens.get(token).cloned()
     }
 }
@@ -57,9 +51,7 @@ pub fn random_token() -> String {
     use rand::Rng;
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let mut rng = rand::rng();
-    (0..32)
-        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
-        .collect()
+    (0..32).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect()
 }
 
 #[cfg(test)]
@@ -69,10 +61,7 @@ mod tests {
     #[test]
     fn bearer_tokens() {
         let a = TokenAuthenticator::with_admin("secret");
-        assert_eq!(
-            a.authenticate(Some("Bearer secret")),
-            Some(UserInfo::admin())
-        );
+        assert_eq!(a.authenticate(Some("Bearer secret")), Some(UserInfo::admin()));
         assert_eq!(a.authenticate(Some("Bearer nope")), None);
         assert_eq!(a.authenticate(Some("Basic secret")), None);
         assert_eq!(a.authenticate(None), None);

@@ -46,15 +46,10 @@ impl TlsMaterial {
     pub fn generate() -> Result<TlsMaterial, CertError> {
         let ca_key = KeyPair::generate()?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "opkit-ca");
+        ca_params.distinguished_name.push(DnType::CommonName, "opkit-ca");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        ca_params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let ca_cert = ca_params.self_signed(&ca_key)?;
         let issuer = Issuer::new(ca_params, ca_key);
         let key = KeyPair::generate()?;
@@ -65,31 +60,18 @@ impl TlsMaterial {
             "kubernetes".to_string(),
             "kubernetes.default.svc".to_string(),
         ])?;
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "opkit-apiserver");
+        params.distinguished_name.push(DnType::CommonName, "opkit-apiserver");
         let cert = params.signed_by(&key, &issuer)?;
-        Ok(TlsMaterial {
-            ca_pem: ca_cert.pem(),
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        })
+        Ok(TlsMaterial { ca_pem: ca_cert.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
 
     /// Loads `ca.crt`, `apiserver.crt` and `apiserver.key` from `dir`, generating and
     /// saving them first if any is missing.
     pub fn load_or_generate(dir: &Path) -> Result<TlsMaterial, CertError> {
         fn io(p: &Path) -> impl FnOnce(std::io::Error) -> CertError + '_ {
-            move |source| CertError::Io {
-                path: p.display().to_string(),
-                source,
-            }
+            move |source| CertError::Io { path: p.display().to_string(), source }
         }
-        let (ca, crt, key) = (
-            dir.join("ca.crt"),
-            dir.join("apiserver.crt"),
-            dir.join("apiserver.key"),
-        );
+        let (ca, crt, key) = (dir.join("ca.crt"), dir.join("apiserver.crt"), dir.join("apiserver.key"));
         if ca.exists() && crt.exists() && key.exists() {
             return Ok(TlsMaterial {
                 ca_pem: std::fs::read_to_string(&ca).map_err(io(&ca))?,
@@ -107,12 +89,11 @@ impl TlsMaterial {
 
     /// A rustls server config offering HTTP/2 and HTTP/1.1.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, CertError> {
-        let certs: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
-                .collect::<Result<_, _>>()
-                .map_err(|_| CertError::Pem("serving certificate".into()))?;
-        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
-            .map_err(|_| CertError::Pem("serving key".into()))?;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|_| CertError::Pem("serving certificate".into()))?;
+        let key =
+            PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).map_err(|_| CertError::Pem("serving key".into()))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
@@ -126,12 +107,7 @@ impl TlsMaterial {
 fn write_private(path: &Path, data: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
     f.write_all(data.as_bytes())
 }
 

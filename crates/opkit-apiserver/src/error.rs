@@ -47,21 +47,12 @@ pub struct Details {
 }
 
 fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}.{group}")
-    }
+    if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") }
 }
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            code,
-            reason,
-            message: message.into(),
-            details: Box::default(),
-        }
+        ApiError { code, reason, message: message.into(), details: Box::default() }
     }
 
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
@@ -75,31 +66,19 @@ impl ApiError {
 
     /// 404 NotFound for an object: `deployments.apps "web" not found`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", qualified(group, resource)),
-        )
-        .with_details(group, resource, name)
+        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, resource)))
+            .with_details(group, resource, name)
     }
 
     /// 404 NotFound for a path the server does not serve.
     pub fn no_route() -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        )
+        Self::new(404, "NotFound", "the server could not find the requested resource")
     }
 
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        Self::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", qualified(group, resource)),
-        )
-        .with_details(group, resource, name)
+        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource)))
+            .with_details(group, resource, name)
     }
 
     /// 409 Conflict for a stale resourceVersion.
@@ -116,13 +95,7 @@ impl ApiError {
     }
 
     /// 409 Conflict with a custom message (preconditions, SSA conflicts).
-    pub fn conflict_msg(
-        group: &str,
-        resource: &str,
-        name: &str,
-        message: String,
-        causes: Vec<Cause>,
-    ) -> Self {
+    pub fn conflict_msg(group: &str, resource: &str, name: &str, message: String, causes: Vec<Cause>) -> Self {
         let mut e = Self::new(409, "Conflict", message).with_details(group, resource, name);
         e.details.causes = causes;
         e
@@ -130,23 +103,11 @@ impl ApiError {
 
     /// 422 Invalid with one cause per field: `FlightTicket.flights.com "x" is invalid: spec.number: ...`.
     pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
-        let qualified_kind = if group.is_empty() {
-            kind.to_string()
-        } else {
-            format!("{kind}.{group}")
-        };
+        let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
         let text: Vec<String> = errors.iter().map(|e| e.to_message()).collect();
-        let summary = if text.len() == 1 {
-            text[0].clone()
-        } else {
-            format!("[{}]", text.join(", "))
-        };
-        let mut e = Self::new(
-            422,
-            "Invalid",
-            format!("{qualified_kind} \"{name}\" is invalid: {summary}"),
-        )
-        .with_details(group, kind, name);
+        let summary = if text.len() == 1 { text[0].clone() } else { format!("[{}]", text.join(", ")) };
+        let mut e = Self::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {summary}"))
+            .with_details(group, kind, name);
         e.details.causes = errors
             .iter()
             .map(|f| Cause {
@@ -178,10 +139,7 @@ impl ApiError {
         Self::new(
             405,
             "MethodNotAllowed",
-            format!(
-                "{verb} is not supported on resources of kind {}",
-                qualified(group, resource)
-            ),
+            format!("{verb} is not supported on resources of kind {}", qualified(group, resource)),
         )
         .with_details(group, resource, "")
     }
@@ -198,11 +156,7 @@ impl ApiError {
 
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
-        Self::new(
-            413,
-            "RequestEntityTooLarge",
-            format!("Request entity too large: limit is {limit}"),
-        )
+        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
     }
 
     /// 415 UnsupportedMediaType.
@@ -225,11 +179,7 @@ impl ApiError {
 
     /// 500 InternalError: only for server faults (storage), never client input.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(
-            500,
-            "InternalError",
-            format!("Internal error occurred: {}", message.into()),
-        )
+        Self::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
     }
 
     /// 503 ServiceUnavailable.
@@ -270,9 +220,7 @@ impl ApiError {
                 Value::Array(
                     d.causes
                         .iter()
-                        .map(
-                            |c| json!({"reason": c.reason, "message": c.message, "field": c.field}),
-                        )
+                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
                         .collect(),
                 ),
             );

@@ -89,11 +89,7 @@ impl JsonPath {
             return Err(JsonPathError::Empty);
         }
         let chars: Vec<char> = t.chars().collect();
-        let mut p = PathParser {
-            chars: &chars,
-            pos: 0,
-            expr: t,
-        };
+        let mut p = PathParser { chars: &chars, pos: 0, expr: t };
         let segments = p.parse_segments(false)?;
         if p.pos < chars.len() {
             return Err(p.unexpected());
@@ -124,10 +120,7 @@ impl PathParser<'_> {
     }
 
     fn unexpected(&self) -> JsonPathError {
-        JsonPathError::Unexpected {
-            ch: self.peek().unwrap_or(' '),
-            expr: self.expr.to_string(),
-        }
+        JsonPathError::Unexpected { ch: self.peek().unwrap_or(' '), expr: self.expr.to_string() }
     }
 
     /// Parses segments until end of input (or, inside a filter, until an operator/`)`).
@@ -174,10 +167,7 @@ impl PathParser<'_> {
                 self.pos += 2;
                 continue;
             }
-            if matches!(
-                c,
-                '.' | '[' | ']' | '(' | ')' | '=' | '!' | '<' | '>' | ',' | '\'' | '"'
-            ) || c.is_whitespace()
+            if matches!(c, '.' | '[' | ']' | '(' | ')' | '=' | '!' | '<' | '>' | ',' | '\'' | '"') || c.is_whitespace()
             {
                 break;
             }
@@ -187,11 +177,7 @@ impl PathParser<'_> {
         if name.is_empty() {
             return Err(self.unexpected());
         }
-        Ok(if name == "*" {
-            Segment::Wildcard
-        } else {
-            Segment::Field(name)
-        })
+        Ok(if name == "*" { Segment::Wildcard } else { Segment::Field(name) })
     }
 
     fn parse_bracket(&mut self) -> Result<Segment, JsonPathError> {
@@ -247,9 +233,7 @@ impl PathParser<'_> {
             }
         }
         match items.len() {
-            0 => Err(JsonPathError::InvalidIndex(
-                self.chars[start..self.pos].iter().collect(),
-            )),
+            0 => Err(JsonPathError::InvalidIndex(self.chars[start..self.pos].iter().collect())),
             1 => Ok(items.remove(0)),
             _ => Ok(Segment::Union(items)),
         }
@@ -307,9 +291,7 @@ impl PathParser<'_> {
                     "true" => Value::Bool(true),
                     "false" => Value::Bool(false),
                     "nil" | "null" => Value::Null,
-                    t => serde_json::from_str::<serde_json::Number>(t)
-                        .map(Value::Number)
-                        .map_err(|_| bad())?,
+                    t => serde_json::from_str::<serde_json::Number>(t).map(Value::Number).map_err(|_| bad())?,
                 };
                 Ok(Operand::Literal(lit))
             }
@@ -361,11 +343,7 @@ fn parse_index(raw: &str) -> Result<Segment, JsonPathError> {
         }
         let num = |s: &str| -> Result<Option<i64>, JsonPathError> {
             let s = s.trim();
-            if s.is_empty() {
-                Ok(None)
-            } else {
-                s.parse::<i64>().map(Some).map_err(|_| bad())
-            }
+            if s.is_empty() { Ok(None) } else { s.parse::<i64>().map(Some).map_err(|_| bad()) }
         };
         let start = num(parts[0])?;
         let end = num(parts.get(1).copied().unwrap_or(""))?;
@@ -473,10 +451,7 @@ fn compare(op: CmpOp, l: &Value, r: &Value) -> bool {
     let ord: Option<Ordering> = match (l, r) {
         (Value::Number(a), Value::Number(b)) => match (a.as_i64(), b.as_i64()) {
             (Some(x), Some(y)) => Some(x.cmp(&y)),
-            _ => a
-                .as_f64()
-                .zip(b.as_f64())
-                .and_then(|(x, y)| x.partial_cmp(&y)),
+            _ => a.as_f64().zip(b.as_f64()).and_then(|(x, y)| x.partial_cmp(&y)),
         },
         (Value::String(a), Value::String(b)) => Some(a.cmp(b)),
         (Value::Bool(a), Value::Bool(b)) if matches!(op, CmpOp::Eq | CmpOp::Ne) => Some(a.cmp(b)),
@@ -512,12 +487,7 @@ mod tests {
 
     fn eval(p: &str) -> Vec<Value> {
         let o = obj();
-        JsonPath::parse(p)
-            .unwrap()
-            .eval(&o)
-            .into_iter()
-            .cloned()
-            .collect()
+        JsonPath::parse(p).unwrap().eval(&o).into_iter().cloned().collect()
     }
 
     #[test]
@@ -530,22 +500,10 @@ mod tests {
 
     #[test]
     fn filters() {
-        assert_eq!(
-            eval(r#".status.conditions[?(@.type=="Ready")].status"#),
-            vec![json!("False")]
-        );
-        assert_eq!(
-            eval(".status.conditions[?(@.type=='Progressing')].status"),
-            vec![json!("True")]
-        );
-        assert_eq!(
-            eval(".spec.items[?(@.n > 1)].name"),
-            vec![json!("b"), json!("c")]
-        );
-        assert_eq!(
-            eval(".spec.items[?(@.n != 2)].name"),
-            vec![json!("a"), json!("c")]
-        );
+        assert_eq!(eval(r#".status.conditions[?(@.type=="Ready")].status"#), vec![json!("False")]);
+        assert_eq!(eval(".status.conditions[?(@.type=='Progressing')].status"), vec![json!("True")]);
+        assert_eq!(eval(".spec.items[?(@.n > 1)].name"), vec![json!("b"), json!("c")]);
+        assert_eq!(eval(".spec.items[?(@.n != 2)].name"), vec![json!("a"), json!("c")]);
         assert_eq!(eval(".status.conditions[?(@.type)].type").len(), 2);
         assert!(eval(r#".status.conditions[?(@.type=="Nope")].status"#).is_empty());
     }
@@ -555,10 +513,7 @@ mod tests {
         assert_eq!(eval(".spec.items[0].name"), vec![json!("a")]);
         assert_eq!(eval(".spec.items[-1].name"), vec![json!("c")]);
         assert!(eval(".spec.items[7].name").is_empty());
-        assert_eq!(
-            eval(".spec.items[*].name"),
-            vec![json!("a"), json!("b"), json!("c")]
-        );
+        assert_eq!(eval(".spec.items[*].name"), vec![json!("a"), json!("b"), json!("c")]);
         assert_eq!(eval(".spec.items[0:2].name"), vec![json!("a"), json!("b")]);
         assert_eq!(eval(".spec.items[0,2].name"), vec![json!("a"), json!("c")]);
         assert_eq!(eval("..name").len(), 4);
@@ -574,18 +529,9 @@ mod tests {
     #[test]
     fn parse_errors() {
         assert_eq!(JsonPath::parse(""), Err(JsonPathError::Empty));
-        assert!(matches!(
-            JsonPath::parse(".a[0"),
-            Err(JsonPathError::UnterminatedBracket(_))
-        ));
-        assert!(matches!(
-            JsonPath::parse(".a[x]"),
-            Err(JsonPathError::InvalidIndex(_))
-        ));
-        assert!(matches!(
-            JsonPath::parse(".a['x]"),
-            Err(JsonPathError::UnterminatedString(_))
-        ));
+        assert!(matches!(JsonPath::parse(".a[0"), Err(JsonPathError::UnterminatedBracket(_))));
+        assert!(matches!(JsonPath::parse(".a[x]"), Err(JsonPathError::InvalidIndex(_))));
+        assert!(matches!(JsonPath::parse(".a['x]"), Err(JsonPathError::UnterminatedString(_))));
         assert!(JsonPath::parse(".a[?(@.x==)]").is_err());
     }
 }

@@ -140,44 +140,21 @@ impl ApiServer {
             StorageConfig::InMemory => Store::in_memory(cfg.store.clone()),
             StorageConfig::Sqlite(p) => {
                 if let Some(parent) = p.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(io(format!("creating {}", parent.display())))?;
+                    std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
                 }
                 Store::open(Box::new(SqliteBackend::open(p)?), cfg.store.clone())?
             }
         };
         let registry = Registry::new(store, Arc::new(Catalog::new()));
-        registry
-            .restore_crds()
-            .await
-            .map_err(|e| ServerError::Bootstrap(e.message))?;
-        registry
-            .bootstrap()
-            .await
-            .map_err(|e| ServerError::Bootstrap(e.message))?;
-        let listener = TcpListener::bind(cfg.bind)
-            .await
-            .map_err(io(format!("binding {}", cfg.bind)))?;
-        let addr = listener
-            .local_addr()
-            .map_err(io("reading the bound address"))?;
-        let state = AppState::new(
-            registry.clone(),
-            TokenAuthenticator::with_admin(&token),
-            addr.to_string(),
-        );
+        registry.restore_crds().await.map_err(|e| ServerError::Bootstrap(e.message))?;
+        registry.bootstrap().await.map_err(|e| ServerError::Bootstrap(e.message))?;
+        let listener = TcpListener::bind(cfg.bind).await.map_err(io(format!("binding {}", cfg.bind)))?;
+        let addr = listener.local_addr().map_err(io("reading the bound address"))?;
+        let state = AppState::new(registry.clone(), TokenAuthenticator::with_admin(&token), addr.to_string());
         let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config()?);
         let (shutdown, rx) = watch::channel(false);
         let task = tokio::spawn(accept_loop(listener, acceptor, state, rx));
-        Ok(RunningServer {
-            addr,
-            tls,
-            token,
-            registry,
-            shutdown,
-            task: Some(task),
-            startup: started.elapsed(),
-        })
+        Ok(RunningServer { addr, tls, token, registry, shutdown, task: Some(task), startup: started.elapsed() })
     }
 }
 
@@ -259,8 +236,7 @@ impl RunningServer {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(io(format!("creating {}", parent.display())))?;
+            std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
         }
         let tmp = path.with_extension("tmp");
         let mut f = std::fs::OpenOptions::new()
@@ -270,8 +246,7 @@ impl RunningServer {
             .mode(0o600)
             .open(&tmp)
             .map_err(io(format!("writing {}", tmp.display())))?;
-        f.write_all(self.kubeconfig(context).as_bytes())
-            .map_err(io(format!("writing {}", tmp.display())))?;
+        f.write_all(self.kubeconfig(context).as_bytes()).map_err(io(format!("writing {}", tmp.display())))?;
         std::fs::rename(&tmp, path).map_err(io(format!("writing {}", path.display())))
     }
 

@@ -10,6 +10,10 @@
 //! - in-process `ApiServer::start` time;
 //! - Debian etcd's put throughput at the same payload and concurrency, as a ratio.
 //!
+//! `opkit-bench runtime` ([`runtime`]) compares the opkit controller runtime with a bare
+//! `kube::runtime::Controller` on the same trivial reconciler, and measures an opkit
+//! manager's memory in its own process.
+//!
 //! All traffic goes to 127.0.0.1, and every loop is bounded in count and time. Figures
 //! are printed next to their targets but never asserted. See `docs/benchmarks.md`.
 //!
@@ -19,6 +23,7 @@
 //! - [`client`] and [`load`]: the HTTP/1.1 client and the closed-loop load generator.
 //! - [`apiserver`] and [`etcd`]: the scenarios.
 //! - [`stats`] and [`report`]: percentiles, the report and its rendering.
+//! - [`runtime`]: the controller runtime benchmark.
 //!
 //! # Example
 //! From the command line (see `docs/benchmarks.md` for the flags):
@@ -50,6 +55,7 @@ pub mod config;
 pub mod etcd;
 pub mod load;
 pub mod report;
+pub mod runtime;
 pub mod serve;
 pub mod stats;
 

@@ -1,10 +1,13 @@
-//! The `opkit-bench` command: `apiserver` runs the API server benchmark; the hidden
-//! `serve` runs the server under test in a child process.
+//! The `opkit-bench` command: `apiserver` runs the API server benchmark, `runtime` the
+//! controller runtime benchmark; the hidden `serve` runs the server under test and the
+//! hidden `runtime-manager` the opkit manager whose memory is measured, each in a child
+//! process.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use opkit_bench::runtime::{RuntimeOptions, RuntimeWorkload};
 use opkit_bench::{Backend, Options, Workload, render_text, run};
 
 #[derive(Parser)]
@@ -58,6 +61,43 @@ enum Command {
         #[arg(short, long)]
         quiet: bool,
     },
+    /// Benchmark the opkit controller runtime against a bare kube::runtime::Controller
+    /// (controllers in this process, server in a child process, memory in another).
+    Runtime {
+        /// One run per row instead of five.
+        #[arg(long, conflicts_with = "tiny")]
+        quick: bool,
+        /// A seconds-long run on tiny numbers (a smoke test).
+        #[arg(long)]
+        tiny: bool,
+        /// Backlog sizes (repeatable; default 1000 and 10000).
+        #[arg(long = "objects")]
+        objects: Vec<usize>,
+        /// Runs per scenario, size and runtime.
+        #[arg(long)]
+        repeats: Option<usize>,
+        /// Concurrent reconciles of both controllers.
+        #[arg(long)]
+        concurrency: Option<usize>,
+        /// Objects created while the controller runs (0 skips the live scenario).
+        #[arg(long)]
+        live_objects: Option<usize>,
+        /// Objects the memory child caches (0 skips the memory measurement).
+        #[arg(long)]
+        memory_objects: Option<usize>,
+        /// Report format.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: Output,
+        /// Also write the JSON report to this file.
+        #[arg(long)]
+        save_json: Option<PathBuf>,
+        /// No progress lines on stderr.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Runs an opkit manager for the memory measurement (used by `runtime`).
+    #[command(hide = true)]
+    RuntimeManager,
     /// Runs a server and prints how to reach it (used by `apiserver`).
     #[command(hide = true)]
     Serve {
@@ -81,6 +121,63 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::RuntimeManager => match opkit_bench::runtime::manager_proc::run_child().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("opkit-bench runtime-manager: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Runtime {
+            quick,
+            tiny,
+            objects,
+            repeats,
+            concurrency,
+            live_objects,
+            memory_objects,
+            output,
+            save_json,
+            quiet,
+        } => {
+            let mut workload = if tiny {
+                RuntimeWorkload::tiny()
+            } else if quick {
+                RuntimeWorkload::quick()
+            } else {
+                RuntimeWorkload::full()
+            };
+            if !objects.is_empty() {
+                workload.backlog_objects = objects;
+            }
+            if let Some(n) = repeats {
+                workload.repeats = n.max(1);
+            }
+            if let Some(n) = concurrency {
+                workload.concurrency = n.max(1);
+            }
+            if let Some(n) = live_objects {
+                workload.live_objects = n;
+            }
+            if let Some(n) = memory_objects {
+                workload.memory_objects = n;
+            }
+            let exe = match std::env::current_exe() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("opkit-bench: cannot find its own executable: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let opts = RuntimeOptions { workload, exe, progress: !quiet };
+            match opkit_bench::runtime::run(&opts).await {
+                Ok(report) => emit(&report, output, save_json.as_deref(), opkit_bench::runtime::render_text),
+                Err(e) => {
+                    eprintln!("opkit-bench runtime: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Apiserver {
             quick,
             tiny,
@@ -152,4 +249,33 @@ async fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Prints `report` as text or JSON, and saves the JSON to `save_json` if given.
+fn emit<R: serde::Serialize>(
+    report: &R,
+    output: Output,
+    save_json: Option<&std::path::Path>,
+    text: fn(&R) -> String,
+) -> ExitCode {
+    if let Some(path) = save_json {
+        let written = serde_json::to_string_pretty(report)
+            .map_err(std::io::Error::other)
+            .and_then(|s| std::fs::write(path, s + "\n"));
+        if let Err(e) = written {
+            eprintln!("opkit-bench: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    match output {
+        Output::Text => print!("{}", text(report)),
+        Output::Json => match serde_json::to_string_pretty(report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("opkit-bench: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    }
+    ExitCode::SUCCESS
 }

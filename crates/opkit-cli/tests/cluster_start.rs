@@ -43,14 +43,16 @@ fn restart_keeps_objects_and_resource_versions_grow() {
     let kc = info["kubeconfig"].as_str().expect("kubeconfig").to_string();
     assert!(std::path::Path::new(&kc).exists());
     kubectl(&kc, &["create", "configmap", "kept", "--from-literal=a=b"]);
-    let rv1: u64 = kubectl(&kc, &["get", "cm", "kept", "-o", "jsonpath={.metadata.resourceVersion}"]).parse().expect("rv");
+    let rv1: u64 =
+        kubectl(&kc, &["get", "cm", "kept", "-o", "jsonpath={.metadata.resourceVersion}"]).parse().expect("rv");
     stop(child);
 
     let (child, info) = start(dir.path());
     let kc = info["kubeconfig"].as_str().expect("kubeconfig").to_string();
     assert_eq!(kubectl(&kc, &["get", "cm", "kept", "-o", "jsonpath={.data.a}"]), "b");
     kubectl(&kc, &["create", "configmap", "new"]);
-    let rv2: u64 = kubectl(&kc, &["get", "cm", "new", "-o", "jsonpath={.metadata.resourceVersion}"]).parse().expect("rv");
+    let rv2: u64 =
+        kubectl(&kc, &["get", "cm", "new", "-o", "jsonpath={.metadata.resourceVersion}"]).parse().expect("rv");
     assert!(rv2 > rv1, "resourceVersions keep growing across restarts ({rv2} > {rv1})");
     stop(child);
 }

@@ -400,3 +400,58 @@ async fn replicaset_adopts_orphans_and_releases_mismatches() -> Result<(), Error
         .await?;
     Ok(())
 }
+
+fn set_image(image: &str) -> serde_json::Value {
+    json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": image}]}}}})
+}
+
+#[tokio::test]
+async fn paused_deployments_scale_but_do_not_roll_out_and_history_is_limited() -> Result<(), Error> {
+    let env = TestEnv::start().await?;
+    let deployments: Api<Deployment> = Api::default_namespaced(env.client());
+    let rss: Api<ReplicaSet> = Api::default_namespaced(env.client());
+    let mut d =
+        deployment("app", 2, json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}))?;
+    if let Some(spec) = d.spec.as_mut() {
+        spec.revision_history_limit = Some(1);
+    }
+    deployments.create(&PostParams::default(), &d).await?;
+    let d = wait(&deployments, "app", complete(2)).await?;
+    let first = owned_rs(&rss.list(&ListParams::default()).await?.items, &d);
+    let first = first.first().ok_or("no ReplicaSet")?.clone();
+
+    kubectl(&env, &["rollout", "pause", "deployment/app"]).await?;
+    deployments.patch("app", &PatchParams::default(), &Patch::Strategic(&set_image("nginx:1"))).await?;
+    kubectl(&env, &["scale", "deployment/app", "--replicas=3"]).await?;
+    let paused = wait(&deployments, "app", |d: Option<&Deployment>| {
+        d.is_some_and(|d| {
+            let s = d.status.clone().unwrap_or_default();
+            s.observed_generation >= d.metadata.generation && s.available_replicas == Some(3)
+        })
+    })
+    .await?;
+    let s = paused.status.clone().unwrap_or_default();
+    let progressing = s.conditions.iter().flatten().find(|c| c.type_ == "Progressing").cloned().unwrap_or_default();
+    assert_eq!(progressing.reason.as_deref(), Some("DeploymentPaused"));
+    assert_eq!(progressing.status, "Unknown");
+    assert_eq!(s.updated_replicas, Some(0), "a paused Deployment must not roll out");
+    assert_eq!(owned_rs(&rss.list(&ListParams::default()).await?.items, &paused).len(), 1);
+
+    kubectl(&env, &["rollout", "resume", "deployment/app"]).await?;
+    kubectl(&env, &["rollout", "status", "deployment/app", "--timeout=60s"]).await?;
+    deployments.patch("app", &PatchParams::default(), &Patch::Strategic(&set_image("nginx:2"))).await?;
+    kubectl(&env, &["rollout", "status", "deployment/app", "--timeout=60s"]).await?;
+    // revisionHistoryLimit 1: the first ReplicaSet is deleted, one old one is kept.
+    let uid = first.metadata.uid.clone().unwrap_or_default();
+    tokio::time::timeout(
+        WAIT,
+        await_condition(rss.clone(), &first.name_any(), kube::runtime::wait::conditions::is_deleted(&uid)),
+    )
+    .await
+    .map_err(|_| "first ReplicaSet not cleaned up")??;
+    let d = wait(&deployments, "app", complete(3)).await?;
+    let left = owned_rs(&rss.list(&ListParams::default()).await?.items, &d);
+    let revisions: BTreeSet<String> = left.iter().map(revision).collect();
+    assert_eq!(revisions, ["2".to_string(), "3".to_string()].into());
+    Ok(())
+}

@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
-
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
@@ -500,44 +498,5 @@ async fn scheduler_alone_marks_pods_scheduled() -> Result<(), Error> {
     .await?;
     assert!(node_of(&p).starts_with("opkit-worker-"));
     assert_eq!(phase(&p), "Pending", "no kubelet runs it");
-    Ok(())
-}
-
-/// Throughput figures: `cargo test -p opkit-controllers --test pods -- --ignored --nocapture`.
-#[tokio::test]
-#[ignore]
-async fn many_pods_throughput() -> Result<(), Error> {
-    let count: usize = std::env::var("OPKIT_PODS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
-    let cfg = ControllersConfig { nodes: count.div_ceil(100).max(3), ..Default::default() };
-    let env = TestEnv::builder().controllers(cfg).start().await?;
-    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
-    let t0 = tokio::time::Instant::now();
-    let template = pod("x", json!({}))?;
-    futures::stream::iter(0..count)
-        .map(|i| {
-            let (pods, mut p) = (pods.clone(), template.clone());
-            p.metadata.name = Some(format!("p-{i}"));
-            async move { pods.create(&PostParams::default(), &p).await }
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
-    let created = t0.elapsed();
-    loop {
-        let list = pods.list(&ListParams::default()).await?;
-        let ready = list.items.iter().filter(|p| is_ready(Some(p))).count();
-        let bound = list.items.iter().filter(|p| !node_of(p).is_empty()).count();
-        eprintln!("{:?}: {bound} bound, {ready} ready", t0.elapsed());
-        if ready == count {
-            break;
-        }
-        if t0.elapsed() > Duration::from_secs(600) {
-            return Err(format!("only {ready}/{count} ready").into());
-        }
-        tokio::time::sleep(Duration::from_millis(2000)).await;
-    }
-    eprintln!("{count} pods: created in {created:?}, all Ready after {:?}", t0.elapsed());
     Ok(())
 }

@@ -174,9 +174,7 @@ impl TestEnv {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => return Err(TestEnvError::Timeout(format!("CRD {name}: {e}"))),
                 Err(_) => {
-                    return Err(TestEnvError::Timeout(format!(
-                        "CRD {name} to be established"
-                    )));
+                    return Err(TestEnvError::Timeout(format!("CRD {name} to be established")));
                 }
             }
         }
@@ -191,14 +189,10 @@ impl TestEnv {
         let mut out = Vec::new();
         let mut discovery = Discovery::new(self.client()).run().await?;
         for doc in docs.into_iter().filter(|d| !d.is_null()) {
-            let obj: DynamicObject =
-                serde_json::from_value(doc).map_err(|e| TestEnvError::Yaml(e.to_string()))?;
-            let types = obj
-                .types
-                .clone()
-                .ok_or_else(|| TestEnvError::Yaml("a document has no apiVersion/kind".into()))?;
-            let gvk = GroupVersionKind::try_from(&types)
-                .map_err(|e| TestEnvError::Yaml(e.to_string()))?;
+            let obj: DynamicObject = serde_json::from_value(doc).map_err(|e| TestEnvError::Yaml(e.to_string()))?;
+            let types =
+                obj.types.clone().ok_or_else(|| TestEnvError::Yaml("a document has no apiVersion/kind".into()))?;
+            let gvk = GroupVersionKind::try_from(&types).map_err(|e| TestEnvError::Yaml(e.to_string()))?;
             let found = match discovery.resolve_gvk(&gvk) {
                 Some(f) => Some(f),
                 None => {
@@ -206,15 +200,10 @@ impl TestEnv {
                     discovery.resolve_gvk(&gvk)
                 }
             };
-            let (ar, caps) = found.ok_or_else(|| {
-                TestEnvError::UnknownKind(format!("{}/{}", types.api_version, types.kind))
-            })?;
+            let (ar, caps) =
+                found.ok_or_else(|| TestEnvError::UnknownKind(format!("{}/{}", types.api_version, types.kind)))?;
             let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
-                let ns = obj
-                    .metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into());
+                let ns = obj.metadata.namespace.clone().unwrap_or_else(|| "default".into());
                 Api::namespaced_with(self.client(), &ns, &ar)
             } else {
                 Api::all_with(self.client(), &ar)
@@ -224,13 +213,7 @@ impl TestEnv {
                 .name
                 .clone()
                 .ok_or_else(|| TestEnvError::Yaml("a document has no metadata.name".into()))?;
-            let applied = api
-                .patch(
-                    &name,
-                    &PatchParams::apply("opkit-testenv").force(),
-                    &Patch::Apply(&obj),
-                )
-                .await?;
+            let applied = api.patch(&name, &PatchParams::apply("opkit-testenv").force(), &Patch::Apply(&obj)).await?;
             out.push(applied);
         }
         Ok(out)
@@ -238,8 +221,8 @@ impl TestEnv {
 }
 
 async fn client_for(server: &RunningServer) -> Result<Client, TestEnvError> {
-    let kubeconfig = Kubeconfig::from_yaml(&server.kubeconfig("opkit"))
-        .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+    let kubeconfig =
+        Kubeconfig::from_yaml(&server.kubeconfig("opkit")).map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;

@@ -80,11 +80,7 @@ spec:
 /// The versioned kubectl binaries sit next to the real `kubectl` on PATH.
 fn kubectl_binary(version: &str) -> PathBuf {
     let on_path = std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("kubectl"))
-                .find(|c| c.exists())
-        })
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("kubectl")).find(|c| c.exists()))
         .expect("kubectl must be on PATH");
     let real = std::fs::canonicalize(&on_path).expect("resolve kubectl");
     let versioned = real.with_file_name(format!("kubectl.{version}"));
@@ -99,19 +95,13 @@ struct Kubectl {
 
 impl Kubectl {
     fn new(version: &str, env: &TestEnv) -> Self {
-        Kubectl {
-            bin: kubectl_binary(version),
-            kubeconfig: env.kubeconfig_path().to_path_buf(),
-        }
+        Kubectl { bin: kubectl_binary(version), kubeconfig: env.kubeconfig_path().to_path_buf() }
     }
 
     fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.bin);
         c.env("KUBECONFIG", &self.kubeconfig)
-            .env(
-                "HOME",
-                self.kubeconfig.parent().unwrap_or(Path::new("/tmp")),
-            )
+            .env("HOME", self.kubeconfig.parent().unwrap_or(Path::new("/tmp")))
             .args(["--request-timeout=20s"])
             .args(args);
         c
@@ -126,12 +116,7 @@ impl Kubectl {
             .spawn()
             .expect("spawn kubectl");
         if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(input.as_bytes())
-                .expect("write stdin");
+            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
         } else {
             drop(child.stdin.take());
         }
@@ -143,10 +128,7 @@ impl Kubectl {
         let out = self.run(args, stdin);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed\nstdout: {stdout}\nstderr: {stderr}"
-        );
+        assert!(out.status.success(), "kubectl {args:?} failed\nstdout: {stdout}\nstderr: {stderr}");
         stdout
     }
 
@@ -192,136 +174,54 @@ async fn suite(version: &str) {
     let env = TestEnv::start().await.expect("start control plane");
     let k = Kubectl::new(version, &env);
     let server_version = k.ok(&["version", "-o", "json"], None);
-    assert!(
-        server_version.contains("\"minor\": \"33\""),
-        "{server_version}"
-    );
+    assert!(server_version.contains("\"minor\": \"33\""), "{server_version}");
     let resources = k.ok(&["api-resources"], None);
-    for r in [
-        "deployments",
-        "customresourcedefinitions",
-        "leases",
-        "horizontalpodautoscalers",
-    ] {
-        assert!(
-            resources.contains(r),
-            "api-resources lacks {r}:\n{resources}"
-        );
+    for r in ["deployments", "customresourcedefinitions", "leases", "horizontalpodautoscalers"] {
+        assert!(resources.contains(r), "api-resources lacks {r}:\n{resources}");
     }
     let versions = k.ok(&["api-versions"], None);
-    assert!(
-        versions.contains("apps/v1") && versions.contains("coordination.k8s.io/v1"),
-        "{versions}"
-    );
+    assert!(versions.contains("apps/v1") && versions.contains("coordination.k8s.io/v1"), "{versions}");
     assert!(k.ok(&["cluster-info"], None).contains("is running at"));
 
     // A CRD, established, then custom resources through its short name.
     k.ok(&["apply", "-f", "-"], Some(CRD));
-    k.ok(
-        &[
-            "wait",
-            "--for",
-            "condition=established",
-            "crd/flighttickets.flights.com",
-            "--timeout=20s",
-        ],
-        None,
-    );
+    k.ok(&["wait", "--for", "condition=established", "crd/flighttickets.flights.com", "--timeout=20s"], None);
     k.ok(&["apply", "-f", "-"], Some(TICKET));
     let table = k.ok(&["get", "ft"], None);
-    assert!(
-        table.contains("my-flight-ticket") && table.contains("Mumbai") && table.contains("FROM"),
-        "{table}"
-    );
+    assert!(table.contains("my-flight-ticket") && table.contains("Mumbai") && table.contains("FROM"), "{table}");
     let yaml = k.ok(&["get", "ft", "my-flight-ticket", "-o", "yaml"], None);
-    assert!(
-        yaml.contains("number: 2") && yaml.contains("resourceVersion:"),
-        "{yaml}"
-    );
+    assert!(yaml.contains("number: 2") && yaml.contains("resourceVersion:"), "{yaml}");
     let json: serde_json::Value =
-        serde_json::from_str(&k.ok(&["get", "ft", "my-flight-ticket", "-o", "json"], None))
-            .expect("json");
+        serde_json::from_str(&k.ok(&["get", "ft", "my-flight-ticket", "-o", "json"], None)).expect("json");
     assert_eq!(json["spec"]["to"], "Dubai");
 
     // `get -w` shows a later change.
     let mut watch = k
-        .command(&[
-            "get",
-            "ft",
-            "-w",
-            "-o",
-            "custom-columns=NAME:.metadata.name,NUMBER:.spec.number",
-            "--no-headers",
-        ])
+        .command(&["get", "ft", "-w", "-o", "custom-columns=NAME:.metadata.name,NUMBER:.spec.number", "--no-headers"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn watch");
     let lines = line_reader(&mut watch);
-    wait_line(&lines, "the initial row", |l| {
-        l.contains("my-flight-ticket") && l.contains(" 2")
-    });
-    k.ok(
-        &[
-            "patch",
-            "ft",
-            "my-flight-ticket",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"number":7}}"#,
-        ],
-        None,
-    );
-    wait_line(&lines, "the watched change", |l| {
-        l.contains("my-flight-ticket") && l.contains(" 7")
-    });
+    wait_line(&lines, "the initial row", |l| l.contains("my-flight-ticket") && l.contains(" 2"));
+    k.ok(&["patch", "ft", "my-flight-ticket", "--type", "merge", "-p", r#"{"spec":{"number":7}}"#], None);
+    wait_line(&lines, "the watched change", |l| l.contains("my-flight-ticket") && l.contains(" 7"));
     let _ = watch.kill();
     let _ = watch.wait();
 
     // Validation: schema violations name the field; unknown fields are reported under strict.
-    let bad = TICKET
-        .replace("number: 2", "number: 11")
-        .replace("my-flight-ticket", "bad-ticket");
+    let bad = TICKET.replace("number: 2", "number: 11").replace("my-flight-ticket", "bad-ticket");
     let err = k.fails(&["apply", "-f", "-"], Some(&bad));
-    assert!(
-        err.contains("spec.number") && err.contains("less than or equal to 10"),
-        "{err}"
-    );
-    let unknown = TICKET
-        .replace("number: 2", "number: 3\n  bogus: true")
-        .replace("my-flight-ticket", "strict-ticket");
+    assert!(err.contains("spec.number") && err.contains("less than or equal to 10"), "{err}");
+    let unknown = TICKET.replace("number: 2", "number: 3\n  bogus: true").replace("my-flight-ticket", "strict-ticket");
     let err = k.fails(&["apply", "--validate=strict", "-f", "-"], Some(&unknown));
-    assert!(
-        err.contains("unknown field") && err.contains("bogus"),
-        "{err}"
-    );
+    assert!(err.contains("unknown field") && err.contains("bogus"), "{err}");
 
     // Namespaces and built-ins, labels and annotations.
     k.ok(&["create", "namespace", "team-a"], None);
     k.ok(&["apply", "-n", "team-a", "-f", "-"], Some(DEPLOYMENT));
-    k.ok(
-        &[
-            "label",
-            "-n",
-            "team-a",
-            "deployment",
-            "web",
-            "tier=frontend",
-        ],
-        None,
-    );
-    k.ok(
-        &[
-            "annotate",
-            "-n",
-            "team-a",
-            "deployment",
-            "web",
-            "note=hello",
-        ],
-        None,
-    );
+    k.ok(&["label", "-n", "team-a", "deployment", "web", "tier=frontend"], None);
+    k.ok(&["annotate", "-n", "team-a", "deployment", "web", "note=hello"], None);
     let labels = k.ok(
         &[
             "get",
@@ -337,20 +237,7 @@ async fn suite(version: &str) {
     assert_eq!(labels, "frontend hello");
 
     // The three patch types.
-    k.ok(
-        &[
-            "patch",
-            "-n",
-            "team-a",
-            "deploy",
-            "web",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"replicas":3}}"#,
-        ],
-        None,
-    );
+    k.ok(&["patch", "-n", "team-a", "deploy", "web", "--type", "merge", "-p", r#"{"spec":{"replicas":3}}"#], None);
     k.ok(
         &[
             "patch",
@@ -366,7 +253,17 @@ async fn suite(version: &str) {
         None,
     );
     k.ok(
-        &["patch", "-n", "team-a", "deploy", "web", "--type", "strategic", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.26"}]}}}}"#],
+        &[
+            "patch",
+            "-n",
+            "team-a",
+            "deploy",
+            "web",
+            "--type",
+            "strategic",
+            "-p",
+            r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.26"}]}}}}"#,
+        ],
         None,
     );
     let state = k.ok(
@@ -388,79 +285,25 @@ async fn suite(version: &str) {
         &["apply", "--server-side", "--field-manager=ci", "-f", "-"],
         Some(&DEPLOYMENT.replace("name: web", "name: api")),
     );
-    let other = DEPLOYMENT
-        .replace("name: web", "name: api")
-        .replace("replicas: 2", "replicas: 6");
-    let err = k.fails(
-        &["apply", "--server-side", "--field-manager=other", "-f", "-"],
-        Some(&other),
-    );
-    assert!(
-        err.contains("conflict") && err.contains(".spec.replicas"),
-        "{err}"
-    );
-    k.ok(
-        &[
-            "apply",
-            "--server-side",
-            "--field-manager=other",
-            "--force-conflicts",
-            "-f",
-            "-",
-        ],
-        Some(&other),
-    );
-    assert_eq!(
-        k.ok(
-            &["get", "deploy", "api", "-o", "jsonpath={.spec.replicas}"],
-            None
-        ),
-        "6"
-    );
+    let other = DEPLOYMENT.replace("name: web", "name: api").replace("replicas: 2", "replicas: 6");
+    let err = k.fails(&["apply", "--server-side", "--field-manager=other", "-f", "-"], Some(&other));
+    assert!(err.contains("conflict") && err.contains(".spec.replicas"), "{err}");
+    k.ok(&["apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", "-"], Some(&other));
+    assert_eq!(k.ok(&["get", "deploy", "api", "-o", "jsonpath={.spec.replicas}"], None), "6");
 
     // Scale, explain, get all.
-    k.ok(
-        &["scale", "-n", "team-a", "deployment", "web", "--replicas=5"],
-        None,
-    );
-    assert_eq!(
-        k.ok(
-            &[
-                "get",
-                "-n",
-                "team-a",
-                "deploy",
-                "web",
-                "-o",
-                "jsonpath={.spec.replicas}"
-            ],
-            None
-        ),
-        "5"
-    );
+    k.ok(&["scale", "-n", "team-a", "deployment", "web", "--replicas=5"], None);
+    assert_eq!(k.ok(&["get", "-n", "team-a", "deploy", "web", "-o", "jsonpath={.spec.replicas}"], None), "5");
     let explain = k.ok(&["explain", "flightticket.spec"], None);
-    assert!(
-        explain.contains("number") && explain.contains("integer"),
-        "{explain}"
-    );
+    assert!(explain.contains("number") && explain.contains("integer"), "{explain}");
     let all = k.ok(&["get", "all", "-A"], None);
-    assert!(
-        all.contains("deployment.apps/web")
-            && all.contains("flightticket.flights.com/my-flight-ticket"),
-        "{all}"
-    );
+    assert!(all.contains("deployment.apps/web") && all.contains("flightticket.flights.com/my-flight-ticket"), "{all}");
 
     // Delete and wait until gone.
     k.ok(&["delete", "ft", "my-flight-ticket", "--wait"], None);
     let err = k.fails(&["get", "ft", "my-flight-ticket"], None);
-    assert!(
-        err.contains("NotFound") || err.contains("not found"),
-        "{err}"
-    );
-    k.ok(
-        &["delete", "-n", "team-a", "deployment", "web", "--wait"],
-        None,
-    );
+    assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
+    k.ok(&["delete", "-n", "team-a", "deployment", "web", "--wait"], None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,16 +11,11 @@ async fn configmap_crud() {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("a".into());
     cm.data = Some([("k".to_string(), "v".to_string())].into());
-    let created = api
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("create");
+    let created = api.create(&PostParams::default(), &cm).await.expect("create");
     assert!(created.metadata.uid.is_some());
     let list = api.list(&ListParams::default()).await.expect("list");
     assert_eq!(list.items.len(), 1);
-    api.delete("a", &DeleteParams::default())
-        .await
-        .expect("delete");
+    api.delete("a", &DeleteParams::default()).await.expect("delete");
     let err = api.get("a").await.expect_err("gone");
     match err {
         kube::Error::Api(s) => assert_eq!(s.code, 404),

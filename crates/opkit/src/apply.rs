@@ -35,14 +35,8 @@ where
 {
     let mut value = serde_json::to_value(obj)?;
     let map = value.as_object_mut().ok_or(ApplyError::NotAnObject)?;
-    for (key, want) in [
-        ("apiVersion", K::api_version(&()).to_string()),
-        ("kind", K::kind(&()).to_string()),
-    ] {
-        let missing = map
-            .get(key)
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty);
+    for (key, want) in [("apiVersion", K::api_version(&()).to_string()), ("kind", K::kind(&()).to_string())] {
+        let missing = map.get(key).and_then(Value::as_str).is_none_or(str::is_empty);
         if missing {
             map.insert(key.to_string(), Value::String(want));
         }
@@ -74,9 +68,7 @@ where
 {
     let name = name_of(obj)?;
     let body = apply_body(obj)?;
-    Ok(api
-        .patch(&name, &apply_params(field_manager), &Patch::Apply(&body))
-        .await?)
+    Ok(api.patch(&name, &apply_params(field_manager), &Patch::Apply(&body)).await?)
 }
 
 /// Server-side applies `obj`'s status through the `/status` subresource as `field_manager`,
@@ -87,9 +79,7 @@ where
 {
     let name = name_of(obj)?;
     let body = apply_body(obj)?;
-    Ok(api
-        .patch_status(&name, &apply_params(field_manager), &Patch::Apply(&body))
-        .await?)
+    Ok(api.patch_status(&name, &apply_params(field_manager), &Patch::Apply(&body)).await?)
 }
 
 #[cfg(test)]
@@ -125,10 +115,7 @@ mod tests {
 
     #[test]
     fn missing_name_is_an_error() {
-        assert!(matches!(
-            name_of(&ConfigMap::default()),
-            Err(ApplyError::MissingName)
-        ));
+        assert!(matches!(name_of(&ConfigMap::default()), Err(ApplyError::MissingName)));
     }
 
     #[tokio::test]
@@ -137,37 +124,18 @@ mod tests {
         let env = opkit_testenv::TestEnv::start().await.expect("test env");
         let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
         let desired = |keys: &[&str]| ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("applied".into()),
-                ..ObjectMeta::default()
-            },
-            data: Some(
-                keys.iter()
-                    .map(|k| (k.to_string(), format!("value-{k}")))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
+            metadata: ObjectMeta { name: Some("applied".into()), ..ObjectMeta::default() },
+            data: Some(keys.iter().map(|k| (k.to_string(), format!("value-{k}"))).collect::<BTreeMap<_, _>>()),
             ..ConfigMap::default()
         };
         // Created by another manager, then taken over by force.
-        let pp = kube::api::PostParams {
-            field_manager: Some("creator".into()),
-            ..Default::default()
-        };
-        cms.create(&pp, &desired(&["a", "b", "c"]))
-            .await
-            .expect("create");
-        let second = apply(&cms, "opkit-test", &desired(&["a", "b"]))
-            .await
-            .expect("first");
+        let pp = kube::api::PostParams { field_manager: Some("creator".into()), ..Default::default() };
+        cms.create(&pp, &desired(&["a", "b", "c"])).await.expect("create");
+        let second = apply(&cms, "opkit-test", &desired(&["a", "b"])).await.expect("first");
         assert_eq!(second.data, desired(&["a", "b", "c"]).data);
-        let third = apply(&cms, "opkit-test", &desired(&["a", "b"]))
-            .await
-            .expect("second");
+        let third = apply(&cms, "opkit-test", &desired(&["a", "b"])).await.expect("second");
         // Re-applying the same intent changes nothing.
-        assert_eq!(
-            second.metadata.resource_version,
-            third.metadata.resource_version
-        );
+        assert_eq!(second.metadata.resource_version, third.metadata.resource_version);
         assert_eq!(third.data, desired(&["a", "b", "c"]).data);
         assert!(
             third
@@ -175,49 +143,24 @@ mod tests {
                 .managed_fields
                 .iter()
                 .flatten()
-                .any(|m| m.manager.as_deref() == Some("opkit-test")
-                    && m.operation.as_deref() == Some("Apply"))
+                .any(|m| m.manager.as_deref() == Some("opkit-test") && m.operation.as_deref() == Some("Apply"))
         );
 
         // A key only this manager applied is removed when it is left out again; keys the
         // creator also owns stay.
-        let added = apply(&cms, "opkit-test", &desired(&["a", "b", "d"]))
-            .await
-            .expect("add d");
+        let added = apply(&cms, "opkit-test", &desired(&["a", "b", "d"])).await.expect("add d");
         assert_eq!(added.data, desired(&["a", "b", "c", "d"]).data);
-        let pruned = apply(&cms, "opkit-test", &desired(&["a"]))
-            .await
-            .expect("prune");
+        let pruned = apply(&cms, "opkit-test", &desired(&["a"])).await.expect("prune");
         assert_eq!(pruned.data, desired(&["a", "b", "c"]).data);
 
         // Force takes over a value another manager set, and an object read back (with
         // managedFields) can be applied as is.
         let mut theirs = pruned.clone();
         theirs.data = Some(BTreeMap::from([("a".to_string(), "theirs".to_string())]));
-        let theirs = apply(&cms, "someone-else", &theirs)
-            .await
-            .expect("conflicting apply");
-        assert_eq!(
-            theirs
-                .data
-                .as_ref()
-                .and_then(|d| d.get("a"))
-                .map(String::as_str),
-            Some("theirs")
-        );
-        let ours = apply(&cms, "opkit-test", &desired(&["a"]))
-            .await
-            .expect("forced");
-        assert_eq!(
-            ours.data
-                .as_ref()
-                .and_then(|d| d.get("a"))
-                .map(String::as_str),
-            Some("value-a")
-        );
-        assert!(matches!(
-            apply(&cms, "opkit-test", &ConfigMap::default()).await,
-            Err(ApplyError::MissingName)
-        ));
+        let theirs = apply(&cms, "someone-else", &theirs).await.expect("conflicting apply");
+        assert_eq!(theirs.data.as_ref().and_then(|d| d.get("a")).map(String::as_str), Some("theirs"));
+        let ours = apply(&cms, "opkit-test", &desired(&["a"])).await.expect("forced");
+        assert_eq!(ours.data.as_ref().and_then(|d| d.get("a")).map(String::as_str), Some("value-a"));
+        assert!(matches!(apply(&cms, "opkit-test", &ConfigMap::default()).await, Err(ApplyError::MissingName)));
     }
 }

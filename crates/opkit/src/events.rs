@@ -91,11 +91,7 @@ impl std::fmt::Debug for Recorder {
 impl Recorder {
     /// A recorder reporting as `reporting_controller` (e.g. `example.com/widget-controller`)
     /// from `reporting_instance` (e.g. the pod name).
-    pub fn new(
-        client: Client,
-        reporting_controller: impl Into<String>,
-        reporting_instance: impl Into<String>,
-    ) -> Self {
+    pub fn new(client: Client, reporting_controller: impl Into<String>, reporting_instance: impl Into<String>) -> Self {
         Recorder {
             client,
             reporting_controller: reporting_controller.into(),
@@ -140,8 +136,7 @@ impl Recorder {
         action: &str,
         note: &str,
     ) -> kube::Result<()> {
-        self.publish_with_related(regarding, None, type_, reason, action, note)
-            .await
+        self.publish_with_related(regarding, None, type_, reason, action, note).await
     }
 
     /// Records an event about object `obj` (see [`Recorder::publish`]).
@@ -153,8 +148,7 @@ impl Recorder {
         action: &str,
         note: &str,
     ) -> kube::Result<()> {
-        self.publish(&obj.object_ref(&()), type_, reason, action, note)
-            .await
+        self.publish(&obj.object_ref(&()), type_, reason, action, note).await
     }
 
     /// Records an event about `regarding` that also involves a secondary `related` object.
@@ -188,8 +182,7 @@ impl Recorder {
                     (Err(entry.write.clone()), false)
                 }
                 None => {
-                    let event =
-                        self.new_event(regarding, related, type_, reason, action, note, now);
+                    let event = self.new_event(regarding, related, type_, reason, action, note, now);
                     let namespace = event.metadata.namespace.clone().unwrap_or_default();
                     let write = Arc::new(tokio::sync::Mutex::new(()));
                     // Hold the write lock from the start so repeats wait for the create.
@@ -214,14 +207,9 @@ impl Recorder {
             Err(write) => write.lock_owned().await,
         };
         // Read the newest state: concurrent repeats may have bumped the count meanwhile.
-        let Some((namespace, mut event, count, last)) = self.cache.lock().get(&key).map(|e| {
-            (
-                e.namespace.clone(),
-                e.event.clone(),
-                e.count,
-                e.last_observed,
-            )
-        }) else {
+        let Some((namespace, mut event, count, last)) =
+            self.cache.lock().get(&key).map(|e| (e.namespace.clone(), e.event.clone(), e.count, e.last_observed))
+        else {
             return Ok(());
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
@@ -237,10 +225,7 @@ impl Recorder {
             return Ok(());
         }
         let patch = json!({ "series": series(count, last) });
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => Ok(()),
             // The event expired on the server; record it again with its series.
             Err(kube::Error::Api(s)) if s.is_not_found() => {
@@ -255,10 +240,7 @@ impl Recorder {
     /// Drops a cache entry whose creation failed so the next occurrence tries again.
     fn forget(&self, key: &EventKey, name: &str) {
         let mut cache = self.cache.lock();
-        if cache
-            .get(key)
-            .is_some_and(|e| e.event.metadata.name.as_deref() == Some(name))
-        {
+        if cache.get(key).is_some_and(|e| e.event.metadata.name.as_deref() == Some(name)) {
             cache.remove(key);
         }
     }
@@ -280,10 +262,7 @@ impl Recorder {
         };
         Event {
             metadata: ObjectMeta {
-                name: Some(event_name(
-                    regarding.name.as_deref().unwrap_or_default(),
-                    now,
-                )),
+                name: Some(event_name(regarding.name.as_deref().unwrap_or_default(), now)),
                 namespace: Some(namespace),
                 ..ObjectMeta::default()
             },
@@ -302,19 +281,12 @@ impl Recorder {
 }
 
 fn series(count: i32, last: Timestamp) -> EventSeries {
-    EventSeries {
-        count,
-        last_observed_time: MicroTime(last),
-    }
+    EventSeries { count, last_observed_time: MicroTime(last) }
 }
 
 /// The name client-go gives an event: `<regarding name>.<unix nanoseconds in hex>`.
 fn event_name(regarding_name: &str, now: Timestamp) -> String {
-    let base = if regarding_name.is_empty() {
-        "event"
-    } else {
-        regarding_name
-    };
+    let base = if regarding_name.is_empty() { "event" } else { regarding_name };
     format!("{base}.{:x}", now.as_nanosecond())
 }
 
@@ -362,22 +334,13 @@ mod tests {
         assert_eq!(truncate("ab".into(), 4), "ab");
         // "é" is two bytes; cutting in its middle backs off.
         assert_eq!(truncate("aé".into(), 2), "a");
-        assert_eq!(
-            truncate("x".repeat(2000), MAX_NOTE_BYTES).len(),
-            MAX_NOTE_BYTES
-        );
+        assert_eq!(truncate("x".repeat(2000), MAX_NOTE_BYTES).len(), MAX_NOTE_BYTES);
     }
 
     #[test]
     fn keys_distinguish_regarding_objects() {
-        let a = ObjectReference {
-            name: Some("a".into()),
-            ..ObjectReference::default()
-        };
-        let b = ObjectReference {
-            name: Some("b".into()),
-            ..ObjectReference::default()
-        };
+        let a = ObjectReference { name: Some("a".into()), ..ObjectReference::default() };
+        let b = ObjectReference { name: Some("b".into()), ..ObjectReference::default() };
         assert_ne!(reference_key(&a), reference_key(&b));
         assert_eq!(reference_key(&a), reference_key(&a.clone()));
     }
@@ -397,38 +360,19 @@ mod tests {
         let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some("subject".into());
-        let cm = cms
-            .create(&PostParams::default(), &cm)
-            .await
-            .expect("create");
+        let cm = cms.create(&PostParams::default(), &cm).await.expect("create");
         let events: Api<Event> = Api::namespaced(env.client(), "default");
         let recorder = Recorder::new(env.client(), "opkit.test/widget-controller", "widget-0");
 
-        recorder
-            .publish_for(
-                &cm,
-                EventType::Normal,
-                "Synced",
-                "Sync",
-                "synced the config",
-            )
-            .await
-            .expect("first");
-        let list = events
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-            .items;
+        recorder.publish_for(&cm, EventType::Normal, "Synced", "Sync", "synced the config").await.expect("first");
+        let list = events.list(&ListParams::default()).await.expect("list").items;
         assert_eq!(list.len(), 1);
         let ev = &list[0];
         assert_eq!(ev.reason.as_deref(), Some("Synced"));
         assert_eq!(ev.action.as_deref(), Some("Sync"));
         assert_eq!(ev.note.as_deref(), Some("synced the config"));
         assert_eq!(ev.type_.as_deref(), Some("Normal"));
-        assert_eq!(
-            ev.reporting_controller.as_deref(),
-            Some("opkit.test/widget-controller")
-        );
+        assert_eq!(ev.reporting_controller.as_deref(), Some("opkit.test/widget-controller"));
         assert_eq!(ev.reporting_instance.as_deref(), Some("widget-0"));
         let regarding = ev.regarding.clone().expect("regarding");
         assert_eq!(regarding.kind.as_deref(), Some("ConfigMap"));
@@ -437,22 +381,9 @@ mod tests {
         assert!(ev.series.is_none());
 
         for _ in 0..2 {
-            recorder
-                .publish_for(
-                    &cm,
-                    EventType::Normal,
-                    "Synced",
-                    "Sync",
-                    "synced the config",
-                )
-                .await
-                .expect("repeat");
+            recorder.publish_for(&cm, EventType::Normal, "Synced", "Sync", "synced the config").await.expect("repeat");
         }
-        let list = events
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-            .items;
+        let list = events.list(&ListParams::default()).await.expect("list").items;
         assert_eq!(list.len(), 1, "repeats reuse the event object");
         assert_eq!(list[0].series.as_ref().map(|s| s.count), Some(3));
 
@@ -460,46 +391,25 @@ mod tests {
             .publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync")
             .await
             .expect("different reason");
-        let list = events
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-            .items;
+        let list = events.list(&ListParams::default()).await.expect("list").items;
         assert_eq!(list.len(), 2);
 
         // Concurrent repeats land on the same object with every occurrence counted.
-        let burst = (0..5).map(|_| {
-            recorder.publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync")
-        });
+        let burst = (0..5).map(|_| recorder.publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync"));
         for res in futures::future::join_all(burst).await {
             res.expect("burst");
         }
-        let list = events
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-            .items;
+        let list = events.list(&ListParams::default()).await.expect("list").items;
         assert_eq!(list.len(), 2);
-        let failed = list
-            .iter()
-            .find(|e| e.reason.as_deref() == Some("Failed"))
-            .expect("failed event");
+        let failed = list.iter().find(|e| e.reason.as_deref() == Some("Failed")).expect("failed event");
         assert_eq!(failed.series.as_ref().map(|s| s.count), Some(6));
 
         // Without a series window every occurrence is a new object.
-        let plain = Recorder::new(env.client(), "opkit.test/other", "other-0")
-            .with_series_window(Duration::ZERO);
+        let plain = Recorder::new(env.client(), "opkit.test/other", "other-0").with_series_window(Duration::ZERO);
         for _ in 0..2 {
-            plain
-                .publish_for(&cm, EventType::Normal, "Seen", "Look", "")
-                .await
-                .expect("plain");
+            plain.publish_for(&cm, EventType::Normal, "Seen", "Look", "").await.expect("plain");
         }
-        let list = events
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-            .items;
+        let list = events.list(&ListParams::default()).await.expect("list").items;
         assert_eq!(list.len(), 4);
     }
 }

@@ -26,10 +26,7 @@ pub fn add_finalizer<K: Resource>(obj: &mut K, name: &str) -> bool {
     if contains_finalizer(obj, name) {
         return false;
     }
-    obj.meta_mut()
-        .finalizers
-        .get_or_insert_with(Vec::new)
-        .push(name.to_string());
+    obj.meta_mut().finalizers.get_or_insert_with(Vec::new).push(name.to_string());
     true
 }
 
@@ -68,11 +65,7 @@ where
     K: Resource + Clone + Serialize + DeserializeOwned + Debug,
 {
     let object_name = obj.name_any();
-    let mut current = if obj.resource_version().is_some() {
-        obj.clone()
-    } else {
-        api.get(&object_name).await?
-    };
+    let mut current = if obj.resource_version().is_some() { obj.clone() } else { api.get(&object_name).await? };
     let mut attempt = 0;
     loop {
         if contains_finalizer(&current, name) || is_being_deleted(&current) {
@@ -81,10 +74,7 @@ where
         let mut list = current.finalizers().to_vec();
         list.push(name.to_string());
         let patch = finalizers_patch(current.resource_version().as_deref(), &list);
-        match api
-            .patch(&object_name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        match api.patch(&object_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => return Ok(true),
             Err(e) if is_conflict(&e) && attempt + 1 < CONFLICT_RETRIES => {
                 attempt += 1;
@@ -117,17 +107,9 @@ where
         if !contains_finalizer(&current, name) {
             return Ok(());
         }
-        let list: Vec<String> = current
-            .finalizers()
-            .iter()
-            .filter(|f| *f != name)
-            .cloned()
-            .collect();
+        let list: Vec<String> = current.finalizers().iter().filter(|f| *f != name).cloned().collect();
         let patch = finalizers_patch(current.resource_version().as_deref(), &list);
-        match api
-            .patch(&object_name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        match api.patch(&object_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => return Ok(()),
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) if is_conflict(&e) && attempt + 1 < CONFLICT_RETRIES => {
@@ -192,12 +174,8 @@ where
         if !contains_finalizer(obj, name) {
             return Ok(FinalizerOutcome::Deleting);
         }
-        cleanup(obj.clone())
-            .await
-            .map_err(FinalizerError::Cleanup)?;
-        remove_finalizer(api, obj, name)
-            .await
-            .map_err(FinalizerError::Kube)?;
+        cleanup(obj.clone()).await.map_err(FinalizerError::Cleanup)?;
+        remove_finalizer(api, obj, name).await.map_err(FinalizerError::Kube)?;
         return Ok(FinalizerOutcome::Finalized);
     }
     match ensure_finalizer(api, obj, name).await {
@@ -228,10 +206,7 @@ mod tests {
     #[test]
     fn patch_carries_resource_version() {
         let p = finalizers_patch(Some("42"), &["a".to_string()]);
-        assert_eq!(
-            p,
-            json!({"metadata": {"resourceVersion": "42", "finalizers": ["a"]}})
-        );
+        assert_eq!(p, json!({"metadata": {"resourceVersion": "42", "finalizers": ["a"]}}));
         let p = finalizers_patch(Some("7"), &[]);
         assert_eq!(p["metadata"]["finalizers"], json!([]));
     }
@@ -255,10 +230,7 @@ mod tests {
         let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some("guarded".into());
-        let created = cms
-            .create(&PostParams::default(), &cm)
-            .await
-            .expect("create");
+        let created = cms.create(&PostParams::default(), &cm).await.expect("create");
         let cleanups = AtomicUsize::new(0);
         let cleanup = |_: ConfigMap| async {
             cleanups.fetch_add(1, Ordering::SeqCst);
@@ -266,71 +238,37 @@ mod tests {
         };
 
         // Someone else adds a finalizer; our copy is now stale, yet both must survive.
-        assert!(
-            ensure_finalizer(&cms, &created, OTHER)
-                .await
-                .expect("other")
-        );
-        let outcome = with_finalizer(&cms, &created, MINE, cleanup)
-            .await
-            .expect("add");
+        assert!(ensure_finalizer(&cms, &created, OTHER).await.expect("other"));
+        let outcome = with_finalizer(&cms, &created, MINE, cleanup).await.expect("add");
         assert_eq!(outcome, FinalizerOutcome::Added);
         let live = cms.get("guarded").await.expect("get");
         assert_eq!(live.finalizers(), [OTHER, MINE]);
-        assert_eq!(
-            with_finalizer(&cms, &live, MINE, cleanup)
-                .await
-                .expect("present"),
-            FinalizerOutcome::Present
-        );
+        assert_eq!(with_finalizer(&cms, &live, MINE, cleanup).await.expect("present"), FinalizerOutcome::Present);
         assert_eq!(cleanups.load(Ordering::SeqCst), 0);
 
         // Deleting only marks the object while finalizers remain.
-        cms.delete("guarded", &DeleteParams::default())
-            .await
-            .expect("delete");
+        cms.delete("guarded", &DeleteParams::default()).await.expect("delete");
         let deleting = cms.get("guarded").await.expect("still there");
         assert!(is_being_deleted(&deleting));
-        assert!(
-            !ensure_finalizer(&cms, &deleting, "opkit.test/late")
-                .await
-                .expect("no add")
-        );
+        assert!(!ensure_finalizer(&cms, &deleting, "opkit.test/late").await.expect("no add"));
 
-        let outcome = with_finalizer(&cms, &deleting, MINE, cleanup)
-            .await
-            .expect("finalize");
+        let outcome = with_finalizer(&cms, &deleting, MINE, cleanup).await.expect("finalize");
         assert_eq!(outcome, FinalizerOutcome::Finalized);
         assert_eq!(cleanups.load(Ordering::SeqCst), 1);
-        let deleting = cms
-            .get("guarded")
-            .await
-            .expect("held by the other finalizer");
+        let deleting = cms.get("guarded").await.expect("held by the other finalizer");
         assert_eq!(deleting.finalizers(), [OTHER]);
-        assert_eq!(
-            with_finalizer(&cms, &deleting, MINE, cleanup)
-                .await
-                .expect("again"),
-            FinalizerOutcome::Deleting
-        );
+        assert_eq!(with_finalizer(&cms, &deleting, MINE, cleanup).await.expect("again"), FinalizerOutcome::Deleting);
         assert_eq!(cleanups.load(Ordering::SeqCst), 1, "cleanup runs once");
 
         // A failing cleanup keeps the finalizer.
         let failing = |_: ConfigMap| async { Err::<(), _>(std::io::Error::other("busy")) };
-        let err = with_finalizer(&cms, &deleting, OTHER, failing)
-            .await
-            .expect_err("cleanup error");
+        let err = with_finalizer(&cms, &deleting, OTHER, failing).await.expect_err("cleanup error");
         assert!(matches!(err, FinalizerError::Cleanup(_)));
-        assert_eq!(
-            cms.get("guarded").await.expect("kept").finalizers(),
-            [OTHER]
-        );
+        assert_eq!(cms.get("guarded").await.expect("kept").finalizers(), [OTHER]);
 
         // Removing the last finalizer (from a stale copy) lets the deletion complete.
         remove_finalizer(&cms, &live, OTHER).await.expect("remove");
         assert!(cms.get_opt("guarded").await.expect("get").is_none());
-        remove_finalizer(&cms, &live, OTHER)
-            .await
-            .expect("gone is fine");
+        remove_finalizer(&cms, &live, OTHER).await.expect("gone is fine");
     }
 }

@@ -72,10 +72,7 @@ pub async fn serve_metrics(
             return not_found();
         }
         if req.method() != Method::GET && req.method() != Method::HEAD {
-            return text(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method not allowed\n".to_string(),
-            );
+            return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n".to_string());
         }
         let openmetrics = req
             .headers()
@@ -89,8 +86,7 @@ pub async fn serve_metrics(
             (metrics.encode(), PROMETHEUS_TEXT)
         };
         let mut resp = Response::new(Full::new(Bytes::from(body)));
-        resp.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         resp
     });
     serve(addr, handler, shutdown).await
@@ -229,10 +225,7 @@ fn probe(checks: &[(String, Check)], rest: &str, query: &str) -> Response<Full<B
     match checks.iter().find(|(name, _)| name == rest) {
         Some((_, check)) => match check() {
             Ok(()) => text(StatusCode::OK, "ok".to_string()),
-            Err(e) => text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("internal server error: {e}\n"),
-            ),
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("internal server error: {e}\n")),
         },
         None => not_found(),
     }
@@ -271,27 +264,16 @@ fn aggregate(checks: &[(String, Check)], query: &str) -> Response<Full<Bytes>> {
     if checks.is_empty() {
         lines.push("[+]ping ok\n".to_string());
     }
-    let status = if failed {
-        StatusCode::INTERNAL_SERVER_ERROR
-    } else {
-        StatusCode::OK
-    };
+    let status = if failed { StatusCode::INTERNAL_SERVER_ERROR } else { StatusCode::OK };
     if !failed && !verbose {
         return text(status, "ok".to_string());
     }
     let mut body = lines.concat();
     if !excluded.is_empty() {
         let names: Vec<String> = excluded.iter().map(|e| format!("{e:?}")).collect();
-        body.push_str(&format!(
-            "warn: some health checks cannot be excluded: no matches for {}\n",
-            names.join(",")
-        ));
+        body.push_str(&format!("warn: some health checks cannot be excluded: no matches for {}\n", names.join(",")));
     }
-    body.push_str(if failed {
-        "healthz check failed\n"
-    } else {
-        "healthz check passed\n"
-    });
+    body.push_str(if failed { "healthz check failed\n" } else { "healthz check passed\n" });
     text(status, body)
 }
 
@@ -324,12 +306,8 @@ fn percent_decode(s: &str) -> String {
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_PLAIN));
-    resp.headers_mut().insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_PLAIN));
+    resp.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     resp
 }
 
@@ -339,11 +317,7 @@ fn not_found() -> Response<Full<Bytes>> {
 
 /// Binds `addr` and spawns an HTTP/1 accept loop answering with `handler` until
 /// `shutdown`; open connections then finish their current request and close.
-async fn serve(
-    addr: SocketAddr,
-    handler: Handler,
-    shutdown: CancellationToken,
-) -> std::io::Result<SocketAddr> {
+async fn serve(addr: SocketAddr, handler: Handler, shutdown: CancellationToken) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     tokio::spawn(async move {
@@ -366,11 +340,7 @@ async fn serve(
     Ok(local)
 }
 
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    handler: Handler,
-    shutdown: CancellationToken,
-) {
+async fn serve_connection(stream: tokio::net::TcpStream, handler: Handler, shutdown: CancellationToken) {
     let svc = service_fn(move |req: Request<Incoming>| {
         let resp = handler(&req);
         async move { Ok::<_, Infallible>(resp) }
@@ -401,31 +371,19 @@ mod tests {
     /// A raw HTTP/1.1 GET; returns (status, head, body).
     async fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> (u16, String, String) {
         let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let accept = accept
-            .map(|a| format!("Accept: {a}\r\n"))
-            .unwrap_or_default();
+        let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
         let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{accept}Connection: close\r\n\r\n");
         s.write_all(req.as_bytes()).await.expect("write");
         let mut raw = String::new();
         s.read_to_string(&mut raw).await.expect("read");
         let (head, body) = raw.split_once("\r\n\r\n").expect("response head");
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .expect("status");
+        let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("status");
         (status, head.to_ascii_lowercase(), body.to_string())
     }
 
     fn flag_check(flag: &Arc<AtomicBool>) -> Check {
         let flag = flag.clone();
-        Arc::new(move || {
-            if flag.load(Ordering::SeqCst) {
-                Ok(())
-            } else {
-                Err("cache not synced".to_string())
-            }
-        })
+        Arc::new(move || if flag.load(Ordering::SeqCst) { Ok(()) } else { Err("cache not synced".to_string()) })
     }
 
     #[tokio::test]
@@ -436,10 +394,7 @@ mod tests {
         let addr = serve_probes(
             "127.0.0.1:0".parse().expect("addr"),
             vec![("ping".into(), ping.clone())],
-            vec![
-                ("informers".into(), flag_check(&ready)),
-                ("ping".into(), ping),
-            ],
+            vec![("informers".into(), flag_check(&ready)), ("ping".into(), ping)],
             shutdown.clone(),
         )
         .await
@@ -447,22 +402,13 @@ mod tests {
 
         let (status, head, body) = get(addr, "/healthz", None).await;
         assert_eq!((status, body.as_str()), (200, "ok"));
-        assert!(
-            head.contains("content-type: text/plain; charset=utf-8"),
-            "{head}"
-        );
+        assert!(head.contains("content-type: text/plain; charset=utf-8"), "{head}");
 
         let (status, _, body) = get(addr, "/readyz", None).await;
         assert_eq!(status, 500);
-        assert_eq!(
-            body,
-            "[-]informers failed: reason withheld\n[+]ping ok\nhealthz check failed\n"
-        );
+        assert_eq!(body, "[-]informers failed: reason withheld\n[+]ping ok\nhealthz check failed\n");
         let (status, _, body) = get(addr, "/readyz/informers", None).await;
-        assert_eq!(
-            (status, body.as_str()),
-            (500, "internal server error: cache not synced\n")
-        );
+        assert_eq!((status, body.as_str()), (500, "internal server error: cache not synced\n"));
         let (status, _, body) = get(addr, "/readyz?exclude=informers", None).await;
         assert_eq!((status, body.as_str()), (200, "ok"));
 
@@ -493,19 +439,10 @@ mod tests {
     #[tokio::test]
     async fn probes_without_checks_report_ping() {
         let shutdown = CancellationToken::new();
-        let addr = serve_probes(
-            "127.0.0.1:0".parse().expect("addr"),
-            vec![],
-            vec![],
-            shutdown.clone(),
-        )
-        .await
-        .expect("serve");
+        let addr =
+            serve_probes("127.0.0.1:0".parse().expect("addr"), vec![], vec![], shutdown.clone()).await.expect("serve");
         let (status, _, body) = get(addr, "/healthz?verbose", None).await;
-        assert_eq!(
-            (status, body.as_str()),
-            (200, "[+]ping ok\nhealthz check passed\n")
-        );
+        assert_eq!((status, body.as_str()), (200, "[+]ping ok\nhealthz check passed\n"));
         let (status, _, body) = get(addr, "/healthz/ping", None).await;
         assert_eq!((status, body.as_str()), (200, "ok"));
         shutdown.cancel();
@@ -517,38 +454,19 @@ mod tests {
         let c = metrics.controller("c");
         c.reconcile_done("success", Duration::from_millis(1));
         let shutdown = CancellationToken::new();
-        let addr = serve_metrics(
-            "127.0.0.1:0".parse().expect("addr"),
-            metrics.clone(),
-            shutdown.clone(),
-        )
-        .await
-        .expect("serve");
+        let addr = serve_metrics("127.0.0.1:0".parse().expect("addr"), metrics.clone(), shutdown.clone())
+            .await
+            .expect("serve");
         let (status, head, body) = get(addr, "/metrics", None).await;
         assert_eq!(status, 200);
-        assert!(
-            head.contains("content-type: text/plain; version=0.0.4; charset=utf-8"),
-            "{head}"
-        );
-        assert!(
-            body.contains(
-                "controller_runtime_reconcile_total{controller=\"c\",result=\"success\"} 1\n"
-            ),
-            "{body}"
-        );
+        assert!(head.contains("content-type: text/plain; version=0.0.4; charset=utf-8"), "{head}");
+        assert!(body.contains("controller_runtime_reconcile_total{controller=\"c\",result=\"success\"} 1\n"), "{body}");
         assert!(!body.contains("# EOF"));
 
-        let (status, head, body) = get(
-            addr,
-            "/metrics",
-            Some("application/openmetrics-text;version=1.0.0,text/plain;q=0.5"),
-        )
-        .await;
+        let (status, head, body) =
+            get(addr, "/metrics", Some("application/openmetrics-text;version=1.0.0,text/plain;q=0.5")).await;
         assert_eq!(status, 200);
-        assert!(
-            head.contains("content-type: application/openmetrics-text"),
-            "{head}"
-        );
+        assert!(head.contains("content-type: application/openmetrics-text"), "{head}");
         assert!(body.ends_with("# EOF\n"), "{body}");
 
         let (status, _, _) = get(addr, "/healthz", None).await;

@@ -20,9 +20,8 @@ pub const RECONCILE_RESULTS: [&str; 4] = ["success", "error", "requeue", "requeu
 
 /// Buckets of `controller_runtime_reconcile_time_seconds`, as in controller-runtime.
 pub const RECONCILE_TIME_BUCKETS: [f64; 40] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
-    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
-    25.0, 30.0, 40.0, 50.0, 60.0,
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5,
+    1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
 ];
 
 /// Labels `{controller}`.
@@ -109,11 +108,7 @@ impl Families {
     /// Registers every family. Counter names omit `_total`: the encoder appends it.
     fn register(&self, r: &mut Registry) {
         let f = self.clone();
-        r.register(
-            "controller_runtime_reconcile",
-            "Total number of reconciliations per controller",
-            f.reconcile_total,
-        );
+        r.register("controller_runtime_reconcile", "Total number of reconciliations per controller", f.reconcile_total);
         r.register(
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller",
@@ -144,16 +139,8 @@ impl Families {
             "Number of currently used workers per controller",
             f.active_workers,
         );
-        r.register(
-            "workqueue_depth",
-            "Current depth of workqueue",
-            f.queue_depth,
-        );
-        r.register(
-            "workqueue_adds",
-            "Total number of adds handled by workqueue",
-            f.queue_adds,
-        );
+        r.register("workqueue_depth", "Current depth of workqueue", f.queue_depth);
+        r.register("workqueue_adds", "Total number of adds handled by workqueue", f.queue_adds);
         r.register(
             "workqueue_queue_duration_seconds",
             "How long in seconds an item stays in workqueue before being requested",
@@ -176,11 +163,7 @@ impl Families {
             "How many seconds has the longest running processor for workqueue been running.",
             f.longest_running,
         );
-        r.register(
-            "workqueue_retries",
-            "Total number of retries handled by workqueue",
-            f.queue_retries,
-        );
+        r.register("workqueue_retries", "Total number of retries handled by workqueue", f.queue_retries);
         r.register(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates \
@@ -220,12 +203,7 @@ impl Metrics {
         let families = Families::new();
         let mut registry = Registry::default();
         families.register(&mut registry);
-        Metrics {
-            inner: Arc::new(Inner {
-                registry: Mutex::new(registry),
-                families,
-            }),
-        }
+        Metrics { inner: Arc::new(Inner { registry: Mutex::new(registry), families }) }
     }
 
     /// Prometheus text exposition (format 0.0.4, what /metrics returns).
@@ -249,18 +227,10 @@ impl Metrics {
     /// label name="<name>"). Initialises its counters to zero, as controller-runtime does.
     pub fn controller(&self, name: &str) -> ControllerMetrics {
         let f = &self.inner.families;
-        let c = ControllerLabels {
-            controller: name.to_string(),
-        };
-        let q = QueueLabels {
-            controller: name.to_string(),
-            name: name.to_string(),
-        };
+        let c = ControllerLabels { controller: name.to_string() };
+        let q = QueueLabels { controller: name.to_string(), name: name.to_string() };
         let reconcile_total = RECONCILE_RESULTS.map(|r| {
-            f.reconcile_total.get_or_create_owned(&ResultLabels {
-                controller: name.to_string(),
-                result: r.to_string(),
-            })
+            f.reconcile_total.get_or_create_owned(&ResultLabels { controller: name.to_string(), result: r.to_string() })
         });
         let h = Arc::new(ControllerHandles {
             name: name.to_string(),
@@ -285,13 +255,7 @@ impl Metrics {
 
     /// leader_election_master_status{name=<lease name>} 1|0
     pub fn set_leader(&self, lease_name: &str, leading: bool) {
-        self.inner
-            .families
-            .leader
-            .get_or_create(&LeaseLabels {
-                name: lease_name.to_string(),
-            })
-            .set(i64::from(leading));
+        self.inner.families.leader.get_or_create(&LeaseLabels { name: lease_name.to_string() }).set(i64::from(leading));
     }
 
     /// Lets users register their own metrics.
@@ -327,9 +291,7 @@ pub struct ControllerMetrics {
 
 impl std::fmt::Debug for ControllerMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ControllerMetrics")
-            .field("controller", &self.h.name)
-            .finish_non_exhaustive()
+        f.debug_struct("ControllerMetrics").field("controller", &self.h.name).finish_non_exhaustive()
     }
 }
 
@@ -350,10 +312,7 @@ impl ControllerMetrics {
             None => {
                 self.h
                     .total_family
-                    .get_or_create(&ResultLabels {
-                        controller: self.h.name.clone(),
-                        result: result.to_string(),
-                    })
+                    .get_or_create(&ResultLabels { controller: self.h.name.clone(), result: result.to_string() })
                     .inc();
             }
         }
@@ -462,9 +421,10 @@ mod tests {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
         assert!(!text.contains("# EOF"), "{text}");
-        assert!(m.encode_openmetrics().contains(
-            "controller_runtime_reconcile_time_seconds_bucket{le=\"0.01\",controller=\"c\"} 3\n"
-        ));
+        assert!(
+            m.encode_openmetrics()
+                .contains("controller_runtime_reconcile_time_seconds_bucket{le=\"0.01\",controller=\"c\"} 3\n")
+        );
         assert!(m.encode_openmetrics().ends_with("# EOF\n"));
     }
 
@@ -493,10 +453,7 @@ mod tests {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
         // 12 exponential buckets plus +Inf.
-        let buckets = text
-            .lines()
-            .filter(|l| l.starts_with("workqueue_queue_duration_seconds_bucket"))
-            .count();
+        let buckets = text.lines().filter(|l| l.starts_with("workqueue_queue_duration_seconds_bucket")).count();
         assert_eq!(buckets, 13, "{text}");
     }
 
@@ -512,27 +469,17 @@ mod tests {
         let text = m.encode();
         assert!(text.contains("workqueue_adds_total{controller=\"a\",name=\"a\"} 2\n"));
         assert!(text.contains("workqueue_adds_total{controller=\"b\",name=\"b\"} 0\n"));
-        assert!(text.contains(
-            "controller_runtime_reconcile_total{controller=\"b\",result=\"success\"} 1\n"
-        ));
-        assert!(text.contains(
-            "controller_runtime_reconcile_total{controller=\"a\",result=\"success\"} 0\n"
-        ));
+        assert!(text.contains("controller_runtime_reconcile_total{controller=\"b\",result=\"success\"} 1\n"));
+        assert!(text.contains("controller_runtime_reconcile_total{controller=\"a\",result=\"success\"} 0\n"));
     }
 
     #[test]
     fn leader_gauge_follows_leadership() {
         let m = Metrics::new();
         m.set_leader("my-lease", true);
-        assert!(
-            m.encode()
-                .contains("leader_election_master_status{name=\"my-lease\"} 1\n")
-        );
+        assert!(m.encode().contains("leader_election_master_status{name=\"my-lease\"} 1\n"));
         m.set_leader("my-lease", false);
-        assert!(
-            m.encode()
-                .contains("leader_election_master_status{name=\"my-lease\"} 0\n")
-        );
+        assert!(m.encode().contains("leader_election_master_status{name=\"my-lease\"} 0\n"));
     }
 
     #[test]

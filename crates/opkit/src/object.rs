@@ -56,6 +56,13 @@ pub trait Object:
 }
 
 impl<K> Object for K where
-    K: Resource<DynamicType = (), Scope: ObjectScope> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+    K: Resource<DynamicType = (), Scope: ObjectScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static
 {
 }

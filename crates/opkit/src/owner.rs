@@ -10,9 +10,7 @@ use kube::Resource;
 pub enum OwnerError {
     /// The object already has a controller reference to a different owner
     /// (controller-runtime's `AlreadyOwnedError`).
-    #[error(
-        "Object {namespace}/{name} is already owned by another {owner_kind} controller {owner_name}"
-    )]
+    #[error("Object {namespace}/{name} is already owned by another {owner_kind} controller {owner_name}")]
     AlreadyOwned {
         /// Namespace of the dependent object (empty when cluster-scoped).
         namespace: String,
@@ -34,17 +32,13 @@ pub enum OwnerError {
         object_namespace: String,
     },
     /// A namespaced owner cannot own a cluster-scoped object.
-    #[error(
-        "cluster-scoped resource must not have a namespace-scoped owner, owner's namespace {owner_namespace}"
-    )]
+    #[error("cluster-scoped resource must not have a namespace-scoped owner, owner's namespace {owner_namespace}")]
     ClusterScopedDependent {
         /// Namespace of the owner.
         owner_namespace: String,
     },
     /// The owner has no name or uid yet (it was not read from the API server).
-    #[error(
-        "the owner {kind} has no {missing}; owner references need an object read from the API server"
-    )]
+    #[error("the owner {kind} has no {missing}; owner references need an object read from the API server")]
     MissingIdentity {
         /// Kind of the owner.
         kind: String,
@@ -63,19 +57,13 @@ where
     let name = match meta.name.as_deref() {
         Some(n) if !n.is_empty() => n.to_string(),
         _ => {
-            return Err(OwnerError::MissingIdentity {
-                kind,
-                missing: "metadata.name",
-            });
+            return Err(OwnerError::MissingIdentity { kind, missing: "metadata.name" });
         }
     };
     let uid = match meta.uid.as_deref() {
         Some(u) if !u.is_empty() => u.to_string(),
         _ => {
-            return Err(OwnerError::MissingIdentity {
-                kind,
-                missing: "metadata.uid",
-            });
+            return Err(OwnerError::MissingIdentity { kind, missing: "metadata.uid" });
         }
     };
     Ok(OwnerReference {
@@ -113,11 +101,8 @@ where
     C: Resource,
 {
     validate_owner(owner, object)?;
-    let reference = OwnerReference {
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-        ..owner_reference(owner)?
-    };
+    let reference =
+        OwnerReference { controller: Some(true), block_owner_deletion: Some(true), ..owner_reference(owner)? };
     if let Some(existing) = controller_of(object)
         && !refer_same_object(existing, &reference)
     {
@@ -143,13 +128,7 @@ where
 {
     validate_owner(owner, object)?;
     let mut reference = owner_reference(owner)?;
-    if let Some(existing) = object
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| refer_same_object(r, &reference))
-    {
+    if let Some(existing) = object.meta().owner_references.iter().flatten().find(|r| refer_same_object(r, &reference)) {
         reference.controller = existing.controller;
         reference.block_owner_deletion = existing.block_owner_deletion;
     }
@@ -186,12 +165,7 @@ where
 
 /// The owner reference marked `controller: true` on `object`, if any (`metav1.GetControllerOf`).
 pub fn controller_of<C: Resource>(object: &C) -> Option<&OwnerReference> {
-    object
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
+    object.meta().owner_references.iter().flatten().find(|r| r.controller == Some(true))
 }
 
 /// Whether `object` has a controller reference to `owner` (same group, kind and name).
@@ -219,9 +193,12 @@ where
     };
     let api_version = O::api_version(&());
     let kind = O::kind(&());
-    object.meta().owner_references.iter().flatten().any(|r| {
-        group_of(&r.api_version) == group_of(&api_version) && r.kind == kind && r.name == name
-    })
+    object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| group_of(&r.api_version) == group_of(&api_version) && r.kind == kind && r.name == name)
 }
 
 fn validate_owner<O: Resource, C: Resource>(owner: &O, object: &C) -> Result<(), OwnerError> {
@@ -231,9 +208,7 @@ fn validate_owner<O: Resource, C: Resource>(owner: &O, object: &C) -> Result<(),
     }
     let object_ns = object.meta().namespace.as_deref().unwrap_or_default();
     if object_ns.is_empty() {
-        return Err(OwnerError::ClusterScopedDependent {
-            owner_namespace: owner_ns.to_string(),
-        });
+        return Err(OwnerError::ClusterScopedDependent { owner_namespace: owner_ns.to_string() });
     }
     if owner_ns != object_ns {
         return Err(OwnerError::CrossNamespace {
@@ -259,10 +234,7 @@ fn refer_same_object(a: &OwnerReference, b: &OwnerReference) -> bool {
 }
 
 fn upsert_owner_reference<C: Resource>(object: &mut C, reference: OwnerReference) {
-    let refs = object
-        .meta_mut()
-        .owner_references
-        .get_or_insert_with(Vec::new);
+    let refs = object.meta_mut().owner_references.get_or_insert_with(Vec::new);
     match refs.iter_mut().find(|r| refer_same_object(r, &reference)) {
         Some(slot) => *slot = reference,
         None => refs.push(reference),
@@ -290,11 +262,7 @@ mod tests {
 
     fn config_map(ns: Option<&str>) -> ConfigMap {
         ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("child".into()),
-                namespace: ns.map(Into::into),
-                ..ObjectMeta::default()
-            },
+            metadata: ObjectMeta { name: Some("child".into()), namespace: ns.map(Into::into), ..ObjectMeta::default() },
             ..ConfigMap::default()
         }
     }
@@ -328,15 +296,9 @@ mod tests {
     fn refuses_second_controller() {
         let mut cm = config_map(Some("ns"));
         set_controller_reference(&deployment("ns", "web", "u1"), &mut cm).expect("first");
-        let err = set_controller_reference(&deployment("ns", "other", "u2"), &mut cm)
-            .expect_err("already owned");
-        assert!(
-            matches!(err, OwnerError::AlreadyOwned { ref owner_name, .. } if owner_name == "web")
-        );
-        assert_eq!(
-            err.to_string(),
-            "Object ns/child is already owned by another Deployment controller web"
-        );
+        let err = set_controller_reference(&deployment("ns", "other", "u2"), &mut cm).expect_err("already owned");
+        assert!(matches!(err, OwnerError::AlreadyOwned { ref owner_name, .. } if owner_name == "web"));
+        assert_eq!(err.to_string(), "Object ns/child is already owned by another Deployment controller web");
     }
 
     #[test]
@@ -352,15 +314,9 @@ mod tests {
         assert!(is_controlled_by(&deployment("ns", "web", "u1"), &cm));
         assert!(!is_controlled_by(&deployment("ns", "other", "u2"), &cm));
         assert!(has_owner_reference(&deployment("ns", "other", "u2"), &cm));
-        assert!(remove_owner_reference(
-            &deployment("ns", "other", "u2"),
-            &mut cm
-        ));
+        assert!(remove_owner_reference(&deployment("ns", "other", "u2"), &mut cm));
         assert!(!has_owner_reference(&deployment("ns", "other", "u2"), &cm));
-        assert!(remove_owner_reference(
-            &deployment("ns", "web", "u1"),
-            &mut cm
-        ));
+        assert!(remove_owner_reference(&deployment("ns", "web", "u1"), &mut cm));
         assert!(cm.metadata.owner_references.is_none());
     }
 
@@ -376,20 +332,13 @@ mod tests {
     #[test]
     fn cluster_scoped_owner_may_own_namespaced_object() {
         let owner = Namespace {
-            metadata: ObjectMeta {
-                name: Some("team".into()),
-                uid: Some("u9".into()),
-                ..ObjectMeta::default()
-            },
+            metadata: ObjectMeta { name: Some("team".into()), uid: Some("u9".into()), ..ObjectMeta::default() },
             ..Namespace::default()
         };
         let mut cm = config_map(Some("team"));
         set_controller_reference(&owner, &mut cm).expect("allowed");
         let r = controller_of(&cm).expect("controller");
-        assert_eq!(
-            (r.api_version.as_str(), r.kind.as_str()),
-            ("v1", "Namespace")
-        );
+        assert_eq!((r.api_version.as_str(), r.kind.as_str()), ("v1", "Namespace"));
     }
 
     #[test]
@@ -397,13 +346,7 @@ mod tests {
         let mut owner = deployment("ns", "web", "");
         owner.metadata.uid = None;
         let err = set_controller_reference(&owner, &mut config_map(Some("ns"))).expect_err("uid");
-        assert!(matches!(
-            err,
-            OwnerError::MissingIdentity {
-                missing: "metadata.uid",
-                ..
-            }
-        ));
+        assert!(matches!(err, OwnerError::MissingIdentity { missing: "metadata.uid", .. }));
         assert!(controller_reference(&owner).is_none());
     }
 
@@ -413,23 +356,13 @@ mod tests {
         let env = opkit_testenv::TestEnv::start().await.expect("test env");
         let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
         let pp = PostParams::default();
-        let owner = cms
-            .create(&pp, &config_map_named("owner"))
-            .await
-            .expect("owner");
-        let other = cms
-            .create(&pp, &config_map_named("other"))
-            .await
-            .expect("other");
+        let owner = cms.create(&pp, &config_map_named("owner")).await.expect("owner");
+        let other = cms.create(&pp, &config_map_named("other")).await.expect("other");
 
         let mut child = config_map_named("child");
         set_controller_reference(&owner, &mut child).expect("set");
         let child = cms.create(&pp, &child).await.expect("child");
-        let refs = child
-            .metadata
-            .owner_references
-            .clone()
-            .expect("stored refs");
+        let refs = child.metadata.owner_references.clone().expect("stored refs");
         assert_eq!(refs.len(), 1);
         assert_eq!(refs[0].uid, owner.metadata.uid.clone().expect("uid"));
         assert_eq!(refs[0].controller, Some(true));
@@ -439,10 +372,7 @@ mod tests {
         let mut stolen = child.clone();
         let err = set_controller_reference(&other, &mut stolen).expect_err("refused");
         assert!(matches!(err, OwnerError::AlreadyOwned { .. }));
-        assert_eq!(
-            stolen.metadata.owner_references,
-            child.metadata.owner_references
-        );
+        assert_eq!(stolen.metadata.owner_references, child.metadata.owner_references);
 
         // A cluster-scoped owner is allowed for a namespaced dependent.
         let namespaces: Api<Namespace> = Api::all(env.client());

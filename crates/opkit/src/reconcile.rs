@@ -108,11 +108,7 @@ impl fmt::Debug for ReconcileError {
 
 impl fmt::Display for ReconcileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.terminal {
-            write!(f, "terminal error: {}", self.source)
-        } else {
-            write!(f, "{}", self.source)
-        }
+        if self.terminal { write!(f, "terminal error: {}", self.source) } else { write!(f, "{}", self.source) }
     }
 }
 

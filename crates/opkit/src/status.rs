@@ -40,11 +40,7 @@ impl ConditionStatus {
 
 impl From<bool> for ConditionStatus {
     fn from(b: bool) -> Self {
-        if b {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::False
-        }
+        if b { ConditionStatus::True } else { ConditionStatus::False }
     }
 }
 
@@ -93,11 +89,8 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) -> boo
     let mut changed = false;
     if existing.status != new.status {
         existing.status = new.status;
-        existing.last_transition_time = if is_zero(&new.last_transition_time) {
-            now()
-        } else {
-            new.last_transition_time
-        };
+        existing.last_transition_time =
+            if is_zero(&new.last_transition_time) { now() } else { new.last_transition_time };
         changed = true;
     }
     if existing.reason != new.reason {
@@ -128,11 +121,7 @@ pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'
 }
 
 /// Whether the condition of the given type is present with the given status.
-pub fn is_condition_present_and_equal(
-    conditions: &[Condition],
-    type_: &str,
-    status: ConditionStatus,
-) -> bool {
+pub fn is_condition_present_and_equal(conditions: &[Condition], type_: &str, status: ConditionStatus) -> bool {
     find_condition(conditions, type_).is_some_and(|c| c.status == status.as_str())
 }
 
@@ -205,10 +194,7 @@ where
         if serde_json::to_value(&next).ok() == serde_json::to_value(&obj).ok() {
             return Ok(obj);
         }
-        match api
-            .replace_status(&name, &PostParams::default(), &next)
-            .await
-        {
+        match api.replace_status(&name, &PostParams::default(), &next).await {
             Err(e) if is_conflict(&e) && attempt + 1 < CONFLICT_RETRIES => {
                 attempt += 1;
                 backoff().await;
@@ -236,10 +222,7 @@ mod tests {
     #[test]
     fn new_condition_is_stamped_on_insert() {
         let mut conds = Vec::new();
-        assert!(set_condition(
-            &mut conds,
-            new_condition("Ready", true, "Up", "all good", Some(3))
-        ));
+        assert!(set_condition(&mut conds, new_condition("Ready", true, "Up", "all good", Some(3))));
         assert_eq!(conds.len(), 1);
         assert_eq!(conds[0].status, "True");
         assert_eq!(conds[0].observed_generation, Some(3));
@@ -254,14 +237,8 @@ mod tests {
             last_transition_time: at(1_000_000),
             ..new_condition("Ready", true, "Up", "old", Some(1))
         }];
-        assert!(!set_condition(
-            &mut conds,
-            new_condition("Ready", true, "Up", "old", Some(1))
-        ));
-        assert!(set_condition(
-            &mut conds,
-            new_condition("Ready", true, "StillUp", "new", Some(2))
-        ));
+        assert!(!set_condition(&mut conds, new_condition("Ready", true, "Up", "old", Some(1))));
+        assert!(set_condition(&mut conds, new_condition("Ready", true, "StillUp", "new", Some(2))));
         assert_eq!(conds[0].last_transition_time, at(1_000_000));
         assert_eq!(conds[0].reason, "StillUp");
         assert_eq!(conds[0].message, "new");
@@ -270,14 +247,9 @@ mod tests {
 
     #[test]
     fn transition_time_changes_with_status() {
-        let mut conds = vec![Condition {
-            last_transition_time: at(1_000_000),
-            ..new_condition("Ready", true, "Up", "", None)
-        }];
-        assert!(set_condition(
-            &mut conds,
-            new_condition("Ready", false, "Down", "", None)
-        ));
+        let mut conds =
+            vec![Condition { last_transition_time: at(1_000_000), ..new_condition("Ready", true, "Up", "", None) }];
+        assert!(set_condition(&mut conds, new_condition("Ready", false, "Down", "", None)));
         assert!(conds[0].last_transition_time > at(1_000_000));
         assert!(is_condition_false(&conds, "Ready"));
         // An explicit time is honoured.
@@ -287,11 +259,7 @@ mod tests {
         };
         assert!(set_condition(&mut conds, explicit));
         assert_eq!(conds[0].last_transition_time, at(2_000_000));
-        assert!(is_condition_present_and_equal(
-            &conds,
-            "Ready",
-            ConditionStatus::Unknown
-        ));
+        assert!(is_condition_present_and_equal(&conds, "Ready", ConditionStatus::Unknown));
     }
 
     #[test]
@@ -299,10 +267,7 @@ mod tests {
         let mut conds = Vec::new();
         set_condition(&mut conds, new_condition("A", true, "R", "", None));
         set_condition(&mut conds, new_condition("B", false, "R", "", None));
-        assert_eq!(
-            find_condition(&conds, "B").map(|c| c.status.as_str()),
-            Some("False")
-        );
+        assert_eq!(find_condition(&conds, "B").map(|c| c.status.as_str()), Some("False"));
         assert!(find_condition(&conds, "C").is_none());
         assert!(!is_condition_true(&conds, "C"));
         assert!(remove_condition(&mut conds, "A"));
@@ -317,13 +282,7 @@ mod tests {
 
     #[tokio::test]
     async fn retry_on_conflict_retries_only_conflicts() {
-        let conflict = || {
-            kube::Error::Api(
-                kube::core::Status::failure("conflict", "Conflict")
-                    .with_code(409)
-                    .boxed(),
-            )
-        };
+        let conflict = || kube::Error::Api(kube::core::Status::failure("conflict", "Conflict").with_code(409).boxed());
         let mut calls = 0;
         let out = retry_on_conflict(|n| {
             calls += 1;
@@ -347,13 +306,7 @@ mod tests {
         let mut calls = 0;
         let res: kube::Result<()> = retry_on_conflict(|_| {
             calls += 1;
-            async move {
-                Err(kube::Error::Api(
-                    kube::core::Status::failure("gone", "NotFound")
-                        .with_code(404)
-                        .boxed(),
-                ))
-            }
+            async move { Err(kube::Error::Api(kube::core::Status::failure("gone", "NotFound").with_code(404).boxed())) }
         })
         .await;
         assert!(res.as_ref().is_err_and(is_not_found));
@@ -369,13 +322,7 @@ mod tests {
 
         /// A test resource with a status subresource.
         #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
-        #[kube(
-            group = "status.opkit.test",
-            version = "v1",
-            kind = "Gadget",
-            namespaced,
-            status = "GadgetStatus"
-        )]
+        #[kube(group = "status.opkit.test", version = "v1", kind = "Gadget", namespaced, status = "GadgetStatus")]
         pub struct GadgetSpec {
             size: i32,
         }
@@ -390,10 +337,7 @@ mod tests {
         fn mark(g: &mut Gadget, ready: bool, reason: &str) {
             let generation = g.metadata.generation;
             let status = g.status.get_or_insert_with(GadgetStatus::default);
-            set_condition(
-                &mut status.conditions,
-                new_condition("Ready", ready, reason, "", generation),
-            );
+            set_condition(&mut status.conditions, new_condition("Ready", ready, reason, "", generation));
         }
 
         #[tokio::test]
@@ -402,10 +346,7 @@ mod tests {
             env.install_crds([Gadget::crd()]).await.expect("crd");
             let api: Api<Gadget> = Api::namespaced(env.client(), "default");
             let pp = PostParams::default();
-            let stale = api
-                .create(&pp, &Gadget::new("g", GadgetSpec { size: 1 }))
-                .await
-                .expect("create");
+            let stale = api.create(&pp, &Gadget::new("g", GadgetSpec { size: 1 })).await.expect("create");
             // A conflicting write bumps the resourceVersion (and the generation).
             let mut newer = stale.clone();
             newer.spec.size = 2;
@@ -427,37 +368,21 @@ mod tests {
             assert_eq!(ready.observed_generation, newer.metadata.generation);
 
             // Same status again: no write at all.
-            let same = update_status(&api, "g", |g| mark(g, true, "Up"))
-                .await
-                .expect("noop");
-            assert_eq!(
-                same.metadata.resource_version,
-                updated.metadata.resource_version
-            );
+            let same = update_status(&api, "g", |g| mark(g, true, "Up")).await.expect("noop");
+            assert_eq!(same.metadata.resource_version, updated.metadata.resource_version);
 
             // New reason, same status: transition time kept. New status: it may move.
-            let reasoned = update_status(&api, "g", |g| mark(g, true, "StillUp"))
-                .await
-                .expect("reason");
+            let reasoned = update_status(&api, "g", |g| mark(g, true, "StillUp")).await.expect("reason");
             let conds = reasoned.status.clone().unwrap_or_default().conditions;
             let again = find_condition(&conds, "Ready").expect("Ready");
             assert_eq!(again.reason, "StillUp");
             assert_eq!(again.last_transition_time, ready.last_transition_time);
-            let down = update_status(&api, "g", |g| mark(g, false, "Down"))
-                .await
-                .expect("down");
+            let down = update_status(&api, "g", |g| mark(g, false, "Down")).await.expect("down");
             let conds = down.status.unwrap_or_default().conditions;
             assert!(is_condition_false(&conds, "Ready"));
-            assert!(
-                find_condition(&conds, "Ready")
-                    .expect("Ready")
-                    .last_transition_time
-                    >= ready.last_transition_time
-            );
+            assert!(find_condition(&conds, "Ready").expect("Ready").last_transition_time >= ready.last_transition_time);
             // The status subresource ignores spec changes.
-            let ignored = update_status(&api, "g", |g| g.spec.size = 99)
-                .await
-                .expect("spec via status");
+            let ignored = update_status(&api, "g", |g| g.spec.size = 99).await.expect("spec via status");
             assert_eq!(api.get("g").await.expect("get").spec.size, 2);
             assert_eq!(ignored.spec.size, 2);
         }

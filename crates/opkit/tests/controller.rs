@@ -113,7 +113,9 @@ async fn generation_changed_predicate_drops_status_only_updates() {
     api.create(&PostParams::default(), &Widget::new("later", WidgetSpec { size: 1 })).await.expect("create later");
     log.wait_calls("later", 1).await;
     assert_eq!(log.calls("a").len(), 1, "a status-only update must not reconcile");
-    api.patch("a", &PatchParams::default(), &Patch::Merge(&serde_json::json!({"spec": {"size": 2}}))).await.expect("spec");
+    api.patch("a", &PatchParams::default(), &Patch::Merge(&serde_json::json!({"spec": {"size": 2}})))
+        .await
+        .expect("spec");
     log.wait_calls("a", 2).await;
     assert_eq!(log.calls("a")[1].1, "gen=2");
 }
@@ -160,11 +162,15 @@ async fn concurrency_is_bounded_and_never_twice_on_one_object() {
         let patch = serde_json::json!({"metadata": {"labels": {"touched": "yes"}}});
         cms.patch(&format!("cm-{i:02}"), &PatchParams::default(), &Patch::Merge(&patch)).await.expect("touch");
     }
-    let ended = |l: &Log| l.counts().len() >= 20 && (0..20).all(|i| l.calls(&format!("cm-{i:02}")).iter().any(|(_, n)| n == "end"));
+    let ended = |l: &Log| {
+        l.counts().len() >= 20 && (0..20).all(|i| l.calls(&format!("cm-{i:02}")).iter().any(|(_, n)| n == "end"))
+    };
     // The first two reconciles block on the gate, so exactly two are in flight; then let
     // them through one at a time until every object was reconciled.
     log.wait("two reconciles in flight", |_| active.lock().len() == 2).await;
-    let ends = |l: &Log| (0..20).map(|i| l.calls(&format!("cm-{i:02}")).iter().filter(|(_, n)| n == "end").count()).sum::<usize>();
+    let ends = |l: &Log| {
+        (0..20).map(|i| l.calls(&format!("cm-{i:02}")).iter().filter(|(_, n)| n == "end").count()).sum::<usize>()
+    };
     while !ended(&log) {
         let before = ends(&log);
         gate.add_permits(1);

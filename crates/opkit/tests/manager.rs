@@ -78,7 +78,8 @@ async fn metrics_count_reconciles_and_readyz_waits_for_sync() {
     }
     let body = eventually("metrics to show 3 successes", || async {
         let (_, body) = http_get(metrics_addr, "/metrics").await;
-        body.contains(r#"controller_runtime_reconcile_total{controller="configmap",result="success"} 3"#).then_some(body)
+        body.contains(r#"controller_runtime_reconcile_total{controller="configmap",result="success"} 3"#)
+            .then_some(body)
     })
     .await;
     for name in [
@@ -148,7 +149,10 @@ async fn two_managers(release_on_cancel: bool) {
     if release_on_cancel {
         assert!(took < Duration::from_secs(3), "released lease taken over at once, took {took:?}");
     } else {
-        assert!(took < Duration::from_secs(3) + Duration::from_secs(5), "taken over within the lease duration, took {took:?}");
+        assert!(
+            took < Duration::from_secs(3) + Duration::from_secs(5),
+            "taken over within the lease duration, took {took:?}"
+        );
     }
     second_token.cancel();
 }

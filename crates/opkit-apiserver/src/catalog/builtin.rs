@@ -70,134 +70,44 @@ const NS: bool = true;
 const CLUSTER: bool = false;
 
 const ROWS: &[Row] = &[
-    row("", "v1", "namespaces", "Namespace", CLUSTER)
-        .short(&["ns"])
-        .status(),
-    row("", "v1", "pods", "Pod", NS)
-        .short(&["po"])
-        .all()
-        .status(),
-    row("", "v1", "services", "Service", NS)
-        .short(&["svc"])
-        .all()
-        .status(),
+    row("", "v1", "namespaces", "Namespace", CLUSTER).short(&["ns"]).status(),
+    row("", "v1", "pods", "Pod", NS).short(&["po"]).all().status(),
+    row("", "v1", "services", "Service", NS).short(&["svc"]).all().status(),
     row("", "v1", "endpoints", "Endpoints", NS).short(&["ep"]),
     row("", "v1", "configmaps", "ConfigMap", NS).short(&["cm"]),
     row("", "v1", "secrets", "Secret", NS),
     row("", "v1", "serviceaccounts", "ServiceAccount", NS).short(&["sa"]),
     row("", "v1", "events", "Event", NS).short(&["ev"]),
-    row("", "v1", "nodes", "Node", CLUSTER)
-        .short(&["no"])
-        .status(),
-    row(
-        "",
-        "v1",
-        "persistentvolumeclaims",
-        "PersistentVolumeClaim",
-        NS,
-    )
-    .short(&["pvc"])
-    .status(),
-    row("", "v1", "persistentvolumes", "PersistentVolume", CLUSTER)
-        .short(&["pv"])
-        .status(),
-    row(
-        "",
-        "v1",
-        "replicationcontrollers",
-        "ReplicationController",
-        NS,
-    )
-    .short(&["rc"])
-    .all()
-    .status()
-    .scale()
-    .generation(),
+    row("", "v1", "nodes", "Node", CLUSTER).short(&["no"]).status(),
+    row("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", NS).short(&["pvc"]).status(),
+    row("", "v1", "persistentvolumes", "PersistentVolume", CLUSTER).short(&["pv"]).status(),
+    row("", "v1", "replicationcontrollers", "ReplicationController", NS)
+        .short(&["rc"])
+        .all()
+        .status()
+        .scale()
+        .generation(),
     row("", "v1", "limitranges", "LimitRange", NS).short(&["limits"]),
-    row("", "v1", "resourcequotas", "ResourceQuota", NS)
-        .short(&["quota"])
-        .status(),
-    row("apps", "v1", "deployments", "Deployment", NS)
-        .short(&["deploy"])
-        .all()
-        .status()
-        .scale()
-        .generation(),
-    row("apps", "v1", "replicasets", "ReplicaSet", NS)
-        .short(&["rs"])
-        .all()
-        .status()
-        .scale()
-        .generation(),
-    row("apps", "v1", "statefulsets", "StatefulSet", NS)
-        .short(&["sts"])
-        .all()
-        .status()
-        .scale()
-        .generation(),
-    row("apps", "v1", "daemonsets", "DaemonSet", NS)
-        .short(&["ds"])
-        .all()
-        .status()
-        .generation(),
-    row(
-        "apps",
-        "v1",
-        "controllerrevisions",
-        "ControllerRevision",
-        NS,
-    ),
-    row("batch", "v1", "jobs", "Job", NS)
-        .all()
-        .status()
-        .generation(),
-    row("batch", "v1", "cronjobs", "CronJob", NS)
-        .short(&["cj"])
-        .all()
-        .status()
-        .generation(),
+    row("", "v1", "resourcequotas", "ResourceQuota", NS).short(&["quota"]).status(),
+    row("apps", "v1", "deployments", "Deployment", NS).short(&["deploy"]).all().status().scale().generation(),
+    row("apps", "v1", "replicasets", "ReplicaSet", NS).short(&["rs"]).all().status().scale().generation(),
+    row("apps", "v1", "statefulsets", "StatefulSet", NS).short(&["sts"]).all().status().scale().generation(),
+    row("apps", "v1", "daemonsets", "DaemonSet", NS).short(&["ds"]).all().status().generation(),
+    row("apps", "v1", "controllerrevisions", "ControllerRevision", NS),
+    row("batch", "v1", "jobs", "Job", NS).all().status().generation(),
+    row("batch", "v1", "cronjobs", "CronJob", NS).short(&["cj"]).all().status().generation(),
     row("coordination.k8s.io", "v1", "leases", "Lease", NS),
     row("events.k8s.io", "v1", "events", "Event", NS).short(&["ev"]),
-    row(
-        "discovery.k8s.io",
-        "v1",
-        "endpointslices",
-        "EndpointSlice",
-        NS,
-    ),
+    row("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", NS),
     row("rbac.authorization.k8s.io", "v1", "roles", "Role", NS),
-    row(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "rolebindings",
-        "RoleBinding",
-        NS,
-    ),
-    row(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "clusterroles",
-        "ClusterRole",
-        CLUSTER,
-    ),
-    row(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "clusterrolebindings",
-        "ClusterRoleBinding",
-        CLUSTER,
-    ),
-    row(
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        "CustomResourceDefinition",
-        CLUSTER,
-    )
-    .short(&["crd", "crds"])
-    .cat(&["api-extensions"])
-    .status()
-    .generation(),
+    row("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", NS),
+    row("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", CLUSTER),
+    row("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", CLUSTER),
+    row("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", CLUSTER)
+        .short(&["crd", "crds"])
+        .cat(&["api-extensions"])
+        .status()
+        .generation(),
     row(
         "admissionregistration.k8s.io",
         "v1",
@@ -207,72 +117,20 @@ const ROWS: &[Row] = &[
     )
     .cat(&["api-extensions"])
     .generation(),
-    row(
-        "admissionregistration.k8s.io",
-        "v1",
-        "mutatingwebhookconfigurations",
-        "MutatingWebhookConfiguration",
-        CLUSTER,
-    )
-    .cat(&["api-extensions"])
-    .generation(),
-    row(
-        "policy",
-        "v1",
-        "poddisruptionbudgets",
-        "PodDisruptionBudget",
-        NS,
-    )
-    .short(&["pdb"])
-    .status()
-    .generation(),
-    row("networking.k8s.io", "v1", "ingresses", "Ingress", NS)
-        .short(&["ing"])
+    row("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", CLUSTER)
+        .cat(&["api-extensions"])
+        .generation(),
+    row("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", NS).short(&["pdb"]).status().generation(),
+    row("networking.k8s.io", "v1", "ingresses", "Ingress", NS).short(&["ing"]).status().generation(),
+    row("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", NS).short(&["netpol"]).generation(),
+    row("networking.k8s.io", "v1", "ingressclasses", "IngressClass", CLUSTER),
+    row("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", NS)
+        .short(&["hpa"])
+        .all()
         .status()
         .generation(),
-    row(
-        "networking.k8s.io",
-        "v1",
-        "networkpolicies",
-        "NetworkPolicy",
-        NS,
-    )
-    .short(&["netpol"])
-    .generation(),
-    row(
-        "networking.k8s.io",
-        "v1",
-        "ingressclasses",
-        "IngressClass",
-        CLUSTER,
-    ),
-    row(
-        "autoscaling",
-        "v2",
-        "horizontalpodautoscalers",
-        "HorizontalPodAutoscaler",
-        NS,
-    )
-    .short(&["hpa"])
-    .all()
-    .status()
-    .generation(),
-    row(
-        "scheduling.k8s.io",
-        "v1",
-        "priorityclasses",
-        "PriorityClass",
-        CLUSTER,
-    )
-    .short(&["pc"]),
-    row(
-        "storage.k8s.io",
-        "v1",
-        "storageclasses",
-        "StorageClass",
-        CLUSTER,
-    )
-    .short(&["sc"]),
+    row("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", CLUSTER).short(&["pc"]),
+    row("storage.k8s.io", "v1", "storageclasses", "StorageClass", CLUSTER).short(&["sc"]),
 ];
 
 /// Every built-in resource.
@@ -284,21 +142,17 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                 status_replicas_path: ".status.replicas".into(),
                 label_selector_path: Some(".status.selector".into()),
             });
-            let mut verbs: Vec<&'static str> = vec![
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch",
-            ];
+            let mut verbs: Vec<&'static str> =
+                vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
             if r.resource == "namespaces" {
                 verbs.retain(|v| *v != "deletecollection");
             }
             // events.k8s.io Events are stored with core Events, as kube-apiserver does.
-            let id = if r.group == "events.k8s.io" { ResourceId::new("", "events") } else { ResourceId::new(r.group, r.resource) };
+            let id = if r.group == "events.k8s.io" {
+                ResourceId::new("", "events")
+            } else {
+                ResourceId::new(r.group, r.resource)
+            };
             ResourceInfo {
                 id,
                 group: r.group.to_string(),

@@ -19,13 +19,7 @@ fn s(v: &Value, path: &[&str]) -> String {
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
 }
 
 /// Builds the served resource of a (validated) CRD. Fails if a version's schema does not
@@ -45,13 +39,7 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
     };
     let mut versions = Vec::new();
     let mut errors = Vec::new();
-    for (i, v) in spec["versions"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
+    for (i, v) in spec["versions"].as_array().map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
         let raw = v["schema"]["openAPIV3Schema"].clone();
         let schema = if raw.is_object() {
             match CrdSchema::new(&raw) {
@@ -83,10 +71,7 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
                 .and_then(Value::as_str)
                 .unwrap_or(".status.replicas")
                 .to_string(),
-            label_selector_path: sc
-                .get("labelSelectorPath")
-                .and_then(Value::as_str)
-                .map(String::from),
+            label_selector_path: sc.get("labelSelectorPath").and_then(Value::as_str).map(String::from),
         });
         versions.push(VersionInfo {
             name: s(v, &["name"]),
@@ -98,11 +83,7 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
             raw_schema: raw.is_object().then_some(raw),
             columns: v["additionalPrinterColumns"]
                 .as_array()
-                .map(|cols| {
-                    cols.iter()
-                        .filter_map(PrinterColumn::from_crd_json)
-                        .collect()
-                })
+                .map(|cols| cols.iter().filter_map(PrinterColumn::from_crd_json).collect())
                 .unwrap_or_default(),
             selectable_fields: v["selectableFields"]
                 .as_array()
@@ -124,16 +105,7 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
         namespaced: s(spec, &["scope"]) != "Cluster",
         short_names: strings(&spec["names"]["shortNames"]),
         categories: strings(&spec["names"]["categories"]),
-        verbs: vec![
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "create",
-            "update",
-            "watch",
-        ],
+        verbs: vec!["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
         generation: true,
         builtin: false,
         group,
@@ -151,20 +123,11 @@ pub fn crd_status(crd: &Value, now: &str) -> Value {
     let spec = &crd["spec"];
     let mut names = spec["names"].clone();
     if let Some(obj) = names.as_object_mut() {
-        let kind = obj
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        obj.entry("singular")
-            .or_insert_with(|| json!(kind.to_lowercase()));
-        obj.entry("listKind")
-            .or_insert_with(|| json!(format!("{kind}List")));
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        obj.entry("singular").or_insert_with(|| json!(kind.to_lowercase()));
+        obj.entry("listKind").or_insert_with(|| json!(format!("{kind}List")));
     }
-    let old_conditions = crd["status"]["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let old_conditions = crd["status"]["conditions"].as_array().cloned().unwrap_or_default();
     let since = |t: &str| {
         old_conditions
             .iter()
@@ -181,17 +144,9 @@ pub fn crd_status(crd: &Value, now: &str) -> Value {
     }
     let stored: Vec<Value> = spec["versions"]
         .as_array()
-        .map(|vs| {
-            vs.iter()
-                .filter(|v| v["storage"] == true)
-                .map(|v| v["name"].clone())
-                .collect()
-        })
+        .map(|vs| vs.iter().filter(|v| v["storage"] == true).map(|v| v["name"].clone()).collect())
         .unwrap_or_default();
-    let mut stored_versions = crd["status"]["storedVersions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let mut stored_versions = crd["status"]["storedVersions"].as_array().cloned().unwrap_or_default();
     for v in stored {
         if !stored_versions.contains(&v) {
             stored_versions.push(v);

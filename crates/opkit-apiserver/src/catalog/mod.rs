@@ -88,19 +88,11 @@ impl ResourceInfo {
     }
     /// The storage version.
     pub fn storage_version(&self) -> &str {
-        self.versions
-            .iter()
-            .find(|v| v.storage)
-            .or(self.versions.first())
-            .map_or("v1", |v| v.name.as_str())
+        self.versions.iter().find(|v| v.storage).or(self.versions.first()).map_or("v1", |v| v.name.as_str())
     }
     /// `group/version` as written in `apiVersion`.
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{}/{version}", self.group)
-        }
+        if self.group.is_empty() { version.to_string() } else { format!("{}/{version}", self.group) }
     }
 }
 
@@ -113,27 +105,15 @@ pub struct CatalogSnapshot {
 impl CatalogSnapshot {
     /// Finds a served resource by group, version and plural.
     pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
-        self.by_group
-            .get(group)?
-            .iter()
-            .find(|r| r.resource == resource && r.version(version).is_some())
-            .cloned()
+        self.by_group.get(group)?.iter().find(|r| r.resource == resource && r.version(version).is_some()).cloned()
     }
     /// Finds a resource by group and plural, whatever its version.
     pub fn by_resource(&self, group: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
-        self.by_group
-            .get(group)?
-            .iter()
-            .find(|r| r.resource == resource)
-            .cloned()
+        self.by_group.get(group)?.iter().find(|r| r.resource == resource).cloned()
     }
     /// Finds a served resource by group, version and kind.
     pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
-        self.by_group
-            .get(group)?
-            .iter()
-            .find(|r| r.kind == kind && r.version(version).is_some())
-            .cloned()
+        self.by_group.get(group)?.iter().find(|r| r.kind == kind && r.version(version).is_some()).cloned()
     }
     /// Every group with its served versions in priority order (core group first).
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
@@ -151,23 +131,14 @@ impl CatalogSnapshot {
             out.push((g.clone(), versions));
         }
         // kube lists built-in groups before CRD groups; keep core first, then by name.
-        out.sort_by(|a, b| {
-            (!a.0.is_empty())
-                .cmp(&!b.0.is_empty())
-                .then_with(|| a.0.cmp(&b.0))
-        });
+        out.sort_by(|a, b| (!a.0.is_empty()).cmp(&!b.0.is_empty()).then_with(|| a.0.cmp(&b.0)));
         out
     }
     /// Resources of `group` served at `version`.
     pub fn resources(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
         self.by_group
             .get(group)
-            .map(|rs| {
-                rs.iter()
-                    .filter(|r| r.version(version).is_some())
-                    .cloned()
-                    .collect()
-            })
+            .map(|rs| rs.iter().filter(|r| r.version(version).is_some()).cloned().collect())
             .unwrap_or_default()
     }
     /// Every resource.
@@ -186,15 +157,8 @@ pub struct Catalog {
 impl Catalog {
     /// A catalogue of the built-in resources.
     pub fn new() -> Catalog {
-        let builtin: Vec<Arc<ResourceInfo>> = builtin::builtin_resources()
-            .into_iter()
-            .map(Arc::new)
-            .collect();
-        let c = Catalog {
-            builtin,
-            crds: RwLock::new(BTreeMap::new()),
-            snapshot: RwLock::new(Arc::default()),
-        };
+        let builtin: Vec<Arc<ResourceInfo>> = builtin::builtin_resources().into_iter().map(Arc::new).collect();
+        let c = Catalog { builtin, crds: RwLock::new(BTreeMap::new()), snapshot: RwLock::new(Arc::default()) };
         c.rebuild();
         c
     }
@@ -206,9 +170,7 @@ impl Catalog {
 
     /// Serves (or re-serves) the resource of a CRD, keyed by the CRD's name.
     pub fn put_crd(&self, crd_name: &str, info: ResourceInfo) {
-        self.crds
-            .write()
-            .insert(crd_name.to_string(), Arc::new(info));
+        self.crds.write().insert(crd_name.to_string(), Arc::new(info));
         self.rebuild();
     }
 
@@ -268,33 +230,12 @@ mod tests {
 
     #[test]
     fn version_priority_matches_kube() {
-        let mut v = vec![
-            "v1alpha1",
-            "v11alpha2",
-            "foo1",
-            "v10beta3",
-            "v2",
-            "v1beta1",
-            "v1",
-            "v10",
-            "foo10",
-            "v12alpha1",
-        ];
+        let mut v =
+            vec!["v1alpha1", "v11alpha2", "foo1", "v10beta3", "v2", "v1beta1", "v1", "v10", "foo10", "v12alpha1"];
         v.sort_by(|a, b| compare_versions(a, b));
         assert_eq!(
             v,
-            [
-                "v10",
-                "v2",
-                "v1",
-                "v10beta3",
-                "v1beta1",
-                "v12alpha1",
-                "v11alpha2",
-                "v1alpha1",
-                "foo1",
-                "foo10"
-            ]
+            ["v10", "v2", "v1", "v10beta3", "v1beta1", "v12alpha1", "v11alpha2", "v1alpha1", "foo1", "foo10"]
         );
     }
 

@@ -41,12 +41,7 @@ fn media_types(headers: &HeaderMap) -> Vec<String> {
 
 /// The parameters of one media range, e.g. `as=Table;g=meta.k8s.io;v=v1`.
 pub fn media_param<'a>(media: &'a str, key: &str) -> Option<&'a str> {
-    media
-        .split(';')
-        .skip(1)
-        .filter_map(|p| p.trim().split_once('='))
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| v)
+    media.split(';').skip(1).filter_map(|p| p.trim().split_once('=')).find(|(k, _)| *k == key).map(|(_, v)| v)
 }
 
 fn media_base(media: &str) -> &str {
@@ -83,8 +78,7 @@ pub fn negotiate(headers: &HeaderMap) -> ApiResult<Output> {
 /// The aggregated-discovery version asked for (`v2` or `v2beta1`), if any.
 pub fn aggregated_discovery(headers: &HeaderMap) -> Option<&'static str> {
     for t in media_types(headers) {
-        if media_param(&t, "g") == Some("apidiscovery.k8s.io")
-            && media_param(&t, "as") == Some("APIGroupDiscoveryList")
+        if media_param(&t, "g") == Some("apidiscovery.k8s.io") && media_param(&t, "as") == Some("APIGroupDiscoveryList")
         {
             match media_param(&t, "v") {
                 Some("v2") => return Some("v2"),
@@ -102,9 +96,7 @@ pub fn aggregated_discovery(headers: &HeaderMap) -> Option<&'static str> {
 
 /// Whether Accept asks for the protobuf OpenAPI v2 document.
 pub fn wants_openapi_protobuf(headers: &HeaderMap) -> bool {
-    media_types(headers)
-        .iter()
-        .any(|t| media_base(t).starts_with("application/com.github.proto-openapi.spec.v2"))
+    media_types(headers).iter().any(|t| media_base(t).starts_with("application/com.github.proto-openapi.spec.v2"))
 }
 
 /// Reads the body, refusing more than [`MAX_BODY`] bytes with 413.
@@ -113,9 +105,7 @@ pub async fn read_body(body: hyper::body::Incoming) -> ApiResult<Bytes> {
     match limited.collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
+            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
                 Err(ApiError::too_large(MAX_BODY))
             } else {
                 Err(ApiError::bad_request(format!("reading request body: {e}")))
@@ -130,8 +120,9 @@ pub fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
     match ct.as_str() {
         "" | "application/json" | "*/*" => parse_json_or_yaml(body, false),
         "application/yaml" | "application/x-yaml" | "text/yaml" => parse_json_or_yaml(body, true),
-        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode_object(body)
-            .map_err(|e| ApiError::bad_request(format!("the body of the request is not a valid Kubernetes protobuf object: {e}"))),
+        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode_object(body).map_err(|e| {
+            ApiError::bad_request(format!("the body of the request is not a valid Kubernetes protobuf object: {e}"))
+        }),
         other => Err(ApiError::unsupported_media_type(other)),
     }
 }
@@ -151,9 +142,7 @@ pub fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
 pub fn decode_patch(kind: PatchType, body: &[u8]) -> ApiResult<Value> {
     let v = parse_json_or_yaml(body, kind == PatchType::Apply)?;
     match kind {
-        PatchType::Json if !v.is_array() => Err(ApiError::bad_request(
-            "json patch must be an array of operations",
-        )),
+        PatchType::Json if !v.is_array() => Err(ApiError::bad_request("json patch must be an array of operations")),
         PatchType::Merge | PatchType::Strategic | PatchType::Apply if !v.is_object() => {
             Err(ApiError::bad_request("patch body must be a JSON object"))
         }
@@ -175,15 +164,12 @@ fn parse_json_or_yaml(body: &[u8], yaml_first: bool) -> ApiResult<Value> {
     }
     let json = || serde_json::from_slice::<Value>(body);
     if !yaml_first {
-        return json().map_err(|e| {
-            ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
-        });
+        return json().map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")));
     }
     match json() {
         Ok(v) => Ok(v),
-        Err(_) => serde_saphyr::from_slice::<Value>(body).map_err(|e| {
-            ApiError::bad_request(format!("the body of the request is not valid YAML: {e}"))
-        }),
+        Err(_) => serde_saphyr::from_slice::<Value>(body)
+            .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid YAML: {e}"))),
     }
 }
 
@@ -194,21 +180,12 @@ fn full(b: impl Into<Bytes>) -> Body {
 /// A response with a JSON or YAML encoded value.
 pub fn respond(code: u16, value: &Value, output: Output, warnings: &[String]) -> Response<Body> {
     let (bytes, ct) = match output {
-        Output::Yaml => (
-            serde_saphyr::to_string(value)
-                .map(Bytes::from)
-                .unwrap_or_default(),
-            "application/yaml",
-        ),
-        _ => (
-            Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
-            "application/json",
-        ),
+        Output::Yaml => (serde_saphyr::to_string(value).map(Bytes::from).unwrap_or_default(), "application/yaml"),
+        _ => (Bytes::from(serde_json::to_vec(value).unwrap_or_default()), "application/json"),
     };
     let mut r = Response::new(full(bytes));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
     for w in warnings {
         let text = format!("299 - {}", serde_json::Value::String(w.clone()));
         if let Ok(v) = HeaderValue::from_str(&text) {
@@ -230,8 +207,7 @@ pub fn respond_typed(value: &Value, content_type: &str) -> Response<Body> {
 /// A raw response.
 pub fn respond_bytes(bytes: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
     let mut r = Response::new(full(bytes));
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
@@ -239,15 +215,8 @@ pub fn respond_bytes(bytes: impl Into<Bytes>, content_type: &'static str) -> Res
 pub fn respond_error(e: &ApiError) -> Response<Body> {
     let mut r = Response::new(full(serde_json::to_vec(&e.to_status()).unwrap_or_default()));
     *r.status_mut() = e.status_code();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Some(v) = e
-        .details
-        .retry_after
-        .and_then(|a| HeaderValue::from_str(&a.to_string()).ok())
-    {
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(v) = e.details.retry_after.and_then(|a| HeaderValue::from_str(&a.to_string()).ok()) {
         r.headers_mut().insert(header::RETRY_AFTER, v);
     }
     r
@@ -256,12 +225,8 @@ pub fn respond_error(e: &ApiError) -> Response<Body> {
 /// A streaming response (watches).
 pub fn respond_stream(body: Body, content_type: &'static str) -> Response<Body> {
     let mut r = Response::new(body);
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     r
 }
 
@@ -271,10 +236,7 @@ mod tests {
 
     fn h(accept: &str) -> HeaderMap {
         let mut m = HeaderMap::new();
-        m.insert(
-            header::ACCEPT,
-            HeaderValue::from_str(accept).expect("header"),
-        );
+        m.insert(header::ACCEPT, HeaderValue::from_str(accept).expect("header"));
         m
     }
 
@@ -284,12 +246,7 @@ mod tests {
         let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert_eq!(negotiate(&h(table)).ok(), Some(Output::Table));
         assert_eq!(negotiate(&h("application/yaml")).ok(), Some(Output::Yaml));
-        assert_eq!(
-            negotiate(&h("application/vnd.kubernetes.protobuf"))
-                .err()
-                .map(|e| e.code),
-            Some(406)
-        );
+        assert_eq!(negotiate(&h("application/vnd.kubernetes.protobuf")).err().map(|e| e.code), Some(406));
         let disc = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
         assert_eq!(aggregated_discovery(&h(disc)), Some("v2"));
         assert_eq!(aggregated_discovery(&h("application/json")), None);
@@ -298,21 +255,10 @@ mod tests {
     #[test]
     fn bodies() {
         let mut m = HeaderMap::new();
-        m.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/yaml"),
-        );
+        m.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
         let v = decode_object(&m, b"kind: ConfigMap\ndata:\n  a: b\n").expect("yaml");
         assert_eq!(v["data"]["a"], "b");
-        assert_eq!(
-            decode_object(&HeaderMap::new(), b"{bad")
-                .err()
-                .map(|e| e.code),
-            Some(400)
-        );
-        assert_eq!(
-            decode_patch(PatchType::Json, b"{}").err().map(|e| e.code),
-            Some(400)
-        );
+        assert_eq!(decode_object(&HeaderMap::new(), b"{bad").err().map(|e| e.code), Some(400));
+        assert_eq!(decode_patch(PatchType::Json, b"{}").err().map(|e| e.code), Some(400));
     }
 }

@@ -37,30 +37,21 @@ pub fn legacy_versions(address: &str) -> Value {
 }
 
 fn group_json(name: &str, versions: &[String]) -> Value {
-    let vs: Vec<Value> = versions
-        .iter()
-        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
-        .collect();
+    let vs: Vec<Value> =
+        versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
     json!({"name": name, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
 }
 
 /// `/apis`.
 pub fn group_list(cat: &CatalogSnapshot) -> Value {
-    let groups: Vec<Value> = cat
-        .groups()
-        .into_iter()
-        .filter(|(g, _)| !g.is_empty())
-        .map(|(g, vs)| group_json(&g, &vs))
-        .collect();
+    let groups: Vec<Value> =
+        cat.groups().into_iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| group_json(&g, &vs)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/{group}`, if served.
 pub fn group(cat: &CatalogSnapshot, name: &str) -> Option<Value> {
-    let (g, vs) = cat
-        .groups()
-        .into_iter()
-        .find(|(g, _)| g == name && !g.is_empty())?;
+    let (g, vs) = cat.groups().into_iter().find(|(g, _)| g == name && !g.is_empty())?;
     let mut v = group_json(&g, &vs);
     v["kind"] = json!("APIGroup");
     v["apiVersion"] = json!("v1");
@@ -68,11 +59,7 @@ pub fn group(cat: &CatalogSnapshot, name: &str) -> Option<Value> {
 }
 
 fn scope(r: &ResourceInfo) -> &'static str {
-    if r.namespaced {
-        "Namespaced"
-    } else {
-        "Cluster"
-    }
+    if r.namespaced { "Namespaced" } else { "Cluster" }
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`, if served.
@@ -105,14 +92,8 @@ pub fn resource_list(cat: &CatalogSnapshot, group: &str, version: &str) -> Optio
             out.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
         }
     }
-    let gv = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
-    Some(
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out}),
-    )
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out}))
 }
 
 /// Aggregated discovery for `/api` (core only) or `/apis` (every other group).
@@ -133,7 +114,9 @@ pub fn aggregated(cat: &CatalogSnapshot, core: bool, api_version: &str) -> Value
                     subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
                 }
                 if vi.status {
-                    subs.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+                    subs.push(
+                        json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}),
+                    );
                 }
                 let mut e = json!({
                     "resource": r.resource, "responseKind": kind, "scope": scope(&r),
@@ -159,11 +142,7 @@ pub fn aggregated(cat: &CatalogSnapshot, core: bool, api_version: &str) -> Value
 
 /// `/`: the served paths.
 pub fn root_paths(cat: &CatalogSnapshot) -> Value {
-    let mut paths = vec![
-        "/api".to_string(),
-        "/api/v1".to_string(),
-        "/apis".to_string(),
-    ];
+    let mut paths = vec!["/api".to_string(), "/api/v1".to_string(), "/apis".to_string()];
     for (g, vs) in cat.groups() {
         if g.is_empty() {
             continue;
@@ -173,16 +152,6 @@ pub fn root_paths(cat: &CatalogSnapshot) -> Value {
             paths.push(format!("/apis/{g}/{v}"));
         }
     }
-    paths.extend(
-        [
-            "/healthz",
-            "/livez",
-            "/openapi/v2",
-            "/openapi/v3",
-            "/readyz",
-            "/version",
-        ]
-        .map(String::from),
-    );
+    paths.extend(["/healthz", "/livez", "/openapi/v2", "/openapi/v3", "/readyz", "/version"].map(String::from));
     json!({"paths": paths})
 }

@@ -35,12 +35,7 @@ pub struct AppState {
 impl AppState {
     /// State for a server reachable at `address`.
     pub fn new(registry: Registry, auth: TokenAuthenticator, address: String) -> Arc<AppState> {
-        Arc::new(AppState {
-            registry,
-            auth,
-            address,
-            openapi: Default::default(),
-        })
+        Arc::new(AppState { registry, auth, address, openapi: Default::default() })
     }
 }
 
@@ -65,10 +60,7 @@ async fn dispatch(
 ) -> ApiResult<Response<Body>> {
     let route = route::parse_path(parts.uri.path());
     let public = matches!(route, Some(Route::Health | Route::Version));
-    let authz = parts
-        .headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
+    let authz = parts.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let user = match state.auth.authenticate(authz) {
         Some(u) => u,
         None if public => Default::default(),
@@ -77,41 +69,18 @@ async fn dispatch(
     let route = route.ok_or_else(ApiError::no_route)?;
     let cat = state.registry.catalog().snapshot();
     let get_only = |r: ApiResult<Response<Body>>| {
-        if parts.method == Method::GET {
-            r
-        } else {
-            Err(ApiError::method_not_supported(
-                "",
-                "",
-                parts.method.as_str(),
-            ))
-        }
+        if parts.method == Method::GET { r } else { Err(ApiError::method_not_supported("", "", parts.method.as_str())) }
     };
     match route {
-        Route::Root => get_only(Ok(codec::respond(
-            200,
-            &discovery::root_paths(&cat),
-            codec::Output::Json,
-            &[],
-        ))),
-        Route::Version => get_only(Ok(codec::respond(
-            200,
-            &discovery::version(),
-            codec::Output::Json,
-            &[],
-        ))),
+        Route::Root => get_only(Ok(codec::respond(200, &discovery::root_paths(&cat), codec::Output::Json, &[]))),
+        Route::Version => get_only(Ok(codec::respond(200, &discovery::version(), codec::Output::Json, &[]))),
         Route::Health => Ok(codec::respond_bytes("ok", "text/plain; charset=utf-8")),
         Route::LegacyApi => get_only(Ok(match codec::aggregated_discovery(&parts.headers) {
             Some(v) => codec::respond_typed(
                 &discovery::aggregated(&cat, true, v),
                 &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
             ),
-            None => codec::respond(
-                200,
-                &discovery::legacy_versions(&state.address),
-                codec::Output::Json,
-                &[],
-            ),
+            None => codec::respond(200, &discovery::legacy_versions(&state.address), codec::Output::Json, &[]),
         })),
         Route::Apis => get_only(Ok(match codec::aggregated_discovery(&parts.headers) {
             Some(v) => codec::respond_typed(
@@ -135,23 +104,11 @@ async fn dispatch(
         Route::OpenApiV3(path) => get_only(state.openapi.v3(&cat, &path)),
         Route::Resource(req) => {
             let body = match parts.method {
-                Method::POST | Method::PUT | Method::PATCH | Method::DELETE => {
-                    codec::read_body(body).await?
-                }
+                Method::POST | Method::PUT | Method::PATCH | Method::DELETE => codec::read_body(body).await?,
                 _ => Default::default(),
             };
             let query = route::parse_query(parts.uri.query());
-            resource::Call {
-                state,
-                method: parts.method,
-                req,
-                query,
-                headers: parts.headers,
-                body,
-                user,
-            }
-            .run()
-            .await
+            resource::Call { state, method: parts.method, req, query, headers: parts.headers, body, user }.run().await
         }
     }
 }

@@ -39,14 +39,11 @@ fn docs(resources: &[Arc<ResourceInfo>]) -> Vec<ResourceDoc> {
                 plural: r.resource.clone(),
                 namespaced: r.namespaced,
                 verbs: r.verbs.iter().map(|s| s.to_string()).collect(),
-                subresources: [
-                    v.status.then_some("status"),
-                    v.scale.as_ref().map(|_| "scale"),
-                ]
-                .into_iter()
-                .flatten()
-                .map(String::from)
-                .collect(),
+                subresources: [v.status.then_some("status"), v.scale.as_ref().map(|_| "scale")]
+                    .into_iter()
+                    .flatten()
+                    .map(String::from)
+                    .collect(),
                 schema: match &v.raw_schema {
                     Some(s) if !r.builtin => SchemaSource::Crd(s.clone()),
                     _ => SchemaSource::Builtin,
@@ -62,11 +59,7 @@ fn server_version() -> String {
 }
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() {
-        format!("api/{version}")
-    } else {
-        format!("apis/{group}/{version}")
-    }
+    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
 }
 
 fn hash(bytes: &[u8]) -> String {
@@ -83,10 +76,7 @@ impl OpenApiCache {
     fn with<T>(&self, cat: &Arc<CatalogSnapshot>, f: impl FnOnce(&mut Cached) -> T) -> T {
         let mut c = self.inner.lock();
         if !c.snapshot.as_ref().is_some_and(|s| Arc::ptr_eq(s, cat)) {
-            *c = Cached {
-                snapshot: Some(cat.clone()),
-                ..Default::default()
-            };
+            *c = Cached { snapshot: Some(cat.clone()), ..Default::default() };
         }
         f(&mut c)
     }
@@ -126,11 +116,7 @@ impl OpenApiCache {
             if let Some(b) = c.v3.get(path) {
                 return Some(b.clone());
             }
-            let gv = if group.is_empty() {
-                version.clone()
-            } else {
-                format!("{group}/{version}")
-            };
+            let gv = if group.is_empty() { version.clone() } else { format!("{group}/{version}") };
             let mut ds = docs(&resources);
             ds.retain(|d| d.version == version);
             let doc = openapi::v3_document(&gv, &ds, &server_version());
@@ -148,18 +134,9 @@ impl OpenApiCache {
                 paths.push(gv_path(&g, &v));
             }
         }
-        let hashes: HashMap<String, String> = paths
-            .iter()
-            .map(|p| {
-                (
-                    p.clone(),
-                    self.v3_bytes(cat, p).map(|b| hash(&b)).unwrap_or_default(),
-                )
-            })
-            .collect();
-        let index = openapi::v3_index(&paths, &|p: &str| {
-            hashes.get(p).cloned().unwrap_or_default()
-        });
+        let hashes: HashMap<String, String> =
+            paths.iter().map(|p| (p.clone(), self.v3_bytes(cat, p).map(|b| hash(&b)).unwrap_or_default())).collect();
+        let index = openapi::v3_index(&paths, &|p: &str| hashes.get(p).cloned().unwrap_or_default());
         codec::respond(200, &index, codec::Output::Json, &[])
     }
 

@@ -51,11 +51,10 @@ fn list_options(q: &HashMap<String, String>) -> ApiResult<ListOptions> {
         None => None,
     };
     let limit = match q.get("limit").filter(|s| !s.is_empty()) {
-        Some(s) => Some(
-            s.parse::<i64>()
-                .map_err(|_| ApiError::bad_request(format!("limit: invalid value {s:?}")))?
-                .max(0) as usize,
-        ),
+        Some(s) => {
+            Some(s.parse::<i64>().map_err(|_| ApiError::bad_request(format!("limit: invalid value {s:?}")))?.max(0)
+                as usize)
+        }
         None => None,
     };
     Ok(ListOptions {
@@ -91,9 +90,7 @@ fn write_options_for(
     };
     let field_manager = match q.get("fieldManager").filter(|s| !s.is_empty()) {
         Some(m) if m.len() > 128 => {
-            return Err(ApiError::bad_request(
-                "fieldManager: Too long: may not be longer than 128",
-            ));
+            return Err(ApiError::bad_request("fieldManager: Too long: may not be longer than 128"));
         }
         Some(m) => m.clone(),
         None if apply => String::new(),
@@ -109,9 +106,7 @@ fn write_options_for(
     Ok(WriteOptions {
         dry_run,
         field_manager,
-        field_validation: FieldValidation::parse(
-            q.get("fieldValidation").map(String::as_str).unwrap_or(""),
-        )?,
+        field_validation: FieldValidation::parse(q.get("fieldValidation").map(String::as_str).unwrap_or(""))?,
         force: flag(q, "force"),
         user: user.clone(),
     })
@@ -120,17 +115,11 @@ fn write_options_for(
 impl Call<'_> {
     fn target(&self) -> ApiResult<Target> {
         let cat = self.state.registry.catalog().snapshot();
-        let info = cat
-            .lookup(&self.req.group, &self.req.version, &self.req.resource)
-            .ok_or_else(ApiError::no_route)?;
+        let info = cat.lookup(&self.req.group, &self.req.version, &self.req.resource).ok_or_else(ApiError::no_route)?;
         if !info.namespaced && self.req.namespace.is_some() {
             return Err(ApiError::no_route());
         }
-        Ok(Target {
-            info,
-            version: self.req.version.clone(),
-            namespace: self.req.namespace.clone(),
-        })
+        Ok(Target { info, version: self.req.version.clone(), namespace: self.req.namespace.clone() })
     }
 
     fn delete_options(&self) -> ApiResult<Value> {
@@ -139,10 +128,7 @@ impl Call<'_> {
         } else {
             codec::decode_object(&self.headers, &self.body)?
         };
-        for (k, key) in [
-            ("propagationPolicy", "propagationPolicy"),
-            ("gracePeriodSeconds", "gracePeriodSeconds"),
-        ] {
+        for (k, key) in [("propagationPolicy", "propagationPolicy"), ("gracePeriodSeconds", "gracePeriodSeconds")] {
             if let Some(v) = self.query.get(k) {
                 opts[key] = match v.parse::<i64>() {
                     Ok(n) => json!(n),
@@ -191,7 +177,9 @@ impl Call<'_> {
                     send_initial_events: self.query.get("sendInitialEvents").map(|v| v == "true"),
                     timeout: match self.query.get("timeoutSeconds").filter(|s| !s.is_empty()) {
                         Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
-                            ApiError::bad_request(format!("timeoutSeconds: Invalid value: {s:?}: must be a non-negative integer"))
+                            ApiError::bad_request(format!(
+                                "timeoutSeconds: Invalid value: {s:?}: must be a non-negative integer"
+                            ))
                         })?)),
                         None => None,
                     },
@@ -250,31 +238,17 @@ impl Call<'_> {
                 let opts = write_options(&self.query, &self.headers, &self.user)?;
                 let body = codec::decode_object(&self.headers, &self.body)?;
                 let out = match sub {
-                    Some("scale") => {
-                        registry
-                            .update_scale(&target, &n, ScaleChange::Replace(body), &opts)
-                            .await?
-                    }
-                    Some("status") => {
-                        registry
-                            .update(&target, &n, body, Subresource::Status, &opts)
-                            .await?
-                    }
+                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Replace(body), &opts).await?,
+                    Some("status") => registry.update(&target, &n, body, Subresource::Status, &opts).await?,
                     Some("finalize") => {
                         let mut cur = registry.get(&target, &n).await?;
                         cur["spec"]["finalizers"] = body["spec"]["finalizers"].clone();
                         if let Some(rv) = body["metadata"]["resourceVersion"].as_str() {
                             cur["metadata"]["resourceVersion"] = json!(rv);
                         }
-                        registry
-                            .update(&target, &n, cur, Subresource::Main, &opts)
-                            .await?
+                        registry.update(&target, &n, cur, Subresource::Main, &opts).await?
                     }
-                    _ => {
-                        registry
-                            .update(&target, &n, body, Subresource::Main, &opts)
-                            .await?
-                    }
+                    _ => registry.update(&target, &n, body, Subresource::Main, &opts).await?,
                 };
                 self.respond_object(&target, out.code, out.object, output, &out.warnings)
             }
@@ -283,48 +257,25 @@ impl Call<'_> {
                 let opts = write_options_for(&self.query, &self.headers, &self.user, kind == PatchType::Apply)?;
                 let patch = codec::decode_patch(kind, &self.body)?;
                 let out = match sub {
-                    Some("scale") => {
-                        registry
-                            .update_scale(&target, &n, ScaleChange::Patch(kind, patch), &opts)
-                            .await?
-                    }
-                    Some("status") => {
-                        registry
-                            .patch(&target, &n, kind, patch, Subresource::Status, &opts)
-                            .await?
-                    }
-                    _ => {
-                        registry
-                            .patch(&target, &n, kind, patch, Subresource::Main, &opts)
-                            .await?
-                    }
+                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Patch(kind, patch), &opts).await?,
+                    Some("status") => registry.patch(&target, &n, kind, patch, Subresource::Status, &opts).await?,
+                    _ => registry.patch(&target, &n, kind, patch, Subresource::Main, &opts).await?,
                 };
                 self.respond_object(&target, out.code, out.object, output, &out.warnings)
             }
             (&Method::DELETE, Some(n)) if has("delete") && sub.is_none() => {
                 let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
-                let out = registry
-                    .delete(&target, &n, &self.delete_options()?, dry)
-                    .await?;
+                let out = registry.delete(&target, &n, &self.delete_options()?, dry).await?;
                 self.respond_object(&target, out.code, out.object, output, &[])
             }
             (&Method::DELETE, None) if has("deletecollection") => {
                 let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
                 let list = registry
-                    .delete_collection(
-                        &target,
-                        &list_options(&self.query)?,
-                        &self.delete_options()?,
-                        dry,
-                    )
+                    .delete_collection(&target, &list_options(&self.query)?, &self.delete_options()?, dry)
                     .await?;
                 Ok(codec::respond(200, &list, output, &[]))
             }
-            (m, _) => Err(ApiError::method_not_supported(
-                &target.info.group,
-                &target.info.resource,
-                &verb_name(m),
-            )),
+            (m, _) => Err(ApiError::method_not_supported(&target.info.group, &target.info.resource, &verb_name(m))),
         }
     }
 
@@ -339,10 +290,7 @@ impl Call<'_> {
         if output == Output::Table && obj["kind"] != "Scale" {
             let v = target.version_info()?;
             let custom = (!target.info.builtin).then_some(v.columns.as_slice());
-            let rv = obj["metadata"]["resourceVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
             let t = table::build_table(
                 &target.info.group,
                 &target.info.resource,
@@ -355,16 +303,7 @@ impl Call<'_> {
             );
             return Ok(codec::respond(code, &t, Output::Json, warnings));
         }
-        Ok(codec::respond(
-            code,
-            &obj,
-            if output == Output::Table {
-                Output::Json
-            } else {
-                output
-            },
-            warnings,
-        ))
+        Ok(codec::respond(code, &obj, if output == Output::Table { Output::Json } else { output }, warnings))
     }
 }
 

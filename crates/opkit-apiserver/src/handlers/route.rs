@@ -56,11 +56,7 @@ fn decode(s: &str) -> String {
 
 /// Parses a request path.
 pub fn parse_path(path: &str) -> Option<Route> {
-    let parts: Vec<String> = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(decode)
-        .collect();
+    let parts: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
     let p: Vec<&str> = parts.iter().map(String::as_str).collect();
     match p.as_slice() {
         [] => Some(Route::Root),
@@ -148,36 +144,18 @@ mod tests {
                 r.name.as_deref(),
                 r.subresource.as_deref()
             ),
-            (
-                "apps",
-                Some("default"),
-                "deployments",
-                Some("web"),
-                Some("scale")
-            )
+            ("apps", Some("default"), "deployments", Some("web"), Some("scale"))
         );
         let r = res("/api/v1/namespaces/kube-system");
-        assert_eq!(
-            (r.resource.as_str(), r.name.as_deref(), r.namespace),
-            ("namespaces", Some("kube-system"), None)
-        );
+        assert_eq!((r.resource.as_str(), r.name.as_deref(), r.namespace), ("namespaces", Some("kube-system"), None));
         let r = res("/api/v1/namespaces/x/finalize");
-        assert_eq!(
-            (r.resource.as_str(), r.subresource.as_deref()),
-            ("namespaces", Some("finalize"))
-        );
+        assert_eq!((r.resource.as_str(), r.subresource.as_deref()), ("namespaces", Some("finalize")));
         let r = res("/api/v1/namespaces");
         assert_eq!((r.resource.as_str(), r.name), ("namespaces", None));
         let r = res("/api/v1/pods");
         assert_eq!((r.resource.as_str(), r.namespace), ("pods", None));
-        assert_eq!(
-            parse_path("/apis/apps/v1"),
-            Some(Route::GroupVersion("apps".into(), "v1".into()))
-        );
-        assert_eq!(
-            parse_path("/openapi/v3/apis/apps/v1"),
-            Some(Route::OpenApiV3("apis/apps/v1".into()))
-        );
+        assert_eq!(parse_path("/apis/apps/v1"), Some(Route::GroupVersion("apps".into(), "v1".into())));
+        assert_eq!(parse_path("/openapi/v3/apis/apps/v1"), Some(Route::OpenApiV3("apis/apps/v1".into())));
         assert_eq!(parse_path("/api/v1/a/b/c/d"), None);
     }
 

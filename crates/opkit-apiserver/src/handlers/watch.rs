@@ -16,8 +16,7 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
     buf.put_slice(b"{\"type\":\"");
     buf.put_slice(event.kind.as_bytes());
     buf.put_slice(b"\",\"object\":");
-    let table_row =
-        output == Output::Table && matches!(event.kind, "ADDED" | "MODIFIED" | "DELETED");
+    let table_row = output == Output::Table && matches!(event.kind, "ADDED" | "MODIFIED" | "DELETED");
     match (&event.payload, table_row) {
         (WatchPayload::Raw(b), false) => buf.put_slice(b),
         (WatchPayload::Json(v), false) => buf.put_slice(&serde_json::to_vec(v).unwrap_or_default()),
@@ -27,12 +26,8 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
                 WatchPayload::Json(v) => v.clone(),
             };
             let v = target.version_info().ok();
-            let custom =
-                (!target.info.builtin).then(|| v.map(|v| v.columns.as_slice()).unwrap_or_default());
-            let rv = obj["metadata"]["resourceVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let custom = (!target.info.builtin).then(|| v.map(|v| v.columns.as_slice()).unwrap_or_default());
+            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
             let t = table::build_table(
                 &target.info.group,
                 &target.info.resource,
@@ -51,12 +46,7 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
 }
 
 /// Streams `stream` to the client until it ends or the client goes away.
-pub fn respond_watch(
-    mut stream: WatchStream,
-    target: Target,
-    output: Output,
-    _headers: &HeaderMap,
-) -> Response<Body> {
+pub fn respond_watch(mut stream: WatchStream, target: Target, output: Output, _headers: &HeaderMap) -> Response<Body> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(64);
     tokio::spawn(async move {
         loop {

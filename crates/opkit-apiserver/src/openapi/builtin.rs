@@ -36,10 +36,7 @@ pub fn builtin_definitions() -> &'static BTreeMap<String, Value> {
 /// The definition name of a built-in kind (list kinds included), e.g.
 /// ("apps","v1","Deployment") -> "io.k8s.api.apps.v1.Deployment".
 pub fn builtin_definition_name(group: &str, version: &str, kind: &str) -> Option<String> {
-    builtins()
-        .by_gvk
-        .get(&(group.to_string(), version.to_string(), kind.to_string()))
-        .cloned()
+    builtins().by_gvk.get(&(group.to_string(), version.to_string(), kind.to_string())).cloned()
 }
 
 /// Generates every built-in definition.
@@ -51,43 +48,23 @@ fn generate() -> Builtins {
     });
     let mut generator = SchemaGenerator::new(settings);
     let kinds = register_all(&mut generator);
-    let mut definitions: BTreeMap<String, Value> = generator
-        .take_definitions(false)
-        .into_iter()
-        .map(|(name, def)| (name, normalize(def)))
-        .collect();
+    let mut definitions: BTreeMap<String, Value> =
+        generator.take_definitions(false).into_iter().map(|(name, def)| (name, normalize(def))).collect();
 
     let mut by_gvk = HashMap::new();
     for k in &kinds {
         if let Some(def) = definitions.get_mut(&k.definition) {
             add_definition_gvk(def, gvk_object(k.group, k.version, k.kind));
         }
-        by_gvk.insert(
-            (
-                k.group.to_string(),
-                k.version.to_string(),
-                k.kind.to_string(),
-            ),
-            k.definition.clone(),
-        );
+        by_gvk.insert((k.group.to_string(), k.version.to_string(), k.kind.to_string()), k.definition.clone());
         if let Some(list_kind) = k.list_kind {
             let list_name = format!("{}List", k.definition);
             definitions.insert(list_name.clone(), list_definition(k, list_kind));
-            by_gvk.insert(
-                (
-                    k.group.to_string(),
-                    k.version.to_string(),
-                    list_kind.to_string(),
-                ),
-                list_name,
-            );
+            by_gvk.insert((k.group.to_string(), k.version.to_string(), list_kind.to_string()), list_name);
         }
     }
     add_patch_extensions(&mut definitions);
-    Builtins {
-        definitions,
-        by_gvk,
-    }
+    Builtins { definitions, by_gvk }
 }
 
 /// Replaces boolean schemas (`true`/`false`, which OpenAPI v2 cannot express) by objects,
@@ -101,17 +78,13 @@ fn normalize(v: Value) -> Value {
                 .map(|(k, child)| {
                     let child = match k.as_str() {
                         "properties" | "patternProperties" | "definitions" => match child {
-                            Value::Object(m) => Value::Object(
-                                m.into_iter().map(|(n, s)| (n, normalize(s))).collect(),
-                            ),
+                            Value::Object(m) => Value::Object(m.into_iter().map(|(n, s)| (n, normalize(s))).collect()),
                             other => other,
                         },
                         "additionalProperties" if child.is_boolean() => child,
                         "items" | "additionalProperties" | "not" => normalize(child),
                         "allOf" | "anyOf" | "oneOf" => match child {
-                            Value::Array(items) => {
-                                Value::Array(items.into_iter().map(normalize).collect())
-                            }
+                            Value::Array(items) => Value::Array(items.into_iter().map(normalize).collect()),
                             other => other,
                         },
                         _ => child,
@@ -127,18 +100,12 @@ fn normalize(v: Value) -> Value {
 /// The synthesized list definition for a listable kind, shaped like kube's.
 fn list_definition(k: &BuiltinKind, list_kind: &str) -> Value {
     let mut items = Map::new();
-    items.insert(
-        "description".into(),
-        Value::String(format!("List of {}.", k.kind)),
-    );
+    items.insert("description".into(), Value::String(format!("List of {}.", k.kind)));
     items.insert("type".into(), Value::String("array".into()));
     items.insert("items".into(), ref_v2(&k.definition));
     let mut metadata = ref_v2(names::LIST_META);
     if let Some(m) = metadata.as_object_mut() {
-        m.insert(
-            "description".into(),
-            Value::String(LIST_METADATA_DESCRIPTION.into()),
-        );
+        m.insert("description".into(), Value::String(LIST_METADATA_DESCRIPTION.into()));
     }
     let mut def = json!({
         "description": format!("{list_kind} is a list of {}.", k.kind),
@@ -159,205 +126,40 @@ fn list_definition(k: &BuiltinKind, list_kind: &str) -> Value {
 /// directives of the built-in types, which kubectl's client-side apply reads from
 /// `x-kubernetes-patch-strategy` / `x-kubernetes-patch-merge-key`.
 const PATCH_DIRECTIVES: &[(&str, &str, &str, Option<&str>)] = &[
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "containers",
-        "merge",
-        Some("name"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "initContainers",
-        "merge",
-        Some("name"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "ephemeralContainers",
-        "merge",
-        Some("name"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "volumes",
-        "merge,retainKeys",
-        Some("name"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "imagePullSecrets",
-        "merge",
-        Some("name"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "hostAliases",
-        "merge",
-        Some("ip"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "topologySpreadConstraints",
-        "merge",
-        Some("topologyKey"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "resourceClaims",
-        "merge,retainKeys",
-        Some("name"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "schedulingGates",
-        "merge",
-        Some("name"),
-    ),
+    ("io.k8s.api.core.v1.PodSpec", "containers", "merge", Some("name")),
+    ("io.k8s.api.core.v1.PodSpec", "initContainers", "merge", Some("name")),
+    ("io.k8s.api.core.v1.PodSpec", "ephemeralContainers", "merge", Some("name")),
+    ("io.k8s.api.core.v1.PodSpec", "volumes", "merge,retainKeys", Some("name")),
+    ("io.k8s.api.core.v1.PodSpec", "imagePullSecrets", "merge", Some("name")),
+    ("io.k8s.api.core.v1.PodSpec", "hostAliases", "merge", Some("ip")),
+    ("io.k8s.api.core.v1.PodSpec", "topologySpreadConstraints", "merge", Some("topologyKey")),
+    ("io.k8s.api.core.v1.PodSpec", "resourceClaims", "merge,retainKeys", Some("name")),
+    ("io.k8s.api.core.v1.PodSpec", "schedulingGates", "merge", Some("name")),
     ("io.k8s.api.core.v1.Container", "env", "merge", Some("name")),
-    (
-        "io.k8s.api.core.v1.Container",
-        "ports",
-        "merge",
-        Some("containerPort"),
-    ),
-    (
-        "io.k8s.api.core.v1.Container",
-        "volumeMounts",
-        "merge",
-        Some("mountPath"),
-    ),
-    (
-        "io.k8s.api.core.v1.Container",
-        "volumeDevices",
-        "merge",
-        Some("devicePath"),
-    ),
-    (
-        "io.k8s.api.core.v1.EphemeralContainer",
-        "env",
-        "merge",
-        Some("name"),
-    ),
-    (
-        "io.k8s.api.core.v1.EphemeralContainer",
-        "ports",
-        "merge",
-        Some("containerPort"),
-    ),
-    (
-        "io.k8s.api.core.v1.EphemeralContainer",
-        "volumeMounts",
-        "merge",
-        Some("mountPath"),
-    ),
-    (
-        "io.k8s.api.core.v1.EphemeralContainer",
-        "volumeDevices",
-        "merge",
-        Some("devicePath"),
-    ),
-    (
-        "io.k8s.api.core.v1.ServiceSpec",
-        "ports",
-        "merge",
-        Some("port"),
-    ),
-    (
-        "io.k8s.api.core.v1.ServiceAccount",
-        "secrets",
-        "merge",
-        Some("name"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodStatus",
-        "conditions",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodStatus",
-        "podIPs",
-        "merge",
-        Some("ip"),
-    ),
-    (
-        "io.k8s.api.core.v1.PodStatus",
-        "hostIPs",
-        "merge",
-        Some("ip"),
-    ),
-    (
-        "io.k8s.api.core.v1.NodeStatus",
-        "conditions",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.api.core.v1.NodeStatus",
-        "addresses",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.api.core.v1.NamespaceStatus",
-        "conditions",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.api.core.v1.PersistentVolumeClaimStatus",
-        "conditions",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.api.core.v1.ServiceStatus",
-        "conditions",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.api.apps.v1.DeploymentSpec",
-        "strategy",
-        "retainKeys",
-        None,
-    ),
-    (
-        "io.k8s.api.apps.v1.DeploymentStatus",
-        "conditions",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.api.apps.v1.ReplicaSetStatus",
-        "conditions",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.api.apps.v1.StatefulSetStatus",
-        "conditions",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.api.apps.v1.DaemonSetStatus",
-        "conditions",
-        "merge",
-        Some("type"),
-    ),
-    (
-        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
-        "finalizers",
-        "merge",
-        None,
-    ),
-    (
-        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
-        "ownerReferences",
-        "merge",
-        Some("uid"),
-    ),
+    ("io.k8s.api.core.v1.Container", "ports", "merge", Some("containerPort")),
+    ("io.k8s.api.core.v1.Container", "volumeMounts", "merge", Some("mountPath")),
+    ("io.k8s.api.core.v1.Container", "volumeDevices", "merge", Some("devicePath")),
+    ("io.k8s.api.core.v1.EphemeralContainer", "env", "merge", Some("name")),
+    ("io.k8s.api.core.v1.EphemeralContainer", "ports", "merge", Some("containerPort")),
+    ("io.k8s.api.core.v1.EphemeralContainer", "volumeMounts", "merge", Some("mountPath")),
+    ("io.k8s.api.core.v1.EphemeralContainer", "volumeDevices", "merge", Some("devicePath")),
+    ("io.k8s.api.core.v1.ServiceSpec", "ports", "merge", Some("port")),
+    ("io.k8s.api.core.v1.ServiceAccount", "secrets", "merge", Some("name")),
+    ("io.k8s.api.core.v1.PodStatus", "conditions", "merge", Some("type")),
+    ("io.k8s.api.core.v1.PodStatus", "podIPs", "merge", Some("ip")),
+    ("io.k8s.api.core.v1.PodStatus", "hostIPs", "merge", Some("ip")),
+    ("io.k8s.api.core.v1.NodeStatus", "conditions", "merge", Some("type")),
+    ("io.k8s.api.core.v1.NodeStatus", "addresses", "merge", Some("type")),
+    ("io.k8s.api.core.v1.NamespaceStatus", "conditions", "merge", Some("type")),
+    ("io.k8s.api.core.v1.PersistentVolumeClaimStatus", "conditions", "merge", Some("type")),
+    ("io.k8s.api.core.v1.ServiceStatus", "conditions", "merge", Some("type")),
+    ("io.k8s.api.apps.v1.DeploymentSpec", "strategy", "retainKeys", None),
+    ("io.k8s.api.apps.v1.DeploymentStatus", "conditions", "merge", Some("type")),
+    ("io.k8s.api.apps.v1.ReplicaSetStatus", "conditions", "merge", Some("type")),
+    ("io.k8s.api.apps.v1.StatefulSetStatus", "conditions", "merge", Some("type")),
+    ("io.k8s.api.apps.v1.DaemonSetStatus", "conditions", "merge", Some("type")),
+    ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "finalizers", "merge", None),
+    ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "ownerReferences", "merge", Some("uid")),
 ];
 
 fn add_patch_extensions(definitions: &mut BTreeMap<String, Value>) {
@@ -370,15 +172,9 @@ fn add_patch_extensions(definitions: &mut BTreeMap<String, Value>) {
         else {
             continue;
         };
-        p.insert(
-            "x-kubernetes-patch-strategy".into(),
-            Value::String((*strategy).into()),
-        );
+        p.insert("x-kubernetes-patch-strategy".into(), Value::String((*strategy).into()));
         if let Some(key) = key {
-            p.insert(
-                "x-kubernetes-patch-merge-key".into(),
-                Value::String((*key).into()),
-            );
+            p.insert("x-kubernetes-patch-merge-key".into(), Value::String((*key).into()));
         }
     }
 }
@@ -406,10 +202,7 @@ mod tests {
             builtin_definition_name("apps", "v1", "Deployment").as_deref(),
             Some("io.k8s.api.apps.v1.Deployment")
         );
-        assert_eq!(
-            builtin_definition_name("", "v1", "Pod").as_deref(),
-            Some("io.k8s.api.core.v1.Pod")
-        );
+        assert_eq!(builtin_definition_name("", "v1", "Pod").as_deref(), Some("io.k8s.api.core.v1.Pod"));
         assert_eq!(
             builtin_definition_name("apps", "v1", "DeploymentList").as_deref(),
             Some("io.k8s.api.apps.v1.DeploymentList")

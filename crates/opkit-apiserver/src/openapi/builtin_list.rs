@@ -19,10 +19,7 @@ pub(crate) struct BuiltinKind {
     pub list_kind: Option<&'static str>,
 }
 
-fn listable<T: Resource + ListableResource + JsonSchema>(
-    generator: &mut SchemaGenerator,
-    out: &mut Vec<BuiltinKind>,
-) {
+fn listable<T: Resource + ListableResource + JsonSchema>(generator: &mut SchemaGenerator, out: &mut Vec<BuiltinKind>) {
     let _ = generator.subschema_for::<T>();
     out.push(BuiltinKind {
         group: T::GROUP,

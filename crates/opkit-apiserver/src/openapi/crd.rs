@@ -26,11 +26,7 @@ fn permissive() -> Value {
 /// The published definition of a custom resource's kind (refs in v2 style; callers convert
 /// to v3 with `to_v3_schema`).
 pub(crate) fn kind_definition(r: &ResourceDoc, schema: &Value, flavor: Flavor) -> Value {
-    let mut root = if schema.is_object() {
-        schema.clone()
-    } else {
-        permissive()
-    };
+    let mut root = if schema.is_object() { schema.clone() } else { permissive() };
     if flavor == Flavor::V2 {
         to_v2_compatible(&mut root);
     } else if let Some(obj) = root.as_object_mut()
@@ -47,10 +43,7 @@ pub(crate) fn kind_definition(r: &ResourceDoc, schema: &Value, flavor: Flavor) -
 pub(crate) fn list_definition(r: &ResourceDoc) -> Value {
     let mut metadata = ref_v2(names::LIST_META);
     if let Some(m) = metadata.as_object_mut() {
-        m.insert(
-            "description".into(),
-            Value::String(LIST_METADATA_DESCRIPTION.into()),
-        );
+        m.insert("description".into(), Value::String(LIST_METADATA_DESCRIPTION.into()));
     }
     let items = ref_v2(&r.definition_name());
     let mut def = json!({
@@ -68,10 +61,7 @@ pub(crate) fn list_definition(r: &ResourceDoc) -> Value {
         },
         "required": ["items"],
     });
-    add_definition_gvk(
-        &mut def,
-        gvk_object(&r.group, &r.version, &format!("{}List", r.kind)),
-    );
+    add_definition_gvk(&mut def, gvk_object(&r.group, &r.version, &format!("{}List", r.kind)));
     def
 }
 
@@ -89,9 +79,7 @@ fn add_type_meta(root: &mut Value) {
     let Some(obj) = root.as_object_mut() else {
         return;
     };
-    let props = obj
-        .entry("properties")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let props = obj.entry("properties").or_insert_with(|| Value::Object(Map::new()));
     if !props.is_object() {
         *props = Value::Object(Map::new());
     }
@@ -146,25 +134,17 @@ pub(crate) fn to_v2_compatible(v: &mut Value) {
         .get("properties")
         .and_then(Value::as_object)
         .map(|ps| {
-            ps.iter()
-                .filter(|(_, s)| s.get("nullable") == Some(&Value::Bool(true)))
-                .map(|(n, _)| n.clone())
-                .collect()
+            ps.iter().filter(|(_, s)| s.get("nullable") == Some(&Value::Bool(true))).map(|(n, _)| n.clone()).collect()
         })
         .unwrap_or_default();
-    let additional_nullable = obj
-        .get("additionalProperties")
-        .and_then(|a| a.get("nullable"))
-        == Some(&Value::Bool(true));
+    let additional_nullable =
+        obj.get("additionalProperties").and_then(|a| a.get("nullable")) == Some(&Value::Bool(true));
     if additional_nullable {
         obj.remove("required");
     } else if !nullable_props.is_empty()
         && let Some(Value::Array(req)) = obj.get_mut("required")
     {
-        req.retain(|r| {
-            r.as_str()
-                .is_none_or(|n| !nullable_props.iter().any(|p| p == n))
-        });
+        req.retain(|r| r.as_str().is_none_or(|n| !nullable_props.iter().any(|p| p == n)));
         if req.is_empty() {
             obj.remove("required");
         }
@@ -208,13 +188,7 @@ mod tests {
         assert_eq!(s["required"], json!(["b"]));
         assert_eq!(s["properties"]["a"], json!({}));
         assert_eq!(s["properties"]["b"], json!({"type": "integer"}));
-        assert_eq!(
-            s["properties"]["c"],
-            json!({"x-kubernetes-preserve-unknown-fields": true})
-        );
-        assert_eq!(
-            s["properties"]["e"],
-            json!({"x-kubernetes-int-or-string": true})
-        );
+        assert_eq!(s["properties"]["c"], json!({"x-kubernetes-preserve-unknown-fields": true}));
+        assert_eq!(s["properties"]["e"], json!({"x-kubernetes-int-or-string": true}));
     }
 }

@@ -39,18 +39,11 @@ fn recursion_stub() -> Value {
 }
 
 /// Inlines every reference inside `schema`; `stack` holds the definitions being expanded.
-pub(crate) fn inline<'a>(
-    schema: &Value,
-    stack: &mut Vec<String>,
-    lookup: &dyn Fn(&str) -> Option<&'a Value>,
-) -> Value {
+pub(crate) fn inline<'a>(schema: &Value, stack: &mut Vec<String>, lookup: &dyn Fn(&str) -> Option<&'a Value>) -> Value {
     let Value::Object(map) = schema else {
         return schema.clone();
     };
-    let target = map
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|r| r.strip_prefix(REF_V2));
+    let target = map.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_V2));
     if let Some(name) = target {
         let mut resolved = if stack.iter().any(|s| s == name) {
             recursion_stub()
@@ -76,19 +69,14 @@ pub(crate) fn inline<'a>(
     for (k, v) in map {
         let converted = match k.as_str() {
             "properties" | "patternProperties" => match v {
-                Value::Object(props) => Value::Object(
-                    props
-                        .iter()
-                        .map(|(n, s)| (n.clone(), inline(s, stack, lookup)))
-                        .collect(),
-                ),
+                Value::Object(props) => {
+                    Value::Object(props.iter().map(|(n, s)| (n.clone(), inline(s, stack, lookup))).collect())
+                }
                 other => other.clone(),
             },
             "items" | "additionalProperties" | "not" => inline(v, stack, lookup),
             "allOf" | "anyOf" | "oneOf" => match v {
-                Value::Array(items) => {
-                    Value::Array(items.iter().map(|s| inline(s, stack, lookup)).collect())
-                }
+                Value::Array(items) => Value::Array(items.iter().map(|s| inline(s, stack, lookup)).collect()),
                 other => other.clone(),
             },
             _ => v.clone(),
@@ -105,8 +93,8 @@ mod tests {
     #[test]
     fn deployment_containers_have_image() {
         let s = builtin_inline_schema("apps", "v1", "Deployment").expect("deployment schema");
-        let container = &s["properties"]["spec"]["properties"]["template"]["properties"]["spec"]["properties"]
-            ["containers"]["items"];
+        let container = &s["properties"]["spec"]["properties"]["template"]["properties"]["spec"]["properties"]["containers"]
+            ["items"];
         assert!(container["properties"]["image"].is_object(), "{container}");
         assert_eq!(container["properties"]["image"]["type"], "string");
         // No reference survives inlining.
@@ -118,14 +106,10 @@ mod tests {
 
     #[test]
     fn recursive_crd_schema_is_cut() {
-        let s = builtin_inline_schema("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
-            .expect("crd schema");
-        let props = &s["properties"]["spec"]["properties"]["versions"]["items"]["properties"]["schema"]
-            ["properties"]["openAPIV3Schema"]["properties"]["properties"];
-        assert_eq!(
-            props["additionalProperties"]["x-kubernetes-preserve-unknown-fields"],
-            true
-        );
+        let s = builtin_inline_schema("apiextensions.k8s.io", "v1", "CustomResourceDefinition").expect("crd schema");
+        let props = &s["properties"]["spec"]["properties"]["versions"]["items"]["properties"]["schema"]["properties"]["openAPIV3Schema"]
+            ["properties"]["properties"];
+        assert_eq!(props["additionalProperties"]["x-kubernetes-preserve-unknown-fields"], true);
         assert!(builtin_inline_schema("flights.com", "v1", "FlightTicket").is_none());
     }
 }

@@ -80,10 +80,8 @@ impl ResourceDoc {
     /// The definition name under which this resource's kind is published.
     pub fn definition_name(&self) -> String {
         match &self.schema {
-            SchemaSource::Builtin => {
-                builtin_definition_name(&self.group, &self.version, &self.kind)
-                    .unwrap_or_else(|| crd_definition_name(&self.group, &self.version, &self.kind))
-            }
+            SchemaSource::Builtin => builtin_definition_name(&self.group, &self.version, &self.kind)
+                .unwrap_or_else(|| crd_definition_name(&self.group, &self.version, &self.kind)),
             SchemaSource::Crd(_) => crd_definition_name(&self.group, &self.version, &self.kind),
         }
     }
@@ -101,11 +99,7 @@ impl ResourceDoc {
 
 /// "/api/<version>" for the core group, "/apis/<group>/<version>" otherwise.
 pub fn gv_prefix(group: &str, version: &str) -> String {
-    if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
-    }
+    if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") }
 }
 
 /// The definition name kube-apiserver gives a custom resource's kind: the group's DNS labels
@@ -129,9 +123,7 @@ pub(crate) fn add_definition_gvk(def: &mut Value, gvk: Value) {
     let Some(obj) = def.as_object_mut() else {
         return;
     };
-    let entry = obj
-        .entry("x-kubernetes-group-version-kind")
-        .or_insert_with(|| Value::Array(Vec::new()));
+    let entry = obj.entry("x-kubernetes-group-version-kind").or_insert_with(|| Value::Array(Vec::new()));
     if !entry.is_array() {
         *entry = Value::Array(Vec::new());
     }

@@ -39,30 +39,19 @@ pub(crate) struct Param {
 }
 
 pub(crate) fn query(name: &'static str, ty: ParamType, description: &str) -> Param {
-    Param {
-        name,
-        location: "query",
-        description: description.to_string(),
-        ty,
-        required: false,
-    }
+    Param { name, location: "query", description: description.to_string(), ty, required: false }
 }
 
 pub(crate) fn path_param(name: &'static str, description: String) -> Param {
-    Param {
-        name,
-        location: "path",
-        description,
-        ty: ParamType::String,
-        required: true,
-    }
+    Param { name, location: "path", description, ty: ParamType::String, required: true }
 }
 
 pub(crate) const PRETTY: &str = "If 'true', the output is pretty printed.";
 const DRY_RUN: &str = "When present, the changes are not persisted. The only valid value is All (process every dry-run stage); any other value is rejected.";
 const FIELD_MANAGER: &str = "Name of the actor making the change, used to track field ownership. At most 128 printable characters. Required for apply patches, optional otherwise.";
 const FIELD_VALIDATION: &str = "How the server treats unknown or duplicate fields in the request body: Ignore (drop them silently), Warn (drop them and return a warning header; the default) or Strict (fail the request).";
-const FORCE: &str = "Force an apply request to take ownership of fields other managers own. Only valid for apply patches.";
+const FORCE: &str =
+    "Force an apply request to take ownership of fields other managers own. Only valid for apply patches.";
 
 /// Parameters accepted by every write that stores an object (create, replace).
 pub(crate) fn write_params() -> Vec<Param> {
@@ -121,11 +110,7 @@ pub(crate) fn list_params(watch: bool) -> Vec<Param> {
             ParamType::Boolean,
             "With watch=true, start the watch with synthetic ADDED events for the current state, followed by a bookmark.",
         ),
-        query(
-            "timeoutSeconds",
-            ParamType::Integer,
-            "Timeout of the list or watch call, regardless of activity.",
-        ),
+        query("timeoutSeconds", ParamType::Integer, "Timeout of the list or watch call, regardless of activity."),
     ];
     if watch {
         p.push(query(

@@ -5,8 +5,7 @@
 use serde_json::Value;
 
 use super::params::{
-    PRETTY, Param, ParamType, delete_params, list_params, patch_params, path_param, query,
-    write_params,
+    PRETTY, Param, ParamType, delete_params, list_params, patch_params, path_param, query, write_params,
 };
 use super::{ResourceDoc, gvk_object, names};
 
@@ -54,11 +53,7 @@ pub(crate) fn group_camel(group: &str) -> String {
         return "Core".to_string();
     }
     let trimmed = group.strip_suffix(".k8s.io").unwrap_or(group);
-    trimmed
-        .split(['.', '-'])
-        .filter(|p| !p.is_empty())
-        .map(capitalize)
-        .collect()
+    trimmed.split(['.', '-']).filter(|p| !p.is_empty()).map(capitalize).collect()
 }
 
 fn capitalize(s: &str) -> String {
@@ -92,23 +87,14 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
     } else {
         format!("{prefix}/{}", r.plural)
     };
-    let ns_param = || {
-        path_param(
-            "namespace",
-            "object name and auth scope, such as for teams and projects".to_string(),
-        )
-    };
+    let ns_param = || path_param("namespace", "object name and auth scope, such as for teams and projects".to_string());
     let name_param = |what: &str| path_param("name", format!("name of the {what}"));
     let pretty = || query("pretty", ParamType::String, PRETTY);
 
     let object_produces = if crd {
         vec!["application/json", "application/yaml"]
     } else {
-        vec![
-            "application/json",
-            "application/yaml",
-            "application/vnd.kubernetes.protobuf",
-        ]
+        vec!["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
     };
     let mut list_produces = object_produces.clone();
     list_produces.push("application/json;stream=watch");
@@ -116,11 +102,7 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
         list_produces.push("application/vnd.kubernetes.protobuf;stream=watch");
     }
     let patch_consumes = if crd {
-        vec![
-            "application/json-patch+json",
-            "application/merge-patch+json",
-            "application/apply-patch+yaml",
-        ]
+        vec!["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
     } else {
         vec![
             "application/json-patch+json",
@@ -130,20 +112,19 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
         ]
     };
 
-    let op =
-        |method: &'static str, action: &'static str, id: String, description: String| Operation {
-            method,
-            action,
-            id,
-            description,
-            tag: tag.clone(),
-            params: Vec::new(),
-            body: None,
-            responses: Vec::new(),
-            consumes: vec!["*/*"],
-            produces: object_produces.clone(),
-            gvk: gvk.clone(),
-        };
+    let op = |method: &'static str, action: &'static str, id: String, description: String| Operation {
+        method,
+        action,
+        id,
+        description,
+        tag: tag.clone(),
+        params: Vec::new(),
+        body: None,
+        responses: Vec::new(),
+        consumes: vec!["*/*"],
+        produces: object_produces.clone(),
+        gvk: gvk.clone(),
+    };
     let with = |mut o: Operation,
                 params: Vec<Param>,
                 body: Option<(String, bool)>,
@@ -177,19 +158,10 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
     }
     if r.has_verb("create") {
         coll_ops.push(with(
-            op(
-                "post",
-                "post",
-                format!("create{gv_camel}{scope}{}", r.kind),
-                format!("create a {}", r.kind),
-            ),
+            op("post", "post", format!("create{gv_camel}{scope}{}", r.kind), format!("create a {}", r.kind)),
             write_params(),
             Some((kind_def.clone(), true)),
-            vec![
-                ("200", ok(&kind_def)),
-                ("201", ok(&kind_def)),
-                ("202", ok(&kind_def)),
-            ],
+            vec![("200", ok(&kind_def)), ("201", ok(&kind_def)), ("202", ok(&kind_def))],
         ));
     }
     if r.has_verb("deletecollection") {
@@ -214,23 +186,14 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
             params.push(ns_param());
         }
         params.push(pretty());
-        out.push(PathSpec {
-            path: base.clone(),
-            params,
-            ops: coll_ops,
-        });
+        out.push(PathSpec { path: base.clone(), params, ops: coll_ops });
     }
 
     // Single object: read, replace, patch, delete.
     let mut item_ops = Vec::new();
     if r.has_verb("get") {
         item_ops.push(with(
-            op(
-                "get",
-                "get",
-                format!("read{gv_camel}{scope}{}", r.kind),
-                format!("read the specified {}", r.kind),
-            ),
+            op("get", "get", format!("read{gv_camel}{scope}{}", r.kind), format!("read the specified {}", r.kind)),
             Vec::new(),
             None,
             vec![("200", ok(&kind_def))],
@@ -266,12 +229,7 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
     }
     if r.has_verb("delete") {
         item_ops.push(with(
-            op(
-                "delete",
-                "delete",
-                format!("delete{gv_camel}{scope}{}", r.kind),
-                format!("delete a {}", r.kind),
-            ),
+            op("delete", "delete", format!("delete{gv_camel}{scope}{}", r.kind), format!("delete a {}", r.kind)),
             delete_params(),
             Some((names::DELETE_OPTIONS.to_string(), false)),
             vec![("200", ok(names::STATUS)), ("202", ok(names::STATUS))],
@@ -286,11 +244,7 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
         params
     };
     if !item_ops.is_empty() {
-        out.push(PathSpec {
-            path: format!("{base}/{{name}}"),
-            params: item_params(),
-            ops: item_ops,
-        });
+        out.push(PathSpec { path: format!("{base}/{{name}}"), params: item_params(), ops: item_ops });
     }
 
     // Subresources: status and scale share the object's get/update/patch verbs.
@@ -301,11 +255,7 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
         let (suffix, def, sub_gvk) = if sub == "status" {
             ("Status", kind_def.clone(), gvk.clone())
         } else {
-            (
-                "Scale",
-                names::SCALE.to_string(),
-                gvk_object("autoscaling", "v1", "Scale"),
-            )
+            ("Scale", names::SCALE.to_string(), gvk_object("autoscaling", "v1", "Scale"))
         };
         let mut ops = Vec::new();
         if r.has_verb("get") {
@@ -353,11 +303,7 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
             o.gvk = sub_gvk.clone();
         }
         if !ops.is_empty() {
-            out.push(PathSpec {
-                path: format!("{base}/{{name}}/{sub}"),
-                params: item_params(),
-                ops,
-            });
+            out.push(PathSpec { path: format!("{base}/{{name}}/{sub}"), params: item_params(), ops });
         }
     }
 
@@ -378,11 +324,7 @@ pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
         let mut params = list_params(true);
         params.push(pretty());
         params.sort_by_key(|p| p.name);
-        out.push(PathSpec {
-            path: format!("{prefix}/{}", r.plural),
-            params,
-            ops: vec![o],
-        });
+        out.push(PathSpec { path: format!("{prefix}/{}", r.plural), params, ops: vec![o] });
     }
     out
 }
@@ -396,10 +338,7 @@ mod tests {
     fn camel_names() {
         assert_eq!(group_camel(""), "Core");
         assert_eq!(group_camel("apps"), "Apps");
-        assert_eq!(
-            group_camel("rbac.authorization.k8s.io"),
-            "RbacAuthorization"
-        );
+        assert_eq!(group_camel("rbac.authorization.k8s.io"), "RbacAuthorization");
         assert_eq!(group_camel("flights.com"), "FlightsCom");
         assert_eq!(tag("flights.com"), "flightsCom");
     }
@@ -412,18 +351,9 @@ mod tests {
             kind: "Deployment".into(),
             plural: "deployments".into(),
             namespaced: true,
-            verbs: [
-                "get",
-                "list",
-                "watch",
-                "create",
-                "update",
-                "patch",
-                "delete",
-                "deletecollection",
-            ]
-            .map(String::from)
-            .to_vec(),
+            verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+                .map(String::from)
+                .to_vec(),
             subresources: vec!["status".into(), "scale".into()],
             schema: SchemaSource::Builtin,
         };
@@ -439,18 +369,10 @@ mod tests {
                 "/apis/apps/v1/deployments",
             ]
         );
-        let patch = paths[1]
-            .ops
-            .iter()
-            .find(|o| o.method == "patch")
-            .expect("patch op");
+        let patch = paths[1].ops.iter().find(|o| o.method == "patch").expect("patch op");
         assert_eq!(patch.id, "patchAppsV1NamespacedDeployment");
         assert!(patch.params.iter().any(|p| p.name == "fieldValidation"));
-        let scale_patch = paths[3]
-            .ops
-            .iter()
-            .find(|o| o.method == "patch")
-            .expect("scale patch");
+        let scale_patch = paths[3].ops.iter().find(|o| o.method == "patch").expect("scale patch");
         assert_eq!(scale_patch.gvk["kind"], "Scale");
     }
 }

@@ -7,14 +7,12 @@ use prost::Message;
 use serde_json::{Map, Value};
 
 use super::proto::{
-    AdditionalPropertiesItem, Any, ApiKeySecurity, BodyParameter, Definitions, Document,
-    ExternalDocs, Info, ItemsItem, NamedAny, NamedPathItem, NamedResponseValue, NamedSchema,
-    NamedSecurityDefinitionsItem, NamedStringArray, NonBodyParameter, Operation, Parameter,
-    ParametersItem, PathItem, Paths, PrimitivesItems, Properties, QueryParameterSubSchema,
-    Response, ResponseValue, Responses, Schema, SchemaItem, SecurityDefinitions,
-    SecurityDefinitionsItem, SecurityRequirement, SimpleParameter, StringArray, TypeItem,
-    additional_properties_item, non_body_parameter, parameter, parameters_item, response_value,
-    schema_item, security_definitions_item,
+    AdditionalPropertiesItem, Any, ApiKeySecurity, BodyParameter, Definitions, Document, ExternalDocs, Info, ItemsItem,
+    NamedAny, NamedPathItem, NamedResponseValue, NamedSchema, NamedSecurityDefinitionsItem, NamedStringArray,
+    NonBodyParameter, Operation, Parameter, ParametersItem, PathItem, Paths, PrimitivesItems, Properties,
+    QueryParameterSubSchema, Response, ResponseValue, Responses, Schema, SchemaItem, SecurityDefinitions,
+    SecurityDefinitionsItem, SecurityRequirement, SimpleParameter, StringArray, TypeItem, additional_properties_item,
+    non_body_parameter, parameter, parameters_item, response_value, schema_item, security_definitions_item,
 };
 
 /// Encodes a swagger 2.0 document (as produced by [`super::v2_document`]) as a gnostic
@@ -45,46 +43,38 @@ pub(crate) fn document(doc: &Value) -> Document {
             path: ps
                 .iter()
                 .filter(|(k, _)| !k.starts_with("x-"))
-                .map(|(name, item)| NamedPathItem {
-                    name: name.clone(),
-                    value: Some(path_item(item)),
-                })
+                .map(|(name, item)| NamedPathItem { name: name.clone(), value: Some(path_item(item)) })
                 .collect(),
         }),
         definitions: doc
             .get("definitions")
             .and_then(Value::as_object)
-            .map(|defs| Definitions {
-                additional_properties: named_schemas(defs),
-            }),
+            .map(|defs| Definitions { additional_properties: named_schemas(defs) }),
         security: doc
             .get("security")
             .and_then(Value::as_array)
             .map(|list| list.iter().map(security_requirement).collect())
             .unwrap_or_default(),
-        security_definitions: doc
-            .get("securityDefinitions")
-            .and_then(Value::as_object)
-            .map(|defs| SecurityDefinitions {
+        security_definitions: doc.get("securityDefinitions").and_then(Value::as_object).map(|defs| {
+            SecurityDefinitions {
                 additional_properties: defs
                     .iter()
                     .filter(|(_, d)| d.get("type").and_then(Value::as_str) == Some("apiKey"))
                     .map(|(name, d)| NamedSecurityDefinitionsItem {
                         name: name.clone(),
                         value: Some(SecurityDefinitionsItem {
-                            oneof: Some(security_definitions_item::Oneof::ApiKeySecurity(
-                                ApiKeySecurity {
-                                    r#type: string(d, "type"),
-                                    name: string(d, "name"),
-                                    r#in: string(d, "in"),
-                                    description: string(d, "description"),
-                                    vendor_extension: extensions(d),
-                                },
-                            )),
+                            oneof: Some(security_definitions_item::Oneof::ApiKeySecurity(ApiKeySecurity {
+                                r#type: string(d, "type"),
+                                name: string(d, "name"),
+                                r#in: string(d, "in"),
+                                description: string(d, "description"),
+                                vendor_extension: extensions(d),
+                            })),
                         }),
                     })
                     .collect(),
-            }),
+            }
+        }),
         tags: Vec::new(),
         external_docs: doc.get("externalDocs").map(external_docs),
         vendor_extension: extensions(doc),
@@ -92,21 +82,13 @@ pub(crate) fn document(doc: &Value) -> Document {
 }
 
 fn string(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+    v.get(key).and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
 fn strings(v: &Value, key: &str) -> Vec<String> {
     v.get(key)
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
         .unwrap_or_default()
 }
 
@@ -120,18 +102,13 @@ fn float(v: &Value, key: &str) -> f64 {
 
 fn int(v: &Value, key: &str) -> i64 {
     v.get(key)
-        .and_then(|n| {
-            n.as_i64()
-                .or_else(|| n.as_u64().map(|u| i64::try_from(u).unwrap_or(i64::MAX)))
-        })
+        .and_then(|n| n.as_i64().or_else(|| n.as_u64().map(|u| i64::try_from(u).unwrap_or(i64::MAX))))
         .unwrap_or(0)
 }
 
 /// A free-form value as YAML text.
 fn any(v: &Value) -> Any {
-    Any {
-        yaml: serde_json::to_string(v).unwrap_or_default(),
-    }
+    Any { yaml: serde_json::to_string(v).unwrap_or_default() }
 }
 
 fn extensions(v: &Value) -> Vec<NamedAny> {
@@ -141,19 +118,12 @@ fn extensions(v: &Value) -> Vec<NamedAny> {
 fn extensions_of(map: &Map<String, Value>) -> Vec<NamedAny> {
     map.iter()
         .filter(|(k, _)| k.starts_with("x-"))
-        .map(|(k, v)| NamedAny {
-            name: k.clone(),
-            value: Some(any(v)),
-        })
+        .map(|(k, v)| NamedAny { name: k.clone(), value: Some(any(v)) })
         .collect()
 }
 
 fn external_docs(v: &Value) -> ExternalDocs {
-    ExternalDocs {
-        description: string(v, "description"),
-        url: string(v, "url"),
-        vendor_extension: extensions(v),
-    }
+    ExternalDocs { description: string(v, "description"), url: string(v, "url"), vendor_extension: extensions(v) }
 }
 
 fn security_requirement(v: &Value) -> SecurityRequirement {
@@ -167,12 +137,7 @@ fn security_requirement(v: &Value) -> SecurityRequirement {
                         value: Some(StringArray {
                             value: scopes
                                 .as_array()
-                                .map(|a| {
-                                    a.iter()
-                                        .filter_map(Value::as_str)
-                                        .map(str::to_string)
-                                        .collect()
-                                })
+                                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
                                 .unwrap_or_default(),
                         }),
                     })
@@ -208,28 +173,25 @@ fn operation(v: &Value) -> Operation {
         produces: strings(v, "produces"),
         consumes: strings(v, "consumes"),
         parameters: parameters(v),
-        responses: v
-            .get("responses")
-            .and_then(Value::as_object)
-            .map(|rs| Responses {
-                response_code: rs
-                    .iter()
-                    .filter(|(k, _)| !k.starts_with("x-"))
-                    .map(|(code, r)| NamedResponseValue {
-                        name: code.clone(),
-                        value: Some(ResponseValue {
-                            oneof: Some(response_value::Oneof::Response(Response {
-                                description: string(r, "description"),
-                                schema: r.get("schema").map(|s| SchemaItem {
-                                    oneof: Some(schema_item::Oneof::Schema(schema(s))),
-                                }),
-                                vendor_extension: extensions(r),
-                            })),
-                        }),
-                    })
-                    .collect(),
-                vendor_extension: extensions_of(rs),
-            }),
+        responses: v.get("responses").and_then(Value::as_object).map(|rs| Responses {
+            response_code: rs
+                .iter()
+                .filter(|(k, _)| !k.starts_with("x-"))
+                .map(|(code, r)| NamedResponseValue {
+                    name: code.clone(),
+                    value: Some(ResponseValue {
+                        oneof: Some(response_value::Oneof::Response(Response {
+                            description: string(r, "description"),
+                            schema: r
+                                .get("schema")
+                                .map(|s| SchemaItem { oneof: Some(schema_item::Oneof::Schema(schema(s))) }),
+                            vendor_extension: extensions(r),
+                        })),
+                    }),
+                })
+                .collect(),
+            vendor_extension: extensions_of(rs),
+        }),
         schemes: strings(v, "schemes"),
         deprecated: boolean(v, "deprecated"),
         security: v
@@ -258,21 +220,16 @@ fn primitives_items(v: &Value) -> PrimitivesItems {
 }
 
 fn enum_values(v: &Value) -> Vec<Any> {
-    v.get("enum")
-        .and_then(Value::as_array)
-        .map(|e| e.iter().map(any).collect())
-        .unwrap_or_default()
+    v.get("enum").and_then(Value::as_array).map(|e| e.iter().map(any).collect()).unwrap_or_default()
 }
 
 fn parameter(v: &Value) -> Option<ParametersItem> {
     if let Some(r) = v.get("$ref").and_then(Value::as_str) {
         return Some(ParametersItem {
-            oneof: Some(parameters_item::Oneof::JsonReference(
-                super::proto::JsonReference {
-                    _ref: r.to_string(),
-                    description: string(v, "description"),
-                },
-            )),
+            oneof: Some(parameters_item::Oneof::JsonReference(super::proto::JsonReference {
+                _ref: r.to_string(),
+                description: string(v, "description"),
+            })),
         });
     }
     let location = v.get("in").and_then(Value::as_str)?;
@@ -286,23 +243,21 @@ fn parameter(v: &Value) -> Option<ParametersItem> {
             vendor_extension: extensions(v),
         }),
         "query" => parameter::Oneof::NonBodyParameter(NonBodyParameter {
-            oneof: Some(non_body_parameter::Oneof::QueryParameterSubSchema(
-                QueryParameterSubSchema {
-                    required: boolean(v, "required"),
-                    r#in: location.to_string(),
-                    description: string(v, "description"),
-                    name: string(v, "name"),
-                    allow_empty_value: boolean(v, "allowEmptyValue"),
-                    r#type: string(v, "type"),
-                    format: string(v, "format"),
-                    items: v.get("items").map(primitives_items),
-                    collection_format: string(v, "collectionFormat"),
-                    default: v.get("default").map(any),
-                    unique_items: boolean(v, "uniqueItems"),
-                    r#enum: enum_values(v),
-                    vendor_extension: extensions(v),
-                },
-            )),
+            oneof: Some(non_body_parameter::Oneof::QueryParameterSubSchema(QueryParameterSubSchema {
+                required: boolean(v, "required"),
+                r#in: location.to_string(),
+                description: string(v, "description"),
+                name: string(v, "name"),
+                allow_empty_value: boolean(v, "allowEmptyValue"),
+                r#type: string(v, "type"),
+                format: string(v, "format"),
+                items: v.get("items").map(primitives_items),
+                collection_format: string(v, "collectionFormat"),
+                default: v.get("default").map(any),
+                unique_items: boolean(v, "uniqueItems"),
+                r#enum: enum_values(v),
+                vendor_extension: extensions(v),
+            })),
         }),
         "path" | "header" => {
             let simple = SimpleParameter {
@@ -327,51 +282,30 @@ fn parameter(v: &Value) -> Option<ParametersItem> {
         }
         _ => return None,
     };
-    Some(ParametersItem {
-        oneof: Some(parameters_item::Oneof::Parameter(Parameter {
-            oneof: Some(p),
-        })),
-    })
+    Some(ParametersItem { oneof: Some(parameters_item::Oneof::Parameter(Parameter { oneof: Some(p) })) })
 }
 
 fn named_schemas(map: &Map<String, Value>) -> Vec<NamedSchema> {
-    map.iter()
-        .map(|(name, s)| NamedSchema {
-            name: name.clone(),
-            value: Some(schema(s)),
-        })
-        .collect()
+    map.iter().map(|(name, s)| NamedSchema { name: name.clone(), value: Some(schema(s)) }).collect()
 }
 
 /// Converts one JSON schema object.
 pub(crate) fn schema(v: &Value) -> Schema {
     let ty = match v.get("type") {
-        Some(Value::String(t)) => Some(TypeItem {
-            value: vec![t.clone()],
-        }),
-        Some(Value::Array(ts)) => Some(TypeItem {
-            value: ts
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect(),
-        }),
+        Some(Value::String(t)) => Some(TypeItem { value: vec![t.clone()] }),
+        Some(Value::Array(ts)) => {
+            Some(TypeItem { value: ts.iter().filter_map(Value::as_str).map(str::to_string).collect() })
+        }
         _ => None,
     };
     let items = match v.get("items") {
-        Some(Value::Array(list)) => Some(ItemsItem {
-            schema: list.iter().map(schema).collect(),
-        }),
-        Some(s @ Value::Object(_)) => Some(ItemsItem {
-            schema: vec![schema(s)],
-        }),
+        Some(Value::Array(list)) => Some(ItemsItem { schema: list.iter().map(schema).collect() }),
+        Some(s @ Value::Object(_)) => Some(ItemsItem { schema: vec![schema(s)] }),
         _ => None,
     };
     let additional = match v.get("additionalProperties") {
         Some(Value::Bool(b)) => Some(additional_properties_item::Oneof::Boolean(*b)),
-        Some(s @ Value::Object(_)) => Some(additional_properties_item::Oneof::Schema(Box::new(
-            schema(s),
-        ))),
+        Some(s @ Value::Object(_)) => Some(additional_properties_item::Oneof::Schema(Box::new(schema(s)))),
         _ => None,
     };
     Schema {
@@ -395,21 +329,14 @@ pub(crate) fn schema(v: &Value) -> Schema {
         min_properties: int(v, "minProperties"),
         required: strings(v, "required"),
         r#enum: enum_values(v),
-        additional_properties: additional
-            .map(|o| Box::new(AdditionalPropertiesItem { oneof: Some(o) })),
+        additional_properties: additional.map(|o| Box::new(AdditionalPropertiesItem { oneof: Some(o) })),
         r#type: ty,
         items,
-        all_of: v
-            .get("allOf")
-            .and_then(Value::as_array)
-            .map(|l| l.iter().map(schema).collect())
-            .unwrap_or_default(),
+        all_of: v.get("allOf").and_then(Value::as_array).map(|l| l.iter().map(schema).collect()).unwrap_or_default(),
         properties: v
             .get("properties")
             .and_then(Value::as_object)
-            .map(|ps| Properties {
-                additional_properties: named_schemas(ps),
-            }),
+            .map(|ps| Properties { additional_properties: named_schemas(ps) }),
         discriminator: string(v, "discriminator"),
         read_only: boolean(v, "readOnly"),
         external_docs: v.get("externalDocs").map(external_docs),

@@ -89,11 +89,9 @@ pub(crate) fn to_v3_schema(v: &Value) -> Value {
                 } else if is_schema_map_keyword(k) {
                     // Keys of these maps are names, not keywords: convert values only.
                     let converted = match child {
-                        Value::Object(m) => Value::Object(
-                            m.iter()
-                                .map(|(name, s)| (name.clone(), to_v3_schema(s)))
-                                .collect(),
-                        ),
+                        Value::Object(m) => {
+                            Value::Object(m.iter().map(|(name, s)| (name.clone(), to_v3_schema(s))).collect())
+                        }
                         other => other.clone(),
                     };
                     out.insert(k.clone(), converted);
@@ -131,10 +129,7 @@ fn is_schema_map_keyword(k: &str) -> bool {
 
 /// Keywords whose value is data, never a schema to rewrite.
 fn is_literal_keyword(k: &str) -> bool {
-    matches!(
-        k,
-        "default" | "enum" | "example" | "x-kubernetes-validations"
-    ) || k == "const"
+    matches!(k, "default" | "enum" | "example" | "x-kubernetes-validations") || k == "const"
 }
 
 #[cfg(test)]
@@ -154,10 +149,7 @@ mod tests {
             v3["properties"]["metadata"],
             json!({"allOf": [{"$ref": "#/components/schemas/a.B"}], "description": "d"})
         );
-        assert_eq!(
-            v3["properties"]["items"]["items"],
-            json!({"$ref": "#/components/schemas/c.D"})
-        );
+        assert_eq!(v3["properties"]["items"]["items"], json!({"$ref": "#/components/schemas/c.D"}));
         // A property literally called "$ref" is a property, not a reference.
         assert_eq!(v3["properties"]["$ref"], json!({"type": "string"}));
         assert_eq!(v3["default"], json!({"$ref": "literal"}));

@@ -10,18 +10,7 @@ use super::refs::REF_V2;
 use super::*;
 
 fn verbs() -> Vec<String> {
-    [
-        "get",
-        "list",
-        "watch",
-        "create",
-        "update",
-        "patch",
-        "delete",
-        "deletecollection",
-    ]
-    .map(String::from)
-    .to_vec()
+    ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"].map(String::from).to_vec()
 }
 
 fn flight_ticket_schema() -> Value {
@@ -88,9 +77,7 @@ fn supports_query_param_v3(doc: &Value, gvk: &Value, param: &str) -> bool {
         if op.get("x-kubernetes-group-version-kind") != Some(gvk) {
             continue;
         }
-        return op["parameters"]
-            .as_array()
-            .is_some_and(|ps| ps.iter().any(|p| p["name"] == param));
+        return op["parameters"].as_array().is_some_and(|ps| ps.iter().any(|p| p["name"] == param));
     }
     false
 }
@@ -113,11 +100,7 @@ fn explain_lookup<'a>(doc: &'a Value, prefix: &str, plural: &str) -> Option<&'a 
     doc["components"]["schemas"]
         .as_object()?
         .values()
-        .find(|s| {
-            s["x-kubernetes-group-version-kind"]
-                .as_array()
-                .is_some_and(|l| l.contains(gvk))
-        })
+        .find(|s| s["x-kubernetes-group-version-kind"].as_array().is_some_and(|l| l.contains(gvk)))
 }
 
 #[test]
@@ -133,15 +116,9 @@ fn v2_has_crd_and_deployment_with_gvk_and_field_validation() {
         ft["properties"]["spec"]["properties"]["number"],
         json!({"type": "integer", "minimum": 1, "maximum": 10})
     );
-    assert_eq!(
-        ft["properties"]["metadata"]["$ref"],
-        format!("{REF_V2}{}", names::OBJECT_META)
-    );
+    assert_eq!(ft["properties"]["metadata"]["$ref"], format!("{REF_V2}{}", names::OBJECT_META));
     // v2 drops the type of preserve-unknown-fields objects, as kube-apiserver does.
-    assert_eq!(
-        ft["properties"]["status"],
-        json!({"x-kubernetes-preserve-unknown-fields": true})
-    );
+    assert_eq!(ft["properties"]["status"], json!({"x-kubernetes-preserve-unknown-fields": true}));
     assert!(doc["definitions"]["com.flights.v1.FlightTicketList"].is_object());
     assert!(doc["definitions"]["io.k8s.api.apps.v1.DeploymentList"].is_object());
     for (path, gvk) in [
@@ -157,21 +134,16 @@ fn v2_has_crd_and_deployment_with_gvk_and_field_validation() {
         let patch = &doc["paths"][path]["patch"];
         assert_eq!(patch["x-kubernetes-group-version-kind"], gvk, "{path}");
         assert_eq!(patch["x-kubernetes-action"], "patch");
-        let names: Vec<&str> = patch["parameters"]
-            .as_array()
-            .expect("parameters")
-            .iter()
-            .filter_map(|p| p["name"].as_str())
-            .collect();
+        let names: Vec<&str> =
+            patch["parameters"].as_array().expect("parameters").iter().filter_map(|p| p["name"].as_str()).collect();
         for n in ["body", "dryRun", "fieldManager", "fieldValidation", "force"] {
             assert!(names.contains(&n), "{path} lacks {n}: {names:?}");
         }
-        let post_names =
-            doc["paths"][path.trim_end_matches("/{name}")]["post"]["parameters"].to_string();
+        let post_names = doc["paths"][path.trim_end_matches("/{name}")]["post"]["parameters"].to_string();
         assert!(post_names.contains("fieldValidation"), "{path}");
     }
-    let crd_patch = &doc["paths"]["/apis/flights.com/v1/namespaces/{namespace}/flighttickets/{name}"]
-        ["patch"]["consumes"];
+    let crd_patch =
+        &doc["paths"]["/apis/flights.com/v1/namespaces/{namespace}/flighttickets/{name}"]["patch"]["consumes"];
     assert!(!crd_patch.to_string().contains("strategic-merge-patch"));
 }
 
@@ -180,10 +152,7 @@ fn v2_has_crd_and_deployment_with_gvk_and_field_validation() {
 fn check_kubectl_parsable(defs: &serde_json::Map<String, Value>, name: &str, s: &Value) {
     if let Some(r) = s.get("$ref").and_then(Value::as_str) {
         assert!(s.get("type").is_none(), "{name}: reference with a type");
-        assert!(
-            s.get("properties").is_none(),
-            "{name}: reference with properties"
-        );
+        assert!(s.get("properties").is_none(), "{name}: reference with properties");
         let target = r.strip_prefix(REF_V2).expect("definition reference");
         assert!(defs.contains_key(target), "{name}: unknown model {target}");
         return;
@@ -196,10 +165,7 @@ fn check_kubectl_parsable(defs: &serde_json::Map<String, Value>, name: &str, s: 
                 "{name}: type {t}"
             );
             if t == "array" {
-                assert!(
-                    s["items"].is_object(),
-                    "{name}: array without one items schema"
-                );
+                assert!(s["items"].is_object(), "{name}: array without one items schema");
             }
         }
         Some(other) => panic!("{name}: multiple types {other}"),
@@ -225,10 +191,8 @@ fn v2_definitions_parse_like_kubectl() {
         check_kubectl_parsable(defs, name, def);
     }
     // The rules hold for every built-in definition, not just the ones this document uses.
-    let all: serde_json::Map<String, Value> = builtin_definitions()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let all: serde_json::Map<String, Value> =
+        builtin_definitions().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     for (name, def) in &all {
         check_kubectl_parsable(&all, name, def);
     }
@@ -250,64 +214,34 @@ fn v3_documents_support_field_validation_and_explain() {
             "flighttickets",
             json!({"group": "flights.com", "kind": "FlightTicket", "version": "v1"}),
         ),
-        (
-            "apps/v1",
-            "/apis/apps/v1",
-            "deployments",
-            json!({"group": "apps", "kind": "Deployment", "version": "v1"}),
-        ),
-        (
-            "v1",
-            "/api/v1",
-            "namespaces",
-            json!({"group": "", "kind": "Namespace", "version": "v1"}),
-        ),
+        ("apps/v1", "/apis/apps/v1", "deployments", json!({"group": "apps", "kind": "Deployment", "version": "v1"})),
+        ("v1", "/api/v1", "namespaces", json!({"group": "", "kind": "Namespace", "version": "v1"})),
     ] {
         let doc = v3_document(gv, &rs, "v1.33.0");
         assert_eq!(doc["openapi"], "3.0.0");
-        assert!(
-            supports_query_param_v3(&doc, &gvk, "fieldValidation"),
-            "{gv}"
-        );
+        assert!(supports_query_param_v3(&doc, &gvk, "fieldValidation"), "{gv}");
         assert!(!supports_query_param_v3(&doc, &gvk, "nonsense"), "{gv}");
         let schema = explain_lookup(&doc, prefix, plural).expect("explain finds the kind");
-        assert!(
-            schema["properties"]["spec"].is_object() || gv == "v1",
-            "{gv}"
-        );
+        assert!(schema["properties"]["spec"].is_object() || gv == "v1", "{gv}");
         // Every component reference resolves inside the document.
         let text = doc.to_string();
         for part in text.split("\"#/components/schemas/").skip(1) {
             let name = part.split('"').next().unwrap_or_default();
-            assert!(
-                doc["components"]["schemas"].get(name).is_some(),
-                "{gv}: {name}"
-            );
+            assert!(doc["components"]["schemas"].get(name).is_some(), "{gv}: {name}");
         }
         assert!(!text.contains(REF_V2), "{gv}: v2 reference left in v3");
     }
     let ft = v3_document("apis/flights.com/v1", &rs, "v1.33.0");
     let schema = &ft["components"]["schemas"]["com.flights.v1.FlightTicket"];
-    assert_eq!(
-        schema["properties"]["spec"]["properties"]["from"]["type"],
-        "string"
-    );
+    assert_eq!(schema["properties"]["spec"]["properties"]["from"]["type"], "string");
     assert_eq!(
         schema["properties"]["metadata"]["allOf"][0]["$ref"],
         format!("#/components/schemas/{}", names::OBJECT_META)
     );
     assert!(ft["components"]["schemas"][names::OBJECT_META].is_object());
     // Other groups' resources stay out.
-    assert!(
-        ft["components"]["schemas"]
-            .get("io.k8s.api.apps.v1.Deployment")
-            .is_none()
-    );
-    assert!(
-        ft["paths"]
-            .as_object()
-            .is_some_and(|p| p.keys().all(|k| k.starts_with("/apis/flights.com/v1/")))
-    );
+    assert!(ft["components"]["schemas"].get("io.k8s.api.apps.v1.Deployment").is_none());
+    assert!(ft["paths"].as_object().is_some_and(|p| p.keys().all(|k| k.starts_with("/apis/flights.com/v1/"))));
 }
 
 #[test]
@@ -317,15 +251,9 @@ fn protobuf_round_trip_keeps_extensions() {
     let decoded = proto::Document::decode(bytes.as_slice()).expect("decodes");
     assert_eq!(decoded, proto_encode::document(&doc));
     assert_eq!(decoded.swagger, "2.0");
-    assert_eq!(
-        decoded.info.as_ref().map(|i| i.version.as_str()),
-        Some("v1.33.0")
-    );
+    assert_eq!(decoded.info.as_ref().map(|i| i.version.as_str()), Some("v1.33.0"));
 
-    let defs = decoded
-        .definitions
-        .expect("definitions")
-        .additional_properties;
+    let defs = decoded.definitions.expect("definitions").additional_properties;
     let ft = defs
         .iter()
         .find(|d| d.name == "com.flights.v1.FlightTicket")
@@ -338,10 +266,7 @@ fn protobuf_round_trip_keeps_extensions() {
         .and_then(|e| e.value.as_ref())
         .expect("gvk extension");
     let parsed: Value = serde_json::from_str(&gvk.yaml).expect("extension is JSON/YAML");
-    assert_eq!(
-        parsed,
-        json!([{"group": "flights.com", "kind": "FlightTicket", "version": "v1"}])
-    );
+    assert_eq!(parsed, json!([{"group": "flights.com", "kind": "FlightTicket", "version": "v1"}]));
     let spec = ft
         .properties
         .as_ref()
@@ -354,10 +279,7 @@ fn protobuf_round_trip_keeps_extensions() {
         .and_then(|p| p.additional_properties.iter().find(|n| n.name == "number"))
         .and_then(|n| n.value.as_ref())
         .expect("number");
-    assert_eq!(
-        number.r#type.as_ref().map(|t| t.value.clone()),
-        Some(vec!["integer".to_string()])
-    );
+    assert_eq!(number.r#type.as_ref().map(|t| t.value.clone()), Some(vec!["integer".to_string()]));
     assert_eq!((number.minimum, number.maximum), (1.0, 10.0));
 
     let paths = decoded.paths.expect("paths").path;
@@ -367,12 +289,7 @@ fn protobuf_round_trip_keeps_extensions() {
         .and_then(|p| p.value.as_ref())
         .expect("deployment item path");
     let patch = item.patch.as_ref().expect("patch operation");
-    assert!(
-        patch
-            .vendor_extension
-            .iter()
-            .any(|e| e.name == "x-kubernetes-group-version-kind")
-    );
+    assert!(patch.vendor_extension.iter().any(|e| e.name == "x-kubernetes-group-version-kind"));
     let has_field_validation = patch.parameters.iter().any(|p| {
         matches!(
             &p.oneof,

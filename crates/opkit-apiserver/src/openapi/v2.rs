@@ -58,21 +58,15 @@ pub(crate) fn merge_path(paths: &mut Map<String, Value>, path: &str, item: Value
 
 /// Every definition a document for `resources` needs, keyed by name, with references in the
 /// v2 form (`#/definitions/...`); v3 callers convert each value.
-pub(crate) fn document_definitions(
-    resources: &[ResourceDoc],
-    flavor: Flavor,
-) -> BTreeMap<String, Value> {
+pub(crate) fn document_definitions(resources: &[ResourceDoc], flavor: Flavor) -> BTreeMap<String, Value> {
     let builtins = builtin_definitions();
     let mut custom: BTreeMap<String, Value> = BTreeMap::new();
-    let mut roots: BTreeSet<String> = [names::STATUS, names::DELETE_OPTIONS, names::PATCH]
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let mut roots: BTreeSet<String> =
+        [names::STATUS, names::DELETE_OPTIONS, names::PATCH].into_iter().map(String::from).collect();
     for r in resources {
         let kind_name = r.definition_name();
         let list_name = r.list_definition_name();
-        let builtin_kind =
-            matches!(r.schema, SchemaSource::Builtin) && builtins.contains_key(&kind_name);
+        let builtin_kind = matches!(r.schema, SchemaSource::Builtin) && builtins.contains_key(&kind_name);
         if builtin_kind {
             roots.insert(kind_name);
         } else {
@@ -106,11 +100,7 @@ pub(crate) fn document_definitions(
     let mut out: BTreeMap<String, Value> = needed
         .into_iter()
         .filter(|n| !custom.contains_key(n))
-        .filter_map(|n| {
-            builtins
-                .get(&n)
-                .map(|d| (n.clone(), published_builtin(&n, d)))
-        })
+        .filter_map(|n| builtins.get(&n).map(|d| (n.clone(), published_builtin(&n, d))))
         .collect();
     out.extend(custom);
     out
@@ -138,10 +128,7 @@ fn render_path(spec: &PathSpec) -> Value {
     for op in &spec.ops {
         item.insert(op.method.to_string(), render_operation(op));
     }
-    item.insert(
-        "parameters".into(),
-        Value::Array(spec.params.iter().map(render_param).collect()),
-    );
+    item.insert("parameters".into(), Value::Array(spec.params.iter().map(render_param).collect()));
     Value::Object(item)
 }
 
@@ -185,10 +172,7 @@ fn render_operation(op: &Operation) -> Value {
     let mut responses = Map::new();
     for (code, def) in &op.responses {
         let mut r = Map::new();
-        r.insert(
-            "description".into(),
-            Value::String(status_text(code).into()),
-        );
+        r.insert("description".into(), Value::String(status_text(code).into()));
         if let Some(def) = def {
             r.insert("schema".into(), ref_v2(def));
         }

@@ -132,8 +132,8 @@ impl PathElement {
         match prefix {
             "f" => Ok(Some(PathElement::Field(rest.to_string()))),
             "k" => {
-                let v: Value = serde_json::from_str(rest)
-                    .map_err(|e| format!("invalid key path element {key:?}: {e}"))?;
+                let v: Value =
+                    serde_json::from_str(rest).map_err(|e| format!("invalid key path element {key:?}: {e}"))?;
                 let Value::Object(m) = v else {
                     return Err(format!("key path element {key:?} is not an object"));
                 };
@@ -176,10 +176,7 @@ pub fn path_to_string(path: &[PathElement]) -> String {
 
 /// Builds a path of plain field names.
 pub fn field_path(names: &[&str]) -> Path {
-    names
-        .iter()
-        .map(|n| PathElement::Field((*n).to_string()))
-        .collect()
+    names.iter().map(|n| PathElement::Field((*n).to_string())).collect()
 }
 
 /// A set of field paths (each path is a member; prefixes are not implicitly members).
@@ -207,10 +204,7 @@ impl FieldSet {
     /// Whether some member lies strictly below `prefix`.
     pub fn has_descendant(&self, prefix: &[PathElement]) -> bool {
         self.paths
-            .range::<[PathElement], _>((
-                std::ops::Bound::Excluded(prefix),
-                std::ops::Bound::Unbounded,
-            ))
+            .range::<[PathElement], _>((std::ops::Bound::Excluded(prefix), std::ops::Bound::Unbounded))
             .next()
             .is_some_and(|p| p.len() > prefix.len() && p.starts_with(prefix))
     }
@@ -237,23 +231,17 @@ impl FieldSet {
 
     /// Members of either set.
     pub fn union(&self, other: &FieldSet) -> FieldSet {
-        FieldSet {
-            paths: self.paths.union(&other.paths).cloned().collect(),
-        }
+        FieldSet { paths: self.paths.union(&other.paths).cloned().collect() }
     }
 
     /// Members of `self` not in `other`.
     pub fn difference(&self, other: &FieldSet) -> FieldSet {
-        FieldSet {
-            paths: self.paths.difference(&other.paths).cloned().collect(),
-        }
+        FieldSet { paths: self.paths.difference(&other.paths).cloned().collect() }
     }
 
     /// Members of both sets.
     pub fn intersection(&self, other: &FieldSet) -> FieldSet {
-        FieldSet {
-            paths: self.paths.intersection(&other.paths).cloned().collect(),
-        }
+        FieldSet { paths: self.paths.intersection(&other.paths).cloned().collect() }
     }
 
     /// Encodes the set as a `FieldsV1` JSON object.
@@ -319,9 +307,7 @@ impl FieldSet {
 
 impl FromIterator<Path> for FieldSet {
     fn from_iter<T: IntoIterator<Item = Path>>(iter: T) -> Self {
-        FieldSet {
-            paths: iter.into_iter().collect(),
-        }
+        FieldSet { paths: iter.into_iter().collect() }
     }
 }
 
@@ -349,10 +335,7 @@ mod tests {
             PathElement::Field("image".into()),
         ];
         assert_eq!(path_to_string(&p), ".spec[name=\"nginx\"].image");
-        assert_eq!(
-            path_to_string(&[PathElement::Value(json!("x"))]),
-            "[=\"x\"]"
-        );
+        assert_eq!(path_to_string(&[PathElement::Value(json!("x"))]), "[=\"x\"]");
     }
 
     #[test]
@@ -370,10 +353,6 @@ mod tests {
         assert!(FieldSet::from_fields_v1(&json!({"k:notjson": {}})).is_err());
         assert!(FieldSet::from_fields_v1(&json!({"f:a": 1})).is_err());
         // unknown prefixes are dropped
-        assert!(
-            FieldSet::from_fields_v1(&json!({"r:a": {}}))
-                .unwrap()
-                .is_empty()
-        );
+        assert!(FieldSet::from_fields_v1(&json!({"r:a": {}})).unwrap().is_empty());
     }
 }

@@ -83,9 +83,7 @@ impl Managed {
                 "FieldsV1" => {}
                 "" => return Err(format!("missing fieldsType in managed fields entry {i}")),
                 t => {
-                    return Err(format!(
-                        "invalid fieldsType {t:?} in managed fields entry {i}"
-                    ));
+                    return Err(format!("invalid fieldsType {t:?} in managed fields entry {i}"));
                 }
             }
             let set = match it.get("fieldsV1") {
@@ -94,20 +92,12 @@ impl Managed {
             };
             let id = ManagerId {
                 manager: s("manager"),
-                api_version: if operation == "Apply" {
-                    String::new()
-                } else {
-                    api_version.clone()
-                },
+                api_version: if operation == "Apply" { String::new() } else { api_version.clone() },
                 operation,
                 subresource: s("subresource"),
             };
-            let entry = Entry {
-                id,
-                api_version,
-                time: it.get("time").and_then(Value::as_str).map(str::to_string),
-                set,
-            };
+            let entry =
+                Entry { id, api_version, time: it.get("time").and_then(Value::as_str).map(str::to_string), set };
             match out.0.iter_mut().find(|e| e.id == entry.id) {
                 Some(e) => *e = entry,
                 None => out.0.push(entry),
@@ -124,12 +114,7 @@ impl Managed {
         entries.sort_by(|a, b| {
             a.id.operation
                 .cmp(&b.id.operation)
-                .then_with(|| {
-                    a.time
-                        .as_deref()
-                        .unwrap_or("")
-                        .cmp(b.time.as_deref().unwrap_or(""))
-                })
+                .then_with(|| a.time.as_deref().unwrap_or("").cmp(b.time.as_deref().unwrap_or("")))
                 .then_with(|| a.id.manager.cmp(&b.id.manager))
                 .then_with(|| a.api_version.cmp(&b.api_version))
                 .then_with(|| a.id.subresource.cmp(&b.id.subresource))
@@ -165,9 +150,7 @@ impl Managed {
     fn tidy(&mut self) {
         self.0.retain(|e| !e.set.is_empty());
         loop {
-            let mut updaters: Vec<usize> = (0..self.0.len())
-                .filter(|&i| self.0[i].id.operation == "Update")
-                .collect();
+            let mut updaters: Vec<usize> = (0..self.0.len()).filter(|&i| self.0[i].id.operation == "Update").collect();
             if updaters.len() <= MAX_UPDATE_MANAGERS {
                 return;
             }
@@ -189,12 +172,7 @@ impl Managed {
                     b.set = b.set.union(&e.set);
                     b.time = e.time;
                 }
-                None => self.0.push(Entry {
-                    id: bucket,
-                    api_version: e.api_version,
-                    time: e.time,
-                    set: e.set,
-                }),
+                None => self.0.push(Entry { id: bucket, api_version: e.api_version, time: e.time, set: e.set }),
             }
         }
     }
@@ -221,8 +199,7 @@ fn strip(set: &FieldSet) -> FieldSet {
             if p.len() == 1 && (top("apiVersion") || top("kind") || top("metadata")) {
                 return false;
             }
-            !(top("metadata")
-                && matches!(p.get(1), Some(PathElement::Field(f)) if META.contains(&f.as_str())))
+            !(top("metadata") && matches!(p.get(1), Some(PathElement::Field(f)) if META.contains(&f.as_str())))
         })
         .cloned()
         .collect()
@@ -255,8 +232,7 @@ fn without_managed_fields(obj: &Value) -> Value {
 fn is_reset(mf: Option<&Value>) -> bool {
     match mf {
         Some(Value::Array(items)) => {
-            items.is_empty()
-                || (items.len() == 1 && items[0].as_object().is_some_and(Map::is_empty))
+            items.is_empty() || (items.len() == 1 && items[0].as_object().is_some_and(Map::is_empty))
         }
         _ => false,
     }
@@ -266,20 +242,12 @@ fn is_reset(mf: Option<&Value>) -> bool {
 /// `fm.manager`; other managers lose them. Sets `new.metadata.managedFields` (FieldsV1).
 /// Managed fields sent in `new` are honoured (`[]` or `[{}]` resets them); an update of an
 /// object without managed fields does not start tracking (like kube-apiserver).
-pub fn track_update(
-    old: Option<&Value>,
-    new: &mut Value,
-    fm: &FieldManager,
-    lists: &ListSemantics,
-) {
+pub fn track_update(old: Option<&Value>, new: &mut Value, fm: &FieldManager, lists: &ListSemantics) {
     if !new.is_object() {
         return;
     }
     let sub = fm.subresource.unwrap_or("");
-    let live_managed = || {
-        old.and_then(|o| Managed::decode(managed_fields_of(o)).ok())
-            .unwrap_or_default()
-    };
+    let live_managed = || old.and_then(|o| Managed::decode(managed_fields_of(o)).ok()).unwrap_or_default();
     let mut managed = if !sub.is_empty() {
         live_managed()
     } else if is_reset(managed_fields_of(new)) {
@@ -373,14 +341,10 @@ pub fn server_side_apply_with_options(
     opts: &ApplyOptions,
 ) -> Result<Value, PatchError> {
     let Value::Object(am) = applied else {
-        return Err(PatchError::BadRequest(
-            "apply patch must be a JSON/YAML object".to_string(),
-        ));
+        return Err(PatchError::BadRequest("apply patch must be a JSON/YAML object".to_string()));
     };
     if managed_fields_of(applied).is_some_and(|v| !v.is_null()) {
-        return Err(PatchError::BadRequest(
-            "metadata.managedFields must be nil".to_string(),
-        ));
+        return Err(PatchError::BadRequest("metadata.managedFields must be nil".to_string()));
     }
     if let Some(av) = am.get("apiVersion").and_then(Value::as_str)
         && av != fm.api_version
@@ -397,9 +361,7 @@ pub fn server_side_apply_with_options(
             .map_err(|e| PatchError::Internal(format!("failed to decode managed fields: {e}")))?,
         None => Managed::default(),
     };
-    let live0 = live
-        .map(without_managed_fields)
-        .unwrap_or_else(|| json!({}));
+    let live0 = live.map(without_managed_fields).unwrap_or_else(|| json!({}));
     if managed.0.is_empty() && live.is_some() {
         let set = strip(&compare(&json!({}), &live0, root).changed());
         if !set.is_empty() {
@@ -417,11 +379,7 @@ pub fn server_side_apply_with_options(
     let last = managed.0.iter().find(|e| e.id == id).map(|e| e.set.clone());
     let new_full = to_field_set(&config, root);
     if let Some(last) = &last {
-        let owned = managed
-            .0
-            .iter()
-            .filter(|e| e.id != id)
-            .fold(new_full.clone(), |acc, e| acc.union(&e.set));
+        let owned = managed.0.iter().filter(|e| e.id != id).fold(new_full.clone(), |acc, e| acc.union(&e.set));
         prune(&mut merged, last, &owned, root);
     }
     let cmp = compare(&live0, &merged, root);
@@ -451,11 +409,7 @@ pub fn server_side_apply_with_options(
     if !force && !conflicts.is_empty() {
         let mut conflicts: Vec<ApplyConflict> = conflicts.into_iter().map(|(_, c)| c).collect();
         conflicts.sort_by(|a, b| {
-            (&a.manager, &a.operation, &a.api_version).cmp(&(
-                &b.manager,
-                &b.operation,
-                &b.api_version,
-            ))
+            (&a.manager, &a.operation, &a.api_version).cmp(&(&b.manager, &b.operation, &b.api_version))
         });
         return Err(PatchError::Conflicts(conflicts));
     }
@@ -472,12 +426,9 @@ pub fn server_side_apply_with_options(
                 e.time = Some(fm.time.to_string());
             }
         }
-        None => managed.0.push(Entry {
-            id,
-            api_version: fm.api_version.to_string(),
-            time: Some(fm.time.to_string()),
-            set,
-        }),
+        None => {
+            managed.0.push(Entry { id, api_version: fm.api_version.to_string(), time: Some(fm.time.to_string()), set })
+        }
     }
     managed.tidy();
     if fm.manager == "kubectl" {
@@ -488,34 +439,19 @@ pub fn server_side_apply_with_options(
 }
 
 /// Fields of the client-side-apply annotation whose values still match the live object.
-fn allowed_from_last_applied(
-    live: &Value,
-    api_version: &str,
-    root: &super::schema::SchemaNode,
-) -> Option<FieldSet> {
-    let text = live
-        .pointer("/metadata/annotations")?
-        .get(LAST_APPLIED)?
-        .as_str()?;
+fn allowed_from_last_applied(live: &Value, api_version: &str, root: &super::schema::SchemaNode) -> Option<FieldSet> {
+    let text = live.pointer("/metadata/annotations")?.get(LAST_APPLIED)?.as_str()?;
     let last: Value = serde_json::from_str(text).ok()?;
     if last.get("apiVersion").and_then(Value::as_str) != Some(api_version) {
         return None;
     }
     let cmp = compare(&last, live, root);
-    Some(
-        to_field_set(&last, root)
-            .difference(&cmp.modified)
-            .difference(&cmp.added)
-            .difference(&cmp.removed),
-    )
+    Some(to_field_set(&last, root).difference(&cmp.modified).difference(&cmp.added).difference(&cmp.removed))
 }
 
 /// `kubectl apply --server-side` keeps an existing client-side-apply annotation in sync.
 fn sync_last_applied(obj: &mut Value, applied: &Value) {
-    let has = obj
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(LAST_APPLIED))
-        .is_some();
+    let has = obj.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).is_some();
     if !has {
         return;
     }
@@ -540,11 +476,7 @@ fn sorted(v: &Value) -> Value {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted(&m[k])))
-                    .collect(),
-            )
+            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
         }
         Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
         other => other.clone(),

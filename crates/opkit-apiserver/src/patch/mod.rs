@@ -131,11 +131,7 @@ pub struct FieldManager<'a> {
 pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
     if conflicts.len() == 1 {
         let c = &conflicts[0];
-        return format!(
-            "Apply failed with 1 conflict: conflict with {}: {}",
-            c.manager_description(),
-            c.field
-        );
+        return format!("Apply failed with 1 conflict: conflict with {}: {}", c.manager_description(), c.field);
     }
     let mut managers: Vec<String> = conflicts.iter().map(|c| c.manager_description()).collect();
     managers.sort();
@@ -147,11 +143,7 @@ pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
             lines.push(format!("- {}", c.field));
         }
     }
-    format!(
-        "Apply failed with {} conflicts: {}",
-        conflicts.len(),
-        lines.join("\n")
-    )
+    format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
 }
 
 /// Applies an RFC 6902 JSON patch.
@@ -173,17 +165,15 @@ pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
             (json_patch::PatchErrorKind::TestFailed, _) => {
                 format!("testing value {path} failed: test failed")
             }
-            (_, Some(json_patch::PatchOperation::Remove(_))) => format!(
-                "remove operation does not apply: doc is missing path: {path:?}: missing value"
-            ),
-            (_, Some(json_patch::PatchOperation::Replace(_))) => {
-                format!(
-                    "replace operation does not apply: doc is missing key: {path}: missing value"
-                )
+            (_, Some(json_patch::PatchOperation::Remove(_))) => {
+                format!("remove operation does not apply: doc is missing path: {path:?}: missing value")
             }
-            (_, Some(json_patch::PatchOperation::Add(_))) => format!(
-                "add operation does not apply: doc is missing path: {path:?}: missing value"
-            ),
+            (_, Some(json_patch::PatchOperation::Replace(_))) => {
+                format!("replace operation does not apply: doc is missing key: {path}: missing value")
+            }
+            (_, Some(json_patch::PatchOperation::Add(_))) => {
+                format!("add operation does not apply: doc is missing path: {path:?}: missing value")
+            }
             (_, Some(json_patch::PatchOperation::Move(m))) => format!(
                 "move operation does not apply: doc is missing from path: {:?}: missing value",
                 m.from.to_string()
@@ -217,19 +207,9 @@ mod tests {
     #[test]
     fn merge_patch_null_deletes() {
         let doc = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"x": 1}});
-        let out = merge_patch(
-            &doc,
-            &json!({"metadata": {"labels": {"a": null}}, "spec": {"y": 2}}),
-        )
-        .unwrap();
-        assert_eq!(
-            out,
-            json!({"metadata": {"labels": {"b": "2"}}, "spec": {"x": 1, "y": 2}})
-        );
-        assert!(matches!(
-            merge_patch(&doc, &json!([1])),
-            Err(PatchError::BadRequest(_))
-        ));
+        let out = merge_patch(&doc, &json!({"metadata": {"labels": {"a": null}}, "spec": {"y": 2}})).unwrap();
+        assert_eq!(out, json!({"metadata": {"labels": {"b": "2"}}, "spec": {"x": 1, "y": 2}}));
+        assert!(matches!(merge_patch(&doc, &json!([1])), Err(PatchError::BadRequest(_))));
     }
 
     #[test]
@@ -242,16 +222,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok["spec"]["replicas"], 3);
-        let err = json_patch(
-            &doc,
-            &json!([{"op": "test", "path": "/spec/replicas", "value": 2}]),
-        )
-        .unwrap_err();
+        let err = json_patch(&doc, &json!([{"op": "test", "path": "/spec/replicas", "value": 2}])).unwrap_err();
         assert_eq!(err.status_code(), 422);
-        assert_eq!(
-            err.to_string(),
-            "testing value /spec/replicas failed: test failed"
-        );
+        assert_eq!(err.to_string(), "testing value /spec/replicas failed: test failed");
         let err = json_patch(&doc, &json!([{"op": "remove", "path": "/nope"}])).unwrap_err();
         assert_eq!(err.status_code(), 422);
         let bad = json_patch(&doc, &json!([{"op": "frobnicate", "path": "/a"}])).unwrap_err();

@@ -36,9 +36,7 @@ impl ListType {
     /// The merge key used by strategic merge patch.
     pub fn smp_key(&self) -> Option<&str> {
         match self {
-            ListType::Map { keys, smp_key } => smp_key
-                .as_deref()
-                .or_else(|| keys.first().map(|k| k.name.as_str())),
+            ListType::Map { keys, smp_key } => smp_key.as_deref().or_else(|| keys.first().map(|k| k.name.as_str())),
             _ => None,
         }
     }
@@ -96,13 +94,7 @@ fn cat<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<&'a str> {
 
 fn map_list(keys: &[&str]) -> ListType {
     ListType::Map {
-        keys: keys
-            .iter()
-            .map(|k| MapKey {
-                name: (*k).to_string(),
-                default: None,
-            })
-            .collect(),
+        keys: keys.iter().map(|k| MapKey { name: (*k).to_string(), default: None }).collect(),
         smp_key: None,
     }
 }
@@ -110,14 +102,8 @@ fn map_list(keys: &[&str]) -> ListType {
 fn ports_list(first: &str) -> ListType {
     ListType::Map {
         keys: vec![
-            MapKey {
-                name: first.to_string(),
-                default: None,
-            },
-            MapKey {
-                name: "protocol".to_string(),
-                default: Some(Value::String("TCP".to_string())),
-            },
+            MapKey { name: first.to_string(), default: None },
+            MapKey { name: "protocol".to_string(), default: Some(Value::String("TCP".to_string())) },
         ],
         smp_key: Some(first.to_string()),
     }
@@ -178,14 +164,8 @@ impl ListSemantics {
             &p(&["topologySpreadConstraints"]),
             ListType::Map {
                 keys: vec![
-                    MapKey {
-                        name: "topologyKey".into(),
-                        default: None,
-                    },
-                    MapKey {
-                        name: "whenUnsatisfiable".into(),
-                        default: None,
-                    },
+                    MapKey { name: "topologyKey".into(), default: None },
+                    MapKey { name: "whenUnsatisfiable".into(), default: None },
                 ],
                 smp_key: Some("topologyKey".into()),
             },
@@ -214,8 +194,7 @@ impl ListSemantics {
             }
         }
         match (group, kind) {
-            ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
-            | ("batch", "Job") => {
+            ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
                 s.set_atomic_map(&["spec", "selector"]);
             }
             ("", "Service") => {
@@ -301,14 +280,8 @@ fn walk_schema(schema: &Value, node: &mut SchemaNode, depth: usize) {
                             .collect::<Vec<_>>()
                     })
                     .unwrap_or_default();
-                node.list = Some(if keys.is_empty() {
-                    ListType::Atomic
-                } else {
-                    ListType::Map {
-                        keys,
-                        smp_key: None,
-                    }
-                });
+                node.list =
+                    Some(if keys.is_empty() { ListType::Atomic } else { ListType::Map { keys, smp_key: None } });
             }
             Some(_) if node.list.is_none() => node.list = Some(ListType::Atomic),
             _ => {}
@@ -327,9 +300,7 @@ mod tests {
     #[test]
     fn builtin_deployment() {
         let s = ListSemantics::for_builtin("apps", "Deployment");
-        let pod = ["spec", "template", "spec"]
-            .iter()
-            .try_fold(s.root(), |n, f| n.child(f));
+        let pod = ["spec", "template", "spec"].iter().try_fold(s.root(), |n, f| n.child(f));
         let containers = child(pod, "containers").unwrap();
         assert_eq!(containers.list_type().unwrap().smp_key(), Some("name"));
         let ports = child(Some(containers), "ports").unwrap();
@@ -356,10 +327,7 @@ mod tests {
         let spec = child(Some(s.root()), "spec");
         let items = child(spec, "items").unwrap();
         assert_eq!(items.list_type().unwrap().smp_key(), Some("id"));
-        assert_eq!(
-            child(Some(items), "tags").unwrap().list_type(),
-            Some(&ListType::Set)
-        );
+        assert_eq!(child(Some(items), "tags").unwrap().list_type(), Some(&ListType::Set));
         assert!(child(spec, "sel").unwrap().is_atomic_map());
         let l = child(child(child(spec, "byName"), "anything"), "l").unwrap();
         assert_eq!(l.list_type(), Some(&ListType::Set));

@@ -14,15 +14,9 @@ const DELETE_PRIMITIVE: &str = "$deleteFromPrimitiveList/";
 const SET_ORDER: &str = "$setElementOrder/";
 
 /// Applies a strategic merge patch to `doc`.
-pub fn strategic_merge_patch(
-    doc: &Value,
-    patch: &Value,
-    lists: &ListSemantics,
-) -> Result<Value, PatchError> {
+pub fn strategic_merge_patch(doc: &Value, patch: &Value, lists: &ListSemantics) -> Result<Value, PatchError> {
     let Value::Object(p) = patch else {
-        return Err(PatchError::BadRequest(
-            "strategic merge patch format is not supported".to_string(),
-        ));
+        return Err(PatchError::BadRequest("strategic merge patch format is not supported".to_string()));
     };
     let original = match doc {
         Value::Object(m) => m.clone(),
@@ -78,9 +72,7 @@ fn merge_map(
         }
         for k in patch.keys() {
             if !k.starts_with('$') && !retain.contains(&k.as_str()) {
-                return Err(PatchError::Invalid(
-                    "patch content doesn't match retainKeys list".to_string(),
-                ));
+                return Err(PatchError::Invalid("patch content doesn't match retainKeys list".to_string()));
             }
         }
         original.retain(|k, _| retain.contains(&k.as_str()));
@@ -111,13 +103,9 @@ fn merge_map(
             continue;
         }
         let merged = match (original.remove(k), pv) {
-            (Some(Value::Object(o)), Value::Object(p)) => {
-                merge_map(o, p, cnode)?.map(Value::Object)
-            }
+            (Some(Value::Object(o)), Value::Object(p)) => merge_map(o, p, cnode)?.map(Value::Object),
             (None, Value::Object(p)) => merge_map(Map::new(), p, cnode)?.map(Value::Object),
-            (Some(Value::Array(o)), Value::Array(p)) => {
-                Some(Value::Array(merge_list(o, p, cnode)?))
-            }
+            (Some(Value::Array(o)), Value::Array(p)) => Some(Value::Array(merge_list(o, p, cnode)?)),
             (None, Value::Array(p)) => Some(Value::Array(merge_list(Vec::new(), p, cnode)?)),
             (_, other) => Some(clean(other, cnode)?),
         };
@@ -137,23 +125,15 @@ fn merge_map(
 /// A patch value stored as is: directives and nulls removed.
 fn clean(v: &Value, node: Option<&SchemaNode>) -> Result<Value, PatchError> {
     match v {
-        Value::Object(m) => Ok(merge_map(Map::new(), m, node)?
-            .map(Value::Object)
-            .unwrap_or(Value::Object(Map::new()))),
+        Value::Object(m) => Ok(merge_map(Map::new(), m, node)?.map(Value::Object).unwrap_or(Value::Object(Map::new()))),
         Value::Array(items) => Ok(Value::Array(merge_list(Vec::new(), items, node)?)),
         other => Ok(other.clone()),
     }
 }
 
-fn merge_list(
-    original: Vec<Value>,
-    patch: &[Value],
-    node: Option<&SchemaNode>,
-) -> Result<Vec<Value>, PatchError> {
+fn merge_list(original: Vec<Value>, patch: &[Value], node: Option<&SchemaNode>) -> Result<Vec<Value>, PatchError> {
     if patch.iter().any(|v| v.is_array()) && node.and_then(SchemaNode::list_type).is_some() {
-        return Err(PatchError::Invalid(
-            "lists of lists are not supported".to_string(),
-        ));
+        return Err(PatchError::Invalid("lists of lists are not supported".to_string()));
     }
     match node.and_then(SchemaNode::list_type) {
         Some(ListType::Set) => {
@@ -177,9 +157,9 @@ fn merge_list(
                     continue;
                 }
                 out.push(match v {
-                    Value::Object(m) => merge_map(Map::new(), m, node)?
-                        .map(Value::Object)
-                        .unwrap_or(Value::Object(Map::new())),
+                    Value::Object(m) => {
+                        merge_map(Map::new(), m, node)?.map(Value::Object).unwrap_or(Value::Object(Map::new()))
+                    }
                     other => other.clone(),
                 });
             }
@@ -213,16 +193,12 @@ fn merge_keyed_list(
             match pm.get(DIRECTIVE).and_then(Value::as_str) {
                 Some("replace" | "merge") => continue,
                 _ => {
-                    return Err(PatchError::BadRequest(format!(
-                        "unknown patch type in list element: {pv}"
-                    )));
+                    return Err(PatchError::BadRequest(format!("unknown patch type in list element: {pv}")));
                 }
             }
         }
         let Some(kv) = pm.get(key) else {
-            return Err(PatchError::BadRequest(format!(
-                "map: {pv} does not contain declared merge key: {key}"
-            )));
+            return Err(PatchError::BadRequest(format!("map: {pv} does not contain declared merge key: {key}")));
         };
         let pos = original.iter().position(|o| o.get(key) == Some(kv));
         if pm.get(DIRECTIVE).and_then(Value::as_str) == Some("delete") {
@@ -324,9 +300,7 @@ mod tests {
         let patch = json!({"metadata": {"finalizers": ["b"]}, "spec": {"replicas": null,
             "template": {"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}}});
         let out = strategic_merge_patch(&deploy(), &patch, &sem()).unwrap();
-        let cs = out["spec"]["template"]["spec"]["containers"]
-            .as_array()
-            .unwrap();
+        let cs = out["spec"]["template"]["spec"]["containers"].as_array().unwrap();
         assert_eq!(cs.len(), 1);
         assert_eq!(cs[0]["name"], "app");
         assert!(out["spec"].get("replicas").is_none());
@@ -345,11 +319,7 @@ mod tests {
         assert_eq!(cs[1]["image"], "app:3");
         assert!(cs[1].get("$patch").is_none());
         assert_eq!(out["metadata"]["finalizers"], json!([]));
-        assert!(
-            out["spec"]["template"]["spec"]
-                .get("$setElementOrder/containers")
-                .is_none()
-        );
+        assert!(out["spec"]["template"]["spec"].get("$setElementOrder/containers").is_none());
     }
 
     #[test]
@@ -357,28 +327,15 @@ mod tests {
         let patch = json!({"spec": {"template": {"spec": {"containers": [
             {"$patch": "replace"}, {"name": "only", "image": "o"}]}}}});
         let out = strategic_merge_patch(&deploy(), &patch, &sem()).unwrap();
-        assert_eq!(
-            out["spec"]["template"]["spec"]["containers"],
-            json!([{"name": "only", "image": "o"}])
-        );
+        assert_eq!(out["spec"]["template"]["spec"]["containers"], json!([{"name": "only", "image": "o"}]));
         let doc = json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}});
         let p = json!({"strategy": {"$retainKeys": ["type"], "type": "Recreate"}});
         let out = strategic_merge_patch(&doc, &p, &sem()).unwrap();
         assert_eq!(out, json!({"strategy": {"type": "Recreate"}}));
         let p = json!({"strategy": {"$retainKeys": ["type"], "other": 1}});
-        assert_eq!(
-            strategic_merge_patch(&doc, &p, &sem())
-                .unwrap_err()
-                .status_code(),
-            422
-        );
+        assert_eq!(strategic_merge_patch(&doc, &p, &sem()).unwrap_err().status_code(), 422);
         let p = json!({"spec": {"$patch": "frob"}});
-        assert_eq!(
-            strategic_merge_patch(&doc, &p, &sem())
-                .unwrap_err()
-                .status_code(),
-            400
-        );
+        assert_eq!(strategic_merge_patch(&doc, &p, &sem()).unwrap_err().status_code(), 400);
         let p = json!({"spec": {"$patch": "replace", "replicas": 5}});
         let out = strategic_merge_patch(&deploy(), &p, &sem()).unwrap();
         assert_eq!(out["spec"], json!({"replicas": 5}));

@@ -120,16 +120,11 @@ pub fn compare(old: &Value, new: &Value, root: &SchemaNode) -> Comparison {
     out
 }
 
-fn children_of<'v>(
-    v: &'v Value,
-    node: Option<&SchemaNode>,
-) -> Option<Vec<(PathElement, &'v Value)>> {
+fn children_of<'v>(v: &'v Value, node: Option<&SchemaNode>) -> Option<Vec<(PathElement, &'v Value)>> {
     match v {
-        Value::Object(m) if !atomic_map(node) => Some(
-            m.iter()
-                .map(|(k, cv)| (PathElement::Field(k.clone()), cv))
-                .collect(),
-        ),
+        Value::Object(m) if !atomic_map(node) => {
+            Some(m.iter().map(|(k, cv)| (PathElement::Field(k.clone()), cv)).collect())
+        }
         Value::Array(items) => granular_list(node).and_then(|lt| index_list(lt, items)),
         _ => None,
     }
@@ -151,15 +146,8 @@ fn cmp_walk(
 ) {
     match (old, new) {
         (Some(o), Some(n)) => {
-            let same_kind = matches!(
-                (o, n),
-                (Value::Object(_), Value::Object(_)) | (Value::Array(_), Value::Array(_))
-            );
-            let (co, cn) = if same_kind {
-                (children_of(o, node), children_of(n, node))
-            } else {
-                (None, None)
-            };
+            let same_kind = matches!((o, n), (Value::Object(_), Value::Object(_)) | (Value::Array(_), Value::Array(_)));
+            let (co, cn) = if same_kind { (children_of(o, node), children_of(n, node)) } else { (None, None) };
             match (co, cn) {
                 (Some(co), Some(cn)) => {
                     let co: BTreeMap<PathElement, &Value> = co.into_iter().collect();
@@ -215,10 +203,7 @@ fn cmp_walk(
 pub fn strip_nulls(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, cv)| !cv.is_null())
-                .map(|(k, cv)| (k.clone(), strip_nulls(cv)))
-                .collect(),
+            m.iter().filter(|(_, cv)| !cv.is_null()).map(|(k, cv)| (k.clone(), strip_nulls(cv))).collect(),
         ),
         Value::Array(items) => Value::Array(items.iter().map(strip_nulls).collect()),
         other => other.clone(),
@@ -266,22 +251,14 @@ fn find<'v>(list: &[(PathElement, &'v Value)], pe: &PathElement) -> Option<&'v V
 
 /// Merges two identified lists, keeping live-only items in place and ordering the applied items
 /// as the configuration orders them.
-fn merge_lists(
-    lhs: &[(PathElement, &Value)],
-    rhs: &[(PathElement, &Value)],
-    node: Option<&SchemaNode>,
-) -> Vec<Value> {
+fn merge_lists(lhs: &[(PathElement, &Value)], rhs: &[(PathElement, &Value)], node: Option<&SchemaNode>) -> Vec<Value> {
     let merge_item = |pe: &PathElement| match (find(lhs, pe), find(rhs, pe)) {
         (Some(l), Some(r)) => merge_walk(l, r, node),
         (None, Some(r)) => strip_nulls(r),
         (Some(l), None) => l.clone(),
         (None, None) => Value::Null,
     };
-    let shared: Vec<&PathElement> = rhs
-        .iter()
-        .map(|(pe, _)| pe)
-        .filter(|pe| find(lhs, pe).is_some())
-        .collect();
+    let shared: Vec<&PathElement> = rhs.iter().map(|(pe, _)| pe).filter(|pe| find(lhs, pe).is_some()).collect();
     let mut shared_iter = shared.into_iter();
     let mut next_shared = shared_iter.next();
     let mut done: Vec<PathElement> = Vec::new();
@@ -347,13 +324,7 @@ fn is_empty_container(v: &Value) -> bool {
     }
 }
 
-fn prune_walk(
-    value: &mut Value,
-    node: Option<&SchemaNode>,
-    path: &mut Path,
-    last: &FieldSet,
-    owned: &FieldSet,
-) {
+fn prune_walk(value: &mut Value, node: Option<&SchemaNode>, path: &mut Path, last: &FieldSet, owned: &FieldSet) {
     let drop = |p: &Path| last.contains(p) && !owned.contains_or_descendant(p);
     match value {
         Value::Object(m) if !atomic_map(node) => {
@@ -422,9 +393,7 @@ mod tests {
         assert!(strs.contains(&".metadata.labels.a".to_string()));
         assert!(strs.contains(&".spec.containers[name=\"c\"]".to_string()));
         assert!(strs.contains(&".spec.containers[name=\"c\"].args".to_string()));
-        assert!(strs.contains(
-            &".spec.containers[name=\"c\"].ports[containerPort=80,protocol=\"TCP\"]".to_string()
-        ));
+        assert!(strs.contains(&".spec.containers[name=\"c\"].ports[containerPort=80,protocol=\"TCP\"]".to_string()));
         assert!(!strs.contains(&".metadata.labels".to_string()));
     }
 

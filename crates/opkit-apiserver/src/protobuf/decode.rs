@@ -24,12 +24,7 @@ enum Item {
 
 /// Decodes one message to its JSON form; `None` when the value means "unset" (a zero Time,
 /// an empty RawExtension).
-pub(super) fn message(
-    table: &Table,
-    index: usize,
-    bytes: &[u8],
-    depth: usize,
-) -> Result<Option<Value>, ProtobufError> {
+pub(super) fn message(table: &Table, index: usize, bytes: &[u8], depth: usize) -> Result<Option<Value>, ProtobufError> {
     if depth > MAX_DEPTH {
         return Err(ProtobufError::TooDeep(MAX_DEPTH));
     }
@@ -41,27 +36,18 @@ pub(super) fn message(
 }
 
 /// Decodes an ordinary message into an object keyed by JSON field names.
-fn object(
-    table: &Table,
-    index: usize,
-    bytes: &[u8],
-    depth: usize,
-) -> Result<Map<String, Value>, ProtobufError> {
+fn object(table: &Table, index: usize, bytes: &[u8], depth: usize) -> Result<Map<String, Value>, ProtobufError> {
     let mut out = Map::new();
     visit(table, index, bytes, depth, |field, item| {
         match item {
             Item::Entry(key, value) => {
-                let slot = out
-                    .entry(field.json.clone())
-                    .or_insert_with(|| Value::Object(Map::new()));
+                let slot = out.entry(field.json.clone()).or_insert_with(|| Value::Object(Map::new()));
                 if let Value::Object(map) = slot {
                     map.insert(key, value);
                 }
             }
             Item::Value(value) if field.repeated => {
-                let slot = out
-                    .entry(field.json.clone())
-                    .or_insert_with(|| Value::Array(Vec::new()));
+                let slot = out.entry(field.json.clone()).or_insert_with(|| Value::Array(Vec::new()));
                 if let Value::Array(items) = slot {
                     items.push(value.unwrap_or(Value::Null));
                 }
@@ -89,11 +75,7 @@ fn object(
 fn is_unset(field: &Field, value: &Value) -> bool {
     match value {
         Value::String(s) => {
-            s.is_empty()
-                && matches!(
-                    field.ty,
-                    FieldType::Single(Kind::Scalar(Scalar::String | Scalar::Bytes))
-                )
+            s.is_empty() && matches!(field.ty, FieldType::Single(Kind::Scalar(Scalar::String | Scalar::Bytes)))
         }
         Value::Bool(false) => field.omit_zero,
         Value::Number(n) => field.omit_zero && n.as_f64() == Some(0.0),
@@ -171,11 +153,7 @@ fn expect_wire(field: &Field, got: WireType, want: WireType) -> Result<(), Proto
     if got == want {
         Ok(())
     } else {
-        Err(ProtobufError::WireTypeMismatch {
-            field: field.json.clone(),
-            got: got.number(),
-            want: want.number(),
-        })
+        Err(ProtobufError::WireTypeMismatch { field: field.json.clone(), got: got.number(), want: want.number() })
     }
 }
 
@@ -192,12 +170,8 @@ fn natural_wire(s: Scalar) -> WireType {
 /// Reads one scalar (the wire type has been checked) as JSON.
 fn scalar(s: Scalar, reader: &mut Reader<'_>) -> Result<Value, ProtobufError> {
     Ok(match s {
-        Scalar::String => {
-            Value::String(String::from_utf8_lossy(reader.len_delimited()?).into_owned())
-        }
-        Scalar::Bytes => {
-            Value::String(base64::engine::general_purpose::STANDARD.encode(reader.len_delimited()?))
-        }
+        Scalar::String => Value::String(String::from_utf8_lossy(reader.len_delimited()?).into_owned()),
+        Scalar::Bytes => Value::String(base64::engine::general_purpose::STANDARD.encode(reader.len_delimited()?)),
         Scalar::Bool => Value::Bool(reader.varint()? != 0),
         Scalar::Int32 => Value::from(reader.varint()? as i32),
         Scalar::Int64 => Value::from(reader.varint()? as i64),
@@ -298,8 +272,8 @@ fn special_value(
             if (seconds == 0 || seconds == GO_ZERO_TIME_UNIX) && nanos == 0 {
                 return Ok(None);
             }
-            let text = rfc3339(seconds, nanos, special == Special::MicroTime)
-                .ok_or(ProtobufError::TimeOutOfRange(seconds))?;
+            let text =
+                rfc3339(seconds, nanos, special == Special::MicroTime).ok_or(ProtobufError::TimeOutOfRange(seconds))?;
             Some(Value::String(text))
         }
         Special::Duration => Some(Value::String(go_duration(int(1)))),
@@ -316,9 +290,7 @@ fn special_value(
         },
         Special::SchemaOrBool => match get(2) {
             Some(schema) => Some(schema.clone()),
-            None => Some(Value::Bool(
-                get(1).and_then(Value::as_bool).unwrap_or(false),
-            )),
+            None => Some(Value::Bool(get(1).and_then(Value::as_bool).unwrap_or(false))),
         },
         Special::SchemaOrStringArray => match (list.is_empty(), get(1)) {
             (false, _) => Some(Value::Array(list)),

@@ -20,11 +20,7 @@ pub(super) fn rfc3339(seconds: i64, nanos: i64, micros: bool) -> Option<String> 
     if !(0..=9999).contains(&year) {
         return None;
     }
-    let (h, m, s) = (
-        secs_of_day / 3600,
-        (secs_of_day % 3600) / 60,
-        secs_of_day % 60,
-    );
+    let (h, m, s) = (secs_of_day / 3600, (secs_of_day % 3600) / 60, secs_of_day % 60);
     let mut out = format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}");
     if micros {
         out.push_str(&format!(".{:06}", nanos / 1000));
@@ -114,23 +110,11 @@ mod tests {
     #[test]
     fn times_format_like_go() {
         assert_eq!(rfc3339(0, 0, false).unwrap(), "1970-01-01T00:00:00Z");
-        assert_eq!(
-            rfc3339(1_767_323_045, 999_999_999, false).unwrap(),
-            "2026-01-02T03:04:05Z"
-        );
-        assert_eq!(
-            rfc3339(1_767_323_045, 123_456_789, true).unwrap(),
-            "2026-01-02T03:04:05.123456Z"
-        );
-        assert_eq!(
-            rfc3339(951_782_400, 0, false).unwrap(),
-            "2000-02-29T00:00:00Z"
-        );
+        assert_eq!(rfc3339(1_767_323_045, 999_999_999, false).unwrap(), "2026-01-02T03:04:05Z");
+        assert_eq!(rfc3339(1_767_323_045, 123_456_789, true).unwrap(), "2026-01-02T03:04:05.123456Z");
+        assert_eq!(rfc3339(951_782_400, 0, false).unwrap(), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(-1, 0, true).unwrap(), "1969-12-31T23:59:59.000000Z");
-        assert_eq!(
-            rfc3339(GO_ZERO_TIME_UNIX, 0, false).unwrap(),
-            "0001-01-01T00:00:00Z"
-        );
+        assert_eq!(rfc3339(GO_ZERO_TIME_UNIX, 0, false).unwrap(), "0001-01-01T00:00:00Z");
         assert_eq!(rfc3339(253_402_300_800, 0, false), None); // year 10000
         assert_eq!(rfc3339(i64::MAX, 1_000_000_000, false), None);
         assert_eq!(rfc3339(i64::MIN, -1, false), None);

@@ -139,14 +139,8 @@ impl ProtobufError {
     /// Places this error inside field `name`, extending an existing path.
     fn at(self, name: &str) -> ProtobufError {
         match self {
-            ProtobufError::At { path, source } => ProtobufError::At {
-                path: format!("{name}.{path}"),
-                source,
-            },
-            other => ProtobufError::At {
-                path: name.to_string(),
-                source: Box::new(other),
-            },
+            ProtobufError::At { path, source } => ProtobufError::At { path: format!("{name}.{path}"), source },
+            other => ProtobufError::At { path: name.to_string(), source: Box::new(other) },
         }
     }
 }
@@ -173,9 +167,7 @@ fn decode_envelope(body: &[u8], depth: usize) -> Result<Value, ProtobufError> {
     let payload = body.strip_prefix(&MAGIC).ok_or(ProtobufError::BadMagic)?;
     let env = parse_envelope(payload)?;
     if !env.content_encoding.is_empty() {
-        return Err(ProtobufError::UnsupportedContentEncoding(
-            env.content_encoding,
-        ));
+        return Err(ProtobufError::UnsupportedContentEncoding(env.content_encoding));
     }
     if !env.content_type.is_empty() && env.content_type != PROTOBUF_CONTENT_TYPE {
         return Err(ProtobufError::UnsupportedContentType(env.content_type));
@@ -184,13 +176,9 @@ fn decode_envelope(body: &[u8], depth: usize) -> Result<Value, ProtobufError> {
         return Err(ProtobufError::MissingTypeMeta);
     }
     let table = table::table().map_err(ProtobufError::Schema)?;
-    let index =
-        table
-            .kind(&env.api_version, &env.kind)
-            .ok_or_else(|| ProtobufError::UnknownKind {
-                api_version: env.api_version.clone(),
-                kind: env.kind.clone(),
-            })?;
+    let index = table
+        .kind(&env.api_version, &env.kind)
+        .ok_or_else(|| ProtobufError::UnknownKind { api_version: env.api_version.clone(), kind: env.kind.clone() })?;
     let decoded = decode::message(table, index, env.raw, depth)?;
     let mut out = Map::new();
     out.insert("apiVersion".into(), Value::String(env.api_version));

@@ -58,12 +58,8 @@ impl Definitions {
             }
             let lower = name.to_ascii_lowercase();
             let (group, ty) = group_and_type(&lower);
-            out.by_group_type
-                .entry((group.to_string(), ty.to_string()))
-                .or_insert_with(|| props.clone());
-            out.by_type
-                .entry(ty.to_string())
-                .or_insert_with(|| props.clone());
+            out.by_group_type.entry((group.to_string(), ty.to_string())).or_insert_with(|| props.clone());
+            out.by_type.entry(ty.to_string()).or_insert_with(|| props.clone());
             out.by_lower.insert(lower, props);
         }
         out
@@ -81,9 +77,7 @@ impl Definitions {
     pub(super) fn borrowed_properties(&self, message: &str) -> Option<&Props> {
         let name = definition_name(message);
         let (group, ty) = group_and_type(&name);
-        self.by_group_type
-            .get(&(group.to_string(), ty.to_string()))
-            .or_else(|| self.by_type.get(ty))
+        self.by_group_type.get(&(group.to_string(), ty.to_string())).or_else(|| self.by_type.get(ty))
     }
 }
 
@@ -108,21 +102,13 @@ fn group_and_type(name: &str) -> (&str, &str) {
 
 /// The key names are compared by: lowercase ASCII letters and digits only.
 pub(super) fn normalize(name: &str) -> String {
-    name.chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
+    name.chars().filter(char::is_ascii_alphanumeric).map(|c| c.to_ascii_lowercase()).collect()
 }
 
 /// The JSON name of a field given prost's name, the message's properties (if known) and all
 /// definitions. `schema_props` selects JSONSchemaProps' own spellings ("$ref",
 /// "x-kubernetes-…").
-pub(super) fn json_name(
-    proto: &str,
-    props: Option<&Props>,
-    defs: &Definitions,
-    schema_props: bool,
-) -> String {
+pub(super) fn json_name(proto: &str, props: Option<&Props>, defs: &Definitions, schema_props: bool) -> String {
     if schema_props {
         match proto {
             "ref" => return "$ref".to_string(),
@@ -151,9 +137,7 @@ fn camel_cannot_spell(name: &str) -> bool {
     let bytes = name.as_bytes();
     bytes.first().is_some_and(u8::is_ascii_uppercase)
         || bytes.iter().any(|b| !b.is_ascii_alphanumeric())
-        || bytes
-            .windows(2)
-            .any(|w| w[0].is_ascii_uppercase() && w[1].is_ascii_uppercase())
+        || bytes.windows(2).any(|w| w[0].is_ascii_uppercase() && w[1].is_ascii_uppercase())
 }
 
 /// "pod_ip" → "podIp".
@@ -213,16 +197,10 @@ mod tests {
         let old = d.borrowed_properties("api.core.v1beta1.PodStatus");
         assert_eq!(json_name("host_ip", old, &d, false), "hostIP");
         assert!(d.borrowed_properties("api.core.v1.Nothing").is_none());
-        assert_eq!(
-            json_name("nominated_node_name", status, &d, false),
-            "nominatedNodeName"
-        );
+        assert_eq!(json_name("nominated_node_name", status, &d, false), "nominatedNodeName");
         // A global spelling camelCase could produce itself is not trusted.
         assert_eq!(json_name("sub_resource", None, &d, false), "subResource");
-        assert!(
-            d.properties("kube_aggregator.pkg.apis.apiregistration.v1.ApiServiceSpec")
-                .is_some()
-        );
+        assert!(d.properties("kube_aggregator.pkg.apis.apiregistration.v1.ApiServiceSpec").is_some());
     }
 
     #[test]
@@ -235,9 +213,6 @@ mod tests {
             "x-kubernetes-preserve-unknown-fields"
         );
         assert_eq!(json_name("schema", None, &d, false), "schema");
-        assert_eq!(
-            lower_camel("target_cpu_utilization"),
-            "targetCpuUtilization"
-        );
+        assert_eq!(lower_camel("target_cpu_utilization"), "targetCpuUtilization");
     }
 }

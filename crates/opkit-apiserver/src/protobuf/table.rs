@@ -175,10 +175,7 @@ pub(super) struct Message {
 impl Message {
     /// The field with this number, if the schema knows it.
     pub(super) fn field(&self, tag: u32) -> Option<&Field> {
-        self.fields
-            .binary_search_by_key(&tag, |f| f.tag)
-            .ok()
-            .map(|i| &self.fields[i])
+        self.fields.binary_search_by_key(&tag, |f| f.tag).ok().map(|i| &self.fields[i])
     }
 }
 
@@ -197,11 +194,7 @@ impl Table {
     /// The message encoding `kind` in `api_version`, matching names case-insensitively (prost
     /// renamed "APIService" to "ApiService").
     pub(super) fn kind(&self, api_version: &str, kind: &str) -> Option<usize> {
-        let lookup = |package: &str| {
-            self.by_lower
-                .get(&format!("{package}.{kind}").to_ascii_lowercase())
-                .copied()
-        };
+        let lookup = |package: &str| self.by_lower.get(&format!("{package}.{kind}").to_ascii_lowercase()).copied();
         if let Some(found) = self.packages.get(api_version).and_then(|p| lookup(p)) {
             return Some(found);
         }
@@ -216,10 +209,7 @@ static TABLE: OnceLock<Result<Table, String>> = OnceLock::new();
 
 /// The schema table, built on first use. `Err` only if `messages.txt` is corrupt.
 pub(super) fn table() -> Result<&'static Table, String> {
-    TABLE
-        .get_or_init(|| build(MESSAGES, names::openapi_definitions()))
-        .as_ref()
-        .map_err(Clone::clone)
+    TABLE.get_or_init(|| build(MESSAGES, names::openapi_definitions())).as_ref().map_err(Clone::clone)
 }
 
 /// A field as read from the file, before type references are resolved.
@@ -256,22 +246,14 @@ pub(super) fn build(text: &str, defs: &Definitions) -> Result<Table, String> {
                     _ => return Err(err("bad field flags")),
                 };
                 let (_, fields) = raw.last_mut().ok_or_else(|| err("field outside message"))?;
-                fields.push(RawField {
-                    tag,
-                    name,
-                    ty,
-                    repeated,
-                });
+                fields.push(RawField { tag, name, ty, repeated });
             }
             _ => return Err(err("unrecognized record")),
         }
     }
 
-    let by_lower: HashMap<String, usize> = raw
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _))| (name.to_ascii_lowercase(), i))
-        .collect();
+    let by_lower: HashMap<String, usize> =
+        raw.iter().enumerate().map(|(i, (name, _))| (name.to_ascii_lowercase(), i)).collect();
     let kind = |ty: &str| -> Result<Kind, String> {
         if let Some(s) = Scalar::parse(ty) {
             return Ok(Kind::Scalar(s));
@@ -304,34 +286,23 @@ pub(super) fn build(text: &str, defs: &Definitions) -> Result<Table, String> {
             });
         }
         fields.sort_by_key(|f| f.tag);
-        messages.push(Message {
-            name: name.to_string(),
-            special: Special::of(name),
-            fields,
-        });
+        messages.push(Message { name: name.to_string(), special: Special::of(name), fields });
     }
     resolve_names(&mut messages, defs);
-    Ok(Table {
-        messages,
-        by_lower,
-        packages,
-    })
+    Ok(Table { messages, by_lower, packages })
 }
 
 /// Fills in `json`, `inline` and `omit_zero` of every field.
 fn resolve_names(messages: &mut [Message], defs: &Definitions) {
     // Each message's own OpenAPI properties, by normalized name.
-    let mut props: Vec<Option<&names::Props>> =
-        messages.iter().map(|m| defs.properties(&m.name)).collect();
+    let mut props: Vec<Option<&names::Props>> = messages.iter().map(|m| defs.properties(&m.name)).collect();
 
     // Embedded structs: a message field matching no property of the parent while most of the
     // child's fields are properties of the parent. An embedded message without a definition
     // of its own takes the parent's (the definition flattens it), which may reveal further
     // embedding (NamedRuleWithOperations > RuleWithOperations > Rule); hence the rounds.
     let mut inlined = HashSet::new();
-    let mut pending: Vec<usize> = (0..messages.len())
-        .filter(|&i| props[i].is_some())
-        .collect();
+    let mut pending: Vec<usize> = (0..messages.len()).filter(|&i| props[i].is_some()).collect();
     while let Some(i) = pending.pop() {
         let Some(parent) = props[i] else { continue };
         for (j, f) in messages[i].fields.iter().enumerate() {
@@ -342,15 +313,8 @@ fn resolve_names(messages: &mut [Message], defs: &Definitions) {
                 continue;
             }
             let child_fields = &messages[child].fields;
-            let hits = child_fields
-                .iter()
-                .filter(|cf| parent.contains_key(&names::normalize(&cf.proto)))
-                .count();
-            if hits > 0
-                && hits * 2 >= child_fields.len()
-                && inlined.insert((i, j))
-                && props[child].is_none()
-            {
+            let hits = child_fields.iter().filter(|cf| parent.contains_key(&names::normalize(&cf.proto))).count();
+            if hits > 0 && hits * 2 >= child_fields.len() && inlined.insert((i, j)) && props[child].is_none() {
                 props[child] = Some(parent);
                 pending.push(child);
             }

@@ -21,10 +21,7 @@ use super::decode_object;
 /// (empty contentEncoding/contentType written explicitly).
 pub(super) fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
     let unknown = Unknown {
-        type_meta: Some(TypeMeta {
-            api_version: Some(api_version.to_string()),
-            kind: Some(kind.to_string()),
-        }),
+        type_meta: Some(TypeMeta { api_version: Some(api_version.to_string()), kind: Some(kind.to_string()) }),
         raw: Some(raw),
         content_encoding: Some(String::new()),
         content_type: Some(String::new()),
@@ -65,10 +62,7 @@ fn quantity(v: &str) -> Quantity {
 }
 
 fn map<V: Clone>(entries: &[(&str, V)]) -> BTreeMap<String, V> {
-    entries
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
+    entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
 }
 
 #[test]
@@ -76,10 +70,7 @@ fn namespace() {
     let ns = core::Namespace {
         metadata: go_meta("demo", ""),
         spec: Some(core::NamespaceSpec::default()),
-        status: Some(core::NamespaceStatus {
-            phase: s(""),
-            ..Default::default()
-        }),
+        status: Some(core::NamespaceStatus { phase: s(""), ..Default::default() }),
     };
     assert_eq!(
         roundtrip(&ns),
@@ -155,11 +146,7 @@ fn deployment_with_containers_resources_and_intstr() {
             handler: Some(core::ProbeHandler {
                 http_get: Some(core::HttpGetAction {
                     path: s("/healthz"),
-                    port: Some(IntOrString {
-                        r#type: Some(0),
-                        int_val: Some(8080),
-                        str_val: s(""),
-                    }),
+                    port: Some(IntOrString { r#type: Some(0), int_val: Some(8080), str_val: s("") }),
                     host: s(""),
                     scheme: s("HTTP"),
                     http_headers: vec![],
@@ -176,21 +163,12 @@ fn deployment_with_containers_resources_and_intstr() {
     };
     let labels = map(&[("app", "web".to_string())]);
     let deployment = apps::Deployment {
-        metadata: Some(meta::ObjectMeta {
-            labels: labels.clone(),
-            ..go_meta("web", "default").unwrap_or_default()
-        }),
+        metadata: Some(meta::ObjectMeta { labels: labels.clone(), ..go_meta("web", "default").unwrap_or_default() }),
         spec: Some(apps::DeploymentSpec {
             replicas: Some(3),
-            selector: Some(meta::LabelSelector {
-                match_labels: labels.clone(),
-                match_expressions: vec![],
-            }),
+            selector: Some(meta::LabelSelector { match_labels: labels.clone(), match_expressions: vec![] }),
             template: Some(core::PodTemplateSpec {
-                metadata: Some(meta::ObjectMeta {
-                    labels: labels.clone(),
-                    ..go_meta("", "").unwrap_or_default()
-                }),
+                metadata: Some(meta::ObjectMeta { labels: labels.clone(), ..go_meta("", "").unwrap_or_default() }),
                 spec: Some(core::PodSpec {
                     containers: vec![container],
                     restart_policy: s("Always"),
@@ -200,16 +178,8 @@ fn deployment_with_containers_resources_and_intstr() {
             strategy: Some(apps::DeploymentStrategy {
                 r#type: s("RollingUpdate"),
                 rolling_update: Some(apps::RollingUpdateDeployment {
-                    max_unavailable: Some(IntOrString {
-                        r#type: Some(1),
-                        int_val: Some(0),
-                        str_val: s("25%"),
-                    }),
-                    max_surge: Some(IntOrString {
-                        r#type: Some(1),
-                        int_val: Some(0),
-                        str_val: s("25%"),
-                    }),
+                    max_unavailable: Some(IntOrString { r#type: Some(1), int_val: Some(0), str_val: s("25%") }),
+                    max_surge: Some(IntOrString { r#type: Some(1), int_val: Some(0), str_val: s("25%") }),
                 }),
             }),
             min_ready_seconds: Some(0),
@@ -268,11 +238,7 @@ fn service_with_cluster_ip_and_int_target_port() {
                 name: s(""),
                 protocol: s("TCP"),
                 port: Some(80),
-                target_port: Some(IntOrString {
-                    r#type: Some(0),
-                    int_val: Some(8080),
-                    str_val: s(""),
-                }),
+                target_port: Some(IntOrString { r#type: Some(0), int_val: Some(8080), str_val: s("") }),
                 node_port: Some(0),
                 ..Default::default()
             }],
@@ -283,9 +249,7 @@ fn service_with_cluster_ip_and_int_target_port() {
             external_ips: vec!["1.2.3.4".to_string()],
             session_affinity: s("ClientIP"),
             session_affinity_config: Some(core::SessionAffinityConfig {
-                client_ip: Some(core::ClientIpConfig {
-                    timeout_seconds: Some(10800),
-                }),
+                client_ip: Some(core::ClientIpConfig { timeout_seconds: Some(10800) }),
             }),
             ..Default::default()
         }),
@@ -316,10 +280,7 @@ fn service_with_cluster_ip_and_int_target_port() {
 fn job_with_times() {
     let job = batch::Job {
         metadata: Some(meta::ObjectMeta {
-            creation_timestamp: Some(meta::Time {
-                seconds: Some(1_767_323_045),
-                nanos: Some(0),
-            }),
+            creation_timestamp: Some(meta::Time { seconds: Some(1_767_323_045), nanos: Some(0) }),
             annotations: map(&[("note", "x".to_string())]),
             ..go_meta("pi", "default").unwrap_or_default()
         }),
@@ -346,10 +307,7 @@ fn job_with_times() {
             ..Default::default()
         }),
         status: Some(batch::JobStatus {
-            start_time: Some(meta::Time {
-                seconds: Some(1_767_323_046),
-                nanos: Some(5),
-            }),
+            start_time: Some(meta::Time { seconds: Some(1_767_323_046), nanos: Some(5) }),
             ..Default::default()
         }),
     };
@@ -408,10 +366,7 @@ fn role_keeps_empty_strings_in_lists() {
 fn service_account_keeps_false_bools() {
     let sa = core::ServiceAccount {
         metadata: go_meta("bot", "default"),
-        secrets: vec![core::ObjectReference {
-            name: s("bot-token"),
-            ..Default::default()
-        }],
+        secrets: vec![core::ObjectReference { name: s("bot-token"), ..Default::default() }],
         image_pull_secrets: vec![core::LocalObjectReference { name: s("regcred") }],
         automount_service_account_token: Some(false),
     };
@@ -442,9 +397,7 @@ fn pod_acronyms_and_embedded_structs() {
                     value: s(""),
                     value_from: Some(core::EnvVarSource {
                         secret_key_ref: Some(core::SecretKeySelector {
-                            local_object_reference: Some(core::LocalObjectReference {
-                                name: s("creds"),
-                            }),
+                            local_object_reference: Some(core::LocalObjectReference { name: s("creds") }),
                             key: s("password"),
                             optional: None,
                         }),
@@ -468,9 +421,7 @@ fn pod_acronyms_and_embedded_structs() {
         }),
         status: Some(core::PodStatus {
             pod_ip: s("10.0.0.5"),
-            host_ips: vec![core::HostIp {
-                ip: s("192.168.1.2"),
-            }],
+            host_ips: vec![core::HostIp { ip: s("192.168.1.2") }],
             ..Default::default()
         }),
     };
@@ -496,20 +447,12 @@ fn pod_acronyms_and_embedded_structs() {
 
 #[test]
 fn unknown_fields_are_skipped() {
-    let mut raw = core::Namespace {
-        metadata: go_meta("demo", ""),
-        spec: None,
-        status: None,
-    }
-    .encode_to_vec();
+    let mut raw = core::Namespace { metadata: go_meta("demo", ""), spec: None, status: None }.encode_to_vec();
     // Fields 90 (varint), 91 (fixed64), 92 (bytes) and 93 (fixed32) are not in Namespace.
     raw.extend([0xd0, 0x05, 0x2a]);
     raw.extend([0xd9, 0x05, 1, 2, 3, 4, 5, 6, 7, 8]);
     raw.extend([0xe2, 0x05, 0x02, b'h', b'i']);
     raw.extend([0xed, 0x05, 1, 2, 3, 4]);
     let value = decode_object(&envelope("v1", "Namespace", raw)).unwrap();
-    assert_eq!(
-        value,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}})
-    );
+    assert_eq!(value, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}));
 }

@@ -40,23 +40,14 @@ fn crd_schema_props() {
         apiext::JsonSchemaProps {
             maximum: Some(10.0),
             minimum: Some(0.5),
-            default: Some(apiext::Json {
-                raw: Some(b"1".to_vec()),
-            }),
+            default: Some(apiext::Json { raw: Some(b"1".to_vec()) }),
             ..schema("integer")
         },
     );
     spec.properties.insert(
         "mode".into(),
         apiext::JsonSchemaProps {
-            r#enum: vec![
-                apiext::Json {
-                    raw: Some(b"\"a\"".to_vec()),
-                },
-                apiext::Json {
-                    raw: Some(b"\"b\"".to_vec()),
-                },
-            ],
+            r#enum: vec![apiext::Json { raw: Some(b"\"a\"".to_vec()) }, apiext::Json { raw: Some(b"\"b\"".to_vec()) }],
             ..schema("string")
         },
     );
@@ -74,10 +65,7 @@ fn crd_schema_props() {
     spec.properties.insert(
         "extra".into(),
         apiext::JsonSchemaProps {
-            additional_properties: Some(Box::new(apiext::JsonSchemaPropsOrBool {
-                allows: Some(true),
-                schema: None,
-            })),
+            additional_properties: Some(Box::new(apiext::JsonSchemaPropsOrBool { allows: Some(true), schema: None })),
             x_kubernetes_preserve_unknown_fields: Some(true),
             ..schema("object")
         },
@@ -98,9 +86,7 @@ fn crd_schema_props() {
                 name: s("v1"),
                 served: Some(true),
                 storage: Some(true),
-                schema: Some(apiext::CustomResourceValidation {
-                    open_apiv3_schema: Some(root),
-                }),
+                schema: Some(apiext::CustomResourceValidation { open_apiv3_schema: Some(root) }),
                 ..Default::default()
             }],
             ..Default::default()
@@ -124,10 +110,7 @@ fn crd_schema_props() {
             }}}
         })
     );
-    assert_eq!(
-        value["spec"]["names"],
-        json!({"plural": "widgets", "kind": "Widget"})
-    );
+    assert_eq!(value["spec"]["names"], json!({"plural": "widgets", "kind": "Widget"}));
 }
 
 #[test]
@@ -137,10 +120,7 @@ fn lease_micro_time() {
         spec: Some(coordination::LeaseSpec {
             holder_identity: s("me"),
             lease_duration_seconds: Some(15),
-            renew_time: Some(meta::MicroTime {
-                seconds: Some(1_767_323_045),
-                nanos: Some(123_456_789),
-            }),
+            renew_time: Some(meta::MicroTime { seconds: Some(1_767_323_045), nanos: Some(123_456_789) }),
             ..Default::default()
         }),
     };
@@ -155,24 +135,11 @@ fn lease_micro_time() {
 fn metrics_duration_and_quantities() {
     let node = metrics::NodeMetrics {
         metadata: go_meta("n1", ""),
-        timestamp: Some(meta::Time {
-            seconds: Some(0),
-            nanos: Some(0),
-        }),
-        window: Some(meta::Duration {
-            duration: Some(90_000_000_000),
-        }),
-        usage: [(
-            "cpu".to_string(),
-            k8s_pb::apimachinery::pkg::api::resource::Quantity { string: s("100m") },
-        )]
-        .into(),
+        timestamp: Some(meta::Time { seconds: Some(0), nanos: Some(0) }),
+        window: Some(meta::Duration { duration: Some(90_000_000_000) }),
+        usage: [("cpu".to_string(), k8s_pb::apimachinery::pkg::api::resource::Quantity { string: s("100m") })].into(),
     };
-    let body = envelope(
-        "metrics.k8s.io/v1beta1",
-        "NodeMetrics",
-        node.encode_to_vec(),
-    );
+    let body = envelope("metrics.k8s.io/v1beta1", "NodeMetrics", node.encode_to_vec());
     let value = decode_object(&body).unwrap();
     assert_eq!(value["window"], json!("1m30s"));
     assert_eq!(value["usage"], json!({"cpu": "100m"}));
@@ -184,32 +151,21 @@ fn raw_extension_json_and_nested_protobuf_and_fields_v1() {
     let nested = envelope(
         "v1",
         "ConfigMap",
-        core::ConfigMap {
-            metadata: go_meta("inner", ""),
-            ..Default::default()
-        }
-        .encode_to_vec(),
+        core::ConfigMap { metadata: go_meta("inner", ""), ..Default::default() }.encode_to_vec(),
     );
     let mut metadata = go_meta("rev", "default").unwrap_or_default();
     metadata.managed_fields = vec![meta::ManagedFieldsEntry {
         manager: s("kubectl-create"),
         operation: s("Update"),
         api_version: s("apps/v1"),
-        time: Some(meta::Time {
-            seconds: Some(1_767_323_045),
-            nanos: None,
-        }),
+        time: Some(meta::Time { seconds: Some(1_767_323_045), nanos: None }),
         fields_type: s("FieldsV1"),
-        fields_v1: Some(meta::FieldsV1 {
-            raw: Some(br#"{"f:data":{}}"#.to_vec()),
-        }),
+        fields_v1: Some(meta::FieldsV1 { raw: Some(br#"{"f:data":{}}"#.to_vec()) }),
         subresource: s(""),
     }];
     let rev = apps::ControllerRevision {
         metadata: Some(metadata),
-        data: Some(RawExtension {
-            raw: Some(br#"{"spec":{"x":[1,2]}}"#.to_vec()),
-        }),
+        data: Some(RawExtension { raw: Some(br#"{"spec":{"x":[1,2]}}"#.to_vec()) }),
         revision: Some(2),
     };
     let value = roundtrip(&rev);
@@ -237,23 +193,14 @@ fn raw_extension_json_and_nested_protobuf_and_fields_v1() {
 fn extra_values_are_arrays() {
     let review = authn::TokenReview {
         metadata: go_meta("", ""),
-        spec: Some(authn::TokenReviewSpec {
-            token: s("abc"),
-            audiences: vec![],
-        }),
+        spec: Some(authn::TokenReviewSpec { token: s("abc"), audiences: vec![] }),
         status: Some(authn::TokenReviewStatus {
             authenticated: Some(true),
             user: Some(authn::UserInfo {
                 username: s("alice"),
                 uid: s(""),
                 groups: vec!["dev".into()],
-                extra: [(
-                    "scopes".to_string(),
-                    authn::ExtraValue {
-                        items: vec!["a".into(), "b".into()],
-                    },
-                )]
-                .into(),
+                extra: [("scopes".to_string(), authn::ExtraValue { items: vec!["a".into(), "b".into()] })].into(),
             }),
             ..Default::default()
         }),
@@ -276,17 +223,10 @@ fn kinds_found_case_insensitively_and_meta_kinds_in_any_group() {
         }),
         status: None,
     };
-    let body = envelope(
-        "apiregistration.k8s.io/v1",
-        "APIService",
-        service.encode_to_vec(),
-    );
+    let body = envelope("apiregistration.k8s.io/v1", "APIService", service.encode_to_vec());
     let value = decode_object(&body).unwrap();
     assert_eq!(value["kind"], json!("APIService"));
-    assert_eq!(
-        value["spec"],
-        json!({"insecureSkipTLSVerify": true, "groupPriorityMinimum": 100})
-    );
+    assert_eq!(value["spec"], json!({"insecureSkipTLSVerify": true, "groupPriorityMinimum": 100}));
 
     let hpa = autoscaling::HorizontalPodAutoscaler {
         metadata: go_meta("web", "default"),
@@ -297,10 +237,7 @@ fn kinds_found_case_insensitively_and_meta_kinds_in_any_group() {
         }),
         status: None,
     };
-    assert_eq!(
-        roundtrip(&hpa)["spec"],
-        json!({"maxReplicas": 5, "targetCPUUtilizationPercentage": 80})
-    );
+    assert_eq!(roundtrip(&hpa)["spec"], json!({"maxReplicas": 5, "targetCPUUtilizationPercentage": 80}));
 
     let options = meta::DeleteOptions {
         grace_period_seconds: Some(0),
@@ -327,10 +264,7 @@ fn packed_repeated_numbers() {
     let mut pod = vec![0x12, spec.len() as u8]; // Pod.spec = 2
     pod.extend(spec);
     let value = decode_object(&envelope("v1", "Pod", pod)).unwrap();
-    assert_eq!(
-        value["spec"]["securityContext"]["supplementalGroups"],
-        json!([1000, 1])
-    );
+    assert_eq!(value["spec"]["securityContext"]["supplementalGroups"], json!([1000, 1]));
 }
 
 fn error_of(body: &[u8]) -> String {
@@ -345,14 +279,8 @@ fn malformed_envelopes_are_errors() {
     assert!(matches!(decode_object(b""), Err(ProtobufError::BadMagic)));
     assert!(matches!(decode_object(b"{}"), Err(ProtobufError::BadMagic)));
     assert!(error_of(b"k8x\0").contains("magic"));
-    assert!(matches!(
-        decode_object(b"k8s\0"),
-        Err(ProtobufError::MissingTypeMeta)
-    ));
-    assert_eq!(
-        error_of(&envelope("v1", "Nope", vec![])),
-        "unknown kind \"v1/Nope\""
-    );
+    assert!(matches!(decode_object(b"k8s\0"), Err(ProtobufError::MissingTypeMeta)));
+    assert_eq!(error_of(&envelope("v1", "Nope", vec![])), "unknown kind \"v1/Nope\"");
     assert!(matches!(
         decode_object(&envelope("nothing.example.com/v1", "DeleteOptions", vec![])),
         Err(ProtobufError::UnknownKind { .. })
@@ -375,24 +303,15 @@ fn malformed_objects_are_errors_with_paths() {
     // ControllerRevision.data = RawExtension with invalid JSON.
     let rev = apps::ControllerRevision {
         metadata: None,
-        data: Some(RawExtension {
-            raw: Some(b"{nope".to_vec()),
-        }),
+        data: Some(RawExtension { raw: Some(b"{nope".to_vec()) }),
         revision: None,
     };
-    let err = error_of(&envelope(
-        "apps/v1",
-        "ControllerRevision",
-        rev.encode_to_vec(),
-    ));
+    let err = error_of(&envelope("apps/v1", "ControllerRevision", rev.encode_to_vec()));
     assert!(err.starts_with("data: embedded JSON is invalid"), "{err}");
     // Job.metadata.creationTimestamp far beyond year 9999.
     let job = k8s_pb::api::batch::v1::Job {
         metadata: Some(meta::ObjectMeta {
-            creation_timestamp: Some(meta::Time {
-                seconds: Some(i64::MAX / 2),
-                nanos: None,
-            }),
+            creation_timestamp: Some(meta::Time { seconds: Some(i64::MAX / 2), nanos: None }),
             ..Default::default()
         }),
         ..Default::default()
@@ -400,31 +319,19 @@ fn malformed_objects_are_errors_with_paths() {
     let err = error_of(&envelope("batch/v1", "Job", job.encode_to_vec()));
     assert!(err.starts_with("metadata.creationTimestamp: time"), "{err}");
     // A NaN in a schema.
-    let nan = apiext::JsonSchemaProps {
-        maximum: Some(f64::NAN),
-        ..Default::default()
-    };
+    let nan = apiext::JsonSchemaProps { maximum: Some(f64::NAN), ..Default::default() };
     let crd = apiext::CustomResourceDefinition {
         spec: Some(apiext::CustomResourceDefinitionSpec {
             versions: vec![apiext::CustomResourceDefinitionVersion {
-                schema: Some(apiext::CustomResourceValidation {
-                    open_apiv3_schema: Some(nan),
-                }),
+                schema: Some(apiext::CustomResourceValidation { open_apiv3_schema: Some(nan) }),
                 ..Default::default()
             }],
             ..Default::default()
         }),
         ..Default::default()
     };
-    let body = envelope(
-        "apiextensions.k8s.io/v1",
-        "CustomResourceDefinition",
-        crd.encode_to_vec(),
-    );
-    assert_eq!(
-        error_of(&body),
-        "spec.versions.schema.openAPIV3Schema.maximum: number is NaN or infinite"
-    );
+    let body = envelope("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd.encode_to_vec());
+    assert_eq!(error_of(&body), "spec.versions.schema.openAPIV3Schema.maximum: number is NaN or infinite");
 }
 
 #[test]
@@ -444,10 +351,7 @@ fn deep_nesting_is_refused_without_overflowing_the_stack() {
     }
     let body = envelope("apiextensions.k8s.io/v1", "JSONSchemaProps", inner);
     let err = error_of(&body);
-    assert!(
-        err.ends_with("messages nested deeper than 200 levels"),
-        "{err}"
-    );
+    assert!(err.ends_with("messages nested deeper than 200 levels"), "{err}");
 }
 
 #[test]
@@ -469,9 +373,7 @@ fn truncated_and_corrupted_bodies_never_panic() {
     // Deterministic pseudo-random corruption: decoding may fail, but must not panic.
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     for _ in 0..5000 {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         let mut corrupt = body.clone();
         let at = 4 + (state >> 33) as usize % (corrupt.len() - 4);
         corrupt[at] = (state >> 20) as u8;

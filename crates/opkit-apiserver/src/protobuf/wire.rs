@@ -79,10 +79,7 @@ impl<'a> Reader<'a> {
             2 => WireType::Len,
             5 => WireType::Fixed32,
             other => {
-                return Err(ProtobufError::UnsupportedWireType {
-                    wire_type: other as u8,
-                    offset,
-                });
+                return Err(ProtobufError::UnsupportedWireType { wire_type: other as u8, offset });
             }
         };
         Ok(Some((field as u32, wire)))
@@ -94,11 +91,7 @@ impl<'a> Reader<'a> {
         let len = self.varint()?;
         let remaining = self.buf.len() - self.pos;
         if len > remaining as u64 {
-            return Err(ProtobufError::Truncated {
-                offset,
-                needed: len,
-                remaining,
-            });
+            return Err(ProtobufError::Truncated { offset, needed: len, remaining });
         }
         let start = self.pos;
         self.pos += len as usize;
@@ -109,11 +102,7 @@ impl<'a> Reader<'a> {
     fn fixed<const N: usize>(&mut self) -> Result<[u8; N], ProtobufError> {
         let remaining = self.buf.len() - self.pos;
         let Some(bytes) = self.buf.get(self.pos..self.pos + N) else {
-            return Err(ProtobufError::Truncated {
-                offset: self.pos,
-                needed: N as u64,
-                remaining,
-            });
+            return Err(ProtobufError::Truncated { offset: self.pos, needed: N as u64, remaining });
         };
         let mut out = [0u8; N];
         out.copy_from_slice(bytes);
@@ -153,15 +142,9 @@ mod tests {
         assert_eq!(r.varint().unwrap(), 0);
         assert!(r.is_empty());
         let mut r = Reader::new(&[0x80, 0x80]);
-        assert!(matches!(
-            r.varint(),
-            Err(ProtobufError::TruncatedVarint { offset: 0 })
-        ));
+        assert!(matches!(r.varint(), Err(ProtobufError::TruncatedVarint { offset: 0 })));
         let mut r = Reader::new(&[0xff; 11]);
-        assert!(matches!(
-            r.varint(),
-            Err(ProtobufError::VarintTooLong { .. })
-        ));
+        assert!(matches!(r.varint(), Err(ProtobufError::VarintTooLong { .. })));
         // -1 as int32 is sign-extended to ten bytes.
         let mut r = Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
         assert_eq!(r.varint().unwrap() as i64, -1);
@@ -178,25 +161,9 @@ mod tests {
 
         let mut r = Reader::new(&[0x0a, 0x05, b'h']);
         r.key().unwrap();
-        assert!(matches!(
-            r.len_delimited(),
-            Err(ProtobufError::Truncated {
-                needed: 5,
-                remaining: 1,
-                ..
-            })
-        ));
-        assert!(matches!(
-            Reader::new(&[0x0b]).key(),
-            Err(ProtobufError::UnsupportedWireType { wire_type: 3, .. })
-        ));
-        assert!(matches!(
-            Reader::new(&[0x02]).key(),
-            Err(ProtobufError::InvalidFieldNumber { .. })
-        ));
-        assert!(matches!(
-            Reader::new(&[1, 2, 3]).fixed64(),
-            Err(ProtobufError::Truncated { .. })
-        ));
+        assert!(matches!(r.len_delimited(), Err(ProtobufError::Truncated { needed: 5, remaining: 1, .. })));
+        assert!(matches!(Reader::new(&[0x0b]).key(), Err(ProtobufError::UnsupportedWireType { wire_type: 3, .. })));
+        assert!(matches!(Reader::new(&[0x02]).key(), Err(ProtobufError::InvalidFieldNumber { .. })));
+        assert!(matches!(Reader::new(&[1, 2, 3]).fixed64(), Err(ProtobufError::Truncated { .. })));
     }
 }

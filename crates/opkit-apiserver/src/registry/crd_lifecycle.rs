@@ -24,18 +24,12 @@ pub(crate) enum Hook {
 }
 
 fn is_crd(target: &Target) -> bool {
-    target.info.group == "apiextensions.k8s.io"
-        && target.info.resource == "customresourcedefinitions"
+    target.info.group == "apiextensions.k8s.io" && target.info.resource == "customresourcedefinitions"
 }
 
 impl Registry {
     /// Create-time defaults of particular kinds.
-    pub(super) fn prepare_create(
-        &self,
-        target: &Target,
-        obj: &mut Value,
-        _now: &str,
-    ) -> ApiResult<()> {
+    pub(super) fn prepare_create(&self, target: &Target, obj: &mut Value, _now: &str) -> ApiResult<()> {
         let info = &target.info;
         let has_status = target.version_info()?.status;
         match (info.group.as_str(), info.resource.as_str()) {
@@ -70,6 +64,8 @@ impl Registry {
                     a.push(json!(CRD_CLEANUP_FINALIZER));
                 }
             }
+            // Nodes may register with their status, as kubelets do.
+            ("", "nodes") => {}
             _ if has_status => {
                 if let Some(o) = obj.as_object_mut() {
                     o.remove("status");
@@ -91,18 +87,9 @@ impl Registry {
         if !is_crd(target) {
             return Ok(Hook::None);
         }
-        let name = obj["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let info = resource_from_crd(obj).map_err(|errs| {
-            ApiError::invalid(
-                "apiextensions.k8s.io",
-                "CustomResourceDefinition",
-                &name,
-                &errs,
-            )
-        })?;
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let info = resource_from_crd(obj)
+            .map_err(|errs| ApiError::invalid("apiextensions.k8s.io", "CustomResourceDefinition", &name, &errs))?;
         if let Some(old) = old
             && (old["spec"]["group"] != obj["spec"]["group"]
                 || old["spec"]["names"]["plural"] != obj["spec"]["names"]["plural"])
@@ -147,18 +134,11 @@ impl Registry {
 
     /// Re-serves every stored CRD (after a restart) and resumes pending cleanups.
     pub(super) async fn restore(&self) -> ApiResult<()> {
-        let id =
-            crate::storage::ResourceId::new("apiextensions.k8s.io", "customresourcedefinitions");
-        let page = self
-            .store
-            .list(&id, &ListRange::default(), &mut |_| true)
-            .await?;
+        let id = crate::storage::ResourceId::new("apiextensions.k8s.io", "customresourcedefinitions");
+        let page = self.store.list(&id, &ListRange::default(), &mut |_| true).await?;
         for b in page.items {
             let crd = parse_stored(&b)?;
-            let name = crd["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
             match resource_from_crd(&crd) {
                 Ok(info) => {
                     self.catalog.put_crd(&name, info);
@@ -178,33 +158,20 @@ impl Registry {
     fn spawn_crd_cleanup(&self, crd_name: String, crd: Value) {
         let registry = self.clone();
         tokio::spawn(async move {
-            let group = crd["spec"]["group"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let plural = crd["spec"]["names"]["plural"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let group = crd["spec"]["group"].as_str().unwrap_or_default().to_string();
+            let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string();
             let Some(info) = registry.catalog.snapshot().by_resource(&group, &plural) else {
                 return;
             };
             let version = info.storage_version().to_string();
-            let opts = WriteOptions {
-                field_manager: "kube-apiserver".into(),
-                ..Default::default()
-            };
+            let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
             loop {
                 let keys = registry.store.keys(&info.id, None);
                 if keys.is_empty() {
                     break;
                 }
                 for (ns, name) in keys {
-                    let t = Target {
-                        info: info.clone(),
-                        version: version.clone(),
-                        namespace: Some(ns),
-                    };
+                    let t = Target { info: info.clone(), version: version.clone(), namespace: Some(ns) };
                     let _ = registry.delete(&t, &name, &Value::Null, false).await;
                 }
                 // Objects with finalizers stay until their controllers remove them: wait for
@@ -214,35 +181,18 @@ impl Registry {
                     let _ = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
                 }
             }
-            let crds = registry.catalog.snapshot().lookup(
-                "apiextensions.k8s.io",
-                "v1",
-                "customresourcedefinitions",
-            );
+            let crds = registry.catalog.snapshot().lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions");
             let Some(crd_info) = crds else { return };
-            let t = Target {
-                info: crd_info,
-                version: "v1".into(),
-                namespace: None,
-            };
+            let t = Target { info: crd_info, version: "v1".into(), namespace: None };
             for _ in 0..16 {
                 let Ok((cur, _)) = registry.current(&t, &crd_name).await else {
                     return;
                 };
-                let left: Vec<String> = finalizers(&cur)
-                    .into_iter()
-                    .filter(|f| f != CRD_CLEANUP_FINALIZER)
-                    .collect();
-                let patch = json!({"metadata": {"finalizers": left, "resourceVersion": cur["metadata"]["resourceVersion"]}});
+                let left: Vec<String> = finalizers(&cur).into_iter().filter(|f| f != CRD_CLEANUP_FINALIZER).collect();
+                let patch =
+                    json!({"metadata": {"finalizers": left, "resourceVersion": cur["metadata"]["resourceVersion"]}});
                 match registry
-                    .patch(
-                        &t,
-                        &crd_name,
-                        super::PatchType::Merge,
-                        patch,
-                        super::Subresource::Main,
-                        &opts,
-                    )
+                    .patch(&t, &crd_name, super::PatchType::Merge, patch, super::Subresource::Main, &opts)
                     .await
                 {
                     Ok(_) => return,

@@ -32,7 +32,8 @@ fn pod_spec(spec: &mut Value) {
         for c in containers.iter_mut().filter_map(Value::as_object_mut) {
             let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
             let tag = image.rsplit('/').next().and_then(|last| last.split_once(':')).map(|(_, t)| t);
-            let pull = if image.contains('@') || tag.is_some_and(|t| t != "latest") { "IfNotPresent" } else { "Always" };
+            let pull =
+                if image.contains('@') || tag.is_some_and(|t| t != "latest") { "IfNotPresent" } else { "Always" };
             default(c, "imagePullPolicy", json!(pull));
             default(c, "terminationMessagePath", json!("/dev/termination-log"));
             default(c, "terminationMessagePolicy", json!("File"));
@@ -91,18 +92,27 @@ pub(crate) fn apply(group: &str, resource: &str, obj: &mut Value, creating: bool
             default(spec, "podManagementPolicy", json!("OrderedReady"));
             default(spec, "revisionHistoryLimit", json!(10));
             default(spec, "updateStrategy", json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}));
-            default(spec, "persistentVolumeClaimRetentionPolicy", json!({"whenDeleted": "Retain", "whenScaled": "Retain"}));
+            default(
+                spec,
+                "persistentVolumeClaimRetentionPolicy",
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            );
             template(&mut obj["spec"]);
         }
         ("apps", "daemonsets") => {
             let spec = obj_mut(obj, "spec");
             default(spec, "revisionHistoryLimit", json!(10));
-            default(spec, "updateStrategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
+            default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
             template(&mut obj["spec"]);
         }
         ("batch", "jobs") => {
             let spec = obj_mut(obj, "spec");
-            if spec.get("completions").is_none_or(Value::is_null) && spec.get("parallelism").is_none_or(Value::is_null) {
+            if spec.get("completions").is_none_or(Value::is_null) && spec.get("parallelism").is_none_or(Value::is_null)
+            {
                 spec.insert("completions".into(), json!(1));
             }
             default(spec, "parallelism", json!(1));
@@ -150,7 +160,11 @@ pub(crate) fn apply(group: &str, resource: &str, obj: &mut Value, creating: bool
             default(spec, "internalTrafficPolicy", json!("Cluster"));
             let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
             let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
-            if creating && !headless && !external && spec.get("clusterIP").is_none_or(|v| v.as_str().is_none_or(str::is_empty)) {
+            if creating
+                && !headless
+                && !external
+                && spec.get("clusterIP").is_none_or(|v| v.as_str().is_none_or(str::is_empty))
+            {
                 let ip = cluster_ip(&uid);
                 spec.insert("clusterIP".into(), json!(ip));
                 spec.insert("clusterIPs".into(), json!([ip]));
@@ -186,8 +200,12 @@ mod tests {
         assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
         assert_eq!(d["spec"]["replicas"], 1);
         let c = &d["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!((c["imagePullPolicy"].as_str(), c["ports"][0]["protocol"].as_str()), (Some("IfNotPresent"), Some("TCP")));
-        let mut j = json!({"metadata": {"name": "pi", "uid": "u1"}, "spec": {"template": {"spec": {"containers": []}}}});
+        assert_eq!(
+            (c["imagePullPolicy"].as_str(), c["ports"][0]["protocol"].as_str()),
+            (Some("IfNotPresent"), Some("TCP"))
+        );
+        let mut j =
+            json!({"metadata": {"name": "pi", "uid": "u1"}, "spec": {"template": {"spec": {"containers": []}}}});
         apply("batch", "jobs", &mut j, true);
         assert_eq!(j["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], "u1");
         assert_eq!(j["spec"]["template"]["metadata"]["labels"]["job-name"], "pi");

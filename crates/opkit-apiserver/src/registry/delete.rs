@@ -17,13 +17,7 @@ pub const ORPHAN_FINALIZER: &str = "orphan";
 
 impl Registry {
     /// Deletes an object, honouring `DeleteOptions` (`options` may be null).
-    pub async fn delete(
-        &self,
-        target: &Target,
-        name: &str,
-        options: &Value,
-        dry_run: bool,
-    ) -> ApiResult<Outcome> {
+    pub async fn delete(&self, target: &Target, name: &str, options: &Value, dry_run: bool) -> ApiResult<Outcome> {
         let info = target.info.clone();
         let policy = match options["propagationPolicy"].as_str() {
             Some(p @ ("Orphan" | "Background" | "Foreground")) => Some(p),
@@ -72,9 +66,7 @@ impl Registry {
             let mut new = old.clone();
             let mut fins = finalizers(&old);
             match policy {
-                Some("Orphan") if !fins.iter().any(|f| f == ORPHAN_FINALIZER) => {
-                    fins.push(ORPHAN_FINALIZER.into())
-                }
+                Some("Orphan") if !fins.iter().any(|f| f == ORPHAN_FINALIZER) => fins.push(ORPHAN_FINALIZER.into()),
                 Some("Foreground") if !fins.iter().any(|f| f == FOREGROUND_FINALIZER) => {
                     fins.push(FOREGROUND_FINALIZER.into())
                 }
@@ -92,16 +84,21 @@ impl Registry {
             } else {
                 let m = meta_mut(&mut new);
                 if !deleting {
-                    m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-                    m.insert(
-                        "deletionGracePeriodSeconds".into(),
-                        json!(graceful.unwrap_or(0)),
-                    );
+                    // As kube-apiserver: the time by which the object should be gone.
+                    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(graceful.unwrap_or(0));
+                    m.insert("deletionTimestamp".into(), json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(graceful.unwrap_or(0)));
                     if let Some(g) = m.get("generation").and_then(Value::as_i64)
                         && info.generation
                     {
                         m.insert("generation".into(), json!(g + 1));
                     }
+                }
+                if deleting && graceful.is_none() && m.contains_key("deletionGracePeriodSeconds") {
+                    // A later delete may shorten the grace period, down to 0.
+                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                } else if let (true, Some(g)) = (deleting, graceful) {
+                    m.insert("deletionGracePeriodSeconds".into(), json!(g));
                 }
                 m.insert("finalizers".into(), json!(fins));
                 if fins.is_empty() {
@@ -110,32 +107,16 @@ impl Registry {
                 if namespace {
                     new["status"] = json!({"phase": "Terminating"});
                 }
-                if !deleting || new != old {
-                    Some(new.clone())
-                } else {
-                    None
-                }
+                if !deleting || new != old { Some(new.clone()) } else { None }
             };
             if immediate && dry_run {
-                return Ok(Outcome {
-                    object: at_version(old, target),
-                    code: 200,
-                    warnings: vec![],
-                });
+                return Ok(Outcome { object: at_version(old, target), code: 200, warnings: vec![] });
             }
             if !immediate && write.is_none() {
-                return Ok(Outcome {
-                    object: at_version(old, target),
-                    code: 202,
-                    warnings: vec![],
-                });
+                return Ok(Outcome { object: at_version(old, target), code: 202, warnings: vec![] });
             }
             if dry_run {
-                return Ok(Outcome {
-                    object: at_version(new, target),
-                    code: 202,
-                    warnings: vec![],
-                });
+                return Ok(Outcome { object: at_version(new, target), code: 202, warnings: vec![] });
             }
             let rev0 = entry.rev;
             let mut final_obj = if immediate { old.clone() } else { new.clone() };
@@ -144,11 +125,7 @@ impl Registry {
                 .write(&info.id, &target.key(name), |cur, rev| match cur {
                     Some(c) if c.rev == rev0 => {
                         let b = serialize_with_rev(&mut final_obj, rev);
-                        Ok(if immediate {
-                            Write::Delete(b)
-                        } else {
-                            Write::Put(b)
-                        })
+                        Ok(if immediate { Write::Delete(b) } else { Write::Put(b) })
                     }
                     _ => Err(()),
                 })
@@ -158,24 +135,11 @@ impl Registry {
                     let stored = parse_stored(&w.value)?;
                     if immediate {
                         self.after_remove(target, &stored);
-                        return Ok(Outcome {
-                            object: at_version(stored, target),
-                            code: 200,
-                            warnings: vec![],
-                        });
+                        return Ok(Outcome { object: at_version(stored, target), code: 200, warnings: vec![] });
                     }
-                    let hook = self.before_commit(
-                        target,
-                        &mut stored.clone(),
-                        Some(&old),
-                        &now_rfc3339(),
-                    )?;
+                    let hook = self.before_commit(target, &mut stored.clone(), Some(&old), &now_rfc3339())?;
                     self.after_commit(target, hook, &stored);
-                    return Ok(Outcome {
-                        object: at_version(stored, target),
-                        code: 202,
-                        warnings: vec![],
-                    });
+                    return Ok(Outcome { object: at_version(stored, target), code: 202, warnings: vec![] });
                 }
                 Err(()) => continue,
             }
@@ -203,9 +167,7 @@ impl Registry {
             return None;
         }
         if obj["metadata"]["deletionTimestamp"].is_string() {
-            let current = obj["metadata"]["deletionGracePeriodSeconds"]
-                .as_i64()
-                .unwrap_or(grace);
+            let current = obj["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(grace);
             return Some(current.min(grace));
         }
         Some(grace)
@@ -222,15 +184,9 @@ impl Registry {
         let page = self.list(target, list).await?;
         let mut items = Vec::new();
         for obj in page.items {
-            let name = obj["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
             let ns = obj["metadata"]["namespace"].as_str().map(String::from);
-            let t = Target {
-                namespace: ns.or(target.namespace.clone()),
-                ..target.clone()
-            };
+            let t = Target { namespace: ns.or(target.namespace.clone()), ..target.clone() };
             match self.delete(&t, &name, options, dry_run).await {
                 Ok(o) => items.push(o.object),
                 Err(e) if e.code == 404 => {}

@@ -8,9 +8,7 @@ use crate::schema::{FieldError, FieldErrorReason};
 
 /// Now, as an RFC 3339 timestamp with second precision, as Kubernetes writes them.
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// Seconds since the Unix epoch.
@@ -22,9 +20,7 @@ pub fn now_unix() -> i64 {
 pub fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
+    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
 }
 
 /// Mutable `metadata`, created when absent.
@@ -46,8 +42,7 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -111,11 +106,7 @@ pub fn same_object(a: &Value, b: &Value) -> bool {
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj["metadata"]["finalizers"]
         .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(String::from))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
         .unwrap_or_default()
 }
 
@@ -149,17 +140,9 @@ pub fn validate_meta_maps(obj: &Value) -> Vec<FieldError> {
             };
             let name_ok = !name.is_empty()
                 && name.len() <= 63
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-                && name
-                    .as_bytes()
-                    .first()
-                    .is_some_and(u8::is_ascii_alphanumeric)
-                && name
-                    .as_bytes()
-                    .last()
-                    .is_some_and(u8::is_ascii_alphanumeric);
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+                && name.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
+                && name.as_bytes().last().is_some_and(u8::is_ascii_alphanumeric);
             let prefix_ok = prefix.is_none_or(|p| validate_subdomain("", p).is_none());
             if !name_ok || !prefix_ok {
                 errs.push(FieldError {
@@ -173,9 +156,7 @@ pub fn validate_meta_maps(obj: &Value) -> Vec<FieldError> {
             {
                 let ok = s.is_empty()
                     || (s.len() <= 63
-                        && s.bytes().all(|b| {
-                            b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.'
-                        })
+                        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
                         && s.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
                         && s.as_bytes().last().is_some_and(u8::is_ascii_alphanumeric));
                 if !ok {
@@ -205,8 +186,10 @@ mod tests {
 
     #[test]
     fn noop_ignores_server_fields() {
-        let a = json!({"metadata": {"resourceVersion": "1", "managedFields": [{"manager": "x", "time": "t1"}]}, "spec": 1});
-        let b = json!({"metadata": {"resourceVersion": "2", "managedFields": [{"manager": "x", "time": "t2"}]}, "spec": 1});
+        let a =
+            json!({"metadata": {"resourceVersion": "1", "managedFields": [{"manager": "x", "time": "t1"}]}, "spec": 1});
+        let b =
+            json!({"metadata": {"resourceVersion": "2", "managedFields": [{"manager": "x", "time": "t2"}]}, "spec": 1});
         assert!(same_object(&a, &b));
         assert!(!same_object(&a, &json!({"metadata": {}, "spec": 2})));
     }
@@ -215,9 +198,6 @@ mod tests {
     fn label_keys_validated() {
         let bad = json!({"metadata": {"labels": {"-x": "y", "ok": "bad value"}}});
         assert_eq!(validate_meta_maps(&bad).len(), 2);
-        assert!(
-            validate_meta_maps(&json!({"metadata": {"labels": {"app.kubernetes.io/name": "web"}}}))
-                .is_empty()
-        );
+        assert!(validate_meta_maps(&json!({"metadata": {"labels": {"app.kubernetes.io/name": "web"}}})).is_empty());
     }
 }

@@ -93,9 +93,7 @@ pub struct Target {
 impl Target {
     /// The version's details.
     pub fn version_info(&self) -> ApiResult<&VersionInfo> {
-        self.info
-            .version(&self.version)
-            .ok_or_else(ApiError::no_route)
+        self.info.version(&self.version).ok_or_else(ApiError::no_route)
     }
     /// `apiVersion` for objects returned at this version.
     pub fn api_version(&self) -> String {
@@ -103,11 +101,7 @@ impl Target {
     }
     /// The storage key of `name`.
     pub fn key(&self, name: &str) -> ObjectName {
-        let ns = if self.info.namespaced {
-            self.namespace.clone().unwrap_or_default()
-        } else {
-            String::new()
-        };
+        let ns = if self.info.namespaced { self.namespace.clone().unwrap_or_default() } else { String::new() };
         (ns, name.to_string())
     }
     fn group(&self) -> &str {
@@ -173,25 +167,13 @@ impl Registry {
         let Some(info) = self.catalog.snapshot().lookup("", "v1", "namespaces") else {
             return Ok(());
         };
-        let target = Target {
-            info,
-            version: "v1".into(),
-            namespace: None,
-        };
+        let target = Target { info, version: "v1".into(), namespace: None };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            if self
-                .store
-                .get(&target.info.id, &target.key(ns))
-                .await?
-                .is_some()
-            {
+            if self.store.get(&target.info.id, &target.key(ns)).await?.is_some() {
                 continue;
             }
             let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            let opts = WriteOptions {
-                field_manager: "kube-apiserver".into(),
-                ..Default::default()
-            };
+            let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
             match self.create(&target, body, &opts).await {
                 Ok(_) => {}
                 Err(e) if e.code == 409 => {}

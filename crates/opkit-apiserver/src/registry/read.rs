@@ -89,8 +89,7 @@ pub struct WatchEvent {
 }
 
 fn parse_rv(s: &str) -> ApiResult<Revision> {
-    s.parse::<Revision>()
-        .map_err(|_| ApiError::bad_request(format!("invalid resource version {s:?}")))
+    s.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version {s:?}")))
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -101,11 +100,7 @@ struct ContinueToken {
 }
 
 fn encode_continue(rev: Revision, ns: &str, name: &str) -> String {
-    let t = ContinueToken {
-        v: "meta.k8s.io/v1".into(),
-        rv: rev,
-        start: format!("{ns}/{name}"),
-    };
+    let t = ContinueToken { v: "meta.k8s.io/v1".into(), rv: rev, start: format!("{ns}/{name}") };
     base64::engine::general_purpose::URL_SAFE.encode(serde_json::to_vec(&t).unwrap_or_default())
 }
 
@@ -119,10 +114,7 @@ fn decode_continue(s: &str) -> ApiResult<(Revision, (String, String))> {
     if t.v != "meta.k8s.io/v1" {
         return Err(bad("server does not recognize this encoded version"));
     }
-    let (ns, name) = t
-        .start
-        .split_once('/')
-        .ok_or_else(|| bad("invalid start key"))?;
+    let (ns, name) = t.start.split_once('/').ok_or_else(|| bad("invalid start key"))?;
     Ok((t.rv, (ns.to_string(), name.to_string())))
 }
 
@@ -132,23 +124,15 @@ fn matcher(target: &Target, opts: &ListOptions) -> impl FnMut(&Value) -> bool + 
     let fields = opts.fields.clone().filter(|f| !f.is_empty());
     let group = target.info.group.clone();
     let resource = target.info.resource.clone();
-    let extra = target
-        .version_info()
-        .map(|v| v.selectable_fields.clone())
-        .unwrap_or_default();
+    let extra = target.version_info().map(|v| v.selectable_fields.clone()).unwrap_or_default();
     move |obj: &Value| {
-        labels
-            .as_ref()
-            .is_none_or(|l| l.matches(obj["metadata"]["labels"].as_object()))
-            && fields
-                .as_ref()
-                .is_none_or(|f| f.matches(&group, &resource, obj, &extra).unwrap_or(false))
+        labels.as_ref().is_none_or(|l| l.matches(obj["metadata"]["labels"].as_object()))
+            && fields.as_ref().is_none_or(|f| f.matches(&group, &resource, obj, &extra).unwrap_or(false))
     }
 }
 
 fn needs_parse(opts: &ListOptions) -> bool {
-    opts.labels.as_ref().is_some_and(|l| !l.is_empty())
-        || opts.fields.as_ref().is_some_and(|f| !f.is_empty())
+    opts.labels.as_ref().is_some_and(|l| !l.is_empty()) || opts.fields.as_ref().is_some_and(|f| !f.is_empty())
 }
 
 impl Registry {
@@ -173,11 +157,8 @@ impl Registry {
     /// Lists objects.
     pub async fn list(&self, target: &Target, opts: &ListOptions) -> ApiResult<ListResult> {
         let raw = self.list_raw(target, opts).await?;
-        let items = raw
-            .items
-            .iter()
-            .map(|b| parse_stored(b).map(|v| at_version(v, target)))
-            .collect::<ApiResult<Vec<_>>>()?;
+        let items =
+            raw.items.iter().map(|b| parse_stored(b).map(|v| at_version(v, target))).collect::<ApiResult<Vec<_>>>()?;
         Ok(ListResult { items, rev: raw.rev, continue_token: raw.continue_token, remaining: raw.remaining })
     }
 
@@ -192,24 +173,14 @@ impl Registry {
     pub async fn list_raw(&self, target: &Target, opts: &ListOptions) -> ApiResult<RawListResult> {
         self.validate_selectors(target, opts)?;
         let mut range = ListRange {
-            namespace: if target.info.namespaced {
-                target.namespace.clone()
-            } else {
-                None
-            },
+            namespace: if target.info.namespaced { target.namespace.clone() } else { None },
             limit: opts.limit.filter(|l| *l > 0),
             ..Default::default()
         };
         let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
-        match (
-            &opts.continue_token,
-            rv,
-            opts.resource_version_match.as_deref(),
-        ) {
+        match (&opts.continue_token, rv, opts.resource_version_match.as_deref()) {
             (Some(_), Some(_), _) if rv != Some("0") => {
-                return Err(ApiError::bad_request(
-                    "specifying resource version is not allowed when using continue",
-                ));
+                return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
             }
             (Some(token), _, _) => {
                 let (rev, after) = decode_continue(token)?;
@@ -232,16 +203,12 @@ impl Registry {
             }
             (None, Some(v), m) => {
                 if let Some(m) = m.filter(|m| !m.is_empty() && *m != "NotOlderThan") {
-                    return Err(ApiError::bad_request(format!(
-                        "resourceVersionMatch: Unsupported value: {m:?}"
-                    )));
+                    return Err(ApiError::bad_request(format!("resourceVersionMatch: Unsupported value: {m:?}")));
                 }
                 let rev = parse_rv(v)?;
                 let current = self.store.revision();
                 if rev > current {
-                    return Err(ApiError::timeout(format!(
-                        "Too large resource version: {rev}, current: {current}"
-                    )));
+                    return Err(ApiError::timeout(format!("Too large resource version: {rev}, current: {current}")));
                 }
             }
             _ => {}
@@ -250,10 +217,7 @@ impl Registry {
         let mut keep_obj = matcher(target, opts);
         let view = target.clone();
         let mut keep = move |b: &Bytes| {
-            !parse
-                || serde_json::from_slice::<Value>(b)
-                    .map(|v| keep_obj(&at_version(v, &view)))
-                    .unwrap_or(false)
+            !parse || serde_json::from_slice::<Value>(b).map(|v| keep_obj(&at_version(v, &view))).unwrap_or(false)
         };
         let page = self.store.list(&target.info.id, &range, &mut keep).await.map_err(|e| match e {
             StorageError::Expired { .. } if opts.continue_token.is_some() => ApiError::expired(
@@ -261,10 +225,7 @@ impl Registry {
             ),
             e => e.into(),
         })?;
-        let continue_token = page
-            .next
-            .as_ref()
-            .map(|(ns, name)| encode_continue(page.rev, ns, name));
+        let continue_token = page.next.as_ref().map(|(ns, name)| encode_continue(page.rev, ns, name));
         Ok(RawListResult {
             items: page.items,
             rev: page.rev,
@@ -276,15 +237,10 @@ impl Registry {
     /// Starts a watch.
     pub async fn watch(&self, target: &Target, opts: &WatchOptions) -> ApiResult<WatchStream> {
         self.validate_selectors(target, &opts.list)?;
-        let rv = opts
-            .list
-            .resource_version
-            .as_deref()
-            .filter(|s| !s.is_empty());
+        let rv = opts.list.resource_version.as_deref().filter(|s| !s.is_empty());
         let legacy_initial = matches!(rv, None | Some("0"));
         let initial = opts.send_initial_events.unwrap_or(legacy_initial);
-        if opts.send_initial_events == Some(true)
-            && opts.list.resource_version_match.as_deref() != Some("NotOlderThan")
+        if opts.send_initial_events == Some(true) && opts.list.resource_version_match.as_deref() != Some("NotOlderThan")
         {
             return Err(ApiError::bad_request(
                 "sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
@@ -301,10 +257,7 @@ impl Registry {
             };
             let page = self.list(target, &list_opts).await?;
             for item in page.items {
-                queue.push_back(WatchEvent {
-                    kind: "ADDED",
-                    payload: WatchPayload::Json(item),
-                });
+                queue.push_back(WatchEvent { kind: "ADDED", payload: WatchPayload::Json(item) });
             }
             if opts.send_initial_events == Some(true) && opts.bookmarks {
                 queue.push_back(bookmark(target, page.rev, true));
@@ -356,12 +309,8 @@ fn bookmark(target: &Target, rev: Revision, initial_end: bool) -> WatchEvent {
 }
 
 fn expired_event(requested: Revision, oldest: Revision) -> WatchEvent {
-    let status =
-        ApiError::expired(format!("too old resource version: {requested} ({oldest})")).to_status();
-    WatchEvent {
-        kind: "ERROR",
-        payload: WatchPayload::Json(status),
-    }
+    let status = ApiError::expired(format!("too old resource version: {requested} ({oldest})")).to_status();
+    WatchEvent { kind: "ERROR", payload: WatchPayload::Json(status) }
 }
 
 /// A running watch.
@@ -385,14 +334,8 @@ impl WatchStream {
                 return Some(e);
             }
             let sub = self.sub.as_mut()?;
-            let deadline = self
-                .deadline
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
-            let tick = if self.bookmarks {
-                self.next_bookmark.min(deadline)
-            } else {
-                deadline
-            };
+            let deadline = self.deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+            let tick = if self.bookmarks { self.next_bookmark.min(deadline) } else { deadline };
             tokio::select! {
                 ev = sub.next() => match ev {
                     Ok(Some(e)) => {
@@ -434,17 +377,14 @@ impl WatchStream {
                 EventKind::Modified => "MODIFIED",
                 EventKind::Deleted => "DELETED",
             };
-            return Some(WatchEvent {
-                kind,
-                payload: WatchPayload::Raw(e.value.clone()),
-            });
+            return Some(WatchEvent { kind, payload: WatchPayload::Raw(e.value.clone()) });
         }
         let now: Value = at_version(serde_json::from_slice(&e.value).ok()?, &self.target);
         let now_match = (self.filter)(&now);
         let prev_match = match (&e.prev, e.kind) {
-            (Some(p), EventKind::Modified) => serde_json::from_slice::<Value>(p)
-                .map(|p| (self.filter)(&at_version(p, &self.target)))
-                .unwrap_or(false),
+            (Some(p), EventKind::Modified) => {
+                serde_json::from_slice::<Value>(p).map(|p| (self.filter)(&at_version(p, &self.target))).unwrap_or(false)
+            }
             _ => false,
         };
         let kind = match (e.kind, prev_match, now_match) {
@@ -455,9 +395,6 @@ impl WatchStream {
             (EventKind::Deleted, _, true) => "DELETED",
             _ => return None,
         };
-        Some(WatchEvent {
-            kind,
-            payload: WatchPayload::Json(now),
-        })
+        Some(WatchEvent { kind, payload: WatchPayload::Json(now) })
     }
 }

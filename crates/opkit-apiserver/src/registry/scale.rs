@@ -9,10 +9,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::patch;
 
 fn path_parts(p: &str) -> Vec<&str> {
-    p.trim_start_matches('.')
-        .split('.')
-        .filter(|s| !s.is_empty())
-        .collect()
+    p.trim_start_matches('.').split('.').filter(|s| !s.is_empty()).collect()
 }
 
 fn read_path<'a>(v: &'a Value, p: &str) -> &'a Value {
@@ -36,11 +33,7 @@ fn write_path(v: &mut Value, p: &str, value: Value) {
 
 impl Registry {
     fn scale_info(&self, target: &Target) -> ApiResult<ScaleInfo> {
-        target
-            .version_info()?
-            .scale
-            .clone()
-            .ok_or_else(ApiError::no_route)
+        target.version_info()?.scale.clone().ok_or_else(ApiError::no_route)
     }
 
     fn to_scale(&self, target: &Target, obj: &Value, s: &ScaleInfo) -> Value {
@@ -49,9 +42,7 @@ impl Registry {
                 let v = read_path(obj, p);
                 match v.as_str() {
                     Some(x) => json!(x),
-                    None => match crate::selector::LabelSelector::from_label_selector_json(
-                        &obj["spec"]["selector"],
-                    ) {
+                    None => match crate::selector::LabelSelector::from_label_selector_json(&obj["spec"]["selector"]) {
                         Ok(sel) if target.info.builtin => json!(sel.to_string()),
                         _ => Value::Null,
                     },
@@ -60,8 +51,7 @@ impl Registry {
             None => Value::Null,
         };
         let m = &obj["metadata"];
-        let mut status =
-            json!({"replicas": read_path(obj, &s.status_replicas_path).as_i64().unwrap_or(0)});
+        let mut status = json!({"replicas": read_path(obj, &s.status_replicas_path).as_i64().unwrap_or(0)});
         if !selector.is_null() {
             status["selector"] = selector;
         }
@@ -109,11 +99,7 @@ impl Registry {
                 && !rv.is_empty()
                 && rv != entry.rev.to_string()
             {
-                return Err(ApiError::conflict(
-                    &target.info.group,
-                    &target.info.resource,
-                    name,
-                ));
+                return Err(ApiError::conflict(&target.info.group, &target.info.resource, name));
             }
             let replicas = desired["spec"]["replicas"].as_i64().unwrap_or(0);
             if replicas < 0 {
@@ -124,25 +110,13 @@ impl Registry {
                     &[crate::schema::FieldError {
                         field: "spec.replicas".into(),
                         reason: crate::schema::FieldErrorReason::Invalid,
-                        message: format!(
-                            "Invalid value: {replicas}: must be greater than or equal to 0"
-                        ),
+                        message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
                     }],
                 ));
             }
             let mut body = old_at.clone();
             write_path(&mut body, &s.spec_replicas_path, json!(replicas));
-            match self
-                .commit(
-                    target,
-                    name,
-                    (old, entry.rev),
-                    body,
-                    Subresource::Main,
-                    opts,
-                )
-                .await
-            {
+            match self.commit(target, name, (old, entry.rev), body, Subresource::Main, opts).await {
                 Ok(mut o) => {
                     o.object = self.to_scale(target, &o.object, &s);
                     return Ok(o);

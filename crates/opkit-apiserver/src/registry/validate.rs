@@ -30,11 +30,7 @@ fn builtin_schema(group: &str, kind: &str, version: &str) -> Option<Arc<CrdSchem
 }
 
 fn required(field: &str) -> FieldError {
-    FieldError {
-        field: field.into(),
-        reason: FieldErrorReason::Required,
-        message: "Required value".into(),
-    }
+    FieldError { field: field.into(), reason: FieldErrorReason::Required, message: "Required value".into() }
 }
 
 impl Registry {
@@ -48,9 +44,7 @@ impl Registry {
     ) -> ApiResult<Vec<String>> {
         let info = &target.info;
         if !obj.is_object() {
-            return Err(ApiError::bad_request(
-                "the request body must be a JSON or YAML object",
-            ));
+            return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
         }
         match obj["kind"].as_str() {
             Some(k) if k != info.kind => {
@@ -72,10 +66,7 @@ impl Registry {
         }
         obj["kind"] = Value::String(info.kind.clone());
         obj["apiVersion"] = Value::String(target.api_version());
-        let name = obj["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
 
         let schema = match target.version_info()?.schema.clone() {
             Some(s) => Some(s),
@@ -86,10 +77,7 @@ impl Registry {
         if let Some(schema) = &schema {
             let unknown = schema.unknown_fields(obj);
             if !unknown.is_empty() {
-                let list: Vec<String> = unknown
-                    .iter()
-                    .map(|f| format!("unknown field \"{f}\""))
-                    .collect();
+                let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
                 match opts.field_validation {
                     FieldValidation::Strict => {
                         return Err(ApiError::bad_request(format!(
@@ -201,7 +189,9 @@ fn shape_error(schema: &Value, obj: &Value, kind: &str) -> Option<String> {
         match (expected, v) {
             ("object", Value::Object(m)) => {
                 for (k, child) in m {
-                    let sub = schema["properties"].get(k).or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
+                    let sub = schema["properties"]
+                        .get(k)
+                        .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
                     if let Some(sub) = sub {
                         path.push(k.clone());
                         let r = walk(sub, child, path, kind);
@@ -227,9 +217,7 @@ fn shape_error(schema: &Value, obj: &Value, kind: &str) -> Option<String> {
 /// The handful of built-in rules operators and kubectl users run into most.
 fn validate_builtin(group: &str, resource: &str, obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let containers = |errs: &mut Vec<FieldError>, spec: &Value, path: &str| match spec["containers"]
-        .as_array()
-    {
+    let containers = |errs: &mut Vec<FieldError>, spec: &Value, path: &str| match spec["containers"].as_array() {
         Some(cs) if !cs.is_empty() => {
             for (i, c) in cs.iter().enumerate() {
                 if c["name"].as_str().is_none_or(str::is_empty) {
@@ -253,9 +241,7 @@ fn validate_builtin(group: &str, resource: &str, obj: &Value) -> Vec<FieldError>
                     errs.push(FieldError {
                         field: "spec.selector".into(),
                         reason: FieldErrorReason::Invalid,
-                        message:
-                            "Invalid value: \"null\": empty selector is invalid for deployment"
-                                .into(),
+                        message: "Invalid value: \"null\": empty selector is invalid for deployment".into(),
                     });
                 } else if !s.matches(obj["spec"]["template"]["metadata"]["labels"].as_object()) {
                     errs.push(FieldError {
@@ -268,11 +254,7 @@ fn validate_builtin(group: &str, resource: &str, obj: &Value) -> Vec<FieldError>
                     });
                 }
             }
-            containers(
-                &mut errs,
-                &obj["spec"]["template"]["spec"],
-                "spec.template.spec",
-            );
+            containers(&mut errs, &obj["spec"]["template"]["spec"], "spec.template.spec");
             if let Some(r) = obj["spec"]["replicas"].as_i64()
                 && r < 0
             {
@@ -283,20 +265,14 @@ fn validate_builtin(group: &str, resource: &str, obj: &Value) -> Vec<FieldError>
                 });
             }
         }
-        ("batch", "jobs") => containers(
-            &mut errs,
-            &obj["spec"]["template"]["spec"],
-            "spec.template.spec",
-        ),
+        ("batch", "jobs") => containers(&mut errs, &obj["spec"]["template"]["spec"], "spec.template.spec"),
         ("", "configmaps") => {
             for field in ["data", "binaryData"] {
                 if let Some(m) = obj[field].as_object() {
                     for k in m.keys() {
                         let ok = !k.is_empty()
                             && k.len() <= 253
-                            && k.bytes().all(|b| {
-                                b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.'
-                            });
+                            && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
                         if !ok {
                             errs.push(FieldError {
                                 field: format!("{field}[{k}]"),

@@ -5,12 +5,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::meta::{
-    finalizers, meta_mut, meta_str, now_rfc3339, random_suffix, same_object, spec_part,
-};
-use super::{
-    Outcome, PatchType, Registry, Subresource, Target, WriteOptions, at_version, parse_stored,
-};
+use super::meta::{finalizers, meta_mut, meta_str, now_rfc3339, random_suffix, same_object, spec_part};
+use super::{Outcome, PatchType, Registry, Subresource, Target, WriteOptions, at_version, parse_stored};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::patch::{self, FieldManager, ListSemantics, PatchError};
 use crate::schema::{FieldError, FieldErrorReason};
@@ -39,11 +35,7 @@ pub(super) fn list_semantics(target: &Target) -> ListSemantics {
     if target.info.builtin {
         ListSemantics::for_builtin(&target.info.group, &target.info.kind)
     } else {
-        match target
-            .version_info()
-            .ok()
-            .and_then(|v| v.raw_schema.as_ref())
-        {
+        match target.version_info().ok().and_then(|v| v.raw_schema.as_ref()) {
             Some(s) => ListSemantics::from_crd_schema(s),
             None => ListSemantics::from_crd_schema(&Value::Null),
         }
@@ -61,13 +53,7 @@ fn patch_error(e: PatchError, target: &Target, name: &str) -> ApiError {
                     field: x.field.clone(),
                 })
                 .collect();
-            ApiError::conflict_msg(
-                &target.info.group,
-                &target.info.resource,
-                name,
-                patch::conflict_message(&c),
-                causes,
-            )
+            ApiError::conflict_msg(&target.info.group, &target.info.resource, name, patch::conflict_message(&c), causes)
         }
         other => {
             if other.status_code() == 400 {
@@ -114,9 +100,7 @@ impl Registry {
                         &target.info.group,
                         &target.info.resource,
                         "",
-                        format!(
-                            "unable to create new content in namespace {ns} because it is being terminated"
-                        ),
+                        format!("unable to create new content in namespace {ns} because it is being terminated"),
                     ))
                 } else {
                     Ok(())
@@ -126,12 +110,7 @@ impl Registry {
     }
 
     /// Creates an object.
-    pub async fn create(
-        &self,
-        target: &Target,
-        obj: Value,
-        opts: &WriteOptions,
-    ) -> ApiResult<Outcome> {
+    pub async fn create(&self, target: &Target, obj: Value, opts: &WriteOptions) -> ApiResult<Outcome> {
         self.create_with(target, obj, opts, None).await
     }
 
@@ -145,9 +124,7 @@ impl Registry {
         applied_fields: Option<Value>,
     ) -> ApiResult<Outcome> {
         if !obj.is_object() {
-            return Err(ApiError::bad_request(
-                "the request body must be a JSON or YAML object",
-            ));
+            return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
         }
         let info = target.info.clone();
         let m = meta_mut(&mut obj);
@@ -166,16 +143,8 @@ impl Registry {
         } else {
             m.remove("namespace");
         }
-        let generate = m
-            .get("generateName")
-            .and_then(Value::as_str)
-            .map(String::from)
-            .filter(|s| !s.is_empty());
-        let given = m
-            .get("name")
-            .and_then(Value::as_str)
-            .map(String::from)
-            .filter(|s| !s.is_empty());
+        let generate = m.get("generateName").and_then(Value::as_str).map(String::from).filter(|s| !s.is_empty());
+        let given = m.get("name").and_then(Value::as_str).map(String::from).filter(|s| !s.is_empty());
         if given.is_none() && generate.is_none() {
             return Err(ApiError::invalid(
                 &info.group,
@@ -202,12 +171,7 @@ impl Registry {
                 m.insert("name".into(), json!(name));
                 m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
                 m.insert("creationTimestamp".into(), json!(now));
-                for f in [
-                    "resourceVersion",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                    "selfLink",
-                ] {
+                for f in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
                     m.remove(f);
                 }
                 if info.generation {
@@ -233,11 +197,7 @@ impl Registry {
             }
             let hook = self.before_commit(target, &mut obj, None, &now)?;
             if opts.dry_run {
-                return Ok(Outcome {
-                    object: at_version(obj, target),
-                    code: 201,
-                    warnings,
-                });
+                return Ok(Outcome { object: at_version(obj, target), code: 201, warnings });
             }
             let key = target.key(&name);
             let result = self
@@ -257,11 +217,7 @@ impl Registry {
                     let stored = parse_stored(&w.value)?;
                     self.after_commit(target, hook, &stored);
                     warnings.dedup();
-                    return Ok(Outcome {
-                        object: at_version(stored, target),
-                        code: 201,
-                        warnings,
-                    });
+                    return Ok(Outcome { object: at_version(stored, target), code: 201, warnings });
                 }
                 Err(()) if given.is_none() && attempt < 7 => continue,
                 Err(()) => {
@@ -269,11 +225,7 @@ impl Registry {
                 }
             }
         }
-        Err(ApiError::already_exists(
-            &info.group,
-            &info.resource,
-            given.as_deref().unwrap_or_default(),
-        ))
+        Err(ApiError::already_exists(&info.group, &info.resource, given.as_deref().unwrap_or_default()))
     }
 
     /// Replaces an object (PUT), on the object or its status.
@@ -286,9 +238,7 @@ impl Registry {
         opts: &WriteOptions,
     ) -> ApiResult<Outcome> {
         if !body.is_object() {
-            return Err(ApiError::bad_request(
-                "the request body must be a JSON or YAML object",
-            ));
+            return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
         }
         match meta_str(&body, "name") {
             Some(n) if !n.is_empty() && n != name => {
@@ -300,32 +250,19 @@ impl Registry {
                 meta_mut(&mut body).insert("name".into(), json!(name));
             }
         }
-        let precondition = meta_str(&body, "resourceVersion")
-            .filter(|s| !s.is_empty())
-            .map(String::from);
+        let precondition = meta_str(&body, "resourceVersion").filter(|s| !s.is_empty()).map(String::from);
         loop {
             let (old, entry) = self.current(target, name).await?;
             if let Some(p) = &precondition
                 && *p != entry.rev.to_string()
             {
-                return Err(ApiError::conflict(
-                    &target.info.group,
-                    &target.info.resource,
-                    name,
-                ));
+                return Err(ApiError::conflict(&target.info.group, &target.info.resource, name));
             }
-            match self
-                .commit(target, name, (old, entry.rev), body.clone(), sub, opts)
-                .await
-            {
+            match self.commit(target, name, (old, entry.rev), body.clone(), sub, opts).await {
                 Ok(o) => return Ok(o),
                 Err(CommitError::Retry) if precondition.is_none() => continue,
                 Err(CommitError::Retry) => {
-                    return Err(ApiError::conflict(
-                        &target.info.group,
-                        &target.info.resource,
-                        name,
-                    ));
+                    return Err(ApiError::conflict(&target.info.group, &target.info.resource, name));
                 }
                 Err(CommitError::Api(e)) => return Err(e),
             }
@@ -343,9 +280,7 @@ impl Registry {
         opts: &WriteOptions,
     ) -> ApiResult<Outcome> {
         if kind == PatchType::Strategic && !target.info.builtin {
-            return Err(ApiError::unsupported_media_type(
-                "application/strategic-merge-patch+json",
-            ));
+            return Err(ApiError::unsupported_media_type("application/strategic-merge-patch+json"));
         }
         if kind == PatchType::Apply && opts.field_manager.is_empty() {
             return Err(ApiError::invalid(
@@ -363,9 +298,7 @@ impl Registry {
         loop {
             let current = match self.current(target, name).await {
                 Ok(c) => Some(c),
-                Err(e) if e.code == 404 && kind == PatchType::Apply && sub == Subresource::Main => {
-                    None
-                }
+                Err(e) if e.code == 404 && kind == PatchType::Apply && sub == Subresource::Main => None,
                 Err(e) => return Err(e),
             };
             let live = current.as_ref().map(|(v, _)| at_version(v.clone(), target));
@@ -377,11 +310,12 @@ impl Registry {
                 (PatchType::Strategic, Some(l)) => patch::strategic_merge_patch(l, &patch_body, &lists),
                 (PatchType::Apply, l) => {
                     if let Some(n) = meta_str(&patch_body, "name")
-                        && n != name {
-                            return Err(ApiError::bad_request(format!(
-                                "the name of the object ({n}) does not match the name on the URL ({name})"
-                            )));
-                        }
+                        && n != name
+                    {
+                        return Err(ApiError::bad_request(format!(
+                            "the name of the object ({n}) does not match the name on the URL ({name})"
+                        )));
+                    }
                     let fm = self.field_manager(target, opts, sub, &now, &api_version);
                     patch::server_side_apply(l.as_ref(), &patch_body, &fm, opts.force, &lists)
                 }
@@ -400,23 +334,13 @@ impl Registry {
                 .filter(|rv| !rv.is_empty() && *rv != entry.rev.to_string())
                 .is_some();
             if explicit_rv {
-                return Err(ApiError::conflict(
-                    &target.info.group,
-                    &target.info.resource,
-                    name,
-                ));
+                return Err(ApiError::conflict(&target.info.group, &target.info.resource, name));
             }
             let mut body = patched;
             meta_mut(&mut body).insert("resourceVersion".into(), json!(entry.rev.to_string()));
-            let opts = WriteOptions {
-                field_manager: opts.field_manager.clone(),
-                ..opts.clone()
-            };
+            let opts = WriteOptions { field_manager: opts.field_manager.clone(), ..opts.clone() };
             let tracked = kind != PatchType::Apply;
-            match self
-                .commit_inner(target, name, (old, entry.rev), body, sub, &opts, tracked)
-                .await
-            {
+            match self.commit_inner(target, name, (old, entry.rev), body, sub, &opts, tracked).await {
                 Ok(o) => return Ok(o),
                 Err(CommitError::Retry) => continue,
                 Err(CommitError::Api(e)) => return Err(e),
@@ -428,11 +352,7 @@ impl Registry {
     pub(super) async fn current(&self, target: &Target, name: &str) -> ApiResult<(Value, Entry)> {
         match self.store.get(&target.info.id, &target.key(name)).await? {
             Some(e) => Ok((parse_stored(&e.value)?, e)),
-            None => Err(ApiError::not_found(
-                &target.info.group,
-                &target.info.resource,
-                name,
-            )),
+            None => Err(ApiError::not_found(&target.info.group, &target.info.resource, name)),
         }
     }
 
@@ -445,8 +365,7 @@ impl Registry {
         sub: Subresource,
         opts: &WriteOptions,
     ) -> Result<Outcome, CommitError> {
-        self.commit_inner(target, name, old, body, sub, opts, true)
-            .await
+        self.commit_inner(target, name, old, body, sub, opts, true).await
     }
 
     /// The shared update step: merges server-owned fields, validates, tracks fields and
@@ -469,10 +388,9 @@ impl Registry {
             Subresource::Status => {
                 let mut n = old_at.clone();
                 n["status"] = body["status"].clone();
-                if let (Some(mf), Some(m)) = (
-                    body["metadata"]["managedFields"].as_array(),
-                    n["metadata"].as_object_mut(),
-                ) {
+                if let (Some(mf), Some(m)) =
+                    (body["metadata"]["managedFields"].as_array(), n["metadata"].as_object_mut())
+                {
                     m.insert("managedFields".into(), Value::Array(mf.clone()));
                 }
                 n
@@ -514,11 +432,8 @@ impl Registry {
             }
             m.insert("name".into(), json!(name));
         }
-        let mut warnings = if sub == Subresource::Main {
-            self.admit(target, &mut new, Some(&old_at), opts)?
-        } else {
-            Vec::new()
-        };
+        let mut warnings =
+            if sub == Subresource::Main { self.admit(target, &mut new, Some(&old_at), opts)? } else { Vec::new() };
         if sub == Subresource::Status
             && !info.builtin
             && let Some(schema) = &version.schema
@@ -544,18 +459,12 @@ impl Registry {
                 strip(&new) != strip(&old_at)
             };
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
-            meta_mut(&mut new).insert(
-                "generation".into(),
-                json!(if changed { generation + 1 } else { generation }),
-            );
+            meta_mut(&mut new).insert("generation".into(), json!(if changed { generation + 1 } else { generation }));
         }
         let deleting = old["metadata"]["deletionTimestamp"].is_string();
         if deleting {
             let before = finalizers(&old);
-            let added: Vec<String> = finalizers(&new)
-                .into_iter()
-                .filter(|f| !before.contains(f))
-                .collect();
+            let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !before.contains(f)).collect();
             if !added.is_empty() {
                 return Err(ApiError::invalid(
                     &info.group,
@@ -579,18 +488,10 @@ impl Registry {
         let hook = self.before_commit(target, &mut new, Some(&old_at), &now)?;
         let finished = deleting && self.ready_to_remove(target, &new);
         if same_object(&new, &old_at) && !finished {
-            return Ok(Outcome {
-                object: old_at,
-                code: 200,
-                warnings,
-            });
+            return Ok(Outcome { object: old_at, code: 200, warnings });
         }
         if opts.dry_run {
-            return Ok(Outcome {
-                object: new,
-                code: 200,
-                warnings,
-            });
+            return Ok(Outcome { object: new, code: 200, warnings });
         }
         let result = self
             .store
@@ -598,11 +499,7 @@ impl Registry {
                 Some(c) if c.rev == old_rev => {
                     super::convert::to_storage(target, &mut new);
                     let bytes = serialize_with_rev(&mut new, rev);
-                    Ok(if finished {
-                        Write::Delete(bytes)
-                    } else {
-                        Write::Put(bytes)
-                    })
+                    Ok(if finished { Write::Delete(bytes) } else { Write::Put(bytes) })
                 }
                 _ => Err(()),
             })
@@ -617,11 +514,7 @@ impl Registry {
                     self.after_commit(target, hook, &stored);
                 }
                 warnings.dedup();
-                Ok(Outcome {
-                    object: at_version(stored, target),
-                    code: 200,
-                    warnings,
-                })
+                Ok(Outcome { object: at_version(stored, target), code: 200, warnings })
             }
             Err(()) => Err(CommitError::Retry),
         }
@@ -633,16 +526,11 @@ impl Registry {
             return false;
         }
         if target.info.group.is_empty() && target.info.resource == "namespaces" {
-            return obj["spec"]["finalizers"]
-                .as_array()
-                .is_none_or(|a| a.is_empty());
+            return obj["spec"]["finalizers"].as_array().is_none_or(|a| a.is_empty());
         }
         if target.info.group.is_empty() && target.info.resource == "pods" {
             // A terminating pod goes away when its kubelet confirms (a delete with grace 0).
-            return obj["metadata"]["deletionGracePeriodSeconds"]
-                .as_i64()
-                .unwrap_or(0)
-                == 0;
+            return obj["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) == 0;
         }
         true
     }

@@ -8,12 +8,8 @@ use super::errors::{FieldError, FieldErrorReason};
 use super::structural::{Schema, first_line};
 
 /// The reasons a rule may declare.
-const SUPPORTED_REASONS: [&str; 4] = [
-    "FieldValueDuplicate",
-    "FieldValueForbidden",
-    "FieldValueInvalid",
-    "FieldValueRequired",
-];
+const SUPPORTED_REASONS: [&str; 4] =
+    ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
 
 /// What we keep of one rule besides its compiled program.
 #[derive(Debug)]
@@ -59,15 +55,8 @@ fn strip_nested(v: &mut Value) {
 
 impl CelRules {
     /// Compiles the rules of node `v` (whose structure is already in `schema`).
-    pub(crate) fn compile(
-        v: &Value,
-        schema: &Schema,
-        path: &str,
-        errs: &mut Vec<FieldError>,
-    ) -> Option<CelRules> {
-        let raw_rules = v
-            .get("x-kubernetes-validations")
-            .and_then(Value::as_array)?;
+    pub(crate) fn compile(v: &Value, schema: &Schema, path: &str, errs: &mut Vec<FieldError>) -> Option<CelRules> {
+        let raw_rules = v.get("x-kubernetes-validations").and_then(Value::as_array)?;
         let mut stripped = v.clone();
         strip_nested(&mut stripped);
         let compiled = kube_cel::compile_schema(&stripped);
@@ -75,16 +64,8 @@ impl CelRules {
         let mut ok = true;
         for (i, raw) in raw_rules.iter().enumerate() {
             let rpath = format!("{path}.x-kubernetes-validations[{i}]");
-            let rule = raw
-                .get("rule")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let message = raw
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
+            let rule = raw.get("rule").and_then(Value::as_str).unwrap_or("").to_string();
+            let message = raw.get("message").and_then(Value::as_str).unwrap_or("").to_string();
             if rule.trim().is_empty() {
                 errs.push(FieldError::required(&format!("{rpath}.rule"), ""));
                 ok = false;
@@ -109,22 +90,13 @@ impl CelRules {
                 None => None,
                 Some(r) if SUPPORTED_REASONS.contains(&r) => FieldErrorReason::from_cause(r),
                 Some(r) => {
-                    let supported: Vec<String> =
-                        SUPPORTED_REASONS.iter().map(|s| s.to_string()).collect();
-                    errs.push(FieldError::not_supported(
-                        &format!("{rpath}.reason"),
-                        &Value::from(r),
-                        &supported,
-                    ));
+                    let supported: Vec<String> = SUPPORTED_REASONS.iter().map(|s| s.to_string()).collect();
+                    errs.push(FieldError::not_supported(&format!("{rpath}.reason"), &Value::from(r), &supported));
                     ok = false;
                     None
                 }
             };
-            let field_path = match raw
-                .get("fieldPath")
-                .and_then(Value::as_str)
-                .filter(|p| !p.is_empty())
-            {
+            let field_path = match raw.get("fieldPath").and_then(Value::as_str).filter(|p| !p.is_empty()) {
                 None => None,
                 Some(fp) => match normalize_field_path(fp, schema) {
                     Ok(p) => Some(p),
@@ -146,29 +118,18 @@ impl CelRules {
                     let (field, detail) = match e {
                         kube_cel::CompilationError::MessageExpressionParse { source, .. } => (
                             format!("{rpath}.messageExpression"),
-                            format!(
-                                "messageExpression compilation failed: {}",
-                                first_line(&source.to_string())
-                            ),
+                            format!("messageExpression compilation failed: {}", first_line(&source.to_string())),
                         ),
                         kube_cel::CompilationError::Parse { source, .. } => (
                             format!("{rpath}.rule"),
                             format!("compilation failed: {}", first_line(&source.to_string())),
                         ),
-                        other => (
-                            format!("{rpath}.rule"),
-                            format!("compilation failed: {other}"),
-                        ),
+                        other => (format!("{rpath}.rule"), format!("compilation failed: {other}")),
                     };
                     errs.push(FieldError::invalid_str(&field, &rule, &detail));
                 }
             }
-            rules.push(RuleInfo {
-                rule,
-                message,
-                field_path,
-                reason,
-            });
+            rules.push(RuleInfo { rule, message, field_path, reason });
         }
         ok.then_some(CelRules { compiled, rules })
     }
@@ -208,11 +169,7 @@ impl CelRules {
             let rule_error = info.map_or_else(
                 || f.rule.trim().to_string(),
                 |i| {
-                    if i.message.is_empty() {
-                        i.rule.trim().to_string()
-                    } else {
-                        i.message.trim().to_string()
-                    }
+                    if i.message.is_empty() { i.rule.trim().to_string() } else { i.message.trim().to_string() }
                 },
             );
             let err = match f.kind {
@@ -221,15 +178,12 @@ impl CelRules {
                     match info.and_then(|i| i.reason) {
                         Some(FieldErrorReason::Forbidden) => FieldError::forbidden(&field, detail),
                         Some(FieldErrorReason::Required) => FieldError::required(&field, detail),
-                        Some(FieldErrorReason::Duplicate) => {
-                            FieldError::duplicate(&field, &type_value)
-                        }
+                        Some(FieldErrorReason::Duplicate) => FieldError::duplicate(&field, &type_value),
                         _ => FieldError::invalid(&field, &type_value, detail),
                     }
                 }
                 ErrorKind::EvaluationError => {
-                    let cause = std::error::Error::source(f)
-                        .map_or_else(|| f.message.clone(), |s| s.to_string());
+                    let cause = std::error::Error::source(f).map_or_else(|| f.message.clone(), |s| s.to_string());
                     let detail = if cause.starts_with("no such overload") {
                         format!(
                             "'{cause}': call arguments did not match a supported operator, function or macro signature for rule: {rule_error}"
@@ -295,9 +249,7 @@ pub(crate) fn resolve_field_path<'a>(
                                 Some('n') => s.push('\n'),
                                 Some('t') => s.push('\t'),
                                 Some(c) => {
-                                    return Err(format!(
-                                        "invalid string literal: invalid escape char \\{c}"
-                                    ));
+                                    return Err(format!("invalid string literal: invalid escape char \\{c}"));
                                 }
                                 None => return Err("unexpected end of JSON path".to_string()),
                             }

@@ -12,14 +12,12 @@ use super::cel::resolve_field_path;
 use super::crd_schema::validate_schema;
 use super::errors::FieldError;
 
-const DNS1123_SUBDOMAIN_FMT: &str =
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 
 static DNS1123_SUBDOMAIN: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(&format!("^{DNS1123_SUBDOMAIN_FMT}$")).ok());
-static DNS1035_LABEL: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(&format!("^{DNS1035_LABEL_FMT}$")).ok());
+static DNS1035_LABEL: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(&format!("^{DNS1035_LABEL_FMT}$")).ok());
 
 /// `IsDNS1123Subdomain` messages.
 pub(crate) fn dns1123_subdomain_errors(v: &str) -> Vec<String> {
@@ -70,20 +68,13 @@ pub fn validate_crd(crd: &Value) -> Vec<FieldError> {
     // metadata.name
     let name = crd.get("metadata").map_or("", |m| s(m, "name"));
     if name.is_empty() {
-        errs.push(FieldError::required(
-            "metadata.name",
-            "name or generateName is required",
-        ));
+        errs.push(FieldError::required("metadata.name", "name or generateName is required"));
     } else {
         for msg in dns1123_subdomain_errors(name) {
             errs.push(FieldError::invalid_str("metadata.name", name, &msg));
         }
         if name != format!("{plural}.{group}") {
-            errs.push(FieldError::invalid_str(
-                "metadata.name",
-                name,
-                "must be spec.names.plural+\".\"+spec.group",
-            ));
+            errs.push(FieldError::invalid_str("metadata.name", name, "must be spec.names.plural+\".\"+spec.group"));
         }
     }
 
@@ -95,11 +86,7 @@ pub fn validate_crd(crd: &Value) -> Vec<FieldError> {
         if !e.is_empty() {
             errs.push(FieldError::invalid_str("spec.group", group, &e.join(",")));
         } else if group.split('.').count() < 2 {
-            errs.push(FieldError::invalid_str(
-                "spec.group",
-                group,
-                "should be a domain with at least one dot",
-            ));
+            errs.push(FieldError::invalid_str("spec.group", group, "should be a domain with at least one dot"));
         }
     }
 
@@ -108,11 +95,7 @@ pub fn validate_crd(crd: &Value) -> Vec<FieldError> {
     if scope.is_empty() {
         errs.push(FieldError::required("spec.scope", ""));
     } else if scope != "Cluster" && scope != "Namespaced" {
-        errs.push(FieldError::not_supported(
-            "spec.scope",
-            &Value::from(scope),
-            &strings(&["Cluster", "Namespaced"]),
-        ));
+        errs.push(FieldError::not_supported("spec.scope", &Value::from(scope), &strings(&["Cluster", "Namespaced"])));
     }
 
     validate_names(&names, &mut errs);
@@ -160,61 +143,30 @@ fn validate_names(names: &Value, errs: &mut Vec<FieldError>) {
         errs.push(FieldError::required("spec.names.kind", ""));
     }
     let label = |field: &str, v: &str, prefix: &str, errs: &mut Vec<FieldError>| {
-        let lower = if prefix.is_empty() {
-            v.to_string()
-        } else {
-            v.to_lowercase()
-        };
+        let lower = if prefix.is_empty() { v.to_string() } else { v.to_lowercase() };
         let e = dns1035_label_errors(&lower);
         if !v.is_empty() && !e.is_empty() {
-            errs.push(FieldError::invalid_str(
-                field,
-                v,
-                &format!("{prefix}{}", e.join(",")),
-            ));
+            errs.push(FieldError::invalid_str(field, v, &format!("{prefix}{}", e.join(","))));
         }
     };
     label("spec.names.plural", plural, "", errs);
     label("spec.names.singular", singular, "", errs);
-    label(
-        "spec.names.kind",
-        kind,
-        "may have mixed case, but should otherwise match: ",
-        errs,
-    );
-    label(
-        "spec.names.listKind",
-        list_kind,
-        "may have mixed case, but should otherwise match: ",
-        errs,
-    );
+    label("spec.names.kind", kind, "may have mixed case, but should otherwise match: ", errs);
+    label("spec.names.listKind", list_kind, "may have mixed case, but should otherwise match: ", errs);
     for key in ["shortNames", "categories"] {
         if let Some(arr) = names.get(key).and_then(Value::as_array) {
             for (i, x) in arr.iter().enumerate() {
-                label(
-                    &format!("spec.names.{key}[{i}]"),
-                    x.as_str().unwrap_or(""),
-                    "",
-                    errs,
-                );
+                label(&format!("spec.names.{key}[{i}]"), x.as_str().unwrap_or(""), "", errs);
             }
         }
     }
     if !kind.is_empty() && kind == list_kind {
-        errs.push(FieldError::invalid_str(
-            "spec.names.listKind",
-            list_kind,
-            "kind and listKind may not be the same",
-        ));
+        errs.push(FieldError::invalid_str("spec.names.listKind", list_kind, "kind and listKind may not be the same"));
     }
 }
 
 fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
-    let versions = spec
-        .get("versions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let versions = spec.get("versions").and_then(Value::as_array).cloned().unwrap_or_default();
     let mut seen = HashSet::new();
     let mut storage = 0;
     for (i, v) in versions.iter().enumerate() {
@@ -225,28 +177,17 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
         } else {
             let e = dns1035_label_errors(name);
             if !e.is_empty() {
-                errs.push(FieldError::invalid_str(
-                    &format!("{p}.name"),
-                    name,
-                    &e.join(","),
-                ));
+                errs.push(FieldError::invalid_str(&format!("{p}.name"), name, &e.join(",")));
             }
             if !seen.insert(name.to_string()) {
-                errs.push(FieldError::duplicate(
-                    &format!("{p}.name"),
-                    &Value::from(name),
-                ));
+                errs.push(FieldError::duplicate(&format!("{p}.name"), &Value::from(name)));
             }
         }
         if v.get("storage").and_then(Value::as_bool) == Some(true) {
             storage += 1;
         }
         let schema_path = format!("{p}.schema.openAPIV3Schema");
-        let compiled = match v
-            .get("schema")
-            .and_then(|x| x.get("openAPIV3Schema"))
-            .filter(|x| x.is_object())
-        {
+        let compiled = match v.get("schema").and_then(|x| x.get("openAPIV3Schema")).filter(|x| x.is_object()) {
             None => {
                 errs.push(FieldError::required(&schema_path, "schemas are required"));
                 None
@@ -272,10 +213,7 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
         validate_scale(v, &p, errs);
     }
     if versions.is_empty() {
-        errs.push(FieldError::required(
-            "spec.versions",
-            "must have exactly one version marked as storage version",
-        ));
+        errs.push(FieldError::required("spec.versions", "must have exactly one version marked as storage version"));
     } else if storage != 1 {
         errs.push(FieldError::invalid(
             "spec.versions",
@@ -290,11 +228,7 @@ fn simple_json_path_errors(path: &str, field: &str, errs: &mut Vec<FieldError>) 
     if path.is_empty() {
         errs.push(FieldError::invalid_str(field, path, "must not be empty"));
     } else if !path.starts_with('.') {
-        errs.push(FieldError::invalid_str(
-            field,
-            path,
-            "must be a simple json path starting with .",
-        ));
+        errs.push(FieldError::invalid_str(field, path, "must be a simple json path starting with ."));
     }
 }
 
@@ -311,24 +245,13 @@ fn validate_columns(v: &Value, p: &str, errs: &mut Vec<FieldError>) {
         }
         let ty = s(c, "type");
         if ty.is_empty() {
-            errs.push(FieldError::required(
-                &format!("{cp}.type"),
-                &format!("must be one of {TYPES}"),
-            ));
+            errs.push(FieldError::required(&format!("{cp}.type"), &format!("must be one of {TYPES}")));
         } else if !TYPES.split(',').any(|t| t == ty) {
-            errs.push(FieldError::invalid_str(
-                &format!("{cp}.type"),
-                ty,
-                &format!("must be one of {TYPES}"),
-            ));
+            errs.push(FieldError::invalid_str(&format!("{cp}.type"), ty, &format!("must be one of {TYPES}")));
         }
         let format = s(c, "format");
         if !format.is_empty() && !FORMATS.split(',').any(|f| f == format) {
-            errs.push(FieldError::invalid_str(
-                &format!("{cp}.format"),
-                format,
-                &format!("must be one of {FORMATS}"),
-            ));
+            errs.push(FieldError::invalid_str(&format!("{cp}.format"), format, &format!("must be one of {FORMATS}")));
         }
         let jp = s(c, "jsonPath");
         if jp.is_empty() {
@@ -339,12 +262,7 @@ fn validate_columns(v: &Value, p: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-fn validate_selectable_fields(
-    v: &Value,
-    p: &str,
-    schema: Option<&CrdSchema>,
-    errs: &mut Vec<FieldError>,
-) {
+fn validate_selectable_fields(v: &Value, p: &str, schema: Option<&CrdSchema>, errs: &mut Vec<FieldError>) {
     let Some(fields) = v.get("selectableFields").and_then(Value::as_array) else {
         return;
     };
@@ -362,18 +280,10 @@ fn validate_selectable_fields(
         }
         let Some(schema) = schema else { continue };
         match resolve_field_path(jp, &schema.root, false) {
-            Err(e) => errs.push(FieldError::invalid_str(
-                &jp_field,
-                jp,
-                &format!("is an invalid path: {e}"),
-            )),
+            Err(e) => errs.push(FieldError::invalid_str(&jp_field, jp, &format!("is an invalid path: {e}"))),
             Ok((path, node)) => {
                 if path == "metadata" || path.starts_with("metadata.") {
-                    errs.push(FieldError::invalid_str(
-                        &jp_field,
-                        jp,
-                        "must not point to fields in metadata",
-                    ));
+                    errs.push(FieldError::invalid_str(&jp_field, jp, "must not point to fields in metadata"));
                 }
                 if !matches!(node.ty.as_str(), "string" | "integer" | "boolean") {
                     errs.push(FieldError::invalid_str(
@@ -391,11 +301,7 @@ fn validate_selectable_fields(
 }
 
 fn validate_scale(v: &Value, p: &str, errs: &mut Vec<FieldError>) {
-    let Some(scale) = v
-        .get("subresources")
-        .and_then(|x| x.get("scale"))
-        .filter(|x| x.is_object())
-    else {
+    let Some(scale) = v.get("subresources").and_then(|x| x.get("scale")).filter(|x| x.is_object()) else {
         return;
     };
     let sp = format!("{p}.subresources.scale");
@@ -416,11 +322,7 @@ fn validate_scale(v: &Value, p: &str, errs: &mut Vec<FieldError>) {
         simple_json_path_errors(val, &field, errs);
         if errs.len() == before && !prefix.is_empty() && !val.starts_with(prefix) {
             let under = prefix.trim_end_matches('.');
-            errs.push(FieldError::invalid_str(
-                &field,
-                val,
-                &format!("should be a json path under {under}"),
-            ));
+            errs.push(FieldError::invalid_str(&field, val, &format!("should be a json path under {under}")));
         }
     }
 }

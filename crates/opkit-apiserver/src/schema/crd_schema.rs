@@ -33,41 +33,23 @@ fn is_int_or_string_any_of(any_of: Option<&Value>) -> bool {
         return false;
     };
     arr.len() == 2
-        && arr[0]
-            .as_object()
-            .is_some_and(|m| m.len() == 1 && get_str(m, "type") == "integer")
-        && arr[1]
-            .as_object()
-            .is_some_and(|m| m.len() == 1 && get_str(m, "type") == "string")
+        && arr[0].as_object().is_some_and(|m| m.len() == 1 && get_str(m, "type") == "integer")
+        && arr[1].as_object().is_some_and(|m| m.len() == 1 && get_str(m, "type") == "string")
 }
 
 fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     let Some(m) = v.as_object() else { return };
     let ty = get_str(m, "type");
-    if !ty.is_empty()
-        && !["object", "array", "string", "integer", "number", "boolean"].contains(&ty)
-    {
-        let supported: Vec<String> = ["array", "boolean", "integer", "number", "object", "string"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        errs.push(FieldError::not_supported(
-            &format!("{path}.type"),
-            &Value::from(ty),
-            &supported,
-        ));
+    if !ty.is_empty() && !["object", "array", "string", "integer", "number", "boolean"].contains(&ty) {
+        let supported: Vec<String> =
+            ["array", "boolean", "integer", "number", "object", "string"].iter().map(|s| s.to_string()).collect();
+        errs.push(FieldError::not_supported(&format!("{path}.type"), &Value::from(ty), &supported));
     }
     if m.contains_key("$ref") {
-        errs.push(FieldError::forbidden(
-            &format!("{path}.$ref"),
-            "$ref is not supported",
-        ));
+        errs.push(FieldError::forbidden(&format!("{path}.$ref"), "$ref is not supported"));
     }
     if ty == "array" && !m.get("items").is_some_and(Value::is_object) {
-        errs.push(FieldError::required(
-            &format!("{path}.items"),
-            "must be specified",
-        ));
+        errs.push(FieldError::required(&format!("{path}.items"), "must be specified"));
     }
     if let Some(items) = m.get("items") {
         invariants(items, Level::Item, &format!("{path}.items"), errs);
@@ -83,10 +65,7 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     let int_or_string = get_bool(m, "x-kubernetes-int-or-string");
     if let Some(ap) = m.get("additionalProperties") {
         if lvl == Level::Root {
-            errs.push(FieldError::forbidden(
-                &format!("{path}.additionalProperties"),
-                "must not be used at the root",
-            ));
+            errs.push(FieldError::forbidden(&format!("{path}.additionalProperties"), "must not be used at the root"));
         }
         if props.is_some_and(|p| !p.is_empty()) {
             errs.push(FieldError::forbidden(
@@ -95,18 +74,10 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
             ));
         }
         if ap == &Value::Bool(false) {
-            errs.push(FieldError::forbidden(
-                &format!("{path}.additionalProperties"),
-                "must not be false",
-            ));
+            errs.push(FieldError::forbidden(&format!("{path}.additionalProperties"), "must not be false"));
         }
         if ap.is_object() {
-            invariants(
-                ap,
-                Level::Field,
-                &format!("{path}.additionalProperties"),
-                errs,
-            );
+            invariants(ap, Level::Field, &format!("{path}.additionalProperties"), errs);
         }
     }
     if int_or_string && preserve {
@@ -147,13 +118,7 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     if !skip_any_of {
         nested_list(m.get("anyOf"), "anyOf", path, false, errs);
     }
-    nested_list(
-        m.get("allOf"),
-        "allOf",
-        path,
-        skip_first_all_of_any_of,
-        errs,
-    );
+    nested_list(m.get("allOf"), "allOf", path, skip_first_all_of_any_of, errs);
     nested_list(m.get("oneOf"), "oneOf", path, false, errs);
     if let Some(not) = m.get("not") {
         nested(not, false, &format!("{path}.not"), errs);
@@ -186,11 +151,7 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
         ));
     }
     if lvl == Level::Root && !ty.is_empty() && ty != "object" {
-        errs.push(FieldError::invalid_str(
-            &format!("{path}.type"),
-            ty,
-            "must be object at the root",
-        ));
+        errs.push(FieldError::invalid_str(&format!("{path}.type"), ty, "must be object at the root"));
     }
     let check_meta = lvl == Level::Root || embedded;
     if let Some(props) = props {
@@ -207,13 +168,7 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
             }
         }
         if let Some(meta) = props.get("metadata").and_then(Value::as_object) {
-            metadata_checks(
-                meta,
-                check_meta,
-                lvl,
-                &format!("{path}.properties[metadata]"),
-                errs,
-            );
+            metadata_checks(meta, check_meta, lvl, &format!("{path}.properties[metadata]"), errs);
         }
     }
     if embedded && !preserve && props.is_none_or(|p| p.is_empty()) {
@@ -224,27 +179,15 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-fn metadata_checks(
-    meta: &Map<String, Value>,
-    check_meta: bool,
-    lvl: Level,
-    path: &str,
-    errs: &mut Vec<FieldError>,
-) {
+fn metadata_checks(meta: &Map<String, Value>, check_meta: bool, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     let ty = get_str(meta, "type");
     if check_meta && ty != "object" {
-        errs.push(FieldError::invalid_str(
-            &format!("{path}.type"),
-            ty,
-            "must be object",
-        ));
+        errs.push(FieldError::invalid_str(&format!("{path}.type"), ty, "must be object"));
     }
     if lvl == Level::Root {
         let only_names = meta.iter().all(|(k, v)| match k.as_str() {
             "type" | "description" | "default" => true,
-            "properties" => v
-                .as_object()
-                .is_some_and(|p| p.keys().all(|n| n == "name" || n == "generateName")),
+            "properties" => v.as_object().is_some_and(|p| p.keys().all(|n| n == "name" || n == "generateName")),
             _ => false,
         });
         if !only_names {
@@ -258,22 +201,13 @@ fn metadata_checks(
 
 fn list_type_checks(m: &Map<String, Value>, ty: &str, path: &str, errs: &mut Vec<FieldError>) {
     let lt = m.get("x-kubernetes-list-type").and_then(Value::as_str);
-    let keys = m
-        .get("x-kubernetes-list-map-keys")
-        .and_then(Value::as_array);
+    let keys = m.get("x-kubernetes-list-map-keys").and_then(Value::as_array);
     if let Some(lt) = lt {
         let p = format!("{path}.x-kubernetes-list-type");
         if ty != "array" {
-            errs.push(FieldError::invalid_str(
-                &p,
-                lt,
-                "must only be used if type is array",
-            ));
+            errs.push(FieldError::invalid_str(&p, lt, "must only be used if type is array"));
         } else if !["atomic", "set", "map"].contains(&lt) {
-            let supported: Vec<String> = ["atomic", "set", "map"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+            let supported: Vec<String> = ["atomic", "set", "map"].iter().map(|s| s.to_string()).collect();
             errs.push(FieldError::not_supported(&p, &Value::from(lt), &supported));
         } else if lt == "map" && keys.is_none_or(|k| k.is_empty()) {
             errs.push(FieldError::required(
@@ -281,10 +215,7 @@ fn list_type_checks(m: &Map<String, Value>, ty: &str, path: &str, errs: &mut Vec
                 "must not be empty if x-kubernetes-list-type is map",
             ));
         } else if lt == "map" {
-            let item_props = m
-                .get("items")
-                .and_then(|i| i.get("properties"))
-                .and_then(Value::as_object);
+            let item_props = m.get("items").and_then(|i| i.get("properties")).and_then(Value::as_object);
             for (i, k) in keys.into_iter().flatten().enumerate() {
                 let name = k.as_str().unwrap_or("");
                 if item_props.is_none_or(|p| !p.contains_key(name)) {
@@ -305,21 +236,10 @@ fn list_type_checks(m: &Map<String, Value>, ty: &str, path: &str, errs: &mut Vec
     }
 }
 
-fn nested_list(
-    v: Option<&Value>,
-    key: &str,
-    path: &str,
-    skip_first_any_of: bool,
-    errs: &mut Vec<FieldError>,
-) {
+fn nested_list(v: Option<&Value>, key: &str, path: &str, skip_first_any_of: bool, errs: &mut Vec<FieldError>) {
     if let Some(arr) = v.and_then(Value::as_array) {
         for (i, sub) in arr.iter().enumerate() {
-            nested(
-                sub,
-                skip_first_any_of && i == 0,
-                &format!("{path}.{key}[{i}]"),
-                errs,
-            );
+            nested(sub, skip_first_any_of && i == 0, &format!("{path}.{key}[{i}]"), errs);
         }
     }
 }
@@ -358,26 +278,11 @@ fn nested(v: &Value, skip_any_of: bool, path: &str, errs: &mut Vec<FieldError>) 
         ("description", "must be empty to be structural"),
         ("nullable", "must be false to be structural"),
         ("externalDocs", "must be undefined to be structural"),
-        (
-            "x-kubernetes-preserve-unknown-fields",
-            "must be false to be structural",
-        ),
-        (
-            "x-kubernetes-embedded-resource",
-            "must be false to be structural",
-        ),
-        (
-            "x-kubernetes-int-or-string",
-            "must be false to be structural",
-        ),
-        (
-            "x-kubernetes-list-map-keys",
-            "must be empty to be structural",
-        ),
-        (
-            "x-kubernetes-list-type",
-            "must be undefined to be structural",
-        ),
+        ("x-kubernetes-preserve-unknown-fields", "must be false to be structural"),
+        ("x-kubernetes-embedded-resource", "must be false to be structural"),
+        ("x-kubernetes-int-or-string", "must be false to be structural"),
+        ("x-kubernetes-list-map-keys", "must be empty to be structural"),
+        ("x-kubernetes-list-type", "must be undefined to be structural"),
     ];
     for (k, msg) in forbidden {
         let set = match m.get(k) {
@@ -396,13 +301,7 @@ fn nested(v: &Value, skip_any_of: bool, path: &str, errs: &mut Vec<FieldError>) 
             "must be undefined to be structural",
         ));
     }
-    if m.get("x-kubernetes-validations")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-    {
-        errs.push(FieldError::forbidden(
-            &format!("{path}.x-kubernetes-validations"),
-            "must be empty to be structural",
-        ));
+    if m.get("x-kubernetes-validations").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
+        errs.push(FieldError::forbidden(&format!("{path}.x-kubernetes-validations"), "must be empty to be structural"));
     }
 }

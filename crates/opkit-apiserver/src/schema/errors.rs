@@ -114,11 +114,7 @@ impl FieldError {
             s.push_str(": ");
             s.push_str(detail);
         }
-        FieldError {
-            field: field.to_string(),
-            reason,
-            message: s,
-        }
+        FieldError { field: field.to_string(), reason, message: s }
     }
 
     fn without_value(field: &str, reason: FieldErrorReason, detail: &str) -> Self {
@@ -127,11 +123,7 @@ impl FieldError {
             s.push_str(": ");
             s.push_str(detail);
         }
-        FieldError {
-            field: field.to_string(),
-            reason,
-            message: s,
-        }
+        FieldError { field: field.to_string(), reason, message: s }
     }
 
     /// `field.Required`.
@@ -146,22 +138,12 @@ impl FieldError {
 
     /// `field.Invalid` with a JSON bad value.
     pub fn invalid(field: &str, value: &Value, detail: &str) -> Self {
-        Self::with_value(
-            field,
-            FieldErrorReason::Invalid,
-            &BadValue::Json(value.clone()),
-            detail,
-        )
+        Self::with_value(field, FieldErrorReason::Invalid, &BadValue::Json(value.clone()), detail)
     }
 
     /// `field.Invalid` with a string bad value.
     pub fn invalid_str(field: &str, value: &str, detail: &str) -> Self {
-        Self::with_value(
-            field,
-            FieldErrorReason::Invalid,
-            &BadValue::str(value),
-            detail,
-        )
+        Self::with_value(field, FieldErrorReason::Invalid, &BadValue::str(value), detail)
     }
 
     pub(crate) fn invalid_bad(field: &str, value: &BadValue, detail: &str) -> Self {
@@ -170,22 +152,12 @@ impl FieldError {
 
     /// `field.TypeInvalid` with a string bad value (kube passes the actual type name).
     pub fn type_invalid(field: &str, value: &str, detail: &str) -> Self {
-        Self::with_value(
-            field,
-            FieldErrorReason::TypeInvalid,
-            &BadValue::str(value),
-            detail,
-        )
+        Self::with_value(field, FieldErrorReason::TypeInvalid, &BadValue::str(value), detail)
     }
 
     /// `field.Duplicate`.
     pub fn duplicate(field: &str, value: &Value) -> Self {
-        Self::with_value(
-            field,
-            FieldErrorReason::Duplicate,
-            &BadValue::Json(value.clone()),
-            "",
-        )
+        Self::with_value(field, FieldErrorReason::Duplicate, &BadValue::Json(value.clone()), "")
     }
 
     /// `field.NotSupported` with the supported values (already rendered as strings).
@@ -196,21 +168,13 @@ impl FieldError {
             let quoted: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
             format!("supported values: {}", quoted.join(", "))
         };
-        Self::with_value(
-            field,
-            FieldErrorReason::NotSupported,
-            &BadValue::Json(value.clone()),
-            &detail,
-        )
+        Self::with_value(field, FieldErrorReason::NotSupported, &BadValue::Json(value.clone()), &detail)
     }
 
     /// `field.TooLong` (the value is never shown).
     pub fn too_long(field: &str, max: i64) -> Self {
         let detail = if max >= 0 {
-            format!(
-                "may not be more than {max} {}",
-                if max == 1 { "byte" } else { "bytes" }
-            )
+            format!("may not be more than {max} {}", if max == 1 { "byte" } else { "bytes" })
         } else {
             "value is too long".to_string()
         };
@@ -220,18 +184,11 @@ impl FieldError {
     /// `field.TooMany`.
     pub fn too_many(field: &str, actual: i64, max: i64) -> Self {
         let detail = if max >= 0 {
-            format!(
-                "must have at most {max} {}",
-                if max == 1 { "item" } else { "items" }
-            )
+            format!("must have at most {max} {}", if max == 1 { "item" } else { "items" })
         } else {
             "has too many items".to_string()
         };
-        let value = if actual >= 0 {
-            BadValue::Json(Value::from(actual))
-        } else {
-            BadValue::Omit
-        };
+        let value = if actual >= 0 { BadValue::Json(Value::from(actual)) } else { BadValue::Omit };
         Self::with_value(field, FieldErrorReason::TooMany, &value, &detail)
     }
 }
@@ -284,11 +241,7 @@ pub(crate) fn go_float(f: f64) -> String {
         return "NaN".to_string();
     }
     if f.is_infinite() {
-        return if f > 0.0 {
-            "+Inf".to_string()
-        } else {
-            "-Inf".to_string()
-        };
+        return if f > 0.0 { "+Inf".to_string() } else { "-Inf".to_string() };
     }
     if f == 0.0 {
         return "0".to_string();
@@ -359,26 +312,14 @@ mod tests {
         let e = FieldError::invalid("spec.number", &json!(11), "x");
         assert_eq!(e.message, "Invalid value: 11: x");
         assert_eq!(e.to_message(), "spec.number: Invalid value: 11: x");
-        assert_eq!(
-            FieldError::required("spec.from", "").message,
-            "Required value"
-        );
+        assert_eq!(FieldError::required("spec.from", "").message, "Required value");
         assert_eq!(
             FieldError::not_supported("f", &json!("x"), &["a".into(), "b".into()]).message,
             "Unsupported value: \"x\": supported values: \"a\", \"b\""
         );
-        assert_eq!(
-            FieldError::too_long("f", 5).message,
-            "Too long: may not be more than 5 bytes"
-        );
-        assert_eq!(
-            FieldError::too_many("f", 3, 2).message,
-            "Too many: 3: must have at most 2 items"
-        );
+        assert_eq!(FieldError::too_long("f", 5).message, "Too long: may not be more than 5 bytes");
+        assert_eq!(FieldError::too_many("f", 3, 2).message, "Too many: 3: must have at most 2 items");
         assert_eq!(go_quote("a\"b\n"), "\"a\\\"b\\n\"");
-        assert_eq!(
-            FieldErrorReason::TypeInvalid.as_str(),
-            "FieldValueTypeInvalid"
-        );
+        assert_eq!(FieldErrorReason::TypeInvalid.as_str(), "FieldValueTypeInvalid");
     }
 }

@@ -11,9 +11,7 @@ fn re(p: &str) -> Option<Regex> {
 }
 
 static DATE_TIME: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    re(
-        r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?$",
-    )
+    re(r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?$")
 });
 static DATE: LazyLock<Option<Regex>> = LazyLock::new(|| re(r"^(\d{4})-(\d{2})-(\d{2})$"));
 static UUID: LazyLock<Option<Regex>> =
@@ -23,12 +21,9 @@ static EMAIL: LazyLock<Option<Regex>> =
 static HOSTNAME_LABEL: LazyLock<Option<Regex>> =
     LazyLock::new(|| re(r"^[A-Za-z0-9\p{L}](?:[A-Za-z0-9\p{L}_-]{0,61}[A-Za-z0-9\p{L}])?$"));
 static MAC: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    re(
-        r"(?i)^(?:[0-9a-f]{2}(?:[:-][0-9a-f]{2}){5}|[0-9a-f]{2}(?:[:-][0-9a-f]{2}){7}|[0-9a-f]{4}(?:\.[0-9a-f]{4}){2})$",
-    )
+    re(r"(?i)^(?:[0-9a-f]{2}(?:[:-][0-9a-f]{2}){5}|[0-9a-f]{2}(?:[:-][0-9a-f]{2}){7}|[0-9a-f]{4}(?:\.[0-9a-f]{4}){2})$")
 });
-static HEXCOLOR: LazyLock<Option<Regex>> =
-    LazyLock::new(|| re(r"^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$"));
+static HEXCOLOR: LazyLock<Option<Regex>> = LazyLock::new(|| re(r"^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$"));
 static RGBCOLOR: LazyLock<Option<Regex>> =
     LazyLock::new(|| re(r"^rgb\(\s*(\d{1,3})\s*,\s*(\d{1,3})\s*,\s*(\d{1,3})\s*\)$"));
 static SSN: LazyLock<Option<Regex>> = LazyLock::new(|| re(r"^\d{3}[- ]?\d{2}[- ]?\d{4}$"));
@@ -125,29 +120,17 @@ fn is_isbn10(s: &str) -> bool {
 }
 
 fn is_isbn13(s: &str) -> bool {
-    let d: Vec<u32> = s
-        .chars()
-        .filter(|c| *c != '-' && *c != ' ')
-        .filter_map(|c| c.to_digit(10))
-        .collect();
+    let d: Vec<u32> = s.chars().filter(|c| *c != '-' && *c != ' ').filter_map(|c| c.to_digit(10)).collect();
     let raw = s.chars().filter(|c| *c != '-' && *c != ' ').count();
     if d.len() != 13 || raw != 13 {
         return false;
     }
-    let sum: u32 = d
-        .iter()
-        .enumerate()
-        .map(|(i, v)| if i % 2 == 0 { *v } else { v * 3 })
-        .sum();
+    let sum: u32 = d.iter().enumerate().map(|(i, v)| if i % 2 == 0 { *v } else { v * 3 }).sum();
     sum.is_multiple_of(10)
 }
 
 fn is_credit_card(s: &str) -> bool {
-    let d: Vec<u32> = s
-        .chars()
-        .filter(|c| *c != '-' && *c != ' ')
-        .filter_map(|c| c.to_digit(10))
-        .collect();
+    let d: Vec<u32> = s.chars().filter(|c| *c != '-' && *c != ' ').filter_map(|c| c.to_digit(10)).collect();
     if d.len() < 12 || d.len() > 19 {
         return false;
     }
@@ -187,11 +170,7 @@ pub(crate) fn check_string_format(format: &str, s: &str) -> bool {
         "hexcolor" => matches(&HEXCOLOR, s),
         "rgbcolor" => RGBCOLOR.as_ref().is_none_or(|r| {
             r.captures(s).is_some_and(|c| {
-                (1..=3).all(|i| {
-                    c.get(i)
-                        .and_then(|m| m.as_str().parse::<u32>().ok())
-                        .is_some_and(|v| v <= 255)
-                })
+                (1..=3).all(|i| c.get(i).and_then(|m| m.as_str().parse::<u32>().ok()).is_some_and(|v| v <= 255))
             })
         }),
         "ssn" => matches(&SSN, s),

@@ -45,11 +45,7 @@ impl CrdSchema {
     pub(crate) fn compile_at(schema: &Value, path: &str) -> Result<CrdSchema, Vec<FieldError>> {
         let mut errs = Vec::new();
         let root = Schema::compile(schema, path, &mut errs);
-        if errs.is_empty() {
-            Ok(CrdSchema { root })
-        } else {
-            Err(errs)
-        }
+        if errs.is_empty() { Ok(CrdSchema { root }) } else { Err(errs) }
     }
 
     /// Applies `default` values recursively, after dropping `null`s of non-nullable fields

@@ -19,10 +19,7 @@ pub(crate) fn prune_non_nullable_nulls(v: &mut Value, s: &Schema) {
         Value::Object(m) => {
             let drop: Vec<String> = m
                 .iter()
-                .filter(|(k, x)| {
-                    x.is_null()
-                        && child_schema(s, k).is_some_and(|c| !c.nullable && c.default.is_none())
-                })
+                .filter(|(k, x)| x.is_null() && child_schema(s, k).is_some_and(|c| !c.nullable && c.default.is_none()))
                 .map(|(k, _)| k.clone())
                 .collect();
             for k in drop {
@@ -92,22 +89,12 @@ pub(crate) fn default(v: &mut Value, s: &Schema) {
 }
 
 fn join(path: &str, k: &str) -> String {
-    if path.is_empty() {
-        k.to_string()
-    } else {
-        format!("{path}.{k}")
-    }
+    if path.is_empty() { k.to_string() } else { format!("{path}.{k}") }
 }
 
 /// Drops fields not specified by `s` (`pruning.Prune`), recording their paths in `out`.
 /// `embedded` keeps `apiVersion`/`kind`/`metadata` (true at the resource root).
-pub(crate) fn prune(
-    v: &mut Value,
-    s: Option<&Schema>,
-    embedded: bool,
-    path: &str,
-    out: &mut Vec<String>,
-) {
+pub(crate) fn prune(v: &mut Value, s: Option<&Schema>, embedded: bool, path: &str, out: &mut Vec<String>) {
     if let Some(s) = s
         && s.preserve_unknown_fields
     {
@@ -174,13 +161,7 @@ fn skip_prune(v: &mut Value, s: &Schema, embedded: bool, path: &str, out: &mut V
         Value::Array(a) => {
             if let Some(items) = s.items.as_deref() {
                 for (i, x) in a.iter_mut().enumerate() {
-                    skip_prune(
-                        x,
-                        items,
-                        items.embedded_resource,
-                        &format!("{path}[{i}]"),
-                        out,
-                    );
+                    skip_prune(x, items, items.embedded_resource, &format!("{path}[{i}]"), out);
                 }
             }
         }

@@ -57,10 +57,7 @@ pub(crate) struct Schema {
 impl Schema {
     /// Looks up a declared property.
     pub(crate) fn property(&self, name: &str) -> Option<&Schema> {
-        self.properties
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, s)| s)
+        self.properties.iter().find(|(k, _)| k == name).map(|(_, s)| s)
     }
 
     /// The schema of the `additionalProperties` if it is a schema.
@@ -89,41 +86,32 @@ impl Schema {
         let str_of = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let bool_of = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
         let f64_of = |k: &str| obj.get(k).and_then(Value::as_f64);
-        let i64_of = |k: &str| {
-            obj.get(k)
-                .and_then(|x| x.as_i64().or_else(|| x.as_f64().map(|f| f as i64)))
-        };
+        let i64_of = |k: &str| obj.get(k).and_then(|x| x.as_i64().or_else(|| x.as_f64().map(|f| f as i64)));
         s.ty = str_of("type");
         s.nullable = bool_of("nullable");
         s.format = str_of("format");
         s.default = obj.get("default").cloned();
         if let Some(props) = obj.get("properties").and_then(Value::as_object) {
             for (k, pv) in props {
-                let child =
-                    Self::compile_inner(pv, &format!("{path}.properties[{k}]"), errs, depth + 1);
+                let child = Self::compile_inner(pv, &format!("{path}.properties[{k}]"), errs, depth + 1);
                 s.properties.push((k.clone(), child));
             }
         }
         s.additional_properties = match obj.get("additionalProperties") {
             Some(Value::Bool(_)) => Some(AdditionalProperties::Bool),
-            Some(ap @ Value::Object(_)) => Some(AdditionalProperties::Schema(Box::new(
-                Self::compile_inner(ap, &format!("{path}.additionalProperties"), errs, depth + 1),
-            ))),
+            Some(ap @ Value::Object(_)) => Some(AdditionalProperties::Schema(Box::new(Self::compile_inner(
+                ap,
+                &format!("{path}.additionalProperties"),
+                errs,
+                depth + 1,
+            )))),
             _ => None,
         };
         if let Some(items) = obj.get("items").filter(|i| i.is_object()) {
-            s.items = Some(Box::new(Self::compile_inner(
-                items,
-                &format!("{path}.items"),
-                errs,
-                depth + 1,
-            )));
+            s.items = Some(Box::new(Self::compile_inner(items, &format!("{path}.items"), errs, depth + 1)));
         }
         if let Some(req) = obj.get("required").and_then(Value::as_array) {
-            s.required = req
-                .iter()
-                .filter_map(|r| r.as_str().map(str::to_string))
-                .collect();
+            s.required = req.iter().filter_map(|r| r.as_str().map(str::to_string)).collect();
         }
         s.enum_values = obj.get("enum").and_then(Value::as_array).cloned();
         s.maximum = f64_of("maximum");
@@ -144,58 +132,28 @@ impl Schema {
                 Err(e) => errs.push(FieldError::invalid_str(
                     &format!("{path}.pattern"),
                     p,
-                    &format!(
-                        "must be a valid regular expression, but isn't: {}",
-                        first_line(&e.to_string())
-                    ),
+                    &format!("must be a valid regular expression, but isn't: {}", first_line(&e.to_string())),
                 )),
             }
         }
-        for (key, dst) in [
-            ("allOf", &mut s.all_of),
-            ("anyOf", &mut s.any_of),
-            ("oneOf", &mut s.one_of),
-        ] {
+        for (key, dst) in [("allOf", &mut s.all_of), ("anyOf", &mut s.any_of), ("oneOf", &mut s.one_of)] {
             if let Some(arr) = obj.get(key).and_then(Value::as_array) {
                 for (i, sub) in arr.iter().enumerate() {
-                    dst.push(Self::compile_inner(
-                        sub,
-                        &format!("{path}.{key}[{i}]"),
-                        errs,
-                        depth + 1,
-                    ));
+                    dst.push(Self::compile_inner(sub, &format!("{path}.{key}[{i}]"), errs, depth + 1));
                 }
             }
         }
         if let Some(not) = obj.get("not").filter(|n| n.is_object()) {
-            s.not = Some(Box::new(Self::compile_inner(
-                not,
-                &format!("{path}.not"),
-                errs,
-                depth + 1,
-            )));
+            s.not = Some(Box::new(Self::compile_inner(not, &format!("{path}.not"), errs, depth + 1)));
         }
         s.int_or_string = bool_of("x-kubernetes-int-or-string");
         s.preserve_unknown_fields = bool_of("x-kubernetes-preserve-unknown-fields");
         s.embedded_resource = bool_of("x-kubernetes-embedded-resource");
-        s.list_type = obj
-            .get("x-kubernetes-list-type")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        if let Some(keys) = obj
-            .get("x-kubernetes-list-map-keys")
-            .and_then(Value::as_array)
-        {
-            s.list_map_keys = keys
-                .iter()
-                .filter_map(|k| k.as_str().map(str::to_string))
-                .collect();
+        s.list_type = obj.get("x-kubernetes-list-type").and_then(Value::as_str).map(str::to_string);
+        if let Some(keys) = obj.get("x-kubernetes-list-map-keys").and_then(Value::as_array) {
+            s.list_map_keys = keys.iter().filter_map(|k| k.as_str().map(str::to_string)).collect();
         }
-        if obj
-            .get("x-kubernetes-validations")
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty())
-        {
+        if obj.get("x-kubernetes-validations").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
             s.cel = CelRules::compile(v, &s, path, errs);
         }
         s

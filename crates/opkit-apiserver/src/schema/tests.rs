@@ -52,21 +52,13 @@ fn flight_ticket_number_range() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert_eq!(errs[0].field, "spec.number");
     assert_eq!(errs[0].reason, FieldErrorReason::Invalid);
-    assert_eq!(
-        errs[0].message,
-        "Invalid value: 11: spec.number in body should be less than or equal to 10"
-    );
+    assert_eq!(errs[0].message, "Invalid value: 11: spec.number in body should be less than or equal to 10");
     let errs = s.validate(&ticket(json!({"from": "a", "to": "b", "number": 0})), None);
     assert_eq!(
         messages(&errs),
-        vec![
-            "spec.number: Invalid value: 0: spec.number in body should be greater than or equal to 1"
-        ]
+        vec!["spec.number: Invalid value: 0: spec.number in body should be greater than or equal to 1"]
     );
-    assert!(
-        s.validate(&ticket(json!({"from": "a", "to": "b", "number": 5})), None)
-            .is_empty()
-    );
+    assert!(s.validate(&ticket(json!({"from": "a", "to": "b", "number": 5})), None).is_empty());
 }
 
 #[test]
@@ -84,27 +76,19 @@ fn required_and_type() {
     assert_eq!(errs[1].reason, FieldErrorReason::Required);
     assert_eq!(errs[1].message, "Required value");
     // integral floats are integers
-    assert!(
-        s.validate(
-            &ticket(json!({"from": "a", "to": "b", "number": 3.0})),
-            None
-        )
-        .is_empty()
-    );
+    assert!(s.validate(&ticket(json!({"from": "a", "to": "b", "number": 3.0})), None).is_empty());
 }
 
 #[test]
 fn enum_pattern_length_items() {
-    let s = compile(
-        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
-            "mode": {"type": "string", "enum": ["a", "b"]},
-            "level": {"type": "integer", "enum": [1, 2]},
-            "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5, "minLength": 2},
-            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2, "minItems": 1},
-            "when": {"type": "string", "format": "date-time"},
-            "ratio": {"type": "number", "multipleOf": 0.5, "exclusiveMaximum": true, "maximum": 2}
-        }}}}),
-    );
+    let s = compile(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "mode": {"type": "string", "enum": ["a", "b"]},
+        "level": {"type": "integer", "enum": [1, 2]},
+        "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5, "minLength": 2},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2, "minItems": 1},
+        "when": {"type": "string", "format": "date-time"},
+        "ratio": {"type": "number", "multipleOf": 0.5, "exclusiveMaximum": true, "maximum": 2}
+    }}}}));
     let obj = json!({"spec": {"mode": "x", "level": 3, "name": "ABCDEFG", "tags": ["a", "b", "c"],
                               "when": "yesterday", "ratio": 2}});
     let got = messages(&s.validate(&obj, None));
@@ -137,34 +121,25 @@ fn int_or_string_and_nullable() {
         "port": {"x-kubernetes-int-or-string": true},
         "opt": {"type": "string", "nullable": true}
     }}));
-    assert!(
-        s.validate(&json!({"port": 80, "opt": null}), None)
-            .is_empty()
-    );
+    assert!(s.validate(&json!({"port": 80, "opt": null}), None).is_empty());
     assert!(s.validate(&json!({"port": "http"}), None).is_empty());
     assert_eq!(
         messages(&s.validate(&json!({"port": true}), None)),
-        vec![
-            "port: Invalid value: \"boolean\": port in body must be of type integer,string: \"boolean\""
-        ]
+        vec!["port: Invalid value: \"boolean\": port in body must be of type integer,string: \"boolean\""]
     );
     assert_eq!(
         messages(&s.validate(&json!({"port": null}), None)),
-        vec![
-            "port: Invalid value: \"null\": port in body must be of type integer,string: \"null\""
-        ]
+        vec!["port: Invalid value: \"null\": port in body must be of type integer,string: \"null\""]
     );
 }
 
 #[test]
 fn null_of_non_nullable_is_dropped_or_defaulted() {
-    let s = compile(
-        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
-            "a": {"type": "string"},
-            "b": {"type": "string", "default": "dflt"},
-            "c": {"type": "string", "nullable": true}
-        }}}}),
-    );
+    let s = compile(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "a": {"type": "string"},
+        "b": {"type": "string", "default": "dflt"},
+        "c": {"type": "string", "nullable": true}
+    }}}}));
     let mut obj = json!({"spec": {"a": null, "b": null, "c": null}});
     s.apply_defaults(&mut obj);
     assert_eq!(obj, json!({"spec": {"b": "dflt", "c": null}}));
@@ -187,10 +162,7 @@ fn preserve_unknown_and_pruning() {
                  "labels": {"k": "v"},
                  "embedded": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}},
         "status": {"x": 1}});
-    assert_eq!(
-        s.unknown_fields(&obj),
-        vec!["spec.foo", "spec.items[0].bar", "status"]
-    );
+    assert_eq!(s.unknown_fields(&obj), vec!["spec.foo", "spec.items[0].bar", "status"]);
     let pruned = s.prune(&mut obj);
     assert_eq!(pruned, vec!["spec.foo", "spec.items[0].bar", "status"]);
     assert_eq!(obj["metadata"], json!({"name": "x", "whatever": 1}));
@@ -208,16 +180,14 @@ fn preserve_unknown_and_pruning() {
 
 #[test]
 fn defaults_nested_in_arrays() {
-    let s = compile(
-        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
-            "replicas": {"type": "integer", "default": 1},
-            "ports": {"type": "array", "items": {"type": "object", "properties": {
-                "port": {"type": "integer"},
-                "protocol": {"type": "string", "default": "TCP"},
-                "opts": {"type": "object", "default": {}, "properties": {"x": {"type": "string", "default": "y"}}}
-            }}}
-        }}}}),
-    );
+    let s = compile(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "replicas": {"type": "integer", "default": 1},
+        "ports": {"type": "array", "items": {"type": "object", "properties": {
+            "port": {"type": "integer"},
+            "protocol": {"type": "string", "default": "TCP"},
+            "opts": {"type": "object", "default": {}, "properties": {"x": {"type": "string", "default": "y"}}}
+        }}}
+    }}}}));
     let mut obj = json!({"spec": {"ports": [{"port": 80}, {"port": 53, "protocol": "UDP"}]}});
     s.apply_defaults(&mut obj);
     assert_eq!(
@@ -236,14 +206,10 @@ fn list_type_set_and_map() {
         "map": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
                 "items": {"type": "object", "properties": {"name": {"type": "string"}, "v": {"type": "integer"}}}}
     }}));
-    let obj =
-        json!({"set": ["a", "b", "a"], "map": [{"name": "x", "v": 1}, {"name": "x", "v": 2}]});
+    let obj = json!({"set": ["a", "b", "a"], "map": [{"name": "x", "v": 1}, {"name": "x", "v": 2}]});
     assert_eq!(
         messages(&s.validate(&obj, None)),
-        vec![
-            "set[2]: Duplicate value: \"a\"",
-            "map[1]: Duplicate value: {\"name\":\"x\"}"
-        ]
+        vec!["set[2]: Duplicate value: \"a\"", "map[1]: Duplicate value: {\"name\":\"x\"}"]
     );
 }
 
@@ -270,10 +236,7 @@ fn cel_schema() -> Value {
 fn cel_rules_messages_and_transition() {
     let s = compile(cel_schema());
     let obj = json!({"spec": {"min": 5, "max": 3, "name": "a"}});
-    assert_eq!(
-        messages(&s.validate(&obj, None)),
-        vec!["spec: Invalid value: \"object\": min must not exceed max"]
-    );
+    assert_eq!(messages(&s.validate(&obj, None)), vec!["spec: Invalid value: \"object\": min must not exceed max"]);
     let obj = json!({"spec": {"min": -1, "max": 200}});
     assert_eq!(
         messages(&s.validate(&obj, None)),
@@ -315,17 +278,8 @@ fn cel_compile_error_rejected() {
     let bad = json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.a >"}]});
     let errs = CrdSchema::new(&bad).err().unwrap_or_default();
     assert_eq!(errs.len(), 1);
-    assert_eq!(
-        errs[0].field,
-        "openAPIV3Schema.x-kubernetes-validations[0].rule"
-    );
-    assert!(
-        errs[0]
-            .message
-            .starts_with("Invalid value: \"self.a >\": compilation failed"),
-        "{}",
-        errs[0].message
-    );
+    assert_eq!(errs[0].field, "openAPIV3Schema.x-kubernetes-validations[0].rule");
+    assert!(errs[0].message.starts_with("Invalid value: \"self.a >\": compilation failed"), "{}", errs[0].message);
 }
 
 fn good_crd() -> Value {
@@ -351,11 +305,7 @@ fn good_crd() -> Value {
 
 #[test]
 fn validate_good_crd() {
-    assert!(
-        validate_crd(&good_crd()).is_empty(),
-        "{:?}",
-        validate_crd(&good_crd())
-    );
+    assert!(validate_crd(&good_crd()).is_empty(), "{:?}", validate_crd(&good_crd()));
 }
 
 #[test]
@@ -365,11 +315,7 @@ fn validate_bad_crds() {
     let errs = validate_crd(&crd);
     assert_eq!(errs.len(), 1);
     assert_eq!(errs[0].field, "spec.versions");
-    assert!(
-        errs[0]
-            .message
-            .ends_with("must have exactly one version marked as storage version")
-    );
+    assert!(errs[0].message.ends_with("must have exactly one version marked as storage version"));
 
     let mut crd = good_crd();
     let mut v2 = crd["spec"]["versions"][0].clone();
@@ -406,12 +352,21 @@ fn validate_bad_crds() {
     crd["spec"]["versions"][0]["name"] = json!("V1");
     crd["spec"]["versions"][0]["selectableFields"] = json!([{"jsonPath": ".spec.nope"}]);
     let got = messages(&validate_crd(&crd));
-    assert!(got.contains(&"metadata.name: Invalid value: \"wrong.flights.example.com\": must be spec.names.plural+\".\"+spec.group".to_string()), "{got:?}");
-    assert!(got.contains(&"spec.scope: Unsupported value: \"Global\": supported values: \"Cluster\", \"Namespaced\"".to_string()), "{got:?}");
     assert!(
-        got.iter().any(
-            |m| m.starts_with("spec.versions[0].name: Invalid value: \"V1\": a DNS-1035 label")
+        got.contains(
+            &"metadata.name: Invalid value: \"wrong.flights.example.com\": must be spec.names.plural+\".\"+spec.group"
+                .to_string()
         ),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(
+            &"spec.scope: Unsupported value: \"Global\": supported values: \"Cluster\", \"Namespaced\"".to_string()
+        ),
+        "{got:?}"
+    );
+    assert!(
+        got.iter().any(|m| m.starts_with("spec.versions[0].name: Invalid value: \"V1\": a DNS-1035 label")),
         "{got:?}"
     );
     assert!(got.contains(&"spec.versions[0].selectableFields[0].jsonPath: Invalid value: \".spec.nope\": is an invalid path: does not refer to a valid field".to_string()), "{got:?}");
@@ -435,13 +390,13 @@ fn cel_root_rule_sees_metadata_and_list_map_correlation() {
             "port": {"type": "integer", "x-kubernetes-validations": [{"rule": "self >= oldSelf", "message": "no decrease"}]}
         }}
     }}}}}));
-    let new = json!({"metadata": {"name": "x"}, "spec": {"ports": [{"name": "b", "port": 1}, {"name": "a", "port": 5}]}});
-    assert_eq!(
-        messages(&s.validate(&new, None)),
-        vec!["<nil>: Invalid value: \"object\": bad name"]
-    );
-    let new = json!({"metadata": {"name": "t"}, "spec": {"ports": [{"name": "b", "port": 1}, {"name": "a", "port": 5}]}});
-    let old = json!({"metadata": {"name": "t"}, "spec": {"ports": [{"name": "a", "port": 6}, {"name": "c", "port": 9}]}});
+    let new =
+        json!({"metadata": {"name": "x"}, "spec": {"ports": [{"name": "b", "port": 1}, {"name": "a", "port": 5}]}});
+    assert_eq!(messages(&s.validate(&new, None)), vec!["<nil>: Invalid value: \"object\": bad name"]);
+    let new =
+        json!({"metadata": {"name": "t"}, "spec": {"ports": [{"name": "b", "port": 1}, {"name": "a", "port": 5}]}});
+    let old =
+        json!({"metadata": {"name": "t"}, "spec": {"ports": [{"name": "a", "port": 6}, {"name": "c", "port": 9}]}});
     assert_eq!(
         messages(&s.validate(&new, Some(&old))),
         vec!["spec.ports[1].port: Invalid value: \"integer\": no decrease"]
@@ -450,17 +405,11 @@ fn cel_root_rule_sees_metadata_and_list_map_correlation() {
 
 #[test]
 fn cel_evaluation_error_is_reported() {
-    let s = compile(
-        json!({"type": "object", "properties": {"spec": {"type": "object",
+    let s = compile(json!({"type": "object", "properties": {"spec": {"type": "object",
         "x-kubernetes-validations": [{"rule": "self.a == 1"}],
-        "properties": {"a": {"type": "integer"}}}}}),
-    );
+        "properties": {"a": {"type": "integer"}}}}}));
     let errs = s.validate(&json!({"spec": {}}), None);
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert_eq!(errs[0].field, "spec");
-    assert!(
-        errs[0].message.ends_with("evaluating rule: self.a == 1"),
-        "{}",
-        errs[0].message
-    );
+    assert!(errs[0].message.ends_with("evaluating rule: self.a == 1"), "{}", errs[0].message);
 }

@@ -27,13 +27,9 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
             (Some(i), Some(j)) => i == j,
             _ => x.as_f64() == y.as_f64(),
         },
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
-        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q)),
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -49,13 +45,7 @@ fn is_integral(f: f64) -> bool {
 
 /// Validates `v` against `s`; `path` is both the field path and the name used in messages.
 /// `root` marks the custom resource root, whose `metadata` is validated elsewhere.
-pub(crate) fn validate_value(
-    s: &Schema,
-    v: &Value,
-    path: &str,
-    root: bool,
-    errs: &mut Vec<FieldError>,
-) {
+pub(crate) fn validate_value(s: &Schema, v: &Value, path: &str, root: bool, errs: &mut Vec<FieldError>) {
     let field = field_of(path);
     // type
     let expected: Vec<&str> = if !s.ty.is_empty() {
@@ -70,10 +60,7 @@ pub(crate) fn validate_value(
             errs.push(FieldError::type_invalid(
                 field,
                 "null",
-                &format!(
-                    "{path} in body must be of type {}: \"null\"",
-                    expected.join(",")
-                ),
+                &format!("{path} in body must be of type {}: \"null\"", expected.join(",")),
             ));
         }
         validate_enum(s, v, field, errs);
@@ -81,18 +68,13 @@ pub(crate) fn validate_value(
     }
     let actual = json_type(v);
     if !expected.is_empty() {
-        let float_int = actual == "number"
-            && v.as_f64().is_some_and(is_integral)
-            && expected.contains(&"integer");
+        let float_int = actual == "number" && v.as_f64().is_some_and(is_integral) && expected.contains(&"integer");
         let int_float = actual == "integer" && expected.contains(&"number");
         if !(expected.contains(&actual) || float_int || int_float) {
             errs.push(FieldError::type_invalid(
                 field,
                 actual,
-                &format!(
-                    "{path} in body must be of type {}: \"{actual}\"",
-                    expected.join(",")
-                ),
+                &format!("{path} in body must be of type {}: \"{actual}\"", expected.join(",")),
             ));
         }
     }
@@ -120,30 +102,18 @@ fn validate_string(s: &Schema, st: &str, path: &str, errs: &mut Vec<FieldError>)
     if let Some(min) = s.min_length
         && len < min
     {
-        errs.push(FieldError::invalid_str(
-            field,
-            st,
-            &format!("{path} in body should be at least {min} chars long"),
-        ));
+        errs.push(FieldError::invalid_str(field, st, &format!("{path} in body should be at least {min} chars long")));
     }
     if let Some((p, re)) = &s.pattern
         && !re.is_match(st)
     {
-        errs.push(FieldError::invalid_str(
-            field,
-            st,
-            &format!("{path} in body should match '{p}'"),
-        ));
+        errs.push(FieldError::invalid_str(field, st, &format!("{path} in body should match '{p}'")));
     }
     if !s.format.is_empty() && !check_string_format(&s.format, st) {
         errs.push(FieldError::type_invalid(
             field,
             st,
-            &format!(
-                "{path} in body must be of type {}: {}",
-                s.format,
-                super::errors::go_quote(st)
-            ),
+            &format!("{path} in body must be of type {}: {}", s.format, super::errors::go_quote(st)),
         ));
     }
 }
@@ -168,17 +138,9 @@ fn validate_number(s: &Schema, n: &serde_json::Number, path: &str, errs: &mut Ve
         }
     }
     if let Some(max) = s.maximum {
-        let bad = if s.exclusive_maximum {
-            f >= max
-        } else {
-            f > max
-        };
+        let bad = if s.exclusive_maximum { f >= max } else { f > max };
         if bad {
-            let word = if s.exclusive_maximum {
-                "less than"
-            } else {
-                "less than or equal to"
-            };
+            let word = if s.exclusive_maximum { "less than" } else { "less than or equal to" };
             errs.push(FieldError::invalid(
                 field,
                 &value,
@@ -187,17 +149,9 @@ fn validate_number(s: &Schema, n: &serde_json::Number, path: &str, errs: &mut Ve
         }
     }
     if let Some(min) = s.minimum {
-        let bad = if s.exclusive_minimum {
-            f <= min
-        } else {
-            f < min
-        };
+        let bad = if s.exclusive_minimum { f <= min } else { f < min };
         if bad {
-            let word = if s.exclusive_minimum {
-                "greater than"
-            } else {
-                "greater than or equal to"
-            };
+            let word = if s.exclusive_minimum { "greater than" } else { "greater than or equal to" };
             errs.push(FieldError::invalid(
                 field,
                 &value,
@@ -230,16 +184,9 @@ fn validate_array(s: &Schema, items: &[Value], path: &str, errs: &mut Vec<FieldE
         errs.push(FieldError::too_many(field, size, max));
     }
     if s.unique_items {
-        let dup = items
-            .iter()
-            .enumerate()
-            .any(|(i, a)| items[..i].iter().any(|b| json_eq(a, b)));
+        let dup = items.iter().enumerate().any(|(i, a)| items[..i].iter().any(|b| json_eq(a, b)));
         if dup {
-            errs.push(FieldError::invalid_str(
-                field,
-                "",
-                &format!("{path} in body shouldn't contain duplicates"),
-            ));
+            errs.push(FieldError::invalid_str(field, "", &format!("{path} in body shouldn't contain duplicates")));
         }
     }
 }
@@ -284,11 +231,7 @@ fn validate_object(
         errs.push(FieldError::too_many(field, n, max));
     }
     let child = |k: &str| {
-        if path.is_empty() {
-            k.to_string()
-        } else {
-            format!("{path}.{k}")
-        }
+        if path.is_empty() { k.to_string() } else { format!("{path}.{k}") }
     };
     for (k, ps) in &s.properties {
         if root && k == "metadata" {
@@ -305,9 +248,7 @@ fn validate_object(
     }
     if let Some(ap) = s.additional_schema() {
         for (k, cv) in obj {
-            if s.property(k).is_none()
-                && !(root && (k == "metadata" || k == "apiVersion" || k == "kind"))
-            {
+            if s.property(k).is_none() && !(root && (k == "metadata" || k == "apiVersion" || k == "kind")) {
                 validate_value(ap, cv, &child(k), false, errs);
             }
         }
@@ -316,9 +257,7 @@ fn validate_object(
         for k in ["apiVersion", "kind"] {
             match obj.get(k) {
                 Some(Value::String(x)) if !x.is_empty() => {}
-                Some(Value::String(_)) | None => {
-                    errs.push(FieldError::required(&child(k), "must not be empty"))
-                }
+                Some(Value::String(_)) | None => errs.push(FieldError::required(&child(k), "must not be empty")),
                 Some(other) => errs.push(FieldError::invalid(&child(k), other, "must be a string")),
             }
         }
@@ -379,9 +318,7 @@ fn validate_props(s: &Schema, v: &Value, path: &str, errs: &mut Vec<FieldError>)
             errs.push(FieldError::invalid_bad(
                 "<nil>",
                 &bad,
-                &format!(
-                    "{quoted} must validate one and only one schema (oneOf). Found none valid"
-                ),
+                &format!("{quoted} must validate one and only one schema (oneOf). Found none valid"),
             ));
             if let Some(best) = results.iter().min_by_key(|e| e.len()) {
                 errs.extend(best.iter().cloned());
@@ -397,10 +334,6 @@ fn validate_props(s: &Schema, v: &Value, path: &str, errs: &mut Vec<FieldError>)
     if let Some(not) = &s.not
         && run(not).is_empty()
     {
-        errs.push(FieldError::invalid_bad(
-            "<nil>",
-            &bad,
-            &format!("{quoted} must not validate the schema (not)"),
-        ));
+        errs.push(FieldError::invalid_bad("<nil>", &bad, &format!("{quoted} must not validate the schema (not)")));
     }
 }

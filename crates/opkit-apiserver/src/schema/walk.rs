@@ -8,11 +8,7 @@ use super::structural::Schema;
 use super::validate::json_eq;
 
 fn join(path: &str, k: &str) -> String {
-    if path.is_empty() {
-        k.to_string()
-    } else {
-        format!("{path}.{k}")
-    }
+    if path.is_empty() { k.to_string() } else { format!("{path}.{k}") }
 }
 
 /// Validates list-type `set` and `map` invariants everywhere in `v`.
@@ -80,13 +76,7 @@ fn validate_list_map(s: &Schema, a: &[Value], path: &str, errs: &mut Vec<FieldEr
 }
 
 /// Evaluates CEL rules in the whole tree; `old` is the correlated previous value, if any.
-pub(crate) fn validate_cel(
-    s: &Schema,
-    v: &Value,
-    old: Option<&Value>,
-    path: &str,
-    errs: &mut Vec<FieldError>,
-) {
+pub(crate) fn validate_cel(s: &Schema, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
     if v.is_null() {
         return;
     }
@@ -113,10 +103,7 @@ pub(crate) fn validate_cel(
             for (i, x) in a.iter().enumerate() {
                 let old_item = if is_map {
                     let key = map_key(&s.list_map_keys, x);
-                    old_items.and_then(|o| {
-                        o.iter()
-                            .find(|y| json_eq(&map_key(&s.list_map_keys, y), &key))
-                    })
+                    old_items.and_then(|o| o.iter().find(|y| json_eq(&map_key(&s.list_map_keys, y), &key)))
                 } else {
                     None
                 };

@@ -25,13 +25,7 @@ impl WatchSubscription {
         backlog: Vec<Arc<Event>>,
         rx: broadcast::Receiver<Arc<Event>>,
     ) -> Self {
-        WatchSubscription {
-            store,
-            resource,
-            last: start,
-            backlog: backlog.into(),
-            rx,
-        }
+        WatchSubscription { store, resource, last: start, backlog: backlog.into(), rx }
     }
 
     /// The next event, in revision order. Returns `Err(Expired)` if this subscriber fell so
@@ -71,11 +65,7 @@ impl WatchSubscription {
 }
 
 /// Persists batches of events and then publishes them; runs on its own thread.
-pub(super) fn commit_loop(
-    backend: Box<dyn Backend>,
-    rx: std::sync::mpsc::Receiver<Arc<Event>>,
-    shared: Weak<Shared>,
-) {
+pub(super) fn commit_loop(backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiver<Arc<Event>>, shared: Weak<Shared>) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {

@@ -171,9 +171,7 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions {
-            log_capacity: 100_000,
-        }
+        StoreOptions { log_capacity: 100_000 }
     }
 }
 
@@ -222,23 +220,13 @@ impl Store {
         Ok(store)
     }
 
-    fn build(
-        loaded: LoadedState,
-        commit_tx: Option<std::sync::mpsc::Sender<Arc<Event>>>,
-        opts: StoreOptions,
-    ) -> Store {
+    fn build(loaded: LoadedState, commit_tx: Option<std::sync::mpsc::Sender<Arc<Event>>>, opts: StoreOptions) -> Store {
         let mut resources: HashMap<ResourceId, ResourceMap> = HashMap::new();
         for o in loaded.objects {
             resources
                 .entry(ResourceId(Arc::from(o.resource.as_str())))
                 .or_default()
-                .insert(
-                    (o.namespace, o.name),
-                    Entry {
-                        rev: o.rev,
-                        value: o.value,
-                    },
-                );
+                .insert((o.namespace, o.name), Entry { rev: o.rev, value: o.value });
         }
         let (durable_tx, _) = watch::channel(loaded.rev);
         let (events, _) = broadcast::channel(8192);
@@ -266,11 +254,7 @@ impl Store {
     }
 
     /// Reads one object, as of the newest durable revision.
-    pub async fn get(
-        &self,
-        resource: &ResourceId,
-        key: &ObjectName,
-    ) -> Result<Option<Entry>, StorageError> {
+    pub async fn get(&self, resource: &ResourceId, key: &ObjectName) -> Result<Option<Entry>, StorageError> {
         let (entry, rev) = {
             let st = self.shared.state.lock();
             let e = st.resources.get(resource).and_then(|m| m.get(key)).cloned();
@@ -319,31 +303,18 @@ impl Store {
             let (kind, value) = match decision {
                 Write::Unchanged => {
                     let Some(cur) = current else {
-                        return Ok(Ok(WriteResult {
-                            rev: st.rev,
-                            value: Bytes::new(),
-                        }));
+                        return Ok(Ok(WriteResult { rev: st.rev, value: Bytes::new() }));
                     };
-                    let r = WriteResult {
-                        rev: cur.rev,
-                        value: cur.value.clone(),
-                    };
+                    let r = WriteResult { rev: cur.rev, value: cur.value.clone() };
                     drop(st);
                     return Ok(Ok(r));
                 }
                 Write::Put(v) => {
-                    let kind = if prev.is_some() {
-                        EventKind::Modified
-                    } else {
-                        EventKind::Added
-                    };
-                    st.resources.entry(resource.clone()).or_default().insert(
-                        key.clone(),
-                        Entry {
-                            rev: next,
-                            value: v.clone(),
-                        },
-                    );
+                    let kind = if prev.is_some() { EventKind::Modified } else { EventKind::Added };
+                    st.resources
+                        .entry(resource.clone())
+                        .or_default()
+                        .insert(key.clone(), Entry { rev: next, value: v.clone() });
                     (kind, v)
                 }
                 Write::Delete(v) => {
@@ -384,38 +355,18 @@ impl Store {
 
     /// Starts a watch on `resource` for events after `from`. The subscription first yields
     /// logged events newer than `from`, then live ones.
-    pub fn watch(
-        &self,
-        resource: &ResourceId,
-        from: Revision,
-    ) -> Result<WatchSubscription, StorageError> {
+    pub fn watch(&self, resource: &ResourceId, from: Revision) -> Result<WatchSubscription, StorageError> {
         let st = self.shared.state.lock();
         if from < st.compacted {
-            return Err(StorageError::Expired {
-                requested: from,
-                oldest: st.compacted + 1,
-            });
+            return Err(StorageError::Expired { requested: from, oldest: st.compacted + 1 });
         }
         if from > st.durable {
-            return Err(StorageError::TooLarge {
-                requested: from,
-                current: st.durable,
-            });
+            return Err(StorageError::TooLarge { requested: from, current: st.durable });
         }
-        let backlog: Vec<Arc<Event>> = st
-            .log
-            .iter()
-            .filter(|e| e.rev > from && e.rev <= st.durable && &e.resource == resource)
-            .cloned()
-            .collect();
+        let backlog: Vec<Arc<Event>> =
+            st.log.iter().filter(|e| e.rev > from && e.rev <= st.durable && &e.resource == resource).cloned().collect();
         let rx = self.shared.events.subscribe();
-        Ok(WatchSubscription::new(
-            self.clone(),
-            resource.clone(),
-            from,
-            backlog,
-            rx,
-        ))
+        Ok(WatchSubscription::new(self.clone(), resource.clone(), from, backlog, rx))
     }
 
     /// Waits until `rev` is durable (at once for the in-memory store).
@@ -428,13 +379,7 @@ impl Store {
         // publishes while holding the state lock, so holding both here would deadlock.
         let reached = rx.wait_for(|d| *d >= rev).await.is_ok();
         if !reached || self.shared.state.lock().failed.is_some() {
-            let msg = self
-                .shared
-                .state
-                .lock()
-                .failed
-                .clone()
-                .unwrap_or_else(|| "store closed".into());
+            let msg = self.shared.state.lock().failed.clone().unwrap_or_else(|| "store closed".into());
             return Err(StorageError::Backend(msg));
         }
         Ok(())
@@ -442,12 +387,7 @@ impl Store {
 
     /// Number of objects stored for `resource` (all namespaces).
     pub fn count(&self, resource: &ResourceId) -> usize {
-        self.shared
-            .state
-            .lock()
-            .resources
-            .get(resource)
-            .map_or(0, |m| m.len())
+        self.shared.state.lock().resources.get(resource).map_or(0, |m| m.len())
     }
 
     /// The namespaces/names of every object of `resource` in `namespace` (None: all).
@@ -463,16 +403,10 @@ impl Store {
     }
 }
 
-fn ns_range<'a>(
-    m: &'a ResourceMap,
-    ns: &str,
-) -> impl Iterator<Item = (&'a ObjectName, &'a Entry)> + 'a {
+fn ns_range<'a>(m: &'a ResourceMap, ns: &str) -> impl Iterator<Item = (&'a ObjectName, &'a Entry)> + 'a {
     let ns_owned = ns.to_string();
-    m.range((
-        Bound::Included((ns.to_string(), String::new())),
-        Bound::Unbounded,
-    ))
-    .take_while(move |(k, _)| k.0 == ns_owned)
+    m.range((Bound::Included((ns.to_string(), String::new())), Bound::Unbounded))
+        .take_while(move |(k, _)| k.0 == ns_owned)
 }
 
 impl State {
@@ -495,16 +429,10 @@ impl State {
         let map = self.resources.get(resource).unwrap_or(&empty);
         let at = range.at.unwrap_or(self.rev);
         if at > self.rev {
-            return Err(StorageError::TooLarge {
-                requested: at,
-                current: self.rev,
-            });
+            return Err(StorageError::TooLarge { requested: at, current: self.rev });
         }
         if at < self.rev && at < self.compacted {
-            return Err(StorageError::Expired {
-                requested: at,
-                oldest: self.compacted + 1,
-            });
+            return Err(StorageError::Expired { requested: at, oldest: self.compacted + 1 });
         }
         // Roll back writes newer than `at`: the oldest such event per key holds its value at `at`.
         let mut overlay: BTreeMap<ObjectName, Option<Bytes>> = BTreeMap::new();
@@ -563,22 +491,16 @@ impl State {
         let remaining = if more {
             let after = last.clone();
             let count = match (&after, &range.namespace) {
-                (Some(a), _) => map
-                    .range((Bound::Excluded(a.clone()), Bound::Unbounded))
-                    .filter(|(k, _)| in_ns(k))
-                    .count(),
+                (Some(a), _) => {
+                    map.range((Bound::Excluded(a.clone()), Bound::Unbounded)).filter(|(k, _)| in_ns(k)).count()
+                }
                 _ => 0,
             };
             Some(count as u64)
         } else {
             None
         };
-        Ok(ListPage {
-            items,
-            rev: at,
-            next: if more { last } else { None },
-            remaining,
-        })
+        Ok(ListPage { items, rev: at, next: if more { last } else { None }, remaining })
     }
 }
 

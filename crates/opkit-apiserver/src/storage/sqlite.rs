@@ -34,9 +34,7 @@ impl SqliteBackend {
              CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
         )
         .map_err(db_err)?;
-        Ok(SqliteBackend {
-            conn: Mutex::new(conn),
-        })
+        Ok(SqliteBackend { conn: Mutex::new(conn) })
     }
 }
 
@@ -44,17 +42,13 @@ impl Backend for SqliteBackend {
     fn load(&self) -> Result<LoadedState, StorageError> {
         let conn = self.conn.lock();
         let rev: u64 = conn
-            .query_row("SELECT value FROM meta WHERE key = 'revision'", [], |r| {
-                r.get::<_, i64>(0)
-            })
+            .query_row("SELECT value FROM meta WHERE key = 'revision'", [], |r| r.get::<_, i64>(0))
             .map(|v| v as u64)
             .or_else(|e| match e {
                 rusqlite::Error::QueryReturnedNoRows => Ok(0),
                 e => Err(db_err(e)),
             })?;
-        let mut stmt = conn
-            .prepare("SELECT resource, namespace, name, rev, value FROM objects")
-            .map_err(db_err)?;
+        let mut stmt = conn.prepare("SELECT resource, namespace, name, rev, value FROM objects").map_err(db_err)?;
         let rows = stmt
             .query_map([], |r| {
                 Ok(LoadedObject {
@@ -84,25 +78,16 @@ impl Backend for SqliteBackend {
                 )
                 .map_err(db_err)?;
             let mut del = tx
-                .prepare_cached(
-                    "DELETE FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3",
-                )
+                .prepare_cached("DELETE FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3")
                 .map_err(db_err)?;
             for e in batch {
                 match e.kind {
                     EventKind::Added | EventKind::Modified => {
-                        put.execute(params![
-                            e.resource.as_str(),
-                            e.key.0,
-                            e.key.1,
-                            e.rev as i64,
-                            &e.value[..]
-                        ])
-                        .map_err(db_err)?;
+                        put.execute(params![e.resource.as_str(), e.key.0, e.key.1, e.rev as i64, &e.value[..]])
+                            .map_err(db_err)?;
                     }
                     EventKind::Deleted => {
-                        del.execute(params![e.resource.as_str(), e.key.0, e.key.1])
-                            .map_err(db_err)?;
+                        del.execute(params![e.resource.as_str(), e.key.0, e.key.1]).map_err(db_err)?;
                     }
                 }
             }

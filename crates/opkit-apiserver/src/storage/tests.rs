@@ -46,7 +46,8 @@ async fn watch_replays_from_a_revision_and_expires_after_compaction() {
     }
     let mut sub = s.watch(&rid(), start).expect("watch");
     for i in 1..=5 {
-        let e = tokio::time::timeout(Duration::from_secs(5), sub.next()).await.expect("event").expect("ok").expect("some");
+        let e =
+            tokio::time::timeout(Duration::from_secs(5), sub.next()).await.expect("event").expect("ok").expect("some");
         assert_eq!(e.value, Bytes::from(i.to_string()));
     }
     for i in 0..40 {
@@ -81,7 +82,8 @@ async fn durable_writes_under_concurrency_complete_and_survive_reopening() {
     tokio::time::timeout(Duration::from_secs(60), all).await.expect("64 concurrent durable writers finish");
     let last = s.revision();
     drop(s);
-    let reopened = Store::open(Box::new(SqliteBackend::open(&path).expect("reopen")), StoreOptions::default()).expect("store");
+    let reopened =
+        Store::open(Box::new(SqliteBackend::open(&path).expect("reopen")), StoreOptions::default()).expect("store");
     assert_eq!(reopened.count(&rid()), 64 * 20);
     assert_eq!(reopened.revision(), last);
     let next = put(&reopened, "after", "y").await;

@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::RowFn;
 use super::util::{
-    Col, DESC_NAME, access_modes, age, age_col, arr, at, col, format_labels, i, int, lb_ingress,
-    name, name_col, obj, or_none, s, st, wide,
+    Col, DESC_NAME, access_modes, age, age_col, arr, at, col, format_labels, i, int, lb_ingress, name, name_col, obj,
+    or_none, s, st, wide,
 };
 
 /// The printer for a core resource, if this module has one.
@@ -16,11 +16,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
         ("", "services") => (
             vec![
                 name_col(),
-                col(
-                    "Type",
-                    "string",
-                    "type determines how the Service is exposed. Defaults to ClusterIP.",
-                ),
+                col("Type", "string", "type determines how the Service is exposed. Defaults to ClusterIP."),
                 col(
                     "Cluster-IP",
                     "string",
@@ -31,11 +27,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                     "string",
                     "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
                 ),
-                col(
-                    "Port(s)",
-                    "string",
-                    "The list of ports that are exposed by this service.",
-                ),
+                col("Port(s)", "string", "The list of ports that are exposed by this service."),
                 age_col(),
                 wide(
                     "Selector",
@@ -48,23 +40,16 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
         ("", "endpoints") => (
             vec![
                 name_col(),
-                col(
-                    "Endpoints",
-                    "string",
-                    "The set of all endpoints is the union of all subsets.",
-                ),
+                col("Endpoints", "string", "The set of all endpoints is the union of all subsets."),
                 age_col(),
             ],
             endpoints_row,
         ),
-        ("", "namespaces") => (
-            vec![
-                name_col(),
-                col("Status", "string", "The status of the namespace"),
-                age_col(),
-            ],
-            |o, now| vec![name(o), st(s(o, "status.phase")), age(o, now)],
-        ),
+        ("", "namespaces") => {
+            (vec![name_col(), col("Status", "string", "The status of the namespace"), age_col()], |o, now| {
+                vec![name(o), st(s(o, "status.phase")), age(o, now)]
+            })
+        }
         ("", "nodes") => (
             vec![
                 name_col(),
@@ -72,16 +57,8 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                 col("Roles", "string", "The roles of the node"),
                 age_col(),
                 col("Version", "string", "Kubelet Version reported by the node."),
-                wide(
-                    "Internal-IP",
-                    "string",
-                    "List of addresses reachable to the node.",
-                ),
-                wide(
-                    "External-IP",
-                    "string",
-                    "List of addresses reachable to the node.",
-                ),
+                wide("Internal-IP", "string", "List of addresses reachable to the node."),
+                wide("External-IP", "string", "List of addresses reachable to the node."),
                 wide(
                     "OS-Image",
                     "string",
@@ -100,26 +77,16 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
             ],
             node_row,
         ),
-        ("", "configmaps") => (
-            vec![
-                name_col(),
-                col("Data", "string", "Data contains the configuration data."),
-                age_col(),
-            ],
-            |o, now| {
-                let n = obj(o, "data").map_or(0, |m| m.len())
-                    + obj(o, "binaryData").map_or(0, |m| m.len());
+        ("", "configmaps") => {
+            (vec![name_col(), col("Data", "string", "Data contains the configuration data."), age_col()], |o, now| {
+                let n = obj(o, "data").map_or(0, |m| m.len()) + obj(o, "binaryData").map_or(0, |m| m.len());
                 vec![name(o), i(n as i64), age(o, now)]
-            },
-        ),
+            })
+        }
         ("", "secrets") => (
             vec![
                 name_col(),
-                col(
-                    "Type",
-                    "string",
-                    "Used to facilitate programmatic handling of secret data.",
-                ),
+                col("Type", "string", "Used to facilitate programmatic handling of secret data."),
                 col("Data", "string", "Data contains the secret data."),
                 age_col(),
             ],
@@ -142,16 +109,8 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
         ),
         ("", "events") | ("events.k8s.io", "events") => (
             vec![
-                col(
-                    "Last Seen",
-                    "string",
-                    "The time at which the most recent occurrence of this event was recorded.",
-                ),
-                col(
-                    "Type",
-                    "string",
-                    "Type of this event (Normal, Warning), new types could be added in the future",
-                ),
+                col("Last Seen", "string", "The time at which the most recent occurrence of this event was recorded."),
+                col("Type", "string", "Type of this event (Normal, Warning), new types could be added in the future"),
                 col(
                     "Reason",
                     "string",
@@ -168,68 +127,36 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                     "string",
                     "The component reporting this event. Should be a short machine understandable string.",
                 ),
-                col(
-                    "Message",
-                    "string",
-                    "A human-readable description of the status of this operation.",
-                ),
+                col("Message", "string", "A human-readable description of the status of this operation."),
                 wide(
                     "First Seen",
                     "string",
                     "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
                 ),
-                wide(
-                    "Count",
-                    "string",
-                    "The number of times this event has occurred.",
-                ),
-                crate::table::util::Col {
-                    priority: 1,
-                    format: "name".into(),
-                    ..col("Name", "string", DESC_NAME)
-                },
+                wide("Count", "string", "The number of times this event has occurred."),
+                crate::table::util::Col { priority: 1, format: "name".into(), ..col("Name", "string", DESC_NAME) },
             ],
-            if group.is_empty() {
-                super::events::event_row
-            } else {
-                super::events::events_v1_row
-            },
+            if group.is_empty() { super::events::event_row } else { super::events::events_v1_row },
         ),
         ("", "persistentvolumeclaims") => (
             vec![
                 name_col(),
-                col(
-                    "Status",
-                    "string",
-                    "phase represents the current phase of PersistentVolumeClaim.",
-                ),
+                col("Status", "string", "phase represents the current phase of PersistentVolumeClaim."),
                 col(
                     "Volume",
                     "string",
                     "volumeName is the binding reference to the PersistentVolume backing this claim.",
                 ),
-                col(
-                    "Capacity",
-                    "string",
-                    "capacity represents the actual resources of the underlying volume.",
-                ),
+                col("Capacity", "string", "capacity represents the actual resources of the underlying volume."),
                 col(
                     "Access Modes",
                     "string",
                     "accessModes contains the actual access modes the volume backing the PVC has.",
                 ),
                 col("StorageClass", "string", "StorageClass of the pvc"),
-                col(
-                    "VolumeAttributesClass",
-                    "string",
-                    "VolumeAttributesClass of the pvc",
-                ),
+                col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc"),
                 age_col(),
-                wide(
-                    "VolumeMode",
-                    "string",
-                    "volumeMode defines what type of volume is required by the claim.",
-                ),
+                wide("VolumeMode", "string", "volumeMode defines what type of volume is required by the claim."),
             ],
             pvc_row,
         ),
@@ -241,11 +168,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                     "string",
                     "capacity is the description of the persistent volume's resources and capacity.",
                 ),
-                col(
-                    "Access Modes",
-                    "string",
-                    "accessModes contains all ways the volume can be mounted.",
-                ),
+                col("Access Modes", "string", "accessModes contains all ways the volume can be mounted."),
                 col(
                     "Reclaim Policy",
                     "string",
@@ -262,11 +185,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                     "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
                 ),
                 col("StorageClass", "string", "StorageClass of the pv"),
-                col(
-                    "VolumeAttributesClass",
-                    "string",
-                    "VolumeAttributesClass of the pv",
-                ),
+                col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pv"),
                 col(
                     "Reason",
                     "string",
@@ -292,20 +211,14 @@ fn service_row(o: &Value, now: i64) -> Vec<Value> {
         .and_then(Value::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| or_none(s(o, "spec.clusterIP")));
-    let ext: Vec<String> = arr(o, "spec.externalIPs")
-        .iter()
-        .filter_map(|v| v.as_str().map(String::from))
-        .collect();
+    let ext: Vec<String> = arr(o, "spec.externalIPs").iter().filter_map(|v| v.as_str().map(String::from)).collect();
     let external = match ty {
         "ClusterIP" | "NodePort" | "" if !ext.is_empty() => ext.join(","),
         "ClusterIP" | "NodePort" | "" => "<none>".into(),
         "LoadBalancer" => {
             let lb = lb_ingress(at(o, "status.loadBalancer"));
-            let mut all: Vec<String> = if lb.is_empty() {
-                Vec::new()
-            } else {
-                lb.split(',').map(String::from).collect()
-            };
+            let mut all: Vec<String> =
+                if lb.is_empty() { Vec::new() } else { lb.split(',').map(String::from).collect() };
             if !ext.is_empty() {
                 all.extend(ext);
                 all.join(",")
@@ -321,9 +234,7 @@ fn service_row(o: &Value, now: i64) -> Vec<Value> {
     let ports: Vec<String> = arr(o, "spec.ports")
         .iter()
         .map(|p| {
-            let proto = Some(s(p, "protocol"))
-                .filter(|x| !x.is_empty())
-                .unwrap_or("TCP");
+            let proto = Some(s(p, "protocol")).filter(|x| !x.is_empty()).unwrap_or("TCP");
             match int(p, "nodePort", 0) {
                 0 => format!("{}/{proto}", int(p, "port", 0)),
                 np => format!("{}:{np}/{proto}", int(p, "port", 0)),
@@ -342,11 +253,7 @@ fn service_row(o: &Value, now: i64) -> Vec<Value> {
 }
 
 fn join_host_port(host: &str, port: i64) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
 fn endpoints_row(o: &Value, now: i64) -> Vec<Value> {
@@ -359,11 +266,8 @@ fn endpoints_row(o: &Value, now: i64) -> Vec<Value> {
         for ss in subsets {
             let addrs = arr(ss, "addresses");
             let ports = arr(ss, "ports");
-            let port_nums: Vec<Option<i64>> = if ports.is_empty() {
-                vec![None]
-            } else {
-                ports.iter().map(|p| Some(int(p, "port", 0))).collect()
-            };
+            let port_nums: Vec<Option<i64>> =
+                if ports.is_empty() { vec![None] } else { ports.iter().map(|p| Some(int(p, "port", 0))).collect() };
             for port in port_nums {
                 count += addrs.len();
                 for a in addrs {
@@ -377,27 +281,15 @@ fn endpoints_row(o: &Value, now: i64) -> Vec<Value> {
             }
         }
         let ret = list.join(",");
-        if more {
-            format!("{ret} + {} more...", count - MAX)
-        } else {
-            ret
-        }
+        if more { format!("{ret} + {} more...", count - MAX) } else { ret }
     };
     vec![name(o), st(text), age(o, now)]
 }
 
 fn node_row(o: &Value, now: i64) -> Vec<Value> {
     let mut status: Vec<String> = Vec::new();
-    if let Some(c) = arr(o, "status.conditions")
-        .iter()
-        .rev()
-        .find(|c| s(c, "type") == "Ready")
-    {
-        status.push(if s(c, "status") == "True" {
-            "Ready".into()
-        } else {
-            "NotReady".into()
-        });
+    if let Some(c) = arr(o, "status.conditions").iter().rev().find(|c| s(c, "type") == "Ready") {
+        status.push(if s(c, "status") == "True" { "Ready".into() } else { "NotReady".into() });
     }
     if status.is_empty() {
         status.push("Unknown".into());
@@ -428,11 +320,7 @@ fn node_row(o: &Value, now: i64) -> Vec<Value> {
     };
     let unknown = |p: &str| {
         let v = s(o, p);
-        if v.is_empty() {
-            "<unknown>".to_string()
-        } else {
-            v.to_string()
-        }
+        if v.is_empty() { "<unknown>".to_string() } else { v.to_string() }
     };
     vec![
         name(o),
@@ -449,9 +337,7 @@ fn node_row(o: &Value, now: i64) -> Vec<Value> {
 }
 
 fn storage_class_of(o: &Value) -> String {
-    match obj(o, "metadata.annotations")
-        .and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"))
-    {
+    match obj(o, "metadata.annotations").and_then(|a| a.get("volume.beta.kubernetes.io/storage-class")) {
         Some(Value::String(c)) => c.clone(),
         _ => s(o, "spec.storageClassName").into(),
     }
@@ -472,10 +358,7 @@ fn unset(o: &Value, path: &str) -> Value {
 fn pvc_row(o: &Value, now: i64) -> Vec<Value> {
     let bound = !s(o, "spec.volumeName").is_empty();
     let (cap, modes) = if bound {
-        (
-            s(o, "status.capacity.storage").to_string(),
-            access_modes(arr(o, "status.accessModes")),
-        )
+        (s(o, "status.capacity.storage").to_string(), access_modes(arr(o, "status.accessModes")))
     } else {
         (String::new(), String::new())
     };
@@ -524,12 +407,7 @@ mod tests {
         let row = service_row(&svc, 0);
         assert_eq!(
             row[1..5].to_vec(),
-            vec![
-                json!("NodePort"),
-                json!("10.0.0.5"),
-                json!("<none>"),
-                json!("80:30080/TCP,53/UDP")
-            ]
+            vec![json!("NodePort"), json!("10.0.0.5"), json!("<none>"), json!("80:30080/TCP,53/UDP")]
         );
         assert_eq!(row[6], json!("a=1,b=2"));
         let lb = json!({"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "clusterIPs": ["10.0.0.6"]}});
@@ -541,26 +419,15 @@ mod tests {
     fn endpoints_and_node_rows() {
         let ep = json!({"metadata": {"name": "e"}, "subsets": [{"addresses": [{"ip": "1.1.1.1"}, {"ip": "1.1.1.2"}, {"ip": "1.1.1.3"}, {"ip": "1.1.1.4"}],
             "ports": [{"port": 80}]}]});
-        assert_eq!(
-            endpoints_row(&ep, 0)[1],
-            json!("1.1.1.1:80,1.1.1.2:80,1.1.1.3:80 + 1 more...")
-        );
+        assert_eq!(endpoints_row(&ep, 0)[1], json!("1.1.1.1:80,1.1.1.2:80,1.1.1.3:80 + 1 more..."));
         let node = json!({"metadata": {"name": "n", "labels": {"node-role.kubernetes.io/control-plane": ""}},
             "spec": {"unschedulable": true}, "status": {"conditions": [{"type": "Ready", "status": "True"}],
             "nodeInfo": {"kubeletVersion": "v1.33.0"}, "addresses": [{"type": "InternalIP", "address": "192.168.1.2"}]}});
         let row = node_row(&node, 0);
-        assert_eq!(
-            row[1..3].to_vec(),
-            vec![json!("Ready,SchedulingDisabled"), json!("control-plane")]
-        );
+        assert_eq!(row[1..3].to_vec(), vec![json!("Ready,SchedulingDisabled"), json!("control-plane")]);
         assert_eq!(
             row[4..8].to_vec(),
-            vec![
-                json!("v1.33.0"),
-                json!("192.168.1.2"),
-                json!("<none>"),
-                json!("<unknown>")
-            ]
+            vec![json!("v1.33.0"), json!("192.168.1.2"), json!("<none>"), json!("<unknown>")]
         );
     }
 }

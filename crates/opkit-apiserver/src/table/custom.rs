@@ -34,10 +34,7 @@ pub(crate) fn columns(custom: &[PrinterColumn]) -> (Vec<Col>, Vec<CustomColumn>)
     let mut evals = Vec::new();
     for c in custom {
         let description = if c.description.is_empty() {
-            format!(
-                "Custom resource definition column (in JSONPath format): {}",
-                c.json_path
-            )
+            format!("Custom resource definition column (in JSONPath format): {}", c.json_path)
         } else {
             c.description.clone()
         };
@@ -48,10 +45,7 @@ pub(crate) fn columns(custom: &[PrinterColumn]) -> (Vec<Col>, Vec<CustomColumn>)
             description,
             priority: c.priority,
         });
-        evals.push(CustomColumn {
-            path: JsonPath::parse(&c.json_path).ok(),
-            type_: c.type_.clone(),
-        });
+        evals.push(CustomColumn { path: JsonPath::parse(&c.json_path).ok(), type_: c.type_.clone() });
     }
     (cols, evals)
 }
@@ -73,10 +67,9 @@ pub(crate) fn cells(o: &Value, now: i64, evals: &[CustomColumn]) -> Vec<Value> {
 /// apiextensions' `cellForJSONValue`: coerce a JSON value to the column type, or null.
 fn cell_for_json_value(ty: &str, v: &Value, now: i64) -> Value {
     match (ty, v) {
-        ("integer", Value::Number(n)) => n
-            .as_i64()
-            .or_else(|| n.as_f64().map(|f| f as i64))
-            .map_or(Value::Null, Value::from),
+        ("integer", Value::Number(n)) => {
+            n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)).map_or(Value::Null, Value::from)
+        }
         ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, float_cell),
         ("boolean", Value::Bool(b)) => Value::Bool(*b),
         ("date", Value::String(ts)) => match parse_ts(ts) {
@@ -102,11 +95,7 @@ pub(crate) fn go_float(f: f64) -> String {
         return if f.is_nan() {
             "NaN".into()
         } else if f.is_infinite() {
-            if f > 0.0 {
-                "+Inf".into()
-            } else {
-                "-Inf".into()
-            }
+            if f > 0.0 { "+Inf".into() } else { "-Inf".into() }
         } else {
             "0".into()
         };
@@ -131,11 +120,7 @@ fn sorted(v: &Value) -> Value {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted(&m[k])))
-                    .collect::<Map<_, _>>(),
-            )
+            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect::<Map<_, _>>())
         }
         Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
         other => other.clone(),
@@ -149,10 +134,7 @@ pub(crate) fn print_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Number(n) => match n.as_i64() {
             Some(i) => i.to_string(),
-            None => n.as_u64().map_or_else(
-                || go_float(n.as_f64().unwrap_or_default()),
-                |u| u.to_string(),
-            ),
+            None => n.as_u64().map_or_else(|| go_float(n.as_f64().unwrap_or_default()), |u| u.to_string()),
         },
         Value::Bool(b) => b.to_string(),
         Value::Null => "<no value>".into(),
@@ -198,23 +180,14 @@ mod tests {
 
     #[test]
     fn text_and_cells() {
-        assert_eq!(
-            print_text(&json!({"b": 1, "a": [true]})),
-            r#"{"a":[true],"b":1}"#
-        );
+        assert_eq!(print_text(&json!({"b": 1, "a": [true]})), r#"{"a":[true],"b":1}"#);
         assert_eq!(print_text(&json!(7)), "7");
         assert_eq!(cell_for_json_value("integer", &json!(2.9), 0), json!(2));
         assert_eq!(cell_for_json_value("number", &json!(3), 0), json!(3));
         assert_eq!(cell_for_json_value("integer", &json!("x"), 0), Value::Null);
+        assert_eq!(cell_for_json_value("date", &json!("nope"), 0), json!("<invalid>"));
         assert_eq!(
-            cell_for_json_value("date", &json!("nope"), 0),
-            json!("<invalid>")
-        );
-        assert_eq!(
-            default_row(
-                &json!({"metadata": {"name": "r", "creationTimestamp": "2026-11-22T03:53:23Z"}}),
-                0
-            )[1],
+            default_row(&json!({"metadata": {"name": "r", "creationTimestamp": "2026-11-22T03:53:23Z"}}), 0)[1],
             json!("2026-11-22T03:53:23Z")
         );
     }

@@ -13,15 +13,7 @@ pub(crate) fn event_row(e: &Value, now: i64) -> Vec<Value> {
     event_cells(
         e,
         now,
-        [
-            "involvedObject",
-            "source.component",
-            "source.host",
-            "message",
-            "firstTimestamp",
-            "lastTimestamp",
-            "count",
-        ],
+        ["involvedObject", "source.component", "source.host", "message", "firstTimestamp", "lastTimestamp", "count"],
     )
 }
 
@@ -45,9 +37,7 @@ pub(crate) fn events_v1_row(e: &Value, now: i64) -> Vec<Value> {
 /// message, first timestamp, last timestamp, count] (core/v1 vs events.k8s.io/v1 spelling).
 fn event_cells(e: &Value, now: i64, p: [&str; 7]) -> Vec<Value> {
     let unknown = || "<unknown>".to_string();
-    let first = ago(e, p[4], now)
-        .or_else(|| ago(e, "eventTime", now))
-        .unwrap_or_else(unknown);
+    let first = ago(e, p[4], now).or_else(|| ago(e, "eventTime", now)).unwrap_or_else(unknown);
     let mut last = ago(e, p[5], now).unwrap_or_else(|| first.clone());
     let mut count = int(e, p[6], 0);
     if at(e, "series").is_some_and(|v| !v.is_null()) {
@@ -58,22 +48,10 @@ fn event_cells(e: &Value, now: i64, p: [&str; 7]) -> Vec<Value> {
     }
     let kind = s(e, &format!("{}.kind", p[0])).to_lowercase();
     let obj_name = s(e, &format!("{}.name", p[0]));
-    let target = if obj_name.is_empty() {
-        kind
-    } else {
-        format!("{kind}/{obj_name}")
-    };
-    let component = Some(s(e, p[1]))
-        .filter(|c| !c.is_empty())
-        .unwrap_or(s(e, "reportingController"));
-    let instance = Some(s(e, p[2]))
-        .filter(|c| !c.is_empty())
-        .unwrap_or(s(e, "reportingInstance"));
-    let source = if instance.is_empty() {
-        component.to_string()
-    } else {
-        format!("{component}, {instance}")
-    };
+    let target = if obj_name.is_empty() { kind } else { format!("{kind}/{obj_name}") };
+    let component = Some(s(e, p[1])).filter(|c| !c.is_empty()).unwrap_or(s(e, "reportingController"));
+    let instance = Some(s(e, p[2])).filter(|c| !c.is_empty()).unwrap_or(s(e, "reportingInstance"));
+    let source = if instance.is_empty() { component.to_string() } else { format!("{component}, {instance}") };
     vec![
         st(last),
         st(s(e, "type")),

@@ -66,11 +66,7 @@ impl PrinterColumn {
             type_: st("type")?.to_string(),
             format: st("format").unwrap_or_default().to_string(),
             description: st("description").unwrap_or_default().to_string(),
-            priority: v
-                .get("priority")
-                .and_then(Value::as_i64)
-                .and_then(|p| i32::try_from(p).ok())
-                .unwrap_or(0),
+            priority: v.get("priority").and_then(Value::as_i64).and_then(|p| i32::try_from(p).ok()).unwrap_or(0),
             json_path: st("jsonPath")?.to_string(),
         })
     }
@@ -90,11 +86,7 @@ pub fn human_duration(seconds: i64) -> String {
     let minutes = seconds / 60;
     if minutes < 10 {
         let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
+        return if s == 0 { format!("{minutes}m") } else { format!("{minutes}m{s}s") };
     }
     if minutes < 60 * 3 {
         return format!("{minutes}m");
@@ -102,33 +94,21 @@ pub fn human_duration(seconds: i64) -> String {
     let hours = seconds / 3600;
     if hours < 8 {
         let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
+        return if m == 0 { format!("{hours}h") } else { format!("{hours}h{m}m") };
     }
     if hours < 48 {
         return format!("{hours}h");
     }
     if hours < 24 * 8 {
         let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
+        return if h == 0 { format!("{}d", hours / 24) } else { format!("{}d{h}h", hours / 24) };
     }
     if hours < 24 * 365 * 2 {
         return format!("{}d", hours / 24);
     }
     if hours < 24 * 365 * 8 {
         let dy = (hours / 24) % 365;
-        return if dy == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{dy}d", hours / 24 / 365)
-        };
+        return if dy == 0 { format!("{}y", hours / 24 / 365) } else { format!("{}y{dy}d", hours / 24 / 365) };
     }
     format!("{}y", hours / 24 / 365)
 }
@@ -175,17 +155,11 @@ pub fn build_table(
     let (cols, rows): (Vec<util::Col>, Vec<Vec<Value>>) = match custom {
         Some(pc) => {
             let (cols, evals) = custom::columns(pc);
-            (
-                cols,
-                items
-                    .iter()
-                    .map(|o| custom::cells(o, now_unix_secs, &evals))
-                    .collect(),
-            )
+            (cols, items.iter().map(|o| custom::cells(o, now_unix_secs, &evals)).collect())
         }
         None => {
-            let (cols, f) = builtin(group, resource)
-                .unwrap_or((custom::default_columns(), custom::default_row as RowFn));
+            let (cols, f) =
+                builtin(group, resource).unwrap_or((custom::default_columns(), custom::default_row as RowFn));
             (cols, items.iter().map(|o| f(o, now_unix_secs)).collect())
         }
     };
@@ -205,10 +179,7 @@ pub fn build_table(
         .collect();
     let mut meta = Map::new();
     if !resource_version.is_empty() {
-        meta.insert(
-            "resourceVersion".into(),
-            Value::String(resource_version.into()),
-        );
+        meta.insert("resourceVersion".into(), Value::String(resource_version.into()));
     }
     if let Some(c) = continue_token.filter(|c| !c.is_empty()) {
         meta.insert("continue".into(), Value::String(c.into()));
@@ -263,41 +234,15 @@ mod tests {
             "metadata": {"name": "p", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
             "status": {"phase": "Succeeded"}});
-        let t = build_table(
-            "",
-            "pods",
-            &[pod],
-            None,
-            IncludeObject::Metadata,
-            0,
-            "42",
-            Some("tok"),
-        );
+        let t = build_table("", "pods", &[pod], None, IncludeObject::Metadata, 0, "42", Some("tok"));
         assert_eq!(t["kind"], "Table");
         assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
-        assert_eq!(
-            t["metadata"],
-            json!({"resourceVersion": "42", "continue": "tok"})
-        );
-        let names: Vec<&str> = t["columnDefinitions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap())
-            .collect();
+        assert_eq!(t["metadata"], json!({"resourceVersion": "42", "continue": "tok"}));
+        let names: Vec<&str> =
+            t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
         assert_eq!(
             names,
-            [
-                "Name",
-                "Ready",
-                "Status",
-                "Restarts",
-                "Age",
-                "IP",
-                "Node",
-                "Nominated Node",
-                "Readiness Gates"
-            ]
+            ["Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node", "Readiness Gates"]
         );
         assert_eq!(t["columnDefinitions"][0]["format"], "name");
         assert_eq!(t["columnDefinitions"][5]["priority"], 1);
@@ -324,10 +269,7 @@ mod tests {
         let item = json!({"apiVersion": "example.com/v1", "kind": "Greeting",
             "metadata": {"name": "hello", "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"from": "alice", "number": 7, "nested": {"z": 1, "a": 2}}});
-        let now = "2026-01-01T00:05:00Z"
-            .parse::<jiff::Timestamp>()
-            .unwrap()
-            .as_second();
+        let now = "2026-01-01T00:05:00Z".parse::<jiff::Timestamp>().unwrap().as_second();
         let t = build_table(
             "example.com",
             "greetings",
@@ -341,42 +283,18 @@ mod tests {
         let defs = t["columnDefinitions"].as_array().unwrap();
         assert_eq!(defs.len(), 5);
         assert_eq!(defs[0]["name"], "Name");
-        assert_eq!(
-            defs[1]["description"],
-            "Custom resource definition column (in JSONPath format): .spec.from"
-        );
+        assert_eq!(defs[1]["description"], "Custom resource definition column (in JSONPath format): .spec.from");
         assert_eq!(defs[2]["type"], "integer");
         assert_eq!(defs[2]["description"], "how many");
         assert_eq!(defs[3]["priority"], 1);
-        assert_eq!(
-            t["rows"][0]["cells"],
-            json!(["hello", "alice", 7, "{\"a\":2,\"z\":1}", "5m"])
-        );
+        assert_eq!(t["rows"][0]["cells"], json!(["hello", "alice", 7, "{\"a\":2,\"z\":1}", "5m"]));
         assert_eq!(t["rows"][0]["object"], item);
         assert!(t["metadata"].get("continue").is_none());
         let missing = json!({"metadata": {"name": "m"}, "spec": {}});
-        let t = build_table(
-            "example.com",
-            "greetings",
-            &[missing],
-            Some(&cols),
-            IncludeObject::None,
-            now,
-            "",
-            None,
-        );
+        let t = build_table("example.com", "greetings", &[missing], Some(&cols), IncludeObject::None, now, "", None);
         assert_eq!(t["rows"][0]["cells"], json!(["m", null, null, null, null]));
         assert_eq!(t["rows"][0]["object"], Value::Null);
-        let t = build_table(
-            "example.com",
-            "greetings",
-            &[item],
-            Some(&[]),
-            IncludeObject::Metadata,
-            now,
-            "1",
-            None,
-        );
+        let t = build_table("example.com", "greetings", &[item], Some(&[]), IncludeObject::Metadata, now, "1", None);
         assert_eq!(t["columnDefinitions"][1]["name"], "Age");
         assert_eq!(t["columnDefinitions"][1]["type"], "date");
         assert_eq!(t["rows"][0]["cells"], json!(["hello", "5m"]));
@@ -385,37 +303,13 @@ mod tests {
     #[test]
     fn default_and_crd_resource_tables() {
         let crd = json!({"metadata": {"name": "widgets.example.com", "creationTimestamp": "2026-11-22T03:53:23Z"}});
-        for (g, r) in [
-            ("apiextensions.k8s.io", "customresourcedefinitions"),
-            ("rbac.authorization.k8s.io", "roles"),
-        ] {
-            let t = build_table(
-                g,
-                r,
-                std::slice::from_ref(&crd),
-                None,
-                IncludeObject::Metadata,
-                0,
-                "1",
-                None,
-            );
+        for (g, r) in [("apiextensions.k8s.io", "customresourcedefinitions"), ("rbac.authorization.k8s.io", "roles")] {
+            let t = build_table(g, r, std::slice::from_ref(&crd), None, IncludeObject::Metadata, 0, "1", None);
             assert_eq!(t["columnDefinitions"][1]["name"], "Created At");
-            assert_eq!(
-                t["rows"][0]["cells"],
-                json!(["widgets.example.com", "2026-11-22T03:53:23Z"])
-            );
+            assert_eq!(t["rows"][0]["cells"], json!(["widgets.example.com", "2026-11-22T03:53:23Z"]));
         }
         assert!(has_builtin_printer("apps", "deployments") && !has_builtin_printer("", "widgets"));
-        let t = build_table(
-            "",
-            "configmaps",
-            &[],
-            None,
-            IncludeObject::Metadata,
-            0,
-            "",
-            None,
-        );
+        let t = build_table("", "configmaps", &[], None, IncludeObject::Metadata, 0, "", None);
         assert_eq!(t["rows"], json!([]));
         assert_eq!(t["metadata"], json!({}));
         assert_eq!(IncludeObject::from_query(""), Some(IncludeObject::Metadata));

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::RowFn;
 use super::util::{
-    Col, age, age_col, arr, at, col, format_label_selector, i, int, lb_ingress, list_with_more,
-    name, name_col, obj, s, st, wide,
+    Col, age, age_col, arr, at, col, format_label_selector, i, int, lb_ingress, list_with_more, name, name_col, obj, s,
+    st, wide,
 };
 
 /// The printer for one of these resources, if this module has one.
@@ -26,21 +26,13 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
             age_col(),
             wide("Users", "string", &format!("Users in the {kind}")),
             wide("Groups", "string", &format!("Groups in the {kind}")),
-            wide(
-                "ServiceAccounts",
-                "string",
-                &format!("ServiceAccounts in the {kind}"),
-            ),
+            wide("ServiceAccounts", "string", &format!("ServiceAccounts in the {kind}")),
         ]
     };
     let webhooks = || {
         vec![
             name_col(),
-            col(
-                "Webhooks",
-                "integer",
-                "Webhooks indicates the number of webhooks registered in this configuration",
-            ),
+            col("Webhooks", "integer", "Webhooks indicates the number of webhooks registered in this configuration"),
             age_col(),
         ]
     };
@@ -53,16 +45,8 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                     "string",
                     "The name of the IngressClass resource that should be used for additional configuration",
                 ),
-                col(
-                    "Hosts",
-                    "string",
-                    "Hosts that incoming requests are matched against before the ingress rule",
-                ),
-                col(
-                    "Address",
-                    "string",
-                    "Address is a list containing ingress points for the load-balancer",
-                ),
+                col("Hosts", "string", "Hosts that incoming requests are matched against before the ingress rule"),
+                col("Address", "string", "Address is a list containing ingress points for the load-balancer"),
                 col("Ports", "string", "Ports of TLS configurations that open"),
                 age_col(),
             ],
@@ -71,16 +55,8 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
         ("networking.k8s.io", "ingressclasses") => (
             vec![
                 name_col(),
-                col(
-                    "Controller",
-                    "string",
-                    "Controller that is responsible for handling this class",
-                ),
-                col(
-                    "Parameters",
-                    "string",
-                    "A reference to a resource with additional parameters",
-                ),
+                col("Controller", "string", "Controller that is responsible for handling this class"),
+                col("Parameters", "string", "A reference to a resource with additional parameters"),
                 age_col(),
             ],
             ingress_class_row,
@@ -88,19 +64,13 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
         ("networking.k8s.io", "networkpolicies") => (
             vec![
                 name_col(),
-                col(
-                    "Pod-Selector",
-                    "string",
-                    "Selects the pods to which this NetworkPolicy object applies.",
-                ),
+                col("Pod-Selector", "string", "Selects the pods to which this NetworkPolicy object applies."),
                 age_col(),
             ],
             |o, now| {
                 vec![
                     name(o),
-                    st(format_label_selector(Some(
-                        at(o, "spec.podSelector").unwrap_or(&Value::Null),
-                    ))),
+                    st(format_label_selector(Some(at(o, "spec.podSelector").unwrap_or(&Value::Null)))),
                     age(o, now),
                 ]
             },
@@ -118,11 +88,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                     "string",
                     "ports specifies the list of network ports exposed by each endpoint in this slice.",
                 ),
-                col(
-                    "Endpoints",
-                    "string",
-                    "endpoints is a list of unique endpoints in this slice.",
-                ),
+                col("Endpoints", "string", "endpoints is a list of unique endpoints in this slice."),
                 age_col(),
             ],
             endpoint_slice_row,
@@ -130,19 +96,13 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
         ("coordination.k8s.io", "leases") => (
             vec![
                 name_col(),
-                col(
-                    "Holder",
-                    "string",
-                    "holderIdentity contains the identity of the holder of a current lease.",
-                ),
+                col("Holder", "string", "holderIdentity contains the identity of the holder of a current lease."),
                 age_col(),
             ],
             |o, now| vec![name(o), st(s(o, "spec.holderIdentity")), age(o, now)],
         ),
         ("rbac.authorization.k8s.io", "rolebindings") => (binding_cols("roleBinding"), binding_row),
-        ("rbac.authorization.k8s.io", "clusterrolebindings") => {
-            (binding_cols("clusterRoleBinding"), binding_row)
-        }
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => (binding_cols("clusterRoleBinding"), binding_row),
         ("autoscaling", "horizontalpodautoscalers") => (
             vec![
                 name_col(),
@@ -178,21 +138,9 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
         ("policy", "poddisruptionbudgets") => (
             vec![
                 name_col(),
-                col(
-                    "Min Available",
-                    "string",
-                    "The minimum number of pods that must be available.",
-                ),
-                col(
-                    "Max Unavailable",
-                    "string",
-                    "The maximum number of pods that may be unavailable.",
-                ),
-                col(
-                    "Allowed Disruptions",
-                    "integer",
-                    "Calculated number of pods that may be disrupted at this time.",
-                ),
+                col("Min Available", "string", "The minimum number of pods that must be available."),
+                col("Max Unavailable", "string", "The maximum number of pods that may be unavailable."),
+                col("Allowed Disruptions", "integer", "Calculated number of pods that may be disrupted at this time."),
                 age_col(),
             ],
             |o, now| {
@@ -213,11 +161,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
         ("scheduling.k8s.io", "priorityclasses") => (
             vec![
                 name_col(),
-                col(
-                    "Value",
-                    "integer",
-                    "value represents the integer value of this priority class.",
-                ),
+                col("Value", "integer", "value represents the integer value of this priority class."),
                 col(
                     "Global-Default",
                     "boolean",
@@ -231,26 +175,14 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                 ),
             ],
             |o, now| {
-                let gd = at(o, "globalDefault")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                vec![
-                    name(o),
-                    i(int(o, "value", 0)),
-                    Value::Bool(gd),
-                    age(o, now),
-                    st(s(o, "preemptionPolicy")),
-                ]
+                let gd = at(o, "globalDefault").and_then(Value::as_bool).unwrap_or(false);
+                vec![name(o), i(int(o, "value", 0)), Value::Bool(gd), age(o, now), st(s(o, "preemptionPolicy"))]
             },
         ),
         ("storage.k8s.io", "storageclasses") => (
             vec![
                 name_col(),
-                col(
-                    "Provisioner",
-                    "string",
-                    "provisioner indicates the type of the provisioner.",
-                ),
+                col("Provisioner", "string", "provisioner indicates the type of the provisioner."),
                 col(
                     "ReclaimPolicy",
                     "string",
@@ -270,20 +202,15 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
             ],
             storage_class_row,
         ),
-        (
-            "admissionregistration.k8s.io",
-            "mutatingwebhookconfigurations" | "validatingwebhookconfigurations",
-        ) => (webhooks(), |o, now| {
-            vec![name(o), i(arr(o, "webhooks").len() as i64), age(o, now)]
-        }),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations" | "validatingwebhookconfigurations") => {
+            (webhooks(), |o, now| vec![name(o), i(arr(o, "webhooks").len() as i64), age(o, now)])
+        }
         _ => return None,
     })
 }
 
 fn ingress_row(o: &Value, now: i64) -> Vec<Value> {
-    let class = at(o, "spec.ingressClassName")
-        .and_then(Value::as_str)
-        .unwrap_or("<none>");
+    let class = at(o, "spec.ingressClassName").and_then(Value::as_str).unwrap_or("<none>");
     let rules = arr(o, "spec.rules");
     let mut hosts: Vec<String> = Vec::new();
     let mut more = false;
@@ -302,19 +229,8 @@ fn ingress_row(o: &Value, now: i64) -> Vec<Value> {
     } else {
         hosts.join(",")
     };
-    let ports = if arr(o, "spec.tls").is_empty() {
-        "80"
-    } else {
-        "80, 443"
-    };
-    vec![
-        name(o),
-        st(class),
-        st(hosts),
-        st(lb_ingress(at(o, "status.loadBalancer"))),
-        st(ports),
-        age(o, now),
-    ]
+    let ports = if arr(o, "spec.tls").is_empty() { "80" } else { "80, 443" };
+    vec![name(o), st(class), st(hosts), st(lb_ingress(at(o, "status.loadBalancer"))), st(ports), age(o, now)]
 }
 
 fn ingress_class_row(o: &Value, now: i64) -> Vec<Value> {
@@ -328,36 +244,22 @@ fn ingress_class_row(o: &Value, now: i64) -> Vec<Value> {
         }
         _ => "<none>".into(),
     };
-    vec![
-        name(o),
-        st(s(o, "spec.controller")),
-        st(params),
-        age(o, now),
-    ]
+    vec![name(o), st(s(o, "spec.controller")), st(params), age(o, now)]
 }
 
 fn endpoint_slice_row(o: &Value, now: i64) -> Vec<Value> {
     let ports = arr(o, "ports");
     let port_list: Vec<String> = ports
         .iter()
-        .map(|p| {
-            match (
-                at(p, "port").and_then(Value::as_i64),
-                at(p, "name").and_then(Value::as_str),
-            ) {
-                (Some(n), _) => n.to_string(),
-                (None, Some(n)) => n.to_string(),
-                _ => "*".into(),
-            }
+        .map(|p| match (at(p, "port").and_then(Value::as_i64), at(p, "name").and_then(Value::as_str)) {
+            (Some(n), _) => n.to_string(),
+            (None, Some(n)) => n.to_string(),
+            _ => "*".into(),
         })
         .collect();
     let addrs: Vec<String> = arr(o, "endpoints")
         .iter()
-        .flat_map(|e| {
-            arr(e, "addresses")
-                .iter()
-                .filter_map(|a| a.as_str().map(String::from))
-        })
+        .flat_map(|e| arr(e, "addresses").iter().filter_map(|a| a.as_str().map(String::from)))
         .collect();
     vec![
         name(o),
@@ -390,33 +292,18 @@ fn binding_row(o: &Value, now: i64) -> Vec<Value> {
 
 fn storage_class_row(o: &Value, now: i64) -> Vec<Value> {
     let ann = obj(o, "metadata.annotations");
-    let is_default = [
-        "storageclass.kubernetes.io/is-default-class",
-        "storageclass.beta.kubernetes.io/is-default-class",
-    ]
-    .iter()
-    .any(|k| ann.and_then(|a| a.get(*k)).and_then(Value::as_str) == Some("true"));
+    let is_default =
+        ["storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"]
+            .iter()
+            .any(|k| ann.and_then(|a| a.get(*k)).and_then(Value::as_str) == Some("true"));
     let mut n = s(o, "metadata.name").to_string();
     if is_default {
         n.push_str(" (default)");
     }
-    let reclaim = at(o, "reclaimPolicy")
-        .and_then(Value::as_str)
-        .unwrap_or("Delete");
-    let binding = at(o, "volumeBindingMode")
-        .and_then(Value::as_str)
-        .unwrap_or("Immediate");
-    let expand = at(o, "allowVolumeExpansion")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    vec![
-        st(n),
-        st(s(o, "provisioner")),
-        st(reclaim),
-        st(binding),
-        Value::Bool(expand),
-        age(o, now),
-    ]
+    let reclaim = at(o, "reclaimPolicy").and_then(Value::as_str).unwrap_or("Delete");
+    let binding = at(o, "volumeBindingMode").and_then(Value::as_str).unwrap_or("Immediate");
+    let expand = at(o, "allowVolumeExpansion").and_then(Value::as_bool).unwrap_or(false);
+    vec![st(n), st(s(o, "provisioner")), st(reclaim), st(binding), Value::Bool(expand), age(o, now)]
 }
 
 /// A metric's target/current quantity (`averageValue` or `value`) as printed, or `<unknown>`.
@@ -448,9 +335,7 @@ fn hpa_targets(o: &Value) -> String {
         .enumerate()
         .map(|(idx, spec)| {
             let status = statuses.get(idx);
-            let cur = |src: &str, field: &str| {
-                qty(status.and_then(|st| at(st, &format!("{src}.current.{field}"))))
-            };
+            let cur = |src: &str, field: &str| qty(status.and_then(|st| at(st, &format!("{src}.current.{field}"))));
             match s(spec, "type") {
                 ty @ ("External" | "Object" | "Pods") => {
                     let src = match ty {
@@ -463,19 +348,11 @@ fn hpa_targets(o: &Value) -> String {
                         let suffix = if ty == "Pods" { "" } else { " (avg)" };
                         format!("{}/{}{suffix}", cur(src, "averageValue"), qty(avg))
                     } else {
-                        format!(
-                            "{}/{}",
-                            cur(src, "value"),
-                            qty(at(spec, &format!("{src}.target.value")))
-                        )
+                        format!("{}/{}", cur(src, "value"), qty(at(spec, &format!("{src}.target.value"))))
                     }
                 }
                 ty @ ("Resource" | "ContainerResource") => {
-                    let src = if ty == "Resource" {
-                        "resource"
-                    } else {
-                        "containerResource"
-                    };
+                    let src = if ty == "Resource" { "resource" } else { "containerResource" };
                     let rname = s(spec, &format!("{src}.name"));
                     if let Some(avg) = at(spec, &format!("{src}.target.averageValue")) {
                         format!("{rname}: {}/{}", cur(src, "averageValue"), qty(Some(avg)))
@@ -494,24 +371,14 @@ fn hpa_targets(o: &Value) -> String {
             }
         })
         .collect();
-    if list.len() > 2 {
-        format!("{} + {} more...", list[..2].join(", "), list.len() - 2)
-    } else {
-        list.join(", ")
-    }
+    if list.len() > 2 { format!("{} + {} more...", list[..2].join(", "), list.len() - 2) } else { list.join(", ") }
 }
 
 fn hpa_row(o: &Value, now: i64) -> Vec<Value> {
-    let min = at(o, "spec.minReplicas")
-        .and_then(Value::as_i64)
-        .map_or("<unset>".to_string(), |m| m.to_string());
+    let min = at(o, "spec.minReplicas").and_then(Value::as_i64).map_or("<unset>".to_string(), |m| m.to_string());
     vec![
         name(o),
-        st(format!(
-            "{}/{}",
-            s(o, "spec.scaleTargetRef.kind"),
-            s(o, "spec.scaleTargetRef.name")
-        )),
+        st(format!("{}/{}", s(o, "spec.scaleTargetRef.kind"), s(o, "spec.scaleTargetRef.name"))),
         st(hpa_targets(o)),
         st(min),
         i(int(o, "spec.maxReplicas", 0)),
@@ -533,13 +400,7 @@ mod tests {
         let row = hpa_row(&hpa, 0);
         assert_eq!(
             row[1..6].to_vec(),
-            vec![
-                json!("Deployment/web"),
-                json!("cpu: 12%/80%"),
-                json!("<unset>"),
-                json!(5),
-                json!(2)
-            ]
+            vec![json!("Deployment/web"), json!("cpu: 12%/80%"), json!("<unset>"), json!(5), json!(2)]
         );
         let rb = json!({"metadata": {"name": "rb"}, "roleRef": {"kind": "ClusterRole", "name": "view"},
             "subjects": [{"kind": "User", "name": "alice"}, {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]});
@@ -556,12 +417,7 @@ mod tests {
             "status": {"loadBalancer": {"ingress": [{"ip": "5.5.5.5"}]}}});
         assert_eq!(
             ingress_row(&ing, 0)[1..5].to_vec(),
-            vec![
-                json!("<none>"),
-                json!("a.com"),
-                json!("5.5.5.5"),
-                json!("80, 443")
-            ]
+            vec![json!("<none>"), json!("a.com"), json!("5.5.5.5"), json!("80, 443")]
         );
     }
 }

@@ -6,29 +6,17 @@ use serde_json::Value;
 use super::util::{age, arr, at, boolean, int, name, or_none, parse_ts, s, st};
 
 fn has_condition(o: &Value, path: &str, ty: &str) -> bool {
-    arr(o, path)
-        .iter()
-        .any(|c| s(c, "type") == ty && s(c, "status") == "True")
+    arr(o, path).iter().any(|c| s(c, "type") == ty && s(c, "status") == "True")
 }
 
 pub(crate) fn pod_row(p: &Value, now: i64) -> Vec<Value> {
     let init_specs = arr(p, "spec.initContainers");
-    let restartable = |n: &str| {
-        init_specs
-            .iter()
-            .any(|c| s(c, "name") == n && s(c, "restartPolicy") == "Always")
-    };
-    let total = arr(p, "spec.containers").len()
-        + init_specs
-            .iter()
-            .filter(|c| s(c, "restartPolicy") == "Always")
-            .count();
+    let restartable = |n: &str| init_specs.iter().any(|c| s(c, "name") == n && s(c, "restartPolicy") == "Always");
+    let total =
+        arr(p, "spec.containers").len() + init_specs.iter().filter(|c| s(c, "restartPolicy") == "Always").count();
     let phase = s(p, "status.phase");
-    let mut reason = if s(p, "status.reason").is_empty() {
-        phase.to_string()
-    } else {
-        s(p, "status.reason").to_string()
-    };
+    let mut reason =
+        if s(p, "status.reason").is_empty() { phase.to_string() } else { s(p, "status.reason").to_string() };
     for c in arr(p, "status.conditions") {
         if s(c, "type") == "PodScheduled" && s(c, "reason") == "SchedulingGated" {
             reason = "SchedulingGated".into();
@@ -97,11 +85,7 @@ pub(crate) fn pod_row(p: &Value, now: i64) -> Vec<Value> {
             }
         }
         if reason == "Completed" && has_running {
-            reason = if has_condition(p, "status.conditions", "Ready") {
-                "Running".into()
-            } else {
-                "NotReady".into()
-            };
+            reason = if has_condition(p, "status.conditions", "Ready") { "Running".into() } else { "NotReady".into() };
         }
     }
     let deleting = at(p, "metadata.deletionTimestamp").is_some_and(|d| !d.is_null());
@@ -114,9 +98,7 @@ pub(crate) fn pod_row(p: &Value, now: i64) -> Vec<Value> {
         Some(t) if restarts != 0 => format!("{restarts} ({} ago)", super::human_duration(now - t)),
         _ => restarts.to_string(),
     };
-    let ip = arr(p, "status.podIPs")
-        .first()
-        .map_or_else(|| s(p, "status.podIP"), |x| s(x, "ip"));
+    let ip = arr(p, "status.podIPs").first().map_or_else(|| s(p, "status.podIP"), |x| s(x, "ip"));
     let gates = arr(p, "spec.readinessGates");
     let gates_str = if gates.is_empty() {
         "<none>".to_string()
@@ -125,10 +107,7 @@ pub(crate) fn pod_row(p: &Value, now: i64) -> Vec<Value> {
         let ok = gates
             .iter()
             .filter(|g| {
-                conds
-                    .iter()
-                    .find(|c| s(c, "type") == s(g, "conditionType"))
-                    .is_some_and(|c| s(c, "status") == "True")
+                conds.iter().find(|c| s(c, "type") == s(g, "conditionType")).is_some_and(|c| s(c, "status") == "True")
             })
             .count();
         format!("{ok}/{}", gates.len())
@@ -153,9 +132,7 @@ pub(crate) fn pod_conditions(p: &Value) -> Option<Value> {
         "Failed" => ("Failed", "The pod failed."),
         _ => return None,
     };
-    Some(
-        serde_json::json!([{"type": "Completed", "status": "True", "reason": reason, "message": msg}]),
-    )
+    Some(serde_json::json!([{"type": "Completed", "status": "True", "reason": reason, "message": msg}]))
 }
 
 #[cfg(test)]
@@ -166,9 +143,7 @@ mod tests {
     const NOW: i64 = 1_800_000_000;
 
     fn ts(ago: i64) -> String {
-        jiff::Timestamp::from_second(NOW - ago)
-            .map(|t| t.to_string())
-            .unwrap_or_default()
+        jiff::Timestamp::from_second(NOW - ago).map(|t| t.to_string()).unwrap_or_default()
     }
 
     #[test]

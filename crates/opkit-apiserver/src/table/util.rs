@@ -38,29 +38,17 @@ impl Col {
 
 /// A regular column.
 pub(crate) fn col(name: &str, ty: &str, desc: &str) -> Col {
-    Col {
-        name: name.into(),
-        type_: ty.into(),
-        format: String::new(),
-        description: desc.into(),
-        priority: 0,
-    }
+    Col { name: name.into(), type_: ty.into(), format: String::new(), description: desc.into(), priority: 0 }
 }
 
 /// A `-o wide` (priority 1) column.
 pub(crate) fn wide(name: &str, ty: &str, desc: &str) -> Col {
-    Col {
-        priority: 1,
-        ..col(name, ty, desc)
-    }
+    Col { priority: 1, ..col(name, ty, desc) }
 }
 
 /// The NAME column (format "name").
 pub(crate) fn name_col() -> Col {
-    Col {
-        format: "name".into(),
-        ..col("Name", "string", DESC_NAME)
-    }
+    Col { format: "name".into(), ..col("Name", "string", DESC_NAME) }
 }
 
 /// The AGE column.
@@ -83,9 +71,7 @@ pub(crate) fn s<'a>(v: &'a Value, path: &str) -> &'a str {
 
 /// Integer at `path`, or `default`.
 pub(crate) fn int(v: &Value, path: &str, default: i64) -> i64 {
-    at(v, path)
-        .and_then(|x| x.as_i64().or_else(|| x.as_f64().map(|f| f as i64)))
-        .unwrap_or(default)
+    at(v, path).and_then(|x| x.as_i64().or_else(|| x.as_f64().map(|f| f as i64))).unwrap_or(default)
 }
 
 /// Boolean at `path`, or false.
@@ -95,9 +81,7 @@ pub(crate) fn boolean(v: &Value, path: &str) -> bool {
 
 /// Array at `path`, or empty.
 pub(crate) fn arr<'a>(v: &'a Value, path: &str) -> &'a [Value] {
-    at(v, path)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
+    at(v, path).and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
 /// Object at `path`, if any.
@@ -107,11 +91,7 @@ pub(crate) fn obj<'a>(v: &'a Value, path: &str) -> Option<&'a Map<String, Value>
 
 /// `s` or `<none>` when empty.
 pub(crate) fn or_none(s: &str) -> String {
-    if s.is_empty() {
-        "<none>".into()
-    } else {
-        s.into()
-    }
+    if s.is_empty() { "<none>".into() } else { s.into() }
 }
 
 /// Parses an RFC3339 timestamp into unix seconds.
@@ -139,24 +119,15 @@ pub(crate) fn name(o: &Value) -> Value {
 
 /// `labels.FormatLabels`: sorted `k=v,...` or `<none>`.
 pub(crate) fn format_labels(m: Option<&Map<String, Value>>) -> String {
-    let mut pairs: Vec<String> = m
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
+    let mut pairs: Vec<String> =
+        m.into_iter().flatten().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect();
     pairs.sort();
-    if pairs.is_empty() {
-        "<none>".into()
-    } else {
-        pairs.join(",")
-    }
+    if pairs.is_empty() { "<none>".into() } else { pairs.join(",") }
 }
 
 /// `metav1.LabelSelectorAsSelector(sel).String()`, or `None` when invalid.
 pub(crate) fn selector_string(sel: Option<&Value>) -> Option<String> {
-    LabelSelector::from_label_selector_json(sel.unwrap_or(&Value::Null))
-        .ok()
-        .map(|s| s.to_string())
+    LabelSelector::from_label_selector_json(sel.unwrap_or(&Value::Null)).ok().map(|s| s.to_string())
 }
 
 /// `metav1.FormatLabelSelector`: `<error>`, `<none>` or the selector string.
@@ -173,10 +144,7 @@ pub(crate) fn containers(pod_spec: Option<&Value>) -> (Value, Value) {
     let list = pod_spec.map_or(&[][..], |p| arr(p, "containers"));
     let names: Vec<&str> = list.iter().map(|c| s(c, "name")).collect();
     let images: Vec<&str> = list.iter().map(|c| s(c, "image")).collect();
-    (
-        Value::String(names.join(",")),
-        Value::String(images.join(",")),
-    )
+    (Value::String(names.join(",")), Value::String(images.join(",")))
 }
 
 /// kube's `printBoolPtr`: "True"/"False" or "<unset>".
@@ -214,12 +182,9 @@ pub(crate) fn lb_ingress(status: Option<&Value>) -> String {
 pub(crate) fn access_modes(modes: &[Value]) -> String {
     let has = |m: &str| modes.iter().any(|x| x.as_str() == Some(m));
     let mut out = Vec::new();
-    for (full, short) in [
-        ("ReadWriteOnce", "RWO"),
-        ("ReadOnlyMany", "ROX"),
-        ("ReadWriteMany", "RWX"),
-        ("ReadWriteOncePod", "RWOP"),
-    ] {
+    for (full, short) in
+        [("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"), ("ReadWriteOncePod", "RWOP")]
+    {
         if has(full) {
             out.push(short);
         }

@@ -6,19 +6,13 @@ use serde_json::Value;
 
 use super::RowFn;
 use super::util::{
-    Col, DESC_CONTAINERS, DESC_IMAGES, age, age_col, arr, at, bool_ptr, col, containers,
-    format_label_selector, format_labels, i, int, name, name_col, obj, parse_ts, s,
-    selector_string, since, st, wide,
+    Col, DESC_CONTAINERS, DESC_IMAGES, age, age_col, arr, at, bool_ptr, col, containers, format_label_selector,
+    format_labels, i, int, name, name_col, obj, parse_ts, s, selector_string, since, st, wide,
 };
 
 /// The printer for a workload resource, if this module has one.
 pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> {
-    let tmpl = || {
-        vec![
-            wide("Containers", "string", DESC_CONTAINERS),
-            wide("Images", "string", DESC_IMAGES),
-        ]
-    };
+    let tmpl = || vec![wide("Containers", "string", DESC_CONTAINERS), wide("Images", "string", DESC_IMAGES)];
     let with = |mut a: Vec<Col>, b: Vec<Col>| {
         a.extend(b);
         a
@@ -27,16 +21,8 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
         ("", "pods") => (
             vec![
                 name_col(),
-                col(
-                    "Ready",
-                    "string",
-                    "The aggregate readiness state of this pod for accepting traffic.",
-                ),
-                col(
-                    "Status",
-                    "string",
-                    "The aggregate status of the containers in this pod.",
-                ),
+                col("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+                col("Status", "string", "The aggregate status of the containers in this pod."),
                 col(
                     "Restarts",
                     "string",
@@ -48,11 +34,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                     "string",
                     "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
                 ),
-                wide(
-                    "Node",
-                    "string",
-                    "NodeName indicates in which node this pod is scheduled.",
-                ),
+                wide("Node", "string", "NodeName indicates in which node this pod is scheduled."),
                 wide(
                     "Nominated Node",
                     "string",
@@ -83,10 +65,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                     ),
                     age_col(),
                 ],
-                with(
-                    tmpl(),
-                    vec![wide("Selector", "string", "Label selector for pods.")],
-                ),
+                with(tmpl(), vec![wide("Selector", "string", "Label selector for pods.")]),
             ),
             deployment_row,
         ),
@@ -94,21 +73,9 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
             with(
                 vec![
                     name_col(),
-                    col(
-                        "Desired",
-                        "integer",
-                        "Replicas is the number of desired replicas.",
-                    ),
-                    col(
-                        "Current",
-                        "integer",
-                        "Replicas is the most recently observed number of replicas.",
-                    ),
-                    col(
-                        "Ready",
-                        "integer",
-                        "The number of ready replicas for this replica set.",
-                    ),
+                    col("Desired", "integer", "Replicas is the number of desired replicas."),
+                    col("Current", "integer", "Replicas is the most recently observed number of replicas."),
+                    col("Ready", "integer", "The number of ready replicas for this replica set."),
                     age_col(),
                 ],
                 with(
@@ -120,21 +87,10 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                     )],
                 ),
             ),
-            if resource == "replicasets" {
-                replicaset_row
-            } else {
-                rc_row
-            },
+            if resource == "replicasets" { replicaset_row } else { rc_row },
         ),
         ("apps", "statefulsets") => (
-            with(
-                vec![
-                    name_col(),
-                    col("Ready", "string", "Number of the pod with ready state"),
-                    age_col(),
-                ],
-                tmpl(),
-            ),
+            with(vec![name_col(), col("Ready", "string", "Number of the pod with ready state"), age_col()], tmpl()),
             statefulset_row,
         ),
         ("apps", "daemonsets") => (
@@ -156,11 +112,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                         "integer",
                         "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.",
                     ),
-                    col(
-                        "Up-to-date",
-                        "integer",
-                        "The total number of nodes that are running updated daemon pod",
-                    ),
+                    col("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod"),
                     col(
                         "Available",
                         "integer",
@@ -175,11 +127,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                 ],
                 with(
                     tmpl(),
-                    vec![wide(
-                        "Selector",
-                        "string",
-                        "A label query over pods that are managed by the daemon set.",
-                    )],
+                    vec![wide("Selector", "string", "A label query over pods that are managed by the daemon set.")],
                 ),
             ),
             daemonset_row,
@@ -189,21 +137,13 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                 vec![
                     name_col(),
                     col("Status", "string", "Status of the job."),
-                    col(
-                        "Completions",
-                        "string",
-                        "The number of pods which reached phase Succeeded.",
-                    ),
+                    col("Completions", "string", "The number of pods which reached phase Succeeded."),
                     col("Duration", "string", "Time required to complete the job."),
                     age_col(),
                 ],
                 with(
                     tmpl(),
-                    vec![wide(
-                        "Selector",
-                        "string",
-                        "A label query over pods that should match the pod count.",
-                    )],
+                    vec![wide("Selector", "string", "A label query over pods that should match the pod count.")],
                 ),
             ),
             job_row,
@@ -212,11 +152,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
             with(
                 vec![
                     name_col(),
-                    col(
-                        "Schedule",
-                        "string",
-                        "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.",
-                    ),
+                    col("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."),
                     col(
                         "Timezone",
                         "string",
@@ -227,11 +163,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                         "boolean",
                         "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.",
                     ),
-                    col(
-                        "Active",
-                        "integer",
-                        "A list of pointers to currently running jobs.",
-                    ),
+                    col("Active", "integer", "A list of pointers to currently running jobs."),
                     col(
                         "Last Schedule",
                         "string",
@@ -241,11 +173,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
                 ],
                 with(
                     tmpl(),
-                    vec![wide(
-                        "Selector",
-                        "string",
-                        "A label query over pods that should match the pod count.",
-                    )],
+                    vec![wide("Selector", "string", "A label query over pods that should match the pod count.")],
                 ),
             ),
             cronjob_row,
@@ -256,10 +184,7 @@ pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> 
 
 /// kube's `hasJobCondition`: the first condition of that type decides.
 fn job_condition(o: &Value, ty: &str) -> bool {
-    arr(o, "status.conditions")
-        .iter()
-        .find(|c| s(c, "type") == ty)
-        .is_some_and(|c| s(c, "status") == "True")
+    arr(o, "status.conditions").iter().find(|c| s(c, "type") == ty).is_some_and(|c| s(c, "status") == "True")
 }
 
 fn template_spec<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
@@ -271,11 +196,7 @@ fn deployment_row(d: &Value, now: i64) -> Vec<Value> {
     let sel = selector_string(at(d, "spec.selector")).unwrap_or_else(|| "<invalid>".into());
     vec![
         name(d),
-        st(format!(
-            "{}/{}",
-            int(d, "status.readyReplicas", 0),
-            int(d, "spec.replicas", 1)
-        )),
+        st(format!("{}/{}", int(d, "status.readyReplicas", 0), int(d, "spec.replicas", 1))),
         i(int(d, "status.updatedReplicas", 0)),
         i(int(d, "status.availableReplicas", 0)),
         age(d, now),
@@ -317,11 +238,7 @@ fn statefulset_row(o: &Value, now: i64) -> Vec<Value> {
     let (names, images) = containers(template_spec(o, "spec.template.spec"));
     vec![
         name(o),
-        st(format!(
-            "{}/{}",
-            int(o, "status.readyReplicas", 0),
-            int(o, "spec.replicas", 1)
-        )),
+        st(format!("{}/{}", int(o, "status.readyReplicas", 0), int(o, "spec.replicas", 1))),
         age(o, now),
         names,
         images,
@@ -354,10 +271,7 @@ fn job_row(j: &Value, now: i64) -> Vec<Value> {
             _ => format!("{succeeded}/1"),
         },
     };
-    let duration = match (
-        parse_ts(s(j, "status.startTime")),
-        parse_ts(s(j, "status.completionTime")),
-    ) {
+    let duration = match (parse_ts(s(j, "status.startTime")), parse_ts(s(j, "status.completionTime"))) {
         (None, _) => String::new(),
         (Some(start), None) => super::human_duration(now - start),
         (Some(start), Some(end)) => super::human_duration(end - start),
@@ -394,9 +308,7 @@ fn cronjob_row(c: &Value, now: i64) -> Vec<Value> {
     } else {
         "<none>".into()
     };
-    let tz = at(c, "spec.timeZone")
-        .and_then(Value::as_str)
-        .unwrap_or("<none>");
+    let tz = at(c, "spec.timeZone").and_then(Value::as_str).unwrap_or("<none>");
     let (names, images) = containers(template_spec(c, "spec.jobTemplate.spec.template.spec"));
     vec![
         name(c),
@@ -408,10 +320,7 @@ fn cronjob_row(c: &Value, now: i64) -> Vec<Value> {
         age(c, now),
         names,
         images,
-        st(format_label_selector(at(
-            c,
-            "spec.jobTemplate.spec.selector",
-        ))),
+        st(format_label_selector(at(c, "spec.jobTemplate.spec.selector"))),
     ]
 }
 
@@ -423,9 +332,7 @@ mod tests {
     const NOW: i64 = 1_800_000_000;
 
     fn ts(ago: i64) -> String {
-        jiff::Timestamp::from_second(NOW - ago)
-            .map(|t| t.to_string())
-            .unwrap_or_default()
+        jiff::Timestamp::from_second(NOW - ago).map(|t| t.to_string()).unwrap_or_default()
     }
 
     #[test]
@@ -450,10 +357,7 @@ mod tests {
         let j = json!({"metadata": {"name": "j", "creationTimestamp": ts(60)}, "spec": {"completions": 2, "template": {"spec": {}}},
             "status": {"succeeded": 2, "startTime": ts(50), "completionTime": ts(5), "conditions": [{"type": "Complete", "status": "True"}]}});
         let row = job_row(&j, NOW);
-        assert_eq!(
-            row[1..5].to_vec(),
-            vec![json!("Complete"), json!("2/2"), json!("45s"), json!("60s")]
-        );
+        assert_eq!(row[1..5].to_vec(), vec![json!("Complete"), json!("2/2"), json!("45s"), json!("60s")]);
         assert_eq!(row[7], json!("<none>"));
     }
 }

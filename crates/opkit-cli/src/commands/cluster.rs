@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use opkit_apiserver::{ApiServer, RunningServer, ServerConfig, StorageConfig};
 use opkit_controllers::ControllersConfig;
-use tokio_util::sync::CancellationToken;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::CliError;
 use crate::cli::{OutputFormat, StartArgs};
@@ -33,10 +33,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     let server = ApiServer::start(cfg).await?;
     let stop_controllers = CancellationToken::new();
     run_controllers(&server, controllers, stop_controllers.clone()).await?;
-    let kubeconfig = std::path::absolute(
-        args.kubeconfig
-            .unwrap_or_else(|| data_dir.join("kubeconfig")),
-    )?;
+    let kubeconfig = std::path::absolute(args.kubeconfig.unwrap_or_else(|| data_dir.join("kubeconfig")))?;
     server.write_kubeconfig(&kubeconfig, "opkit")?;
     match output {
         OutputFormat::Json => println!(
@@ -47,11 +44,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
             println!("opkit control plane listening on {}", server.url());
             println!(
                 "storage: {}",
-                if args.in_memory {
-                    "in memory".to_string()
-                } else {
-                    data_dir.join("state.db").display().to_string()
-                }
+                if args.in_memory { "in memory".to_string() } else { data_dir.join("state.db").display().to_string() }
             );
             println!("To use it with kubectl:");
             println!("  export KUBECONFIG={}", kubeconfig.display());
@@ -68,7 +61,11 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
 }
 
 /// Runs the cluster controllers in this process, talking to `server` over loopback.
-async fn run_controllers(server: &RunningServer, cfg: ControllersConfig, stop: CancellationToken) -> Result<(), CliError> {
+async fn run_controllers(
+    server: &RunningServer,
+    cfg: ControllersConfig,
+    stop: CancellationToken,
+) -> Result<(), CliError> {
     let kubeconfig = Kubeconfig::from_yaml(&server.kubeconfig("opkit")).map_err(|e| CliError::Client(e.to_string()))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await

@@ -23,12 +23,8 @@ pub enum CliError {
 
 /// Runs the parsed command.
 pub fn run(cli: Cli) -> Result<(), CliError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
-        Command::Cluster(ClusterCommand::Start(args)) => {
-            rt.block_on(cluster::start(args, cli.output))
-        }
+        Command::Cluster(ClusterCommand::Start(args)) => rt.block_on(cluster::start(args, cli.output)),
     }
 }

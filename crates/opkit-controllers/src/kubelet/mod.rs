@@ -74,7 +74,9 @@ impl State {
     /// Drops a pod's track and returns its IP.
     fn forget(&mut self, key: &Request) {
         self.terminating.remove(key);
+        // A finished pod's address was returned when it finished.
         if let Some(t) = self.tracks.remove(key)
+            && t.finished.is_none()
             && let Some(ip) = &t.ip
         {
             self.ips.release(ip);
@@ -339,4 +341,50 @@ fn adopt(t: &mut Track, pod: &Pod, now: Instant) -> bool {
         t.run_since_wall = since.0.as_second();
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forgetting_returns_addresses_once() {
+        let mut st = State::default();
+        let now = Instant::now();
+        let cidr = Some("10.244.0.0/24");
+        let mut running = Track::new("a".into(), "n".into(), now, 0);
+        running.ip = st.ips.allocate(cidr);
+        let mut done = Track::new("b".into(), "n".into(), now, 0);
+        done.ip = st.ips.allocate(cidr);
+        done.finished = Some(0);
+        // The finished pod's address was released when it finished and reused since.
+        if let Some(ip) = &done.ip {
+            st.ips.release(ip);
+        }
+        let reused = st.ips.allocate(cidr);
+        assert_eq!(reused, done.ip);
+        st.tracks.insert(Request::new("a", Some("d")), running.clone());
+        st.tracks.insert(Request::new("b", Some("d")), done);
+        st.forget(&Request::new("b", Some("d")));
+        st.forget(&Request::new("a", Some("d")));
+        // Only the running pod's address is free again; the reused one stays taken.
+        assert_eq!(st.ips.allocate(cidr), running.ip);
+        assert_eq!(st.ips.allocate(cidr).as_deref(), Some("10.244.0.4"));
+    }
+
+    #[test]
+    fn adopts_running_pods() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "podIP": "10.244.1.7",
+                "containerStatuses": [{"name": "c", "restartCount": 3, "ready": true, "image": "", "imageID": "",
+                    "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}]}
+        }))
+        .unwrap_or_default();
+        let mut t = Track::new("u".into(), "n".into(), Instant::now(), 0);
+        assert!(adopt(&mut t, &pod, Instant::now()));
+        assert_eq!((t.ip.as_deref(), t.restarts), (Some("10.244.1.7"), 3));
+        assert!(t.started.is_some());
+    }
 }

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
+use kube::Client;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::Client;
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -79,10 +79,17 @@ impl<K: Object> Informer<K> {
             .into_iter()
             .map(|namespace| {
                 let writer = Writer::<K>::new(());
-                Partition { namespace, store: writer.as_reader(), writer: Mutex::new(Some(writer)), synced: AtomicBool::new(false) }
+                Partition {
+                    namespace,
+                    store: writer.as_reader(),
+                    writer: Mutex::new(Some(writer)),
+                    synced: AtomicBool::new(false),
+                }
             })
             .collect();
-        let (tx, _) = broadcast::channel(4096);
+        // Large enough for a relist burst of a big cache, so subscribers rarely lag (a lagging
+        // subscriber resynchronises by replaying the whole cache).
+        let (tx, _) = broadcast::channel(16_384);
         Informer {
             client,
             label_selector: scope.label_selector.clone(),
@@ -114,7 +121,10 @@ impl<K: Object> Informer<K> {
         if let Some(sel) = &self.label_selector {
             cfg = cfg.labels(sel);
         }
-        let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
+        // managedFields are the bulk of most objects and controllers rarely read them; drop
+        // them from the cache (controller-runtime's TransformStripManagedFields).
+        let mut stream =
+            std::pin::pin!(watcher(api, cfg).default_backoff().modify(|o: &mut K| o.meta_mut().managed_fields = None));
         // Objects as they were before a relist started, to diff against when it finishes.
         let mut before_relist: Option<HashMap<ObjectRef<K>, Arc<K>>> = None;
         loop {
@@ -146,7 +156,8 @@ impl<K: Object> Informer<K> {
                     let _ = self.tx.send(InformerEvent::Delete(old));
                 }
                 watcher::Event::Init => {
-                    before_relist = Some(part.store.state().into_iter().map(|o| (ObjectRef::from_obj(&*o), o)).collect());
+                    before_relist =
+                        Some(part.store.state().into_iter().map(|o| (ObjectRef::from_obj(&*o), o)).collect());
                     writer.apply_watcher_event(&event);
                 }
                 watcher::Event::InitApply(_) => writer.apply_watcher_event(&event),
@@ -155,7 +166,8 @@ impl<K: Object> Informer<K> {
                     let mut before = before_relist.take().unwrap_or_default();
                     for new in part.store.state() {
                         let old = before.remove(&ObjectRef::from_obj(&*new));
-                        let changed = old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version);
+                        let changed =
+                            old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version);
                         if changed {
                             let _ = self.tx.send(InformerEvent::Apply { old, new });
                         }

@@ -1,6 +1,7 @@
 //! The shared informer cache: one watch per object type and manager scope, however many
 //! controllers use it, feeding a kube reflector store (for cached reads) and a broadcast
-//! of changes (for controllers' event sources).
+//! of changes (for controllers' event sources). Cached objects have their managedFields
+//! stripped to save memory; read them from the API when needed.
 
 mod informer;
 

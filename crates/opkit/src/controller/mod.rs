@@ -23,7 +23,12 @@ type MapFn<S> = Arc<dyn Fn(&S) -> Vec<Request> + Send + Sync>;
 
 /// Something that turns changes into requests on a controller's queue.
 trait Source: Send + 'static {
-    fn start(self: Box<Self>, queue: Arc<WorkQueue<Request>>, filter: Option<Arc<dyn Predicate>>, shutdown: CancellationToken);
+    fn start(
+        self: Box<Self>,
+        queue: Arc<WorkQueue<Request>>,
+        filter: Option<Arc<dyn Predicate>>,
+        shutdown: CancellationToken,
+    );
 }
 
 struct InformerSource<S: Object> {
@@ -40,7 +45,12 @@ impl<S: Object> InformerSource<S> {
 }
 
 impl<S: Object> Source for InformerSource<S> {
-    fn start(self: Box<Self>, queue: Arc<WorkQueue<Request>>, filter: Option<Arc<dyn Predicate>>, shutdown: CancellationToken) {
+    fn start(
+        self: Box<Self>,
+        queue: Arc<WorkQueue<Request>>,
+        filter: Option<Arc<dyn Predicate>>,
+        shutdown: CancellationToken,
+    ) {
         tokio::spawn(async move {
             let pass = |e: &Event<'_>| filter.as_ref().is_none_or(|f| f.filter(e));
             let mut sub = self.informer.subscribe();
@@ -129,7 +139,8 @@ impl<K: Object, R: Reconciler<K>> Controller<K, R> {
     /// A controller reconciling `K` (controller-runtime's `For`), named after the kind.
     pub fn new(mgr: &Manager, reconciler: R) -> Self {
         let informer = mgr.cache().informer::<K>();
-        let primary: Box<dyn Source> = Box::new(InformerSource::<K> { informer, map: Arc::new(|o: &K| vec![Request::from_object(o)]) });
+        let primary: Box<dyn Source> =
+            Box::new(InformerSource::<K> { informer, map: Arc::new(|o: &K| vec![Request::from_object(o)]) });
         Controller {
             mgr: mgr.clone(),
             name: K::kind(&()).to_lowercase(),

@@ -17,7 +17,10 @@ use crate::metrics::ControllerMetrics;
 use crate::object::Object;
 use crate::reconcile::{Action, Context, Reconciler, Request};
 
-pub(super) async fn run<K: Object, R: Reconciler<K>>(c: Controller<K, R>, shutdown: CancellationToken) -> Result<(), RunnableError> {
+pub(super) async fn run<K: Object, R: Reconciler<K>>(
+    c: Controller<K, R>,
+    shutdown: CancellationToken,
+) -> Result<(), RunnableError> {
     let metrics = c.mgr.metrics().controller(&c.name);
     metrics.set_max_concurrent(c.concurrency as i64);
     metrics.set_active_workers(0);
@@ -25,7 +28,14 @@ pub(super) async fn run<K: Object, R: Reconciler<K>>(c: Controller<K, R>, shutdo
     for s in c.sources {
         s.start(queue.clone(), c.filter.clone(), shutdown.clone());
     }
-    let shared = Arc::new(Shared { reconciler: c.reconciler, mgr: c.mgr, name: c.name, metrics, active: AtomicI64::new(0), _k: std::marker::PhantomData });
+    let shared = Arc::new(Shared {
+        reconciler: c.reconciler,
+        mgr: c.mgr,
+        name: c.name,
+        metrics,
+        active: AtomicI64::new(0),
+        _k: std::marker::PhantomData,
+    });
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..c.concurrency {
         let (queue, shared) = (queue.clone(), shared.clone());

@@ -91,7 +91,8 @@ impl ManagerArgs {
     pub async fn client(&self) -> Result<Client, FlagsError> {
         let config = match &self.kubeconfig {
             Some(path) => {
-                let kc = Kubeconfig::read_from(path).map_err(|e| FlagsError::Kubeconfig(format!("{}: {e}", path.display())))?;
+                let kc = Kubeconfig::read_from(path)
+                    .map_err(|e| FlagsError::Kubeconfig(format!("{}: {e}", path.display())))?;
                 Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
                     .map_err(|e| FlagsError::Kubeconfig(e.to_string()))?
@@ -115,7 +116,16 @@ mod tests {
 
     #[test]
     fn go_style_flags() {
-        let cli = Cli::parse_from(["op", "--metrics-bind-address", "0", "--leader-elect", "--leader-election-id", "86f835c3.example.com", "--namespace", "a,b"]);
+        let cli = Cli::parse_from([
+            "op",
+            "--metrics-bind-address",
+            "0",
+            "--leader-elect",
+            "--leader-election-id",
+            "86f835c3.example.com",
+            "--namespace",
+            "a,b",
+        ]);
         let o = cli.mgr.options().expect("options");
         assert_eq!(o.metrics_addr, None);
         assert_eq!(o.health_addr, Some("0.0.0.0:8081".parse().expect("addr")));

@@ -152,7 +152,8 @@ impl Manager {
     pub async fn run(self) -> Result<(), ManagerError> {
         let shutdown = CancellationToken::new();
         let signal = shutdown.clone();
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ManagerError::Signal)?;
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ManagerError::Signal)?;
         tokio::spawn(async move {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {},
@@ -180,16 +181,24 @@ impl Manager {
             let synced: Check = Arc::new(move || {
                 if cache.is_synced() { Ok(()) } else { Err(format!("caches not synced: {:?}", cache.unsynced())) }
             });
-            let bound = health::serve_probes(addr, vec![("ping".into(), ping)], vec![("informers".into(), synced)], all.clone())
-                .await
-                .map_err(|source| ManagerError::Serve { what: "health probes", source })?;
+            let bound = health::serve_probes(
+                addr,
+                vec![("ping".into(), ping)],
+                vec![("informers".into(), synced)],
+                all.clone(),
+            )
+            .await
+            .map_err(|source| ManagerError::Serve { what: "health probes", source })?;
             self.inner.bound.lock().1 = Some(bound);
         }
         self.inner.cache.start(all.clone());
         let runnables: Vec<Box<dyn Runnable>> = std::mem::take(&mut *self.inner.runnables.lock());
-        let (leader_only, everywhere): (Vec<_>, Vec<_>) = runnables.into_iter().partition(|r| r.needs_leader_election());
+        let (leader_only, everywhere): (Vec<_>, Vec<_>) =
+            runnables.into_iter().partition(|r| r.needs_leader_election());
         let mut tasks = tokio::task::JoinSet::new();
-        let spawn = |tasks: &mut tokio::task::JoinSet<Result<(), ManagerError>>, r: Box<dyn Runnable>, token: CancellationToken| {
+        let spawn = |tasks: &mut tokio::task::JoinSet<Result<(), ManagerError>>,
+                     r: Box<dyn Runnable>,
+                     token: CancellationToken| {
             let name = r.name();
             tasks.spawn(async move { r.start(token).await.map_err(|source| ManagerError::Runnable { name, source }) });
         };
@@ -205,7 +214,8 @@ impl Manager {
                 }
             }
             Some(cfg) => {
-                let (mut rx, _elector) = LeaderElector::new(self.client(), cfg, Some(self.inner.metrics.clone())).start(all.clone());
+                let (mut rx, _elector) =
+                    LeaderElector::new(self.client(), cfg, Some(self.inner.metrics.clone())).start(all.clone());
                 let leading = tokio::select! {
                     _ = all.cancelled() => false,
                     r = rx.wait_for(|l| *l) => r.is_ok(),

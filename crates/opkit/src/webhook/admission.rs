@@ -74,9 +74,7 @@ pub trait Defaulter<K>: Send + Sync + 'static {
 fn decode<K: DeserializeOwned>(raw: &Option<Value>, what: &str) -> Result<Option<K>, String> {
     match raw {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => K::deserialize(v)
-            .map(Some)
-            .map_err(|e| format!("unable to decode {what}: {e}")),
+        Some(v) => K::deserialize(v).map(Some).map_err(|e| format!("unable to decode {what}: {e}")),
     }
 }
 
@@ -91,19 +89,14 @@ fn missing_objects(req: &AdmissionRequest) -> Option<AdmissionResponse> {
         _ => None,
     };
     missing.map(|field| {
-        AdmissionResponse::errored(
-            400,
-            "BadRequest",
-            format!("{:?} request has no {field}", req.operation),
-        )
+        AdmissionResponse::errored(400, "BadRequest", format!("{:?} request has no {field}", req.operation))
     })
 }
 
 /// Runs `f`, turning a panic in user code into a 500 denial.
 fn guarded(f: impl FnOnce() -> AdmissionResponse) -> AdmissionResponse {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        AdmissionResponse::errored(500, "InternalError", "webhook handler panicked")
-    })
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| AdmissionResponse::errored(500, "InternalError", "webhook handler panicked"))
 }
 
 /// Adapts a [`Validator`] to an [`AdmissionHandler`].
@@ -114,10 +107,7 @@ pub(crate) struct ValidatingHandler<K, V> {
 
 impl<K, V> ValidatingHandler<K, V> {
     pub(crate) fn new(validator: V) -> Self {
-        ValidatingHandler {
-            validator,
-            _kind: PhantomData,
-        }
+        ValidatingHandler { validator, _kind: PhantomData }
     }
 }
 
@@ -130,8 +120,8 @@ where
         if let Some(resp) = missing_objects(req) {
             return resp;
         }
-        let typed = decode::<K>(&req.object, "object")
-            .and_then(|o| Ok((o, decode::<K>(&req.old_object, "oldObject")?)));
+        let typed =
+            decode::<K>(&req.object, "object").and_then(|o| Ok((o, decode::<K>(&req.old_object, "oldObject")?)));
         let (object, old_object) = match typed {
             Ok(pair) => pair,
             Err(msg) => return AdmissionResponse::errored(400, "BadRequest", msg),
@@ -152,10 +142,7 @@ pub(crate) struct MutatingHandler<K, D> {
 
 impl<K, D> MutatingHandler<K, D> {
     pub(crate) fn new(defaulter: D) -> Self {
-        MutatingHandler {
-            defaulter,
-            _kind: PhantomData,
-        }
+        MutatingHandler { defaulter, _kind: PhantomData }
     }
 }
 
@@ -174,8 +161,8 @@ where
         let Some(raw) = req.object.as_ref() else {
             return AdmissionResponse::errored(400, "BadRequest", "request has no object");
         };
-        let decoded = decode::<K>(&req.object, "object")
-            .and_then(|o| Ok((o, decode::<K>(&req.old_object, "oldObject")?)));
+        let decoded =
+            decode::<K>(&req.object, "object").and_then(|o| Ok((o, decode::<K>(&req.old_object, "oldObject")?)));
         let (object, old_object) = match decoded {
             Ok((Some(o), old)) => (o, old),
             Ok((None, _)) => {
@@ -211,11 +198,7 @@ fn encode_error(e: serde_json::Error) -> AdmissionResponse {
 
 /// An allowing response carrying the patch from `raw` to the defaulted object (none when the
 /// defaulter changed nothing).
-fn patch_response(
-    raw: &Value,
-    before: &Value,
-    after: &Value,
-) -> Result<AdmissionResponse, serde_json::Error> {
+fn patch_response(raw: &Value, before: &Value, after: &Value) -> Result<AdmissionResponse, serde_json::Error> {
     let ops = defaulting_patch(raw, before, after);
     if ops.0.is_empty() {
         return Ok(AdmissionResponse::allowed());
@@ -265,16 +248,8 @@ fn overlay(raw: Option<&Value>, before: Option<&Value>, after: &Value) -> Value 
             }
             Value::Object(out)
         }
-        (Value::Array(r), Some(Value::Array(b)), Value::Array(a))
-            if r.len() == b.len() && b.len() == a.len() =>
-        {
-            Value::Array(
-                r.iter()
-                    .zip(b)
-                    .zip(a)
-                    .map(|((rv, bv), av)| overlay(Some(rv), Some(bv), av))
-                    .collect(),
-            )
+        (Value::Array(r), Some(Value::Array(b)), Value::Array(a)) if r.len() == b.len() && b.len() == a.len() => {
+            Value::Array(r.iter().zip(b).zip(a).map(|((rv, bv), av)| overlay(Some(rv), Some(bv), av)).collect())
         }
         _ => after.clone(),
     }
@@ -294,11 +269,9 @@ mod tests {
 
     #[test]
     fn patch_keeps_unknown_fields_and_nulls() {
-        let raw =
-            json!({"metadata": {"name": "a", "x-unknown": 1, "labels": null}, "data": {"k": "v"}});
+        let raw = json!({"metadata": {"name": "a", "x-unknown": 1, "labels": null}, "data": {"k": "v"}});
         let before = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
-        let after =
-            json!({"metadata": {"name": "a", "labels": {"d": "1"}}, "data": {"k": "v", "n": "2"}});
+        let after = json!({"metadata": {"name": "a", "labels": {"d": "1"}}, "data": {"k": "v", "n": "2"}});
         let p = defaulting_patch(&raw, &before, &after);
         let got = apply(&raw, &p);
         assert_eq!(got["metadata"]["x-unknown"], json!(1));
@@ -312,10 +285,7 @@ mod tests {
         let before = json!({"a": 1, "b": 2, "arr": [{"x": 1}, {"x": 2}]});
         let after = json!({"a": 1, "arr": [{"x": 1}, {"x": 5}]});
         let got = apply(&raw, &defaulting_patch(&raw, &before, &after));
-        assert_eq!(
-            got,
-            json!({"a": 1, "unknown": 3, "arr": [{"x": 1, "u": 0}, {"x": 5}]})
-        );
+        assert_eq!(got, json!({"a": 1, "unknown": 3, "arr": [{"x": 1, "u": 0}, {"x": 5}]}));
         assert!(defaulting_patch(&raw, &before, &before).0.is_empty());
     }
 
@@ -333,10 +303,8 @@ mod tests {
     }
 
     fn request(op: &str, object: Value, old: Value) -> AdmissionRequest {
-        serde_json::from_value(
-            json!({"uid": "1", "operation": op, "object": object, "oldObject": old}),
-        )
-        .expect("request")
+        serde_json::from_value(json!({"uid": "1", "operation": op, "object": object, "oldObject": old}))
+            .expect("request")
     }
 
     #[test]

@@ -70,19 +70,13 @@ pub(crate) struct ConversionReview {
 /// Converts every object of `req`; the first failure fails the review.
 pub fn convert_review(converter: &dyn Converter, req: ConversionRequest) -> ConversionResponse {
     let desired = req.desired_api_version.as_str();
-    let converted: Result<Vec<Value>, String> = req
-        .objects
-        .into_iter()
-        .map(|obj| convert_one(converter, obj, desired))
-        .collect();
+    let converted: Result<Vec<Value>, String> =
+        req.objects.into_iter().map(|obj| convert_one(converter, obj, desired)).collect();
     match converted {
         Ok(objects) => ConversionResponse {
             uid: req.uid,
             converted_objects: objects,
-            result: ReviewStatus {
-                status: Some("Success".to_owned()),
-                ..ReviewStatus::default()
-            },
+            result: ReviewStatus { status: Some("Success".to_owned()), ..ReviewStatus::default() },
         },
         Err(message) => ConversionResponse {
             uid: req.uid,
@@ -105,31 +99,23 @@ fn convert_one(converter: &dyn Converter, obj: Value, desired: &str) -> Result<V
     }
     let kind = obj.get("kind").cloned();
     let name = object_name(&obj);
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        converter.convert(obj, desired)
-    }));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| converter.convert(obj, desired)));
     let mut out = match caught {
         Ok(Ok(out)) => out,
         Ok(Err(msg)) => return Err(format!("converting {name} to {desired}: {msg}")),
         Err(_) => {
-            return Err(format!(
-                "converting {name} to {desired}: converter panicked"
-            ));
+            return Err(format!("converting {name} to {desired}: converter panicked"));
         }
     };
     let Some(map) = out.as_object_mut() else {
-        return Err(format!(
-            "converting {name}: converter returned a non-object"
-        ));
+        return Err(format!("converting {name}: converter returned a non-object"));
     };
     match map.get("apiVersion").and_then(Value::as_str) {
         None => {
             map.insert("apiVersion".to_owned(), Value::String(desired.to_owned()));
         }
         Some(v) if v != desired => {
-            return Err(format!(
-                "converting {name}: converter returned apiVersion {v}, expected {desired}"
-            ));
+            return Err(format!("converting {name}: converter returned apiVersion {v}, expected {desired}"));
         }
         Some(_) => {}
     }
@@ -175,18 +161,9 @@ mod tests {
         let resp = convert_review(&bump, req);
         assert_eq!(resp.uid, "u");
         assert_eq!(resp.result.status.as_deref(), Some("Success"));
-        let names: Vec<_> = resp
-            .converted_objects
-            .iter()
-            .map(|o| (o["metadata"]["name"].clone(), o["apiVersion"].clone()))
-            .collect();
-        assert_eq!(
-            names,
-            vec![
-                (json!("a"), json!("x.io/v2")),
-                (json!("b"), json!("x.io/v2"))
-            ]
-        );
+        let names: Vec<_> =
+            resp.converted_objects.iter().map(|o| (o["metadata"]["name"].clone(), o["apiVersion"].clone())).collect();
+        assert_eq!(names, vec![(json!("a"), json!("x.io/v2")), (json!("b"), json!("x.io/v2"))]);
     }
 
     #[test]
@@ -205,9 +182,6 @@ mod tests {
             desired_api_version: "x.io/v2".into(),
             objects: vec![json!({"apiVersion": "x.io/v1"})],
         };
-        assert_eq!(
-            convert_review(&wrong, req).result.status.as_deref(),
-            Some("Failure")
-        );
+        assert_eq!(convert_review(&wrong, req).result.status.as_deref(), Some("Failure"));
     }
 }

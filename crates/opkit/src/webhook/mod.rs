@@ -17,12 +17,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use admission::{AdmissionHandler, Defaulter, Validator, defaulting_patch};
-pub use conversion::{
-    CONVERSION_API_VERSION, ConversionRequest, ConversionResponse, Converter, convert_review,
-};
+pub use conversion::{CONVERSION_API_VERSION, ConversionRequest, ConversionResponse, Converter, convert_review};
 pub use review::{
-    ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, GroupVersionKind,
-    GroupVersionResource, Operation, PATCH_TYPE_JSON_PATCH, ReviewStatus, UserInfo,
+    ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, GroupVersionKind, GroupVersionResource, Operation,
+    PATCH_TYPE_JSON_PATCH, ReviewStatus, UserInfo,
 };
 pub use server::{DEFAULT_ADDR, MAX_REQUEST_BYTES, WebhookServer};
 pub use tls::{CA_FILE, CERT_FILE, DevCerts, KEY_FILE};

@@ -204,10 +204,7 @@ impl AdmissionResponse {
     pub fn allowed() -> Self {
         AdmissionResponse {
             allowed: true,
-            status: Some(ReviewStatus {
-                code: Some(200),
-                ..ReviewStatus::default()
-            }),
+            status: Some(ReviewStatus { code: Some(200), ..ReviewStatus::default() }),
             ..AdmissionResponse::default()
         }
     }
@@ -288,8 +285,7 @@ mod tests {
         assert_eq!(req.old_object, Some(json!({"a": 0})));
         assert!(req.is_dry_run());
         let none: AdmissionRequest =
-            serde_json::from_value(json!({"uid": "u", "operation": "DELETE", "object": null}))
-                .expect("decode");
+            serde_json::from_value(json!({"uid": "u", "operation": "DELETE", "object": null})).expect("decode");
         assert_eq!(none.object, None);
     }
 

@@ -23,9 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use super::WebhookError;
-use super::admission::{
-    AdmissionHandler, Defaulter, MutatingHandler, ValidatingHandler, Validator,
-};
+use super::admission::{AdmissionHandler, Defaulter, MutatingHandler, ValidatingHandler, Validator};
 use super::conversion::{ConversionReview, Converter, convert_review};
 use super::review::{AdmissionReviewIn, AdmissionReviewOut};
 use super::tls::{DevCerts, server_config};
@@ -33,8 +31,7 @@ use super::tls::{DevCerts, server_config};
 /// Largest request body accepted (controller-runtime's limit).
 pub const MAX_REQUEST_BYTES: usize = 7 * 1024 * 1024;
 /// Default listen address.
-pub const DEFAULT_ADDR: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 9443);
+pub const DEFAULT_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 9443);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a path serves.
@@ -105,12 +102,7 @@ impl std::fmt::Debug for WebhookServer {
 impl WebhookServer {
     /// A server on `0.0.0.0:9443` with no handlers and no certificate directory.
     pub fn new() -> Self {
-        WebhookServer {
-            addr: DEFAULT_ADDR,
-            cert_dir: None,
-            dev_hosts: None,
-            routes: Vec::new(),
-        }
+        WebhookServer { addr: DEFAULT_ADDR, cert_dir: None, dev_hosts: None, routes: Vec::new() }
     }
 
     /// Sets the listen address (port 0 picks a free port; `start` returns the bound address).
@@ -154,15 +146,13 @@ impl WebhookServer {
 
     /// Serves a raw admission handler at `path` (full control over the response).
     pub fn admission<H: AdmissionHandler>(mut self, path: &str, handler: H) -> Self {
-        self.routes
-            .push((path.to_owned(), Route::Admission(Arc::new(handler))));
+        self.routes.push((path.to_owned(), Route::Admission(Arc::new(handler))));
         self
     }
 
     /// Serves a CRD conversion webhook at `path`.
     pub fn conversion<C: Converter>(mut self, path: &str, converter: C) -> Self {
-        self.routes
-            .push((path.to_owned(), Route::Conversion(Arc::new(converter))));
+        self.routes.push((path.to_owned(), Route::Conversion(Arc::new(converter))));
         self
     }
 
@@ -189,23 +179,11 @@ impl WebhookServer {
             DevCerts::ensure(&dir, hosts)?;
         }
         let (config, _reloader) = server_config(&dir)?;
-        let listener = TcpListener::bind(self.addr)
-            .await
-            .map_err(|source| WebhookError::Bind {
-                addr: self.addr,
-                source,
-            })?;
-        let local = listener.local_addr().map_err(|source| WebhookError::Bind {
-            addr: self.addr,
-            source,
-        })?;
+        let listener =
+            TcpListener::bind(self.addr).await.map_err(|source| WebhookError::Bind { addr: self.addr, source })?;
+        let local = listener.local_addr().map_err(|source| WebhookError::Bind { addr: self.addr, source })?;
         let routes = Arc::new(routes);
-        tokio::spawn(accept_loop(
-            listener,
-            TlsAcceptor::from(config),
-            routes,
-            shutdown,
-        ));
+        tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), routes, shutdown));
         tracing::info!(addr = %local, "webhook server listening");
         Ok(local)
     }
@@ -213,12 +191,7 @@ impl WebhookServer {
 
 type Routes = Arc<HashMap<String, Route>>;
 
-async fn accept_loop(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    routes: Routes,
-    shutdown: CancellationToken,
-) {
+async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, routes: Routes, shutdown: CancellationToken) {
     loop {
         let (tcp, peer) = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -281,13 +254,9 @@ fn error_response(code: StatusCode, message: &str) -> Response<Full<Bytes>> {
     });
     let mut resp = Response::new(Full::new(Bytes::from(body.to_string())));
     *resp.status_mut() = code;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
     if code == StatusCode::METHOD_NOT_ALLOWED {
-        resp.headers_mut()
-            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+        resp.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST"));
     }
     resp
 }
@@ -296,16 +265,10 @@ fn json_response(body: &impl Serialize) -> Response<Full<Bytes>> {
     match serde_json::to_vec(body) {
         Ok(bytes) => {
             let mut resp = Response::new(Full::new(Bytes::from(bytes)));
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                header::HeaderValue::from_static("application/json"),
-            );
+            resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
             resp
         }
-        Err(e) => error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("encoding response: {e}"),
-        ),
+        Err(e) => error_response(StatusCode::INTERNAL_SERVER_ERROR, &format!("encoding response: {e}")),
     }
 }
 
@@ -317,13 +280,7 @@ async fn route(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>>
         return error_response(StatusCode::METHOD_NOT_ALLOWED, "only POST is supported");
     }
     if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
-        let media = ct
-            .to_str()
-            .unwrap_or_default()
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim();
+        let media = ct.to_str().unwrap_or_default().split(';').next().unwrap_or_default().trim();
         if !media.eq_ignore_ascii_case("application/json") {
             return error_response(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -331,19 +288,13 @@ async fn route(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>>
             );
         }
     }
-    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
-        .collect()
-        .await
-    {
+    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
             return error_response(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
         }
         Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &format!("reading request body: {e}"),
-            );
+            return error_response(StatusCode::BAD_REQUEST, &format!("reading request body: {e}"));
         }
     };
     match route {
@@ -356,24 +307,15 @@ fn admit(handler: Arc<dyn AdmissionHandler>, body: &[u8]) -> Response<Full<Bytes
     let review: AdmissionReviewIn = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &format!("malformed AdmissionReview: {e}"),
-            );
+            return error_response(StatusCode::BAD_REQUEST, &format!("malformed AdmissionReview: {e}"));
         }
     };
     if review.kind != "AdmissionReview"
-        || !matches!(
-            review.api_version.as_str(),
-            "admission.k8s.io/v1" | "admission.k8s.io/v1beta1"
-        )
+        || !matches!(review.api_version.as_str(), "admission.k8s.io/v1" | "admission.k8s.io/v1beta1")
     {
         return error_response(
             StatusCode::BAD_REQUEST,
-            &format!(
-                "expected admission.k8s.io/v1 AdmissionReview, got {} {}",
-                review.api_version, review.kind
-            ),
+            &format!("expected admission.k8s.io/v1 AdmissionReview, got {} {}", review.api_version, review.kind),
         );
     }
     let Some(request) = review.request else {
@@ -381,35 +323,22 @@ fn admit(handler: Arc<dyn AdmissionHandler>, body: &[u8]) -> Response<Full<Bytes
     };
     let mut response = handler.handle(&request);
     response.uid = request.uid;
-    json_response(&AdmissionReviewOut {
-        api_version: review.api_version,
-        kind: "AdmissionReview",
-        response,
-    })
+    json_response(&AdmissionReviewOut { api_version: review.api_version, kind: "AdmissionReview", response })
 }
 
 fn convert(converter: Arc<dyn Converter>, body: &[u8]) -> Response<Full<Bytes>> {
     let review: ConversionReview = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &format!("malformed ConversionReview: {e}"),
-            );
+            return error_response(StatusCode::BAD_REQUEST, &format!("malformed ConversionReview: {e}"));
         }
     };
     if review.kind != "ConversionReview"
-        || !matches!(
-            review.api_version.as_str(),
-            "apiextensions.k8s.io/v1" | "apiextensions.k8s.io/v1beta1"
-        )
+        || !matches!(review.api_version.as_str(), "apiextensions.k8s.io/v1" | "apiextensions.k8s.io/v1beta1")
     {
         return error_response(
             StatusCode::BAD_REQUEST,
-            &format!(
-                "expected apiextensions.k8s.io/v1 ConversionReview, got {} {}",
-                review.api_version, review.kind
-            ),
+            &format!("expected apiextensions.k8s.io/v1 ConversionReview, got {} {}", review.api_version, review.kind),
         );
     }
     let Some(request) = review.request else {

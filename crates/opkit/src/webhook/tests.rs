@@ -29,18 +29,10 @@ impl Validator<ConfigMap> for ConfigMapPolicy {
         if data.contains_key("forbidden") {
             return Err("data key \"forbidden\" is not allowed".into());
         }
-        Ok(if data.is_empty() {
-            vec!["configmap has no data".into()]
-        } else {
-            Vec::new()
-        })
+        Ok(if data.is_empty() { vec!["configmap has no data".into()] } else { Vec::new() })
     }
     fn validate_update(&self, old: &ConfigMap, new: &ConfigMap) -> Result<Vec<String>, String> {
-        let get = |c: &ConfigMap| {
-            c.data
-                .as_ref()
-                .and_then(|d| d.get("immutable-key").cloned())
-        };
+        let get = |c: &ConfigMap| c.data.as_ref().and_then(|d| d.get("immutable-key").cloned());
         if get(old) != get(new) {
             return Err("immutable-key cannot change".into());
         }
@@ -59,14 +51,8 @@ struct ConfigMapDefaults;
 
 impl Defaulter<ConfigMap> for ConfigMapDefaults {
     fn default(&self, obj: &mut ConfigMap) {
-        obj.metadata
-            .labels
-            .get_or_insert_with(Default::default)
-            .insert("defaulted".into(), "true".into());
-        obj.data
-            .get_or_insert_with(Default::default)
-            .entry("mode".into())
-            .or_insert_with(|| "standard".into());
+        obj.metadata.labels.get_or_insert_with(Default::default).insert("defaulted".into(), "true".into());
+        obj.data.get_or_insert_with(Default::default).entry("mode".into()).or_insert_with(|| "standard".into());
     }
 }
 
@@ -80,12 +66,7 @@ fn convert_person(mut obj: Value, desired: &str) -> Result<Value, String> {
             json!({"first": first, "last": last})
         }
         "example.com/v1" => {
-            let part = |k: &str| {
-                spec.get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
+            let part = |k: &str| spec.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
             json!({"name": format!("{} {}", part("first"), part("last"))})
         }
         other => return Err(format!("unsupported version {other}")),
@@ -128,11 +109,7 @@ async fn start() -> Running {
         .start(shutdown.clone())
         .await
         .expect("start");
-    Running {
-        addr,
-        dir,
-        shutdown,
-    }
+    Running { addr, dir, shutdown }
 }
 
 async fn connect(addr: SocketAddr, ca_pem: &str, alpn: &[u8]) -> TlsStream<TcpStream> {
@@ -140,30 +117,19 @@ async fn connect(addr: SocketAddr, ca_pem: &str, alpn: &[u8]) -> TlsStream<TcpSt
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.expect("ca pem")).expect("add root");
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     config.alpn_protocols = vec![alpn.to_vec()];
     let tcp = TcpStream::connect(addr).await.expect("tcp connect");
     let name = ServerName::try_from("localhost").expect("name");
-    TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .expect("tls handshake")
+    TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("tls handshake")
 }
 
 /// Sends one request; returns the status and the body parsed as JSON (Null if not JSON).
-async fn call(
-    srv: &Running,
-    method: &str,
-    path: &str,
-    body: &[u8],
-    http2: bool,
-) -> (StatusCode, Value) {
+async fn call(srv: &Running, method: &str, path: &str, body: &[u8], http2: bool) -> (StatusCode, Value) {
     let alpn: &[u8] = if http2 { b"h2" } else { b"http/1.1" };
     let tls = connect(srv.addr, &srv.ca(), alpn).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
@@ -175,24 +141,17 @@ async fn call(
         .expect("request");
     let resp = if http2 {
         let (mut sender, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                .await
-                .expect("h2 handshake");
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.expect("h2 handshake");
         tokio::spawn(conn);
         sender.send_request(req).await.expect("h2 response")
     } else {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .expect("h1 handshake");
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.expect("h1 handshake");
         tokio::spawn(conn);
         sender.send_request(req).await.expect("h1 response")
     };
     let status = resp.status();
     let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
 fn admission_review(op: &str, object: Value, old: Value) -> Vec<u8> {
@@ -227,64 +186,34 @@ async fn review(srv: &Running, path: &str, body: Vec<u8>) -> Value {
 #[tokio::test]
 async fn validating_webhook_rejects_and_accepts() {
     let srv = start().await;
-    let denied = review(
-        &srv,
-        "/validate",
-        admission_review("CREATE", cm("a", json!({"forbidden": "x"})), Value::Null),
-    )
-    .await;
+    let denied =
+        review(&srv, "/validate", admission_review("CREATE", cm("a", json!({"forbidden": "x"})), Value::Null)).await;
     assert_eq!(denied["uid"], json!("uid-CREATE"));
     assert_eq!(denied["allowed"], json!(false));
     assert_eq!(denied["status"]["code"], json!(403));
     assert_eq!(denied["status"]["reason"], json!("Forbidden"));
-    assert_eq!(
-        denied["status"]["message"],
-        json!("data key \"forbidden\" is not allowed")
-    );
+    assert_eq!(denied["status"]["message"], json!("data key \"forbidden\" is not allowed"));
 
-    let ok = review(
-        &srv,
-        "/validate",
-        admission_review("CREATE", cm("a", json!({})), Value::Null),
-    )
-    .await;
+    let ok = review(&srv, "/validate", admission_review("CREATE", cm("a", json!({})), Value::Null)).await;
     assert_eq!(ok["allowed"], json!(true));
     assert_eq!(ok["warnings"], json!(["configmap has no data"]));
 
     let upd = review(
         &srv,
         "/validate",
-        admission_review(
-            "UPDATE",
-            cm("a", json!({"immutable-key": "2"})),
-            cm("a", json!({"immutable-key": "1"})),
-        ),
+        admission_review("UPDATE", cm("a", json!({"immutable-key": "2"})), cm("a", json!({"immutable-key": "1"}))),
     )
     .await;
     assert_eq!(upd["uid"], json!("uid-UPDATE"));
     assert_eq!(upd["allowed"], json!(false));
-    let del = review(
-        &srv,
-        "/validate",
-        admission_review("DELETE", Value::Null, cm("protected", json!({}))),
-    )
-    .await;
+    let del = review(&srv, "/validate", admission_review("DELETE", Value::Null, cm("protected", json!({})))).await;
     assert_eq!(del["allowed"], json!(false));
-    let del = review(
-        &srv,
-        "/validate",
-        admission_review("DELETE", Value::Null, cm("other", json!({}))),
-    )
-    .await;
+    let del = review(&srv, "/validate", admission_review("DELETE", Value::Null, cm("other", json!({})))).await;
     assert_eq!(del["allowed"], json!(true));
 
     // Undecodable object: a 400 denial, not a crash; the server keeps serving.
-    let bad = review(
-        &srv,
-        "/validate",
-        admission_review("CREATE", json!({"metadata": {"name": 5}}), Value::Null),
-    )
-    .await;
+    let bad =
+        review(&srv, "/validate", admission_review("CREATE", json!({"metadata": {"name": 5}}), Value::Null)).await;
     assert_eq!(bad["allowed"], json!(false));
     assert_eq!(bad["status"]["code"], json!(400));
 }
@@ -293,16 +222,10 @@ async fn validating_webhook_rejects_and_accepts() {
 async fn mutating_webhook_patch_yields_defaulted_object() {
     let srv = start().await;
     let original = cm("a", json!({"keep": "1"}));
-    let resp = review(
-        &srv,
-        "/mutate",
-        admission_review("CREATE", original.clone(), Value::Null),
-    )
-    .await;
+    let resp = review(&srv, "/mutate", admission_review("CREATE", original.clone(), Value::Null)).await;
     assert_eq!(resp["allowed"], json!(true));
     assert_eq!(resp["patchType"], json!("JSONPatch"));
-    let raw: k8s_openapi::ByteString =
-        serde_json::from_value(resp["patch"].clone()).expect("base64 patch");
+    let raw: k8s_openapi::ByteString = serde_json::from_value(resp["patch"].clone()).expect("base64 patch");
     let patch: json_patch::Patch = serde_json::from_slice(&raw.0).expect("json patch");
     let mut patched = original.clone();
     json_patch::patch(&mut patched, &patch).expect("apply");
@@ -315,14 +238,8 @@ async fn mutating_webhook_patch_yields_defaulted_object() {
     let mut with_nulls = cm("b", json!({"mode": "custom"}));
     with_nulls["metadata"]["creationTimestamp"] = Value::Null;
     with_nulls["extra"] = json!({"x": 1});
-    let resp = review(
-        &srv,
-        "/mutate",
-        admission_review("UPDATE", with_nulls.clone(), with_nulls.clone()),
-    )
-    .await;
-    let raw: k8s_openapi::ByteString =
-        serde_json::from_value(resp["patch"].clone()).expect("base64 patch");
+    let resp = review(&srv, "/mutate", admission_review("UPDATE", with_nulls.clone(), with_nulls.clone())).await;
+    let raw: k8s_openapi::ByteString = serde_json::from_value(resp["patch"].clone()).expect("base64 patch");
     let patch: json_patch::Patch = serde_json::from_slice(&raw.0).expect("json patch");
     assert_eq!(
         serde_json::to_value(&patch).expect("encode"),
@@ -332,21 +249,11 @@ async fn mutating_webhook_patch_yields_defaulted_object() {
     // Nothing to change: no patch at all.
     let mut done = cm("c", json!({"mode": "x"}));
     done["metadata"]["labels"] = json!({"defaulted": "true"});
-    let resp = review(
-        &srv,
-        "/mutate",
-        admission_review("CREATE", done, Value::Null),
-    )
-    .await;
+    let resp = review(&srv, "/mutate", admission_review("CREATE", done, Value::Null)).await;
     assert_eq!(resp["allowed"], json!(true));
     assert!(resp.get("patch").is_none() && resp.get("patchType").is_none());
 
-    let del = review(
-        &srv,
-        "/mutate",
-        admission_review("DELETE", Value::Null, cm("a", json!({}))),
-    )
-    .await;
+    let del = review(&srv, "/mutate", admission_review("DELETE", Value::Null, cm("a", json!({})))).await;
     assert_eq!(del["allowed"], json!(true));
     assert!(del.get("patch").is_none());
 }
@@ -380,12 +287,7 @@ async fn conversion_round_trips_over_http1_and_http2() {
 
     let failed = convert_via(&srv, v1, "example.com/v9", false).await;
     assert_eq!(failed["result"]["status"], json!("Failure"));
-    assert!(
-        failed["result"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("unsupported version")
-    );
+    assert!(failed["result"]["message"].as_str().unwrap_or_default().contains("unsupported version"));
 }
 
 #[tokio::test]
@@ -401,25 +303,12 @@ async fn http_errors() {
     let (status, _) = call(&srv, "POST", "/convert", b"[1,2]", false).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let no_request = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
-    let (status, _) = call(
-        &srv,
-        "POST",
-        "/mutate",
-        no_request.to_string().as_bytes(),
-        false,
-    )
-    .await;
+    let (status, _) = call(&srv, "POST", "/mutate", no_request.to_string().as_bytes(), false).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
 fn served_cert(tls: &TlsStream<TcpStream>) -> CertificateDer<'static> {
-    tls.get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .expect("peer certificate")
-        .clone()
-        .into_owned()
+    tls.get_ref().1.peer_certificates().and_then(|c| c.first()).expect("peer certificate").clone().into_owned()
 }
 
 fn pem_cert(path: &Path) -> CertificateDer<'static> {
@@ -448,10 +337,7 @@ async fn new_connections_see_rotated_certificate() {
 
 #[tokio::test]
 async fn start_errors() {
-    let err = WebhookServer::new()
-        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .start(CancellationToken::new())
-        .await;
+    let err = WebhookServer::new().bind(SocketAddr::from(([127, 0, 0, 1], 0))).start(CancellationToken::new()).await;
     assert!(matches!(err, Err(WebhookError::NoCertDir)));
     let dir = tempfile::tempdir().expect("tempdir");
     let err = WebhookServer::new()
@@ -467,12 +353,7 @@ async fn start_errors() {
 #[tokio::test]
 async fn raw_handler_sees_request_context_and_uid_is_echoed() {
     let srv = start().await;
-    let resp = review(
-        &srv,
-        "/raw",
-        admission_review("CREATE", cm("a", json!({})), Value::Null),
-    )
-    .await;
+    let resp = review(&srv, "/raw", admission_review("CREATE", cm("a", json!({})), Value::Null)).await;
     assert_eq!(resp["uid"], json!("uid-CREATE"));
     assert_eq!(resp["status"]["message"], json!("tester may not"));
 }

@@ -49,10 +49,7 @@ impl fmt::Debug for CertReloader {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, WebhookError> {
-    fs::read(path).map_err(|source| WebhookError::Io {
-        path: path.to_owned(),
-        source,
-    })
+    fs::read(path).map_err(|source| WebhookError::Io { path: path.to_owned(), source })
 }
 
 /// Parses a PEM certificate chain and PEM private key into a rustls `CertifiedKey`.
@@ -63,18 +60,14 @@ fn parse(
     key_path: &Path,
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, WebhookError> {
-    let invalid = |path: &Path, message: String| WebhookError::InvalidCert {
-        path: path.to_owned(),
-        message,
-    };
+    let invalid = |path: &Path, message: String| WebhookError::InvalidCert { path: path.to_owned(), message };
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| invalid(cert_path, e.to_string()))?;
     if chain.is_empty() {
         return Err(invalid(cert_path, "no CERTIFICATE block".to_owned()));
     }
-    let key =
-        PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| invalid(key_path, e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| invalid(key_path, e.to_string()))?;
     CertifiedKey::from_der(chain, key, provider).map_err(|e| invalid(key_path, e.to_string()))
 }
 
@@ -92,11 +85,7 @@ impl CertReloader {
             cert_path,
             key_path,
             provider,
-            current: RwLock::new(Loaded {
-                cert_pem,
-                key_pem,
-                key: Arc::new(key),
-            }),
+            current: RwLock::new(Loaded { cert_pem, key_pem, key: Arc::new(key) }),
         })
     }
 
@@ -116,20 +105,10 @@ impl CertReloader {
                 return cur.key.clone();
             }
         }
-        match parse(
-            &cert_pem,
-            &key_pem,
-            &self.cert_path,
-            &self.key_path,
-            &self.provider,
-        ) {
+        match parse(&cert_pem, &key_pem, &self.cert_path, &self.key_path, &self.provider) {
             Ok(key) => {
                 let key = Arc::new(key);
-                *self.current.write() = Loaded {
-                    cert_pem,
-                    key_pem,
-                    key: key.clone(),
-                };
+                *self.current.write() = Loaded { cert_pem, key_pem, key: key.clone() };
                 tracing::info!(path = %self.cert_path.display(), "reloaded webhook certificate");
                 key
             }
@@ -148,15 +127,9 @@ impl ResolvesServerCert for CertReloader {
 }
 
 /// Builds the rustls server config (ring provider, ALPN `h2` and `http/1.1`).
-pub(crate) fn server_config(
-    cert_dir: &Path,
-) -> Result<(Arc<rustls::ServerConfig>, Arc<CertReloader>), WebhookError> {
+pub(crate) fn server_config(cert_dir: &Path) -> Result<(Arc<rustls::ServerConfig>, Arc<CertReloader>), WebhookError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let reloader = Arc::new(CertReloader::new(
-        cert_dir.join(CERT_FILE),
-        cert_dir.join(KEY_FILE),
-        provider.clone(),
-    )?);
+    let reloader = Arc::new(CertReloader::new(cert_dir.join(CERT_FILE), cert_dir.join(KEY_FILE), provider.clone())?);
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
@@ -191,26 +164,18 @@ impl DevCerts {
     /// addresses; `localhost`, `127.0.0.1` and `::1` when empty).
     pub fn generate(hosts: &[String]) -> Result<Self, WebhookError> {
         use rcgen::{
-            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-            KeyPair, KeyUsagePurpose,
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+            KeyUsagePurpose,
         };
-        let hosts: Vec<String> = if hosts.is_empty() {
-            vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
-        } else {
-            hosts.to_vec()
-        };
+        let hosts: Vec<String> =
+            if hosts.is_empty() { vec!["localhost".into(), "127.0.0.1".into(), "::1".into()] } else { hosts.to_vec() };
         let ca_key = KeyPair::generate()?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params.distinguished_name = rcgen::DistinguishedName::new();
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "opkit webhook development CA");
+        ca_params.distinguished_name.push(DnType::CommonName, "opkit webhook development CA");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        ca_params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let ca_cert = ca_params.self_signed(&ca_key)?;
         let issuer = Issuer::new(ca_params, ca_key);
 
@@ -218,31 +183,19 @@ impl DevCerts {
         let mut params = CertificateParams::new(hosts.clone())?;
         params.distinguished_name = rcgen::DistinguishedName::new();
         if let Some(first) = hosts.first() {
-            params
-                .distinguished_name
-                .push(DnType::CommonName, first.as_str());
+            params.distinguished_name.push(DnType::CommonName, first.as_str());
         }
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.use_authority_key_identifier_extension = true;
         let cert = params.signed_by(&key, &issuer)?;
-        Ok(DevCerts {
-            ca_pem: ca_cert.pem(),
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        })
+        Ok(DevCerts { ca_pem: ca_cert.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
 
     /// Writes `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `dir`, creating it. Each file is
     /// replaced atomically (written aside, then renamed).
     pub fn write(&self, dir: &Path) -> Result<(), WebhookError> {
-        fs::create_dir_all(dir).map_err(|source| WebhookError::Io {
-            path: dir.to_owned(),
-            source,
-        })?;
+        fs::create_dir_all(dir).map_err(|source| WebhookError::Io { path: dir.to_owned(), source })?;
         write_atomic(&dir.join(CA_FILE), self.ca_pem.as_bytes(), false)?;
         write_atomic(&dir.join(KEY_FILE), self.key_pem.as_bytes(), true)?;
         write_atomic(&dir.join(CERT_FILE), self.cert_pem.as_bytes(), false)
@@ -260,10 +213,7 @@ impl DevCerts {
 }
 
 fn write_atomic(path: &Path, data: &[u8], secret: bool) -> Result<(), WebhookError> {
-    let io = |source| WebhookError::Io {
-        path: path.to_owned(),
-        source,
-    };
+    let io = |source| WebhookError::Io { path: path.to_owned(), source };
     let mut tmp_name = path.as_os_str().to_owned();
     tmp_name.push(".tmp");
     let tmp = PathBuf::from(tmp_name);
@@ -294,10 +244,7 @@ mod tests {
         assert!(dir.path().join(CA_FILE).is_file());
         let (_, reloader) = server_config(dir.path()).expect("config");
         let first = reloader.refresh();
-        assert!(
-            Arc::ptr_eq(&first, &reloader.refresh()),
-            "unchanged files reuse the key"
-        );
+        assert!(Arc::ptr_eq(&first, &reloader.refresh()), "unchanged files reuse the key");
 
         // A garbage key keeps the old pair.
         fs::write(dir.path().join(KEY_FILE), b"junk").expect("write");
@@ -314,15 +261,9 @@ mod tests {
     #[test]
     fn missing_or_invalid_files_are_errors() {
         let dir = tempfile::tempdir().expect("tempdir");
-        assert!(matches!(
-            server_config(dir.path()),
-            Err(WebhookError::Io { .. })
-        ));
+        assert!(matches!(server_config(dir.path()), Err(WebhookError::Io { .. })));
         fs::write(dir.path().join(CERT_FILE), b"nope").expect("write");
         fs::write(dir.path().join(KEY_FILE), b"nope").expect("write");
-        assert!(matches!(
-            server_config(dir.path()),
-            Err(WebhookError::InvalidCert { .. })
-        ));
+        assert!(matches!(server_config(dir.path()), Err(WebhookError::InvalidCert { .. })));
     }
 }
