@@ -4,45 +4,21 @@
 //! readiness, failure injection (never ready, crash loops, exit codes), run-to-completion
 //! pods and graceful deletion.
 
+mod common;
+
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{Condition, await_condition};
-use kube::{Resource, ResourceExt};
+use kube::runtime::wait::await_condition;
 use opkit_controllers::ControllersConfig;
 use opkit_testenv::TestEnv;
 use serde_json::json;
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-async fn wait<K>(api: &Api<K>, name: &str, cond: impl Condition<K>) -> Result<K, Error>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    let got = tokio::time::timeout(WAIT, await_condition(api.clone(), name, cond))
-        .await
-        .map_err(|_| format!("timed out waiting on {name}"))??;
-    Ok(got.ok_or_else(|| format!("{name} is gone"))?)
-}
-
-async fn kubectl(env: &TestEnv, args: &[&str]) -> Result<String, Error> {
-    let out = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .args(args)
-        .output()
-        .await?;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    if !out.status.success() {
-        return Err(format!("kubectl {args:?} failed: {stdout}{}", String::from_utf8_lossy(&out.stderr)).into());
-    }
-    Ok(stdout)
-}
+use common::{Error, WAIT, kubectl, wait};
 
 fn condition(p: &Pod, type_: &str) -> Option<String> {
     p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_).map(|c| c.status.clone())

@@ -3,48 +3,22 @@
 //! completion and backoff failure, one DaemonSet pod per node, Service endpoints and
 //! EndpointSlices, and a CronJob running a missed schedule.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Endpoints, Node, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{Condition, await_condition};
 use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
 use opkit_testenv::TestEnv;
 use serde_json::json;
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
-
-const WAIT: Duration = Duration::from_secs(60);
-
-async fn wait<K>(api: &Api<K>, name: &str, cond: impl Condition<K>) -> Result<K, Error>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    let got = tokio::time::timeout(WAIT, await_condition(api.clone(), name, cond))
-        .await
-        .map_err(|_| format!("timed out waiting on {name}"))??;
-    Ok(got.ok_or_else(|| format!("{name} is gone"))?)
-}
-
-async fn kubectl(env: &TestEnv, args: &[&str]) -> Result<String, Error> {
-    let out = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .args(args)
-        .output()
-        .await?;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    if !out.status.success() {
-        return Err(format!("kubectl {args:?} failed: {stdout}{}", String::from_utf8_lossy(&out.stderr)).into());
-    }
-    Ok(stdout)
-}
+use common::{Error, WAIT, kubectl, wait};
 
 async fn kubectl_apply(env: &TestEnv, yaml: &str) -> Result<String, Error> {
     let dir = std::env::temp_dir().join(format!("opkit-workloads-{}", std::process::id()));
