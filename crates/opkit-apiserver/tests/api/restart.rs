@@ -57,7 +57,12 @@ async fn watcher_survives_durable_server_restart() {
 
 async fn concurrent_durable_writes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let env = opkit_testenv::TestEnv::start_with(ServerConfig::durable(dir.path())).await.expect("start");
+    let env = opkit_testenv::TestEnv::builder()
+        .server(ServerConfig::durable(dir.path()))
+        .without_controllers()
+        .start()
+        .await
+        .expect("start");
     let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     let mut writers = tokio::task::JoinSet::new();
     for w in 0..16 {

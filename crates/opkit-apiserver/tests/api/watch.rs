@@ -85,7 +85,9 @@ async fn churn_secrets(env: &TestEnv, n: usize) {
 
 #[tokio::test]
 async fn watch_from_compacted_revision_is_410() {
-    let env = within("start", TestEnv::start_with(small_log_config())).await.expect("start");
+    let env = within("start", TestEnv::builder().server(small_log_config()).without_controllers().start())
+        .await
+        .expect("start");
     let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     let old = create_cm(&api, "old").await;
     let old_rv = old.metadata.resource_version.expect("rv");
@@ -110,7 +112,9 @@ async fn watch_from_compacted_revision_is_410() {
 
 #[tokio::test]
 async fn watcher_recovers_from_410_by_relisting() {
-    let env = within("start", TestEnv::start_with(small_log_config())).await.expect("start");
+    let env = within("start", TestEnv::builder().server(small_log_config()).without_controllers().start())
+        .await
+        .expect("start");
     let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     create_cm(&api, "a").await;
     // A 1-second server timeout makes the watcher resume from its last resourceVersion,

@@ -55,9 +55,12 @@ pub fn flight(name: &str, from: &str, to: &str, number: i64) -> FlightTicket {
     ft
 }
 
-/// A fresh in-memory environment.
+/// A fresh in-memory environment: a bare API server without the cluster controllers,
+/// since these suites test API semantics (controllers would write to the same objects).
 pub async fn env() -> TestEnv {
-    within("starting the test environment", TestEnv::start()).await.expect("TestEnv::start")
+    within("starting the test environment", TestEnv::builder().without_controllers().start())
+        .await
+        .expect("TestEnv::start")
 }
 
 /// A fresh environment with the FlightTicket CRD installed and established.
