@@ -17,6 +17,7 @@ use crate::client::{Endpoint, REQUEST_TIMEOUT, call, snippet};
 use crate::config::{Options, Workload};
 use crate::load::{MakeRequest, Phase, run_phase};
 use crate::report::{BackendReport, ListReport, MemoryReport, StartupReport, WatchReport};
+use crate::runtime::cluster::ensure_namespace;
 use crate::serve::{Backend, ServerProcess};
 use crate::stats::median;
 
@@ -61,21 +62,6 @@ pub fn query_escape(s: &str) -> String {
 fn progress(opts: &Options, msg: &str) {
     if opts.progress {
         eprintln!("[opkit-bench] {msg}");
-    }
-}
-
-async fn ensure_namespace(ep: &Endpoint, ns: &str) -> Result<(), BenchError> {
-    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}).to_string();
-    let mut c = ep.connect().await?;
-    let (status, resp) = c.send(ep.request(Method::POST, "/api/v1/namespaces", Bytes::from(body))).await?;
-    if status.is_success() || status == http::StatusCode::CONFLICT {
-        Ok(())
-    } else {
-        Err(BenchError::Status {
-            what: format!("creating namespace {ns}"),
-            status: status.as_u16(),
-            body: snippet(&resp),
-        })
     }
 }
 

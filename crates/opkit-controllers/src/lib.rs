@@ -69,3 +69,19 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     scheduler::register(mgr, cfg);
     kubelet::register(mgr, cfg);
 }
+
+/// Runs every enabled controller against `client` in a background task until `stop` is
+/// cancelled: what `opkit cluster start` and `opkit-testenv` do next to their server.
+pub fn spawn(
+    client: kube::Client,
+    cfg: &ControllersConfig,
+    stop: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let mgr = Manager::new(client, opkit::ManagerOptions::default());
+    register(&mgr, cfg);
+    tokio::spawn(async move {
+        if let Err(e) = mgr.run_until(stop).await {
+            tracing::error!(error = %e, "cluster controllers stopped");
+        }
+    })
+}

@@ -106,14 +106,7 @@ impl TestEnvBuilder {
         let client = client_for(&server).await?;
         let controllers = self.controllers.unwrap_or_default();
         let token = CancellationToken::new();
-        let mgr = opkit::Manager::new(client.clone(), opkit::ManagerOptions::default());
-        opkit_controllers::register(&mgr, &controllers);
-        let run = token.clone();
-        tokio::spawn(async move {
-            if let Err(e) = mgr.run_until(run).await {
-                tracing::warn!(error = %e, "cluster controllers stopped");
-            }
-        });
+        opkit_controllers::spawn(client.clone(), &controllers, token.clone());
         Ok(TestEnv { server, client, kubeconfig_path, _controllers: token.drop_guard(), _dir: dir })
     }
 }

@@ -71,13 +71,7 @@ async fn run_controllers(
         .await
         .map_err(|e| CliError::Client(e.to_string()))?;
     let client = kube::Client::try_from(config).map_err(|e| CliError::Client(e.to_string()))?;
-    let mgr = opkit::Manager::new(client, opkit::ManagerOptions::default());
-    opkit_controllers::register(&mgr, &cfg);
-    tokio::spawn(async move {
-        if let Err(e) = mgr.run_until(stop).await {
-            tracing::error!(error = %e, "cluster controllers stopped");
-        }
-    });
+    opkit_controllers::spawn(client, &cfg, stop);
     Ok(())
 }
 

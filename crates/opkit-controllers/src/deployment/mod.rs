@@ -198,14 +198,7 @@ async fn claim_replicasets(
                     owned.push((**rs).clone());
                     continue;
                 }
-                let refs: Vec<_> = rs.metadata.owner_references.iter().flatten().filter(|r| r.uid != uid).collect();
-                let body =
-                    json!({"metadata": {"ownerReferences": if refs.is_empty() { json!(null) } else { json!(refs) }}});
-                match api.patch(&name, &PatchParams::default(), &Patch::Merge(&body)).await {
-                    Ok(_) => {}
-                    Err(e) if opkit::status::is_not_found(&e) => {}
-                    Err(e) => return Err(e),
-                }
+                pods::release(&api, &name, &rs.metadata, &uid).await?;
             }
             Some(_) => {}
             None => {

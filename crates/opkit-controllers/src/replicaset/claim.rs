@@ -36,15 +36,7 @@ pub(super) async fn claim_pods(
                     continue;
                 }
                 // Release: it no longer matches.
-                let refs: Vec<&OwnerReference> =
-                    pod.metadata.owner_references.iter().flatten().filter(|r| r.uid != uid).collect();
-                let body =
-                    json!({"metadata": {"ownerReferences": if refs.is_empty() { json!(null) } else { json!(refs) }}});
-                match api.patch(&name, &PatchParams::default(), &Patch::Merge(&body)).await {
-                    Ok(_) => {}
-                    Err(e) if opkit::status::is_not_found(&e) => {}
-                    Err(e) => return Err(e),
-                }
+                pods::release(&api, &name, &pod.metadata, &uid).await?;
             }
             Some(_) => {}
             None => {

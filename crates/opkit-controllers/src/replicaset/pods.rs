@@ -203,6 +203,22 @@ pub fn pods_to_delete<'a>(pods: &[&'a Pod], related: &[&Pod], count: usize) -> V
     ranked.into_iter().take(count).map(|(p, _)| p).collect()
 }
 
+/// Releases an object from the controller with `owner_uid`: drops that owner reference with
+/// a merge patch. An object that is already gone counts as released.
+pub async fn release<K>(api: &kube::Api<K>, name: &str, meta: &ObjectMeta, owner_uid: &str) -> kube::Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let refs: Vec<&OwnerReference> = meta.owner_references.iter().flatten().filter(|r| r.uid != owner_uid).collect();
+    let refs = if refs.is_empty() { serde_json::Value::Null } else { serde_json::json!(refs) };
+    let body = serde_json::json!({"metadata": {"ownerReferences": refs}});
+    match api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&body)).await {
+        Ok(_) => Ok(()),
+        Err(e) if opkit::status::is_not_found(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
