@@ -348,7 +348,19 @@ impl LeaderElector {
 
     /// Clears the holder (leaseDurationSeconds=1) if this replica still holds the lease.
     async fn release(&mut self) {
-        let attempt = tokio::time::timeout(self.cfg.renew_deadline, self.try_release()).await;
+        // A renewal cancelled mid-flight may still land on the server after our GET, so a
+        // 409 means "look again", not "give up": retry until the renew deadline.
+        let attempt = tokio::time::timeout(self.cfg.renew_deadline, async {
+            loop {
+                match self.try_release().await {
+                    Err(LeaderElectionError::Kube(kube::Error::Api(s))) if s.is_conflict() => {
+                        tokio::time::sleep(self.cfg.retry_period / 4).await;
+                    }
+                    other => return other,
+                }
+            }
+        })
+        .await;
         match attempt {
             Ok(Ok(true)) => tracing::info!(lease = %self.lease_ref(), "released leader lease"),
             Ok(Ok(false)) => {}
