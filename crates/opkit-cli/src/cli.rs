@@ -2,11 +2,19 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 
 /// opkit: build, test and run Kubernetes operators in Rust.
+///
+/// The workflow of operator-sdk / kubebuilder:
+///   opkit init --domain example.com --repo github.com/example/memcached-operator
+///   opkit create api --group cache --version v1alpha1 --kind Memcached
+///   make manifests install run      (opkit generate, opkit install, opkit run)
+///   make deploy IMG=...             (opkit deploy)
+///
+/// With no cluster at hand, `opkit cluster start` runs a local one.
 #[derive(Debug, Parser)]
-#[command(name = "opkit", version, about, long_about = None)]
+#[command(name = "opkit", version, verbatim_doc_comment)]
 pub struct Cli {
     /// Output format.
     #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = OutputFormat::Text)]
@@ -28,9 +36,205 @@ pub enum OutputFormat {
 /// Top-level commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Scaffold a new operator project in the current directory.
+    ///
+    /// Examples:
+    ///   opkit init --domain example.com --repo github.com/example/memcached-operator
+    ///   opkit init --domain example.com --repo github.com/me/op --project-name my-op --license none
+    #[command(verbatim_doc_comment)]
+    Init(InitArgs),
+    /// Scaffold an API (type, CRD) or a webhook.
+    #[command(subcommand)]
+    Create(CreateCommand),
+    /// Generate the CRDs (config/crd/bases) from the Rust types and config/rbac/role.yaml
+    /// from the RBAC markers: what `make generate manifests` runs.
+    ///
+    /// Examples:
+    ///   opkit generate
+    #[command(verbatim_doc_comment)]
+    Generate(GenerateArgs),
+    /// Install the project's CRDs into the cluster and wait until they are established.
+    ///
+    /// Examples:
+    ///   opkit install
+    ///   opkit install --kubeconfig .opkit/cluster/kubeconfig
+    #[command(verbatim_doc_comment)]
+    Install(ClusterArgs),
+    /// Delete the project's CRDs (and so every object of them) and wait until they are gone.
+    ///
+    /// Examples:
+    ///   opkit uninstall
+    ///   opkit uninstall --ignore-not-found
+    #[command(verbatim_doc_comment)]
+    Uninstall(RemoveArgs),
+    /// Install the CRDs, then build and run the operator locally against the cluster.
+    ///
+    /// Arguments after `--` go to the operator.
+    ///
+    /// Examples:
+    ///   opkit run
+    ///   opkit run -- --metrics-bind-address 0 --health-probe-bind-address 0
+    #[command(verbatim_doc_comment)]
+    Run(RunArgs),
+    /// Deploy the operator: apply config/default (namespace, RBAC, CRDs, manager
+    /// Deployment) with the image set, and wait until the manager is available.
+    ///
+    /// Examples:
+    ///   opkit deploy --image registry.example.com/memcached-operator:v0.1.0
+    #[command(verbatim_doc_comment)]
+    Deploy(DeployArgs),
+    /// Delete everything `opkit deploy` applied.
+    ///
+    /// Examples:
+    ///   opkit undeploy
+    #[command(verbatim_doc_comment)]
+    Undeploy(RemoveArgs),
     /// Run a local Kubernetes-compatible control plane.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Print a shell completion script.
+    ///
+    /// Examples:
+    ///   opkit completion bash > /etc/bash_completion.d/opkit
+    ///   opkit completion zsh > "${fpath[1]}/_opkit"
+    #[command(verbatim_doc_comment)]
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Flags of `opkit init`.
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// The domain of the API groups (`cache` becomes `cache.<domain>`).
+    #[arg(long)]
+    pub domain: String,
+    /// The source repository, e.g. github.com/example/memcached-operator.
+    #[arg(long)]
+    pub repo: String,
+    /// The project (and crate) name (default: the directory's name).
+    #[arg(long)]
+    pub project_name: Option<String>,
+    /// The copyright owner for the license headers.
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// The license of the scaffolded files.
+    #[arg(long, value_enum, default_value_t = License::Apache2)]
+    pub license: License,
+    /// A local checkout of opkit to build against (default: the checkout this CLI was
+    /// built from, if present; otherwise the published crates).
+    #[arg(long, env = "OPKIT_PATH")]
+    pub opkit_path: Option<PathBuf>,
+}
+
+/// Licenses `opkit init` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum License {
+    /// Apache License 2.0 headers.
+    Apache2,
+    /// No license headers.
+    None,
+}
+
+/// `opkit create ...`
+#[derive(Debug, Subcommand)]
+pub enum CreateCommand {
+    /// Scaffold a Kubernetes API: the Rust type (CRD), its controller, a sample and a test.
+    ///
+    /// Examples:
+    ///   opkit create api --group cache --version v1alpha1 --kind Memcached
+    ///   opkit create api --group ship --version v1 --kind Frigate --namespaced=false
+    ///   opkit create api --group cache --version v1 --kind Memcached --controller=false
+    #[command(verbatim_doc_comment)]
+    Api(CreateApiArgs),
+}
+
+/// Flags of `opkit create api`.
+#[derive(Debug, clap::Args)]
+pub struct CreateApiArgs {
+    /// The API group (without the domain), e.g. `cache`.
+    #[arg(long)]
+    pub group: String,
+    /// The API version, e.g. `v1alpha1`.
+    #[arg(long)]
+    pub version: String,
+    /// The kind, in CamelCase, e.g. `Memcached`.
+    #[arg(long)]
+    pub kind: String,
+    /// The plural resource name (default: the kind in lower case, pluralised).
+    #[arg(long)]
+    pub plural: Option<String>,
+    /// Scaffold the type (CRD).
+    #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub resource: bool,
+    /// Scaffold the controller.
+    #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub controller: bool,
+    /// Namespaced (true) or cluster-scoped (false) objects.
+    #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub namespaced: bool,
+}
+
+/// Flags of `opkit generate`.
+#[derive(Debug, clap::Args)]
+pub struct GenerateArgs {
+    /// Check that the generated files are up to date instead of writing them (exit 1 if not).
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// How to reach the cluster.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// The kubeconfig (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// How long to wait for objects to become ready or go away, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+}
+
+/// Flags of `opkit uninstall` and `opkit undeploy`.
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Do not fail when the objects do not exist.
+    #[arg(long, action = ArgAction::Set, default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    pub ignore_not_found: bool,
+}
+
+/// Flags of `opkit run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Build with --release.
+    #[arg(long)]
+    pub release: bool,
+    /// Arguments for the operator.
+    #[arg(last = true)]
+    pub args: Vec<String>,
+}
+
+/// Flags of `opkit deploy`.
+#[derive(Debug, clap::Args)]
+pub struct DeployArgs {
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The manager image (replaces `controller` in config/manager).
+    #[arg(long, env = "IMG", default_value = "controller:latest")]
+    pub image: String,
+    /// Do not wait for the manager Deployment to become available.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
 /// `opkit cluster ...`

@@ -1,0 +1,109 @@
+//! `opkit deploy` / `opkit undeploy`: config/default rendered like `kustomize build` (in
+//! Rust, kubectl is not needed), with the manager image set, applied to or deleted from
+//! the cluster.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::install::{FIELD_MANAGER, missing};
+use super::{CliError, kubeconfig, project_dir};
+use crate::cli::{DeployArgs, RemoveArgs};
+use crate::cluster_ops;
+use crate::output::Output;
+use crate::project::Project;
+
+/// The image name config/manager uses, replaced by `--image` (kustomize's `images`).
+const PLACEHOLDER_IMAGE: &str = "controller";
+
+/// Sets every container whose image is `controller` (any tag) to `image`.
+pub fn set_image(objs: &mut [Value], image: &str) -> usize {
+    let mut changed = 0;
+    for obj in objs.iter_mut() {
+        let Some(spec) = obj.pointer_mut("/spec/template/spec") else { continue };
+        for list in ["containers", "initContainers"] {
+            let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) else { continue };
+            for c in containers {
+                let current = c.get("image").and_then(Value::as_str).unwrap_or_default();
+                let name = current.split(['@', ':']).next().unwrap_or_default();
+                if name == PLACEHOLDER_IMAGE {
+                    c["image"] = Value::String(image.to_string());
+                    changed += 1;
+                }
+            }
+        }
+    }
+    changed
+}
+
+fn render(image: Option<&str>) -> Result<Vec<Value>, CliError> {
+    let root = project_dir()?;
+    Project::load(&root)?;
+    let mut objs = crate::kustomize::build(&root.join("config/default"))?;
+    if let Some(image) = image {
+        set_image(&mut objs, image);
+    }
+    Ok(objs)
+}
+
+/// `opkit deploy`.
+pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> {
+    let objs = render(Some(&args.image))?;
+    let client = kubeconfig::client(&args.cluster).await?;
+    out.waiting("applying config/default");
+    let applied = cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| out.step(m)).await?;
+    let deployments: Vec<(String, String)> = objs
+        .iter()
+        .filter(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment"))
+        .filter_map(|o| {
+            let name = o.pointer("/metadata/name")?.as_str()?.to_string();
+            let ns = o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+            Some((ns, name))
+        })
+        .collect();
+    if !args.no_wait {
+        for (ns, name) in &deployments {
+            out.waiting(&format!("waiting for deployment {ns}/{name} to become available"));
+            cluster_ops::wait_deployment_available(&client, ns, name, Duration::from_secs(args.cluster.timeout))
+                .await?;
+            out.step(&format!("deployment {ns}/{name} is available"));
+        }
+    }
+    let names: Vec<String> = applied.iter().map(ToString::to_string).collect();
+    out.result(
+        &format!("Deployed {} object(s) with image {}.", names.len(), args.image),
+        json!({"applied": names, "image": args.image}),
+    );
+    Ok(())
+}
+
+/// `opkit undeploy`.
+pub async fn undeploy(args: RemoveArgs, out: &mut Output) -> Result<(), CliError> {
+    let objs = render(None)?;
+    let client = kubeconfig::client(&args.cluster).await?;
+    out.waiting("deleting what config/default applied");
+    let deleted = cluster_ops::delete(&client, &objs, &|m: &str| out.step(m), true).await?;
+    if !args.ignore_not_found && !missing(&objs, &deleted).is_empty() {
+        let missing = missing(&objs, &deleted);
+        return Err(CliError::Usage(format!("not found: {} (pass --ignore-not-found to ignore)", missing.join(", "))));
+    }
+    let names: Vec<String> = deleted.iter().map(ToString::to_string).collect();
+    out.result(&format!("Undeployed {} object(s).", names.len()), json!({"deleted": names}));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_placeholder_is_replaced() {
+        let mut objs = vec![json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [
+            {"name": "manager", "image": "controller:latest"},
+            {"name": "sidecar", "image": "busybox"}
+        ]}}}})];
+        assert_eq!(set_image(&mut objs, "example.com/op:v1"), 1);
+        assert_eq!(objs[0]["spec"]["template"]["spec"]["containers"][0]["image"], "example.com/op:v1");
+        assert_eq!(objs[0]["spec"]["template"]["spec"]["containers"][1]["image"], "busybox");
+    }
+}

@@ -1,0 +1,158 @@
+//! `opkit generate`: the CRDs in config/crd/bases from the Rust types (the operator
+//! binary prints them with `--print-crds`, built by kube's derive and schemars) and
+//! config/rbac/role.yaml from the RBAC markers in the sources.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+
+use super::{CliError, project_dir};
+use crate::cli::GenerateArgs;
+use crate::fileplan::FilePlan;
+use crate::output::Output;
+use crate::project::Project;
+
+/// Regenerates the manifests; writes only files whose contents change.
+pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
+    let root = project_dir()?;
+    let project = Project::load(&root)?;
+    let mut plan = FilePlan::new(&root);
+
+    let markers = crate::rbac::scan_markers(&root.join("src"))?;
+    plan.write("config/rbac/role.yaml", crate::rbac::render_roles(&markers, "manager-role"));
+
+    out.waiting(&format!("building {} to read its CRDs (cargo run -- --print-crds)", project.project_name));
+    let crds = merge_versions(print_crds(&root)?)?;
+    out.done_waiting();
+    let mut crd_files = Vec::new();
+    for crd in &crds {
+        let (file, text) = crd_file(crd)?;
+        plan.write(format!("config/crd/bases/{file}"), text);
+        crd_files.push(file);
+    }
+
+    if args.check {
+        let stale = plan.stale()?;
+        if !stale.is_empty() {
+            return Err(CliError::OutOfDate(stale.join(", ")));
+        }
+        out.result("Generated files are up to date.", json!({"upToDate": true}));
+        return Ok(());
+    }
+    let written = plan.commit()?;
+    for w in &written {
+        out.step(&format!("{} {}", w.action, w.path));
+    }
+    let changed = written.iter().filter(|w| w.action != "unchanged").count();
+    let text = format!("Generated {} CRD(s) and config/rbac/role.yaml ({changed} file(s) changed).", crds.len());
+    out.result(&text, json!({"crds": crd_files, "files": written}));
+    Ok(())
+}
+
+/// Builds and runs the operator with `--print-crds`; its stdout is a JSON array of CRDs.
+fn print_crds(root: &Path) -> Result<Vec<Value>, CliError> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = std::process::Command::new(&cargo)
+        .args(["run", "--quiet", "--", "--print-crds"])
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| CliError::Build(format!("running {cargo}: {e}")))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(CliError::Build(format!(
+            "`cargo run -- --print-crds` failed ({}):\n{}",
+            output.status,
+            stderr.trim_end()
+        )));
+    }
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| CliError::Build(format!("`cargo run -- --print-crds` did not print a JSON array of CRDs: {e}")))
+}
+
+/// Merges CRDs that share a name (one per version of a kind) into one CRD with every
+/// version; exactly one version must be the storage version.
+pub fn merge_versions(crds: Vec<Value>) -> Result<Vec<Value>, CliError> {
+    let mut merged: Vec<Value> = Vec::new();
+    for crd in crds {
+        let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        if name.is_empty() {
+            return Err(CliError::Build("a CRD printed by --print-crds has no metadata.name".into()));
+        }
+        let existing = merged.iter_mut().find(|c| c.pointer("/metadata/name").and_then(Value::as_str) == Some(&name));
+        match existing {
+            None => merged.push(crd),
+            Some(first) => {
+                let more = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+                if let Some(versions) = first.pointer_mut("/spec/versions").and_then(Value::as_array_mut) {
+                    for v in more {
+                        let vname = v.get("name").cloned();
+                        if versions.iter().any(|x| x.get("name") == vname.as_ref()) {
+                            return Err(CliError::Build(format!(
+                                "CRD {name}: version {} is listed twice in api::crds()",
+                                vname.and_then(|n| n.as_str().map(String::from)).unwrap_or_default()
+                            )));
+                        }
+                        versions.push(v);
+                    }
+                }
+            }
+        }
+    }
+    for crd in &merged {
+        let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let storage: Vec<&str> = versions
+            .iter()
+            .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+            .filter_map(|v| v.get("name").and_then(Value::as_str))
+            .collect();
+        if versions.len() > 1 && storage.len() != 1 {
+            let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            return Err(CliError::Build(format!(
+                "CRD {name} has versions {} and {} storage version(s) ({}): mark all but one version \
+                 with #[kube(storage = false)]",
+                versions.iter().filter_map(|v| v.get("name").and_then(Value::as_str)).collect::<Vec<_>>().join(", "),
+                storage.len(),
+                storage.join(", ")
+            )));
+        }
+    }
+    Ok(merged)
+}
+
+/// The file name (`<group>_<plural>.yaml`, as controller-gen names it) and YAML of a CRD.
+fn crd_file(crd: &Value) -> Result<(String, String), CliError> {
+    let group = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
+    let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
+    if group.is_empty() || plural.is_empty() {
+        return Err(CliError::Build("a CRD printed by --print-crds has no spec.group or spec.names.plural".into()));
+    }
+    let yaml =
+        serde_saphyr::to_string(crd).map_err(|e| CliError::Build(format!("CRD {plural}.{group} as YAML: {e}")))?;
+    Ok((format!("{group}_{plural}.yaml"), format!("---\n{yaml}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(version: &str, storage: bool) -> Value {
+        json!({"metadata": {"name": "memcacheds.cache.example.com"},
+               "spec": {"group": "cache.example.com", "names": {"plural": "memcacheds"},
+                        "versions": [{"name": version, "served": true, "storage": storage}]}})
+    }
+
+    #[test]
+    fn versions_merge_with_one_storage_version() {
+        let merged = merge_versions(vec![crd("v1", true), crd("v1alpha1", false)]).unwrap();
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0]["spec"]["versions"].as_array().unwrap().len(), 2);
+        let e = merge_versions(vec![crd("v1", true), crd("v1alpha1", true)]).unwrap_err().to_string();
+        assert!(e.contains("2 storage version(s) (v1, v1alpha1)") && e.contains("storage = false"), "{e}");
+        assert!(merge_versions(vec![crd("v1", true), crd("v1", false)]).is_err());
+        let (file, text) = crd_file(&merged[0]).unwrap();
+        assert_eq!(file, "cache.example.com_memcacheds.yaml");
+        assert!(text.starts_with("---\nmetadata:"), "{text}");
+    }
+}

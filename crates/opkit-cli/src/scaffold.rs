@@ -1,0 +1,381 @@
+//! The project templates (`templates/`, rendered with minijinja) and the file plans of
+//! `opkit init` and `opkit create api`: which files each creates and which it edits.
+
+use std::path::{Path, PathBuf};
+
+use minijinja::{Environment, Value, context};
+
+use crate::fileplan::{FilePlan, PlanError};
+use crate::project::{self, Project, Resource, ResourceApi};
+
+/// A template failed to render (a bug in the CLI's templates) or the plan failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// A template did not render.
+    #[error("template {name}: {source}")]
+    Template {
+        /// The template.
+        name: &'static str,
+        /// The error.
+        source: minijinja::Error,
+    },
+    /// The file plan was refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// Every template: its name and text, compiled into the binary.
+const TEMPLATES: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("../templates/init/Cargo.toml.j2")),
+    ("main.rs", include_str!("../templates/init/main.rs.j2")),
+    ("lib.rs", include_str!("../templates/init/lib.rs.j2")),
+    ("api_mod.rs", include_str!("../templates/init/api_mod.rs.j2")),
+    ("controller_mod.rs", include_str!("../templates/init/controller_mod.rs.j2")),
+    ("Makefile", include_str!("../templates/init/Makefile.j2")),
+    ("Dockerfile", include_str!("../templates/init/Dockerfile.j2")),
+    ("dockerignore", include_str!("../templates/init/dockerignore.j2")),
+    ("gitignore", include_str!("../templates/init/gitignore.j2")),
+    ("README.md", include_str!("../templates/init/README.md.j2")),
+    ("default_kustomization", include_str!("../templates/init/config/default_kustomization.yaml.j2")),
+    ("manager_kustomization", include_str!("../templates/init/config/manager_kustomization.yaml.j2")),
+    ("manager.yaml", include_str!("../templates/init/config/manager.yaml.j2")),
+    ("crd_kustomization", include_str!("../templates/init/config/crd_kustomization.yaml.j2")),
+    ("samples_kustomization", include_str!("../templates/init/config/samples_kustomization.yaml.j2")),
+    ("rbac_kustomization", include_str!("../templates/init/config/rbac_kustomization.yaml.j2")),
+    ("role.yaml", include_str!("../templates/init/config/role.yaml.j2")),
+    ("role_binding.yaml", include_str!("../templates/init/config/role_binding.yaml.j2")),
+    ("service_account.yaml", include_str!("../templates/init/config/service_account.yaml.j2")),
+    ("leader_election_role.yaml", include_str!("../templates/init/config/leader_election_role.yaml.j2")),
+    (
+        "leader_election_role_binding.yaml",
+        include_str!("../templates/init/config/leader_election_role_binding.yaml.j2"),
+    ),
+    ("types.rs", include_str!("../templates/api/types.rs.j2")),
+    ("gv_mod.rs", include_str!("../templates/api/gv_mod.rs.j2")),
+    ("controller.rs", include_str!("../templates/api/controller.rs.j2")),
+    ("controller_test.rs", include_str!("../templates/api/controller_test.rs.j2")),
+    ("sample.yaml", include_str!("../templates/api/sample.yaml.j2")),
+    ("editor_role.yaml", include_str!("../templates/api/editor_role.yaml.j2")),
+    ("viewer_role.yaml", include_str!("../templates/api/viewer_role.yaml.j2")),
+];
+
+fn env() -> Environment<'static> {
+    let mut env = Environment::new();
+    // Keep each file's final newline; building this fixed config cannot fail.
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder().keep_trailing_newline(true).build() {
+        env.set_syntax(syntax);
+    }
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    for (name, text) in TEMPLATES {
+        // The templates are compiled in and covered by tests; a broken one is reported
+        // when rendered (as a missing template).
+        let _ = env.add_template(name, text);
+    }
+    env
+}
+
+fn render(env: &Environment<'_>, name: &'static str, ctx: &Value) -> Result<String, ScaffoldError> {
+    env.get_template(name).and_then(|t| t.render(ctx)).map_err(|source| ScaffoldError::Template { name, source })
+}
+
+/// Where the scaffold's opkit dependencies come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpkitSource {
+    /// The published crates (`opkit = "0.1.0"`).
+    Registry,
+    /// A local checkout of the opkit repository (its root directory).
+    Checkout(PathBuf),
+}
+
+impl OpkitSource {
+    /// The checkout this CLI was built from, when it still exists; else the registry.
+    pub fn detect() -> OpkitSource {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        match std::fs::canonicalize(&root) {
+            Ok(root) if root.join("crates/opkit/Cargo.toml").is_file() => OpkitSource::Checkout(root),
+            _ => OpkitSource::Registry,
+        }
+    }
+
+    /// The dependency line for `krate` in a project at `project_root`: a relative path when
+    /// the project lives inside the checkout (its examples), else an absolute one.
+    fn dependency(&self, krate: &str, project_root: &Path) -> String {
+        let version = env!("CARGO_PKG_VERSION");
+        match self {
+            OpkitSource::Registry => format!("\"{version}\""),
+            OpkitSource::Checkout(root) => {
+                let path = match project_root.strip_prefix(root) {
+                    Ok(inside) => {
+                        let up = inside.components().map(|_| "..").collect::<Vec<_>>().join("/");
+                        format!("{up}/crates/{krate}")
+                    }
+                    Err(_) => root.join("crates").join(krate).display().to_string(),
+                };
+                format!("{{ version = \"{version}\", path = {path:?} }}")
+            }
+        }
+    }
+
+    /// Whether `project_root` is inside the checkout (then the checkout's workspace and
+    /// lock file are used instead of the project's own).
+    fn contains(&self, project_root: &Path) -> bool {
+        matches!(self, OpkitSource::Checkout(root) if project_root.starts_with(root))
+    }
+}
+
+/// What `opkit init` was asked for.
+#[derive(Debug, Clone)]
+pub struct InitOptions {
+    /// The API domain.
+    pub domain: String,
+    /// The repository (`github.com/example/memcached-operator`).
+    pub repo: String,
+    /// The project name (Cargo package).
+    pub project_name: String,
+    /// Copyright owner, if any.
+    pub owner: Option<String>,
+    /// `apache2` or `none`.
+    pub license: String,
+    /// Where the opkit crates come from.
+    pub opkit: OpkitSource,
+}
+
+/// FNV-1a (32 bit) of `s` in hex: the leader election ID's prefix, as kubebuilder's
+/// `hashFNV` of the repository. Written by hand: eight lines, no crate needed.
+pub fn fnv32a(s: &str) -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in s.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("{h:08x}")
+}
+
+fn header(license: &str, owner: Option<&str>) -> String {
+    if license != "apache2" {
+        return String::new();
+    }
+    let year = jiff::Zoned::now().year();
+    let who = owner.unwrap_or("The authors");
+    format!("// Copyright {year} {who}.\n// SPDX-License-Identifier: Apache-2.0\n\n")
+}
+
+/// The files of a new project in `root`.
+pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project), ScaffoldError> {
+    let env = env();
+    let project = Project {
+        domain: opts.domain.clone(),
+        layout: vec![project::LAYOUT.to_string()],
+        project_name: opts.project_name.clone(),
+        repo: opts.repo.clone(),
+        resources: Vec::new(),
+        version: "3".into(),
+    };
+    let ctx = context! {
+        project_name => &opts.project_name,
+        crate_name => project.crate_name(),
+        domain => &opts.domain,
+        repo => &opts.repo,
+        owner => opts.owner.as_deref().unwrap_or(""),
+        license => &opts.license,
+        header => header(&opts.license, opts.owner.as_deref()),
+        leader_election_id => format!("{}.{}", fnv32a(&opts.repo), opts.domain),
+        dep_opkit => opts.opkit.dependency("opkit", root),
+        dep_testenv => opts.opkit.dependency("opkit-testenv", root),
+        crd_files => Vec::<String>::new(),
+        sample_files => Vec::<String>::new(),
+    };
+    let mut plan = FilePlan::new(root);
+    let files: &[(&str, &'static str)] = &[
+        ("Cargo.toml", "Cargo.toml"),
+        ("src/main.rs", "main.rs"),
+        ("src/lib.rs", "lib.rs"),
+        ("src/api/mod.rs", "api_mod.rs"),
+        ("src/controller/mod.rs", "controller_mod.rs"),
+        ("Makefile", "Makefile"),
+        ("Dockerfile", "Dockerfile"),
+        (".dockerignore", "dockerignore"),
+        (".gitignore", "gitignore"),
+        ("README.md", "README.md"),
+        ("config/default/kustomization.yaml", "default_kustomization"),
+        ("config/manager/kustomization.yaml", "manager_kustomization"),
+        ("config/manager/manager.yaml", "manager.yaml"),
+        ("config/crd/kustomization.yaml", "crd_kustomization"),
+        ("config/samples/kustomization.yaml", "samples_kustomization"),
+        ("config/rbac/kustomization.yaml", "rbac_kustomization"),
+        ("config/rbac/role.yaml", "role.yaml"),
+        ("config/rbac/role_binding.yaml", "role_binding.yaml"),
+        ("config/rbac/service_account.yaml", "service_account.yaml"),
+        ("config/rbac/leader_election_role.yaml", "leader_election_role.yaml"),
+        ("config/rbac/leader_election_role_binding.yaml", "leader_election_role_binding.yaml"),
+    ];
+    for (path, template) in files {
+        plan.create(*path, render(&env, template, &ctx)?)?;
+    }
+    if let (OpkitSource::Checkout(checkout), false) = (&opts.opkit, opts.opkit.contains(root)) {
+        // The checkout's lock file pins the versions it was tested with (and already
+        // downloaded), so the new project builds offline; cargo adds the new package.
+        if let Ok(lock) = std::fs::read_to_string(checkout.join("Cargo.lock")) {
+            plan.create("Cargo.lock", lock)?;
+        }
+    }
+    plan.create(project::FILE, project.render())?;
+    Ok((plan, project))
+}
+
+/// What `opkit create api` was asked for.
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    /// Short group (`cache`).
+    pub group: String,
+    /// Version (`v1alpha1`).
+    pub version: String,
+    /// Kind (`Memcached`).
+    pub kind: String,
+    /// Plural (`memcacheds`).
+    pub plural: String,
+    /// Scaffold the type.
+    pub resource: bool,
+    /// Scaffold the controller.
+    pub controller: bool,
+    /// Namespaced (true) or cluster-scoped.
+    pub namespaced: bool,
+}
+
+/// The files `opkit create api` creates and edits in the project at `root`, and the
+/// updated project record.
+pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(FilePlan, Project), ScaffoldError> {
+    let env = env();
+    let full_group = project.full_group(&opts.group);
+    let gv_module = format!("{}_{}", opts.group.replace(['.', '-'], "_"), opts.version);
+    let kind_snake = project::snake_case(&opts.kind);
+    let kind_lower = opts.kind.to_lowercase();
+    let sample_file = format!("{}_{}_{}.yaml", opts.group, opts.version, kind_lower);
+    let crate_name = project.crate_name();
+
+    let mut updated = project.clone();
+    updated.resources.push(Resource {
+        api: opts.resource.then(|| ResourceApi { crd_version: "v1".into(), namespaced: opts.namespaced }),
+        controller: opts.controller,
+        domain: project.domain.clone(),
+        group: opts.group.clone(),
+        kind: opts.kind.clone(),
+        path: format!("{crate_name}::api::{gv_module}"),
+        plural: opts.plural.clone(),
+        version: opts.version.clone(),
+    });
+    let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();
+    let mut crd_files: Vec<String> =
+        with_api.iter().map(|r| format!("{}_{}.yaml", updated.full_group(&r.group), r.plural)).collect();
+    crd_files.sort();
+    crd_files.dedup();
+    let mut sample_files: Vec<String> =
+        with_api.iter().map(|r| format!("{}_{}_{}.yaml", r.group, r.version, r.kind.to_lowercase())).collect();
+    sample_files.sort();
+
+    let ctx = context! {
+        project_name => &project.project_name,
+        crate_name => &crate_name,
+        header => existing_header(root),
+        group => &opts.group,
+        version => &opts.version,
+        kind => &opts.kind,
+        plural => &opts.plural,
+        namespaced => opts.namespaced,
+        full_group => &full_group,
+        gv_module => &gv_module,
+        kind_snake => &kind_snake,
+        kind_lower => &kind_lower,
+        sample_file => &sample_file,
+        crd_files => &crd_files,
+        sample_files => &sample_files,
+    };
+    let mut plan = FilePlan::new(root);
+    if opts.resource {
+        let gv_dir = format!("src/api/{gv_module}");
+        let gv_mod = format!("{gv_dir}/mod.rs");
+        if plan.current(Path::new(&gv_mod))?.is_none() {
+            plan.create(&gv_mod, render(&env, "gv_mod.rs", &ctx)?)?;
+            plan.insert_before_marker(
+                "src/api/mod.rs",
+                "+opkit:scaffold:api-modules",
+                &format!("pub mod {gv_module};"),
+            )?;
+        }
+        plan.create(format!("{gv_dir}/{kind_snake}.rs"), render(&env, "types.rs", &ctx)?)?;
+        plan.insert_before_marker(&gv_mod, "+opkit:scaffold:kinds", &format!("mod {kind_snake};"))?;
+        plan.insert_before_marker(&gv_mod, "+opkit:scaffold:kinds", &format!("pub use {kind_snake}::*;"))?;
+        plan.insert_before_marker(
+            "src/api/mod.rs",
+            "+opkit:scaffold:crds",
+            &format!("{gv_module}::{}::crd(),", opts.kind),
+        )?;
+        plan.create(format!("config/samples/{sample_file}"), render(&env, "sample.yaml", &ctx)?)?;
+        plan.write("config/samples/kustomization.yaml", render(&env, "samples_kustomization", &ctx)?);
+        plan.write("config/crd/kustomization.yaml", render(&env, "crd_kustomization", &ctx)?);
+        // Editor and viewer roles are per kind: another version of a kind reuses them.
+        for role in ["editor", "viewer"] {
+            let file = format!("{kind_lower}_{role}_role.yaml");
+            if plan.current(&Path::new("config/rbac").join(&file))?.is_some() {
+                continue;
+            }
+            let template = if role == "editor" { "editor_role.yaml" } else { "viewer_role.yaml" };
+            plan.create(format!("config/rbac/{file}"), render(&env, template, &ctx)?)?;
+            plan.insert_before_marker(
+                "config/rbac/kustomization.yaml",
+                "+opkit:scaffold:rbac-roles",
+                &format!("- {file}"),
+            )?;
+        }
+    }
+    if opts.controller {
+        let controller_file = format!("src/controller/{kind_snake}.rs");
+        plan.create(&controller_file, render(&env, "controller.rs", &ctx)?)?;
+        plan.insert_before_marker(
+            "src/controller/mod.rs",
+            "+opkit:scaffold:controller-modules",
+            &format!("pub mod {kind_snake};"),
+        )?;
+        plan.insert_before_marker(
+            "src/controller/mod.rs",
+            "+opkit:scaffold:controller-setup",
+            &format!("{kind_snake}::setup(mgr);"),
+        )?;
+        if opts.resource {
+            plan.create(format!("tests/{kind_snake}_controller.rs"), render(&env, "controller_test.rs", &ctx)?)?;
+        }
+    }
+    plan.write(project::FILE, updated.render());
+    Ok((plan, updated))
+}
+
+/// The license header the project's `src/main.rs` starts with, reused for new files.
+fn existing_header(root: &Path) -> String {
+    let Ok(main) = std::fs::read_to_string(root.join("src/main.rs")) else { return String::new() };
+    let lines: Vec<&str> = main.lines().take_while(|l| l.starts_with("// ")).collect();
+    if lines.iter().any(|l| l.contains("SPDX-License-Identifier")) {
+        format!("{}\n\n", lines.join("\n"))
+    } else {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leader_election_hash_is_fnv1a() {
+        // FNV-1a 32 of "" and "a" (published test vectors).
+        assert_eq!(fnv32a(""), "811c9dc5");
+        assert_eq!(fnv32a("a"), "e40c292c");
+    }
+
+    #[test]
+    fn every_template_renders() {
+        let env = env();
+        for (name, _) in TEMPLATES {
+            assert!(env.get_template(name).is_ok(), "template {name} does not parse");
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! `opkit init` and `opkit create api` as a user runs them: the files they write, the
+//! PROJECT record, and every refusal (bad names, an existing kind, not a project), each
+//! of which must leave the directory exactly as it was.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn opkit(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_opkit")).args(args).current_dir(dir).output().expect("run opkit")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = opkit(dir, args);
+    assert!(out.status.success(), "opkit {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Refuses with an error containing `needle`, and changes nothing under `dir`.
+fn refused(dir: &Path, args: &[&str], needle: &str) {
+    let before = snapshot(dir);
+    let out = opkit(dir, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "opkit {args:?} should fail");
+    assert!(stderr.contains(needle), "opkit {args:?}: expected {needle:?} in {stderr:?}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert_eq!(snapshot(dir), before, "opkit {args:?} changed files although it failed");
+}
+
+fn snapshot(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read_dir") {
+            let p = entry.expect("entry").path();
+            let rel = p.strip_prefix(dir).expect("prefix").display().to_string();
+            if p.is_dir() {
+                out.insert(format!("{rel}/"), String::new());
+                stack.push(p);
+            } else {
+                out.insert(rel, std::fs::read_to_string(&p).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+fn read(dir: &Path, rel: &str) -> String {
+    std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn init(dir: &Path) {
+    ok(dir, &["init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator"]);
+}
+
+#[test]
+fn init_scaffolds_an_operator_sdk_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    for f in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "PROJECT",
+        "Makefile",
+        "Dockerfile",
+        ".gitignore",
+        ".dockerignore",
+        "README.md",
+        "src/main.rs",
+        "src/lib.rs",
+        "src/api/mod.rs",
+        "src/controller/mod.rs",
+        "config/default/kustomization.yaml",
+        "config/manager/manager.yaml",
+        "config/manager/kustomization.yaml",
+        "config/crd/kustomization.yaml",
+        "config/rbac/role.yaml",
+        "config/rbac/role_binding.yaml",
+        "config/rbac/service_account.yaml",
+        "config/rbac/leader_election_role.yaml",
+        "config/rbac/leader_election_role_binding.yaml",
+        "config/rbac/kustomization.yaml",
+        "config/samples/kustomization.yaml",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let project = read(&dir, "PROJECT");
+    for line in [
+        "domain: example.com",
+        "projectName: memcached-operator",
+        "repo: github.com/example/memcached-operator",
+        "- rust.opkit.dev/v1",
+    ] {
+        assert!(project.contains(line), "{line} not in {project}");
+    }
+    // The leader election ID is <fnv32a(repo)>.<domain>, like kubebuilder's.
+    let main = read(&dir, "src/main.rs");
+    let id = main.lines().find(|l| l.contains("const LEADER_ELECTION_ID")).expect("id line");
+    assert!(
+        id.ends_with(".example.com\";") && id.split('"').nth(1).unwrap().split('.').next().unwrap().len() == 8,
+        "{id}"
+    );
+    assert!(main.contains("SPDX-License-Identifier: Apache-2.0"));
+    // Built from this checkout: path dependencies on it, with the published version.
+    let cargo = read(&dir, "Cargo.toml");
+    assert!(cargo.contains("name = \"memcached-operator\""));
+    assert!(cargo.contains("opkit = { version = \"0.1.0\", path = "), "{cargo}");
+    let manager = read(&dir, "config/manager/manager.yaml");
+    for needle in [
+        "name: system",
+        "name: controller-manager",
+        "control-plane: controller-manager",
+        "name: manager",
+        "runAsNonRoot: true",
+        "allowPrivilegeEscalation: false",
+        "livenessProbe",
+        "readinessProbe",
+        "kubectl.kubernetes.io/default-container: manager",
+    ] {
+        assert!(manager.contains(needle), "{needle} not in manager.yaml");
+    }
+    let makefile = read(&dir, "Makefile");
+    for target in [
+        "generate:",
+        "manifests:",
+        "fmt:",
+        "test:",
+        "build:",
+        "run:",
+        "install:",
+        "uninstall:",
+        "deploy:",
+        "undeploy:",
+        "docker-build:",
+        "docker-push:",
+        "IMG ?=",
+        "ENABLE_WEBHOOKS ?=",
+    ] {
+        assert!(makefile.contains(target), "{target} not in Makefile");
+    }
+    assert!(read(&dir, "config/default/kustomization.yaml").contains("namePrefix: memcached-operator-"));
+
+    // A second init refuses and changes nothing.
+    refused(&dir, &["init", "--domain", "example.com", "--repo", "github.com/x/y"], "already contains PROJECT");
+}
+
+#[test]
+fn init_refuses_bad_input_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("op");
+    std::fs::create_dir(&dir).unwrap();
+    refused(&dir, &["init", "--domain", "Example.COM", "--repo", "github.com/x/op"], "invalid domain \"Example.COM\"");
+    refused(
+        &dir,
+        &["init", "--domain", "example.com", "--repo", "github.com/x/op", "--project-name", "My_Op"],
+        "invalid project name",
+    );
+    refused(
+        &dir,
+        &["init", "--domain", "example.com", "--repo", "github.com/x/op", "--opkit-path", "/nonexistent"],
+        "not an opkit checkout",
+    );
+    std::fs::write(dir.join("Cargo.toml"), "[package]\n").unwrap();
+    refused(&dir, &["init", "--domain", "example.com", "--repo", "github.com/x/op"], "already contains Cargo.toml");
+    assert!(snapshot(&dir).len() == 1);
+}
+
+#[test]
+fn create_api_adds_kinds_and_refuses_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).unwrap();
+    // Not a project yet.
+    refused(
+        &dir,
+        &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"],
+        "is not an opkit project",
+    );
+    init(&dir);
+    let out =
+        ok(&dir, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached", "-o", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&out).expect("json output");
+    assert_eq!(json["group"], "cache.example.com");
+    assert_eq!(json["plural"], "memcacheds");
+    for f in [
+        "src/api/cache_v1alpha1/mod.rs",
+        "src/api/cache_v1alpha1/memcached.rs",
+        "src/controller/memcached.rs",
+        "tests/memcached_controller.rs",
+        "config/samples/cache_v1alpha1_memcached.yaml",
+        "config/rbac/memcached_editor_role.yaml",
+        "config/rbac/memcached_viewer_role.yaml",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let types = read(&dir, "src/api/cache_v1alpha1/memcached.rs");
+    assert!(
+        types.contains("group = \"cache.example.com\"")
+            && types.contains("status = \"MemcachedStatus\"")
+            && types.contains("namespaced")
+    );
+    assert!(read(&dir, "src/api/mod.rs").contains("pub mod cache_v1alpha1;"));
+    assert!(read(&dir, "src/api/mod.rs").contains("cache_v1alpha1::Memcached::crd(),"));
+    let controllers = read(&dir, "src/controller/mod.rs");
+    assert!(controllers.contains("pub mod memcached;") && controllers.contains("memcached::setup(mgr);"));
+    let controller = read(&dir, "src/controller/memcached.rs");
+    for pattern in ["Action::requeue()", "Action::done()", "Action::requeue_after(d)", "`Err(e)`"] {
+        assert!(controller.contains(pattern), "return pattern {pattern} not documented");
+    }
+    assert!(controller.contains("+kubebuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs="));
+    assert!(read(&dir, "config/crd/kustomization.yaml").contains("- bases/cache.example.com_memcacheds.yaml"));
+    assert!(read(&dir, "config/samples/kustomization.yaml").contains("- cache_v1alpha1_memcached.yaml"));
+    assert!(read(&dir, "config/rbac/kustomization.yaml").contains("- memcached_editor_role.yaml"));
+    let project = read(&dir, "PROJECT");
+    assert!(
+        project.contains("kind: Memcached")
+            && project.contains("plural: memcacheds")
+            && project.contains("controller: true")
+    );
+
+    // Refusals: each leaves everything as it was.
+    let api = |g: &'static str, v: &'static str, k: &'static str| {
+        ["create", "api", "--group", g, "--version", v, "--kind", k]
+    };
+    refused(&dir, &api("cache", "v1alpha1", "Memcached"), "already exists");
+    refused(&dir, &api("Cache", "v1", "Thing"), "invalid group \"Cache\"");
+    refused(&dir, &api("cache_x", "v1", "Thing"), "invalid group");
+    refused(&dir, &api("cache", "1", "Thing"), "invalid version \"1\"");
+    refused(&dir, &api("cache", "v1gamma1", "Thing"), "invalid version");
+    refused(&dir, &api("cache", "v1", "thing"), "invalid kind \"thing\"");
+    refused(&dir, &api("cache", "v1", "My_Thing"), "invalid kind");
+    // A missing scaffold marker is reported and nothing is half-written.
+    let mod_rs = read(&dir, "src/controller/mod.rs").replace("// +opkit:scaffold:controller-setup", "");
+    std::fs::write(dir.join("src/controller/mod.rs"), mod_rs).unwrap();
+    refused(&dir, &api("ship", "v1", "Frigate"), "marker \"+opkit:scaffold:controller-setup\" not found");
+    let mod_rs = read(&dir, "src/controller/mod.rs")
+        .replace("    let _ = mgr;\n", "    let _ = mgr;\n    // +opkit:scaffold:controller-setup\n");
+    std::fs::write(dir.join("src/controller/mod.rs"), mod_rs).unwrap();
+
+    // More kinds and groups, cluster-scoped, a second version of a kind.
+    ok(&dir, &["create", "api", "--group", "ship", "--version", "v1beta1", "--kind", "Frigate", "--namespaced=false"]);
+    assert!(!read(&dir, "src/api/ship_v1beta1/frigate.rs").contains("    namespaced,"));
+    ok(&dir, &["create", "api", "--group", "cache", "--version", "v1", "--kind", "Memcached", "--controller=false"]);
+    assert!(read(&dir, "src/api/mod.rs").contains("cache_v1::Memcached::crd(),"));
+    let crd_kustomization = read(&dir, "config/crd/kustomization.yaml");
+    assert_eq!(crd_kustomization.matches("cache.example.com_memcacheds.yaml").count(), 1, "{crd_kustomization}");
+    assert!(crd_kustomization.contains("- bases/ship.example.com_frigates.yaml"));
+}
+
+#[test]
+fn help_and_completion() {
+    let tmp = tempfile::tempdir().unwrap();
+    let help = ok(tmp.path(), &["--help"]);
+    for cmd in
+        ["init", "create", "generate", "install", "uninstall", "run", "deploy", "undeploy", "cluster", "completion"]
+    {
+        assert!(help.contains(cmd), "{cmd} not in --help");
+    }
+    assert!(
+        ok(tmp.path(), &["create", "api", "--help"])
+            .contains("opkit create api --group cache --version v1alpha1 --kind Memcached")
+    );
+    assert!(ok(tmp.path(), &["completion", "bash"]).contains("_opkit"));
+    assert!(ok(tmp.path(), &["completion", "zsh"]).contains("#compdef opkit"));
+}
