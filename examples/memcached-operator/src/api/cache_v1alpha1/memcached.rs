@@ -28,7 +28,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The desired state of a Memcached.
+/// The desired state of a Memcached: how many memcached instances to run.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[kube(
     group = "cache.example.com",
@@ -38,21 +38,27 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "MemcachedStatus",
     derive = "PartialEq",
-    derive = "Default"
+    derive = "Default",
+    printcolumn(name = "Size", type_ = "integer", json_path = ".spec.size"),
+    printcolumn(name = "Available", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].status"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedSpec {
-    // TODO(user): the fields a user sets. `foo` is an example; replace it.
-    /// An example field of Memcached.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub foo: Option<String>,
+    /// The number of memcached instances (pods) of the deployment, from 1 to 5.
+    #[schemars(range(min = 1, max = 5))]
+    pub size: i32,
 }
 
 /// The observed state of a Memcached, written by its controller through the status subresource.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedStatus {
-    /// The latest observations of the Memcached's state (`Available`, `Progressing`, `Degraded`).
+    /// The names of the memcached pods.
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    /// The latest observations of the Memcached's state: `Available` is true once every
+    /// memcached pod of the deployment is available.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
