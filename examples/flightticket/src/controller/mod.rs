@@ -1,0 +1,17 @@
+// Copyright 2026 The authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//! The controllers of this operator, one module per kind (`opkit create api` adds them),
+//! and [`setup`], which registers them all with a manager.
+
+use opkit::Manager;
+
+pub mod flight_ticket;
+// +opkit:scaffold:controller-modules
+
+/// Registers every controller of this operator with `mgr`.
+pub fn setup(mgr: &Manager) {
+    let _ = mgr;
+    flight_ticket::setup(mgr);
+    // +opkit:scaffold:controller-setup
+}

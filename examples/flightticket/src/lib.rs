@@ -1,0 +1,10 @@
+// Copyright 2026 The authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//! The flightticket operator: its API types ([`api`]) and controllers ([`controller`]).
+//!
+//! `main.rs` runs them in an opkit manager; the tests in `tests/` run them against an
+//! in-process control plane (`opkit-testenv`).
+
+pub mod api;
+pub mod controller;
