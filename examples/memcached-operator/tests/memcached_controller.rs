@@ -55,9 +55,10 @@ fn ready_with(size: usize) -> impl Condition<Memcached> {
     move |m: Option<&Memcached>| {
         let Some(m) = m else { return false };
         let Some(status) = &m.status else { return false };
-        let available = status.conditions.iter().any(|c| {
-            c.type_ == "Available" && c.status == "True" && c.observed_generation == m.metadata.generation
-        });
+        let available = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Available" && c.status == "True" && c.observed_generation == m.metadata.generation);
         available && status.nodes.len() == size
     }
 }
@@ -118,8 +119,7 @@ async fn memcached_runs_resizes_heals_and_is_collected() -> TestResult {
     let victim = five[0].metadata.name.clone().ok_or("no name")?;
     pods.delete(&victim, &DeleteParams::default()).await?;
     let healed = move |m: Option<&Memcached>| {
-        ready_with(5).matches_object(m)
-            && m.and_then(|m| m.status.as_ref()).is_some_and(|s| !s.nodes.contains(&victim))
+        ready_with(5).matches_object(m) && m.and_then(|m| m.status.as_ref()).is_some_and(|s| !s.nodes.contains(&victim))
     };
     let m = wait_for(memcacheds.clone(), "cache", healed).await?.ok_or("memcached gone")?;
     assert_eq!(m.status.ok_or("no status")?.nodes, names(&pods_of(&pods, "cache").await?));
@@ -174,7 +174,8 @@ fn image_can_be_overridden_and_pods_are_restricted() -> TestResult {
 
 #[test]
 fn generated_role_holds_exactly_the_seed_rules() {
-    let role = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/rbac/role.yaml")).expect("role.yaml");
+    let role =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/rbac/role.yaml")).expect("role.yaml");
     let expected = "---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole

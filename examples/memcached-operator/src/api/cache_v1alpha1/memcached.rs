@@ -40,7 +40,11 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     derive = "Default",
     printcolumn(name = "Size", type_ = "integer", json_path = ".spec.size"),
-    printcolumn(name = "Available", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].status"),
+    printcolumn(
+        name = "Available",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Available\")].status"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
