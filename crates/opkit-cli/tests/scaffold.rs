@@ -265,3 +265,29 @@ fn help_and_completion() {
     assert!(ok(tmp.path(), &["completion", "bash"]).contains("_opkit"));
     assert!(ok(tmp.path(), &["completion", "zsh"]).contains("#compdef opkit"));
 }
+
+#[test]
+fn generate_reports_malformed_markers_with_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    ok(&dir, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"]);
+    let controller = read(&dir, "src/controller/memcached.rs");
+    let line = controller.lines().position(|l| l.contains("+kubebuilder:rbac")).expect("a marker") + 1;
+    let broken = controller.replacen("+kubebuilder:rbac:groups=", "+kubebuilder:rbac:group=", 1);
+    std::fs::write(dir.join("src/controller/memcached.rs"), broken).unwrap();
+    // The markers are read before anything is built, so this fails fast and writes nothing.
+    refused(&dir, &["generate"], &format!("src/controller/memcached.rs:{line}: rbac marker"));
+}
+
+#[test]
+fn cluster_commands_outside_a_project_or_before_generate_refuse() {
+    let tmp = tempfile::tempdir().unwrap();
+    refused(tmp.path(), &["install"], "is not an opkit project");
+    refused(tmp.path(), &["deploy"], "is not an opkit project");
+    let dir = tmp.path().join("op");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    refused(&dir, &["install", "--kubeconfig", "/nonexistent/kubeconfig"], "lists no CRDs");
+}

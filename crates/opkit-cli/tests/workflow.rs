@@ -1,0 +1,203 @@
+//! The operator-sdk workflow end to end, as the seeds walk it, with the `opkit` binary:
+//! `opkit init` and `create api` in a temporary directory, the tutorial's edits (the
+//! Memcached types and controller from examples/memcached-operator), `make manifests`,
+//! the project's own tests (`make test`), then against a running `opkit cluster start`:
+//! `make install`, `make run` reconciling the sample, `make uninstall`, and
+//! `opkit deploy` / `opkit undeploy`. The cargo target directory is the workspace's, so
+//! the opkit crates are not built twice.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::wait::await_condition;
+
+const OPKIT: &str = env!("CARGO_BIN_EXE_opkit");
+const CRD: &str = "memcacheds.cache.example.com";
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The workspace's target directory (CARGO_TARGET_TMPDIR is `<target>/tmp`).
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| workspace().join("target"))
+}
+
+fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir)
+        .env("OPKIT", OPKIT)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env_remove("CARGO_MANIFEST_DIR")
+        .env_remove("RUSTFLAGS")
+        .stdin(Stdio::null());
+    if let Some(kc) = kubeconfig {
+        cmd.env("KUBECONFIG", kc);
+    }
+    cmd
+}
+
+fn run_ok(mut cmd: Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn make(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
+    let mut cmd = command("make", dir, kubeconfig);
+    cmd.args(args).arg(format!("OPKIT={OPKIT}"));
+    run_ok(cmd, &format!("make {args:?}"))
+}
+
+fn opkit(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
+    let mut cmd = command(OPKIT, dir, kubeconfig);
+    cmd.args(args);
+    run_ok(cmd, &format!("opkit {args:?}"))
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::copy(from, to).unwrap_or_else(|e| panic!("copy {} -> {}: {e}", from.display(), to.display()));
+}
+
+/// A child process (and its process group) that is stopped with SIGTERM when dropped.
+struct Background(Child);
+
+impl Background {
+    fn spawn(mut cmd: Command) -> Background {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        Background(cmd.spawn().expect("spawn"))
+    }
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let pgid = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &pgid]).status();
+        self.0.wait().expect("wait")
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            self.stop();
+        }
+    }
+}
+
+async fn timeout<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(300), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let project = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&project).expect("mkdir");
+    let example = workspace().join("examples/memcached-operator");
+
+    // 1-2. Scaffold.
+    opkit(&project, None, &["init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator"]);
+    opkit(&project, None, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"]);
+
+    // 3. The tutorial's edits: the Memcached types, controller, sample and tests.
+    for rel in [
+        "src/api/cache_v1alpha1/memcached.rs",
+        "src/controller/memcached.rs",
+        "config/samples/cache_v1alpha1_memcached.yaml",
+        "tests/memcached_controller.rs",
+    ] {
+        copy(&example.join(rel), &project.join(rel));
+    }
+
+    // 4. make manifests: the CRD and the role, the same as the example's.
+    make(&project, None, &["manifests"]);
+    let crd_file = "config/crd/bases/cache.example.com_memcacheds.yaml";
+    for rel in [crd_file, "config/rbac/role.yaml"] {
+        let got = std::fs::read_to_string(project.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let want = std::fs::read_to_string(example.join(rel)).expect("example file");
+        assert_eq!(got, want, "{rel} differs from the example's");
+    }
+    // Deterministic: a second run changes nothing.
+    opkit(&project, None, &["generate", "--check"]);
+
+    // 5. The project's own tests.
+    make(&project, None, &["test"]);
+
+    // 6. A local cluster.
+    let cluster_dir = tmp.path().join("cluster");
+    let mut start = command(OPKIT, tmp.path(), None);
+    start
+        .args(["cluster", "start", "--in-memory", "--port", "0", "-o", "json", "--data-dir"])
+        .arg(&cluster_dir)
+        .stdout(Stdio::piped());
+    let mut cluster = Background::spawn(start);
+    let mut line = String::new();
+    BufReader::new(cluster.0.stdout.take().expect("stdout")).read_line(&mut line).expect("cluster info");
+    let info: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let kubeconfig = PathBuf::from(info["kubeconfig"].as_str().expect("kubeconfig"));
+    let kc = Some(kubeconfig.as_path());
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+
+    // 7. make install establishes the CRD.
+    make(&project, kc, &["install"]);
+    let crd = crds.get(CRD).await.expect("CRD installed");
+    let established = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(established.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+
+    // 8. make run reconciles the sample from config/samples.
+    let mut run_cmd = command("make", &project, kc);
+    run_cmd.args(["run", &format!("OPKIT={OPKIT}"), "RUN_ARGS=--metrics-bind-address 0 --health-probe-bind-address 0"]);
+    let mut operator = Background::spawn(run_cmd);
+    let mut apply = command("kubectl", &project, kc);
+    apply.args(["apply", "-f", "config/samples/cache_v1alpha1_memcached.yaml"]);
+    run_ok(apply, "kubectl apply the sample");
+    let gvk = GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached");
+    let memcacheds: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ApiResource::from_gvk(&gvk));
+    let three_nodes = |o: Option<&DynamicObject>| {
+        o.and_then(|o| o.data.pointer("/status/nodes")).and_then(|n| n.as_array()).is_some_and(|n| n.len() == 3)
+    };
+    timeout("the sample to list 3 nodes", await_condition(memcacheds, "memcached-sample", three_nodes))
+        .await
+        .expect("watch");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    assert_eq!(deployments.get("memcached-sample").await.expect("deployment").spec.and_then(|s| s.replicas), Some(3));
+    // SIGTERM to the process group (make, opkit run, the operator), like Ctrl-C in a shell.
+    operator.stop();
+
+    // 9. make uninstall removes the CRD.
+    make(&project, kc, &["uninstall"]);
+    assert!(crds.get_opt(CRD).await.expect("get").is_none(), "CRD still there after make uninstall");
+
+    // 10. deploy / undeploy: config/default with the image set.
+    let out = opkit(&project, kc, &["deploy", "--image", "example.com/memcached-operator:v0.0.1", "-o", "json"]);
+    let deployed: serde_json::Value = serde_json::from_str(&out).expect("deploy json");
+    assert_eq!(deployed["image"], "example.com/memcached-operator:v0.0.1");
+    let system: Api<Deployment> = Api::namespaced(client.clone(), "memcached-operator-system");
+    let manager = system.get("memcached-operator-controller-manager").await.expect("manager deployment");
+    let pod = manager.spec.and_then(|s| s.template.spec).expect("pod spec");
+    assert_eq!(pod.containers[0].image.as_deref(), Some("example.com/memcached-operator:v0.0.1"));
+    assert_eq!(pod.service_account_name.as_deref(), Some("memcached-operator-controller-manager"));
+    assert!(crds.get_opt(CRD).await.expect("get").is_some(), "deploy installs the CRDs");
+    opkit(&project, kc, &["undeploy"]);
+    assert!(system.get_opt("memcached-operator-controller-manager").await.expect("get").is_none());
+    assert!(crds.get_opt(CRD).await.expect("get").is_none());
+    assert!(cluster.stop().success(), "the cluster stops cleanly");
+}
