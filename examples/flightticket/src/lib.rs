@@ -5,6 +5,15 @@
 //!
 //! `main.rs` runs them in an opkit manager; the tests in `tests/` run them against an
 //! in-process control plane (`opkit-testenv`).
+//!
+//! # Example
+//! The CustomResourceDefinitions this operator serves (`opkit generate` writes them to
+//! config/crd/bases):
+//! ```
+//! for crd in flightticket::api::crds() {
+//!     assert_eq!(crd.metadata.name.as_deref(), Some("flighttickets.flights.com"));
+//! }
+//! ```
 
 pub mod api;
 pub mod controller;
