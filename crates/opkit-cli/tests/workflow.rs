@@ -95,6 +95,64 @@ impl Drop for Background {
     }
 }
 
+/// A cluster-scoped kind that uses every CRD marker opkit maps to Rust attributes.
+const FRIGATE_V1: &str = r#"//! Frigate: a fixture using every CRD marker (validation, default, enum, pattern, CEL,
+//! printer columns, scale subresource, scope, short names, categories).
+
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The desired state of a Frigate.
+#[derive(CustomResource, KubeSchema, Clone, Debug, Deserialize, Serialize)]
+#[kube(
+    group = "ship.example.com",
+    version = "v1",
+    kind = "Frigate",
+    plural = "frigates",
+    status = "FrigateStatus",
+    shortname = "fg",
+    category = "fleet",
+    printcolumn(name = "Crew", type_ = "integer", json_path = ".spec.crew"),
+    scale(spec_replicas_path = ".spec.crew", status_replicas_path = ".status.crew")
+)]
+#[x_kube(validation = "self.crew >= self.minCrew")]
+#[serde(rename_all = "camelCase")]
+pub struct FrigateSpec {
+    /// Crew size.
+    #[schemars(range(min = 1, max = 300))]
+    pub crew: i32,
+    /// The smallest crew allowed.
+    #[serde(default = "default_min_crew")]
+    pub min_crew: i32,
+    /// The captain's name.
+    #[schemars(pattern(r"^[A-Z][a-z]+$"))]
+    pub captain: String,
+    /// The class.
+    pub class: FrigateClass,
+}
+
+fn default_min_crew() -> i32 {
+    1
+}
+
+/// Frigate classes.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub enum FrigateClass {
+    /// Light.
+    Light,
+    /// Heavy.
+    Heavy,
+}
+
+/// The observed state of a Frigate.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct FrigateStatus {
+    /// Crew aboard.
+    pub crew: i32,
+}
+"#;
+
 async fn timeout<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(300), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }
@@ -120,8 +178,67 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
         copy(&example.join(rel), &project.join(rel));
     }
 
+    // A second group with two versions of a cluster-scoped kind using every CRD marker;
+    // v1beta1 is served but not stored, so `opkit generate` merges the versions.
+    opkit(
+        &project,
+        None,
+        &[
+            "create",
+            "api",
+            "--group",
+            "ship",
+            "--version",
+            "v1",
+            "--kind",
+            "Frigate",
+            "--namespaced=false",
+            "--controller=false",
+        ],
+    );
+    opkit(
+        &project,
+        None,
+        &[
+            "create",
+            "api",
+            "--group",
+            "ship",
+            "--version",
+            "v1beta1",
+            "--kind",
+            "Frigate",
+            "--namespaced=false",
+            "--controller=false",
+        ],
+    );
+    std::fs::write(project.join("src/api/ship_v1/frigate.rs"), FRIGATE_V1).expect("write");
+    let beta = FRIGATE_V1.replace("version = \"v1\",", "version = \"v1beta1\",\n    storage = false,");
+    std::fs::write(project.join("src/api/ship_v1beta1/frigate.rs"), beta).expect("write");
+
     // 4. make manifests: the CRD and the role, the same as the example's.
     make(&project, None, &["manifests"]);
+    let frigates =
+        std::fs::read_to_string(project.join("config/crd/bases/ship.example.com_frigates.yaml")).expect("frigate CRD");
+    let crd: serde_json::Value = serde_saphyr::from_str(frigates.trim_start_matches("---\n")).expect("CRD yaml");
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(crd["spec"]["names"]["shortNames"][0], "fg");
+    assert_eq!(crd["spec"]["names"]["categories"][0], "fleet");
+    let versions = crd["spec"]["versions"].as_array().expect("versions");
+    let stored: Vec<(&str, bool)> =
+        versions.iter().map(|v| (v["name"].as_str().unwrap_or(""), v["storage"] == true)).collect();
+    assert_eq!(stored, [("v1", true), ("v1beta1", false)]);
+    let v1 = &versions[0];
+    assert_eq!(v1["additionalPrinterColumns"][0]["jsonPath"], ".spec.crew");
+    assert_eq!(v1["subresources"]["scale"]["specReplicasPath"], ".spec.crew");
+    let spec = &v1["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["properties"]["crew"]["minimum"].as_f64(), Some(1.0));
+    assert_eq!(spec["properties"]["crew"]["maximum"].as_f64(), Some(300.0));
+    assert_eq!(spec["properties"]["minCrew"]["default"], 1);
+    assert_eq!(spec["properties"]["captain"]["pattern"], "^[A-Z][a-z]+$");
+    assert_eq!(spec["properties"]["class"]["enum"], serde_json::json!(["Light", "Heavy"]));
+    assert_eq!(spec["x-kubernetes-validations"][0]["rule"], "self.crew >= self.minCrew");
+    assert_eq!(spec["required"], serde_json::json!(["captain", "class", "crew"]));
     let crd_file = "config/crd/bases/cache.example.com_memcacheds.yaml";
     for rel in [crd_file, "config/rbac/role.yaml"] {
         let got = std::fs::read_to_string(project.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
@@ -161,6 +278,19 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
     let crd = crds.get(CRD).await.expect("CRD installed");
     let established = crd.status.and_then(|s| s.conditions).unwrap_or_default();
     assert!(established.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+
+    // The server enforces the generated schema: CEL and the range.
+    let mut bad = command("kubectl", &project, kc);
+    bad.args(["apply", "-f", "-"]).stdin(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = bad.spawn().expect("kubectl");
+    std::io::Write::write_all(
+        &mut child.stdin.take().expect("stdin"),
+        b"apiVersion: ship.example.com/v1\nkind: Frigate\nmetadata:\n  name: small\nspec:\n  crew: 2\n  minCrew: 3\n  captain: Nemo\n  class: Light\n",
+    )
+    .expect("write");
+    let out = child.wait_with_output().expect("kubectl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("self.crew >= self.minCrew"), "{stderr}");
 
     // 8. make run reconciles the sample from config/samples.
     let mut run_cmd = command("make", &project, kc);

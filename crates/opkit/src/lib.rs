@@ -12,7 +12,7 @@
 //!   [`ReconcileError`] (retried with backoff, or terminal). Panics are caught and retried.
 //! - Helpers for reconcilers: [`owner`] references, [`finalizer`]s, [`status`] conditions
 //!   and updates, an [`events`] recorder and server-side [`apply`].
-//! - A [`webhook`] server for admission and conversion.
+//! - A [`webhook`] server for admission and conversion, and [`crd`] helpers.
 //!
 //! # Example
 //! A controller that stamps every ConfigMap with a label, run against an in-process
@@ -59,6 +59,7 @@
 pub mod apply;
 pub mod cache;
 pub mod controller;
+pub mod crd;
 pub mod events;
 pub mod finalizer;
 pub mod health;

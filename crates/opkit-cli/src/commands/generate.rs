@@ -23,7 +23,7 @@ pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     plan.write("config/rbac/role.yaml", crate::rbac::render_roles(&markers, "manager-role"));
 
     out.waiting(&format!("building {} to read its CRDs (cargo run -- --print-crds)", project.project_name));
-    let crds = merge_versions(print_crds(&root)?)?;
+    let crds = check_versions(print_crds(&root)?)?;
     out.done_waiting();
     let mut crd_files = Vec::new();
     for crd in &crds {
@@ -71,44 +71,28 @@ fn print_crds(root: &Path) -> Result<Vec<Value>, CliError> {
         .map_err(|e| CliError::Build(format!("`cargo run -- --print-crds` did not print a JSON array of CRDs: {e}")))
 }
 
-/// Merges CRDs that share a name (one per version of a kind) into one CRD with every
-/// version; exactly one version must be the storage version.
-pub fn merge_versions(crds: Vec<Value>) -> Result<Vec<Value>, CliError> {
-    let mut merged: Vec<Value> = Vec::new();
-    for crd in crds {
-        let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+/// Checks the CRDs `--print-crds` printed: one per name (versions of a kind are joined
+/// by `opkit::crd::merge_versions` in `api::crds()`), each with exactly one storage version.
+pub fn check_versions(crds: Vec<Value>) -> Result<Vec<Value>, CliError> {
+    let mut seen: Vec<&str> = Vec::new();
+    for crd in &crds {
+        let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
         if name.is_empty() {
             return Err(CliError::Build("a CRD printed by --print-crds has no metadata.name".into()));
         }
-        let existing = merged.iter_mut().find(|c| c.pointer("/metadata/name").and_then(Value::as_str) == Some(&name));
-        match existing {
-            None => merged.push(crd),
-            Some(first) => {
-                let more = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
-                if let Some(versions) = first.pointer_mut("/spec/versions").and_then(Value::as_array_mut) {
-                    for v in more {
-                        let vname = v.get("name").cloned();
-                        if versions.iter().any(|x| x.get("name") == vname.as_ref()) {
-                            return Err(CliError::Build(format!(
-                                "CRD {name}: version {} is listed twice in api::crds()",
-                                vname.and_then(|n| n.as_str().map(String::from)).unwrap_or_default()
-                            )));
-                        }
-                        versions.push(v);
-                    }
-                }
-            }
+        if seen.contains(&name) {
+            return Err(CliError::Build(format!(
+                "CRD {name} is listed more than once: join its versions with opkit::crd::merge_versions in api::crds()"
+            )));
         }
-    }
-    for crd in &merged {
+        seen.push(name);
         let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
         let storage: Vec<&str> = versions
             .iter()
             .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
             .filter_map(|v| v.get("name").and_then(Value::as_str))
             .collect();
-        if versions.len() > 1 && storage.len() != 1 {
-            let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        if storage.len() != 1 {
             return Err(CliError::Build(format!(
                 "CRD {name} has versions {} and {} storage version(s) ({}): mark all but one version \
                  with #[kube(storage = false)]",
@@ -118,7 +102,7 @@ pub fn merge_versions(crds: Vec<Value>) -> Result<Vec<Value>, CliError> {
             )));
         }
     }
-    Ok(merged)
+    Ok(crds)
 }
 
 /// The file name (`<group>_<plural>.yaml`, as controller-gen names it) and YAML of a CRD.
@@ -137,21 +121,21 @@ fn crd_file(crd: &Value) -> Result<(String, String), CliError> {
 mod tests {
     use super::*;
 
-    fn crd(version: &str, storage: bool) -> Value {
+    fn crd(versions: &[(&str, bool)]) -> Value {
+        let versions: Vec<Value> =
+            versions.iter().map(|(v, storage)| json!({"name": v, "served": true, "storage": storage})).collect();
         json!({"metadata": {"name": "memcacheds.cache.example.com"},
-               "spec": {"group": "cache.example.com", "names": {"plural": "memcacheds"},
-                        "versions": [{"name": version, "served": true, "storage": storage}]}})
+               "spec": {"group": "cache.example.com", "names": {"plural": "memcacheds"}, "versions": versions}})
     }
 
     #[test]
-    fn versions_merge_with_one_storage_version() {
-        let merged = merge_versions(vec![crd("v1", true), crd("v1alpha1", false)]).unwrap();
-        assert_eq!(merged.len(), 1);
-        assert_eq!(merged[0]["spec"]["versions"].as_array().unwrap().len(), 2);
-        let e = merge_versions(vec![crd("v1", true), crd("v1alpha1", true)]).unwrap_err().to_string();
+    fn one_crd_per_name_with_one_storage_version() {
+        let good = check_versions(vec![crd(&[("v1", true), ("v1alpha1", false)])]).unwrap();
+        let e = check_versions(vec![crd(&[("v1", true), ("v1alpha1", true)])]).unwrap_err().to_string();
         assert!(e.contains("2 storage version(s) (v1, v1alpha1)") && e.contains("storage = false"), "{e}");
-        assert!(merge_versions(vec![crd("v1", true), crd("v1", false)]).is_err());
-        let (file, text) = crd_file(&merged[0]).unwrap();
+        let e = check_versions(vec![crd(&[("v1", true)]), crd(&[("v1alpha1", false)])]).unwrap_err().to_string();
+        assert!(e.contains("merge_versions"), "{e}");
+        let (file, text) = crd_file(&good[0]).unwrap();
         assert_eq!(file, "cache.example.com_memcacheds.yaml");
         assert!(text.starts_with("---\nmetadata:"), "{text}");
     }

@@ -13,11 +13,11 @@ pub mod cache_v1alpha1;
 
 /// Every CRD of this operator. `opkit generate` (`make manifests`) writes them to
 /// config/crd/bases; tests install them with `TestEnv::install_crds`. When a kind has
-/// several versions, list each and mark all but one with `#[kube(storage = false)]`:
-/// `opkit generate` merges them into one CRD.
+/// several versions, each is listed and joined into one CRD; mark all but the stored
+/// version with `#[kube(storage = false)]`.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
+    opkit::crd::merge_versions([
         cache_v1alpha1::Memcached::crd(),
         // +opkit:scaffold:crds
-    ]
+    ])
 }
