@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::install::{FIELD_MANAGER, missing};
+use super::install::{FIELD_MANAGER, delete_objects};
 use super::{CliError, kubeconfig, project_dir};
 use crate::cli::{DeployArgs, RemoveArgs};
 use crate::cluster_ops;
@@ -80,14 +80,7 @@ pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> 
 /// `opkit undeploy`.
 pub async fn undeploy(args: RemoveArgs, out: &mut Output) -> Result<(), CliError> {
     let objs = render(None)?;
-    let client = kubeconfig::client(&args.cluster).await?;
-    out.waiting("deleting what config/default applied");
-    let deleted = cluster_ops::delete(&client, &objs, &|m: &str| out.step(m), true).await?;
-    if !args.ignore_not_found && !missing(&objs, &deleted).is_empty() {
-        let missing = missing(&objs, &deleted);
-        return Err(CliError::Usage(format!("not found: {} (pass --ignore-not-found to ignore)", missing.join(", "))));
-    }
-    let names: Vec<String> = deleted.iter().map(ToString::to_string).collect();
+    let names = delete_objects(&objs, &args, out, "deleting what config/default applied").await?;
     out.result(&format!("Undeployed {} object(s).", names.len()), json!({"deleted": names}));
     Ok(())
 }

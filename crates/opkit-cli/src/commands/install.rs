@@ -56,26 +56,33 @@ pub async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliErro
     let root = project_dir()?;
     Project::load(&root)?;
     let objs = crd_objects(&root)?;
-    let client = kubeconfig::client(&args.cluster).await?;
-    out.waiting("deleting CRDs and every object of them");
-    let deleted = cluster_ops::delete(&client, &objs, &|m: &str| out.step(m), true).await?;
-    if !args.ignore_not_found && !missing(&objs, &deleted).is_empty() {
-        let missing = missing(&objs, &deleted);
-        return Err(CliError::Usage(format!("not found: {} (pass --ignore-not-found to ignore)", missing.join(", "))));
-    }
-    let names: Vec<String> = deleted.iter().map(ToString::to_string).collect();
+    let names = delete_objects(&objs, &args, out, "deleting CRDs and every object of them").await?;
     out.result(&format!("Uninstalled {} CRD(s).", names.len()), json!({"deleted": names}));
     Ok(())
 }
 
-/// The objects of `objs` that were not deleted (they did not exist), as `kind/name`.
-pub fn missing(objs: &[Value], deleted: &[cluster_ops::ObjectRef]) -> Vec<String> {
-    objs.iter()
+/// Deletes `objs` (reverse order, waiting until gone) and returns what was deleted; an
+/// error names the objects that did not exist unless `--ignore-not-found` is set.
+pub async fn delete_objects(
+    objs: &[Value],
+    args: &RemoveArgs,
+    out: &mut Output,
+    what: &str,
+) -> Result<Vec<String>, CliError> {
+    let client = kubeconfig::client(&args.cluster).await?;
+    out.waiting(what);
+    let deleted = cluster_ops::delete(&client, objs, &|m: &str| out.step(m), true).await?;
+    let missing: Vec<String> = objs
+        .iter()
         .filter_map(|o| {
             let kind = o.get("kind").and_then(Value::as_str)?;
             let name = o.pointer("/metadata/name").and_then(Value::as_str)?;
             let gone = deleted.iter().any(|d| d.kind == kind && d.name == name);
             (!gone).then(|| format!("{}/{name}", kind.to_lowercase()))
         })
-        .collect()
+        .collect();
+    if !args.ignore_not_found && !missing.is_empty() {
+        return Err(CliError::Usage(format!("not found: {} (pass --ignore-not-found to ignore)", missing.join(", "))));
+    }
+    Ok(deleted.iter().map(ToString::to_string).collect())
 }
