@@ -24,6 +24,7 @@
 //! - [`apiserver`] and [`etcd`]: the scenarios.
 //! - [`stats`] and [`report`]: percentiles, the report and its rendering.
 //! - [`runtime`]: the controller runtime benchmark.
+//! - [`memcached`]: the Memcached operator benchmark (`opkit-bench memcached`).
 //!
 //! # Example
 //! From the command line (see `docs/benchmarks.md` for the flags):
@@ -54,6 +55,7 @@ pub mod client;
 pub mod config;
 pub mod etcd;
 pub mod load;
+pub mod memcached;
 pub mod report;
 pub mod runtime;
 pub mod serve;

@@ -1,7 +1,8 @@
 //! The `opkit-bench` command: `apiserver` runs the API server benchmark, `runtime` the
-//! controller runtime benchmark; the hidden `serve` runs the server under test and the
-//! hidden `runtime-manager` the opkit manager whose memory is measured, each in a child
-//! process.
+//! controller runtime benchmark, `memcached` the Memcached operator benchmark; the hidden
+//! `serve` runs the server under test, the hidden `runtime-manager` the opkit manager
+//! whose memory is measured and the hidden `memcached-operator` the operator under test,
+//! each in a child process.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -95,6 +96,16 @@ enum Command {
         #[arg(short, long)]
         quiet: bool,
     },
+    /// Benchmark the Memcached sample operator end to end (control plane in this process,
+    /// operator in a child process).
+    Memcached(MemcachedArgs),
+    /// Runs the Memcached operator (used by `memcached`).
+    #[command(hide = true)]
+    MemcachedOperator {
+        /// The kubeconfig of the control plane.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+    },
     /// Runs an opkit manager for the memory measurement (used by `runtime`).
     #[command(hide = true)]
     RuntimeManager,
@@ -121,6 +132,16 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Memcached(args) => memcached(args).await,
+        Command::MemcachedOperator { kubeconfig } => {
+            match opkit_bench::memcached::operator::run_child(&kubeconfig).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("opkit-bench memcached-operator: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::RuntimeManager => match opkit_bench::runtime::manager_proc::run_child().await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -278,4 +299,58 @@ fn emit<R: serde::Serialize>(
         },
     }
     ExitCode::SUCCESS
+}
+
+/// Flags of `opkit-bench memcached`.
+#[derive(clap::Args)]
+struct MemcachedArgs {
+    /// 5 CRs of size 1 on one node, once: a seconds-long smoke run.
+    #[arg(long)]
+    tiny: bool,
+    /// Memcached CRs created at once (default 100).
+    #[arg(long)]
+    crs: Option<usize>,
+    /// spec.size of each CR, 1 to 5 (default 3).
+    #[arg(long)]
+    size: Option<usize>,
+    /// Simulated nodes, 110 pods each (default 5).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Runs, each on a fresh control plane and operator (default 3).
+    #[arg(long)]
+    repeats: Option<usize>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    save_json: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Runs `opkit-bench memcached`.
+async fn memcached(args: MemcachedArgs) -> ExitCode {
+    use opkit_bench::memcached::{MemcachedOptions, MemcachedWorkload};
+    let mut workload = if args.tiny { MemcachedWorkload::tiny() } else { MemcachedWorkload::full() };
+    workload.crs = args.crs.unwrap_or(workload.crs);
+    workload.size = args.size.unwrap_or(workload.size);
+    workload.nodes = args.nodes.unwrap_or(workload.nodes);
+    workload.repeats = args.repeats.unwrap_or(workload.repeats);
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("opkit-bench: cannot find its own executable: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let opts = MemcachedOptions { workload, exe, progress: !args.quiet };
+    match opkit_bench::memcached::run(&opts).await {
+        Ok(report) => emit(&report, args.output, args.save_json.as_deref(), opkit_bench::memcached::render_text),
+        Err(e) => {
+            eprintln!("opkit-bench memcached: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
