@@ -3,8 +3,8 @@
 # (the Memcached files of examples/memcached-operator), `opkit generate`, then `opkit run`
 # until the operator logs "starting manager", against a local `opkit cluster start`.
 #
-#   tools/bench/init-to-running.sh cold   # empty cargo target dir: every dependency is built
-#   tools/bench/init-to-running.sh warm   # target dir of an earlier run: only the project builds
+#   tools/bench/init-to-running.sh cold   # emptied cargo target dir: every dependency is built
+#   tools/bench/init-to-running.sh warm   # the target dir a cold run left: only the project builds
 #
 # Prints one line: mode and seconds. Needs `cargo build --release -p opkit-cli` first.
 set -euo pipefail
@@ -13,9 +13,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 opkit=$root/target/release/opkit
 [ -x "$opkit" ] || { echo "build the CLI first: cargo build --release -p opkit-cli" >&2; exit 1; }
 work=$(mktemp -d)
+export CARGO_TARGET_DIR=$root/target/init-bench
 case "$mode" in
-  cold) export CARGO_TARGET_DIR=$work/target ;;
-  warm) export CARGO_TARGET_DIR=$root/target/init-bench ;;
+  cold) rm -rf "$CARGO_TARGET_DIR" ;;
+  warm) ;;
   *) echo "usage: $0 cold|warm" >&2; exit 2 ;;
 esac
 cleanup() {
