@@ -33,23 +33,6 @@ pub const REPORTING_CONTROLLER: &str = "replicaset-controller";
 /// At most this many pods are created or deleted in one sync (kube's `burstReplicas`).
 pub const BURST_REPLICAS: usize = 500;
 
-/// The pod index by controller: the controller's uid, or [`orphan_index_key`] for pods
-/// without one (kube's `controllerUIDIndex`).
-pub const POD_CONTROLLER_INDEX: &str = "opkit.dev/controller-uid";
-
-/// The [`POD_CONTROLLER_INDEX`] value of orphan pods in namespace `ns`.
-pub fn orphan_index_key(ns: &str) -> String {
-    format!("orphan/{ns}")
-}
-
-/// The [`POD_CONTROLLER_INDEX`] values of `pod`.
-fn pod_controller_index(pod: &Pod) -> Vec<String> {
-    match pods::controller_ref(&pod.metadata) {
-        Some(r) => vec![r.uid.clone()],
-        None => vec![orphan_index_key(pod.metadata.namespace.as_deref().unwrap_or_default())],
-    }
-}
-
 /// What every reconcile shares.
 struct State {
     expectations: Expectations,
@@ -66,7 +49,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
         recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER),
     });
     let cache = mgr.cache().clone();
-    cache.add_index::<Pod>(POD_CONTROLLER_INDEX, pod_controller_index);
+    cache.add_index::<Pod>(pods::CONTROLLER_INDEX, |p: &Pod| pods::controller_index(&p.metadata));
     Controller::new(mgr, move |ctx: Context<ReplicaSet>| {
         let state = state.clone();
         async move { reconcile(ctx, &state).await }
@@ -122,14 +105,7 @@ async fn reconcile(ctx: Context<ReplicaSet>, st: &State) -> ReconcileResult {
     };
     // The pods it controls and the namespace's orphans: the only ones it may own.
     let uid = rs.metadata.uid.clone().unwrap_or_default();
-    let all: Vec<Arc<Pod>> = match informer.by_index(POD_CONTROLLER_INDEX, &uid) {
-        Some(mut controlled) => {
-            controlled.extend(informer.by_index(POD_CONTROLLER_INDEX, &orphan_index_key(&ns)).unwrap_or_default());
-            controlled
-        }
-        None => informer.list(),
-    };
-    let all: Vec<Arc<Pod>> = all.into_iter().filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str())).collect();
+    let all: Vec<Arc<Pod>> = pods::controlled_or_orphans(&ctx.cache, &uid, &ns);
     let all: Vec<&Pod> = all.iter().map(|p| p.as_ref()).collect();
     let pending = st.expectations.pending(&key, &all);
     let active: Vec<&Pod> = all.iter().copied().filter(|p| pods::is_active(p)).collect();
