@@ -14,6 +14,11 @@
 //! `kube::runtime::Controller` on the same trivial reconciler, and measures an opkit
 //! manager's memory in its own process.
 //!
+//! `opkit-bench cluster` ([`cluster`]) creates 1,000 Deployments of 10 replicas at once on
+//! the local control plane (API server and cluster controllers in a child process) and
+//! measures the time until all are available, pods started per second and the server
+//! process's peak memory.
+//!
 //! All traffic goes to 127.0.0.1, and every loop is bounded in count and time. Figures
 //! are printed next to their targets but never asserted. See `docs/benchmarks.md`.
 //!
@@ -25,6 +30,7 @@
 //! - [`stats`] and [`report`]: percentiles, the report and its rendering.
 //! - [`runtime`]: the controller runtime benchmark.
 //! - [`memcached`]: the Memcached operator benchmark (`opkit-bench memcached`).
+//! - [`cluster`]: the 10,000-pod cluster benchmark.
 //!
 //! # Example
 //! From the command line (see `docs/benchmarks.md` for the flags):
@@ -52,6 +58,7 @@
 
 pub mod apiserver;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod etcd;
 pub mod load;

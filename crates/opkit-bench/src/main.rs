@@ -3,11 +3,16 @@
 //! `serve` runs the server under test, the hidden `runtime-manager` the opkit manager
 //! whose memory is measured and the hidden `memcached-operator` the operator under test,
 //! each in a child process.
+//! controller runtime benchmark, `cluster` the 10,000-pod control plane benchmark; the
+//! hidden `serve` runs the server under test (with the cluster controllers for `cluster`)
+//! and the hidden `runtime-manager` the opkit manager whose memory is measured, each in a
+//! child process.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use opkit_bench::cluster::{ClusterOptions, ClusterWorkload};
 use opkit_bench::runtime::{RuntimeOptions, RuntimeWorkload};
 use opkit_bench::{Backend, Options, Workload, render_text, run};
 
@@ -106,6 +111,46 @@ enum Command {
         #[arg(long)]
         kubeconfig: PathBuf,
     },
+    /// Benchmark the local control plane at scale: Deployments created at once, until all
+    /// are available (API server and cluster controllers in a child process).
+    Cluster {
+        /// 100 Deployments × 10 replicas on 10 nodes.
+        #[arg(long, conflicts_with = "tiny")]
+        quick: bool,
+        /// A seconds-long run on tiny numbers (a smoke test): 5 × 2 on 2 nodes.
+        #[arg(long)]
+        tiny: bool,
+        /// Deployments to create (default 1000).
+        #[arg(long)]
+        deployments: Option<usize>,
+        /// Replicas of each Deployment (default 10).
+        #[arg(long)]
+        replicas: Option<usize>,
+        /// Simulated nodes (default 100; at most 110 pods fit on one).
+        #[arg(long)]
+        nodes: Option<usize>,
+        /// How long a scheduled pod stays Pending before it starts, in ms (default 0).
+        #[arg(long)]
+        pod_start_delay_ms: Option<u64>,
+        /// How long a started pod takes to become Ready, in ms (default 0).
+        #[arg(long)]
+        pod_ready_delay_ms: Option<u64>,
+        /// Concurrent Deployment create requests (default 8).
+        #[arg(long)]
+        create_concurrency: Option<usize>,
+        /// Time limit from the first create, in seconds.
+        #[arg(long)]
+        limit_secs: Option<u64>,
+        /// Report format.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: Output,
+        /// Also write the JSON report to this file.
+        #[arg(long)]
+        save_json: Option<PathBuf>,
+        /// No progress lines on stderr.
+        #[arg(short, long)]
+        quiet: bool,
+    },
     /// Runs an opkit manager for the memory measurement (used by `runtime`).
     #[command(hide = true)]
     RuntimeManager,
@@ -118,6 +163,15 @@ enum Command {
         /// Data directory (durable backend).
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Also run the cluster controllers with this many simulated nodes.
+        #[arg(long)]
+        nodes: Option<usize>,
+        /// The simulated kubelets' pod start delay, in ms.
+        #[arg(long, default_value_t = 0)]
+        pod_start_delay_ms: u64,
+        /// The simulated kubelets' pod ready delay, in ms.
+        #[arg(long, default_value_t = 0)]
+        pod_ready_delay_ms: u64,
     },
 }
 
@@ -125,19 +179,83 @@ enum Command {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { backend, data_dir } => match opkit_bench::serve::serve(backend, data_dir).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("opkit-bench serve: {e}");
-                ExitCode::FAILURE
+        Command::Serve { backend, data_dir, nodes, pod_start_delay_ms, pod_ready_delay_ms } => {
+            let controllers = nodes.map(|nodes| opkit_bench::serve::ControllerSettings {
+                nodes,
+                pod_start_delay_ms,
+                pod_ready_delay_ms,
+            });
+            match opkit_bench::serve::serve(backend, data_dir, controllers).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("opkit-bench serve: {e}");
+                    ExitCode::FAILURE
+                }
             }
-        },
+        }
         Command::Memcached(args) => memcached(args).await,
         Command::MemcachedOperator { kubeconfig } => {
             match opkit_bench::memcached::operator::run_child(&kubeconfig).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("opkit-bench memcached-operator: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Cluster {
+            quick,
+            tiny,
+            deployments,
+            replicas,
+            nodes,
+            pod_start_delay_ms,
+            pod_ready_delay_ms,
+            create_concurrency,
+            limit_secs,
+            output,
+            save_json,
+            quiet,
+        } => {
+            let mut w = if tiny {
+                ClusterWorkload::tiny()
+            } else if quick {
+                ClusterWorkload::quick()
+            } else {
+                ClusterWorkload::full()
+            };
+            if let Some(n) = deployments {
+                w.deployments = n.max(1);
+            }
+            if let Some(n) = replicas {
+                w.replicas = n;
+            }
+            // Without --nodes, enough nodes for the pods (as many as the preset has at least).
+            w.nodes = nodes.unwrap_or_else(|| w.nodes.max(w.min_nodes()));
+            if let Some(ms) = pod_start_delay_ms {
+                w.pod_start_delay_ms = ms;
+            }
+            if let Some(ms) = pod_ready_delay_ms {
+                w.pod_ready_delay_ms = ms;
+            }
+            if let Some(n) = create_concurrency {
+                w.create_concurrency = n.max(1);
+            }
+            if let Some(s) = limit_secs {
+                w.limit_secs = s.max(1);
+            }
+            let exe = match std::env::current_exe() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("opkit-bench: cannot find its own executable: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let opts = ClusterOptions { workload: w, exe, progress: !quiet };
+            match opkit_bench::cluster::run(&opts).await {
+                Ok(report) => emit(&report, output, save_json.as_deref(), opkit_bench::cluster::render_text),
+                Err(e) => {
+                    eprintln!("opkit-bench cluster: {e}");
                     ExitCode::FAILURE
                 }
             }

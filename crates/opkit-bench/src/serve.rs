@@ -1,6 +1,7 @@
 //! The server under test in its own process: the hidden `opkit-bench serve` command that
-//! starts an [`ApiServer`] and prints how to reach it, the parent's handle on that child
-//! process, and reading its memory from `/proc/PID/status`.
+//! starts an [`ApiServer`] (and, for the cluster benchmark, the cluster controllers next to
+//! it, as `opkit cluster start` does) and prints how to reach it, the parent's handle on
+//! that child process, and reading its memory from `/proc/PID/status`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -51,9 +52,48 @@ pub struct ServeInfo {
     pub startup_ms: f64,
 }
 
-/// Runs the hidden `serve` command: starts a server, prints one [`ServeInfo`] JSON line
-/// and serves until standard input closes (so it ends with the bench that spawned it).
-pub async fn serve(backend: Backend, data_dir: Option<PathBuf>) -> Result<(), BenchError> {
+/// The cluster controllers the `serve` child runs next to its server (the cluster benchmark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ControllerSettings {
+    /// Simulated nodes to register.
+    pub nodes: usize,
+    /// How long a scheduled pod stays Pending before it starts, in milliseconds.
+    pub pod_start_delay_ms: u64,
+    /// How long a started pod takes to become Ready, in milliseconds.
+    pub pod_ready_delay_ms: u64,
+}
+
+impl ControllerSettings {
+    /// The arguments of `serve` that ask for these controllers.
+    fn args(&self) -> Vec<String> {
+        vec![
+            "--nodes".into(),
+            self.nodes.to_string(),
+            "--pod-start-delay-ms".into(),
+            self.pod_start_delay_ms.to_string(),
+            "--pod-ready-delay-ms".into(),
+            self.pod_ready_delay_ms.to_string(),
+        ]
+    }
+
+    fn config(&self) -> opkit_controllers::ControllersConfig {
+        opkit_controllers::ControllersConfig {
+            nodes: self.nodes,
+            pod_start_delay: Duration::from_millis(self.pod_start_delay_ms),
+            pod_ready_delay: Duration::from_millis(self.pod_ready_delay_ms),
+            ..opkit_controllers::ControllersConfig::default()
+        }
+    }
+}
+
+/// Runs the hidden `serve` command: starts a server (and `controllers`, if given), prints
+/// one [`ServeInfo`] JSON line and serves until standard input closes (so it ends with the
+/// bench that spawned it).
+pub async fn serve(
+    backend: Backend,
+    data_dir: Option<PathBuf>,
+    controllers: Option<ControllerSettings>,
+) -> Result<(), BenchError> {
     let cfg = match (backend, data_dir) {
         (Backend::Memory, _) => ServerConfig::in_memory(),
         (Backend::Durable, Some(d)) => ServerConfig::durable(&d),
@@ -69,6 +109,11 @@ pub async fn serve(backend: Backend, data_dir: Option<PathBuf>) -> Result<(), Be
         pid: std::process::id(),
         startup_ms: server.startup_time().as_secs_f64() * 1000.0,
     };
+    let stop = tokio_util::sync::CancellationToken::new();
+    if let Some(c) = controllers {
+        let client = crate::runtime::cluster::kube_client(&info)?;
+        opkit_controllers::spawn(client, &c.config(), stop.clone());
+    }
     let line = serde_json::to_string(&info).map_err(|e| BenchError::Setup(e.to_string()))?;
     println!("{line}");
     let mut stdin = tokio::io::stdin();
@@ -79,6 +124,7 @@ pub async fn serve(backend: Backend, data_dir: Option<PathBuf>) -> Result<(), Be
             break;
         }
     }
+    stop.cancel();
     server.shutdown().await;
     Ok(())
 }
@@ -95,11 +141,24 @@ impl ServerProcess {
     /// Spawns `exe serve --backend B [--data-dir D]` and waits for its [`ServeInfo`] line.
     /// A durable server gets a fresh temporary directory under `tmp_root`.
     pub async fn spawn(exe: &Path, backend: Backend, tmp_root: Option<&Path>) -> Result<ServerProcess, BenchError> {
+        Self::spawn_with(exe, backend, tmp_root, None).await
+    }
+
+    /// Like [`ServerProcess::spawn`], with the cluster controllers running in the child.
+    pub async fn spawn_with(
+        exe: &Path,
+        backend: Backend,
+        tmp_root: Option<&Path>,
+        controllers: Option<ControllerSettings>,
+    ) -> Result<ServerProcess, BenchError> {
         let mut cmd = Command::new(exe);
         cmd.arg("serve").arg("--backend").arg(match backend {
             Backend::Memory => "memory",
             Backend::Durable => "durable",
         });
+        if let Some(c) = &controllers {
+            cmd.args(c.args());
+        }
         let dir = match backend {
             Backend::Memory => None,
             Backend::Durable => {

@@ -43,6 +43,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     }
     let state = Arc::new(State { recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER) });
     let (rs_cache, pod_cache) = (mgr.cache().clone(), mgr.cache().clone());
+    rs_cache.add_index::<ReplicaSet>(pods::CONTROLLER_INDEX, |rs: &ReplicaSet| pods::controller_index(&rs.metadata));
     Controller::new(mgr, move |ctx: Context<Deployment>| {
         let state = state.clone();
         async move { reconcile(ctx, &state).await }
@@ -189,7 +190,8 @@ async fn claim_replicasets(
     let api: Api<ReplicaSet> = ctx.api_for();
     let deleting = d.metadata.deletion_timestamp.is_some();
     let mut owned = Vec::new();
-    for rs in ctx.cache.list::<ReplicaSet>().iter().filter(|rs| rs.metadata.namespace == ns) {
+    let candidates = pods::controlled_or_orphans::<ReplicaSet>(&ctx.cache, &uid, ns.as_deref().unwrap_or_default());
+    for rs in &candidates {
         let matching = pods::matches(sel, rs.metadata.labels.as_ref());
         let name = rs.metadata.name.clone().unwrap_or_default();
         match pods::controller_ref(&rs.metadata) {

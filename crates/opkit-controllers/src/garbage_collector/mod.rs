@@ -14,6 +14,7 @@
 //! `OwnerRefInvalidNamespace` warning event is recorded).
 
 mod graph;
+mod meta;
 mod monitors;
 mod worker;
 

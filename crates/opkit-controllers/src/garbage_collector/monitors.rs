@@ -1,6 +1,6 @@
 //! What the collector watches: discovery of every listable, watchable and deletable
 //! resource (refreshed when CRDs change), a kind-to-resource mapping for owner
-//! references, and one `DynamicObject` watch per resource feeding the graph.
+//! references, and one metadata-only watch per resource feeding the graph.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
 use kube::discovery::{Discovery, Scope};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::graph::{Node, ResourceKey};
+use super::meta::MetaObject;
 use super::{GcError, Shared};
 
 /// Resources the collector never watches (as kube's default ignored resources).
@@ -138,7 +139,7 @@ pub(super) async fn sync(shared: &Arc<Shared>, shutdown: &CancellationToken) -> 
     Ok(())
 }
 
-fn observe(shared: &Shared, key: &ResourceKey, ar: &ApiResource, obj: &DynamicObject) -> Option<String> {
+fn observe(shared: &Shared, key: &ResourceKey, ar: &ApiResource, obj: &MetaObject) -> Option<String> {
     let node = Node::from_meta(key.clone(), &ar.api_version, &ar.kind, &obj.metadata)?;
     let uid = node.uid.clone();
     let work = shared.graph.lock().upsert(node);
@@ -154,7 +155,8 @@ async fn run_monitor(
     synced: Arc<AtomicBool>,
     token: CancellationToken,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &ar);
+    // Metadata only: the rest of every object is skipped while decoding.
+    let api: Api<MetaObject> = Api::all_with(shared.client.clone(), &ar);
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let mut listed: Option<HashSet<String>> = None;

@@ -49,6 +49,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
         recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER),
     });
     let cache = mgr.cache().clone();
+    cache.add_index::<Pod>(pods::CONTROLLER_INDEX, |p: &Pod| pods::controller_index(&p.metadata));
     Controller::new(mgr, move |ctx: Context<ReplicaSet>| {
         let state = state.clone();
         async move { reconcile(ctx, &state).await }
@@ -102,8 +103,9 @@ async fn reconcile(ctx: Context<ReplicaSet>, st: &State) -> ReconcileResult {
             return Ok(Action::done());
         }
     };
-    let all: Vec<Arc<Pod>> =
-        informer.list().into_iter().filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str())).collect();
+    // The pods it controls and the namespace's orphans: the only ones it may own.
+    let uid = rs.metadata.uid.clone().unwrap_or_default();
+    let all: Vec<Arc<Pod>> = pods::controlled_or_orphans(&ctx.cache, &uid, &ns);
     let all: Vec<&Pod> = all.iter().map(|p| p.as_ref()).collect();
     let pending = st.expectations.pending(&key, &all);
     let active: Vec<&Pod> = all.iter().copied().filter(|p| pods::is_active(p)).collect();

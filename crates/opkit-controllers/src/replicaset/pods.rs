@@ -42,6 +42,37 @@ pub fn matches(sel: &Selector, labels: Option<&BTreeMap<String, String>>) -> boo
     }
 }
 
+/// The cache index of objects by controller (kube's `controllerUIDIndex`): the
+/// controller's uid, or [`orphan_index_key`] for objects without one.
+pub const CONTROLLER_INDEX: &str = "opkit.dev/controller-uid";
+
+/// The [`CONTROLLER_INDEX`] value of orphans in namespace `ns`.
+pub fn orphan_index_key(ns: &str) -> String {
+    format!("orphan/{ns}")
+}
+
+/// The [`CONTROLLER_INDEX`] values of an object.
+pub fn controller_index(meta: &ObjectMeta) -> Vec<String> {
+    match controller_ref(meta) {
+        Some(r) => vec![r.uid.clone()],
+        None => vec![orphan_index_key(meta.namespace.as_deref().unwrap_or_default())],
+    }
+}
+
+/// The cached `K`s of namespace `ns` that the object with `uid` controls, and the
+/// namespace's orphans (the only ones it may own), found through [`CONTROLLER_INDEX`]
+/// (every cached `K` if that index was not added).
+pub fn controlled_or_orphans<K: opkit::Object>(cache: &opkit::Cache, uid: &str, ns: &str) -> Vec<std::sync::Arc<K>> {
+    let all = match cache.by_index::<K>(CONTROLLER_INDEX, uid) {
+        Some(mut controlled) => {
+            controlled.extend(cache.by_index::<K>(CONTROLLER_INDEX, &orphan_index_key(ns)).unwrap_or_default());
+            controlled
+        }
+        None => cache.list::<K>(),
+    };
+    all.into_iter().filter(|o| o.meta().namespace.as_deref() == Some(ns)).collect()
+}
+
 /// The owner reference marked as controller, if any.
 pub fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references.iter().flatten().find(|r| r.controller == Some(true))

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::index::{IndexFn, Indexes};
 use super::{Cache, CacheScope};
 use crate::object::Object;
 
@@ -64,6 +65,8 @@ pub struct Informer<K: Object> {
     /// Held while applying an event and broadcasting it, and while subscribing, so a new
     /// subscriber's snapshot and its event stream line up exactly.
     apply_lock: Mutex<()>,
+    /// Secondary indexes, updated with the store under `apply_lock`.
+    indexes: Indexes<K>,
     started: AtomicBool,
     cache: Cache,
 }
@@ -96,6 +99,7 @@ impl<K: Object> Informer<K> {
             partitions,
             tx,
             apply_lock: Mutex::new(()),
+            indexes: Indexes::default(),
             started: AtomicBool::new(false),
             cache,
         }
@@ -147,12 +151,14 @@ impl<K: Object> Informer<K> {
                     let old = part.store.get(&key);
                     writer.apply_watcher_event(&event);
                     let new = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
+                    self.indexes.update(old.as_deref(), &new);
                     let _ = self.tx.send(InformerEvent::Apply { old, new });
                 }
                 watcher::Event::Delete(obj) => {
                     let key = ObjectRef::from_obj(obj);
                     let old = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
                     writer.apply_watcher_event(&event);
+                    self.indexes.delete(&old);
                     let _ = self.tx.send(InformerEvent::Delete(old));
                 }
                 watcher::Event::Init => {
@@ -169,10 +175,12 @@ impl<K: Object> Informer<K> {
                         let changed =
                             old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version);
                         if changed {
+                            self.indexes.update(old.as_deref(), &new);
                             let _ = self.tx.send(InformerEvent::Apply { old, new });
                         }
                     }
                     for (_, gone) in before {
+                        self.indexes.delete(&gone);
                         let _ = self.tx.send(InformerEvent::Delete(gone));
                     }
                     if !part.synced.swap(true, Ordering::SeqCst) {
@@ -205,5 +213,21 @@ impl<K: Object> Informer<K> {
     /// Every cached object.
     pub fn list(&self) -> Vec<Arc<K>> {
         self.partitions.iter().flat_map(|p| p.store.state()).collect()
+    }
+
+    /// Adds a secondary index called `name`: `f` gives an object's index values, and
+    /// [`Informer::by_index`] finds the cached objects with a value without scanning
+    /// the cache. Filled from the current content and kept up to date with it. Returns
+    /// false (keeping the existing one) if an index of that name already exists.
+    pub fn add_index(&self, name: &str, f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> bool {
+        let _guard = self.apply_lock.lock();
+        let f: IndexFn<K> = Arc::new(f);
+        self.indexes.add(name, f, &self.list())
+    }
+
+    /// The cached objects whose index `name` has `value` (empty if none); `None` if no
+    /// index of that name was added.
+    pub fn by_index(&self, name: &str, value: &str) -> Option<Vec<Arc<K>>> {
+        self.indexes.get(name, value)
     }
 }

@@ -1,8 +1,10 @@
 //! The shared informer cache: one watch per object type and manager scope, however many
 //! controllers use it, feeding a kube reflector store (for cached reads) and a broadcast
 //! of changes (for controllers' event sources). Cached objects have their managedFields
-//! stripped to save memory; read them from the API when needed.
+//! stripped to save memory; read them from the API when needed. Secondary indexes
+//! ([`Cache::add_index`], [`Cache::by_index`]) find objects by a computed value.
 
+mod index;
 mod informer;
 
 use std::any::{Any, TypeId};
@@ -107,6 +109,17 @@ impl Cache {
     /// Every cached object of `K`.
     pub fn list<K: Object>(&self) -> Vec<Arc<K>> {
         self.informer::<K>().list()
+    }
+
+    /// Adds a secondary index `name` over the cached `K`s (see [`Informer::add_index`]):
+    /// `f` gives an object's index values. Returns false if the index already exists.
+    pub fn add_index<K: Object>(&self, name: &str, f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> bool {
+        self.informer::<K>().add_index(name, f)
+    }
+
+    /// The cached `K`s whose index `name` has `value`; `None` if there is no such index.
+    pub fn by_index<K: Object>(&self, name: &str, value: &str) -> Option<Vec<Arc<K>>> {
+        self.informer::<K>().by_index(name, value)
     }
 
     /// True once every informer has finished its initial list.
