@@ -40,6 +40,7 @@ for f in src/api/cache_v1alpha1/memcached.rs src/controller/memcached.rs config/
   cp "$example/$f" "$f"
 done
 "$opkit" generate >/dev/null 2>&1
+: > "$work/run.log"
 "$opkit" run -- --metrics-bind-address 0 --health-probe-bind-address 0 > "$work/run.log" 2>&1 &
 run_pid=$!
 until grep -q "starting manager" "$work/run.log"; do
