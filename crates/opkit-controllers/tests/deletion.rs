@@ -53,6 +53,8 @@ async fn background_deletion_removes_replicasets_and_pods() -> Result<(), Error>
 async fn foreground_deletion_keeps_the_deployment_until_its_pods_are_gone() -> Result<(), Error> {
     let env = TestEnv::start().await?;
     let (rss, pods) = running(&env, "web").await?;
+    // The pods take 2 s to terminate, so the dependents surely outlive the GET below.
+    kubectl(&env, &["annotate", "pods", "-l", "app=web", "opkit.dev/termination-duration=2s"]).await?;
     let deployments: Api<Deployment> = Api::default_namespaced(env.client());
     let uid = deployments.get("web").await?.uid().unwrap_or_default();
     deployments.delete("web", &DeleteParams::foreground()).await?;
