@@ -227,8 +227,9 @@ fn refs_of(objs: &[Value]) -> Result<Vec<ObjectRef>, ClusterOpsError> {
 }
 
 /// Server-side applies (with force) every object as `field_manager`. CRDs and Namespaces go
-/// first; the CRDs are then awaited until Established (up to [`DEFAULT_TIMEOUT`]) before the
-/// remaining objects, so a stream holding a CRD and objects of its kind works. Namespaced
+/// first; the CRDs are then awaited until Established (up to `timeout`) before the remaining
+/// objects, so a stream holding a CRD and objects of its kind works, and so every CRD is
+/// Established when this returns. Namespaced
 /// objects without a namespace go to the client's default namespace. `progress` gets one line per
 /// object (`<ref> serverside-applied`). Returns the applied objects in application order.
 pub async fn apply(
@@ -236,6 +237,7 @@ pub async fn apply(
     objs: &[Value],
     field_manager: &str,
     progress: &dyn Fn(&str),
+    timeout: Duration,
 ) -> Result<Vec<ObjectRef>, ClusterOpsError> {
     let refs = refs_of(objs)?;
     let mut resolver = Resolver::new(client);
@@ -245,7 +247,7 @@ pub async fn apply(
     let mut crd_names = Vec::new();
     for (phase, indices) in [early, late].into_iter().enumerate() {
         if phase == 1 && !crd_names.is_empty() {
-            wait_crds_established(client, &crd_names, DEFAULT_TIMEOUT).await?;
+            wait_crds_established(client, &crd_names, timeout).await?;
         }
         for i in indices {
             let mut r = refs[i].clone();

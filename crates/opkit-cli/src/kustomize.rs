@@ -186,6 +186,13 @@ impl Res {
     }
 }
 
+/// Sets the image of every container whose image name (any tag) is `name`, as
+/// `kustomize edit set image NAME=IMAGE` followed by a build does; returns how many
+/// containers changed.
+pub fn set_image(objs: &mut [Value], name: &str, image: &str) -> usize {
+    transform::images_in(objs.iter_mut(), &[transform::Image::set(name, image)])
+}
+
 /// Renders the kustomization in `dir` (including nested kustomizations it lists) and returns the
 /// objects in kustomize's legacy order.
 pub fn build(dir: &Path) -> Result<Vec<Value>, KustomizeError> {

@@ -52,7 +52,8 @@ async fn apply_crd_and_cr_reapply_errors_and_delete() {
 
     // The CR comes first in the stream: apply must still create the CRD first.
     let objs = vec![cr(3), crd()];
-    let applied = cluster_ops::apply(&client, &objs, "opkit-test", &progress).await.expect("apply");
+    let applied =
+        cluster_ops::apply(&client, &objs, "opkit-test", &progress, cluster_ops::DEFAULT_TIMEOUT).await.expect("apply");
     let names: Vec<String> = applied.iter().map(ToString::to_string).collect();
     assert_eq!(
         names,
@@ -70,23 +71,29 @@ async fn apply_crd_and_cr_reapply_errors_and_delete() {
     assert!(first.metadata.managed_fields.iter().flatten().any(|m| m.manager.as_deref() == Some("opkit-test")));
 
     // Re-applying the same stream is a no-op.
-    cluster_ops::apply(&client, &objs, "opkit-test", &progress).await.expect("re-apply");
+    cluster_ops::apply(&client, &objs, "opkit-test", &progress, cluster_ops::DEFAULT_TIMEOUT).await.expect("re-apply");
     let again = api.get("sample").await.expect("CR exists");
     assert_eq!(again.metadata.resource_version, first.metadata.resource_version, "unchanged apply keeps the object");
     // A change goes through, forcing ownership.
-    cluster_ops::apply(&client, &[cr(5)], "other-manager", &progress).await.expect("apply change");
+    cluster_ops::apply(&client, &[cr(5)], "other-manager", &progress, cluster_ops::DEFAULT_TIMEOUT)
+        .await
+        .expect("apply change");
     assert_eq!(api.get("sample").await.expect("CR").data["spec"]["size"], 5);
 
     // An invalid object: the error names it and carries the server's message.
     let bad = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Not_A_Valid_Name"}});
-    let err = cluster_ops::apply(&client, &[bad], "opkit-test", &progress).await.expect_err("invalid name");
+    let err = cluster_ops::apply(&client, &[bad], "opkit-test", &progress, cluster_ops::DEFAULT_TIMEOUT)
+        .await
+        .expect_err("invalid name");
     let msg = err.to_string();
     assert!(matches!(err, ClusterOpsError::Api { code: 422, .. }), "{msg}");
     assert!(msg.starts_with("apply configmap/Not_A_Valid_Name: 422 Invalid: "), "{msg}");
 
     // A kind nobody serves.
     let unknown = json!({"apiVersion": "nope.example.com/v1", "kind": "Ghost", "metadata": {"name": "g"}});
-    let err = cluster_ops::apply(&client, &[unknown], "opkit-test", &progress).await.expect_err("unknown kind");
+    let err = cluster_ops::apply(&client, &[unknown], "opkit-test", &progress, cluster_ops::DEFAULT_TIMEOUT)
+        .await
+        .expect_err("unknown kind");
     assert!(matches!(err, ClusterOpsError::UnknownKind { .. }), "{err}");
     assert!(err.to_string().contains("ghost.nope.example.com/g"), "{err}");
 
@@ -144,7 +151,9 @@ async fn deployment_becomes_available_in_the_simulated_cluster() {
             }
         }
     });
-    cluster_ops::apply(&client, &[deployment], "opkit-test", &|_| {}).await.expect("apply");
+    cluster_ops::apply(&client, &[deployment], "opkit-test", &|_| {}, cluster_ops::DEFAULT_TIMEOUT)
+        .await
+        .expect("apply");
     cluster_ops::wait_deployment_available(&client, "default", "web", Duration::from_secs(60))
         .await
         .expect("deployment becomes available");

@@ -16,24 +16,10 @@ use crate::project::Project;
 /// The image name config/manager uses, replaced by `--image` (kustomize's `images`).
 const PLACEHOLDER_IMAGE: &str = "controller";
 
-/// Sets every container whose image is `controller` (any tag) to `image`.
+/// Sets every container whose image is `controller` (any tag) to `image`, as
+/// `kustomize edit set image controller=IMAGE` does for `make deploy`.
 pub fn set_image(objs: &mut [Value], image: &str) -> usize {
-    let mut changed = 0;
-    for obj in objs.iter_mut() {
-        let Some(spec) = obj.pointer_mut("/spec/template/spec") else { continue };
-        for list in ["containers", "initContainers"] {
-            let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) else { continue };
-            for c in containers {
-                let current = c.get("image").and_then(Value::as_str).unwrap_or_default();
-                let name = current.split(['@', ':']).next().unwrap_or_default();
-                if name == PLACEHOLDER_IMAGE {
-                    c["image"] = Value::String(image.to_string());
-                    changed += 1;
-                }
-            }
-        }
-    }
-    changed
+    crate::kustomize::set_image(objs, PLACEHOLDER_IMAGE, image)
 }
 
 fn render(image: Option<&str>) -> Result<Vec<Value>, CliError> {
@@ -50,8 +36,9 @@ fn render(image: Option<&str>) -> Result<Vec<Value>, CliError> {
 pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> {
     let objs = render(Some(&args.image))?;
     let client = kubeconfig::client(&args.cluster).await?;
+    let timeout = Duration::from_secs(args.cluster.timeout);
     out.waiting("applying config/default");
-    let applied = cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| out.step(m)).await?;
+    let applied = cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| out.step(m), timeout).await?;
     let deployments: Vec<(String, String)> = objs
         .iter()
         .filter(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment"))
@@ -64,8 +51,7 @@ pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> 
     if !args.no_wait {
         for (ns, name) in &deployments {
             out.waiting(&format!("waiting for deployment {ns}/{name} to become available"));
-            cluster_ops::wait_deployment_available(&client, ns, name, Duration::from_secs(args.cluster.timeout))
-                .await?;
+            cluster_ops::wait_deployment_available(&client, ns, name, timeout).await?;
             out.step(&format!("deployment {ns}/{name} is available"));
         }
     }

@@ -35,11 +35,11 @@ pub async fn install_crds(args: &ClusterArgs, out: &mut Output) -> Result<Vec<St
     Project::load(&root)?;
     let objs = crd_objects(&root)?;
     let client = kubeconfig::client(args).await?;
-    out.waiting("applying CRDs");
-    cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| out.step(m)).await?;
+    out.waiting("applying the CRDs and waiting until they are established");
+    // apply returns once every CRD it applied is Established.
+    cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| out.step(m), Duration::from_secs(args.timeout))
+        .await?;
     let names = names(&objs);
-    out.waiting("waiting for the CRDs to be established");
-    cluster_ops::wait_crds_established(&client, &names, Duration::from_secs(args.timeout)).await?;
     out.done_waiting();
     Ok(names)
 }

@@ -275,11 +275,17 @@ fn pod_specs(obj: &mut Value) -> Vec<&mut Map<String, Value>> {
 
 /// `images`: rewrites container and initContainer images whose name matches.
 pub(super) fn images(res: &mut [Res], imgs: &[Image]) {
+    images_in(res.iter_mut().map(|r| &mut r.obj), imgs);
+}
+
+/// The `images` rewrite over any objects; returns how many containers changed.
+pub(super) fn images_in<'a>(objs: impl Iterator<Item = &'a mut Value>, imgs: &[Image]) -> usize {
+    let mut changed = 0;
     if imgs.is_empty() {
-        return;
+        return changed;
     }
-    for r in res.iter_mut() {
-        for spec in pod_specs(&mut r.obj) {
+    for obj in objs {
+        for spec in pod_specs(obj) {
             for list in ["containers", "initContainers"] {
                 for c in spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
                     let Some(current) = c.get("image").and_then(Value::as_str) else { continue };
@@ -294,10 +300,25 @@ pub(super) fn images(res: &mut [Res], imgs: &[Image]) {
                     let image = format!("{new_name}{new_suffix}");
                     if let Some(m) = c.as_object_mut() {
                         m.insert("image".into(), Value::String(image));
+                        changed += 1;
                     }
                 }
             }
         }
+    }
+    changed
+}
+
+impl Image {
+    /// The rule `kustomize edit set image NAME=IMAGE` writes: IMAGE split into the new
+    /// name and its tag or digest.
+    pub(super) fn set(name: &str, image: &str) -> Image {
+        let (new_name, suffix) = split_image(image);
+        let (new_tag, digest) = match suffix.strip_prefix('@') {
+            Some(d) => (None, Some(d.to_string())),
+            None => (suffix.strip_prefix(':').map(String::from), None),
+        };
+        Image { name: name.to_string(), new_name: Some(new_name.to_string()), new_tag, digest }
     }
 }
 
