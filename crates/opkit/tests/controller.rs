@@ -28,6 +28,7 @@ pub struct WidgetSpec {
     size: i64,
 }
 
+/// The status of the test's Widget kind.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema)]
 pub struct WidgetStatus {
     seen: i64,

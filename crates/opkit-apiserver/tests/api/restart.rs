@@ -92,6 +92,7 @@ fn durable_store_serves_concurrent_writers() {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(concurrent_durable_writes())));
         let _ = done_tx.send(outcome.is_ok());
         // A deadlocked runtime cannot be shut down; leave it to process exit.
+        #[allow(clippy::mem_forget)]
         std::mem::forget(rt);
     });
     match done_rx.recv_timeout(crate::common::TIMEOUT * 2) {

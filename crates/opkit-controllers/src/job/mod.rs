@@ -196,10 +196,7 @@ async fn remove_finalizer(api: &Api<Pod>, pod: &Pod) -> Result<(), WorkloadError
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) if opkit::status::is_conflict(&e) => {
-            let fresh = match api.get_opt(&pod.name_any()).await? {
-                Some(p) => p,
-                None => return Ok(()),
-            };
+            let Some(fresh) = api.get_opt(&pod.name_any()).await? else { return Ok(()) };
             let rest: Vec<&String> = fresh.finalizers().iter().filter(|f| *f != TRACKING_FINALIZER).collect();
             let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": fresh.resource_version()}});
             api.patch(&fresh.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
