@@ -1,5 +1,6 @@
 //! The HTTPS server: [`WebhookServer`] (builder; the listener is served by opkit-serve's accept
-//! loop with TLS, HTTP/1.1 and HTTP/2) and the request router that turns AdmissionReview/ConversionReview bodies into responses.
+//! loop with TLS, HTTP/1.1 and HTTP/2) and the request router that turns AdmissionReview and
+//! ConversionReview bodies into responses.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -158,7 +159,9 @@ impl WebhookServer {
 
     /// Prepares certificates, binds the listener and spawns the accept loop; returns the bound
     /// address once listening. The server stops accepting on `shutdown` and asks open
-    /// connections to finish gracefully.
+    /// connections to finish gracefully (aborting them after
+    /// [`opkit_serve::DEFAULT_SHUTDOWN_GRACE`]). TLS handshakes time out after
+    /// [`opkit_serve::DEFAULT_TLS_HANDSHAKE_TIMEOUT`].
     pub async fn start(self, shutdown: CancellationToken) -> Result<SocketAddr, WebhookError> {
         let mut routes = HashMap::new();
         for (path, route) in self.routes {
