@@ -1,19 +1,17 @@
 //! TLS material: a CA and a serving certificate for 127.0.0.1/localhost generated with
-//! rcgen, persisted in the data directory and reused on restart; and the rustls config.
+//! opkit-serve's development CA, persisted in the data directory and reused on restart; and the rustls config.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use opkit_serve::tls::{CertGenError, DevCa, TlsConfigError};
 
 /// Errors while creating or loading certificates.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
     /// Generating a certificate failed.
     #[error("generating certificate: {0}")]
-    Generate(#[from] rcgen::Error),
+    Generate(#[from] CertGenError),
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {
@@ -22,12 +20,9 @@ pub enum CertError {
         /// The cause.
         source: std::io::Error,
     },
-    /// A stored PEM file did not parse.
-    #[error("{0}: not a valid PEM file")]
-    Pem(String),
-    /// rustls rejected the certificate or key.
-    #[error("TLS configuration: {0}")]
-    Tls(#[from] rustls::Error),
+    /// The stored certificate or key is unusable.
+    #[error(transparent)]
+    Tls(#[from] TlsConfigError),
 }
 
 /// A CA and the serving certificate it signed, all as PEM.
@@ -42,27 +37,13 @@ pub struct TlsMaterial {
 }
 
 impl TlsMaterial {
-    /// Generates a fresh CA and serving certificate for 127.0.0.1, ::1 and localhost.
+    /// Generates a fresh CA and serving certificate for 127.0.0.1, ::1, localhost and the
+    /// in-cluster `kubernetes` names.
     pub fn generate() -> Result<TlsMaterial, CertError> {
-        let ca_key = KeyPair::generate()?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params.distinguished_name.push(DnType::CommonName, "opkit-ca");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages =
-            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-        let ca_cert = ca_params.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca_params, ca_key);
-        let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(vec![
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "::1".to_string(),
-            "kubernetes".to_string(),
-            "kubernetes.default.svc".to_string(),
-        ])?;
-        params.distinguished_name.push(DnType::CommonName, "opkit-apiserver");
-        let cert = params.signed_by(&key, &issuer)?;
-        Ok(TlsMaterial { ca_pem: ca_cert.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        let ca = DevCa::generate("opkit-ca")?;
+        let hosts = ["localhost", "127.0.0.1", "::1", "kubernetes", "kubernetes.default.svc"].map(String::from);
+        let serving = ca.issue_serving_cert("opkit-apiserver", &hosts)?;
+        Ok(TlsMaterial { ca_pem: ca.cert_pem().to_owned(), cert_pem: serving.cert_pem, key_pem: serving.key_pem })
     }
 
     /// Loads `ca.crt`, `apiserver.crt` and `apiserver.key` from `dir`, generating and
@@ -89,18 +70,7 @@ impl TlsMaterial {
 
     /// A rustls server config offering HTTP/2 and HTTP/1.1.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, CertError> {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|_| CertError::Pem("serving certificate".into()))?;
-        let key =
-            PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).map_err(|_| CertError::Pem("serving key".into()))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(certs, key)?;
-        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Arc::new(cfg))
+        Ok(opkit_serve::tls::server_config(&self.cert_pem, &self.key_pem)?)
     }
 }
 

@@ -1,17 +1,15 @@
-//! Starting and stopping the server: storage selection, TLS, the accept loop serving
-//! HTTP/1.1 and HTTP/2, and the kubeconfig clients use.
+//! Starting and stopping the server: storage selection, TLS, serving HTTP/1.1 and HTTP/2
+//! through opkit-serve's accept loop, and the kubeconfig clients use.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::{TokenAuthenticator, random_token};
 use crate::catalog::Catalog;
@@ -105,7 +103,7 @@ pub struct RunningServer {
     tls: TlsMaterial,
     token: String,
     registry: Registry,
-    shutdown: watch::Sender<bool>,
+    shutdown: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
     startup: std::time::Duration,
 }
@@ -151,43 +149,16 @@ impl ApiServer {
         let listener = TcpListener::bind(cfg.bind).await.map_err(io(format!("binding {}", cfg.bind)))?;
         let addr = listener.local_addr().map_err(io("reading the bound address"))?;
         let state = AppState::new(registry.clone(), TokenAuthenticator::with_admin(&token), addr.to_string());
-        let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config()?);
-        let (shutdown, rx) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, acceptor, state, rx));
+        let service = hyper::service::service_fn(move |req| {
+            let state = state.clone();
+            async move { Ok::<_, std::convert::Infallible>(handlers::handle(state, req).await) }
+        });
+        let shutdown = CancellationToken::new();
+        // Watches never end by themselves: shutdown closes every connection at once.
+        let server = opkit_serve::Server::new(listener).tls(tls.server_config()?).shutdown_grace(Some(Duration::ZERO));
+        let task = tokio::spawn(server.serve(service, shutdown.clone()));
         Ok(RunningServer { addr, tls, token, registry, shutdown, task: Some(task), startup: started.elapsed() })
     }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
-    state: Arc<AppState>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut conns = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            accepted = listener.accept() => {
-                let Ok((tcp, _)) = accepted else { continue };
-                let _ = tcp.set_nodelay(true);
-                let acceptor = acceptor.clone();
-                let state = state.clone();
-                conns.spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else { return };
-                    let svc = hyper::service::service_fn(move |req| {
-                        let state = state.clone();
-                        async move { Ok::<_, std::convert::Infallible>(handlers::handle(state, req).await) }
-                    });
-                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
-                });
-            }
-        }
-    }
-    // Dropping the set aborts every open connection, watches included.
-    conns.shutdown().await;
 }
 
 impl RunningServer {
@@ -252,7 +223,7 @@ impl RunningServer {
 
     /// Stops accepting requests, closes every connection and waits for the server task.
     pub async fn shutdown(mut self) {
-        let _ = self.shutdown.send(true);
+        self.shutdown.cancel();
         if let Some(t) = self.task.take() {
             let _ = t.await;
         }
@@ -261,7 +232,7 @@ impl RunningServer {
 
 impl Drop for RunningServer {
     fn drop(&mut self) {
-        let _ = self.shutdown.send(true);
+        self.shutdown.cancel();
         if let Some(t) = self.task.take() {
             t.abort();
         }

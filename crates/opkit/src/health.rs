@@ -5,15 +5,12 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -315,57 +312,24 @@ fn not_found() -> Response<Full<Bytes>> {
     text(StatusCode::NOT_FOUND, "404 page not found\n".to_string())
 }
 
-/// Binds `addr` and spawns an HTTP/1 accept loop answering with `handler` until
+/// Binds `addr` and spawns opkit-serve's accept loop answering with `handler` until
 /// `shutdown`; open connections then finish their current request and close.
 async fn serve(addr: SocketAddr, handler: Handler, shutdown: CancellationToken) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    tokio::spawn(async move {
-        loop {
-            let stream = tokio::select! {
-                () = shutdown.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        // Typically out of file descriptors: back off instead of spinning.
-                        tracing::warn!(error = %e, address = %local, "accepting a connection failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            tokio::spawn(serve_connection(stream, handler.clone(), shutdown.clone()));
-        }
-    });
-    Ok(local)
-}
-
-async fn serve_connection(stream: tokio::net::TcpStream, handler: Handler, shutdown: CancellationToken) {
-    let svc = service_fn(move |req: Request<Incoming>| {
+    let service = service_fn(move |req: Request<Incoming>| {
         let resp = handler(&req);
         async move { Ok::<_, Infallible>(resp) }
     });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30))
-        .serve_connection(TokioIo::new(stream), svc);
-    let mut conn = std::pin::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        () = shutdown.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "probe connection ended with an error");
-    }
+    tokio::spawn(opkit_serve::Server::new(listener).serve(service, shutdown));
+    Ok(local)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A raw HTTP/1.1 GET; returns (status, head, body).

@@ -5,23 +5,25 @@
 use std::marker::PhantomData;
 
 use kube::Resource;
+use kube::core::DynamicObject;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::review::{AdmissionRequest, AdmissionResponse, Operation};
+use super::review::{AdmissionRequest, AdmissionResponse, AdmissionResponseExt, Operation};
 
-/// Handles one admission request on raw JSON. The server echoes `request.uid` into the response.
+/// Handles one admission request, its objects still schemaless. The server echoes
+/// `request.uid` into the response.
 pub trait AdmissionHandler: Send + Sync + 'static {
     /// Decides on `req`.
-    fn handle(&self, req: &AdmissionRequest) -> AdmissionResponse;
+    fn handle(&self, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse;
 }
 
 impl<F> AdmissionHandler for F
 where
-    F: Fn(&AdmissionRequest) -> AdmissionResponse + Send + Sync + 'static,
+    F: Fn(&AdmissionRequest<DynamicObject>) -> AdmissionResponse + Send + Sync + 'static,
 {
-    fn handle(&self, req: &AdmissionRequest) -> AdmissionResponse {
+    fn handle(&self, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
         self(req)
     }
 }
@@ -30,7 +32,7 @@ where
 ///
 /// `Ok(warnings)` admits the request (the warnings are shown to the client); `Err(message)`
 /// denies it with code 403, reason `Forbidden`.
-pub trait Validator<K>: Send + Sync + 'static {
+pub trait Validator<K: Resource>: Send + Sync + 'static {
     /// Validates a new object.
     fn validate_create(&self, obj: &K) -> Result<Vec<String>, String>;
     /// Validates an update from `old` to `new`.
@@ -44,7 +46,7 @@ pub trait Validator<K>: Send + Sync + 'static {
     /// on the operation to the methods above; override it when the context matters. CONNECT is
     /// admitted.
     fn validate(&self, req: &AdmissionRequest<K>) -> Result<Vec<String>, String> {
-        match (req.operation, &req.object, &req.old_object) {
+        match (&req.operation, &req.object, &req.old_object) {
             (Operation::Create, Some(obj), _) => self.validate_create(obj),
             (Operation::Update, Some(new), Some(old)) => self.validate_update(old, new),
             (Operation::Delete, _, Some(old)) => self.validate_delete(old),
@@ -57,7 +59,7 @@ pub trait Validator<K>: Send + Sync + 'static {
 /// Mutating (defaulting) webhook logic for objects of type `K` (controller-runtime's
 /// `CustomDefaulter`). The response carries the JSON patch from the submitted object to the
 /// defaulted one. Runs on CREATE and UPDATE; DELETE and CONNECT are admitted unchanged.
-pub trait Defaulter<K>: Send + Sync + 'static {
+pub trait Defaulter<K: Resource>: Send + Sync + 'static {
     /// Fills in defaults on `obj`.
     fn default(&self, obj: &mut K);
     /// Entry point with the full request (`req.object` is the object as submitted). The default
@@ -70,33 +72,60 @@ pub trait Defaulter<K>: Send + Sync + 'static {
     }
 }
 
-/// Decodes an optional raw object as `K`; `what` names it in the error.
-fn decode<K: DeserializeOwned>(raw: &Option<Value>, what: &str) -> Result<Option<K>, String> {
+/// Decodes an optional schemaless object as `K`; `what` names it in the error.
+fn decode<K: Resource + DeserializeOwned>(raw: &Option<DynamicObject>, what: &str) -> Result<Option<K>, String> {
     match raw {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => K::deserialize(v).map(Some).map_err(|e| format!("unable to decode {what}: {e}")),
+        None => Ok(None),
+        Some(obj) => obj.clone().try_parse::<K>().map(Some).map_err(|e| format!("unable to decode {what}: {e}")),
+    }
+}
+
+/// `req` with its objects replaced by `object` and `old_object`.
+fn with_objects<K: Resource>(
+    req: &AdmissionRequest<DynamicObject>,
+    object: Option<K>,
+    old_object: Option<K>,
+) -> AdmissionRequest<K> {
+    AdmissionRequest {
+        types: req.types.clone(),
+        uid: req.uid.clone(),
+        kind: req.kind.clone(),
+        resource: req.resource.clone(),
+        sub_resource: req.sub_resource.clone(),
+        request_kind: req.request_kind.clone(),
+        request_resource: req.request_resource.clone(),
+        request_sub_resource: req.request_sub_resource.clone(),
+        name: req.name.clone(),
+        namespace: req.namespace.clone(),
+        operation: req.operation.clone(),
+        user_info: req.user_info.clone(),
+        object,
+        old_object,
+        dry_run: req.dry_run,
+        options: req.options.clone(),
     }
 }
 
 /// A 400 denial when an object the operation needs is missing.
-fn missing_objects(req: &AdmissionRequest) -> Option<AdmissionResponse> {
-    let has = |v: &Option<Value>| !matches!(v, None | Some(Value::Null));
+fn missing_objects(req: &AdmissionRequest<DynamicObject>) -> Option<AdmissionResponse> {
     let missing = match req.operation {
-        Operation::Create if !has(&req.object) => Some("object"),
-        Operation::Update if !has(&req.object) => Some("object"),
-        Operation::Update if !has(&req.old_object) => Some("oldObject"),
-        Operation::Delete if !has(&req.old_object) => Some("oldObject"),
+        Operation::Create if req.object.is_none() => Some("object"),
+        Operation::Update if req.object.is_none() => Some("object"),
+        Operation::Update if req.old_object.is_none() => Some("oldObject"),
+        Operation::Delete if req.old_object.is_none() => Some("oldObject"),
         _ => None,
     };
-    missing.map(|field| {
-        AdmissionResponse::errored(400, "BadRequest", format!("{:?} request has no {field}", req.operation))
-    })
+    missing.map(|field| bad_request(req, format!("{:?} request has no {field}", req.operation)))
+}
+
+fn bad_request(req: &AdmissionRequest<DynamicObject>, message: String) -> AdmissionResponse {
+    AdmissionResponse::from(req).deny_with(400, "BadRequest", message)
 }
 
 /// Runs `f`, turning a panic in user code into a 500 denial.
-fn guarded(f: impl FnOnce() -> AdmissionResponse) -> AdmissionResponse {
+fn guarded(req: &AdmissionRequest<DynamicObject>, f: impl FnOnce() -> AdmissionResponse) -> AdmissionResponse {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-        .unwrap_or_else(|_| AdmissionResponse::errored(500, "InternalError", "webhook handler panicked"))
+        .unwrap_or_else(|_| AdmissionResponse::from(req).deny_with(500, "InternalError", "webhook handler panicked"))
 }
 
 /// Adapts a [`Validator`] to an [`AdmissionHandler`].
@@ -116,7 +145,7 @@ where
     K: Resource + DeserializeOwned + 'static,
     V: Validator<K>,
 {
-    fn handle(&self, req: &AdmissionRequest) -> AdmissionResponse {
+    fn handle(&self, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
         if let Some(resp) = missing_objects(req) {
             return resp;
         }
@@ -124,12 +153,12 @@ where
             decode::<K>(&req.object, "object").and_then(|o| Ok((o, decode::<K>(&req.old_object, "oldObject")?)));
         let (object, old_object) = match typed {
             Ok(pair) => pair,
-            Err(msg) => return AdmissionResponse::errored(400, "BadRequest", msg),
+            Err(msg) => return bad_request(req, msg),
         };
-        let typed = req.with_objects(object, old_object);
-        guarded(|| match self.validator.validate(&typed) {
-            Ok(warnings) => AdmissionResponse::allowed().with_warnings(warnings),
-            Err(msg) => AdmissionResponse::denied(msg),
+        let typed = with_objects(req, object, old_object);
+        guarded(req, || match self.validator.validate(&typed) {
+            Ok(warnings) => AdmissionResponse::allowed(req).with_warnings(warnings),
+            Err(msg) => AdmissionResponse::from(req).forbid(msg),
         })
     }
 }
@@ -151,59 +180,57 @@ where
     K: Resource + DeserializeOwned + Serialize + Clone + 'static,
     D: Defaulter<K>,
 {
-    fn handle(&self, req: &AdmissionRequest) -> AdmissionResponse {
+    fn handle(&self, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
         if !matches!(req.operation, Operation::Create | Operation::Update) {
-            return AdmissionResponse::allowed();
+            return AdmissionResponse::allowed(req);
         }
         if let Some(resp) = missing_objects(req) {
             return resp;
         }
-        let Some(raw) = req.object.as_ref() else {
-            return AdmissionResponse::errored(400, "BadRequest", "request has no object");
-        };
         let decoded =
             decode::<K>(&req.object, "object").and_then(|o| Ok((o, decode::<K>(&req.old_object, "oldObject")?)));
         let (object, old_object) = match decoded {
             Ok((Some(o), old)) => (o, old),
-            Ok((None, _)) => {
-                return AdmissionResponse::errored(400, "BadRequest", "request has no object");
-            }
-            Err(msg) => return AdmissionResponse::errored(400, "BadRequest", msg),
+            Ok((None, _)) => return bad_request(req, "request has no object".to_owned()),
+            Err(msg) => return bad_request(req, msg),
         };
-        guarded(|| {
-            let before = match serde_json::to_value(&object) {
-                Ok(v) => v,
-                Err(e) => return encode_error(e),
+        guarded(req, || {
+            let encoded = serde_json::to_value(&req.object).and_then(|raw| Ok((raw, serde_json::to_value(&object)?)));
+            let (raw, before) = match encoded {
+                Ok(pair) => pair,
+                Err(e) => return encode_error(req, e),
             };
             let mut defaulted = object.clone();
-            let typed = req.with_objects(Some(object), old_object);
+            let typed = with_objects(req, Some(object), old_object);
             if let Err(msg) = self.defaulter.default_with(&typed, &mut defaulted) {
-                return AdmissionResponse::denied(msg);
+                return AdmissionResponse::from(req).forbid(msg);
             }
             let after = match serde_json::to_value(&defaulted) {
                 Ok(v) => v,
-                Err(e) => return encode_error(e),
+                Err(e) => return encode_error(req, e),
             };
-            match patch_response(raw, &before, &after) {
-                Ok(resp) => resp,
-                Err(e) => encode_error(e),
-            }
+            patch_response(req, &raw, &before, &after)
         })
     }
 }
 
-fn encode_error(e: serde_json::Error) -> AdmissionResponse {
-    AdmissionResponse::errored(500, "InternalError", format!("encoding object: {e}"))
+fn encode_error(req: &AdmissionRequest<DynamicObject>, e: impl std::fmt::Display) -> AdmissionResponse {
+    AdmissionResponse::from(req).deny_with(500, "InternalError", format!("encoding object: {e}"))
 }
 
 /// An allowing response carrying the patch from `raw` to the defaulted object (none when the
 /// defaulter changed nothing).
-fn patch_response(raw: &Value, before: &Value, after: &Value) -> Result<AdmissionResponse, serde_json::Error> {
+fn patch_response(
+    req: &AdmissionRequest<DynamicObject>,
+    raw: &Value,
+    before: &Value,
+    after: &Value,
+) -> AdmissionResponse {
     let ops = defaulting_patch(raw, before, after);
     if ops.0.is_empty() {
-        return Ok(AdmissionResponse::allowed());
+        return AdmissionResponse::allowed(req);
     }
-    Ok(AdmissionResponse::allowed().with_patch(serde_json::to_vec(&ops)?))
+    AdmissionResponse::allowed(req).with_patch(ops).unwrap_or_else(|e| encode_error(req, e))
 }
 
 /// The JSON patch that applies, to the submitted object `raw`, exactly the changes the defaulter
@@ -302,9 +329,17 @@ mod tests {
         }
     }
 
-    fn request(op: &str, object: Value, old: Value) -> AdmissionRequest {
-        serde_json::from_value(json!({"uid": "1", "operation": op, "object": object, "oldObject": old}))
-            .expect("request")
+    fn request(op: &str, object: Value, old: Value) -> AdmissionRequest<DynamicObject> {
+        let review: crate::webhook::review::ReviewIn = serde_json::from_value(json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "1", "operation": op, "object": object, "oldObject": old, "userInfo": {},
+                "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            }
+        }))
+        .expect("review");
+        review.try_into().expect("request")
     }
 
     #[test]
@@ -312,14 +347,14 @@ mod tests {
         let h = ValidatingHandler::<ConfigMap, _>::new(NoDots);
         let ok = h.handle(&request("CREATE", json!({"data": {"k": "v"}}), Value::Null));
         assert!(ok.allowed);
-        assert_eq!(ok.warnings, vec!["checked".to_string()]);
+        assert_eq!(ok.warnings, Some(vec!["checked".to_string()]));
         let bad = h.handle(&request("UPDATE", json!({"data": {"bad": "v"}}), json!({})));
         assert!(!bad.allowed);
         let undecodable = h.handle(&request("CREATE", json!({"data": 5}), Value::Null));
         assert!(!undecodable.allowed);
-        assert_eq!(undecodable.status.and_then(|s| s.code), Some(400));
+        assert_eq!(undecodable.result.code, 400);
         let no_old = h.handle(&request("DELETE", Value::Null, Value::Null));
-        assert_eq!(no_old.status.and_then(|s| s.code), Some(400));
+        assert_eq!(no_old.result.code, 400);
         assert!(h.handle(&request("DELETE", Value::Null, json!({}))).allowed);
     }
 
@@ -335,7 +370,7 @@ mod tests {
         let h = MutatingHandler::<ConfigMap, _>::new(Panics);
         let resp = h.handle(&request("CREATE", json!({}), Value::Null));
         assert!(!resp.allowed);
-        assert_eq!(resp.status.and_then(|s| s.code), Some(500));
+        assert_eq!(resp.result.code, 500);
         // DELETE never reaches the defaulter.
         assert!(h.handle(&request("DELETE", Value::Null, json!({}))).allowed);
     }

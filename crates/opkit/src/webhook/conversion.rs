@@ -1,10 +1,10 @@
-//! CRD conversion: `apiextensions.k8s.io/v1` ConversionReview wire types, the [`Converter`]
-//! trait, and the function that turns a review request into its response.
+//! CRD conversion: the [`Converter`] trait and the function that answers a
+//! `apiextensions.k8s.io/v1` ConversionReview request (kube's wire types, re-exported).
 
-use serde::{Deserialize, Serialize};
+use kube::core::Status;
 use serde_json::Value;
 
-use super::review::ReviewStatus;
+pub use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 
 /// `apiVersion` of ConversionReview objects (v1beta1 is accepted and echoed).
 pub const CONVERSION_API_VERSION: &str = "apiextensions.k8s.io/v1";
@@ -26,67 +26,16 @@ where
     }
 }
 
-/// `request` of a ConversionReview.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConversionRequest {
-    /// Request id; echoed in the response.
-    pub uid: String,
-    /// `group/version` to convert every object to.
-    #[serde(rename = "desiredAPIVersion")]
-    pub desired_api_version: String,
-    /// The objects to convert.
-    #[serde(default)]
-    pub objects: Vec<Value>,
-}
-
-/// `response` of a ConversionReview.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConversionResponse {
-    /// Echo of `request.uid`.
-    pub uid: String,
-    /// Converted objects, in request order (empty on failure).
-    #[serde(default)]
-    pub converted_objects: Vec<Value>,
-    /// `status: Success`, or `status: Failure` with a message.
-    pub result: ReviewStatus,
-}
-
-/// A ConversionReview envelope (both directions).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ConversionReview {
-    #[serde(default)]
-    pub api_version: String,
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<ConversionRequest>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response: Option<ConversionResponse>,
-}
-
 /// Converts every object of `req`; the first failure fails the review.
-pub fn convert_review(converter: &dyn Converter, req: ConversionRequest) -> ConversionResponse {
-    let desired = req.desired_api_version.as_str();
+pub fn convert_review(converter: &dyn Converter, mut req: ConversionRequest) -> ConversionResponse {
+    let objects = std::mem::take(&mut req.objects);
+    let desired = req.desired_api_version.clone();
     let converted: Result<Vec<Value>, String> =
-        req.objects.into_iter().map(|obj| convert_one(converter, obj, desired)).collect();
+        objects.into_iter().map(|obj| convert_one(converter, obj, &desired)).collect();
+    let response = ConversionResponse::for_request(req);
     match converted {
-        Ok(objects) => ConversionResponse {
-            uid: req.uid,
-            converted_objects: objects,
-            result: ReviewStatus { status: Some("Success".to_owned()), ..ReviewStatus::default() },
-        },
-        Err(message) => ConversionResponse {
-            uid: req.uid,
-            converted_objects: Vec::new(),
-            result: ReviewStatus {
-                status: Some("Failure".to_owned()),
-                message: Some(message),
-                ..ReviewStatus::default()
-            },
-        },
+        Ok(objects) => response.success(objects),
+        Err(message) => response.failure(Status::failure(&message, "")),
     }
 }
 
@@ -160,7 +109,8 @@ mod tests {
         .expect("decode");
         let resp = convert_review(&bump, req);
         assert_eq!(resp.uid, "u");
-        assert_eq!(resp.result.status.as_deref(), Some("Success"));
+        assert!(resp.result.is_success());
+        assert_eq!(serde_json::to_value(&resp.result).expect("encode"), json!({"status": "Success"}));
         let names: Vec<_> =
             resp.converted_objects.iter().map(|o| (o["metadata"]["name"].clone(), o["apiVersion"].clone())).collect();
         assert_eq!(names, vec![(json!("a"), json!("x.io/v2")), (json!("b"), json!("x.io/v2"))]);
@@ -169,19 +119,22 @@ mod tests {
     #[test]
     fn failure_and_wrong_version_are_reported() {
         let req = ConversionRequest {
+            types: None,
             uid: "u".into(),
             desired_api_version: "x.io/v2".into(),
             objects: vec![json!({"apiVersion": "x.io/v1", "spec": {"fail": true}})],
         };
         let resp = convert_review(&bump, req);
-        assert_eq!(resp.result.status.as_deref(), Some("Failure"));
-        assert!(resp.result.message.unwrap_or_default().contains("cannot"));
+        assert!(resp.result.is_failure());
+        assert!(resp.result.message.contains("cannot"));
+        assert!(resp.converted_objects.is_empty());
         let wrong = |o: Value, _: &str| -> Result<Value, String> { Ok(o) };
         let req = ConversionRequest {
+            types: None,
             uid: "u".into(),
             desired_api_version: "x.io/v2".into(),
             objects: vec![json!({"apiVersion": "x.io/v1"})],
         };
-        assert_eq!(convert_review(&wrong, req).result.status.as_deref(), Some("Failure"));
+        assert!(convert_review(&wrong, req).result.is_failure());
     }
 }

@@ -1,8 +1,9 @@
 //! Admission and conversion webhooks (controller-runtime's `webhook` package): an HTTPS server
 //! (rustls with the ring provider, HTTP/1.1 and HTTP/2) whose certificate is reloaded from disk
 //! when it changes, typed validating/mutating handlers over kube `Resource` types speaking
-//! `admission.k8s.io/v1` AdmissionReview, CRD conversion over `apiextensions.k8s.io/v1`
-//! ConversionReview, and rcgen-generated development certificates.
+//! `admission.k8s.io/v1` AdmissionReview (kube's `kube::core::admission` types), CRD conversion
+//! over `apiextensions.k8s.io/v1` ConversionReview (`kube::core::conversion`), and development
+//! certificates from opkit-serve's CA.
 
 mod admission;
 mod conversion;
@@ -17,11 +18,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use admission::{AdmissionHandler, Defaulter, Validator, defaulting_patch};
-pub use conversion::{CONVERSION_API_VERSION, ConversionRequest, ConversionResponse, Converter, convert_review};
-pub use review::{
-    ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, GroupVersionKind, GroupVersionResource, Operation,
-    PATCH_TYPE_JSON_PATCH, ReviewStatus, UserInfo,
+pub use conversion::{
+    CONVERSION_API_VERSION, ConversionRequest, ConversionResponse, ConversionReview, Converter, convert_review,
 };
+pub use kube::core::DynamicObject;
+pub use review::{ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, AdmissionResponseExt, Operation};
 pub use server::{DEFAULT_ADDR, MAX_REQUEST_BYTES, WebhookServer};
 pub use tls::{CA_FILE, CERT_FILE, DevCerts, KEY_FILE};
 
@@ -57,7 +58,7 @@ pub enum WebhookError {
     NoCertDir,
     /// Development certificate generation failed.
     #[error("generating development certificates: {0}")]
-    CertGen(#[from] rcgen::Error),
+    CertGen(#[from] opkit_serve::tls::CertGenError),
     /// rustls rejected the configuration.
     #[error("TLS configuration: {0}")]
     Tls(#[from] rustls::Error),

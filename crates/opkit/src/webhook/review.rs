@@ -1,306 +1,166 @@
-//! Wire types of `admission.k8s.io/v1` AdmissionReview: the request the API server sends, the
-//! response a webhook returns, and the `metav1.Status` subset used to explain a denial.
+//! `admission.k8s.io/v1` AdmissionReview: kube's wire types (re-exported), the
+//! [`AdmissionResponseExt`] builders for controller-runtime-style responses, and the encoding
+//! of a review response with its patch in base64 as Kubernetes documents it.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
+use kube::Resource;
+use kube::core::admission::AdmissionReview;
+use kube::core::{DynamicObject, Status, TypeMeta};
 use serde_json::Value;
 
+pub use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+
 /// `apiVersion` of AdmissionReview objects this server speaks (v1beta1 is accepted and echoed).
-pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
-/// The only `patchType` Kubernetes supports in admission responses.
-pub const PATCH_TYPE_JSON_PATCH: &str = "JSONPatch";
+pub const ADMISSION_API_VERSION: &str = kube::core::admission::META_API_VERSION_V1;
 
-/// Group, version and kind of the object under admission (`request.kind`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupVersionKind {
-    /// API group; empty for the core group.
-    #[serde(default)]
-    pub group: String,
-    /// API version, e.g. `v1`.
-    #[serde(default)]
-    pub version: String,
-    /// Kind, e.g. `ConfigMap`.
-    #[serde(default)]
-    pub kind: String,
+/// Builders on kube's [`AdmissionResponse`] for the responses controller-runtime's helpers
+/// make (`Allowed`, `Denied`, `Errored`, `WithWarnings`).
+pub trait AdmissionResponseExt: Sized {
+    /// An allowing response to `req` with status code 200 (controller-runtime's `Allowed("")`).
+    fn allowed<K: Resource>(req: &AdmissionRequest<K>) -> Self;
+    /// Denies the request with `code`, `reason` (e.g. 403 `Forbidden`, 400 `BadRequest`) and
+    /// `message`.
+    fn deny_with(self, code: u16, reason: &str, message: impl Into<String>) -> Self;
+    /// Denies the request with code 403, reason `Forbidden` and `message`.
+    fn forbid(self, message: impl Into<String>) -> Self {
+        self.deny_with(403, "Forbidden", message)
+    }
+    /// Adds warnings shown to the client.
+    fn with_warnings(self, warnings: impl IntoIterator<Item = String>) -> Self;
 }
 
-/// Group, version and resource being requested (`request.resource`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupVersionResource {
-    /// API group; empty for the core group.
-    #[serde(default)]
-    pub group: String,
-    /// API version, e.g. `v1`.
-    #[serde(default)]
-    pub version: String,
-    /// Plural resource name, e.g. `configmaps`.
-    #[serde(default)]
-    pub resource: String,
+impl AdmissionResponseExt for AdmissionResponse {
+    fn allowed<K: Resource>(req: &AdmissionRequest<K>) -> Self {
+        let mut resp = AdmissionResponse::from(req);
+        resp.result = Status { code: 200, ..Status::default() };
+        resp
+    }
+
+    fn deny_with(self, code: u16, reason: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let mut resp = self.deny(&message);
+        resp.result = Status::failure(&message, reason).with_code(code);
+        resp
+    }
+
+    fn with_warnings(mut self, warnings: impl IntoIterator<Item = String>) -> Self {
+        let mut warnings = warnings.into_iter().peekable();
+        if warnings.peek().is_some() {
+            self.warnings.get_or_insert_with(Vec::new).extend(warnings);
+        }
+        self
+    }
 }
 
-/// The operation being admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Operation {
-    /// Object creation (`request.object` is set).
-    #[serde(rename = "CREATE")]
-    Create,
-    /// Object update (`request.object` and `request.oldObject` are set).
-    #[serde(rename = "UPDATE")]
-    Update,
-    /// Object deletion (`request.oldObject` is set).
-    #[serde(rename = "DELETE")]
-    Delete,
-    /// Connect to a subresource such as `pods/exec`.
-    #[serde(rename = "CONNECT")]
-    Connect,
-}
-
-/// The authenticated user that made the request (`request.userInfo`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UserInfo {
-    /// User name.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub username: String,
-    /// Unique user id.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub uid: String,
-    /// Groups the user belongs to.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<String>,
-    /// Extra authenticator-provided attributes.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-/// `request` of an AdmissionReview, with the objects decoded as `K`.
+/// The AdmissionReview answering a request of review type `types` (whose apiVersion it
+/// echoes) with `response`, as JSON.
 ///
-/// `AdmissionRequest<serde_json::Value>` (the default) is the raw form handed to
-/// [`AdmissionHandler`](super::AdmissionHandler)s; typed handlers get it with `K` decoded.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest<K = Value> {
-    /// Request id; the response must echo it.
-    pub uid: String,
-    /// Kind of the object in `object`/`oldObject`.
-    #[serde(default)]
-    pub kind: GroupVersionKind,
-    /// Resource being requested.
-    #[serde(default)]
-    pub resource: GroupVersionResource,
-    /// Subresource (e.g. `status`), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sub_resource: Option<String>,
-    /// Kind of the original request, when it was converted before admission.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_kind: Option<GroupVersionKind>,
-    /// Resource of the original request, when it was converted before admission.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_resource: Option<GroupVersionResource>,
-    /// Subresource of the original request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_sub_resource: Option<String>,
-    /// Object name; may be empty on CREATE with `generateName`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Namespace for namespaced objects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// The operation being performed.
-    pub operation: Operation,
-    /// Who is making the request.
-    #[serde(default)]
-    pub user_info: UserInfo,
-    /// The new object (CREATE, UPDATE); `None` for DELETE.
-    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
-    pub object: Option<K>,
-    /// The existing object (UPDATE, DELETE).
-    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
-    pub old_object: Option<K>,
-    /// Whether the request is a dry run (no side effects allowed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dry_run: Option<bool>,
-    /// Operation options (e.g. `CreateOptions`, `DeleteOptions`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub options: Option<Value>,
-}
-
-fn none<K>() -> Option<K> {
-    None
-}
-
-impl<K> AdmissionRequest<K> {
-    /// Replaces the object types, keeping every other field.
-    pub fn with_objects<T>(&self, object: Option<T>, old_object: Option<T>) -> AdmissionRequest<T> {
-        AdmissionRequest {
-            uid: self.uid.clone(),
-            kind: self.kind.clone(),
-            resource: self.resource.clone(),
-            sub_resource: self.sub_resource.clone(),
-            request_kind: self.request_kind.clone(),
-            request_resource: self.request_resource.clone(),
-            request_sub_resource: self.request_sub_resource.clone(),
-            name: self.name.clone(),
-            namespace: self.namespace.clone(),
-            operation: self.operation,
-            user_info: self.user_info.clone(),
-            object,
-            old_object,
-            dry_run: self.dry_run,
-            options: self.options.clone(),
-        }
+/// kube serializes `response.patch` as an array of numbers (kube-rs#1781); Kubernetes
+/// documents `patch` as base64, so it is re-encoded here.
+pub(crate) fn review_json(types: TypeMeta, response: AdmissionResponse) -> serde_json::Result<Value> {
+    let patch = response.patch.clone();
+    let mut review = response.into_review();
+    review.types = types;
+    let mut json = serde_json::to_value(&review)?;
+    if let (Some(patch), Some(out)) = (patch, json.get_mut("response").and_then(Value::as_object_mut)) {
+        out.insert("patch".to_owned(), serde_json::to_value(k8s_openapi::ByteString(patch))?);
     }
-
-    /// Whether this is a dry-run request.
-    pub fn is_dry_run(&self) -> bool {
-        self.dry_run.unwrap_or(false)
-    }
+    Ok(json)
 }
 
-/// The `metav1.Status` subset carried in `response.status` (and in conversion `result`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReviewStatus {
-    /// `Success` or `Failure` (set for conversion results; optional for admission).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-    /// Human-readable explanation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// Machine-readable reason, e.g. `Forbidden`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// HTTP-style status code, e.g. 403.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<u16>,
+/// The review `types` and request `uid` of a body that is an AdmissionReview envelope even if
+/// its objects do not decode, so that the failure can be answered in a review.
+pub(crate) fn envelope_of(body: &[u8]) -> Option<(TypeMeta, String)> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let types = TypeMeta { api_version: field(&value, "apiVersion")?, kind: field(&value, "kind")? };
+    let uid = field(value.get("request")?, "uid")?;
+    Some((types, uid))
 }
 
-/// `response` of an AdmissionReview.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionResponse {
-    /// Echo of `request.uid` (the server fills it in).
-    pub uid: String,
-    /// Whether the request is admitted.
-    pub allowed: bool,
-    /// Why it was denied (or a 200 status when allowed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<ReviewStatus>,
-    /// Base64 of a JSON patch (RFC 6902) to apply to the object.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub patch: Option<k8s_openapi::ByteString>,
-    /// Always `JSONPatch` when `patch` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub patch_type: Option<String>,
-    /// Annotations recorded in the audit log.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub audit_annotations: BTreeMap<String, String>,
-    /// Warnings shown to the client (kubectl prints them).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+/// Whether `types` names an AdmissionReview version this server answers.
+pub(crate) fn is_admission_review(types: &TypeMeta) -> bool {
+    types.kind == kube::core::admission::META_KIND
+        && matches!(types.api_version.as_str(), "admission.k8s.io/v1" | "admission.k8s.io/v1beta1")
 }
 
-impl AdmissionResponse {
-    /// An allowing response (status code 200, like controller-runtime's `Allowed("")`).
-    pub fn allowed() -> Self {
-        AdmissionResponse {
-            allowed: true,
-            status: Some(ReviewStatus { code: Some(200), ..ReviewStatus::default() }),
-            ..AdmissionResponse::default()
-        }
-    }
-
-    /// A denial with code 403, reason `Forbidden` and `message`.
-    pub fn denied(message: impl Into<String>) -> Self {
-        Self::errored(403, "Forbidden", message)
-    }
-
-    /// A denial with an arbitrary code and reason (e.g. 400 `BadRequest` for undecodable input).
-    pub fn errored(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        AdmissionResponse {
-            allowed: false,
-            status: Some(ReviewStatus {
-                status: Some("Failure".to_owned()),
-                message: Some(message.into()),
-                reason: Some(reason.to_owned()),
-                code: Some(code),
-            }),
-            ..AdmissionResponse::default()
-        }
-    }
-
-    /// Adds warnings.
-    pub fn with_warnings(mut self, warnings: impl IntoIterator<Item = String>) -> Self {
-        self.warnings.extend(warnings);
-        self
-    }
-
-    /// Attaches a JSON patch (the serialized RFC 6902 operation array); `patchType` becomes
-    /// `JSONPatch`.
-    pub fn with_patch(mut self, patch_json: Vec<u8>) -> Self {
-        self.patch = Some(k8s_openapi::ByteString(patch_json));
-        self.patch_type = Some(PATCH_TYPE_JSON_PATCH.to_owned());
-        self
-    }
+/// The response to a review (request `uid`) whose objects could not be decoded: denied with
+/// code 400 and `message`.
+pub(crate) fn undecodable(uid: String, message: &str) -> AdmissionResponse {
+    let mut resp = AdmissionResponse::invalid(message).deny_with(400, "BadRequest", message);
+    resp.uid = uid;
+    resp
 }
 
-/// An AdmissionReview envelope as received: `request` is raw JSON.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct AdmissionReviewIn {
-    #[serde(default)]
-    pub api_version: String,
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default)]
-    pub request: Option<AdmissionRequest<Value>>,
-}
-
-/// An AdmissionReview envelope as sent back.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct AdmissionReviewOut {
-    pub api_version: String,
-    pub kind: &'static str,
-    pub response: AdmissionResponse,
-}
+/// An AdmissionReview as the server receives it: objects stay schemaless until a handler
+/// decodes them.
+pub(crate) type ReviewIn = AdmissionReview<DynamicObject>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn request_decodes_from_apiserver_json() {
-        let req: AdmissionRequest = serde_json::from_value(json!({
-            "uid": "u1",
-            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-            "namespace": "default", "operation": "UPDATE",
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": {"a": 1}, "oldObject": {"a": 0}, "dryRun": true
+    fn request() -> AdmissionRequest<DynamicObject> {
+        let review: ReviewIn = serde_json::from_value(json!({
+            "apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1",
+                "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                "namespace": "default", "operation": "UPDATE",
+                "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+                "object": {"metadata": {"name": "a"}, "a": 1}, "oldObject": {"a": 0}, "dryRun": true
+            }
         }))
         .expect("decode");
+        review.try_into().expect("request")
+    }
+
+    #[test]
+    fn request_decodes_from_apiserver_json() {
+        let req = request();
         assert_eq!(req.operation, Operation::Update);
-        assert_eq!(req.user_info.username, "alice");
-        assert_eq!(req.old_object, Some(json!({"a": 0})));
-        assert!(req.is_dry_run());
-        let none: AdmissionRequest =
-            serde_json::from_value(json!({"uid": "u", "operation": "DELETE", "object": null})).expect("decode");
-        assert_eq!(none.object, None);
+        assert_eq!(req.user_info.username.as_deref(), Some("alice"));
+        assert_eq!(req.old_object.as_ref().map(|o| o.data.clone()), Some(json!({"a": 0})));
+        assert!(req.dry_run);
     }
 
     #[test]
     fn responses_serialize_like_kubernetes() {
-        let denied = AdmissionResponse::denied("no");
+        let req = request();
+        let denied = AdmissionResponse::from(&req).forbid("no");
         let v = serde_json::to_value(&denied).expect("encode");
+        assert_eq!(v["uid"], json!("u1"));
         assert_eq!(v["allowed"], json!(false));
         assert_eq!(v["status"]["code"], json!(403));
         assert_eq!(v["status"]["reason"], json!("Forbidden"));
         assert_eq!(v["status"]["message"], json!("no"));
         assert!(v.get("warnings").is_none());
-        let patched = AdmissionResponse::allowed().with_patch(b"[]".to_vec());
-        let v = serde_json::to_value(&patched).expect("encode");
-        assert_eq!(v["patch"], json!("W10="));
-        assert_eq!(v["patchType"], json!("JSONPatch"));
+
+        let allowed = AdmissionResponse::allowed(&req).with_warnings(Vec::new());
+        let v = serde_json::to_value(&allowed).expect("encode");
+        assert_eq!(v["allowed"], json!(true));
+        assert_eq!(v["status"], json!({"code": 200}));
+        assert!(v.get("warnings").is_none());
+
+        let patched = AdmissionResponse::allowed(&req).with_patch(json_patch::Patch(Vec::new())).expect("patch");
+        let review = review_json(req.types.clone(), patched).expect("encode");
+        assert_eq!(review["apiVersion"], json!("admission.k8s.io/v1beta1"), "the request's version is echoed");
+        assert_eq!(review["response"]["patch"], json!("W10="));
+        assert_eq!(review["response"]["patchType"], json!("JSONPatch"));
+    }
+
+    #[test]
+    fn envelope_survives_undecodable_objects() {
+        let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                          "request": {"uid": "u2", "object": {"metadata": {"name": 5}}}});
+        let bytes = serde_json::to_vec(&body).expect("encode");
+        assert!(serde_json::from_slice::<ReviewIn>(&bytes).is_err());
+        let (types, uid) = envelope_of(&bytes).expect("envelope");
+        assert!(is_admission_review(&types));
+        let resp = serde_json::to_value(undecodable(uid, "bad")).expect("encode");
+        assert_eq!(resp["uid"], json!("u2"));
+        assert_eq!(resp["status"]["code"], json!(400));
+        assert_eq!(resp["allowed"], json!(false));
     }
 }

@@ -1,38 +1,34 @@
-//! The HTTPS server: [`WebhookServer`] (builder, listener, per-connection TLS + HTTP/1.1/HTTP/2)
-//! and the request router that turns AdmissionReview/ConversionReview bodies into responses.
+//! The HTTPS server: [`WebhookServer`] (builder; the listener is served by opkit-serve's accept
+//! loop with TLS, HTTP/1.1 and HTTP/2) and the request router that turns AdmissionReview and
+//! ConversionReview bodies into responses.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use super::WebhookError;
 use super::admission::{AdmissionHandler, Defaulter, MutatingHandler, ValidatingHandler, Validator};
-use super::conversion::{ConversionReview, Converter, convert_review};
-use super::review::{AdmissionReviewIn, AdmissionReviewOut};
+use super::conversion::{ConversionRequest, ConversionReview, Converter, convert_review};
+use super::review::{ReviewIn, envelope_of, is_admission_review, review_json, undecodable};
 use super::tls::{DevCerts, server_config};
 
 /// Largest request body accepted (controller-runtime's limit).
 pub const MAX_REQUEST_BYTES: usize = 7 * 1024 * 1024;
 /// Default listen address.
 pub const DEFAULT_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 9443);
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a path serves.
 #[derive(Clone)]
@@ -163,7 +159,9 @@ impl WebhookServer {
 
     /// Prepares certificates, binds the listener and spawns the accept loop; returns the bound
     /// address once listening. The server stops accepting on `shutdown` and asks open
-    /// connections to finish gracefully.
+    /// connections to finish gracefully (aborting them after
+    /// [`opkit_serve::DEFAULT_SHUTDOWN_GRACE`]). TLS handshakes time out after
+    /// [`opkit_serve::DEFAULT_TLS_HANDSHAKE_TIMEOUT`].
     pub async fn start(self, shutdown: CancellationToken) -> Result<SocketAddr, WebhookError> {
         let mut routes = HashMap::new();
         for (path, route) in self.routes {
@@ -182,62 +180,18 @@ impl WebhookServer {
         let listener =
             TcpListener::bind(self.addr).await.map_err(|source| WebhookError::Bind { addr: self.addr, source })?;
         let local = listener.local_addr().map_err(|source| WebhookError::Bind { addr: self.addr, source })?;
-        let routes = Arc::new(routes);
-        tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), routes, shutdown));
+        let routes: Routes = Arc::new(routes);
+        let service = hyper::service::service_fn(move |req| {
+            let routes = routes.clone();
+            async move { Ok::<_, Infallible>(route(&routes, req).await) }
+        });
+        tokio::spawn(opkit_serve::Server::new(listener).tls(config).serve(service, shutdown));
         tracing::info!(addr = %local, "webhook server listening");
         Ok(local)
     }
 }
 
 type Routes = Arc<HashMap<String, Route>>;
-
-async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, routes: Routes, shutdown: CancellationToken) {
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::warn!(error = %e, "webhook accept failed");
-                    continue;
-                }
-            },
-        };
-        let acceptor = acceptor.clone();
-        let routes = routes.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "webhook TLS handshake timed out");
-                    return;
-                }
-            };
-            let service = hyper::service::service_fn(move |req| {
-                let routes = routes.clone();
-                async move { Ok::<_, Infallible>(route(&routes, req).await) }
-            });
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection(TokioIo::new(tls), service);
-            tokio::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "webhook connection error");
-            }
-        });
-    }
-}
 
 /// A `metav1.Status`-shaped error body.
 fn error_response(code: StatusCode, message: &str) -> Response<Full<Bytes>> {
@@ -304,26 +258,44 @@ async fn route(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>>
 }
 
 fn admit(handler: Arc<dyn AdmissionHandler>, body: &[u8]) -> Response<Full<Bytes>> {
-    let review: AdmissionReviewIn = match serde_json::from_slice(body) {
+    let review: ReviewIn = match serde_json::from_slice(body) {
         Ok(r) => r,
-        Err(e) => {
-            return error_response(StatusCode::BAD_REQUEST, &format!("malformed AdmissionReview: {e}"));
-        }
+        // An envelope whose objects do not decode is still answered in a review (denied, 400).
+        Err(e) => match envelope_of(body) {
+            Some((types, uid)) if is_admission_review(&types) => {
+                let message = format!("unable to decode the request: {e}");
+                return admission_review_response(types, undecodable(uid, &message));
+            }
+            _ => return error_response(StatusCode::BAD_REQUEST, &format!("malformed AdmissionReview: {e}")),
+        },
     };
-    if review.kind != "AdmissionReview"
-        || !matches!(review.api_version.as_str(), "admission.k8s.io/v1" | "admission.k8s.io/v1beta1")
-    {
+    if !is_admission_review(&review.types) {
         return error_response(
             StatusCode::BAD_REQUEST,
-            &format!("expected admission.k8s.io/v1 AdmissionReview, got {} {}", review.api_version, review.kind),
+            &format!(
+                "expected admission.k8s.io/v1 AdmissionReview, got {} {}",
+                review.types.api_version, review.types.kind
+            ),
         );
     }
-    let Some(request) = review.request else {
+    let types = review.types.clone();
+    let request: Result<kube::core::admission::AdmissionRequest<_>, _> = review.try_into();
+    let Ok(request) = request else {
         return error_response(StatusCode::BAD_REQUEST, "AdmissionReview has no request");
     };
     let mut response = handler.handle(&request);
     response.uid = request.uid;
-    json_response(&AdmissionReviewOut { api_version: review.api_version, kind: "AdmissionReview", response })
+    admission_review_response(types, response)
+}
+
+fn admission_review_response(
+    types: kube::core::TypeMeta,
+    response: kube::core::admission::AdmissionResponse,
+) -> Response<Full<Bytes>> {
+    match review_json(types, response) {
+        Ok(review) => json_response(&review),
+        Err(e) => error_response(StatusCode::INTERNAL_SERVER_ERROR, &format!("encoding response: {e}")),
+    }
 }
 
 fn convert(converter: Arc<dyn Converter>, body: &[u8]) -> Response<Full<Bytes>> {
@@ -333,22 +305,19 @@ fn convert(converter: Arc<dyn Converter>, body: &[u8]) -> Response<Full<Bytes>> 
             return error_response(StatusCode::BAD_REQUEST, &format!("malformed ConversionReview: {e}"));
         }
     };
-    if review.kind != "ConversionReview"
-        || !matches!(review.api_version.as_str(), "apiextensions.k8s.io/v1" | "apiextensions.k8s.io/v1beta1")
+    if review.types.kind != "ConversionReview"
+        || !matches!(review.types.api_version.as_str(), "apiextensions.k8s.io/v1" | "apiextensions.k8s.io/v1beta1")
     {
         return error_response(
             StatusCode::BAD_REQUEST,
-            &format!("expected apiextensions.k8s.io/v1 ConversionReview, got {} {}", review.api_version, review.kind),
+            &format!(
+                "expected apiextensions.k8s.io/v1 ConversionReview, got {} {}",
+                review.types.api_version, review.types.kind
+            ),
         );
     }
-    let Some(request) = review.request else {
+    let Ok(request) = ConversionRequest::try_from(review) else {
         return error_response(StatusCode::BAD_REQUEST, "ConversionReview has no request");
     };
-    let response = convert_review(converter.as_ref(), request);
-    json_response(&ConversionReview {
-        api_version: review.api_version,
-        kind: "ConversionReview".to_owned(),
-        request: None,
-        response: Some(response),
-    })
+    json_response(&convert_review(converter.as_ref(), request).into_review())
 }

@@ -103,8 +103,8 @@ async fn start() -> Running {
         .validating::<ConfigMap, _>("/validate", ConfigMapPolicy)
         .mutating::<ConfigMap, _>("/mutate", ConfigMapDefaults)
         .conversion("/convert", convert_person)
-        .admission("/raw", |req: &AdmissionRequest| {
-            AdmissionResponse::denied(format!("{} may not", req.user_info.username))
+        .admission("/raw", |req: &AdmissionRequest<DynamicObject>| {
+            AdmissionResponse::from(req).forbid(format!("{} may not", req.user_info.username.as_deref().unwrap_or("")))
         })
         .start(shutdown.clone())
         .await

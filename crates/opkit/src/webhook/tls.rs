@@ -1,6 +1,7 @@
 //! TLS for the webhook server: a rustls certificate resolver that re-reads `tls.crt`/`tls.key`
 //! whenever they change (checked on every handshake, so a rotated Secret takes effect on the next
-//! connection), and [`DevCerts`], an rcgen-generated CA plus serving certificate for development.
+//! connection), and [`DevCerts`], a development CA plus serving certificate (opkit-serve's
+//! [`DevCa`]) written into the certificate directory.
 
 use std::fmt;
 use std::fs;
@@ -8,6 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use opkit_serve::tls::{DevCa, crypto_provider, server_config_with_resolver};
 use parking_lot::RwLock;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -126,16 +128,16 @@ impl ResolvesServerCert for CertReloader {
     }
 }
 
-/// Builds the rustls server config (ring provider, ALPN `h2` and `http/1.1`).
+/// Builds the rustls server config (ring provider, ALPN `h2` and `http/1.1`) serving the
+/// certificate in `cert_dir`, reloaded when it changes.
 pub(crate) fn server_config(cert_dir: &Path) -> Result<(Arc<rustls::ServerConfig>, Arc<CertReloader>), WebhookError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crypto_provider();
     let reloader = Arc::new(CertReloader::new(cert_dir.join(CERT_FILE), cert_dir.join(KEY_FILE), provider.clone())?);
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_cert_resolver(reloader.clone());
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok((Arc::new(config), reloader))
+    let config = server_config_with_resolver(reloader.clone(), provider).map_err(|e| match e {
+        opkit_serve::tls::TlsConfigError::Rustls(e) => WebhookError::Tls(e),
+        other => WebhookError::InvalidCert { path: cert_dir.join(CERT_FILE), message: other.to_string() },
+    })?;
+    Ok((config, reloader))
 }
 
 /// A development CA and a serving certificate it signed, all PEM.
@@ -163,33 +165,11 @@ impl DevCerts {
     /// Generates a fresh ECDSA P-256 CA and a serving certificate for `hosts` (DNS names or IP
     /// addresses; `localhost`, `127.0.0.1` and `::1` when empty).
     pub fn generate(hosts: &[String]) -> Result<Self, WebhookError> {
-        use rcgen::{
-            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-            KeyUsagePurpose,
-        };
         let hosts: Vec<String> =
             if hosts.is_empty() { vec!["localhost".into(), "127.0.0.1".into(), "::1".into()] } else { hosts.to_vec() };
-        let ca_key = KeyPair::generate()?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params.distinguished_name = rcgen::DistinguishedName::new();
-        ca_params.distinguished_name.push(DnType::CommonName, "opkit webhook development CA");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages =
-            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-        let ca_cert = ca_params.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca_params, ca_key);
-
-        let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(hosts.clone())?;
-        params.distinguished_name = rcgen::DistinguishedName::new();
-        if let Some(first) = hosts.first() {
-            params.distinguished_name.push(DnType::CommonName, first.as_str());
-        }
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        params.use_authority_key_identifier_extension = true;
-        let cert = params.signed_by(&key, &issuer)?;
-        Ok(DevCerts { ca_pem: ca_cert.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        let ca = DevCa::generate("opkit webhook development CA")?;
+        let serving = ca.issue_serving_cert(&hosts[0], &hosts)?;
+        Ok(DevCerts { ca_pem: ca.cert_pem().to_owned(), cert_pem: serving.cert_pem, key_pem: serving.key_pem })
     }
 
     /// Writes `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `dir`, creating it. Each file is

@@ -1,0 +1,162 @@
+//! Certificates and rustls configurations for serving: [`DevCa`], a self-signed ECDSA P-256
+//! certificate authority generated with rcgen that issues [`ServingCert`]s for DNS names and IP
+//! addresses (all PEM), and [`server_config`] / [`server_config_with_resolver`], rustls server
+//! configurations on the ring provider offering `h2` and `http/1.1`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::crypto::CryptoProvider;
+use rustls::server::ResolvesServerCert;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Why generating a certificate failed (rcgen's error).
+pub use rcgen::Error as CertGenError;
+
+/// Errors turning PEM material into a rustls configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    /// The certificate PEM holds no certificate or does not parse.
+    #[error("serving certificate is not a valid PEM certificate chain: {0}")]
+    Certificate(String),
+    /// The key PEM does not hold a private key.
+    #[error("serving key is not a valid PEM private key: {0}")]
+    Key(String),
+    /// rustls rejected the configuration (e.g. the key does not match the certificate).
+    #[error("TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// A development certificate authority: its certificate (PEM) and the key it signs with.
+pub struct DevCa {
+    cert_pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl fmt::Debug for DevCa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DevCa").field("cert_pem", &self.cert_pem).finish_non_exhaustive()
+    }
+}
+
+impl DevCa {
+    /// Generates a fresh self-signed CA named `common_name` (ECDSA P-256, unconstrained,
+    /// key usages certificate and CRL signing).
+    pub fn generate(common_name: &str) -> Result<Self, CertGenError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        let cert = params.self_signed(&key)?;
+        Ok(DevCa { cert_pem: cert.pem(), issuer: Issuer::new(params, key) })
+    }
+
+    /// The CA certificate (PEM) clients trust.
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// Issues a server certificate named `common_name` for `hosts` (DNS names or IP addresses,
+    /// as subject alternative names), with a fresh ECDSA P-256 key, extended key usage
+    /// `serverAuth` and the CA's key identifier.
+    pub fn issue_serving_cert(&self, common_name: &str, hosts: &[String]) -> Result<ServingCert, CertGenError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(hosts.to_vec())?;
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.use_authority_key_identifier_extension = true;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(ServingCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    }
+}
+
+/// A serving certificate and its private key, both PEM.
+#[derive(Clone)]
+pub struct ServingCert {
+    /// The certificate.
+    pub cert_pem: String,
+    /// The private key (PKCS#8).
+    pub key_pem: String,
+}
+
+impl fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServingCert").field("cert_pem", &self.cert_pem).field("key_pem", &"<redacted>").finish()
+    }
+}
+
+/// The crypto provider every configuration here uses (ring).
+pub fn crypto_provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A server configuration for one certificate chain and key (PEM).
+pub fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<rustls::ServerConfig>, TlsConfigError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsConfigError::Certificate(e.to_string()))?;
+    if chain.is_empty() {
+        return Err(TlsConfigError::Certificate("no CERTIFICATE block".to_owned()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| TlsConfigError::Key(e.to_string()))?;
+    let config = rustls::ServerConfig::builder_with_provider(crypto_provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    Ok(with_http_alpn(config))
+}
+
+/// A server configuration whose certificate `resolver` picks per handshake (e.g. one that
+/// reloads rotated files). `provider` must be the one the resolver's keys were loaded with.
+pub fn server_config_with_resolver(
+    resolver: Arc<dyn ResolvesServerCert>,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<rustls::ServerConfig>, TlsConfigError> {
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    Ok(with_http_alpn(config))
+}
+
+/// Offers HTTP/2 first, then HTTP/1.1.
+fn with_http_alpn(mut config: rustls::ServerConfig) -> Arc<rustls::ServerConfig> {
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issued_certificate_loads_and_names_its_hosts() {
+        let ca = DevCa::generate("test CA").expect("ca");
+        let hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+        let cert = ca.issue_serving_cert("localhost", &hosts).expect("cert");
+        let config = server_config(&cert.cert_pem, &cert.key_pem).expect("rustls accepts it");
+        assert_eq!(config.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
+        assert!(ca.cert_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(!format!("{cert:?}").contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn mismatched_or_garbage_material_is_rejected() {
+        let ca = DevCa::generate("test CA").expect("ca");
+        let a = ca.issue_serving_cert("a", &["a.test".to_owned()]).expect("a");
+        let b = ca.issue_serving_cert("b", &["b.test".to_owned()]).expect("b");
+        assert!(matches!(server_config(&a.cert_pem, &b.key_pem), Err(TlsConfigError::Rustls(_))));
+        assert!(matches!(server_config("nope", &a.key_pem), Err(TlsConfigError::Certificate(_))));
+        assert!(matches!(server_config(&a.cert_pem, "nope"), Err(TlsConfigError::Key(_))));
+    }
+}

@@ -1,0 +1,253 @@
+//! The accept loop over real sockets: TLS handshake timeout, header-read timeout, graceful
+//! shutdown (in-flight requests finish, the grace bounds how long), the connection cap, and
+//! HTTPS with the development CA over HTTP/1.1 and HTTP/2.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use opkit_serve::Server;
+use opkit_serve::tls::{DevCa, server_config};
+use rustls_pki_types::ServerName;
+use rustls_pki_types::pem::PemObject;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Upper bound for anything a test waits for.
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn listener() -> (TcpListener, SocketAddr) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    (listener, addr)
+}
+
+/// Answers `ok`; `/slow` first reports on `entered` and waits for a permit from `release`.
+#[derive(Clone)]
+struct TestService {
+    entered: mpsc::UnboundedSender<()>,
+    release: Arc<Semaphore>,
+}
+
+impl TestService {
+    fn new() -> (Self, mpsc::UnboundedReceiver<()>, Arc<Semaphore>) {
+        let (entered, rx) = mpsc::unbounded_channel();
+        let release = Arc::new(Semaphore::new(0));
+        (TestService { entered, release: release.clone() }, rx, release)
+    }
+}
+
+impl hyper::service::Service<Request<Incoming>> for TestService {
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            if req.uri().path() == "/slow" {
+                let _ = this.entered.send(());
+                this.release.acquire().await.expect("semaphore open").forget();
+            }
+            Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))
+        })
+    }
+}
+
+/// A raw HTTP/1.1 request on an open stream; returns the whole response once the server closes.
+async fn request(stream: &mut TcpStream, path: &str) -> String {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.expect("write");
+    let mut raw = String::new();
+    tokio::time::timeout(WAIT, stream.read_to_string(&mut raw)).await.expect("response in time").expect("read");
+    raw
+}
+
+/// Waits until the peer closes `stream` (EOF or reset); panics after [`WAIT`].
+async fn closed_by_server(stream: &mut TcpStream) {
+    let mut buf = [0u8; 64];
+    loop {
+        match tokio::time::timeout(WAIT, stream.read(&mut buf)).await.expect("server closed the connection") {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+async fn wait_refused(addr: SocketAddr) {
+    tokio::time::timeout(WAIT, async {
+        while TcpStream::connect(addr).await.is_ok() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("listener closed");
+}
+
+async fn finished(server: JoinHandle<()>) {
+    tokio::time::timeout(WAIT, server).await.expect("serve returned").expect("server task");
+}
+
+#[tokio::test]
+async fn tls_handshake_timeout_closes_a_silent_client() {
+    let ca = DevCa::generate("test CA").expect("ca");
+    let cert = ca.issue_serving_cert("localhost", &["localhost".to_owned()]).expect("cert");
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let timeout = Duration::from_millis(300);
+    let (service, _, _) = TestService::new();
+    let server = Server::new(listener)
+        .tls(server_config(&cert.cert_pem, &cert.key_pem).expect("config"))
+        .tls_handshake_timeout(timeout)
+        .header_read_timeout(None);
+    let task = tokio::spawn(server.serve(service, stop.clone()));
+
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(addr).await.expect("connect");
+    closed_by_server(&mut silent).await;
+    assert!(started.elapsed() >= timeout, "closed after {:?}, before the handshake timeout", started.elapsed());
+
+    stop.cancel();
+    finished(task).await;
+}
+
+#[tokio::test]
+async fn header_read_timeout_closes_a_client_that_stalls_mid_request() {
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let timeout = Duration::from_millis(300);
+    let (service, _, _) = TestService::new();
+    let task = tokio::spawn(Server::new(listener).header_read_timeout(Some(timeout)).serve(service, stop.clone()));
+
+    let started = Instant::now();
+    let mut stalled = TcpStream::connect(addr).await.expect("connect");
+    stalled.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await.expect("write");
+    closed_by_server(&mut stalled).await;
+    assert!(started.elapsed() >= timeout, "closed after {:?}", started.elapsed());
+
+    stop.cancel();
+    finished(task).await;
+}
+
+#[tokio::test]
+async fn shutdown_lets_in_flight_requests_finish_and_refuses_new_connections() {
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let (service, mut entered, release) = TestService::new();
+    let task = tokio::spawn(Server::new(listener).shutdown_grace(None).serve(service, stop.clone()));
+
+    let mut client = TcpStream::connect(addr).await.expect("connect");
+    let in_flight = tokio::spawn(async move { request(&mut client, "/slow").await });
+    tokio::time::timeout(WAIT, entered.recv()).await.expect("handler entered").expect("channel open");
+
+    stop.cancel();
+    wait_refused(addr).await;
+    assert!(!task.is_finished(), "serve returned while a request was in flight");
+    release.add_permits(1);
+
+    let response = tokio::time::timeout(WAIT, in_flight).await.expect("response").expect("client task");
+    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+    assert!(response.ends_with("ok"), "{response}");
+    finished(task).await;
+}
+
+#[tokio::test]
+async fn shutdown_aborts_connections_still_open_after_the_grace() {
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let (service, mut entered, _release) = TestService::new();
+    let grace = Duration::from_millis(200);
+    let task = tokio::spawn(Server::new(listener).shutdown_grace(Some(grace)).serve(service, stop.clone()));
+
+    let mut client = TcpStream::connect(addr).await.expect("connect");
+    client.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+    tokio::time::timeout(WAIT, entered.recv()).await.expect("handler entered").expect("channel open");
+
+    let stopped = Instant::now();
+    stop.cancel();
+    finished(task).await;
+    assert!(stopped.elapsed() >= grace, "returned after {:?}, before the grace", stopped.elapsed());
+    // The handler never answered: the connection was cut without a response.
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(WAIT, client.read_to_end(&mut rest)).await.expect("connection closed");
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+}
+
+#[tokio::test]
+async fn connection_cap_defers_clients_until_a_slot_frees() {
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let (service, mut entered, release) = TestService::new();
+    let task = tokio::spawn(Server::new(listener).max_connections(1).serve(service, stop.clone()));
+
+    let mut first = TcpStream::connect(addr).await.expect("connect");
+    let first = tokio::spawn(async move { request(&mut first, "/slow").await });
+    tokio::time::timeout(WAIT, entered.recv()).await.expect("first handler entered").expect("channel open");
+
+    // The second client connects (listen backlog) but is not served while the first holds the slot.
+    let mut second = TcpStream::connect(addr).await.expect("connect");
+    let second = tokio::spawn(async move { request(&mut second, "/slow").await });
+    let early = tokio::time::timeout(Duration::from_millis(300), entered.recv()).await;
+    assert!(early.is_err(), "a second connection was served beyond the cap");
+
+    release.add_permits(2);
+    let first = tokio::time::timeout(WAIT, first).await.expect("first response").expect("task");
+    assert!(first.starts_with("HTTP/1.1 200 OK"), "{first}");
+    tokio::time::timeout(WAIT, entered.recv()).await.expect("second handler entered").expect("channel open");
+    let second = tokio::time::timeout(WAIT, second).await.expect("second response").expect("task");
+    assert!(second.starts_with("HTTP/1.1 200 OK"), "{second}");
+
+    stop.cancel();
+    finished(task).await;
+}
+
+#[tokio::test]
+async fn https_serves_http1_and_http2_with_the_dev_ca() {
+    let ca = DevCa::generate("test CA").expect("ca");
+    let cert = ca.issue_serving_cert("localhost", &["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("cert");
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let (service, _, _) = TestService::new();
+    let server = Server::new(listener).tls(server_config(&cert.cert_pem, &cert.key_pem).expect("config"));
+    let task = tokio::spawn(server.serve(service, stop.clone()));
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls_pki_types::CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).expect("pem")).expect("root");
+    for alpn in [&b"http/1.1"[..], b"h2"] {
+        let mut config = rustls::ClientConfig::builder_with_provider(opkit_serve::tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let name = ServerName::try_from("localhost").expect("name");
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("handshake");
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
+        let req = Request::get("https://localhost/").body(Full::new(Bytes::new())).expect("request");
+        let resp = if alpn == b"h2" {
+            let (mut sender, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.expect("h2");
+            tokio::spawn(conn);
+            sender.send_request(req).await.expect("response")
+        } else {
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.expect("h1");
+            tokio::spawn(conn);
+            sender.send_request(req).await.expect("response")
+        };
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.into_body().collect().await.expect("body").to_bytes(), "ok");
+    }
+
+    stop.cancel();
+    finished(task).await;
+}
