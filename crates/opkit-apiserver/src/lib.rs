@@ -13,6 +13,7 @@
 //! - [`patch`]: JSON, merge and strategic merge patches; server-side apply.
 //! - [`openapi`]: the `/openapi/v2` and `/openapi/v3` documents.
 //! - [`selector`], [`jsonpath`], [`table`]: selectors, printer-column paths, Table output.
+//! - [`kubeconfig`]: the kubeconfig clients use, as kube's typed `Kubeconfig`.
 //!
 //! # Example
 //! ```
@@ -24,7 +25,7 @@
 //! # rt.block_on(async {
 //! let server = ApiServer::start(ServerConfig::in_memory()).await?;
 //! println!("serving at {}", server.url());
-//! let kubeconfig = server.kubeconfig("opkit");
+//! let kubeconfig = server.kubeconfig_yaml("opkit")?;
 //! assert!(kubeconfig.contains("current-context: opkit"));
 //! server.shutdown().await;
 //! # Ok::<(), opkit_apiserver::ServerError>(())
@@ -46,6 +47,7 @@ pub mod certs;
 pub mod error;
 pub mod handlers;
 pub mod jsonpath;
+pub mod kubeconfig;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;

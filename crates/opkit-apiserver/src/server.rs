@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
-use serde_json::json;
+use kube::config::Kubeconfig;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -15,6 +14,7 @@ use crate::auth::{TokenAuthenticator, random_token};
 use crate::catalog::Catalog;
 use crate::certs::{CertError, TlsMaterial};
 use crate::handlers::{self, AppState};
+use crate::kubeconfig::{self, KubeconfigError};
 use crate::registry::Registry;
 use crate::storage::{SqliteBackend, StorageError, Store, StoreOptions};
 
@@ -38,6 +38,9 @@ pub enum ServerError {
     /// Bootstrapping the initial objects failed.
     #[error("bootstrap: {0}")]
     Bootstrap(String),
+    /// The kubeconfig could not be serialized or written.
+    #[error(transparent)]
+    Kubeconfig(#[from] KubeconfigError),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -187,38 +190,21 @@ impl RunningServer {
         self.startup
     }
 
-    /// A kubeconfig (YAML) with one cluster, user and context named `context`.
-    pub fn kubeconfig(&self, context: &str) -> String {
-        let ca = base64::engine::general_purpose::STANDARD.encode(self.tls.ca_pem.as_bytes());
-        let cfg = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": context, "cluster": {"server": self.url(), "certificate-authority-data": ca}}],
-            "users": [{"name": format!("{context}-admin"), "user": {"token": self.token}}],
-            "contexts": [{"name": context, "context": {"cluster": context, "user": format!("{context}-admin"), "namespace": "default"}}],
-            "current-context": context,
-            "preferences": {},
-        });
-        serde_saphyr::to_string(&cfg).unwrap_or_default()
+    /// A kubeconfig for this server as its admin: cluster and context named `context`,
+    /// user `<context>-admin`, namespace `default`.
+    pub fn kubeconfig(&self, context: &str) -> Kubeconfig {
+        let url = self.url();
+        kubeconfig::build(kubeconfig::Endpoint { server: &url, ca_pem: &self.tls.ca_pem, token: &self.token }, context)
     }
 
-    /// Writes [`Self::kubeconfig`] to `path` (mode 0600).
+    /// [`Self::kubeconfig`] as the YAML kubectl reads.
+    pub fn kubeconfig_yaml(&self, context: &str) -> Result<String, ServerError> {
+        Ok(kubeconfig::to_yaml(&self.kubeconfig(context))?)
+    }
+
+    /// Writes [`Self::kubeconfig`] as YAML to `path` (mode 0600).
     pub fn write_kubeconfig(&self, path: &Path, context: &str) -> Result<(), ServerError> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
-        }
-        let tmp = path.with_extension("tmp");
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io(format!("writing {}", tmp.display())))?;
-        f.write_all(self.kubeconfig(context).as_bytes()).map_err(io(format!("writing {}", tmp.display())))?;
-        std::fs::rename(&tmp, path).map_err(io(format!("writing {}", path.display())))
+        Ok(kubeconfig::write(&self.kubeconfig(context), path)?)
     }
 
     /// Stops accepting requests, closes every connection and waits for the server task.

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::KubeConfigOptions;
 use kube::core::GroupVersionKind;
 use kube::discovery::Discovery;
 use kube::runtime::wait::{await_condition, conditions};
@@ -214,9 +214,7 @@ impl TestEnv {
 }
 
 async fn client_for(server: &RunningServer) -> Result<Client, TestEnvError> {
-    let kubeconfig =
-        Kubeconfig::from_yaml(&server.kubeconfig("opkit")).map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let config = Config::from_custom_kubeconfig(server.kubeconfig("opkit"), &KubeConfigOptions::default())
         .await
         .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
     Ok(Client::try_from(config)?)

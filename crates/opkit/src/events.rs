@@ -4,6 +4,27 @@
 //! regarding and related object) within the series window do not create new Event objects:
 //! the first repeat starts a `series` on the stored event and later repeats increment
 //! `series.count` and move `series.lastObservedTime`.
+//!
+//! # Why not `kube::runtime::events::Recorder`
+//! kube 5's recorder also writes `events.k8s.io/v1` Events with series, and its
+//! public API (`Recorder::new(client, Reporter)`, `publish(&Event, &ObjectReference)`)
+//! would fit behind this one. It is not used because of what it cannot do, each checked
+//! against the in-process API server:
+//! - **Concurrent repeats.** kube looks the event up, writes to the API server, and only
+//!   then updates its cache, with nothing serializing repeats of one event. Six
+//!   concurrent first occurrences create six Event objects; one repeat followed by five
+//!   concurrent ones ends at `series.count` 3 instead of 7. The kubelet, scheduler and
+//!   workload controllers publish from many tasks at once; here, repeats of one event
+//!   wait on a per-event lock, so they land on one object and every occurrence counts.
+//! - **Events that expired on the server** (kube-apiserver's event TTL, 1 h by default).
+//!   kube keeps patching the vanished Event and returns 404 on every repeat until its
+//!   6-minute cache entry ages out, so those occurrences are lost. Here a 404 on the
+//!   series patch re-creates the Event with its series.
+//! - **API limits.** kube sends `note`, `reason`, `action` and `reportingInstance` as
+//!   given, and kube-apiserver rejects an Event whose note exceeds 1 KiB or whose other
+//!   fields exceed 128 bytes. Here they are cut to fit ([`MAX_NOTE_BYTES`]).
+//! - **The series window** is fixed at 6 minutes in kube; here
+//!   [`Recorder::with_series_window`] sets it (zero turns series off).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -403,6 +424,14 @@ mod tests {
         assert_eq!(list.len(), 2);
         let failed = list.iter().find(|e| e.reason.as_deref() == Some("Failed")).expect("failed event");
         assert_eq!(failed.series.as_ref().map(|s| s.count), Some(6));
+
+        // An event that expired on the server is recorded again, its series intact.
+        let failed_name = failed.metadata.name.clone().expect("name");
+        events.delete(&failed_name, &Default::default()).await.expect("expire the event");
+        recorder.publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync").await.expect("after expiry");
+        let again = events.get(&failed_name).await.expect("re-created under its name");
+        assert_eq!(again.series.as_ref().map(|s| s.count), Some(7));
+        assert_eq!(again.reason.as_deref(), Some("Failed"));
 
         // Without a series window every occurrence is a new object.
         let plain = Recorder::new(env.client(), "opkit.test/other", "other-0").with_series_window(Duration::ZERO);

@@ -143,6 +143,12 @@ async fn two_managers(release_on_cancel: bool) {
     let stopped = tokio::time::Instant::now();
     first_token.cancel();
     first_run.await.expect("join").expect("leader stops cleanly");
+    if release_on_cancel {
+        // run_until returns only after the release: a process exiting right after it
+        // must not leave its name on the lease.
+        let now = holder(&env).await;
+        assert_ne!(now.as_deref(), Some("first"), "the stopped leader released the lease");
+    }
     configmap(&cms, "three", &[]).await;
     log.wait("the follower to take over", |l| l.calls("three").iter().any(|(_, t)| t == "second")).await;
     let took = stopped.elapsed();

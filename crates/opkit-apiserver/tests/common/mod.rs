@@ -143,12 +143,16 @@ pub fn rv_num(meta: &ObjectMeta) -> u64 {
 
 /// A client for `server`, from its kubeconfig.
 pub async fn client_for(server: &RunningServer) -> Client {
-    client_from_kubeconfig_yaml(&server.kubeconfig("opkit")).await
+    client_from_kubeconfig(server.kubeconfig("opkit")).await
 }
 
 /// A client from kubeconfig YAML.
 pub async fn client_from_kubeconfig_yaml(yaml: &str) -> Client {
-    let kubeconfig = Kubeconfig::from_yaml(yaml).expect("kubeconfig parses");
+    client_from_kubeconfig(Kubeconfig::from_yaml(yaml).expect("kubeconfig parses")).await
+}
+
+/// A client from a kubeconfig.
+pub async fn client_from_kubeconfig(kubeconfig: Kubeconfig) -> Client {
     let config =
         Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kubeconfig is usable");
     Client::try_from(config).expect("client builds")

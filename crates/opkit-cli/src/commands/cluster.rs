@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::KubeConfigOptions;
 use opkit_apiserver::{ApiServer, RunningServer, ServerConfig, StorageConfig};
 use opkit_controllers::ControllersConfig;
 use serde_json::json;
@@ -66,8 +66,7 @@ async fn run_controllers(
     cfg: ControllersConfig,
     stop: CancellationToken,
 ) -> Result<(), CliError> {
-    let kubeconfig = Kubeconfig::from_yaml(&server.kubeconfig("opkit")).map_err(|e| CliError::Client(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let config = kube::Config::from_custom_kubeconfig(server.kubeconfig("opkit"), &KubeConfigOptions::default())
         .await
         .map_err(|e| CliError::Client(e.to_string()))?;
     let client = kube::Client::try_from(config).map_err(|e| CliError::Client(e.to_string()))?;

@@ -3,8 +3,11 @@
 //! renew every retry period, give up after the renew deadline, and optionally release
 //! the lease on shutdown so another replica takes over at once.
 
+mod released;
+
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
@@ -166,7 +169,13 @@ impl LeaderElector {
     /// lost leadership. Publishes leadership on the returned receiver (true = leading).
     /// After losing leadership it does not try again (controller-runtime exits); on
     /// shutdown with release_on_cancel it releases the lease (holderIdentity cleared,
-    /// leaseDurationSeconds=1) so another replica takes over at once.
+    /// leaseDurationSeconds=1) so another replica takes over at once: waiting replicas
+    /// watch the lease and try to acquire it as soon as it is released.
+    ///
+    /// The release happens in the returned task after `shutdown` is cancelled: await the
+    /// [`JoinHandle`] before the process exits, or the runtime drops the task (and the
+    /// release) half-way. Cancel `shutdown` only once leader-only work has stopped, so the
+    /// next leader never overlaps with this one.
     ///
     /// An invalid config (see [`LeaderElectionConfig::validate`]) is logged and the
     /// task ends at once without leading.
@@ -212,9 +221,11 @@ impl LeaderElector {
         format!("{}/{}", self.cfg.namespace, self.cfg.lease_name)
     }
 
-    /// Tries every retry_period (jittered) until the lease is ours; false on shutdown.
+    /// Tries every retry_period (jittered), and at once whenever the lease is released or
+    /// deleted, until the lease is ours; false on shutdown.
     async fn acquire(&mut self, shutdown: &CancellationToken) -> bool {
         tracing::info!(lease = %self.lease_ref(), "attempting to acquire leader lease");
+        let mut released = std::pin::pin!(released::lease_released(self.api.clone(), &self.cfg.lease_name).fuse());
         loop {
             let attempt = tokio::select! {
                 biased;
@@ -228,6 +239,9 @@ impl LeaderElector {
             tokio::select! {
                 () = shutdown.cancelled() => return false,
                 () = tokio::time::sleep(wait) => {}
+                Some(()) = released.next() => {
+                    tracing::debug!(lease = %self.lease_ref(), "lease released; trying to acquire it now");
+                }
             }
         }
     }

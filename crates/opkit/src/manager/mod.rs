@@ -206,6 +206,10 @@ impl Manager {
             spawn(&mut tasks, r, all.clone());
         }
         let leader_token = all.child_token();
+        // The elector stops (and releases the lease) only after leader-only work has
+        // stopped, and run_until waits for it: see the end of this function.
+        let election_stop = CancellationToken::new();
+        let mut elector = None;
         let mut lost = false;
         match opts.leader_election.clone() {
             None => {
@@ -214,8 +218,9 @@ impl Manager {
                 }
             }
             Some(cfg) => {
-                let (mut rx, _elector) =
-                    LeaderElector::new(self.client(), cfg, Some(self.inner.metrics.clone())).start(all.clone());
+                let (mut rx, task) = LeaderElector::new(self.client(), cfg, Some(self.inner.metrics.clone()))
+                    .start(election_stop.clone());
+                elector = Some(task);
                 let leading = tokio::select! {
                     _ = all.cancelled() => false,
                     r = rx.wait_for(|l| *l) => r.is_ok(),
@@ -265,6 +270,16 @@ impl Manager {
         .await;
         if drained.is_err() {
             tracing::warn!(timeout = ?opts.graceful_shutdown_timeout, "graceful shutdown timed out; abandoning in-flight work");
+        }
+        drop(tasks);
+        // Only now may the lease go (release_on_cancel): no leader-only work is left. Wait
+        // for it, since the process usually exits as soon as run_until returns and would
+        // otherwise drop the release half-way.
+        election_stop.cancel();
+        if let Some(elector) = elector
+            && let Err(e) = elector.await
+        {
+            tracing::warn!(error = %e, "leader election task failed");
         }
         result
     }

@@ -1,0 +1,131 @@
+//! The kubeconfig clients use to reach a running server: built as kube's typed
+//! [`Kubeconfig`] (one cluster, one bearer-token user, one context) and written as the
+//! YAML kubectl reads.
+
+use std::path::Path;
+
+use base64::Engine;
+use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext, Preferences};
+use secrecy::SecretString;
+
+/// A kubeconfig could not be serialized or written.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    /// Serializing to YAML failed.
+    #[error("serializing the kubeconfig: {0}")]
+    Serialize(#[from] serde_saphyr::SerializeError),
+    /// Writing the file failed.
+    #[error("writing {path}: {source}")]
+    Write {
+        /// The file (or its temporary sibling, or its directory).
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// Where the cluster is and who the client is.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoint<'a> {
+    /// `https://HOST:PORT`.
+    pub server: &'a str,
+    /// The CA certificate (PEM) that signed the serving certificate.
+    pub ca_pem: &'a str,
+    /// The bearer token.
+    pub token: &'a str,
+}
+
+/// A kubeconfig whose cluster and current context are both named `context`, with user
+/// `<context>-admin` and namespace `default`.
+pub fn build(endpoint: Endpoint<'_>, context: &str) -> Kubeconfig {
+    let user = format!("{context}-admin");
+    Kubeconfig {
+        api_version: Some("v1".to_string()),
+        kind: Some("Config".to_string()),
+        preferences: Some(Preferences::default()),
+        clusters: vec![NamedCluster {
+            name: context.to_string(),
+            cluster: Some(Cluster {
+                server: Some(endpoint.server.to_string()),
+                certificate_authority_data: Some(
+                    base64::engine::general_purpose::STANDARD.encode(endpoint.ca_pem.as_bytes()),
+                ),
+                ..Cluster::default()
+            }),
+            ..NamedCluster::default()
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: user.clone(),
+            auth_info: Some(AuthInfo {
+                token: Some(SecretString::from(endpoint.token.to_string())),
+                ..AuthInfo::default()
+            }),
+            ..NamedAuthInfo::default()
+        }],
+        contexts: vec![NamedContext {
+            name: context.to_string(),
+            context: Some(Context {
+                cluster: context.to_string(),
+                user: Some(user),
+                namespace: Some("default".to_string()),
+                ..Context::default()
+            }),
+            ..NamedContext::default()
+        }],
+        current_context: Some(context.to_string()),
+        ..Kubeconfig::default()
+    }
+}
+
+/// `kubeconfig` as YAML.
+pub fn to_yaml(kubeconfig: &Kubeconfig) -> Result<String, KubeconfigError> {
+    Ok(serde_saphyr::to_string(kubeconfig)?)
+}
+
+/// Writes `kubeconfig` as YAML to `path` (mode 0600, atomically through a temporary
+/// sibling), creating its directory.
+pub fn write(kubeconfig: &Kubeconfig, path: &Path) -> Result<(), KubeconfigError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let failed = |p: &Path| {
+        let path = p.display().to_string();
+        move |source| KubeconfigError::Write { path, source }
+    };
+    let yaml = to_yaml(kubeconfig)?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(failed(parent))?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(failed(&tmp))?;
+    f.write_all(yaml.as_bytes()).map_err(failed(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(failed(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    #[test]
+    fn yaml_reads_back_as_the_same_kubeconfig() {
+        let endpoint = Endpoint { server: "https://127.0.0.1:6443", ca_pem: "PEM", token: "t0ken" };
+        let yaml = to_yaml(&build(endpoint, "opkit")).expect("serializes");
+        assert!(yaml.contains("current-context: opkit"), "{yaml}");
+        assert!(yaml.contains("certificate-authority-data: UEVN"), "{yaml}");
+        let back = Kubeconfig::from_yaml(&yaml).expect("kube reads it");
+        assert_eq!(back.current_context.as_deref(), Some("opkit"));
+        let cluster = back.clusters[0].cluster.as_ref().expect("cluster");
+        assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));
+        let user = back.auth_infos[0].auth_info.as_ref().expect("user");
+        assert_eq!(user.token.as_ref().map(|t| t.expose_secret().to_string()).as_deref(), Some("t0ken"));
+        let context = back.contexts[0].context.as_ref().expect("context");
+        assert_eq!((context.cluster.as_str(), context.user.as_deref()), ("opkit", Some("opkit-admin")));
+        assert_eq!(context.namespace.as_deref(), Some("default"));
+    }
+}
