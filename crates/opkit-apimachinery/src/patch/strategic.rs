@@ -376,4 +376,38 @@ mod tests {
         let err = strategic_merge_patch(&deploy(), &patch, &sem()).unwrap_err();
         assert_eq!(err.status_code(), 400);
     }
+
+    #[test]
+    fn delete_map_directive_and_set_union() {
+        let patch = json!({"metadata": {"finalizers": ["a", "c"]}, "spec": {"template": {"$patch": "delete"}}});
+        let out = strategic_merge_patch(&deploy(), &patch, &sem()).unwrap();
+        assert!(out["spec"].get("template").is_none());
+        assert_eq!(out["spec"]["replicas"], 1);
+        assert_eq!(out["metadata"]["finalizers"], json!(["a", "c"]), "sets are unioned");
+    }
+
+    #[test]
+    fn merge_keys_from_a_crd_schema() {
+        let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"items": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["id"], "items": {"type": "object"}},
+                "plain": {"type": "array", "items": {"type": "string"}}}}}}});
+        let lists = ListSemantics::from_crd_schema(&schema);
+        let doc = json!({"spec": {"items": [{"id": "a", "v": 1}, {"id": "b", "v": 2}], "plain": ["x", "y"]}});
+        let patch = json!({"spec": {"items": [{"id": "b", "v": 3}, {"id": "c", "v": 4}], "plain": ["z"]}});
+        let out = strategic_merge_patch(&doc, &patch, &lists).unwrap();
+        assert_eq!(out["spec"]["items"], json!([{"id": "a", "v": 1}, {"id": "b", "v": 3}, {"id": "c", "v": 4}]));
+        assert_eq!(out["spec"]["plain"], json!(["z"]), "lists without a list type are replaced");
+        let unkeyed = ListSemantics::deduced();
+        let out = strategic_merge_patch(&doc, &patch, &unkeyed).unwrap();
+        assert_eq!(out["spec"]["items"], json!([{"id": "b", "v": 3}, {"id": "c", "v": 4}]));
+    }
+
+    #[test]
+    fn non_object_patch_is_bad_request() {
+        let err = strategic_merge_patch(&deploy(), &json!([1]), &sem()).unwrap_err();
+        assert_eq!(err, StrategicMergeError::BadRequest("strategic merge patch format is not supported".into()));
+        let p = json!({"spec": {"template": {"spec": {"containers": [{"$patch": "frob"}]}}}});
+        assert_eq!(strategic_merge_patch(&deploy(), &p, &sem()).unwrap_err().status_code(), 400);
+    }
 }
