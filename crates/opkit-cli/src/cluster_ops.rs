@@ -141,10 +141,6 @@ impl ClusterOpsError {
     }
 }
 
-fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(s) if s.code == 404)
-}
-
 fn is_crd(r: &ObjectRef) -> bool {
     r.kind == "CustomResourceDefinition" && r.group() == "apiextensions.k8s.io"
 }
@@ -186,7 +182,8 @@ impl<'a> Resolver<'a> {
                 self.cache.insert(key, entry.clone());
                 Ok(Some(entry))
             }
-            Err(e) if is_not_found(&e) || matches!(e, kube::Error::Discovery(_)) => Ok(None),
+            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(None),
+            Err(kube::Error::Discovery(_)) => Ok(None),
             Err(e) => Err(e.to_string()),
         }
     }
@@ -305,7 +302,7 @@ pub async fn delete(
                 pending.push((api, r.clone()));
                 deleted.push(r);
             }
-            Err(e) if is_not_found(&e) => progress(&format!("{r} not found")),
+            Err(kube::Error::Api(s)) if s.is_not_found() => progress(&format!("{r} not found")),
             Err(e) => return Err(ClusterOpsError::from_kube("delete", &r, e)),
         }
     }

@@ -19,6 +19,7 @@
 //! # }
 //! ```
 
+pub mod common;
 pub mod config;
 pub mod cronjob;
 pub mod daemonset;

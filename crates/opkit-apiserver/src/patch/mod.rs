@@ -2,9 +2,10 @@
 //! JSON patch (RFC 6902), JSON merge patch (RFC 7386), strategic merge patch, managed-fields
 //! tracking for writes (`track_update`) and server-side apply (`server_side_apply`).
 //!
-//! Submodules: `fieldset` (field paths, FieldsV1), `schema` (list semantics), `typed`
-//! (schema-aware compare/merge/prune), `smp` (strategic merge patch), `managed`
-//! (managedFields bookkeeping and apply).
+//! Submodules: `fieldset` (field paths, FieldsV1), `schema` (list semantics, re-exported from
+//! `opkit_apimachinery`), `typed` (schema-aware compare/merge/prune), `smp` (strategic merge
+//! patch: `opkit_apimachinery`'s, with API-server errors), `managed` (managedFields bookkeeping
+//! and apply).
 
 pub mod fieldset;
 mod managed;

@@ -7,7 +7,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::ProtobufError;
-use super::format::{GO_ZERO_TIME_UNIX, float_number, go_duration, rfc3339};
+use super::format::{GO_ZERO_TIME_UNIX, float_number, rfc3339};
 use super::table::{Field, FieldType, Kind, Scalar, Special, Table, scalar_default};
 use super::wire::{Reader, WireType};
 
@@ -276,7 +276,7 @@ fn special_value(
                 rfc3339(seconds, nanos, special == Special::MicroTime).ok_or(ProtobufError::TimeOutOfRange(seconds))?;
             Some(Value::String(text))
         }
-        Special::Duration => Some(Value::String(go_duration(int(1)))),
+        Special::Duration => Some(Value::String(opkit_apimachinery::duration::format_nanos(int(1)))),
         Special::Quantity => get(1).filter(|v| v.as_str() != Some("")).cloned(),
         Special::IntOrString => match int(1) {
             1 => Some(get(3).cloned().unwrap_or(Value::String(String::new()))),

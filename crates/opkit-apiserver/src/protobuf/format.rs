@@ -1,6 +1,6 @@
 //! Formatting helpers reproducing Go's JSON output for the special Kubernetes types:
-//! `metav1.Time` / `metav1.MicroTime` (RFC 3339 in UTC) and `metav1.Duration`
-//! (Go's `time.Duration.String`), plus JSON numbers from protobuf doubles.
+//! `metav1.Time` / `metav1.MicroTime` (RFC 3339 in UTC), plus JSON numbers from protobuf
+//! doubles. (`metav1.Duration` is printed by `opkit_apimachinery::duration`.)
 
 use serde_json::{Number, Value};
 
@@ -44,55 +44,6 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
-/// Formats nanoseconds the way Go's `time.Duration.String` does: "1h0m0s", "1.5s", "300ms",
-/// "2µs", "0s".
-pub(super) fn go_duration(ns: i64) -> String {
-    let neg = ns < 0;
-    let u = ns.unsigned_abs();
-    let mut out = String::new();
-    if u == 0 {
-        return "0s".to_string();
-    }
-    if u < 1_000_000_000 {
-        let (unit, prec) = if u < 1_000 {
-            ("ns", 0)
-        } else if u < 1_000_000 {
-            ("µs", 3)
-        } else {
-            ("ms", 6)
-        };
-        let scale = 10u64.pow(prec);
-        out.push_str(&(u / scale).to_string());
-        out.push_str(&fraction(u % scale, prec));
-        out.push_str(unit);
-    } else {
-        let secs = u / 1_000_000_000;
-        let (mins, hours) = (secs / 60, secs / 3600);
-        if hours > 0 {
-            out.push_str(&format!("{hours}h"));
-        }
-        if mins > 0 {
-            out.push_str(&format!("{}m", mins % 60));
-        }
-        out.push_str(&(secs % 60).to_string());
-        out.push_str(&fraction(u % 1_000_000_000, 9));
-        out.push('s');
-    }
-    if neg {
-        out.insert(0, '-');
-    }
-    out
-}
-
-/// ".5" for (500, 3): the fractional digits without trailing zeros, or "" when zero.
-fn fraction(value: u64, prec: u32) -> String {
-    if value == 0 || prec == 0 {
-        return String::new();
-    }
-    let digits = format!("{value:0width$}", width = prec as usize);
-    format!(".{}", digits.trim_end_matches('0'))
-}
-
 /// A JSON number for a protobuf double, written as an integer when it has no fractional part
 /// (Go prints `5`, not `5.0`). `None` for NaN and infinities, which JSON cannot represent.
 pub(super) fn float_number(value: f64) -> Option<Value> {
@@ -118,19 +69,6 @@ mod tests {
         assert_eq!(rfc3339(253_402_300_800, 0, false), None); // year 10000
         assert_eq!(rfc3339(i64::MAX, 1_000_000_000, false), None);
         assert_eq!(rfc3339(i64::MIN, -1, false), None);
-    }
-
-    #[test]
-    fn durations_format_like_go() {
-        assert_eq!(go_duration(0), "0s");
-        assert_eq!(go_duration(1), "1ns");
-        assert_eq!(go_duration(1_500), "1.5µs");
-        assert_eq!(go_duration(300_000_000), "300ms");
-        assert_eq!(go_duration(1_500_000_000), "1.5s");
-        assert_eq!(go_duration(3_600_000_000_000), "1h0m0s");
-        assert_eq!(go_duration(90_000_000_000), "1m30s");
-        assert_eq!(go_duration(-5_000_000_000), "-5s");
-        assert_eq!(go_duration(i64::MIN), "-2562047h47m16.854775808s");
     }
 
     #[test]

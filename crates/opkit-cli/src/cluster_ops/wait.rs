@@ -18,8 +18,8 @@ fn type_not_served(e: &wait::Error) -> bool {
     matches!(
         w,
         watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-            if s.code == 404
-    ) || matches!(w, watcher::Error::WatchError(s) if s.code == 404)
+            if s.is_not_found()
+    ) || matches!(w, watcher::Error::WatchError(s) if s.is_not_found())
 }
 
 /// Waits for one object to meet `cond`, bounded by `timeout`; `what` describes it for errors.

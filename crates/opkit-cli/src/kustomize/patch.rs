@@ -1,8 +1,11 @@
 //! Patches: `patches` (file or inline, strategic-merge or JSON6902, optional `target`
-//! selector), legacy `patchesStrategicMerge` and `patchesJson6902`.
+//! selector), legacy `patchesStrategicMerge` and `patchesJson6902`. Strategic merge and
+//! label selectors are `opkit_apimachinery`'s, the same the API server uses.
 
 use std::path::Path;
 
+use opkit_apimachinery::patch::{ListSemantics, strategic_merge_patch};
+use opkit_apimachinery::selector::LabelSelector;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -35,35 +38,44 @@ fn perr(kfile: &Path, patch: &str, message: impl Into<String>) -> KustomizeError
     KustomizeError::Patch { path: kfile.to_path_buf(), patch: patch.to_string(), message: message.into() }
 }
 
-/// Whether a `k=v,k2!=v2,k3` selector matches `labels`.
-fn selector_matches(sel: &str, labels: Option<&Value>) -> bool {
-    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-    sel.split(',').map(str::trim).filter(|s| !s.is_empty()).all(|term| {
-        if let Some((k, v)) = term.split_once("!=") {
-            get(k.trim()) != Some(v.trim())
-        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            get(k.trim()) == Some(v.trim())
-        } else if let Some(k) = term.strip_prefix('!') {
-            get(k.trim()).is_none()
-        } else {
-            get(term).is_some()
-        }
-    })
+/// A [`Target`] with its label and annotation selectors parsed (kube's label-selector grammar,
+/// as kustomize uses for both).
+struct TargetMatcher<'a> {
+    target: &'a Target,
+    labels: Option<LabelSelector>,
+    annotations: Option<LabelSelector>,
 }
 
 impl Target {
+    /// Parses the selectors; an invalid one is an error of the patch `label` in `kfile`.
+    fn matcher(&self, kfile: &Path, label: &str) -> Result<TargetMatcher<'_>, KustomizeError> {
+        let parse = |what: &str, sel: &Option<String>| {
+            sel.as_deref().map(LabelSelector::parse).transpose().map_err(|e| {
+                perr(kfile, label, format!("invalid {what} {:?}: {e}", sel.as_deref().unwrap_or_default()))
+            })
+        };
+        Ok(TargetMatcher {
+            target: self,
+            labels: parse("labelSelector", &self.label_selector)?,
+            annotations: parse("annotationSelector", &self.annotation_selector)?,
+        })
+    }
+}
+
+impl TargetMatcher<'_> {
     fn matches(&self, r: &Res) -> bool {
+        let t = self.target;
         let eq = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-        eq(&self.group, r.group())
-            && eq(&self.version, r.version())
-            && eq(&self.kind, r.kind())
-            && self.name.as_deref().is_none_or(|n| r.had_name(n))
-            && self.namespace.as_deref().is_none_or(|n| r.namespace() == n || r.previous.iter().any(|(pn, _)| pn == n))
-            && self.label_selector.as_deref().is_none_or(|s| selector_matches(s, r.obj.pointer("/metadata/labels")))
-            && self
-                .annotation_selector
-                .as_deref()
-                .is_none_or(|s| selector_matches(s, r.obj.pointer("/metadata/annotations")))
+        let selects = |sel: &Option<LabelSelector>, pointer: &str| {
+            sel.as_ref().is_none_or(|s| s.matches(r.obj.pointer(pointer).and_then(Value::as_object)))
+        };
+        eq(&t.group, r.group())
+            && eq(&t.version, r.version())
+            && eq(&t.kind, r.kind())
+            && t.name.as_deref().is_none_or(|n| r.had_name(n))
+            && t.namespace.as_deref().is_none_or(|n| r.namespace() == n || r.previous.iter().any(|(pn, _)| pn == n))
+            && selects(&self.labels, "/metadata/labels")
+            && selects(&self.annotations, "/metadata/annotations")
     }
 }
 
@@ -122,6 +134,7 @@ pub(super) fn apply_patches(
             let Some(target) = &entry.target else {
                 return Err(perr(kfile, &label, "must specify a target for a JSON6902 patch"));
             };
+            let target = target.matcher(kfile, &label)?;
             let mut matched = false;
             for r in res.iter_mut().filter(|r| target.matches(r)) {
                 matched = true;
@@ -153,9 +166,10 @@ fn apply_smp_doc(
         return Err(perr(kfile, label, "a strategic-merge patch must be a mapping"));
     }
     let pr = Res { obj: doc.clone(), previous: Vec::new() };
+    let target = target.map(|t| t.matcher(kfile, label)).transpose()?;
     let mut matched = 0;
     for r in res.iter_mut() {
-        let hit = match target {
+        let hit = match &target {
             Some(t) => t.matches(r),
             None => {
                 pr.kind() == r.kind()
@@ -180,7 +194,9 @@ fn apply_smp_doc(
                 meta.remove("namespace");
             }
         }
-        strategic_merge(&mut r.obj, &patch, "");
+        let lists = ListSemantics::for_builtin(r.group(), r.kind());
+        r.obj = strategic_merge_patch(&r.obj, &patch, &lists)
+            .map_err(|e| perr(kfile, label, format!("{}/{}: {e}", r.kind(), r.name())))?;
     }
     if matched == 0 {
         let what = if target.is_some() { "target".to_string() } else { format!("{}/{}", pr.kind(), pr.name()) };
@@ -189,130 +205,52 @@ fn apply_smp_doc(
     Ok(())
 }
 
-/// The merge key of a list field, when kustomize merges it by key rather than replacing it.
-fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
-    match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes" | "imagePullSecrets" => {
-            Some("name")
-        }
-        "volumeMounts" => Some("mountPath"),
-        "volumeDevices" => Some("devicePath"),
-        "ports" => {
-            if items.iter().any(|i| i.get("containerPort").is_some()) {
-                Some("containerPort")
-            } else {
-                Some("port")
-            }
-        }
-        _ => None,
-    }
-}
-
-fn directive(v: &Value) -> Option<&str> {
-    v.get("$patch").and_then(Value::as_str)
-}
-
-/// Strategic merge of `patch` into `target`: maps merge recursively, `null` deletes a key,
-/// `$patch: replace|delete` directives, keyed lists merge by their merge key, other lists replace.
-pub(super) fn strategic_merge(target: &mut Value, patch: &Value, field: &str) {
-    match (target, patch) {
-        (t @ Value::Object(_), Value::Object(p)) => {
-            if directive(patch) == Some("replace") {
-                let mut p = p.clone();
-                p.remove("$patch");
-                *t = Value::Object(p);
-                return;
-            }
-            let Some(tm) = t.as_object_mut() else { return };
-            for (k, v) in p {
-                if k == "$patch" {
-                    continue;
-                }
-                if v.is_null() || directive(v) == Some("delete") {
-                    tm.remove(k);
-                } else if let Some(existing) = tm.get_mut(k) {
-                    strategic_merge(existing, v, k);
-                } else {
-                    let mut v = v.clone();
-                    strip_directives(&mut v);
-                    tm.insert(k.clone(), v);
-                }
-            }
-        }
-        (Value::Array(t), Value::Array(p)) => {
-            let all: Vec<Value> = t.iter().chain(p.iter()).cloned().collect();
-            let Some(key) = merge_key(field, &all) else {
-                *t = p.iter().filter(|i| directive(i).is_none()).cloned().collect();
-                return;
-            };
-            for item in p {
-                let kv = item.get(key).cloned();
-                let pos = kv.as_ref().and_then(|kv| t.iter().position(|e| e.get(key) == Some(kv)));
-                match (directive(item), pos) {
-                    (Some("delete"), Some(i)) => {
-                        t.remove(i);
-                    }
-                    (Some("delete"), None) => {}
-                    (_, Some(i)) => strategic_merge(&mut t[i], item, ""),
-                    (_, None) => {
-                        let mut item = item.clone();
-                        strip_directives(&mut item);
-                        t.push(item);
-                    }
-                }
-            }
-        }
-        (t, p) => {
-            let mut p = p.clone();
-            strip_directives(&mut p);
-            *t = p;
-        }
-    }
-}
-
-fn strip_directives(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.remove("$patch");
-            m.values_mut().for_each(strip_directives);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip_directives),
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn strategic_merge_by_name_and_deletes() {
-        let mut t = json!({"spec": {"containers": [
-            {"name": "manager", "image": "a", "args": ["--x"], "env": [{"name": "A", "value": "1"}]},
-            {"name": "sidecar", "image": "s"}
-        ], "tolerations": [{"key": "k"}]}});
-        let p = json!({"spec": {"containers": [
-            {"name": "manager", "args": ["--y"], "env": [{"name": "B", "value": "2"}]},
-            {"name": "sidecar", "$patch": "delete"},
-            {"name": "new", "image": "n"}
-        ], "tolerations": [{"key": "other"}], "nodeSelector": null}});
-        strategic_merge(&mut t, &p, "");
-        assert_eq!(
-            t,
-            json!({"spec": {"containers": [
-                {"name": "manager", "image": "a", "args": ["--y"], "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
-                {"name": "new", "image": "n"}
-            ], "tolerations": [{"key": "other"}]}})
-        );
+    fn res(obj: Value) -> Res {
+        Res { obj, previous: Vec::new() }
+    }
+
+    fn target(label_selector: &str) -> Target {
+        Target { label_selector: Some(label_selector.to_string()), ..Target::default() }
     }
 
     #[test]
-    fn selectors() {
-        let labels = json!({"app": "x", "tier": "web"});
-        assert!(selector_matches("app=x,tier", Some(&labels)));
-        assert!(selector_matches("app==x,tier!=db,!missing", Some(&labels)));
-        assert!(!selector_matches("app=y", Some(&labels)));
-        assert!(!selector_matches("app", None));
+    fn label_selector_targets_set_based_requirements() {
+        let r = res(json!({"kind": "Deployment", "metadata": {"name": "d", "labels": {"env": "b", "tier": "web"}}}));
+        let matches = |sel: &str| target(sel).matcher(Path::new("k.yaml"), "p").unwrap().matches(&r);
+        assert!(matches("env in (a,b)"));
+        assert!(matches("env in (a,b),tier"));
+        assert!(!matches("env in (a,c)"));
+        assert!(matches("env notin (a,c),!missing"));
+        assert!(matches("env=b,tier!=db"));
+        assert!(!matches("missing"));
+        assert!(target("env in (a").matcher(Path::new("k.yaml"), "p").is_err());
+    }
+
+    #[test]
+    fn strategic_merge_uses_merge_keys_and_directives() {
+        let mut resources = vec![res(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "manager", "image": "a", "args": ["--x"], "env": [{"name": "A", "value": "1"}]},
+                {"name": "sidecar", "image": "s"}
+            ], "tolerations": [{"key": "k"}], "nodeSelector": {"a": "b"}}}}}))];
+        let patch = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "manager", "args": ["--y"], "env": [{"name": "B", "value": "2"}]},
+                {"name": "sidecar", "$patch": "delete"},
+                {"name": "new", "image": "n"}
+            ], "tolerations": [{"key": "other"}], "nodeSelector": null}}}});
+        apply_smp_doc(&mut resources, &patch, None, Path::new("k.yaml"), "p").unwrap();
+        assert_eq!(
+            resources[0].obj["spec"]["template"]["spec"],
+            json!({"containers": [
+                {"name": "manager", "image": "a", "args": ["--y"], "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
+                {"name": "new", "image": "n"}
+            ], "tolerations": [{"key": "other"}]})
+        );
     }
 }

@@ -20,8 +20,9 @@ use opkit::events::{EventType, Recorder};
 use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult};
 
 use crate::ControllersConfig;
-use crate::statefulset::podutil::{WorkloadError, controlled_by, is_already_exists, is_not_found};
-use crate::statefulset::publish;
+use crate::common::WorkloadError;
+use crate::common::events::publish;
+use crate::common::ownership::controlled_by;
 use schedule::Schedule;
 
 /// The reportingController of the cronjob controller's events.
@@ -227,7 +228,7 @@ async fn reconcile(ctx: Context<CronJob>, rec: Recorder) -> ReconcileResult {
                         .await;
                         j
                     }
-                    Err(e) if is_already_exists(&e) => jobs_api.get(&jname).await?,
+                    Err(kube::Error::Api(s)) if s.is_already_exists() => jobs_api.get(&jname).await?,
                     Err(e) => return Err(e.into()),
                 };
                 if controlled_by(&job.metadata, &uid) && finished(&job).is_none() {
@@ -276,7 +277,7 @@ async fn delete_job(api: &Api<Job>, name: &str) -> Result<(), WorkloadError> {
     let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
     match api.delete(name, &dp).await {
         Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
         Err(e) => Err(e.into()),
     }
 }

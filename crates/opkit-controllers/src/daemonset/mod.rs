@@ -18,11 +18,11 @@ use opkit::{Action, Context, Controller, Manager, ReconcileResult, Request};
 use parking_lot::Mutex;
 
 use crate::ControllersConfig;
-use crate::statefulset::podutil::{
-    WorkloadError, is_available, is_not_found, is_running_and_ready, is_terminating, owned_pods, phase,
-};
-use crate::statefulset::publish;
-use crate::statefulset::revision::{self, REVISION_HASH_LABEL};
+use crate::common::WorkloadError;
+use crate::common::events::publish;
+use crate::common::ownership::owned_pods;
+use crate::common::pods::{is_available, is_running_and_ready, is_terminating, phase};
+use crate::common::revision::{self, REVISION_HASH_LABEL};
 
 /// The reportingController of the daemonset controller's events.
 pub const REPORTING_CONTROLLER: &str = "daemonset-controller";
@@ -168,7 +168,7 @@ async fn reconcile(ctx: Context<DaemonSet>, shared: Arc<Shared>) -> ReconcileRes
                 )
                 .await
             }
-            Err(e) if is_not_found(&e) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
     }

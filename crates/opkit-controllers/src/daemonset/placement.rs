@@ -4,13 +4,13 @@
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
-    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Taint,
-    Toleration,
+    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use crate::statefulset::podutil::{WorkloadError, expression_matches};
+use crate::common::WorkloadError;
+use crate::common::scheduling::{matches_node_selection, tolerates_node};
 
 /// The tolerations the daemonset controller adds to every daemon pod.
 pub fn daemon_tolerations(spec: &PodSpec) -> Vec<Toleration> {
@@ -34,64 +34,18 @@ pub fn daemon_tolerations(spec: &PodSpec) -> Vec<Toleration> {
     out
 }
 
-/// Whether a toleration tolerates a taint.
-fn tolerates(t: &Toleration, taint: &Taint) -> bool {
-    if t.effect.as_deref().is_some_and(|e| !e.is_empty() && e != taint.effect) {
-        return false;
-    }
-    match t.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => t.key.as_deref().is_none_or(|k| k.is_empty() || k == taint.key),
-        _ => {
-            t.key.as_deref() == Some(taint.key.as_str())
-                && t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-    }
-}
-
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    let labels = node.labels();
-    let exprs_ok =
-        term.match_expressions.iter().flatten().all(|r| req_matches(r, labels.get(&r.key).map(String::as_str)));
-    let fields_ok = term.match_fields.iter().flatten().all(|r| {
-        let value = (r.key == "metadata.name").then(|| node.name_any());
-        req_matches(r, value.as_deref())
-    });
-    exprs_ok && fields_ok
-}
-
-fn req_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    expression_matches(&r.operator, value, r.values.as_deref().unwrap_or_default())
-}
-
 /// Whether the daemon pod of `ds` should run on `node` (kube's `NodeShouldRunDaemonPod`).
 pub fn should_run(ds: &DaemonSet, node: &Node) -> bool {
     let spec = ds.spec.as_ref().and_then(|s| s.template.spec.clone()).unwrap_or_default();
     if spec.node_name.as_deref().is_some_and(|n| !n.is_empty() && n != node.name_any()) {
         return false;
     }
-    let labels = node.labels();
-    if !spec.node_selector.iter().flatten().all(|(k, v)| labels.get(k) == Some(v)) {
-        return false;
-    }
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
-    if let Some(sel) = required
-        && !sel.node_selector_terms.iter().any(|t| term_matches(t, node))
-    {
+    if !matches_node_selection(&spec, node) {
         return false;
     }
     let mut tolerations = spec.tolerations.clone().unwrap_or_default();
     tolerations.extend(daemon_tolerations(&spec));
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-        .all(|taint| tolerations.iter().any(|t| tolerates(t, taint)))
+    tolerates_node(&tolerations, node)
 }
 
 /// The node a daemon pod runs on (spec.nodeName, else its `metadata.name` node affinity).

@@ -23,8 +23,8 @@ use opkit::{Action, Cache, Context, Controller, Manager, ReconcileError, Reconci
 use serde_json::json;
 
 use crate::ControllersConfig;
-use crate::replicaset::pods;
-use sync::{Sync, SyncError};
+use crate::common::{ownership, selectors};
+use sync::{SyncError, SyncingDeployment};
 
 /// The controller's name in [`crate::ALL`].
 pub const NAME: &str = "deployment";
@@ -43,7 +43,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     }
     let state = Arc::new(State { recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER) });
     let (rs_cache, pod_cache) = (mgr.cache().clone(), mgr.cache().clone());
-    rs_cache.add_index::<ReplicaSet>(pods::CONTROLLER_INDEX, |rs: &ReplicaSet| pods::controller_index(&rs.metadata));
+    rs_cache.add_index::<ReplicaSet>(ownership::CONTROLLER_INDEX, |rs: &ReplicaSet| ownership::controller_index(rs));
     Controller::new(mgr, move |ctx: Context<Deployment>| {
         let state = state.clone();
         async move { reconcile(ctx, &state).await }
@@ -59,7 +59,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
 /// every Deployment in its namespace whose selector matches it.
 fn deployments_for_rs(cache: &Cache, rs: &ReplicaSet) -> Vec<Request> {
     let ns = rs.metadata.namespace.as_deref();
-    if let Some(owner) = pods::controller_ref(&rs.metadata) {
+    if let Some(owner) = opkit::owner::controller_of(rs) {
         if owner.kind == "Deployment" && owner.api_version == "apps/v1" {
             return vec![Request::new(owner.name.clone(), ns)];
         }
@@ -70,8 +70,8 @@ fn deployments_for_rs(cache: &Cache, rs: &ReplicaSet) -> Vec<Request> {
         .iter()
         .filter(|d| d.metadata.namespace.as_deref() == ns)
         .filter(|d| {
-            pods::selector(d.spec.as_ref().map(|s| &s.selector))
-                .is_ok_and(|sel| pods::matches(&sel, rs.metadata.labels.as_ref()))
+            selectors::selector(d.spec.as_ref().map(|s| &s.selector))
+                .is_ok_and(|sel| sel.matches_labels(rs.metadata.labels.as_ref()))
         })
         .map(|d| Request::from_object(d.as_ref()))
         .collect()
@@ -80,9 +80,9 @@ fn deployments_for_rs(cache: &Cache, rs: &ReplicaSet) -> Vec<Request> {
 /// Recreate Deployments wait for their old pods to be gone: sync them when pods change.
 fn deployments_for_pod(cache: &Cache, pod: &Pod) -> Vec<Request> {
     let ns = pod.metadata.namespace.as_deref();
-    let Some(owner) = pods::controller_ref(&pod.metadata).filter(|o| o.kind == "ReplicaSet") else { return Vec::new() };
+    let Some(owner) = opkit::owner::controller_of(pod).filter(|o| o.kind == "ReplicaSet") else { return Vec::new() };
     let Some(rs) = cache.get::<ReplicaSet>(&owner.name, ns) else { return Vec::new() };
-    let Some(d_ref) = pods::controller_ref(&rs.metadata).filter(|o| o.kind == "Deployment") else { return Vec::new() };
+    let Some(d_ref) = opkit::owner::controller_of(&*rs).filter(|o| o.kind == "Deployment") else { return Vec::new() };
     match cache.get::<Deployment>(&d_ref.name, ns) {
         Some(d) if util::is_recreate(&d) => vec![Request::new(d_ref.name.clone(), ns)],
         _ => Vec::new(),
@@ -94,8 +94,8 @@ async fn reconcile(ctx: Context<Deployment>, st: &State) -> ReconcileResult {
     if !ctx.cache.informer::<ReplicaSet>().is_synced() || !ctx.cache.informer::<Pod>().is_synced() {
         return Ok(Action::requeue_after(Duration::from_millis(100)));
     }
-    let mut s = Sync { ctx: &ctx, st, d: (*d).clone(), rss: Vec::new() };
-    let sel = match pods::selector(d.spec.as_ref().map(|x| &x.selector)) {
+    let mut s = SyncingDeployment { ctx: &ctx, st, d: (*d).clone(), rss: Vec::new() };
+    let sel = match selectors::selector(d.spec.as_ref().map(|x| &x.selector)) {
         Ok(sel) => sel,
         Err(e) => {
             let note = "This deployment is selecting all pods. A non-empty selector is required.".to_string();
@@ -124,7 +124,7 @@ fn into_result<T>(r: Result<T, SyncError>) -> Result<T, ReconcileError> {
     r.map_err(ReconcileError::retry)
 }
 
-async fn run(s: &mut Sync<'_>) -> Result<(), SyncError> {
+async fn run(s: &mut SyncingDeployment<'_>) -> Result<(), SyncError> {
     if s.d.metadata.deletion_timestamp.is_some() {
         let (new_rs, old) = s.new_and_old(false).await?;
         let status = s.calculate_status(new_rs.as_ref(), &old);
@@ -145,7 +145,7 @@ async fn run(s: &mut Sync<'_>) -> Result<(), SyncError> {
                 let uids: Vec<&str> = old.iter().filter_map(|rs| rs.metadata.uid.as_deref()).collect();
                 pods_list.iter().any(|p| {
                     let phase = p.status.as_ref().and_then(|x| x.phase.as_deref());
-                    pods::controller_ref(&p.metadata).is_some_and(|o| uids.contains(&o.uid.as_str()))
+                    opkit::owner::controller_of(&**p).is_some_and(|o| uids.contains(&o.uid.as_str()))
                         && !matches!(phase, Some("Succeeded") | Some("Failed"))
                 })
             })
@@ -155,7 +155,7 @@ async fn run(s: &mut Sync<'_>) -> Result<(), SyncError> {
 }
 
 /// Adds or removes the DeploymentPaused / DeploymentResumed Progressing condition.
-async fn paused_conditions(s: &mut Sync<'_>) -> Result<(), SyncError> {
+async fn paused_conditions(s: &mut SyncingDeployment<'_>) -> Result<(), SyncError> {
     if util::progress_deadline(&s.d).is_none() {
         return Ok(());
     }
@@ -183,24 +183,25 @@ async fn paused_conditions(s: &mut Sync<'_>) -> Result<(), SyncError> {
 async fn claim_replicasets(
     ctx: &Context<Deployment>,
     d: &Deployment,
-    sel: &kube::core::Selector,
+    sel: &opkit_apimachinery::selector::LabelSelector,
 ) -> kube::Result<Vec<ReplicaSet>> {
     let uid = d.metadata.uid.clone().unwrap_or_default();
     let ns = d.metadata.namespace.clone();
     let api: Api<ReplicaSet> = ctx.api_for();
     let deleting = d.metadata.deletion_timestamp.is_some();
     let mut owned = Vec::new();
-    let candidates = pods::controlled_or_orphans::<ReplicaSet>(&ctx.cache, &uid, ns.as_deref().unwrap_or_default());
+    let candidates =
+        ownership::controlled_or_orphans::<ReplicaSet>(&ctx.cache, &uid, ns.as_deref().unwrap_or_default());
     for rs in &candidates {
-        let matching = pods::matches(sel, rs.metadata.labels.as_ref());
+        let matching = sel.matches_labels(rs.metadata.labels.as_ref());
         let name = rs.metadata.name.clone().unwrap_or_default();
-        match pods::controller_ref(&rs.metadata) {
+        match opkit::owner::controller_of(&**rs) {
             Some(r) if r.uid == uid => {
                 if matching || deleting {
                     owned.push((**rs).clone());
                     continue;
                 }
-                pods::release(&api, &name, &rs.metadata, &uid).await?;
+                ownership::release(&api, &name, &rs.metadata, &uid).await?;
             }
             Some(_) => {}
             None => {

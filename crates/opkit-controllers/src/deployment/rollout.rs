@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 
-use super::sync::{Sync, SyncError};
+use super::sync::{SyncError, SyncingDeployment};
 use super::util;
 
 fn is_active(rs: &ReplicaSet) -> bool {
@@ -39,7 +39,7 @@ pub(super) fn is_scaling_event(d: &Deployment, new_rs: Option<&ReplicaSet>, old:
         .any(|v| v != desired)
 }
 
-impl Sync<'_> {
+impl SyncingDeployment<'_> {
     /// RollingUpdate: scale the new ReplicaSet up, else old ones down; clean up when done.
     /// Returns the ReplicaSets after the changes.
     pub async fn rolling(&mut self) -> Result<(), SyncError> {

@@ -7,10 +7,10 @@ use k8s_openapi::api::apps::v1::{DeploymentStatus, ReplicaSet};
 use k8s_openapi::jiff::Timestamp;
 
 use super::rollout::deployment_complete;
-use super::sync::{Sync, SyncError};
+use super::sync::{SyncError, SyncingDeployment};
 use super::util;
 
-impl Sync<'_> {
+impl SyncingDeployment<'_> {
     /// The status the Deployment should have given its ReplicaSets.
     pub fn calculate_status(&self, new_rs: Option<&ReplicaSet>, old: &[ReplicaSet]) -> DeploymentStatus {
         let all: Vec<&ReplicaSet> = old.iter().chain(new_rs).collect();

@@ -27,14 +27,14 @@ pub enum SyncError {
 }
 
 /// A Deployment being synced: a working copy (annotations, status) and its ReplicaSets.
-pub(super) struct Sync<'a> {
+pub(super) struct SyncingDeployment<'a> {
     pub ctx: &'a Context<Deployment>,
     pub st: &'a State,
     pub d: Deployment,
     pub rss: Vec<ReplicaSet>,
 }
 
-impl Sync<'_> {
+impl SyncingDeployment<'_> {
     pub fn rs_api(&self) -> Api<ReplicaSet> {
         self.ctx.api_for()
     }
@@ -187,7 +187,7 @@ impl Sync<'_> {
                 self.write_status(status).await?;
                 c
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => {
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {
                 // The cache lags, or the hash collides with a different ReplicaSet.
                 let found = self.rs_api().get(&name).await?;
                 let ours =

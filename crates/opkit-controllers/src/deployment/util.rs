@@ -11,6 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
+use crate::common::hash::{fnv32a, safe_encode};
+
 /// The label (and selector key) holding the hash of a ReplicaSet's pod template.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 /// The rollout sequence number of a Deployment and its ReplicaSets.
@@ -115,24 +117,13 @@ pub fn max_unavailable(d: &Deployment) -> i32 {
     fenceposts(d).map(|(_, u)| u.min(desired)).unwrap_or(0)
 }
 
-/// FNV-1a, 32 bits.
-fn fnv32a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
-}
-
-/// Encodes a string with an alphabet without vowels (kube's `rand.SafeEncodeString`).
-fn safe_encode(s: &str) -> String {
-    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    s.bytes().map(|b| char::from(ALPHANUMS[usize::from(b) % ALPHANUMS.len()])).collect()
-}
-
 /// The pod-template hash of `template` with `collision_count`: stable for equal templates.
 pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
     let mut bytes = serde_json::to_vec(&normalized(template)).unwrap_or_default();
     if let Some(c) = collision_count {
         bytes.extend_from_slice(&c.to_le_bytes());
     }
-    safe_encode(&fnv32a(&bytes).to_string())
+    safe_encode(fnv32a(&bytes))
 }
 
 /// Non-pointer fields whose zero value Go omits, so `false` / `0` equals absent.

@@ -10,7 +10,7 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
-use crate::statefulset::podutil::{is_ready, is_terminal, is_terminating};
+use crate::common::pods::{is_ready, is_terminal, is_terminating};
 
 /// One resolved port of a pod: the service port's name and protocol, the target number.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

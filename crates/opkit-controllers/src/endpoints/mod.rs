@@ -17,7 +17,7 @@ use kube::{Api, ResourceExt};
 use opkit::{Action, Cache, Context, Controller, Manager, ReconcileResult, Request};
 
 use crate::ControllersConfig;
-use crate::statefulset::podutil::{WorkloadError, is_already_exists, is_not_found};
+use crate::common::WorkloadError;
 
 /// The `endpointslice.kubernetes.io/managed-by` value of the slices this controller owns.
 pub const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
@@ -62,7 +62,7 @@ async fn reconcile(ctx: Context<Service>) -> ReconcileResult {
     let Some(svc) = ctx.object.clone() else {
         match ep_api.delete(&ctx.request.name, &DeleteParams::default()).await {
             Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
         return Ok(Action::done());
@@ -120,7 +120,7 @@ async fn sync_endpoints(
         }
         None => match api.create(&PostParams::default(), &ep).await {
             Ok(_) => Ok(()),
-            Err(e) if is_already_exists(&e) => {
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {
                 let mut cur = api.get(&name).await?;
                 cur.subsets = ep.subsets;
                 cur.metadata.labels = ep.metadata.labels;
@@ -221,7 +221,7 @@ async fn sync_slices(
     for stale in existing {
         match api.delete(&stale.name_any(), &DeleteParams::default()).await {
             Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
     }

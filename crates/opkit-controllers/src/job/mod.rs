@@ -22,8 +22,9 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::ControllersConfig;
-use crate::statefulset::podutil::{WorkloadError, is_not_found, owned_pods};
-use crate::statefulset::publish;
+use crate::common::WorkloadError;
+use crate::common::events::publish;
+use crate::common::ownership::owned_pods;
 use pods::TRACKING_FINALIZER;
 
 /// The reportingController of the job controller's events.
@@ -140,7 +141,7 @@ async fn reconcile(ctx: Context<Job>, shared: Arc<Shared>) -> ReconcileResult {
                 )
                 .await;
             }
-            Err(e) if is_not_found(&e) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -170,7 +171,7 @@ async fn reconcile(ctx: Context<Job>, shared: Arc<Shared>) -> ReconcileResult {
             let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
             match api.delete(&job.name_any(), &dp).await {
                 Ok(_) => {}
-                Err(e) if is_not_found(&e) => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
                 Err(e) => return Err(e.into()),
             }
             return Ok(Action::done());
@@ -194,7 +195,7 @@ async fn remove_finalizer(api: &Api<Pod>, pod: &Pod) -> Result<(), WorkloadError
     let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": pod.resource_version()}});
     match api.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
         Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
         Err(e) if opkit::status::is_conflict(&e) => {
             let Some(fresh) = api.get_opt(&pod.name_any()).await? else { return Ok(()) };
             let rest: Vec<&String> = fresh.finalizers().iter().filter(|f| *f != TRACKING_FINALIZER).collect();

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod}
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use crate::statefulset::podutil::WorkloadError;
+use crate::common::WorkloadError;
 
 /// The finalizer keeping finished pods until the Job has counted them.
 pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";

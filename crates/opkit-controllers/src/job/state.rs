@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use opkit::events::EventType;
 
 use super::pods::{TRACKING_FINALIZER, format_intervals, index_of, is_indexed, parse_intervals};
-use crate::statefulset::podutil::{is_ready, is_terminal, is_terminating, phase};
+use crate::common::pods::{is_ready, is_terminal, is_terminating, phase};
 
 /// The Job and its pods as one pass sees them.
 pub(super) struct View<'a> {

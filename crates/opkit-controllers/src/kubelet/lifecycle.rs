@@ -4,6 +4,7 @@
 //! CrashLoopBackOff back-off. [`Track`] holds one pod's progress; [`Track::advance`] moves
 //! it to the present and says what stage it is in and when it next changes.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -26,20 +27,10 @@ pub const TERMINATION_DURATION: &str = "opkit.dev/termination-duration";
 /// kubelet's initial crash-loop back-off.
 pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
 
-/// Parses durations like `"2s"`, `"500ms"`, `"1m"`, `"1.5s"`, `"1h"`.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    };
-    Duration::try_from_secs_f64(secs).ok()
+/// Reads a duration annotation (a Go duration such as `"1m30s"`); an invalid value counts
+/// as absent.
+pub fn duration_annotation(annotations: &BTreeMap<String, String>, key: &str) -> Option<Duration> {
+    annotations.get(key).and_then(|v| opkit_apimachinery::duration::parse(v).ok())
 }
 
 /// What the annotations and restart policy make a pod's containers do.
@@ -65,7 +56,7 @@ impl Behaviour {
         let restart_policy =
             pod.spec.as_ref().and_then(|s| s.restart_policy.clone()).unwrap_or_else(|| "Always".to_string());
         let crash = flag(CRASH_LOOP);
-        let run_annotation = ann.get(RUN_DURATION).and_then(|v| parse_duration(v));
+        let run_annotation = duration_annotation(&ann, RUN_DURATION);
         let run_for = if crash {
             Some(Duration::ZERO)
         } else if restart_policy == "Always" {
@@ -79,7 +70,7 @@ impl Behaviour {
             exit_code,
             ready: !flag(NEVER_READY) && !crash,
             restart_policy,
-            backoff: ann.get(RESTART_BACKOFF).and_then(|v| parse_duration(v)).unwrap_or(DEFAULT_BACKOFF),
+            backoff: duration_annotation(&ann, RESTART_BACKOFF).unwrap_or(DEFAULT_BACKOFF),
         }
     }
 
@@ -277,13 +268,14 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration("2"), None);
-        assert_eq!(parse_duration("xs"), None);
+    fn duration_annotations_are_go_durations() {
+        let b = Behaviour::of(&pod("Never", json!({RUN_DURATION: "1m30s", RESTART_BACKOFF: "500ms"})), Duration::ZERO);
+        assert_eq!(b.run_for, Some(Duration::from_secs(90)));
+        assert_eq!(b.backoff, Duration::from_millis(500));
+        let bad =
+            Behaviour::of(&pod("Never", json!({RUN_DURATION: "2", RESTART_BACKOFF: "xs"})), Duration::from_secs(3));
+        assert_eq!(bad.run_for, Some(Duration::from_secs(3)));
+        assert_eq!(bad.backoff, DEFAULT_BACKOFF);
     }
 
     #[test]

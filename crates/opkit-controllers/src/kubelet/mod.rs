@@ -215,8 +215,7 @@ impl Kubelet {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(lifecycle::TERMINATION_DURATION))
-            .and_then(|v| lifecycle::parse_duration(v))
+            .and_then(|a| lifecycle::duration_annotation(a, lifecycle::TERMINATION_DURATION))
             .map_or(Duration::ZERO, |d| d.min(grace));
         if now < since + stop_after {
             return Ok(Action::requeue_after(since + stop_after - now));

@@ -25,29 +25,6 @@ pub fn digest(parts: &[&str]) -> String {
     out
 }
 
-/// A duration as Go's `time.Duration.String` prints it (`10s`, `1m20s`, `500ms`).
-pub fn go_duration(d: std::time::Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return "0s".into();
-    }
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let secs = d.as_secs();
-    let frac = d.subsec_millis();
-    let s = if frac == 0 {
-        format!("{}s", secs % 60)
-    } else {
-        format!("{}.{}s", secs % 60, format!("{frac:03}").trim_end_matches('0'))
-    };
-    match (secs / 3600, (secs % 3600) / 60) {
-        (0, 0) => s,
-        (0, m) => format!("{m}m{s}"),
-        (h, m) => format!("{h}h{m}m{s}"),
-    }
-}
-
 /// RFC 3339 at one-second precision.
 pub fn rfc3339(secs: i64) -> String {
     Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH).to_string()
@@ -197,7 +174,7 @@ pub fn pod_status(pod: &Pod, track: &Track, stage: Stage, host_ip: &str, now_wal
                 Stage::BackOff => {
                     let msg = format!(
                         "back-off {} restarting failed container={} pod={pod_name}_{ns}({uid})",
-                        go_duration(track.backoff_for),
+                        opkit_apimachinery::duration::format(track.backoff_for),
                         c.name
                     );
                     (json!({"waiting": {"reason": "CrashLoopBackOff", "message": msg}}), false, false, false)
@@ -328,11 +305,6 @@ mod tests {
         assert_eq!(qualified("registry.k8s.io/pause:3.9"), "registry.k8s.io/pause:3.9");
         assert!(image_id("nginx").starts_with("docker.io/library/nginx@sha256:"));
         assert_eq!(digest(&["a"]).len(), 64);
-        assert_eq!(go_duration(std::time::Duration::from_secs(10)), "10s");
-        assert_eq!(go_duration(std::time::Duration::from_secs(80)), "1m20s");
-        assert_eq!(go_duration(std::time::Duration::from_secs(300)), "5m0s");
-        assert_eq!(go_duration(std::time::Duration::from_millis(200)), "200ms");
-        assert_eq!(go_duration(std::time::Duration::from_millis(1500)), "1.5s");
         assert_ne!(digest(&["a", "b"]), digest(&["ab"]));
     }
 

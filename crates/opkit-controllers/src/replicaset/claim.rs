@@ -7,18 +7,18 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use kube::core::Selector;
 use opkit::Context;
+use opkit_apimachinery::selector::LabelSelector;
 use serde_json::json;
 
-use super::pods;
+use crate::common::ownership;
 
 /// Returns the pods `rs` owns after adopting and releasing. `active` are the active pods
 /// of its namespace.
 pub(super) async fn claim_pods(
     ctx: &Context<ReplicaSet>,
     rs: &ReplicaSet,
-    sel: &Selector,
+    sel: &LabelSelector,
     active: &[&Pod],
 ) -> kube::Result<Vec<Pod>> {
     let uid = rs.metadata.uid.clone().unwrap_or_default();
@@ -27,16 +27,16 @@ pub(super) async fn claim_pods(
     let mut owned = Vec::new();
     let mut can_adopt: Option<bool> = None;
     for pod in active {
-        let matching = pods::matches(sel, pod.metadata.labels.as_ref());
+        let matching = sel.matches_labels(pod.metadata.labels.as_ref());
         let name = pod.metadata.name.clone().unwrap_or_default();
-        match pods::controller_ref(&pod.metadata) {
+        match opkit::owner::controller_of(*pod) {
             Some(r) if r.uid == uid => {
                 if matching || deleting {
                     owned.push((*pod).clone());
                     continue;
                 }
                 // Release: it no longer matches.
-                pods::release(&api, &name, &pod.metadata, &uid).await?;
+                ownership::release(&api, &name, &pod.metadata, &uid).await?;
             }
             Some(_) => {}
             None => {

@@ -24,6 +24,8 @@ use opkit::events::Recorder;
 use opkit::{Action, Cache, Context, Controller, Manager, ReconcileError, ReconcileResult, Request};
 
 use crate::ControllersConfig;
+use crate::common::pods::{is_active, seconds_until_available};
+use crate::common::{ownership, selectors};
 use expectations::Expectations;
 
 /// The controller's name in [`crate::ALL`].
@@ -49,7 +51,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
         recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER),
     });
     let cache = mgr.cache().clone();
-    cache.add_index::<Pod>(pods::CONTROLLER_INDEX, |p: &Pod| pods::controller_index(&p.metadata));
+    cache.add_index::<Pod>(ownership::CONTROLLER_INDEX, |p: &Pod| ownership::controller_index(p));
     Controller::new(mgr, move |ctx: Context<ReplicaSet>| {
         let state = state.clone();
         async move { reconcile(ctx, &state).await }
@@ -64,7 +66,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
 /// else (an orphan) every ReplicaSet in its namespace whose selector matches it.
 fn replicasets_for_pod(cache: &Cache, pod: &Pod) -> Vec<Request> {
     let ns = pod.metadata.namespace.as_deref();
-    if let Some(owner) = pods::controller_ref(&pod.metadata) {
+    if let Some(owner) = opkit::owner::controller_of(pod) {
         if owner.kind == "ReplicaSet" && owner.api_version == "apps/v1" {
             return vec![Request::new(owner.name.clone(), ns)];
         }
@@ -78,8 +80,8 @@ fn replicasets_for_pod(cache: &Cache, pod: &Pod) -> Vec<Request> {
         .iter()
         .filter(|rs| rs.metadata.namespace.as_deref() == ns)
         .filter(|rs| {
-            pods::selector(rs.spec.as_ref().map(|s| &s.selector))
-                .is_ok_and(|sel| pods::matches(&sel, pod.metadata.labels.as_ref()))
+            selectors::selector(rs.spec.as_ref().map(|s| &s.selector))
+                .is_ok_and(|sel| sel.matches_labels(pod.metadata.labels.as_ref()))
         })
         .map(|rs| Request::from_object(rs.as_ref()))
         .collect()
@@ -96,7 +98,7 @@ async fn reconcile(ctx: Context<ReplicaSet>, st: &State) -> ReconcileResult {
         return Ok(Action::requeue_after(Duration::from_millis(100)));
     }
     let ns = rs.metadata.namespace.clone().unwrap_or_default();
-    let sel = match pods::selector(rs.spec.as_ref().map(|s| &s.selector)) {
+    let sel = match selectors::selector(rs.spec.as_ref().map(|s| &s.selector)) {
         Ok(sel) => sel,
         Err(e) => {
             tracing::warn!(replicaset = %key, error = %e, "skipping ReplicaSet");
@@ -105,10 +107,10 @@ async fn reconcile(ctx: Context<ReplicaSet>, st: &State) -> ReconcileResult {
     };
     // The pods it controls and the namespace's orphans: the only ones it may own.
     let uid = rs.metadata.uid.clone().unwrap_or_default();
-    let all: Vec<Arc<Pod>> = pods::controlled_or_orphans(&ctx.cache, &uid, &ns);
+    let all: Vec<Arc<Pod>> = ownership::controlled_or_orphans(&ctx.cache, &uid, &ns);
     let all: Vec<&Pod> = all.iter().map(|p| p.as_ref()).collect();
     let pending = st.expectations.pending(&key, &all);
-    let active: Vec<&Pod> = all.iter().copied().filter(|p| pods::is_active(p)).collect();
+    let active: Vec<&Pod> = all.iter().copied().filter(|p| is_active(p)).collect();
     let owned = claim::claim_pods(&ctx, &rs, &sel, &active).await?;
 
     let mut manage_err = None;
@@ -139,7 +141,7 @@ async fn reconcile(ctx: Context<ReplicaSet>, st: &State) -> ReconcileResult {
     }
     let min_ready = rs.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0);
     if min_ready > 0 {
-        let next = owned.iter().filter_map(|p| pods::seconds_until_available(p, min_ready, now)).min();
+        let next = owned.iter().filter_map(|p| seconds_until_available(p, min_ready, now)).min();
         if let Some(secs) = next {
             return Ok(Action::requeue_after(Duration::from_secs(secs.unsigned_abs()) + Duration::from_millis(50)));
         }

@@ -1,116 +1,16 @@
-//! Pod helpers shared by the replicaset and deployment controllers: label selectors,
-//! controller references, pod activity, readiness and availability, building a pod from a
-//! template, and the order in which surplus pods are deleted (kube's `ActivePodsWithRanks`).
+//! The pods a ReplicaSet creates and deletes: building a pod from the template, and the
+//! order in which surplus pods are deleted (kube's `ActivePodsWithRanks`).
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use k8s_openapi::jiff::Timestamp;
-use kube::core::{Selector, SelectorExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::common::pods::{is_active, is_ready, ready_since};
 
 /// The annotation whose integer value makes a pod cheaper (lower) or dearer to delete.
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
-
-/// A label selector that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SelectorError {
-    /// The selector has an invalid requirement.
-    #[error("invalid label selector: {0}")]
-    Invalid(String),
-    /// The selector is empty, which would select every pod.
-    #[error("empty label selector selects everything")]
-    Empty,
-}
-
-/// Converts a `LabelSelector` into a matcher, refusing empty selectors.
-pub fn selector(sel: Option<&LabelSelector>) -> Result<Selector, SelectorError> {
-    let sel = sel.cloned().unwrap_or_default();
-    let parsed = Selector::try_from(sel).map_err(|e| SelectorError::Invalid(e.to_string()))?;
-    if parsed.selects_all() {
-        return Err(SelectorError::Empty);
-    }
-    Ok(parsed)
-}
-
-/// Whether `labels` (possibly absent) match `sel`.
-pub fn matches(sel: &Selector, labels: Option<&BTreeMap<String, String>>) -> bool {
-    match labels {
-        Some(l) => sel.matches(l),
-        None => sel.matches(&BTreeMap::new()),
-    }
-}
-
-/// The cache index of objects by controller (kube's `controllerUIDIndex`): the
-/// controller's uid, or [`orphan_index_key`] for objects without one.
-pub const CONTROLLER_INDEX: &str = "opkit.dev/controller-uid";
-
-/// The [`CONTROLLER_INDEX`] value of orphans in namespace `ns`.
-pub fn orphan_index_key(ns: &str) -> String {
-    format!("orphan/{ns}")
-}
-
-/// The [`CONTROLLER_INDEX`] values of an object.
-pub fn controller_index(meta: &ObjectMeta) -> Vec<String> {
-    match controller_ref(meta) {
-        Some(r) => vec![r.uid.clone()],
-        None => vec![orphan_index_key(meta.namespace.as_deref().unwrap_or_default())],
-    }
-}
-
-/// The cached `K`s of namespace `ns` that the object with `uid` controls, and the
-/// namespace's orphans (the only ones it may own), found through [`CONTROLLER_INDEX`]
-/// (every cached `K` if that index was not added).
-pub fn controlled_or_orphans<K: opkit::Object>(cache: &opkit::Cache, uid: &str, ns: &str) -> Vec<std::sync::Arc<K>> {
-    let all = match cache.by_index::<K>(CONTROLLER_INDEX, uid) {
-        Some(mut controlled) => {
-            controlled.extend(cache.by_index::<K>(CONTROLLER_INDEX, &orphan_index_key(ns)).unwrap_or_default());
-            controlled
-        }
-        None => cache.list::<K>(),
-    };
-    all.into_iter().filter(|o| o.meta().namespace.as_deref() == Some(ns)).collect()
-}
-
-/// The owner reference marked as controller, if any.
-pub fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references.iter().flatten().find(|r| r.controller == Some(true))
-}
-
-/// Whether a pod counts toward a controller's replicas: not terminating and not finished.
-pub fn is_active(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded") | Some("Failed"))
-}
-
-/// When the pod's Ready condition last became true, if it is true now.
-pub fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
-    let cond = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
-    (cond.status == "True").then(|| cond.last_transition_time.as_ref().map(|t| t.0))
-}
-
-/// Whether the pod is Ready.
-pub fn is_ready(pod: &Pod) -> bool {
-    ready_since(pod).is_some()
-}
-
-/// Whether the pod has been Ready for at least `min_ready_seconds` at `now`.
-pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
-    match ready_since(pod) {
-        None => false,
-        Some(_) if min_ready_seconds <= 0 => true,
-        Some(None) => false,
-        Some(Some(since)) => since.as_second().saturating_add(i64::from(min_ready_seconds)) <= now.as_second(),
-    }
-}
-
-/// Seconds until a Ready pod becomes available, if it is Ready but not yet available.
-pub fn seconds_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<i64> {
-    let since = ready_since(pod)??;
-    let at = since.as_second().saturating_add(i64::from(min_ready_seconds));
-    (at > now.as_second()).then(|| at - now.as_second())
-}
 
 /// The prefix for pods' `generateName`: the owner's name and a dash.
 pub fn generate_name_prefix(owner: &str) -> String {
@@ -234,27 +134,12 @@ pub fn pods_to_delete<'a>(pods: &[&'a Pod], related: &[&Pod], count: usize) -> V
     ranked.into_iter().take(count).map(|(p, _)| p).collect()
 }
 
-/// Releases an object from the controller with `owner_uid`: drops that owner reference with
-/// a merge patch. An object that is already gone counts as released.
-pub async fn release<K>(api: &kube::Api<K>, name: &str, meta: &ObjectMeta, owner_uid: &str) -> kube::Result<()>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let refs: Vec<&OwnerReference> = meta.owner_references.iter().flatten().filter(|r| r.uid != owner_uid).collect();
-    let refs = if refs.is_empty() { serde_json::Value::Null } else { serde_json::json!(refs) };
-    let body = serde_json::json!({"metadata": {"ownerReferences": refs}});
-    match api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&body)).await {
-        Ok(_) => Ok(()),
-        Err(e) if opkit::status::is_not_found(&e) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
 
     fn pod(name: &str, node: &str, phase: &str, ready_at: Option<i64>, created: i64) -> Pod {
         Pod {
@@ -304,32 +189,5 @@ mod tests {
         cheap.metadata.annotations = Some([(POD_DELETION_COST.to_string(), "-5".to_string())].into());
         let pods = vec![&a, &b, &cheap];
         assert_eq!(pods_to_delete(&pods, &pods, 1)[0].metadata.name.as_deref(), Some("c"));
-    }
-
-    #[test]
-    fn availability_honours_min_ready_seconds() {
-        let p = pod("p", "n", "Running", Some(100), 1);
-        let now = Timestamp::from_second(105).unwrap();
-        assert!(is_available(&p, 0, now));
-        assert!(is_available(&p, 5, now));
-        assert!(!is_available(&p, 6, now));
-        assert_eq!(seconds_until_available(&p, 10, now), Some(5));
-        assert!(!is_available(&pod("q", "n", "Running", None, 1), 0, now));
-    }
-
-    #[test]
-    fn activity_and_selectors() {
-        let mut p = pod("p", "n", "Succeeded", None, 1);
-        assert!(!is_active(&p));
-        p.status = None;
-        assert!(is_active(&p));
-        assert_eq!(selector(None).err(), Some(SelectorError::Empty));
-        let sel = selector(Some(&LabelSelector {
-            match_labels: Some([("app".to_string(), "web".to_string())].into()),
-            ..LabelSelector::default()
-        }))
-        .unwrap();
-        assert!(matches(&sel, Some(&[("app".to_string(), "web".to_string())].into())));
-        assert!(!matches(&sel, None));
     }
 }

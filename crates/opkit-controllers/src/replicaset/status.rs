@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::manage::ManageError;
-use super::pods;
+use crate::common::pods::{is_available, is_ready};
 
 /// The status `rs` should report, given its active `owned` pods and the outcome of the
 /// last attempt to add or remove pods.
@@ -26,8 +26,8 @@ pub(super) fn calculate(rs: &ReplicaSet, owned: &[Pod], err: Option<&ManageError
             })
         })
         .count();
-    let ready = owned.iter().filter(|p| pods::is_ready(p)).count();
-    let available = owned.iter().filter(|p| pods::is_available(p, min_ready, now)).count();
+    let ready = owned.iter().filter(|p| is_ready(p)).count();
+    let available = owned.iter().filter(|p| is_available(p, min_ready, now)).count();
     let old = rs.status.clone().unwrap_or_default();
     let mut conditions = old.conditions.clone().unwrap_or_default();
     let has_failure = conditions.iter().any(|c| c.type_ == "ReplicaFailure");

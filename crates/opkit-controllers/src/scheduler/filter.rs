@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
 use super::resources::Resources;
+use crate::common::scheduling::{matches_node_selection, tolerates, tolerates_node};
 
 /// Why a node cannot take a pod (kube-scheduler's reason strings).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -34,74 +35,8 @@ impl Reason {
     }
 }
 
-/// Whether `tol` tolerates `taint` (the core/v1 helper `ToleratesTaint`).
-pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = tol.effect.as_deref().filter(|e| !e.is_empty())
-        && effect != taint.effect
-    {
-        return false;
-    }
-    let key = tol.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match tol.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => tol.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("") && !key.is_empty(),
-        _ => false,
-    }
-}
-
-fn tolerated(pod: &Pod, taint: &Taint) -> bool {
-    pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()).is_some_and(|ts| ts.iter().any(|t| tolerates(t, taint)))
-}
-
-fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = req.values.as_deref().unwrap_or_default();
-    match req.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let (Some(v), Some(bound)) =
-                (value.and_then(|v| v.parse::<i64>().ok()), values.first().and_then(|b| b.parse::<i64>().ok()))
-            else {
-                return false;
-            };
-            if req.operator == "Gt" { v > bound } else { v < bound }
-        }
-        _ => false,
-    }
-}
-
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    let exprs = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if exprs.is_empty() && fields.is_empty() {
-        return false;
-    }
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    let name = node.metadata.name.as_deref();
-    exprs.iter().all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
-        && fields.iter().all(|r| r.key == "metadata.name" && requirement_matches(r, name))
-}
-
-/// Whether `node` matches the pod's nodeSelector and required node affinity.
-pub fn matches_affinity(pod: &Pod, node: &Node) -> bool {
-    let Some(spec) = &pod.spec else { return true };
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    if let Some(sel) = &spec.node_selector
-        && !sel.iter().all(|(k, v)| labels.get(k) == Some(v))
-    {
-        return false;
-    }
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
-    required.is_none_or(|r| r.node_selector_terms.iter().any(|t| term_matches(t, node)))
+fn pod_tolerations(pod: &Pod) -> &[Toleration] {
+    pod.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or_default()
 }
 
 /// What is already placed on a node.
@@ -122,20 +57,14 @@ pub fn filter(pod: &Pod, req: &Resources, node: &Node, usage: &Usage) -> Vec<Rea
     if spec.unschedulable == Some(true) {
         let cordon =
             Taint { key: "node.kubernetes.io/unschedulable".into(), effect: "NoSchedule".into(), ..Default::default() };
-        if !tolerated(pod, &cordon) {
+        if !pod_tolerations(pod).iter().any(|t| tolerates(t, &cordon)) {
             return vec![Reason::Unschedulable];
         }
     }
-    let untolerated = spec
-        .taints
-        .iter()
-        .flatten()
-        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-        .any(|t| !tolerated(pod, t));
-    if untolerated {
+    if !tolerates_node(pod_tolerations(pod), node) {
         return vec![Reason::Taint];
     }
-    if !matches_affinity(pod, node) {
+    if !pod.spec.as_ref().is_none_or(|s| matches_node_selection(s, node)) {
         return vec![Reason::Affinity];
     }
     let alloc = super::resources::allocatable(node);
@@ -223,42 +152,21 @@ mod tests {
     }
 
     #[test]
-    fn node_selector_and_affinity() {
-        let n = big_node();
-        assert!(matches_affinity(&pod(json!({"spec": {"containers": [], "nodeSelector": {"disk": "ssd"}}})), &n));
-        assert!(!matches_affinity(&pod(json!({"spec": {"containers": [], "nodeSelector": {"disk": "hdd"}}})), &n));
-        let aff = |op: &str, vals: serde_json::Value| {
-            pod(
-                json!({"spec": {"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": op, "values": vals}]}]}}}}}),
-            )
-        };
-        assert!(matches_affinity(&aff("In", json!(["a", "b"])), &n));
-        assert!(!matches_affinity(&aff("NotIn", json!(["a"])), &n));
-        assert!(matches_affinity(&aff("Exists", json!([])), &n));
-        assert!(!matches_affinity(&aff("DoesNotExist", json!([])), &n));
-    }
-
-    #[test]
-    fn taints_and_tolerations() {
+    fn taints_cordons_and_affinity() {
         let taint = Taint {
             key: "dedicated".into(),
             value: Some("gpu".into()),
             effect: "NoSchedule".into(),
             ..Default::default()
         };
-        let t = |v: serde_json::Value| -> Toleration { serde_json::from_value(v).unwrap_or_default() };
-        assert!(tolerates(&t(json!({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"})), &taint));
-        assert!(tolerates(&t(json!({"key": "dedicated", "operator": "Exists"})), &taint));
-        assert!(tolerates(&t(json!({"operator": "Exists"})), &taint));
-        assert!(!tolerates(&t(json!({"key": "dedicated", "value": "cpu"})), &taint));
-        assert!(!tolerates(&t(json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"})), &taint));
         let mut n = big_node();
         n.spec = Some(k8s_openapi::api::core::v1::NodeSpec { taints: Some(vec![taint]), ..Default::default() });
         let p = pod(json!({"spec": {"containers": []}}));
         assert_eq!(filter(&p, &Resources::new(), &n, &Usage::default()), vec![Reason::Taint]);
         n.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
         assert_eq!(filter(&p, &Resources::new(), &n, &Usage::default()), vec![Reason::Unschedulable]);
+        let picky = pod(json!({"spec": {"containers": [], "nodeSelector": {"disk": "hdd"}}}));
+        assert_eq!(filter(&picky, &Resources::new(), &big_node(), &Usage::default()), vec![Reason::Affinity]);
     }
 
     #[test]

@@ -1,12 +1,13 @@
-//! Resource quantities and pod resource requests, as the scheduler's NodeResourcesFit
-//! plugin counts them: amounts are kept in milli-units (`"100m"` cpu is 100, `"1Ki"`
-//! memory is 1 024 000), a pod requests the larger of its app containers' sum and its
+//! Pod resource requests, as the scheduler's NodeResourcesFit plugin counts them: amounts
+//! are kept in milli-units (`"100m"` cpu is 100, `"1Ki"` memory is 1 024 000; quantities
+//! are parsed by `opkit_apimachinery::quantity`), a pod requests the larger of its app containers' sum and its
 //! largest init container, plus its overhead.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use opkit_apimachinery::quantity;
 
 /// Resource amounts by name (`cpu`, `memory`, extended resources), in milli-units.
 pub type Resources = BTreeMap<String, i128>;
@@ -17,63 +18,10 @@ pub const DEFAULT_MILLI_CPU: i128 = 100;
 /// in milli-bytes.
 pub const DEFAULT_MEMORY: i128 = 200 * 1024 * 1024 * 1000;
 
-/// Parses a Kubernetes quantity (`"100m"`, `"1.5"`, `"128Mi"`, `"1G"`, `"1e3"`) into
-/// milli-units, rounding up. Returns `None` when it is not a quantity.
-pub fn parse_milli(q: &str) -> Option<i128> {
-    let q = q.trim();
-    let (sign, q) = match q.strip_prefix('-') {
-        Some(rest) => (-1, rest),
-        None => (1, q.strip_prefix('+').unwrap_or(q)),
-    };
-    let end = q.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(q.len());
-    let (num, suffix) = q.split_at(end);
-    if num.is_empty() || num == "." {
-        return None;
-    }
-    let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
-    if frac_part.contains('.') {
-        return None;
-    }
-    // The number as a fraction digits / 10^scale.
-    let digits: String = format!("{int_part}{frac_part}");
-    let mut value: i128 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
-    let mut scale: i32 = i32::try_from(frac_part.len()).ok()?;
-    // Multiply by the suffix: (binary multiplier, decimal exponent).
-    let (mult, exp): (i128, i32) = match suffix {
-        "" => (1, 0),
-        "n" => (1, -9),
-        "u" => (1, -6),
-        "m" => (1, -3),
-        "k" => (1, 3),
-        "M" => (1, 6),
-        "G" => (1, 9),
-        "T" => (1, 12),
-        "P" => (1, 15),
-        "E" => (1, 18),
-        "Ki" => (1 << 10, 0),
-        "Mi" => (1 << 20, 0),
-        "Gi" => (1 << 30, 0),
-        "Ti" => (1 << 40, 0),
-        "Pi" => (1 << 50, 0),
-        "Ei" => (1 << 60, 0),
-        s if s.starts_with(['e', 'E']) => (1, s[1..].parse().ok()?),
-        _ => return None,
-    };
-    value = value.checked_mul(mult)?;
-    // Milli-units: one more factor of 10^3.
-    scale -= exp + 3;
-    if scale <= 0 {
-        let factor = 10i128.checked_pow(u32::try_from(-scale).ok()?)?;
-        Some(sign * value.checked_mul(factor)?)
-    } else {
-        let divisor = 10i128.checked_pow(u32::try_from(scale).ok()?)?;
-        Some(sign * ((value + divisor - 1) / divisor))
-    }
-}
-
-/// The value of a quantity in milli-units, zero when unparsable.
+/// The value of a quantity in milli-units, zero when it is not a quantity (the API server
+/// validates quantities, so that only happens for objects written around it).
 pub fn milli(q: &Quantity) -> i128 {
-    parse_milli(&q.0).unwrap_or(0)
+    quantity::milli(q).unwrap_or(0)
 }
 
 fn add(into: &mut Resources, from: &BTreeMap<String, Quantity>) {
@@ -146,21 +94,6 @@ pub fn allocatable(node: &k8s_openapi::api::core::v1::Node) -> Resources {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn parses_quantities() {
-        assert_eq!(parse_milli("100m"), Some(100));
-        assert_eq!(parse_milli("1"), Some(1000));
-        assert_eq!(parse_milli("0.5"), Some(500));
-        assert_eq!(parse_milli("1Ki"), Some(1_024_000));
-        assert_eq!(parse_milli("32Gi"), Some(32 * (1i128 << 30) * 1000));
-        assert_eq!(parse_milli("1G"), Some(1_000_000_000_000));
-        assert_eq!(parse_milli("1e3"), Some(1_000_000));
-        assert_eq!(parse_milli("1n"), Some(1), "rounds up");
-        assert_eq!(parse_milli("abc"), None);
-        assert_eq!(parse_milli("1Qi"), None);
-        assert_eq!(parse_milli(""), None);
-    }
 
     #[test]
     fn pod_requests_sum_containers_and_max_init() {

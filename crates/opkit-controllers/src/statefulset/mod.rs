@@ -2,12 +2,8 @@
 //! pod identities `<set>-<ordinal>`, per-ordinal PersistentVolumeClaims from
 //! `volumeClaimTemplates` (marked Bound), OrderedReady and Parallel pod management,
 //! RollingUpdate in reverse ordinal order above a partition, ControllerRevisions and status.
-//!
-//! [`podutil`] and [`revision`] are shared with the other workload controllers.
 
 pub mod pods;
-pub mod podutil;
-pub mod revision;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -21,11 +17,12 @@ use opkit::events::{EventType, Recorder};
 use opkit::{Action, Context, Controller, Manager, ReconcileResult};
 
 use crate::ControllersConfig;
+use crate::common::WorkloadError;
+use crate::common::events::publish;
+use crate::common::ownership::owned_pods;
+use crate::common::pods::{is_running_and_available, is_running_and_ready, is_terminating, phase};
+use crate::common::revision;
 use pods::{ordinal_of, revision_of};
-use podutil::{
-    WorkloadError, is_already_exists, is_available, is_not_found, is_running_and_ready, is_terminating, owned_pods,
-    phase,
-};
 
 /// The reportingController of the statefulset controller's events.
 pub const REPORTING_CONTROLLER: &str = "statefulset-controller";
@@ -121,7 +118,7 @@ async fn reconcile(ctx: Context<StatefulSet>, rec: Recorder) -> ReconcileResult 
                         publish(&rec, &*sts, EventType::Normal, "SuccessfulCreate", "Create", &note).await;
                         p
                     }
-                    Err(e) if is_already_exists(&e) => pod,
+                    Err(kube::Error::Api(s)) if s.is_already_exists() => pod,
                     Err(e) => return Err(e.into()),
                 };
                 *slot = Some(created);
@@ -181,7 +178,7 @@ async fn reconcile(ctx: Context<StatefulSet>, rec: Recorder) -> ReconcileResult 
                 p.metadata.deletion_timestamp = Some(opkit::status::now());
                 break;
             }
-            if is_terminating(p) || !is_available(p, min_ready, jiff::Timestamp::now()) {
+            if is_terminating(p) || !is_running_and_available(p, min_ready, jiff::Timestamp::now()) {
                 break;
             }
         }
@@ -215,7 +212,7 @@ async fn write_status(
         |f: &dyn Fn(&Pod) -> bool| i32::try_from(observed.pods.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX);
     let replicas = count(&|_| true);
     let ready = count(&is_running_and_ready);
-    let available = count(&|p| is_available(p, min_ready, now));
+    let available = count(&|p| is_running_and_available(p, min_ready, now));
     let mut current_replicas = count(&|p| !is_terminating(p) && revision_of(p) == Some(current));
     let updated = count(&|p| !is_terminating(p) && revision_of(p) == Some(update));
     let mut current_revision = current.to_string();
@@ -268,7 +265,7 @@ async fn ensure_claims(
                     publish(rec, sts, EventType::Normal, "SuccessfulCreate", "Create", &note).await;
                     c
                 }
-                Err(e) if is_already_exists(&e) => api.get(&name).await?,
+                Err(kube::Error::Api(s)) if s.is_already_exists() => api.get(&name).await?,
                 Err(e) => return Err(e.into()),
             },
         };
@@ -286,21 +283,7 @@ async fn delete_pod(api: &Api<Pod>, rec: &Recorder, sts: &StatefulSet, pod: &Pod
             publish(rec, sts, EventType::Normal, "SuccessfulDelete", "Delete", &note).await;
             Ok(())
         }
-        Err(e) if is_not_found(&e) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
         Err(e) => Err(e.into()),
-    }
-}
-
-/// Records an event, logging (not failing) when that is impossible.
-pub(crate) async fn publish<K: kube::Resource<DynamicType = ()>>(
-    rec: &Recorder,
-    obj: &K,
-    t: EventType,
-    reason: &str,
-    action: &str,
-    note: &str,
-) {
-    if let Err(e) = rec.publish_for(obj, t, reason, action, note).await {
-        tracing::debug!(error = %e, reason, "recording event failed");
     }
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use super::podutil::WorkloadError;
+use crate::common::WorkloadError;
 
 /// The pod label naming the pod (`statefulset.kubernetes.io/pod-name`).
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";

@@ -13,7 +13,9 @@ use kube::{Api, Resource, ResourceExt};
 use opkit::Cache;
 use serde_json::{Value, json};
 
-use super::podutil::{WorkloadError, controlled_by, fnv32a, is_already_exists, safe_encode};
+use super::WorkloadError;
+use super::hash::{fnv32a, safe_encode};
+use super::ownership::controlled_by;
 
 /// The label ControllerRevisions carry their hash in.
 pub const REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";
@@ -99,7 +101,7 @@ where
     };
     match api.create(&PostParams::default(), &rev).await {
         Ok(r) => Ok(r),
-        Err(e) if is_already_exists(&e) => Ok(api.get(&name).await?),
+        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(api.get(&name).await?),
         Err(e) => Err(e.into()),
     }
 }
@@ -119,7 +121,7 @@ pub async fn truncate_history(
     for r in history.into_iter().take(excess) {
         match api.delete(&r.name_any(), &DeleteParams::default()).await {
             Ok(_) => {}
-            Err(e) if super::podutil::is_not_found(&e) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
     }

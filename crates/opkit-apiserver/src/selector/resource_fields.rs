@@ -1,85 +1,18 @@
-//! Field selectors (`k8s.io/apimachinery/pkg/fields`): parsing, escaping, per-resource
-//! field-label support and the values kube exposes for each selectable field.
+//! Field selectors bound to resources: which field labels each built-in resource supports
+//! (kube's per-kind field-label conversions), CRD selectable fields, and the value kube
+//! exposes for each selectable field. The grammar itself is `opkit_apimachinery`'s.
 
 use std::fmt;
+use std::ops::Deref;
 
+use opkit_apimachinery::selector::{FieldSelector as FieldSelectorGrammar, SelectorError};
 use serde_json::Value;
 
-use super::SelectorError;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FieldTerm {
-    field: String,
-    equals: bool,
-    value: String,
-}
-
-/// A parsed field selector (`field=value`, `field==value`, `field!=value`, comma = AND).
+/// A field selector of a list or watch request, checked and matched against a resource's
+/// selectable fields.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FieldSelector {
-    terms: Vec<FieldTerm>,
-}
-
-fn split_terms(s: &str) -> Vec<&str> {
-    if s.is_empty() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    let (mut start, mut in_slash) = (0, false);
-    for (i, c) in s.char_indices() {
-        if in_slash {
-            in_slash = false;
-        } else if c == '\\' {
-            in_slash = true;
-        } else if c == ',' {
-            out.push(&s[start..i]);
-            start = i + 1;
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
-
-fn split_term(term: &str) -> Option<(&str, &'static str, &str)> {
-    for (i, _) in term.char_indices() {
-        for op in ["!=", "==", "="] {
-            if term[i..].starts_with(op) {
-                return Some((&term[..i], op, &term[i + op.len()..]));
-            }
-        }
-    }
-    None
-}
-
-fn unescape_value(s: &str) -> Result<String, SelectorError> {
-    let mut out = String::with_capacity(s.len());
-    let mut in_slash = false;
-    for c in s.chars() {
-        if in_slash {
-            if !matches!(c, '\\' | ',' | '=') {
-                return Err(SelectorError::Field(format!("invalid field selector: invalid escape sequence: \\{c}")));
-            }
-            out.push(c);
-            in_slash = false;
-        } else if c == '\\' {
-            in_slash = true;
-        } else if c == ',' || c == '=' {
-            return Err(SelectorError::Field(format!(
-                "invalid field selector: unescaped character in value: {}",
-                c as u32
-            )));
-        } else {
-            out.push(c);
-        }
-    }
-    if in_slash {
-        return Err(SelectorError::Field("invalid field selector: invalid escape sequence: \\".into()));
-    }
-    Ok(out)
-}
-
-fn escape_value(s: &str) -> String {
-    s.replace('\\', "\\\\").replace(',', "\\,").replace('=', "\\=")
+pub struct ResourceFieldSelector {
+    grammar: FieldSelectorGrammar,
 }
 
 /// API groups served by kube-apiserver itself (fields there fall back to
@@ -242,34 +175,10 @@ pub fn field_value(group: &str, resource: &str, obj: &Value, field: &str) -> Opt
     Some(v)
 }
 
-impl FieldSelector {
+impl ResourceFieldSelector {
     /// Parses a field selector string (terms are sorted, as kube does).
     pub fn parse(s: &str) -> Result<Self, SelectorError> {
-        let mut parts = split_terms(s);
-        parts.sort_unstable();
-        let mut terms = Vec::new();
-        for part in parts.into_iter().filter(|p| !p.is_empty()) {
-            let Some((lhs, op, rhs)) = split_term(part) else {
-                return Err(SelectorError::Field(format!("invalid selector: '{s}'; can't understand '{part}'")));
-            };
-            terms.push(FieldTerm { field: lhs.to_string(), equals: op != "!=", value: unescape_value(rhs)? });
-        }
-        Ok(FieldSelector { terms })
-    }
-
-    /// True when there are no terms (matches everything).
-    pub fn is_empty(&self) -> bool {
-        self.terms.is_empty()
-    }
-
-    /// The terms as `(field, equals, value)`; `equals` is false for `!=`.
-    pub fn requirements(&self) -> impl Iterator<Item = (&str, bool, &str)> {
-        self.terms.iter().map(|t| (t.field.as_str(), t.equals, t.value.as_str()))
-    }
-
-    /// If the selector pins `field` to a single value with `=`/`==`, that value.
-    pub fn exact_value(&self, field: &str) -> Option<&str> {
-        self.terms.iter().find(|t| t.equals && t.field == field).map(|t| t.value.as_str())
+        Ok(ResourceFieldSelector { grammar: FieldSelectorGrammar::parse(s)? })
     }
 
     /// Checks every field is supported by `group`/`resource` (plus CRD `extra` selectable fields).
@@ -292,8 +201,7 @@ impl FieldSelector {
         namespaced: bool,
     ) -> Result<(), SelectorError> {
         let crd = !extra.is_empty() || !BUILTIN_GROUPS.contains(&group);
-        for t in &self.terms {
-            let f = t.field.as_str();
+        for (f, _, _) in self.grammar.requirements() {
             let ok = extra.iter().any(|(n, _)| n == f)
                 || match builtin_fields(group, resource) {
                     Some(list) => list.contains(&f),
@@ -315,33 +223,113 @@ impl FieldSelector {
         extra: &[(String, String)],
     ) -> Result<bool, SelectorError> {
         self.validate_fields(group, resource, extra)?;
-        for t in &self.terms {
-            let have = match extra.iter().find(|(n, _)| *n == t.field) {
-                Some((_, path)) => {
-                    let jp = crate::jsonpath::JsonPath::parse(path)
-                        .map_err(|e| SelectorError::Field(format!("invalid selectable field {}: {e}", t.field)))?;
-                    scalar_string(jp.eval_first(obj))
-                }
-                None => field_value(group, resource, obj, &t.field).unwrap_or_default(),
-            };
-            if (have == t.value) != t.equals {
-                return Ok(false);
+        self.grammar.try_matches(|field| match extra.iter().find(|(n, _)| n == field) {
+            Some((_, path)) => {
+                let jp = crate::jsonpath::JsonPath::parse(path)
+                    .map_err(|e| SelectorError::Field(format!("invalid selectable field {field}: {e}")))?;
+                Ok(scalar_string(jp.eval_first(obj)))
             }
-        }
-        Ok(true)
+            None => Ok(field_value(group, resource, obj, field).unwrap_or_default()),
+        })
     }
 }
 
-impl fmt::Display for FieldSelector {
+impl Deref for ResourceFieldSelector {
+    type Target = FieldSelectorGrammar;
+
+    /// The parsed terms (`is_empty`, `requirements`, `exact_value`).
+    fn deref(&self) -> &FieldSelectorGrammar {
+        &self.grammar
+    }
+}
+
+impl fmt::Display for ResourceFieldSelector {
     /// kube's `Selector.String()` form, values escaped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, t) in self.terms.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            let op = if t.equals { "=" } else { "!=" };
-            write!(f, "{}{op}{}", t.field, escape_value(&t.value))?;
-        }
-        Ok(())
+        self.grammar.fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    type FieldSelector = ResourceFieldSelector;
+
+    fn pod() -> Value {
+        json!({
+            "metadata": {"name": "foo", "namespace": "ns"},
+            "spec": {"nodeName": "n1", "restartPolicy": "Always"},
+            "status": {"phase": "Pending", "podIPs": [{"ip": "10.0.0.9"}], "podIP": "10.0.0.9"}
+        })
+    }
+
+    #[test]
+    fn field_selector_on_pods() {
+        let fs = FieldSelector::parse("metadata.name=foo,status.phase!=Running").unwrap();
+        assert_eq!(fs.to_string(), "metadata.name=foo,status.phase!=Running");
+        assert!(fs.matches("", "pods", &pod(), &[]).unwrap());
+        let mut running = pod();
+        running["status"]["phase"] = json!("Running");
+        assert!(!fs.matches("", "pods", &running, &[]).unwrap());
+        let fs2 = FieldSelector::parse("spec.host==n1,spec.hostNetwork=false,status.podIP=10.0.0.9").unwrap();
+        assert!(fs2.matches("", "pods", &pod(), &[]).unwrap());
+        assert_eq!(fs2.requirements().count(), 3);
+    }
+
+    #[test]
+    fn field_selector_errors() {
+        let fs = FieldSelector::parse("spec.foo=bar").unwrap();
+        let err = fs.matches("", "pods", &pod(), &[]).unwrap_err();
+        assert_eq!(err.to_string(), "field label not supported: spec.foo");
+        let err = fs.validate_fields("", "configmaps", &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "\"spec.foo\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+        let err = FieldSelector::parse("status.x=1").unwrap().validate_fields("batch", "jobs", &[]).unwrap_err();
+        assert_eq!(err.to_string(), "field label \"status.x\" not supported for batchv1.Job");
+        let ns = FieldSelector::parse("metadata.namespace=x").unwrap();
+        assert!(ns.validate_fields("", "nodes", &[]).is_err());
+        assert!(ns.validate_fields("", "configmaps", &[]).is_ok());
+        assert!(ns.validate_fields_scoped("example.com", "widgets", &[], false).is_err());
+    }
+
+    #[test]
+    fn field_selector_other_resources() {
+        let ev = json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"},
+            "reportingComponent": "kubelet", "type": "Warning"});
+        let fs = FieldSelector::parse("involvedObject.kind=Pod,source=kubelet,type=Warning").unwrap();
+        assert!(fs.matches("", "events", &ev, &[]).unwrap());
+        let ev2 = json!({"metadata": {"name": "e"}, "regarding": {"kind": "Pod"}, "reportingController": "x"});
+        let fs2 = FieldSelector::parse("regarding.kind=Pod,reportingController=x").unwrap();
+        assert!(fs2.matches("events.k8s.io", "events", &ev2, &[]).unwrap());
+        let job = json!({"metadata": {"name": "j"}, "status": {}});
+        assert!(FieldSelector::parse("status.successful=0").unwrap().matches("batch", "jobs", &job, &[]).unwrap());
+        let node = json!({"metadata": {"name": "n"}, "spec": {}});
+        assert_eq!(field_value("", "nodes", &node, "spec.unschedulable").as_deref(), Some("false"));
+        assert_eq!(field_value("", "configmaps", &node, "data"), None);
+    }
+
+    #[test]
+    fn field_selector_crd_selectable_fields() {
+        let extra = vec![
+            ("spec.color".to_string(), ".spec.color".to_string()),
+            ("spec.size".to_string(), ".spec.size".to_string()),
+        ];
+        let w = json!({"metadata": {"name": "w"}, "spec": {"color": "red", "size": 3}});
+        assert!(
+            FieldSelector::parse("spec.color=red,spec.size=3")
+                .unwrap()
+                .matches("example.com", "widgets", &w, &extra)
+                .unwrap()
+        );
+        assert!(
+            !FieldSelector::parse("spec.color=blue").unwrap().matches("example.com", "widgets", &w, &extra).unwrap()
+        );
+        let err =
+            FieldSelector::parse("spec.shape=x").unwrap().matches("example.com", "widgets", &w, &extra).unwrap_err();
+        assert_eq!(err.to_string(), "field label not supported: spec.shape");
     }
 }

@@ -1,0 +1,14 @@
+//! Kubernetes apimachinery concepts, implemented once for all of opkit (the API server, the
+//! controllers and the CLI):
+//!
+//! - [`selector`]: label selectors (kube's string grammar incl. set-based requirements, key and
+//!   value validation, `metav1.LabelSelector` objects) and the field-selector grammar;
+//! - [`patch`]: strategic merge patch and the list semantics (merge keys, sets, atomic lists)
+//!   it merges by;
+//! - [`duration`]: Go durations (`"1m30s"`), parsed with kube's own parser and printed like Go;
+//! - [`quantity`]: resource quantities (`"100m"`, `"1Gi"`).
+
+pub mod duration;
+pub mod patch;
+pub mod quantity;
+pub mod selector;

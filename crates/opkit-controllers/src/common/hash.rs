@@ -1,0 +1,28 @@
+//! Template hashes as kube computes them: 32-bit FNV-1a rendered with apimachinery's
+//! `rand.SafeEncodeString` (the `pod-template-hash` and `controller-revision-hash` labels).
+
+/// 32-bit FNV-1a.
+pub fn fnv32a(data: &[u8]) -> u32 {
+    data.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+}
+
+/// Renders a hash like apimachinery's `rand.SafeEncodeString` of its decimal form (no
+/// vowels, no confusable characters).
+pub fn safe_encode(hash: u32) -> String {
+    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    hash.to_string().bytes().map(|b| char::from(ALPHANUMS[usize::from(b) % ALPHANUMS.len()])).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_are_stable_and_safe() {
+        assert_eq!(fnv32a(b""), 0x811c_9dc5);
+        assert_eq!(fnv32a(b"a"), 0xe40c_292c);
+        let s = safe_encode(fnv32a(b"template"));
+        assert!(s.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
+        assert_eq!(s, safe_encode(fnv32a(b"template")));
+    }
+}
