@@ -46,6 +46,7 @@ pub mod certs;
 pub mod error;
 pub mod handlers;
 pub mod jsonpath;
+pub(crate) mod kinds;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;

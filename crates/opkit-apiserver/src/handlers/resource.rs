@@ -17,7 +17,7 @@ use crate::registry::{
     FieldValidation, ListOptions, PatchType, ScaleChange, Subresource, Target, WatchOptions, WriteOptions,
 };
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::table::{self, IncludeObject};
+use crate::table::{self, Columns, IncludeObject, TableContext};
 
 /// A parsed request, ready for the registry.
 pub struct Call<'a> {
@@ -119,7 +119,7 @@ impl Call<'_> {
         if !info.namespaced && self.req.namespace.is_some() {
             return Err(ApiError::no_route());
         }
-        Ok(Target { info, version: self.req.version.clone(), namespace: self.req.namespace.clone() })
+        Ok(Target::new(info, self.req.version.clone(), self.req.namespace.clone()))
     }
 
     fn delete_options(&self) -> ApiResult<Value> {
@@ -155,7 +155,7 @@ impl Call<'_> {
             let ok = match s {
                 "status" => version.status,
                 "scale" => version.scale.is_some(),
-                "finalize" => target.info.group.is_empty() && target.info.resource == "namespaces",
+                "finalize" => target.strategy.has_finalize(),
                 _ => false,
             };
             if !ok || name.is_none() {
@@ -197,18 +197,13 @@ impl Call<'_> {
                 let page = registry.list(&target, &opts).await?;
                 let rv = page.rev.to_string();
                 if output == Output::Table {
-                    let v = target.version_info()?;
-                    let custom = (!target.info.builtin).then_some(v.columns.as_slice());
-                    let t = table::build_table(
-                        &target.info.group,
-                        &target.info.resource,
-                        &page.items,
-                        custom,
-                        include_object(&self.query),
-                        crate::registry::now_unix(),
-                        &rv,
-                        page.continue_token.as_deref(),
-                    );
+                    let ctx = TableContext {
+                        include: include_object(&self.query),
+                        now_unix_secs: crate::registry::now_unix(),
+                        resource_version: &rv,
+                        continue_token: page.continue_token.as_deref(),
+                    };
+                    let t = table::render(table_columns(&target), &page.items, &ctx);
                     return Ok(codec::respond(200, &t, Output::Json, &[]));
                 }
                 let mut meta = json!({"resourceVersion": rv});
@@ -240,14 +235,7 @@ impl Call<'_> {
                 let out = match sub {
                     Some("scale") => registry.update_scale(&target, &n, ScaleChange::Replace(body), &opts).await?,
                     Some("status") => registry.update(&target, &n, body, Subresource::Status, &opts).await?,
-                    Some("finalize") => {
-                        let mut cur = registry.get(&target, &n).await?;
-                        cur["spec"]["finalizers"] = body["spec"]["finalizers"].clone();
-                        if let Some(rv) = body["metadata"]["resourceVersion"].as_str() {
-                            cur["metadata"]["resourceVersion"] = json!(rv);
-                        }
-                        registry.update(&target, &n, cur, Subresource::Main, &opts).await?
-                    }
+                    Some("finalize") => registry.finalize(&target, &n, &body, &opts).await?,
                     _ => registry.update(&target, &n, body, Subresource::Main, &opts).await?,
                 };
                 self.respond_object(&target, out.code, out.object, output, &out.warnings)
@@ -288,19 +276,13 @@ impl Call<'_> {
         warnings: &[String],
     ) -> ApiResult<Response<Body>> {
         if output == Output::Table && obj["kind"] != "Scale" {
-            let v = target.version_info()?;
-            let custom = (!target.info.builtin).then_some(v.columns.as_slice());
-            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
-            let t = table::build_table(
-                &target.info.group,
-                &target.info.resource,
-                std::slice::from_ref(&obj),
-                custom,
-                include_object(&self.query),
-                crate::registry::now_unix(),
-                &rv,
-                None,
-            );
+            let ctx = TableContext {
+                include: include_object(&self.query),
+                now_unix_secs: crate::registry::now_unix(),
+                resource_version: obj["metadata"]["resourceVersion"].as_str().unwrap_or_default(),
+                continue_token: None,
+            };
+            let t = table::render(table_columns(target), std::slice::from_ref(&obj), &ctx);
             return Ok(codec::respond(code, &t, Output::Json, warnings));
         }
         Ok(codec::respond(code, &obj, if output == Output::Table { Output::Json } else { output }, warnings))
@@ -331,6 +313,18 @@ fn raw_list(target: &Target, page: crate::registry::RawListResult) -> Bytes {
     }
     out.extend_from_slice(b"]}");
     out.freeze()
+}
+
+/// The Table columns of `target`: a custom resource's printer columns, the built-in
+/// printer its strategy names, or kube's default table.
+pub(super) fn table_columns(target: &Target) -> Columns<'_> {
+    if !target.info.builtin {
+        return Columns::Custom(target.version_info().map(|v| v.columns.as_slice()).unwrap_or_default());
+    }
+    match target.strategy.table() {
+        Some(printer) => Columns::Builtin(printer),
+        None => Columns::Default,
+    }
 }
 
 /// `includeObject` for tables.

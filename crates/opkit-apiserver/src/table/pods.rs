@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 
-use super::util::{age, arr, at, boolean, int, name, or_none, parse_ts, s, st};
+use super::util::{age, age_col, arr, at, boolean, col, int, name, name_col, or_none, parse_ts, s, st, wide};
+use super::{Printer, RowFn};
 
 fn has_condition(o: &Value, path: &str, ty: &str) -> bool {
     arr(o, path).iter().any(|c| s(c, "type") == ty && s(c, "status") == "True")
@@ -133,6 +134,41 @@ pub(crate) fn pod_conditions(p: &Value) -> Option<Value> {
         _ => return None,
     };
     Some(serde_json::json!([{"type": "Completed", "status": "True", "reason": reason, "message": msg}]))
+}
+
+/// The printer of pods.
+pub(crate) fn pods() -> Printer {
+    Printer::of((
+            vec![
+                name_col(),
+                col("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+                col("Status", "string", "The aggregate status of the containers in this pod."),
+                col(
+                    "Restarts",
+                    "string",
+                    "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+                ),
+                age_col(),
+                wide(
+                    "IP",
+                    "string",
+                    "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
+                ),
+                wide("Node", "string", "NodeName indicates in which node this pod is scheduled."),
+                wide(
+                    "Nominated Node",
+                    "string",
+                    "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods.",
+                ),
+                wide(
+                    "Readiness Gates",
+                    "string",
+                    "If specified, all readiness gates will be evaluated for pod readiness.",
+                ),
+            ],
+            pod_row as RowFn,
+        ))
+    .with_conditions(pod_conditions)
 }
 
 #[cfg(test)]
