@@ -67,6 +67,22 @@ fn list_options(q: &HashMap<String, String>) -> ApiResult<ListOptions> {
     })
 }
 
+fn watch_options(q: &HashMap<String, String>) -> ApiResult<WatchOptions> {
+    let list = list_options(q)?;
+    let timeout = match q.get("timeoutSeconds").filter(|s| !s.is_empty()) {
+        Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("timeoutSeconds: Invalid value: {s:?}: must be a non-negative integer"))
+        })?)),
+        None => None,
+    };
+    Ok(WatchOptions {
+        list,
+        bookmarks: flag(q, "allowWatchBookmarks"),
+        send_initial_events: q.get("sendInitialEvents").map(|v| v == "true"),
+        timeout,
+    })
+}
+
 fn write_options(q: &HashMap<String, String>, headers: &HeaderMap, user: &UserInfo) -> ApiResult<WriteOptions> {
     write_options_for(q, headers, user, false)
 }
@@ -142,129 +158,143 @@ impl Call<'_> {
         Ok(opts)
     }
 
-    /// Runs the request.
+    /// Runs the request: resolves the target, checks the route, then performs the verb.
     pub async fn run(self) -> ApiResult<Response<Body>> {
         let target = self.target()?;
         let output = codec::negotiate(&self.headers)?;
-        let registry = &self.state.registry;
+        self.check_route(&target)?;
         let sub = self.req.subresource.as_deref();
-        let name = self.req.name.clone();
         let has = |verb: &str| target.info.verbs.contains(&verb);
+        match (&self.method, self.req.name.as_deref()) {
+            (&Method::GET, None) if flag(&self.query, "watch") => self.watch(target, output).await,
+            (&Method::GET, None) => self.list(&target, output).await,
+            (&Method::GET, Some(n)) => self.get(&target, n, output).await,
+            (&Method::POST, None) if has("create") => self.create(&target, output).await,
+            (&Method::PUT, Some(n)) if has("update") => self.update(&target, n, output).await,
+            (&Method::PATCH, Some(n)) if has("patch") => self.patch(&target, n, output).await,
+            (&Method::DELETE, Some(n)) if has("delete") && sub.is_none() => self.delete(&target, n, output).await,
+            (&Method::DELETE, None) if has("deletecollection") => self.delete_collection(&target, output).await,
+            (m, _) => Err(ApiError::method_not_supported(&target.info.group, &target.info.resource, &verb_name(m))),
+        }
+    }
+
+    /// Refuses subresources the resource does not have (or without a name), and writes
+    /// to a namespaced object without its namespace.
+    fn check_route(&self, target: &Target) -> ApiResult<()> {
         let version = target.version_info()?;
-        if let Some(s) = sub {
+        if let Some(s) = self.req.subresource.as_deref() {
             let ok = match s {
                 "status" => version.status,
                 "scale" => version.scale.is_some(),
                 "finalize" => target.strategy.has_finalize(),
                 _ => false,
             };
-            if !ok || name.is_none() {
+            if !ok || self.req.name.is_none() {
                 return Err(ApiError::no_route());
             }
         }
         if target.info.namespaced
             && self.req.namespace.is_none()
             && !matches!(self.method, Method::GET)
-            && name.is_some()
+            && self.req.name.is_some()
         {
             return Err(ApiError::no_route());
         }
-        match (&self.method, name) {
-            (&Method::GET, None) if flag(&self.query, "watch") => {
-                let opts = WatchOptions {
-                    list: list_options(&self.query)?,
-                    bookmarks: flag(&self.query, "allowWatchBookmarks"),
-                    send_initial_events: self.query.get("sendInitialEvents").map(|v| v == "true"),
-                    timeout: match self.query.get("timeoutSeconds").filter(|s| !s.is_empty()) {
-                        Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
-                            ApiError::bad_request(format!(
-                                "timeoutSeconds: Invalid value: {s:?}: must be a non-negative integer"
-                            ))
-                        })?)),
-                        None => None,
-                    },
-                };
-                let stream = registry.watch(&target, &opts).await?;
-                Ok(watch::respond_watch(stream, target, output, &self.headers))
-            }
-            (&Method::GET, None) if output == Output::Json && registry.serves_stored_bytes(&target) => {
-                let opts = list_options(&self.query)?;
-                let page = registry.list_raw(&target, &opts).await?;
-                Ok(codec::respond_bytes(raw_list(&target, page), "application/json"))
-            }
-            (&Method::GET, None) => {
-                let opts = list_options(&self.query)?;
-                let page = registry.list(&target, &opts).await?;
-                let rv = page.rev.to_string();
-                if output == Output::Table {
-                    let ctx = TableContext {
-                        include: include_object(&self.query),
-                        now_unix_secs: crate::registry::now_unix(),
-                        resource_version: &rv,
-                        continue_token: page.continue_token.as_deref(),
-                    };
-                    let t = table::render(table_columns(&target), &page.items, &ctx);
-                    return Ok(codec::respond(200, &t, Output::Json, &[]));
-                }
-                let mut meta = json!({"resourceVersion": rv});
-                if let Some(c) = &page.continue_token {
-                    meta["continue"] = json!(c);
-                }
-                if let Some(r) = page.remaining {
-                    meta["remainingItemCount"] = json!(r);
-                }
-                let list = json!({"kind": target.info.list_kind, "apiVersion": target.api_version(), "metadata": meta, "items": page.items});
-                Ok(codec::respond(200, &list, output, &[]))
-            }
-            (&Method::GET, Some(n)) => {
-                let obj = match sub {
-                    Some("scale") => registry.get_scale(&target, &n).await?,
-                    _ => registry.get(&target, &n).await?,
-                };
-                self.respond_object(&target, 200, obj, output, &[])
-            }
-            (&Method::POST, None) if has("create") => {
-                let opts = write_options(&self.query, &self.headers, &self.user)?;
-                let body = codec::decode_object(&self.headers, &self.body)?;
-                let out = registry.create(&target, body, &opts).await?;
-                self.respond_object(&target, out.code, out.object, output, &out.warnings)
-            }
-            (&Method::PUT, Some(n)) if has("update") => {
-                let opts = write_options(&self.query, &self.headers, &self.user)?;
-                let body = codec::decode_object(&self.headers, &self.body)?;
-                let out = match sub {
-                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Replace(body), &opts).await?,
-                    Some("status") => registry.update(&target, &n, body, Subresource::Status, &opts).await?,
-                    Some("finalize") => registry.finalize(&target, &n, &body, &opts).await?,
-                    _ => registry.update(&target, &n, body, Subresource::Main, &opts).await?,
-                };
-                self.respond_object(&target, out.code, out.object, output, &out.warnings)
-            }
-            (&Method::PATCH, Some(n)) if has("patch") => {
-                let kind = codec::patch_type(&self.headers)?;
-                let opts = write_options_for(&self.query, &self.headers, &self.user, kind == PatchType::Apply)?;
-                let patch = codec::decode_patch(kind, &self.body)?;
-                let out = match sub {
-                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Patch(kind, patch), &opts).await?,
-                    Some("status") => registry.patch(&target, &n, kind, patch, Subresource::Status, &opts).await?,
-                    _ => registry.patch(&target, &n, kind, patch, Subresource::Main, &opts).await?,
-                };
-                self.respond_object(&target, out.code, out.object, output, &out.warnings)
-            }
-            (&Method::DELETE, Some(n)) if has("delete") && sub.is_none() => {
-                let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
-                let out = registry.delete(&target, &n, &self.delete_options()?, dry).await?;
-                self.respond_object(&target, out.code, out.object, output, &[])
-            }
-            (&Method::DELETE, None) if has("deletecollection") => {
-                let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
-                let list = registry
-                    .delete_collection(&target, &list_options(&self.query)?, &self.delete_options()?, dry)
-                    .await?;
-                Ok(codec::respond(200, &list, output, &[]))
-            }
-            (m, _) => Err(ApiError::method_not_supported(&target.info.group, &target.info.resource, &verb_name(m))),
+        Ok(())
+    }
+
+    async fn watch(&self, target: Target, output: Output) -> ApiResult<Response<Body>> {
+        let opts = watch_options(&self.query)?;
+        let stream = self.state.registry.watch(&target, &opts).await?;
+        Ok(watch::respond_watch(stream, target, output, &self.headers))
+    }
+
+    async fn list(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {
+        let registry = &self.state.registry;
+        let opts = list_options(&self.query)?;
+        if output == Output::Json && registry.serves_stored_bytes(target) {
+            let page = registry.list_raw(target, &opts).await?;
+            return Ok(codec::respond_bytes(raw_list(target, page), "application/json"));
         }
+        let page = registry.list(target, &opts).await?;
+        let rv = page.rev.to_string();
+        if output == Output::Table {
+            let ctx = TableContext {
+                include: include_object(&self.query),
+                now_unix_secs: crate::registry::now_unix(),
+                resource_version: &rv,
+                continue_token: page.continue_token.as_deref(),
+            };
+            let t = table::render(table_columns(target), &page.items, &ctx);
+            return Ok(codec::respond(200, &t, Output::Json, &[]));
+        }
+        let mut meta = json!({"resourceVersion": rv});
+        if let Some(c) = &page.continue_token {
+            meta["continue"] = json!(c);
+        }
+        if let Some(r) = page.remaining {
+            meta["remainingItemCount"] = json!(r);
+        }
+        let list = json!({"kind": target.info.list_kind, "apiVersion": target.api_version(), "metadata": meta, "items": page.items});
+        Ok(codec::respond(200, &list, output, &[]))
+    }
+
+    async fn get(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
+        let registry = &self.state.registry;
+        let obj = match self.req.subresource.as_deref() {
+            Some("scale") => registry.get_scale(target, name).await?,
+            _ => registry.get(target, name).await?,
+        };
+        self.respond_object(target, 200, obj, output, &[])
+    }
+
+    async fn create(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {
+        let opts = write_options(&self.query, &self.headers, &self.user)?;
+        let body = codec::decode_object(&self.headers, &self.body)?;
+        let out = self.state.registry.create(target, body, &opts).await?;
+        self.respond_object(target, out.code, out.object, output, &out.warnings)
+    }
+
+    async fn update(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
+        let registry = &self.state.registry;
+        let opts = write_options(&self.query, &self.headers, &self.user)?;
+        let body = codec::decode_object(&self.headers, &self.body)?;
+        let out = match self.req.subresource.as_deref() {
+            Some("scale") => registry.update_scale(target, name, ScaleChange::Replace(body), &opts).await?,
+            Some("status") => registry.update(target, name, body, Subresource::Status, &opts).await?,
+            Some("finalize") => registry.finalize(target, name, &body, &opts).await?,
+            _ => registry.update(target, name, body, Subresource::Main, &opts).await?,
+        };
+        self.respond_object(target, out.code, out.object, output, &out.warnings)
+    }
+
+    async fn patch(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
+        let registry = &self.state.registry;
+        let kind = codec::patch_type(&self.headers)?;
+        let opts = write_options_for(&self.query, &self.headers, &self.user, kind == PatchType::Apply)?;
+        let patch = codec::decode_patch(kind, &self.body)?;
+        let out = match self.req.subresource.as_deref() {
+            Some("scale") => registry.update_scale(target, name, ScaleChange::Patch(kind, patch), &opts).await?,
+            Some("status") => registry.patch(target, name, kind, patch, Subresource::Status, &opts).await?,
+            _ => registry.patch(target, name, kind, patch, Subresource::Main, &opts).await?,
+        };
+        self.respond_object(target, out.code, out.object, output, &out.warnings)
+    }
+
+    async fn delete(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
+        let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
+        let out = self.state.registry.delete(target, name, &self.delete_options()?, dry).await?;
+        self.respond_object(target, out.code, out.object, output, &[])
+    }
+
+    async fn delete_collection(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {
+        let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
+        let list = self
+            .state
+            .registry
+            .delete_collection(target, &list_options(&self.query)?, &self.delete_options()?, dry)
+            .await?;
+        Ok(codec::respond(200, &list, output, &[]))
     }
 
     fn respond_object(
