@@ -210,3 +210,30 @@ pub(crate) fn strategy_for(info: &ResourceInfo) -> &'static dyn Strategy {
     }
     builtin_strategy(&info.group, &info.resource).unwrap_or(&Generic)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    /// A strategy registered under a misspelt name would silently never run.
+    #[test]
+    fn every_strategy_names_a_served_builtin() {
+        let catalog = Catalog::new().snapshot();
+        for (group, resource, _) in BUILTIN {
+            let info = catalog.by_resource(group, resource);
+            assert!(info.is_some_and(|i| i.builtin), "{group}/{resource} is not a served built-in");
+        }
+    }
+
+    #[test]
+    fn custom_resources_get_the_generic_strategy() {
+        let crd = serde_json::json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "pods", "kind": "Pod"}, "versions": [{"name": "v1", "served": true, "storage": true}]}});
+        let info = crate::catalog::resource_from_crd(&crd).expect("compiles");
+        let strategy = strategy_for(&info);
+        assert!(strategy.table().is_none() && !strategy.has_finalize());
+        let pods = Catalog::new().snapshot().by_resource("", "pods").expect("pods served");
+        assert!(strategy_for(&pods).table().is_some());
+    }
+}
