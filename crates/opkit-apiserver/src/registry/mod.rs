@@ -1,7 +1,12 @@
 //! The registry: what each API verb means for stored objects, independent of HTTP.
 //! Handlers call it with parsed requests; it validates, applies Kubernetes' object
 //! semantics (metadata, generation, status subresource, finalizers, field management)
-//! and reads and writes the [`Store`].
+//! and reads and writes the [`Store`]. It never names a kind: what differs from kind to
+//! kind comes from the strategy each [`Target`] carries (the crate-private `kinds` module).
+//!
+//! One file per verb or step: `create`, `update` (update, patch, finalize), `commit`
+//! (the shared update step), `delete`, `read` (get, list, watch), `scale`, `validate`
+//! (admission).
 
 mod commit;
 mod create;

@@ -2,9 +2,9 @@
 //! built as kube-apiserver does: built-in printers (always wide), CRD
 //! `additionalPrinterColumns`, and the default `NAME`/`CREATED AT` table.
 //!
-//! Each built-in printer is a function returning a [`Printer`], grouped by API concept
+//! Each built-in printer is a function returning a `Printer`, grouped by API concept
 //! (core, workloads, pods, events, networking, storage ...). Which resource uses which
-//! printer is decided by the resource's strategy ([`crate::kinds`]), not here.
+//! printer is decided by the resource's strategy (the crate-private `kinds` module), not here.
 
 pub(crate) mod admission;
 pub(crate) mod autoscaling;
