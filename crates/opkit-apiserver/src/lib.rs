@@ -8,6 +8,8 @@
 //!
 //! # Layout
 //! Data flows one way: HTTP ([`handlers`]) → [`registry`] → [`storage`].
+//! - `kinds` (crate-private): each kind's strategy, the per-kind behaviour the generic
+//!   [`registry`] calls (defaults, validation, hooks, deletion rules, Table printer).
 //! - [`catalog`]: which resources are served (built-ins and CRDs).
 //! - [`schema`]: CRD structural schemas: validation, defaulting, pruning, CEL.
 //! - [`patch`]: JSON, merge and strategic merge patches; server-side apply.
@@ -47,6 +49,7 @@ pub mod certs;
 pub mod error;
 pub mod handlers;
 pub mod jsonpath;
+pub(crate) mod kinds;
 pub mod kubeconfig;
 pub mod openapi;
 pub mod patch;

@@ -16,6 +16,8 @@ struct Row {
     status: bool,
     scale: bool,
     generation: bool,
+    deletecollection: bool,
+    stored_in: Option<(&'static str, &'static str)>,
 }
 
 const fn row(
@@ -36,6 +38,8 @@ const fn row(
         status: false,
         scale: false,
         generation: false,
+        deletecollection: true,
+        stored_in: None,
     }
 }
 
@@ -64,13 +68,23 @@ impl Row {
         self.generation = true;
         self
     }
+    /// Without the `deletecollection` verb.
+    const fn no_deletecollection(mut self) -> Row {
+        self.deletecollection = false;
+        self
+    }
+    /// Stored with another resource's objects, as (group, resource).
+    const fn stored_in(mut self, group: &'static str, resource: &'static str) -> Row {
+        self.stored_in = Some((group, resource));
+        self
+    }
 }
 
 const NS: bool = true;
 const CLUSTER: bool = false;
 
 const ROWS: &[Row] = &[
-    row("", "v1", "namespaces", "Namespace", CLUSTER).short(&["ns"]).status(),
+    row("", "v1", "namespaces", "Namespace", CLUSTER).short(&["ns"]).status().no_deletecollection(),
     row("", "v1", "pods", "Pod", NS).short(&["po"]).all().status(),
     row("", "v1", "services", "Service", NS).short(&["svc"]).all().status(),
     row("", "v1", "endpoints", "Endpoints", NS).short(&["ep"]),
@@ -97,7 +111,8 @@ const ROWS: &[Row] = &[
     row("batch", "v1", "jobs", "Job", NS).all().status().generation(),
     row("batch", "v1", "cronjobs", "CronJob", NS).short(&["cj"]).all().status().generation(),
     row("coordination.k8s.io", "v1", "leases", "Lease", NS),
-    row("events.k8s.io", "v1", "events", "Event", NS).short(&["ev"]),
+    // events.k8s.io Events are stored with core Events, as kube-apiserver does.
+    row("events.k8s.io", "v1", "events", "Event", NS).short(&["ev"]).stored_in("", "events"),
     row("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", NS),
     row("rbac.authorization.k8s.io", "v1", "roles", "Role", NS),
     row("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", NS),
@@ -144,15 +159,11 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             });
             let mut verbs: Vec<&'static str> =
                 vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
-            if r.resource == "namespaces" {
+            if !r.deletecollection {
                 verbs.retain(|v| *v != "deletecollection");
             }
-            // events.k8s.io Events are stored with core Events, as kube-apiserver does.
-            let id = if r.group == "events.k8s.io" {
-                ResourceId::new("", "events")
-            } else {
-                ResourceId::new(r.group, r.resource)
-            };
+            let (group, resource) = r.stored_in.unwrap_or((r.group, r.resource));
+            let id = ResourceId::new(group, resource);
             ResourceInfo {
                 id,
                 group: r.group.to_string(),

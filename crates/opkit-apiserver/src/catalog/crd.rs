@@ -22,6 +22,69 @@ fn strings(v: &Value) -> Vec<String> {
     v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
 }
 
+/// Compiles the `openAPIV3Schema` of version `i`, if it has one; errors carry their
+/// path in the CRD.
+fn compile_schema(i: usize, raw: &Value) -> Result<Option<Arc<CrdSchema>>, Vec<FieldError>> {
+    if !raw.is_object() {
+        return Ok(None);
+    }
+    match CrdSchema::new(raw) {
+        Ok(c) => Ok(Some(Arc::new(c))),
+        Err(errs) => Err(errs
+            .into_iter()
+            .map(|mut e| {
+                e.field = format!(
+                    "spec.versions[{i}].schema.openAPIV3Schema{}{}",
+                    if e.field.is_empty() { "" } else { "." },
+                    e.field
+                );
+                e
+            })
+            .collect()),
+    }
+}
+
+/// The scale subresource of a version, with kube's default paths.
+fn scale_info(sub: &Value) -> Option<ScaleInfo> {
+    sub["scale"].as_object().map(|sc| {
+        let path = |k: &str, default: &str| sc.get(k).and_then(Value::as_str).unwrap_or(default).to_string();
+        ScaleInfo {
+            spec_replicas_path: path("specReplicasPath", ".spec.replicas"),
+            status_replicas_path: path("statusReplicasPath", ".status.replicas"),
+            label_selector_path: sc.get("labelSelectorPath").and_then(Value::as_str).map(String::from),
+        }
+    })
+}
+
+/// One served version (`spec.versions[i]`) of a CRD.
+fn version_from_crd(i: usize, v: &Value) -> Result<VersionInfo, Vec<FieldError>> {
+    let raw = v["schema"]["openAPIV3Schema"].clone();
+    let schema = compile_schema(i, &raw)?;
+    let sub = &v["subresources"];
+    Ok(VersionInfo {
+        name: s(v, &["name"]),
+        served: v["served"].as_bool().unwrap_or(false),
+        storage: v["storage"].as_bool().unwrap_or(false),
+        status: sub["status"].is_object(),
+        scale: scale_info(sub),
+        schema,
+        raw_schema: raw.is_object().then_some(raw),
+        columns: v["additionalPrinterColumns"]
+            .as_array()
+            .map(|cols| cols.iter().filter_map(PrinterColumn::from_crd_json).collect())
+            .unwrap_or_default(),
+        selectable_fields: v["selectableFields"]
+            .as_array()
+            .map(|f| {
+                f.iter()
+                    .filter_map(|x| x["jsonPath"].as_str())
+                    .map(|p| (p.trim_start_matches('.').to_string(), p.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })
+}
+
 /// Builds the served resource of a (validated) CRD. Fails if a version's schema does not
 /// compile.
 pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
@@ -40,61 +103,10 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
     let mut versions = Vec::new();
     let mut errors = Vec::new();
     for (i, v) in spec["versions"].as_array().map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
-        let raw = v["schema"]["openAPIV3Schema"].clone();
-        let schema = if raw.is_object() {
-            match CrdSchema::new(&raw) {
-                Ok(c) => Some(Arc::new(c)),
-                Err(errs) => {
-                    errors.extend(errs.into_iter().map(|mut e| {
-                        e.field = format!(
-                            "spec.versions[{i}].schema.openAPIV3Schema{}{}",
-                            if e.field.is_empty() { "" } else { "." },
-                            e.field
-                        );
-                        e
-                    }));
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let sub = &v["subresources"];
-        let scale = sub["scale"].as_object().map(|sc| ScaleInfo {
-            spec_replicas_path: sc
-                .get("specReplicasPath")
-                .and_then(Value::as_str)
-                .unwrap_or(".spec.replicas")
-                .to_string(),
-            status_replicas_path: sc
-                .get("statusReplicasPath")
-                .and_then(Value::as_str)
-                .unwrap_or(".status.replicas")
-                .to_string(),
-            label_selector_path: sc.get("labelSelectorPath").and_then(Value::as_str).map(String::from),
-        });
-        versions.push(VersionInfo {
-            name: s(v, &["name"]),
-            served: v["served"].as_bool().unwrap_or(false),
-            storage: v["storage"].as_bool().unwrap_or(false),
-            status: sub["status"].is_object(),
-            scale,
-            schema,
-            raw_schema: raw.is_object().then_some(raw),
-            columns: v["additionalPrinterColumns"]
-                .as_array()
-                .map(|cols| cols.iter().filter_map(PrinterColumn::from_crd_json).collect())
-                .unwrap_or_default(),
-            selectable_fields: v["selectableFields"]
-                .as_array()
-                .map(|f| {
-                    f.iter()
-                        .filter_map(|x| x["jsonPath"].as_str())
-                        .map(|p| (p.trim_start_matches('.').to_string(), p.to_string()))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        });
+        match version_from_crd(i, v) {
+            Ok(version) => versions.push(version),
+            Err(errs) => errors.extend(errs),
+        }
     }
     if !errors.is_empty() {
         return Err(errors);

@@ -88,8 +88,8 @@ pub fn resource_list(cat: &CatalogSnapshot, group: &str, version: &str) -> Optio
         if v.scale.is_some() {
             out.push(json!({"name": format!("{}/scale", r.resource), "singularName": "", "namespaced": r.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
         }
-        if r.group.is_empty() && r.resource == "namespaces" {
-            out.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
+        if crate::kinds::strategy_for(r).has_finalize() {
+            out.push(json!({"name": format!("{}/finalize", r.resource), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["update"]}));
         }
     }
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };

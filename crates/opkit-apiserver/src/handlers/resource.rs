@@ -17,7 +17,7 @@ use crate::registry::{
     FieldValidation, ListOptions, PatchType, ScaleChange, Subresource, Target, WatchOptions, WriteOptions,
 };
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::table::{self, IncludeObject};
+use crate::table::{self, Columns, IncludeObject, TableContext};
 
 /// A parsed request, ready for the registry.
 pub struct Call<'a> {
@@ -64,6 +64,22 @@ fn list_options(q: &HashMap<String, String>) -> ApiResult<ListOptions> {
         continue_token: q.get("continue").filter(|s| !s.is_empty()).cloned(),
         resource_version: q.get("resourceVersion").cloned(),
         resource_version_match: q.get("resourceVersionMatch").cloned(),
+    })
+}
+
+fn watch_options(q: &HashMap<String, String>) -> ApiResult<WatchOptions> {
+    let list = list_options(q)?;
+    let timeout = match q.get("timeoutSeconds").filter(|s| !s.is_empty()) {
+        Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("timeoutSeconds: Invalid value: {s:?}: must be a non-negative integer"))
+        })?)),
+        None => None,
+    };
+    Ok(WatchOptions {
+        list,
+        bookmarks: flag(q, "allowWatchBookmarks"),
+        send_initial_events: q.get("sendInitialEvents").map(|v| v == "true"),
+        timeout,
     })
 }
 
@@ -119,7 +135,7 @@ impl Call<'_> {
         if !info.namespaced && self.req.namespace.is_some() {
             return Err(ApiError::no_route());
         }
-        Ok(Target { info, version: self.req.version.clone(), namespace: self.req.namespace.clone() })
+        Ok(Target::new(info, self.req.version.clone(), self.req.namespace.clone()))
     }
 
     fn delete_options(&self) -> ApiResult<Value> {
@@ -142,141 +158,143 @@ impl Call<'_> {
         Ok(opts)
     }
 
-    /// Runs the request.
+    /// Runs the request: resolves the target, checks the route, then performs the verb.
     pub async fn run(self) -> ApiResult<Response<Body>> {
         let target = self.target()?;
         let output = codec::negotiate(&self.headers)?;
-        let registry = &self.state.registry;
+        self.check_route(&target)?;
         let sub = self.req.subresource.as_deref();
-        let name = self.req.name.clone();
         let has = |verb: &str| target.info.verbs.contains(&verb);
+        match (&self.method, self.req.name.as_deref()) {
+            (&Method::GET, None) if flag(&self.query, "watch") => self.watch(target, output).await,
+            (&Method::GET, None) => self.list(&target, output).await,
+            (&Method::GET, Some(n)) => self.get(&target, n, output).await,
+            (&Method::POST, None) if has("create") => self.create(&target, output).await,
+            (&Method::PUT, Some(n)) if has("update") => self.update(&target, n, output).await,
+            (&Method::PATCH, Some(n)) if has("patch") => self.patch(&target, n, output).await,
+            (&Method::DELETE, Some(n)) if has("delete") && sub.is_none() => self.delete(&target, n, output).await,
+            (&Method::DELETE, None) if has("deletecollection") => self.delete_collection(&target, output).await,
+            (m, _) => Err(ApiError::method_not_supported(&target.info.group, &target.info.resource, &verb_name(m))),
+        }
+    }
+
+    /// Refuses subresources the resource does not have (or without a name), and writes
+    /// to a namespaced object without its namespace.
+    fn check_route(&self, target: &Target) -> ApiResult<()> {
         let version = target.version_info()?;
-        if let Some(s) = sub {
+        if let Some(s) = self.req.subresource.as_deref() {
             let ok = match s {
                 "status" => version.status,
                 "scale" => version.scale.is_some(),
-                "finalize" => target.info.group.is_empty() && target.info.resource == "namespaces",
+                "finalize" => target.strategy.has_finalize(),
                 _ => false,
             };
-            if !ok || name.is_none() {
+            if !ok || self.req.name.is_none() {
                 return Err(ApiError::no_route());
             }
         }
         if target.info.namespaced
             && self.req.namespace.is_none()
             && !matches!(self.method, Method::GET)
-            && name.is_some()
+            && self.req.name.is_some()
         {
             return Err(ApiError::no_route());
         }
-        match (&self.method, name) {
-            (&Method::GET, None) if flag(&self.query, "watch") => {
-                let opts = WatchOptions {
-                    list: list_options(&self.query)?,
-                    bookmarks: flag(&self.query, "allowWatchBookmarks"),
-                    send_initial_events: self.query.get("sendInitialEvents").map(|v| v == "true"),
-                    timeout: match self.query.get("timeoutSeconds").filter(|s| !s.is_empty()) {
-                        Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
-                            ApiError::bad_request(format!(
-                                "timeoutSeconds: Invalid value: {s:?}: must be a non-negative integer"
-                            ))
-                        })?)),
-                        None => None,
-                    },
-                };
-                let stream = registry.watch(&target, &opts).await?;
-                Ok(watch::respond_watch(stream, target, output, &self.headers))
-            }
-            (&Method::GET, None) if output == Output::Json && registry.serves_stored_bytes(&target) => {
-                let opts = list_options(&self.query)?;
-                let page = registry.list_raw(&target, &opts).await?;
-                Ok(codec::respond_bytes(raw_list(&target, page), "application/json"))
-            }
-            (&Method::GET, None) => {
-                let opts = list_options(&self.query)?;
-                let page = registry.list(&target, &opts).await?;
-                let rv = page.rev.to_string();
-                if output == Output::Table {
-                    let v = target.version_info()?;
-                    let custom = (!target.info.builtin).then_some(v.columns.as_slice());
-                    let t = table::build_table(
-                        &target.info.group,
-                        &target.info.resource,
-                        &page.items,
-                        custom,
-                        include_object(&self.query),
-                        crate::registry::now_unix(),
-                        &rv,
-                        page.continue_token.as_deref(),
-                    );
-                    return Ok(codec::respond(200, &t, Output::Json, &[]));
-                }
-                let mut meta = json!({"resourceVersion": rv});
-                if let Some(c) = &page.continue_token {
-                    meta["continue"] = json!(c);
-                }
-                if let Some(r) = page.remaining {
-                    meta["remainingItemCount"] = json!(r);
-                }
-                let list = json!({"kind": target.info.list_kind, "apiVersion": target.api_version(), "metadata": meta, "items": page.items});
-                Ok(codec::respond(200, &list, output, &[]))
-            }
-            (&Method::GET, Some(n)) => {
-                let obj = match sub {
-                    Some("scale") => registry.get_scale(&target, &n).await?,
-                    _ => registry.get(&target, &n).await?,
-                };
-                self.respond_object(&target, 200, obj, output, &[])
-            }
-            (&Method::POST, None) if has("create") => {
-                let opts = write_options(&self.query, &self.headers, &self.user)?;
-                let body = codec::decode_object(&self.headers, &self.body)?;
-                let out = registry.create(&target, body, &opts).await?;
-                self.respond_object(&target, out.code, out.object, output, &out.warnings)
-            }
-            (&Method::PUT, Some(n)) if has("update") => {
-                let opts = write_options(&self.query, &self.headers, &self.user)?;
-                let body = codec::decode_object(&self.headers, &self.body)?;
-                let out = match sub {
-                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Replace(body), &opts).await?,
-                    Some("status") => registry.update(&target, &n, body, Subresource::Status, &opts).await?,
-                    Some("finalize") => {
-                        let mut cur = registry.get(&target, &n).await?;
-                        cur["spec"]["finalizers"] = body["spec"]["finalizers"].clone();
-                        if let Some(rv) = body["metadata"]["resourceVersion"].as_str() {
-                            cur["metadata"]["resourceVersion"] = json!(rv);
-                        }
-                        registry.update(&target, &n, cur, Subresource::Main, &opts).await?
-                    }
-                    _ => registry.update(&target, &n, body, Subresource::Main, &opts).await?,
-                };
-                self.respond_object(&target, out.code, out.object, output, &out.warnings)
-            }
-            (&Method::PATCH, Some(n)) if has("patch") => {
-                let kind = codec::patch_type(&self.headers)?;
-                let opts = write_options_for(&self.query, &self.headers, &self.user, kind == PatchType::Apply)?;
-                let patch = codec::decode_patch(kind, &self.body)?;
-                let out = match sub {
-                    Some("scale") => registry.update_scale(&target, &n, ScaleChange::Patch(kind, patch), &opts).await?,
-                    Some("status") => registry.patch(&target, &n, kind, patch, Subresource::Status, &opts).await?,
-                    _ => registry.patch(&target, &n, kind, patch, Subresource::Main, &opts).await?,
-                };
-                self.respond_object(&target, out.code, out.object, output, &out.warnings)
-            }
-            (&Method::DELETE, Some(n)) if has("delete") && sub.is_none() => {
-                let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
-                let out = registry.delete(&target, &n, &self.delete_options()?, dry).await?;
-                self.respond_object(&target, out.code, out.object, output, &[])
-            }
-            (&Method::DELETE, None) if has("deletecollection") => {
-                let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
-                let list = registry
-                    .delete_collection(&target, &list_options(&self.query)?, &self.delete_options()?, dry)
-                    .await?;
-                Ok(codec::respond(200, &list, output, &[]))
-            }
-            (m, _) => Err(ApiError::method_not_supported(&target.info.group, &target.info.resource, &verb_name(m))),
+        Ok(())
+    }
+
+    async fn watch(&self, target: Target, output: Output) -> ApiResult<Response<Body>> {
+        let opts = watch_options(&self.query)?;
+        let stream = self.state.registry.watch(&target, &opts).await?;
+        Ok(watch::respond_watch(stream, target, output, &self.headers))
+    }
+
+    async fn list(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {
+        let registry = &self.state.registry;
+        let opts = list_options(&self.query)?;
+        if output == Output::Json && registry.serves_stored_bytes(target) {
+            let page = registry.list_raw(target, &opts).await?;
+            return Ok(codec::respond_bytes(raw_list(target, page), "application/json"));
         }
+        let page = registry.list(target, &opts).await?;
+        let rv = page.rev.to_string();
+        if output == Output::Table {
+            let ctx = TableContext {
+                include: include_object(&self.query),
+                now_unix_secs: crate::registry::now_unix(),
+                resource_version: &rv,
+                continue_token: page.continue_token.as_deref(),
+            };
+            let t = table::render(table_columns(target), &page.items, &ctx);
+            return Ok(codec::respond(200, &t, Output::Json, &[]));
+        }
+        let mut meta = json!({"resourceVersion": rv});
+        if let Some(c) = &page.continue_token {
+            meta["continue"] = json!(c);
+        }
+        if let Some(r) = page.remaining {
+            meta["remainingItemCount"] = json!(r);
+        }
+        let list = json!({"kind": target.info.list_kind, "apiVersion": target.api_version(), "metadata": meta, "items": page.items});
+        Ok(codec::respond(200, &list, output, &[]))
+    }
+
+    async fn get(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
+        let registry = &self.state.registry;
+        let obj = match self.req.subresource.as_deref() {
+            Some("scale") => registry.get_scale(target, name).await?,
+            _ => registry.get(target, name).await?,
+        };
+        self.respond_object(target, 200, obj, output, &[])
+    }
+
+    async fn create(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {
+        let opts = write_options(&self.query, &self.headers, &self.user)?;
+        let body = codec::decode_object(&self.headers, &self.body)?;
+        let out = self.state.registry.create(target, body, &opts).await?;
+        self.respond_object(target, out.code, out.object, output, &out.warnings)
+    }
+
+    async fn update(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
+        let registry = &self.state.registry;
+        let opts = write_options(&self.query, &self.headers, &self.user)?;
+        let body = codec::decode_object(&self.headers, &self.body)?;
+        let out = match self.req.subresource.as_deref() {
+            Some("scale") => registry.update_scale(target, name, ScaleChange::Replace(body), &opts).await?,
+            Some("status") => registry.update(target, name, body, Subresource::Status, &opts).await?,
+            Some("finalize") => registry.finalize(target, name, &body, &opts).await?,
+            _ => registry.update(target, name, body, Subresource::Main, &opts).await?,
+        };
+        self.respond_object(target, out.code, out.object, output, &out.warnings)
+    }
+
+    async fn patch(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
+        let registry = &self.state.registry;
+        let kind = codec::patch_type(&self.headers)?;
+        let opts = write_options_for(&self.query, &self.headers, &self.user, kind == PatchType::Apply)?;
+        let patch = codec::decode_patch(kind, &self.body)?;
+        let out = match self.req.subresource.as_deref() {
+            Some("scale") => registry.update_scale(target, name, ScaleChange::Patch(kind, patch), &opts).await?,
+            Some("status") => registry.patch(target, name, kind, patch, Subresource::Status, &opts).await?,
+            _ => registry.patch(target, name, kind, patch, Subresource::Main, &opts).await?,
+        };
+        self.respond_object(target, out.code, out.object, output, &out.warnings)
+    }
+
+    async fn delete(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
+        let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
+        let out = self.state.registry.delete(target, name, &self.delete_options()?, dry).await?;
+        self.respond_object(target, out.code, out.object, output, &[])
+    }
+
+    async fn delete_collection(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {
+        let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
+        let list = self
+            .state
+            .registry
+            .delete_collection(target, &list_options(&self.query)?, &self.delete_options()?, dry)
+            .await?;
+        Ok(codec::respond(200, &list, output, &[]))
     }
 
     fn respond_object(
@@ -288,19 +306,13 @@ impl Call<'_> {
         warnings: &[String],
     ) -> ApiResult<Response<Body>> {
         if output == Output::Table && obj["kind"] != "Scale" {
-            let v = target.version_info()?;
-            let custom = (!target.info.builtin).then_some(v.columns.as_slice());
-            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
-            let t = table::build_table(
-                &target.info.group,
-                &target.info.resource,
-                std::slice::from_ref(&obj),
-                custom,
-                include_object(&self.query),
-                crate::registry::now_unix(),
-                &rv,
-                None,
-            );
+            let ctx = TableContext {
+                include: include_object(&self.query),
+                now_unix_secs: crate::registry::now_unix(),
+                resource_version: obj["metadata"]["resourceVersion"].as_str().unwrap_or_default(),
+                continue_token: None,
+            };
+            let t = table::render(table_columns(target), std::slice::from_ref(&obj), &ctx);
             return Ok(codec::respond(code, &t, Output::Json, warnings));
         }
         Ok(codec::respond(code, &obj, if output == Output::Table { Output::Json } else { output }, warnings))
@@ -331,6 +343,18 @@ fn raw_list(target: &Target, page: crate::registry::RawListResult) -> Bytes {
     }
     out.extend_from_slice(b"]}");
     out.freeze()
+}
+
+/// The Table columns of `target`: a custom resource's printer columns, the built-in
+/// printer its strategy names, or kube's default table.
+pub(super) fn table_columns(target: &Target) -> Columns<'_> {
+    if !target.info.builtin {
+        return Columns::Custom(target.version_info().map(|v| v.columns.as_slice()).unwrap_or_default());
+    }
+    match target.strategy.table() {
+        Some(printer) => Columns::Builtin(printer),
+        None => Columns::Default,
+    }
 }
 
 /// `includeObject` for tables.

@@ -9,7 +9,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::codec::{self, Body, Output};
 use crate::registry::{Target, WatchEvent, WatchPayload, WatchStream, now_unix};
-use crate::table::{self, IncludeObject};
+use crate::table::{self, IncludeObject, TableContext};
 
 fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
     let mut buf = BytesMut::with_capacity(256);
@@ -25,19 +25,13 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
                 WatchPayload::Raw(b) => serde_json::from_slice(b).unwrap_or_default(),
                 WatchPayload::Json(v) => v.clone(),
             };
-            let v = target.version_info().ok();
-            let custom = (!target.info.builtin).then(|| v.map(|v| v.columns.as_slice()).unwrap_or_default());
-            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
-            let t = table::build_table(
-                &target.info.group,
-                &target.info.resource,
-                std::slice::from_ref(&obj),
-                custom,
-                IncludeObject::Metadata,
-                now_unix(),
-                &rv,
-                None,
-            );
+            let ctx = TableContext {
+                include: IncludeObject::Metadata,
+                now_unix_secs: now_unix(),
+                resource_version: obj["metadata"]["resourceVersion"].as_str().unwrap_or_default(),
+                continue_token: None,
+            };
+            let t = table::render(super::resource::table_columns(target), std::slice::from_ref(&obj), &ctx);
             buf.put_slice(&serde_json::to_vec(&t).unwrap_or_default());
         }
     }

@@ -24,8 +24,6 @@ mod wire;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_special;
 
 use serde_json::{Map, Value};
 

@@ -1,176 +1,198 @@
-//! Deletion: preconditions, propagation policies (their finalizers), graceful pod and
-//! namespace termination, finalizers holding deletion, and deletecollection.
+//! Deletion: preconditions, propagation policies (their finalizers), graceful and staged
+//! deletion as the kind's strategy says (pods, namespaces), finalizers holding deletion,
+//! and deletecollection.
 
 use serde_json::{Value, json};
 
+use super::commit::serialize_with_rev;
 use super::meta::{finalizers, meta_mut, now_rfc3339};
 use super::read::ListOptions;
-use super::write::serialize_with_rev;
 use super::{Outcome, Registry, Target, at_version, parse_stored};
 use crate::error::{ApiError, ApiResult};
-use crate::storage::Write;
+use crate::storage::{Revision, Write};
 
 /// Finalizer that makes the garbage collector delete dependents first.
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 /// Finalizer that makes the garbage collector orphan dependents.
 pub const ORPHAN_FINALIZER: &str = "orphan";
 
+/// `propagationPolicy` of `DeleteOptions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Propagation {
+    Orphan,
+    Background,
+    Foreground,
+}
+
+/// What a delete does to the stored object.
+enum Deletion {
+    /// Remove it now.
+    Remove,
+    /// Store it marked for deletion (terminating).
+    Mark(Value),
+    /// It is already marked as it would be: nothing to write.
+    Unchanged,
+}
+
+/// The propagation policy of `options` (`orphanDependents` is the deprecated form).
+fn propagation(options: &Value) -> ApiResult<Option<Propagation>> {
+    match options["propagationPolicy"].as_str() {
+        Some("Orphan") => Ok(Some(Propagation::Orphan)),
+        Some("Background") => Ok(Some(Propagation::Background)),
+        Some("Foreground") => Ok(Some(Propagation::Foreground)),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+        ))),
+        None => Ok((options["orphanDependents"].as_bool() == Some(true)).then_some(Propagation::Orphan)),
+    }
+}
+
+/// Refuses the delete when the uid or resourceVersion preconditions do not hold.
+fn check_preconditions(target: &Target, name: &str, old: &Value, rev: Revision, pre: &Value) -> ApiResult<()> {
+    let info = &target.info;
+    if let Some(uid) = pre["uid"].as_str()
+        && old["metadata"]["uid"].as_str() != Some(uid)
+    {
+        return Err(ApiError::conflict_msg(
+            &info.group,
+            &info.resource,
+            name,
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                info.resource,
+                old["metadata"]["uid"].as_str().unwrap_or_default()
+            ),
+            Vec::new(),
+        ));
+    }
+    if let Some(rv) = pre["resourceVersion"].as_str()
+        && rv != rev.to_string()
+    {
+        return Err(ApiError::conflict_msg(
+            &info.group,
+            &info.resource,
+            name,
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                info.resource, rev
+            ),
+            Vec::new(),
+        ));
+    }
+    Ok(())
+}
+
+/// The finalizers a deleted object carries under `policy`.
+fn finalizers_for(old: &Value, policy: Option<Propagation>) -> Vec<String> {
+    let mut fins = finalizers(old);
+    match policy {
+        Some(Propagation::Orphan) if !fins.iter().any(|f| f == ORPHAN_FINALIZER) => fins.push(ORPHAN_FINALIZER.into()),
+        Some(Propagation::Foreground) if !fins.iter().any(|f| f == FOREGROUND_FINALIZER) => {
+            fins.push(FOREGROUND_FINALIZER.into())
+        }
+        _ => {}
+    }
+    if policy == Some(Propagation::Background) {
+        fins.retain(|f| f != ORPHAN_FINALIZER);
+    }
+    fins
+}
+
+/// Decides what a delete does: remove at once, or mark terminating (with a deletion
+/// timestamp, grace period and finalizers) when finalizers, a grace period or the
+/// kind's staged deletion hold the object.
+fn plan(target: &Target, old: &Value, options: &Value, policy: Option<Propagation>) -> Deletion {
+    let fins = finalizers_for(old, policy);
+    let graceful = target.strategy.grace_period(old, options);
+    if fins.is_empty() && graceful.is_none() && !target.strategy.staged_deletion() {
+        return Deletion::Remove;
+    }
+    let deleting = old["metadata"]["deletionTimestamp"].is_string();
+    let mut new = old.clone();
+    let m = meta_mut(&mut new);
+    if !deleting {
+        // As kube-apiserver: the time by which the object should be gone.
+        let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(graceful.unwrap_or(0));
+        m.insert("deletionTimestamp".into(), json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()));
+        m.insert("deletionGracePeriodSeconds".into(), json!(graceful.unwrap_or(0)));
+        if let Some(g) = m.get("generation").and_then(Value::as_i64)
+            && target.info.generation
+        {
+            m.insert("generation".into(), json!(g + 1));
+        }
+    }
+    if deleting && graceful.is_none() && m.contains_key("deletionGracePeriodSeconds") {
+        // A later delete may shorten the grace period, down to 0.
+        m.insert("deletionGracePeriodSeconds".into(), json!(0));
+    } else if let (true, Some(g)) = (deleting, graceful) {
+        m.insert("deletionGracePeriodSeconds".into(), json!(g));
+    }
+    if fins.is_empty() {
+        m.remove("finalizers");
+    } else {
+        m.insert("finalizers".into(), json!(fins));
+    }
+    target.strategy.mark_terminating(&mut new);
+    if !deleting || new != *old { Deletion::Mark(new) } else { Deletion::Unchanged }
+}
+
 impl Registry {
     /// Deletes an object, honouring `DeleteOptions` (`options` may be null).
     pub async fn delete(&self, target: &Target, name: &str, options: &Value, dry_run: bool) -> ApiResult<Outcome> {
-        let info = target.info.clone();
-        let policy = match options["propagationPolicy"].as_str() {
-            Some(p @ ("Orphan" | "Background" | "Foreground")) => Some(p),
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
-                )));
-            }
-            None => match options["orphanDependents"].as_bool() {
-                Some(true) => Some("Orphan"),
-                _ => None,
-            },
-        };
+        let policy = propagation(options)?;
         loop {
             let (old, entry) = self.current(target, name).await?;
-            let pre = &options["preconditions"];
-            if let Some(uid) = pre["uid"].as_str()
-                && old["metadata"]["uid"].as_str() != Some(uid)
-            {
-                return Err(ApiError::conflict_msg(
-                    &info.group,
-                    &info.resource,
-                    name,
-                    format!(
-                        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        info.resource,
-                        old["metadata"]["uid"].as_str().unwrap_or_default()
-                    ),
-                    Vec::new(),
-                ));
-            }
-            if let Some(rv) = pre["resourceVersion"].as_str()
-                && rv != entry.rev.to_string()
-            {
-                return Err(ApiError::conflict_msg(
-                    &info.group,
-                    &info.resource,
-                    name,
-                    format!(
-                        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                        info.resource, entry.rev
-                    ),
-                    Vec::new(),
-                ));
-            }
-            let mut new = old.clone();
-            let mut fins = finalizers(&old);
-            match policy {
-                Some("Orphan") if !fins.iter().any(|f| f == ORPHAN_FINALIZER) => fins.push(ORPHAN_FINALIZER.into()),
-                Some("Foreground") if !fins.iter().any(|f| f == FOREGROUND_FINALIZER) => {
-                    fins.push(FOREGROUND_FINALIZER.into())
+            check_preconditions(target, name, &old, entry.rev, &options["preconditions"])?;
+            let (remove, obj) = match plan(target, &old, options, policy) {
+                Deletion::Remove if dry_run => {
+                    return Ok(Outcome { object: at_version(old, target), code: 200, warnings: vec![] });
                 }
-                _ => {}
-            }
-            if policy == Some("Background") || policy == Some("Foreground") {
-                fins.retain(|f| f != ORPHAN_FINALIZER || policy != Some("Background"));
-            }
-            let graceful = self.graceful_seconds(target, &old, options);
-            let deleting = old["metadata"]["deletionTimestamp"].is_string();
-            let namespace = info.group.is_empty() && info.resource == "namespaces";
-            let immediate = fins.is_empty() && graceful.is_none() && !namespace;
-            let write = if immediate {
-                None
-            } else {
-                let m = meta_mut(&mut new);
-                if !deleting {
-                    // As kube-apiserver: the time by which the object should be gone.
-                    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(graceful.unwrap_or(0));
-                    m.insert("deletionTimestamp".into(), json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()));
-                    m.insert("deletionGracePeriodSeconds".into(), json!(graceful.unwrap_or(0)));
-                    if let Some(g) = m.get("generation").and_then(Value::as_i64)
-                        && info.generation
-                    {
-                        m.insert("generation".into(), json!(g + 1));
-                    }
+                Deletion::Unchanged => {
+                    return Ok(Outcome { object: at_version(old, target), code: 202, warnings: vec![] });
                 }
-                if deleting && graceful.is_none() && m.contains_key("deletionGracePeriodSeconds") {
-                    // A later delete may shorten the grace period, down to 0.
-                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
-                } else if let (true, Some(g)) = (deleting, graceful) {
-                    m.insert("deletionGracePeriodSeconds".into(), json!(g));
+                Deletion::Mark(new) if dry_run => {
+                    return Ok(Outcome { object: at_version(new, target), code: 202, warnings: vec![] });
                 }
-                m.insert("finalizers".into(), json!(fins));
-                if fins.is_empty() {
-                    m.remove("finalizers");
-                }
-                if namespace {
-                    new["status"] = json!({"phase": "Terminating"});
-                }
-                if !deleting || new != old { Some(new.clone()) } else { None }
+                Deletion::Remove => (true, old.clone()),
+                Deletion::Mark(new) => (false, new),
             };
-            if immediate && dry_run {
-                return Ok(Outcome { object: at_version(old, target), code: 200, warnings: vec![] });
+            let Some(stored) = self.write_deletion(target, name, entry.rev, obj, remove).await? else {
+                continue;
+            };
+            if remove {
+                target.strategy.after_remove(self, &stored);
+                return Ok(Outcome { object: at_version(stored, target), code: 200, warnings: vec![] });
             }
-            if !immediate && write.is_none() {
-                return Ok(Outcome { object: at_version(old, target), code: 202, warnings: vec![] });
+            if let Some(after) = target.strategy.before_commit(&mut stored.clone(), Some(&old), &now_rfc3339())? {
+                after(self, &stored);
             }
-            if dry_run {
-                return Ok(Outcome { object: at_version(new, target), code: 202, warnings: vec![] });
-            }
-            let rev0 = entry.rev;
-            let mut final_obj = if immediate { old.clone() } else { new.clone() };
-            let result = self
-                .store
-                .write(&info.id, &target.key(name), |cur, rev| match cur {
-                    Some(c) if c.rev == rev0 => {
-                        let b = serialize_with_rev(&mut final_obj, rev);
-                        Ok(if immediate { Write::Delete(b) } else { Write::Put(b) })
-                    }
-                    _ => Err(()),
-                })
-                .await?;
-            match result {
-                Ok(w) => {
-                    let stored = parse_stored(&w.value)?;
-                    if immediate {
-                        self.after_remove(target, &stored);
-                        return Ok(Outcome { object: at_version(stored, target), code: 200, warnings: vec![] });
-                    }
-                    let hook = self.before_commit(target, &mut stored.clone(), Some(&old), &now_rfc3339())?;
-                    self.after_commit(target, hook, &stored);
-                    return Ok(Outcome { object: at_version(stored, target), code: 202, warnings: vec![] });
-                }
-                Err(()) => continue,
-            }
+            return Ok(Outcome { object: at_version(stored, target), code: 202, warnings: vec![] });
         }
     }
 
-    /// The grace period of a graceful deletion, or None to delete at once. Only pods
-    /// bound to a node terminate gracefully (their kubelet confirms with a 0-second delete).
-    fn graceful_seconds(&self, target: &Target, obj: &Value, options: &Value) -> Option<i64> {
-        if !(target.info.group.is_empty() && target.info.resource == "pods") {
-            return None;
+    /// Removes the object, or stores it marked, if it is still at `rev`; None if it changed.
+    async fn write_deletion(
+        &self,
+        target: &Target,
+        name: &str,
+        rev0: Revision,
+        mut obj: Value,
+        remove: bool,
+    ) -> ApiResult<Option<Value>> {
+        let result = self
+            .store
+            .write(&target.info.id, &target.key(name), |cur, rev| match cur {
+                Some(c) if c.rev == rev0 => {
+                    let b = serialize_with_rev(&mut obj, rev);
+                    Ok(if remove { Write::Delete(b) } else { Write::Put(b) })
+                }
+                _ => Err(()),
+            })
+            .await?;
+        match result {
+            Ok(w) => Ok(Some(parse_stored(&w.value)?)),
+            Err(()) => Ok(None),
         }
-        if obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
-            return None;
-        }
-        let phase = obj["status"]["phase"].as_str().unwrap_or_default();
-        if phase == "Succeeded" || phase == "Failed" {
-            return None;
-        }
-        let grace = options["gracePeriodSeconds"]
-            .as_i64()
-            .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
-            .unwrap_or(30);
-        if grace <= 0 {
-            return None;
-        }
-        if obj["metadata"]["deletionTimestamp"].is_string() {
-            let current = obj["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(grace);
-            return Some(current.min(grace));
-        }
-        Some(grace)
     }
 
     /// Deletes every object matching `list`; returns the list of deleted objects.

@@ -1,17 +1,21 @@
 //! The registry: what each API verb means for stored objects, independent of HTTP.
 //! Handlers call it with parsed requests; it validates, applies Kubernetes' object
 //! semantics (metadata, generation, status subresource, finalizers, field management)
-//! and reads and writes the [`Store`].
+//! and reads and writes the [`Store`]. It never names a kind: what differs from kind to
+//! kind comes from the strategy each [`Target`] carries (the crate-private `kinds` module).
+//!
+//! One file per verb or step: `create`, `update` (update, patch, finalize), `commit`
+//! (the shared update step), `delete`, `read` (get, list, watch), `scale`, `validate`
+//! (admission).
 
-mod convert;
-mod crd_lifecycle;
-mod defaults;
+mod commit;
+mod create;
 mod delete;
-mod meta;
+pub(crate) mod meta;
 mod read;
 mod scale;
+mod update;
 mod validate;
-mod write;
 
 use std::sync::Arc;
 
@@ -21,6 +25,7 @@ use serde_json::Value;
 use crate::auth::UserInfo;
 use crate::catalog::{Catalog, ResourceInfo, VersionInfo};
 use crate::error::{ApiError, ApiResult};
+use crate::kinds::{self, Strategy};
 use crate::storage::{ObjectName, Store};
 
 pub use meta::{now_rfc3339, now_unix};
@@ -88,9 +93,16 @@ pub struct Target {
     pub version: String,
     /// The namespace, for namespaced resources (None for all namespaces / cluster scope).
     pub namespace: Option<String>,
+    /// The resource's per-kind behaviour, looked up once per request.
+    pub(crate) strategy: &'static dyn Strategy,
 }
 
 impl Target {
+    /// A request for `version` of `info` in `namespace`.
+    pub fn new(info: Arc<ResourceInfo>, version: String, namespace: Option<String>) -> Target {
+        let strategy = kinds::strategy_for(&info);
+        Target { info, version, namespace, strategy }
+    }
     /// The version's details.
     pub fn version_info(&self) -> ApiResult<&VersionInfo> {
         self.info.version(&self.version).ok_or_else(ApiError::no_route)
@@ -159,28 +171,12 @@ impl Registry {
 
     /// Re-serves every CRD found in storage (after a restart).
     pub async fn restore_crds(&self) -> ApiResult<()> {
-        self.restore().await
+        kinds::crds::restore(self).await
     }
 
     /// Creates the namespaces every cluster starts with.
     pub async fn bootstrap(&self) -> ApiResult<()> {
-        let Some(info) = self.catalog.snapshot().lookup("", "v1", "namespaces") else {
-            return Ok(());
-        };
-        let target = Target { info, version: "v1".into(), namespace: None };
-        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            if self.store.get(&target.info.id, &target.key(ns)).await?.is_some() {
-                continue;
-            }
-            let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
-            match self.create(&target, body, &opts).await {
-                Ok(_) => {}
-                Err(e) if e.code == 409 => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        kinds::namespaces::bootstrap(self).await
     }
 }
 
@@ -191,7 +187,7 @@ pub(crate) fn parse_stored(b: &Bytes) -> ApiResult<Value> {
 
 /// Rewrites `apiVersion` to the requested version (CRD conversion strategy None).
 pub(crate) fn at_version(mut obj: Value, target: &Target) -> Value {
-    convert::from_storage(target, &mut obj);
+    target.strategy.convert_from_storage(&mut obj);
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(target.api_version()));
     }

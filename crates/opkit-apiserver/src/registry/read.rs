@@ -165,7 +165,7 @@ impl Registry {
     /// Whether stored objects of `target` can be returned byte for byte (no apiVersion
     /// rewrite or field conversion needed).
     pub fn serves_stored_bytes(&self, target: &Target) -> bool {
-        target.version == target.info.storage_version() && !super::convert::needs_conversion(target)
+        target.version == target.info.storage_version() && !target.strategy.converts_storage()
     }
 
     /// Lists objects as stored bytes. They are in the requested version's form only when
@@ -281,7 +281,7 @@ impl Registry {
             target: target.clone(),
             parse: needs_parse(&opts.list)
                 || target.version != target.info.storage_version()
-                || super::convert::needs_conversion(target),
+                || target.strategy.converts_storage(),
             filter: Box::new(matcher(target, &opts.list)),
             queue,
             sub,

@@ -121,8 +121,8 @@ impl Registry {
                     o.object = self.to_scale(target, &o.object, &s);
                     return Ok(o);
                 }
-                Err(super::write::CommitError::Retry) => continue,
-                Err(super::write::CommitError::Api(e)) => return Err(e),
+                Err(super::commit::CommitError::Retry) => continue,
+                Err(super::commit::CommitError::Api(e)) => return Err(e),
             }
         }
     }

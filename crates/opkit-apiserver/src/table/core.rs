@@ -1,207 +1,130 @@
-//! Table printers for core/v1 (and events.k8s.io) resources: services, endpoints,
-//! namespaces, nodes, configmaps, secrets, serviceaccounts, events,
-//! persistentvolumes and persistentvolumeclaims.
+//! Table printers for core/v1 resources: services, endpoints, namespaces, nodes,
+//! configmaps, secrets and serviceaccounts (events: [`super::events`]; volumes:
+//! [`super::storage`]).
 
 use serde_json::Value;
 
-use super::RowFn;
 use super::util::{
-    Col, DESC_NAME, access_modes, age, age_col, arr, at, col, format_labels, i, int, lb_ingress, name, name_col, obj,
-    or_none, s, st, wide,
+    age, age_col, arr, at, col, format_labels, i, int, lb_ingress, name, name_col, obj, or_none, s, st, wide,
 };
+use super::{Printer, RowFn};
 
-/// The printer for a core resource, if this module has one.
-pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> {
-    Some(match (group, resource) {
-        ("", "services") => (
-            vec![
-                name_col(),
-                col("Type", "string", "type determines how the Service is exposed. Defaults to ClusterIP."),
-                col(
-                    "Cluster-IP",
-                    "string",
-                    "clusterIP is the IP address of the service and is usually assigned randomly.",
-                ),
-                col(
-                    "External-IP",
-                    "string",
-                    "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
-                ),
-                col("Port(s)", "string", "The list of ports that are exposed by this service."),
-                age_col(),
-                wide(
-                    "Selector",
-                    "string",
-                    "Route service traffic to pods with label keys and values matching this selector.",
-                ),
-            ],
-            service_row as RowFn,
-        ),
-        ("", "endpoints") => (
-            vec![
-                name_col(),
-                col("Endpoints", "string", "The set of all endpoints is the union of all subsets."),
-                age_col(),
-            ],
-            endpoints_row,
-        ),
-        ("", "namespaces") => {
-            (vec![name_col(), col("Status", "string", "The status of the namespace"), age_col()], |o, now| {
-                vec![name(o), st(s(o, "status.phase")), age(o, now)]
-            })
-        }
-        ("", "nodes") => (
-            vec![
-                name_col(),
-                col("Status", "string", "The status of the node"),
-                col("Roles", "string", "The roles of the node"),
-                age_col(),
-                col("Version", "string", "Kubelet Version reported by the node."),
-                wide("Internal-IP", "string", "List of addresses reachable to the node."),
-                wide("External-IP", "string", "List of addresses reachable to the node."),
-                wide(
-                    "OS-Image",
-                    "string",
-                    "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
-                ),
-                wide(
-                    "Kernel-Version",
-                    "string",
-                    "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
-                ),
-                wide(
-                    "Container-Runtime",
-                    "string",
-                    "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
-                ),
-            ],
-            node_row,
-        ),
-        ("", "configmaps") => {
-            (vec![name_col(), col("Data", "string", "Data contains the configuration data."), age_col()], |o, now| {
-                let n = obj(o, "data").map_or(0, |m| m.len()) + obj(o, "binaryData").map_or(0, |m| m.len());
-                vec![name(o), i(n as i64), age(o, now)]
-            })
-        }
-        ("", "secrets") => (
-            vec![
-                name_col(),
-                col("Type", "string", "Used to facilitate programmatic handling of secret data."),
-                col("Data", "string", "Data contains the secret data."),
-                age_col(),
-            ],
-            |o, now| {
-                let n = obj(o, "data").map_or(0, |m| m.len());
-                vec![name(o), st(s(o, "type")), i(n as i64), age(o, now)]
-            },
-        ),
-        ("", "serviceaccounts") => (
-            vec![
-                name_col(),
-                col(
-                    "Secrets",
-                    "string",
-                    "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
-                ),
-                age_col(),
-            ],
-            |o, now| vec![name(o), i(arr(o, "secrets").len() as i64), age(o, now)],
-        ),
-        ("", "events") | ("events.k8s.io", "events") => (
-            vec![
-                col("Last Seen", "string", "The time at which the most recent occurrence of this event was recorded."),
-                col("Type", "string", "Type of this event (Normal, Warning), new types could be added in the future"),
-                col(
-                    "Reason",
-                    "string",
-                    "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
-                ),
-                col("Object", "string", "The object that this event is about."),
-                wide(
-                    "Subobject",
-                    "string",
-                    "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement.",
-                ),
-                wide(
-                    "Source",
-                    "string",
-                    "The component reporting this event. Should be a short machine understandable string.",
-                ),
-                col("Message", "string", "A human-readable description of the status of this operation."),
-                wide(
-                    "First Seen",
-                    "string",
-                    "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
-                ),
-                wide("Count", "string", "The number of times this event has occurred."),
-                crate::table::util::Col { priority: 1, format: "name".into(), ..col("Name", "string", DESC_NAME) },
-            ],
-            if group.is_empty() { super::events::event_row } else { super::events::events_v1_row },
-        ),
-        ("", "persistentvolumeclaims") => (
-            vec![
-                name_col(),
-                col("Status", "string", "phase represents the current phase of PersistentVolumeClaim."),
-                col(
-                    "Volume",
-                    "string",
-                    "volumeName is the binding reference to the PersistentVolume backing this claim.",
-                ),
-                col("Capacity", "string", "capacity represents the actual resources of the underlying volume."),
-                col(
-                    "Access Modes",
-                    "string",
-                    "accessModes contains the actual access modes the volume backing the PVC has.",
-                ),
-                col("StorageClass", "string", "StorageClass of the pvc"),
-                col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc"),
-                age_col(),
-                wide("VolumeMode", "string", "volumeMode defines what type of volume is required by the claim."),
-            ],
-            pvc_row,
-        ),
-        ("", "persistentvolumes") => (
-            vec![
-                name_col(),
-                col(
-                    "Capacity",
-                    "string",
-                    "capacity is the description of the persistent volume's resources and capacity.",
-                ),
-                col("Access Modes", "string", "accessModes contains all ways the volume can be mounted."),
-                col(
-                    "Reclaim Policy",
-                    "string",
-                    "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
-                ),
-                col(
-                    "Status",
-                    "string",
-                    "phase indicates if a volume is available, bound to a claim, or released by a claim.",
-                ),
-                col(
-                    "Claim",
-                    "string",
-                    "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
-                ),
-                col("StorageClass", "string", "StorageClass of the pv"),
-                col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pv"),
-                col(
-                    "Reason",
-                    "string",
-                    "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.",
-                ),
-                age_col(),
-                wide(
-                    "VolumeMode",
-                    "string",
-                    "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state.",
-                ),
-            ],
-            pv_row,
-        ),
-        _ => return None,
+/// The printer of services.
+pub(crate) fn services() -> Printer {
+    Printer::of((
+        vec![
+            name_col(),
+            col("Type", "string", "type determines how the Service is exposed. Defaults to ClusterIP."),
+            col("Cluster-IP", "string", "clusterIP is the IP address of the service and is usually assigned randomly."),
+            col(
+                "External-IP",
+                "string",
+                "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
+            ),
+            col("Port(s)", "string", "The list of ports that are exposed by this service."),
+            age_col(),
+            wide(
+                "Selector",
+                "string",
+                "Route service traffic to pods with label keys and values matching this selector.",
+            ),
+        ],
+        service_row as RowFn,
+    ))
+}
+
+/// The printer of endpoints.
+pub(crate) fn endpoints() -> Printer {
+    Printer::of((
+        vec![
+            name_col(),
+            col("Endpoints", "string", "The set of all endpoints is the union of all subsets."),
+            age_col(),
+        ],
+        endpoints_row,
+    ))
+}
+
+/// The printer of namespaces.
+pub(crate) fn namespaces() -> Printer {
+    Printer::of({
+        (vec![name_col(), col("Status", "string", "The status of the namespace"), age_col()], |o, now| {
+            vec![name(o), st(s(o, "status.phase")), age(o, now)]
+        })
     })
+}
+
+/// The printer of nodes.
+pub(crate) fn nodes() -> Printer {
+    Printer::of((
+        vec![
+            name_col(),
+            col("Status", "string", "The status of the node"),
+            col("Roles", "string", "The roles of the node"),
+            age_col(),
+            col("Version", "string", "Kubelet Version reported by the node."),
+            wide("Internal-IP", "string", "List of addresses reachable to the node."),
+            wide("External-IP", "string", "List of addresses reachable to the node."),
+            wide(
+                "OS-Image",
+                "string",
+                "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+            ),
+            wide(
+                "Kernel-Version",
+                "string",
+                "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+            ),
+            wide(
+                "Container-Runtime",
+                "string",
+                "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+            ),
+        ],
+        node_row,
+    ))
+}
+
+/// The printer of configmaps.
+pub(crate) fn configmaps() -> Printer {
+    Printer::of({
+        (vec![name_col(), col("Data", "string", "Data contains the configuration data."), age_col()], |o, now| {
+            let n = obj(o, "data").map_or(0, |m| m.len()) + obj(o, "binaryData").map_or(0, |m| m.len());
+            vec![name(o), i(n as i64), age(o, now)]
+        })
+    })
+}
+
+/// The printer of secrets.
+pub(crate) fn secrets() -> Printer {
+    Printer::of((
+        vec![
+            name_col(),
+            col("Type", "string", "Used to facilitate programmatic handling of secret data."),
+            col("Data", "string", "Data contains the secret data."),
+            age_col(),
+        ],
+        |o, now| {
+            let n = obj(o, "data").map_or(0, |m| m.len());
+            vec![name(o), st(s(o, "type")), i(n as i64), age(o, now)]
+        },
+    ))
+}
+
+/// The printer of serviceaccounts.
+pub(crate) fn serviceaccounts() -> Printer {
+    Printer::of((
+        vec![
+            name_col(),
+            col(
+                "Secrets",
+                "string",
+                "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
+            ),
+            age_col(),
+        ],
+        |o, now| vec![name(o), i(arr(o, "secrets").len() as i64), age(o, now)],
+    ))
 }
 
 fn service_row(o: &Value, now: i64) -> Vec<Value> {
@@ -333,65 +256,6 @@ fn node_row(o: &Value, now: i64) -> Vec<Value> {
         st(unknown("status.nodeInfo.osImage")),
         st(unknown("status.nodeInfo.kernelVersion")),
         st(unknown("status.nodeInfo.containerRuntimeVersion")),
-    ]
-}
-
-fn storage_class_of(o: &Value) -> String {
-    match obj(o, "metadata.annotations").and_then(|a| a.get("volume.beta.kubernetes.io/storage-class")) {
-        Some(Value::String(c)) => c.clone(),
-        _ => s(o, "spec.storageClassName").into(),
-    }
-}
-
-fn terminating_phase(o: &Value) -> String {
-    if at(o, "metadata.deletionTimestamp").is_some_and(|d| !d.is_null()) {
-        "Terminating".into()
-    } else {
-        s(o, "status.phase").into()
-    }
-}
-
-fn unset(o: &Value, path: &str) -> Value {
-    st(at(o, path).and_then(Value::as_str).unwrap_or("<unset>"))
-}
-
-fn pvc_row(o: &Value, now: i64) -> Vec<Value> {
-    let bound = !s(o, "spec.volumeName").is_empty();
-    let (cap, modes) = if bound {
-        (s(o, "status.capacity.storage").to_string(), access_modes(arr(o, "status.accessModes")))
-    } else {
-        (String::new(), String::new())
-    };
-    vec![
-        name(o),
-        st(terminating_phase(o)),
-        st(s(o, "spec.volumeName")),
-        st(cap),
-        st(modes),
-        st(storage_class_of(o)),
-        unset(o, "spec.volumeAttributesClassName"),
-        age(o, now),
-        unset(o, "spec.volumeMode"),
-    ]
-}
-
-fn pv_row(o: &Value, now: i64) -> Vec<Value> {
-    let claim = match at(o, "spec.claimRef") {
-        Some(c) if !c.is_null() => format!("{}/{}", s(c, "namespace"), s(c, "name")),
-        _ => String::new(),
-    };
-    vec![
-        name(o),
-        st(s(o, "spec.capacity.storage")),
-        st(access_modes(arr(o, "spec.accessModes"))),
-        st(s(o, "spec.persistentVolumeReclaimPolicy")),
-        st(terminating_phase(o)),
-        st(claim),
-        st(storage_class_of(o)),
-        unset(o, "spec.volumeAttributesClassName"),
-        st(s(o, "status.reason")),
-        age(o, now),
-        unset(o, "spec.volumeMode"),
     ]
 }
 

@@ -2,7 +2,8 @@
 
 use serde_json::Value;
 
-use super::util::{at, i, int, name, parse_ts, s, st};
+use super::Printer;
+use super::util::{Col, DESC_NAME, at, col, i, int, name, parse_ts, s, st, wide};
 
 /// Human age of the timestamp at `path`, if it is set.
 fn ago(o: &Value, path: &str, now: i64) -> Option<String> {
@@ -64,6 +65,48 @@ fn event_cells(e: &Value, now: i64, p: [&str; 7]) -> Vec<Value> {
         i(count),
         name(e),
     ]
+}
+
+/// The columns of both Event APIs.
+fn event_cols() -> Vec<Col> {
+    vec![
+        col("Last Seen", "string", "The time at which the most recent occurrence of this event was recorded."),
+        col("Type", "string", "Type of this event (Normal, Warning), new types could be added in the future"),
+        col(
+            "Reason",
+            "string",
+            "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+        ),
+        col("Object", "string", "The object that this event is about."),
+        wide(
+            "Subobject",
+            "string",
+            "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement.",
+        ),
+        wide(
+            "Source",
+            "string",
+            "The component reporting this event. Should be a short machine understandable string.",
+        ),
+        col("Message", "string", "A human-readable description of the status of this operation."),
+        wide(
+            "First Seen",
+            "string",
+            "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
+        ),
+        wide("Count", "string", "The number of times this event has occurred."),
+        Col { priority: 1, format: "name".into(), ..col("Name", "string", DESC_NAME) },
+    ]
+}
+
+/// The printer of core/v1 events.
+pub(crate) fn core_events() -> Printer {
+    Printer::of((event_cols(), event_row))
+}
+
+/// The printer of events.k8s.io/v1 events.
+pub(crate) fn events_v1() -> Printer {
+    Printer::of((event_cols(), events_v1_row))
 }
 
 #[cfg(test)]

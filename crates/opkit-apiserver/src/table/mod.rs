@@ -1,19 +1,71 @@
 //! Server-side Table output (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`),
 //! built as kube-apiserver does: built-in printers (always wide), CRD
 //! `additionalPrinterColumns`, and the default `NAME`/`CREATED AT` table.
+//!
+//! Each built-in printer is a function returning a `Printer`, grouped by API concept
+//! (core, workloads, pods, events, networking, storage ...). Which resource uses which
+//! printer is decided by the resource's strategy (the crate-private `kinds` module), not here.
 
-mod core;
+pub(crate) mod admission;
+pub(crate) mod autoscaling;
+pub(crate) mod coordination;
+pub(crate) mod core;
 mod custom;
-mod events;
-mod other;
-mod pods;
+pub(crate) mod events;
+pub(crate) mod networking;
+pub(crate) mod pods;
+pub(crate) mod policy;
+pub(crate) mod rbac;
+pub(crate) mod storage;
 mod util;
-mod workloads;
+pub(crate) mod workloads;
 
 use serde_json::{Map, Value, json};
 
 /// Produces the cells of one row from an object and "now" (unix seconds).
 pub(crate) type RowFn = fn(&Value, i64) -> Vec<Value>;
+
+/// A built-in printer: its columns, how to print a row, and (pods) the row conditions.
+pub(crate) struct Printer {
+    columns: Vec<util::Col>,
+    row: RowFn,
+    conditions: Option<fn(&Value) -> Option<Value>>,
+}
+
+impl Printer {
+    /// A printer from its columns and row function.
+    pub(crate) fn of((columns, row): (Vec<util::Col>, RowFn)) -> Printer {
+        Printer { columns, row, conditions: None }
+    }
+
+    /// Adds the `conditions` each row carries (kube sets them for pods only).
+    pub(crate) fn with_conditions(mut self, conditions: fn(&Value) -> Option<Value>) -> Printer {
+        self.conditions = Some(conditions);
+        self
+    }
+}
+
+/// Which columns a Table has.
+pub(crate) enum Columns<'a> {
+    /// A built-in printer.
+    Builtin(Printer),
+    /// A custom resource's `additionalPrinterColumns` (NAME and Age when empty).
+    Custom(&'a [PrinterColumn]),
+    /// kube's default `NAME` / `CREATED AT` table.
+    Default,
+}
+
+/// Where a Table sits in a response: what rows carry, "now", and list metadata.
+pub(crate) struct TableContext<'a> {
+    /// What each row's `object` carries.
+    pub include: IncludeObject,
+    /// Unix seconds, for ages.
+    pub now_unix_secs: i64,
+    /// `metadata.resourceVersion` of the Table (omitted when empty).
+    pub resource_version: &'a str,
+    /// `metadata.continue` of the Table (omitted when empty).
+    pub continue_token: Option<&'a str>,
+}
 
 /// What each row's `object` carries (`?includeObject=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -115,13 +167,7 @@ pub fn human_duration(seconds: i64) -> String {
 
 /// Whether kube has a dedicated printer for this resource (otherwise the default table is used).
 pub fn has_builtin_printer(group: &str, resource: &str) -> bool {
-    builtin(group, resource).is_some()
-}
-
-fn builtin(group: &str, resource: &str) -> Option<(Vec<util::Col>, RowFn)> {
-    workloads::printer(group, resource)
-        .or_else(|| core::printer(group, resource))
-        .or_else(|| other::printer(group, resource))
+    crate::kinds::builtin_strategy(group, resource).is_some_and(|s| s.table().is_some())
 }
 
 fn row_object(o: &Value, include: IncludeObject) -> Value {
@@ -152,36 +198,47 @@ pub fn build_table(
     resource_version: &str,
     continue_token: Option<&str>,
 ) -> Value {
-    let (cols, rows): (Vec<util::Col>, Vec<Vec<Value>>) = match custom {
-        Some(pc) => {
+    let columns = match custom {
+        Some(pc) => Columns::Custom(pc),
+        None => match crate::kinds::builtin_strategy(group, resource).and_then(|s| s.table()) {
+            Some(p) => Columns::Builtin(p),
+            None => Columns::Default,
+        },
+    };
+    render(columns, items, &TableContext { include, now_unix_secs, resource_version, continue_token })
+}
+
+/// Builds a `meta.k8s.io/v1` Table of `items` with `columns`.
+pub(crate) fn render(columns: Columns<'_>, items: &[Value], ctx: &TableContext<'_>) -> Value {
+    let now = ctx.now_unix_secs;
+    let (cols, rows, conditions): (Vec<util::Col>, Vec<Vec<Value>>, _) = match columns {
+        Columns::Custom(pc) => {
             let (cols, evals) = custom::columns(pc);
-            (cols, items.iter().map(|o| custom::cells(o, now_unix_secs, &evals)).collect())
+            (cols, items.iter().map(|o| custom::cells(o, now, &evals)).collect(), None)
         }
-        None => {
-            let (cols, f) =
-                builtin(group, resource).unwrap_or((custom::default_columns(), custom::default_row as RowFn));
-            (cols, items.iter().map(|o| f(o, now_unix_secs)).collect())
+        Columns::Builtin(p) => (p.columns, items.iter().map(|o| (p.row)(o, now)).collect(), p.conditions),
+        Columns::Default => {
+            (custom::default_columns(), items.iter().map(|o| custom::default_row(o, now)).collect(), None)
         }
     };
-    let is_pod = custom.is_none() && group.is_empty() && resource == "pods";
     let rows: Vec<Value> = items
         .iter()
         .zip(rows)
         .map(|(o, cells)| {
             let mut row = Map::new();
             row.insert("cells".into(), Value::Array(cells));
-            if is_pod && let Some(c) = pods::pod_conditions(o) {
+            if let Some(c) = conditions.and_then(|f| f(o)) {
                 row.insert("conditions".into(), c);
             }
-            row.insert("object".into(), row_object(o, include));
+            row.insert("object".into(), row_object(o, ctx.include));
             Value::Object(row)
         })
         .collect();
     let mut meta = Map::new();
-    if !resource_version.is_empty() {
-        meta.insert("resourceVersion".into(), Value::String(resource_version.into()));
+    if !ctx.resource_version.is_empty() {
+        meta.insert("resourceVersion".into(), Value::String(ctx.resource_version.into()));
     }
-    if let Some(c) = continue_token.filter(|c| !c.is_empty()) {
+    if let Some(c) = ctx.continue_token.filter(|c| !c.is_empty()) {
         meta.insert("continue".into(), Value::String(c.into()));
     }
     json!({

@@ -3,125 +3,177 @@
 
 use serde_json::Value;
 
-use super::util::{age, arr, at, boolean, int, name, or_none, parse_ts, s, st};
+use super::util::{age, age_col, arr, at, boolean, col, int, name, name_col, or_none, parse_ts, s, st, wide};
+use super::{Printer, RowFn};
 
 fn has_condition(o: &Value, path: &str, ty: &str) -> bool {
     arr(o, path).iter().any(|c| s(c, "type") == ty && s(c, "status") == "True")
 }
 
-pub(crate) fn pod_row(p: &Value, now: i64) -> Vec<Value> {
-    let init_specs = arr(p, "spec.initContainers");
-    let restartable = |n: &str| init_specs.iter().any(|c| s(c, "name") == n && s(c, "restartPolicy") == "Always");
-    let total =
-        arr(p, "spec.containers").len() + init_specs.iter().filter(|c| s(c, "restartPolicy") == "Always").count();
-    let phase = s(p, "status.phase");
-    let mut reason =
-        if s(p, "status.reason").is_empty() { phase.to_string() } else { s(p, "status.reason").to_string() };
+/// Restarts of a set of containers and when the last one finished.
+#[derive(Clone, Copy, Default)]
+struct Restarts {
+    count: i64,
+    last: Option<i64>,
+}
+
+impl Restarts {
+    /// Adds one container status.
+    fn add(&mut self, status: &Value) {
+        self.count += int(status, "restartCount", 0);
+        if let Some(t) = parse_ts(s(status, "lastState.terminated.finishedAt")) {
+            self.last = Some(self.last.map_or(t, |l| l.max(t)));
+        }
+    }
+
+    /// The RESTARTS cell: the count, with the age of the last restart.
+    fn cell(self, now: i64) -> String {
+        match self.last {
+            Some(t) if self.count != 0 => format!("{} ({} ago)", self.count, super::human_duration(now - t)),
+            _ => self.count.to_string(),
+        }
+    }
+}
+
+/// What the READY, STATUS and RESTARTS columns summarise.
+struct Summary {
+    reason: String,
+    ready: usize,
+    restarts: Restarts,
+}
+
+/// The STATUS a pod starts from: its reason or phase, or `SchedulingGated`.
+fn initial_reason(p: &Value) -> String {
+    let mut reason = if s(p, "status.reason").is_empty() { s(p, "status.phase") } else { s(p, "status.reason") };
     for c in arr(p, "status.conditions") {
         if s(c, "type") == "PodScheduled" && s(c, "reason") == "SchedulingGated" {
-            reason = "SchedulingGated".into();
+            reason = "SchedulingGated";
         }
     }
-    let (mut restarts, mut ready, mut rinit_restarts) = (0i64, 0usize, 0i64);
-    let (mut last_restart, mut last_rinit_restart) = (None::<i64>, None::<i64>);
-    let bump = |last: &mut Option<i64>, st: &Value| {
-        if let Some(t) = parse_ts(s(st, "lastState.terminated.finishedAt")) {
-            *last = Some(last.map_or(t, |l| l.max(t)));
+    reason.to_string()
+}
+
+/// Walks the init containers as kube's `printPod` does, counting restarts (the
+/// restartable "sidecar" ones also into `sidecars`) and ready sidecars; true, with an
+/// `Init:` reason set, while the pod is still initializing.
+fn summarize_init_containers(p: &Value, sum: &mut Summary, sidecars: &mut Restarts) -> bool {
+    let init_specs = arr(p, "spec.initContainers");
+    let restartable = |n: &str| init_specs.iter().any(|c| s(c, "name") == n && s(c, "restartPolicy") == "Always");
+    for (idx, c) in arr(p, "status.initContainerStatuses").iter().enumerate() {
+        sum.restarts.add(c);
+        let is_sidecar = restartable(s(c, "name"));
+        if is_sidecar {
+            sidecars.add(c);
         }
-    };
-    let mut initializing = false;
-    let init_statuses = arr(p, "status.initContainerStatuses");
-    for (idx, c) in init_statuses.iter().enumerate() {
-        restarts += int(c, "restartCount", 0);
-        bump(&mut last_restart, c);
-        let is_r = restartable(s(c, "name"));
-        if is_r {
-            rinit_restarts += int(c, "restartCount", 0);
-            bump(&mut last_rinit_restart, c);
-        }
-        let term = at(c, "state.terminated");
-        let waiting_reason = s(c, "state.waiting.reason");
-        if term.is_some() && int(c, "state.terminated.exitCode", 0) == 0 {
+        if at(c, "state.terminated").is_some() && int(c, "state.terminated.exitCode", 0) == 0 {
             continue;
-        } else if is_r && boolean(c, "started") {
+        }
+        if is_sidecar && boolean(c, "started") {
             if boolean(c, "ready") {
-                ready += 1;
+                sum.ready += 1;
             }
             continue;
-        } else if let Some(t) = term {
-            reason = match (s(t, "reason"), int(t, "signal", 0)) {
-                ("", 0) => format!("Init:ExitCode:{}", int(t, "exitCode", 0)),
-                ("", sig) => format!("Init:Signal:{sig}"),
-                (r, _) => format!("Init:{r}"),
-            };
-        } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
-            reason = format!("Init:{waiting_reason}");
-        } else {
-            reason = format!("Init:{idx}/{}", init_specs.len());
         }
-        initializing = true;
-        break;
+        sum.reason = init_reason(c, idx, init_specs.len());
+        return true;
     }
-    if !initializing || has_condition(p, "status.conditions", "Initialized") {
-        restarts = rinit_restarts;
-        last_restart = last_rinit_restart;
-        let mut has_running = false;
-        for c in arr(p, "status.containerStatuses").iter().rev() {
-            restarts += int(c, "restartCount", 0);
-            bump(&mut last_restart, c);
-            let term = at(c, "state.terminated");
-            if !s(c, "state.waiting.reason").is_empty() {
-                reason = s(c, "state.waiting.reason").into();
-            } else if let Some(t) = term.filter(|t| !s(t, "reason").is_empty()) {
-                reason = s(t, "reason").into();
-            } else if let Some(t) = term {
-                reason = match int(t, "signal", 0) {
-                    0 => format!("ExitCode:{}", int(t, "exitCode", 0)),
-                    sig => format!("Signal:{sig}"),
-                };
-            } else if boolean(c, "ready") && at(c, "state.running").is_some() {
-                has_running = true;
-                ready += 1;
-            }
+    false
+}
+
+/// The `Init:` STATUS of the init container `idx` (of `total`) that holds the pod.
+fn init_reason(c: &Value, idx: usize, total: usize) -> String {
+    let waiting_reason = s(c, "state.waiting.reason");
+    if let Some(t) = at(c, "state.terminated") {
+        match (s(t, "reason"), int(t, "signal", 0)) {
+            ("", 0) => format!("Init:ExitCode:{}", int(t, "exitCode", 0)),
+            ("", sig) => format!("Init:Signal:{sig}"),
+            (r, _) => format!("Init:{r}"),
         }
-        if reason == "Completed" && has_running {
-            reason = if has_condition(p, "status.conditions", "Ready") { "Running".into() } else { "NotReady".into() };
-        }
-    }
-    let deleting = at(p, "metadata.deletionTimestamp").is_some_and(|d| !d.is_null());
-    if deleting && s(p, "status.reason") == "NodeLost" {
-        reason = "Unknown".into();
-    } else if deleting && phase != "Failed" && phase != "Succeeded" {
-        reason = "Terminating".into();
-    }
-    let restarts_str = match last_restart {
-        Some(t) if restarts != 0 => format!("{restarts} ({} ago)", super::human_duration(now - t)),
-        _ => restarts.to_string(),
-    };
-    let ip = arr(p, "status.podIPs").first().map_or_else(|| s(p, "status.podIP"), |x| s(x, "ip"));
-    let gates = arr(p, "spec.readinessGates");
-    let gates_str = if gates.is_empty() {
-        "<none>".to_string()
+    } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
+        format!("Init:{waiting_reason}")
     } else {
-        let conds = arr(p, "status.conditions");
-        let ok = gates
-            .iter()
-            .filter(|g| {
-                conds.iter().find(|c| s(c, "type") == s(g, "conditionType")).is_some_and(|c| s(c, "status") == "True")
-            })
-            .count();
-        format!("{ok}/{}", gates.len())
-    };
+        format!("Init:{idx}/{total}")
+    }
+}
+
+/// Walks the app containers (last first, as kube does): restarts on top of the
+/// sidecars', the STATUS of a waiting or terminated container, and ready ones.
+fn summarize_containers(p: &Value, sum: &mut Summary, sidecars: Restarts) {
+    sum.restarts = sidecars;
+    let mut has_running = false;
+    for c in arr(p, "status.containerStatuses").iter().rev() {
+        sum.restarts.add(c);
+        let term = at(c, "state.terminated");
+        if !s(c, "state.waiting.reason").is_empty() {
+            sum.reason = s(c, "state.waiting.reason").into();
+        } else if let Some(t) = term.filter(|t| !s(t, "reason").is_empty()) {
+            sum.reason = s(t, "reason").into();
+        } else if let Some(t) = term {
+            sum.reason = match int(t, "signal", 0) {
+                0 => format!("ExitCode:{}", int(t, "exitCode", 0)),
+                sig => format!("Signal:{sig}"),
+            };
+        } else if boolean(c, "ready") && at(c, "state.running").is_some() {
+            has_running = true;
+            sum.ready += 1;
+        }
+    }
+    if sum.reason == "Completed" && has_running {
+        sum.reason = if has_condition(p, "status.conditions", "Ready") { "Running".into() } else { "NotReady".into() };
+    }
+}
+
+/// The STATUS of a pod being deleted: `Unknown` on a lost node, else `Terminating`
+/// unless it finished.
+fn deletion_reason(p: &Value, reason: String) -> String {
+    let deleting = at(p, "metadata.deletionTimestamp").is_some_and(|d| !d.is_null());
+    let phase = s(p, "status.phase");
+    if deleting && s(p, "status.reason") == "NodeLost" {
+        "Unknown".into()
+    } else if deleting && phase != "Failed" && phase != "Succeeded" {
+        "Terminating".into()
+    } else {
+        reason
+    }
+}
+
+/// The READINESS GATES cell: how many gates' conditions are true, of how many.
+fn readiness_gates(p: &Value) -> String {
+    let gates = arr(p, "spec.readinessGates");
+    if gates.is_empty() {
+        return "<none>".to_string();
+    }
+    let conds = arr(p, "status.conditions");
+    let ok = gates
+        .iter()
+        .filter(|g| {
+            conds.iter().find(|c| s(c, "type") == s(g, "conditionType")).is_some_and(|c| s(c, "status") == "True")
+        })
+        .count();
+    format!("{ok}/{}", gates.len())
+}
+
+/// One pod row, as kube's `printPod`.
+pub(crate) fn pod_row(p: &Value, now: i64) -> Vec<Value> {
+    let total = arr(p, "spec.containers").len()
+        + arr(p, "spec.initContainers").iter().filter(|c| s(c, "restartPolicy") == "Always").count();
+    let mut sum = Summary { reason: initial_reason(p), ready: 0, restarts: Restarts::default() };
+    let mut sidecars = Restarts::default();
+    let initializing = summarize_init_containers(p, &mut sum, &mut sidecars);
+    if !initializing || has_condition(p, "status.conditions", "Initialized") {
+        summarize_containers(p, &mut sum, sidecars);
+    }
+    let ip = arr(p, "status.podIPs").first().map_or_else(|| s(p, "status.podIP"), |x| s(x, "ip"));
     vec![
         name(p),
-        st(format!("{ready}/{total}")),
-        st(reason),
-        st(restarts_str),
+        st(format!("{}/{total}", sum.ready)),
+        st(deletion_reason(p, sum.reason)),
+        st(sum.restarts.cell(now)),
         age(p, now),
         st(or_none(ip)),
         st(or_none(s(p, "spec.nodeName"))),
         st(or_none(s(p, "status.nominatedNodeName"))),
-        st(gates_str),
+        st(readiness_gates(p)),
     ]
 }
 
@@ -133,6 +185,41 @@ pub(crate) fn pod_conditions(p: &Value) -> Option<Value> {
         _ => return None,
     };
     Some(serde_json::json!([{"type": "Completed", "status": "True", "reason": reason, "message": msg}]))
+}
+
+/// The printer of pods.
+pub(crate) fn pods() -> Printer {
+    Printer::of((
+            vec![
+                name_col(),
+                col("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+                col("Status", "string", "The aggregate status of the containers in this pod."),
+                col(
+                    "Restarts",
+                    "string",
+                    "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+                ),
+                age_col(),
+                wide(
+                    "IP",
+                    "string",
+                    "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
+                ),
+                wide("Node", "string", "NodeName indicates in which node this pod is scheduled."),
+                wide(
+                    "Nominated Node",
+                    "string",
+                    "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods.",
+                ),
+                wide(
+                    "Readiness Gates",
+                    "string",
+                    "If specified, all readiness gates will be evaluated for pod readiness.",
+                ),
+            ],
+            pod_row as RowFn,
+        ))
+    .with_conditions(pod_conditions)
 }
 
 #[cfg(test)]

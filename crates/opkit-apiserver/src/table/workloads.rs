@@ -4,182 +4,176 @@
 
 use serde_json::Value;
 
-use super::RowFn;
+use super::Printer;
 use super::util::{
     Col, DESC_CONTAINERS, DESC_IMAGES, age, age_col, arr, at, bool_ptr, col, containers, format_label_selector,
     format_labels, i, int, name, name_col, obj, parse_ts, s, selector_string, since, st, wide,
 };
 
-/// The printer for a workload resource, if this module has one.
-pub(crate) fn printer(group: &str, resource: &str) -> Option<(Vec<Col>, RowFn)> {
-    let tmpl = || vec![wide("Containers", "string", DESC_CONTAINERS), wide("Images", "string", DESC_IMAGES)];
-    let with = |mut a: Vec<Col>, b: Vec<Col>| {
-        a.extend(b);
-        a
-    };
-    Some(match (group, resource) {
-        ("", "pods") => (
+/// The pod-template columns of workload controllers.
+fn tmpl() -> Vec<Col> {
+    vec![wide("Containers", "string", DESC_CONTAINERS), wide("Images", "string", DESC_IMAGES)]
+}
+
+/// `a` followed by `b`.
+fn with(mut a: Vec<Col>, b: Vec<Col>) -> Vec<Col> {
+    a.extend(b);
+    a
+}
+
+/// The printer of apps/deployments.
+pub(crate) fn deployments() -> Printer {
+    Printer::of((
+        with(
             vec![
                 name_col(),
-                col("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
-                col("Status", "string", "The aggregate status of the containers in this pod."),
+                col("Ready", "string", "Number of the pod with ready state"),
                 col(
-                    "Restarts",
+                    "Up-to-date",
                     "string",
-                    "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+                    "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                ),
+                col(
+                    "Available",
+                    "string",
+                    "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
                 ),
                 age_col(),
-                wide(
-                    "IP",
-                    "string",
-                    "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
-                ),
-                wide("Node", "string", "NodeName indicates in which node this pod is scheduled."),
-                wide(
-                    "Nominated Node",
-                    "string",
-                    "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods.",
-                ),
-                wide(
-                    "Readiness Gates",
-                    "string",
-                    "If specified, all readiness gates will be evaluated for pod readiness.",
-                ),
             ],
-            super::pods::pod_row as RowFn,
+            with(tmpl(), vec![wide("Selector", "string", "Label selector for pods.")]),
         ),
-        ("apps", "deployments") => (
-            with(
-                vec![
-                    name_col(),
-                    col("Ready", "string", "Number of the pod with ready state"),
-                    col(
-                        "Up-to-date",
-                        "string",
-                        "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
-                    ),
-                    col(
-                        "Available",
-                        "string",
-                        "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
-                    ),
-                    age_col(),
-                ],
-                with(tmpl(), vec![wide("Selector", "string", "Label selector for pods.")]),
-            ),
-            deployment_row,
+        deployment_row,
+    ))
+}
+
+/// The columns of replica sets and replication controllers.
+fn replica_cols() -> Vec<Col> {
+    with(
+        vec![
+            name_col(),
+            col("Desired", "integer", "Replicas is the number of desired replicas."),
+            col("Current", "integer", "Replicas is the most recently observed number of replicas."),
+            col("Ready", "integer", "The number of ready replicas for this replica set."),
+            age_col(),
+        ],
+        with(
+            tmpl(),
+            vec![wide(
+                "Selector",
+                "string",
+                "Selector is a label query over pods that should match the replica count.",
+            )],
         ),
-        ("apps", "replicasets") | ("", "replicationcontrollers") => (
-            with(
-                vec![
-                    name_col(),
-                    col("Desired", "integer", "Replicas is the number of desired replicas."),
-                    col("Current", "integer", "Replicas is the most recently observed number of replicas."),
-                    col("Ready", "integer", "The number of ready replicas for this replica set."),
-                    age_col(),
-                ],
-                with(
-                    tmpl(),
-                    vec![wide(
-                        "Selector",
-                        "string",
-                        "Selector is a label query over pods that should match the replica count.",
-                    )],
+    )
+}
+
+/// The printer of apps/replicasets.
+pub(crate) fn replicasets() -> Printer {
+    Printer::of((replica_cols(), replicaset_row))
+}
+
+/// The printer of replicationcontrollers.
+pub(crate) fn replicationcontrollers() -> Printer {
+    Printer::of((replica_cols(), rc_row))
+}
+
+/// The printer of apps/statefulsets.
+pub(crate) fn statefulsets() -> Printer {
+    Printer::of((
+        with(vec![name_col(), col("Ready", "string", "Number of the pod with ready state"), age_col()], tmpl()),
+        statefulset_row,
+    ))
+}
+
+/// The printer of apps/daemonsets.
+pub(crate) fn daemonsets() -> Printer {
+    Printer::of((
+        with(
+            vec![
+                name_col(),
+                col(
+                    "Desired",
+                    "integer",
+                    "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).",
                 ),
-            ),
-            if resource == "replicasets" { replicaset_row } else { rc_row },
-        ),
-        ("apps", "statefulsets") => (
-            with(vec![name_col(), col("Ready", "string", "Number of the pod with ready state"), age_col()], tmpl()),
-            statefulset_row,
-        ),
-        ("apps", "daemonsets") => (
-            with(
-                vec![
-                    name_col(),
-                    col(
-                        "Desired",
-                        "integer",
-                        "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).",
-                    ),
-                    col(
-                        "Current",
-                        "integer",
-                        "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
-                    ),
-                    col(
-                        "Ready",
-                        "integer",
-                        "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.",
-                    ),
-                    col("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod"),
-                    col(
-                        "Available",
-                        "integer",
-                        "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)",
-                    ),
-                    col(
-                        "Node Selector",
-                        "string",
-                        "NodeSelector is a selector which must be true for the pod to fit on a node.",
-                    ),
-                    age_col(),
-                ],
-                with(
-                    tmpl(),
-                    vec![wide("Selector", "string", "A label query over pods that are managed by the daemon set.")],
+                col(
+                    "Current",
+                    "integer",
+                    "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
                 ),
-            ),
-            daemonset_row,
-        ),
-        ("batch", "jobs") => (
-            with(
-                vec![
-                    name_col(),
-                    col("Status", "string", "Status of the job."),
-                    col("Completions", "string", "The number of pods which reached phase Succeeded."),
-                    col("Duration", "string", "Time required to complete the job."),
-                    age_col(),
-                ],
-                with(
-                    tmpl(),
-                    vec![wide("Selector", "string", "A label query over pods that should match the pod count.")],
+                col(
+                    "Ready",
+                    "integer",
+                    "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.",
                 ),
-            ),
-            job_row,
-        ),
-        ("batch", "cronjobs") => (
-            with(
-                vec![
-                    name_col(),
-                    col("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."),
-                    col(
-                        "Timezone",
-                        "string",
-                        "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones.",
-                    ),
-                    col(
-                        "Suspend",
-                        "boolean",
-                        "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.",
-                    ),
-                    col("Active", "integer", "A list of pointers to currently running jobs."),
-                    col(
-                        "Last Schedule",
-                        "string",
-                        "Information when was the last time the job was successfully scheduled.",
-                    ),
-                    age_col(),
-                ],
-                with(
-                    tmpl(),
-                    vec![wide("Selector", "string", "A label query over pods that should match the pod count.")],
+                col("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod"),
+                col(
+                    "Available",
+                    "integer",
+                    "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)",
                 ),
+                col(
+                    "Node Selector",
+                    "string",
+                    "NodeSelector is a selector which must be true for the pod to fit on a node.",
+                ),
+                age_col(),
+            ],
+            with(
+                tmpl(),
+                vec![wide("Selector", "string", "A label query over pods that are managed by the daemon set.")],
             ),
-            cronjob_row,
         ),
-        _ => return None,
-    })
+        daemonset_row,
+    ))
+}
+
+/// The printer of batch/jobs.
+pub(crate) fn jobs() -> Printer {
+    Printer::of((
+        with(
+            vec![
+                name_col(),
+                col("Status", "string", "Status of the job."),
+                col("Completions", "string", "The number of pods which reached phase Succeeded."),
+                col("Duration", "string", "Time required to complete the job."),
+                age_col(),
+            ],
+            with(tmpl(), vec![wide("Selector", "string", "A label query over pods that should match the pod count.")]),
+        ),
+        job_row,
+    ))
+}
+
+/// The printer of batch/cronjobs.
+pub(crate) fn cronjobs() -> Printer {
+    Printer::of((
+        with(
+            vec![
+                name_col(),
+                col("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."),
+                col(
+                    "Timezone",
+                    "string",
+                    "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones.",
+                ),
+                col(
+                    "Suspend",
+                    "boolean",
+                    "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.",
+                ),
+                col("Active", "integer", "A list of pointers to currently running jobs."),
+                col(
+                    "Last Schedule",
+                    "string",
+                    "Information when was the last time the job was successfully scheduled.",
+                ),
+                age_col(),
+            ],
+            with(tmpl(), vec![wide("Selector", "string", "A label query over pods that should match the pod count.")]),
+        ),
+        cronjob_row,
+    ))
 }
 
 /// kube's `hasJobCondition`: the first condition of that type decides.

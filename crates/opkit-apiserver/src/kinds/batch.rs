@@ -1,0 +1,101 @@
+//! batch/v1 jobs and cron jobs: defaults (a job's generated selector and labels),
+//! template validation, and their Table printers.
+
+use serde_json::{Value, json};
+
+use super::Strategy;
+use super::defaulting::{default, obj_mut};
+use super::pods::{default_template, validate_containers};
+use crate::schema::FieldError;
+use crate::table::{self, Printer};
+
+/// The strategy of batch/v1 jobs.
+pub(super) struct Jobs;
+/// The strategy of batch/v1 cron jobs.
+pub(super) struct CronJobs;
+
+impl Strategy for Jobs {
+    fn default(&self, obj: &mut Value, creating: bool) {
+        let uid = obj["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let spec = obj_mut(obj, "spec");
+        if spec.get("completions").is_none_or(Value::is_null) && spec.get("parallelism").is_none_or(Value::is_null) {
+            spec.insert("completions".into(), json!(1));
+        }
+        default(spec, "parallelism", json!(1));
+        default(spec, "backoffLimit", json!(6));
+        default(spec, "completionMode", json!("NonIndexed"));
+        default(spec, "suspend", json!(false));
+        default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+        let manual = spec.get("manualSelector").and_then(Value::as_bool).unwrap_or(false);
+        if creating && !manual && !uid.is_empty() {
+            generate_selector(obj, &uid, &name);
+        }
+        if obj["spec"]["template"]["spec"].is_object() {
+            let s = obj_mut(&mut obj["spec"]["template"], "spec");
+            default(s, "restartPolicy", json!("Never"));
+        }
+        default_template(&mut obj["spec"]);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        validate_containers(&mut errs, &obj["spec"]["template"]["spec"], "spec.template.spec");
+        errs
+    }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::workloads::jobs())
+    }
+}
+
+/// Selects the job's pods by its uid and labels the template to match, as the job
+/// controller's defaulting does when `manualSelector` is not set.
+fn generate_selector(obj: &mut Value, uid: &str, name: &str) {
+    let labels = json!({
+        "batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+        "controller-uid": uid, "job-name": name,
+    });
+    obj["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    if !obj["spec"]["template"].is_object() {
+        obj["spec"]["template"] = json!({});
+    }
+    let meta = &mut obj["spec"]["template"]["metadata"];
+    if !meta["labels"].is_object() {
+        meta["labels"] = json!({});
+    }
+    if let (Some(l), Some(add)) = (meta["labels"].as_object_mut(), labels.as_object()) {
+        for (k, v) in add {
+            l.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+impl Strategy for CronJobs {
+    fn default(&self, obj: &mut Value, _creating: bool) {
+        let spec = obj_mut(obj, "spec");
+        default(spec, "concurrencyPolicy", json!("Allow"));
+        default(spec, "suspend", json!(false));
+        default(spec, "successfulJobsHistoryLimit", json!(3));
+        default(spec, "failedJobsHistoryLimit", json!(1));
+    }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::workloads::cronjobs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_defaults_generate_a_selector() {
+        let mut j =
+            json!({"metadata": {"name": "pi", "uid": "u1"}, "spec": {"template": {"spec": {"containers": []}}}});
+        Jobs.default(&mut j, true);
+        assert_eq!(j["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], "u1");
+        assert_eq!(j["spec"]["template"]["metadata"]["labels"]["job-name"], "pi");
+        assert_eq!((j["spec"]["completions"].as_i64(), j["spec"]["backoffLimit"].as_i64()), (Some(1), Some(6)));
+    }
+}

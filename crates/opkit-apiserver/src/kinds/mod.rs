@@ -1,0 +1,239 @@
+//! Per-kind behaviour of the API server, one module per kind (or family of kinds), as
+//! kube-apiserver's `pkg/registry/<group>/<kind>/strategy.go` files are.
+//!
+//! # Strategy design
+//! The registry ([`crate::registry`]) is one generic store: it knows Kubernetes' object
+//! semantics (metadata, optimistic concurrency, generation, finalizers, field management)
+//! but never the name of a kind. Everything that differs from kind to kind is a method
+//! of the [`Strategy`] trait, whose defaults are the generic behaviour: create-time
+//! preparation (server-set status), update preparation (status-subresource rules),
+//! defaulting, name and object validation, hooks before and after a commit and after
+//! removal, deletion rules (graceful pod deletion, staged namespace deletion), conversion
+//! between a served and a stored form, extra subresources and the Table printer. Each
+//! built-in resource with special behaviour has a unit struct implementing the trait in
+//! its kind's module; [`strategy_for`] finds it once per request (it is carried by the
+//! request's [`crate::registry::Target`]). Adding a kind means adding a module and one
+//! line to [`BUILTIN`], not editing the store.
+
+mod batch;
+mod configmaps;
+pub(crate) mod crds;
+mod defaulting;
+mod events;
+pub(crate) mod namespaces;
+mod nodes;
+mod pods;
+mod printed;
+mod secrets;
+mod services;
+mod storage;
+mod workloads;
+
+use serde_json::Value;
+
+use crate::catalog::ResourceInfo;
+use crate::error::ApiResult;
+use crate::registry::Registry;
+use crate::registry::meta::validate_subdomain;
+use crate::schema::FieldError;
+use crate::table::{self, Printer};
+use printed::Printed;
+
+/// Work a strategy asks the registry to do once a write is committed, given the object
+/// as stored.
+pub(crate) type AfterCommit = Box<dyn FnOnce(&Registry, &Value) + Send>;
+
+/// The behaviour of one kind. Every method has the generic behaviour as its default.
+pub(crate) trait Strategy: Sync {
+    /// Sets server-owned fields of a new object (kube's `PrepareForCreate`). By default
+    /// a client cannot set the status of a resource that has a status subresource.
+    fn prepare_for_create(&self, obj: &mut Value, has_status: bool) {
+        if has_status && let Some(o) = obj.as_object_mut() {
+            o.remove("status");
+        }
+    }
+
+    /// Keeps what an update of the main resource may not change (kube's
+    /// `PrepareForUpdate`): with a status subresource, the stored status.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value, has_status: bool) {
+        if !has_status {
+            return;
+        }
+        match old.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+    }
+
+    /// Builds the object an update of the status subresource stores (kube's
+    /// `PrepareForUpdate` of the status strategy): the stored object with the new status
+    /// and the managed fields the client sent.
+    fn prepare_for_status_update(&self, body: &Value, old: &Value) -> Value {
+        let mut n = old.clone();
+        n["status"] = body["status"].clone();
+        if let (Some(mf), Some(m)) = (body["metadata"]["managedFields"].as_array(), n["metadata"].as_object_mut()) {
+            m.insert("managedFields".into(), Value::Array(mf.clone()));
+        }
+        n
+    }
+
+    /// Fills defaults in place (kube's `SetDefaults_*`); `creating` enables create-only
+    /// defaults such as generated selectors and allocated addresses.
+    fn default(&self, _obj: &mut Value, _creating: bool) {}
+
+    /// Validates `metadata.name` (a DNS subdomain by default).
+    fn validate_name(&self, name: &str) -> Option<FieldError> {
+        validate_subdomain("metadata.name", name)
+    }
+
+    /// Validates the object (kube's `Validate` / `ValidateUpdate`).
+    fn validate(&self, _obj: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Computes server-set state just before a write (`old` is None on create) and what
+    /// to do once it is committed.
+    fn before_commit(&self, _obj: &mut Value, _old: Option<&Value>, _now: &str) -> ApiResult<Option<AfterCommit>> {
+        Ok(None)
+    }
+
+    /// Runs after an object is finally removed from storage.
+    fn after_remove(&self, _registry: &Registry, _stored: &Value) {}
+
+    /// The grace period of a graceful deletion, or None to delete at once (kube's
+    /// `CheckGracefulDelete`).
+    fn grace_period(&self, _obj: &Value, _options: &Value) -> Option<i64> {
+        None
+    }
+
+    /// Whether a deletion always first marks the object terminating, leaving its removal
+    /// to a controller, even with no finalizers.
+    fn staged_deletion(&self) -> bool {
+        false
+    }
+
+    /// Changes an object gets when it is marked for deletion without being removed.
+    fn mark_terminating(&self, _obj: &mut Value) {}
+
+    /// Whether something other than `metadata.finalizers` still holds a terminating
+    /// object in storage.
+    fn holds_removal(&self, _obj: &Value) -> bool {
+        false
+    }
+
+    /// Whether objects are stored in another resource's form (see [`Strategy::convert_to_storage`]).
+    fn converts_storage(&self) -> bool {
+        false
+    }
+
+    /// Turns an object in the served form into the stored form.
+    fn convert_to_storage(&self, _obj: &mut Value) {}
+
+    /// Turns a stored object into the served form (apiVersion is set by the caller).
+    fn convert_from_storage(&self, _obj: &mut Value) {}
+
+    /// Whether the resource has a `finalize` subresource.
+    fn has_finalize(&self) -> bool {
+        false
+    }
+
+    /// The built-in Table printer, or None for kube's default table.
+    fn table(&self) -> Option<Printer> {
+        None
+    }
+}
+
+/// The strategy of resources without special behaviour, and of custom resources.
+struct Generic;
+
+impl Strategy for Generic {}
+
+/// Built-in resources with their own strategy: (group, resource, strategy).
+static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
+    ("", "pods", &pods::Pods),
+    ("", "namespaces", &namespaces::Namespaces),
+    ("", "services", &services::Services),
+    ("", "secrets", &secrets::Secrets),
+    ("", "configmaps", &configmaps::ConfigMaps),
+    ("", "nodes", &nodes::Nodes),
+    ("", "events", &events::CoreEvents),
+    ("events.k8s.io", "events", &events::EventsV1),
+    ("", "persistentvolumeclaims", &storage::PersistentVolumeClaims),
+    ("", "persistentvolumes", &Printed(table::storage::persistentvolumes)),
+    ("", "endpoints", &Printed(table::core::endpoints)),
+    ("", "serviceaccounts", &Printed(table::core::serviceaccounts)),
+    ("", "replicationcontrollers", &Printed(table::workloads::replicationcontrollers)),
+    ("apps", "deployments", &workloads::Deployments),
+    ("apps", "replicasets", &workloads::ReplicaSets),
+    ("apps", "statefulsets", &workloads::StatefulSets),
+    ("apps", "daemonsets", &workloads::DaemonSets),
+    ("batch", "jobs", &batch::Jobs),
+    ("batch", "cronjobs", &batch::CronJobs),
+    ("apiextensions.k8s.io", "customresourcedefinitions", &crds::CustomResourceDefinitions),
+    ("networking.k8s.io", "ingresses", &Printed(table::networking::ingresses)),
+    ("networking.k8s.io", "ingressclasses", &Printed(table::networking::ingressclasses)),
+    ("networking.k8s.io", "networkpolicies", &Printed(table::networking::networkpolicies)),
+    ("discovery.k8s.io", "endpointslices", &Printed(table::networking::endpointslices)),
+    ("coordination.k8s.io", "leases", &Printed(table::coordination::leases)),
+    ("rbac.authorization.k8s.io", "rolebindings", &Printed(table::rbac::rolebindings)),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", &Printed(table::rbac::clusterrolebindings)),
+    ("autoscaling", "horizontalpodautoscalers", &Printed(table::autoscaling::horizontalpodautoscalers)),
+    ("policy", "poddisruptionbudgets", &Printed(table::policy::poddisruptionbudgets)),
+    ("scheduling.k8s.io", "priorityclasses", &Printed(table::policy::priorityclasses)),
+    ("storage.k8s.io", "storageclasses", &Printed(table::storage::storageclasses)),
+    (
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        &Printed(table::admission::webhook_configurations),
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        &Printed(table::admission::webhook_configurations),
+    ),
+];
+
+/// The strategy of a built-in resource that has one.
+pub(crate) fn builtin_strategy(group: &str, resource: &str) -> Option<&'static dyn Strategy> {
+    BUILTIN.iter().find(|(g, r, _)| *g == group && *r == resource).map(|(_, _, s)| *s)
+}
+
+/// The strategy of a served resource: its own for built-ins that have one, the generic
+/// strategy otherwise (custom resources included).
+pub(crate) fn strategy_for(info: &ResourceInfo) -> &'static dyn Strategy {
+    if !info.builtin {
+        return &Generic;
+    }
+    builtin_strategy(&info.group, &info.resource).unwrap_or(&Generic)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    /// A strategy registered under a misspelt name would silently never run.
+    #[test]
+    fn every_strategy_names_a_served_builtin() {
+        let catalog = Catalog::new().snapshot();
+        for (group, resource, _) in BUILTIN {
+            let info = catalog.by_resource(group, resource);
+            assert!(info.is_some_and(|i| i.builtin), "{group}/{resource} is not a served built-in");
+        }
+    }
+
+    #[test]
+    fn custom_resources_get_the_generic_strategy() {
+        let crd = serde_json::json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "pods", "kind": "Pod"}, "versions": [{"name": "v1", "served": true, "storage": true}]}});
+        let info = crate::catalog::resource_from_crd(&crd).expect("compiles");
+        let strategy = strategy_for(&info);
+        assert!(strategy.table().is_none() && !strategy.has_finalize());
+        let pods = Catalog::new().snapshot().by_resource("", "pods").expect("pods served");
+        assert!(strategy_for(&pods).table().is_some());
+    }
+}

@@ -1,0 +1,18 @@
+//! Nodes: they may register with their status, as kubelets do; the node Table printer.
+
+use serde_json::Value;
+
+use super::Strategy;
+use crate::table::{self, Printer};
+
+/// The strategy of core/v1 nodes.
+pub(super) struct Nodes;
+
+impl Strategy for Nodes {
+    /// Keeps the status a registering node sends.
+    fn prepare_for_create(&self, _obj: &mut Value, _has_status: bool) {}
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::core::nodes())
+    }
+}

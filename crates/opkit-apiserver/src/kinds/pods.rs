@@ -1,0 +1,126 @@
+//! Pods: create-time status and defaults, container validation, graceful deletion
+//! confirmed by the kubelet, and the pod Table printer.
+
+use serde_json::{Value, json};
+
+use super::Strategy;
+use super::defaulting::default;
+use crate::schema::{FieldError, FieldErrorReason};
+use crate::table::{self, Printer};
+
+/// The strategy of core/v1 pods.
+pub(super) struct Pods;
+
+impl Strategy for Pods {
+    fn prepare_for_create(&self, obj: &mut Value, _has_status: bool) {
+        obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+        if obj["spec"]["restartPolicy"].is_null() {
+            obj["spec"]["restartPolicy"] = json!("Always");
+        }
+        if obj["spec"]["serviceAccountName"].is_null() {
+            obj["spec"]["serviceAccountName"] = json!("default");
+        }
+        if obj["spec"]["terminationGracePeriodSeconds"].is_null() {
+            obj["spec"]["terminationGracePeriodSeconds"] = json!(30);
+        }
+    }
+
+    fn default(&self, obj: &mut Value, _creating: bool) {
+        default_pod_spec(&mut obj["spec"]);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        validate_containers(&mut errs, &obj["spec"], "spec");
+        errs
+    }
+
+    /// Only pods bound to a node terminate gracefully (their kubelet confirms with a
+    /// 0-second delete).
+    fn grace_period(&self, obj: &Value, options: &Value) -> Option<i64> {
+        if obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+            return None;
+        }
+        let phase = obj["status"]["phase"].as_str().unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" {
+            return None;
+        }
+        let grace = options["gracePeriodSeconds"]
+            .as_i64()
+            .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
+            .unwrap_or(30);
+        if grace <= 0 {
+            return None;
+        }
+        if obj["metadata"]["deletionTimestamp"].is_string() {
+            let current = obj["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(grace);
+            return Some(current.min(grace));
+        }
+        Some(grace)
+    }
+
+    /// A terminating pod goes away when its kubelet confirms (a delete with grace 0).
+    fn holds_removal(&self, obj: &Value) -> bool {
+        obj["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) != 0
+    }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::pods::pods())
+    }
+}
+
+/// Defaults of a pod spec, also applied to the pod templates of workloads.
+pub(super) fn default_pod_spec(spec: &mut Value) {
+    let Some(s) = spec.as_object_mut() else { return };
+    default(s, "restartPolicy", json!("Always"));
+    default(s, "dnsPolicy", json!("ClusterFirst"));
+    default(s, "schedulerName", json!("default-scheduler"));
+    default(s, "terminationGracePeriodSeconds", json!(30));
+    default(s, "securityContext", json!({}));
+    for list in ["containers", "initContainers"] {
+        let Some(containers) = s.get_mut(list).and_then(Value::as_array_mut) else { continue };
+        for c in containers.iter_mut().filter_map(Value::as_object_mut) {
+            let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+            let tag = image.rsplit('/').next().and_then(|last| last.split_once(':')).map(|(_, t)| t);
+            let pull =
+                if image.contains('@') || tag.is_some_and(|t| t != "latest") { "IfNotPresent" } else { "Always" };
+            default(c, "imagePullPolicy", json!(pull));
+            default(c, "terminationMessagePath", json!("/dev/termination-log"));
+            default(c, "terminationMessagePolicy", json!("File"));
+            if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    default(p, "protocol", json!("TCP"));
+                }
+            }
+        }
+    }
+}
+
+/// Defaults of the pod template at `spec.template.spec`, when there is one.
+pub(super) fn default_template(spec: &mut Value) {
+    if spec["template"]["spec"].is_object() {
+        default_pod_spec(&mut spec["template"]["spec"]);
+    }
+}
+
+/// A `Required value` error at `field`.
+pub(super) fn required(field: &str) -> FieldError {
+    FieldError { field: field.into(), reason: FieldErrorReason::Required, message: "Required value".into() }
+}
+
+/// Every container of the pod spec at `path` has a name and an image, and there is one.
+pub(super) fn validate_containers(errs: &mut Vec<FieldError>, spec: &Value, path: &str) {
+    match spec["containers"].as_array() {
+        Some(cs) if !cs.is_empty() => {
+            for (i, c) in cs.iter().enumerate() {
+                if c["name"].as_str().is_none_or(str::is_empty) {
+                    errs.push(required(&format!("{path}.containers[{i}].name")));
+                }
+                if c["image"].as_str().is_none_or(str::is_empty) {
+                    errs.push(required(&format!("{path}.containers[{i}].image")));
+                }
+            }
+        }
+        _ => errs.push(required(&format!("{path}.containers"))),
+    }
+}

@@ -1,0 +1,158 @@
+//! apps/v1 workload controllers (deployments, replica sets, stateful sets, daemon sets):
+//! rollout defaults, selector and template validation, and their Table printers.
+
+use serde_json::{Value, json};
+
+use super::Strategy;
+use super::defaulting::{default, obj_mut};
+use super::pods::{default_template, required, validate_containers};
+use crate::schema::{FieldError, FieldErrorReason};
+use crate::table::{self, Printer};
+
+/// The strategy of apps/v1 deployments.
+pub(super) struct Deployments;
+/// The strategy of apps/v1 replica sets.
+pub(super) struct ReplicaSets;
+/// The strategy of apps/v1 stateful sets.
+pub(super) struct StatefulSets;
+/// The strategy of apps/v1 daemon sets.
+pub(super) struct DaemonSets;
+
+impl Strategy for Deployments {
+    fn default(&self, obj: &mut Value, _creating: bool) {
+        let spec = obj_mut(obj, "spec");
+        default(spec, "replicas", json!(1));
+        default(spec, "revisionHistoryLimit", json!(10));
+        default(spec, "progressDeadlineSeconds", json!(600));
+        default(spec, "strategy", json!({}));
+        let strategy = obj_mut(&mut obj["spec"], "strategy");
+        default(strategy, "type", json!("RollingUpdate"));
+        if strategy.get("type") == Some(&json!("RollingUpdate")) {
+            default(strategy, "rollingUpdate", json!({}));
+            let ru = obj_mut(&mut obj["spec"]["strategy"], "rollingUpdate");
+            default(ru, "maxUnavailable", json!("25%"));
+            default(ru, "maxSurge", json!("25%"));
+        }
+        default_template(&mut obj["spec"]);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_controller(obj)
+    }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::workloads::deployments())
+    }
+}
+
+impl Strategy for ReplicaSets {
+    fn default(&self, obj: &mut Value, _creating: bool) {
+        default(obj_mut(obj, "spec"), "replicas", json!(1));
+        default_template(&mut obj["spec"]);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_controller(obj)
+    }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::workloads::replicasets())
+    }
+}
+
+impl Strategy for StatefulSets {
+    fn default(&self, obj: &mut Value, _creating: bool) {
+        let spec = obj_mut(obj, "spec");
+        default(spec, "replicas", json!(1));
+        default(spec, "podManagementPolicy", json!("OrderedReady"));
+        default(spec, "revisionHistoryLimit", json!(10));
+        default(spec, "updateStrategy", json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}));
+        default(spec, "persistentVolumeClaimRetentionPolicy", json!({"whenDeleted": "Retain", "whenScaled": "Retain"}));
+        default_template(&mut obj["spec"]);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_controller(obj)
+    }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::workloads::statefulsets())
+    }
+}
+
+impl Strategy for DaemonSets {
+    fn default(&self, obj: &mut Value, _creating: bool) {
+        let spec = obj_mut(obj, "spec");
+        default(spec, "revisionHistoryLimit", json!(10));
+        default(
+            spec,
+            "updateStrategy",
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+        );
+        default_template(&mut obj["spec"]);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_controller(obj)
+    }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::workloads::daemonsets())
+    }
+}
+
+/// The rules shared by the apps/v1 controllers: a non-empty selector matching the
+/// template's labels, valid containers, and non-negative replicas.
+fn validate_controller(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let sel = &obj["spec"]["selector"];
+    if !sel.is_object() {
+        errs.push(required("spec.selector"));
+    } else if let Ok(s) = crate::selector::LabelSelector::from_label_selector_json(sel) {
+        if s.is_empty() {
+            errs.push(FieldError {
+                field: "spec.selector".into(),
+                reason: FieldErrorReason::Invalid,
+                message: "Invalid value: \"null\": empty selector is invalid for deployment".into(),
+            });
+        } else if !s.matches(obj["spec"]["template"]["metadata"]["labels"].as_object()) {
+            errs.push(FieldError {
+                field: "spec.template.metadata.labels".into(),
+                reason: FieldErrorReason::Invalid,
+                message: format!(
+                    "Invalid value: {}: `selector` does not match template `labels`",
+                    obj["spec"]["template"]["metadata"]["labels"]
+                ),
+            });
+        }
+    }
+    validate_containers(&mut errs, &obj["spec"]["template"]["spec"], "spec.template.spec");
+    if let Some(r) = obj["spec"]["replicas"].as_i64()
+        && r < 0
+    {
+        errs.push(FieldError {
+            field: "spec.replicas".into(),
+            reason: FieldErrorReason::Invalid,
+            message: format!("Invalid value: {r}: must be greater than or equal to 0"),
+        });
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployment_defaults() {
+        let mut d = json!({"metadata": {"name": "web"}, "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:1.25", "ports": [{"containerPort": 80}]}]}}}});
+        Deployments.default(&mut d, true);
+        assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+        assert_eq!(d["spec"]["replicas"], 1);
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            (c["imagePullPolicy"].as_str(), c["ports"][0]["protocol"].as_str()),
+            (Some("IfNotPresent"), Some("TCP"))
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! The shared update step of update, patch and scale: merges what the client may not
+//! change, admits, maintains generation, refuses new finalizers on a terminating
+//! object, tracks managed fields, and writes if the object is still at the revision it
+//! was read at (removing it when a terminating object is released).
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::meta::{finalizers, meta_mut, now_rfc3339, same_object, spec_part};
+use super::{Outcome, Registry, Subresource, Target, WriteOptions, at_version, parse_stored};
+use crate::catalog::VersionInfo;
+use crate::error::ApiError;
+use crate::patch::{self, FieldManager, ListSemantics};
+use crate::schema::{FieldError, FieldErrorReason};
+use crate::storage::{Revision, Write};
+
+/// Why a commit did not happen.
+pub(super) enum CommitError {
+    /// The object changed since it was read: read again and retry.
+    Retry,
+    /// A client-facing error.
+    Api(ApiError),
+}
+
+impl From<ApiError> for CommitError {
+    fn from(e: ApiError) -> Self {
+        CommitError::Api(e)
+    }
+}
+
+/// Sets `metadata.resourceVersion` to `rev` and serializes the object for storage.
+pub(super) fn serialize_with_rev(obj: &mut Value, rev: Revision) -> Bytes {
+    meta_mut(obj).insert("resourceVersion".into(), Value::String(rev.to_string()));
+    Bytes::from(serde_json::to_vec(obj).expect("a JSON value always serializes"))
+}
+
+/// How lists of `target`'s objects merge (strategic merge patch, apply, field sets).
+pub(super) fn list_semantics(target: &Target) -> ListSemantics {
+    if target.info.builtin {
+        ListSemantics::for_builtin(&target.info.group, &target.info.kind)
+    } else {
+        match target.version_info().ok().and_then(|v| v.raw_schema.as_ref()) {
+            Some(s) => ListSemantics::from_crd_schema(s),
+            None => ListSemantics::from_crd_schema(&Value::Null),
+        }
+    }
+}
+
+/// The field manager of a write to `sub` at `time`.
+pub(super) fn field_manager<'a>(
+    opts: &'a WriteOptions,
+    sub: Subresource,
+    time: &'a str,
+    api_version: &'a str,
+) -> FieldManager<'a> {
+    FieldManager {
+        manager: &opts.field_manager,
+        api_version,
+        subresource: (sub == Subresource::Status).then_some("status"),
+        time,
+    }
+}
+
+/// Metadata an update never changes.
+const IMMUTABLE_META: [&str; 6] =
+    ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "generation"];
+
+/// The object an update would store before admission: the body with what the client may
+/// not change (the other half of the status split, immutable metadata) taken from `old`.
+fn merge_for_update(
+    target: &Target,
+    name: &str,
+    body: Value,
+    old: &Value,
+    sub: Subresource,
+    has_status: bool,
+) -> Value {
+    let mut new = match sub {
+        Subresource::Status => target.strategy.prepare_for_status_update(&body, old),
+        Subresource::Main => {
+            let mut n = body;
+            target.strategy.prepare_for_update(&mut n, old, has_status);
+            n
+        }
+    };
+    let m = meta_mut(&mut new);
+    for f in IMMUTABLE_META {
+        match old["metadata"].get(f) {
+            Some(v) => {
+                m.insert(f.into(), v.clone());
+            }
+            None => {
+                m.remove(f);
+            }
+        }
+    }
+    m.insert("name".into(), json!(name));
+    new
+}
+
+/// Increments `metadata.generation` when the spec changed (everything but metadata and
+/// type when there is no status subresource).
+fn set_generation(new: &mut Value, old: &Value, has_status: bool) {
+    let changed = if has_status {
+        spec_part(new) != spec_part(old)
+    } else {
+        let strip = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("metadata");
+                o.remove("apiVersion");
+                o.remove("kind");
+            }
+            v
+        };
+        strip(new) != strip(old)
+    };
+    let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
+    meta_mut(new).insert("generation".into(), json!(if changed { generation + 1 } else { generation }));
+}
+
+/// Refuses finalizers added to an object that is being deleted.
+fn forbid_new_finalizers(target: &Target, name: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
+    let before = finalizers(old);
+    let added: Vec<String> = finalizers(new).into_iter().filter(|f| !before.contains(f)).collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &target.info.group,
+        &target.info.kind,
+        name,
+        &[FieldError {
+            field: "metadata.finalizers".into(),
+            reason: FieldErrorReason::Forbidden,
+            message: format!(
+                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+            ),
+        }],
+    ))
+}
+
+impl Registry {
+    /// The shared update step with managed fields tracked.
+    pub(super) async fn commit(
+        &self,
+        target: &Target,
+        name: &str,
+        old: (Value, Revision),
+        body: Value,
+        sub: Subresource,
+        opts: &WriteOptions,
+    ) -> Result<Outcome, CommitError> {
+        self.commit_inner(target, name, old, body, sub, opts, true).await
+    }
+
+    /// The shared update step: merges server-owned fields, validates, tracks fields (when
+    /// `track`) and writes if the object is still at `old`'s revision.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn commit_inner(
+        &self,
+        target: &Target,
+        name: &str,
+        (old, old_rev): (Value, Revision),
+        body: Value,
+        sub: Subresource,
+        opts: &WriteOptions,
+        track: bool,
+    ) -> Result<Outcome, CommitError> {
+        let version = target.version_info()?.clone();
+        let old_at = at_version(old.clone(), target);
+        let mut new = merge_for_update(target, name, body, &old_at, sub, version.status);
+        let mut warnings = self.admit_update(target, name, &mut new, &old_at, sub, opts, &version)?;
+        if target.info.generation {
+            set_generation(&mut new, &old_at, version.status);
+        }
+        let deleting = old["metadata"]["deletionTimestamp"].is_string();
+        if deleting {
+            forbid_new_finalizers(target, name, &old, &new)?;
+        }
+        let now = now_rfc3339();
+        if track {
+            let api_version = target.api_version();
+            let fm = field_manager(opts, sub, &now, &api_version);
+            patch::track_update(Some(&old_at), &mut new, &fm, &list_semantics(target));
+        }
+        let after_commit = target.strategy.before_commit(&mut new, Some(&old_at), &now)?;
+        let finished = deleting && self.ready_to_remove(target, &new);
+        if same_object(&new, &old_at) && !finished {
+            return Ok(Outcome { object: old_at, code: 200, warnings });
+        }
+        if opts.dry_run {
+            return Ok(Outcome { object: new, code: 200, warnings });
+        }
+        let stored = self.replace(target, name, old_rev, new, finished).await?;
+        if finished {
+            target.strategy.after_remove(self, &stored);
+        } else if let Some(after) = after_commit {
+            after(self, &stored);
+        }
+        warnings.dedup();
+        Ok(Outcome { object: at_version(stored, target), code: 200, warnings })
+    }
+
+    /// Admits an update: the whole admission for the main resource, the schema alone for
+    /// a custom resource's status.
+    #[allow(clippy::too_many_arguments)]
+    fn admit_update(
+        &self,
+        target: &Target,
+        name: &str,
+        new: &mut Value,
+        old: &Value,
+        sub: Subresource,
+        opts: &WriteOptions,
+        version: &VersionInfo,
+    ) -> Result<Vec<String>, ApiError> {
+        if sub == Subresource::Main {
+            return self.admit(target, new, Some(old), opts);
+        }
+        if !target.info.builtin
+            && let Some(schema) = &version.schema
+        {
+            let errs = schema.validate(new, Some(old));
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    /// Stores `new` (or removes the object, when `remove`) if it is still at `old_rev`.
+    async fn replace(
+        &self,
+        target: &Target,
+        name: &str,
+        old_rev: Revision,
+        mut new: Value,
+        remove: bool,
+    ) -> Result<Value, CommitError> {
+        let result = self
+            .store
+            .write(&target.info.id, &target.key(name), |cur, rev| match cur {
+                Some(c) if c.rev == old_rev => {
+                    target.strategy.convert_to_storage(&mut new);
+                    let bytes = serialize_with_rev(&mut new, rev);
+                    Ok(if remove { Write::Delete(bytes) } else { Write::Put(bytes) })
+                }
+                _ => Err(()),
+            })
+            .await
+            .map_err(ApiError::from)?;
+        match result {
+            Ok(w) => Ok(parse_stored(&w.value)?),
+            Err(()) => Err(CommitError::Retry),
+        }
+    }
+
+    /// Whether an object being deleted has nothing left holding it.
+    pub(super) fn ready_to_remove(&self, target: &Target, obj: &Value) -> bool {
+        finalizers(obj).is_empty() && !target.strategy.holds_removal(obj)
+    }
+}
