@@ -48,6 +48,7 @@ pub mod catalog;
 pub mod certs;
 pub mod error;
 pub mod handlers;
+mod json;
 pub mod jsonpath;
 pub(crate) mod kinds;
 pub mod kubeconfig;

@@ -68,7 +68,7 @@ impl Output {
     pub fn result(&mut self, text: &str, json: serde_json::Value) {
         self.done_waiting();
         if self.json() {
-            println!("{}", serde_json::to_string_pretty(&json).unwrap_or_else(|_| json.to_string()));
+            println!("{json:#}");
         } else if !text.is_empty() {
             println!("{text}");
         }

@@ -124,9 +124,9 @@ impl Project {
 
     /// The file's text, header included.
     pub fn render(&self) -> String {
-        // Serialising plain strings, bools and lists cannot fail; fall back to an empty body
-        // rather than panic if it ever did.
-        let body = serde_saphyr::to_string(self).unwrap_or_default();
+        // Plain strings, bools and lists of them always serialise: a failure is a bug, and
+        // an empty PROJECT file must never be written.
+        let body = serde_saphyr::to_string(self).expect("a PROJECT of strings, bools and lists always serialises");
         format!("{HEADER}{body}")
     }
 

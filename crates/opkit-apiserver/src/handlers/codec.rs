@@ -180,8 +180,11 @@ fn full(b: impl Into<Bytes>) -> Body {
 /// A response with a JSON or YAML encoded value.
 pub fn respond(code: u16, value: &Value, output: Output, warnings: &[String]) -> Response<Body> {
     let (bytes, ct) = match output {
-        Output::Yaml => (serde_saphyr::to_string(value).map(Bytes::from).unwrap_or_default(), "application/yaml"),
-        _ => (Bytes::from(serde_json::to_vec(value).unwrap_or_default()), "application/json"),
+        Output::Yaml => match serde_saphyr::to_string(value) {
+            Ok(yaml) => (Bytes::from(yaml), "application/yaml"),
+            Err(e) => return respond_error(&ApiError::internal(format!("encoding the response as YAML: {e}"))),
+        },
+        _ => (Bytes::from(value.to_string()), "application/json"),
     };
     let mut r = Response::new(full(bytes));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
@@ -197,7 +200,7 @@ pub fn respond(code: u16, value: &Value, output: Output, warnings: &[String]) ->
 
 /// A JSON response with a custom Content-Type.
 pub fn respond_typed(value: &Value, content_type: &str) -> Response<Body> {
-    let mut r = Response::new(full(serde_json::to_vec(value).unwrap_or_default()));
+    let mut r = Response::new(full(value.to_string()));
     if let Ok(v) = HeaderValue::from_str(content_type) {
         r.headers_mut().insert(header::CONTENT_TYPE, v);
     }
@@ -213,7 +216,7 @@ pub fn respond_bytes(bytes: impl Into<Bytes>, content_type: &'static str) -> Res
 
 /// A `metav1.Status` error response.
 pub fn respond_error(e: &ApiError) -> Response<Body> {
-    let mut r = Response::new(full(serde_json::to_vec(&e.to_status()).unwrap_or_default()));
+    let mut r = Response::new(full(crate::json::to_vec(&e.to_status())));
     *r.status_mut() = e.status_code();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     if let Some(v) = e.details.retry_after.and_then(|a| HeaderValue::from_str(&a.to_string()).ok()) {

@@ -89,7 +89,7 @@ impl OpenApiCache {
             if c.v2_json.is_none() {
                 let doc = openapi::v2_document(&docs(&all), &server_version());
                 c.v2_proto = Some(Bytes::from(openapi::v2_protobuf(&doc)));
-                c.v2_json = Some(Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()));
+                c.v2_json = Some(Bytes::from(crate::json::to_vec(&doc)));
             }
             if proto {
                 codec::respond_bytes(
@@ -120,7 +120,7 @@ impl OpenApiCache {
             let mut ds = docs(&resources);
             ds.retain(|d| d.version == version);
             let doc = openapi::v3_document(&gv, &ds, &server_version());
-            let b = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+            let b = Bytes::from(crate::json::to_vec(&doc));
             c.v3.insert(path.to_string(), b.clone());
             Some(b)
         })

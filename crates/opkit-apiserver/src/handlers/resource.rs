@@ -329,7 +329,7 @@ fn raw_list(target: &Target, page: crate::registry::RawListResult) -> Bytes {
         meta["remainingItemCount"] = json!(r);
     }
     let head = json!({"kind": target.info.list_kind, "apiVersion": target.api_version(), "metadata": meta});
-    let mut head = serde_json::to_vec(&head).unwrap_or_default();
+    let mut head = head.to_string().into_bytes();
     head.pop(); // the closing brace; items follow
     let size = head.len() + page.items.iter().map(|b| b.len() + 1).sum::<usize>() + 16;
     let mut out = bytes::BytesMut::with_capacity(size);

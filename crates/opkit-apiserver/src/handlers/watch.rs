@@ -19,10 +19,18 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
     let table_row = output == Output::Table && matches!(event.kind, "ADDED" | "MODIFIED" | "DELETED");
     match (&event.payload, table_row) {
         (WatchPayload::Raw(b), false) => buf.put_slice(b),
-        (WatchPayload::Json(v), false) => buf.put_slice(&serde_json::to_vec(v).unwrap_or_default()),
+        (WatchPayload::Json(v), false) => buf.put_slice(v.to_string().as_bytes()),
         (payload, true) => {
             let obj = match payload {
-                WatchPayload::Raw(b) => serde_json::from_slice(b).unwrap_or_default(),
+                WatchPayload::Raw(b) => match serde_json::from_slice(b) {
+                    Ok(obj) => obj,
+                    Err(_) => {
+                        // A stored object that does not parse has no row: send it as stored.
+                        buf.put_slice(b);
+                        buf.put_slice(b"}\n");
+                        return buf.freeze();
+                    }
+                },
                 WatchPayload::Json(v) => v.clone(),
             };
             let ctx = TableContext {
@@ -32,7 +40,7 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
                 continue_token: None,
             };
             let t = table::render(super::resource::table_columns(target), std::slice::from_ref(&obj), &ctx);
-            buf.put_slice(&serde_json::to_vec(&t).unwrap_or_default());
+            buf.put_slice(&crate::json::to_vec(&t));
         }
     }
     buf.put_slice(b"}\n");

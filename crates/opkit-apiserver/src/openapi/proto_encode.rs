@@ -108,7 +108,7 @@ fn int(v: &Value, key: &str) -> i64 {
 
 /// A free-form value as YAML text.
 fn any(v: &Value) -> Any {
-    Any { yaml: serde_json::to_string(v).unwrap_or_default() }
+    Any { yaml: v.to_string() }
 }
 
 fn extensions(v: &Value) -> Vec<NamedAny> {

@@ -101,7 +101,7 @@ struct ContinueToken {
 
 fn encode_continue(rev: Revision, ns: &str, name: &str) -> String {
     let t = ContinueToken { v: "meta.k8s.io/v1".into(), rv: rev, start: format!("{ns}/{name}") };
-    base64::engine::general_purpose::URL_SAFE.encode(serde_json::to_vec(&t).unwrap_or_default())
+    base64::engine::general_purpose::URL_SAFE.encode(crate::json::to_vec(&t))
 }
 
 fn decode_continue(s: &str) -> ApiResult<(Revision, (String, String))> {

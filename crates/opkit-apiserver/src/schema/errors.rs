@@ -200,7 +200,7 @@ pub(crate) fn render_value(v: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => render_number(n),
         Value::String(s) => go_quote(s),
-        other => serde_json::to_string(&sorted(other)).unwrap_or_default(),
+        other => sorted(other).to_string(),
     }
 }
 

@@ -201,7 +201,7 @@ fn validate_enum(s: &Schema, v: &Value, field: &str, errs: &mut Vec<FieldError>)
         .map(|e| match e {
             Value::String(st) => st.clone(),
             Value::Number(n) => render_number(n),
-            other => serde_json::to_string(&super::errors::sorted(other)).unwrap_or_default(),
+            other => super::errors::sorted(other).to_string(),
         })
         .collect();
     errs.push(FieldError::not_supported(field, v, &supported));

@@ -138,7 +138,7 @@ pub(crate) fn print_text(v: &Value) -> String {
         },
         Value::Bool(b) => b.to_string(),
         Value::Null => "<no value>".into(),
-        other => serde_json::to_string(&sorted(other)).unwrap_or_default(),
+        other => sorted(other).to_string(),
     }
 }
 

@@ -40,7 +40,7 @@ pub fn template_of(rev: &ControllerRevision) -> Option<PodTemplateSpec> {
 
 /// The hash of revision data (and the collision count), rendered safely.
 pub fn revision_hash(data: &Value, collision_count: i32) -> String {
-    let mut bytes = serde_json::to_vec(data).unwrap_or_default();
+    let mut bytes = data.to_string().into_bytes();
     if collision_count > 0 {
         bytes.extend_from_slice(&collision_count.to_le_bytes());
     }

@@ -116,7 +116,7 @@ mod tests {
 
     fn node(name: &str, labels: serde_json::Value, taints: serde_json::Value) -> Node {
         serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}}))
-            .unwrap_or_default()
+            .expect("test object")
     }
 
     fn ds(template_spec: serde_json::Value) -> DaemonSet {
@@ -124,7 +124,7 @@ mod tests {
             "metadata": {"name": "agent", "namespace": "kube-system", "uid": "u", "generation": 2},
             "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": {"metadata": {"labels": {"app": "a"}}, "spec": template_spec}}
         }))
-        .unwrap_or_default()
+        .expect("test object")
     }
 
     #[test]
@@ -154,9 +154,9 @@ mod tests {
     #[test]
     fn pod_is_pinned_to_its_node() {
         let d = ds(json!({"containers": [{"name": "c"}]}));
-        let pod = new_pod(&d, "n7", "abc").unwrap_or_default();
+        let pod = new_pod(&d, "n7", "abc").expect("test object");
         assert_eq!(node_of(&pod).as_deref(), Some("n7"));
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let labels = pod.metadata.labels.clone().expect("test object");
         assert_eq!(labels["controller-revision-hash"], "abc");
         assert_eq!(labels["pod-template-generation"], "2");
         let mut unbound = pod.clone();
@@ -167,7 +167,7 @@ mod tests {
         assert!(
             pod.spec
                 .and_then(|s| s.tolerations)
-                .unwrap_or_default()
+                .expect("test object")
                 .iter()
                 .any(|t| t.key.as_deref() == Some("node.kubernetes.io/unschedulable"))
         );

@@ -119,7 +119,7 @@ pub fn max_unavailable(d: &Deployment) -> i32 {
 
 /// The pod-template hash of `template` with `collision_count`: stable for equal templates.
 pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
-    let mut bytes = serde_json::to_vec(&normalized(template)).unwrap_or_default();
+    let mut bytes = normalized(template).to_string().into_bytes();
     if let Some(c) = collision_count {
         bytes.extend_from_slice(&c.to_le_bytes());
     }
@@ -155,7 +155,7 @@ fn prune(v: &mut Value) -> bool {
 
 /// A template as JSON without the hash label, pruned of empty values.
 fn normalized(template: &PodTemplateSpec) -> Value {
-    let mut v = serde_json::to_value(template).unwrap_or(Value::Null);
+    let mut v = serde_json::to_value(template).expect("a k8s-openapi PodTemplateSpec always serialises");
     if let Some(labels) = v.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
         labels.remove(POD_TEMPLATE_HASH);
     }

@@ -60,12 +60,12 @@ mod tests {
             "spec": {"containers": [{"name": "c", "image": "x"}]},
             "status": {"phase": "Running"}
         }))
-        .unwrap_or_default();
+        .expect("test object");
         assert_eq!(o.metadata.uid.as_deref(), Some("u1"));
         assert_eq!(o.metadata.owner_references.as_ref().map(Vec::len), Some(1));
         assert_eq!(o.types.map(|t| t.kind), Some("Pod".to_string()));
         let bare: MetaObject =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}})).unwrap_or_default();
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}})).expect("test object");
         assert_eq!(bare.metadata.name.as_deref(), Some("x"));
     }
 }

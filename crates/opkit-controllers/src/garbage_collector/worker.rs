@@ -200,7 +200,7 @@ async fn attempt_to_delete(shared: &Shared, uid: &str) -> Result<Done, GcError> 
             .flatten()
             .filter(|r| !dangling.contains(&r.uid))
             .map(|r| {
-                let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+                let mut v = serde_json::to_value(r).expect("a k8s-openapi OwnerReference always serialises");
                 if waiting.contains(&r.uid) {
                     v["blockOwnerDeletion"] = json!(false);
                 }

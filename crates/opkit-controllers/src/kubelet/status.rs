@@ -115,7 +115,7 @@ fn merge_conditions(pod: &Pod, mut new: Vec<Value>) -> Vec<Value> {
     }
     for o in old {
         if !new.iter().any(|c| c["type"] == o.type_.as_str()) {
-            new.push(serde_json::to_value(&o).unwrap_or(Value::Null));
+            new.push(serde_json::to_value(&o).expect("a k8s-openapi PodCondition always serialises"));
         }
     }
     new
@@ -294,7 +294,7 @@ mod tests {
     use std::time::Instant;
 
     fn pod(v: Value) -> Pod {
-        serde_json::from_value(v).unwrap_or_default()
+        serde_json::from_value(v).expect("test pod")
     }
 
     #[test]

@@ -141,10 +141,10 @@ mod tests {
     use serde_json::json;
 
     fn node(v: serde_json::Value) -> Node {
-        serde_json::from_value(v).unwrap_or_default()
+        serde_json::from_value(v).expect("test node")
     }
     fn pod(v: serde_json::Value) -> Pod {
-        serde_json::from_value(v).unwrap_or_default()
+        serde_json::from_value(v).expect("test pod")
     }
     fn big_node() -> Node {
         node(json!({"metadata": {"name": "n1", "labels": {"disk": "ssd", "zone": "a"}},
