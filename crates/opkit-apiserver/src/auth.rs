@@ -33,11 +33,6 @@ impl TokenAuthenticator {
         TokenAuthenticator { tokens }
     }
 
-    /// Adds a token for `user`.
-    pub fn add(&mut self, token: &str, user: UserInfo) {
-        self.tokens.insert(token.to_string(), user);
-    }
-
     /// The user of an `Authorization` header value, if it holds a known bearer token.
     pub fn authenticate(&self, authorization: Option<&str>) -> Option<UserInfo> {
         let value = authorization?;

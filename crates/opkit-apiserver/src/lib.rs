@@ -3,18 +3,21 @@
 //! with kube-apiserver's request semantics, over HTTPS with bearer-token auth.
 //!
 //! It is the control plane under opkit's tests (`opkit-testenv`) and `opkit cluster
-//! start`. Objects live in a revisioned in-memory store ([`storage`]) that is optionally
+//! start`. Objects live in a revisioned in-memory store (`storage`) that is optionally
 //! made durable in SQLite.
 //!
 //! # Layout
-//! Data flows one way: HTTP ([`handlers`]) → [`registry`] → [`storage`].
-//! - `kinds` (crate-private): each kind's strategy, the per-kind behaviour the generic
-//!   [`registry`] calls (defaults, validation, hooks, deletion rules, Table printer).
-//! - [`catalog`]: which resources are served (built-ins and CRDs).
-//! - [`schema`]: CRD structural schemas: validation, defaulting, pruning, CEL.
-//! - [`patch`]: JSON, merge and strategic merge patches; server-side apply.
-//! - [`openapi`]: the `/openapi/v2` and `/openapi/v3` documents.
-//! - [`selector`], [`jsonpath`], [`table`]: selectors, printer-column paths, Table output.
+//! The public surface is the server itself ([`ApiServer`], [`ServerConfig`], [`RunningServer`])
+//! and [`kubeconfig`]; the modules below are internal.
+//!
+//! Data flows one way: HTTP (`handlers`) → `registry` → `storage`.
+//! - `kinds`: each kind's strategy, the per-kind behaviour the generic
+//!   `registry` calls (defaults, validation, hooks, deletion rules, Table printer).
+//! - `catalog`: which resources are served (built-ins and CRDs).
+//! - `schema`: CRD structural schemas: validation, defaulting, pruning, CEL.
+//! - `patch`: JSON, merge and strategic merge patches; server-side apply.
+//! - `openapi`: the `/openapi/v2` and `/openapi/v3` documents.
+//! - `selector`, `jsonpath`, `table`: selectors, printer-column paths, Table output.
 //! - [`kubeconfig`]: the kubeconfig clients use, as kube's typed `Kubeconfig`.
 //!
 //! # Example
@@ -37,30 +40,31 @@
 //!
 //! # Where behaviour differs from kube-apiserver
 //! - No authorization yet: every authenticated user may do everything (each request
-//!   carries its [`auth::UserInfo`] so RBAC can be enforced in the registry later).
+//!   carries its user (`auth::UserInfo`) so RBAC can be enforced in the registry later).
 //! - Request bodies may be JSON, YAML or Kubernetes protobuf (built-in kinds); responses
 //!   are JSON or YAML only, so a protobuf-only Accept gets 406.
 //! - CRD conversion is `None` only (apiVersion is rewritten; fields are not converted).
 //! - Admission webhook configurations are stored but not called.
 
-pub mod auth;
-pub mod catalog;
-pub mod certs;
-pub mod error;
-pub mod handlers;
+pub(crate) mod auth;
+pub(crate) mod catalog;
+pub(crate) mod certs;
+pub(crate) mod error;
+pub(crate) mod handlers;
 mod json;
-pub mod jsonpath;
+pub(crate) mod jsonpath;
 pub(crate) mod kinds;
 pub mod kubeconfig;
-pub mod openapi;
-pub mod patch;
-pub mod protobuf;
-pub mod registry;
-pub mod schema;
-pub mod selector;
-pub mod server;
-pub mod storage;
-pub mod table;
+pub(crate) mod openapi;
+pub(crate) mod patch;
+pub(crate) mod protobuf;
+pub(crate) mod registry;
+pub(crate) mod schema;
+pub(crate) mod selector;
+pub(crate) mod server;
+pub(crate) mod storage;
+pub(crate) mod table;
 
 pub use error::{ApiError, ApiResult};
 pub use server::{ApiServer, RunningServer, ServerConfig, ServerError, StorageConfig};
+pub use storage::StoreOptions;

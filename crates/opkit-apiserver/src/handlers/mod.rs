@@ -18,8 +18,6 @@ use crate::registry::Registry;
 use codec::Body;
 use route::Route;
 
-pub use discovery::{KUBE_MINOR, version as version_info};
-
 /// Everything a request handler needs.
 pub struct AppState {
     /// The registry.

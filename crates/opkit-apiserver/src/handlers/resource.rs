@@ -359,10 +359,9 @@ pub(super) fn table_columns(target: &Target) -> Columns<'_> {
 
 /// `includeObject` for tables.
 pub fn include_object(q: &HashMap<String, String>) -> IncludeObject {
-    match q.get("includeObject").map(String::as_str) {
-        Some("None") => IncludeObject::None,
-        Some("Object") => IncludeObject::Object,
-        _ => IncludeObject::Metadata,
+    match q.get("includeObject").and_then(|v| IncludeObject::from_query(v)) {
+        Some(include) => include,
+        None => IncludeObject::Metadata,
     }
 }
 

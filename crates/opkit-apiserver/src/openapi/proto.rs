@@ -181,6 +181,8 @@ pub struct ParametersItem {
 /// Variants of [`ParametersItem`].
 pub mod parameters_item {
     /// The `oneof` of `openapi.v2.ParametersItem`.
+    // The variant names are gnostic's message names, kept so the schema reads as the .proto.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Oneof {
         #[prost(message, tag = "1")]
@@ -209,6 +211,8 @@ pub struct Parameter {
 /// Variants of [`Parameter`].
 pub mod parameter {
     /// The `oneof` of `openapi.v2.Parameter`.
+    // The variant names are gnostic's message names, kept so the schema reads as the .proto.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Oneof {
         #[prost(message, tag = "1")]
@@ -245,6 +249,8 @@ pub struct NonBodyParameter {
 /// Variants of [`NonBodyParameter`].
 pub mod non_body_parameter {
     /// The `oneof` of `openapi.v2.NonBodyParameter` (form-data parameters are not emitted).
+    // The variant names are gnostic's message names, kept so the schema reads as the .proto.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Oneof {
         #[prost(message, tag = "1")]
@@ -356,6 +362,8 @@ pub struct ResponseValue {
 /// Variants of [`ResponseValue`].
 pub mod response_value {
     /// The `oneof` of `openapi.v2.ResponseValue`.
+    // The variant names are gnostic's message names, kept so the schema reads as the .proto.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Oneof {
         #[prost(message, tag = "1")]
@@ -386,6 +394,8 @@ pub struct SchemaItem {
 /// Variants of [`SchemaItem`].
 pub mod schema_item {
     /// The `oneof` of `openapi.v2.SchemaItem`.
+    // The variant names are gnostic's message names, kept so the schema reads as the .proto.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Oneof {
         #[prost(message, tag = "1")]
@@ -440,6 +450,8 @@ pub struct AdditionalPropertiesItem {
 /// Variants of [`AdditionalPropertiesItem`].
 pub mod additional_properties_item {
     /// The `oneof` of `openapi.v2.AdditionalPropertiesItem`.
+    // The variant names are gnostic's message names, kept so the schema reads as the .proto.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Oneof {
         #[prost(message, tag = "1")]
@@ -540,6 +552,8 @@ pub struct SecurityDefinitionsItem {
 /// Variants of [`SecurityDefinitionsItem`].
 pub mod security_definitions_item {
     /// The `oneof` of `openapi.v2.SecurityDefinitionsItem`.
+    // The variant names are gnostic's message names, kept so the schema reads as the .proto.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Oneof {
         #[prost(message, tag = "2")]

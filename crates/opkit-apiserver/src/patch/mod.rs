@@ -15,8 +15,8 @@ mod typed;
 
 use serde_json::Value;
 
-pub use managed::{ApplyOptions, server_side_apply, server_side_apply_with_options, track_update};
-pub use schema::{ListSemantics, ListType, MapKey};
+pub use managed::{server_side_apply, track_update};
+pub use schema::ListSemantics;
 pub use smp::strategic_merge_patch;
 
 /// Most operations a JSON patch may carry (kube-apiserver's limit).
@@ -52,34 +52,6 @@ impl PatchError {
             PatchError::TooLarge(_) => 413,
             PatchError::Conflicts(_) => 409,
             PatchError::Internal(_) => 500,
-        }
-    }
-
-    /// The `Status.reason` kube-apiserver answers with.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            PatchError::Invalid(_) => "Invalid",
-            PatchError::BadRequest(_) => "BadRequest",
-            PatchError::TooLarge(_) => "RequestEntityTooLarge",
-            PatchError::Conflicts(_) => "Conflict",
-            PatchError::Internal(_) => "InternalError",
-        }
-    }
-
-    /// `Status.details.causes` for conflicts: `{type: FieldManagerConflict, message, field}`.
-    pub fn causes(&self) -> Vec<Value> {
-        match self {
-            PatchError::Conflicts(cs) => cs
-                .iter()
-                .map(|c| {
-                    serde_json::json!({
-                        "type": "FieldManagerConflict",
-                        "message": format!("conflict with {}", c.manager_description()),
-                        "field": c.field,
-                    })
-                })
-                .collect(),
-            _ => Vec::new(),
         }
     }
 }
@@ -257,6 +229,5 @@ mod tests {
         );
         let e = PatchError::Conflicts(vec![c]);
         assert_eq!(e.status_code(), 409);
-        assert_eq!(e.causes()[0]["type"], "FieldManagerConflict");
     }
 }

@@ -28,8 +28,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::kinds::{self, Strategy};
 use crate::storage::{ObjectName, Store};
 
-pub use meta::{now_rfc3339, now_unix};
-pub use read::{ListOptions, ListResult, RawListResult, WatchEvent, WatchOptions, WatchPayload, WatchStream};
+pub use meta::now_unix;
+pub use read::{ListOptions, RawListResult, WatchEvent, WatchOptions, WatchPayload, WatchStream};
 pub use scale::ScaleChange;
 
 /// How unknown or duplicate fields are treated (`fieldValidation`).

@@ -5,11 +5,8 @@
 
 mod resource_fields;
 
-pub use opkit_apimachinery::selector::{
-    FieldSelector as FieldSelectorGrammar, LabelSelector, Operator, Requirement, SelectorError, label_value_errors,
-    qualified_name_errors,
-};
-pub use resource_fields::{ResourceFieldSelector, field_value};
+pub use opkit_apimachinery::selector::LabelSelector;
+pub use resource_fields::ResourceFieldSelector;
 
 /// The field selector of list and watch requests (kept under its historical name).
 pub type FieldSelector = ResourceFieldSelector;

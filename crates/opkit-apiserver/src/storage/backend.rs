@@ -39,17 +39,3 @@ pub trait Backend: Send + 'static {
     /// Durably applies a batch of events, in order, atomically.
     fn persist(&self, batch: &[Arc<Event>]) -> Result<(), StorageError>;
 }
-
-/// A backend that keeps nothing: for tests that want the commit thread's behaviour
-/// without a disk.
-#[derive(Debug, Default)]
-pub struct MemoryBackend;
-
-impl Backend for MemoryBackend {
-    fn load(&self) -> Result<LoadedState, StorageError> {
-        Ok(LoadedState::default())
-    }
-    fn persist(&self, _batch: &[Arc<Event>]) -> Result<(), StorageError> {
-        Ok(())
-    }
-}

@@ -29,7 +29,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, watch};
 
-pub use backend::{Backend, LoadedObject, LoadedState, MemoryBackend};
+pub use backend::{Backend, LoadedObject, LoadedState};
 pub use log::WatchSubscription;
 pub use sqlite::SqliteBackend;
 
@@ -162,7 +162,7 @@ pub struct ListPage {
     pub remaining: Option<u64>,
 }
 
-/// Tunables of a [`Store`].
+/// Tunables of the object store: how much watch history it keeps.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// How many events the watch log keeps before compacting the oldest.

@@ -165,6 +165,7 @@ pub fn human_duration(seconds: i64) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
+#[cfg(test)]
 /// Whether kube has a dedicated printer for this resource (otherwise the default table is used).
 pub fn has_builtin_printer(group: &str, resource: &str) -> bool {
     crate::kinds::builtin_strategy(group, resource).is_some_and(|s| s.table().is_some())
@@ -187,6 +188,7 @@ fn row_object(o: &Value, include: IncludeObject) -> Value {
 /// `custom` = `Some(columns)` for a custom resource (NAME plus the CRD's columns; with no
 /// columns NAME and Age). Otherwise the built-in printer for `group`/`resource` is used, or
 /// kube's default NAME / CREATED AT table. Rows carry `object` per `include`.
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub fn build_table(
     group: &str,

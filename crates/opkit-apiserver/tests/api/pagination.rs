@@ -7,7 +7,7 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use opkit_apiserver::ServerConfig;
-use opkit_apiserver::storage::StoreOptions;
+use opkit_apiserver::StoreOptions;
 use opkit_testenv::TestEnv;
 use serde_json::json;
 

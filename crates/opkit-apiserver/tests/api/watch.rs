@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::watcher::{self, Event};
 use opkit_apiserver::ServerConfig;
-use opkit_apiserver::storage::StoreOptions;
+use opkit_apiserver::StoreOptions;
 use opkit_testenv::TestEnv;
 use serde_json::json;
 
