@@ -38,7 +38,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let env = opkit_testenv::TestEnv::builder().without_controllers().start().await?;
 //! let mgr = Manager::new(env.client(), ManagerOptions::default());
-//! Controller::new(&mgr, reconcile).build();
+//! Controller::new(&mgr, reconcile).build()?;
 //! let stop = tokio_util::sync::CancellationToken::new();
 //! let running = tokio::spawn(mgr.run_until(stop.clone()));
 //!
@@ -74,8 +74,8 @@ pub mod status;
 pub mod webhook;
 
 pub use cache::{Cache, CacheScope};
-pub use controller::Controller;
-pub use manager::{Manager, ManagerArgs, ManagerError, ManagerOptions, Runnable, RunnableError};
+pub use controller::{BuildError, Controller, ControllerHandle};
+pub use manager::{HealthCheckError, Manager, ManagerArgs, ManagerError, ManagerOptions, Runnable, RunnableError};
 pub use object::Object;
 pub use reconcile::{Action, Context, ReconcileError, ReconcileResult, Reconciler, Request};
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use kube::{Api, Client};
 
 use crate::cache::Cache;
+use crate::events::Recorder;
 use crate::object::Object;
 
 /// Which object to reconcile: namespace (for namespaced kinds) and name.
@@ -116,8 +117,14 @@ impl fmt::Display for ReconcileError {
 pub type ReconcileResult = Result<Action, ReconcileError>;
 
 /// Everything one reconcile gets: the request, the object as the cache has it (`None`
-/// when it was deleted), a client and the shared cache.
-pub struct Context<K> {
+/// when it was deleted), a client, the shared cache, an event recorder and the
+/// operator's own state `S` (kube-rs's context data; `()` unless the controller was
+/// given one with [`Controller::with_state`](crate::Controller::with_state)).
+///
+/// The reconcile future runs inside a `reconcile` tracing span with the fields
+/// `controller`, `namespace`, `name` and `reconcileID` (a random UUID per reconcile),
+/// as controller-runtime's per-reconcile logger.
+pub struct Context<K, S = ()> {
     /// The object's namespace and name.
     pub request: Request,
     /// The object from the cache; `None` if it no longer exists.
@@ -126,9 +133,14 @@ pub struct Context<K> {
     pub client: Client,
     /// The manager's shared cache, for cached reads of any kind.
     pub cache: Cache,
+    /// Records Events as this controller (controller-runtime's
+    /// `mgr.GetEventRecorderFor(name)`), reporting as the controller's name.
+    pub recorder: Arc<Recorder>,
+    /// The operator's state given to [`Controller::with_state`](crate::Controller::with_state).
+    pub state: Arc<S>,
 }
 
-impl<K: Object> Context<K> {
+impl<K: Object, S> Context<K, S> {
     /// An `Api` for the reconciled kind in the request's namespace.
     pub fn api(&self) -> Api<K> {
         K::api(self.client.clone(), self.request.namespace.as_deref())
@@ -141,19 +153,20 @@ impl<K: Object> Context<K> {
 
 /// Moves an object's current state toward its desired state.
 ///
-/// Implemented for any `Fn(Context<K>) -> impl Future<Output = ReconcileResult>`.
-pub trait Reconciler<K>: Send + Sync + 'static {
+/// Implemented for any `Fn(Context<K, S>) -> impl Future<Output = ReconcileResult>`.
+pub trait Reconciler<K, S = ()>: Send + Sync + 'static {
     /// Reconciles one object.
-    fn reconcile(&self, ctx: Context<K>) -> impl Future<Output = ReconcileResult> + Send;
+    fn reconcile(&self, ctx: Context<K, S>) -> impl Future<Output = ReconcileResult> + Send;
 }
 
-impl<K, F, Fut> Reconciler<K> for F
+impl<K, S, F, Fut> Reconciler<K, S> for F
 where
     K: Send + Sync + 'static,
-    F: Fn(Context<K>) -> Fut + Send + Sync + 'static,
+    S: Send + Sync + 'static,
+    F: Fn(Context<K, S>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ReconcileResult> + Send,
 {
-    fn reconcile(&self, ctx: Context<K>) -> impl Future<Output = ReconcileResult> + Send {
+    fn reconcile(&self, ctx: Context<K, S>) -> impl Future<Output = ReconcileResult> + Send {
         self(ctx)
     }
 }

@@ -43,9 +43,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const STARTUP_GRACE: Duration = Duration::from_secs(5);
 
 /// Registers the scheduler with `mgr` (controller name `scheduler`).
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("scheduler") {
-        return;
+        return Ok(());
     }
     let sched = Arc::new(Scheduler {
         recorder: Recorder::for_controller(mgr.client(), SCHEDULER_NAME),
@@ -64,7 +64,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     .watches::<Pod>(move |p: &Pod| if frees_resources(p) { on_pod.retry_all() } else { vec![] })
     .max_concurrent_reconciles(4)
     .without_leader_election()
-    .build();
+    .build()
 }
 
 /// Whether a bound pod is ending (terminating or finished), so its resources free up.

@@ -7,14 +7,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use kube::Client;
+use kube::core::Selector;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::index::{IndexFn, Indexes};
+use super::lookup::Lookup;
 use super::{Cache, CacheScope};
 use crate::object::Object;
 
@@ -67,6 +69,8 @@ pub struct Informer<K: Object> {
     apply_lock: Mutex<()>,
     /// Secondary indexes, updated with the store under `apply_lock`.
     indexes: Indexes<K>,
+    /// The built-in namespace and label lookups, updated with the store.
+    lookup: RwLock<Lookup<K>>,
     started: AtomicBool,
     cache: Cache,
 }
@@ -100,6 +104,7 @@ impl<K: Object> Informer<K> {
             tx,
             apply_lock: Mutex::new(()),
             indexes: Indexes::default(),
+            lookup: RwLock::new(Lookup::default()),
             started: AtomicBool::new(false),
             cache,
         }
@@ -152,6 +157,7 @@ impl<K: Object> Informer<K> {
                     writer.apply_watcher_event(&event);
                     let new = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
                     self.indexes.update(old.as_deref(), &new);
+                    self.lookup.write().apply(&new);
                     let _ = self.tx.send(InformerEvent::Apply { old, new });
                 }
                 watcher::Event::Delete(obj) => {
@@ -159,6 +165,7 @@ impl<K: Object> Informer<K> {
                     let old = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
                     writer.apply_watcher_event(&event);
                     self.indexes.delete(&old);
+                    self.lookup.write().delete(&old);
                     let _ = self.tx.send(InformerEvent::Delete(old));
                 }
                 watcher::Event::Init => {
@@ -176,11 +183,13 @@ impl<K: Object> Informer<K> {
                             old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version);
                         if changed {
                             self.indexes.update(old.as_deref(), &new);
+                            self.lookup.write().apply(&new);
                             let _ = self.tx.send(InformerEvent::Apply { old, new });
                         }
                     }
                     for (_, gone) in before {
                         self.indexes.delete(&gone);
+                        self.lookup.write().delete(&gone);
                         let _ = self.tx.send(InformerEvent::Delete(gone));
                     }
                     if !part.synced.swap(true, Ordering::SeqCst) {
@@ -195,6 +204,11 @@ impl<K: Object> Informer<K> {
     pub fn subscribe(&self) -> Subscription<K> {
         let _guard = self.apply_lock.lock();
         Subscription { initial: self.list(), events: self.tx.subscribe() }
+    }
+
+    /// The kind cached, for logs.
+    pub fn kind(&self) -> String {
+        K::kind(&()).to_string()
     }
 
     /// True once every watch finished its initial list.
@@ -213,6 +227,19 @@ impl<K: Object> Informer<K> {
     /// Every cached object.
     pub fn list(&self) -> Vec<Arc<K>> {
         self.partitions.iter().flat_map(|p| p.store.state()).collect()
+    }
+
+    /// The cached objects in `namespace`, from the built-in namespace index (no scan of
+    /// other namespaces).
+    pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.lookup.read().in_namespace(namespace)
+    }
+
+    /// The cached objects in `namespace` (`None`: all) whose labels match `selector`,
+    /// narrowed through the built-in label index when the selector requires a label
+    /// value (`key=value` or `key in (...)`).
+    pub fn list_matching(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
+        self.lookup.read().matching(namespace, selector)
     }
 
     /// Adds a secondary index called `name`: `f` gives an object's index values, and

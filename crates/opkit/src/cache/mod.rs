@@ -6,6 +6,7 @@
 
 mod index;
 mod informer;
+mod lookup;
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
+use kube::core::Selector;
 use kube::runtime::reflector::ObjectRef;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -111,6 +113,30 @@ impl Cache {
         self.informer::<K>().list()
     }
 
+    /// The cached `K`s in `namespace`, read through the built-in namespace index
+    /// (controller-runtime's `List(ctx, list, InNamespace(ns))` from its cache). For
+    /// cluster-scoped kinds use [`Cache::list`].
+    pub fn list_in<K: Object>(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.informer::<K>().list_in(namespace)
+    }
+
+    /// The cached `K`s in `namespace` (`None`: every namespace) whose labels match
+    /// `selector` (controller-runtime's `MatchingLabelsSelector`). A selector that
+    /// requires a label value (`key=value`, `key in (...)`) is answered from the label
+    /// index; others scan the namespace.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kube::core::{Expression, Selector};
+    /// # fn f(cache: &opkit::Cache) {
+    /// let selector: Selector = [("app", "memcached")].into_iter().collect();
+    /// let pods = cache.list_matching::<Pod>(Some("default"), &selector);
+    /// # }
+    /// ```
+    pub fn list_matching<K: Object>(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
+        self.informer::<K>().list_matching(namespace, selector)
+    }
+
     /// Adds a secondary index `name` over the cached `K`s (see [`Informer::add_index`]):
     /// `f` gives an object's index values. Returns false if the index already exists.
     pub fn add_index<K: Object>(&self, name: &str, f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> bool {
@@ -135,14 +161,20 @@ impl Cache {
 
     /// Waits until [`Cache::is_synced`], up to `timeout`. Returns whether it synced.
     pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
+        self.wait_until(timeout, || self.is_synced()).await
+    }
+
+    /// Waits until `cond` holds, re-checking whenever an informer of this cache syncs,
+    /// up to `timeout`. Returns whether it held.
+    pub async fn wait_until(&self, timeout: Duration, cond: impl Fn() -> bool) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.inner.changed.notified();
-            if self.is_synced() {
+            if cond() {
                 return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.is_synced();
+                return cond();
             }
         }
     }

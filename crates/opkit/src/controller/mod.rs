@@ -1,95 +1,48 @@
 //! The controller builder (`For` / `Owns` / `Watches`, event filters, concurrency, rate
-//! limiting) and the event sources that feed its work queue.
+//! limiting, user state) and a handle to trigger reconciles from outside.
 
+mod handle;
 pub mod queue;
 pub mod ratelimit;
+mod source;
 mod worker;
 
+use std::any::Any;
 use std::sync::Arc;
+use std::time::Duration;
 
-use futures::future::BoxFuture;
-use tokio::sync::broadcast::error::RecvError;
-use tokio_util::sync::CancellationToken;
+use futures::Stream;
 
-use crate::cache::{Informer, InformerEvent};
-use crate::manager::{Manager, Runnable, RunnableError};
+use crate::manager::Manager;
 use crate::object::Object;
-use crate::predicate::{Event, Predicate};
+use crate::predicate::Predicate;
 use crate::reconcile::{Reconciler, Request};
-use queue::WorkQueue;
 use ratelimit::RateLimiter;
+use source::{InformerSource, MapFn, Source, StreamSource};
 
-type MapFn<S> = Arc<dyn Fn(&S) -> Vec<Request> + Send + Sync>;
+pub use handle::ControllerHandle;
 
-/// Something that turns changes into requests on a controller's queue.
-trait Source: Send + 'static {
-    fn start(
-        self: Box<Self>,
-        queue: Arc<WorkQueue<Request>>,
-        filter: Option<Arc<dyn Predicate>>,
-        shutdown: CancellationToken,
-    );
-}
+/// How long a controller waits for its caches to sync before it fails (and stops the
+/// manager), as controller-runtime's default `CacheSyncTimeout`.
+pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 
-struct InformerSource<S: Object> {
-    informer: Arc<Informer<S>>,
-    map: MapFn<S>,
-}
-
-impl<S: Object> InformerSource<S> {
-    fn enqueue(&self, queue: &WorkQueue<Request>, obj: &S) {
-        for r in (self.map)(obj) {
-            queue.add(r);
-        }
-    }
-}
-
-impl<S: Object> Source for InformerSource<S> {
-    fn start(
-        self: Box<Self>,
-        queue: Arc<WorkQueue<Request>>,
-        filter: Option<Arc<dyn Predicate>>,
-        shutdown: CancellationToken,
-    ) {
-        tokio::spawn(async move {
-            let pass = |e: &Event<'_>| filter.as_ref().is_none_or(|f| f.filter(e));
-            let mut sub = self.informer.subscribe();
-            loop {
-                for obj in std::mem::take(&mut sub.initial) {
-                    if pass(&Event::Create(obj.meta())) {
-                        self.enqueue(&queue, &obj);
-                    }
-                }
-                let ev = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    ev = sub.events.recv() => ev,
-                };
-                match ev {
-                    Ok(InformerEvent::Apply { old: None, new }) => {
-                        if pass(&Event::Create(new.meta())) {
-                            self.enqueue(&queue, &new);
-                        }
-                    }
-                    Ok(InformerEvent::Apply { old: Some(old), new }) => {
-                        if pass(&Event::Update { old: old.meta(), new: new.meta() }) {
-                            self.enqueue(&queue, &new);
-                            self.enqueue(&queue, &old);
-                        }
-                    }
-                    Ok(InformerEvent::Delete(obj)) => {
-                        if pass(&Event::Delete(obj.meta())) {
-                            self.enqueue(&queue, &obj);
-                        }
-                    }
-                    Err(RecvError::Lagged(_)) => {
-                        // Missed events: resubscribe and treat everything cached as new.
-                        sub = self.informer.subscribe();
-                    }
-                    Err(RecvError::Closed) => return,
-                }
-            }
-        });
-    }
+/// Why [`Controller::build`] refused a controller.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// Another controller of this manager has the same name (controller-runtime rejects
+    /// duplicate names, which would share metrics and logs). Name one with
+    /// [`Controller::named`].
+    #[error("a controller named {0:?} is already registered with this manager")]
+    DuplicateName(String),
+    /// The reconciler takes a `Context<K, S>` with a state type other than `()`, but no
+    /// state was given with [`Controller::with_state`].
+    #[error("controller {controller:?} needs its state ({state}); set it with with_state")]
+    MissingState {
+        /// The controller.
+        controller: String,
+        /// The state type.
+        state: &'static str,
+    },
 }
 
 /// The requests for the controlling owners of kind `K` of an object.
@@ -108,76 +61,146 @@ fn owners_of<K: Object, C: Object>(child: &C) -> Vec<Request> {
         .collect()
 }
 
-/// Builds a controller for kind `K` with reconciler `R` and registers it with a manager.
+/// `Arc<()>` as an `Arc<S>` when `S` is `()`: controllers without state need none.
+fn unit_state<S: Send + Sync + 'static>() -> Option<Arc<S>> {
+    let unit: Arc<dyn Any + Send + Sync> = Arc::new(());
+    unit.downcast::<S>().ok()
+}
+
+/// Builds a controller for kind `K` with reconciler `R` (and optional state `S`) and
+/// registers it with a manager.
+///
+/// There is exactly one `For` kind per controller: it is the type parameter `K`, so a
+/// second `For` (an error in controller-runtime's builder) cannot be written.
 ///
 /// ```no_run
+/// # use std::sync::Arc;
 /// # use std::time::Duration;
 /// # use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 /// # use opkit::{Action, Context, Controller, Manager, ReconcileResult, predicate::GenerationChanged};
-/// # async fn reconcile(ctx: Context<Deployment>) -> ReconcileResult { Ok(Action::requeue_after(Duration::from_secs(60))) }
-/// # fn setup(mgr: &Manager) {
+/// struct Settings { resync: Duration }
+/// async fn reconcile(ctx: Context<Deployment, Settings>) -> ReconcileResult {
+///     Ok(Action::requeue_after(ctx.state.resync))
+/// }
+/// # fn setup(mgr: &Manager) -> Result<(), opkit::controller::BuildError> {
 /// Controller::new(mgr, reconcile)
+///     .with_state(Arc::new(Settings { resync: Duration::from_secs(60) }))
 ///     .owns::<ReplicaSet>()
 ///     .with_event_filter(GenerationChanged)
 ///     .max_concurrent_reconciles(2)
-///     .build();
-/// # }
+///     .build()?;
+/// # Ok(()) }
 /// ```
-pub struct Controller<K: Object, R: Reconciler<K>> {
+#[must_use = "a controller does nothing until `build` registers it with the manager"]
+pub struct Controller<K: Object, R, S = ()> {
     mgr: Manager,
     name: String,
     reconciler: R,
+    state: Option<Arc<S>>,
     sources: Vec<Box<dyn Source>>,
-    filter: Option<Arc<dyn Predicate>>,
+    filters: Vec<Arc<dyn Predicate>>,
     concurrency: usize,
     limiter: RateLimiter<Request>,
     needs_leader: bool,
+    cache_sync_timeout: Duration,
+    handle: ControllerHandle,
     _kind: std::marker::PhantomData<fn() -> K>,
 }
 
-impl<K: Object, R: Reconciler<K>> Controller<K, R> {
-    /// A controller reconciling `K` (controller-runtime's `For`), named after the kind.
+impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S> {
+    /// A controller reconciling `K` (controller-runtime's `For`), named after the kind
+    /// (lowercase).
     pub fn new(mgr: &Manager, reconciler: R) -> Self {
         let informer = mgr.cache().informer::<K>();
-        let primary: Box<dyn Source> =
-            Box::new(InformerSource::<K> { informer, map: Arc::new(|o: &K| vec![Request::from_object(o)]) });
+        let handle = ControllerHandle::new(informer.clone());
+        let primary: Box<dyn Source> = Box::new(InformerSource::<K> {
+            informer,
+            map: Arc::new(|o: &K| vec![Request::from_object(o)]),
+            predicate: None,
+        });
         Controller {
             mgr: mgr.clone(),
             name: K::kind(&()).to_lowercase(),
             reconciler,
+            state: unit_state::<S>(),
             sources: vec![primary],
-            filter: None,
+            filters: Vec::new(),
             concurrency: 1,
             limiter: RateLimiter::default(),
             needs_leader: true,
+            cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
+            handle,
             _kind: std::marker::PhantomData,
         }
     }
 
-    /// Names the controller (metrics labels, logs).
+    /// Names the controller (metrics labels, logs, the event recorder). Names are unique
+    /// per manager.
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
     }
 
-    /// Reconciles the controlling owner (of kind `K`) when a `C` changes.
-    pub fn owns<C: Object>(mut self) -> Self {
-        let informer = self.mgr.cache().informer::<C>();
-        self.sources.push(Box::new(InformerSource::<C> { informer, map: Arc::new(owners_of::<K, C>) }));
+    /// The operator's own state, handed to every reconcile as `ctx.state` (kube-rs's
+    /// context data). Required when the reconciler takes `Context<K, S>` with `S` other
+    /// than `()`.
+    pub fn with_state(mut self, state: Arc<S>) -> Self {
+        self.state = Some(state);
         self
+    }
+
+    /// Reconciles the controlling owner (of kind `K`) when a `C` changes
+    /// (controller-runtime's `Owns`).
+    pub fn owns<C: Object>(self) -> Self {
+        self.add_informer_source::<C>(Arc::new(owners_of::<K, C>), None)
+    }
+
+    /// As [`Controller::owns`], with a predicate for this source only
+    /// (`Owns(obj, builder.WithPredicates(p))`), applied in addition to the controller's
+    /// event filters.
+    pub fn owns_with<C: Object>(self, predicate: impl Predicate) -> Self {
+        self.add_informer_source::<C>(Arc::new(owners_of::<K, C>), Some(Arc::new(predicate)))
     }
 
     /// Reconciles the requests `map` returns when a `W` changes
-    /// (`EnqueueRequestsFromMapFunc`).
-    pub fn watches<W: Object>(mut self, map: impl Fn(&W) -> Vec<Request> + Send + Sync + 'static) -> Self {
+    /// (`Watches` with `EnqueueRequestsFromMapFunc`).
+    pub fn watches<W: Object>(self, map: impl Fn(&W) -> Vec<Request> + Send + Sync + 'static) -> Self {
+        self.add_informer_source::<W>(Arc::new(map), None)
+    }
+
+    /// As [`Controller::watches`], with a predicate for this source only, applied in
+    /// addition to the controller's event filters.
+    pub fn watches_with<W: Object>(
+        self,
+        map: impl Fn(&W) -> Vec<Request> + Send + Sync + 'static,
+        predicate: impl Predicate,
+    ) -> Self {
+        self.add_informer_source::<W>(Arc::new(map), Some(Arc::new(predicate)))
+    }
+
+    fn add_informer_source<W: Object>(mut self, map: MapFn<W>, predicate: Option<Arc<dyn Predicate>>) -> Self {
         let informer = self.mgr.cache().informer::<W>();
-        self.sources.push(Box::new(InformerSource::<W> { informer, map: Arc::new(map) }));
+        self.sources.push(Box::new(InformerSource::<W> { informer, map, predicate }));
         self
     }
 
-    /// Filters the events of every source.
+    /// Reconciles every request received on `rx` (controller-runtime's `source.Channel`),
+    /// for triggers from outside the cluster. Event filters do not apply to these.
+    pub fn watches_channel(self, mut rx: tokio::sync::mpsc::Receiver<Request>) -> Self {
+        self.watches_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
+    }
+
+    /// Reconciles every request the stream yields, until it ends. Event filters do not
+    /// apply to these.
+    pub fn watches_stream(mut self, stream: impl Stream<Item = Request> + Send + 'static) -> Self {
+        self.sources.push(Box::new(StreamSource { stream: Box::pin(stream) }));
+        self
+    }
+
+    /// Adds an event filter for every informer source (`WithEventFilter`). Filters add
+    /// up: an event must pass all of them (and the source's own predicate, if any).
     pub fn with_event_filter(mut self, p: impl Predicate) -> Self {
-        self.filter = Some(Arc::new(p));
+        self.filters.push(Arc::new(p));
         self
     }
 
@@ -194,27 +217,53 @@ impl<K: Object, R: Reconciler<K>> Controller<K, R> {
         self
     }
 
+    /// How long to wait for the caches to sync before failing (default
+    /// [`DEFAULT_CACHE_SYNC_TIMEOUT`]).
+    pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.cache_sync_timeout = timeout;
+        self
+    }
+
     /// Runs on every replica, not only the leader.
     pub fn without_leader_election(mut self) -> Self {
         self.needs_leader = false;
         self
     }
 
-    /// Registers the controller with its manager; it starts when the manager runs.
-    pub fn build(self) {
-        let mgr = self.mgr.clone();
-        mgr.add(self);
+    /// A handle to enqueue requests from outside, e.g. every object of `K` when
+    /// something they all depend on changed ([`ControllerHandle::reconcile_all`]).
+    pub fn handle(&self) -> ControllerHandle {
+        self.handle.clone()
     }
-}
 
-impl<K: Object, R: Reconciler<K>> Runnable for Controller<K, R> {
-    fn name(&self) -> String {
-        format!("controller/{}", self.name)
-    }
-    fn needs_leader_election(&self) -> bool {
-        self.needs_leader
-    }
-    fn start(self: Box<Self>, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), RunnableError>> {
-        Box::pin(worker::run(*self, shutdown))
+    /// Registers the controller with its manager; it starts when the manager runs (once
+    /// leading, unless [`Controller::without_leader_election`]).
+    ///
+    /// Its workers start only after the informers of every source (`For`, `Owns`,
+    /// `Watches`) have synced, so no reconcile sees a partially filled cache
+    /// (controller-runtime's `WaitForSync` before starting workers).
+    pub fn build(self) -> Result<(), BuildError> {
+        let Some(state) = self.state else {
+            return Err(BuildError::MissingState { controller: self.name, state: std::any::type_name::<S>() });
+        };
+        if !self.mgr.claim_controller_name(&self.name) {
+            return Err(BuildError::DuplicateName(self.name));
+        }
+        let mgr = self.mgr.clone();
+        mgr.add(worker::Built {
+            mgr: self.mgr,
+            name: self.name,
+            reconciler: self.reconciler,
+            state,
+            sources: self.sources,
+            filters: self.filters.into(),
+            concurrency: self.concurrency,
+            limiter: self.limiter,
+            needs_leader: self.needs_leader,
+            cache_sync_timeout: self.cache_sync_timeout,
+            handle: self.handle,
+            _kind: std::marker::PhantomData,
+        });
+        Ok(())
     }
 }

@@ -7,6 +7,7 @@
 mod admission;
 mod conversion;
 mod review;
+mod runnable;
 mod server;
 mod tls;
 
@@ -22,6 +23,7 @@ pub use review::{
     ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, GroupVersionKind, GroupVersionResource, Operation,
     PATCH_TYPE_JSON_PATCH, ReviewStatus, UserInfo,
 };
+pub use runnable::{WEBHOOK_READYZ_CHECK, WebhookServerStatus};
 pub use server::{DEFAULT_ADDR, MAX_REQUEST_BYTES, WebhookServer};
 pub use tls::{CA_FILE, CERT_FILE, DevCerts, KEY_FILE};
 
