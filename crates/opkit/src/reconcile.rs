@@ -6,6 +6,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::api::{ApiResource, DynamicObject};
+use kube::discovery::Scope;
 use kube::{Api, Client};
 
 use crate::cache::Cache;
@@ -138,6 +140,33 @@ pub struct Context<K, S = ()> {
     pub recorder: Arc<Recorder>,
     /// The operator's state given to [`Controller::with_state`](crate::Controller::with_state).
     pub state: Arc<S>,
+    /// The run-time resource, for controllers of `DynamicObject`s.
+    pub(crate) dynamic: Option<Arc<DynamicResource>>,
+}
+
+/// The resource a `DynamicObject` controller reconciles.
+#[derive(Debug, Clone)]
+pub(crate) struct DynamicResource {
+    pub(crate) resource: ApiResource,
+    pub(crate) scope: Scope,
+}
+
+impl<S> Context<DynamicObject, S> {
+    /// An `Api` for the reconciled resource (a controller from
+    /// [`Controller::new_dynamic`](crate::Controller::new_dynamic)), in the request's
+    /// namespace when it is namespaced.
+    pub fn dynamic_api(&self) -> Api<DynamicObject> {
+        let dynamic = self.dynamic.as_ref().expect("the runtime gives DynamicObject controllers their resource");
+        match (&dynamic.scope, self.request.namespace.as_deref()) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &dynamic.resource),
+            (scope, _) => Api::dynamic(self.client.clone(), &dynamic.resource, scope),
+        }
+    }
+
+    /// The reconciled resource.
+    pub fn resource(&self) -> Option<&ApiResource> {
+        self.dynamic.as_ref().map(|d| &d.resource)
+    }
 }
 
 impl<K: Object, S> Context<K, S> {

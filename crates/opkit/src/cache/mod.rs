@@ -13,14 +13,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::Client;
+use kube::api::{ApiResource, DynamicObject};
 use kube::core::Selector;
+use kube::discovery::Scope;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::object::Object;
+use crate::object::{Kind, Object};
 
+use informer::ApiFn;
 pub use informer::{Informer, InformerEvent, Subscription};
 
 /// Which objects the cache watches: some namespaces (empty: all) and an optional label
@@ -40,7 +43,7 @@ trait ErasedInformer: Send + Sync {
     fn kind(&self) -> String;
 }
 
-impl<K: Object> ErasedInformer for Informer<K> {
+impl<K: Kind> ErasedInformer for Informer<K> {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
@@ -51,14 +54,18 @@ impl<K: Object> ErasedInformer for Informer<K> {
         Informer::is_synced(self)
     }
     fn kind(&self) -> String {
-        K::kind(&()).to_string()
+        Informer::kind(self)
     }
 }
+
+/// Which informer: the Rust type, and for `DynamicObject` the resource's
+/// `apiVersion/plural` (empty for typed kinds, whose type says it all).
+type InformerKey = (TypeId, String);
 
 struct CacheInner {
     client: Client,
     scope: CacheScope,
-    informers: Mutex<HashMap<TypeId, Arc<dyn ErasedInformer>>>,
+    informers: Mutex<HashMap<InformerKey, Arc<dyn ErasedInformer>>>,
     running: Mutex<Option<CancellationToken>>,
     changed: tokio::sync::Notify,
 }
@@ -85,14 +92,42 @@ impl Cache {
 
     /// The informer for `K`, created (and started, if the cache runs) on first use.
     pub fn informer<K: Object>(&self) -> Arc<Informer<K>> {
+        self.informer_for::<K>(String::new(), || {
+            let api: ApiFn<K> = Box::new(|client, ns| K::api(client, ns));
+            ((), K::namespaced(), api)
+        })
+    }
+
+    /// The informer for objects of the resource `resource` (with `scope`), cached as
+    /// `DynamicObject`s: for kinds known only at run time (controller-runtime's
+    /// unstructured cache). One informer per resource, however many users.
+    pub fn dynamic_informer(&self, resource: &ApiResource, scope: Scope) -> Arc<Informer<DynamicObject>> {
+        let key = format!("{}/{}", resource.api_version, resource.plural);
+        self.informer_for::<DynamicObject>(key, || {
+            let namespaced = matches!(scope, Scope::Namespaced);
+            let ar = resource.clone();
+            let api: ApiFn<DynamicObject> = Box::new(move |client, ns| match ns {
+                Some(ns) if namespaced => Api::namespaced_with(client, ns, &ar),
+                _ => Api::dynamic(client, &ar, &scope),
+            });
+            (resource.clone(), namespaced, api)
+        })
+    }
+
+    fn informer_for<K: Kind>(
+        &self,
+        key: String,
+        make: impl FnOnce() -> (K::DynamicType, bool, ApiFn<K>),
+    ) -> Arc<Informer<K>> {
+        let key = (TypeId::of::<K>(), key);
         let mut map = self.inner.informers.lock();
-        if let Some(i) = map.get(&TypeId::of::<K>())
+        if let Some(i) = map.get(&key)
             && let Ok(typed) = i.clone().as_any().downcast::<Informer<K>>()
         {
             return typed;
         }
-        let informer = Arc::new(Informer::<K>::new(self.inner.client.clone(), &self.inner.scope, self.clone()));
-        map.insert(TypeId::of::<K>(), informer.clone());
+        let informer = Arc::new(Informer::<K>::new(self.inner.client.clone(), &self.inner.scope, self.clone(), make()));
+        map.insert(key, informer.clone());
         if let Some(token) = self.inner.running.lock().clone() {
             Informer::start(&informer, token);
         }

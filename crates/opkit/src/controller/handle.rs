@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::queue::WorkQueue;
 use crate::cache::Informer;
-use crate::object::Object;
+use crate::object::Kind;
 use crate::reconcile::Request;
 
 type ListFn = Box<dyn Fn() -> Vec<Request> + Send + Sync>;
@@ -34,7 +34,7 @@ impl std::fmt::Debug for ControllerHandle {
 }
 
 impl ControllerHandle {
-    pub(super) fn new<K: Object>(informer: Arc<Informer<K>>) -> Self {
+    pub(super) fn new<K: Kind>(informer: Arc<Informer<K>>) -> Self {
         let list: ListFn = Box::new(move || informer.list().iter().map(|o| Request::from_object(&**o)).collect());
         ControllerHandle { inner: Arc::new(Inner { queue: OnceLock::new(), list }) }
     }

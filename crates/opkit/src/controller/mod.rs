@@ -12,10 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
+use kube::api::{ApiResource, DynamicObject};
+use kube::discovery::Scope;
 
+use crate::cache::Informer;
 use crate::manager::Manager;
-use crate::object::Object;
+use crate::object::{Kind, Object};
 use crate::predicate::Predicate;
+use crate::reconcile::DynamicResource;
 use crate::reconcile::{Reconciler, Request};
 use ratelimit::RateLimiter;
 use source::{InformerSource, MapFn, Source, StreamSource};
@@ -45,20 +49,27 @@ pub enum BuildError {
     },
 }
 
-/// The requests for the controlling owners of kind `K` of an object.
-fn owners_of<K: Object, C: Object>(child: &C) -> Vec<Request> {
-    let kind = K::kind(&());
-    let group = K::group(&());
-    let ns = if K::namespaced() { child.meta().namespace.as_deref() } else { None };
-    child
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|o| o.controller == Some(true) && o.kind == kind)
-        .filter(|o| o.api_version.split_once('/').map_or("", |(g, _)| g) == group)
-        .map(|o| Request::new(o.name.clone(), ns))
-        .collect()
+/// The kind a controller reconciles, to find it among owner references.
+struct ForKind {
+    kind: String,
+    group: String,
+    namespaced: bool,
+}
+
+impl ForKind {
+    /// The requests for the controlling owners of this kind of an object.
+    fn owners_of<C: Kind>(&self, child: &C) -> Vec<Request> {
+        let ns = if self.namespaced { child.meta().namespace.as_deref() } else { None };
+        child
+            .meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .filter(|o| o.controller == Some(true) && o.kind == self.kind)
+            .filter(|o| o.api_version.split_once('/').map_or("", |(g, _)| g) == self.group)
+            .map(|o| Request::new(o.name.clone(), ns))
+            .collect()
+    }
 }
 
 /// `Arc<()>` as an `Arc<S>` when `S` is `()`: controllers without state need none.
@@ -92,8 +103,11 @@ fn unit_state<S: Send + Sync + 'static>() -> Option<Arc<S>> {
 /// # Ok(()) }
 /// ```
 #[must_use = "a controller does nothing until `build` registers it with the manager"]
-pub struct Controller<K: Object, R, S = ()> {
+pub struct Controller<K: Kind, R, S = ()> {
     mgr: Manager,
+    informer: Arc<Informer<K>>,
+    for_kind: Arc<ForKind>,
+    dynamic: Option<Arc<DynamicResource>>,
     name: String,
     reconciler: R,
     state: Option<Arc<S>>,
@@ -104,23 +118,54 @@ pub struct Controller<K: Object, R, S = ()> {
     needs_leader: bool,
     cache_sync_timeout: Duration,
     handle: ControllerHandle,
-    _kind: std::marker::PhantomData<fn() -> K>,
 }
 
 impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S> {
     /// A controller reconciling `K` (controller-runtime's `For`), named after the kind
     /// (lowercase).
     pub fn new(mgr: &Manager, reconciler: R) -> Self {
-        let informer = mgr.cache().informer::<K>();
+        let for_kind = ForKind { kind: K::kind(&()).into(), group: K::group(&()).into(), namespaced: K::namespaced() };
+        Controller::for_informer(mgr, mgr.cache().informer::<K>(), for_kind, None, reconciler)
+    }
+}
+
+impl<S: Send + Sync + 'static, R: Reconciler<DynamicObject, S>> Controller<DynamicObject, R, S> {
+    /// A controller reconciling the objects of `resource` (with `scope`) as
+    /// `DynamicObject`s, for kinds known only at run time (controller-runtime's
+    /// unstructured `For`). Named after the kind (lowercase); `ctx.dynamic_api()` gives
+    /// an `Api` for the reconciled object.
+    pub fn new_dynamic(mgr: &Manager, resource: ApiResource, scope: Scope, reconciler: R) -> Self {
+        let informer = mgr.cache().dynamic_informer(&resource, scope.clone());
+        let for_kind = ForKind {
+            kind: resource.kind.clone(),
+            group: resource.group.clone(),
+            namespaced: matches!(scope, Scope::Namespaced),
+        };
+        let dynamic = Arc::new(DynamicResource { resource, scope });
+        Controller::for_informer(mgr, informer, for_kind, Some(dynamic), reconciler)
+    }
+}
+
+impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S> {
+    fn for_informer(
+        mgr: &Manager,
+        informer: Arc<Informer<K>>,
+        for_kind: ForKind,
+        dynamic: Option<Arc<DynamicResource>>,
+        reconciler: R,
+    ) -> Self {
         let handle = ControllerHandle::new(informer.clone());
         let primary: Box<dyn Source> = Box::new(InformerSource::<K> {
-            informer,
+            informer: informer.clone(),
             map: Arc::new(|o: &K| vec![Request::from_object(o)]),
             predicate: None,
         });
         Controller {
             mgr: mgr.clone(),
-            name: K::kind(&()).to_lowercase(),
+            informer,
+            name: for_kind.kind.to_lowercase(),
+            for_kind: Arc::new(for_kind),
+            dynamic,
             reconciler,
             state: unit_state::<S>(),
             sources: vec![primary],
@@ -130,7 +175,6 @@ impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, 
             needs_leader: true,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             handle,
-            _kind: std::marker::PhantomData,
         }
     }
 
@@ -152,14 +196,16 @@ impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, 
     /// Reconciles the controlling owner (of kind `K`) when a `C` changes
     /// (controller-runtime's `Owns`).
     pub fn owns<C: Object>(self) -> Self {
-        self.add_informer_source::<C>(Arc::new(owners_of::<K, C>), None)
+        let for_kind = self.for_kind.clone();
+        self.add_informer_source::<C>(Arc::new(move |c: &C| for_kind.owners_of(c)), None)
     }
 
     /// As [`Controller::owns`], with a predicate for this source only
     /// (`Owns(obj, builder.WithPredicates(p))`), applied in addition to the controller's
     /// event filters.
     pub fn owns_with<C: Object>(self, predicate: impl Predicate) -> Self {
-        self.add_informer_source::<C>(Arc::new(owners_of::<K, C>), Some(Arc::new(predicate)))
+        let for_kind = self.for_kind.clone();
+        self.add_informer_source::<C>(Arc::new(move |c: &C| for_kind.owners_of(c)), Some(Arc::new(predicate)))
     }
 
     /// Reconciles the requests `map` returns when a `W` changes
@@ -178,8 +224,37 @@ impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, 
         self.add_informer_source::<W>(Arc::new(map), Some(Arc::new(predicate)))
     }
 
-    fn add_informer_source<W: Object>(mut self, map: MapFn<W>, predicate: Option<Arc<dyn Predicate>>) -> Self {
+    /// Reconciles the controlling owner when an object of the run-time resource
+    /// `resource` changes (`Owns` for a `DynamicObject` child).
+    pub fn owns_dynamic(self, resource: &ApiResource, scope: Scope) -> Self {
+        let informer = self.mgr.cache().dynamic_informer(resource, scope);
+        let for_kind = self.for_kind.clone();
+        self.add_source(informer, Arc::new(move |c: &DynamicObject| for_kind.owners_of(c)), None)
+    }
+
+    /// Reconciles the requests `map` returns when an object of the run-time resource
+    /// `resource` changes (`Watches` for a `DynamicObject`).
+    pub fn watches_dynamic(
+        self,
+        resource: &ApiResource,
+        scope: Scope,
+        map: impl Fn(&DynamicObject) -> Vec<Request> + Send + Sync + 'static,
+    ) -> Self {
+        let informer = self.mgr.cache().dynamic_informer(resource, scope);
+        self.add_source(informer, Arc::new(map), None)
+    }
+
+    fn add_informer_source<W: Object>(self, map: MapFn<W>, predicate: Option<Arc<dyn Predicate>>) -> Self {
         let informer = self.mgr.cache().informer::<W>();
+        self.add_source(informer, map, predicate)
+    }
+
+    fn add_source<W: Kind>(
+        mut self,
+        informer: Arc<Informer<W>>,
+        map: MapFn<W>,
+        predicate: Option<Arc<dyn Predicate>>,
+    ) -> Self {
         self.sources.push(Box::new(InformerSource::<W> { informer, map, predicate }));
         self
     }
@@ -252,6 +327,8 @@ impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, 
         let mgr = self.mgr.clone();
         mgr.add(worker::Built {
             mgr: self.mgr,
+            informer: self.informer,
+            dynamic: self.dynamic,
             name: self.name,
             reconciler: self.reconciler,
             state,
@@ -262,7 +339,6 @@ impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, 
             needs_leader: self.needs_leader,
             cache_sync_timeout: self.cache_sync_timeout,
             handle: self.handle,
-            _kind: std::marker::PhantomData,
         });
         Ok(())
     }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::queue::WorkQueue;
 use crate::cache::{Informer, InformerEvent};
-use crate::object::Object;
+use crate::object::Kind;
 use crate::predicate::{Event, Predicate};
 use crate::reconcile::Request;
 
@@ -29,7 +29,7 @@ pub(super) trait SourceCache: Send + Sync {
     fn kind(&self) -> String;
 }
 
-impl<S: Object> SourceCache for Informer<S> {
+impl<S: Kind> SourceCache for Informer<S> {
     fn is_synced(&self) -> bool {
         Informer::is_synced(self)
     }
@@ -48,13 +48,13 @@ pub(super) trait Source: Send + 'static {
 
 /// Changes of the cached `S`s: the controller's filters and the source's own predicate
 /// (if any) must all pass, then `map` gives the requests.
-pub(super) struct InformerSource<S: Object> {
+pub(super) struct InformerSource<S: Kind> {
     pub(super) informer: Arc<Informer<S>>,
     pub(super) map: MapFn<S>,
     pub(super) predicate: Option<Arc<dyn Predicate>>,
 }
 
-impl<S: Object> InformerSource<S> {
+impl<S: Kind> InformerSource<S> {
     fn enqueue(&self, queue: &WorkQueue<Request>, obj: &S) {
         for r in (self.map)(obj) {
             queue.add(r);
@@ -66,7 +66,7 @@ impl<S: Object> InformerSource<S> {
     }
 }
 
-impl<S: Object> Source for InformerSource<S> {
+impl<S: Kind> Source for InformerSource<S> {
     fn cache(&self) -> Option<Arc<dyn SourceCache>> {
         Some(self.informer.clone())
     }

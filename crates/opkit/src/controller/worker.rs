@@ -21,12 +21,14 @@ use crate::cache::Informer;
 use crate::events::Recorder;
 use crate::manager::{Manager, Runnable, RunnableError, panic_message};
 use crate::metrics::ControllerMetrics;
-use crate::object::Object;
-use crate::reconcile::{Action, Context, Reconciler, Request};
+use crate::object::Kind;
+use crate::reconcile::{Action, Context, DynamicResource, Reconciler, Request};
 
 /// A controller as registered with the manager: everything the builder collected.
-pub(super) struct Built<K: Object, R, S> {
+pub(super) struct Built<K: Kind, R, S> {
     pub(super) mgr: Manager,
+    pub(super) informer: Arc<Informer<K>>,
+    pub(super) dynamic: Option<Arc<DynamicResource>>,
     pub(super) name: String,
     pub(super) reconciler: R,
     pub(super) state: Arc<S>,
@@ -37,10 +39,9 @@ pub(super) struct Built<K: Object, R, S> {
     pub(super) needs_leader: bool,
     pub(super) cache_sync_timeout: Duration,
     pub(super) handle: ControllerHandle,
-    pub(super) _kind: std::marker::PhantomData<fn() -> K>,
 }
 
-impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Runnable for Built<K, R, S> {
+impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Runnable for Built<K, R, S> {
     fn name(&self) -> String {
         format!("controller/{}", self.name)
     }
@@ -72,7 +73,7 @@ async fn wait_for_sync(
     }
 }
 
-async fn run<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>>(
+async fn run<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>>(
     c: Built<K, R, S>,
     shutdown: CancellationToken,
 ) -> Result<(), RunnableError> {
@@ -95,7 +96,8 @@ async fn run<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>>(
         reconciler: c.reconciler,
         state: c.state,
         recorder,
-        informer: c.mgr.cache().informer::<K>(),
+        informer: c.informer,
+        dynamic: c.dynamic,
         mgr: c.mgr,
         name: c.name,
         metrics,
@@ -121,11 +123,12 @@ async fn run<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>>(
     Ok(())
 }
 
-struct Shared<K: Object, R, S> {
+struct Shared<K: Kind, R, S> {
     reconciler: R,
     state: Arc<S>,
     recorder: Arc<Recorder>,
     informer: Arc<Informer<K>>,
+    dynamic: Option<Arc<DynamicResource>>,
     mgr: Manager,
     name: String,
     metrics: ControllerMetrics,
@@ -138,9 +141,9 @@ fn reconcile_id() -> uuid::Uuid {
     uuid::Builder::from_random_bytes(rand::random()).into_uuid()
 }
 
-impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
+impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
     async fn process(&self, queue: &WorkQueue<Request>, req: Request) {
-        let mut key = ObjectRef::<K>::new(&req.name);
+        let mut key = ObjectRef::<K>::new_with(&req.name, self.informer.dyntype().clone());
         if let Some(ns) = &req.namespace {
             key = key.within(ns);
         }
@@ -159,6 +162,7 @@ impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
             cache: self.mgr.cache().clone(),
             recorder: self.recorder.clone(),
             state: self.state.clone(),
+            dynamic: self.dynamic.clone(),
         };
         self.metrics.set_active_workers(self.active.fetch_add(1, Ordering::SeqCst) + 1);
         let started = Instant::now();
