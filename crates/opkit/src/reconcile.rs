@@ -25,10 +25,12 @@ pub struct Request {
 
 impl Request {
     /// A request for `name` in `namespace`.
+    #[must_use]
     pub fn new(name: impl Into<String>, namespace: Option<&str>) -> Request {
         Request { name: name.into(), namespace: namespace.map(String::from) }
     }
     /// The request for an object.
+    #[must_use]
     pub fn from_object<K: kube::Resource>(obj: &K) -> Request {
         let m = obj.meta();
         Request { name: m.name.clone().unwrap_or_default(), namespace: m.namespace.clone() }
@@ -57,14 +59,17 @@ pub enum Action {
 
 impl Action {
     /// Done until the next event.
+    #[must_use]
     pub fn done() -> Action {
         Action::Done
     }
     /// Requeue with backoff.
+    #[must_use]
     pub fn requeue() -> Action {
         Action::Requeue
     }
     /// Requeue after `d`.
+    #[must_use]
     pub fn requeue_after(d: Duration) -> Action {
         Action::RequeueAfter(d)
     }
@@ -80,10 +85,12 @@ pub struct ReconcileError {
 
 impl ReconcileError {
     /// A retryable error.
+    #[must_use]
     pub fn retry(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         ReconcileError { terminal: false, source: e.into() }
     }
     /// An error that retrying cannot fix: counted, logged, not requeued.
+    #[must_use]
     pub fn terminal(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         ReconcileError { terminal: true, source: e.into() }
     }

@@ -78,6 +78,7 @@ pub struct Cache {
 
 impl Cache {
     /// A cache over `client`, limited to `scope`.
+    #[must_use]
     pub fn new(client: Client, scope: CacheScope) -> Cache {
         Cache {
             inner: Arc::new(CacheInner {

@@ -307,6 +307,7 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
 
     /// A handle to enqueue requests from outside, e.g. every object of `K` when
     /// something they all depend on changed ([`ControllerHandle::reconcile_all`]).
+    #[must_use]
     pub fn handle(&self) -> ControllerHandle {
         self.handle.clone()
     }
