@@ -337,6 +337,29 @@ impl opkit::webhook::Validator<ConfigMap> for AllowAll {
     }
 }
 
+/// Writes files (named pipes) when dropped, in any order the reader opens them, and
+/// waits (boundedly) until they were read.
+struct WriteOnDrop(Vec<(std::path::PathBuf, String)>);
+
+impl Drop for WriteOnDrop {
+    fn drop(&mut self) {
+        let (done, written) = std::sync::mpsc::channel();
+        let n = self.0.len();
+        for (path, content) in self.0.drain(..) {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let _ = std::fs::write(path, content);
+                let _ = done.send(());
+            });
+        }
+        for _ in 0..n {
+            if written.recv_timeout(common::WAIT).is_err() {
+                return;
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_waits_for_the_webhook_server_to_listen() {
     use opkit::webhook::{CERT_FILE, DevCerts, KEY_FILE, WebhookServer};
@@ -349,6 +372,13 @@ async fn readyz_waits_for_the_webhook_server_to_listen() {
         let status = std::process::Command::new("mkfifo").arg(certs.path().join(file)).status().expect("mkfifo");
         assert!(status.success(), "mkfifo failed");
     }
+    // Written when dropped, also when an assertion fails, so the server's blocked read
+    // ends and the test fails instead of hanging.
+    let dev = DevCerts::generate(&["localhost".into()]).expect("certs");
+    let certificates = WriteOnDrop(vec![
+        (certs.path().join(CERT_FILE), dev.cert_pem.clone()),
+        (certs.path().join(KEY_FILE), dev.key_pem.clone()),
+    ]);
     let server = WebhookServer::new()
         .bind("127.0.0.1:0".parse().expect("addr"))
         .cert_dir(certs.path().to_path_buf())
@@ -371,17 +401,7 @@ async fn readyz_waits_for_the_webhook_server_to_listen() {
     assert!(body.contains("webhook"), "{body}");
     assert!(!status.is_listening());
 
-    let dev = DevCerts::generate(&["localhost".into()]).expect("certs");
-    let writers: Vec<_> = [(CERT_FILE, dev.cert_pem.clone()), (KEY_FILE, dev.key_pem.clone())]
-        .into_iter()
-        .map(|(file, pem)| {
-            let path = certs.path().join(file);
-            std::thread::spawn(move || std::fs::write(path, pem).expect("write pipe"))
-        })
-        .collect();
-    for w in writers {
-        tokio::task::spawn_blocking(move || w.join().expect("writer")).await.expect("join");
-    }
+    drop(certificates);
     eventually("readyz to pass", || async { (http_get(health, "/readyz").await.0 == 200).then_some(()) }).await;
     let addr = status.addr().expect("listening");
     tokio::net::TcpStream::connect(addr).await.expect("the webhook server accepts connections");
