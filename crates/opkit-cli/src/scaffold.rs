@@ -339,7 +339,7 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         plan.insert_before_marker(
             "src/controller/mod.rs",
             "+opkit:scaffold:controller-setup",
-            &format!("{kind_snake}::setup(mgr);"),
+            &format!("{kind_snake}::setup(mgr)?;"),
         )?;
         if opts.resource {
             plan.create(format!("tests/{kind_snake}_controller.rs"), render(&env, "controller_test.rs", &ctx)?)?;

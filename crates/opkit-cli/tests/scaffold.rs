@@ -204,7 +204,7 @@ fn create_api_adds_kinds_and_refuses_bad_input() {
     assert!(read(&dir, "src/api/mod.rs").contains("pub mod cache_v1alpha1;"));
     assert!(read(&dir, "src/api/mod.rs").contains("cache_v1alpha1::Memcached::crd(),"));
     let controllers = read(&dir, "src/controller/mod.rs");
-    assert!(controllers.contains("pub mod memcached;") && controllers.contains("memcached::setup(mgr);"));
+    assert!(controllers.contains("pub mod memcached;") && controllers.contains("memcached::setup(mgr)?;"));
     let controller = read(&dir, "src/controller/memcached.rs");
     for pattern in ["Action::requeue()", "Action::done()", "Action::requeue_after(d)", "`Err(e)`"] {
         assert!(controller.contains(pattern), "return pattern {pattern} not documented");

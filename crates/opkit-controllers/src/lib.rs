@@ -14,7 +14,7 @@
 //! use opkit_controllers::{ControllersConfig, register};
 //!
 //! let mgr = Manager::new(client, ManagerOptions::default());
-//! register(&mgr, &ControllersConfig::default());
+//! register(&mgr, &ControllersConfig::default()).expect("each controller registered once");
 //! mgr.run().await
 //! # }
 //! ```
@@ -55,20 +55,22 @@ pub const ALL: &[&str] = &[
     "kubelet",
 ];
 
-/// Registers every enabled controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
-    namespace::register(mgr, cfg);
+/// Registers every enabled controller with `mgr`. Fails if one of them is already
+/// registered with it.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+    namespace::register(mgr, cfg)?;
     garbage_collector::register(mgr, cfg);
-    deployment::register(mgr, cfg);
-    replicaset::register(mgr, cfg);
-    statefulset::register(mgr, cfg);
-    daemonset::register(mgr, cfg);
-    job::register(mgr, cfg);
-    cronjob::register(mgr, cfg);
-    endpoints::register(mgr, cfg);
-    node::register(mgr, cfg);
-    scheduler::register(mgr, cfg);
-    kubelet::register(mgr, cfg);
+    deployment::register(mgr, cfg)?;
+    replicaset::register(mgr, cfg)?;
+    statefulset::register(mgr, cfg)?;
+    daemonset::register(mgr, cfg)?;
+    job::register(mgr, cfg)?;
+    cronjob::register(mgr, cfg)?;
+    endpoints::register(mgr, cfg)?;
+    node::register(mgr, cfg)?;
+    scheduler::register(mgr, cfg)?;
+    kubelet::register(mgr, cfg)?;
+    Ok(())
 }
 
 /// Runs every enabled controller against `client` in a background task until `stop` is
@@ -79,8 +81,12 @@ pub fn spawn(
     stop: tokio_util::sync::CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let mgr = Manager::new(client, opkit::ManagerOptions::default());
-    register(&mgr, cfg);
+    let registered = register(&mgr, cfg);
     tokio::spawn(async move {
+        if let Err(e) = registered {
+            tracing::error!(error = %e, "cluster controllers not started");
+            return;
+        }
         if let Err(e) = mgr.run_until(stop).await {
             tracing::error!(error = %e, "cluster controllers stopped");
         }

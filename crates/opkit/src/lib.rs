@@ -4,12 +4,19 @@
 //! - A [`Manager`] owns a `kube::Client`, a shared informer [`Cache`] (one watch per type
 //!   and scope, however many controllers use it), [`metrics`], health probes and leader
 //!   election, and runs controllers until SIGTERM.
-//! - A [`Controller`] reconciles one kind (`For`), its children ([`Controller::owns`]) and
-//!   related objects ([`Controller::watches`]), filtered by [`predicate`]s, with bounded
+//! - A [`Controller`] reconciles one kind (`For`), its children ([`Controller::owns`]),
+//!   related objects ([`Controller::watches`]) and external triggers
+//!   ([`Controller::watches_channel`]), filtered by [`predicate`]s, with bounded
 //!   concurrency, per-item backoff and a work queue that never reconciles one object twice
-//!   at once.
-//! - A [`Reconciler`] returns an [`Action`] (done, requeue, requeue after a delay) or a
-//!   [`ReconcileError`] (retried with backoff, or terminal). Panics are caught and retried.
+//!   at once. Its workers start only once the caches of all its sources have synced.
+//!   Kinds known only at run time are reconciled as `DynamicObject`s
+//!   ([`Controller::new_dynamic`]).
+//! - A [`Reconciler`] gets a [`Context`] (the cached object, a client, the cache, an event
+//!   recorder and the operator's own state) inside a tracing span, and returns an
+//!   [`Action`] (done, requeue, requeue after a delay) or a [`ReconcileError`] (retried
+//!   with backoff, or terminal). Panics are caught and retried.
+//! - [`Runnable`]s run on every replica or only on the leader; one that fails or panics
+//!   stops the manager with its error.
 //! - Helpers for reconcilers: [`owner`] references, [`finalizer`]s, [`status`] conditions
 //!   and updates, an [`events`] recorder and server-side [`apply`].
 //! - A [`webhook`] server for admission and conversion, and [`crd`] helpers.
@@ -38,7 +45,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let env = opkit_testenv::TestEnv::builder().without_controllers().start().await?;
 //! let mgr = Manager::new(env.client(), ManagerOptions::default());
-//! Controller::new(&mgr, reconcile).build();
+//! Controller::new(&mgr, reconcile).build()?;
 //! let stop = tokio_util::sync::CancellationToken::new();
 //! let running = tokio::spawn(mgr.run_until(stop.clone()));
 //!
@@ -74,9 +81,9 @@ pub mod status;
 pub mod webhook;
 
 pub use cache::{Cache, CacheScope};
-pub use controller::Controller;
-pub use manager::{Manager, ManagerArgs, ManagerError, ManagerOptions, Runnable, RunnableError};
-pub use object::Object;
+pub use controller::{BuildError, Controller, ControllerHandle};
+pub use manager::{HealthCheckError, Manager, ManagerArgs, ManagerError, ManagerOptions, Runnable, RunnableError};
+pub use object::{Kind, Object};
 pub use reconcile::{Action, Context, ReconcileError, ReconcileResult, Reconciler, Request};
 
 /// Re-exported so operators use the same versions as the runtime.

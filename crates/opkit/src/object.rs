@@ -1,6 +1,9 @@
-//! The bound every watched type satisfies, and scope-aware `Api` construction.
+//! The bounds of watched types — [`Kind`] (anything the cache can hold, including
+//! `DynamicObject` whose type is known at run time) and [`Object`] (typed kinds) — and
+//! scope-aware `Api` construction.
 
 use std::fmt::Debug;
+use std::hash::Hash;
 
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 use kube::{Api, Client, Resource};
@@ -40,10 +43,46 @@ impl ObjectScope for ClusterResourceScope {
     }
 }
 
-/// A Kubernetes object type the runtime can watch, cache and reconcile: any typed kube
-/// resource (k8s-openapi kinds and `#[derive(CustomResource)]` types).
+/// A Kubernetes object type the cache can watch and controllers can reconcile: every
+/// [`Object`], and `kube::api::DynamicObject` with an `ApiResource` known at run time
+/// (see [`Cache::dynamic_informer`](crate::Cache::dynamic_informer) and
+/// [`Controller::new_dynamic`](crate::Controller::new_dynamic)).
+pub trait Kind:
+    Resource<DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Kind for K where
+    K: Resource<DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A typed Kubernetes object type the runtime can watch, cache and reconcile: any typed
+/// kube resource (k8s-openapi kinds and `#[derive(CustomResource)]` types).
 pub trait Object:
-    Resource<DynamicType = (), Scope: ObjectScope> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+    Kind
+    + Resource<DynamicType = (), Scope: ObjectScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
 {
     /// Whether the kind is namespaced.
     fn namespaced() -> bool {

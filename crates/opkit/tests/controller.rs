@@ -63,7 +63,8 @@ async fn owns_and_watches_enqueue_the_right_objects() {
             .map(|target| vec![Request::new(target.clone(), s.metadata.namespace.as_deref())])
             .unwrap_or_default()
     })
-    .build();
+    .build()
+    .expect("unique controller name");
     let _stop = start(mgr).drop_guard();
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     let owner = configmap(&cms, "owner", &[]).await;
@@ -103,7 +104,8 @@ async fn generation_changed_predicate_drops_status_only_updates() {
         }
     })
     .with_event_filter(GenerationChanged)
-    .build();
+    .build()
+    .expect("unique controller name");
     let _stop = start(mgr).drop_guard();
     let api: Api<Widget> = Api::namespaced(env.client(), "default");
     api.create(&PostParams::default(), &Widget::new("a", WidgetSpec { size: 1 })).await.expect("create a");
@@ -152,7 +154,8 @@ async fn concurrency_is_bounded_and_never_twice_on_one_object() {
         }
     })
     .max_concurrent_reconciles(2)
-    .build();
+    .build()
+    .expect("unique controller name");
     let _stop = start(mgr).drop_guard();
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     for i in 0..20 {
@@ -205,7 +208,8 @@ async fn requeue_backoff_terminal_errors_and_panics() {
     })
     .rate_limiter(RateLimiter::exponential(base, Duration::from_secs(10)))
     .max_concurrent_reconciles(4)
-    .build();
+    .build()
+    .expect("unique controller name");
     let metrics = mgr.metrics().clone();
     let _stop = start(mgr).drop_guard();
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");

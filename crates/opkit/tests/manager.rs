@@ -3,16 +3,22 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Log, configmap, eventually, http_get};
+use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::CustomResourceExt;
 use kube::api::Api;
 use opkit::leader::LeaderElectionConfig;
-use opkit::{Action, Context, Controller, Manager, ManagerOptions, ReconcileError};
+use opkit::{
+    Action, Context, Controller, Manager, ManagerError, ManagerOptions, ReconcileError, Runnable, RunnableError,
+};
 use opkit_testenv::TestEnv;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 mod widget {
@@ -41,7 +47,8 @@ fn counting_controller(mgr: &Manager, log: &Log, tag: &'static str) {
             Ok::<_, ReconcileError>(Action::done())
         }
     })
-    .build();
+    .build()
+    .expect("unique controller name");
 }
 
 #[tokio::test]
@@ -171,4 +178,239 @@ async fn leader_election_with_release_on_cancel() {
 #[tokio::test]
 async fn leader_election_after_lease_expiry() {
     two_managers(false).await;
+}
+
+/// A runnable made of a closure, on every replica or leader-only.
+struct FnRunnable<F> {
+    name: &'static str,
+    leader_only: bool,
+    run: F,
+}
+
+impl<F, Fut> Runnable for FnRunnable<F>
+where
+    F: FnOnce(CancellationToken) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), RunnableError>> + Send + 'static,
+{
+    fn name(&self) -> String {
+        self.name.to_string()
+    }
+    fn needs_leader_election(&self) -> bool {
+        self.leader_only
+    }
+    fn start(self: Box<Self>, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), RunnableError>> {
+        Box::pin((self.run)(shutdown))
+    }
+}
+
+fn signal() -> (Arc<Notify>, impl Fn() -> Arc<Notify>) {
+    let n = Arc::new(Notify::new());
+    let c = n.clone();
+    (n, move || c.clone())
+}
+
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(common::WAIT, f).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+#[tokio::test]
+async fn a_runnable_returning_ok_leaves_the_manager_running() {
+    let env = TestEnv::builder().without_controllers().start().await.expect("env");
+    let mgr = Manager::new(env.client(), ManagerOptions::default());
+    let log = Log::default();
+    counting_controller(&mgr, &log, "c");
+    let (done, notify) = signal();
+    let finished = done.notified();
+    mgr.add(FnRunnable {
+        name: "one-shot",
+        leader_only: false,
+        run: move |_| async move {
+            notify().notify_one();
+            Ok(())
+        },
+    });
+    let token = CancellationToken::new();
+    let mut run = tokio::spawn(mgr.run_until(token.clone()));
+    within("the one-shot runnable", finished).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    configmap(&cms, "after-one-shot", &[]).await;
+    log.wait_calls("after-one-shot", 1).await;
+    assert!(futures::poll!(&mut run).is_pending(), "the manager stopped when a runnable returned Ok");
+    token.cancel();
+    within("the manager to stop", run).await.expect("join").expect("clean shutdown");
+}
+
+#[tokio::test]
+async fn a_failing_or_panicking_runnable_stops_the_manager_with_its_error() {
+    let env = TestEnv::builder().without_controllers().start().await.expect("env");
+    let mgr = Manager::new(env.client(), ManagerOptions::default());
+    mgr.add(FnRunnable {
+        name: "panicky",
+        leader_only: true,
+        run: |_| async {
+            tokio::task::yield_now().await;
+            panic!("boom")
+        },
+    });
+    let result = within("the manager to stop", mgr.run_until(CancellationToken::new())).await;
+    match result {
+        Err(ManagerError::Panicked { name, message }) => {
+            assert_eq!((name.as_str(), message.as_str()), ("panicky", "boom"));
+        }
+        other => panic!("expected the panic, got {other:?}"),
+    }
+
+    let mgr = Manager::new(env.client(), ManagerOptions::default());
+    mgr.add(FnRunnable { name: "failing", leader_only: false, run: |_| async { Err(RunnableError("broken".into())) } });
+    match within("the manager to stop", mgr.run_until(CancellationToken::new())).await {
+        Err(ManagerError::Runnable { name, source }) => {
+            assert_eq!((name.as_str(), source.0.as_str()), ("failing", "broken"))
+        }
+        other => panic!("expected the runnable's error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn runnables_added_after_start_are_started_leader_only_ones_once_leading() {
+    let env = TestEnv::builder().without_controllers().start().await.expect("env");
+    let first = Manager::new(env.client(), elected(&env, "first", true));
+    let first_token = CancellationToken::new();
+    let first_run = tokio::spawn(first.clone().run_until(first_token.clone()));
+    eventually("first to lead", || async { (holder(&env).await.as_deref() == Some("first")).then_some(()) }).await;
+
+    let second = Manager::new(env.client(), elected(&env, "second", true));
+    let (running, notify) = signal();
+    let second_running = running.notified();
+    second.add(FnRunnable {
+        name: "marker",
+        leader_only: false,
+        run: move |_| async move {
+            notify().notify_one();
+            Ok(())
+        },
+    });
+    let second_token = CancellationToken::new();
+    let second_run = tokio::spawn(second.clone().run_until(second_token.clone()));
+    within("the second manager to run", second_running).await;
+
+    // Added while running: an everywhere runnable starts at once, on the follower too.
+    let (late, notify) = signal();
+    let late_started = late.notified();
+    second.add(FnRunnable {
+        name: "late-everywhere",
+        leader_only: false,
+        run: move |_| async move {
+            notify().notify_one();
+            Ok(())
+        },
+    });
+    within("the late runnable", late_started).await;
+
+    // A leader-only one waits for leadership: it records who held the lease when it started.
+    let seen: Arc<Mutex<Option<Option<String>>>> = Arc::default();
+    let (leading, notify) = signal();
+    let leader_started = leading.notified();
+    let (s, client) = (seen.clone(), env.client());
+    second.add(FnRunnable {
+        name: "late-leader",
+        leader_only: true,
+        run: move |_| async move {
+            let leases: Api<Lease> = Api::namespaced(client, "default");
+            let h =
+                leases.get_opt("test-leader").await.ok().flatten().and_then(|l| l.spec).and_then(|s| s.holder_identity);
+            *s.lock() = Some(h);
+            notify().notify_one();
+            Ok(())
+        },
+    });
+    first_token.cancel();
+    first_run.await.expect("join").expect("first stops cleanly");
+    within("the leader-only runnable", leader_started).await;
+    assert_eq!(seen.lock().clone(), Some(Some("second".to_string())), "started before this replica led");
+    second_token.cancel();
+    second_run.await.expect("join").expect("second stops cleanly");
+}
+
+/// Admits everything.
+struct AllowAll;
+
+impl opkit::webhook::Validator<ConfigMap> for AllowAll {
+    fn validate_create(&self, _: &ConfigMap) -> Result<Vec<String>, String> {
+        Ok(vec![])
+    }
+    fn validate_update(&self, _: &ConfigMap, _: &ConfigMap) -> Result<Vec<String>, String> {
+        Ok(vec![])
+    }
+}
+
+/// Writes files (named pipes) when dropped, in any order the reader opens them, and
+/// waits (boundedly) until they were read.
+struct WriteOnDrop(Vec<(std::path::PathBuf, String)>);
+
+impl Drop for WriteOnDrop {
+    fn drop(&mut self) {
+        let (done, written) = std::sync::mpsc::channel();
+        let n = self.0.len();
+        for (path, content) in self.0.drain(..) {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let _ = std::fs::write(path, content);
+                let _ = done.send(());
+            });
+        }
+        for _ in 0..n {
+            if written.recv_timeout(common::WAIT).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_waits_for_the_webhook_server_to_listen() {
+    use opkit::webhook::{CERT_FILE, DevCerts, KEY_FILE, WebhookServer};
+    let env = TestEnv::builder().without_controllers().start().await.expect("env");
+    let mgr = Manager::new(env.client(), ManagerOptions { health_addr: local(), ..Default::default() });
+    // The certificate files are named pipes: the server cannot load them, and so cannot
+    // listen, until the test writes them.
+    let certs = tempfile::tempdir().expect("tempdir");
+    for file in [CERT_FILE, KEY_FILE] {
+        let status = std::process::Command::new("mkfifo").arg(certs.path().join(file)).status().expect("mkfifo");
+        assert!(status.success(), "mkfifo failed");
+    }
+    // Written when dropped, also when an assertion fails, so the server's blocked read
+    // ends and the test fails instead of hanging.
+    let dev = DevCerts::generate(&["localhost".into()]).expect("certs");
+    let certificates = WriteOnDrop(vec![
+        (certs.path().join(CERT_FILE), dev.cert_pem.clone()),
+        (certs.path().join(KEY_FILE), dev.key_pem.clone()),
+    ]);
+    let server = WebhookServer::new()
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .cert_dir(certs.path().to_path_buf())
+        .validating::<ConfigMap, _>("/validate", AllowAll);
+    let status = mgr.add_webhook_server(server).expect("add webhook server");
+    assert!(
+        matches!(mgr.add_webhook_server(WebhookServer::new()), Ok(s) if !s.is_listening()),
+        "a server without handlers is accepted but not started"
+    );
+    let handle = mgr.clone();
+    let token = CancellationToken::new();
+    let run = tokio::spawn(mgr.run_until(token.clone()));
+    let health = eventually("the probes to be served", || async { handle.bound_addresses().1 }).await;
+    eventually("the informers check to pass", || async {
+        (http_get(health, "/readyz/informers").await.0 == 200).then_some(())
+    })
+    .await;
+    let (code, body) = http_get(health, "/readyz?verbose").await;
+    assert_eq!(code, 500, "ready before the webhook server listens: {body}");
+    assert!(body.contains("webhook"), "{body}");
+    assert!(!status.is_listening());
+
+    drop(certificates);
+    eventually("readyz to pass", || async { (http_get(health, "/readyz").await.0 == 200).then_some(()) }).await;
+    let addr = status.addr().expect("listening");
+    tokio::net::TcpStream::connect(addr).await.expect("the webhook server accepts connections");
+    token.cancel();
+    run.await.expect("join").expect("clean shutdown");
 }

@@ -62,7 +62,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         le.release_on_cancel = true;
     }
     let mgr = Manager::new(args.manager.client().await?, options);
-    flightticket::controller::setup(&mgr);
+    flightticket::controller::setup(&mgr)?;
     // +opkit:scaffold:builder
     tracing::info!("starting manager");
     mgr.run().await?;

@@ -50,7 +50,7 @@ async fn controller_books_the_sample_and_follows_changes() -> TestResult {
     let env = TestEnv::start().await?;
     env.install_crds(flightticket::api::crds()).await?;
     let mgr = Manager::new(env.client(), ManagerOptions::default());
-    flightticket::controller::setup(&mgr);
+    flightticket::controller::setup(&mgr)?;
     let stop = CancellationToken::new();
     let running = tokio::spawn(mgr.run_until(stop.clone()));
 

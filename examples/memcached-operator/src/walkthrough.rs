@@ -101,7 +101,7 @@ pub async fn run(client: Client, namespace: &str, say: &(dyn Fn(&str) + Sync)) -
     }
 
     let mgr = Manager::new(client.clone(), ManagerOptions::default());
-    crate::controller::setup(&mgr);
+    crate::controller::setup(&mgr).map_err(|e| WalkthroughError::Manager(e.to_string()))?;
     let stop = CancellationToken::new();
     let operator = tokio::spawn(mgr.run_until(stop.clone()));
     say("operator running (controller memcached: For Memcached, Owns Deployment, Watches Pod)");

@@ -32,7 +32,7 @@ async fn start_operator() -> Result<Operator, Box<dyn std::error::Error>> {
     let env = TestEnv::start().await?;
     env.install_crds(memcached_operator::api::crds()).await?;
     let mgr = Manager::new(env.client(), ManagerOptions::default());
-    memcached_operator::controller::setup(&mgr);
+    memcached_operator::controller::setup(&mgr)?;
     let stop = CancellationToken::new();
     let running = tokio::spawn(mgr.run_until(stop.clone()));
     Ok(Operator { env, stop, running })

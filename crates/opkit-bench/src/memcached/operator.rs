@@ -86,7 +86,7 @@ pub async fn run_child(kubeconfig: &Path) -> Result<(), BenchError> {
     let client = client_from(kubeconfig).await?;
     let options = ManagerOptions { metrics_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))), ..Default::default() };
     let mgr = Manager::new(client, options);
-    memcached_operator::controller::setup(&mgr);
+    memcached_operator::controller::setup(&mgr).map_err(|e| BenchError::Setup(e.to_string()))?;
     let (tx, rx) = oneshot::channel();
     mgr.add(Started(Some(tx)));
     let handle = mgr.clone();

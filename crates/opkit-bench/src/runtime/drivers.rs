@@ -80,7 +80,10 @@ pub fn opkit_manager(client: kube::Client, concurrency: usize, rec: Arc<Recorder
             ReconcileResult::Ok(Action::done())
         }
     };
-    Controller::new(&mgr, reconcile).max_concurrent_reconciles(concurrency).build();
+    Controller::new(&mgr, reconcile)
+        .max_concurrent_reconciles(concurrency)
+        .build()
+        .expect("the only controller of a fresh manager has a unique name");
     mgr
 }
 

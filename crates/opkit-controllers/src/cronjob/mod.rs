@@ -31,16 +31,16 @@ pub const REPORTING_CONTROLLER: &str = "cronjob-controller";
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 
 /// Registers the cronjob controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("cronjob") {
-        return;
+        return Ok(());
     }
     let recorder = Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER);
     Controller::new(mgr, move |ctx| reconcile(ctx, recorder.clone()))
         .named("cronjob")
         .owns::<Job>()
         .max_concurrent_reconciles(2)
-        .build();
+        .build()
 }
 
 /// `Complete` or `Failed`, when the Job has finished.

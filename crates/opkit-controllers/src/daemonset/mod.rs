@@ -37,9 +37,9 @@ struct Shared {
 }
 
 /// Registers the daemonset controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("daemonset") {
-        return;
+        return Ok(());
     }
     let shared = Arc::new(Shared {
         recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER),
@@ -52,7 +52,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
         .owns::<ControllerRevision>()
         .watches::<Node>(move |_| cache.list::<DaemonSet>().iter().map(|d| Request::from_object(&**d)).collect())
         .max_concurrent_reconciles(2)
-        .build();
+        .build()
 }
 
 /// The pods of one node, and whether the DaemonSet belongs there.

@@ -37,9 +37,9 @@ pub(crate) struct State {
 }
 
 /// Registers the deployment controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled(NAME) {
-        return;
+        return Ok(());
     }
     let state = Arc::new(State { recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER) });
     let (rs_cache, pod_cache) = (mgr.cache().clone(), mgr.cache().clone());
@@ -52,7 +52,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     .watches::<ReplicaSet>(move |rs: &ReplicaSet| deployments_for_rs(&rs_cache, rs))
     .watches::<Pod>(move |pod: &Pod| deployments_for_pod(&pod_cache, pod))
     .max_concurrent_reconciles(5)
-    .build();
+    .build()
 }
 
 /// The Deployments to sync when a ReplicaSet changes: its controller, or for an orphan

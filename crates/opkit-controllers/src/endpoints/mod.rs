@@ -27,9 +27,9 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 
 /// Registers the endpoints controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("endpoints") {
-        return;
+        return Ok(());
     }
     let cache = mgr.cache().clone();
     Controller::new(mgr, reconcile)
@@ -38,7 +38,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
         .watches::<Pod>(move |p| services_selecting(&cache, p))
         .watches::<Endpoints>(|e| vec![Request::from_object(e)])
         .max_concurrent_reconciles(4)
-        .build();
+        .build()
 }
 
 /// The Services whose selector matches a pod.

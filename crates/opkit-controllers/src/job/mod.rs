@@ -51,9 +51,9 @@ struct Shared {
 }
 
 /// Registers the job controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("job") {
-        return;
+        return Ok(());
     }
     let shared = Arc::new(Shared {
         recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER),
@@ -63,7 +63,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
         .named("job")
         .owns::<Pod>()
         .max_concurrent_reconciles(4)
-        .build();
+        .build()
 }
 
 async fn reconcile(ctx: Context<Job>, shared: Arc<Shared>) -> ReconcileResult {

@@ -39,9 +39,9 @@ const EVENT_WRITERS: usize = 2;
 const KILLED_EXIT_CODE: i32 = 143;
 
 /// Registers the simulated kubelets with `mgr` (controller name `kubelet`).
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("kubelet") {
-        return;
+        return Ok(());
     }
     let kubelet = Arc::new(Kubelet {
         client: mgr.client(),
@@ -59,7 +59,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     .named("kubelet")
     .max_concurrent_reconciles(8)
     .without_leader_election()
-    .build();
+    .build()
 }
 
 #[derive(Default)]

@@ -41,9 +41,9 @@ pub fn is_simulated(node: &Node) -> bool {
 
 /// Registers the node registrar and the node controller with `mgr` (controller name
 /// `nodes`).
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("nodes") {
-        return;
+        return Ok(());
     }
     mgr.add(Registrar { client: mgr.client(), count: cfg.nodes });
     let heartbeat = cfg.node_heartbeat.max(Duration::from_millis(100));
@@ -62,10 +62,11 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     })
     .max_concurrent_reconciles(4)
     .without_leader_election()
-    .build();
+    .build()
 }
 
-/// Creates the configured nodes once, then idles until shutdown.
+/// Creates the configured nodes once, then ends (a runnable that returns `Ok` leaves the
+/// manager running).
 struct Registrar {
     client: kube::Client,
     count: usize,
@@ -104,7 +105,6 @@ impl Runnable for Registrar {
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }
             }
-            shutdown.cancelled().await;
             Ok(())
         })
     }

@@ -42,9 +42,9 @@ struct State {
 }
 
 /// Registers the replicaset controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled(NAME) {
-        return;
+        return Ok(());
     }
     let state = Arc::new(State {
         expectations: Expectations::default(),
@@ -59,7 +59,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     .named(NAME)
     .watches::<Pod>(move |pod: &Pod| replicasets_for_pod(&cache, pod))
     .max_concurrent_reconciles(5)
-    .build();
+    .build()
 }
 
 /// The ReplicaSets to sync when `pod` changes: its controller if that is a ReplicaSet,

@@ -39,20 +39,17 @@ const ASSUME_TTL: Duration = Duration::from_secs(30);
 /// Retry backoff of unschedulable pods: initial and maximum.
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
-/// How long after start an empty node list is taken as "caches still syncing".
-const STARTUP_GRACE: Duration = Duration::from_secs(5);
 
 /// Registers the scheduler with `mgr` (controller name `scheduler`).
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("scheduler") {
-        return;
+        return Ok(());
     }
     let sched = Arc::new(Scheduler {
         recorder: Recorder::for_controller(mgr.client(), SCHEDULER_NAME),
         events: EventSink::new(2, 1000),
         state: Mutex::new(State::default()),
         set_scheduled_condition: !cfg.enabled("kubelet"),
-        started: Instant::now(),
     });
     let (on_pod, on_node, run) = (sched.clone(), sched.clone(), sched);
     Controller::new(mgr, move |ctx: Context<Pod>| {
@@ -64,7 +61,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     .watches::<Pod>(move |p: &Pod| if frees_resources(p) { on_pod.retry_all() } else { vec![] })
     .max_concurrent_reconciles(4)
     .without_leader_election()
-    .build();
+    .build()
 }
 
 /// Whether a bound pod is ending (terminating or finished), so its resources free up.
@@ -149,7 +146,6 @@ struct Scheduler {
     state: Mutex<State>,
     /// Set PodScheduled=True on binding (when no kubelet will).
     set_scheduled_condition: bool,
-    started: Instant,
 }
 
 impl Scheduler {
@@ -235,10 +231,9 @@ impl Scheduler {
             set_pod_scheduled(&api, &pod, "False", "SchedulingGated", msg).await?;
             return Ok(Action::done());
         }
+        // The Node cache has synced before the first reconcile: no nodes means none yet
+        // (a later Node event retries the pod).
         let mut nodes = ctx.cache.list::<Node>();
-        if nodes.is_empty() && self.started.elapsed() < STARTUP_GRACE {
-            return Ok(Action::requeue_after(Duration::from_millis(200)));
-        }
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         match self.place(&pod, &key, &nodes, &ctx.cache) {
             Placement::Nowhere(message) => {

@@ -28,9 +28,9 @@ use pods::{ordinal_of, revision_of};
 pub const REPORTING_CONTROLLER: &str = "statefulset-controller";
 
 /// Registers the statefulset controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("statefulset") {
-        return;
+        return Ok(());
     }
     let recorder = Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER);
     Controller::new(mgr, move |ctx| reconcile(ctx, recorder.clone()))
@@ -38,7 +38,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
         .owns::<Pod>()
         .owns::<ControllerRevision>()
         .max_concurrent_reconciles(4)
-        .build();
+        .build()
 }
 
 /// What one pass decided, for status.

@@ -9,17 +9,17 @@ use std::sync::Arc;
 use kube::runtime::reflector::ObjectRef;
 use parking_lot::RwLock;
 
-use crate::object::Object;
+use crate::object::Kind;
 
 /// Computes the index values of an object (none: not indexed).
 pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
-struct Index<K: Object> {
+struct Index<K: Kind> {
     func: IndexFn<K>,
     by_value: HashMap<String, HashMap<ObjectRef<K>, Arc<K>>>,
 }
 
-impl<K: Object> Index<K> {
+impl<K: Kind> Index<K> {
     fn remove(&mut self, key: &ObjectRef<K>, obj: &K) {
         for v in (self.func)(obj) {
             if let Some(set) = self.by_value.get_mut(&v) {
@@ -39,17 +39,22 @@ impl<K: Object> Index<K> {
 }
 
 /// The named indexes of one informer.
-pub(super) struct Indexes<K: Object> {
+pub(super) struct Indexes<K: Kind> {
     inner: RwLock<HashMap<String, Index<K>>>,
+    /// The run-time type of the objects (`()` for typed kinds), for their keys.
+    dyntype: K::DynamicType,
 }
 
-impl<K: Object> Default for Indexes<K> {
-    fn default() -> Self {
-        Indexes { inner: RwLock::new(HashMap::new()) }
+impl<K: Kind> Indexes<K> {
+    /// No indexes yet, over objects of type `dyntype`.
+    pub(super) fn new(dyntype: K::DynamicType) -> Self {
+        Indexes { inner: RwLock::new(HashMap::new()), dyntype }
     }
-}
 
-impl<K: Object> Indexes<K> {
+    fn key(&self, obj: &K) -> ObjectRef<K> {
+        ObjectRef::from_obj_with(obj, self.dyntype.clone())
+    }
+
     /// Adds (or replaces) the index `name`, filled from `current`. Returns false if an
     /// index of that name already existed (it is kept).
     pub(super) fn add(&self, name: &str, func: IndexFn<K>, current: &[Arc<K>]) -> bool {
@@ -59,7 +64,7 @@ impl<K: Object> Indexes<K> {
         }
         let mut index = Index { func, by_value: HashMap::new() };
         for obj in current {
-            index.insert(&ObjectRef::from_obj(&**obj), obj);
+            index.insert(&self.key(obj), obj);
         }
         all.insert(name.to_string(), index);
         true
@@ -71,7 +76,7 @@ impl<K: Object> Indexes<K> {
         if all.is_empty() {
             return;
         }
-        let key = ObjectRef::from_obj(&**new);
+        let key = self.key(new);
         for index in all.values_mut() {
             if let Some(o) = old {
                 index.remove(&key, o);
@@ -83,7 +88,10 @@ impl<K: Object> Indexes<K> {
     /// Records that `old` was deleted.
     pub(super) fn delete(&self, old: &K) {
         let mut all = self.inner.write();
-        let key = ObjectRef::from_obj(old);
+        if all.is_empty() {
+            return;
+        }
+        let key = self.key(old);
         for index in all.values_mut() {
             index.remove(&key, old);
         }
@@ -126,7 +134,7 @@ mod tests {
 
     #[test]
     fn follows_updates_and_deletes() {
-        let idx = Indexes::<ConfigMap>::default();
+        let idx = Indexes::<ConfigMap>::new(());
         assert!(idx.get("app", "a").is_none());
         assert!(idx.add("app", by_app(), &[cm("x", Some("a")), cm("y", None)]));
         assert!(!idx.add("app", by_app(), &[]), "kept the first");

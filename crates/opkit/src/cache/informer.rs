@@ -6,17 +6,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
-use kube::Client;
+use kube::core::Selector;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use parking_lot::Mutex;
+use kube::{Api, Client};
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::index::{IndexFn, Indexes};
+use super::lookup::Lookup;
 use super::{Cache, CacheScope};
-use crate::object::Object;
+use crate::object::Kind;
 
 /// A change to a cached object.
 #[derive(Debug)]
@@ -49,16 +51,22 @@ pub struct Subscription<K> {
     pub events: broadcast::Receiver<InformerEvent<K>>,
 }
 
-struct Partition<K: Object> {
+struct Partition<K: Kind> {
     namespace: Option<String>,
     store: Store<K>,
     writer: Mutex<Option<Writer<K>>>,
     synced: AtomicBool,
 }
 
+/// Builds the `Api` to watch, for a namespace or for all.
+pub(super) type ApiFn<K> = Box<dyn Fn(Client, Option<&str>) -> Api<K> + Send + Sync>;
+
 /// The shared watch and cache of one object type.
-pub struct Informer<K: Object> {
+pub struct Informer<K: Kind> {
     client: Client,
+    /// The run-time type (`()` for typed kinds, the `ApiResource` of a `DynamicObject`).
+    dyntype: K::DynamicType,
+    api: ApiFn<K>,
     label_selector: Option<String>,
     partitions: Vec<Partition<K>>,
     tx: broadcast::Sender<InformerEvent<K>>,
@@ -67,13 +75,20 @@ pub struct Informer<K: Object> {
     apply_lock: Mutex<()>,
     /// Secondary indexes, updated with the store under `apply_lock`.
     indexes: Indexes<K>,
+    /// The built-in namespace and label lookups, updated with the store.
+    lookup: RwLock<Lookup<K>>,
     started: AtomicBool,
     cache: Cache,
 }
 
-impl<K: Object> Informer<K> {
-    pub(super) fn new(client: Client, scope: &CacheScope, cache: Cache) -> Self {
-        let namespaces: Vec<Option<String>> = if K::namespaced() && !scope.namespaces.is_empty() {
+impl<K: Kind> Informer<K> {
+    pub(super) fn new(
+        client: Client,
+        scope: &CacheScope,
+        cache: Cache,
+        (dyntype, namespaced, api): (K::DynamicType, bool, ApiFn<K>),
+    ) -> Self {
+        let namespaces: Vec<Option<String>> = if namespaced && !scope.namespaces.is_empty() {
             scope.namespaces.iter().cloned().map(Some).collect()
         } else {
             vec![None]
@@ -81,7 +96,7 @@ impl<K: Object> Informer<K> {
         let partitions = namespaces
             .into_iter()
             .map(|namespace| {
-                let writer = Writer::<K>::new(());
+                let writer = Writer::<K>::new(dyntype.clone());
                 Partition {
                     namespace,
                     store: writer.as_reader(),
@@ -95,11 +110,14 @@ impl<K: Object> Informer<K> {
         let (tx, _) = broadcast::channel(16_384);
         Informer {
             client,
+            indexes: Indexes::new(dyntype.clone()),
+            dyntype,
+            api,
             label_selector: scope.label_selector.clone(),
             partitions,
             tx,
             apply_lock: Mutex::new(()),
-            indexes: Indexes::default(),
+            lookup: RwLock::new(Lookup::default()),
             started: AtomicBool::new(false),
             cache,
         }
@@ -120,7 +138,7 @@ impl<K: Object> Informer<K> {
     async fn run_partition(self: Arc<Self>, idx: usize, shutdown: CancellationToken) {
         let part = &self.partitions[idx];
         let Some(mut writer) = part.writer.lock().take() else { return };
-        let api = K::api(self.client.clone(), part.namespace.as_deref());
+        let api = (self.api)(self.client.clone(), part.namespace.as_deref());
         let mut cfg = watcher::Config::default();
         if let Some(sel) = &self.label_selector {
             cfg = cfg.labels(sel);
@@ -131,6 +149,7 @@ impl<K: Object> Informer<K> {
             std::pin::pin!(watcher(api, cfg).default_backoff().modify(|o: &mut K| o.meta_mut().managed_fields = None));
         // Objects as they were before a relist started, to diff against when it finishes.
         let mut before_relist: Option<HashMap<ObjectRef<K>, Arc<K>>> = None;
+        let key_of = |o: &K| ObjectRef::from_obj_with(o, self.dyntype.clone());
         loop {
             let event = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -140,30 +159,31 @@ impl<K: Object> Informer<K> {
             let event = match event {
                 Ok(e) => e,
                 Err(e) => {
-                    tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
+                    tracing::warn!(kind = %self.kind(), error = %e, "watch failed; retrying");
                     continue;
                 }
             };
             let _guard = self.apply_lock.lock();
             match &event {
                 watcher::Event::Apply(obj) => {
-                    let key = ObjectRef::from_obj(obj);
+                    let key = key_of(obj);
                     let old = part.store.get(&key);
                     writer.apply_watcher_event(&event);
                     let new = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
                     self.indexes.update(old.as_deref(), &new);
+                    self.lookup.write().apply(&new);
                     let _ = self.tx.send(InformerEvent::Apply { old, new });
                 }
                 watcher::Event::Delete(obj) => {
-                    let key = ObjectRef::from_obj(obj);
+                    let key = key_of(obj);
                     let old = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
                     writer.apply_watcher_event(&event);
                     self.indexes.delete(&old);
+                    self.lookup.write().delete(&old);
                     let _ = self.tx.send(InformerEvent::Delete(old));
                 }
                 watcher::Event::Init => {
-                    before_relist =
-                        Some(part.store.state().into_iter().map(|o| (ObjectRef::from_obj(&*o), o)).collect());
+                    before_relist = Some(part.store.state().into_iter().map(|o| (key_of(&o), o)).collect());
                     writer.apply_watcher_event(&event);
                 }
                 watcher::Event::InitApply(_) => writer.apply_watcher_event(&event),
@@ -171,16 +191,18 @@ impl<K: Object> Informer<K> {
                     writer.apply_watcher_event(&event);
                     let mut before = before_relist.take().unwrap_or_default();
                     for new in part.store.state() {
-                        let old = before.remove(&ObjectRef::from_obj(&*new));
+                        let old = before.remove(&key_of(&new));
                         let changed =
                             old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version);
                         if changed {
                             self.indexes.update(old.as_deref(), &new);
+                            self.lookup.write().apply(&new);
                             let _ = self.tx.send(InformerEvent::Apply { old, new });
                         }
                     }
                     for (_, gone) in before {
                         self.indexes.delete(&gone);
+                        self.lookup.write().delete(&gone);
                         let _ = self.tx.send(InformerEvent::Delete(gone));
                     }
                     if !part.synced.swap(true, Ordering::SeqCst) {
@@ -195,6 +217,16 @@ impl<K: Object> Informer<K> {
     pub fn subscribe(&self) -> Subscription<K> {
         let _guard = self.apply_lock.lock();
         Subscription { initial: self.list(), events: self.tx.subscribe() }
+    }
+
+    /// The kind cached, for logs.
+    pub fn kind(&self) -> String {
+        K::kind(&self.dyntype).to_string()
+    }
+
+    /// The run-time type of the cached objects (`()` for typed kinds).
+    pub fn dyntype(&self) -> &K::DynamicType {
+        &self.dyntype
     }
 
     /// True once every watch finished its initial list.
@@ -213,6 +245,19 @@ impl<K: Object> Informer<K> {
     /// Every cached object.
     pub fn list(&self) -> Vec<Arc<K>> {
         self.partitions.iter().flat_map(|p| p.store.state()).collect()
+    }
+
+    /// The cached objects in `namespace`, from the built-in namespace index (no scan of
+    /// other namespaces).
+    pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.lookup.read().in_namespace(namespace)
+    }
+
+    /// The cached objects in `namespace` (`None`: all) whose labels match `selector`,
+    /// narrowed through the built-in label index when the selector requires a label
+    /// value (`key=value` or `key in (...)`).
+    pub fn list_matching(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
+        self.lookup.read().matching(namespace, selector)
     }
 
     /// Adds a secondary index called `name`: `f` gives an object's index values, and

@@ -6,19 +6,24 @@
 
 mod index;
 mod informer;
+mod lookup;
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::Client;
+use kube::api::{ApiResource, DynamicObject};
+use kube::core::Selector;
+use kube::discovery::Scope;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::object::Object;
+use crate::object::{Kind, Object};
 
+use informer::ApiFn;
 pub use informer::{Informer, InformerEvent, Subscription};
 
 /// Which objects the cache watches: some namespaces (empty: all) and an optional label
@@ -38,7 +43,7 @@ trait ErasedInformer: Send + Sync {
     fn kind(&self) -> String;
 }
 
-impl<K: Object> ErasedInformer for Informer<K> {
+impl<K: Kind> ErasedInformer for Informer<K> {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
@@ -49,14 +54,18 @@ impl<K: Object> ErasedInformer for Informer<K> {
         Informer::is_synced(self)
     }
     fn kind(&self) -> String {
-        K::kind(&()).to_string()
+        Informer::kind(self)
     }
 }
+
+/// Which informer: the Rust type, and for `DynamicObject` the resource's
+/// `apiVersion/plural` (empty for typed kinds, whose type says it all).
+type InformerKey = (TypeId, String);
 
 struct CacheInner {
     client: Client,
     scope: CacheScope,
-    informers: Mutex<HashMap<TypeId, Arc<dyn ErasedInformer>>>,
+    informers: Mutex<HashMap<InformerKey, Arc<dyn ErasedInformer>>>,
     running: Mutex<Option<CancellationToken>>,
     changed: tokio::sync::Notify,
 }
@@ -69,6 +78,7 @@ pub struct Cache {
 
 impl Cache {
     /// A cache over `client`, limited to `scope`.
+    #[must_use]
     pub fn new(client: Client, scope: CacheScope) -> Cache {
         Cache {
             inner: Arc::new(CacheInner {
@@ -83,14 +93,42 @@ impl Cache {
 
     /// The informer for `K`, created (and started, if the cache runs) on first use.
     pub fn informer<K: Object>(&self) -> Arc<Informer<K>> {
+        self.informer_for::<K>(String::new(), || {
+            let api: ApiFn<K> = Box::new(|client, ns| K::api(client, ns));
+            ((), K::namespaced(), api)
+        })
+    }
+
+    /// The informer for objects of the resource `resource` (with `scope`), cached as
+    /// `DynamicObject`s: for kinds known only at run time (controller-runtime's
+    /// unstructured cache). One informer per resource, however many users.
+    pub fn dynamic_informer(&self, resource: &ApiResource, scope: Scope) -> Arc<Informer<DynamicObject>> {
+        let key = format!("{}/{}", resource.api_version, resource.plural);
+        self.informer_for::<DynamicObject>(key, || {
+            let namespaced = matches!(scope, Scope::Namespaced);
+            let ar = resource.clone();
+            let api: ApiFn<DynamicObject> = Box::new(move |client, ns| match ns {
+                Some(ns) if namespaced => Api::namespaced_with(client, ns, &ar),
+                _ => Api::dynamic(client, &ar, &scope),
+            });
+            (resource.clone(), namespaced, api)
+        })
+    }
+
+    fn informer_for<K: Kind>(
+        &self,
+        key: String,
+        make: impl FnOnce() -> (K::DynamicType, bool, ApiFn<K>),
+    ) -> Arc<Informer<K>> {
+        let key = (TypeId::of::<K>(), key);
         let mut map = self.inner.informers.lock();
-        if let Some(i) = map.get(&TypeId::of::<K>())
+        if let Some(i) = map.get(&key)
             && let Ok(typed) = i.clone().as_any().downcast::<Informer<K>>()
         {
             return typed;
         }
-        let informer = Arc::new(Informer::<K>::new(self.inner.client.clone(), &self.inner.scope, self.clone()));
-        map.insert(TypeId::of::<K>(), informer.clone());
+        let informer = Arc::new(Informer::<K>::new(self.inner.client.clone(), &self.inner.scope, self.clone(), make()));
+        map.insert(key, informer.clone());
         if let Some(token) = self.inner.running.lock().clone() {
             Informer::start(&informer, token);
         }
@@ -109,6 +147,30 @@ impl Cache {
     /// Every cached object of `K`.
     pub fn list<K: Object>(&self) -> Vec<Arc<K>> {
         self.informer::<K>().list()
+    }
+
+    /// The cached `K`s in `namespace`, read through the built-in namespace index
+    /// (controller-runtime's `List(ctx, list, InNamespace(ns))` from its cache). For
+    /// cluster-scoped kinds use [`Cache::list`].
+    pub fn list_in<K: Object>(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.informer::<K>().list_in(namespace)
+    }
+
+    /// The cached `K`s in `namespace` (`None`: every namespace) whose labels match
+    /// `selector` (controller-runtime's `MatchingLabelsSelector`). A selector that
+    /// requires a label value (`key=value`, `key in (...)`) is answered from the label
+    /// index; others scan the namespace.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kube::core::{Expression, Selector};
+    /// # fn f(cache: &opkit::Cache) {
+    /// let selector: Selector = [("app", "memcached")].into_iter().collect();
+    /// let pods = cache.list_matching::<Pod>(Some("default"), &selector);
+    /// # }
+    /// ```
+    pub fn list_matching<K: Object>(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
+        self.informer::<K>().list_matching(namespace, selector)
     }
 
     /// Adds a secondary index `name` over the cached `K`s (see [`Informer::add_index`]):
@@ -135,14 +197,20 @@ impl Cache {
 
     /// Waits until [`Cache::is_synced`], up to `timeout`. Returns whether it synced.
     pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
+        self.wait_until(timeout, || self.is_synced()).await
+    }
+
+    /// Waits until `cond` holds, re-checking whenever an informer of this cache syncs,
+    /// up to `timeout`. Returns whether it held.
+    pub async fn wait_until(&self, timeout: Duration, cond: impl Fn() -> bool) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.inner.changed.notified();
-            if self.is_synced() {
+            if cond() {
                 return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.is_synced();
+                return cond();
             }
         }
     }

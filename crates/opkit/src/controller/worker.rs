@@ -1,41 +1,110 @@
-//! Running a controller: start its sources, then workers that take requests from the
-//! queue, reconcile them (catching panics) and requeue according to the result.
+//! Running a built controller: wait for its caches to sync, start its sources, then
+//! workers that take requests from the queue, reconcile them inside a tracing span
+//! (catching panics) and requeue according to the result.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use kube::runtime::reflector::ObjectRef;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
-use super::Controller;
+use super::handle::ControllerHandle;
 use super::queue::WorkQueue;
-use crate::manager::RunnableError;
+use super::ratelimit::RateLimiter;
+use super::source::{Filters, Source, SourceCache};
+use crate::cache::Informer;
+use crate::events::Recorder;
+use crate::manager::{Manager, Runnable, RunnableError, panic_message};
 use crate::metrics::ControllerMetrics;
-use crate::object::Object;
-use crate::reconcile::{Action, Context, Reconciler, Request};
+use crate::object::Kind;
+use crate::reconcile::{Action, Context, DynamicResource, Reconciler, Request};
 
-pub(super) async fn run<K: Object, R: Reconciler<K>>(
-    c: Controller<K, R>,
+/// A controller as registered with the manager: everything the builder collected.
+pub(super) struct Built<K: Kind, R, S> {
+    pub(super) mgr: Manager,
+    pub(super) informer: Arc<Informer<K>>,
+    pub(super) dynamic: Option<Arc<DynamicResource>>,
+    pub(super) name: String,
+    pub(super) reconciler: R,
+    pub(super) state: Arc<S>,
+    pub(super) sources: Vec<Box<dyn Source>>,
+    pub(super) filters: Filters,
+    pub(super) concurrency: usize,
+    pub(super) limiter: RateLimiter<Request>,
+    pub(super) needs_leader: bool,
+    pub(super) cache_sync_timeout: Duration,
+    pub(super) handle: ControllerHandle,
+}
+
+impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Runnable for Built<K, R, S> {
+    fn name(&self) -> String {
+        format!("controller/{}", self.name)
+    }
+    fn needs_leader_election(&self) -> bool {
+        self.needs_leader
+    }
+    fn start(self: Box<Self>, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), RunnableError>> {
+        Box::pin(run(*self, shutdown))
+    }
+}
+
+/// Waits until every source's cache has synced. `Ok(false)`: shut down meanwhile.
+async fn wait_for_sync(
+    mgr: &Manager,
+    caches: Vec<Arc<dyn SourceCache>>,
+    timeout: Duration,
+    shutdown: &CancellationToken,
+) -> Result<bool, RunnableError> {
+    let all_synced = || caches.iter().all(|c| c.is_synced());
+    tokio::select! {
+        _ = shutdown.cancelled() => Ok(false),
+        synced = mgr.cache().wait_until(timeout, all_synced) => {
+            if synced {
+                return Ok(true);
+            }
+            let pending: Vec<String> = caches.iter().filter(|c| !c.is_synced()).map(|c| c.kind()).collect();
+            Err(RunnableError(format!("timed out after {timeout:?} waiting for caches to sync: {pending:?}")))
+        }
+    }
+}
+
+async fn run<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>>(
+    c: Built<K, R, S>,
     shutdown: CancellationToken,
 ) -> Result<(), RunnableError> {
+    tracing::info!(controller = %c.name, "Starting Controller");
+    let caches = c.sources.iter().filter_map(|s| s.cache()).collect();
+    if !wait_for_sync(&c.mgr, caches, c.cache_sync_timeout, &shutdown).await? {
+        tracing::info!(controller = %c.name, "Stopping controller before its caches synced");
+        return Ok(());
+    }
     let metrics = c.mgr.metrics().controller(&c.name);
     metrics.set_max_concurrent(c.concurrency as i64);
     metrics.set_active_workers(0);
     let queue = WorkQueue::new(c.limiter, Some(metrics.clone()));
     for s in c.sources {
-        s.start(queue.clone(), c.filter.clone(), shutdown.clone());
+        s.start(queue.clone(), c.filters.clone(), shutdown.clone());
     }
+    c.handle.attach(queue.clone());
+    let recorder = Arc::new(Recorder::for_controller(c.mgr.client(), c.name.clone()));
     let shared = Arc::new(Shared {
         reconciler: c.reconciler,
+        state: c.state,
+        recorder,
+        informer: c.informer,
+        dynamic: c.dynamic,
         mgr: c.mgr,
         name: c.name,
         metrics,
         active: AtomicI64::new(0),
         _k: std::marker::PhantomData,
     });
+    tracing::info!(controller = %shared.name, worker_count = c.concurrency, "Starting workers");
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..c.concurrency {
         let (queue, shared) = (queue.clone(), shared.clone());
@@ -46,34 +115,61 @@ pub(super) async fn run<K: Object, R: Reconciler<K>>(
         });
     }
     shutdown.cancelled().await;
+    tracing::info!(controller = %shared.name, "Stopping: waiting for in-flight reconciles to finish");
     // Stop handing out work; in-flight reconciles finish (the manager bounds the wait).
     queue.shutdown();
     while workers.join_next().await.is_some() {}
+    tracing::info!(controller = %shared.name, "All workers finished");
     Ok(())
 }
 
-struct Shared<K: Object, R: Reconciler<K>> {
+struct Shared<K: Kind, R, S> {
     reconciler: R,
-    mgr: crate::manager::Manager,
+    state: Arc<S>,
+    recorder: Arc<Recorder>,
+    informer: Arc<Informer<K>>,
+    dynamic: Option<Arc<DynamicResource>>,
+    mgr: Manager,
     name: String,
     metrics: ControllerMetrics,
     active: AtomicI64,
     _k: std::marker::PhantomData<fn() -> K>,
 }
 
-impl<K: Object, R: Reconciler<K>> Shared<K, R> {
+/// A random, uuid-formatted id for one reconcile (controller-runtime's `reconcileID`).
+fn reconcile_id() -> uuid::Uuid {
+    uuid::Builder::from_random_bytes(rand::random()).into_uuid()
+}
+
+impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
     async fn process(&self, queue: &WorkQueue<Request>, req: Request) {
-        let mut key = ObjectRef::<K>::new(&req.name);
+        let mut key = ObjectRef::<K>::new_with(&req.name, self.informer.dyntype().clone());
         if let Some(ns) = &req.namespace {
             key = key.within(ns);
         }
-        let object = self.mgr.cache().informer::<K>().get(&key);
-        let ctx = Context { request: req.clone(), object, client: self.mgr.client(), cache: self.mgr.cache().clone() };
+        let object = self.informer.get(&key);
+        let span = tracing::info_span!(
+            "reconcile",
+            controller = %self.name,
+            namespace = req.namespace.as_deref().unwrap_or(""),
+            name = %req.name,
+            reconcileID = %reconcile_id(),
+        );
+        let ctx = Context {
+            request: req.clone(),
+            object,
+            client: self.mgr.client(),
+            cache: self.mgr.cache().clone(),
+            recorder: self.recorder.clone(),
+            state: self.state.clone(),
+            dynamic: self.dynamic.clone(),
+        };
         self.metrics.set_active_workers(self.active.fetch_add(1, Ordering::SeqCst) + 1);
         let started = Instant::now();
-        let outcome = AssertUnwindSafe(self.reconciler.reconcile(ctx)).catch_unwind().await;
+        let outcome = AssertUnwindSafe(self.reconciler.reconcile(ctx).instrument(span.clone())).catch_unwind().await;
         let took = started.elapsed();
         self.metrics.set_active_workers(self.active.fetch_sub(1, Ordering::SeqCst) - 1);
+        let _entered = span.enter();
         match outcome {
             Ok(Ok(Action::Done)) => {
                 queue.forget(&req);
@@ -90,24 +186,20 @@ impl<K: Object, R: Reconciler<K>> Shared<K, R> {
             }
             Ok(Err(e)) if e.is_terminal() => {
                 queue.forget(&req);
-                tracing::error!(controller = %self.name, request = %req, error = %e, "reconcile failed terminally; not retrying");
+                tracing::error!(error = %e, "reconcile failed terminally; not retrying");
                 self.metrics.terminal_error();
                 self.metrics.reconcile_error();
                 self.metrics.reconcile_done("error", took);
             }
             Ok(Err(e)) => {
-                tracing::warn!(controller = %self.name, request = %req, error = %e, "reconcile failed; retrying with backoff");
+                tracing::warn!(error = %e, "reconcile failed; retrying with backoff");
                 queue.add_rate_limited(req.clone());
                 self.metrics.reconcile_error();
                 self.metrics.reconcile_done("error", took);
             }
             Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                tracing::error!(controller = %self.name, request = %req, panic = %msg, "reconcile panicked; retrying with backoff");
+                let msg = panic_message(&*panic);
+                tracing::error!(panic = %msg, "reconcile panicked; retrying with backoff");
                 queue.add_rate_limited(req.clone());
                 self.metrics.reconcile_panic();
                 self.metrics.reconcile_error();

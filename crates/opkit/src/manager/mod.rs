@@ -3,7 +3,9 @@
 //! and shuts down gracefully.
 
 mod flags;
+mod runnables;
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +13,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use kube::Client;
 use parking_lot::Mutex;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::cache::{Cache, CacheScope};
 use crate::health::{self, Check};
@@ -19,6 +23,8 @@ use crate::leader::{LeaderElectionConfig, LeaderElector};
 use crate::metrics::Metrics;
 
 pub use flags::{FlagsError, ManagerArgs};
+pub(crate) use runnables::panic_message;
+use runnables::{Groups, Runner};
 
 /// A failure of a runnable.
 #[derive(Debug, thiserror::Error)]
@@ -31,13 +37,22 @@ pub enum ManagerError {
     /// The leader lease was lost; leader-only work was stopped at once.
     #[error("leader election lost")]
     LeaderElectionLost,
-    /// A runnable failed.
+    /// A runnable returned an error (controller-runtime: any runnable's error stops the
+    /// manager).
     #[error("{name} failed: {source}")]
     Runnable {
         /// The runnable.
         name: String,
         /// Its error.
         source: RunnableError,
+    },
+    /// A runnable panicked; the manager stops as if it had returned an error.
+    #[error("{name} panicked: {message}")]
+    Panicked {
+        /// The runnable.
+        name: String,
+        /// The panic message.
+        message: String,
     },
     /// Serving metrics or probes failed.
     #[error("serving {what}: {source}")]
@@ -52,7 +67,33 @@ pub enum ManagerError {
     Signal(std::io::Error),
 }
 
+/// A health check could not be added.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthCheckError {
+    /// A check of that name exists on that endpoint.
+    #[error("a {endpoint} check named {name:?} already exists")]
+    Duplicate {
+        /// `healthz` or `readyz`.
+        endpoint: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// The probe server already runs with its checks; add checks before [`Manager::run`].
+    #[error("the manager already serves its probes; add the {endpoint} check {name:?} before it runs")]
+    AlreadyServing {
+        /// `healthz` or `readyz`.
+        endpoint: &'static str,
+        /// The name.
+        name: String,
+    },
+}
+
 /// Something the manager starts and stops: controllers, webhook servers, your own loops.
+///
+/// As in controller-runtime: a runnable that returns `Ok` simply ends (the manager keeps
+/// running); one that returns an error or panics stops the manager, whose `run` returns
+/// that error ([`ManagerError::Runnable`], [`ManagerError::Panicked`]). Runnables added
+/// while the manager runs are started at once (leader-only ones once this replica leads).
 pub trait Runnable: Send + 'static {
     /// A name for logs and errors.
     fn name(&self) -> String;
@@ -91,12 +132,22 @@ impl Default for ManagerOptions {
     }
 }
 
+/// Registered probe checks, served from [`Manager::run`] on.
+#[derive(Default)]
+struct Checks {
+    healthz: Vec<(String, Check)>,
+    readyz: Vec<(String, Check)>,
+    serving: bool,
+}
+
 struct Inner {
     client: Client,
     cache: Cache,
     metrics: Metrics,
     options: ManagerOptions,
-    runnables: Mutex<Vec<Box<dyn Runnable>>>,
+    runnables: Mutex<Groups>,
+    controller_names: Mutex<HashSet<String>>,
+    checks: Mutex<Checks>,
     bound: Mutex<(Option<SocketAddr>, Option<SocketAddr>)>,
 }
 
@@ -108,6 +159,7 @@ pub struct Manager {
 
 impl Manager {
     /// A manager over `client`.
+    #[must_use]
     pub fn new(client: Client, options: ManagerOptions) -> Manager {
         let cache = Cache::new(client.clone(), options.cache.clone());
         Manager {
@@ -116,7 +168,9 @@ impl Manager {
                 cache,
                 metrics: Metrics::new(),
                 options,
-                runnables: Mutex::new(Vec::new()),
+                runnables: Mutex::new(Groups::default()),
+                controller_names: Mutex::new(HashSet::new()),
+                checks: Mutex::new(Checks::default()),
                 bound: Mutex::new((None, None)),
             }),
         }
@@ -143,9 +197,52 @@ impl Manager {
         *self.inner.bound.lock()
     }
 
-    /// Adds a runnable; it starts when the manager runs.
+    /// Adds a runnable. Before [`Manager::run`] it waits for the manager to start; while
+    /// the manager runs it starts at once, or, if it needs leader election, as soon as
+    /// this replica leads (controller-runtime's runnable groups).
     pub fn add(&self, r: impl Runnable) {
-        self.inner.runnables.lock().push(Box::new(r));
+        self.inner.runnables.lock().add(Box::new(r));
+    }
+
+    /// Claims a controller name; false if a controller of that name was already built
+    /// with this manager.
+    pub(crate) fn claim_controller_name(&self, name: &str) -> bool {
+        self.inner.controller_names.lock().insert(name.to_string())
+    }
+
+    /// Adds a liveness check served at `/healthz` (and `/healthz/<name>`), as
+    /// controller-runtime's `AddHealthzCheck`. Add checks before [`Manager::run`].
+    pub fn add_healthz_check(
+        &self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Result<(), HealthCheckError> {
+        self.add_check("healthz", name.into(), Arc::new(check))
+    }
+
+    /// Adds a readiness check served at `/readyz` (and `/readyz/<name>`), as
+    /// controller-runtime's `AddReadyzCheck`. Add checks before [`Manager::run`]. The
+    /// manager has a built-in `informers` readiness check (the cache has synced).
+    pub fn add_readyz_check(
+        &self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Result<(), HealthCheckError> {
+        self.add_check("readyz", name.into(), Arc::new(check))
+    }
+
+    fn add_check(&self, endpoint: &'static str, name: String, check: Check) -> Result<(), HealthCheckError> {
+        let mut checks = self.inner.checks.lock();
+        if checks.serving {
+            return Err(HealthCheckError::AlreadyServing { endpoint, name });
+        }
+        let reserved = endpoint == "readyz" && name == "informers";
+        let list = if endpoint == "healthz" { &mut checks.healthz } else { &mut checks.readyz };
+        if reserved || list.iter().any(|(n, _)| *n == name) {
+            return Err(HealthCheckError::Duplicate { endpoint, name });
+        }
+        list.push((name, check));
+        Ok(())
     }
 
     /// Runs until SIGTERM or Ctrl-C, then shuts down gracefully.
@@ -165,122 +262,139 @@ impl Manager {
         self.run_until(shutdown).await
     }
 
-    /// Runs until `shutdown` is cancelled (or leadership is lost).
+    /// Runs until `shutdown` is cancelled, a runnable fails or panics, or leadership is
+    /// lost; then stops every runnable and waits for them up to the graceful shutdown
+    /// timeout.
     pub async fn run_until(self, shutdown: CancellationToken) -> Result<(), ManagerError> {
         let all = shutdown.child_token();
         let opts = self.inner.options.clone();
+        self.serve_metrics_and_probes(&opts, &all).await?;
+        self.inner.cache.start(all.clone());
+        let (failures, mut failed) = mpsc::unbounded_channel();
+        let tracker = TaskTracker::new();
+        let everywhere = Runner { token: all.clone(), tracker: tracker.clone(), failures: failures.clone() };
+        self.inner.runnables.lock().everywhere.start(everywhere);
+        let leader = Runner { token: all.child_token(), tracker: tracker.clone(), failures };
+        let elector = match opts.leader_election.clone() {
+            None => {
+                self.inner.runnables.lock().leader.start(leader);
+                None
+            }
+            Some(cfg) => Some(self.elect_then_lead(cfg, leader, &all)),
+        };
+        let mut result = Ok(());
+        tokio::select! {
+            _ = all.cancelled() => {},
+            Some(e) = failed.recv() => {
+                if matches!(e, ManagerError::LeaderElectionLost) {
+                    tracing::error!("leader election lost; stopping");
+                }
+                result = Err(e);
+            }
+        }
+        all.cancel();
+        {
+            let mut groups = self.inner.runnables.lock();
+            groups.everywhere.stop();
+            groups.leader.stop();
+        }
+        tracker.close();
+        let drained = tokio::time::timeout(opts.graceful_shutdown_timeout, tracker.wait()).await;
+        if drained.is_err() {
+            tracing::warn!(timeout = ?opts.graceful_shutdown_timeout, "graceful shutdown timed out; abandoning in-flight work");
+        }
+        while let Ok(e) = failed.try_recv() {
+            if result.is_ok() && !matches!(e, ManagerError::LeaderElectionLost) {
+                result = Err(e);
+            }
+        }
+        if let Some(elector) = elector {
+            elector.stop_and_release().await;
+        }
+        result
+    }
+
+    async fn serve_metrics_and_probes(
+        &self,
+        opts: &ManagerOptions,
+        all: &CancellationToken,
+    ) -> Result<(), ManagerError> {
         if let Some(addr) = opts.metrics_addr {
             let bound = health::serve_metrics(addr, self.inner.metrics.clone(), all.clone())
                 .await
                 .map_err(|source| ManagerError::Serve { what: "metrics", source })?;
             self.inner.bound.lock().0 = Some(bound);
         }
+        let (mut healthz, mut readyz) = {
+            let mut checks = self.inner.checks.lock();
+            checks.serving = true;
+            (checks.healthz.clone(), checks.readyz.clone())
+        };
         if let Some(addr) = opts.health_addr {
             let cache = self.inner.cache.clone();
-            let ping: Check = Arc::new(|| Ok(()));
+            if healthz.is_empty() {
+                healthz.push(("ping".into(), Arc::new(|| Ok(()))));
+            }
             let synced: Check = Arc::new(move || {
                 if cache.is_synced() { Ok(()) } else { Err(format!("caches not synced: {:?}", cache.unsynced())) }
             });
-            let bound = health::serve_probes(
-                addr,
-                vec![("ping".into(), ping)],
-                vec![("informers".into(), synced)],
-                all.clone(),
-            )
-            .await
-            .map_err(|source| ManagerError::Serve { what: "health probes", source })?;
+            readyz.insert(0, ("informers".into(), synced));
+            let bound = health::serve_probes(addr, healthz, readyz, all.clone())
+                .await
+                .map_err(|source| ManagerError::Serve { what: "health probes", source })?;
             self.inner.bound.lock().1 = Some(bound);
         }
-        self.inner.cache.start(all.clone());
-        let runnables: Vec<Box<dyn Runnable>> = std::mem::take(&mut *self.inner.runnables.lock());
-        let (leader_only, everywhere): (Vec<_>, Vec<_>) =
-            runnables.into_iter().partition(|r| r.needs_leader_election());
-        let mut tasks = tokio::task::JoinSet::new();
-        let spawn = |tasks: &mut tokio::task::JoinSet<Result<(), ManagerError>>,
-                     r: Box<dyn Runnable>,
-                     token: CancellationToken| {
-            let name = r.name();
-            tasks.spawn(async move { r.start(token).await.map_err(|source| ManagerError::Runnable { name, source }) });
-        };
-        for r in everywhere {
-            spawn(&mut tasks, r, all.clone());
-        }
-        let leader_token = all.child_token();
-        // The elector stops (and releases the lease) only after leader-only work has
-        // stopped, and run_until waits for it: see the end of this function.
-        let election_stop = CancellationToken::new();
-        let mut elector = None;
-        let mut lost = false;
-        match opts.leader_election.clone() {
-            None => {
-                for r in leader_only {
-                    spawn(&mut tasks, r, leader_token.clone());
+        Ok(())
+    }
+
+    /// Contends for leadership in the background; once leading, starts the leader-only
+    /// group; if leadership is lost, stops that group at once and reports
+    /// [`ManagerError::LeaderElectionLost`]. The elector runs on its own token: it stops
+    /// (and, with `release_on_cancel`, releases the lease) only when [`RunningElector::
+    /// stop_and_release`] is called, after the leader-only work has stopped.
+    fn elect_then_lead(&self, cfg: LeaderElectionConfig, leader: Runner, all: &CancellationToken) -> RunningElector {
+        let stop = CancellationToken::new();
+        let (mut rx, task) =
+            LeaderElector::new(self.client(), cfg, Some(self.inner.metrics.clone())).start(stop.clone());
+        let mgr = self.clone();
+        let all = all.clone();
+        let tracker = leader.tracker.clone();
+        tracker.spawn(async move {
+            let leading = tokio::select! {
+                _ = all.cancelled() => false,
+                r = rx.wait_for(|l| *l) => r.is_ok(),
+            };
+            if !leading {
+                return;
+            }
+            let (token, failures) = (leader.token.clone(), leader.failures.clone());
+            mgr.inner.runnables.lock().leader.start(leader);
+            tokio::select! {
+                _ = all.cancelled() => {},
+                _ = rx.wait_for(|l| !*l) => {
+                    token.cancel();
+                    let _ = failures.send(ManagerError::LeaderElectionLost);
                 }
             }
-            Some(cfg) => {
-                let (mut rx, task) = LeaderElector::new(self.client(), cfg, Some(self.inner.metrics.clone()))
-                    .start(election_stop.clone());
-                elector = Some(task);
-                let leading = tokio::select! {
-                    _ = all.cancelled() => false,
-                    r = rx.wait_for(|l| *l) => r.is_ok(),
-                };
-                if leading {
-                    for r in leader_only {
-                        spawn(&mut tasks, r, leader_token.clone());
-                    }
-                    let lt = leader_token.clone();
-                    let watch_all = all.clone();
-                    tasks.spawn(async move {
-                        tokio::select! {
-                            _ = watch_all.cancelled() => Ok(()),
-                            _ = rx.wait_for(|l| !*l) => {
-                                lt.cancel();
-                                Err(ManagerError::LeaderElectionLost)
-                            }
-                        }
-                    });
-                }
-            }
-        }
-        let mut result = Ok(());
-        tokio::select! {
-            _ = all.cancelled() => {},
-            Some(r) = tasks.join_next() => {
-                if let Ok(Err(e)) = r {
-                    lost = matches!(e, ManagerError::LeaderElectionLost);
-                    result = Err(e);
-                }
-            }
-        }
-        if lost {
-            tracing::error!("leader election lost; stopping");
-        }
-        all.cancel();
-        let drained = tokio::time::timeout(opts.graceful_shutdown_timeout, async {
-            while let Some(r) = tasks.join_next().await {
-                if let Ok(Err(e)) = r
-                    && result.is_ok()
-                    && !matches!(e, ManagerError::LeaderElectionLost)
-                {
-                    result = Err(e);
-                }
-            }
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!(timeout = ?opts.graceful_shutdown_timeout, "graceful shutdown timed out; abandoning in-flight work");
-        }
-        drop(tasks);
-        // Only now may the lease go (release_on_cancel): no leader-only work is left. Wait
-        // for it, since the process usually exits as soon as run_until returns and would
-        // otherwise drop the release half-way.
-        election_stop.cancel();
-        if let Some(elector) = elector
-            && let Err(e) = elector.await
-        {
+        });
+        RunningElector { stop, task }
+    }
+}
+
+/// The leader elector of a running manager.
+struct RunningElector {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningElector {
+    /// Stops contending and waits for the elector, so that a lease released on cancel is
+    /// released before `run` returns: the process usually exits right after, which would
+    /// drop the release half-way (controller-runtime releases in the same order).
+    async fn stop_and_release(self) {
+        self.stop.cancel();
+        if let Err(e) = self.task.await {
             tracing::warn!(error = %e, "leader election task failed");
         }
-        result
     }
 }

@@ -8,6 +8,7 @@
 mod admission;
 mod conversion;
 mod review;
+mod runnable;
 mod server;
 mod tls;
 
@@ -23,6 +24,7 @@ pub use conversion::{
 };
 pub use kube::core::DynamicObject;
 pub use review::{ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, AdmissionResponseExt, Operation};
+pub use runnable::{WEBHOOK_READYZ_CHECK, WebhookServerStatus};
 pub use server::{DEFAULT_ADDR, MAX_REQUEST_BYTES, WebhookServer};
 pub use tls::{CA_FILE, CERT_FILE, DevCerts, KEY_FILE};
 

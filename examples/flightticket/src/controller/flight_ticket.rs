@@ -7,7 +7,7 @@
 //! subresource.
 
 use opkit::status::{new_condition, set_condition, update_status_from};
-use opkit::{Action, Context, Controller, Manager, ReconcileResult};
+use opkit::{Action, BuildError, Context, Controller, Manager, ReconcileResult};
 
 use crate::api::flights_v1::{CONDITION_READY, FlightTicket, FlightTicketPhase, FlightTicketStatus};
 
@@ -82,8 +82,8 @@ pub fn book(ticket: &FlightTicket, status: &mut FlightTicketStatus) -> bool {
 
 /// Registers the controller: it reconciles FlightTicket (`For`). Chain `.owns::<Child>()` for
 /// objects it creates and `.watches::<Other>(map)` for others it depends on.
-pub fn setup(mgr: &Manager) {
-    Controller::new(mgr, reconcile).build();
+pub fn setup(mgr: &Manager) -> Result<(), BuildError> {
+    Controller::new(mgr, reconcile).build()
 }
 
 #[cfg(test)]

@@ -4,14 +4,15 @@
 //! The controllers of this operator, one module per kind (`opkit create api` adds them),
 //! and [`setup`], which registers them all with a manager.
 
-use opkit::Manager;
+use opkit::{BuildError, Manager};
 
 pub mod flight_ticket;
 // +opkit:scaffold:controller-modules
 
 /// Registers every controller of this operator with `mgr`.
-pub fn setup(mgr: &Manager) {
+pub fn setup(mgr: &Manager) -> Result<(), BuildError> {
     let _ = mgr;
-    flight_ticket::setup(mgr);
+    flight_ticket::setup(mgr)?;
     // +opkit:scaffold:controller-setup
+    Ok(())
 }

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::ResourceExt;
 use kube::api::PostParams;
-use opkit::{Action, Context, Controller, Manager, ReconcileResult, Request};
+use opkit::{Action, BuildError, Context, Controller, Manager, ReconcileResult, Request};
 
 use crate::api::cache_v1alpha1::Memcached;
 
@@ -66,7 +66,8 @@ pub async fn reconcile(ctx: Context<Memcached>) -> ReconcileResult {
         tracing::info!(deployment = %format!("{namespace}/{name}"), "creating a new Deployment");
         match ctx.api_for::<Deployment>().create(&PostParams::default(), &dep).await {
             Ok(_) => {}
-            // The cache has not seen our earlier create yet: not an error.
+            // Our create from the previous reconcile is not in the cache yet (the cache is
+            // synced before the first reconcile, but lags behind our own writes): not an error.
             Err(kube::Error::Api(s)) if s.is_already_exists() => {}
             Err(e) => return Err(e.into()),
         }
@@ -88,15 +89,9 @@ pub async fn reconcile(ctx: Context<Memcached>) -> ReconcileResult {
 
     // Update the Memcached status with the pod names: list the pods for this Memcached's
     // deployment (from the cache, by namespace and labels).
-    let labels = labels_for(&name);
-    let mut nodes: Vec<String> = ctx
-        .cache
-        .list::<Pod>()
-        .iter()
-        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
-        .filter(|p| labels.iter().all(|(k, v)| p.labels().get(k) == Some(v)))
-        .map(|p| p.name_any())
-        .collect();
+    let selector: kube::core::Selector = labels_for(&name).into_iter().collect();
+    let mut nodes: Vec<String> =
+        ctx.cache.list_matching::<Pod>(Some(&namespace), &selector).iter().map(|p| p.name_any()).collect();
     nodes.sort();
 
     let available = found.status.as_ref().and_then(|s| s.available_replicas).unwrap_or(0);
@@ -191,6 +186,6 @@ pub fn pod_to_memcached(pod: &Pod) -> Vec<Request> {
 
 /// Registers the controller: `For` Memcached, `Owns` its Deployment (changes enqueue the
 /// owner), and `Watches` pods mapped to their Memcached by the `memcached_cr` label.
-pub fn setup(mgr: &Manager) {
-    Controller::new(mgr, reconcile).owns::<Deployment>().watches::<Pod>(pod_to_memcached).build();
+pub fn setup(mgr: &Manager) -> Result<(), BuildError> {
+    Controller::new(mgr, reconcile).owns::<Deployment>().watches::<Pod>(pod_to_memcached).build()
 }
