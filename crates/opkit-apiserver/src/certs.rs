@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use opkit_serve::files::{FileAccess, write_atomic};
 use opkit_serve::tls::{CertGenError, DevCa, TlsConfigError};
 
 /// Errors while creating or loading certificates.
@@ -60,11 +61,15 @@ impl TlsMaterial {
                 key_pem: std::fs::read_to_string(&key).map_err(io(&key))?,
             });
         }
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
         let m = TlsMaterial::generate()?;
-        write_private(&key, &m.key_pem).map_err(io(&key))?;
-        std::fs::write(&crt, &m.cert_pem).map_err(io(&crt))?;
-        std::fs::write(&ca, &m.ca_pem).map_err(io(&ca))?;
+        for (path, pem, access) in [
+            (&key, &m.key_pem, FileAccess::Private),
+            (&crt, &m.cert_pem, FileAccess::Public),
+            (&ca, &m.ca_pem, FileAccess::Public),
+        ] {
+            write_atomic(path, pem.as_bytes(), access)
+                .map_err(|e| CertError::Io { path: e.path.display().to_string(), source: e.source })?;
+        }
         Ok(m)
     }
 
@@ -72,13 +77,6 @@ impl TlsMaterial {
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, CertError> {
         Ok(opkit_serve::tls::server_config(&self.cert_pem, &self.key_pem)?)
     }
-}
-
-fn write_private(path: &Path, data: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
-    f.write_all(data.as_bytes())
 }
 
 #[cfg(test)]

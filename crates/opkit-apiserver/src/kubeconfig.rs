@@ -6,6 +6,7 @@ use std::path::Path;
 
 use base64::Engine;
 use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext, Preferences};
+use opkit_serve::files::{FileAccess, write_atomic};
 use secrecy::SecretString;
 
 /// A kubeconfig could not be serialized or written.
@@ -85,26 +86,9 @@ pub fn to_yaml(kubeconfig: &Kubeconfig) -> Result<String, KubeconfigError> {
 /// Writes `kubeconfig` as YAML to `path` (mode 0600, atomically through a temporary
 /// sibling), creating its directory.
 pub fn write(kubeconfig: &Kubeconfig, path: &Path) -> Result<(), KubeconfigError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let failed = |p: &Path| {
-        let path = p.display().to_string();
-        move |source| KubeconfigError::Write { path, source }
-    };
     let yaml = to_yaml(kubeconfig)?;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(failed(parent))?;
-    }
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(failed(&tmp))?;
-    f.write_all(yaml.as_bytes()).map_err(failed(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(failed(path))
+    write_atomic(path, yaml.as_bytes(), FileAccess::Private)
+        .map_err(|e| KubeconfigError::Write { path: e.path.display().to_string(), source: e.source })
 }
 
 #[cfg(test)]

@@ -5,10 +5,12 @@
 //!   HTTP/1.1 and HTTP/2, optionally behind rustls, with a TLS handshake timeout, a
 //!   header-read timeout, back-off on accept errors ([`AcceptBackoff`]), an optional cap on
 //!   concurrent connections and graceful shutdown on a `CancellationToken`.
+//! - [`files`]: atomic writes of keys, certificates and kubeconfigs, owner-only for secrets.
 //! - [`tls`]: a development CA ([`tls::DevCa`]) issuing serving certificates, and rustls
 //!   server configurations offering `h2` and `http/1.1`.
 
 mod backoff;
+pub mod files;
 mod server;
 pub mod tls;
 

@@ -77,6 +77,7 @@ pub mod object;
 pub mod owner;
 pub mod predicate;
 pub mod reconcile;
+pub mod signal;
 pub mod status;
 pub mod webhook;
 

@@ -51,7 +51,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
             println!("Press Ctrl-C to stop.");
         }
     }
-    wait_for_signal().await?;
+    opkit::signal::shutdown_requested().await?;
     if output == OutputFormat::Text {
         println!("stopping");
     }
@@ -72,12 +72,4 @@ async fn run_controllers(
     let client = kube::Client::try_from(config).map_err(|e| CliError::Client(e.to_string()))?;
     opkit_controllers::spawn(client, &cfg, stop);
     Ok(())
-}
-
-async fn wait_for_signal() -> std::io::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r,
-        _ = term.recv() => Ok(()),
-    }
 }

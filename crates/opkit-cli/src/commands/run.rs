@@ -23,11 +23,12 @@ pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
         cmd.env("KUBECONFIG", std::path::absolute(path)?);
     }
     let mut child = cmd.spawn().map_err(|e| CliError::Build(format!("running {cargo}: {e}")))?;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let status = tokio::select! {
         status = child.wait() => status?,
-        _ = tokio::signal::ctrl_c() => stop(&mut child).await?,
-        _ = term.recv() => stop(&mut child).await?,
+        signalled = opkit::signal::shutdown_requested() => {
+            signalled?;
+            stop(&mut child).await?
+        }
     };
     if status.success() { Ok(()) } else { Err(CliError::Build(format!("the operator exited with {status}"))) }
 }
@@ -35,6 +36,7 @@ pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
 /// Asks the operator to stop (SIGTERM, as the kubelet would) and waits for it.
 // The workspace denies unsafe code; this is its one exception: std cannot send a signal
 // other than SIGKILL to a child, and the operator must get SIGTERM to shut down cleanly.
+#[cfg(unix)]
 #[allow(unsafe_code)]
 async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
@@ -44,5 +46,12 @@ async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process
             libc::kill(pid, libc::SIGTERM);
         }
     }
+    child.wait().await
+}
+
+/// Stops the operator (Windows has no SIGTERM: the process is terminated) and waits for it.
+#[cfg(not(unix))]
+async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
+    child.start_kill()?;
     child.wait().await
 }

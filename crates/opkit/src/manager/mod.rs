@@ -248,18 +248,16 @@ impl Manager {
     /// Runs until SIGTERM or Ctrl-C, then shuts down gracefully.
     pub async fn run(self) -> Result<(), ManagerError> {
         let shutdown = CancellationToken::new();
-        let signal = shutdown.clone();
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ManagerError::Signal)?;
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = term.recv() => {},
-                _ = signal.cancelled() => {},
-            }
-            signal.cancel();
-        });
-        self.run_until(shutdown).await
+        let running = self.run_until(shutdown.clone());
+        tokio::pin!(running);
+        let signalled = tokio::select! {
+            result = &mut running => return result,
+            signalled = crate::signal::shutdown_requested() => signalled,
+        };
+        shutdown.cancel();
+        let result = running.await;
+        signalled.map_err(ManagerError::Signal)?;
+        result
     }
 
     /// Runs until `shutdown` is cancelled, a runnable fails or panics, or leadership is

@@ -5,10 +5,10 @@
 
 use std::fmt;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use opkit_serve::files::FileAccess;
 use opkit_serve::tls::{DevCa, crypto_provider, server_config_with_resolver};
 use parking_lot::RwLock;
 use rustls::crypto::CryptoProvider;
@@ -193,23 +193,9 @@ impl DevCerts {
 }
 
 fn write_atomic(path: &Path, data: &[u8], secret: bool) -> Result<(), WebhookError> {
-    let io = |source| WebhookError::Io { path: path.to_owned(), source };
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = PathBuf::from(tmp_name);
-    let mut opts = fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(if secret { 0o600 } else { 0o644 });
-    }
-    #[cfg(not(unix))]
-    let _ = secret;
-    let mut f = opts.open(&tmp).map_err(io)?;
-    f.write_all(data).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    fs::rename(&tmp, path).map_err(io)
+    let access = if secret { FileAccess::Private } else { FileAccess::Public };
+    opkit_serve::files::write_atomic(path, data, access)
+        .map_err(|e| WebhookError::Io { path: e.path, source: e.source })
 }
 
 #[cfg(test)]
