@@ -19,20 +19,20 @@
 //! # }
 //! ```
 
-pub mod common;
+pub(crate) mod common;
 pub mod config;
-pub mod cronjob;
-pub mod daemonset;
-pub mod deployment;
-pub mod endpoints;
-pub mod garbage_collector;
-pub mod job;
-pub mod kubelet;
-pub mod namespace;
-pub mod node;
-pub mod replicaset;
-pub mod scheduler;
-pub mod statefulset;
+pub(crate) mod cronjob;
+pub(crate) mod daemonset;
+pub(crate) mod deployment;
+pub(crate) mod endpoints;
+pub(crate) mod garbage_collector;
+pub(crate) mod job;
+pub(crate) mod kubelet;
+pub(crate) mod namespace;
+pub(crate) mod node;
+pub(crate) mod replicaset;
+pub(crate) mod scheduler;
+pub(crate) mod statefulset;
 
 pub use config::ControllersConfig;
 

@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ControllersConfig;
 
-pub use graph::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use graph::{Graph, ResourceKey, Work};
 use monitors::{Mapper, Monitor};
 

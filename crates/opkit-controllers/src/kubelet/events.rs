@@ -28,6 +28,7 @@ impl EventSink {
     }
 
     /// How many events wait or are being written.
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.pending.load(Ordering::SeqCst)
     }

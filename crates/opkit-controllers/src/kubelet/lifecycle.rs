@@ -145,8 +145,6 @@ pub struct Track {
     pub finished: Option<i32>,
     /// The pod IP, once assigned.
     pub ip: Option<String>,
-    /// The node the IP came from.
-    pub node: String,
     /// What was last written, to skip identical writes.
     pub written: Option<(Stage, i32, bool)>,
 }
@@ -169,7 +167,7 @@ fn wall(now: Instant, at: Instant, now_wall: i64) -> i64 {
 
 impl Track {
     /// A new track for a pod first seen at `now`.
-    pub fn new(uid: String, node: String, now: Instant, now_wall: i64) -> Track {
+    pub fn new(uid: String, now: Instant, now_wall: i64) -> Track {
         Track {
             uid,
             seen: now,
@@ -182,7 +180,7 @@ impl Track {
             last_exit: None,
             finished: None,
             ip: None,
-            node,
+
             written: None,
         }
     }
@@ -282,7 +280,7 @@ mod tests {
     fn long_running_pod_starts_then_becomes_ready() {
         let b = Behaviour::of(&pod("Always", json!({})), Duration::from_secs(1));
         let t0 = Instant::now();
-        let mut t = Track::new("u".into(), "n".into(), t0, 1000);
+        let mut t = Track::new("u".into(), t0, 1000);
         let s = t.advance(&b, Duration::from_secs(1), Duration::from_secs(2), t0, 1000);
         assert_eq!(s.stage, Stage::Creating);
         assert_eq!(s.wake, Some(Duration::from_secs(1)));
@@ -297,12 +295,12 @@ mod tests {
     fn job_pods_succeed_or_fail() {
         let t0 = Instant::now();
         let b = Behaviour::of(&pod("Never", json!({RUN_DURATION: "2s"})), Duration::from_secs(1));
-        let mut t = Track::new("u".into(), "n".into(), t0, 0);
+        let mut t = Track::new("u".into(), t0, 0);
         assert_eq!(t.advance(&b, Duration::ZERO, Duration::ZERO, t0, 0).stage, Stage::Running { ready: true });
         let s = t.advance(&b, Duration::ZERO, Duration::ZERO, t0 + Duration::from_secs(2), 2);
         assert_eq!(s.stage, Stage::Finished { exit_code: 0 });
         let b = Behaviour::of(&pod("Never", json!({EXIT_CODE: "3"})), Duration::ZERO);
-        let mut t = Track::new("u".into(), "n".into(), t0, 0);
+        let mut t = Track::new("u".into(), t0, 0);
         assert_eq!(t.advance(&b, Duration::ZERO, Duration::ZERO, t0, 0).stage, Stage::Finished { exit_code: 3 });
     }
 
@@ -311,7 +309,7 @@ mod tests {
         let t0 = Instant::now();
         let b = Behaviour::of(&pod("Always", json!({CRASH_LOOP: "true", RESTART_BACKOFF: "1s"})), Duration::ZERO);
         assert!(!b.ready);
-        let mut t = Track::new("u".into(), "n".into(), t0, 0);
+        let mut t = Track::new("u".into(), t0, 0);
         let s = t.advance(&b, Duration::ZERO, Duration::ZERO, t0, 0);
         assert_eq!((s.stage, s.wake, t.restarts), (Stage::BackOff, Some(Duration::from_secs(1)), 0));
         let s = t.advance(&b, Duration::ZERO, Duration::ZERO, t0 + Duration::from_secs(1), 1);

@@ -144,7 +144,7 @@ impl Kubelet {
                 st.forget(&key);
             }
             if !st.tracks.contains_key(&key) {
-                let mut t = Track::new(uid.clone(), node_name.clone(), now, now_wall);
+                let mut t = Track::new(uid.clone(), now, now_wall);
                 if adopt(&mut t, &pod, now)
                     && let Some(ip) = &t.ip
                 {
@@ -227,11 +227,7 @@ impl Kubelet {
             let body = {
                 let mut st = self.state.lock();
                 let uid = pod.metadata.uid.clone().unwrap_or_default();
-                let mut t = st
-                    .tracks
-                    .get(key)
-                    .cloned()
-                    .unwrap_or_else(|| Track::new(uid, node.to_string(), Instant::now(), now_wall));
+                let mut t = st.tracks.get(key).cloned().unwrap_or_else(|| Track::new(uid, Instant::now(), now_wall));
                 t.last_exit = Some(Exit { code: KILLED_EXIT_CODE, started: t.run_since_wall, finished: now_wall });
                 st.forget(key);
                 status::pod_status(pod, &t, Stage::Finished { exit_code: KILLED_EXIT_CODE }, &host_from(pod), now_wall)
@@ -351,9 +347,9 @@ mod tests {
         let mut st = State::default();
         let now = Instant::now();
         let cidr = Some("10.244.0.0/24");
-        let mut running = Track::new("a".into(), "n".into(), now, 0);
+        let mut running = Track::new("a".into(), now, 0);
         running.ip = st.ips.allocate(cidr);
-        let mut done = Track::new("b".into(), "n".into(), now, 0);
+        let mut done = Track::new("b".into(), now, 0);
         done.ip = st.ips.allocate(cidr);
         done.finished = Some(0);
         // The finished pod's address was released when it finished and reused since.
@@ -381,7 +377,7 @@ mod tests {
                     "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}]}
         }))
         .unwrap_or_default();
-        let mut t = Track::new("u".into(), "n".into(), Instant::now(), 0);
+        let mut t = Track::new("u".into(), Instant::now(), 0);
         assert!(adopt(&mut t, &pod, Instant::now()));
         assert_eq!((t.ip.as_deref(), t.restarts), (Some("10.244.1.7"), 3));
         assert!(t.started.is_some());

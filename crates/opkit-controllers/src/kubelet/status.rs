@@ -326,7 +326,7 @@ mod tests {
     fn running_ready_status() {
         let p = pod(json!({"metadata": {"name": "p", "namespace": "d", "uid": "u"},
             "spec": {"containers": [{"name": "c", "image": "nginx"}], "initContainers": [{"name": "i", "image": "busybox"}]}}));
-        let mut t = Track::new("u".into(), "n".into(), Instant::now(), 100);
+        let mut t = Track::new("u".into(), Instant::now(), 100);
         t.ip = Some("10.244.0.5".into());
         let s = pod_status(&p, &t, Stage::Running { ready: true }, "10.0.0.2", 100);
         let st = &s["status"];
@@ -344,7 +344,7 @@ mod tests {
     fn finished_and_crashing_status() {
         let p = pod(json!({"metadata": {"name": "p", "namespace": "d", "uid": "u"},
             "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}));
-        let mut t = Track::new("u".into(), "n".into(), Instant::now(), 100);
+        let mut t = Track::new("u".into(), Instant::now(), 100);
         t.last_exit = Some(Exit { code: 3, started: 100, finished: 101 });
         let s = pod_status(&p, &t, Stage::Finished { exit_code: 3 }, "10.0.0.2", 101);
         assert_eq!(s["status"]["phase"], "Failed");
