@@ -96,7 +96,7 @@ pub enum Command {
     ///
     /// Examples:
     ///   opkit completion bash > /etc/bash_completion.d/opkit
-    ///   opkit completion zsh > "${fpath[1]}/_opkit"
+    ///   opkit completion zsh > ~/.zfunc/_opkit   # a directory on $fpath
     #[command(verbatim_doc_comment)]
     Completion {
         /// The shell.
@@ -242,7 +242,7 @@ pub struct DeployArgs {
 pub enum ClusterCommand {
     /// Start the control plane on 127.0.0.1 and write a kubeconfig (context `opkit`).
     ///
-    /// Objects are kept in <data-dir>/state.db (SQLite), so a restart keeps everything.
+    /// Objects are kept in DATA_DIR/state.db (SQLite), so a restart keeps everything.
     ///
     /// Examples:
     ///   opkit cluster start
@@ -260,7 +260,7 @@ pub struct StartArgs {
     /// Port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 6443)]
     pub port: u16,
-    /// Where to write the kubeconfig (default: <data-dir>/kubeconfig).
+    /// Where to write the kubeconfig (default: DATA_DIR/kubeconfig).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Keep objects in memory only.

@@ -1,6 +1,6 @@
 //! Applying and deleting manifests against any cluster through kube-rs: server-side apply
 //! with CRDs first (waiting until Established), deletion in reverse order, and watch-based waits
-//! (in [`wait`]) for CRDs and Deployments.
+//! (in `wait`) for CRDs and Deployments.
 
 mod wait;
 

@@ -1,7 +1,7 @@
 //! A small kustomize in Rust: renders a kustomization directory (the subset kubebuilder's
 //! `config/` tree and its users need) into objects in kustomize's legacy output order, so the
 //! CLI needs no `kubectl`/`kustomize` binary. Parsing and resource loading live here; the
-//! transformers in [`transform`], patches in [`patch`].
+//! transformers in `transform`, patches in `patch`.
 
 mod patch;
 mod transform;

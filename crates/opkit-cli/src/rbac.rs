@@ -1,6 +1,6 @@
 //! RBAC from source markers: scans `*.rs` files for `+kubebuilder:rbac:` / `+opkit:rbac:`
 //! comment markers and renders `config/rbac/role.yaml` the way controller-gen's
-//! `rbac:roleName=<name>` generator does (see [`render`] for the normalisation and output form).
+//! `rbac:roleName=<name>` generator does (see `render` for the normalisation and output form).
 
 mod render;
 

@@ -223,8 +223,8 @@ impl Metrics {
         out
     }
 
-    /// Handles for one controller (label controller="<name>"; workqueue metrics use
-    /// label name="<name>"). Initialises its counters to zero, as controller-runtime does.
+    /// Handles for one controller (label `controller="<name>"`; workqueue metrics use
+    /// label `name="<name>"`). Initialises its counters to zero, as controller-runtime does.
     pub fn controller(&self, name: &str) -> ControllerMetrics {
         let f = &self.inner.families;
         let c = ControllerLabels { controller: name.to_string() };
@@ -253,7 +253,7 @@ impl Metrics {
         ControllerMetrics { h }
     }
 
-    /// leader_election_master_status{name=<lease name>} 1|0
+    /// `leader_election_master_status{name=<lease name>} 1|0`
     pub fn set_leader(&self, lease_name: &str, leading: bool) {
         self.inner.families.leader.get_or_create(&LeaseLabels { name: lease_name.to_string() }).set(i64::from(leading));
     }
