@@ -75,8 +75,10 @@ pub struct Informer<K: Kind> {
     apply_lock: Mutex<()>,
     /// Secondary indexes, updated with the store under `apply_lock`.
     indexes: Indexes<K>,
-    /// The built-in namespace and label lookups, updated with the store.
-    lookup: RwLock<Lookup<K>>,
+    /// The built-in namespace and label lookups, built on the first namespaced or
+    /// label-selected read and then updated with the store (so a controller that never
+    /// reads that way pays no memory for them).
+    lookup: RwLock<Option<Lookup<K>>>,
     started: AtomicBool,
     cache: Cache,
 }
@@ -117,7 +119,7 @@ impl<K: Kind> Informer<K> {
             partitions,
             tx,
             apply_lock: Mutex::new(()),
-            lookup: RwLock::new(Lookup::default()),
+            lookup: RwLock::new(None),
             started: AtomicBool::new(false),
             cache,
         }
@@ -171,7 +173,9 @@ impl<K: Kind> Informer<K> {
                     writer.apply_watcher_event(&event);
                     let new = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
                     self.indexes.update(old.as_deref(), &new);
-                    self.lookup.write().apply(&new);
+                    if let Some(lookup) = self.lookup.write().as_mut() {
+                        lookup.apply(&new);
+                    }
                     let _ = self.tx.send(InformerEvent::Apply { old, new });
                 }
                 watcher::Event::Delete(obj) => {
@@ -179,7 +183,9 @@ impl<K: Kind> Informer<K> {
                     let old = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
                     writer.apply_watcher_event(&event);
                     self.indexes.delete(&old);
-                    self.lookup.write().delete(&old);
+                    if let Some(lookup) = self.lookup.write().as_mut() {
+                        lookup.delete(&old);
+                    }
                     let _ = self.tx.send(InformerEvent::Delete(old));
                 }
                 watcher::Event::Init => {
@@ -196,13 +202,17 @@ impl<K: Kind> Informer<K> {
                             old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version);
                         if changed {
                             self.indexes.update(old.as_deref(), &new);
-                            self.lookup.write().apply(&new);
+                            if let Some(lookup) = self.lookup.write().as_mut() {
+                                lookup.apply(&new);
+                            }
                             let _ = self.tx.send(InformerEvent::Apply { old, new });
                         }
                     }
                     for (_, gone) in before {
                         self.indexes.delete(&gone);
-                        self.lookup.write().delete(&gone);
+                        if let Some(lookup) = self.lookup.write().as_mut() {
+                            lookup.delete(&gone);
+                        }
                         let _ = self.tx.send(InformerEvent::Delete(gone));
                     }
                     if !part.synced.swap(true, Ordering::SeqCst) {
@@ -250,14 +260,32 @@ impl<K: Kind> Informer<K> {
     /// The cached objects in `namespace`, from the built-in namespace index (no scan of
     /// other namespaces).
     pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
-        self.lookup.read().in_namespace(namespace)
+        self.with_lookup(|lookup| lookup.in_namespace(namespace))
     }
 
     /// The cached objects in `namespace` (`None`: all) whose labels match `selector`,
     /// narrowed through the built-in label index when the selector requires a label
     /// value (`key=value` or `key in (...)`).
     pub fn list_matching(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
-        self.lookup.read().matching(namespace, selector)
+        self.with_lookup(|lookup| lookup.matching(namespace, selector))
+    }
+
+    /// Runs `f` on the lookups, building them from the store on first use. Building
+    /// holds `apply_lock`, so no event lands between the snapshot and the first update.
+    fn with_lookup<T>(&self, f: impl FnOnce(&Lookup<K>) -> T) -> T {
+        if let Some(lookup) = self.lookup.read().as_ref() {
+            return f(lookup);
+        }
+        let _guard = self.apply_lock.lock();
+        let mut slot = self.lookup.write();
+        let lookup = slot.get_or_insert_with(|| {
+            let mut lookup = Lookup::default();
+            for obj in self.list() {
+                lookup.apply(&obj);
+            }
+            lookup
+        });
+        f(lookup)
     }
 
     /// Adds a secondary index called `name`: `f` gives an object's index values, and
