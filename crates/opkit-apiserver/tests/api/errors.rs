@@ -28,6 +28,32 @@ async fn not_found_for_missing_object_and_unknown_resource() {
 }
 
 #[tokio::test]
+async fn unknown_routes_answer_kube_apiservers_404_status_with_empty_details() {
+    let env = env().await;
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create_cm(&cms, "with-sub").await;
+    for path in [
+        "/api/v1/namespaces/default/pods/x/nonexistentsub",
+        "/api/v1/namespaces/default/configmaps/with-sub/nonexistentsub",
+        "/apis/unknown.group/v1/foos",
+        "/apis/unknown.group/v1/namespaces/default/foos/a",
+    ] {
+        let res = raw(&client, "GET", path, None, vec![]).await;
+        assert_eq!(res.code, 404, "{path}: {}", res.text);
+        assert_eq!(
+            res.json,
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "the server could not find the requested resource",
+                "reason": "NotFound", "details": {}, "code": 404
+            }),
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn already_exists_on_duplicate_create() {
     let env = env().await;
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
