@@ -246,6 +246,7 @@ impl From<StorageError> for ApiError {
             StorageError::Expired { .. } => ApiError::expired(format!("{e}")),
             StorageError::TooLarge { .. } => ApiError::timeout(format!("{e}")),
             StorageError::Backend(m) => ApiError::internal(m),
+            StorageError::ValueTooLarge { .. } => ApiError::new(413, "RequestEntityTooLarge", format!("{e}")),
         }
     }
 }

@@ -339,3 +339,21 @@ async fn kubectl_debug_fails_cleanly_on_unserved_ephemeral_containers() {
     assert!(!text.contains("panic"), "kubectl debug panicked:\n{text}");
     assert!(!out.status.success(), "ephemeral containers are not served, yet kubectl debug succeeded:\n{text}");
 }
+
+/// Client-side `kubectl apply` stores the whole object in the last-applied annotation; an
+/// object over 256 KiB makes the annotations too long and is refused, as kube-apiserver does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_of_a_huge_object_is_refused_for_its_last_applied_annotation() {
+    let env = TestEnv::start().await.expect("start control plane");
+    let k = Kubectl::new("1.33", &env);
+    let huge = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: huge\ndata:\n  blob: {}\n",
+        "x".repeat(300 * 1024)
+    );
+    let err = k.fails(&["apply", "-f", "-"], Some(&huge));
+    assert!(err.contains("metadata.annotations: Too long"), "{err}");
+    let err = k.fails(&["get", "configmap", "huge"], None);
+    assert!(err.contains("not found"), "{err}");
+    // Without the annotation (server-side apply) the same object fits.
+    k.ok(&["apply", "--server-side", "-f", "-"], Some(&huge));
+}
