@@ -405,6 +405,14 @@ impl Store {
         self.shared.state.lock().resources.get(resource).map_or(0, |m| m.len())
     }
 
+    /// Every object of `resource` as written so far (durable or not), in key order.
+    pub fn values(&self, resource: &ResourceId) -> Vec<(ObjectName, Bytes)> {
+        let st = self.shared.state.lock();
+        st.resources
+            .get(resource)
+            .map_or_else(Vec::new, |m| m.iter().map(|(k, e)| (k.clone(), e.value.clone())).collect())
+    }
+
     /// The namespaces/names of every object of `resource` in `namespace` (None: all).
     pub fn keys(&self, resource: &ResourceId, namespace: Option<&str>) -> Vec<ObjectName> {
         let st = self.shared.state.lock();
