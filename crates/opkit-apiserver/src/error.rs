@@ -44,6 +44,9 @@ pub struct Details {
     pub causes: Vec<Cause>,
     /// `details.retryAfterSeconds`.
     pub retry_after: Option<u32>,
+    /// Emit `details` even when it has no field (`"details":{}`), as kube-apiserver's
+    /// 404 for an unserved path does; kubectl reads fields inside it.
+    pub always: bool,
 }
 
 fn qualified(group: &str, resource: &str) -> String {
@@ -72,7 +75,9 @@ impl ApiError {
 
     /// 404 NotFound for a path the server does not serve.
     pub fn no_route() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        let mut e = Self::new(404, "NotFound", "the server could not find the requested resource");
+        e.details.always = true;
+        e
     }
 
     /// 409 AlreadyExists.
@@ -228,7 +233,7 @@ impl ApiError {
         if let Some(r) = d.retry_after {
             details.insert("retryAfterSeconds".into(), json!(r));
         }
-        if !details.is_empty() {
+        if !details.is_empty() || d.always {
             s["details"] = Value::Object(details);
         }
         s
@@ -241,6 +246,7 @@ impl From<StorageError> for ApiError {
             StorageError::Expired { .. } => ApiError::expired(format!("{e}")),
             StorageError::TooLarge { .. } => ApiError::timeout(format!("{e}")),
             StorageError::Backend(m) => ApiError::internal(m),
+            StorageError::ValueTooLarge { .. } => ApiError::new(413, "RequestEntityTooLarge", format!("{e}")),
         }
     }
 }

@@ -315,3 +315,45 @@ async fn kubectl_1_33() {
 async fn kubectl_1_27() {
     suite("1.27").await;
 }
+
+const POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: target
+spec:
+  containers:
+  - name: app
+    image: busybox:1.36
+"#;
+
+/// `kubectl debug` patches the unserved `ephemeralcontainers` subresource and reads the 404's
+/// `details`; without them kubectl panicked (nil pointer). It must fail cleanly instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_debug_fails_cleanly_on_unserved_ephemeral_containers() {
+    let env = TestEnv::start().await.expect("start control plane");
+    let k = Kubectl::new("1.33", &env);
+    k.ok(&["apply", "-f", "-"], Some(POD));
+    let out = k.run(&["debug", "target", "--image=busybox:1.36", "--container=dbg"], None);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("panic"), "kubectl debug panicked:\n{text}");
+    assert!(!out.status.success(), "ephemeral containers are not served, yet kubectl debug succeeded:\n{text}");
+}
+
+/// Client-side `kubectl apply` stores the whole object in the last-applied annotation; an
+/// object over 256 KiB makes the annotations too long and is refused, as kube-apiserver does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_of_a_huge_object_is_refused_for_its_last_applied_annotation() {
+    let env = TestEnv::start().await.expect("start control plane");
+    let k = Kubectl::new("1.33", &env);
+    let huge = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: huge\ndata:\n  blob: {}\n",
+        "x".repeat(300 * 1024)
+    );
+    let err = k.fails(&["apply", "-f", "-"], Some(&huge));
+    assert!(err.contains("metadata.annotations: Too long"), "{err}");
+    let err = k.fails(&["get", "configmap", "huge"], None);
+    assert!(err.contains("not found"), "{err}");
+    // Without the annotation (server-side apply) the same object fits.
+    k.ok(&["apply", "--server-side", "-f", "-"], Some(&huge));
+}

@@ -95,6 +95,13 @@ pub(crate) trait Strategy: Sync {
         Vec::new()
     }
 
+    /// Takes what a valid object needs from pools shared across the cluster (kube's
+    /// allocators, such as Service node ports), reading other objects through `registry`;
+    /// `old` is None on create. Returns the fields whose values cannot be had.
+    fn allocate(&self, _registry: &Registry, _obj: &mut Value, _old: Option<&Value>) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// Computes server-set state just before a write (`old` is None on create) and what
     /// to do once it is committed.
     fn before_commit(&self, _obj: &mut Value, _old: Option<&Value>, _now: &str) -> ApiResult<Option<AfterCommit>> {

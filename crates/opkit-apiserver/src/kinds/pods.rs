@@ -23,6 +23,7 @@ impl Strategy for Pods {
         if obj["spec"]["terminationGracePeriodSeconds"].is_null() {
             obj["spec"]["terminationGracePeriodSeconds"] = json!(30);
         }
+        add_default_tolerations(&mut obj["spec"]);
     }
 
     fn default(&self, obj: &mut Value, _creating: bool) {
@@ -66,6 +67,41 @@ impl Strategy for Pods {
 
     fn table(&self) -> Option<Printer> {
         Some(table::pods::pods())
+    }
+}
+
+/// The taints the DefaultTolerationSeconds admission plugin makes every pod tolerate for
+/// [`DEFAULT_TOLERATION_SECONDS`]: a node that stops being ready or reachable.
+const DEFAULT_TOLERATED_TAINTS: [&str; 2] = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
+
+/// kube-apiserver's `--default-not-ready-toleration-seconds` and
+/// `--default-unreachable-toleration-seconds`.
+const DEFAULT_TOLERATION_SECONDS: i64 = 300;
+
+/// Adds the DefaultTolerationSeconds admission plugin's tolerations to a new pod's spec:
+/// `NoExecute` for each of [`DEFAULT_TOLERATED_TAINTS`], unless a toleration already
+/// covers that key and effect (an empty key or effect matches all).
+fn add_default_tolerations(spec: &mut Value) {
+    let Some(s) = spec.as_object_mut() else { return };
+    let tolerations = s.entry("tolerations").or_insert_with(|| json!([]));
+    if tolerations.is_null() {
+        *tolerations = json!([]);
+    }
+    let Some(list) = tolerations.as_array_mut() else { return };
+    for key in DEFAULT_TOLERATED_TAINTS {
+        let covered = list.iter().any(|t| {
+            let k = t["key"].as_str().unwrap_or_default();
+            let effect = t["effect"].as_str().unwrap_or_default();
+            (k.is_empty() || k == key) && (effect.is_empty() || effect == "NoExecute")
+        });
+        if !covered {
+            list.push(json!({
+                "key": key,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+            }));
+        }
     }
 }
 

@@ -110,9 +110,20 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Checks that labels and annotations are string maps with valid keys.
+/// kube's `TotalAnnotationSizeLimitB`: the most bytes all annotation keys and values of
+/// one object may add up to.
+pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+
+/// Checks that labels and annotations are string maps with valid keys, and that the
+/// annotations stay within [`TOTAL_ANNOTATION_SIZE_LIMIT`].
 pub fn validate_meta_maps(obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
+    if let Some(annotations) = obj["metadata"]["annotations"].as_object() {
+        let total: usize = annotations.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
+        if total > TOTAL_ANNOTATION_SIZE_LIMIT {
+            errs.push(FieldError::too_long("metadata.annotations", TOTAL_ANNOTATION_SIZE_LIMIT as i64));
+        }
+    }
     for field in ["labels", "annotations"] {
         let v = &obj["metadata"][field];
         if v.is_null() {
@@ -199,5 +210,15 @@ mod tests {
         let bad = json!({"metadata": {"labels": {"-x": "y", "ok": "bad value"}}});
         assert_eq!(validate_meta_maps(&bad).len(), 2);
         assert!(validate_meta_maps(&json!({"metadata": {"labels": {"app.kubernetes.io/name": "web"}}})).is_empty());
+    }
+
+    #[test]
+    fn annotations_total_size_is_limited() {
+        let at_limit = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT - 1);
+        assert!(validate_meta_maps(&json!({"metadata": {"annotations": {"a": at_limit}}})).is_empty());
+        let over = json!({"metadata": {"annotations": {"a": at_limit, "b": ""}}});
+        let errs = validate_meta_maps(&over);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].to_message(), "metadata.annotations: Too long: may not be more than 262144 bytes");
     }
 }

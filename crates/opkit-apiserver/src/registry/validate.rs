@@ -58,7 +58,10 @@ impl Registry {
             check_builtin_shape(target, obj)?;
         }
         target.strategy.default(obj, old.is_none());
-        let errors = validate(target, schema.as_deref(), obj, old);
+        let mut errors = validate(target, schema.as_deref(), obj, old);
+        if errors.is_empty() {
+            errors = target.strategy.allocate(self, obj, old);
+        }
         if !errors.is_empty() {
             let name = obj["metadata"]["name"].as_str().unwrap_or_default();
             return Err(ApiError::invalid(&info.group, &info.kind, name, &errors));

@@ -58,7 +58,19 @@ pub enum StorageError {
     /// The durable backend failed; the store refuses further writes.
     #[error("storage backend failure: {0}")]
     Backend(String),
+    /// A value larger than [`MAX_VALUE_BYTES`] (etcd's default `--max-request-bytes`).
+    #[error("etcdserver: request is too large: the object is {size} bytes, the limit is {limit}")]
+    ValueTooLarge {
+        /// The serialized object's size.
+        size: usize,
+        /// [`MAX_VALUE_BYTES`].
+        limit: usize,
+    },
 }
+
+/// The largest object the store keeps: 1.5 MiB, etcd's default `--max-request-bytes`,
+/// which bounds every object kube-apiserver stores.
+pub const MAX_VALUE_BYTES: usize = 1536 * 1024;
 
 /// The key of one object inside a resource: namespace ("" for cluster-scoped) and name.
 pub type ObjectName = (String, String);
@@ -310,6 +322,9 @@ impl Store {
                     return Ok(Ok(r));
                 }
                 Write::Put(v) => {
+                    if v.len() > MAX_VALUE_BYTES {
+                        return Err(StorageError::ValueTooLarge { size: v.len(), limit: MAX_VALUE_BYTES });
+                    }
                     let kind = if prev.is_some() { EventKind::Modified } else { EventKind::Added };
                     st.resources
                         .entry(resource.clone())
@@ -388,6 +403,14 @@ impl Store {
     /// Number of objects stored for `resource` (all namespaces).
     pub fn count(&self, resource: &ResourceId) -> usize {
         self.shared.state.lock().resources.get(resource).map_or(0, |m| m.len())
+    }
+
+    /// Every object of `resource` as written so far (durable or not), in key order.
+    pub fn values(&self, resource: &ResourceId) -> Vec<(ObjectName, Bytes)> {
+        let st = self.shared.state.lock();
+        st.resources
+            .get(resource)
+            .map_or_else(Vec::new, |m| m.iter().map(|(k, e)| (k.clone(), e.value.clone())).collect())
     }
 
     /// The namespaces/names of every object of `resource` in `namespace` (None: all).

@@ -1,7 +1,7 @@
 //! Error responses: each check asserts the HTTP code and the Status reason (and causes).
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, PostParams};
 use serde_json::json;
 
 use crate::common::{
@@ -25,6 +25,32 @@ async fn not_found_for_missing_object_and_unknown_resource() {
     let core_unknown = raw(&env.client(), "GET", "/api/v1/namespaces/default/widgets", None, vec![]).await;
     assert_eq!(core_unknown.code, 404);
     assert_eq!(core_unknown.json["reason"], "NotFound", "{}", core_unknown.text);
+}
+
+#[tokio::test]
+async fn unknown_routes_answer_kube_apiservers_404_status_with_empty_details() {
+    let env = env().await;
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create_cm(&cms, "with-sub").await;
+    for path in [
+        "/api/v1/namespaces/default/pods/x/nonexistentsub",
+        "/api/v1/namespaces/default/configmaps/with-sub/nonexistentsub",
+        "/apis/unknown.group/v1/foos",
+        "/apis/unknown.group/v1/namespaces/default/foos/a",
+    ] {
+        let res = raw(&client, "GET", path, None, vec![]).await;
+        assert_eq!(res.code, 404, "{path}: {}", res.text);
+        assert_eq!(
+            res.json,
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "the server could not find the requested resource",
+                "reason": "NotFound", "details": {}, "code": 404
+            }),
+            "{path}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -121,6 +147,69 @@ async fn body_over_three_mebibytes_is_rejected_with_413() {
     expect_status(cms.get("huge").await, 404, "NotFound");
     // The connection pool still works afterwards.
     create_cm(&cms, "after-huge").await;
+}
+
+#[tokio::test]
+async fn annotations_over_256_kibibytes_are_invalid() {
+    let env = env().await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut cm = config_map("annotated", &[]);
+    // Keys count too: 1 + (256 KiB - 1) bytes is exactly the limit.
+    cm.metadata.annotations = Some([("a".to_string(), "x".repeat(256 * 1024 - 1))].into());
+    cms.create(&PostParams::default(), &cm).await.expect("annotations at the limit are accepted");
+
+    let mut over = cms.get("annotated").await.expect("get");
+    over.metadata.annotations.get_or_insert_default().insert("b".into(), String::new());
+    let s = expect_status(cms.replace("annotated", &PostParams::default(), &over).await, 422, "Invalid");
+    assert_eq!(
+        s.message,
+        "ConfigMap \"annotated\" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes"
+    );
+    let cause = &s.details.expect("details").causes[0];
+    assert_eq!((cause.field.as_str(), cause.reason.as_str()), ("metadata.annotations", "FieldValueTooLong"));
+
+    let mut fresh = config_map("annotated-2", &[]);
+    fresh.metadata.annotations = Some([("a".to_string(), "x".repeat(256 * 1024))].into());
+    expect_status(cms.create(&PostParams::default(), &fresh).await, 422, "Invalid");
+    expect_status(cms.get("annotated-2").await, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn objects_over_the_storage_limit_are_rejected_with_413() {
+    let env = env().await;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let pod = |name: &str, arg: String| Pod {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("busybox:1.36".into()),
+                args: Some(vec![arg]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // 2 MiB: under the 3 MiB request limit, over the 1.5 MiB storage limit.
+    let big = "x".repeat(2 * 1024 * 1024);
+    let s = expect_status(
+        pods.create(&PostParams::default(), &pod("huge", big.clone())).await,
+        413,
+        "RequestEntityTooLarge",
+    );
+    assert!(s.message.contains("request is too large"), "{}", s.message);
+    expect_status(pods.get("huge").await, 404, "NotFound");
+
+    // The same on update: the stored object stays as it was.
+    pods.create(&PostParams::default(), &pod("small", "x".into())).await.expect("create");
+    let mut grown = pods.get("small").await.expect("get");
+    if let Some(spec) = grown.spec.as_mut() {
+        spec.containers[0].args = Some(vec![big]);
+    }
+    expect_status(pods.replace("small", &PostParams::default(), &grown).await, 413, "RequestEntityTooLarge");
+    let kept = pods.get("small").await.expect("get");
+    assert_eq!(kept.spec.expect("spec").containers[0].args, Some(vec!["x".to_string()]));
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ mod crud;
 mod custom;
 mod errors;
 mod finalizers;
+mod kind_defaults;
 mod no_500;
 mod pagination;
 mod restart;
