@@ -313,7 +313,7 @@ fn event_name(regarding_name: &str, now: Timestamp) -> String {
 
 /// A stable string form of an object reference, for the series cache key.
 fn reference_key(r: &ObjectReference) -> String {
-    serde_json::to_string(r).unwrap_or_else(|_| format!("{r:?}"))
+    serde_json::to_string(r).expect("an ObjectReference (strings and optionals) always serialises")
 }
 
 /// Cuts `s` to at most `max` bytes at a character boundary.

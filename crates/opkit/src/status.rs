@@ -191,7 +191,9 @@ where
     loop {
         let mut next = obj.clone();
         mutate(&mut next);
-        if serde_json::to_value(&next).ok() == serde_json::to_value(&obj).ok() {
+        let unchanged = serde_json::to_value(&next).map_err(kube::Error::SerdeError)?
+            == serde_json::to_value(&obj).map_err(kube::Error::SerdeError)?;
+        if unchanged {
             return Ok(obj);
         }
         match api.replace_status(&name, &PostParams::default(), &next).await {
