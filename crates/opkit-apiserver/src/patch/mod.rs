@@ -130,8 +130,11 @@ pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
             ops.0.len()
         )));
     }
+    // Applied to a copy that is dropped on failure, so no undo is needed: json-patch's
+    // undo (`json_patch::patch`) hits an `unreachable!` when a failed operation follows
+    // a move it cannot reverse, which would panic on client input.
     let mut out = doc.clone();
-    json_patch::patch(&mut out, &ops.0).map_err(|e| {
+    json_patch::patch_unsafe(&mut out, &ops.0).map_err(|e| {
         let op = ops.0.get(e.operation);
         let path = e.path.to_string();
         let msg = match (&e.kind, op) {
@@ -202,6 +205,17 @@ mod tests {
         assert_eq!(err.status_code(), 422);
         let bad = json_patch(&doc, &json!([{"op": "frobnicate", "path": "/a"}])).unwrap_err();
         assert_eq!(bad.status_code(), 400);
+    }
+
+    #[test]
+    fn a_failing_operation_after_a_move_is_an_error_not_a_panic() {
+        let doc = json!({"metadata": {"name": "x"}, "spec": {"a": {"b": 1}}});
+        // Undoing the move (moving /spec/a back into /spec/a/b, inside itself) is impossible.
+        for failing in [json!({"op": "test", "path": "/spec", "value": 0}), json!({"op": "remove", "path": "/nope"})] {
+            let err = json_patch(&doc, &json!([{"op": "move", "from": "/spec/a/b", "path": "/spec/a"}, failing]))
+                .unwrap_err();
+            assert_eq!(err.status_code(), 422);
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod crud;
 mod custom;
 mod errors;
 mod finalizers;
+mod hostile;
 mod no_500;
 mod pagination;
 mod restart;
