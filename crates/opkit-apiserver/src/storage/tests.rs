@@ -68,7 +68,7 @@ async fn durable_writes_under_concurrency_complete_and_survive_reopening() {
         let s = s.clone();
         tasks.spawn(async move {
             for i in 0..20 {
-                put(&s, &format!("t{t}-{i}"), "x").await;
+                put(&s, &format!("t{t}-{i}"), "{}").await;
                 // Reads wait for durability too, interleaved with writes.
                 s.get(&rid(), &key(&format!("t{t}-{i}"))).await.expect("get").expect("present");
             }
@@ -86,7 +86,7 @@ async fn durable_writes_under_concurrency_complete_and_survive_reopening() {
         Store::open(Box::new(SqliteBackend::open(&path).expect("reopen")), StoreOptions::default()).expect("store");
     assert_eq!(reopened.count(&rid()), 64 * 20);
     assert_eq!(reopened.revision(), last);
-    let next = put(&reopened, "after", "y").await;
+    let next = put(&reopened, "after", "{}").await;
     assert!(next > last, "revisions continue after a restart");
     let _ = Arc::new(());
 }

@@ -9,6 +9,7 @@ mod concurrency;
 mod crd_lifecycle;
 mod crud;
 mod custom;
+mod depth;
 mod errors;
 mod finalizers;
 mod hostile;
