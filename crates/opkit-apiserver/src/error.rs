@@ -187,6 +187,11 @@ impl ApiError {
         Self::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
     }
 
+    /// 500 InternalError with `message` as is (no "Internal error occurred" prefix).
+    pub fn internal_raw(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
     /// 503 ServiceUnavailable.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "ServiceUnavailable", message)

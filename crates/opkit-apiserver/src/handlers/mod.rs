@@ -8,8 +8,12 @@ mod resource;
 pub mod route;
 mod watch;
 
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures::FutureExt;
 use http::{Method, Request, Response};
 
 use crate::auth::TokenAuthenticator;
@@ -37,18 +41,41 @@ impl AppState {
     }
 }
 
-/// Handles one request. Never fails: errors become `metav1.Status` responses.
+/// Handles one request. Never fails: errors become `metav1.Status` responses, and a
+/// panic in a handler becomes a 500 (as kube-apiserver's panic recovery filter).
 pub async fn handle(state: Arc<AppState>, req: Request<hyper::body::Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
-    match dispatch(&state, parts, body).await {
-        Ok(r) => r,
-        Err(e) => {
+    let request_line = format!("{} {}", parts.method, parts.uri.path());
+    answer(&request_line, dispatch(&state, parts, body)).await
+}
+
+/// The message of the 500 a panicking handler answers with (kube-apiserver's words).
+pub const PANIC_MESSAGE: &str = "This request caused apiserver to panic. Look in the logs for details.";
+
+/// Runs a handler future and turns its error, or its panic, into a `metav1.Status` response.
+async fn answer(request_line: &str, handler: impl Future<Output = ApiResult<Response<Body>>>) -> Response<Body> {
+    match AssertUnwindSafe(handler).catch_unwind().await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
             if e.code >= 500 {
                 tracing::warn!(code = e.code, message = %e.message, "request failed");
             }
             codec::respond_error(&e)
         }
+        Err(panic) => {
+            tracing::error!(request = request_line, panic = panic_text(panic.as_ref()), "handler panicked");
+            codec::respond_error(&ApiError::internal_raw(PANIC_MESSAGE))
+        }
     }
+}
+
+/// The text a panic was raised with, when it is a string.
+fn panic_text(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(non-string panic payload)")
 }
 
 async fn dispatch(
@@ -108,5 +135,37 @@ async fn dispatch(
             let query = route::parse_query(parts.uri.query());
             resource::Call { state, method: parts.method, req, query, headers: parts.headers, body, user }.run().await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+    use serde_json::Value;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_status() {
+        let handler = async {
+            if "boom".len() == 4 {
+                panic!("handler bug");
+            }
+            Err(ApiError::no_route())
+        };
+        let response = answer("GET /boom", handler).await;
+        assert_eq!(response.status(), 500);
+        let body = response.into_body().collect().await.expect("body").to_bytes();
+        let status: Value = serde_json::from_slice(&body).expect("a JSON Status");
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["code"], 500);
+        assert_eq!(status["reason"], "InternalError");
+        assert_eq!(status["message"], PANIC_MESSAGE);
+    }
+
+    #[tokio::test]
+    async fn errors_still_answer_their_status() {
+        let response = answer("GET /x", async { Err(ApiError::no_route()) }).await;
+        assert_eq!(response.status(), 404);
     }
 }

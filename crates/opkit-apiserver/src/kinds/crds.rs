@@ -82,7 +82,13 @@ pub(crate) async fn restore(registry: &Registry) -> ApiResult<()> {
     let id = ResourceId::new("apiextensions.k8s.io", "customresourcedefinitions");
     let page = registry.store.list(&id, &ListRange::default(), &mut |_| true).await?;
     for b in page.items {
-        let crd = parse_stored(&b)?;
+        let crd = match parse_stored(&b) {
+            Ok(crd) => crd,
+            Err(e) => {
+                tracing::error!(error = %e.message, "stored CRD cannot be read; not served");
+                continue;
+            }
+        };
         let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
         match resource_from_crd(&crd) {
             Ok(info) => {

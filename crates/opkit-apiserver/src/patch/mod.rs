@@ -15,6 +15,8 @@ mod typed;
 
 use serde_json::Value;
 
+use crate::depth::{self, MAX_OBJECT_DEPTH};
+
 pub use managed::{server_side_apply, track_update};
 pub use schema::ListSemantics;
 pub use smp::strategic_merge_patch;
@@ -130,36 +132,86 @@ pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
             ops.0.len()
         )));
     }
+    // Applied to a copy that is dropped on failure, so no undo is needed: json-patch's
+    // undo (`json_patch::patch`) hits an `unreachable!` when a failed operation follows
+    // a move it cannot reverse, which would panic on client input. One operation at a
+    // time, so that no operation can nest the document deeper than the stored-object
+    // limit (moves and adds under long paths could otherwise build a document deep
+    // enough to overflow the stack of every recursive walk over it).
     let mut out = doc.clone();
-    json_patch::patch(&mut out, &ops.0).map_err(|e| {
-        let op = ops.0.get(e.operation);
-        let path = e.path.to_string();
-        let msg = match (&e.kind, op) {
-            (json_patch::PatchErrorKind::TestFailed, _) => {
-                format!("testing value {path} failed: test failed")
-            }
-            (_, Some(json_patch::PatchOperation::Remove(_))) => {
-                format!("remove operation does not apply: doc is missing path: {path:?}: missing value")
-            }
-            (_, Some(json_patch::PatchOperation::Replace(_))) => {
-                format!("replace operation does not apply: doc is missing key: {path}: missing value")
-            }
-            (_, Some(json_patch::PatchOperation::Add(_))) => {
-                format!("add operation does not apply: doc is missing path: {path:?}: missing value")
-            }
-            (_, Some(json_patch::PatchOperation::Move(m))) => format!(
-                "move operation does not apply: doc is missing from path: {:?}: missing value",
-                m.from.to_string()
-            ),
-            (_, Some(json_patch::PatchOperation::Copy(c))) => format!(
-                "copy operation does not apply: doc is missing from path: {:?}: missing value",
-                c.from.to_string()
-            ),
-            _ => e.to_string(),
-        };
-        PatchError::Invalid(msg)
-    })?;
+    for op in &ops.0 {
+        check_op_depth(&out, op)?;
+        json_patch::patch_unsafe(&mut out, std::slice::from_ref(op)).map_err(|e| op_error(&e, op))?;
+    }
     Ok(out)
+}
+
+/// Refuses an operation that would place a value deeper than [`MAX_OBJECT_DEPTH`]: a
+/// value inside `n` containers (an `n`-token path) with its own depth `d` nests `n + d`
+/// deep.
+fn check_op_depth(doc: &Value, op: &json_patch::PatchOperation) -> Result<(), PatchError> {
+    use json_patch::PatchOperation as Op;
+    let (path, placed) = match op {
+        Op::Add(a) => (&a.path, Some(&a.value)),
+        Op::Replace(r) => (&r.path, Some(&r.value)),
+        Op::Move(m) => (&m.path, doc.pointer(m.from.as_str())),
+        Op::Copy(c) => (&c.path, doc.pointer(c.from.as_str())),
+        Op::Remove(_) | Op::Test(_) => return Ok(()),
+    };
+    let budget = MAX_OBJECT_DEPTH.saturating_sub(path.count());
+    let placed_depth = placed.map_or(0, |v| depth::nesting_depth(v, budget));
+    if path.count() > MAX_OBJECT_DEPTH || placed_depth > budget {
+        return Err(PatchError::Invalid(format!(
+            "{} operation does not apply: path {:?}: {}",
+            op_name(op),
+            truncated(path.as_str()),
+            depth::too_deep_message()
+        )));
+    }
+    Ok(())
+}
+
+/// The `op` of a JSON patch operation.
+fn op_name(op: &json_patch::PatchOperation) -> &'static str {
+    use json_patch::PatchOperation as Op;
+    match op {
+        Op::Add(_) => "add",
+        Op::Remove(_) => "remove",
+        Op::Replace(_) => "replace",
+        Op::Move(_) => "move",
+        Op::Copy(_) => "copy",
+        Op::Test(_) => "test",
+    }
+}
+
+/// At most the first 100 characters of `s`.
+fn truncated(s: &str) -> String {
+    if s.len() <= 100 { s.to_string() } else { format!("{}...", &s[..s.floor_char_boundary(100)]) }
+}
+
+/// kube-apiserver's message for a JSON patch operation that failed.
+fn op_error(e: &json_patch::PatchError, op: &json_patch::PatchOperation) -> PatchError {
+    let path = e.path.to_string();
+    let msg = match (&e.kind, op) {
+        (json_patch::PatchErrorKind::TestFailed, _) => format!("testing value {path} failed: test failed"),
+        (_, json_patch::PatchOperation::Remove(_)) => {
+            format!("remove operation does not apply: doc is missing path: {path:?}: missing value")
+        }
+        (_, json_patch::PatchOperation::Replace(_)) => {
+            format!("replace operation does not apply: doc is missing key: {path}: missing value")
+        }
+        (_, json_patch::PatchOperation::Add(_)) => {
+            format!("add operation does not apply: doc is missing path: {path:?}: missing value")
+        }
+        (_, json_patch::PatchOperation::Move(m)) => {
+            format!("move operation does not apply: doc is missing from path: {:?}: missing value", m.from.to_string())
+        }
+        (_, json_patch::PatchOperation::Copy(c)) => {
+            format!("copy operation does not apply: doc is missing from path: {:?}: missing value", c.from.to_string())
+        }
+        _ => e.to_string(),
+    };
+    PatchError::Invalid(msg)
 }
 
 /// Applies an RFC 7386 JSON merge patch (the patch must be an object).
@@ -202,6 +254,17 @@ mod tests {
         assert_eq!(err.status_code(), 422);
         let bad = json_patch(&doc, &json!([{"op": "frobnicate", "path": "/a"}])).unwrap_err();
         assert_eq!(bad.status_code(), 400);
+    }
+
+    #[test]
+    fn a_failing_operation_after_a_move_is_an_error_not_a_panic() {
+        let doc = json!({"metadata": {"name": "x"}, "spec": {"a": {"b": 1}}});
+        // Undoing the move (moving /spec/a back into /spec/a/b, inside itself) is impossible.
+        for failing in [json!({"op": "test", "path": "/spec", "value": 0}), json!({"op": "remove", "path": "/nope"})] {
+            let err = json_patch(&doc, &json!([{"op": "move", "from": "/spec/a/b", "path": "/spec/a"}, failing]))
+                .unwrap_err();
+            assert_eq!(err.status_code(), 422);
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::meta::{finalizers, meta_mut, now_rfc3339, same_object, spec_part};
+use super::validate::check_depth;
 use super::{Outcome, Registry, Subresource, Target, WriteOptions, at_version, parse_stored};
 use crate::catalog::VersionInfo;
 use crate::error::ApiError;
@@ -185,6 +186,7 @@ impl Registry {
             patch::track_update(Some(&old_at), &mut new, &fm, &list_semantics(target));
         }
         let after_commit = target.strategy.before_commit(&mut new, Some(&old_at), &now)?;
+        check_depth(target, name, &new)?;
         let finished = deleting && self.ready_to_remove(target, &new);
         if same_object(&new, &old_at) && !finished {
             return Ok(Outcome { object: old_at, code: 200, warnings });

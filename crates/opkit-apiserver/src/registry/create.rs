@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::commit::{field_manager, list_semantics, serialize_with_rev};
 use super::meta::{meta_mut, now_rfc3339, random_suffix};
+use super::validate::check_depth;
 use super::{Outcome, Registry, Subresource, Target, WriteOptions, at_version, parse_stored};
 use crate::error::{ApiError, ApiResult};
 use crate::kinds::{self, AfterCommit};
@@ -167,6 +168,7 @@ impl Registry {
             }
         }
         let after_commit = target.strategy.before_commit(&mut obj, None, &now)?;
+        check_depth(target, name, &obj)?;
         Ok(Prepared { object: obj, warnings, after_commit })
     }
 

@@ -98,6 +98,15 @@ fn finalizers_for(old: &Value, policy: Option<Propagation>) -> Vec<String> {
     fins
 }
 
+/// The time by which an object deleted now with `grace` seconds should be gone (as
+/// kube-apiserver; `grace` is never negative here). A grace period beyond the representable time range (any client may
+/// send `gracePeriodSeconds` up to i64::MAX) saturates at the latest representable time.
+fn deletion_timestamp(grace: i64) -> String {
+    let now = jiff::Timestamp::now();
+    let at = now.checked_add(jiff::SignedDuration::from_secs(grace)).unwrap_or(jiff::Timestamp::MAX);
+    at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 /// Decides what a delete does: remove at once, or mark terminating (with a deletion
 /// timestamp, grace period and finalizers) when finalizers, a grace period or the
 /// kind's staged deletion hold the object.
@@ -111,9 +120,7 @@ fn plan(target: &Target, old: &Value, options: &Value, policy: Option<Propagatio
     let mut new = old.clone();
     let m = meta_mut(&mut new);
     if !deleting {
-        // As kube-apiserver: the time by which the object should be gone.
-        let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(graceful.unwrap_or(0));
-        m.insert("deletionTimestamp".into(), json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()));
+        m.insert("deletionTimestamp".into(), json!(deletion_timestamp(graceful.unwrap_or(0))));
         m.insert("deletionGracePeriodSeconds".into(), json!(graceful.unwrap_or(0)));
         if let Some(g) = m.get("generation").and_then(Value::as_i64)
             && target.info.generation

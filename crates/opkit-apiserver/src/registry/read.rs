@@ -287,7 +287,9 @@ impl Registry {
             sub,
             bookmarks: opts.bookmarks,
             next_bookmark: Instant::now() + BOOKMARK_EVERY,
-            deadline: opts.timeout.map(|t| Instant::now() + t),
+            // A timeout beyond what the clock can represent (timeoutSeconds up to
+            // i64::MAX) means no deadline.
+            deadline: opts.timeout.and_then(|t| Instant::now().checked_add(t)),
             last_rev: start,
         })
     }

@@ -45,6 +45,35 @@ fn patch_error(e: PatchError, target: &Target, name: &str) -> ApiError {
     }
 }
 
+/// Refuses a patch result that is not an object (a JSON patch may replace the whole
+/// document, path "", with a number, string, array or null). kube-apiserver answers 422
+/// Invalid on the field `patch` when the patched document does not decode as an object.
+fn require_object(target: &Target, name: &str, patched: &Value) -> ApiResult<()> {
+    let kind = match patched {
+        Value::Object(_) => return Ok(()),
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+    };
+    let shown = patched.to_string();
+    let shown = if shown.len() > 100 { format!("{}...", &shown[..shown.floor_char_boundary(100)]) } else { shown };
+    Err(ApiError::invalid(
+        &target.info.group,
+        &target.info.kind,
+        name,
+        &[FieldError {
+            field: "patch".into(),
+            reason: FieldErrorReason::Invalid,
+            message: format!(
+                "Invalid value: {shown:?}: the patched object is {kind}, not an object: cannot unmarshal into {}",
+                target.info.kind
+            ),
+        }],
+    ))
+}
+
 /// Refuses a body naming another object than the URL.
 fn check_name(body: &Value, name: &str) -> ApiResult<()> {
     match meta_str(body, "name") {
@@ -188,7 +217,9 @@ impl Registry {
             }
             (_, None) => return Err(ApiError::not_found(&target.info.group, &target.info.resource, name)),
         };
-        patched.map_err(|e| patch_error(e, target, name))
+        let patched = patched.map_err(|e| patch_error(e, target, name))?;
+        require_object(target, name, &patched)?;
+        Ok(patched)
     }
 
     /// Creates the object a server-side apply describes, keeping the Apply ownership

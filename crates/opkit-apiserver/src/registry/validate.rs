@@ -10,8 +10,27 @@ use serde_json::Value;
 
 use super::meta::validate_meta_maps;
 use super::{FieldValidation, Registry, Target, WriteOptions};
+use crate::depth;
 use crate::error::{ApiError, ApiResult};
-use crate::schema::{CrdSchema, FieldError};
+use crate::schema::{CrdSchema, FieldError, FieldErrorReason};
+
+/// Refuses a final object nested deeper than the server can read back
+/// ([`depth::MAX_OBJECT_DEPTH`]); every write checks it just before storing.
+pub(super) fn check_depth(target: &Target, name: &str, obj: &Value) -> ApiResult<()> {
+    if !depth::too_deep(obj) {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &target.info.group,
+        &target.info.kind,
+        name,
+        &[FieldError {
+            field: depth::too_deep_field(obj),
+            reason: FieldErrorReason::Invalid,
+            message: depth::too_deep_message(),
+        }],
+    ))
+}
 
 type SchemaCache = Mutex<HashMap<(String, String), Option<Arc<CrdSchema>>>>;
 

@@ -221,7 +221,8 @@ impl Store {
 
     /// A store over a durable backend: loads its contents and starts the commit thread.
     pub fn open(backend: Box<dyn Backend>, opts: StoreOptions) -> Result<Store, StorageError> {
-        let loaded = backend.load()?;
+        let mut loaded = backend.load()?;
+        loaded.objects.retain(readable);
         let (tx, rx) = std::sync::mpsc::channel::<Arc<Event>>();
         let store = Store::build(loaded, Some(tx), opts);
         let weak = Arc::downgrade(&store.shared);
@@ -422,6 +423,26 @@ impl Store {
         match namespace {
             None => m.keys().cloned().collect(),
             Some(ns) => ns_range(m, ns).map(|(k, _)| k.clone()).collect(),
+        }
+    }
+}
+
+/// Whether a loaded object is one the server can serve: a JSON object it can parse.
+/// One corrupt row (written by an older server, or damaged on disk) must not stop the
+/// server or make its resource unservable: it is reported and quarantined (left in the
+/// backend, not loaded; a later write of the same name replaces it).
+fn readable(o: &LoadedObject) -> bool {
+    match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&o.value) {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::error!(
+                resource = %o.resource,
+                namespace = %o.namespace,
+                name = %o.name,
+                error = %e,
+                "stored object cannot be read; quarantined (not served)"
+            );
+            false
         }
     }
 }

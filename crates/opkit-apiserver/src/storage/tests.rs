@@ -68,7 +68,7 @@ async fn durable_writes_under_concurrency_complete_and_survive_reopening() {
         let s = s.clone();
         tasks.spawn(async move {
             for i in 0..20 {
-                put(&s, &format!("t{t}-{i}"), "x").await;
+                put(&s, &format!("t{t}-{i}"), "{}").await;
                 // Reads wait for durability too, interleaved with writes.
                 s.get(&rid(), &key(&format!("t{t}-{i}"))).await.expect("get").expect("present");
             }
@@ -86,7 +86,31 @@ async fn durable_writes_under_concurrency_complete_and_survive_reopening() {
         Store::open(Box::new(SqliteBackend::open(&path).expect("reopen")), StoreOptions::default()).expect("store");
     assert_eq!(reopened.count(&rid()), 64 * 20);
     assert_eq!(reopened.revision(), last);
-    let next = put(&reopened, "after", "y").await;
+    let next = put(&reopened, "after", "{}").await;
     assert!(next > last, "revisions continue after a restart");
     let _ = Arc::new(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopening_quarantines_rows_that_are_not_readable_objects() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("state.db");
+    let s = Store::open(Box::new(SqliteBackend::open(&path).expect("open")), StoreOptions::default()).expect("store");
+    put(&s, "good", "{}").await;
+    drop(s);
+    {
+        let db = rusqlite::Connection::open(&path).expect("open the database");
+        let too_deep = "[".repeat(200) + &"]".repeat(200);
+        for (name, value) in [("garbage", "{oops"), ("scalar", "7"), ("deep", too_deep.as_str())] {
+            db.execute(
+                "INSERT INTO objects (resource, namespace, name, rev, value) VALUES ('/configmaps', 'default', ?1, 1, ?2)",
+                rusqlite::params![name, value.as_bytes()],
+            )
+            .expect("insert a corrupt row");
+        }
+    }
+    let reopened =
+        Store::open(Box::new(SqliteBackend::open(&path).expect("reopen")), StoreOptions::default()).expect("store");
+    assert_eq!(reopened.keys(&rid(), None), vec![key("good")], "only the readable object is served");
+    assert!(reopened.get(&rid(), &key("garbage")).await.expect("get").is_none());
 }
