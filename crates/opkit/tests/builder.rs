@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Log, configmap, eventually};
+use common::{Log, configmap, eventually, start};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResourceExt, Resource};
@@ -15,7 +15,6 @@ use opkit::predicate::{Event, LabelsChanged};
 use opkit::{Action, BuildError, Context, Controller, Manager, ManagerOptions, ReconcileError, Request};
 use opkit_testenv::TestEnv;
 use parking_lot::Mutex;
-use tokio_util::sync::CancellationToken;
 
 mod late {
     use kube::CustomResource;
@@ -28,13 +27,6 @@ mod late {
     pub struct GizmoSpec {
         pub size: i64,
     }
-}
-
-fn start(mgr: Manager) -> CancellationToken {
-    let token = CancellationToken::new();
-    let t = token.clone();
-    tokio::spawn(async move { mgr.run_until(t).await });
-    token
 }
 
 fn labelled(key: &str) -> impl Fn(&Event<'_>) -> bool + Send + Sync + 'static {

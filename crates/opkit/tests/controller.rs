@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Log, configmap};
+use common::{Log, configmap, start};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource};
@@ -19,7 +19,6 @@ use opkit_testenv::TestEnv;
 use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 /// A small custom resource with a status subresource.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
@@ -32,13 +31,6 @@ pub struct WidgetSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema)]
 pub struct WidgetStatus {
     seen: i64,
-}
-
-fn start(mgr: Manager) -> CancellationToken {
-    let token = CancellationToken::new();
-    let t = token.clone();
-    tokio::spawn(async move { mgr.run_until(t).await });
-    token
 }
 
 #[tokio::test]

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use opkit::Request;
+use opkit::{Manager, Request};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// How long a test waits for a condition before failing.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -100,4 +101,12 @@ where
         tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Runs `mgr` in the background; cancel the returned token to stop it.
+pub fn start(mgr: Manager) -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move { mgr.run_until(t).await });
+    token
 }
