@@ -138,6 +138,25 @@ impl Call<'_> {
         Ok(Target::new(info, self.req.version.clone(), self.req.namespace.clone()))
     }
 
+    /// Whether a delete is a dry run: `?dryRun=All`, or `dryRun: ["All"]` in the body's
+    /// DeleteOptions (where kube-rs and client-go put it).
+    fn delete_dry_run(&self, options: &Value) -> ApiResult<bool> {
+        let in_query = write_options(&self.query, &self.headers, &self.user)?.dry_run;
+        let in_body = match &options["dryRun"] {
+            Value::Null => false,
+            Value::Array(values) => {
+                if let Some(other) = values.iter().find(|v| v.as_str() != Some("All")) {
+                    return Err(ApiError::bad_request(format!(
+                        "dryRun: Unsupported value: {other}: supported values: \"All\""
+                    )));
+                }
+                !values.is_empty()
+            }
+            other => return Err(ApiError::bad_request(format!("dryRun: Invalid value: {other}: must be a list"))),
+        };
+        Ok(in_query || in_body)
+    }
+
     fn delete_options(&self) -> ApiResult<Value> {
         let mut opts = if self.body.iter().all(u8::is_ascii_whitespace) {
             json!({})
@@ -282,18 +301,16 @@ impl Call<'_> {
     }
 
     async fn delete(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
-        let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
-        let out = self.state.registry.delete(target, name, &self.delete_options()?, dry).await?;
+        let options = self.delete_options()?;
+        let dry = self.delete_dry_run(&options)?;
+        let out = self.state.registry.delete(target, name, &options, dry).await?;
         self.respond_object(target, out.code, out.object, output, &[])
     }
 
     async fn delete_collection(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {
-        let dry = write_options(&self.query, &self.headers, &self.user)?.dry_run;
-        let list = self
-            .state
-            .registry
-            .delete_collection(target, &list_options(&self.query)?, &self.delete_options()?, dry)
-            .await?;
+        let options = self.delete_options()?;
+        let dry = self.delete_dry_run(&options)?;
+        let list = self.state.registry.delete_collection(target, &list_options(&self.query)?, &options, dry).await?;
         Ok(codec::respond(200, &list, output, &[]))
     }
 
@@ -305,7 +322,7 @@ impl Call<'_> {
         output: Output,
         warnings: &[String],
     ) -> ApiResult<Response<Body>> {
-        if output == Output::Table && obj["kind"] != "Scale" {
+        if output == Output::Table && obj["kind"] != "Scale" && obj["kind"] != "Status" {
             let ctx = TableContext {
                 include: include_object(&self.query),
                 now_unix_secs: crate::registry::now_unix(),

@@ -6,8 +6,13 @@ use serde_json::{Value, json};
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
 use super::pods::{default_template, validate_containers};
-use crate::schema::FieldError;
+use crate::registry::meta::validate_subdomain;
+use crate::schema::{FieldError, FieldErrorReason};
 use crate::table::{self, Printer};
+
+/// The longest CronJob name kube accepts: a DNS-1035 label's 63 less the 11 characters
+/// of the Jobs' `-<scheduled time>` suffix.
+const CRONJOB_NAME_MAX: usize = 52;
 
 /// The strategy of batch/v1 jobs.
 pub(super) struct Jobs;
@@ -72,6 +77,18 @@ fn generate_selector(obj: &mut Value, uid: &str, name: &str) {
 }
 
 impl Strategy for CronJobs {
+    /// A DNS subdomain of at most 52 characters, leaving room for the 11 characters the
+    /// controller appends to name its Jobs (kube's `ValidateCronJob`).
+    fn validate_name(&self, name: &str) -> Option<FieldError> {
+        validate_subdomain("metadata.name", name).or_else(|| {
+            (name.len() > CRONJOB_NAME_MAX).then(|| FieldError {
+                field: "metadata.name".into(),
+                reason: FieldErrorReason::Invalid,
+                message: format!("Invalid value: \"{name}\": must be no more than {CRONJOB_NAME_MAX} characters"),
+            })
+        })
+    }
+
     fn default(&self, obj: &mut Value, _creating: bool) {
         let spec = obj_mut(obj, "spec");
         default(spec, "concurrencyPolicy", json!("Allow"));

@@ -24,6 +24,7 @@ pub(crate) mod namespaces;
 mod nodes;
 mod pods;
 mod printed;
+mod rbac;
 mod secrets;
 mod services;
 mod storage;
@@ -37,7 +38,7 @@ use crate::registry::Registry;
 use crate::registry::meta::validate_subdomain;
 use crate::schema::FieldError;
 use crate::table::{self, Printer};
-use printed::Printed;
+use printed::{Printed, PrintedReturningObject};
 
 /// Work a strategy asks the registry to do once a write is committed, given the object
 /// as stored.
@@ -143,6 +144,12 @@ pub(crate) trait Strategy: Sync {
     /// Turns a stored object into the served form (apiVersion is set by the caller).
     fn convert_from_storage(&self, _obj: &mut Value) {}
 
+    /// Whether an immediate DELETE answers with the deleted object (kube's
+    /// `ReturnDeletedObject`); otherwise it answers a `Status` of `Success` naming it.
+    fn returns_deleted_object(&self) -> bool {
+        false
+    }
+
     /// Whether the resource has a `finalize` subresource.
     fn has_finalize(&self) -> bool {
         false
@@ -154,10 +161,20 @@ pub(crate) trait Strategy: Sync {
     }
 }
 
-/// The strategy of resources without special behaviour, and of custom resources.
+/// The strategy of built-in resources without special behaviour.
 struct Generic;
 
 impl Strategy for Generic {}
+
+/// The strategy of custom resources: generic, but a DELETE answers with the deleted
+/// object, as apiextensions-apiserver's custom resource store does.
+struct CustomResources;
+
+impl Strategy for CustomResources {
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+}
 
 /// Built-in resources with their own strategy: (group, resource, strategy).
 static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
@@ -170,9 +187,9 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("", "events", &events::CoreEvents),
     ("events.k8s.io", "events", &events::EventsV1),
     ("", "persistentvolumeclaims", &storage::PersistentVolumeClaims),
-    ("", "persistentvolumes", &Printed(table::storage::persistentvolumes)),
+    ("", "persistentvolumes", &PrintedReturningObject(table::storage::persistentvolumes)),
     ("", "endpoints", &Printed(table::core::endpoints)),
-    ("", "serviceaccounts", &Printed(table::core::serviceaccounts)),
+    ("", "serviceaccounts", &PrintedReturningObject(table::core::serviceaccounts)),
     ("", "replicationcontrollers", &Printed(table::workloads::replicationcontrollers)),
     ("apps", "deployments", &workloads::Deployments),
     ("apps", "replicasets", &workloads::ReplicaSets),
@@ -186,8 +203,10 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("networking.k8s.io", "networkpolicies", &Printed(table::networking::networkpolicies)),
     ("discovery.k8s.io", "endpointslices", &Printed(table::networking::endpointslices)),
     ("coordination.k8s.io", "leases", &Printed(table::coordination::leases)),
-    ("rbac.authorization.k8s.io", "rolebindings", &Printed(table::rbac::rolebindings)),
-    ("rbac.authorization.k8s.io", "clusterrolebindings", &Printed(table::rbac::clusterrolebindings)),
+    ("rbac.authorization.k8s.io", "roles", &rbac::RbacObjects(None)),
+    ("rbac.authorization.k8s.io", "clusterroles", &rbac::RbacObjects(None)),
+    ("rbac.authorization.k8s.io", "rolebindings", &rbac::RbacObjects(Some(table::rbac::rolebindings))),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", &rbac::RbacObjects(Some(table::rbac::clusterrolebindings))),
     ("autoscaling", "horizontalpodautoscalers", &Printed(table::autoscaling::horizontalpodautoscalers)),
     ("policy", "poddisruptionbudgets", &Printed(table::policy::poddisruptionbudgets)),
     ("scheduling.k8s.io", "priorityclasses", &Printed(table::policy::priorityclasses)),
@@ -213,7 +232,7 @@ pub(crate) fn builtin_strategy(group: &str, resource: &str) -> Option<&'static d
 /// strategy otherwise (custom resources included).
 pub(crate) fn strategy_for(info: &ResourceInfo) -> &'static dyn Strategy {
     if !info.builtin {
-        return &Generic;
+        return &CustomResources;
     }
     builtin_strategy(&info.group, &info.resource).unwrap_or(&Generic)
 }
@@ -234,12 +253,12 @@ mod tests {
     }
 
     #[test]
-    fn custom_resources_get_the_generic_strategy() {
+    fn custom_resources_get_their_own_strategy() {
         let crd = serde_json::json!({"spec": {"group": "example.com", "scope": "Namespaced",
             "names": {"plural": "pods", "kind": "Pod"}, "versions": [{"name": "v1", "served": true, "storage": true}]}});
         let info = crate::catalog::resource_from_crd(&crd).expect("compiles");
         let strategy = strategy_for(&info);
-        assert!(strategy.table().is_none() && !strategy.has_finalize());
+        assert!(strategy.table().is_none() && !strategy.has_finalize() && strategy.returns_deleted_object());
         let pods = Catalog::new().snapshot().by_resource("", "pods").expect("pods served");
         assert!(strategy_for(&pods).table().is_some());
     }

@@ -20,6 +20,11 @@ pub(super) struct Namespaces;
 const INITIAL: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 impl Strategy for Namespaces {
+    /// kube's registry of this kind answers a DELETE with the deleted object.
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
     fn prepare_for_create(&self, obj: &mut Value, _has_status: bool) {
         obj["status"] = json!({"phase": "Active"});
         obj["spec"] = json!({"finalizers": ["kubernetes"]});

@@ -12,6 +12,11 @@ use crate::table::{self, Printer};
 pub(super) struct Pods;
 
 impl Strategy for Pods {
+    /// kube's registry of this kind answers a DELETE with the deleted object.
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
     fn prepare_for_create(&self, obj: &mut Value, _has_status: bool) {
         obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
         if obj["spec"]["restartPolicy"].is_null() {

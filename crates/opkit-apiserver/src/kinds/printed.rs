@@ -1,4 +1,5 @@
-//! The strategy of built-in resources whose only special behaviour is their Table printer.
+//! The strategies of built-in resources whose only special behaviour is their Table
+//! printer (and, for some, answering a DELETE with the deleted object).
 
 use super::Strategy;
 use crate::table::Printer;
@@ -7,6 +8,20 @@ use crate::table::Printer;
 pub(super) struct Printed(pub(super) fn() -> Printer);
 
 impl Strategy for Printed {
+    fn table(&self) -> Option<Printer> {
+        Some((self.0)())
+    }
+}
+
+/// Like [`Printed`], for kinds whose kube registry answers a DELETE with the deleted
+/// object (`ReturnDeletedObject`: service accounts, persistent volumes).
+pub(super) struct PrintedReturningObject(pub(super) fn() -> Printer);
+
+impl Strategy for PrintedReturningObject {
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
     fn table(&self) -> Option<Printer> {
         Some((self.0)())
     }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
+use crate::registry::meta::validate_dns1035_label;
 use crate::registry::{Registry, parse_stored};
 use crate::schema::FieldError;
 use crate::storage::ResourceId;
@@ -21,6 +22,16 @@ const NODE_PORT_RANGE: RangeInclusive<i64> = 30000..=32767;
 pub(super) struct Services;
 
 impl Strategy for Services {
+    /// kube's registry of this kind answers a DELETE with the deleted object.
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
+    /// Service names become DNS names of their own: kube's `NameIsDNS1035Label`.
+    fn validate_name(&self, name: &str) -> Option<FieldError> {
+        validate_dns1035_label("metadata.name", name)
+    }
+
     fn default(&self, obj: &mut Value, creating: bool) {
         let uid = obj["metadata"]["uid"].as_str().unwrap_or_default().to_string();
         let spec = obj_mut(obj, "spec");

@@ -10,6 +10,11 @@ use crate::table::{self, Printer};
 pub(super) struct PersistentVolumeClaims;
 
 impl Strategy for PersistentVolumeClaims {
+    /// kube's registry of this kind answers a DELETE with the deleted object.
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
     fn default(&self, obj: &mut Value, _creating: bool) {
         default(obj_mut(obj, "spec"), "volumeMode", json!("Filesystem"));
     }

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
 use super::pods::{default_template, required, validate_containers};
+use crate::registry::meta::validate_label;
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::table::{self, Printer};
 
@@ -61,6 +62,12 @@ impl Strategy for ReplicaSets {
 }
 
 impl Strategy for StatefulSets {
+    /// A StatefulSet's name is its pods' hostname prefix: kube 1.33's
+    /// `ValidateStatefulSetName` asks for a DNS label.
+    fn validate_name(&self, name: &str) -> Option<FieldError> {
+        validate_label("metadata.name", name)
+    }
+
     fn default(&self, obj: &mut Value, _creating: bool) {
         let spec = obj_mut(obj, "spec");
         default(spec, "replicas", json!(1));

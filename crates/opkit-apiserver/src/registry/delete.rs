@@ -143,8 +143,25 @@ fn plan(target: &Target, old: &Value, options: &Value, policy: Option<Propagatio
     if !deleting || new != *old { Deletion::Mark(new) } else { Deletion::Unchanged }
 }
 
+/// What a DELETE that removed `obj` answers: the object where the kind's kube registry
+/// returns it, else kube's `Status` of `Success` whose details name the object, with the
+/// resource (not the kind) in `details.kind`, as kube's generic store writes it.
+fn removed(obj: Value, target: &Target) -> Value {
+    if target.strategy.returns_deleted_object() {
+        return at_version(obj, target);
+    }
+    let mut details =
+        json!({"name": obj["metadata"]["name"], "kind": target.info.resource, "uid": obj["metadata"]["uid"]});
+    if !target.info.group.is_empty() {
+        details["group"] = json!(target.info.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
 impl Registry {
-    /// Deletes an object, honouring `DeleteOptions` (`options` may be null).
+    /// Deletes an object, honouring `DeleteOptions` (`options` may be null). An object
+    /// removed at once is answered as [`removed`] says; one only marked for deletion
+    /// (finalizers, a grace period) is answered with the object as marked.
     pub async fn delete(&self, target: &Target, name: &str, options: &Value, dry_run: bool) -> ApiResult<Outcome> {
         let policy = propagation(options)?;
         loop {
@@ -152,7 +169,7 @@ impl Registry {
             check_preconditions(target, name, &old, entry.rev, &options["preconditions"])?;
             let (remove, obj) = match plan(target, &old, options, policy) {
                 Deletion::Remove if dry_run => {
-                    return Ok(Outcome { object: at_version(old, target), code: 200, warnings: vec![] });
+                    return Ok(Outcome { object: removed(old, target), code: 200, warnings: vec![] });
                 }
                 Deletion::Unchanged => {
                     return Ok(Outcome { object: at_version(old, target), code: 202, warnings: vec![] });
@@ -168,7 +185,7 @@ impl Registry {
             };
             if remove {
                 target.strategy.after_remove(self, &stored);
-                return Ok(Outcome { object: at_version(stored, target), code: 200, warnings: vec![] });
+                return Ok(Outcome { object: removed(stored, target), code: 200, warnings: vec![] });
             }
             if let Some(after) = target.strategy.before_commit(&mut stored.clone(), Some(&old), &now_rfc3339())? {
                 after(self, &stored);
@@ -216,8 +233,9 @@ impl Registry {
             let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
             let ns = obj["metadata"]["namespace"].as_str().map(String::from);
             let t = Target { namespace: ns.or(target.namespace.clone()), ..target.clone() };
+            // kube answers a collection delete with the objects as they were listed.
             match self.delete(&t, &name, options, dry_run).await {
-                Ok(o) => items.push(o.object),
+                Ok(_) => items.push(obj),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }

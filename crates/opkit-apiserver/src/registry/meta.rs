@@ -70,6 +70,33 @@ pub fn validate_label(field: &str, name: &str) -> Option<FieldError> {
     })
 }
 
+/// Validates an RFC 1035 label (kube's `NameIsDNS1035Label`: Service names).
+pub fn validate_dns1035_label(field: &str, name: &str) -> Option<FieldError> {
+    let ok = is_dns_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase());
+    (!ok).then(|| FieldError {
+        field: field.to_string(),
+        reason: FieldErrorReason::Invalid,
+        message: format!(
+            "Invalid value: \"{name}\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+        ),
+    })
+}
+
+/// Validates a name that only has to be safe as one URL path segment (kube's
+/// `path.ValidatePathSegmentName`: RBAC object names such as `system:controller:x`).
+pub fn validate_path_segment(field: &str, name: &str) -> Option<FieldError> {
+    let problem = match name {
+        "." => Some("may not be '.'".to_string()),
+        ".." => Some("may not be '..'".to_string()),
+        _ => ["/", "%"].iter().find(|bad| name.contains(**bad)).map(|bad| format!("may not contain '{bad}'")),
+    }?;
+    Some(FieldError {
+        field: field.to_string(),
+        reason: FieldErrorReason::Invalid,
+        message: format!("Invalid value: \"{name}\": {problem}"),
+    })
+}
+
 /// The object without metadata and status: what `generation` tracks.
 pub fn spec_part(obj: &Value) -> Value {
     let mut v = obj.clone();
@@ -192,6 +219,12 @@ mod tests {
         assert!(validate_subdomain("metadata.name", "flights.com").is_none());
         assert!(validate_subdomain("metadata.name", "Bad_Name").is_some());
         assert!(validate_label("metadata.name", "a.b").is_some());
+        assert!(validate_dns1035_label("metadata.name", "web-1").is_none());
+        assert!(validate_dns1035_label("metadata.name", "1web").is_some());
+        assert!(validate_path_segment("metadata.name", "system:controller:Foo").is_none());
+        for bad in [".", "..", "a/b", "a%b"] {
+            assert!(validate_path_segment("metadata.name", bad).is_some(), "{bad}");
+        }
         assert_eq!(random_suffix().len(), 5);
     }
 
