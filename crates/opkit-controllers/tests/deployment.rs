@@ -142,6 +142,12 @@ async fn kubectl_create_rollout_status_and_scale() -> Result<(), Error> {
     assert_eq!(conds["Available"], ("True".into(), "MinimumReplicasAvailable".into()));
     assert_eq!(conds["Progressing"], ("True".into(), "NewReplicaSetAvailable".into()));
     assert_eq!(d.annotations().get("deployment.kubernetes.io/revision").map(String::as_str), Some("1"));
+    // kube writes the counts `omitempty`: with every replica available there is no
+    // `unavailableReplicas: 0`.
+    let raw: serde_json::Value =
+        serde_json::from_str(&kubectl(&env, &["get", "deployment", "web", "-o", "json"]).await?).expect("JSON");
+    assert!(raw["status"].get("unavailableReplicas").is_none(), "{}", raw["status"]);
+    assert_eq!(raw["status"]["availableReplicas"], 3, "{}", raw["status"]);
     let rss: Api<ReplicaSet> = Api::default_namespaced(env.client());
     let list = owned_rs(&rss.list(&ListParams::default()).await?.items, &d);
     assert_eq!(list.len(), 1);
@@ -331,7 +337,7 @@ async fn replicaset_creates_exactly_its_replicas() -> Result<(), Error> {
     assert!(names <= 16, "{names} pods were created");
     let status = rss.get("many").await?.status.unwrap_or_default();
     assert_eq!(status.fully_labeled_replicas, Some(10));
-    assert_eq!(status.ready_replicas, Some(0));
+    assert_eq!(status.ready_replicas, None, "a zero count is omitted, as kube's omitempty does");
     let events = kubectl(&env, &["get", "events", "--field-selector", "reason=SuccessfulCreate", "-o", "name"]).await?;
     assert!(!events.trim().is_empty());
     Ok(())
@@ -409,7 +415,7 @@ async fn paused_deployments_scale_but_do_not_roll_out_and_history_is_limited() -
     let progressing = s.conditions.iter().flatten().find(|c| c.type_ == "Progressing").cloned().unwrap_or_default();
     assert_eq!(progressing.reason.as_deref(), Some("DeploymentPaused"));
     assert_eq!(progressing.status, "Unknown");
-    assert_eq!(s.updated_replicas, Some(0), "a paused Deployment must not roll out");
+    assert_eq!(s.updated_replicas, None, "a paused Deployment must not roll out (a zero count is omitted)");
     assert_eq!(owned_rs(&rss.list(&ListParams::default()).await?.items, &paused).len(), 1);
 
     kubectl(&env, &["rollout", "resume", "deployment/app"]).await?;

@@ -19,5 +19,6 @@ mod names;
 mod no_500;
 mod pagination;
 mod restart;
+mod schema_causes;
 mod status;
 mod watch;

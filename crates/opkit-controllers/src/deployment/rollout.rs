@@ -292,9 +292,10 @@ fn proportion(d: &Deployment, rs: &ReplicaSet, to_add: i32, added: i32) -> i32 {
 /// Whether the rollout is done: every replica updated and available, status current.
 pub(super) fn deployment_complete(d: &Deployment, s: &k8s_openapi::api::apps::v1::DeploymentStatus) -> bool {
     let desired = util::replicas(d);
-    s.updated_replicas == Some(desired)
-        && s.replicas == Some(desired)
-        && s.available_replicas == Some(desired)
+    // An omitted count is zero (kube writes the counts `omitempty`).
+    s.updated_replicas.unwrap_or(0) == desired
+        && s.replicas.unwrap_or(0) == desired
+        && s.available_replicas.unwrap_or(0) == desired
         && s.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
 }
 

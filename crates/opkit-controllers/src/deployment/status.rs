@@ -10,6 +10,12 @@ use super::rollout::deployment_complete;
 use super::sync::{SyncError, SyncingDeployment};
 use super::util;
 
+/// A replica count as kube writes it: every count of a Deployment's status is
+/// `omitempty`, so a zero is left out rather than written as 0.
+fn counted(n: i32) -> Option<i32> {
+    (n != 0).then_some(n)
+}
+
 impl SyncingDeployment<'_> {
     /// The status the Deployment should have given its ReplicaSets.
     pub fn calculate_status(&self, new_rs: Option<&ReplicaSet>, old: &[ReplicaSet]) -> DeploymentStatus {
@@ -19,11 +25,11 @@ impl SyncingDeployment<'_> {
         let cur = self.d.status.clone().unwrap_or_default();
         let mut s = DeploymentStatus {
             observed_generation: self.d.metadata.generation,
-            replicas: Some(total),
-            updated_replicas: Some(new_rs.map_or(0, |n| util::actual_replicas(&[n]))),
-            ready_replicas: Some(util::ready_replicas(&all)),
-            available_replicas: Some(available),
-            unavailable_replicas: Some((total - available).max(0)),
+            replicas: counted(total),
+            updated_replicas: counted(new_rs.map_or(0, |n| util::actual_replicas(&[n]))),
+            ready_replicas: counted(util::ready_replicas(&all)),
+            available_replicas: counted(available),
+            unavailable_replicas: counted((total - available).max(0)),
             collision_count: cur.collision_count,
             conditions: cur.conditions.clone(),
             terminating_replicas: cur.terminating_replicas,
@@ -102,9 +108,10 @@ impl SyncingDeployment<'_> {
 fn is_progressing(old: &DeploymentStatus, new: &DeploymentStatus) -> bool {
     let old_old = old.replicas.unwrap_or(0) - old.updated_replicas.unwrap_or(0);
     let new_old = new.replicas.unwrap_or(0) - new.updated_replicas.unwrap_or(0);
-    new.updated_replicas > old.updated_replicas
-        || new.ready_replicas > old.ready_replicas
-        || new.available_replicas > old.available_replicas
+    let count = |n: Option<i32>| n.unwrap_or(0);
+    count(new.updated_replicas) > count(old.updated_replicas)
+        || count(new.ready_replicas) > count(old.ready_replicas)
+        || count(new.available_replicas) > count(old.available_replicas)
         || old_old > new_old
 }
 

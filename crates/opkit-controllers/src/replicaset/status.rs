@@ -43,11 +43,14 @@ pub(super) fn calculate(rs: &ReplicaSet, owned: &[Pod], err: Option<&ManageError
         _ => {}
     }
     let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    // `replicas` is always written; the other counts are `omitempty` in kube's type, so a
+    // zero is left out.
+    let counted = |n: usize| (n != 0).then(|| count(n));
     ReplicaSetStatus {
         replicas: count(owned.len()),
-        fully_labeled_replicas: Some(count(fully_labeled)),
-        ready_replicas: Some(count(ready)),
-        available_replicas: Some(count(available)),
+        fully_labeled_replicas: counted(fully_labeled),
+        ready_replicas: counted(ready),
+        available_replicas: counted(available),
         observed_generation: rs.metadata.generation.or(old.observed_generation),
         conditions: (!conditions.is_empty()).then_some(conditions),
         terminating_replicas: old.terminating_replicas,
