@@ -357,3 +357,34 @@ async fn kubectl_apply_of_a_huge_object_is_refused_for_its_last_applied_annotati
     // Without the annotation (server-side apply) the same object fits.
     k.ok(&["apply", "--server-side", "-f", "-"], Some(&huge));
 }
+
+/// RBAC names may contain `:` (kube validates them as path segments; cert-manager's and
+/// metrics-server's charts use such names), and deletes print kube's messages whether the
+/// server answers a Status (ConfigMaps, RBAC) or the object, also for a server dry run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rbac_names_with_colons_and_delete_messages() {
+    let env = TestEnv::start().await.expect("start control plane");
+    for version in ["1.33", "1.27"] {
+        let k = Kubectl::new(version, &env);
+        let role = format!("metrics:reader-{}", version.replace('.', "-"));
+        k.ok(&["create", "clusterrole", &role, "--verb=get", "--resource=pods"], None);
+        k.ok(
+            &["create", "clusterrolebinding", &role, &format!("--clusterrole={role}"), "--serviceaccount=default:x"],
+            None,
+        );
+        let name = k.ok(&["get", "clusterrole", &role, "-o", "name"], None);
+        assert_eq!(name.trim(), format!("clusterrole.rbac.authorization.k8s.io/{role}"));
+        let out = k.ok(&["delete", "clusterrolebinding", &role], None);
+        assert!(out.contains(&format!("clusterrolebinding.rbac.authorization.k8s.io \"{role}\" deleted")), "{out}");
+
+        let cm = format!("settings-{}", version.replace('.', "-"));
+        k.ok(&["create", "configmap", &cm, "--from-literal=a=b"], None);
+        let out = k.ok(&["delete", "configmap", &cm, "--dry-run=server"], None);
+        assert!(out.contains(&format!("configmap \"{cm}\" deleted (server dry run)")), "{out}");
+        k.ok(&["get", "configmap", &cm], None);
+        let out = k.ok(&["delete", "configmap", &cm], None);
+        assert!(out.contains(&format!("configmap \"{cm}\" deleted")), "{out}");
+        let err = k.fails(&["create", "clusterrole", "a/b", "--verb=get", "--resource=pods"], None);
+        assert!(err.contains("may not contain '/'"), "{err}");
+    }
+}
