@@ -268,10 +268,14 @@ pub struct StartArgs {
     pub in_memory: bool,
     /// Cluster controllers to switch off (comma-separated names, or `*` for all):
     /// namespace, serviceaccount, garbagecollector, deployment, replicaset, statefulset,
-    /// daemonset, job, cronjob, endpoints, nodes, scheduler, kubelet.
+    /// daemonset, job, cronjob, endpoints, service-lb, nodes, scheduler, kubelet.
     #[arg(long, value_delimiter = ',')]
     pub disable_controllers: Vec<String>,
     /// How many simulated nodes to run.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
+    /// Addresses for Services of type LoadBalancer, as FIRST-LAST
+    /// (172.18.255.200-172.18.255.250) or a CIDR; without it they get the nodes' addresses.
+    #[arg(long, value_name = "RANGE")]
+    pub lb_range: Option<opkit_controllers::LoadBalancerPool>,
 }

@@ -9,9 +9,14 @@ fn opkit() -> Command {
 }
 
 fn start(dir: &std::path::Path) -> (Child, serde_json::Value) {
+    start_with(dir, &[])
+}
+
+fn start_with(dir: &std::path::Path, flags: &[&str]) -> (Child, serde_json::Value) {
     let mut child = opkit()
         .args(["cluster", "start", "--port", "0", "-o", "json", "--data-dir"])
         .arg(dir)
+        .args(flags)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -72,4 +77,31 @@ fn bad_flags_fail_clearly_and_write_nothing() {
     assert!(!data.exists(), "nothing is written when a command fails");
     let out = opkit().args(["cluster", "start", "--port", "notaport"]).output().expect("run");
     assert!(!out.status.success());
+    let out = opkit()
+        .args(["cluster", "start", "--lb-range", "10.0.0.9-10.0.0.1", "--data-dir"])
+        .arg(&data)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the range 10.0.0.9-10.0.0.1 ends before it starts"), "{err}");
+    assert!(!data.exists(), "nothing is written when a command fails");
+}
+
+/// `--lb-range` gives LoadBalancer Services their EXTERNAL-IP from the pool, as helm
+/// `--wait` and kubectl users expect of kind or k3s.
+#[test]
+fn load_balancer_services_get_an_address_from_the_lb_range() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (child, info) = start_with(dir.path(), &["--in-memory", "--lb-range", "172.18.255.200-172.18.255.210"]);
+    assert_eq!(info["loadBalancerAddresses"], "172.18.255.200-172.18.255.210");
+    let kc = info["kubeconfig"].as_str().expect("kubeconfig").to_string();
+    kubectl(&kc, &["create", "service", "loadbalancer", "web", "--tcp=80:8080"]);
+    kubectl(
+        &kc,
+        &["wait", "--for=jsonpath={.status.loadBalancer.ingress[0].ip}=172.18.255.200", "service/web", "--timeout=60s"],
+    );
+    let table = kubectl(&kc, &["get", "service", "web", "--no-headers"]);
+    assert!(table.contains("172.18.255.200"), "{table}");
+    stop(child);
 }

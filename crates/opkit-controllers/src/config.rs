@@ -19,6 +19,9 @@ pub struct ControllersConfig {
     pub job_run_time: Duration,
     /// How often nodes renew their leases in `kube-node-lease`.
     pub node_heartbeat: Duration,
+    /// The addresses LoadBalancer Services get their ingress IP from; `None` gives them
+    /// the Ready nodes' InternalIPs.
+    pub load_balancer_pool: Option<crate::LoadBalancerPool>,
 }
 
 impl Default for ControllersConfig {
@@ -30,6 +33,7 @@ impl Default for ControllersConfig {
             pod_ready_delay: Duration::ZERO,
             job_run_time: Duration::from_millis(500),
             node_heartbeat: Duration::from_secs(10),
+            load_balancer_pool: None,
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The controllers that make opkit's control plane behave like a whole cluster, the way
 //! kube-controller-manager, kube-scheduler and kubelets (simulated, as kwok does) do:
 //! namespace lifecycle, garbage collection, workloads (Deployments, ReplicaSets,
-//! StatefulSets, DaemonSets, Jobs, CronJobs), Service endpoints, and simulated nodes whose
-//! pods are scheduled, started and made Ready.
+//! StatefulSets, DaemonSets, Jobs, CronJobs), Service endpoints, load-balancer addresses
+//! for Services of type LoadBalancer (as kind's cloud provider or k3s's ServiceLB), and
+//! simulated nodes whose pods are scheduled, started and made Ready.
 //!
 //! They are ordinary operators written with the [`opkit`] runtime. `opkit cluster start`
 //! and `opkit-testenv` run them by default.
@@ -32,9 +33,11 @@ pub(crate) mod namespace;
 pub(crate) mod node;
 pub(crate) mod replicaset;
 pub(crate) mod scheduler;
+pub(crate) mod service_lb;
 pub(crate) mod statefulset;
 
 pub use config::ControllersConfig;
+pub use service_lb::{LoadBalancerPool, PoolError};
 
 use opkit::Manager;
 
@@ -50,6 +53,7 @@ pub const ALL: &[&str] = &[
     "job",
     "cronjob",
     "endpoints",
+    "service-lb",
     "nodes",
     "scheduler",
     "kubelet",
@@ -67,6 +71,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     job::register(mgr, cfg)?;
     cronjob::register(mgr, cfg)?;
     endpoints::register(mgr, cfg)?;
+    service_lb::register(mgr, cfg)?;
     node::register(mgr, cfg)?;
     scheduler::register(mgr, cfg)?;
     kubelet::register(mgr, cfg)?;

@@ -13,7 +13,9 @@ use crate::cli::{OutputFormat, StartArgs};
 
 /// Starts the control plane and serves until a signal arrives.
 pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError> {
-    let mut controllers = ControllersConfig { nodes: args.nodes, ..ControllersConfig::default() };
+    let mut controllers =
+        ControllersConfig { nodes: args.nodes, load_balancer_pool: args.lb_range, ..ControllersConfig::default() };
+    let load_balancers = args.lb_range.map_or_else(|| "the nodes' addresses".to_string(), |pool| pool.to_string());
     for name in &args.disable_controllers {
         if name != "*" && !opkit_controllers::ALL.contains(&name.as_str()) {
             return Err(CliError::Usage(format!(
@@ -38,7 +40,8 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     match output {
         OutputFormat::Json => println!(
             "{}",
-            json!({"server": server.url(), "kubeconfig": kubeconfig, "dataDir": data_dir, "inMemory": args.in_memory})
+            json!({"server": server.url(), "kubeconfig": kubeconfig, "dataDir": data_dir, "inMemory": args.in_memory,
+                "loadBalancerAddresses": args.lb_range.map(|pool| pool.to_string())})
         ),
         OutputFormat::Text => {
             println!("opkit control plane listening on {}", server.url());
@@ -46,6 +49,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
                 "storage: {}",
                 if args.in_memory { "in memory".to_string() } else { data_dir.join("state.db").display().to_string() }
             );
+            println!("LoadBalancer Services get: {load_balancers}");
             println!("To use it with kubectl:");
             println!("  export KUBECONFIG={}", kubeconfig.display());
             println!("Press Ctrl-C to stop.");
