@@ -19,6 +19,10 @@
 //! measures the time until all are available, pods started per second and the server
 //! process's peak memory.
 //!
+//! `opkit-bench charts` ([`charts`]) is the chart corpus conformance run: the real helm
+//! client installs, upgrades, tests and uninstalls every chart of a directory on the local
+//! control plane, compared with an expectations file (see `docs/helm.md`).
+//!
 //! All traffic goes to 127.0.0.1, and every loop is bounded in count and time. Figures
 //! are printed next to their targets but never asserted. See `docs/benchmarks.md`.
 //!
@@ -31,6 +35,7 @@
 //! - [`runtime`]: the controller runtime benchmark.
 //! - [`memcached`]: the Memcached operator benchmark (`opkit-bench memcached`).
 //! - [`cluster`]: the 10,000-pod cluster benchmark.
+//! - [`charts`]: the chart corpus conformance run.
 //!
 //! # Example
 //! From the command line (see `docs/benchmarks.md` for the flags):
@@ -57,6 +62,7 @@
 //! ```
 
 pub mod apiserver;
+pub mod charts;
 pub mod client;
 pub mod cluster;
 pub mod config;

@@ -104,6 +104,10 @@ enum Command {
     /// Benchmark the Memcached sample operator end to end (control plane in this process,
     /// operator in a child process).
     Memcached(MemcachedArgs),
+    /// The chart corpus conformance run: the real helm client installs (--wait), upgrades
+    /// (--reuse-values), tests and uninstalls every chart of a directory on the local
+    /// control plane (in this process). Fails only on a chart doing worse than expected.
+    Charts(ChartsArgs),
     /// Runs the Memcached operator (used by `memcached`).
     #[command(hide = true)]
     MemcachedOperator {
@@ -194,6 +198,7 @@ async fn main() -> ExitCode {
             }
         }
         Command::Memcached(args) => memcached(args).await,
+        Command::Charts(args) => charts(args).await,
         Command::MemcachedOperator { kubeconfig } => {
             match opkit_bench::memcached::operator::run_child(&kubeconfig).await {
                 Ok(()) => ExitCode::SUCCESS,
@@ -449,6 +454,75 @@ struct MemcachedArgs {
 }
 
 /// Runs `opkit-bench memcached`.
+#[derive(clap::Args)]
+struct ChartsArgs {
+    /// The directory of unpacked charts (e.g. ../shared/corpus/charts).
+    #[arg(long)]
+    corpus: PathBuf,
+    /// The helm binary (tools/helm/fetch-helm.sh fetches one).
+    #[arg(long, default_value = "helm")]
+    helm: PathBuf,
+    /// The expectations file (e.g. tools/helm/charts-expected.tsv); without it every chart
+    /// must pass.
+    #[arg(long)]
+    expect: Option<PathBuf>,
+    /// helm's --timeout for each waiting step, in seconds.
+    #[arg(long, default_value_t = 120)]
+    timeout_secs: u64,
+    /// Only this chart (repeatable).
+    #[arg(long = "chart")]
+    only: Vec<String>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    save_json: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+async fn charts(args: ChartsArgs) -> ExitCode {
+    use opkit_bench::charts::{ChartsOptions, expect, render_text, run};
+    let expectations = match &args.expect {
+        None => Default::default(),
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| expect::parse(&t).map_err(|e| e.to_string()))
+        {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("opkit-bench charts: {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let opts = ChartsOptions {
+        corpus: args.corpus,
+        helm: args.helm,
+        expectations,
+        timeout: std::time::Duration::from_secs(args.timeout_secs),
+        only: args.only,
+        progress: !args.quiet,
+    };
+    let report = match run(&opts).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("opkit-bench charts: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let emitted = emit(&report, args.output, args.save_json.as_deref(), render_text);
+    let regressions = report.regressions();
+    if !regressions.is_empty() {
+        let names: Vec<&str> = regressions.iter().map(|c| c.chart.as_str()).collect();
+        eprintln!("opkit-bench charts: worse than expected: {}", names.join(", "));
+        return ExitCode::FAILURE;
+    }
+    emitted
+}
+
 async fn memcached(args: MemcachedArgs) -> ExitCode {
     use opkit_bench::memcached::{MemcachedOptions, MemcachedWorkload};
     let mut workload = if args.tiny { MemcachedWorkload::tiny() } else { MemcachedWorkload::full() };
