@@ -2,7 +2,8 @@
 //! kube-controller-manager, kube-scheduler and kubelets (simulated, as kwok does) do:
 //! namespace lifecycle, garbage collection, workloads (Deployments, ReplicaSets,
 //! StatefulSets, DaemonSets, Jobs, CronJobs), Service endpoints, load-balancer addresses
-//! for Services of type LoadBalancer (as kind's cloud provider or k3s's ServiceLB), and
+//! for Services of type LoadBalancer (as kind's cloud provider or k3s's ServiceLB), the
+//! availability of aggregated APIServices, and
 //! simulated nodes whose pods are scheduled, started and made Ready.
 //!
 //! They are ordinary operators written with the [`opkit`] runtime. `opkit cluster start`
@@ -20,6 +21,7 @@
 //! # }
 //! ```
 
+pub(crate) mod apiservice;
 pub(crate) mod common;
 pub mod config;
 pub(crate) mod cronjob;
@@ -54,6 +56,7 @@ pub const ALL: &[&str] = &[
     "cronjob",
     "endpoints",
     "service-lb",
+    "apiservice",
     "nodes",
     "scheduler",
     "kubelet",
@@ -72,6 +75,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     cronjob::register(mgr, cfg)?;
     endpoints::register(mgr, cfg)?;
     service_lb::register(mgr, cfg)?;
+    apiservice::register(mgr, cfg)?;
     node::register(mgr, cfg)?;
     scheduler::register(mgr, cfg)?;
     kubelet::register(mgr, cfg)?;

@@ -146,6 +146,7 @@ const ROWS: &[Row] = &[
         .generation(),
     row("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", CLUSTER).short(&["pc"]),
     row("storage.k8s.io", "v1", "storageclasses", "StorageClass", CLUSTER).short(&["sc"]),
+    row("apiregistration.k8s.io", "v1", "apiservices", "APIService", CLUSTER).cat(&["api-extensions"]).status(),
 ];
 
 /// Every built-in resource.

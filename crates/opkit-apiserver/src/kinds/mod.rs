@@ -15,12 +15,14 @@
 //! request's [`crate::registry::Target`]). Adding a kind means adding a module and one
 //! line to [`BUILTIN`], not editing the store.
 
+mod apiservices;
 mod batch;
 mod configmaps;
 pub(crate) mod crds;
 mod defaulting;
 mod events;
 pub(crate) mod namespaces;
+pub(crate) use apiservices::bootstrap as bootstrap_apiservices;
 mod nodes;
 mod pods;
 mod printed;
@@ -211,6 +213,7 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("policy", "poddisruptionbudgets", &Printed(table::policy::poddisruptionbudgets)),
     ("scheduling.k8s.io", "priorityclasses", &Printed(table::policy::priorityclasses)),
     ("storage.k8s.io", "storageclasses", &Printed(table::storage::storageclasses)),
+    ("apiregistration.k8s.io", "apiservices", &apiservices::ApiServices),
     (
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",

@@ -174,9 +174,11 @@ impl Registry {
         kinds::crds::restore(self).await
     }
 
-    /// Creates the namespaces every cluster starts with.
+    /// Creates the namespaces every cluster starts with, and the local APIServices of the
+    /// built-in group/versions.
     pub async fn bootstrap(&self) -> ApiResult<()> {
-        kinds::namespaces::bootstrap(self).await
+        kinds::namespaces::bootstrap(self).await?;
+        kinds::bootstrap_apiservices(self).await
     }
 }
 

@@ -7,6 +7,7 @@
 //! printer is decided by the resource's strategy (the crate-private `kinds` module), not here.
 
 pub(crate) mod admission;
+pub(crate) mod aggregation;
 pub(crate) mod autoscaling;
 pub(crate) mod coordination;
 pub(crate) mod core;

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod apiservices;
 mod apply;
 mod concurrency;
 mod crd_lifecycle;

@@ -1,0 +1,166 @@
+//! The APIService availability controller (kube-aggregator's `available_controller`): an
+//! APIService served by a Service is `Available` only when that Service exists, listens on
+//! the APIService's port, has endpoints with an address for that port, and answers the
+//! discovery GET of the group/version over TLS (verified against `spec.caBundle` for the
+//! name `<service>.<namespace>.svc`, unless `insecureSkipTLSVerify`). Each failure is a
+//! condition with kube's reason: `ServiceNotFound`, `ServicePortError`, `MissingEndpoints`,
+//! `FailedDiscoveryCheck`; success is `Passed`. Checks repeat every 30 s. Local APIServices
+//! (no `spec.service`) are the API server's own and always available. Only endpoints on
+//! loopback are contacted: a simulated pod's address is reported unreachable, with no
+//! traffic sent.
+
+mod discovery;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{APIService, ServiceReference};
+use kube::api::{Api, Patch, PatchParams};
+use opkit::{Action, Cache, Context, Controller, Manager, ReconcileResult, Request};
+use serde_json::json;
+
+use crate::ControllersConfig;
+
+/// How often a service-backed APIService is checked again.
+const RECHECK: Duration = Duration::from_secs(30);
+
+/// Registers the availability controller with `mgr`.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+    if !cfg.enabled("apiservice") {
+        return Ok(());
+    }
+    let (services, endpoints) = (mgr.cache().clone(), mgr.cache().clone());
+    Controller::new(mgr, reconcile)
+        .named("apiservice")
+        .watches::<Service>(move |s| backed_by(&services, s.metadata.namespace.as_deref(), s.metadata.name.as_deref()))
+        .watches::<Endpoints>(move |e| {
+            backed_by(&endpoints, e.metadata.namespace.as_deref(), e.metadata.name.as_deref())
+        })
+        .max_concurrent_reconciles(2)
+        .build()
+}
+
+/// The APIServices served by the Service `namespace/name`.
+fn backed_by(cache: &Cache, namespace: Option<&str>, name: Option<&str>) -> Vec<Request> {
+    cache
+        .list::<APIService>()
+        .iter()
+        .filter(|a| {
+            let service = a.spec.as_ref().and_then(|s| s.service.as_ref());
+            service.is_some_and(|s| s.namespace.as_deref() == namespace && s.name.as_deref() == name)
+        })
+        .map(|a| Request::from_object(&**a))
+        .collect()
+}
+
+/// An `Available` condition: status, reason, message.
+#[derive(Debug, PartialEq, Eq)]
+struct Availability {
+    status: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+impl Availability {
+    fn unavailable(reason: &'static str, message: String) -> Availability {
+        Availability { status: "False", reason, message }
+    }
+}
+
+async fn reconcile(ctx: Context<APIService>) -> ReconcileResult {
+    let Some(apiservice) = ctx.object.clone() else { return Ok(Action::done()) };
+    let Some(service) = apiservice.spec.as_ref().and_then(|s| s.service.clone()) else { return Ok(Action::done()) };
+    let now = check(&ctx.cache, &apiservice, &service).await;
+    let current = apiservice
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Available"));
+    let unchanged = current.is_some_and(|c| {
+        c.status == now.status
+            && c.reason.as_deref() == Some(now.reason)
+            && c.message.as_deref() == Some(now.message.as_str())
+    });
+    if !unchanged {
+        let since = match current {
+            Some(c) if c.status == now.status => {
+                c.last_transition_time.clone().map(|t| json!(t)).unwrap_or(json!(null))
+            }
+            _ => json!(jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+        };
+        let condition = json!({"type": "Available", "status": now.status, "lastTransitionTime": since,
+            "reason": now.reason, "message": now.message});
+        let api: Api<APIService> = Api::all(ctx.client.clone());
+        let patch = json!({"status": {"conditions": [condition]}});
+        api.patch_status(&ctx.request.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    Ok(Action::requeue_after(RECHECK))
+}
+
+/// Whether an endpoint address is on this machine's loopback: the only backends the local
+/// control plane sends discovery checks to (simulated pods' addresses lead nowhere, and
+/// traffic must not leave the machine).
+fn is_loopback(ip: &str) -> bool {
+    ip.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The availability of a service-backed APIService, as kube-aggregator checks it.
+async fn check(cache: &Cache, apiservice: &APIService, service: &ServiceReference) -> Availability {
+    let (ns, name) = (service.namespace.clone().unwrap_or_default(), service.name.clone().unwrap_or_default());
+    let port = service.port.unwrap_or(443);
+    let Some(svc) = cache.get::<Service>(&name, Some(&ns)) else {
+        return Availability::unavailable("ServiceNotFound", format!("service/{name} in {ns:?} is not present"));
+    };
+    let service_port = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|ports| ports.iter().find(|p| p.port == port).cloned());
+    let Some(service_port) = service_port else {
+        return Availability::unavailable(
+            "ServicePortError",
+            format!("service/{name} in {ns:?} is not listening on port {port}"),
+        );
+    };
+    let port_name = service_port.name.clone().unwrap_or_default();
+    let Some(endpoints) = cache.get::<Endpoints>(&name, Some(&ns)) else {
+        return Availability::unavailable(
+            "MissingEndpoints",
+            format!("cannot find endpoints for service/{name} in {ns:?}"),
+        );
+    };
+    let address = endpoints.subsets.iter().flatten().find_map(|subset| {
+        let port = subset.ports.iter().flatten().find(|p| p.name.clone().unwrap_or_default() == port_name)?;
+        let ip = subset.addresses.iter().flatten().next()?.ip.clone();
+        Some((ip, port.port))
+    });
+    let Some((ip, endpoint_port)) = address else {
+        return Availability::unavailable(
+            "MissingEndpoints",
+            format!("endpoints for service/{name} in {ns:?} have no addresses with port name {port_name:?}"),
+        );
+    };
+    let spec = apiservice.spec.clone().unwrap_or_default();
+    let path = format!("/apis/{}/{}", spec.group.clone().unwrap_or_default(), spec.version.clone().unwrap_or_default());
+    if !is_loopback(&ip) {
+        return Availability::unavailable(
+            "FailedDiscoveryCheck",
+            format!(
+                "failing or missing response from https://{ip}:{endpoint_port}{path}: the local control plane sends no traffic off this machine, and {ip} is not a loopback address (a simulated pod's address)"
+            ),
+        );
+    }
+    let target = discovery::Target {
+        address: format!("{ip}:{endpoint_port}"),
+        server_name: format!("{name}.{ns}.svc"),
+        ca_bundle: spec.ca_bundle.as_ref().map(|b| b.0.clone()),
+        insecure: spec.insecure_skip_tls_verify.unwrap_or(false),
+    };
+    match discovery::get(&target, &path).await {
+        Ok(()) => Availability { status: "True", reason: "Passed", message: "all checks passed".into() },
+        Err(e) => Availability::unavailable(
+            "FailedDiscoveryCheck",
+            format!("failing or missing response from https://{}{path}: {e}", target.address),
+        ),
+    }
+}
