@@ -22,6 +22,9 @@ pub struct ControllersConfig {
     /// The addresses LoadBalancer Services get their ingress IP from; `None` gives them
     /// the Ready nodes' InternalIPs.
     pub load_balancer_pool: Option<crate::LoadBalancerPool>,
+    /// The directory local-path volumes are made in; `None` records their paths but makes
+    /// no directory.
+    pub volume_root: Option<std::path::PathBuf>,
 }
 
 impl Default for ControllersConfig {
@@ -34,6 +37,7 @@ impl Default for ControllersConfig {
             job_run_time: Duration::from_millis(500),
             node_heartbeat: Duration::from_secs(10),
             load_balancer_pool: None,
+            volume_root: None,
         }
     }
 }

@@ -37,6 +37,7 @@ pub(crate) mod replicaset;
 pub(crate) mod scheduler;
 pub(crate) mod service_lb;
 pub(crate) mod statefulset;
+pub(crate) mod volume;
 
 pub use config::ControllersConfig;
 pub use service_lb::{LoadBalancerPool, PoolError};
@@ -57,6 +58,7 @@ pub const ALL: &[&str] = &[
     "endpoints",
     "service-lb",
     "apiservice",
+    "persistentvolume",
     "nodes",
     "scheduler",
     "kubelet",
@@ -76,6 +78,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     endpoints::register(mgr, cfg)?;
     service_lb::register(mgr, cfg)?;
     apiservice::register(mgr, cfg)?;
+    volume::register(mgr, cfg)?;
     node::register(mgr, cfg)?;
     scheduler::register(mgr, cfg)?;
     kubelet::register(mgr, cfg)?;

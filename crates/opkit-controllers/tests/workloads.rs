@@ -139,6 +139,9 @@ spec:
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
     for i in 0..3 {
         let pvc = pvcs.get(&format!("www-web-{i}")).await?;
+        // Bound for real: to a provisioned local-path volume, not just marked.
+        let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
+        assert_eq!(volume, pvc.metadata.uid.as_ref().map(|u| format!("pvc-{u}")), "{pvc:?}");
         assert_eq!(pvc.status.and_then(|s| s.phase).as_deref(), Some("Bound"));
     }
     kubectl(&env, &["rollout", "status", "statefulset/web", "--timeout=60s"]).await?;

@@ -189,7 +189,7 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("", "events", &events::CoreEvents),
     ("events.k8s.io", "events", &events::EventsV1),
     ("", "persistentvolumeclaims", &storage::PersistentVolumeClaims),
-    ("", "persistentvolumes", &PrintedReturningObject(table::storage::persistentvolumes)),
+    ("", "persistentvolumes", &storage::PersistentVolumes),
     ("", "endpoints", &Printed(table::core::endpoints)),
     ("", "serviceaccounts", &PrintedReturningObject(table::core::serviceaccounts)),
     ("", "replicationcontrollers", &Printed(table::workloads::replicationcontrollers)),

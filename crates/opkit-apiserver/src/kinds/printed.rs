@@ -14,7 +14,7 @@ impl Strategy for Printed {
 }
 
 /// Like [`Printed`], for kinds whose kube registry answers a DELETE with the deleted
-/// object (`ReturnDeletedObject`: service accounts, persistent volumes).
+/// object (`ReturnDeletedObject`: service accounts).
 pub(super) struct PrintedReturningObject(pub(super) fn() -> Printer);
 
 impl Strategy for PrintedReturningObject {

@@ -27,6 +27,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     }
     let data_dir = std::path::absolute(&args.data_dir)?;
     std::fs::create_dir_all(&data_dir)?;
+    controllers.volume_root = Some(data_dir.join("volumes"));
     let mut cfg = ServerConfig::durable(&data_dir);
     cfg.bind = SocketAddr::from(([127, 0, 0, 1], args.port));
     if args.in_memory {

@@ -8,16 +8,18 @@
 //! *assumed* on its node as soon as it is chosen, so concurrent decisions see it before the
 //! cache does. A pod that fits nowhere gets `PodScheduled=False` (reason `Unschedulable`,
 //! kube's message) and a `FailedScheduling` event and is retried with backoff, and at once
-//! when nodes change or a bound pod ends; a bound pod gets a `Scheduled` event.
+//! when nodes change or a bound pod ends; a bound pod gets a `Scheduled` event. Pods with
+//! PersistentVolumeClaims go through [`volumes`] first (kube's VolumeBinding plugin).
 
 pub mod filter;
 pub mod resources;
+mod volumes;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use opkit::events::{EventType, Recorder};
 use opkit::{Action, Context, Controller, Manager, ReconcileResult, Request};
@@ -28,6 +30,7 @@ use crate::ControllersConfig;
 use crate::kubelet::events::EventSink;
 use filter::Usage;
 use resources::Resources;
+use volumes::VolumeCheck;
 
 /// The scheduler name pods opt into (and the event reporting controller).
 pub const SCHEDULER_NAME: &str = "default-scheduler";
@@ -39,6 +42,9 @@ const ASSUME_TTL: Duration = Duration::from_secs(30);
 /// Retry backoff of unschedulable pods: initial and maximum.
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// How soon a pod whose claims wait for their first consumer is looked at again, besides
+/// whenever one of its claims changes.
+const WAIT_FOR_CLAIMS: Duration = Duration::from_secs(5);
 
 /// Registers the scheduler with `mgr` (controller name `scheduler`).
 pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
@@ -52,6 +58,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         set_scheduled_condition: !cfg.enabled("kubelet"),
     });
     let (on_pod, on_node, run) = (sched.clone(), sched.clone(), sched);
+    let claims_cache = mgr.cache().clone();
     Controller::new(mgr, move |ctx: Context<Pod>| {
         let s = run.clone();
         async move { s.reconcile(ctx).await }
@@ -59,6 +66,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     .named("scheduler")
     .watches::<Node>(move |_: &Node| on_node.retry_all())
     .watches::<Pod>(move |p: &Pod| if frees_resources(p) { on_pod.retry_all() } else { vec![] })
+    .watches::<PersistentVolumeClaim>(move |c: &PersistentVolumeClaim| pods_using(&claims_cache, c))
     .max_concurrent_reconciles(4)
     .without_leader_election()
     .build()
@@ -235,22 +243,28 @@ impl Scheduler {
         // (a later Node event retries the pod).
         let mut nodes = ctx.cache.list::<Node>();
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let (required_node, waiting_claims) = match volumes::check(&ctx.cache, &pod) {
+            VolumeCheck::Unschedulable(why) => {
+                let n = nodes.len();
+                let message = format!(
+                    "0/{n} nodes are available: {why}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+                );
+                return self.unschedulable(&api, &pod, &key, message).await;
+            }
+            VolumeCheck::Ready(node) => (node, Vec::new()),
+            VolumeCheck::WaitForFirstConsumer { unbound, node } => (node, unbound),
+        };
+        if let Some(required) = &required_node {
+            nodes.retain(|n| n.metadata.name.as_deref() == Some(required.as_str()));
+        }
         match self.place(&pod, &key, &nodes, &ctx.cache) {
-            Placement::Nowhere(message) => {
-                let changed = set_pod_scheduled(&api, &pod, "False", "Unschedulable", &message).await?;
-                let attempts = {
-                    let mut state = self.state.lock();
-                    let n = state.unschedulable.entry(key.clone()).or_insert(0);
-                    *n = n.saturating_add(1);
-                    *n
-                };
-                // Repeats are reported at exponentially spaced attempts to bound event writes.
-                if changed || attempts.is_power_of_two() {
-                    self.event(&pod, EventType::Warning, "FailedScheduling", "Scheduling", message);
-                }
-                let backoff =
-                    BACKOFF_INITIAL.saturating_mul(1u32 << attempts.saturating_sub(1).min(6)).min(BACKOFF_MAX);
-                Ok(Action::requeue_after(backoff))
+            Placement::Nowhere(message) => self.unschedulable(&api, &pod, &key, message).await,
+            Placement::Node(node) if !waiting_claims.is_empty() => {
+                // The claims learn their first consumer's node; the pod is bound once the
+                // provisioner has bound them (a claim change retries it).
+                self.forget(&key);
+                select_node(&ctx, &waiting_claims, &node).await?;
+                Ok(Action::requeue_after(WAIT_FOR_CLAIMS))
             }
             Placement::Node(node) => {
                 let patch = json!({
@@ -282,11 +296,62 @@ impl Scheduler {
         }
     }
 
+    /// Records that `pod` fits nowhere (`PodScheduled=False`, a `FailedScheduling` event at
+    /// exponentially spaced attempts) and retries it with backoff.
+    async fn unschedulable(&self, api: &Api<Pod>, pod: &Pod, key: &Request, message: String) -> ReconcileResult {
+        let changed = set_pod_scheduled(api, pod, "False", "Unschedulable", &message).await?;
+        let attempts = {
+            let mut state = self.state.lock();
+            let n = state.unschedulable.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        };
+        // Repeats are reported at exponentially spaced attempts to bound event writes.
+        if changed || attempts.is_power_of_two() {
+            self.event(pod, EventType::Warning, "FailedScheduling", "Scheduling", message);
+        }
+        let backoff = BACKOFF_INITIAL.saturating_mul(1u32 << attempts.saturating_sub(1).min(6)).min(BACKOFF_MAX);
+        Ok(Action::requeue_after(backoff))
+    }
+
     /// Publishes an event about `pod` in the background (bounded, see [`EventSink`]).
     fn event(&self, pod: &Pod, type_: EventType, reason: &'static str, action: &'static str, note: String) {
         let regarding = kube::Resource::object_ref(pod, &());
         self.events.publish(&self.recorder, regarding, type_, reason, action, note);
     }
+}
+
+/// Gives each claim the node of its first consumer (`volume.kubernetes.io/selected-node`),
+/// for the provisioner.
+async fn select_node(ctx: &Context<Pod>, claims: &[String], node: &str) -> Result<(), kube::Error> {
+    let api: Api<PersistentVolumeClaim> = ctx.api_for();
+    for claim in claims {
+        let patch = json!({"metadata": {"annotations": {crate::volume::SELECTED_NODE: node}}});
+        match api.patch(claim, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The pending pods in the claim's namespace that use it (retried when it changes).
+fn pods_using(cache: &opkit::Cache, pvc: &PersistentVolumeClaim) -> Vec<Request> {
+    let name = pvc.metadata.name.clone().unwrap_or_default();
+    cache
+        .list::<Pod>()
+        .iter()
+        .filter(|p| p.metadata.namespace == pvc.metadata.namespace)
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty))
+        .filter(|p| {
+            let volumes = p.spec.as_ref().and_then(|s| s.volumes.as_ref());
+            volumes.is_some_and(|vs| {
+                vs.iter().any(|v| v.persistent_volume_claim.as_ref().is_some_and(|c| c.claim_name == name))
+            })
+        })
+        .map(|p| Request::from_object(&**p))
+        .collect()
 }
 
 /// Sets the pod's PodScheduled condition (strategic merge on `/status`, as

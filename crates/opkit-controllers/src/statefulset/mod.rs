@@ -1,6 +1,6 @@
 //! The statefulset controller (kube-controller-manager's `statefulset-controller`): stable
 //! pod identities `<set>-<ordinal>`, per-ordinal PersistentVolumeClaims from
-//! `volumeClaimTemplates` (marked Bound), OrderedReady and Parallel pod management,
+//! `volumeClaimTemplates` (bound by the persistent-volume binder), OrderedReady and Parallel pod management,
 //! RollingUpdate in reverse ordinal order above a partition, ControllerRevisions and status.
 
 pub mod pods;
@@ -242,7 +242,7 @@ async fn write_status(
     Ok(Action::done())
 }
 
-/// Creates the claims of `ordinal` that do not exist and marks them Bound.
+/// Creates the claims of `ordinal` that do not exist.
 async fn ensure_claims(
     client: &kube::Client,
     rec: &Recorder,
@@ -251,26 +251,24 @@ async fn ensure_claims(
 ) -> Result<(), WorkloadError> {
     let ns = sts.namespace().unwrap_or_default();
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    // Binding is the persistent-volume binder's (with the scheduler for
+    // WaitForFirstConsumer classes), as in kube: the claims are only created here.
     for claim in pods::new_claims(sts, ordinal) {
         let name = claim.name_any();
-        let existing = match api.get_opt(&name).await? {
-            Some(c) => c,
-            None => match api.create(&PostParams::default(), &claim).await {
-                Ok(c) => {
-                    let note = format!(
-                        "create Claim {name} Pod {}-{ordinal} in StatefulSet {} success",
-                        sts.name_any(),
-                        sts.name_any()
-                    );
-                    publish(rec, sts, EventType::Normal, "SuccessfulCreate", "Create", &note).await;
-                    c
-                }
-                Err(kube::Error::Api(s)) if s.is_already_exists() => api.get(&name).await?,
-                Err(e) => return Err(e.into()),
-            },
-        };
-        if existing.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Bound") {
-            opkit::status::update_status_from(&api, existing, |c| c.status = Some(pods::bound_status(c))).await?;
+        if api.get_opt(&name).await?.is_some() {
+            continue;
+        }
+        match api.create(&PostParams::default(), &claim).await {
+            Ok(_) => {
+                let note = format!(
+                    "create Claim {name} Pod {}-{ordinal} in StatefulSet {} success",
+                    sts.name_any(),
+                    sts.name_any()
+                );
+                publish(rec, sts, EventType::Normal, "SuccessfulCreate", "Create", &note).await;
+            }
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())

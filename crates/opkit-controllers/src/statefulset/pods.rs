@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimStatus, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -125,17 +125,6 @@ pub fn new_claims(sts: &StatefulSet, ordinal: i32) -> Vec<PersistentVolumeClaim>
         .collect()
 }
 
-/// The status a bound claim reports: phase Bound, its access modes and requested capacity.
-pub fn bound_status(pvc: &PersistentVolumeClaim) -> PersistentVolumeClaimStatus {
-    let spec = pvc.spec.clone().unwrap_or_default();
-    PersistentVolumeClaimStatus {
-        phase: Some("Bound".into()),
-        access_modes: spec.access_modes,
-        capacity: spec.resources.and_then(|r| r.requests),
-        ..Default::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +171,5 @@ mod tests {
         assert_eq!(claims[0].metadata.name.as_deref(), Some("www-web-2"));
         assert_eq!(claims[0].metadata.labels.as_ref().map(|l| l["app"].as_str()), Some("nginx"));
         assert!(claims[0].metadata.owner_references.is_none());
-        assert_eq!(bound_status(&claims[0]).phase.as_deref(), Some("Bound"));
     }
 }
