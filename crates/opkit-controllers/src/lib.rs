@@ -27,6 +27,7 @@ pub mod config;
 pub(crate) mod cronjob;
 pub(crate) mod daemonset;
 pub(crate) mod deployment;
+pub(crate) mod disruption;
 pub(crate) mod endpoints;
 pub(crate) mod garbage_collector;
 pub(crate) mod job;
@@ -59,6 +60,7 @@ pub const ALL: &[&str] = &[
     "service-lb",
     "apiservice",
     "persistentvolume",
+    "disruption",
     "nodes",
     "scheduler",
     "kubelet",
@@ -79,6 +81,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     service_lb::register(mgr, cfg)?;
     apiservice::register(mgr, cfg)?;
     volume::register(mgr, cfg)?;
+    disruption::register(mgr, cfg)?;
     node::register(mgr, cfg)?;
     scheduler::register(mgr, cfg)?;
     kubelet::register(mgr, cfg)?;

@@ -147,6 +147,7 @@ const ROWS: &[Row] = &[
     row("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", CLUSTER).short(&["pc"]),
     row("storage.k8s.io", "v1", "storageclasses", "StorageClass", CLUSTER).short(&["sc"]),
     row("apiregistration.k8s.io", "v1", "apiservices", "APIService", CLUSTER).cat(&["api-extensions"]).status(),
+    row("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", CLUSTER),
 ];
 
 /// Every built-in resource.

@@ -27,6 +27,7 @@ mod nodes;
 mod pods;
 mod printed;
 mod rbac;
+mod runtimeclasses;
 mod secrets;
 mod services;
 mod storage;
@@ -214,6 +215,7 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("scheduling.k8s.io", "priorityclasses", &Printed(table::policy::priorityclasses)),
     ("storage.k8s.io", "storageclasses", &Printed(table::storage::storageclasses)),
     ("apiregistration.k8s.io", "apiservices", &apiservices::ApiServices),
+    ("node.k8s.io", "runtimeclasses", &runtimeclasses::RuntimeClasses),
     (
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",

@@ -14,6 +14,7 @@ pub(crate) mod core;
 mod custom;
 pub(crate) mod events;
 pub(crate) mod networking;
+pub(crate) mod node;
 pub(crate) mod pods;
 pub(crate) mod policy;
 pub(crate) mod rbac;

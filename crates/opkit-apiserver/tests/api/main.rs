@@ -20,6 +20,7 @@ mod names;
 mod no_500;
 mod pagination;
 mod restart;
+mod runtimeclasses;
 mod schema_causes;
 mod status;
 mod watch;
