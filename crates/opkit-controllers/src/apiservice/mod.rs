@@ -86,7 +86,7 @@ async fn reconcile(ctx: Context<APIService>) -> ReconcileResult {
             Some(c) if c.status == now.status => {
                 c.last_transition_time.clone().map(|t| json!(t)).unwrap_or(json!(null))
             }
-            _ => json!(jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+            _ => json!(crate::common::now()),
         };
         let condition = json!({"type": "Available", "status": now.status, "lastTransitionTime": since,
             "reason": now.reason, "message": now.message});

@@ -13,4 +13,9 @@ pub mod revision;
 pub mod scheduling;
 pub mod selectors;
 
+/// The current time as a condition timestamp (serialised as kube writes it, to the second).
+pub fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
+}
+
 pub use errors::WorkloadError;

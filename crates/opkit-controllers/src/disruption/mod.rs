@@ -141,7 +141,7 @@ fn condition(pdb: &PodDisruptionBudget, (status, reason, message): (&str, &str, 
         .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionAllowed"));
     let since = match current {
         Some(c) if c.status == status => json!(c.last_transition_time),
-        _ => json!(jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+        _ => json!(crate::common::now()),
     };
     json!({"type": "DisruptionAllowed", "status": status, "reason": reason, "message": message,
         "lastTransitionTime": since, "observedGeneration": pdb.metadata.generation})

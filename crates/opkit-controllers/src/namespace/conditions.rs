@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::NamespaceCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 
 /// Discovery of the namespaced resources failed.
 pub const DISCOVERY_FAILURE: &str = "NamespaceDeletionDiscoveryFailure";
@@ -151,14 +150,10 @@ pub fn merge(current: &[NamespaceCondition], desired: Vec<NamespaceCondition>) -
     (out, changed)
 }
 
-/// The current time as a condition timestamp.
-pub fn now() -> Time {
-    Time(Timestamp::now())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::now;
 
     fn find<'a>(c: &'a [NamespaceCondition], t: &str) -> &'a NamespaceCondition {
         c.iter().find(|x| x.type_ == t).expect("condition present")

@@ -66,7 +66,7 @@ async fn reconcile_namespace(ctx: Context<Namespace>) -> ReconcileResult {
     }
     let report = delete_all_content(&ctx.client, &name, ns.metadata.deletion_timestamp.as_ref()).await;
     let current = ns.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-    let (merged, changed) = conditions::merge(&current, conditions::desired(&report, &conditions::now()));
+    let (merged, changed) = conditions::merge(&current, conditions::desired(&report, &crate::common::now()));
     if changed {
         let patch = json!({"status": {"conditions": merged}});
         match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
