@@ -3,8 +3,9 @@
 //! namespace lifecycle, garbage collection, workloads (Deployments, ReplicaSets,
 //! StatefulSets, DaemonSets, Jobs, CronJobs), Service endpoints, load-balancer addresses
 //! for Services of type LoadBalancer (as kind's cloud provider or k3s's ServiceLB), the
-//! availability of aggregated APIServices, and
-//! simulated nodes whose pods are scheduled, started and made Ready.
+//! availability of aggregated APIServices, local-path volumes for claims, disruption
+//! budgets' status, FlowSchemas' `Dangling` condition, and simulated nodes whose pods are
+//! scheduled, started and made Ready.
 //!
 //! They are ordinary operators written with the [`opkit`] runtime. `opkit cluster start`
 //! and `opkit-testenv` run them by default.
@@ -29,6 +30,7 @@ pub(crate) mod daemonset;
 pub(crate) mod deployment;
 pub(crate) mod disruption;
 pub(crate) mod endpoints;
+pub(crate) mod flowcontrol;
 pub(crate) mod garbage_collector;
 pub(crate) mod job;
 pub(crate) mod kubelet;
@@ -61,6 +63,7 @@ pub const ALL: &[&str] = &[
     "apiservice",
     "persistentvolume",
     "disruption",
+    "flowcontrol",
     "nodes",
     "scheduler",
     "kubelet",
@@ -82,6 +85,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     apiservice::register(mgr, cfg)?;
     volume::register(mgr, cfg)?;
     disruption::register(mgr, cfg)?;
+    flowcontrol::register(mgr, cfg)?;
     node::register(mgr, cfg)?;
     scheduler::register(mgr, cfg)?;
     kubelet::register(mgr, cfg)?;

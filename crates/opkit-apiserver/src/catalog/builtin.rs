@@ -148,6 +148,10 @@ const ROWS: &[Row] = &[
     row("storage.k8s.io", "v1", "storageclasses", "StorageClass", CLUSTER).short(&["sc"]),
     row("apiregistration.k8s.io", "v1", "apiservices", "APIService", CLUSTER).cat(&["api-extensions"]).status(),
     row("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", CLUSTER),
+    row("flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "FlowSchema", CLUSTER).status().generation(),
+    row("flowcontrol.apiserver.k8s.io", "v1", "prioritylevelconfigurations", "PriorityLevelConfiguration", CLUSTER)
+        .status()
+        .generation(),
 ];
 
 /// Every built-in resource.

@@ -21,6 +21,8 @@ mod configmaps;
 pub(crate) mod crds;
 mod defaulting;
 mod events;
+mod flowcontrol;
+pub(crate) use flowcontrol::bootstrap as bootstrap_flowcontrol;
 pub(crate) mod namespaces;
 pub(crate) use apiservices::bootstrap as bootstrap_apiservices;
 mod nodes;
@@ -216,6 +218,8 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("storage.k8s.io", "storageclasses", &Printed(table::storage::storageclasses)),
     ("apiregistration.k8s.io", "apiservices", &apiservices::ApiServices),
     ("node.k8s.io", "runtimeclasses", &runtimeclasses::RuntimeClasses),
+    ("flowcontrol.apiserver.k8s.io", "flowschemas", &flowcontrol::FlowSchemas),
+    ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations", &flowcontrol::PriorityLevelConfigurations),
     (
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",

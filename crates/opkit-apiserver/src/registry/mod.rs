@@ -174,11 +174,12 @@ impl Registry {
         kinds::crds::restore(self).await
     }
 
-    /// Creates the namespaces every cluster starts with, and the local APIServices of the
-    /// built-in group/versions.
+    /// Creates the namespaces every cluster starts with, the local APIServices of the
+    /// built-in group/versions and kube's API Priority and Fairness configuration.
     pub async fn bootstrap(&self) -> ApiResult<()> {
         kinds::namespaces::bootstrap(self).await?;
-        kinds::bootstrap_apiservices(self).await
+        kinds::bootstrap_apiservices(self).await?;
+        kinds::bootstrap_flowcontrol(self).await
     }
 }
 

@@ -13,6 +13,7 @@ pub(crate) mod coordination;
 pub(crate) mod core;
 mod custom;
 pub(crate) mod events;
+pub(crate) mod flowcontrol;
 pub(crate) mod networking;
 pub(crate) mod node;
 pub(crate) mod pods;

@@ -14,6 +14,7 @@ mod delete_status;
 mod depth;
 mod errors;
 mod finalizers;
+mod flowcontrol;
 mod hostile;
 mod kind_defaults;
 mod names;
