@@ -6,8 +6,11 @@
 //! - [`patch`]: strategic merge patch and the list semantics (merge keys, sets, atomic lists)
 //!   it merges by;
 //! - [`duration`]: Go durations (`"1m30s"`), parsed with kube's own parser and printed like Go;
-//! - [`quantity`]: resource quantities (`"100m"`, `"1Gi"`).
+//! - [`quantity`]: resource quantities (`"100m"`, `"1Gi"`);
+//! - [`aggregation`]: which endpoint serves a service-backed APIService, and a TLS client
+//!   for it (the API server's proxy and the availability controller share it).
 
+pub mod aggregation;
 pub mod duration;
 pub mod patch;
 pub mod quantity;

@@ -6,12 +6,7 @@
 
 mod common;
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-
 use base64::Engine as _;
-use bytes::Bytes;
-use http_body_util::Full;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -20,6 +15,7 @@ use opkit_testenv::TestEnv;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use common::backend::backend;
 use common::{Error, kubectl, wait};
 
 fn reason_is(reason: &'static str) -> impl Fn(Option<&APIService>) -> bool {
@@ -32,24 +28,6 @@ fn reason_is(reason: &'static str) -> impl Fn(Option<&APIService>) -> bool {
 fn message_of(a: &APIService) -> String {
     let conditions = a.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
     conditions.into_iter().find(|c| c.type_ == "Available").and_then(|c| c.message).unwrap_or_default()
-}
-
-/// An aggregated API server stand-in: answers every GET with an APIResourceList, over TLS
-/// with a certificate for `backend.kube-system.svc`. Returns its address and CA (PEM).
-async fn backend(stop: CancellationToken) -> Result<(SocketAddr, String), Error> {
-    let ca = DevCa::generate("backend-ca")?;
-    let cert = ca.issue_serving_cert("backend", &["backend.kube-system.svc".to_string()])?;
-    let tls = opkit_serve::tls::server_config(&cert.cert_pem, &cert.key_pem)?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let server = opkit_serve::Server::new(listener).tls(tls);
-    let addr = server.local_addr()?;
-    let body = json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "metrics.example.com/v1", "resources": []});
-    let service = hyper::service::service_fn(move |_req| {
-        let body = body.to_string();
-        async move { Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body)))) }
-    });
-    tokio::spawn(server.serve(service, stop));
-    Ok((addr, ca.cert_pem().to_string()))
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! HTTP handlers: authentication, routing and dispatch of every request to discovery,
 //! OpenAPI or the registry. Data flows one way: HTTP → handler → registry → storage.
 
+mod aggregation;
 pub mod codec;
 mod discovery;
 mod openapi;
@@ -108,25 +109,50 @@ async fn dispatch(
             None => codec::respond(200, &discovery::legacy_versions(&state.address), codec::Output::Json, &[]),
         })),
         Route::Apis => get_only(Ok(match codec::aggregated_discovery(&parts.headers) {
-            Some(v) => codec::respond_typed(
-                &discovery::aggregated(&cat, false, v),
-                &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
-            ),
-            None => codec::respond(200, &discovery::group_list(&cat), codec::Output::Json, &[]),
+            Some(v) => {
+                let mut list = discovery::aggregated(&cat, false, v);
+                if let Some(items) = list["items"].as_array_mut() {
+                    items.extend(aggregation::discovery_items(&state.registry).await);
+                }
+                codec::respond_typed(
+                    &list,
+                    &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
+                )
+            }
+            None => {
+                let mut list = discovery::group_list(&cat);
+                if let Some(groups) = list["groups"].as_array_mut() {
+                    groups.extend(aggregation::groups(&state.registry));
+                }
+                codec::respond(200, &list, codec::Output::Json, &[])
+            }
         })),
         Route::Group(g) => get_only(
             discovery::group(&cat, &g)
+                .or_else(|| aggregation::group(&state.registry, &g))
                 .map(|v| codec::respond(200, &v, codec::Output::Json, &[]))
                 .ok_or_else(ApiError::no_route),
         ),
-        Route::GroupVersion(g, v) => get_only(
-            discovery::resource_list(&cat, &g, &v)
-                .map(|v| codec::respond(200, &v, codec::Output::Json, &[]))
-                .ok_or_else(ApiError::no_route),
-        ),
+        Route::GroupVersion(g, v) => match state.registry.aggregated_apiservice(&g, &v) {
+            Some(apiservice) => {
+                let body = codec::read_body(body).await?;
+                aggregation::proxy(&state.registry, &apiservice, parts, body, &user).await
+            }
+            None => get_only(
+                discovery::resource_list(&cat, &g, &v)
+                    .map(|v| codec::respond(200, &v, codec::Output::Json, &[]))
+                    .ok_or_else(ApiError::no_route),
+            ),
+        },
         Route::OpenApiV2 => get_only(Ok(state.openapi.v2(&cat, &parts.headers))),
         Route::OpenApiV3Index => get_only(Ok(state.openapi.v3_index(&cat))),
         Route::OpenApiV3(path) => get_only(state.openapi.v3(&cat, &path)),
+        Route::Resource(req)
+            if let Some(apiservice) = state.registry.aggregated_apiservice(&req.group, &req.version) =>
+        {
+            let body = codec::read_body(body).await?;
+            aggregation::proxy(&state.registry, &apiservice, parts, body, &user).await
+        }
         Route::Resource(req) => {
             let body = match parts.method {
                 Method::POST | Method::PUT | Method::PATCH | Method::DELETE => codec::read_body(body).await?,

@@ -8,6 +8,7 @@
 //! (the shared update step), `delete`, `read` (get, list, watch), `scale`, `validate`
 //! (admission).
 
+pub(crate) mod aggregation;
 mod commit;
 mod create;
 mod delete;

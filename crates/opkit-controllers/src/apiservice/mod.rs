@@ -20,6 +20,7 @@ use opkit::{Action, Cache, Context, Controller, Manager, ReconcileResult, Reques
 use serde_json::json;
 
 use crate::ControllersConfig;
+use opkit_apimachinery::aggregation;
 
 /// How often a service-backed APIService is checked again.
 const RECHECK: Duration = Duration::from_secs(30);
@@ -97,70 +98,22 @@ async fn reconcile(ctx: Context<APIService>) -> ReconcileResult {
     Ok(Action::requeue_after(RECHECK))
 }
 
-/// Whether an endpoint address is on this machine's loopback: the only backends the local
-/// control plane sends discovery checks to (simulated pods' addresses lead nowhere, and
-/// traffic must not leave the machine).
-fn is_loopback(ip: &str) -> bool {
-    ip.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
 /// The availability of a service-backed APIService, as kube-aggregator checks it.
 async fn check(cache: &Cache, apiservice: &APIService, service: &ServiceReference) -> Availability {
     let (ns, name) = (service.namespace.clone().unwrap_or_default(), service.name.clone().unwrap_or_default());
-    let port = service.port.unwrap_or(443);
-    let Some(svc) = cache.get::<Service>(&name, Some(&ns)) else {
-        return Availability::unavailable("ServiceNotFound", format!("service/{name} in {ns:?} is not present"));
-    };
-    let service_port = svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .and_then(|ports| ports.iter().find(|p| p.port == port).cloned());
-    let Some(service_port) = service_port else {
-        return Availability::unavailable(
-            "ServicePortError",
-            format!("service/{name} in {ns:?} is not listening on port {port}"),
-        );
-    };
-    let port_name = service_port.name.clone().unwrap_or_default();
-    let Some(endpoints) = cache.get::<Endpoints>(&name, Some(&ns)) else {
-        return Availability::unavailable(
-            "MissingEndpoints",
-            format!("cannot find endpoints for service/{name} in {ns:?}"),
-        );
-    };
-    let address = endpoints.subsets.iter().flatten().find_map(|subset| {
-        let port = subset.ports.iter().flatten().find(|p| p.name.clone().unwrap_or_default() == port_name)?;
-        let ip = subset.addresses.iter().flatten().next()?.ip.clone();
-        Some((ip, port.port))
-    });
-    let Some((ip, endpoint_port)) = address else {
-        return Availability::unavailable(
-            "MissingEndpoints",
-            format!("endpoints for service/{name} in {ns:?} have no addresses with port name {port_name:?}"),
-        );
+    let svc = cache.get::<Service>(&name, Some(&ns));
+    let endpoints = cache.get::<Endpoints>(&name, Some(&ns));
+    let backend = match aggregation::resolve(apiservice, svc.as_deref(), endpoints.as_deref()) {
+        Ok(backend) => backend,
+        Err(why) => return Availability::unavailable(why.reason, why.message),
     };
     let spec = apiservice.spec.clone().unwrap_or_default();
     let path = format!("/apis/{}/{}", spec.group.clone().unwrap_or_default(), spec.version.clone().unwrap_or_default());
-    if !is_loopback(&ip) {
-        return Availability::unavailable(
-            "FailedDiscoveryCheck",
-            format!(
-                "failing or missing response from https://{ip}:{endpoint_port}{path}: the local control plane sends no traffic off this machine, and {ip} is not a loopback address (a simulated pod's address)"
-            ),
-        );
-    }
-    let target = discovery::Target {
-        address: format!("{ip}:{endpoint_port}"),
-        server_name: format!("{name}.{ns}.svc"),
-        ca_bundle: spec.ca_bundle.as_ref().map(|b| b.0.clone()),
-        insecure: spec.insecure_skip_tls_verify.unwrap_or(false),
-    };
-    match discovery::get(&target, &path).await {
+    match discovery::get(&backend, &path).await {
         Ok(()) => Availability { status: "True", reason: "Passed", message: "all checks passed".into() },
         Err(e) => Availability::unavailable(
             "FailedDiscoveryCheck",
-            format!("failing or missing response from https://{}{path}: {e}", target.address),
+            format!("failing or missing response from https://{}{path}: {e}", backend.address),
         ),
     }
 }

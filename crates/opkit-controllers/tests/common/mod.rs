@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod backend;
+
 use std::time::Duration;
 
 use kube::Resource;

@@ -1,0 +1,167 @@
+//! The aggregation layer's service resolution, shared by the API server's proxy and the
+//! APIService availability controller (kube-aggregator's `ServiceResolver` and its
+//! availability checks): which endpoint serves a service-backed APIService, why none
+//! does (with kube's condition reasons), and a client that reaches it over TLS, verified
+//! against the APIService's `caBundle` for the name `<service>.<namespace>.svc`.
+//!
+//! Only endpoints on this machine's loopback are ever reached: the local control plane
+//! sends no traffic off the machine, and a simulated pod's address leads nowhere.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+
+/// Why no endpoint can serve an APIService: a reason of kube's `Available` condition and
+/// its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    /// `ServiceNotFound`, `ServicePortError`, `MissingEndpoints` or `FailedDiscoveryCheck`.
+    pub reason: &'static str,
+    /// What is wrong, in kube's words.
+    pub message: String,
+}
+
+impl Unavailable {
+    fn new(reason: &'static str, message: String) -> Unavailable {
+        Unavailable { reason, message }
+    }
+}
+
+/// The endpoint that serves a service-backed APIService.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backend {
+    /// `ip:port` of the endpoint.
+    pub address: String,
+    /// The name its serving certificate must carry: `<service>.<namespace>.svc`.
+    pub server_name: String,
+    /// PEM CA certificates the certificate must chain to (`spec.caBundle`).
+    pub ca_bundle: Option<Vec<u8>>,
+    /// `spec.insecureSkipTLSVerify`.
+    pub insecure: bool,
+}
+
+/// Finds the endpoint of `apiservice`'s Service, given the Service and its Endpoints as
+/// stored (None when absent). Fails as kube's availability controller reports it; an
+/// address off loopback is reported, never used.
+pub fn resolve(
+    apiservice: &APIService,
+    service: Option<&Service>,
+    endpoints: Option<&Endpoints>,
+) -> Result<Backend, Unavailable> {
+    let spec = apiservice.spec.clone().unwrap_or_default();
+    let reference = spec.service.clone().unwrap_or_default();
+    let (ns, name) = (reference.namespace.unwrap_or_default(), reference.name.unwrap_or_default());
+    let port = reference.port.unwrap_or(443);
+    let Some(service) = service else {
+        return Err(Unavailable::new("ServiceNotFound", format!("service/{name} in {ns:?} is not present")));
+    };
+    let ports = service.spec.as_ref().and_then(|s| s.ports.as_ref());
+    let Some(service_port) = ports.and_then(|ports| ports.iter().find(|p| p.port == port)) else {
+        let message = format!("service/{name} in {ns:?} is not listening on port {port}");
+        return Err(Unavailable::new("ServicePortError", message));
+    };
+    let port_name = service_port.name.clone().unwrap_or_default();
+    let Some(endpoints) = endpoints else {
+        let message = format!("cannot find endpoints for service/{name} in {ns:?}");
+        return Err(Unavailable::new("MissingEndpoints", message));
+    };
+    let address = endpoints.subsets.iter().flatten().find_map(|subset| {
+        let port = subset.ports.iter().flatten().find(|p| p.name.clone().unwrap_or_default() == port_name)?;
+        let ip = subset.addresses.iter().flatten().next()?.ip.clone();
+        Some((ip, port.port))
+    });
+    let Some((ip, endpoint_port)) = address else {
+        let message = format!("endpoints for service/{name} in {ns:?} have no addresses with port name {port_name:?}");
+        return Err(Unavailable::new("MissingEndpoints", message));
+    };
+    if !ip.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
+        let path = format!("/apis/{}/{}", spec.group.unwrap_or_default(), spec.version.unwrap_or_default());
+        let message = format!(
+            "failing or missing response from https://{ip}:{endpoint_port}{path}: the local control plane sends no traffic off this machine, and {ip} is not a loopback address (a simulated pod's address)"
+        );
+        return Err(Unavailable::new("FailedDiscoveryCheck", message));
+    }
+    Ok(Backend {
+        address: format!("{ip}:{endpoint_port}"),
+        server_name: format!("{name}.{ns}.svc"),
+        ca_bundle: spec.ca_bundle.map(|b| b.0),
+        insecure: spec.insecure_skip_tls_verify.unwrap_or(false),
+    })
+}
+
+/// Why a client for a backend could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot reach the backend: {0}")]
+pub struct BackendClientError(String);
+
+impl Backend {
+    /// A client for this backend, without credentials of its own, whose connections and
+    /// reads give up after `deadline`.
+    pub async fn client(&self, deadline: Option<Duration>) -> Result<kube::Client, BackendClientError> {
+        let error = |e: &dyn std::fmt::Display| BackendClientError(e.to_string());
+        let ca = self.ca_bundle.as_ref().map(|pem| base64::engine::general_purpose::STANDARD.encode(pem));
+        let kubeconfig: Kubeconfig = serde_json::from_value(json!({
+            "clusters": [{"name": "backend", "cluster": {
+                "server": format!("https://{}", self.address),
+                "certificate-authority-data": ca,
+                "insecure-skip-tls-verify": self.insecure.then_some(true),
+                "tls-server-name": (!self.insecure).then(|| self.server_name.clone()),
+            }}],
+            "users": [{"name": "aggregator", "user": {}}],
+            "contexts": [{"name": "backend", "context": {"cluster": "backend", "user": "aggregator"}}],
+            "current-context": "backend",
+        }))
+        .map_err(|e| error(&e))?;
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| error(&e))?;
+        config.connect_timeout = deadline;
+        config.read_timeout = deadline;
+        kube::Client::try_from(config).map_err(|e| error(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn apiservice() -> APIService {
+        serde_json::from_value(json!({"metadata": {"name": "v1beta1.metrics.k8s.io"}, "spec": {
+            "group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+            "service": {"namespace": "kube-system", "name": "metrics-server", "port": 443}}}))
+        .expect("an APIService")
+    }
+
+    fn service(port: i32) -> Service {
+        serde_json::from_value(json!({"metadata": {"name": "metrics-server"},
+            "spec": {"ports": [{"name": "https", "port": port, "targetPort": 10250}]}}))
+        .expect("a Service")
+    }
+
+    fn endpoints(ip: &str) -> Endpoints {
+        serde_json::from_value(json!({"metadata": {"name": "metrics-server"},
+            "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "https", "port": 10250}]}]}))
+        .expect("Endpoints")
+    }
+
+    #[test]
+    fn each_missing_piece_has_kubes_reason() {
+        let a = apiservice();
+        let reason = |r: Result<Backend, Unavailable>| r.err().map(|u| u.reason);
+        assert_eq!(reason(resolve(&a, None, None)), Some("ServiceNotFound"));
+        assert_eq!(reason(resolve(&a, Some(&service(8443)), None)), Some("ServicePortError"));
+        assert_eq!(reason(resolve(&a, Some(&service(443)), None)), Some("MissingEndpoints"));
+        assert_eq!(
+            reason(resolve(&a, Some(&service(443)), Some(&endpoints("10.244.0.7")))),
+            Some("FailedDiscoveryCheck")
+        );
+        let backend = resolve(&a, Some(&service(443)), Some(&endpoints("127.0.0.1"))).expect("a loopback backend");
+        assert_eq!(backend.address, "127.0.0.1:10250");
+        assert_eq!(backend.server_name, "metrics-server.kube-system.svc");
+    }
+}
