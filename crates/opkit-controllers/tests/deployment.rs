@@ -55,6 +55,23 @@ impl Seen {
     }
 }
 
+/// Waits until the watch shows `n` pods that are not being deleted, or fails after
+/// [`WAIT`]. (A ReplicaSet's status comes from its controller's cache, which may still
+/// count pods whose deletion it has not observed, so the pods themselves are waited on.)
+async fn until_active(seen: &Arc<Mutex<Seen>>, n: usize) -> Result<(), Error> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let active = seen.lock().pods.values().filter(|p| p.metadata.deletion_timestamp.is_none()).count();
+        if active == n {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("{active} active pods, not {n}, after {WAIT:?}").into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Watches pods matching `labels` in the background.
 async fn track(api: Api<Pod>, labels: &str) -> Arc<Mutex<Seen>> {
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -318,6 +335,7 @@ async fn replicaset_creates_exactly_its_replicas() -> Result<(), Error> {
         })
     })
     .await?;
+    until_active(&seen, 10).await?;
     let list = pods.list(&ListParams::default().labels("app=many")).await?.items;
     let active: Vec<&Pod> = list.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
     assert_eq!(active.len(), 10);
