@@ -175,6 +175,22 @@ impl ApiError {
         )
     }
 
+    /// 429 TooManyRequests, with `details.causes` (each a reason and a message) and, when
+    /// given, `retryAfterSeconds`.
+    pub fn too_many_requests(message: impl Into<String>, retry_after: Option<u32>, causes: &[(&str, String)]) -> Self {
+        let mut e = Self::new(429, "TooManyRequests", message);
+        e.details.retry_after = retry_after;
+        e.details.causes = causes
+            .iter()
+            .map(|(reason, message)| Cause {
+                reason: reason.to_string(),
+                message: message.clone(),
+                field: String::new(),
+            })
+            .collect();
+        e
+    }
+
     /// 504 Timeout (e.g. a resourceVersion newer than the server has).
     pub fn timeout(message: impl Into<String>) -> Self {
         let mut e = Self::new(504, "Timeout", message);
@@ -230,7 +246,13 @@ impl ApiError {
                 Value::Array(
                     d.causes
                         .iter()
-                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                        .map(|c| {
+                            let mut cause = json!({"reason": c.reason, "message": c.message});
+                            if !c.field.is_empty() {
+                                cause["field"] = json!(c.field);
+                            }
+                            cause
+                        })
                         .collect(),
                 ),
             );

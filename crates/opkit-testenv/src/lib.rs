@@ -142,6 +142,15 @@ impl TestEnv {
         self.client.clone()
     }
 
+    /// A client authenticated as the cluster admin that does not retry 429, 503 and 504
+    /// answers (kube's client retries them by default), for tests that expect the
+    /// server's first answer, such as an eviction a disruption budget refuses.
+    pub async fn client_without_retry(&self) -> Result<Client, TestEnvError> {
+        let mut config = config_for(&self.server).await?;
+        config.default_retry = false;
+        Ok(Client::try_from(config)?)
+    }
+
     /// The path of a kubeconfig for subprocess clients such as kubectl.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig_path
@@ -214,8 +223,11 @@ impl TestEnv {
 }
 
 async fn client_for(server: &RunningServer) -> Result<Client, TestEnvError> {
-    let config = Config::from_custom_kubeconfig(server.kubeconfig("opkit"), &KubeConfigOptions::default())
+    Ok(Client::try_from(config_for(server).await?)?)
+}
+
+async fn config_for(server: &RunningServer) -> Result<Config, TestEnvError> {
+    Config::from_custom_kubeconfig(server.kubeconfig("opkit"), &KubeConfigOptions::default())
         .await
-        .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
-    Ok(Client::try_from(config)?)
+        .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))
 }

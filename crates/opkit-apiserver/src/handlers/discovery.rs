@@ -88,6 +88,9 @@ pub fn resource_list(cat: &CatalogSnapshot, group: &str, version: &str) -> Optio
         if v.scale.is_some() {
             out.push(json!({"name": format!("{}/scale", r.resource), "singularName": "", "namespaced": r.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
         }
+        if crate::kinds::strategy_for(r).has_eviction() {
+            out.push(json!({"name": format!("{}/eviction", r.resource), "singularName": "", "namespaced": r.namespaced, "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
+        }
         if crate::kinds::strategy_for(r).has_finalize() {
             out.push(json!({"name": format!("{}/finalize", r.resource), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["update"]}));
         }
@@ -112,6 +115,9 @@ pub fn aggregated(cat: &CatalogSnapshot, core: bool, api_version: &str) -> Value
                 let mut subs = Vec::new();
                 if vi.scale.is_some() {
                     subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+                }
+                if crate::kinds::strategy_for(&r).has_eviction() {
+                    subs.push(json!({"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}, "verbs": ["create"]}));
                 }
                 if vi.status {
                     subs.push(

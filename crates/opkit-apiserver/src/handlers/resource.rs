@@ -189,6 +189,7 @@ impl Call<'_> {
             (&Method::GET, None) => self.list(&target, output).await,
             (&Method::GET, Some(n)) => self.get(&target, n, output).await,
             (&Method::POST, None) if has("create") => self.create(&target, output).await,
+            (&Method::POST, Some(n)) if sub == Some("eviction") => self.evict(&target, n).await,
             (&Method::PUT, Some(n)) if has("update") => self.update(&target, n, output).await,
             (&Method::PATCH, Some(n)) if has("patch") => self.patch(&target, n, output).await,
             (&Method::DELETE, Some(n)) if has("delete") && sub.is_none() => self.delete(&target, n, output).await,
@@ -206,6 +207,7 @@ impl Call<'_> {
                 "status" => version.status,
                 "scale" => version.scale.is_some(),
                 "finalize" => target.strategy.has_finalize(),
+                "eviction" => target.strategy.has_eviction(),
                 _ => false,
             };
             if !ok || self.req.name.is_none() {
@@ -272,6 +274,24 @@ impl Call<'_> {
         let body = codec::decode_object(&self.headers, &self.body)?;
         let out = self.state.registry.create(target, body, &opts).await?;
         self.respond_object(target, out.code, out.object, output, &out.warnings)
+    }
+
+    /// `pods/eviction`: a policy/v1 (or v1beta1) Eviction whose `deleteOptions` apply.
+    async fn evict(&self, target: &Target, name: &str) -> ApiResult<Response<Body>> {
+        let eviction = codec::decode_object(&self.headers, &self.body)?;
+        // Clients such as kube-rs send the Eviction without its type, as kube accepts.
+        let kind_ok = matches!(eviction["kind"].as_str(), None | Some("Eviction"));
+        let version_ok = matches!(eviction["apiVersion"].as_str(), None | Some("policy/v1" | "policy/v1beta1"));
+        if !kind_ok || !version_ok {
+            return Err(ApiError::bad_request(format!(
+                "the body must be a policy/v1 Eviction, not {} {}",
+                eviction["apiVersion"], eviction["kind"]
+            )));
+        }
+        let options = eviction.get("deleteOptions").cloned().unwrap_or(Value::Null);
+        let dry = self.delete_dry_run(&options)?;
+        let status = self.state.registry.evict(target, name, &eviction, dry).await?;
+        Ok(codec::respond(201, &status, Output::Json, &[]))
     }
 
     async fn update(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {

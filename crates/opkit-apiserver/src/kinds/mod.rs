@@ -25,9 +25,13 @@ mod flowcontrol;
 pub(crate) use flowcontrol::bootstrap as bootstrap_flowcontrol;
 pub(crate) mod namespaces;
 pub(crate) use apiservices::bootstrap as bootstrap_apiservices;
+#[cfg(test)]
+mod name_rules;
 mod nodes;
 mod pods;
 mod printed;
+mod priorityclasses;
+pub(crate) use priorityclasses::bootstrap as bootstrap_priority_classes;
 mod rbac;
 mod runtimeclasses;
 mod secrets;
@@ -101,6 +105,13 @@ pub(crate) trait Strategy: Sync {
         Vec::new()
     }
 
+    /// kube's admission plugins of this kind that read other objects (such as Priority):
+    /// run after defaulting and before validation; may change the object (`old` is None
+    /// on create) or refuse it, typically with a Forbidden.
+    fn admit(&self, _registry: &Registry, _obj: &mut Value, _old: Option<&Value>) -> ApiResult<()> {
+        Ok(())
+    }
+
     /// Takes what a valid object needs from pools shared across the cluster (kube's
     /// allocators, such as Service node ports), reading other objects through `registry`;
     /// `old` is None on create. Returns the fields whose values cannot be had.
@@ -152,6 +163,11 @@ pub(crate) trait Strategy: Sync {
     /// Whether an immediate DELETE answers with the deleted object (kube's
     /// `ReturnDeletedObject`); otherwise it answers a `Status` of `Success` naming it.
     fn returns_deleted_object(&self) -> bool {
+        false
+    }
+
+    /// Whether the resource has an `eviction` subresource (pods).
+    fn has_eviction(&self) -> bool {
         false
     }
 
@@ -214,7 +230,7 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("rbac.authorization.k8s.io", "clusterrolebindings", &rbac::RbacObjects(Some(table::rbac::clusterrolebindings))),
     ("autoscaling", "horizontalpodautoscalers", &Printed(table::autoscaling::horizontalpodautoscalers)),
     ("policy", "poddisruptionbudgets", &Printed(table::policy::poddisruptionbudgets)),
-    ("scheduling.k8s.io", "priorityclasses", &Printed(table::policy::priorityclasses)),
+    ("scheduling.k8s.io", "priorityclasses", &priorityclasses::PriorityClasses),
     ("storage.k8s.io", "storageclasses", &Printed(table::storage::storageclasses)),
     ("apiregistration.k8s.io", "apiservices", &apiservices::ApiServices),
     ("node.k8s.io", "runtimeclasses", &runtimeclasses::RuntimeClasses),

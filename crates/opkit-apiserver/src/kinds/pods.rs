@@ -5,6 +5,8 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use super::defaulting::default;
+use crate::error::ApiResult;
+use crate::registry::Registry;
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::table::{self, Printer};
 
@@ -12,6 +14,18 @@ use crate::table::{self, Printer};
 pub(super) struct Pods;
 
 impl Strategy for Pods {
+    fn has_eviction(&self) -> bool {
+        true
+    }
+
+    /// kube's Priority admission, for new pods.
+    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+        match old {
+            None => super::priorityclasses::admit_pod(registry, obj),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// kube's registry of this kind answers a DELETE with the deleted object.
     fn returns_deleted_object(&self) -> bool {
         true

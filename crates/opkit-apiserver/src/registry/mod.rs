@@ -12,6 +12,7 @@ pub(crate) mod aggregation;
 mod commit;
 mod create;
 mod delete;
+mod eviction;
 pub(crate) mod meta;
 mod read;
 mod scale;
@@ -175,10 +176,12 @@ impl Registry {
         kinds::crds::restore(self).await
     }
 
-    /// Creates the namespaces every cluster starts with, the local APIServices of the
-    /// built-in group/versions and kube's API Priority and Fairness configuration.
+    /// Creates the namespaces every cluster starts with, the system PriorityClasses, the
+    /// local APIServices of the built-in group/versions and kube's API Priority and
+    /// Fairness configuration.
     pub async fn bootstrap(&self) -> ApiResult<()> {
         kinds::namespaces::bootstrap(self).await?;
+        kinds::bootstrap_priority_classes(self).await?;
         kinds::bootstrap_apiservices(self).await?;
         kinds::bootstrap_flowcontrol(self).await
     }

@@ -20,6 +20,7 @@ mod kind_defaults;
 mod names;
 mod no_500;
 mod pagination;
+mod priority;
 mod restart;
 mod runtimeclasses;
 mod schema_causes;

@@ -161,12 +161,7 @@ pub async fn client_from_kubeconfig(kubeconfig: Kubeconfig) -> Client {
 /// A client for `env` that does not retry 429/503/504 answers (kube retries them by
 /// default), so tests see the server's first answer.
 pub async fn client_without_retry(env: &TestEnv) -> Client {
-    let yaml = std::fs::read_to_string(env.kubeconfig_path()).expect("read kubeconfig");
-    let kubeconfig = Kubeconfig::from_yaml(&yaml).expect("kubeconfig parses");
-    let mut config =
-        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kubeconfig is usable");
-    config.default_retry = false;
-    Client::try_from(config).expect("client builds")
+    env.client_without_retry().await.expect("client builds")
 }
 
 /// The outcome of a raw request: HTTP status code and the body parsed as JSON (Null if not JSON).

@@ -8,10 +8,12 @@
 pub(crate) mod budget;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use opkit::{Action, Cache, Context, Controller, Manager, ReconcileResult, Request};
@@ -90,7 +92,11 @@ async fn reconcile(ctx: Context<PodDisruptionBudget>) -> ReconcileResult {
     }
     let spec = pdb.spec.clone().unwrap_or_default();
     let pods: Vec<_> = ctx.cache.list::<Pod>().into_iter().filter(|p| selects(&pdb, p)).collect();
-    let healthy = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p)).count();
+    let disrupted = pending_disruptions(&pdb, &pods);
+    let healthy = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && !disrupted.contains_key(&p.name_any()) && is_ready(p))
+        .count();
     let mut scales: BTreeMap<String, i32> = BTreeMap::new();
     let mut unmanaged = None;
     for p in &pods {
@@ -120,16 +126,50 @@ async fn reconcile(ctx: Context<PodDisruptionBudget>) -> ReconcileResult {
             "conditions": [condition(&pdb, ("False", "SyncFailed", why.as_str()))],
         }),
     };
+    let mut status = status;
+    status["disruptedPods"] = disrupted_patch(&pdb, &disrupted);
     let current = serde_json::to_value(&pdb.status).unwrap_or_default();
+    let recorded = current["disruptedPods"].as_object().map_or(0, |m| m.len());
     let same = ["currentHealthy", "desiredHealthy", "expectedPods", "disruptionsAllowed", "observedGeneration"]
         .iter()
         .all(|k| current[k] == status[k])
+        && recorded == disrupted.len()
         && current["conditions"][0]["reason"] == status["conditions"][0]["reason"];
     if !same {
         let api: Api<PodDisruptionBudget> = ctx.api_for();
         api.patch_status(&pdb.name_any(), &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await?;
     }
     Ok(Action::done())
+}
+
+/// How long an eviction's pod may take to go before the budget counts it again (kube's
+/// `DeletionTimeout`).
+const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The budget's `disruptedPods` still pending: evicted pods (by the API server's eviction)
+/// that exist, are not yet being deleted, and were evicted less than
+/// [`DELETION_TIMEOUT`] ago. They do not count as healthy.
+fn pending_disruptions(pdb: &PodDisruptionBudget, pods: &[std::sync::Arc<Pod>]) -> BTreeMap<String, Time> {
+    let recorded = pdb.status.as_ref().and_then(|s| s.disrupted_pods.clone()).unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    recorded
+        .into_iter()
+        .filter(|(name, _)| pods.iter().any(|p| p.name_any() == *name && p.metadata.deletion_timestamp.is_none()))
+        .filter(|(_, at)| now.duration_since(at.0).unsigned_abs() < DELETION_TIMEOUT)
+        .collect()
+}
+
+/// A merge patch of `disruptedPods` that keeps `pending` and removes every other entry.
+fn disrupted_patch(pdb: &PodDisruptionBudget, pending: &BTreeMap<String, Time>) -> serde_json::Value {
+    let recorded = pdb.status.as_ref().and_then(|s| s.disrupted_pods.clone()).unwrap_or_default();
+    let mut patch = serde_json::Map::new();
+    for name in recorded.keys().filter(|n| !pending.contains_key(*n)) {
+        patch.insert(name.clone(), serde_json::Value::Null);
+    }
+    for (name, at) in pending {
+        patch.insert(name.clone(), json!(at));
+    }
+    serde_json::Value::Object(patch)
 }
 
 /// The `DisruptionAllowed` condition, keeping its transition time while its status holds.
