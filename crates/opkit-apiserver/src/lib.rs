@@ -49,6 +49,7 @@
 pub(crate) mod auth;
 pub(crate) mod catalog;
 pub(crate) mod certs;
+pub mod data_dir;
 pub(crate) mod depth;
 pub(crate) mod error;
 pub(crate) mod handlers;

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::config::Kubeconfig;
+use opkit_serve::files::{FileAccess, write_atomic};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{TokenAuthenticator, random_token};
 use crate::catalog::Catalog;
 use crate::certs::{CertError, TlsMaterial};
+use crate::data_dir::{DataDir, DataDirError, owner_only};
 use crate::handlers::{self, AppState};
 use crate::kubeconfig::{self, KubeconfigError};
 use crate::registry::Registry;
@@ -41,6 +43,9 @@ pub enum ServerError {
     /// The kubeconfig could not be serialized or written.
     #[error(transparent)]
     Kubeconfig(#[from] KubeconfigError),
+    /// The data directory is held by another server, or lost its database.
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -109,6 +114,8 @@ pub struct RunningServer {
     shutdown: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
     startup: std::time::Duration,
+    /// The held data directory (its lock is released when the server is dropped).
+    _data_dir: Option<DataDir>,
 }
 
 /// The API server.
@@ -118,6 +125,27 @@ impl ApiServer {
     /// Starts a server as configured and returns once it accepts connections.
     pub async fn start(cfg: ServerConfig) -> Result<RunningServer, ServerError> {
         let started = Instant::now();
+        let database = match &cfg.storage {
+            StorageConfig::Sqlite(p) => Some(p.as_path()),
+            StorageConfig::InMemory => None,
+        };
+        let data_dir = cfg.data_dir.as_deref().map(|d| DataDir::open(d, database)).transpose()?;
+        // The database first: a directory with a token is one that held a cluster.
+        let store = match &cfg.storage {
+            StorageConfig::InMemory => Store::in_memory(cfg.store.clone()),
+            StorageConfig::Sqlite(p) => {
+                if let Some(parent) = p.parent() {
+                    std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+                }
+                let store = Store::open(Box::new(SqliteBackend::open(p)?), cfg.store.clone())?;
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut file = p.as_os_str().to_owned();
+                    file.push(suffix);
+                    owner_only(Path::new(&file), 0o600)?;
+                }
+                store
+            }
+        };
         let tls = match &cfg.data_dir {
             Some(d) => TlsMaterial::load_or_generate(d)?,
             None => TlsMaterial::generate()?,
@@ -130,21 +158,15 @@ impl ApiServer {
                     Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
                     _ => {
                         let t = random_token();
-                        std::fs::write(&p, &t).map_err(io(format!("writing {}", p.display())))?;
+                        write_atomic(&p, t.as_bytes(), FileAccess::Private).map_err(|e| ServerError::Io {
+                            context: format!("writing {}", e.path.display()),
+                            source: e.source,
+                        })?;
                         t
                     }
                 }
             }
             (None, None) => random_token(),
-        };
-        let store = match &cfg.storage {
-            StorageConfig::InMemory => Store::in_memory(cfg.store.clone()),
-            StorageConfig::Sqlite(p) => {
-                if let Some(parent) = p.parent() {
-                    std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
-                }
-                Store::open(Box::new(SqliteBackend::open(p)?), cfg.store.clone())?
-            }
         };
         let registry = Registry::new(store, Arc::new(Catalog::new()));
         registry.restore_crds().await.map_err(|e| ServerError::Bootstrap(e.message))?;
@@ -160,7 +182,16 @@ impl ApiServer {
         // Watches never end by themselves: shutdown closes every connection at once.
         let server = opkit_serve::Server::new(listener).tls(tls.server_config()?).shutdown_grace(Some(Duration::ZERO));
         let task = tokio::spawn(server.serve(service, shutdown.clone()));
-        Ok(RunningServer { addr, tls, token, registry, shutdown, task: Some(task), startup: started.elapsed() })
+        Ok(RunningServer {
+            addr,
+            tls,
+            token,
+            registry,
+            shutdown,
+            task: Some(task),
+            startup: started.elapsed(),
+            _data_dir: data_dir,
+        })
     }
 }
 

@@ -10,6 +10,7 @@ mod concurrency;
 mod crd_lifecycle;
 mod crud;
 mod custom;
+mod data_dir;
 mod delete_status;
 mod depth;
 mod errors;

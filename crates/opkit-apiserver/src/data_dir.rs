@@ -1,0 +1,137 @@
+//! The data directory of a durable server: created owner-only (0700, as kubeadm keeps
+//! its PKI and etcd directories), locked by one server at a time (an exclusive lock on
+//! `DATA_DIR/lock`, held while the server runs and released by the operating system if
+//! it dies), and refused when it held a cluster whose database is now missing or empty,
+//! instead of silently starting an empty cluster with resourceVersions back at one.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+
+/// Why a data directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirError {
+    /// Another server holds the directory.
+    #[error(
+        "the data directory {} is in use by another opkit API server (lock file {}); stop it first, or use another directory",
+        dir.display(), lock.display()
+    )]
+    InUse {
+        /// The directory.
+        dir: PathBuf,
+        /// Its lock file.
+        lock: PathBuf,
+    },
+    /// The directory held a cluster (it has its token), but its database is gone.
+    #[error(
+        "the data directory {} held a cluster but its database {} is missing or empty; restore the database, or delete the directory to start a new cluster",
+        dir.display(), database.display()
+    )]
+    MissingDatabase {
+        /// The directory.
+        dir: PathBuf,
+        /// The database file.
+        database: PathBuf,
+    },
+    /// A file operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> DataDirError {
+    move |source| DataDirError::Io { context, source }
+}
+
+/// A data directory this server holds: the lock is released when it is dropped.
+#[derive(Debug)]
+pub struct DataDir {
+    _lock: File,
+}
+
+impl DataDir {
+    /// Creates (owner-only) and locks `dir`; with a `database` file, refuses a directory
+    /// that held a cluster (its `token` file exists) whose database is missing or empty.
+    pub fn open(dir: &Path, database: Option<&Path>) -> Result<DataDir, DataDirError> {
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        owner_only(dir, 0o700)?;
+        let lock_path = dir.join("lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(format!("opening {}", lock_path.display())))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(DataDirError::InUse { dir: dir.to_path_buf(), lock: lock_path });
+            }
+            Err(TryLockError::Error(e)) => return Err(io(format!("locking {}", lock_path.display()))(e)),
+        }
+        if let Some(database) = database {
+            let held_a_cluster = dir.join("token").exists();
+            let empty = std::fs::metadata(database).map_or(true, |m| m.len() == 0);
+            if held_a_cluster && empty {
+                return Err(DataDirError::MissingDatabase { dir: dir.to_path_buf(), database: database.to_path_buf() });
+            }
+        }
+        Ok(DataDir { _lock: lock })
+    }
+}
+
+/// Makes `path` readable by its owner only (`mode`), on Unix.
+pub(crate) fn owner_only(path: &Path, mode: u32) -> Result<(), DataDirError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .map_err(io(format!("restricting {}", path.display())))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, mode);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_holder_at_a_time_and_released_on_drop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = DataDir::open(dir.path(), None).expect("first holder");
+        let second = DataDir::open(dir.path(), None);
+        assert!(matches!(second, Err(DataDirError::InUse { .. })), "{second:?}");
+        drop(first);
+        DataDir::open(dir.path(), None).expect("free again");
+    }
+
+    #[test]
+    fn a_cluster_without_its_database_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("state.db");
+        DataDir::open(dir.path(), Some(&db)).expect("a fresh directory");
+        std::fs::write(dir.path().join("token"), "t").expect("token");
+        let refused = DataDir::open(dir.path(), Some(&db));
+        assert!(matches!(refused, Err(DataDirError::MissingDatabase { .. })), "{refused:?}");
+        std::fs::write(&db, "").expect("an empty database");
+        assert!(DataDir::open(dir.path(), Some(&db)).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_directory_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let _held = DataDir::open(&data, None).expect("opened");
+        let mode = std::fs::metadata(&data).expect("metadata").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+}
