@@ -10,3 +10,21 @@ pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value)
         .expect("the server's own values always encode as JSON (string keys, infallible Serialize)")
 }
+
+/// The length of `value` encoded as JSON, counted without keeping the bytes.
+pub(crate) fn encoded_len(value: &serde_json::Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, value)
+        .expect("a serde_json::Value always encodes as JSON (string keys, infallible Serialize)");
+    counter.0
+}

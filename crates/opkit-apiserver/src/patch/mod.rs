@@ -121,6 +121,11 @@ pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
     format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
 }
 
+/// The most bytes the `copy` operations of one JSON patch may add together (kube-apiserver's
+/// `JSONPatchMaxCopyBytes`, 3 MiB): each copy can double the document, so a small patch
+/// could otherwise build a huge object.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
 /// Applies an RFC 6902 JSON patch.
 pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
     let ops: json_patch::Patch = serde_json::from_value(patch.clone())
@@ -139,8 +144,17 @@ pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
     // limit (moves and adds under long paths could otherwise build a document deep
     // enough to overflow the stack of every recursive walk over it).
     let mut out = doc.clone();
+    let mut copied = 0usize;
     for op in &ops.0 {
         check_op_depth(&out, op)?;
+        if let json_patch::PatchOperation::Copy(c) = op {
+            copied += out.pointer(c.from.as_str()).map_or(0, crate::json::encoded_len);
+            if copied > MAX_JSON_PATCH_COPY_BYTES {
+                return Err(PatchError::Invalid(format!(
+                    "Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}"
+                )));
+            }
+        }
         json_patch::patch_unsafe(&mut out, std::slice::from_ref(op)).map_err(|e| op_error(&e, op))?;
     }
     Ok(out)

@@ -103,3 +103,25 @@ async fn a_watch_with_the_largest_timeout_is_served() {
     assert_eq!(event["type"], "ADDED");
     assert_eq!(event["object"]["metadata"]["name"], "seen");
 }
+
+#[tokio::test]
+async fn json_patch_copies_are_bounded_as_kube_bounds_them() {
+    let env = env().await;
+    let client = client_without_retry(&env).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let big = "x".repeat(100 * 1024);
+    cms.create(&PostParams::default(), &config_map("big", &[("seed", big.as_str())])).await.expect("seed configmap");
+    // 31 copies of 100 KiB add more than kube's 3 MiB of copied bytes.
+    let ops: Vec<Value> =
+        (0..31).map(|i| json!({"op": "copy", "from": "/data/seed", "path": format!("/data/copy-{i}")})).collect();
+    let res = raw(&client, "PATCH", &format!("{CM}/big"), Some(JSONPATCH), json!(ops).to_string().into_bytes()).await;
+    assert_eq!(res.code, 422, "{}", res.text);
+    let message = res.json["message"].as_str().unwrap_or_default();
+    assert!(message.contains("Unable to complete the copy, the accumulated size increase of copy is"), "{message}");
+    assert!(message.contains("exceeding the limit 3145728"), "{message}");
+    // A few copies are fine.
+    let few: Vec<Value> =
+        (0..3).map(|i| json!({"op": "copy", "from": "/data/seed", "path": format!("/data/copy-{i}")})).collect();
+    let res = raw(&client, "PATCH", &format!("{CM}/big"), Some(JSONPATCH), json!(few).to_string().into_bytes()).await;
+    assert_eq!(res.code, 200, "{}", res.text);
+}
