@@ -1,5 +1,6 @@
 //! What kube-apiserver adds to built-in objects on create: the DefaultTolerationSeconds
-//! admission plugin's pod tolerations and Service node ports.
+//! admission plugin's pod tolerations, and Service cluster IPs, node ports and health
+//! check node ports.
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Service, ServicePort, ServiceSpec, Toleration};
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -140,4 +141,69 @@ async fn node_port_services_get_free_node_ports_and_conflicts_are_invalid() {
     }
     let replaced = services.replace("auto", &pp, &again).await.expect("replace");
     assert_eq!(node_ports(&replaced), allocated);
+}
+
+#[tokio::test]
+async fn local_load_balancers_get_a_health_check_node_port() {
+    let env = env().await;
+    let services: Api<Service> = Api::namespaced(env.client(), "default");
+    let pp = PostParams::default();
+    let mut lb = service("edge", "LoadBalancer", &[(80, None)]);
+    if let Some(spec) = lb.spec.as_mut() {
+        spec.external_traffic_policy = Some("Local".into());
+    }
+    let created = services.create(&pp, &lb).await.expect("create");
+    let spec = created.spec.clone().unwrap_or_default();
+    let health = spec.health_check_node_port.expect("a health check node port");
+    assert!((30000..=32767).contains(&health), "{health}");
+    assert_ne!(Some(health), node_ports(&created)[0]);
+
+    // Kept on update; another Service cannot take it.
+    let replaced = services.replace("edge", &pp, &created).await.expect("replace");
+    assert_eq!(replaced.spec.and_then(|s| s.health_check_node_port), Some(health));
+    let s =
+        expect_status(services.create(&pp, &service("clash", "NodePort", &[(80, Some(health))])).await, 422, "Invalid");
+    assert!(s.message.contains("provided port is already allocated"), "{}", s.message);
+
+    // A Cluster policy has none; a NodePort Service defaults to it.
+    let cluster = services.create(&pp, &service("wide", "LoadBalancer", &[(80, None)])).await.expect("create");
+    let spec = cluster.spec.unwrap_or_default();
+    assert_eq!(spec.health_check_node_port, None);
+    assert_eq!(spec.external_traffic_policy.as_deref(), Some("Cluster"));
+}
+
+#[tokio::test]
+async fn cluster_ips_are_unique_and_in_the_service_range() {
+    let env = env().await;
+    let services: Api<Service> = Api::namespaced(env.client(), "default");
+    let pp = PostParams::default();
+    let mut ips = std::collections::BTreeSet::new();
+    for i in 0..40 {
+        let created =
+            services.create(&pp, &service(&format!("s{i}"), "ClusterIP", &[(80, None)])).await.expect("create");
+        let ip = created.spec.and_then(|s| s.cluster_ip).expect("a cluster IP");
+        let addr: std::net::Ipv4Addr = ip.parse().expect("an IPv4 address");
+        assert!(addr.octets()[0] == 10 && (96..=111).contains(&addr.octets()[1]), "{ip} is outside 10.96.0.0/12");
+        assert!(ips.insert(ip.clone()), "{ip} handed out twice");
+    }
+    let with_ip = |name: &str, ip: &str| {
+        let mut s = service(name, "ClusterIP", &[(80, None)]);
+        if let Some(spec) = s.spec.as_mut() {
+            spec.cluster_ip = Some(ip.into());
+        }
+        s
+    };
+    let s = expect_status(services.create(&pp, &with_ip("outside", "192.168.1.10")).await, 422, "Invalid");
+    assert!(
+        s.message.contains(
+            "the provided IP (192.168.1.10) is not in the valid range. The range of valid IPs is 10.96.0.0/12"
+        ),
+        "{}",
+        s.message
+    );
+    let held = ips.iter().next().cloned().unwrap_or_default();
+    let s = expect_status(services.create(&pp, &with_ip("twin", &held)).await, 422, "Invalid");
+    assert!(s.message.contains("provided IP is already allocated"), "{}", s.message);
+    let chosen = services.create(&pp, &with_ip("chosen", "10.100.0.10")).await.expect("a free IP in range");
+    assert_eq!(chosen.spec.and_then(|s| s.cluster_ip).as_deref(), Some("10.100.0.10"));
 }
