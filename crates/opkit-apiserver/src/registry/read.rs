@@ -247,6 +247,7 @@ impl Registry {
             ));
         }
         let mut queue = VecDeque::new();
+        let mut initial_items = VecDeque::new();
         let start = if initial {
             let list_opts = ListOptions {
                 limit: None,
@@ -255,10 +256,11 @@ impl Registry {
                 resource_version_match: None,
                 ..opts.list.clone()
             };
-            let page = self.list(target, &list_opts).await?;
-            for item in page.items {
-                queue.push_back(WatchEvent { kind: "ADDED", payload: WatchPayload::Json(item) });
-            }
+            // Kept as the stored bytes (shared with the store, not copied) and turned into
+            // events as the client reads them: a watch that never reads costs a handle per
+            // object, not a parsed copy of every object.
+            let page = self.list_raw(target, &list_opts).await?;
+            initial_items = page.items.into();
             if opts.send_initial_events == Some(true) && opts.bookmarks {
                 queue.push_back(bookmark(target, page.rev, true));
             }
@@ -278,6 +280,8 @@ impl Registry {
             Err(e) => return Err(e.into()),
         };
         Ok(WatchStream {
+            initial: initial_items,
+            initial_as_stored: self.serves_stored_bytes(target),
             target: target.clone(),
             parse: needs_parse(&opts.list)
                 || target.version != target.info.storage_version()
@@ -317,6 +321,10 @@ fn expired_event(requested: Revision, oldest: Revision) -> WatchEvent {
 
 /// A running watch.
 pub struct WatchStream {
+    /// The initial list's objects not yet sent, as stored.
+    initial: VecDeque<Bytes>,
+    /// Whether they are sent as stored, or converted to the requested version first.
+    initial_as_stored: bool,
     target: Target,
     parse: bool,
     filter: Box<dyn FnMut(&Value) -> bool + Send>,
@@ -332,6 +340,16 @@ impl WatchStream {
     /// The next event; `None` when the watch ends (timeout, expiry, shutdown).
     pub async fn next(&mut self) -> Option<WatchEvent> {
         loop {
+            if let Some(stored) = self.initial.pop_front() {
+                if self.initial_as_stored {
+                    return Some(WatchEvent { kind: "ADDED", payload: WatchPayload::Raw(stored) });
+                }
+                let Ok(object) = parse_stored(&stored) else { continue };
+                return Some(WatchEvent {
+                    kind: "ADDED",
+                    payload: WatchPayload::Json(at_version(object, &self.target)),
+                });
+            }
             if let Some(e) = self.queue.pop_front() {
                 return Some(e);
             }

@@ -112,6 +112,13 @@ pub struct Event {
     pub prev: Option<Bytes>,
 }
 
+impl Event {
+    /// The bytes of objects the event holds.
+    fn size(&self) -> usize {
+        self.value.len() + self.prev.as_ref().map_or(0, Bytes::len)
+    }
+}
+
 /// Identifies where a resource's objects are kept: `group/resource` (core group is empty),
 /// the same for every version of the resource.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -179,11 +186,15 @@ pub struct ListPage {
 pub struct StoreOptions {
     /// How many events the watch log keeps before compacting the oldest.
     pub log_capacity: usize,
+    /// How many bytes of objects (after and before each write) the watch log keeps
+    /// before compacting the oldest events: the window of history a watch can resume
+    /// from is bounded in memory as well as in events; older resourceVersions get 410.
+    pub log_bytes: usize,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { log_capacity: 100_000 }
+        StoreOptions { log_capacity: 100_000, log_bytes: 256 * 1024 * 1024 }
     }
 }
 
@@ -197,6 +208,9 @@ pub(crate) struct State {
     /// Events with `rev <= compacted` are no longer in the log.
     compacted: Revision,
     capacity: usize,
+    /// The most bytes of event values the log keeps, and how many it holds.
+    capacity_bytes: usize,
+    log_bytes: usize,
     failed: Option<String>,
 }
 
@@ -252,6 +266,8 @@ impl Store {
                     log: VecDeque::new(),
                     compacted: loaded.rev,
                     capacity: opts.log_capacity.max(16),
+                    capacity_bytes: opts.log_bytes,
+                    log_bytes: 0,
                     failed: None,
                 }),
                 durable_tx,
@@ -455,9 +471,12 @@ fn ns_range<'a>(m: &'a ResourceMap, ns: &str) -> impl Iterator<Item = (&'a Objec
 
 impl State {
     fn push_log(&mut self, e: Arc<Event>) {
+        self.log_bytes += e.size();
         self.log.push_back(e);
-        while self.log.len() > self.capacity {
+        // The newest event always stays, so a watch at the current revision can resume.
+        while self.log.len() > self.capacity || (self.log_bytes > self.capacity_bytes && self.log.len() > 1) {
             if let Some(old) = self.log.pop_front() {
+                self.log_bytes -= old.size();
                 self.compacted = old.rev;
             }
         }

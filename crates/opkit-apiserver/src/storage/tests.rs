@@ -39,7 +39,7 @@ async fn revisions_grow_and_old_revisions_can_be_listed() {
 
 #[tokio::test]
 async fn watch_replays_from_a_revision_and_expires_after_compaction() {
-    let s = Store::in_memory(StoreOptions { log_capacity: 16 });
+    let s = Store::in_memory(StoreOptions { log_capacity: 16, ..Default::default() });
     let start = put(&s, "a", "0").await;
     for i in 1..=5 {
         put(&s, "a", &i.to_string()).await;

@@ -140,7 +140,8 @@ async fn continue_token_reads_a_consistent_snapshot() {
 
 #[tokio::test]
 async fn continue_token_for_a_compacted_revision_is_gone() {
-    let cfg = ServerConfig { store: StoreOptions { log_capacity: 16 }, ..ServerConfig::in_memory() };
+    let cfg =
+        ServerConfig { store: StoreOptions { log_capacity: 16, ..Default::default() }, ..ServerConfig::in_memory() };
     let env = within("start", TestEnv::builder().server(cfg).without_controllers().start()).await.expect("start");
     let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     for i in 0..5 {

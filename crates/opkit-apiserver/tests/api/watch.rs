@@ -69,7 +69,7 @@ async fn watcher_sees_apply_and_delete() {
 }
 
 fn small_log_config() -> ServerConfig {
-    ServerConfig { store: StoreOptions { log_capacity: 16 }, ..ServerConfig::in_memory() }
+    ServerConfig { store: StoreOptions { log_capacity: 16, ..Default::default() }, ..ServerConfig::in_memory() }
 }
 
 async fn churn_secrets(env: &TestEnv, n: usize) {
@@ -107,6 +107,37 @@ async fn watch_from_compacted_revision_is_410() {
         }
         Err(kube::Error::Api(s)) => assert_eq!(s.code, 410, "{s:?}"),
         Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
+/// The history window is bounded in bytes too: with room for about 64 KiB of objects,
+/// writing ten 16 KiB Secrets pushes an older resourceVersion out, though far fewer
+/// events than the event cap were written.
+#[tokio::test]
+async fn watch_history_is_bounded_in_bytes() {
+    let cfg = ServerConfig {
+        store: StoreOptions { log_capacity: 100_000, log_bytes: 64 * 1024 },
+        ..ServerConfig::in_memory()
+    };
+    let env = within("start", TestEnv::builder().server(cfg).without_controllers().start()).await.expect("start");
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let old_rv = create_cm(&api, "old").await.metadata.resource_version.expect("rv");
+    let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
+    let payload = k8s_openapi::ByteString(vec![b'x'; 16 * 1024]);
+    for i in 0..10 {
+        let s = Secret {
+            metadata: ObjectMeta { name: Some(format!("big-{i}")), ..Default::default() },
+            data: Some([("blob".to_string(), payload.clone())].into()),
+            ..Default::default()
+        };
+        secrets.create(&PostParams::default(), &s).await.expect("create secret");
+    }
+    let stream = api.watch(&WatchParams::default(), &old_rv).await.expect("watch answered");
+    let mut stream = stream.boxed();
+    match next_item("ERROR event", &mut stream).await {
+        Ok(WatchEvent::Error(s)) => assert_eq!((s.code, s.reason.as_str()), (410, "Expired"), "{s:?}"),
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 410, "{s:?}"),
+        other => panic!("expected a 410 ERROR event, got {other:?}"),
     }
 }
 
