@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 pub enum DataDirError {
     /// Another server holds the directory.
     #[error(
-        "the data directory {} is in use by another opkit API server (lock file {}); stop it first, or use another directory",
-        dir.display(), lock.display()
+        "a cluster is already running from {} ({holder}); stop it first, or use another data directory",
+        dir.display()
     )]
     InUse {
         /// The directory.
         dir: PathBuf,
-        /// Its lock file.
-        lock: PathBuf,
+        /// Who holds it, as its lock file says: `pid N, URL`.
+        holder: String,
     },
     /// The directory held a cluster (it has its token), but its database is gone.
     #[error(
@@ -49,7 +49,7 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> DataDirError {
 /// A data directory this server holds: the lock is released when it is dropped.
 #[derive(Debug)]
 pub struct DataDir {
-    _lock: File,
+    lock: File,
 }
 
 impl DataDir {
@@ -59,19 +59,24 @@ impl DataDir {
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
         owner_only(dir, 0o700)?;
         let lock_path = dir.join("lock");
-        let lock = OpenOptions::new()
+        let mut lock = OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .open(&lock_path)
             .map_err(io(format!("opening {}", lock_path.display())))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
-                return Err(DataDirError::InUse { dir: dir.to_path_buf(), lock: lock_path });
+                let holder = std::fs::read_to_string(&lock_path).unwrap_or_default().trim().to_string();
+                let holder = if holder.is_empty() { "another process".to_string() } else { holder };
+                return Err(DataDirError::InUse { dir: dir.to_path_buf(), holder });
             }
             Err(TryLockError::Error(e)) => return Err(io(format!("locking {}", lock_path.display()))(e)),
         }
+        record_holder(&mut lock, &format!("pid {}", std::process::id()))
+            .map_err(io(format!("writing {}", lock_path.display())))?;
         if let Some(database) = database {
             let held_a_cluster = dir.join("token").exists();
             let empty = std::fs::metadata(database).map_or(true, |m| m.len() == 0);
@@ -79,8 +84,24 @@ impl DataDir {
                 return Err(DataDirError::MissingDatabase { dir: dir.to_path_buf(), database: database.to_path_buf() });
             }
         }
-        Ok(DataDir { _lock: lock })
+        Ok(DataDir { lock })
     }
+
+    /// Records the URL the holder serves at in the lock file, for the message another
+    /// server on this directory gives.
+    pub fn record_url(&mut self, url: &str) -> Result<(), DataDirError> {
+        let holder = format!("pid {}, {url}", std::process::id());
+        record_holder(&mut self.lock, &holder).map_err(io("writing the data directory's lock file".into()))
+    }
+}
+
+/// Replaces the lock file's text with `holder`.
+fn record_holder(lock: &mut File, holder: &str) -> std::io::Result<()> {
+    use std::io::{Seek, Write};
+    lock.set_len(0)?;
+    lock.seek(std::io::SeekFrom::Start(0))?;
+    lock.write_all(holder.as_bytes())?;
+    lock.flush()
 }
 
 /// Makes `path` readable by its owner only (`mode`), on Unix.

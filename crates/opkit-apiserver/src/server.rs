@@ -129,7 +129,7 @@ impl ApiServer {
             StorageConfig::Sqlite(p) => Some(p.as_path()),
             StorageConfig::InMemory => None,
         };
-        let data_dir = cfg.data_dir.as_deref().map(|d| DataDir::open(d, database)).transpose()?;
+        let mut data_dir = cfg.data_dir.as_deref().map(|d| DataDir::open(d, database)).transpose()?;
         // The database first: a directory with a token is one that held a cluster.
         let store = match &cfg.storage {
             StorageConfig::InMemory => Store::in_memory(cfg.store.clone()),
@@ -173,6 +173,9 @@ impl ApiServer {
         registry.bootstrap().await.map_err(|e| ServerError::Bootstrap(e.message))?;
         let listener = TcpListener::bind(cfg.bind).await.map_err(io(format!("binding {}", cfg.bind)))?;
         let addr = listener.local_addr().map_err(io("reading the bound address"))?;
+        if let Some(dir) = data_dir.as_mut() {
+            dir.record_url(&format!("https://{addr}"))?;
+        }
         let state = AppState::new(registry.clone(), TokenAuthenticator::with_admin(&token), addr.to_string());
         let service = hyper::service::service_fn(move |req| {
             let state = state.clone();

@@ -63,6 +63,21 @@ fn restart_keeps_objects_and_resource_versions_grow() {
 }
 
 #[test]
+fn a_second_cluster_on_the_same_data_directory_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (child, info) = start(dir.path());
+    let kc = info["kubeconfig"].as_str().expect("kubeconfig").to_string();
+    let before = std::fs::read_to_string(&kc).expect("kubeconfig");
+    let out = opkit().args(["cluster", "start", "--port", "0", "--data-dir"]).arg(dir.path()).output().expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let holder = format!("(pid {}, {})", child.id(), info["server"].as_str().expect("server"));
+    assert!(err.contains("a cluster is already running from") && err.contains(&holder), "{err}");
+    assert_eq!(std::fs::read_to_string(&kc).expect("kubeconfig"), before, "the kubeconfig is untouched");
+    stop(child);
+}
+
+#[test]
 fn bad_flags_fail_clearly_and_write_nothing() {
     let dir = tempfile::tempdir().expect("tmp");
     let data = dir.path().join("never");

@@ -20,7 +20,8 @@ async fn a_data_directory_serves_one_server_and_keeps_its_database() {
         Err(other) => panic!("refused for the wrong reason: {other}"),
         Ok(_) => panic!("two servers on one data directory"),
     };
-    assert!(message.contains("is in use by another opkit API server"), "{message}");
+    assert!(message.contains("a cluster is already running from"), "{message}");
+    assert!(message.contains(&format!("(pid {}, {})", std::process::id(), first.url())), "{message}");
 
     #[cfg(unix)]
     {
