@@ -36,6 +36,15 @@ impl Output {
         }
     }
 
+    /// Warns about something the user should fix (`warning: ...` on stderr, also with
+    /// `-o json`, whose stdout stays the result alone).
+    pub fn warn(&self, msg: &str) {
+        match &self.spinner {
+            Some(s) => s.println(format!("warning: {msg}")),
+            None => eprintln!("warning: {msg}"),
+        }
+    }
+
     /// Shows that something long is under way, until the next [`Output::done_waiting`].
     pub fn waiting(&mut self, msg: &str) {
         if self.json() {

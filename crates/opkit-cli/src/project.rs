@@ -171,6 +171,21 @@ pub fn snake_case(kind: &str) -> String {
     out
 }
 
+/// Rust's keywords (strict, reserved and edition 2018+), which cannot name a module.
+const RUST_KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate", "do", "dyn", "else",
+    "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "macro", "match", "mod",
+    "move", "mut", "override", "priv", "pub", "ref", "return", "self", "static", "struct", "super", "trait", "true",
+    "try", "type", "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// The Rust module of a kind: its snake case, with a trailing `_` when that is a
+/// keyword (`Type` → `type_`, as k8s-openapi names such fields).
+pub fn module_name(kind: &str) -> String {
+    let snake = snake_case(kind);
+    if RUST_KEYWORDS.contains(&snake.as_str()) { format!("{snake}_") } else { snake }
+}
+
 /// The default plural of a kind, as kubebuilder derives it: lower case, then English
 /// plural rules (`Memcached` → `memcacheds`, `Policy` → `policies`, `Ingress` → `ingresses`).
 pub fn plural(kind: &str) -> String {
@@ -251,6 +266,9 @@ pub fn validate_kind(kind: &str) -> Result<(), ProjectError> {
             "must be CamelCase: start with an upper-case letter, then letters and digits only (e.g. Memcached, FlightTicket)",
         ));
     }
+    if kind == "Self" {
+        return Err(invalid("kind", kind, "is a Rust keyword and cannot name the kind's type; choose another name"));
+    }
     Ok(())
 }
 
@@ -311,6 +329,10 @@ mod tests {
         assert_eq!(snake_case("FlightTicket"), "flight_ticket");
         assert_eq!(snake_case("Memcached"), "memcached");
         assert_eq!(snake_case("HTTPRoute"), "http_route");
+        assert_eq!(module_name("Type"), "type_");
+        assert_eq!(module_name("Match"), "match_");
+        assert_eq!(module_name("FlightTicket"), "flight_ticket");
+        assert!(validate_kind("Self").is_err());
         assert_eq!(crate_ident("memcached-operator"), "memcached_operator");
     }
 

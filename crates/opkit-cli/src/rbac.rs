@@ -104,6 +104,33 @@ pub fn scan_markers(src_dir: &Path) -> Result<Vec<RbacMarker>, RbacError> {
     Ok(out)
 }
 
+/// Markers opkit reads: RBAC rules and the scaffold's insertion points.
+const UNDERSTOOD: [&str; 4] = ["+kubebuilder:rbac:", "+opkit:rbac:", "+kubebuilder:scaffold:", "+opkit:scaffold:"];
+
+/// Every `+kubebuilder:` or `+opkit:` comment marker under `src_dir` that opkit does not
+/// understand (a misspelt `+kubebuilder:rback:`, or a CRD marker, which opkit takes as
+/// `#[kube]`/`#[schemars]` attributes instead), as `file:line: marker` for a warning.
+pub fn unknown_markers(src_dir: &Path) -> Result<Vec<String>, RbacError> {
+    let mut files = Vec::new();
+    collect_rs_files(src_dir, &mut files)?;
+    files.sort();
+    let base = src_dir.parent().unwrap_or(Path::new(""));
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|source| RbacError::Io { path: file.clone(), source })?;
+        let shown = file.strip_prefix(base).unwrap_or(&file).display().to_string();
+        for (idx, raw) in text.lines().enumerate() {
+            let Some(comment) = raw.trim_start().strip_prefix("//") else { continue };
+            let comment = comment.strip_prefix(['/', '!']).unwrap_or(comment).trim();
+            let ours = comment.starts_with("+kubebuilder:") || comment.starts_with("+opkit:");
+            if ours && !UNDERSTOOD.iter().any(|p| comment.starts_with(p)) {
+                out.push(format!("{shown}:{}: {comment}", idx + 1));
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn collect_rs_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), RbacError> {
     let io = |source| RbacError::Io { path: dir.to_path_buf(), source };
     for entry in std::fs::read_dir(dir).map_err(io)? {
@@ -278,6 +305,29 @@ mod tests {
             Ok(m) => panic!("expected an error for {line:?}, got {m:?}"),
             Err(e) => e.to_string(),
         }
+    }
+
+    #[test]
+    fn unknown_markers_are_found_with_file_and_line() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).expect("mkdir");
+        std::fs::write(
+            src.join("main.rs"),
+            "// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get\n\
+             // +kubebuilder:rback:groups=apps,resources=pods,verbs=get\n\
+             // +kubebuilder:scaffold:imports\n\
+             /// +kubebuilder:validation:Minimum=1\n",
+        )
+        .expect("write");
+        let found = unknown_markers(&src).expect("scan");
+        assert_eq!(
+            found,
+            [
+                "src/main.rs:2: +kubebuilder:rback:groups=apps,resources=pods,verbs=get",
+                "src/main.rs:4: +kubebuilder:validation:Minimum=1"
+            ]
+        );
     }
 
     #[test]

@@ -248,7 +248,9 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
     let env = env();
     let full_group = project.full_group(&opts.group);
     let gv_module = format!("{}_{}", opts.group.replace(['.', '-'], "_"), opts.version);
-    let kind_snake = project::snake_case(&opts.kind);
+    // The kind's module (a keyword gets a trailing `_`); its test file keeps the plain name.
+    let kind_snake = project::module_name(&opts.kind);
+    let kind_file = project::snake_case(&opts.kind);
     let kind_lower = opts.kind.to_lowercase();
     let sample_file = format!("{}_{}_{}.yaml", opts.group, opts.version, kind_lower);
     let crate_name = project.crate_name();
@@ -342,7 +344,7 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
             &format!("{kind_snake}::setup(mgr)?;"),
         )?;
         if opts.resource {
-            plan.create(format!("tests/{kind_snake}_controller.rs"), render(&env, "controller_test.rs", &ctx)?)?;
+            plan.create(format!("tests/{kind_file}_controller.rs"), render(&env, "controller_test.rs", &ctx)?)?;
         }
     }
     plan.write(project::FILE, updated.render());

@@ -247,6 +247,14 @@ fn create_api_adds_kinds_and_refuses_bad_input() {
     let crd_kustomization = read(&dir, "config/crd/kustomization.yaml");
     assert_eq!(crd_kustomization.matches("cache.example.com_memcacheds.yaml").count(), 1, "{crd_kustomization}");
     assert!(crd_kustomization.contains("- bases/ship.example.com_frigates.yaml"));
+
+    // A kind whose module name is a Rust keyword gets a trailing `_`; `Self` is refused.
+    ok(&dir, &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Type"]);
+    assert!(read(&dir, "src/api/ship_v1/mod.rs").contains("mod type_;"));
+    let controllers = read(&dir, "src/controller/mod.rs");
+    assert!(controllers.contains("pub mod type_;") && controllers.contains("type_::setup(mgr)?;"), "{controllers}");
+    assert!(dir.join("src/controller/type_.rs").is_file() && dir.join("tests/type_controller.rs").is_file());
+    refused(&dir, &api("ship", "v1", "Self"), "is a Rust keyword");
 }
 
 #[test]

@@ -248,7 +248,15 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
     // Deterministic: a second run changes nothing.
     opkit(&project, None, &["generate", "--check"]);
 
-    // 5. The project's own tests.
+    // 5. The project's own tests, with one more kind whose module name is a Rust keyword
+    // (`type`): it must build too (without a controller, whose RBAC would change the
+    // role the Memcached test checks; tests/scaffold.rs checks the controller's module).
+    opkit(
+        &project,
+        None,
+        &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Type", "--controller=false"],
+    );
+    assert!(project.join("src/api/ship_v1/type_.rs").exists());
     make(&project, None, &["test"]);
 
     // 6. A local cluster.

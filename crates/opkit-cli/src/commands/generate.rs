@@ -20,6 +20,12 @@ pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let mut plan = FilePlan::new(&root);
 
     let markers = crate::rbac::scan_markers(&root.join("src"))?;
+    for unknown in crate::rbac::unknown_markers(&root.join("src"))? {
+        out.warn(&format!(
+            "{unknown}: opkit does not understand this marker, so it has no effect (RBAC markers are \
+             +kubebuilder:rbac:...; CRD markers are #[kube(...)] and #[schemars(...)] attributes)"
+        ));
+    }
     plan.write("config/rbac/role.yaml", crate::rbac::render_roles(&markers, "manager-role"));
 
     out.waiting(&format!("building {} to read its CRDs (cargo run -- --print-crds)", project.project_name));
