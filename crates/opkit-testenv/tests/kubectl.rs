@@ -388,3 +388,46 @@ async fn kubectl_rbac_names_with_colons_and_delete_messages() {
         assert!(err.contains("may not contain '/'"), "{err}");
     }
 }
+
+const DRAINED: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: drained
+  labels: {app: drained}
+spec:
+  nodeName: opkit-worker-0
+  containers:
+  - name: app
+    image: busybox:1.36
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: drained
+spec:
+  minAvailable: 0
+  selector: {matchLabels: {app: drained}}
+"#;
+
+/// `kubectl get componentstatuses` shows kube's three healthy components (read-only), and
+/// `kubectl drain` evicts a node's pods through `pods/eviction`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_componentstatuses_and_drain() {
+    let env = TestEnv::start().await.expect("start control plane");
+    for version in ["1.33", "1.27"] {
+        let k = Kubectl::new(version, &env);
+        let out = k.ok(&["get", "componentstatuses", "--no-headers"], None);
+        let healthy: Vec<&str> = out.lines().filter(|l| l.split_whitespace().nth(1) == Some("Healthy")).collect();
+        assert_eq!(healthy.len(), 3, "{out}");
+        assert!(out.contains("etcd-0") && out.contains("scheduler") && out.contains("controller-manager"), "{out}");
+        let err = k.fails(&["delete", "cs", "scheduler"], None);
+        assert!(err.contains("MethodNotAllowed") || err.contains("not allowed"), "{err}");
+    }
+    let k = Kubectl::new("1.33", &env);
+    k.ok(&["apply", "-f", "-"], Some(DRAINED));
+    let out = k.ok(&["drain", "opkit-worker-0", "--force", "--ignore-daemonsets", "--timeout=60s"], None);
+    assert!(out.contains("pod/drained evicted"), "kubectl drain must evict through pods/eviction:\n{out}");
+    let err = k.fails(&["get", "pod", "drained"], None);
+    assert!(err.contains("not found"), "{err}");
+}

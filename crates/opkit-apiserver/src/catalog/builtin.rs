@@ -17,6 +17,7 @@ struct Row {
     scale: bool,
     generation: bool,
     deletecollection: bool,
+    read_only: bool,
     stored_in: Option<(&'static str, &'static str)>,
 }
 
@@ -39,6 +40,7 @@ const fn row(
         scale: false,
         generation: false,
         deletecollection: true,
+        read_only: false,
         stored_in: None,
     }
 }
@@ -73,6 +75,11 @@ impl Row {
         self.deletecollection = false;
         self
     }
+    /// Only `get` and `list` (objects the server itself keeps).
+    const fn read_only(mut self) -> Row {
+        self.read_only = true;
+        self
+    }
     /// Stored with another resource's objects, as (group, resource).
     const fn stored_in(mut self, group: &'static str, resource: &'static str) -> Row {
         self.stored_in = Some((group, resource));
@@ -103,6 +110,7 @@ const ROWS: &[Row] = &[
         .generation(),
     row("", "v1", "limitranges", "LimitRange", NS).short(&["limits"]),
     row("", "v1", "resourcequotas", "ResourceQuota", NS).short(&["quota"]).status(),
+    row("", "v1", "componentstatuses", "ComponentStatus", CLUSTER).short(&["cs"]).read_only(),
     row("apps", "v1", "deployments", "Deployment", NS).short(&["deploy"]).all().status().scale().generation(),
     row("apps", "v1", "replicasets", "ReplicaSet", NS).short(&["rs"]).all().status().scale().generation(),
     row("apps", "v1", "statefulsets", "StatefulSet", NS).short(&["sts"]).all().status().scale().generation(),
@@ -167,6 +175,9 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                 vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
             if !r.deletecollection {
                 verbs.retain(|v| *v != "deletecollection");
+            }
+            if r.read_only {
+                verbs = vec!["get", "list"];
             }
             let (group, resource) = r.stored_in.unwrap_or((r.group, r.resource));
             let id = ResourceId::new(group, resource);

@@ -17,6 +17,8 @@
 
 mod apiservices;
 mod batch;
+mod componentstatuses;
+pub(crate) use componentstatuses::bootstrap as bootstrap_component_statuses;
 mod configmaps;
 pub(crate) mod crds;
 mod defaulting;
@@ -204,6 +206,7 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("", "services", &services::Services),
     ("", "secrets", &secrets::Secrets),
     ("", "configmaps", &configmaps::ConfigMaps),
+    ("", "componentstatuses", &componentstatuses::ComponentStatuses),
     ("", "nodes", &nodes::Nodes),
     ("", "events", &events::CoreEvents),
     ("events.k8s.io", "events", &events::EventsV1),

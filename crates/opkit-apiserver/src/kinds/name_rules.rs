@@ -39,6 +39,7 @@ const KUBE_RULES: &[(&str, &str, NameRule)] = &[
     ("", "replicationcontrollers", Subdomain),
     ("", "limitranges", Subdomain),
     ("", "resourcequotas", Subdomain),
+    ("", "componentstatuses", Subdomain),
     ("apps", "deployments", Subdomain),
     ("apps", "replicasets", Subdomain),
     ("apps", "statefulsets", Label),

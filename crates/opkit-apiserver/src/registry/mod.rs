@@ -177,11 +177,13 @@ impl Registry {
     }
 
     /// Creates the namespaces every cluster starts with, the system PriorityClasses, the
+    /// component statuses, the
     /// local APIServices of the built-in group/versions and kube's API Priority and
     /// Fairness configuration.
     pub async fn bootstrap(&self) -> ApiResult<()> {
         kinds::namespaces::bootstrap(self).await?;
         kinds::bootstrap_priority_classes(self).await?;
+        kinds::bootstrap_component_statuses(self).await?;
         kinds::bootstrap_apiservices(self).await?;
         kinds::bootstrap_flowcontrol(self).await
     }

@@ -45,6 +45,29 @@ pub(crate) fn endpoints() -> Printer {
     ))
 }
 
+/// The printer of componentstatuses: each component's `Healthy` condition.
+pub(crate) fn componentstatuses() -> Printer {
+    Printer::of((
+        vec![
+            name_col(),
+            col("Status", "string", "Status of the component conditions"),
+            col("Message", "string", "Message of the component conditions"),
+            col("Error", "string", "Error of the component conditions"),
+        ],
+        |o: &Value, _now: i64| {
+            let conditions = o["conditions"].as_array().cloned().unwrap_or_default();
+            let healthy = conditions.iter().find(|c| c["type"] == "Healthy");
+            let status = match healthy.and_then(|c| c["status"].as_str()) {
+                Some("True") => "Healthy",
+                Some("False") => "Unhealthy",
+                _ => "Unknown",
+            };
+            let text = |key: &str| st(healthy.and_then(|c| c[key].as_str()).unwrap_or_default());
+            vec![name(o), st(status), text("message"), text("error")]
+        },
+    ))
+}
+
 /// The printer of namespaces.
 pub(crate) fn namespaces() -> Printer {
     Printer::of({
