@@ -90,18 +90,33 @@ pub enum RbacError {
 /// Walks `*.rs` files under `src_dir` (recursively, in sorted path order) and parses every RBAC
 /// marker. The first malformed marker is reported with its file and line.
 pub fn scan_markers(src_dir: &Path) -> Result<Vec<RbacMarker>, RbacError> {
+    let mut out = Vec::new();
+    for (shown, text) in sources(src_dir)? {
+        out.extend(parse_markers(&text, &shown)?);
+    }
+    Ok(out)
+}
+
+/// The `*.rs` files under `src_dir` (recursively, in sorted path order) with their text,
+/// each named relative to the scanned directory's parent (`src/controller/x.rs`).
+fn sources(src_dir: &Path) -> Result<Vec<(PathBuf, String)>, RbacError> {
     let mut files = Vec::new();
     collect_rs_files(src_dir, &mut files)?;
     files.sort();
-    // Report paths relative to the scanned directory's parent (`src/controller/x.rs`).
     let base = src_dir.parent().unwrap_or(Path::new(""));
-    let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| RbacError::Io { path: file.clone(), source })?;
-        let shown = file.strip_prefix(base).unwrap_or(&file);
-        out.extend(parse_markers(&text, shown)?);
-    }
-    Ok(out)
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).map_err(|source| RbacError::Io { path: file.clone(), source })?;
+            Ok((file.strip_prefix(base).unwrap_or(&file).to_path_buf(), text))
+        })
+        .collect()
+}
+
+/// The text of a `//`, `///` or `//!` comment line, trimmed; None for other lines.
+fn comment_of(line: &str) -> Option<&str> {
+    let comment = line.trim_start().strip_prefix("//")?;
+    Some(comment.strip_prefix(['/', '!']).unwrap_or(comment).trim())
 }
 
 /// Markers opkit reads: RBAC rules and the scaffold's insertion points.
@@ -111,20 +126,13 @@ const UNDERSTOOD: [&str; 4] = ["+kubebuilder:rbac:", "+opkit:rbac:", "+kubebuild
 /// understand (a misspelt `+kubebuilder:rback:`, or a CRD marker, which opkit takes as
 /// `#[kube]`/`#[schemars]` attributes instead), as `file:line: marker` for a warning.
 pub fn unknown_markers(src_dir: &Path) -> Result<Vec<String>, RbacError> {
-    let mut files = Vec::new();
-    collect_rs_files(src_dir, &mut files)?;
-    files.sort();
-    let base = src_dir.parent().unwrap_or(Path::new(""));
     let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| RbacError::Io { path: file.clone(), source })?;
-        let shown = file.strip_prefix(base).unwrap_or(&file).display().to_string();
+    for (shown, text) in sources(src_dir)? {
         for (idx, raw) in text.lines().enumerate() {
-            let Some(comment) = raw.trim_start().strip_prefix("//") else { continue };
-            let comment = comment.strip_prefix(['/', '!']).unwrap_or(comment).trim();
+            let Some(comment) = comment_of(raw) else { continue };
             let ours = comment.starts_with("+kubebuilder:") || comment.starts_with("+opkit:");
             if ours && !UNDERSTOOD.iter().any(|p| comment.starts_with(p)) {
-                out.push(format!("{shown}:{}: {comment}", idx + 1));
+                out.push(format!("{}:{}: {comment}", shown.display(), idx + 1));
             }
         }
     }
@@ -150,8 +158,7 @@ fn collect_rs_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), RbacError>
 pub fn parse_markers(text: &str, file: &Path) -> Result<Vec<RbacMarker>, RbacError> {
     let mut out = Vec::new();
     for (idx, raw) in text.lines().enumerate() {
-        let Some(comment) = raw.trim_start().strip_prefix("//") else { continue };
-        let comment = comment.strip_prefix(['/', '!']).unwrap_or(comment).trim();
+        let Some(comment) = comment_of(raw) else { continue };
         let Some(args) = PREFIXES.iter().find_map(|p| comment.strip_prefix(p)) else { continue };
         let line = idx + 1;
         let marker = parse_args(args.trim_end()).map_err(|reason| RbacError::Marker {

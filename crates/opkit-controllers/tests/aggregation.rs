@@ -6,7 +6,6 @@
 
 mod common;
 
-use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -14,7 +13,7 @@ use opkit_testenv::TestEnv;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use common::backend::backend;
+use common::backend::{backend, backend_apiservice};
 use common::{Error, kubectl, wait};
 
 fn available(a: Option<&APIService>) -> bool {
@@ -37,12 +36,7 @@ async fn an_available_apiservice_is_discovered_and_proxied() -> Result<(), Error
         "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": 1}]}]}))?;
     endpoints.create(&PostParams::default(), &nothing_listens).await?;
     let apiservices: Api<APIService> = Api::all(env.client());
-    let apiservice: APIService = serde_json::from_value(json!({
-        "metadata": {"name": "v1.metrics.example.com"},
-        "spec": {"group": "metrics.example.com", "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 100,
-            "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
-            "service": {"namespace": "kube-system", "name": "backend", "port": 443}}
-    }))?;
+    let apiservice = backend_apiservice(&ca_pem)?;
     apiservices.create(&PostParams::default(), &apiservice).await?;
 
     // Unavailable: listed in /apis, as kube does, but its requests answer 503.

@@ -15,7 +15,7 @@ use opkit_testenv::TestEnv;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use common::backend::backend;
+use common::backend::{backend, backend_apiservice};
 use common::{Error, kubectl, wait};
 
 fn reason_is(reason: &'static str) -> impl Fn(Option<&APIService>) -> bool {
@@ -37,12 +37,7 @@ async fn availability_follows_the_service_its_endpoints_and_discovery() -> Resul
     let (addr, ca_pem) = backend(stop.clone()).await?;
 
     let apiservices: Api<APIService> = Api::all(env.client());
-    let apiservice: APIService = serde_json::from_value(json!({
-        "metadata": {"name": "v1.metrics.example.com"},
-        "spec": {"group": "metrics.example.com", "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 100,
-            "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
-            "service": {"namespace": "kube-system", "name": "backend", "port": 443}}
-    }))?;
+    let apiservice = backend_apiservice(&ca_pem)?;
     apiservices.create(&PostParams::default(), &apiservice).await?;
     let a = wait(&apiservices, "v1.metrics.example.com", reason_is("ServiceNotFound")).await?;
     assert_eq!(message_of(&a), "service/backend in \"kube-system\" is not present");

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use http_body_util::Full;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use opkit_serve::tls::DevCa;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -33,6 +34,18 @@ fn answer(req: &hyper::Request<hyper::body::Incoming>) -> Value {
         {"name": "widgets", "singularName": "widget", "namespaced": true, "kind": "Widget", "verbs": ["get", "list"]},
         {"name": "widgets/status", "singularName": "", "namespaced": true, "kind": "Widget", "verbs": ["get"]},
     ]})
+}
+
+/// The APIService `v1.metrics.example.com`, served by the Service `kube-system/backend`
+/// on port 443, whose certificate `ca_pem` verifies.
+pub fn backend_apiservice(ca_pem: &str) -> Result<APIService, Error> {
+    use base64::Engine as _;
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": "v1.metrics.example.com"},
+        "spec": {"group": "metrics.example.com", "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 100,
+            "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+            "service": {"namespace": "kube-system", "name": "backend", "port": 443}}
+    }))?)
 }
 
 /// Starts the backend until `stop`; returns its address and its CA (PEM).
