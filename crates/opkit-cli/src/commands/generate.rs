@@ -30,7 +30,7 @@ pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
 
     out.waiting(&format!("building {} to read its CRDs (cargo run -- --print-crds)", project.project_name));
     let mut crds = check_versions(print_crds(&root)?)?;
-    crds.iter_mut().for_each(normalize_crd);
+    crds.iter_mut().for_each(opkit::crd::normalize_manifest);
     out.done_waiting();
     let mut crd_files = Vec::new();
     for crd in &crds {
@@ -112,44 +112,6 @@ pub fn check_versions(crds: Vec<Value>) -> Result<Vec<Value>, CliError> {
     Ok(crds)
 }
 
-/// Makes a CRD from kube's derive read as controller-gen writes it: integer bounds are
-/// integers (`minimum: 1`, not schemars' `1.0`), and a kind without a `#[kube(doc)]`
-/// gets controller-gen's description (`Memcached is the Schema for the memcacheds API`)
-/// instead of kube's "Auto-generated derived type …".
-pub fn normalize_crd(crd: &mut Value) {
-    let kind = crd.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or_default().to_string();
-    let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default().to_string();
-    let Some(versions) = crd.pointer_mut("/spec/versions").and_then(Value::as_array_mut) else { return };
-    for version in versions {
-        let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") else { continue };
-        let generated =
-            schema["description"].as_str().is_some_and(|d| d.starts_with("Auto-generated derived type for "));
-        if generated {
-            schema["description"] = json!(format!("{kind} is the Schema for the {plural} API"));
-        }
-        integer_bounds(schema);
-    }
-}
-
-/// Turns whole-number bounds of `type: integer` schemas into integers, at every depth.
-fn integer_bounds(schema: &mut Value) {
-    match schema {
-        Value::Object(map) => {
-            if map.get("type").and_then(Value::as_str) == Some("integer") {
-                for key in ["minimum", "maximum", "multipleOf"] {
-                    let whole = map.get(key).and_then(Value::as_f64).filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15);
-                    if let Some(f) = whole {
-                        map.insert(key.into(), json!(f as i64));
-                    }
-                }
-            }
-            map.values_mut().for_each(integer_bounds);
-        }
-        Value::Array(items) => items.iter_mut().for_each(integer_bounds),
-        _ => {}
-    }
-}
-
 /// The file name (`<group>_<plural>.yaml`, as controller-gen names it) and YAML of a CRD.
 fn crd_file(crd: &Value) -> Result<(String, String), CliError> {
     let group = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
@@ -171,25 +133,6 @@ mod tests {
             versions.iter().map(|(v, storage)| json!({"name": v, "served": true, "storage": storage})).collect();
         json!({"metadata": {"name": "memcacheds.cache.example.com"},
                "spec": {"group": "cache.example.com", "names": {"plural": "memcacheds"}, "versions": versions}})
-    }
-
-    #[test]
-    fn crds_read_as_controller_gen_writes_them() {
-        let mut crd = json!({"spec": {"names": {"kind": "Memcached", "plural": "memcacheds"}, "versions": [{"name": "v1",
-            "schema": {"openAPIV3Schema": {
-                "description": "Auto-generated derived type for MemcachedSpec via `CustomResource`",
-                "properties": {"spec": {"properties": {
-                    "size": {"type": "integer", "format": "int32", "minimum": 1.0, "maximum": 5.0},
-                    "ratio": {"type": "number", "minimum": 0.0, "maximum": 0.5}}}}}}}]}});
-        normalize_crd(&mut crd);
-        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-        assert_eq!(schema["description"], "Memcached is the Schema for the memcacheds API");
-        let size = &schema["properties"]["spec"]["properties"]["size"];
-        let yaml = serde_saphyr::to_string(size).expect("yaml");
-        assert!(yaml.contains("minimum: 1\n") && yaml.contains("maximum: 5\n"), "{yaml}");
-        let ratio = &schema["properties"]["spec"]["properties"]["ratio"];
-        assert_eq!(ratio["maximum"], 0.5);
-        assert!(ratio["minimum"].is_f64(), "number bounds stay numbers");
     }
 
     #[test]
