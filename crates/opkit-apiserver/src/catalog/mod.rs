@@ -134,6 +134,10 @@ impl CatalogSnapshot {
         out.sort_by(|a, b| (!a.0.is_empty()).cmp(&!b.0.is_empty()).then_with(|| a.0.cmp(&b.0)));
         out
     }
+    /// Whether any resource of `group` is served at `version` (without listing them).
+    pub fn serves(&self, group: &str, version: &str) -> bool {
+        self.by_group.get(group).is_some_and(|rs| rs.iter().any(|r| r.version(version).is_some()))
+    }
     /// Resources of `group` served at `version`.
     pub fn resources(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
         self.by_group

@@ -113,10 +113,11 @@ fn stream_back(response: Response<kube::client::Body>) -> Response<Body> {
 /// The `/apis` entries of the aggregated groups: each group with its versions, highest
 /// version priority first (the preferred one).
 pub(super) fn groups(registry: &Registry) -> Vec<Value> {
+    let catalog = registry.catalog().snapshot();
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for apiservice in registry.aggregated_apiservices() {
         let (group, version) = group_version(&apiservice);
-        if !registry.catalog().snapshot().resources(&group, &version).is_empty() {
+        if catalog.serves(&group, &version) {
             continue;
         }
         match groups.iter_mut().find(|(g, _)| *g == group) {
@@ -144,10 +145,11 @@ pub(super) fn group(registry: &Registry, name: &str) -> Option<Value> {
 /// The aggregated discovery entries (`apidiscovery.k8s.io` APIGroupDiscovery) of the
 /// aggregated groups whose APIServices are available and whose backends answer.
 pub(super) async fn discovery_items(registry: &Registry) -> Vec<Value> {
+    let catalog = registry.catalog().snapshot();
     let mut items: Vec<Value> = Vec::new();
     for apiservice in registry.aggregated_apiservices().into_iter().filter(is_available) {
         let (group, version) = group_version(&apiservice);
-        if !registry.catalog().snapshot().resources(&group, &version).is_empty() {
+        if catalog.serves(&group, &version) {
             continue;
         }
         let Some(list) = fetch_resource_list(registry, &apiservice).await else { continue };

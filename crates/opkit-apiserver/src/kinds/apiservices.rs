@@ -134,11 +134,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
                 "spec": {"group": group, "version": version, "groupPriorityMinimum": group_priority,
                     "versionPriority": version_priority, "service": null},
             });
-            match registry.create(&target, body, &opts).await {
-                Ok(_) => {}
-                Err(e) if e.code == 409 => {}
-                Err(e) => return Err(e),
-            }
+            registry.create_if_missing(&target, body, &opts).await?;
         }
     }
     Ok(())

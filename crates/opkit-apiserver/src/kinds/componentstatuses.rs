@@ -27,11 +27,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
     for name in ["scheduler", "controller-manager", "etcd-0"] {
         let body = json!({"apiVersion": "v1", "kind": "ComponentStatus", "metadata": {"name": name},
             "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]});
-        match registry.create(&target, body, &opts).await {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => return Err(e),
-        }
+        registry.create_if_missing(&target, body, &opts).await?;
     }
     Ok(())
 }

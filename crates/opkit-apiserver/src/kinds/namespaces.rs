@@ -73,11 +73,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
         }
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
-        match registry.create(&target, body, &opts).await {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => return Err(e),
-        }
+        registry.create_if_missing(&target, body, &opts).await?;
     }
     Ok(())
 }

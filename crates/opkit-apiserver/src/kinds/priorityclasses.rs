@@ -92,7 +92,7 @@ impl Strategy for PriorityClasses {
         {
             let other = other["metadata"]["name"].as_str().unwrap_or_default();
             return Err(forbidden(
-                "priorityclasses",
+                CLASSES,
                 &name,
                 &format!("PriorityClass {other} is already marked as default. Only one default can exist"),
             ));
@@ -106,10 +106,12 @@ impl Strategy for PriorityClasses {
 }
 
 /// kube's admission Forbidden: `<resource> "<name>" is forbidden: <why>`.
-fn forbidden(resource: &str, name: &str, why: &str) -> ApiError {
-    let group = if resource == "pods" { "" } else { "scheduling.k8s.io" };
+fn forbidden((group, resource): (&str, &str), name: &str, why: &str) -> ApiError {
     ApiError::forbidden(group, resource, name, format!("{resource} {name:?} is forbidden: {why}"))
 }
+
+const PODS: (&str, &str) = ("", "pods");
+const CLASSES: (&str, &str) = ("scheduling.k8s.io", "priorityclasses");
 
 fn classes(registry: &Registry) -> Vec<Value> {
     let stored = registry.store().values(&ResourceId::new("scheduling.k8s.io", "priorityclasses"));
@@ -131,7 +133,7 @@ pub(super) fn admit_pod(registry: &Registry, pod: &mut Value) -> ApiResult<()> {
         }
     } else {
         let Some(c) = classes.iter().find(|c| c["metadata"]["name"] == class_name.as_str()) else {
-            return Err(forbidden("pods", &name, &format!("no PriorityClass with name {class_name} was found")));
+            return Err(forbidden(PODS, &name, &format!("no PriorityClass with name {class_name} was found")));
         };
         (json!(class_name), c["value"].as_i64().unwrap_or(0), c["preemptionPolicy"].clone())
     };
@@ -142,7 +144,7 @@ pub(super) fn admit_pod(registry: &Registry, pod: &mut Value) -> ApiResult<()> {
         let why = format!(
             "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name"
         );
-        return Err(forbidden("pods", &name, &why));
+        return Err(forbidden(PODS, &name, &why));
     }
     if let (Some(given), Some(computed)) = (spec.get("preemptionPolicy").and_then(Value::as_str), policy.as_str())
         && given != computed
@@ -150,7 +152,7 @@ pub(super) fn admit_pod(registry: &Registry, pod: &mut Value) -> ApiResult<()> {
         let why = format!(
             "the string value of PreemptionPolicy ({given}) must not be provided in pod spec; priority admission controller computed {computed} from the given PriorityClass name"
         );
-        return Err(forbidden("pods", &name, &why));
+        return Err(forbidden(PODS, &name, &why));
     }
     if !class_name.is_null() {
         spec.insert("priorityClassName".into(), class_name);
@@ -172,11 +174,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
     for (name, value, description) in SYSTEM_CLASSES {
         let body = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
             "value": value, "description": description});
-        match registry.create(&target, body, &opts).await {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => return Err(e),
-        }
+        registry.create_if_missing(&target, body, &opts).await?;
     }
     Ok(())
 }

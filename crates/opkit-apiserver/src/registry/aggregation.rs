@@ -32,7 +32,7 @@ impl Registry {
     /// The service-backed APIService for `group`/`version`, when that group/version is
     /// not served by this server itself.
     pub fn aggregated_apiservice(&self, group: &str, version: &str) -> Option<APIService> {
-        if group.is_empty() || !self.catalog.snapshot().resources(group, version).is_empty() {
+        if group.is_empty() || self.catalog.snapshot().serves(group, version) {
             return None;
         }
         self.aggregated_apiservices().into_iter().find(|a| {

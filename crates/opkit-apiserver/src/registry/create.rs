@@ -98,6 +98,16 @@ fn set_create_meta(obj: &mut Value, name: &str, now: &str, generation: bool) {
 }
 
 impl Registry {
+    /// Creates an object the server itself keeps (start-up objects); one that already
+    /// exists is left as it is.
+    pub(crate) async fn create_if_missing(&self, target: &Target, obj: Value, opts: &WriteOptions) -> ApiResult<()> {
+        match self.create(target, obj, opts).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Creates an object.
     pub async fn create(&self, target: &Target, obj: Value, opts: &WriteOptions) -> ApiResult<Outcome> {
         self.create_with(target, obj, opts, None).await

@@ -215,11 +215,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
         let stored = match registry.get(&target, &name).await {
             Ok(stored) => stored,
             Err(e) if e.code == 404 => {
-                match registry.create(&target, object, &opts).await {
-                    Ok(_) => {}
-                    Err(e) if e.code == 409 => {}
-                    Err(e) => return Err(e),
-                }
+                registry.create_if_missing(&target, object, &opts).await?;
                 continue;
             }
             Err(e) => return Err(e),
