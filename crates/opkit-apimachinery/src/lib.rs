@@ -8,10 +8,13 @@
 //! - [`duration`]: Go durations (`"1m30s"`), parsed with kube's own parser and printed like Go;
 //! - [`quantity`]: resource quantities (`"100m"`, `"1Gi"`);
 //! - [`aggregation`]: which endpoint serves a service-backed APIService, and a TLS client
-//!   for it (the API server's proxy and the availability controller share it).
+//!   for it (the API server's proxy and the availability controller share it);
+//! - [`rbac`]: the rules of an aggregated ClusterRole (the API server's bootstrap policy and
+//!   the aggregation controller share it).
 
 pub mod aggregation;
 pub mod duration;
 pub mod patch;
 pub mod quantity;
+pub mod rbac;
 pub mod selector;

@@ -134,6 +134,23 @@ impl ApiError {
         Self::new(403, "Forbidden", message).with_details(group, resource, name)
     }
 
+    /// 403 Forbidden as kube's `NewForbidden` words it: `deployments.apps "web" is
+    /// forbidden: <why>` (without the name for collections).
+    pub fn forbidden_object(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let what = qualified(group, resource);
+        let message = if name.is_empty() {
+            format!("{what} is forbidden: {why}")
+        } else {
+            format!("{what} {name:?} is forbidden: {why}")
+        };
+        Self::new(403, "Forbidden", message).with_details(group, resource, name)
+    }
+
+    /// 403 Forbidden with no object (a non-resource path).
+    pub fn forbidden_raw(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
     /// 401 Unauthorized.
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")

@@ -47,6 +47,7 @@
 //! - Admission webhook configurations are stored but not called.
 
 pub(crate) mod auth;
+pub(crate) mod authz;
 pub(crate) mod catalog;
 pub(crate) mod certs;
 pub mod data_dir;

@@ -11,7 +11,8 @@ use opkit_serve::files::{FileAccess, write_atomic};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{TokenAuthenticator, random_token};
+use crate::auth::tokens::{TokenKeyError, TokenSigner};
+use crate::auth::{Authenticator, random_token};
 use crate::catalog::Catalog;
 use crate::certs::{CertError, TlsMaterial};
 use crate::data_dir::{DataDir, DataDirError, owner_only};
@@ -46,6 +47,9 @@ pub enum ServerError {
     /// The data directory is held by another server, or lost its database.
     #[error(transparent)]
     DataDir(#[from] DataDirError),
+    /// The ServiceAccount token signing key could not be made or loaded.
+    #[error(transparent)]
+    TokenKey(#[from] TokenKeyError),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -176,7 +180,11 @@ impl ApiServer {
         if let Some(dir) = data_dir.as_mut() {
             dir.record_url(&format!("https://{addr}"))?;
         }
-        let state = AppState::new(registry.clone(), TokenAuthenticator::with_admin(&token), addr.to_string());
+        let signer = match &cfg.data_dir {
+            Some(d) => TokenSigner::load_or_generate(d)?,
+            None => TokenSigner::generate()?,
+        };
+        let state = AppState::new(registry.clone(), Authenticator::new(&token, signer), addr.to_string());
         let service = hyper::service::service_fn(move |req| {
             let state = state.clone();
             async move { Ok::<_, std::convert::Infallible>(handlers::handle(state, req).await) }

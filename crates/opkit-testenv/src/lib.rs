@@ -30,8 +30,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::config::AuthInfo;
 use kube::config::KubeConfigOptions;
 use kube::core::GroupVersionKind;
 use kube::discovery::Discovery;
@@ -39,6 +43,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config};
 use opkit_apiserver::{ApiServer, RunningServer, ServerConfig};
 use opkit_controllers::ControllersConfig;
+use secrecy::SecretString;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Errors from the test environment.
@@ -151,6 +156,73 @@ impl TestEnv {
         Ok(Client::try_from(config)?)
     }
 
+    /// A token for ServiceAccount `name` in `namespace` from the TokenRequest API (valid
+    /// for an hour), creating the namespace and the ServiceAccount when missing.
+    pub async fn service_account_token(&self, namespace: &str, name: &str) -> Result<String, TestEnvError> {
+        let admin = self.client();
+        let namespaces: Api<Namespace> = Api::all(admin.clone());
+        let ns = Namespace {
+            metadata: ObjectMeta { name: Some(namespace.into()), ..Default::default() },
+            ..Default::default()
+        };
+        ignore_exists(namespaces.create(&PostParams::default(), &ns).await)?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(admin, namespace);
+        let sa = ServiceAccount {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            ..Default::default()
+        };
+        ignore_exists(accounts.create(&PostParams::default(), &sa).await)?;
+        let request = TokenRequest { spec: TokenRequestSpec::default(), ..Default::default() };
+        let answer: TokenRequest = accounts.create_subresource("token", name, &PostParams::default(), &request).await?;
+        Ok(answer.status.map(|s| s.token).unwrap_or_default())
+    }
+
+    /// A client that acts as ServiceAccount `name` in `namespace` (created when missing),
+    /// authenticated with a token from the TokenRequest API: RBAC applies to it as it
+    /// does to an operator deployed in a cluster.
+    pub async fn service_account_client(&self, namespace: &str, name: &str) -> Result<Client, TestEnvError> {
+        let token = self.service_account_token(namespace, name).await?;
+        let mut config = config_for(&self.server).await?;
+        config.auth_info = AuthInfo { token: Some(SecretString::from(token)), ..Default::default() };
+        Ok(Client::try_from(config)?)
+    }
+
+    /// Applies a project's RBAC directory (`config/rbac`: every manifest its
+    /// `kustomization.yaml` lists) into `namespace`, as `make deploy` does, and returns a
+    /// client acting as the ServiceAccount it defines. An operator run with this client
+    /// gets `forbidden` wherever its generated role lacks a permission, as in a cluster.
+    pub async fn client_with_rbac(&self, rbac_dir: &Path, namespace: &str) -> Result<Client, TestEnvError> {
+        let kustomization = std::fs::read_to_string(rbac_dir.join("kustomization.yaml"))?;
+        let listed: serde_json::Value =
+            serde_saphyr::from_str(&kustomization).map_err(|e| TestEnvError::Yaml(e.to_string()))?;
+        let mut documents = Vec::new();
+        let mut account = None;
+        for file in listed["resources"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
+            let text = std::fs::read_to_string(rbac_dir.join(file))?;
+            let docs: Vec<serde_json::Value> =
+                serde_saphyr::from_multiple(&text).map_err(|e| TestEnvError::Yaml(format!("{file}: {e}")))?;
+            for mut doc in docs.into_iter().filter(|d| !d.is_null()) {
+                if matches!(doc["kind"].as_str(), Some("ServiceAccount" | "Role" | "RoleBinding")) {
+                    doc["metadata"]["namespace"] = namespace.into();
+                }
+                if doc["kind"] == "ServiceAccount" {
+                    account = doc["metadata"]["name"].as_str().map(String::from);
+                }
+                for subject in doc["subjects"].as_array_mut().into_iter().flatten() {
+                    if subject["kind"] == "ServiceAccount" {
+                        subject["namespace"] = namespace.into();
+                    }
+                }
+                documents.push(doc.to_string());
+            }
+        }
+        let account =
+            account.ok_or_else(|| TestEnvError::Yaml(format!("{} defines no ServiceAccount", rbac_dir.display())))?;
+        self.service_account_token(namespace, &account).await?;
+        self.apply_yaml(&documents.join("\n---\n")).await?;
+        self.service_account_client(namespace, &account).await
+    }
+
     /// The path of a kubeconfig for subprocess clients such as kubectl.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig_path
@@ -219,6 +291,15 @@ impl TestEnv {
             out.push(applied);
         }
         Ok(out)
+    }
+}
+
+/// Ok for a create that found the object already there.
+fn ignore_exists<T>(result: Result<T, kube::Error>) -> Result<(), TestEnvError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 

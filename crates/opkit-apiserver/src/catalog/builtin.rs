@@ -18,6 +18,7 @@ struct Row {
     generation: bool,
     deletecollection: bool,
     read_only: bool,
+    create_only: bool,
     stored_in: Option<(&'static str, &'static str)>,
 }
 
@@ -41,6 +42,7 @@ const fn row(
         generation: false,
         deletecollection: true,
         read_only: false,
+        create_only: false,
         stored_in: None,
     }
 }
@@ -78,6 +80,11 @@ impl Row {
     /// Only `get` and `list` (objects the server itself keeps).
     const fn read_only(mut self) -> Row {
         self.read_only = true;
+        self
+    }
+    /// Only `create`: the identity APIs, which store nothing and answer when created.
+    const fn create_only(mut self) -> Row {
+        self.create_only = true;
         self
     }
     /// Stored with another resource's objects, as (group, resource).
@@ -126,6 +133,14 @@ const ROWS: &[Row] = &[
     row("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", NS),
     row("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", CLUSTER),
     row("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", CLUSTER),
+    row("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", CLUSTER).create_only(),
+    row("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", CLUSTER).create_only(),
+    // kubectl 1.27's `auth whoami` asks v1beta1 (v1 came in 1.28).
+    row("authentication.k8s.io", "v1beta1", "selfsubjectreviews", "SelfSubjectReview", CLUSTER).create_only(),
+    row("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", CLUSTER).create_only(),
+    row("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", CLUSTER).create_only(),
+    row("authorization.k8s.io", "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview", NS).create_only(),
+    row("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", CLUSTER).create_only(),
     row("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", CLUSTER)
         .short(&["crd", "crds"])
         .cat(&["api-extensions"])
@@ -178,6 +193,9 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             }
             if r.read_only {
                 verbs = vec!["get", "list"];
+            }
+            if r.create_only {
+                verbs = vec!["create"];
             }
             let (group, resource) = r.stored_in.unwrap_or((r.group, r.resource));
             let id = ResourceId::new(group, resource);

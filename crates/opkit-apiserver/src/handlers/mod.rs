@@ -4,8 +4,10 @@
 mod aggregation;
 pub mod codec;
 mod discovery;
+mod identity;
 mod openapi;
 mod resource;
+mod review;
 pub mod route;
 mod watch;
 
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use http::{Method, Request, Response};
 
-use crate::auth::TokenAuthenticator;
+use crate::auth::Authenticator;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::Registry;
 use codec::Body;
@@ -27,8 +29,8 @@ use route::Route;
 pub struct AppState {
     /// The registry.
     pub registry: Registry,
-    /// Bearer-token authentication.
-    pub auth: TokenAuthenticator,
+    /// Authentication (the admin token and ServiceAccount tokens).
+    pub auth: Authenticator,
     /// `host:port` clients reach the server at.
     pub address: String,
     /// Cached OpenAPI documents.
@@ -37,7 +39,7 @@ pub struct AppState {
 
 impl AppState {
     /// State for a server reachable at `address`.
-    pub fn new(registry: Registry, auth: TokenAuthenticator, address: String) -> Arc<AppState> {
+    pub fn new(registry: Registry, auth: Authenticator, address: String) -> Arc<AppState> {
         Arc::new(AppState { registry, auth, address, openapi: Default::default() })
     }
 }
@@ -85,13 +87,15 @@ async fn dispatch(
     body: hyper::body::Incoming,
 ) -> ApiResult<Response<Body>> {
     let route = route::parse_path(parts.uri.path());
-    let public = matches!(route, Some(Route::Health | Route::Version));
-    let authz = parts.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let user = match state.auth.authenticate(authz) {
-        Some(u) => u,
-        None if public => Default::default(),
-        None => return Err(ApiError::unauthorized()),
-    };
+    let user = identity::authorize_request(
+        state,
+        &parts.method,
+        parts.uri.path(),
+        parts.uri.query(),
+        &parts.headers,
+        route.as_ref(),
+    )
+    .await?;
     let route = route.ok_or_else(ApiError::no_route)?;
     let cat = state.registry.catalog().snapshot();
     let get_only = |r: ApiResult<Response<Body>>| {
@@ -144,6 +148,13 @@ async fn dispatch(
                     .ok_or_else(ApiError::no_route),
             ),
         },
+        Route::OpenIdConfiguration => get_only(Ok(codec::respond(
+            200,
+            &crate::auth::tokens::openid_configuration(&format!("https://{}", state.address)),
+            codec::Output::Json,
+            &[],
+        ))),
+        Route::Jwks => get_only(Ok(codec::respond_typed(&state.auth.signer().jwks(), "application/jwk-set+json"))),
         Route::OpenApiV2 => get_only(Ok(state.openapi.v2(&cat, &parts.headers))),
         Route::OpenApiV3Index => get_only(Ok(state.openapi.v3_index(&cat))),
         Route::OpenApiV3(path) => get_only(state.openapi.v3(&cat, &path)),
@@ -152,6 +163,10 @@ async fn dispatch(
         {
             let body = codec::read_body(body).await?;
             aggregation::proxy(&state.registry, &apiservice, parts, body, &user).await
+        }
+        Route::Resource(req) if review::answers(&req) => {
+            let body = codec::read_body(body).await?;
+            review::answer(state, &user, &req, &parts.method, &parts.headers, &body).await
         }
         Route::Resource(req) => {
             let body = match parts.method {

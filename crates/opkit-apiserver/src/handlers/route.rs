@@ -29,6 +29,10 @@ pub enum Route {
     OpenApiV3Index,
     /// `/openapi/v3/{api/v1 | apis/g/v}`
     OpenApiV3(String),
+    /// `/.well-known/openid-configuration`: the ServiceAccount issuer's discovery document
+    OpenIdConfiguration,
+    /// `/openid/v1/jwks`: the keys ServiceAccount tokens are signed with
+    Jwks,
     /// A resource request.
     Resource(ResourceRequest),
 }
@@ -67,6 +71,8 @@ pub fn parse_path(path: &str) -> Option<Route> {
         ["apis", g] => Some(Route::Group(g.to_string())),
         ["api", v] => Some(Route::GroupVersion(String::new(), v.to_string())),
         ["apis", g, v] => Some(Route::GroupVersion(g.to_string(), v.to_string())),
+        [".well-known", "openid-configuration"] => Some(Route::OpenIdConfiguration),
+        ["openid", "v1", "jwks"] => Some(Route::Jwks),
         ["openapi", "v2"] => Some(Route::OpenApiV2),
         ["openapi", "v3"] => Some(Route::OpenApiV3Index),
         ["openapi", "v3", rest @ ..] => Some(Route::OpenApiV3(rest.join("/"))),

@@ -43,6 +43,7 @@ mod workloads;
 
 use serde_json::Value;
 
+use crate::auth::UserInfo;
 use crate::catalog::ResourceInfo;
 use crate::error::ApiResult;
 use crate::registry::Registry;
@@ -109,8 +110,8 @@ pub(crate) trait Strategy: Sync {
 
     /// kube's admission plugins of this kind that read other objects (such as Priority):
     /// run after defaulting and before validation; may change the object (`old` is None
-    /// on create) or refuse it, typically with a Forbidden.
-    fn admit(&self, _registry: &Registry, _obj: &mut Value, _old: Option<&Value>) -> ApiResult<()> {
+    /// on create) or refuse it, typically with a Forbidden. `user` is who is writing.
+    fn admit(&self, _registry: &Registry, _obj: &mut Value, _old: Option<&Value>, _user: &UserInfo) -> ApiResult<()> {
         Ok(())
     }
 
@@ -227,10 +228,18 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("networking.k8s.io", "networkpolicies", &Printed(table::networking::networkpolicies)),
     ("discovery.k8s.io", "endpointslices", &Printed(table::networking::endpointslices)),
     ("coordination.k8s.io", "leases", &Printed(table::coordination::leases)),
-    ("rbac.authorization.k8s.io", "roles", &rbac::RbacObjects(None)),
-    ("rbac.authorization.k8s.io", "clusterroles", &rbac::RbacObjects(None)),
-    ("rbac.authorization.k8s.io", "rolebindings", &rbac::RbacObjects(Some(table::rbac::rolebindings))),
-    ("rbac.authorization.k8s.io", "clusterrolebindings", &rbac::RbacObjects(Some(table::rbac::clusterrolebindings))),
+    ("rbac.authorization.k8s.io", "roles", &rbac::RbacObjects::role("roles")),
+    ("rbac.authorization.k8s.io", "clusterroles", &rbac::RbacObjects::role("clusterroles")),
+    (
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        &rbac::RbacObjects::binding("rolebindings", table::rbac::rolebindings),
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        &rbac::RbacObjects::binding("clusterrolebindings", table::rbac::clusterrolebindings),
+    ),
     ("autoscaling", "horizontalpodautoscalers", &Printed(table::autoscaling::horizontalpodautoscalers)),
     ("policy", "poddisruptionbudgets", &Printed(table::policy::poddisruptionbudgets)),
     ("scheduling.k8s.io", "priorityclasses", &priorityclasses::PriorityClasses),

@@ -100,6 +100,10 @@ fn every_builtin_names_its_objects_by_kubes_rule() {
     for (group, versions) in catalog.groups() {
         for version in versions {
             for info in catalog.resources(&group, &version) {
+                // The identity APIs store nothing: their names are never validated.
+                if info.verbs == ["create"] {
+                    continue;
+                }
                 let rule = KUBE_RULES.iter().find(|(g, r, _)| *g == info.group && *r == info.resource);
                 let Some((_, _, rule)) = rule else {
                     panic!("{}/{}: write kube's name rule in KUBE_RULES", info.group, info.resource);

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use super::defaulting::default;
+use crate::auth::UserInfo;
 use crate::error::ApiResult;
 use crate::registry::Registry;
 use crate::schema::{FieldError, FieldErrorReason};
@@ -19,7 +20,7 @@ impl Strategy for Pods {
     }
 
     /// kube's Priority admission, for new pods.
-    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>, _user: &UserInfo) -> ApiResult<()> {
         match old {
             None => super::priorityclasses::admit_pod(registry, obj),
             Some(_) => Ok(()),

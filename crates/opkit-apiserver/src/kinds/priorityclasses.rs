@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
+use crate::auth::UserInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::{Registry, Target, WriteOptions, parse_stored};
 use crate::schema::FieldError;
@@ -75,7 +76,7 @@ impl Strategy for PriorityClasses {
 
     /// The value and preemption policy are immutable; only one class may be the default
     /// (kube's Priority admission answers Forbidden).
-    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>, _user: &UserInfo) -> ApiResult<()> {
         let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
         if let Some(old) = old {
             for field in ["value", "preemptionPolicy"] {

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::auth::UserInfo;
+use crate::authz::Authorizer;
 use crate::catalog::{Catalog, ResourceInfo, VersionInfo};
 use crate::error::{ApiError, ApiResult};
 use crate::kinds::{self, Strategy};
@@ -153,12 +154,18 @@ pub enum PatchType {
 pub struct Registry {
     pub(crate) store: Store,
     pub(crate) catalog: Arc<Catalog>,
+    authorizer: Arc<Authorizer>,
 }
 
 impl Registry {
     /// A registry over `store`, serving `catalog`.
     pub fn new(store: Store, catalog: Arc<Catalog>) -> Registry {
-        Registry { store, catalog }
+        Registry { store, catalog, authorizer: Arc::default() }
+    }
+
+    /// The authorizer, whose RBAC index is kept over this registry's store.
+    pub fn authorizer(&self) -> &Authorizer {
+        &self.authorizer
     }
 
     /// The catalogue.
@@ -177,15 +184,15 @@ impl Registry {
     }
 
     /// Creates the namespaces every cluster starts with, the system PriorityClasses, the
-    /// component statuses, the
-    /// local APIServices of the built-in group/versions and kube's API Priority and
-    /// Fairness configuration.
+    /// component statuses, the local APIServices of the built-in group/versions, kube's
+    /// API Priority and Fairness configuration and its bootstrap RBAC policy.
     pub async fn bootstrap(&self) -> ApiResult<()> {
         kinds::namespaces::bootstrap(self).await?;
         kinds::bootstrap_priority_classes(self).await?;
         kinds::bootstrap_component_statuses(self).await?;
         kinds::bootstrap_apiservices(self).await?;
-        kinds::bootstrap_flowcontrol(self).await
+        kinds::bootstrap_flowcontrol(self).await?;
+        crate::authz::policy::bootstrap(self).await
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{Registry, Target, at_version, parse_stored};
 use crate::error::{ApiError, ApiResult};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::storage::{EventKind, ListRange, Revision, StorageError, WatchSubscription};
+use crate::storage::{EventKind, ListRange, ResourceId, Revision, StorageError, WatchSubscription};
 
 /// Options of a list.
 #[derive(Debug, Default, Clone)]
@@ -136,6 +136,13 @@ fn needs_parse(opts: &ListOptions) -> bool {
 }
 
 impl Registry {
+    /// Reads one object as stored, by storage id (for checks that another object exists,
+    /// such as a token's ServiceAccount); `namespace` is empty for cluster-scoped ones.
+    pub(crate) async fn stored(&self, resource: &ResourceId, namespace: &str, name: &str) -> ApiResult<Option<Value>> {
+        let entry = self.store.get(resource, &(namespace.to_string(), name.to_string())).await?;
+        entry.map(|e| parse_stored(&e.value)).transpose()
+    }
+
     /// Reads one object.
     pub async fn get(&self, target: &Target, name: &str) -> ApiResult<Value> {
         let entry = self.store.get(&target.info.id, &target.key(name)).await?;

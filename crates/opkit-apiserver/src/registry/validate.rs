@@ -77,7 +77,7 @@ impl Registry {
             check_builtin_shape(target, obj)?;
         }
         target.strategy.default(obj, old.is_none());
-        target.strategy.admit(self, obj, old)?;
+        target.strategy.admit(self, obj, old, &opts.user)?;
         let mut errors = validate(target, schema.as_deref(), obj, old);
         if errors.is_empty() {
             errors = target.strategy.allocate(self, obj, old);

@@ -212,6 +212,9 @@ pub(crate) struct State {
     capacity_bytes: usize,
     log_bytes: usize,
     failed: Option<String>,
+    /// The revision of the last write to each resource (for caches derived from one
+    /// resource's objects, such as the RBAC authorizer's index).
+    last_write: HashMap<ResourceId, Revision>,
 }
 
 struct Shared {
@@ -269,6 +272,7 @@ impl Store {
                     capacity_bytes: opts.log_bytes,
                     log_bytes: 0,
                     failed: None,
+                    last_write: HashMap::new(),
                 }),
                 durable_tx,
                 events,
@@ -357,6 +361,7 @@ impl Store {
                 }
             };
             st.rev = next;
+            st.last_write.insert(resource.clone(), next);
             let event = Arc::new(Event {
                 rev: next,
                 resource: resource.clone(),
@@ -415,6 +420,12 @@ impl Store {
             return Err(StorageError::Backend(msg));
         }
         Ok(())
+    }
+
+    /// The revision of the last write to `resource` since the store was opened (0 if
+    /// none): a cache of `resource`'s objects is current while this is unchanged.
+    pub fn last_write(&self, resource: &ResourceId) -> Revision {
+        self.shared.state.lock().last_write.get(resource).copied().unwrap_or(0)
     }
 
     /// Number of objects stored for `resource` (all namespaces).

@@ -22,6 +22,7 @@ mod names;
 mod no_500;
 mod pagination;
 mod priority;
+mod rbac;
 mod restart;
 mod runtimeclasses;
 mod schema_causes;

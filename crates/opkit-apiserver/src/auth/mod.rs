@@ -1,0 +1,228 @@
+//! Authentication: who a request comes from. The admin bearer token, ServiceAccount
+//! tokens (JWTs the server signed, see [`tokens`]) and anonymous requests each give a
+//! [`UserInfo`]; what that user may do is the authorizer's question (`crate::authz`).
+
+pub mod tokens;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::registry::Registry;
+use crate::storage::ResourceId;
+use tokens::{Claims, ISSUER, TokenError, TokenSigner};
+
+/// The group every authenticated user is in.
+pub const AUTHENTICATED: &str = "system:authenticated";
+/// The group of anonymous requests.
+pub const UNAUTHENTICATED: &str = "system:unauthenticated";
+/// The user name of anonymous requests.
+pub const ANONYMOUS: &str = "system:anonymous";
+/// The group whose members are allowed everything (kube's privileged group).
+pub const MASTERS: &str = "system:masters";
+/// The group of every ServiceAccount.
+pub const SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
+/// The user name prefix of ServiceAccounts.
+const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+
+/// Who a request comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserInfo {
+    /// User name, e.g. `kubernetes-admin` or `system:serviceaccount:ns:name`.
+    pub name: String,
+    /// The user's uid (a ServiceAccount's uid), if known.
+    pub uid: String,
+    /// Groups, e.g. `system:masters`.
+    pub groups: Vec<String>,
+    /// Extra attributes, e.g. the credential id of a token.
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl UserInfo {
+    /// The cluster administrator: `kubernetes-admin` in `system:masters`, as kind's admin.
+    pub fn admin() -> UserInfo {
+        UserInfo {
+            name: "kubernetes-admin".into(),
+            groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+            ..Default::default()
+        }
+    }
+
+    /// The API server itself (kube's loopback user `system:apiserver`), for the objects
+    /// it creates at start-up.
+    pub fn apiserver() -> UserInfo {
+        UserInfo {
+            name: "system:apiserver".into(),
+            groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+            ..Default::default()
+        }
+    }
+
+    /// An anonymous request's user.
+    pub fn anonymous() -> UserInfo {
+        UserInfo { name: ANONYMOUS.into(), groups: vec![UNAUTHENTICATED.into()], ..Default::default() }
+    }
+
+    /// Whether this is an anonymous request.
+    pub fn is_anonymous(&self) -> bool {
+        self.name == ANONYMOUS
+    }
+
+    /// Whether the user is in `system:masters`.
+    pub fn is_master(&self) -> bool {
+        self.groups.iter().any(|g| g == MASTERS)
+    }
+
+    /// The namespace and name of the ServiceAccount this user is, if it is one.
+    pub fn service_account(&self) -> Option<(&str, &str)> {
+        service_account_of(&self.name)
+    }
+
+    /// The user's `extra` as JSON (review APIs answer with it).
+    pub fn extra_json(&self) -> Value {
+        serde_json::to_value(&self.extra).unwrap_or_default()
+    }
+}
+
+/// The namespace and name of a ServiceAccount user name (`system:serviceaccount:NS:NAME`).
+pub fn service_account_of(user: &str) -> Option<(&str, &str)> {
+    let rest = user.strip_prefix(SERVICE_ACCOUNT_PREFIX)?;
+    let (ns, name) = rest.split_once(':')?;
+    (!ns.is_empty() && !name.is_empty() && !name.contains(':')).then_some((ns, name))
+}
+
+/// The user name of ServiceAccount `name` in `namespace`.
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}")
+}
+
+/// The groups every ServiceAccount of `namespace` is in (without `system:authenticated`).
+pub fn service_account_groups(namespace: &str) -> [String; 2] {
+    [SERVICE_ACCOUNTS.to_string(), format!("{SERVICE_ACCOUNTS}:{namespace}")]
+}
+
+/// Why a request could not be authenticated (answered as 401).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthnError {
+    /// Not a credential the server knows.
+    #[error("invalid bearer token")]
+    UnknownToken,
+    /// A ServiceAccount token that does not (or no longer) verify.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+}
+
+/// Authenticates requests: the admin token, then ServiceAccount tokens; no credential is
+/// the anonymous user.
+pub struct Authenticator {
+    admin_token: String,
+    signer: TokenSigner,
+}
+
+impl Authenticator {
+    /// An authenticator for `admin_token` and the tokens `signer` issues.
+    pub fn new(admin_token: &str, signer: TokenSigner) -> Authenticator {
+        Authenticator { admin_token: admin_token.to_string(), signer }
+    }
+
+    /// The ServiceAccount token signer.
+    pub fn signer(&self) -> &TokenSigner {
+        &self.signer
+    }
+
+    /// The user of an `Authorization` header value: anonymous without one, an error for
+    /// a credential that is not valid.
+    pub async fn authenticate(&self, registry: &Registry, authorization: Option<&str>) -> Result<UserInfo, AuthnError> {
+        let Some(value) = authorization else {
+            return Ok(UserInfo::anonymous());
+        };
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .map(str::trim)
+            .ok_or(AuthnError::UnknownToken)?;
+        self.review_token(registry, token, &[ISSUER.to_string()]).await
+    }
+
+    /// The user of a bearer token for `audiences` (a TokenReview's question).
+    pub async fn review_token(
+        &self,
+        registry: &Registry,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<UserInfo, AuthnError> {
+        if token == self.admin_token {
+            return Ok(UserInfo::admin());
+        }
+        if TokenSigner::is_jwt(token) {
+            return Ok(self.review(registry, token, audiences).await?);
+        }
+        Err(AuthnError::UnknownToken)
+    }
+
+    /// Verifies a ServiceAccount token for `audiences` (a TokenReview's question): its
+    /// signature and lifetime, and that its ServiceAccount and bound object still exist.
+    pub async fn review(&self, registry: &Registry, token: &str, audiences: &[String]) -> Result<UserInfo, TokenError> {
+        let claims = self.signer.verify(token, audiences, crate::registry::now_unix())?;
+        check_not_revoked(registry, &claims).await?;
+        Ok(user_of(&claims))
+    }
+}
+
+/// Checks that the token's ServiceAccount, and the pod or secret it is bound to, exist
+/// with the uids it names.
+async fn check_not_revoked(registry: &Registry, claims: &Claims) -> Result<(), TokenError> {
+    let k = &claims.kubernetes;
+    let mut checks = vec![("serviceaccounts", &k.serviceaccount)];
+    checks.extend(k.pod.as_ref().map(|p| ("pods", p)));
+    checks.extend(k.secret.as_ref().map(|s| ("secrets", s)));
+    for (resource, object) in checks {
+        let stored = registry
+            .stored(&ResourceId::new("", resource), &k.namespace, &object.name)
+            .await
+            .map_err(|e| TokenError::Revoked(e.message))?;
+        let uid = stored.as_ref().and_then(|o| o["metadata"]["uid"].as_str());
+        if uid != Some(object.uid.as_str()) {
+            let what = &resource[..resource.len() - 1];
+            return Err(TokenError::Revoked(format!("{what} {}/{} has been deleted", k.namespace, object.name)));
+        }
+    }
+    Ok(())
+}
+
+/// The user a verified token stands for.
+fn user_of(claims: &Claims) -> UserInfo {
+    let k = &claims.kubernetes;
+    let mut groups = service_account_groups(&k.namespace).to_vec();
+    groups.push(AUTHENTICATED.into());
+    let mut extra = BTreeMap::new();
+    extra.insert("authentication.kubernetes.io/credential-id".to_string(), vec![format!("JTI={}", claims.jti)]);
+    if let Some(pod) = &k.pod {
+        extra.insert("authentication.kubernetes.io/pod-name".to_string(), vec![pod.name.clone()]);
+        extra.insert("authentication.kubernetes.io/pod-uid".to_string(), vec![pod.uid.clone()]);
+    }
+    UserInfo { name: claims.sub.clone(), uid: k.serviceaccount.uid.clone(), groups, extra }
+}
+
+/// A random token, 32 URL-safe characters.
+pub fn random_token() -> String {
+    use rand::Rng;
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut rng = rand::rng();
+    (0..32).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_account_names() {
+        assert_eq!(service_account_of("system:serviceaccount:t:op"), Some(("t", "op")));
+        assert_eq!(service_account_of("system:serviceaccount:t"), None);
+        assert_eq!(service_account_of("system:serviceaccount:t:a:b"), None);
+        assert_eq!(service_account_of("alice"), None);
+        assert_eq!(service_account_user("t", "op"), "system:serviceaccount:t:op");
+        assert_eq!(random_token().len(), 32);
+    }
+}

@@ -1,0 +1,185 @@
+//! Authorization: whether a user may perform an action, as kube-apiserver's authorizer
+//! chain answers it: `system:masters` may do everything; everyone else gets what RBAC
+//! grants ([`rbac`]), from Roles and bindings in storage, with kube's bootstrap policy
+//! ([`policy`]) created at start-up. [`escalation`] is kube's escalation prevention for
+//! writes of roles and bindings.
+
+pub mod escalation;
+pub mod policy;
+pub mod rbac;
+pub mod rules;
+
+use crate::auth::UserInfo;
+use crate::error::ApiError;
+
+/// The resource attributes of a request (kube's `ResourceAttributes`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceAttributes {
+    /// The namespace ("" for cluster scope or all namespaces).
+    pub namespace: String,
+    /// The API group ("" for core).
+    pub group: String,
+    /// The API version.
+    pub version: String,
+    /// The resource, e.g. `pods`.
+    pub resource: String,
+    /// The subresource, e.g. `status` ("" for none).
+    pub subresource: String,
+    /// The object's name ("" for collections).
+    pub name: String,
+}
+
+impl ResourceAttributes {
+    /// `pods` or `pods/status`.
+    pub fn combined_resource(&self) -> String {
+        if self.subresource.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}/{}", self.resource, self.subresource)
+        }
+    }
+}
+
+/// What an action addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Object {
+    /// A resource, collection or subresource.
+    Resource(ResourceAttributes),
+    /// A path outside the resource API, e.g. `/healthz`.
+    NonResource {
+        /// The request path.
+        path: String,
+    },
+}
+
+/// A verb on an object: what is authorized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`,
+    /// `impersonate`, `bind`, `escalate`, …; for non-resource paths, the lowercase method.
+    pub verb: String,
+    /// What the verb applies to.
+    pub object: Object,
+}
+
+impl Action {
+    /// A verb on a resource.
+    pub fn resource(verb: &str, attributes: ResourceAttributes) -> Action {
+        Action { verb: verb.to_string(), object: Object::Resource(attributes) }
+    }
+}
+
+/// The authorizer's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the action is allowed.
+    pub allowed: bool,
+    /// Why (kube's reason text: the binding that allowed it, or the roles that were
+    /// missing); may be empty.
+    pub reason: String,
+}
+
+/// Authorizes actions: `system:masters` first, then RBAC.
+#[derive(Default)]
+pub struct Authorizer {
+    rbac: rbac::RbacAuthorizer,
+}
+
+impl Authorizer {
+    /// Whether `user` may perform `action`, reading RBAC objects through `store`.
+    pub fn authorize(&self, store: &crate::storage::Store, user: &UserInfo, action: &Action) -> Decision {
+        if user.is_master() {
+            return Decision { allowed: true, reason: String::new() };
+        }
+        self.rbac.authorize(store, user, action)
+    }
+
+    /// The rules `user` holds in `namespace` ("" for cluster-wide ones only), and the
+    /// errors met resolving them (kube's `RulesFor`).
+    pub fn rules_for(
+        &self,
+        store: &crate::storage::Store,
+        user: &UserInfo,
+        namespace: &str,
+    ) -> (Vec<k8s_openapi::api::rbac::v1::PolicyRule>, Vec<String>) {
+        self.rbac.rules_for(store, user, namespace)
+    }
+
+    /// The rules of the `Role` (in `namespace`) or `ClusterRole` called `name`, if it exists.
+    pub fn role_rules(
+        &self,
+        store: &crate::storage::Store,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Vec<k8s_openapi::api::rbac::v1::PolicyRule>> {
+        self.rbac.role_rules(store, kind, namespace, name)
+    }
+}
+
+/// The 403 kube-apiserver answers when `user` may not perform `action`, e.g.
+/// `pods is forbidden: User "system:serviceaccount:t:op" cannot list resource "pods" in
+/// API group "" in the namespace "t"`.
+pub fn forbidden(user: &UserInfo, action: &Action, reason: &str) -> ApiError {
+    let text = match &action.object {
+        Object::NonResource { path } => format!("User {:?} cannot {} path {path:?}", user.name, action.verb),
+        Object::Resource(r) => {
+            let scope = if r.namespace.is_empty() {
+                "at the cluster scope".to_string()
+            } else {
+                format!("in the namespace {:?}", r.namespace)
+            };
+            format!(
+                "User {:?} cannot {} resource {:?} in API group {:?} {scope}",
+                user.name,
+                action.verb,
+                r.combined_resource(),
+                r.group
+            )
+        }
+    };
+    let text = if reason.is_empty() { text } else { format!("{text}: {reason}") };
+    match &action.object {
+        Object::NonResource { .. } => ApiError::forbidden_raw(format!("forbidden: {text}")),
+        Object::Resource(r) => ApiError::forbidden_object(&r.group, &r.resource, &r.name, &text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forbidden_messages_are_kubes() {
+        let user = UserInfo { name: "system:serviceaccount:t:op".into(), ..Default::default() };
+        let list = Action::resource(
+            "list",
+            ResourceAttributes { namespace: "t".into(), resource: "pods".into(), ..Default::default() },
+        );
+        let e = forbidden(&user, &list, "");
+        assert_eq!(e.code, 403);
+        assert_eq!(
+            e.message,
+            r#"pods is forbidden: User "system:serviceaccount:t:op" cannot list resource "pods" in API group "" in the namespace "t""#
+        );
+        let get = Action::resource(
+            "get",
+            ResourceAttributes {
+                group: "apps".into(),
+                resource: "deployments".into(),
+                subresource: "scale".into(),
+                name: "web".into(),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            forbidden(&user, &get, "").message,
+            r#"deployments.apps "web" is forbidden: User "system:serviceaccount:t:op" cannot get resource "deployments/scale" in API group "apps" at the cluster scope"#
+        );
+        let path = Action { verb: "get".into(), object: Object::NonResource { path: "/metrics".into() } };
+        assert_eq!(
+            forbidden(&user, &path, "").message,
+            r#"forbidden: User "system:serviceaccount:t:op" cannot get path "/metrics""#
+        );
+    }
+}
