@@ -4,7 +4,7 @@
 //! StatefulSets, DaemonSets, Jobs, CronJobs), Service endpoints, load-balancer addresses
 //! for Services of type LoadBalancer (as kind's cloud provider or k3s's ServiceLB), the
 //! availability of aggregated APIServices, local-path volumes for claims, disruption
-//! budgets' status, FlowSchemas' `Dangling` condition, and simulated nodes whose pods are
+//! budgets' status, FlowSchemas' `Dangling` condition, aggregated ClusterRoles' rules, and simulated nodes whose pods are
 //! scheduled, started and made Ready.
 //!
 //! They are ordinary operators written with the [`opkit`] runtime. `opkit cluster start`
@@ -23,6 +23,7 @@
 //! ```
 
 pub(crate) mod apiservice;
+pub(crate) mod clusterrole_aggregation;
 pub(crate) mod common;
 pub mod config;
 pub(crate) mod cronjob;
@@ -64,6 +65,7 @@ pub const ALL: &[&str] = &[
     "persistentvolume",
     "disruption",
     "flowcontrol",
+    "clusterrole-aggregation",
     "nodes",
     "scheduler",
     "kubelet",
@@ -86,6 +88,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     volume::register(mgr, cfg)?;
     disruption::register(mgr, cfg)?;
     flowcontrol::register(mgr, cfg)?;
+    clusterrole_aggregation::register(mgr, cfg)?;
     node::register(mgr, cfg)?;
     scheduler::register(mgr, cfg)?;
     kubelet::register(mgr, cfg)?;

@@ -1,13 +1,13 @@
 //! The kubectl suite: real kubectl binaries (1.33 and 1.27, found next to the `kubectl` on
 //! PATH) against an in-process control plane, with kubectl's default validation.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+#[path = "support/kubectl.rs"]
+mod support;
+
+use std::process::Stdio;
 
 use opkit_testenv::TestEnv;
+use support::{Kubectl, line_reader, wait_line};
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -76,99 +76,6 @@ spec:
       - name: sidecar
         image: busybox:1.36
 "#;
-
-/// The versioned kubectl binaries sit next to the real `kubectl` on PATH.
-fn kubectl_binary(version: &str) -> PathBuf {
-    let on_path = std::env::var_os("PATH")
-        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("kubectl")).find(|c| c.exists()))
-        .expect("kubectl must be on PATH");
-    let real = std::fs::canonicalize(&on_path).expect("resolve kubectl");
-    let versioned = real.with_file_name(format!("kubectl.{version}"));
-    assert!(versioned.exists(), "{} not found", versioned.display());
-    versioned
-}
-
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-impl Kubectl {
-    fn new(version: &str, env: &TestEnv) -> Self {
-        Kubectl { bin: kubectl_binary(version), kubeconfig: env.kubeconfig_path().to_path_buf() }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.kubeconfig.parent().unwrap_or(Path::new("/tmp")))
-            .args(["--request-timeout=20s"])
-            .args(args);
-        c
-    }
-
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn kubectl");
-        if let Some(input) = stdin {
-            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
-        } else {
-            drop(child.stdin.take());
-        }
-        child.wait_with_output().expect("kubectl output")
-    }
-
-    /// Runs and requires success; returns stdout.
-    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let out = self.run(args, stdin);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "kubectl {args:?} failed\nstdout: {stdout}\nstderr: {stderr}");
-        stdout
-    }
-
-    /// Runs and requires failure; returns stderr.
-    fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let out = self.run(args, stdin);
-        assert!(
-            !out.status.success(),
-            "kubectl {args:?} unexpectedly succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-}
-
-/// Reads lines of a long-running command on a thread so the test can wait with a timeout.
-fn line_reader(child: &mut std::process::Child) -> mpsc::Receiver<String> {
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-fn wait_line(rx: &mpsc::Receiver<String>, what: &str, pred: impl Fn(&str) -> bool) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) if pred(&l) => return l,
-            Ok(_) => continue,
-            Err(_) => panic!("timed out waiting for {what}"),
-        }
-    }
-}
 
 async fn suite(version: &str) {
     let env = TestEnv::start().await.expect("start control plane");
