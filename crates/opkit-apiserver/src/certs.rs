@@ -1,11 +1,15 @@
 //! TLS material: a CA and a serving certificate for 127.0.0.1/localhost generated with
-//! opkit-serve's development CA, persisted in the data directory and reused on restart; and the rustls config.
+//! opkit-serve's development CA, persisted in the data directory and reused on restart;
+//! the admin's client certificate (CN `kubernetes-admin`, O `system:masters`, as kind and
+//! envtest write it) issued by that CA at each start; and the rustls config, which
+//! verifies client certificates against the same CA.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::auth::{ADMIN, MASTERS};
 use opkit_serve::files::{FileAccess, write_atomic};
-use opkit_serve::tls::{CertGenError, DevCa, TlsConfigError};
+use opkit_serve::tls::{CertGenError, DevCa, IssuedCert, TlsConfigError};
 
 /// Errors while creating or loading certificates.
 #[derive(Debug, thiserror::Error)]
@@ -26,15 +30,29 @@ pub enum CertError {
     Tls(#[from] TlsConfigError),
 }
 
-/// A CA and the serving certificate it signed, all as PEM.
-#[derive(Clone, Debug)]
+/// A CA, the serving certificate it signed and the admin client certificate, all as PEM.
+#[derive(Clone)]
 pub struct TlsMaterial {
-    /// The CA certificate clients trust (goes into the kubeconfig).
+    /// The CA certificate clients trust (goes into the kubeconfig); it also signs the
+    /// client certificates the server accepts.
     pub ca_pem: String,
+    /// The CA's private key.
+    pub ca_key_pem: String,
     /// The serving certificate chain.
     pub cert_pem: String,
     /// The serving key.
     pub key_pem: String,
+    /// The admin's client certificate and key.
+    pub admin: IssuedCert,
+}
+
+impl std::fmt::Debug for TlsMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsMaterial")
+            .field("ca_pem", &self.ca_pem)
+            .field("cert_pem", &self.cert_pem)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TlsMaterial {
@@ -44,25 +62,40 @@ impl TlsMaterial {
         let ca = DevCa::generate("opkit-ca")?;
         let hosts = ["localhost", "127.0.0.1", "::1", "kubernetes", "kubernetes.default.svc"].map(String::from);
         let serving = ca.issue_serving_cert("opkit-apiserver", &hosts)?;
-        Ok(TlsMaterial { ca_pem: ca.cert_pem().to_owned(), cert_pem: serving.cert_pem, key_pem: serving.key_pem })
+        let admin = ca.issue_client_cert(ADMIN, MASTERS)?;
+        Ok(TlsMaterial {
+            ca_pem: ca.cert_pem().to_owned(),
+            ca_key_pem: ca.key_pem().to_owned(),
+            cert_pem: serving.cert_pem,
+            key_pem: serving.key_pem,
+            admin,
+        })
     }
 
-    /// Loads `ca.crt`, `apiserver.crt` and `apiserver.key` from `dir`, generating and
-    /// saving them first if any is missing.
+    /// Loads `ca.crt`, `ca.key`, `apiserver.crt` and `apiserver.key` from `dir` and issues
+    /// a fresh admin client certificate; generates and saves all four first if any is
+    /// missing (a directory from before the CA key was kept gets a new CA).
     pub fn load_or_generate(dir: &Path) -> Result<TlsMaterial, CertError> {
         fn io(p: &Path) -> impl FnOnce(std::io::Error) -> CertError + '_ {
             move |source| CertError::Io { path: p.display().to_string(), source }
         }
-        let (ca, crt, key) = (dir.join("ca.crt"), dir.join("apiserver.crt"), dir.join("apiserver.key"));
-        if ca.exists() && crt.exists() && key.exists() {
+        let (ca, ca_key, crt, key) =
+            (dir.join("ca.crt"), dir.join("ca.key"), dir.join("apiserver.crt"), dir.join("apiserver.key"));
+        if [&ca, &ca_key, &crt, &key].iter().all(|p| p.exists()) {
+            let ca_pem = std::fs::read_to_string(&ca).map_err(io(&ca))?;
+            let ca_key_pem = std::fs::read_to_string(&ca_key).map_err(io(&ca_key))?;
+            let admin = DevCa::from_pem(&ca_pem, &ca_key_pem)?.issue_client_cert(ADMIN, MASTERS)?;
             return Ok(TlsMaterial {
-                ca_pem: std::fs::read_to_string(&ca).map_err(io(&ca))?,
+                ca_pem,
+                ca_key_pem,
                 cert_pem: std::fs::read_to_string(&crt).map_err(io(&crt))?,
                 key_pem: std::fs::read_to_string(&key).map_err(io(&key))?,
+                admin,
             });
         }
         let m = TlsMaterial::generate()?;
         for (path, pem, access) in [
+            (&ca_key, &m.ca_key_pem, FileAccess::Private),
             (&key, &m.key_pem, FileAccess::Private),
             (&crt, &m.cert_pem, FileAccess::Public),
             (&ca, &m.ca_pem, FileAccess::Public),
@@ -73,9 +106,10 @@ impl TlsMaterial {
         Ok(m)
     }
 
-    /// A rustls server config offering HTTP/2 and HTTP/1.1.
+    /// A rustls server config offering HTTP/2 and HTTP/1.1 that verifies the client
+    /// certificates clients offer against the CA (clients without one still connect).
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, CertError> {
-        Ok(opkit_serve::tls::server_config(&self.cert_pem, &self.key_pem)?)
+        Ok(opkit_serve::tls::server_config_with_client_ca(&self.cert_pem, &self.key_pem, &self.ca_pem)?)
     }
 }
 
@@ -91,5 +125,7 @@ mod tests {
         let b = TlsMaterial::load_or_generate(dir.path()).expect("load");
         assert_eq!(a.ca_pem, b.ca_pem);
         assert_eq!(a.key_pem, b.key_pem);
+        assert_eq!(a.ca_key_pem, b.ca_key_pem);
+        assert_ne!(a.admin.cert_pem, b.admin.cert_pem, "a fresh admin certificate at each start");
     }
 }

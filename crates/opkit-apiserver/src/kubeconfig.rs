@@ -1,6 +1,6 @@
 //! The kubeconfig clients use to reach a running server: built as kube's typed
-//! [`Kubeconfig`] (one cluster, one bearer-token user, one context) and written as the
-//! YAML kubectl reads.
+//! [`Kubeconfig`] (one cluster, one user authenticated by a client certificate, one
+//! context) and written as the YAML kubectl reads.
 
 use std::path::Path;
 
@@ -32,14 +32,17 @@ pub struct Endpoint<'a> {
     pub server: &'a str,
     /// The CA certificate (PEM) that signed the serving certificate.
     pub ca_pem: &'a str,
-    /// The bearer token.
-    pub token: &'a str,
+    /// The user's client certificate (PEM).
+    pub client_cert_pem: &'a str,
+    /// The client certificate's private key (PEM).
+    pub client_key_pem: &'a str,
 }
 
 /// A kubeconfig whose cluster and current context are both named `context`, with user
 /// `<context>-admin` and namespace `default`.
 pub fn build(endpoint: Endpoint<'_>, context: &str) -> Kubeconfig {
     let user = format!("{context}-admin");
+    let base64 = base64::engine::general_purpose::STANDARD;
     Kubeconfig {
         api_version: Some("v1".to_string()),
         kind: Some("Config".to_string()),
@@ -48,9 +51,7 @@ pub fn build(endpoint: Endpoint<'_>, context: &str) -> Kubeconfig {
             name: context.to_string(),
             cluster: Some(Cluster {
                 server: Some(endpoint.server.to_string()),
-                certificate_authority_data: Some(
-                    base64::engine::general_purpose::STANDARD.encode(endpoint.ca_pem.as_bytes()),
-                ),
+                certificate_authority_data: Some(base64.encode(endpoint.ca_pem.as_bytes())),
                 ..Cluster::default()
             }),
             ..NamedCluster::default()
@@ -58,7 +59,8 @@ pub fn build(endpoint: Endpoint<'_>, context: &str) -> Kubeconfig {
         auth_infos: vec![NamedAuthInfo {
             name: user.clone(),
             auth_info: Some(AuthInfo {
-                token: Some(SecretString::from(endpoint.token.to_string())),
+                client_certificate_data: Some(base64.encode(endpoint.client_cert_pem.as_bytes())),
+                client_key_data: Some(SecretString::from(base64.encode(endpoint.client_key_pem.as_bytes()))),
                 ..AuthInfo::default()
             }),
             ..NamedAuthInfo::default()
@@ -98,7 +100,12 @@ mod tests {
 
     #[test]
     fn yaml_reads_back_as_the_same_kubeconfig() {
-        let endpoint = Endpoint { server: "https://127.0.0.1:6443", ca_pem: "PEM", token: "t0ken" };
+        let endpoint = Endpoint {
+            server: "https://127.0.0.1:6443",
+            ca_pem: "PEM",
+            client_cert_pem: "CERT",
+            client_key_pem: "KEY",
+        };
         let yaml = to_yaml(&build(endpoint, "opkit")).expect("serializes");
         assert!(yaml.contains("current-context: opkit"), "{yaml}");
         assert!(yaml.contains("certificate-authority-data: UEVN"), "{yaml}");
@@ -107,7 +114,8 @@ mod tests {
         let cluster = back.clusters[0].cluster.as_ref().expect("cluster");
         assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));
         let user = back.auth_infos[0].auth_info.as_ref().expect("user");
-        assert_eq!(user.token.as_ref().map(|t| t.expose_secret().to_string()).as_deref(), Some("t0ken"));
+        assert_eq!(user.client_certificate_data.as_deref(), Some("Q0VSVA=="));
+        assert_eq!(user.client_key_data.as_ref().map(|k| k.expose_secret().to_string()).as_deref(), Some("S0VZ"));
         let context = back.contexts[0].context.as_ref().expect("context");
         assert_eq!((context.cluster.as_str(), context.user.as_deref()), ("opkit", Some("opkit-admin")));
         assert_eq!(context.namespace.as_deref(), Some("default"));

@@ -1,6 +1,7 @@
 //! A Kubernetes-compatible API server that real clients (kubectl, kube-rs, client-go)
 //! talk to: discovery, OpenAPI, the built-in resources and CustomResourceDefinitions,
-//! with kube-apiserver's request semantics, over HTTPS with bearer-token auth.
+//! with kube-apiserver's request semantics, over HTTPS, with kube's authentication
+//! (client certificates, ServiceAccount tokens, the admin token) and RBAC.
 //!
 //! It is the control plane under opkit's tests (`opkit-testenv`) and `opkit cluster
 //! start`. Objects live in a revisioned in-memory store (`storage`) that is optionally
@@ -11,6 +12,12 @@
 //! and [`kubeconfig`]; the modules below are internal.
 //!
 //! Data flows one way: HTTP (`handlers`) → `registry` → `storage`.
+//! - `audit`: kube's audit events (level Metadata) as JSON lines, when configured.
+//! - `auth`: who a request comes from (client certificates, ServiceAccount JWTs and
+//!   their signing key, the admin token, anonymous).
+//! - `authz`: whether the user may: the RBAC authorizer over an index of roles and
+//!   bindings rebuilt only when one is written, kube's bootstrap policy, escalation
+//!   prevention.
 //! - `kinds`: each kind's strategy, the per-kind behaviour the generic
 //!   `registry` calls (defaults, validation, hooks, deletion rules, Table printer).
 //! - `catalog`: which resources are served (built-ins and CRDs).
@@ -39,13 +46,15 @@
 //! ```
 //!
 //! # Where behaviour differs from kube-apiserver
-//! - No authorization yet: every authenticated user may do everything (each request
-//!   carries its user (`auth::UserInfo`) so RBAC can be enforced in the registry later).
+//! - Authorization is RBAC only (no Node or webhook authorizer), and the built-in
+//!   controllers run as the admin, not under kube-controller-manager's per-controller
+//!   identities. The audit log has one fixed policy (Metadata for every request).
 //! - Request bodies may be JSON, YAML or Kubernetes protobuf (built-in kinds); responses
 //!   are JSON or YAML only, so a protobuf-only Accept gets 406.
 //! - CRD conversion is `None` only (apiVersion is rewritten; fields are not converted).
 //! - Admission webhook configurations are stored but not called.
 
+pub(crate) mod audit;
 pub(crate) mod auth;
 pub(crate) mod authz;
 pub(crate) mod catalog;

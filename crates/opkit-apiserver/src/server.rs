@@ -11,6 +11,7 @@ use opkit_serve::files::{FileAccess, write_atomic};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::AuditLog;
 use crate::auth::tokens::{TokenKeyError, TokenSigner};
 use crate::auth::{Authenticator, random_token};
 use crate::catalog::Catalog;
@@ -79,6 +80,8 @@ pub struct ServerConfig {
     pub token: Option<String>,
     /// Watch log capacity.
     pub store: StoreOptions,
+    /// Append kube's audit events (level Metadata, JSON lines) to this file.
+    pub audit_log: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -89,6 +92,7 @@ impl Default for ServerConfig {
             data_dir: None,
             token: None,
             store: StoreOptions::default(),
+            audit_log: None,
         }
     }
 }
@@ -184,7 +188,11 @@ impl ApiServer {
             Some(d) => TokenSigner::load_or_generate(d)?,
             None => TokenSigner::generate()?,
         };
-        let state = AppState::new(registry.clone(), Authenticator::new(&token, signer), addr.to_string());
+        let audit = match &cfg.audit_log {
+            Some(path) => Some(AuditLog::open(path).map_err(io(format!("opening the audit log {}", path.display())))?),
+            None => None,
+        };
+        let state = AppState::new(registry.clone(), Authenticator::new(&token, signer), addr.to_string(), audit);
         let service = hyper::service::service_fn(move |req| {
             let state = state.clone();
             async move { Ok::<_, std::convert::Infallible>(handlers::handle(state, req).await) }
@@ -233,10 +241,17 @@ impl RunningServer {
     }
 
     /// A kubeconfig for this server as its admin: cluster and context named `context`,
-    /// user `<context>-admin`, namespace `default`.
+    /// user `<context>-admin` authenticated by the client certificate `kubernetes-admin`
+    /// in `system:masters` (as kind writes it), namespace `default`.
     pub fn kubeconfig(&self, context: &str) -> Kubeconfig {
         let url = self.url();
-        kubeconfig::build(kubeconfig::Endpoint { server: &url, ca_pem: &self.tls.ca_pem, token: &self.token }, context)
+        let endpoint = kubeconfig::Endpoint {
+            server: &url,
+            ca_pem: &self.tls.ca_pem,
+            client_cert_pem: &self.tls.admin.cert_pem,
+            client_key_pem: &self.tls.admin.key_pem,
+        };
+        kubeconfig::build(endpoint, context)
     }
 
     /// [`Self::kubeconfig`] as the YAML kubectl reads.

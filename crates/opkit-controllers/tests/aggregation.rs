@@ -63,7 +63,7 @@ async fn an_available_apiservice_is_discovered_and_proxied() -> Result<(), Error
     let listed = kubectl(&env, &["get", "widgets", "-o", "json"]).await?;
     let listed: serde_json::Value = serde_json::from_str(&listed)?;
     let widget = &listed["items"][0]["metadata"];
-    assert_eq!(widget["name"], "for-admin", "{listed}");
+    assert_eq!(widget["name"], "for-kubernetes-admin", "{listed}");
     assert!(widget["annotations"]["groups"].as_str().is_some_and(|g| g.contains("system:masters")), "{listed}");
     assert_eq!(widget["annotations"]["authorization-forwarded"], "false");
     stop.cancel();

@@ -15,4 +15,7 @@ mod server;
 pub mod tls;
 
 pub use backoff::AcceptBackoff;
-pub use server::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TLS_HANDSHAKE_TIMEOUT, Server};
+pub use server::{
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TLS_HANDSHAKE_TIMEOUT, PeerCertificates, RemoteAddr,
+    Server,
+};

@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use hyper::service::Service;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use rustls_pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -258,6 +259,7 @@ async fn serve_connection<S, B>(
         tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
     }
     let Some(acceptor) = &settings.tls else {
+        let service = WithConnectionInfo { inner: service, peer, certificates: None };
         return serve_http(stream, peer, &settings.http, service, shutdown).await;
     };
     let handshake = tokio::select! {
@@ -265,9 +267,57 @@ async fn serve_connection<S, B>(
         handshake = tokio::time::timeout(settings.tls_handshake_timeout, acceptor.accept(stream)) => handshake,
     };
     match handshake {
-        Ok(Ok(tls)) => serve_http(tls, peer, &settings.http, service, shutdown).await,
+        Ok(Ok(tls)) => {
+            let certificates =
+                tls.get_ref().1.peer_certificates().map(|chain| PeerCertificates(Arc::new(chain.to_vec())));
+            let service = WithConnectionInfo { inner: service, peer, certificates };
+            serve_http(tls, peer, &settings.http, service, shutdown).await
+        }
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+    }
+}
+
+/// The certificate chain a client presented in the TLS handshake, leaf first, already
+/// verified against the client CA (see [`crate::tls::server_config_with_client_ca`]).
+/// Every request on that connection carries it as an extension.
+#[derive(Clone, Debug)]
+pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
+
+impl PeerCertificates {
+    /// The client's own certificate.
+    pub fn leaf(&self) -> Option<&CertificateDer<'static>> {
+        self.0.first()
+    }
+}
+
+/// The address of the client a request came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteAddr(pub SocketAddr);
+
+/// A service that adds the connection's [`RemoteAddr`] and [`PeerCertificates`] (when
+/// the client presented any) to each request before passing it on.
+#[derive(Clone)]
+struct WithConnectionInfo<S> {
+    inner: S,
+    peer: SocketAddr,
+    certificates: Option<PeerCertificates>,
+}
+
+impl<S> Service<Request<Incoming>> for WithConnectionInfo<S>
+where
+    S: Service<Request<Incoming>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+        request.extensions_mut().insert(RemoteAddr(self.peer));
+        if let Some(certificates) = &self.certificates {
+            request.extensions_mut().insert(certificates.clone());
+        }
+        self.inner.call(request)
     }
 }
 

@@ -1,7 +1,9 @@
 //! Certificates and rustls configurations for serving: [`DevCa`], a self-signed ECDSA P-256
-//! certificate authority generated with rcgen that issues [`ServingCert`]s for DNS names and IP
-//! addresses (all PEM), and [`server_config`] / [`server_config_with_resolver`], rustls server
-//! configurations on the ring provider offering `h2` and `http/1.1`.
+//! certificate authority generated with rcgen (or loaded from its PEM files) that issues
+//! [`IssuedCert`]s, serving certificates for DNS names and IP addresses and client
+//! certificates for a user and its groups (all PEM); and [`server_config`] /
+//! [`server_config_with_resolver`], rustls server configurations on the ring provider
+//! offering `h2` and `http/1.1`, optionally verifying client certificates against a CA.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use rcgen::{
     KeyUsagePurpose,
 };
 use rustls::crypto::CryptoProvider;
-use rustls::server::ResolvesServerCert;
+use rustls::server::{ResolvesServerCert, WebPkiClientVerifier};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -27,6 +29,9 @@ pub enum TlsConfigError {
     /// The key PEM does not hold a private key.
     #[error("serving key is not a valid PEM private key: {0}")]
     Key(String),
+    /// The client CA PEM holds no usable certificate.
+    #[error("client CA is not a valid PEM certificate: {0}")]
+    ClientCa(String),
     /// rustls rejected the configuration (e.g. the key does not match the certificate).
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
@@ -35,6 +40,7 @@ pub enum TlsConfigError {
 /// A development certificate authority: its certificate (PEM) and the key it signs with.
 pub struct DevCa {
     cert_pem: String,
+    key_pem: String,
     issuer: Issuer<'static, KeyPair>,
 }
 
@@ -56,7 +62,15 @@ impl DevCa {
         params.key_usages =
             vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let cert = params.self_signed(&key)?;
-        Ok(DevCa { cert_pem: cert.pem(), issuer: Issuer::new(params, key) })
+        Ok(DevCa { cert_pem: cert.pem(), key_pem: key.serialize_pem(), issuer: Issuer::new(params, key) })
+    }
+
+    /// A CA from its certificate and private key (PEM), as [`Self::cert_pem`] and
+    /// [`Self::key_pem`] saved them: a CA kept in a data directory across restarts.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, CertGenError> {
+        let key = KeyPair::from_pem(key_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(cert_pem, key)?;
+        Ok(DevCa { cert_pem: cert_pem.to_owned(), key_pem: key_pem.to_owned(), issuer })
     }
 
     /// The CA certificate (PEM) clients trust.
@@ -64,10 +78,15 @@ impl DevCa {
         &self.cert_pem
     }
 
+    /// The CA's private key (PKCS#8 PEM), to save next to [`Self::cert_pem`].
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+
     /// Issues a server certificate named `common_name` for `hosts` (DNS names or IP addresses,
     /// as subject alternative names), with a fresh ECDSA P-256 key, extended key usage
     /// `serverAuth` and the CA's key identifier.
-    pub fn issue_serving_cert(&self, common_name: &str, hosts: &[String]) -> Result<ServingCert, CertGenError> {
+    pub fn issue_serving_cert(&self, common_name: &str, hosts: &[String]) -> Result<IssuedCert, CertGenError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(hosts.to_vec())?;
         params.distinguished_name = DistinguishedName::new();
@@ -76,22 +95,39 @@ impl DevCa {
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.use_authority_key_identifier_extension = true;
         let cert = params.signed_by(&key, &self.issuer)?;
-        Ok(ServingCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        Ok(IssuedCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    }
+
+    /// Issues a client certificate for user `common_name` in group `organization` (the
+    /// subject's CN and O, which Kubernetes reads as the user name and a group; rcgen
+    /// keeps one value per attribute type), with a fresh ECDSA P-256 key and extended
+    /// key usage `clientAuth`.
+    pub fn issue_client_cert(&self, common_name: &str, organization: &str) -> Result<IssuedCert, CertGenError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::OrganizationName, organization);
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.use_authority_key_identifier_extension = true;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(IssuedCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
 }
 
-/// A serving certificate and its private key, both PEM.
+/// A certificate the CA issued and its private key, both PEM.
 #[derive(Clone)]
-pub struct ServingCert {
+pub struct IssuedCert {
     /// The certificate.
     pub cert_pem: String,
     /// The private key (PKCS#8).
     pub key_pem: String,
 }
 
-impl fmt::Debug for ServingCert {
+impl fmt::Debug for IssuedCert {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ServingCert").field("cert_pem", &self.cert_pem).field("key_pem", &"<redacted>").finish()
+        f.debug_struct("IssuedCert").field("cert_pem", &self.cert_pem).field("key_pem", &"<redacted>").finish()
     }
 }
 
@@ -102,6 +138,46 @@ pub fn crypto_provider() -> Arc<CryptoProvider> {
 
 /// A server configuration for one certificate chain and key (PEM).
 pub fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<rustls::ServerConfig>, TlsConfigError> {
+    let (chain, key) = chain_and_key(cert_pem, key_pem)?;
+    let config = rustls::ServerConfig::builder_with_provider(crypto_provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    Ok(with_http_alpn(config))
+}
+
+/// [`server_config`] that also asks clients for a certificate and verifies one, when
+/// offered, against `client_ca_pem`, as kube-apiserver's `--client-ca-file` does.
+/// Clients without a certificate still connect (they may authenticate otherwise); a
+/// client whose certificate the CA did not sign fails the handshake. The verified chain
+/// reaches each request as [`crate::PeerCertificates`].
+pub fn server_config_with_client_ca(
+    cert_pem: &str,
+    key_pem: &str,
+    client_ca_pem: &str,
+) -> Result<Arc<rustls::ServerConfig>, TlsConfigError> {
+    let (chain, key) = chain_and_key(cert_pem, key_pem)?;
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(client_ca_pem.as_bytes()) {
+        let ca = ca.map_err(|e| TlsConfigError::ClientCa(e.to_string()))?;
+        roots.add(ca).map_err(|e| TlsConfigError::ClientCa(e.to_string()))?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crypto_provider())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsConfigError::ClientCa(e.to_string()))?;
+    let config = rustls::ServerConfig::builder_with_provider(crypto_provider())
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)?;
+    Ok(with_http_alpn(config))
+}
+
+/// Parses a PEM certificate chain (at least one certificate) and private key.
+fn chain_and_key(
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsConfigError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TlsConfigError::Certificate(e.to_string()))?;
@@ -109,11 +185,7 @@ pub fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<rustls::Server
         return Err(TlsConfigError::Certificate("no CERTIFICATE block".to_owned()));
     }
     let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| TlsConfigError::Key(e.to_string()))?;
-    let config = rustls::ServerConfig::builder_with_provider(crypto_provider())
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)?;
-    Ok(with_http_alpn(config))
+    Ok((chain, key))
 }
 
 /// A server configuration whose certificate `resolver` picks per handshake (e.g. one that

@@ -251,3 +251,65 @@ async fn https_serves_http1_and_http2_with_the_dev_ca() {
     stop.cancel();
     finished(task).await;
 }
+
+/// One HTTPS GET over HTTP/1.1 trusting `ca`, presenting `client` (certificate, key) if
+/// given; the body, or the error that ended the exchange.
+async fn get_with_client_cert(addr: SocketAddr, ca: &DevCa, client: Option<(&str, &str)>) -> Result<String, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls_pki_types::CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).expect("pem")).expect("root");
+    let builder = rustls::ClientConfig::builder_with_provider(opkit_serve::tls::crypto_provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => {
+            let chain = vec![rustls_pki_types::CertificateDer::from_pem_slice(cert.as_bytes()).expect("cert")];
+            let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("key");
+            builder.with_client_auth_cert(chain, key).expect("client auth")
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from("localhost").expect("name");
+    let exchange = async {
+        let tls =
+            tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| e.to_string())?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        let req = Request::get("https://localhost/").body(Full::new(Bytes::new())).expect("request");
+        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    };
+    tokio::time::timeout(WAIT, exchange).await.expect("exchange finished")
+}
+
+#[tokio::test]
+async fn client_certificates_are_verified_and_reach_the_service() {
+    let ca = DevCa::generate("test CA").expect("ca");
+    let cert = ca.issue_serving_cert("localhost", &["localhost".to_owned()]).expect("cert");
+    let config =
+        opkit_serve::tls::server_config_with_client_ca(&cert.cert_pem, &cert.key_pem, ca.cert_pem()).expect("config");
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let service = hyper::service::service_fn(|req: Request<Incoming>| async move {
+        let seen = match req.extensions().get::<opkit_serve::PeerCertificates>() {
+            Some(chain) => format!("{} certificate(s)", chain.0.len()),
+            None => "none".to_owned(),
+        };
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(seen))))
+    });
+    let task = tokio::spawn(Server::new(listener).tls(config).serve(service, stop.clone()));
+
+    let client = ca.issue_client_cert("jane", "dev").expect("client cert");
+    let presented = get_with_client_cert(addr, &ca, Some((&client.cert_pem, &client.key_pem))).await;
+    assert_eq!(presented.as_deref(), Ok("1 certificate(s)"));
+    assert_eq!(get_with_client_cert(addr, &ca, None).await.as_deref(), Ok("none"));
+    let stranger = DevCa::generate("another CA").expect("ca").issue_client_cert("mallory", "dev").expect("cert");
+    let refused = get_with_client_cert(addr, &ca, Some((&stranger.cert_pem, &stranger.key_pem))).await;
+    assert!(refused.is_err(), "a certificate from another CA was accepted: {refused:?}");
+
+    stop.cancel();
+    finished(task).await;
+}

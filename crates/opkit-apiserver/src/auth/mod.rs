@@ -1,8 +1,10 @@
-//! Authentication: who a request comes from. The admin bearer token, ServiceAccount
-//! tokens (JWTs the server signed, see [`tokens`]) and anonymous requests each give a
-//! [`UserInfo`]; what that user may do is the authorizer's question (`crate::authz`).
+//! Authentication: who a request comes from. A client certificate the server's CA
+//! signed (see [`x509`]), the admin bearer token, ServiceAccount tokens (JWTs the server
+//! signed, see [`tokens`]) and anonymous requests each give a [`UserInfo`]; what that
+//! user may do is the authorizer's question (`crate::authz`).
 
 pub mod tokens;
+pub mod x509;
 
 use std::collections::BTreeMap;
 
@@ -12,6 +14,8 @@ use crate::registry::Registry;
 use crate::storage::ResourceId;
 use tokens::{Claims, ISSUER, TokenError, TokenSigner};
 
+/// The cluster administrator's user name (kubeadm's and kind's).
+pub const ADMIN: &str = "kubernetes-admin";
 /// The group every authenticated user is in.
 pub const AUTHENTICATED: &str = "system:authenticated";
 /// The group of anonymous requests.
@@ -41,11 +45,7 @@ pub struct UserInfo {
 impl UserInfo {
     /// The cluster administrator: `kubernetes-admin` in `system:masters`, as kind's admin.
     pub fn admin() -> UserInfo {
-        UserInfo {
-            name: "kubernetes-admin".into(),
-            groups: vec![MASTERS.into(), AUTHENTICATED.into()],
-            ..Default::default()
-        }
+        UserInfo { name: ADMIN.into(), groups: vec![MASTERS.into(), AUTHENTICATED.into()], ..Default::default() }
     }
 
     /// The API server itself (kube's loopback user `system:apiserver`), for the objects
@@ -112,8 +112,19 @@ pub enum AuthnError {
     Token(#[from] TokenError),
 }
 
-/// Authenticates requests: the admin token, then ServiceAccount tokens; no credential is
-/// the anonymous user.
+/// What a request presents to prove who it is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Credentials<'a> {
+    /// The `Authorization` header's value.
+    pub authorization: Option<&'a str>,
+    /// The DER client certificate from the TLS handshake, already verified against the
+    /// server's CA.
+    pub client_certificate: Option<&'a [u8]>,
+}
+
+/// Authenticates requests as kube-apiserver's union of authenticators does: a client
+/// certificate, then the admin token, then ServiceAccount tokens; no credential is the
+/// anonymous user.
 pub struct Authenticator {
     admin_token: String,
     signer: TokenSigner,
@@ -130,10 +141,18 @@ impl Authenticator {
         &self.signer
     }
 
-    /// The user of an `Authorization` header value: anonymous without one, an error for
-    /// a credential that is not valid.
-    pub async fn authenticate(&self, registry: &Registry, authorization: Option<&str>) -> Result<UserInfo, AuthnError> {
-        let Some(value) = authorization else {
+    /// The user of a request's credentials: the client certificate's when it names a
+    /// user, else the bearer token's; anonymous without either, an error for a bearer
+    /// credential that is not valid.
+    pub async fn authenticate(
+        &self,
+        registry: &Registry,
+        credentials: Credentials<'_>,
+    ) -> Result<UserInfo, AuthnError> {
+        if let Some(user) = credentials.client_certificate.and_then(x509::user_of_certificate) {
+            return Ok(user);
+        }
+        let Some(value) = credentials.authorization else {
             return Ok(UserInfo::anonymous());
         };
         let token = value

@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 
 use http::{HeaderMap, Method};
+use opkit_serve::PeerCertificates;
 use percent_encoding::percent_decode_str;
 
 use super::AppState;
 use super::route::{Route, parse_query};
-use crate::auth::{self, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED, UserInfo};
+use crate::audit::AuditRecord;
+use crate::auth::{self, ANONYMOUS, AUTHENTICATED, Credentials, UNAUTHENTICATED, UserInfo};
 use crate::authz::{self, Action, Object, ResourceAttributes};
 use crate::error::{ApiError, ApiResult};
 use crate::selector::FieldSelector;
@@ -23,21 +25,33 @@ const IMPERSONATE_EXTRA: &str = "impersonate-extra-";
 /// bootstrap policy lets them), a 403 when the user may not.
 pub(super) async fn authorize_request(
     state: &AppState,
-    method: &Method,
-    path: &str,
-    query: Option<&str>,
-    headers: &HeaderMap,
+    request: &http::request::Parts,
     route: Option<&Route>,
+    record: Option<&AuditRecord>,
 ) -> ApiResult<UserInfo> {
-    let authorization = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let user = state.auth.authenticate(&state.registry, authorization).await.map_err(|e| {
+    let (method, path, query, headers) = (&request.method, request.uri.path(), request.uri.query(), &request.headers);
+    let credentials = Credentials {
+        authorization: headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()),
+        client_certificate: request.extensions.get::<PeerCertificates>().and_then(|c| c.leaf()).map(|c| c.as_ref()),
+    };
+    let user = state.auth.authenticate(&state.registry, credentials).await.map_err(|e| {
         // kube answers every failed authentication with the same "Unauthorized".
         tracing::debug!(error = %e, "unable to authenticate the request");
         ApiError::unauthorized()
     })?;
+    if let Some(record) = record {
+        record.users(&user, &user);
+    }
+    let authenticated = record.map(|_| user.clone());
     let user = impersonate(state, user, headers)?;
+    if let (Some(record), Some(authenticated)) = (record, &authenticated) {
+        record.users(authenticated, &user);
+    }
     let action = action_of(method, path, query, route);
     let decision = state.registry.authorizer().authorize(state.registry.store(), &user, &action);
+    if let Some(record) = record {
+        record.authorization(&action, decision.allowed, &decision.reason);
+    }
     if decision.allowed {
         return Ok(user);
     }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use http::{Method, Request, Response};
 
+use crate::audit::{AuditLog, AuditRecord};
 use crate::auth::Authenticator;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::Registry;
@@ -35,12 +36,14 @@ pub struct AppState {
     pub address: String,
     /// Cached OpenAPI documents.
     pub(crate) openapi: openapi::OpenApiCache,
+    /// Where audit events go, if anywhere.
+    pub(crate) audit: Option<AuditLog>,
 }
 
 impl AppState {
-    /// State for a server reachable at `address`.
-    pub fn new(registry: Registry, auth: Authenticator, address: String) -> Arc<AppState> {
-        Arc::new(AppState { registry, auth, address, openapi: Default::default() })
+    /// State for a server reachable at `address`, auditing to `audit` if given.
+    pub fn new(registry: Registry, auth: Authenticator, address: String, audit: Option<AuditLog>) -> Arc<AppState> {
+        Arc::new(AppState { registry, auth, address, openapi: Default::default(), audit })
     }
 }
 
@@ -49,27 +52,46 @@ impl AppState {
 pub async fn handle(state: Arc<AppState>, req: Request<hyper::body::Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let request_line = format!("{} {}", parts.method, parts.uri.path());
-    answer(&request_line, dispatch(&state, parts, body)).await
+    let record = state.audit.as_ref().map(|_| AuditRecord::received(&parts));
+    let response = answer(&request_line, dispatch(&state, parts, body, record.as_ref()), record.as_ref()).await;
+    if let (Some(log), Some(record)) = (&state.audit, &record) {
+        log.write(record);
+    }
+    response
 }
 
 /// The message of the 500 a panicking handler answers with (kube-apiserver's words).
 pub const PANIC_MESSAGE: &str = "This request caused apiserver to panic. Look in the logs for details.";
 
 /// Runs a handler future and turns its error, or its panic, into a `metav1.Status` response.
-async fn answer(request_line: &str, handler: impl Future<Output = ApiResult<Response<Body>>>) -> Response<Body> {
-    match AssertUnwindSafe(handler).catch_unwind().await {
-        Ok(Ok(r)) => r,
+/// The answer goes into the audit `record`, if there is one.
+async fn answer(
+    request_line: &str,
+    handler: impl Future<Output = ApiResult<Response<Body>>>,
+    record: Option<&AuditRecord>,
+) -> Response<Body> {
+    let error = match AssertUnwindSafe(handler).catch_unwind().await {
+        Ok(Ok(r)) => {
+            if let Some(record) = record {
+                record.responded(r.status().as_u16(), None);
+            }
+            return r;
+        }
         Ok(Err(e)) => {
             if e.code >= 500 {
                 tracing::warn!(code = e.code, message = %e.message, "request failed");
             }
-            codec::respond_error(&e)
+            e
         }
         Err(panic) => {
             tracing::error!(request = request_line, panic = panic_text(panic.as_ref()), "handler panicked");
-            codec::respond_error(&ApiError::internal_raw(PANIC_MESSAGE))
+            ApiError::internal_raw(PANIC_MESSAGE)
         }
+    };
+    if let Some(record) = record {
+        record.responded(error.code, Some((error.reason, &error.message)));
     }
+    codec::respond_error(&error)
 }
 
 /// The text a panic was raised with, when it is a string.
@@ -85,17 +107,10 @@ async fn dispatch(
     state: &Arc<AppState>,
     parts: http::request::Parts,
     body: hyper::body::Incoming,
+    record: Option<&AuditRecord>,
 ) -> ApiResult<Response<Body>> {
     let route = route::parse_path(parts.uri.path());
-    let user = identity::authorize_request(
-        state,
-        &parts.method,
-        parts.uri.path(),
-        parts.uri.query(),
-        &parts.headers,
-        route.as_ref(),
-    )
-    .await?;
+    let user = identity::authorize_request(state, &parts, route.as_ref(), record).await?;
     let route = route.ok_or_else(ApiError::no_route)?;
     let cat = state.registry.catalog().snapshot();
     let get_only = |r: ApiResult<Response<Body>>| {
@@ -194,7 +209,7 @@ mod tests {
             }
             Err(ApiError::no_route())
         };
-        let response = answer("GET /boom", handler).await;
+        let response = answer("GET /boom", handler, None).await;
         assert_eq!(response.status(), 500);
         let body = response.into_body().collect().await.expect("body").to_bytes();
         let status: Value = serde_json::from_slice(&body).expect("a JSON Status");
@@ -206,7 +221,7 @@ mod tests {
 
     #[tokio::test]
     async fn errors_still_answer_their_status() {
-        let response = answer("GET /x", async { Err(ApiError::no_route()) }).await;
+        let response = answer("GET /x", async { Err(ApiError::no_route()) }, None).await;
         assert_eq!(response.status(), 404);
     }
 }

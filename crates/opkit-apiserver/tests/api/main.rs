@@ -6,6 +6,7 @@ mod common;
 
 mod apiservices;
 mod apply;
+mod audit;
 mod concurrency;
 mod crd_lifecycle;
 mod crud;

@@ -345,3 +345,48 @@ async fn impersonation_needs_the_impersonate_verb() {
     assert!(info.groups.unwrap_or_default().contains(&"system:serviceaccounts:t".to_string()));
     expect_status(Api::<ConfigMap>::namespaced(admin_as_sa, NS).list(&ListParams::default()).await, 403, "Forbidden");
 }
+
+async fn whoami(client: &Client) -> k8s_openapi::api::authentication::v1::UserInfo {
+    let me = Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("whoami");
+    me.status.and_then(|s| s.user_info).expect("user info")
+}
+
+#[tokio::test]
+async fn the_admin_authenticates_with_its_client_certificate_or_the_token() {
+    let env = env().await;
+    // The kubeconfig carries a client certificate, as kind's does, and no token.
+    let kubeconfig = env.server().kubeconfig("opkit");
+    let user = kubeconfig.auth_infos[0].auth_info.as_ref().expect("user");
+    assert!(user.client_certificate_data.is_some() && user.token.is_none());
+    let by_certificate = whoami(&env.client()).await;
+    assert_eq!(by_certificate.username.as_deref(), Some("kubernetes-admin"));
+    assert_eq!(
+        by_certificate.groups.as_deref(),
+        Some(&["system:masters".to_string(), "system:authenticated".into()][..])
+    );
+    let id = &by_certificate.extra.expect("extra")["authentication.kubernetes.io/credential-id"][0];
+    assert!(id.starts_with("X509SHA256="), "{id}");
+    // The admin bearer token keeps working.
+    let by_token = whoami(&client_with(&env, token_auth(env.server().token())).await).await;
+    assert_eq!(by_token.username.as_deref(), Some("kubernetes-admin"));
+    // A certificate some other CA signed fails the TLS handshake.
+    let stranger = opkit_serve::tls::DevCa::generate("other")
+        .expect("ca")
+        .issue_client_cert("kubernetes-admin", "system:masters")
+        .expect("cert");
+    let forged = AuthInfo {
+        client_certificate_data: Some(base64_of(&stranger.cert_pem)),
+        client_key_data: Some(SecretString::from(base64_of(&stranger.key_pem))),
+        ..Default::default()
+    };
+    let refused = Api::<ConfigMap>::namespaced(client_with(&env, forged).await, NS).list(&ListParams::default()).await;
+    assert!(matches!(refused, Err(ref e) if !matches!(e, kube::Error::Api(_))), "{refused:?}");
+}
+
+fn base64_of(pem: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
