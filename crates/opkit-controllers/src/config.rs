@@ -25,6 +25,14 @@ pub struct ControllersConfig {
     /// The directory local-path volumes are made in; `None` records their paths but makes
     /// no directory.
     pub volume_root: Option<std::path::PathBuf>,
+    /// The API server's CA bundle (PEM), published as `kube-root-ca.crt` in every
+    /// namespace and put into token Secrets; `None` publishes nothing.
+    pub root_ca_pem: Option<String>,
+    /// The admin's client configuration, from which each controller derives a client
+    /// that impersonates its own identity (see `identity`), so RBAC authorizes it as
+    /// it does kube-controller-manager's controllers; `None`: every controller uses
+    /// the client it is given.
+    pub identities: Option<kube::Config>,
 }
 
 impl Default for ControllersConfig {
@@ -38,6 +46,8 @@ impl Default for ControllersConfig {
             node_heartbeat: Duration::from_secs(10),
             load_balancer_pool: None,
             volume_root: None,
+            root_ca_pem: None,
+            identities: None,
         }
     }
 }
@@ -50,6 +60,17 @@ impl ControllersConfig {
     /// Everything off.
     pub fn none() -> Self {
         ControllersConfig { disabled: ["*".to_string()].into(), ..Self::default() }
+    }
+    /// Publishes `ca_pem` as the cluster's root CA (see [`Self::root_ca_pem`]).
+    pub fn root_ca(mut self, ca_pem: &str) -> Self {
+        self.root_ca_pem = Some(ca_pem.to_string());
+        self
+    }
+    /// Runs each controller under its own identity, derived from `admin` (see
+    /// [`Self::identities`]).
+    pub fn with_identities(mut self, admin: kube::Config) -> Self {
+        self.identities = Some(admin);
+        self
     }
     /// Switches one controller off.
     pub fn disable(mut self, name: &str) -> Self {

@@ -4,8 +4,9 @@
 //! StatefulSets, DaemonSets, Jobs, CronJobs), Service endpoints, load-balancer addresses
 //! for Services of type LoadBalancer (as kind's cloud provider or k3s's ServiceLB), the
 //! availability of aggregated APIServices, local-path volumes for claims, disruption
-//! budgets' status, FlowSchemas' `Dangling` condition, aggregated ClusterRoles' rules, and simulated nodes whose pods are
-//! scheduled, started and made Ready.
+//! budgets' status, FlowSchemas' `Dangling` condition, aggregated ClusterRoles' rules,
+//! the `kube-root-ca.crt` ConfigMap in every namespace, legacy ServiceAccount token
+//! Secrets, and simulated nodes whose pods are scheduled, started and made Ready.
 //!
 //! They are ordinary operators written with the [`opkit`] runtime. `opkit cluster start`
 //! and `opkit-testenv` run them by default.
@@ -33,13 +34,16 @@ pub(crate) mod disruption;
 pub(crate) mod endpoints;
 pub(crate) mod flowcontrol;
 pub(crate) mod garbage_collector;
+pub mod identity;
 pub(crate) mod job;
 pub(crate) mod kubelet;
 pub(crate) mod namespace;
 pub(crate) mod node;
 pub(crate) mod replicaset;
+pub(crate) mod root_ca_publisher;
 pub(crate) mod scheduler;
 pub(crate) mod service_lb;
+pub(crate) mod serviceaccount_token;
 pub(crate) mod statefulset;
 pub(crate) mod volume;
 
@@ -52,6 +56,8 @@ use opkit::Manager;
 pub const ALL: &[&str] = &[
     "namespace",
     "serviceaccount",
+    "serviceaccount-token",
+    "root-ca-cert-publisher",
     "garbagecollector",
     "deployment",
     "replicaset",
@@ -75,6 +81,8 @@ pub const ALL: &[&str] = &[
 /// registered with it.
 pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     namespace::register(mgr, cfg)?;
+    serviceaccount_token::register(mgr, cfg)?;
+    root_ca_publisher::register(mgr, cfg)?;
     garbage_collector::register(mgr, cfg);
     deployment::register(mgr, cfg)?;
     replicaset::register(mgr, cfg)?;
@@ -102,6 +110,15 @@ pub fn spawn(
     cfg: &ControllersConfig,
     stop: tokio_util::sync::CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    // The shared cache reads as kube-controller-manager does; each controller writes as
+    // itself (see `identity`).
+    let client = match &cfg.identities {
+        Some(admin) => {
+            let manager = identity::Identity { user: identity::CONTROLLER_MANAGER, groups: &[] };
+            identity::client_as(admin, manager).unwrap_or(client)
+        }
+        None => client,
+    };
     let mgr = Manager::new(client, opkit::ManagerOptions::default());
     let registered = register(&mgr, cfg);
     tokio::spawn(async move {

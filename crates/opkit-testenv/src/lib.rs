@@ -108,8 +108,9 @@ impl TestEnvBuilder {
         let dir = tempfile::tempdir()?;
         let kubeconfig_path = dir.path().join("kubeconfig");
         server.write_kubeconfig(&kubeconfig_path, "opkit")?;
-        let client = client_for(&server).await?;
-        let controllers = self.controllers.unwrap_or_default();
+        let admin = config_for(&server).await?;
+        let client = Client::try_from(admin.clone())?;
+        let controllers = self.controllers.unwrap_or_default().root_ca(server.ca_pem()).with_identities(admin);
         let token = CancellationToken::new();
         opkit_controllers::spawn(client.clone(), &controllers, token.clone());
         Ok(TestEnv { server, client, kubeconfig_path, _controllers: token.drop_guard(), _dir: dir })
@@ -127,7 +128,8 @@ pub struct TestEnv {
 
 impl TestEnv {
     /// Starts a control plane with in-memory storage on a random loopback port, with the
-    /// cluster controllers (garbage collection, namespaces, workloads, simulated nodes).
+    /// cluster controllers (garbage collection, namespaces, workloads, simulated nodes),
+    /// each acting as its own identity under RBAC, as kube-controller-manager's do.
     pub async fn start() -> Result<TestEnv, TestEnvError> {
         Self::builder().start().await
     }
@@ -301,10 +303,6 @@ fn ignore_exists<T>(result: Result<T, kube::Error>) -> Result<(), TestEnvError> 
         Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-async fn client_for(server: &RunningServer) -> Result<Client, TestEnvError> {
-    Ok(Client::try_from(config_for(server).await?)?)
 }
 
 async fn config_for(server: &RunningServer) -> Result<Config, TestEnvError> {

@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Log, configmap, start};
+use common::{Log, configmap, env_without_root_ca, start};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource};
 use opkit::controller::ratelimit::RateLimiter;
 use opkit::predicate::GenerationChanged;
 use opkit::{Action, Context, Controller, Manager, ManagerOptions, ReconcileError, Request};
-use opkit_testenv::TestEnv;
 use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,7 +34,7 @@ pub struct WidgetStatus {
 
 #[tokio::test]
 async fn owns_and_watches_enqueue_the_right_objects() {
-    let env = TestEnv::start().await.expect("env");
+    let env = env_without_root_ca().await;
     let mgr = Manager::new(env.client(), ManagerOptions::default());
     let log = Log::default();
     let l = log.clone();
@@ -82,7 +81,7 @@ async fn owns_and_watches_enqueue_the_right_objects() {
 
 #[tokio::test]
 async fn generation_changed_predicate_drops_status_only_updates() {
-    let env = TestEnv::start().await.expect("env");
+    let env = env_without_root_ca().await;
     env.install_crds([Widget::crd()]).await.expect("crd");
     let mgr = Manager::new(env.client(), ManagerOptions::default());
     let log = Log::default();
@@ -117,7 +116,7 @@ async fn generation_changed_predicate_drops_status_only_updates() {
 
 #[tokio::test]
 async fn concurrency_is_bounded_and_never_twice_on_one_object() {
-    let env = TestEnv::start().await.expect("env");
+    let env = env_without_root_ca().await;
     let mgr = Manager::new(env.client(), ManagerOptions::default());
     let active: Arc<Mutex<HashSet<String>>> = Arc::default();
     let peak = Arc::new(AtomicUsize::new(0));
@@ -179,7 +178,7 @@ async fn concurrency_is_bounded_and_never_twice_on_one_object() {
 
 #[tokio::test]
 async fn requeue_backoff_terminal_errors_and_panics() {
-    let env = TestEnv::start().await.expect("env");
+    let env = env_without_root_ca().await;
     let mgr = Manager::new(env.client(), ManagerOptions::default());
     let log = Log::default();
     let l = log.clone();

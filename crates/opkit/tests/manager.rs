@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Log, configmap, eventually, http_get};
+use common::{Log, configmap, env_without_root_ca, eventually, http_get};
 use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -53,7 +53,7 @@ fn counting_controller(mgr: &Manager, log: &Log, tag: &'static str) {
 
 #[tokio::test]
 async fn metrics_count_reconciles_and_readyz_waits_for_sync() {
-    let env = TestEnv::start().await.expect("env");
+    let env = env_without_root_ca().await;
     let opts = ManagerOptions { metrics_addr: local(), health_addr: local(), ..Default::default() };
     let mgr = Manager::new(env.client(), opts);
     let log = Log::default();
@@ -123,7 +123,7 @@ async fn holder(env: &TestEnv) -> Option<String> {
 }
 
 async fn two_managers(release_on_cancel: bool) {
-    let env = TestEnv::start().await.expect("env");
+    let env = env_without_root_ca().await;
     let log = Log::default();
     let first = Manager::new(env.client(), elected(&env, "first", release_on_cancel));
     counting_controller(&first, &log, "first");

@@ -1,6 +1,9 @@
 //! kube's bootstrap RBAC policy (`bootstrap-policy.yaml`): cluster-admin, the aggregated
 //! admin/edit/view roles and the `system:` roles every user needs (discovery, basic-user,
-//! public-info-viewer), with their bindings, created at start-up when missing.
+//! public-info-viewer), with their bindings; and the roles of the cluster's own
+//! components (`controller-policy.yaml`: kube-controller-manager's `system:controller:*`
+//! roles bound to their ServiceAccounts, the scheduler's, the nodes'). All are created
+//! at start-up when missing.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +16,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::registry::{Registry, Target, WriteOptions};
 
 const POLICY: &str = include_str!("bootstrap-policy.yaml");
+const CONTROLLER_POLICY: &str = include_str!("controller-policy.yaml");
 const GROUP: &str = "rbac.authorization.k8s.io";
 
 #[derive(Deserialize)]
@@ -34,10 +38,40 @@ struct RoleEntry {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct BindingEntry {
     name: String,
     role: String,
+    #[serde(default)]
     groups: Vec<String>,
+    #[serde(default)]
+    users: Vec<String>,
+    /// `namespace/name`.
+    #[serde(default)]
+    service_accounts: Vec<String>,
+}
+
+impl BindingEntry {
+    fn subjects(self) -> Vec<Subject> {
+        let named = |kind: &str, name: String| Subject {
+            api_group: Some(GROUP.into()),
+            kind: kind.into(),
+            name,
+            namespace: None,
+        };
+        let accounts = self.service_accounts.into_iter().map(|sa| {
+            let (namespace, name) = sa.split_once('/').unwrap_or(("default", &sa));
+            Subject {
+                api_group: None,
+                kind: "ServiceAccount".into(),
+                name: name.into(),
+                namespace: Some(namespace.into()),
+            }
+        });
+        let groups = self.groups.into_iter().map(|g| named("Group", g));
+        let users = self.users.into_iter().map(|u| named("User", u));
+        groups.chain(users).chain(accounts).collect()
+    }
 }
 
 fn meta(name: &str, mut labels: BTreeMap<String, String>) -> ObjectMeta {
@@ -52,7 +86,11 @@ fn meta(name: &str, mut labels: BTreeMap<String, String>) -> ObjectMeta {
 
 /// The bootstrap ClusterRoles (aggregated ones with their initial rules) and bindings.
 fn objects() -> Result<(Vec<ClusterRole>, Vec<ClusterRoleBinding>), String> {
-    let policy: Policy = serde_saphyr::from_str(POLICY).map_err(|e| format!("bootstrap policy: {e}"))?;
+    let mut policy: Policy = serde_saphyr::from_str(POLICY).map_err(|e| format!("bootstrap policy: {e}"))?;
+    let controllers: Policy =
+        serde_saphyr::from_str(CONTROLLER_POLICY).map_err(|e| format!("controller policy: {e}"))?;
+    policy.cluster_roles.extend(controllers.cluster_roles);
+    policy.cluster_role_bindings.extend(controllers.cluster_role_bindings);
     let mut roles: Vec<ClusterRole> = policy
         .cluster_roles
         .into_iter()
@@ -84,13 +122,8 @@ fn objects() -> Result<(Vec<ClusterRole>, Vec<ClusterRoleBinding>), String> {
         .into_iter()
         .map(|b| ClusterRoleBinding {
             metadata: meta(&b.name, BTreeMap::new()),
-            role_ref: RoleRef { api_group: GROUP.into(), kind: "ClusterRole".into(), name: b.role },
-            subjects: Some(
-                b.groups
-                    .into_iter()
-                    .map(|g| Subject { api_group: Some(GROUP.into()), kind: "Group".into(), name: g, namespace: None })
-                    .collect(),
-            ),
+            role_ref: RoleRef { api_group: GROUP.into(), kind: "ClusterRole".into(), name: b.role.clone() },
+            subjects: Some(b.subjects()),
         })
         .collect();
     Ok((roles, bindings))
@@ -140,5 +173,23 @@ mod tests {
         assert!(view.iter().all(|r| edit.contains(r)) && edit.len() > view.len());
         assert!(edit.iter().all(|r| admin.contains(r)) && admin.len() > edit.len());
         assert!(bindings.iter().any(|b| b.role_ref.name == "cluster-admin"));
+    }
+
+    #[test]
+    fn every_binding_names_a_role_and_controllers_are_bound_to_their_accounts() {
+        let (roles, bindings) = objects().expect("policy");
+        for b in &bindings {
+            assert!(roles.iter().any(|r| r.metadata.name == Some(b.role_ref.name.clone())), "{}", b.role_ref.name);
+        }
+        let deployments = bindings
+            .iter()
+            .find(|b| b.role_ref.name == "system:controller:deployment-controller")
+            .and_then(|b| b.subjects.clone())
+            .expect("binding");
+        assert_eq!(deployments[0].kind, "ServiceAccount");
+        assert_eq!(
+            (deployments[0].namespace.as_deref(), deployments[0].name.as_str()),
+            (Some("kube-system"), "deployment-controller")
+        );
     }
 }

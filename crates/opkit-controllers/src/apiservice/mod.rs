@@ -32,6 +32,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     }
     let (services, endpoints) = (mgr.cache().clone(), mgr.cache().clone());
     Controller::new(mgr, reconcile)
+        .client(crate::identity::client_for(mgr, cfg, "apiservice"))
         .named("apiservice")
         .watches::<Service>(move |s| backed_by(&services, s.metadata.namespace.as_deref(), s.metadata.name.as_deref()))
         .watches::<Endpoints>(move |e| {

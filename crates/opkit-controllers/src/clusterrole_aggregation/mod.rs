@@ -21,6 +21,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     }
     let cache = mgr.cache().clone();
     Controller::new(mgr, reconcile)
+        .client(crate::identity::client_for(mgr, cfg, "clusterrole-aggregation"))
         .named("clusterrole-aggregation")
         .watches::<ClusterRole>(move |_changed| aggregated(&cache))
         .build()

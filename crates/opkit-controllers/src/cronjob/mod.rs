@@ -35,8 +35,9 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     if !cfg.enabled("cronjob") {
         return Ok(());
     }
-    let recorder = Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER);
+    let recorder = Recorder::for_controller(crate::identity::client_for(mgr, cfg, "cronjob"), REPORTING_CONTROLLER);
     Controller::new(mgr, move |ctx| reconcile(ctx, recorder.clone()))
+        .client(crate::identity::client_for(mgr, cfg, "cronjob"))
         .named("cronjob")
         .owns::<Job>()
         .max_concurrent_reconciles(2)

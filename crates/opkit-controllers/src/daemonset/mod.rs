@@ -42,11 +42,12 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         return Ok(());
     }
     let shared = Arc::new(Shared {
-        recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER),
+        recorder: Recorder::for_controller(crate::identity::client_for(mgr, cfg, "daemonset"), REPORTING_CONTROLLER),
         pending: Mutex::new(HashMap::new()),
     });
     let cache = mgr.cache().clone();
     Controller::new(mgr, move |ctx| reconcile(ctx, shared.clone()))
+        .client(crate::identity::client_for(mgr, cfg, "daemonset"))
         .named("daemonset")
         .owns::<Pod>()
         .owns::<ControllerRevision>()

@@ -41,13 +41,16 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     if !cfg.enabled(NAME) {
         return Ok(());
     }
-    let state = Arc::new(State { recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER) });
+    let state = Arc::new(State {
+        recorder: Recorder::for_controller(crate::identity::client_for(mgr, cfg, "deployment"), REPORTING_CONTROLLER),
+    });
     let (rs_cache, pod_cache) = (mgr.cache().clone(), mgr.cache().clone());
     rs_cache.add_index::<ReplicaSet>(ownership::CONTROLLER_INDEX, |rs: &ReplicaSet| ownership::controller_index(rs));
     Controller::new(mgr, move |ctx: Context<Deployment>| {
         let state = state.clone();
         async move { reconcile(ctx, &state).await }
     })
+    .client(crate::identity::client_for(mgr, cfg, "deployment"))
     .named(NAME)
     .watches::<ReplicaSet>(move |rs: &ReplicaSet| deployments_for_rs(&rs_cache, rs))
     .watches::<Pod>(move |pod: &Pod| deployments_for_pod(&pod_cache, pod))

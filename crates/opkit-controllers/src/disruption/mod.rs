@@ -29,7 +29,11 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         return Ok(());
     }
     let cache = mgr.cache().clone();
-    Controller::new(mgr, reconcile).named("disruption").watches::<Pod>(move |p| budgets_selecting(&cache, p)).build()
+    Controller::new(mgr, reconcile)
+        .client(crate::identity::client_for(mgr, cfg, "disruption"))
+        .named("disruption")
+        .watches::<Pod>(move |p| budgets_selecting(&cache, p))
+        .build()
 }
 
 /// The budgets in the pod's namespace whose selector matches it.

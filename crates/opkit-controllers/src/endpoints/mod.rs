@@ -33,6 +33,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     }
     let cache = mgr.cache().clone();
     Controller::new(mgr, reconcile)
+        .client(crate::identity::client_for(mgr, cfg, "endpoints"))
         .named("endpoints")
         .owns::<EndpointSlice>()
         .watches::<Pod>(move |p| services_selecting(&cache, p))

@@ -21,6 +21,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     }
     let cache = mgr.cache().clone();
     Controller::new(mgr, reconcile)
+        .client(crate::identity::client_for(mgr, cfg, "flowcontrol"))
         .named("flowcontrol")
         .watches::<PriorityLevelConfiguration>(move |level| naming(&cache, &level.name_any()))
         .build()

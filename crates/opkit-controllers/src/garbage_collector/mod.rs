@@ -162,6 +162,6 @@ impl Runnable for GarbageCollector {
 /// Registers the garbage collector with `mgr` (if enabled).
 pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
     if cfg.enabled(NAME) {
-        mgr.add(GarbageCollector::new(mgr.client()));
+        mgr.add(GarbageCollector::new(crate::identity::client_for(mgr, cfg, "garbagecollector")));
     }
 }

@@ -56,10 +56,11 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         return Ok(());
     }
     let shared = Arc::new(Shared {
-        recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER),
+        recorder: Recorder::for_controller(crate::identity::client_for(mgr, cfg, "job"), REPORTING_CONTROLLER),
         expectations: Mutex::new(HashMap::new()),
     });
     Controller::new(mgr, move |ctx| reconcile(ctx, shared.clone()))
+        .client(crate::identity::client_for(mgr, cfg, "job"))
         .named("job")
         .owns::<Pod>()
         .max_concurrent_reconciles(4)

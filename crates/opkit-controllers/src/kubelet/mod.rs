@@ -44,7 +44,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         return Ok(());
     }
     let kubelet = Arc::new(Kubelet {
-        client: mgr.client(),
+        client: crate::identity::client_for(mgr, cfg, "kubelet"),
         start_delay: cfg.pod_start_delay,
         ready_delay: cfg.pod_ready_delay,
         job_run_time: cfg.job_run_time,
@@ -56,6 +56,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         let k = kubelet.clone();
         async move { k.reconcile(ctx).await }
     })
+    .client(crate::identity::client_for(mgr, cfg, "kubelet"))
     .named("kubelet")
     .max_concurrent_reconciles(8)
     .without_leader_election()

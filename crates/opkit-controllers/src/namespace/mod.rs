@@ -136,10 +136,15 @@ fn default_sa_namespace(sa: &ServiceAccount) -> Vec<Request> {
 /// Registers the `namespace` and `serviceaccount` controllers with `mgr` (those enabled).
 pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if cfg.enabled("namespace") {
-        Controller::new(mgr, reconcile_namespace).named("namespace").max_concurrent_reconciles(4).build()?;
+        Controller::new(mgr, reconcile_namespace)
+            .client(crate::identity::client_for(mgr, cfg, "namespace"))
+            .named("namespace")
+            .max_concurrent_reconciles(4)
+            .build()?;
     }
     if cfg.enabled("serviceaccount") {
         Controller::new(mgr, reconcile_service_account)
+            .client(crate::identity::client_for(mgr, cfg, "serviceaccount"))
             .named("serviceaccount")
             .watches::<ServiceAccount>(default_sa_namespace)
             .max_concurrent_reconciles(2)

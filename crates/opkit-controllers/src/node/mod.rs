@@ -45,13 +45,14 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     if !cfg.enabled("nodes") {
         return Ok(());
     }
-    mgr.add(Registrar { client: mgr.client(), count: cfg.nodes });
+    mgr.add(Registrar { client: crate::identity::client_for(mgr, cfg, "nodes"), count: cfg.nodes });
     let heartbeat = cfg.node_heartbeat.max(Duration::from_millis(100));
     let settings = Arc::new(heartbeat);
     Controller::new(mgr, move |ctx: Context<Node>| {
         let heartbeat = *settings;
         async move { reconcile(ctx, heartbeat).await }
     })
+    .client(crate::identity::client_for(mgr, cfg, "nodes"))
     .named("nodes")
     .watches::<Lease>(|l: &Lease| {
         if l.metadata.namespace.as_deref() == Some(LEASE_NAMESPACE) {

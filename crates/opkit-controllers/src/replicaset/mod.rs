@@ -48,7 +48,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     }
     let state = Arc::new(State {
         expectations: Expectations::default(),
-        recorder: Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER),
+        recorder: Recorder::for_controller(crate::identity::client_for(mgr, cfg, "replicaset"), REPORTING_CONTROLLER),
     });
     let cache = mgr.cache().clone();
     cache.add_index::<Pod>(ownership::CONTROLLER_INDEX, |p: &Pod| ownership::controller_index(p));
@@ -56,6 +56,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         let state = state.clone();
         async move { reconcile(ctx, &state).await }
     })
+    .client(crate::identity::client_for(mgr, cfg, "replicaset"))
     .named(NAME)
     .watches::<Pod>(move |pod: &Pod| replicasets_for_pod(&cache, pod))
     .max_concurrent_reconciles(5)

@@ -52,7 +52,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         return Ok(());
     }
     let sched = Arc::new(Scheduler {
-        recorder: Recorder::for_controller(mgr.client(), SCHEDULER_NAME),
+        recorder: Recorder::for_controller(crate::identity::client_for(mgr, cfg, "scheduler"), SCHEDULER_NAME),
         events: EventSink::new(2, 1000),
         state: Mutex::new(State::default()),
         set_scheduled_condition: !cfg.enabled("kubelet"),
@@ -63,6 +63,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         let s = run.clone();
         async move { s.reconcile(ctx).await }
     })
+    .client(crate::identity::client_for(mgr, cfg, "scheduler"))
     .named("scheduler")
     .watches::<Node>(move |_: &Node| on_node.retry_all())
     .watches::<Pod>(move |p: &Pod| if frees_resources(p) { on_pod.retry_all() } else { vec![] })

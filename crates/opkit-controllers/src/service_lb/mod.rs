@@ -44,6 +44,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     let state = std::sync::Arc::new(LoadBalancers { pool: cfg.load_balancer_pool, held: Mutex::new(BTreeMap::new()) });
     let (nodes_cache, services_cache) = (mgr.cache().clone(), mgr.cache().clone());
     Controller::new(mgr, reconcile)
+        .client(crate::identity::client_for(mgr, cfg, "service-lb"))
         .named("service-lb")
         .with_state(state)
         .watches::<Node>(move |_| load_balancer_services(&nodes_cache, |_| true))

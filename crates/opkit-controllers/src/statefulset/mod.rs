@@ -32,8 +32,9 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     if !cfg.enabled("statefulset") {
         return Ok(());
     }
-    let recorder = Recorder::for_controller(mgr.client(), REPORTING_CONTROLLER);
+    let recorder = Recorder::for_controller(crate::identity::client_for(mgr, cfg, "statefulset"), REPORTING_CONTROLLER);
     Controller::new(mgr, move |ctx| reconcile(ctx, recorder.clone()))
+        .client(crate::identity::client_for(mgr, cfg, "statefulset"))
         .named("statefulset")
         .owns::<Pod>()
         .owns::<ControllerRevision>()

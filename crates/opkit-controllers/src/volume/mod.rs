@@ -66,10 +66,11 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     if !cfg.enabled("persistentvolume") {
         return Ok(());
     }
-    mgr.add(DefaultClass { client: mgr.client() });
+    mgr.add(DefaultClass { client: crate::identity::client_for(mgr, cfg, "persistentvolume") });
     let state = std::sync::Arc::new(Volumes { root: cfg.volume_root.clone() });
     let (classes_cache, volumes_cache) = (mgr.cache().clone(), mgr.cache().clone());
     Controller::new(mgr, bind_claim)
+        .client(crate::identity::client_for(mgr, cfg, "persistentvolume"))
         .named("persistentvolume-binder")
         .with_state(state.clone())
         .watches::<PersistentVolume>(move |v| claims_for_volume(&volumes_cache, v))
@@ -79,6 +80,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
         .build()?;
     let claims_cache = mgr.cache().clone();
     Controller::new(mgr, reclaim_volume)
+        .client(crate::identity::client_for(mgr, cfg, "persistentvolume"))
         .named("persistentvolume-reclaimer")
         .with_state(state)
         .watches::<PersistentVolumeClaim>(move |c| volumes_of_claim(&claims_cache, c))

@@ -118,6 +118,7 @@ pub struct Controller<K: Kind, R, S = ()> {
     needs_leader: bool,
     cache_sync_timeout: Duration,
     handle: ControllerHandle,
+    client: Option<kube::Client>,
 }
 
 impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S> {
@@ -175,7 +176,18 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
             needs_leader: true,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             handle,
+            client: None,
         }
+    }
+
+    /// Reconciles (`ctx.client`) and records events with `client` instead of the
+    /// manager's; the cache still reads with the manager's. This is how
+    /// kube-controller-manager gives each controller its own credentials
+    /// (`--use-service-account-credentials`) over one set of shared informers, so each
+    /// controller's writes are authorized against its own role.
+    pub fn client(mut self, client: kube::Client) -> Self {
+        self.client = Some(client);
+        self
     }
 
     /// Names the controller (metrics labels, logs, the event recorder). Names are unique
@@ -340,6 +352,7 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
             needs_leader: self.needs_leader,
             cache_sync_timeout: self.cache_sync_timeout,
             handle: self.handle,
+            client: self.client,
         });
         Ok(())
     }

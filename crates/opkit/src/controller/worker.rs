@@ -39,6 +39,8 @@ pub(super) struct Built<K: Kind, R, S> {
     pub(super) needs_leader: bool,
     pub(super) cache_sync_timeout: Duration,
     pub(super) handle: ControllerHandle,
+    /// The controller's own client (`None`: the manager's).
+    pub(super) client: Option<kube::Client>,
 }
 
 impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Runnable for Built<K, R, S> {
@@ -91,8 +93,10 @@ async fn run<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>>(
         s.start(queue.clone(), c.filters.clone(), shutdown.clone());
     }
     c.handle.attach(queue.clone());
-    let recorder = Arc::new(Recorder::for_controller(c.mgr.client(), c.name.clone()));
+    let client = c.client.unwrap_or_else(|| c.mgr.client());
+    let recorder = Arc::new(Recorder::for_controller(client.clone(), c.name.clone()));
     let shared = Arc::new(Shared {
+        client,
         reconciler: c.reconciler,
         state: c.state,
         recorder,
@@ -124,6 +128,7 @@ async fn run<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>>(
 }
 
 struct Shared<K: Kind, R, S> {
+    client: kube::Client,
     reconciler: R,
     state: Arc<S>,
     recorder: Arc<Recorder>,
@@ -158,7 +163,7 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
         let ctx = Context {
             request: req.clone(),
             object,
-            client: self.mgr.client(),
+            client: self.client.clone(),
             cache: self.mgr.cache().clone(),
             recorder: self.recorder.clone(),
             state: self.state.clone(),

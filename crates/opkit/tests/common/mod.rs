@@ -110,3 +110,10 @@ pub fn start(mgr: Manager) -> CancellationToken {
     tokio::spawn(async move { mgr.run_until(t).await });
     token
 }
+
+/// A control plane whose only ConfigMaps are the test's own: the root CA publisher
+/// (which puts `kube-root-ca.crt` in every namespace, as a cluster does) is off, so
+/// tests that count ConfigMap reconciles see only theirs.
+pub async fn env_without_root_ca() -> opkit_testenv::TestEnv {
+    opkit_testenv::TestEnv::builder().disable_controller("root-ca-cert-publisher").start().await.expect("env")
+}
