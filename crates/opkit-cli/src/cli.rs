@@ -67,12 +67,15 @@ pub enum Command {
     ///   opkit uninstall --ignore-not-found
     #[command(verbatim_doc_comment)]
     Uninstall(RemoveArgs),
-    /// Install the CRDs, then build and run the operator locally against the cluster.
+    /// Install the CRDs, then build and run the operator locally against the cluster, as
+    /// its ServiceAccount (config/default's RBAC is applied; it impersonates the account),
+    /// so a missing RBAC marker shows as `forbidden` here, not after deploy.
     ///
     /// Arguments after `--` go to the operator.
     ///
     /// Examples:
     ///   opkit run
+    ///   opkit run --as-admin
     ///   opkit run -- --metrics-bind-address 0 --health-probe-bind-address 0
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
@@ -218,6 +221,10 @@ pub struct RunArgs {
     /// Build with --release.
     #[arg(long)]
     pub release: bool,
+    /// Run with the kubeconfig's own identity instead of the manager's ServiceAccount
+    /// (whose RBAC objects from config/default are applied first).
+    #[arg(long)]
+    pub as_admin: bool,
     /// Arguments for the operator.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -267,8 +274,10 @@ pub struct StartArgs {
     #[arg(long)]
     pub in_memory: bool,
     /// Cluster controllers to switch off (comma-separated names, or `*` for all):
-    /// namespace, serviceaccount, garbagecollector, deployment, replicaset, statefulset,
-    /// daemonset, job, cronjob, endpoints, service-lb, nodes, scheduler, kubelet.
+    /// namespace, serviceaccount, serviceaccount-token, root-ca-cert-publisher,
+    /// garbagecollector, deployment, replicaset, statefulset, daemonset, job, cronjob,
+    /// endpoints, service-lb, apiservice, persistentvolume, disruption, flowcontrol,
+    /// clusterrole-aggregation, nodes, scheduler, kubelet.
     #[arg(long, value_delimiter = ',')]
     pub disable_controllers: Vec<String>,
     /// How many simulated nodes to run.
@@ -278,4 +287,9 @@ pub struct StartArgs {
     /// (172.18.255.200-172.18.255.250) or a CIDR; without it they get the nodes' addresses.
     #[arg(long, value_name = "RANGE")]
     pub lb_range: Option<opkit_controllers::LoadBalancerPool>,
+    /// Append kube's audit events (level Metadata, one JSON object per line) to FILE:
+    /// every request with its user, verb, object, authorization decision and status
+    /// code, e.g. to find the call an operator was forbidden to make.
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
 }

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -168,15 +169,16 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
     opkit(&project, None, &["init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator"]);
     opkit(&project, None, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"]);
 
-    // 3. The tutorial's edits: the Memcached types, controller, sample and tests.
+    // 3. The tutorial's edits: the Memcached types, controller, sample and the example's
+    // tests (next to the scaffolded test, which runs the controller as its ServiceAccount).
     for rel in [
         "src/api/cache_v1alpha1/memcached.rs",
         "src/controller/memcached.rs",
         "config/samples/cache_v1alpha1_memcached.yaml",
-        "tests/memcached_controller.rs",
     ] {
         copy(&example.join(rel), &project.join(rel));
     }
+    copy(&example.join("tests/memcached_controller.rs"), &project.join("tests/memcached_example.rs"));
 
     // A second group with two versions of a cluster-scoped kind using every CRD marker;
     // v1beta1 is served but not stored, so `opkit generate` merges the versions.
@@ -259,6 +261,26 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
     assert!(project.join("src/api/ship_v1/type_.rs").exists());
     make(&project, None, &["test"]);
 
+    // 5b. A missing RBAC marker fails `make test`, naming the permission: the scaffolded
+    // test runs the controller as the ServiceAccount with the regenerated role.
+    let controller = project.join("src/controller/memcached.rs");
+    let source = std::fs::read_to_string(&controller).expect("controller");
+    let full = "resources=deployments,verbs=get;list;watch;create;update;patch;delete";
+    assert!(source.contains(full), "the deployments marker changed");
+    std::fs::write(&controller, source.replace(full, "resources=deployments,verbs=get;list;watch;update;patch;delete"))
+        .expect("write");
+    let mut test = command("make", &project, None);
+    test.args(["test", &format!("OPKIT={OPKIT}")]);
+    let out = test.output().expect("make test");
+    let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "make test passed without the deployments create permission");
+    assert!(
+        output.contains(r#"cannot create resource \"deployments\" in API group \"apps\""#)
+            || output.contains(r#"cannot create resource "deployments" in API group "apps""#),
+        "the failure does not name the missing permission:\n{output}"
+    );
+    std::fs::write(&controller, source).expect("restore");
+
     // 6. A local cluster.
     let cluster_dir = tmp.path().join("cluster");
     let mut start = command(OPKIT, tmp.path(), None);
@@ -317,6 +339,15 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
         .expect("watch");
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     assert_eq!(deployments.get("memcached-sample").await.expect("deployment").spec.and_then(|s| s.replicas), Some(3));
+    // ...as the manager's ServiceAccount, whose RBAC make run applied from config/default.
+    let manager = "system:serviceaccount:memcached-operator-system:memcached-operator-controller-manager";
+    let run_kubeconfig =
+        kube::config::Kubeconfig::read_from(project.join("target/opkit/run-kubeconfig")).expect("run kubeconfig");
+    let impersonated: Vec<_> =
+        run_kubeconfig.auth_infos.iter().filter_map(|a| a.auth_info.as_ref()?.impersonate.clone()).collect();
+    assert_eq!(impersonated, [manager]);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "memcached-operator-system");
+    assert!(accounts.get_opt("memcached-operator-controller-manager").await.expect("get").is_some());
     // SIGTERM to the process group (make, opkit run, the operator), like Ctrl-C in a shell.
     operator.stop();
 

@@ -33,6 +33,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     if args.in_memory {
         cfg.storage = StorageConfig::InMemory;
     }
+    cfg.audit_log = args.audit_log.as_deref().map(std::path::absolute).transpose()?;
     let server = ApiServer::start(cfg).await?;
     let stop_controllers = CancellationToken::new();
     run_controllers(&server, controllers, stop_controllers.clone()).await?;
@@ -74,7 +75,7 @@ async fn run_controllers(
     let config = kube::Config::from_custom_kubeconfig(server.kubeconfig("opkit"), &KubeConfigOptions::default())
         .await
         .map_err(|e| CliError::Client(e.to_string()))?;
-    let client = kube::Client::try_from(config).map_err(|e| CliError::Client(e.to_string()))?;
-    opkit_controllers::spawn(client, &cfg, stop);
+    let client = kube::Client::try_from(config.clone()).map_err(|e| CliError::Client(e.to_string()))?;
+    opkit_controllers::spawn(client, &cfg.root_ca(server.ca_pem()).with_identities(config), stop);
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! The cluster client of `install`, `run`, `deploy` and friends: `--kubeconfig` and
-//! `--context`, else `$KUBECONFIG` / `~/.kube/config` as kubectl reads them.
+//! `--context`, else `$KUBECONFIG` / `~/.kube/config` as kubectl reads them; and the
+//! kubeconfig `opkit run` hands the operator, which impersonates its ServiceAccount.
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -25,4 +26,81 @@ pub async fn client(args: &ClusterArgs) -> Result<Client, CliError> {
         })?,
     };
     Client::try_from(config).map_err(|e| CliError::Kubeconfig(e.to_string()))
+}
+
+/// The kubeconfig the flags (or the environment) name, as kubectl reads it (the files of
+/// `$KUBECONFIG` merged).
+pub fn read(args: &ClusterArgs) -> Result<Kubeconfig, CliError> {
+    match &args.kubeconfig {
+        Some(path) => Kubeconfig::read_from(path).map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display()))),
+        None => Kubeconfig::read().map_err(|e| CliError::Kubeconfig(e.to_string())),
+    }
+}
+
+/// `kubeconfig` with the selected context (`--context`, else the current one) made
+/// current and its user impersonating `user` (kubectl's `--as`): the credentials stay
+/// the caller's, the permissions become `user`'s.
+pub fn impersonating(mut kubeconfig: Kubeconfig, context: Option<&str>, user: &str) -> Result<Kubeconfig, CliError> {
+    let name = context
+        .map(String::from)
+        .or_else(|| kubeconfig.current_context.clone())
+        .ok_or_else(|| CliError::Kubeconfig("no current context; pass --context".into()))?;
+    let auth_name = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == name)
+        .and_then(|c| c.context.as_ref())
+        .and_then(|c| c.user.clone())
+        .ok_or_else(|| CliError::Kubeconfig(format!("context {name:?} not found or has no user")))?;
+    let auth = kubeconfig
+        .auth_infos
+        .iter_mut()
+        .find(|a| a.name == auth_name)
+        .and_then(|a| a.auth_info.as_mut())
+        .ok_or_else(|| CliError::Kubeconfig(format!("user {auth_name:?} of context {name:?} not found")))?;
+    auth.impersonate = Some(user.to_string());
+    auth.impersonate_groups = None;
+    kubeconfig.current_context = Some(name);
+    Ok(kubeconfig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBECONFIG: &str = r#"
+apiVersion: v1
+kind: Config
+clusters:
+- name: dev
+  cluster: {server: "https://127.0.0.1:6443"}
+users:
+- name: admin
+  user: {token: t0ken}
+- name: other
+  user: {token: other}
+contexts:
+- name: dev
+  context: {cluster: dev, user: admin}
+- name: elsewhere
+  context: {cluster: dev, user: other}
+current-context: elsewhere
+"#;
+
+    #[test]
+    fn the_selected_contexts_user_impersonates() {
+        let kc = Kubeconfig::from_yaml(KUBECONFIG).expect("kubeconfig");
+        let out = impersonating(kc, Some("dev"), "system:serviceaccount:ns:op").expect("impersonating");
+        assert_eq!(out.current_context.as_deref(), Some("dev"));
+        let user =
+            |n: &str| out.auth_infos.iter().find(|a| a.name == n).and_then(|a| a.auth_info.clone()).expect("user");
+        assert_eq!(user("admin").impersonate.as_deref(), Some("system:serviceaccount:ns:op"));
+        assert_eq!(user("other").impersonate, None);
+    }
+
+    #[test]
+    fn an_unknown_context_is_an_error() {
+        let kc = Kubeconfig::from_yaml(KUBECONFIG).expect("kubeconfig");
+        assert!(matches!(impersonating(kc, Some("nope"), "u"), Err(CliError::Kubeconfig(m)) if m.contains("nope")));
+    }
 }

@@ -1,16 +1,36 @@
 //! `opkit run`: installs the CRDs, then builds and runs the operator locally (`cargo run`)
 //! against the same cluster, forwarding Ctrl-C / SIGTERM so it shuts down cleanly.
+//!
+//! The operator runs as the ServiceAccount its deployment would use: the RBAC objects
+//! of config/default (namespace, ServiceAccount, roles and bindings, rendered as `make
+//! deploy` renders them) are applied, and the operator gets a kubeconfig whose user
+//! impersonates that ServiceAccount. So `make run` meets the same `forbidden` errors
+//! the deployed operator would. `--as-admin` keeps the caller's own identity.
 
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
-use super::{CliError, install, project_dir};
+use serde_json::Value;
+
+use super::install::FIELD_MANAGER;
+use super::{CliError, install, kubeconfig, project_dir};
 use crate::cli::RunArgs;
+use crate::cluster_ops;
 use crate::output::Output;
+
+/// The kinds `opkit run` applies from config/default before starting the operator.
+const RBAC_KINDS: &[&str] =
+    &["Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"];
+
+/// Where the operator's impersonating kubeconfig is written (under the project).
+const RUN_KUBECONFIG: &str = "target/opkit/run-kubeconfig";
 
 /// Runs the operator until it exits or a signal stops it.
 pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
     install::install_crds(&args.cluster, out).await?;
+    let kubeconfig = if args.as_admin { None } else { Some(run_as_service_account(&args, &root, out).await?) };
     out.step("CRDs installed; building and starting the operator (cargo run)");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = tokio::process::Command::new(&cargo);
@@ -19,8 +39,11 @@ pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
         cmd.arg("--release");
     }
     cmd.arg("--").args(&args.args).current_dir(&root).stdin(Stdio::null());
-    if let Some(path) = &args.cluster.kubeconfig {
-        cmd.env("KUBECONFIG", std::path::absolute(path)?);
+    match (&kubeconfig, &args.cluster.kubeconfig) {
+        (Some(path), _) | (None, Some(path)) => {
+            cmd.env("KUBECONFIG", std::path::absolute(path)?);
+        }
+        (None, None) => {}
     }
     let mut child = cmd.spawn().map_err(|e| CliError::Build(format!("running {cargo}: {e}")))?;
     let status = tokio::select! {
@@ -31,6 +54,44 @@ pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
         }
     };
     if status.success() { Ok(()) } else { Err(CliError::Build(format!("the operator exited with {status}"))) }
+}
+
+/// Applies config/default's namespace and RBAC objects and writes a kubeconfig that
+/// impersonates the manager's ServiceAccount; returns the kubeconfig's path.
+async fn run_as_service_account(args: &RunArgs, root: &Path, out: &mut Output) -> Result<PathBuf, CliError> {
+    let rendered = crate::kustomize::build(&root.join("config/default"))?;
+    let (namespace, account) = manager_account(&rendered).ok_or_else(|| {
+        CliError::Usage("config/default defines no ServiceAccount for the manager; run with --as-admin".into())
+    })?;
+    let rbac: Vec<Value> =
+        rendered.into_iter().filter(|o| o["kind"].as_str().is_some_and(|k| RBAC_KINDS.contains(&k))).collect();
+    let client = kubeconfig::client(&args.cluster).await?;
+    let timeout = Duration::from_secs(args.cluster.timeout);
+    cluster_ops::apply(&client, &rbac, FIELD_MANAGER, &|m: &str| out.step(m), timeout).await?;
+    let user = format!("system:serviceaccount:{namespace}:{account}");
+    let impersonating =
+        kubeconfig::impersonating(kubeconfig::read(&args.cluster)?, args.cluster.context.as_deref(), &user)?;
+    let path = root.join(RUN_KUBECONFIG);
+    opkit_apiserver::kubeconfig::write(&impersonating, &path)
+        .map_err(|e| CliError::Kubeconfig(format!("writing {}: {e}", path.display())))?;
+    out.step(&format!("the operator runs as {user}, with config/rbac's permissions (--as-admin: as yourself)"));
+    Ok(path)
+}
+
+/// The namespace and name of the ServiceAccount the manager Deployment runs as (else
+/// the only ServiceAccount) in rendered config/default objects.
+fn manager_account(objs: &[Value]) -> Option<(String, String)> {
+    let namespace_of =
+        |o: &Value| o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+    let from_deployment = objs.iter().filter(|o| o["kind"] == "Deployment").find_map(|d| {
+        let name = d.pointer("/spec/template/spec/serviceAccountName")?.as_str()?;
+        Some((namespace_of(d), name.to_string()))
+    });
+    let accounts: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "ServiceAccount").collect();
+    from_deployment.or_else(|| match accounts.as_slice() {
+        [only] => Some((namespace_of(only), only.pointer("/metadata/name")?.as_str()?.to_string())),
+        _ => None,
+    })
 }
 
 /// Asks the operator to stop (SIGTERM, as the kubelet would) and waits for it.
@@ -54,4 +115,23 @@ async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process
 async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
     child.start_kill()?;
     child.wait().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_manager_deployment_names_the_account() {
+        let objs = vec![
+            json!({"kind": "ServiceAccount", "metadata": {"name": "a", "namespace": "sys"}}),
+            json!({"kind": "ServiceAccount", "metadata": {"name": "op-controller-manager", "namespace": "sys"}}),
+            json!({"kind": "Deployment", "metadata": {"name": "m", "namespace": "sys"},
+                "spec": {"template": {"spec": {"serviceAccountName": "op-controller-manager"}}}}),
+        ];
+        assert_eq!(manager_account(&objs), Some(("sys".into(), "op-controller-manager".into())));
+        assert_eq!(manager_account(&objs[..1]), Some(("sys".into(), "a".into())));
+        assert_eq!(manager_account(&objs[..2]), None);
+    }
 }
