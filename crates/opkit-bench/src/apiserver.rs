@@ -1,6 +1,7 @@
 //! The API server scenarios, run against a server in a child process: create/get/update
-//! throughput, full and paged lists, watch fan-out, memory per object; plus the
-//! in-process start-up time.
+//! throughput as the admin and create/get as a ServiceAccount authorized by RBAC (next to
+//! unrelated roles and bindings, so the authorizer's cost shows), full and paged lists,
+//! watch fan-out, memory per object; plus the in-process start-up time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -139,6 +140,39 @@ pub async fn bench_backend(opts: &Options, backend: Backend) -> Result<BackendRe
                 break 'phases Some(format!("get c={c}"));
             }
         }
+        let as_account = match service_account_endpoint(&server, &ep).await {
+            Ok(sa) => Some(sa),
+            Err(e) => {
+                report.failures.push(format!("ServiceAccount phases: {e}"));
+                None
+            }
+        };
+        for (&c, sa) in w.concurrencies.iter().zip(std::iter::repeat(as_account).flatten()) {
+            progress(opts, &format!("{backend}: create and get as a ServiceAccount c={c}"));
+            let phase = Phase { op: "create (SA)".into(), concurrency: c, total: w.ops(c), limit };
+            let out = run_phase(&sa, &phase, creates(&sa, NS_OPS, &format!("sa{c}-"), w.payload_bytes)).await?;
+            let (n, stalled) = (out.stats.ok, out.stats.timeouts > 0);
+            report.phases.push(out.stats);
+            if stalled {
+                break 'phases Some(format!("create (SA) c={c}"));
+            }
+            // The same gets as the admin, then as the ServiceAccount, back to back, so the
+            // two differ only in who asks.
+            for (who, client) in [("admin", &ep), ("SA", &sa)] {
+                let base = cm_path(NS_OPS);
+                let client2 = client.clone();
+                let make: MakeRequest = Arc::new(move |i| {
+                    client2.request(Method::GET, &format!("{base}/sa{c}-{:07}", i % n.max(1)), Bytes::new())
+                });
+                let phase = Phase { op: format!("get ({who})"), concurrency: c, total: w.ops(c), limit };
+                let out = run_phase(client, &phase, make).await?;
+                let stalled = out.stats.timeouts > 0;
+                report.phases.push(out.stats);
+                if stalled {
+                    break 'phases Some(format!("get ({who}) c={c}"));
+                }
+            }
+        }
         for &(c, n) in &created {
             progress(opts, &format!("{backend}: update c={c}"));
             let base = cm_path(NS_OPS);
@@ -183,6 +217,47 @@ pub async fn bench_backend(opts: &Options, backend: Backend) -> Result<BackendRe
         Err(e) => report.failures.push(format!("memory: {e}")),
     }
     Ok(report)
+}
+
+/// How many unrelated Roles and RoleBindings sit next to the ServiceAccount's own.
+const NOISE_BINDINGS: usize = 200;
+
+/// Sets up ServiceAccount `bench-sa` in the ops namespace with a Role granting ConfigMap
+/// create and get, plus [`NOISE_BINDINGS`] Roles bound to other users, and returns an
+/// endpoint authenticated with a token from the TokenRequest API.
+async fn service_account_endpoint(server: &ServerProcess, admin: &Endpoint) -> Result<Endpoint, BenchError> {
+    let post = |path: String, body: Value| async move {
+        call(admin, Method::POST, &path, Bytes::from(body.to_string())).await
+    };
+    let rbac = format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NS_OPS}");
+    post(format!("/api/v1/namespaces/{NS_OPS}/serviceaccounts"), json!({"metadata": {"name": "bench-sa"}})).await?;
+    for i in 0..=NOISE_BINDINGS {
+        let (name, subject) = if i == 0 {
+            ("bench-sa".to_string(), json!({"kind": "ServiceAccount", "name": "bench-sa", "namespace": NS_OPS}))
+        } else {
+            (
+                format!("noise-{i}"),
+                json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": format!("user-{i}")}),
+            )
+        };
+        let rules = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get"]}]);
+        post(format!("{rbac}/roles"), json!({"metadata": {"name": name}, "rules": rules})).await?;
+        let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
+        post(
+            format!("{rbac}/rolebindings"),
+            json!({"metadata": {"name": name}, "roleRef": role_ref, "subjects": [subject]}),
+        )
+        .await?;
+    }
+    let issued = post(
+        format!("/api/v1/namespaces/{NS_OPS}/serviceaccounts/bench-sa/token"),
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 86400}}),
+    )
+    .await?;
+    let issued: Value = serde_json::from_slice(&issued).map_err(|e| BenchError::Setup(format!("TokenRequest: {e}")))?;
+    let token =
+        issued["status"]["token"].as_str().ok_or_else(|| BenchError::Setup("TokenRequest returned no token".into()))?;
+    server.endpoint_with_token(token)
 }
 
 async fn list(ep: &Endpoint, w: &Workload, limit: Duration) -> Result<ListReport, BenchError> {

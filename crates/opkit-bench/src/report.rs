@@ -234,6 +234,24 @@ pub fn targets(r: &Report) -> Vec<TargetCheck> {
         {
             let what = format!("{name}: gets (best, c={})", p.concurrency);
             check(&mut out, what, format!("{:.0}/s", p.ops_per_sec), ">= 15,000/s", p.ops_per_sec >= 15000.0);
+            // Gets: the admin's and the ServiceAccount's, measured back to back on the same
+            // objects; creates: the admin's create phase and the ServiceAccount's.
+            for (op, admin_op) in [("get", "get (admin)"), ("create", "create")] {
+                let (Some(admin), Some(sa)) =
+                    (b.phase(admin_op, p.concurrency), b.phase(&format!("{op} (SA)"), p.concurrency))
+                else {
+                    continue;
+                };
+                let what = format!("{name}: {op}s as a ServiceAccount vs admin (c={})", p.concurrency);
+                let ratio = sa.ops_per_sec / admin.ops_per_sec.max(1.0);
+                check(
+                    &mut out,
+                    what,
+                    format!("{:.0}/s vs {:.0}/s ({:.1}%)", sa.ops_per_sec, admin.ops_per_sec, ratio * 100.0),
+                    ">= 95%",
+                    ratio >= 0.95,
+                );
+            }
         }
         if let Some(l) = &b.list {
             let what = format!("{name}: full list of {}", l.objects);
@@ -267,14 +285,14 @@ fn mib(b: u64) -> String {
 fn phase_table(out: &mut String, phases: &[PhaseStats]) {
     let _ = writeln!(
         out,
-        "  {:<7} {:>4} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7}",
+        "  {:<11} {:>4} {:>8} {:>10} {:>9} {:>9} {:>9} {:>7}",
         "op", "c", "ok", "ops/s", "p50 ms", "p99 ms", "max ms", "errors"
     );
     for p in phases {
         let flag = if p.time_limited { " (time limit)" } else { "" };
         let _ = writeln!(
             out,
-            "  {:<7} {:>4} {:>8} {:>10.0} {:>9.2} {:>9.2} {:>9.1} {:>7}{flag}",
+            "  {:<11} {:>4} {:>8} {:>10.0} {:>9.2} {:>9.2} {:>9.1} {:>7}{flag}",
             p.op, p.concurrency, p.ok, p.ops_per_sec, p.p50_ms, p.p99_ms, p.max_ms, p.errors
         );
         if let Some(e) = &p.first_error {

@@ -112,7 +112,7 @@ pub async fn serve(
     let stop = tokio_util::sync::CancellationToken::new();
     if let Some(c) = controllers {
         let client = crate::runtime::cluster::kube_client(&info)?;
-        opkit_controllers::spawn(client, &c.config(), stop.clone());
+        opkit_controllers::spawn(client, &c.config().root_ca(server.ca_pem()), stop.clone());
     }
     let line = serde_json::to_string(&info).map_err(|e| BenchError::Setup(e.to_string()))?;
     println!("{line}");
@@ -183,9 +183,14 @@ impl ServerProcess {
         Ok(ServerProcess { child, info, _dir: dir })
     }
 
-    /// An HTTPS endpoint for this server.
+    /// An HTTPS endpoint for this server, as the admin.
     pub fn endpoint(&self) -> Result<Endpoint, BenchError> {
-        Endpoint::tls(parse_url_addr(&self.info.url)?, &self.info.ca_pem, &self.info.token)
+        self.endpoint_with_token(&self.info.token)
+    }
+
+    /// An HTTPS endpoint for this server authenticated with `token`.
+    pub fn endpoint_with_token(&self, token: &str) -> Result<Endpoint, BenchError> {
+        Endpoint::tls(parse_url_addr(&self.info.url)?, &self.info.ca_pem, token)
     }
 
     /// The server's current memory use.

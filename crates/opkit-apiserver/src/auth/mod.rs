@@ -196,12 +196,11 @@ async fn check_not_revoked(registry: &Registry, claims: &Claims) -> Result<(), T
     checks.extend(k.pod.as_ref().map(|p| ("pods", p)));
     checks.extend(k.secret.as_ref().map(|s| ("secrets", s)));
     for (resource, object) in checks {
-        let stored = registry
-            .stored(&ResourceId::new("", resource), &k.namespace, &object.name)
+        let uid = registry
+            .stored_uid(&ResourceId::new("", resource), &k.namespace, &object.name)
             .await
             .map_err(|e| TokenError::Revoked(e.message))?;
-        let uid = stored.as_ref().and_then(|o| o["metadata"]["uid"].as_str());
-        if uid != Some(object.uid.as_str()) {
+        if uid.as_deref() != Some(object.uid.as_str()) {
             let what = &resource[..resource.len() - 1];
             return Err(TokenError::Revoked(format!("{what} {}/{} has been deleted", k.namespace, object.name)));
         }

@@ -104,11 +104,18 @@ pub struct Claims {
     pub kubernetes: KubernetesClaims,
 }
 
+/// How many verified tokens [`TokenSigner`] remembers (the cache is emptied when full).
+const VERIFIED_CACHE: usize = 4096;
+
 /// The server's token signer and verifier.
 pub struct TokenSigner {
     key: EcdsaKeyPair,
     kid: String,
     rng: SystemRandom,
+    /// Claims of tokens whose signature verified: an ECDSA verification costs more than
+    /// the rest of a request, so it is done once per token (kube-apiserver caches token
+    /// authentication too). Expiry and audiences are still checked on every use.
+    verified: parking_lot::Mutex<std::collections::HashMap<String, Claims>>,
 }
 
 impl std::fmt::Debug for TokenSigner {
@@ -150,7 +157,7 @@ impl TokenSigner {
             .map_err(|e| TokenKeyError::Key(e.to_string()))?;
         let digest = ring::digest::digest(&ring::digest::SHA256, key.public_key().as_ref());
         let kid = URL_SAFE_NO_PAD.encode(digest.as_ref());
-        Ok(TokenSigner { key, kid, rng })
+        Ok(TokenSigner { key, kid, rng, verified: Default::default() })
     }
 
     /// Signs `claims` as a compact JWS.
@@ -172,6 +179,31 @@ impl TokenSigner {
     /// (seconds since the epoch) and returns its claims. Whether the ServiceAccount and
     /// bound objects still exist is the caller's check.
     pub fn verify(&self, token: &str, audiences: &[String], now: i64) -> Result<Claims, TokenError> {
+        let cached = self.verified.lock().get(token).cloned();
+        let claims = match cached {
+            Some(claims) => claims,
+            None => {
+                let claims = self.verify_signature(token)?;
+                let mut verified = self.verified.lock();
+                if verified.len() >= VERIFIED_CACHE {
+                    verified.clear();
+                }
+                verified.insert(token.to_string(), claims.clone());
+                claims
+            }
+        };
+        if now >= claims.exp || now < claims.nbf {
+            return Err(TokenError::Expired);
+        }
+        if !claims.aud.iter().any(|a| audiences.contains(a)) {
+            return Err(TokenError::Audience(claims.aud, audiences.to_vec()));
+        }
+        Ok(claims)
+    }
+
+    /// The claims of `token` if its signature is this signer's and its issuer the
+    /// server's (its lifetime and audiences are not checked here).
+    fn verify_signature(&self, token: &str) -> Result<Claims, TokenError> {
         let mut parts = token.split('.');
         let (Some(header), Some(body), Some(sig), None) = (parts.next(), parts.next(), parts.next(), parts.next())
         else {
@@ -189,12 +221,6 @@ impl TokenSigner {
         let claims: Claims = decode_part(body)?;
         if claims.iss != ISSUER {
             return Err(TokenError::Issuer);
-        }
-        if now >= claims.exp || now < claims.nbf {
-            return Err(TokenError::Expired);
-        }
-        if !claims.aud.iter().any(|a| audiences.contains(a)) {
-            return Err(TokenError::Audience(claims.aud, audiences.to_vec()));
         }
         Ok(claims)
     }

@@ -49,8 +49,12 @@ pub struct RbacAuthorizer {
     cache: RwLock<Option<(Generation, Arc<Index>)>>,
 }
 
-fn resources() -> [ResourceId; 4] {
-    ["roles", "clusterroles", "rolebindings", "clusterrolebindings"].map(|r| ResourceId::new(GROUP, r))
+/// The four RBAC resources, made once.
+fn resources() -> &'static [ResourceId; 4] {
+    static RESOURCES: std::sync::LazyLock<[ResourceId; 4]> = std::sync::LazyLock::new(|| {
+        ["roles", "clusterroles", "rolebindings", "clusterrolebindings"].map(|r| ResourceId::new(GROUP, r))
+    });
+    &RESOURCES
 }
 
 fn decode_all<T: DeserializeOwned>(store: &Store, id: &ResourceId) -> Vec<T> {
@@ -82,15 +86,15 @@ impl Index {
     fn build(store: &Store) -> Index {
         let [roles, cluster_roles, role_bindings, cluster_role_bindings] = resources();
         let mut index = Index::default();
-        for role in decode_all::<ClusterRole>(store, &cluster_roles) {
+        for role in decode_all::<ClusterRole>(store, cluster_roles) {
             let name = role.metadata.name.unwrap_or_default();
             index.cluster_roles.insert(name, role.rules.unwrap_or_default().into());
         }
-        for role in decode_all::<Role>(store, &roles) {
+        for role in decode_all::<Role>(store, roles) {
             let key = (role.metadata.namespace.unwrap_or_default(), role.metadata.name.unwrap_or_default());
             index.roles.insert(key, role.rules.unwrap_or_default().into());
         }
-        for binding in decode_all::<ClusterRoleBinding>(store, &cluster_role_bindings) {
+        for binding in decode_all::<ClusterRoleBinding>(store, cluster_role_bindings) {
             let name = binding.metadata.name.unwrap_or_default();
             for subject in binding.subjects.iter().flatten() {
                 let Some(key) = subject_key(subject, "") else { continue };
@@ -104,7 +108,7 @@ impl Index {
                 index.cluster_grants.entry(key).or_default().push(Arc::new(grant));
             }
         }
-        for binding in decode_all::<RoleBinding>(store, &role_bindings) {
+        for binding in decode_all::<RoleBinding>(store, role_bindings) {
             let ns = binding.metadata.namespace.unwrap_or_default();
             let name = binding.metadata.name.unwrap_or_default();
             for subject in binding.subjects.iter().flatten() {
@@ -155,8 +159,7 @@ impl Index {
 
 impl RbacAuthorizer {
     fn index(&self, store: &Store) -> Arc<Index> {
-        let ids = resources();
-        let generation: Generation = [0, 1, 2, 3].map(|i| store.last_write(&ids[i]));
+        let generation: Generation = store.last_writes(resources());
         if let Some((g, index)) = self.cache.read().as_ref()
             && *g == generation
         {

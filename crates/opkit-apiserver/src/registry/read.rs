@@ -143,6 +143,30 @@ impl Registry {
         entry.map(|e| parse_stored(&e.value)).transpose()
     }
 
+    /// The uid of a stored object, or `None` when there is none: reads only
+    /// `metadata.uid`, for checks on every request (a token's ServiceAccount).
+    pub(crate) async fn stored_uid(
+        &self,
+        resource: &ResourceId,
+        namespace: &str,
+        name: &str,
+    ) -> ApiResult<Option<String>> {
+        #[derive(serde::Deserialize)]
+        struct Metadata {
+            #[serde(default)]
+            uid: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Uid {
+            metadata: Metadata,
+        }
+        let entry = self.store.get(resource, &(namespace.to_string(), name.to_string())).await?;
+        entry
+            .map(|e| serde_json::from_slice::<Uid>(&e.value).map(|u| u.metadata.uid))
+            .transpose()
+            .map_err(|e| ApiError::internal(format!("decoding a stored object: {e}")))
+    }
+
     /// Reads one object.
     pub async fn get(&self, target: &Target, name: &str) -> ApiResult<Value> {
         let entry = self.store.get(&target.info.id, &target.key(name)).await?;

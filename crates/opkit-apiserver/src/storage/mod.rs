@@ -428,6 +428,12 @@ impl Store {
         self.shared.state.lock().last_write.get(resource).copied().unwrap_or(0)
     }
 
+    /// [`Self::last_write`] of several resources, read together under one lock.
+    pub fn last_writes<const N: usize>(&self, resources: &[ResourceId; N]) -> [Revision; N] {
+        let st = self.shared.state.lock();
+        resources.each_ref().map(|r| st.last_write.get(r).copied().unwrap_or(0))
+    }
+
     /// Number of objects stored for `resource` (all namespaces).
     pub fn count(&self, resource: &ResourceId) -> usize {
         self.shared.state.lock().resources.get(resource).map_or(0, |m| m.len())

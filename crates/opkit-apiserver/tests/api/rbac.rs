@@ -390,3 +390,50 @@ fn base64_of(pem: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(pem)
 }
+
+/// `token` with its claims changed by `edit`, signed again with the server's key
+/// (`sa.key`, PKCS#8, ES256), as the server would have signed such claims.
+fn resigned(token: &str, key_der: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> String {
+    use base64::Engine;
+    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut parts = token.split('.');
+    let (header, payload) = (parts.next().expect("header"), parts.next().expect("payload"));
+    let mut claims: serde_json::Value = serde_json::from_slice(&b64.decode(payload).expect("base64")).expect("claims");
+    edit(&mut claims);
+    let signing_input = format!("{header}.{}", b64.encode(claims.to_string()));
+    let rng = ring::rand::SystemRandom::new();
+    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, key_der, &rng).expect("key");
+    let signature = key.sign(&rng, signing_input.as_bytes()).expect("sign");
+    format!("{signing_input}.{}", b64.encode(signature.as_ref()))
+}
+
+#[tokio::test]
+async fn expired_tokens_are_rejected() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let env = opkit_testenv::TestEnv::builder()
+        .server(opkit_apiserver::ServerConfig::durable(dir.path()))
+        .without_controllers()
+        .start()
+        .await
+        .expect("env");
+    let token = env.service_account_token(NS, "op").await.expect("token");
+    let key = std::fs::read(dir.path().join("sa.key")).expect("the signing key");
+    // The same claims signed again still authenticate: the signature is the server's.
+    let same = resigned(&token, &key, |_| {});
+    assert_eq!(
+        whoami(&client_with(&env, token_auth(&same)).await).await.username.as_deref(),
+        Some("system:serviceaccount:t:op")
+    );
+    // Expired a minute ago: 401, as kube answers.
+    let expired = resigned(&token, &key, |c| {
+        let now = c["iat"].as_i64().expect("iat");
+        c["iat"] = json!(now - 3600);
+        c["nbf"] = json!(now - 3600);
+        c["exp"] = json!(now - 60);
+    });
+    let refused = Api::<SelfSubjectReview>::all(client_with(&env, token_auth(&expired)).await)
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await;
+    expect_status(refused, 401, "Unauthorized");
+}
