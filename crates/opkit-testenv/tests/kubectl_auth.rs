@@ -83,6 +83,13 @@ async fn suite(version: &str) {
     let token = k.ok(&["create", "token", "op", "-n", "t", "--duration", "20m"], None).trim().to_string();
     assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
     k.ok(&["config", "set-credentials", "op-token", "--token", &token], None);
+    // `--token` as the only credential: the server and its CA from flags, no kubeconfig.
+    let ca_file = env.kubeconfig_path().with_file_name("ca.crt");
+    std::fs::write(&ca_file, env.server().ca_pem()).expect("write the CA");
+    let (url, ca) = (env.server().url(), ca_file.to_string_lossy().into_owned());
+    let flags_only = ["--kubeconfig", "/dev/null", "--server", &url, "--certificate-authority", &ca, "--token", &token];
+    let whoami = k.ok(&[&flags_only[..], &["auth", "whoami"]].concat(), None);
+    assert!(whoami.contains(op), "{whoami}");
     let whoami = k.ok(&as_token(&["auth", "whoami"]), None);
     assert!(whoami.contains(op) && whoami.contains("system:serviceaccounts:t"), "{whoami}");
     let denied = k.fails(&as_token(&["get", "pods", "-n", "t"]), None);

@@ -122,18 +122,45 @@ pub struct Credentials<'a> {
     pub client_certificate: Option<&'a [u8]>,
 }
 
+/// How many verified tokens an [`Authenticator`] remembers (emptied when full).
+const VERIFIED_CACHE: usize = 4096;
+
+/// A ServiceAccount token whose signature verified, with the user it stands for.
+struct VerifiedToken {
+    claims: Claims,
+    user: UserInfo,
+    /// The last writes of ServiceAccounts, Pods and Secrets when the token's objects
+    /// were last found alive: until one of those resources is written again, they still
+    /// are.
+    alive_at: parking_lot::Mutex<Option<Generation>>,
+}
+
+type Generation = [crate::storage::Revision; 3];
+
+/// The resources a token's liveness depends on, made once.
+fn liveness_resources() -> &'static [ResourceId; 3] {
+    static RESOURCES: std::sync::LazyLock<[ResourceId; 3]> =
+        std::sync::LazyLock::new(|| ["serviceaccounts", "pods", "secrets"].map(|r| ResourceId::new("", r)));
+    &RESOURCES
+}
+
 /// Authenticates requests as kube-apiserver's union of authenticators does: a client
 /// certificate, then the admin token, then ServiceAccount tokens; no credential is the
 /// anonymous user.
 pub struct Authenticator {
     admin_token: String,
     signer: TokenSigner,
+    /// Tokens already verified: an ECDSA check costs more than the rest of a request, so
+    /// it is done once per token (kube-apiserver caches token authentication for 10 s).
+    /// Lifetime and audiences are checked on every use, and liveness whenever
+    /// ServiceAccounts, Pods or Secrets were written since, so revocation is immediate.
+    verified: parking_lot::Mutex<std::collections::HashMap<String, std::sync::Arc<VerifiedToken>>>,
 }
 
 impl Authenticator {
     /// An authenticator for `admin_token` and the tokens `signer` issues.
     pub fn new(admin_token: &str, signer: TokenSigner) -> Authenticator {
-        Authenticator { admin_token: admin_token.to_string(), signer }
+        Authenticator { admin_token: admin_token.to_string(), signer, verified: Default::default() }
     }
 
     /// The ServiceAccount token signer.
@@ -182,9 +209,30 @@ impl Authenticator {
     /// Verifies a ServiceAccount token for `audiences` (a TokenReview's question): its
     /// signature and lifetime, and that its ServiceAccount and bound object still exist.
     pub async fn review(&self, registry: &Registry, token: &str, audiences: &[String]) -> Result<UserInfo, TokenError> {
-        let claims = self.signer.verify(token, audiences, crate::registry::now_unix())?;
-        check_not_revoked(registry, &claims).await?;
-        Ok(user_of(&claims))
+        let verified = self.verified_token(token)?;
+        tokens::check_claims(&verified.claims, audiences, crate::registry::now_unix())?;
+        let generation = registry.store().last_writes(liveness_resources());
+        if *verified.alive_at.lock() != Some(generation) {
+            check_not_revoked(registry, &verified.claims).await?;
+            *verified.alive_at.lock() = Some(generation);
+        }
+        Ok(verified.user.clone())
+    }
+
+    /// The token's claims and user, verifying its signature the first time it is seen.
+    fn verified_token(&self, token: &str) -> Result<std::sync::Arc<VerifiedToken>, TokenError> {
+        if let Some(v) = self.verified.lock().get(token) {
+            return Ok(v.clone());
+        }
+        let claims = self.signer.verify_signature(token)?;
+        let user = user_of(&claims);
+        let verified = std::sync::Arc::new(VerifiedToken { claims, user, alive_at: Default::default() });
+        let mut cache = self.verified.lock();
+        if cache.len() >= VERIFIED_CACHE {
+            cache.clear();
+        }
+        cache.insert(token.to_string(), verified.clone());
+        Ok(verified)
     }
 }
 

@@ -104,18 +104,11 @@ pub struct Claims {
     pub kubernetes: KubernetesClaims,
 }
 
-/// How many verified tokens [`TokenSigner`] remembers (the cache is emptied when full).
-const VERIFIED_CACHE: usize = 4096;
-
 /// The server's token signer and verifier.
 pub struct TokenSigner {
     key: EcdsaKeyPair,
     kid: String,
     rng: SystemRandom,
-    /// Claims of tokens whose signature verified: an ECDSA verification costs more than
-    /// the rest of a request, so it is done once per token (kube-apiserver caches token
-    /// authentication too). Expiry and audiences are still checked on every use.
-    verified: parking_lot::Mutex<std::collections::HashMap<String, Claims>>,
 }
 
 impl std::fmt::Debug for TokenSigner {
@@ -157,7 +150,7 @@ impl TokenSigner {
             .map_err(|e| TokenKeyError::Key(e.to_string()))?;
         let digest = ring::digest::digest(&ring::digest::SHA256, key.public_key().as_ref());
         let kid = URL_SAFE_NO_PAD.encode(digest.as_ref());
-        Ok(TokenSigner { key, kid, rng, verified: Default::default() })
+        Ok(TokenSigner { key, kid, rng })
     }
 
     /// Signs `claims` as a compact JWS.
@@ -175,35 +168,9 @@ impl TokenSigner {
         token.split('.').count() == 3
     }
 
-    /// Verifies the signature, issuer, validity window and audiences of `token` at `now`
-    /// (seconds since the epoch) and returns its claims. Whether the ServiceAccount and
-    /// bound objects still exist is the caller's check.
-    pub fn verify(&self, token: &str, audiences: &[String], now: i64) -> Result<Claims, TokenError> {
-        let cached = self.verified.lock().get(token).cloned();
-        let claims = match cached {
-            Some(claims) => claims,
-            None => {
-                let claims = self.verify_signature(token)?;
-                let mut verified = self.verified.lock();
-                if verified.len() >= VERIFIED_CACHE {
-                    verified.clear();
-                }
-                verified.insert(token.to_string(), claims.clone());
-                claims
-            }
-        };
-        if now >= claims.exp || now < claims.nbf {
-            return Err(TokenError::Expired);
-        }
-        if !claims.aud.iter().any(|a| audiences.contains(a)) {
-            return Err(TokenError::Audience(claims.aud, audiences.to_vec()));
-        }
-        Ok(claims)
-    }
-
     /// The claims of `token` if its signature is this signer's and its issuer the
     /// server's (its lifetime and audiences are not checked here).
-    fn verify_signature(&self, token: &str) -> Result<Claims, TokenError> {
+    pub fn verify_signature(&self, token: &str) -> Result<Claims, TokenError> {
         let mut parts = token.split('.');
         let (Some(header), Some(body), Some(sig), None) = (parts.next(), parts.next(), parts.next(), parts.next())
         else {
@@ -237,6 +204,18 @@ impl TokenSigner {
     }
 }
 
+/// Checks that verified `claims` are valid at `now` (seconds since the epoch) and name
+/// one of `audiences`.
+pub fn check_claims(claims: &Claims, audiences: &[String], now: i64) -> Result<(), TokenError> {
+    if now >= claims.exp || now < claims.nbf {
+        return Err(TokenError::Expired);
+    }
+    if !claims.aud.iter().any(|a| audiences.contains(a)) {
+        return Err(TokenError::Audience(claims.aud.clone(), audiences.to_vec()));
+    }
+    Ok(())
+}
+
 fn decode_part<T: serde::de::DeserializeOwned>(part: &str) -> Result<T, TokenError> {
     let bytes = URL_SAFE_NO_PAD.decode(part).map_err(|_| TokenError::Malformed)?;
     serde_json::from_slice(&bytes).map_err(|_| TokenError::Malformed)
@@ -257,6 +236,13 @@ pub fn openid_configuration(base_url: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The signature, issuer, validity window and audiences of `token` at `now`.
+    fn verify(signer: &TokenSigner, token: &str, audiences: &[String], now: i64) -> Result<Claims, TokenError> {
+        let claims = signer.verify_signature(token)?;
+        check_claims(&claims, audiences, now)?;
+        Ok(claims)
+    }
 
     fn claims(exp: i64) -> Claims {
         Claims {
@@ -281,9 +267,9 @@ mod tests {
         let signer = TokenSigner::generate().expect("key");
         let token = signer.sign(&claims(100)).expect("sign");
         let aud = [ISSUER.to_string()];
-        assert_eq!(signer.verify(&token, &aud, 50), Ok(claims(100)));
-        assert_eq!(signer.verify(&token, &aud, 100), Err(TokenError::Expired));
-        assert!(matches!(signer.verify(&token, &["other".into()], 50), Err(TokenError::Audience(..))));
+        assert_eq!(verify(&signer, &token, &aud, 50), Ok(claims(100)));
+        assert_eq!(verify(&signer, &token, &aud, 100), Err(TokenError::Expired));
+        assert!(matches!(verify(&signer, &token, &["other".into()], 50), Err(TokenError::Audience(..))));
     }
 
     #[test]
@@ -292,16 +278,16 @@ mod tests {
         let other = TokenSigner::generate().expect("key");
         let aud = [ISSUER.to_string()];
         let token = other.sign(&claims(100)).expect("sign");
-        assert_eq!(signer.verify(&token, &aud, 50), Err(TokenError::Signature));
+        assert_eq!(verify(&signer, &token, &aud, 50), Err(TokenError::Signature));
         let mut forged = claims(100);
         forged.sub = "system:serviceaccount:kube-system:admin".into();
         let mine = signer.sign(&claims(100)).expect("sign");
         let parts: Vec<&str> = mine.split('.').collect();
         let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&forged).expect("json"));
         let tampered = format!("{}.{body}.{}", parts[0], parts[2]);
-        assert_eq!(signer.verify(&tampered, &aud, 50), Err(TokenError::Signature));
-        assert_eq!(signer.verify("a.b", &aud, 50), Err(TokenError::Malformed));
-        assert_eq!(signer.verify("a.b.c", &aud, 50), Err(TokenError::Malformed));
+        assert_eq!(verify(&signer, &tampered, &aud, 50), Err(TokenError::Signature));
+        assert_eq!(verify(&signer, "a.b", &aud, 50), Err(TokenError::Malformed));
+        assert_eq!(verify(&signer, "a.b.c", &aud, 50), Err(TokenError::Malformed));
     }
 
     #[test]
@@ -310,7 +296,7 @@ mod tests {
         let a = TokenSigner::load_or_generate(dir.path()).expect("generate");
         let b = TokenSigner::load_or_generate(dir.path()).expect("load");
         let token = a.sign(&claims(100)).expect("sign");
-        assert!(b.verify(&token, &[ISSUER.into()], 1).is_ok());
+        assert!(verify(&b, &token, &[ISSUER.into()], 1).is_ok());
         let jwks = b.jwks();
         assert_eq!(jwks["keys"][0]["kid"], a.kid.as_str());
         assert_eq!(URL_SAFE_NO_PAD.decode(jwks["keys"][0]["x"].as_str().expect("x")).expect("b64").len(), 32);

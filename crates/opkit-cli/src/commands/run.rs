@@ -59,7 +59,9 @@ pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
 /// Applies config/default's namespace and RBAC objects and writes a kubeconfig that
 /// impersonates the manager's ServiceAccount; returns the kubeconfig's path.
 async fn run_as_service_account(args: &RunArgs, root: &Path, out: &mut Output) -> Result<PathBuf, CliError> {
-    let rendered = crate::kustomize::build(&root.join("config/default"))?;
+    let rendered = crate::kustomize::build(&root.join("config/default")).map_err(|e| {
+        CliError::Usage(format!("rendering config/default for the operator's RBAC: {e} (--as-admin runs without it)"))
+    })?;
     let (namespace, account) = manager_account(&rendered).ok_or_else(|| {
         CliError::Usage("config/default defines no ServiceAccount for the manager; run with --as-admin".into())
     })?;
