@@ -90,17 +90,6 @@ fn now() -> String {
     Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
-fn user_json(user: &UserInfo) -> Value {
-    let mut u = json!({"username": user.name, "groups": user.groups});
-    if !user.uid.is_empty() {
-        u["uid"] = json!(user.uid);
-    }
-    if !user.extra.is_empty() {
-        u["extra"] = user.extra_json();
-    }
-    u
-}
-
 impl AuditRecord {
     /// A record for a request just received.
     pub(crate) fn received(parts: &http::request::Parts) -> AuditRecord {
@@ -129,8 +118,8 @@ impl AuditRecord {
     /// Who sent the request and, when different, whom it acts as.
     pub(crate) fn users(&self, authenticated: &UserInfo, acting: &UserInfo) {
         let mut e = self.event.lock();
-        e.user = user_json(authenticated);
-        e.impersonated_user = (authenticated != acting).then(|| user_json(acting));
+        e.user = authenticated.to_json();
+        e.impersonated_user = (authenticated != acting).then(|| acting.to_json());
     }
 
     /// What the request asks (kube's verb and object) and the authorization decision.

@@ -87,15 +87,9 @@ impl DevCa {
     /// as subject alternative names), with a fresh ECDSA P-256 key, extended key usage
     /// `serverAuth` and the CA's key identifier.
     pub fn issue_serving_cert(&self, common_name: &str, hosts: &[String]) -> Result<IssuedCert, CertGenError> {
-        let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(hosts.to_vec())?;
-        params.distinguished_name = DistinguishedName::new();
-        params.distinguished_name.push(DnType::CommonName, common_name);
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        params.use_authority_key_identifier_extension = true;
-        let cert = params.signed_by(&key, &self.issuer)?;
-        Ok(IssuedCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        self.issue(params, &[(DnType::CommonName, common_name)])
     }
 
     /// Issues a client certificate for user `common_name` in group `organization` (the
@@ -103,13 +97,20 @@ impl DevCa {
     /// keeps one value per attribute type), with a fresh ECDSA P-256 key and extended
     /// key usage `clientAuth`.
     pub fn issue_client_cert(&self, common_name: &str, organization: &str) -> Result<IssuedCert, CertGenError> {
-        let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name = DistinguishedName::new();
-        params.distinguished_name.push(DnType::OrganizationName, organization);
-        params.distinguished_name.push(DnType::CommonName, common_name);
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.issue(params, &[(DnType::OrganizationName, organization), (DnType::CommonName, common_name)])
+    }
+
+    /// Signs `params` (names and extended key usages set) for `subject`, with a fresh key,
+    /// the usages of a TLS leaf and the CA's key identifier.
+    fn issue(&self, mut params: CertificateParams, subject: &[(DnType, &str)]) -> Result<IssuedCert, CertGenError> {
+        let key = KeyPair::generate()?;
+        params.distinguished_name = DistinguishedName::new();
+        for (kind, value) in subject {
+            params.distinguished_name.push(kind.clone(), *value);
+        }
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.use_authority_key_identifier_extension = true;
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(IssuedCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() })

@@ -7,41 +7,7 @@ mod support;
 use std::process::Stdio;
 
 use opkit_testenv::TestEnv;
-use support::{Kubectl, line_reader, wait_line};
-
-const CRD: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: flighttickets.flights.com
-spec:
-  group: flights.com
-  scope: Namespaced
-  names:
-    plural: flighttickets
-    singular: flightticket
-    kind: FlightTicket
-    shortNames: [ft]
-    categories: [all]
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    additionalPrinterColumns:
-    - {name: From, type: string, jsonPath: .spec.from}
-    - {name: To, type: string, jsonPath: .spec.to}
-    - {name: Number, type: integer, jsonPath: .spec.number}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              from: {type: string}
-              to: {type: string}
-              number: {type: integer, minimum: 1, maximum: 10}
-"#;
+use support::{FLIGHT_TICKET_CRD as CRD, Kubectl, line_reader, wait_line};
 
 const TICKET: &str = r#"
 apiVersion: flights.com/v1

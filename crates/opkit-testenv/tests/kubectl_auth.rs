@@ -9,24 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use opkit_testenv::TestEnv;
-use support::Kubectl;
-
-const CRD: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: flighttickets.flights.com
-spec:
-  group: flights.com
-  scope: Namespaced
-  names: {plural: flighttickets, singular: flightticket, kind: FlightTicket}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-"#;
+use support::{FLIGHT_TICKET_CRD as CRD, Kubectl};
 
 /// The role a CRD's operator ships so that `view` (and so `edit` and `admin`) cover it.
 const AGGREGATE_TO_VIEW: &str = r#"

@@ -82,6 +82,19 @@ impl UserInfo {
     pub fn extra_json(&self) -> Value {
         serde_json::to_value(&self.extra).unwrap_or_default()
     }
+
+    /// The user as kube's `authentication/v1` UserInfo JSON (review APIs and audit
+    /// events): `username` and `groups`, with `uid` and `extra` when set.
+    pub fn to_json(&self) -> Value {
+        let mut info = serde_json::json!({"username": self.name, "groups": self.groups});
+        if !self.uid.is_empty() {
+            info["uid"] = serde_json::json!(self.uid);
+        }
+        if !self.extra.is_empty() {
+            info["extra"] = self.extra_json();
+        }
+        info
+    }
 }
 
 /// The namespace and name of a ServiceAccount user name (`system:serviceaccount:NS:NAME`).

@@ -57,7 +57,7 @@ pub(super) async fn answer(
     let status = match req.resource.as_str() {
         "serviceaccounts" => return token_request(state, req, review).await,
         "tokenreviews" => token_review(state, &review).await,
-        "selfsubjectreviews" => json!({"userInfo": user_json(user)}),
+        "selfsubjectreviews" => json!({"userInfo": user.to_json()}),
         "selfsubjectaccessreviews" => access_review(state, user, &review, "")?,
         "subjectaccessreviews" => access_review(state, &subject_of(&review)?, &review, "")?,
         "localsubjectaccessreviews" => {
@@ -75,17 +75,6 @@ pub(super) async fn answer(
 fn created_meta(mut meta: Map<String, Value>) -> Map<String, Value> {
     meta.insert("creationTimestamp".into(), json!(crate::registry::meta::now_rfc3339()));
     meta
-}
-
-fn user_json(user: &UserInfo) -> Value {
-    let mut info = json!({"username": user.name, "groups": user.groups});
-    if !user.uid.is_empty() {
-        info["uid"] = json!(user.uid);
-    }
-    if !user.extra.is_empty() {
-        info["extra"] = user.extra_json();
-    }
-    info
 }
 
 fn invalid(kind: &str, field: &str, value: &str, message: &str) -> ApiError {
@@ -197,7 +186,7 @@ async fn token_review(state: &AppState, review: &Value) -> Value {
         audiences.push(ISSUER.to_string());
     }
     match state.auth.review_token(&state.registry, token, &audiences).await {
-        Ok(user) => json!({"authenticated": true, "user": user_json(&user), "audiences": audiences}),
+        Ok(user) => json!({"authenticated": true, "user": user.to_json(), "audiences": audiences}),
         Err(e) => json!({"authenticated": false, "user": {}, "error": e.to_string()}),
     }
 }

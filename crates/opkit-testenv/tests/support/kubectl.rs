@@ -103,3 +103,38 @@ pub fn wait_line(rx: &mpsc::Receiver<String>, what: &str, pred: impl Fn(&str) ->
         }
     }
 }
+
+/// The FlightTicket CRD (short name `ft`, printer columns) the kubectl suites install.
+pub const FLIGHT_TICKET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: flighttickets.flights.com
+spec:
+  group: flights.com
+  scope: Namespaced
+  names:
+    plural: flighttickets
+    singular: flightticket
+    kind: FlightTicket
+    shortNames: [ft]
+    categories: [all]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - {name: From, type: string, jsonPath: .spec.from}
+    - {name: To, type: string, jsonPath: .spec.to}
+    - {name: Number, type: integer, jsonPath: .spec.number}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              from: {type: string}
+              to: {type: string}
+              number: {type: integer, minimum: 1, maximum: 10}
+"#;
