@@ -67,6 +67,7 @@ mod json;
 pub(crate) mod jsonpath;
 pub(crate) mod kinds;
 pub mod kubeconfig;
+pub mod limits;
 pub(crate) mod openapi;
 pub(crate) mod patch;
 pub(crate) mod protobuf;
@@ -78,5 +79,6 @@ pub(crate) mod storage;
 pub(crate) mod table;
 
 pub use error::{ApiError, ApiResult};
+pub use limits::ServingLimits;
 pub use server::{ApiServer, RunningServer, ServerConfig, ServerError, StorageConfig};
 pub use storage::StoreOptions;

@@ -19,6 +19,7 @@ use crate::certs::{CertError, TlsMaterial};
 use crate::data_dir::{DataDir, DataDirError, owner_only};
 use crate::handlers::{self, AppState};
 use crate::kubeconfig::{self, KubeconfigError};
+use crate::limits::ServingLimits;
 use crate::registry::Registry;
 use crate::storage::{SqliteBackend, StorageError, Store, StoreOptions};
 
@@ -82,6 +83,8 @@ pub struct ServerConfig {
     pub store: StoreOptions,
     /// Append kube's audit events (level Metadata, JSON lines) to this file.
     pub audit_log: Option<PathBuf>,
+    /// Max-in-flight requests, the request-body timeout and the connection cap.
+    pub limits: ServingLimits,
 }
 
 impl Default for ServerConfig {
@@ -93,6 +96,7 @@ impl Default for ServerConfig {
             token: None,
             store: StoreOptions::default(),
             audit_log: None,
+            limits: ServingLimits::default(),
         }
     }
 }
@@ -192,14 +196,19 @@ impl ApiServer {
             Some(path) => Some(AuditLog::open(path).map_err(io(format!("opening the audit log {}", path.display())))?),
             None => None,
         };
-        let state = AppState::new(registry.clone(), Authenticator::new(&token, signer), addr.to_string(), audit);
+        let state =
+            AppState::new(registry.clone(), Authenticator::new(&token, signer), addr.to_string(), audit, &cfg.limits);
         let service = hyper::service::service_fn(move |req| {
             let state = state.clone();
             async move { Ok::<_, std::convert::Infallible>(handlers::handle(state, req).await) }
         });
         let shutdown = CancellationToken::new();
         // Watches never end by themselves: shutdown closes every connection at once.
-        let server = opkit_serve::Server::new(listener).tls(tls.server_config()?).shutdown_grace(Some(Duration::ZERO));
+        let mut server =
+            opkit_serve::Server::new(listener).tls(tls.server_config()?).shutdown_grace(Some(Duration::ZERO));
+        if let Some(cap) = cfg.limits.connection_cap() {
+            server = server.max_connections(cap);
+        }
         let task = tokio::spawn(server.serve(service, shutdown.clone()));
         Ok(RunningServer {
             addr,

@@ -29,6 +29,10 @@ pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an HTTP/1 client may take to send a request's headers (also the idle time after
 /// which a kept-alive HTTP/1 connection is closed).
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often an idle HTTP/2 connection is pinged.
+pub const HTTP2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered before its HTTP/2 connection is closed.
+pub const HTTP2_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long shutdown waits for open connections to finish before aborting them.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
@@ -199,7 +203,12 @@ struct ConnectionSettings {
 fn http_builder(header_read_timeout: Option<Duration>) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
+    // HTTP/2 has no header-read timeout: pings find peers that went away.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(HTTP2_KEEP_ALIVE_INTERVAL))
+        .keep_alive_timeout(HTTP2_KEEP_ALIVE_TIMEOUT);
     builder
 }
 

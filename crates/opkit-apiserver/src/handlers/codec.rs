@@ -99,10 +99,17 @@ pub fn wants_openapi_protobuf(headers: &HeaderMap) -> bool {
     media_types(headers).iter().any(|t| media_base(t).starts_with("application/com.github.proto-openapi.spec.v2"))
 }
 
-/// Reads the body, refusing more than [`MAX_BODY`] bytes with 413.
-pub async fn read_body(body: hyper::body::Incoming) -> ApiResult<Bytes> {
+/// Reads the body, refusing more than [`MAX_BODY`] bytes with 413, and a client that
+/// takes longer than `timeout` to send it with 504 (kube's request timeout).
+pub async fn read_body(body: hyper::body::Incoming, timeout: std::time::Duration) -> ApiResult<Bytes> {
     let limited = http_body_util::Limited::new(body, MAX_BODY);
-    match limited.collect().await {
+    let Ok(collected) = tokio::time::timeout(timeout, limited.collect()).await else {
+        return Err(ApiError::timeout(format!(
+            "Timeout: request did not complete within the allotted timeout of {}s",
+            timeout.as_secs()
+        )));
+    };
+    match collected {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) => {
             if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {

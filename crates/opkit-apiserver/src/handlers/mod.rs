@@ -15,6 +15,7 @@ use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use http::{Method, Request, Response};
@@ -22,6 +23,7 @@ use http::{Method, Request, Response};
 use crate::audit::{AuditLog, AuditRecord};
 use crate::auth::Authenticator;
 use crate::error::{ApiError, ApiResult};
+use crate::limits::{InFlight, ServingLimits};
 use crate::registry::Registry;
 use codec::Body;
 use route::Route;
@@ -38,12 +40,30 @@ pub struct AppState {
     pub(crate) openapi: openapi::OpenApiCache,
     /// Where audit events go, if anywhere.
     pub(crate) audit: Option<AuditLog>,
+    /// The max-in-flight pools and the request-body timeout.
+    pub(crate) in_flight: InFlight,
+    pub(crate) request_timeout: Duration,
 }
 
 impl AppState {
-    /// State for a server reachable at `address`, auditing to `audit` if given.
-    pub fn new(registry: Registry, auth: Authenticator, address: String, audit: Option<AuditLog>) -> Arc<AppState> {
-        Arc::new(AppState { registry, auth, address, openapi: Default::default(), audit })
+    /// State for a server reachable at `address`, auditing to `audit` if given, serving
+    /// within `limits`.
+    pub fn new(
+        registry: Registry,
+        auth: Authenticator,
+        address: String,
+        audit: Option<AuditLog>,
+        limits: &ServingLimits,
+    ) -> Arc<AppState> {
+        Arc::new(AppState {
+            registry,
+            auth,
+            address,
+            openapi: Default::default(),
+            audit,
+            in_flight: InFlight::new(limits),
+            request_timeout: limits.request_timeout,
+        })
     }
 }
 
@@ -111,7 +131,16 @@ async fn dispatch(
 ) -> ApiResult<Response<Body>> {
     let route = route::parse_path(parts.uri.path());
     let user = identity::authorize_request(state, &parts, route.as_ref(), record).await?;
+    let _slot = {
+        let action = identity::action_of(&parts.method, parts.uri.path(), parts.uri.query(), route.as_ref());
+        let subresource = match &route {
+            Some(Route::Resource(r)) => r.subresource.as_deref(),
+            _ => None,
+        };
+        state.in_flight.admit(&action.verb, subresource, &user)?
+    };
     let route = route.ok_or_else(ApiError::no_route)?;
+    let read_body = |body| codec::read_body(body, state.request_timeout);
     let cat = state.registry.catalog().snapshot();
     let get_only = |r: ApiResult<Response<Body>>| {
         if parts.method == Method::GET { r } else { Err(ApiError::method_not_supported("", "", parts.method.as_str())) }
@@ -154,7 +183,7 @@ async fn dispatch(
         ),
         Route::GroupVersion(g, v) => match state.registry.aggregated_apiservice(&g, &v) {
             Some(apiservice) => {
-                let body = codec::read_body(body).await?;
+                let body = read_body(body).await?;
                 aggregation::proxy(&state.registry, &apiservice, parts, body, &user).await
             }
             None => get_only(
@@ -176,16 +205,16 @@ async fn dispatch(
         Route::Resource(req)
             if let Some(apiservice) = state.registry.aggregated_apiservice(&req.group, &req.version) =>
         {
-            let body = codec::read_body(body).await?;
+            let body = read_body(body).await?;
             aggregation::proxy(&state.registry, &apiservice, parts, body, &user).await
         }
         Route::Resource(req) if review::answers(&req) => {
-            let body = codec::read_body(body).await?;
+            let body = read_body(body).await?;
             review::answer(state, &user, &req, &parts.method, &parts.headers, &body).await
         }
         Route::Resource(req) => {
             let body = match parts.method {
-                Method::POST | Method::PUT | Method::PATCH | Method::DELETE => codec::read_body(body).await?,
+                Method::POST | Method::PUT | Method::PATCH | Method::DELETE => read_body(body).await?,
                 _ => Default::default(),
             };
             let query = route::parse_query(parts.uri.query());

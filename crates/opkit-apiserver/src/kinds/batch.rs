@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
-use super::pods::{default_template, validate_containers};
+use super::pod_spec::validate_pod_spec;
+use super::pods::default_template;
 use crate::registry::meta::validate_subdomain;
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::table::{self, Printer};
@@ -45,7 +46,7 @@ impl Strategy for Jobs {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        validate_containers(&mut errs, &obj["spec"]["template"]["spec"], "spec.template.spec");
+        errs.extend(validate_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec"));
         errs
     }
 

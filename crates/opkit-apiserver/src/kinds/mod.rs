@@ -30,6 +30,7 @@ pub(crate) use apiservices::bootstrap as bootstrap_apiservices;
 #[cfg(test)]
 mod name_rules;
 mod nodes;
+mod pod_spec;
 mod pods;
 mod printed;
 mod priorityclasses;

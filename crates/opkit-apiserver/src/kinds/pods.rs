@@ -51,9 +51,7 @@ impl Strategy for Pods {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs = Vec::new();
-        validate_containers(&mut errs, &obj["spec"], "spec");
-        errs
+        super::pod_spec::validate_pod_spec(&obj["spec"], "spec")
     }
 
     /// Only pods bound to a node terminate gracefully (their kubelet confirms with a
@@ -162,21 +160,4 @@ pub(super) fn default_template(spec: &mut Value) {
 /// A `Required value` error at `field`.
 pub(super) fn required(field: &str) -> FieldError {
     FieldError { field: field.into(), reason: FieldErrorReason::Required, message: "Required value".into() }
-}
-
-/// Every container of the pod spec at `path` has a name and an image, and there is one.
-pub(super) fn validate_containers(errs: &mut Vec<FieldError>, spec: &Value, path: &str) {
-    match spec["containers"].as_array() {
-        Some(cs) if !cs.is_empty() => {
-            for (i, c) in cs.iter().enumerate() {
-                if c["name"].as_str().is_none_or(str::is_empty) {
-                    errs.push(required(&format!("{path}.containers[{i}].name")));
-                }
-                if c["image"].as_str().is_none_or(str::is_empty) {
-                    errs.push(required(&format!("{path}.containers[{i}].image")));
-                }
-            }
-        }
-        _ => errs.push(required(&format!("{path}.containers"))),
-    }
 }

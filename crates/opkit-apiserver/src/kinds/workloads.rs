@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
-use super::pods::{default_template, required, validate_containers};
+use super::pod_spec::validate_pod_spec;
+use super::pods::{default_template, required};
 use crate::registry::meta::validate_label;
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::table::{self, Printer};
@@ -133,7 +134,7 @@ fn validate_controller(obj: &Value) -> Vec<FieldError> {
             });
         }
     }
-    validate_containers(&mut errs, &obj["spec"]["template"]["spec"], "spec.template.spec");
+    errs.extend(validate_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec"));
     if let Some(r) = obj["spec"]["replicas"].as_i64()
         && r < 0
     {

@@ -191,9 +191,11 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-/// Finds a value whose JSON shape cannot decode into the built-in type (an object where a
-/// string is expected, a scalar where a list is expected …), reported like Go's decoder.
-/// Numbers and strings are not told apart: kube accepts numbers for quantities.
+/// Finds a value that cannot decode into the built-in Go type, reported as Go's decoder
+/// reports it: an object where a string is expected, a string where an integer is, a
+/// number past its `int32`/`int64` range or with a fraction, a number where a string is,
+/// or `format: byte` data that is not base64. Quantities and IntOrStrings
+/// (`x-kubernetes-int-or-string`) take both numbers and strings, as in Go.
 fn shape_error(schema: &Value, obj: &Value, kind: &str) -> Option<String> {
     fn walk(schema: &Value, v: &Value, path: &mut Vec<String>, kind: &str) -> Option<String> {
         if v.is_null()
@@ -206,10 +208,10 @@ fn shape_error(schema: &Value, obj: &Value, kind: &str) -> Option<String> {
             Value::String(t) => t.as_str(),
             _ => return None,
         };
-        let fail = |want: &str| {
+        let go_type = go_type_name(expected, schema["format"].as_str());
+        let fail = |found: String| {
             Some(format!(
-                "json: cannot unmarshal {} into Go struct field {kind}.{} of type {want}",
-                json_kind(v),
+                "json: cannot unmarshal {found} into Go struct field {kind}.{} of type {go_type}",
                 path.join(".")
             ))
         };
@@ -230,13 +232,49 @@ fn shape_error(schema: &Value, obj: &Value, kind: &str) -> Option<String> {
                 }
                 None
             }
-            ("object", _) => fail("object"),
             ("array", Value::Array(items)) => items.iter().find_map(|i| walk(&schema["items"], i, path, kind)),
-            ("array", _) => fail("array"),
-            ("string" | "integer" | "number" | "boolean", Value::Object(_) | Value::Array(_)) => fail(expected),
-            ("boolean", Value::String(_) | Value::Number(_)) => fail("bool"),
-            _ => None,
+            ("integer", Value::Number(n)) if !integer_fits(n, schema["format"].as_str()) => fail(format!("number {n}")),
+            ("integer" | "number", Value::Number(_)) | ("boolean", Value::Bool(_)) => None,
+            ("string", Value::String(s)) if schema["format"] == "byte" => base64_error(s),
+            ("string", Value::String(_)) => None,
+            _ => fail(json_kind(v).to_string()),
         }
     }
     walk(schema, obj, &mut Vec::new(), kind)
+}
+
+/// The Go type an OpenAPI type and format decode into, as Go's decoder names it.
+fn go_type_name(openapi_type: &str, format: Option<&str>) -> &'static str {
+    match (openapi_type, format) {
+        ("integer", Some("int32")) => "int32",
+        ("integer", _) => "int64",
+        ("number", _) => "float64",
+        ("boolean", _) => "bool",
+        ("string", Some("byte")) => "[]uint8",
+        ("string", _) => "string",
+        ("array", _) => "slice",
+        _ => "map",
+    }
+}
+
+/// Whether a JSON number decodes into a Go integer of the given format: whole, and in
+/// range (`int32` for format int32, `int64` otherwise).
+fn integer_fits(n: &serde_json::Number, format: Option<&str>) -> bool {
+    let Some(i) = n.as_i64() else { return false };
+    format != Some("int32") || i32::try_from(i).is_ok()
+}
+
+/// Go's error for `format: byte` data that standard base64 does not decode.
+fn base64_error(s: &str) -> Option<String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    // Go's decoder skips line breaks inside the data.
+    let compact: String = s.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+    let offset = match STANDARD.decode(&compact) {
+        Ok(_) => return None,
+        Err(base64::DecodeError::InvalidByte(at, _)) | Err(base64::DecodeError::InvalidLastSymbol(at, _)) => at,
+        Err(base64::DecodeError::InvalidLength(len)) => len - len % 4,
+        Err(base64::DecodeError::InvalidPadding) => compact.find('=').unwrap_or(compact.len()),
+    };
+    Some(format!("illegal base64 data at input byte {offset}"))
 }
