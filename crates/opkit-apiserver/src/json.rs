@@ -2,6 +2,7 @@
 //! non-string keys or a `Serialize` impl that returns an error; `serde_json::Value` and
 //! the server's own response types have neither, so a failure is a bug in the server,
 //! never bad input, and it panics with that reason instead of sending an empty body.
+//! Also the names Go's JSON decoder gives JSON types in its errors.
 
 use serde::Serialize;
 
@@ -27,4 +28,18 @@ pub(crate) fn encoded_len(value: &serde_json::Value) -> usize {
     serde_json::to_writer(&mut counter, value)
         .expect("a serde_json::Value always encodes as JSON (string keys, infallible Serialize)");
     counter.0
+}
+
+/// The name Go's JSON decoder gives the type of `v` in its errors ("cannot unmarshal
+/// array into ...").
+pub(crate) fn go_json_kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
 }

@@ -163,6 +163,12 @@ impl Call<'_> {
         } else {
             codec::decode_object(&self.headers, &self.body)?
         };
+        if !opts.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "json: cannot unmarshal {} into Go value of type v1.DeleteOptions",
+                crate::json::go_json_kind(&opts)
+            )));
+        }
         for (k, key) in [("propagationPolicy", "propagationPolicy"), ("gracePeriodSeconds", "gracePeriodSeconds")] {
             if let Some(v) = self.query.get(k) {
                 opts[key] = match v.parse::<i64>() {

@@ -45,9 +45,7 @@ impl Strategy for Jobs {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs = Vec::new();
-        errs.extend(validate_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec"));
-        errs
+        validate_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec")
     }
 
     fn table(&self) -> Option<Printer> {
@@ -88,6 +86,11 @@ impl Strategy for CronJobs {
                 message: format!("Invalid value: \"{name}\": must be no more than {CRONJOB_NAME_MAX} characters"),
             })
         })
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let template = &obj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+        validate_pod_spec(template, "spec.jobTemplate.spec.template.spec")
     }
 
     fn default(&self, obj: &mut Value, _creating: bool) {

@@ -180,17 +180,6 @@ fn validate(target: &Target, schema: Option<&CrdSchema>, obj: &Value, old: Optio
     errors
 }
 
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// Finds a value that cannot decode into the built-in Go type, reported as Go's decoder
 /// reports it: an object where a string is expected, a string where an integer is, a
 /// number past its `int32`/`int64` range or with a fraction, a number where a string is,
@@ -237,7 +226,7 @@ fn shape_error(schema: &Value, obj: &Value, kind: &str) -> Option<String> {
             ("integer" | "number", Value::Number(_)) | ("boolean", Value::Bool(_)) => None,
             ("string", Value::String(s)) if schema["format"] == "byte" => base64_error(s),
             ("string", Value::String(_)) => None,
-            _ => fail(json_kind(v).to_string()),
+            _ => fail(crate::json::go_json_kind(v).to_string()),
         }
     }
     walk(schema, obj, &mut Vec::new(), kind)

@@ -125,3 +125,26 @@ async fn json_patch_copies_are_bounded_as_kube_bounds_them() {
     let res = raw(&client, "PATCH", &format!("{CM}/big"), Some(JSONPATCH), json!(few).to_string().into_bytes()).await;
     assert_eq!(res.code, 200, "{}", res.text);
 }
+
+#[tokio::test]
+async fn delete_options_that_are_not_an_object_are_a_bad_request() {
+    // Found by the request fuzzer: a JSON array as DeleteOptions with a propagationPolicy
+    // in the query panicked the handler.
+    let env = env().await;
+    let client = client_without_retry(&env).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &config_map("c", &[("k", "v")])).await.expect("seed configmap");
+    for body in ["[1]", "\"x\"", "3"] {
+        let res = raw(
+            &client,
+            "DELETE",
+            &format!("{CM}/c?propagationPolicy=Background"),
+            Some("application/json"),
+            body.into(),
+        )
+        .await;
+        assert_eq!(res.code, 400, "DeleteOptions {body}: {}", res.text);
+        assert!(res.json["message"].as_str().unwrap_or_default().contains("v1.DeleteOptions"), "{}", res.text);
+    }
+    assert!(cms.get_opt("c").await.expect("get").is_some(), "not deleted");
+}
