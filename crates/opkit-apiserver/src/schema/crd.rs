@@ -196,7 +196,10 @@ fn validate_versions(spec: &Value, errs: &mut Vec<FieldError>) {
                 let structural = validate_schema(schema, &schema_path);
                 if structural.is_empty() {
                     match CrdSchema::compile_at(schema, &schema_path) {
-                        Ok(c) => Some(c),
+                        Ok(c) => {
+                            errs.extend(super::cel_cost::cost_errors(schema, &schema_path));
+                            Some(c)
+                        }
                         Err(e) => {
                             errs.extend(e);
                             None

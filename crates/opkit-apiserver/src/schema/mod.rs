@@ -4,6 +4,7 @@
 //! validating CustomResourceDefinition objects themselves ([`validate_crd`]).
 
 mod cel;
+mod cel_cost;
 mod crd;
 mod crd_schema;
 mod errors;

@@ -8,6 +8,7 @@ mod apiservices;
 mod apply;
 mod audit;
 mod builtin_validation;
+mod cel_cost;
 mod concurrency;
 mod crd_lifecycle;
 mod crud;

@@ -1,0 +1,76 @@
+//! CRD validation rules are refused at CRD creation when their estimated cost is over
+//! kube's budget, as kube-apiserver refuses them, so no custom resource can make a rule
+//! run for seconds; the same rule with bounds on the schema is accepted and enforced.
+
+use serde_json::{Value, json};
+
+use crate::common::{client_without_retry, env, raw};
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+fn crd(names: Value) -> Vec<u8> {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "lists.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "lists", "singular": "list", "kind": "List2"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {
+                         "type": "object", "properties": {"names": names},
+                         "x-kubernetes-validations": [{"rule": "self.names.all(n, n.matches('^[a-z]+$'))",
+                                                       "message": "names are lowercase"}]}}}}}]},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn a_rule_over_the_cost_budget_is_forbidden_until_the_schema_bounds_it() {
+    let env = env().await;
+    let client = client_without_retry(&env).await;
+    let unbounded = json!({"type": "array", "items": {"type": "string"}});
+    let res = raw(&client, "POST", CRDS, Some("application/json"), crd(unbounded)).await;
+    assert_eq!(res.code, 422, "{}", res.text);
+    let causes = res.json["details"]["causes"].as_array().cloned().unwrap_or_default();
+    let rule = causes
+        .iter()
+        .find(|c| {
+            c["field"] == "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+                || c["field"]
+                    == "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+        })
+        .unwrap_or_else(|| panic!("a cause on the rule: {}", res.text));
+    assert_eq!(rule["reason"], "FieldValueForbidden", "{}", res.text);
+    assert!(
+        rule["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Forbidden: estimated rule cost exceeds budget by factor of"),
+        "{}",
+        res.text
+    );
+
+    let bounded = json!({"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 63}});
+    let res = raw(&client, "POST", CRDS, Some("application/json"), crd(bounded)).await;
+    assert_eq!(res.code, 201, "{}", res.text);
+    let established = async {
+        loop {
+            let r = raw(&client, "GET", &format!("{CRDS}/lists.example.com"), None, Vec::new()).await;
+            let conditions = r.json["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            if conditions.iter().any(|c| c["type"] == "Established" && c["status"] == "True") {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    crate::common::within("the CRD established", established).await;
+    let path = "/apis/example.com/v1/namespaces/default/lists";
+    let bad =
+        json!({"apiVersion": "example.com/v1", "kind": "List2", "metadata": {"name": "l"}, "spec": {"names": ["Bad"]}});
+    let res = raw(&client, "POST", path, Some("application/json"), bad.to_string().into_bytes()).await;
+    assert_eq!(res.code, 422, "the rule still runs: {}", res.text);
+    let good =
+        json!({"apiVersion": "example.com/v1", "kind": "List2", "metadata": {"name": "l"}, "spec": {"names": ["ok"]}});
+    let res = raw(&client, "POST", path, Some("application/json"), good.to_string().into_bytes()).await;
+    assert_eq!(res.code, 201, "{}", res.text);
+}
