@@ -123,6 +123,12 @@ pub(crate) trait Strategy: Sync {
         Vec::new()
     }
 
+    /// Whether [`Strategy::allocate`] takes anything: writes of such kinds hold the
+    /// registry's allocation lock from admission to commit.
+    fn allocates(&self) -> bool {
+        false
+    }
+
     /// Computes server-set state just before a write (`old` is None on create) and what
     /// to do once it is committed.
     fn before_commit(&self, _obj: &mut Value, _old: Option<&Value>, _now: &str) -> ApiResult<Option<AfterCommit>> {

@@ -170,6 +170,7 @@ impl Registry {
     ) -> Result<Outcome, CommitError> {
         let version = target.version_info()?.clone();
         let old_at = at_version(old.clone(), target);
+        let _allocating = self.allocation_guard(target).await;
         let mut new = merge_for_update(target, name, body, &old_at, sub, version.status);
         let mut warnings = self.admit_update(target, name, &mut new, &old_at, sub, opts, &version)?;
         if target.info.generation {

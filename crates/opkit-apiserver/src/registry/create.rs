@@ -129,6 +129,7 @@ impl Registry {
         let request = NameRequest::of(target, &obj)?;
         kinds::namespaces::check_open(self, target).await?;
         let mut name = request.pick();
+        let _allocating = self.allocation_guard(target).await;
         for attempt in 1..=GENERATE_ATTEMPTS {
             let Prepared { object, mut warnings, after_commit } =
                 self.prepare_new(target, obj.clone(), &name, opts, applied_fields.as_ref())?;

@@ -155,12 +155,15 @@ pub struct Registry {
     pub(crate) store: Store,
     pub(crate) catalog: Arc<Catalog>,
     authorizer: Arc<Authorizer>,
+    /// Held from a kind's allocation to its commit (kube's allocators are atomic), so two
+    /// writes never take the same node port or cluster IP.
+    allocations: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Registry {
     /// A registry over `store`, serving `catalog`.
     pub fn new(store: Store, catalog: Arc<Catalog>) -> Registry {
-        Registry { store, catalog, authorizer: Arc::default() }
+        Registry { store, catalog, authorizer: Arc::default(), allocations: Arc::default() }
     }
 
     /// The authorizer, whose RBAC index is kept over this registry's store.
@@ -171,6 +174,12 @@ impl Registry {
     /// The catalogue.
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
+    }
+
+    /// The allocation lock, when `target`'s kind allocates from shared pools (see
+    /// [`crate::kinds::Strategy::allocates`]): the caller holds it until its write is committed.
+    pub(crate) async fn allocation_guard(&self, target: &Target) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        if target.strategy.allocates() { Some(self.allocations.clone().lock_owned().await) } else { None }
     }
 
     /// The store.

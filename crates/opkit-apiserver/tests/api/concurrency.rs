@@ -80,3 +80,52 @@ async fn twenty_writers_increment_a_counter_exactly_2000_times() {
         "the last write is what is stored"
     );
 }
+
+/// Concurrent creates of NodePort Services never get the same node port or cluster IP,
+/// and of many asking for one port exactly one gets it (kube's allocators are atomic).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_services_never_share_a_node_port_or_cluster_ip() {
+    use k8s_openapi::api::core::v1::Service;
+    let env = env().await;
+    let services: Api<Service> = Api::namespaced(env.client(), "default");
+    let service = |name: String, node_port: Option<i32>| -> Service {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": node_port}]},
+        }))
+        .expect("service")
+    };
+    let creates = (0..40).map(|i| {
+        let services = services.clone();
+        let svc = service(format!("auto-{i}"), None);
+        tokio::spawn(async move { services.create(&PostParams::default(), &svc).await })
+    });
+    let contested = (0..10).map(|i| {
+        let services = services.clone();
+        let svc = service(format!("wants-31000-{i}"), Some(31000));
+        tokio::spawn(async move { services.create(&PostParams::default(), &svc).await })
+    });
+    let created = futures::future::join_all(creates.chain(contested).collect::<Vec<_>>());
+    let results = tokio::time::timeout(TIMEOUT, created).await.expect("creates answered");
+    let mut ports = HashSet::new();
+    let mut ips = HashSet::new();
+    let mut got_31000 = 0;
+    for result in results {
+        match result.expect("task") {
+            Ok(svc) => {
+                let spec = svc.spec.expect("spec");
+                let port = spec.ports.as_ref().and_then(|p| p[0].node_port).expect("a node port");
+                assert!(ports.insert(port), "node port {port} handed out twice");
+                assert!(ips.insert(spec.cluster_ip.clone().expect("a cluster IP")), "cluster IP handed out twice");
+                got_31000 += usize::from(port == 31000);
+            }
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 422, "{s:?}");
+                assert!(s.message.contains("provided port is already allocated"), "{s:?}");
+            }
+            Err(e) => panic!("create failed: {e}"),
+        }
+    }
+    assert_eq!(got_31000, 1, "exactly one Service got the contested port");
+    assert_eq!(ports.len(), 41, "40 automatic ports and the contested one");
+}

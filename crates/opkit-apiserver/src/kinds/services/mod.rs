@@ -53,6 +53,10 @@ impl Strategy for Services {
     /// kube's Service allocators: a client-chosen cluster IP must be in the Service
     /// range and free; node ports and the health check node port are allocated (see
     /// [`allocation`]).
+    fn allocates(&self) -> bool {
+        true
+    }
+
     fn allocate(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
         allocation::allocate(registry, obj, old)
     }
