@@ -360,9 +360,9 @@ fn named_keys(cipher: Cipher, file: KeysFile, at: &str) -> Result<Vec<NamedKey>,
         };
         if !cipher.key_lengths().contains(&secret.len()) {
             return Err(format!(
-                "{at}.secret: Invalid value: \"REDACTED\": secret is not of the expected length, got {}, expected one of {:?}",
+                "{at}.secret: Invalid value: \"REDACTED\": secret is not of the expected length, got {}, expected one of [{}]",
                 secret.len(),
-                cipher.key_lengths()
+                cipher.key_lengths().iter().map(usize::to_string).collect::<Vec<_>>().join(" ")
             ));
         }
         keys.push(NamedKey { cipher, name: k.name, secret });

@@ -558,12 +558,15 @@ fn readable(o: &LoadedObject) -> bool {
     }
 }
 
-/// kube-apiserver's name for where an object is kept, used in errors about it.
+/// Where an object is kept, named as kube-apiserver names its etcd keys
+/// (`/registry/secrets/default/token`, `/registry/apps/deployments/default/web`): used
+/// in errors about the object and as the additional data of AES-GCM.
 fn storage_key(resource: &ResourceId, key: &ObjectName) -> String {
+    let resource = resource.as_str().trim_start_matches('/');
     if key.0.is_empty() {
-        format!("/registry/{}/{}", resource.as_str(), key.1)
+        format!("/registry/{resource}/{}", key.1)
     } else {
-        format!("/registry/{}/{}/{}", resource.as_str(), key.0, key.1)
+        format!("/registry/{resource}/{}/{}", key.0, key.1)
     }
 }
 
