@@ -21,7 +21,8 @@ use crate::handlers::{self, AppState};
 use crate::kubeconfig::{self, KubeconfigError};
 use crate::registry::Registry;
 use crate::storage::{
-    Backend, EncryptingBackend, EncryptionConfig, EncryptionConfigError, SqliteBackend, StorageError, Store, StoreOptions,
+    Backend, EncryptingBackend, EncryptionConfig, EncryptionConfigError, SqliteBackend, StorageError, Store,
+    StoreOptions,
 };
 
 /// Errors starting the server.

@@ -58,11 +58,8 @@ pub(super) fn answer(store: &Store, path: &str, query: Option<&str>) -> ApiResul
         });
     }
     let verbose = parse_query(query).contains_key("verbose");
-    let excluded: Vec<&str> = query
-        .unwrap_or_default()
-        .split('&')
-        .filter_map(|pair| pair.strip_prefix("exclude="))
-        .collect();
+    let excluded: Vec<&str> =
+        query.unwrap_or_default().split('&').filter_map(|pair| pair.strip_prefix("exclude=")).collect();
     let mut out = String::new();
     let mut failed = false;
     for check in checks {

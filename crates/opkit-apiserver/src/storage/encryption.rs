@@ -149,7 +149,8 @@ impl ResourcePattern {
             return Ok(ResourcePattern::All);
         }
         let (resource, group) = s.split_once('.').unwrap_or((s, ""));
-        let valid = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        let valid =
+            |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if resource == "*" {
             if group.split('.').all(valid) || group.is_empty() {
                 return Ok(ResourcePattern::Group(group.to_string()));
@@ -157,9 +158,7 @@ impl ResourcePattern {
         } else if valid(resource) && (group.is_empty() || group.split('.').all(valid)) {
             return Ok(ResourcePattern::One { group: group.to_string(), resource: resource.to_string() });
         }
-        Err(format!(
-            "Invalid value: \"{s}\": resource name should be of the form 'resource.group', '*.group' or '*.*'"
-        ))
+        Err(format!("Invalid value: \"{s}\": resource name should be of the form 'resource.group', '*.group' or '*.*'"))
     }
 
     fn matches(&self, group: &str, resource: &str) -> bool {
@@ -322,7 +321,9 @@ fn provider(p: ProviderFile, at: &str) -> Result<Provider, String> {
         return Err(format!("{at}.kms: Unsupported value: kms providers are not supported by this server"));
     }
     match (set.len(), identity) {
-        (0, false) => Err(format!("{at}: Required value: provider does not contain any of the expected providers: aescbc, aesgcm, secretbox, identity")),
+        (0, false) => Err(format!(
+            "{at}: Required value: provider does not contain any of the expected providers: aescbc, aesgcm, secretbox, identity"
+        )),
         (0, true) => Ok(Provider::Identity),
         (1, false) => {
             let Some((cipher, Some(keys))) = set.pop() else {
@@ -398,7 +399,11 @@ fn open(k: &NamedKey, key: &str, data: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 fn split(data: &[u8], at: usize) -> Result<(&[u8], &[u8]), String> {
-    if data.len() < at { Err("the stored data was shorter than the required size".into()) } else { Ok(data.split_at(at)) }
+    if data.len() < at {
+        Err("the stored data was shorter than the required size".into())
+    } else {
+        Ok(data.split_at(at))
+    }
 }
 
 fn aead_seal<A: Aead + KeyInit>(secret: &[u8], nonce: &[u8], msg: &[u8], aad: &[u8]) -> Result<Vec<u8>, String> {
@@ -516,7 +521,7 @@ impl Backend for EncryptingBackend {
             let seal = |v: &Bytes| {
                 self.config
                     .encrypt(&e.resource, &key, v)
-                    .map_err(|reason| StorageError::Unreadable { key: key.clone(), reason })
+                    .map_err(|reason| StorageError::Backend(format!("unable to transform key \"{key}\": {reason}")))
             };
             let value = seal(&e.value)?;
             let prev = e.prev.as_ref().map(seal).transpose()?;
@@ -543,7 +548,9 @@ mod tests {
     fn every_cipher_round_trips_with_kube_prefix_and_covers_the_named_resources() {
         let secrets = ResourceId::new("", "secrets");
         let plain = Bytes::from_static(b"{\"data\":{\"password\":\"aHVudGVyMg==\"}}");
-        for (provider, secret) in [("aescbc", KEY32), ("aescbc", KEY16), ("aesgcm", KEY16), ("aesgcm", KEY32), ("secretbox", KEY32)] {
+        for (provider, secret) in
+            [("aescbc", KEY32), ("aescbc", KEY16), ("aesgcm", KEY16), ("aesgcm", KEY32), ("secretbox", KEY32)]
+        {
             let c = EncryptionConfig::parse(&config(provider, secret)).expect("valid");
             let stored = c.encrypt(&secrets, "/registry/secrets/default/s", &plain).expect("encrypt");
             assert!(stored.starts_with(format!("k8s:enc:{provider}:v1:k1:").as_bytes()), "{provider}");

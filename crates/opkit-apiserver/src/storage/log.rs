@@ -79,11 +79,7 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 /// [`RETRY_MAX`]; when they persist, it applies them again, publishes them and clears the
 /// failure. A writer told of the failure may thus see its write appear later (as after
 /// an etcd timeout); no write is acknowledged before it is durable.
-pub(super) fn commit_loop(
-    backend: Box<dyn Backend>,
-    rx: std::sync::mpsc::Receiver<Arc<Event>>,
-    shared: Weak<Shared>,
-) {
+pub(super) fn commit_loop(backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiver<Arc<Event>>, shared: Weak<Shared>) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -131,7 +127,7 @@ fn retry_until_persisted(
     backend: &dyn Backend,
     rx: &std::sync::mpsc::Receiver<Arc<Event>>,
     shared: &Weak<Shared>,
-    pending: Vec<Arc<Event>>,
+    mut pending: Vec<Arc<Event>>,
 ) -> bool {
     let mut pause = RETRY_FIRST;
     loop {
@@ -139,7 +135,10 @@ fn retry_until_persisted(
         // or times out: a back-off that still notices shutdown at once.
         match rx.recv_timeout(pause) {
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) | Ok(_) => return false,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return false,
+            // Not expected (writers see the failure under the same lock that drained the
+            // queue), but a write that got through is kept with the rest, in order.
+            Ok(e) => pending.push(e),
         }
         let Some(strong) = shared.upgrade() else {
             return false;

@@ -41,8 +41,8 @@ use parking_lot::Mutex;
 use tokio::sync::{broadcast, watch};
 
 pub use backend::{Backend, LoadedObject, LoadedState, UnreadableObject};
-pub use log::WatchSubscription;
 pub use encryption::{EncryptingBackend, EncryptionConfig, EncryptionConfigError};
+pub use log::WatchSubscription;
 pub use sqlite::{HistoryWindow, SqliteBackend};
 
 /// A global revision: the resourceVersion of every object and list.
@@ -328,14 +328,7 @@ impl Store {
         for e in loaded.history {
             state.push_log(Arc::new(e));
         }
-        Store {
-            shared: Arc::new(Shared {
-                state: Mutex::new(state),
-                durable_tx,
-                events,
-                commit_tx,
-            }),
-        }
+        Store { shared: Arc::new(Shared { state: Mutex::new(state), durable_tx, events, commit_tx }) }
     }
 
     /// The newest revision that is durable and visible.

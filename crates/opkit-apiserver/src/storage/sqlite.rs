@@ -58,7 +58,6 @@ fn kind_code(kind: EventKind) -> i64 {
     }
 }
 
-
 impl SqliteBackend {
     /// Opens (or creates) the database at `path`, keeping the default [`HistoryWindow`].
     pub fn open(path: &Path) -> Result<SqliteBackend, StorageError> {

@@ -64,9 +64,9 @@ fn stored(data: &Path, resource: &str, name: &str) -> Vec<u8> {
 
 /// Whether any file of the database (main file, WAL) contains `needle`.
 fn database_contains(data: &Path, needle: &[u8]) -> bool {
-    ["state.db", "state.db-wal"].iter().any(|f| {
-        std::fs::read(data.join(f)).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
-    })
+    ["state.db", "state.db-wal"]
+        .iter()
+        .any(|f| std::fs::read(data.join(f)).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle)))
 }
 
 fn password(s: &Secret) -> String {
@@ -94,7 +94,11 @@ async fn secrets_are_encrypted_at_rest_and_served_in_plaintext() {
     use base64::Engine as _;
     let encoded = base64::engine::general_purpose::STANDARD.encode(PLAINTEXT);
     for needle in [PLAINTEXT.as_bytes(), encoded.as_bytes(), b"\"password\""] {
-        assert!(!database_contains(data.path(), needle), "{:?} is in the database file", String::from_utf8_lossy(needle));
+        assert!(
+            !database_contains(data.path(), needle),
+            "{:?} is in the database file",
+            String::from_utf8_lossy(needle)
+        );
     }
     assert!(database_contains(data.path(), b"configmap-plaintext-marker"), "configmaps are not encrypted");
     server.shutdown().await;
@@ -124,8 +128,10 @@ async fn keys_rotate_identity_first_writes_plaintext_and_a_lost_key_fails_only_i
     assert!(stored(data.path(), "/secrets", "one").starts_with(b"k8s:enc:aesgcm:v1:key1:"), "not rewritten");
 
     // identity first: new writes are plaintext; encrypted objects still read.
-    let config =
-        write_config(conf.path(), &("  - identity: {}\n".to_string() + &keys("aesgcm", &[("key2", KEY2), ("key1", KEY1)])));
+    let config = write_config(
+        conf.path(),
+        &("  - identity: {}\n".to_string() + &keys("aesgcm", &[("key2", KEY2), ("key1", KEY1)])),
+    );
     let server = start(data.path(), &config).await;
     let secrets: Api<Secret> = Api::namespaced(client_for(&server).await, "default");
     secrets.create(&PostParams::default(), &secret("three")).await.expect("create three");
@@ -137,10 +143,8 @@ async fn keys_rotate_identity_first_writes_plaintext_and_a_lost_key_fails_only_i
 
     // key1 replaced by a wrong secret: "one" cannot be decrypted; the server starts and
     // serves everything else, and says why for that object.
-    let config = write_config(
-        conf.path(),
-        &(keys("aesgcm", &[("key2", KEY2), ("key1", OTHER)]) + "  - identity: {}\n"),
-    );
+    let config =
+        write_config(conf.path(), &(keys("aesgcm", &[("key2", KEY2), ("key1", OTHER)]) + "  - identity: {}\n"));
     let server = start(data.path(), &config).await;
     let client = client_for(&server).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");

@@ -93,10 +93,13 @@ async fn a_watch_from_before_the_persisted_window_gets_410() {
     server.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_watcher_across_a_restart_resumes_without_relisting() {
+/// Runs a kube-rs `watcher` across a restart of a durable server keeping `window` of
+/// history; returns how many times it listed (`Init` events) and the time from the
+/// restart to it delivering a change made after it.
+async fn watcher_across_a_restart(window: HistoryWindow, token: &str) -> (usize, std::time::Duration) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut cfg = durable(dir.path(), "watcher-token");
+    let mut cfg = durable(dir.path(), token);
+    cfg.store.persisted_history = window;
     let server = within("start", ApiServer::start(cfg.clone())).await.expect("start");
     cfg.bind = server.addr();
     let client = client_for(&server).await;
@@ -115,10 +118,13 @@ async fn a_watcher_across_a_restart_resumes_without_relisting() {
         .await
         .expect("live event");
     // Writes the watcher does not see move the revision past its resourceVersion, so a
-    // server without history would answer its resumed watch with 410 and a relist.
+    // server without that history answers its resumed watch with 410 and a relist.
     let secrets: Api<Secret> = Api::namespaced(client, "default");
     for i in 0..3 {
-        let s = Secret { metadata: kube::api::ObjectMeta { name: Some(format!("s{i}")), ..Default::default() }, ..Default::default() };
+        let s = Secret {
+            metadata: kube::api::ObjectMeta { name: Some(format!("s{i}")), ..Default::default() },
+            ..Default::default()
+        };
         secrets.create(&PostParams::default(), &s).await.expect("create secret");
     }
 
@@ -133,7 +139,22 @@ async fn a_watcher_across_a_restart_resumes_without_relisting() {
     })
     .await
     .expect("event after restart");
-    eprintln!("restart to the watcher acting on a change: {:?}", restarted.elapsed());
-    assert_eq!(inits, 1, "the watcher listed once, at the start, and resumed after the restart");
+    let elapsed = restarted.elapsed();
     server.shutdown().await;
+    (inits, elapsed)
+}
+
+#[tokio::test]
+async fn a_watcher_across_a_restart_resumes_without_relisting() {
+    let (inits, elapsed) = watcher_across_a_restart(HistoryWindow::default(), "watcher-token").await;
+    eprintln!("restart to the watcher acting on a change, resumed: {elapsed:?}");
+    assert_eq!(inits, 1, "the watcher listed once, at the start, and resumed after the restart");
+}
+
+#[tokio::test]
+async fn a_watcher_behind_the_persisted_window_relists_once() {
+    let window = HistoryWindow { events: 1, bytes: usize::MAX };
+    let (inits, elapsed) = watcher_across_a_restart(window, "relist-token").await;
+    eprintln!("restart to the watcher acting on a change, after a 410 and a relist: {elapsed:?}");
+    assert_eq!(inits, 2, "a resourceVersion older than the window gets 410, and the watcher relists");
 }
