@@ -151,7 +151,7 @@ impl ResourcePattern {
         let (resource, group) = s.split_once('.').unwrap_or((s, ""));
         let valid =
             |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if resource == "*" {
+        if resource == "*" && s.contains('.') {
             if group.split('.').all(valid) || group.is_empty() {
                 return Ok(ResourcePattern::Group(group.to_string()));
             }
@@ -584,6 +584,10 @@ mod tests {
                 "resources[0].providers[0].kms: Unsupported value",
             ),
         ];
+        for pattern in ["*", "Secrets", "*.*.", ""] {
+            assert!(ResourcePattern::parse(pattern).is_err(), "{pattern:?} is not a resource pattern");
+        }
+        assert_eq!(ResourcePattern::parse("*."), Ok(ResourcePattern::Group(String::new())), "the core group");
         for (text, want) in cases {
             let err = EncryptionConfig::parse(&text).err().unwrap_or_default();
             assert!(err.contains(want), "{err:?} should contain {want:?}");
