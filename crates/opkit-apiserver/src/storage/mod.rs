@@ -17,7 +17,7 @@
 //! the durable state, refuses new writes at once ([`StorageError::NoSpace`] or
 //! [`StorageError::Backend`]) while reads go on, and retries the failed batch with a
 //! bounded back-off; once it commits, the batch is applied again and writes resume
-//! (see [`log::commit_loop`]). [`Store::health`] reports the failure to `/readyz`.
+//! (see `log::commit_loop`). [`Store::health`] reports the failure to `/readyz`.
 //!
 //! A durable backend also keeps a bounded window of recent events, which refills the watch
 //! log at start: a watch from a resourceVersion inside the window resumes across a
@@ -78,7 +78,7 @@ pub enum StorageError {
     /// "unable to transform key" error); the rest of the store is served.
     #[error("unable to transform key \"{key}\": {reason}")]
     Unreadable {
-        /// The object's storage key, `/registry/<group/resource>/<namespace>/<name>`.
+        /// The object's storage key as kube names it, e.g. `/registry/secrets/default/db`.
         key: String,
         /// Why it could not be read.
         reason: String,
@@ -309,26 +309,36 @@ impl Store {
             .collect();
         let (durable_tx, _) = watch::channel(loaded.rev);
         let (events, _) = broadcast::channel(8192);
+        let store = Store {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    rev: loaded.rev,
+                    durable: loaded.rev,
+                    resources,
+                    log: VecDeque::new(),
+                    compacted: loaded.rev,
+                    capacity: opts.log_capacity.max(16),
+                    capacity_bytes: opts.log_bytes,
+                    log_bytes: 0,
+                    failed: None,
+                    unreadable,
+                    last_write: HashMap::new(),
+                }),
+                durable_tx,
+                events,
+                commit_tx,
+            }),
+        };
         // The persisted window of history (oldest first, ending at `loaded.rev`) refills
         // the watch log, so watches from inside it resume across a restart.
-        let compacted = loaded.history.first().map_or(loaded.rev, |e| e.rev - 1);
-        let mut state = State {
-            rev: loaded.rev,
-            durable: loaded.rev,
-            resources,
-            log: VecDeque::new(),
-            compacted,
-            capacity: opts.log_capacity.max(16),
-            capacity_bytes: opts.log_bytes,
-            log_bytes: 0,
-            failed: None,
-            unreadable,
-            last_write: HashMap::new(),
-        };
-        for e in loaded.history {
-            state.push_log(Arc::new(e));
+        if let Some(first) = loaded.history.first() {
+            let mut st = store.shared.state.lock();
+            st.compacted = first.rev.saturating_sub(1);
+            for e in loaded.history {
+                st.push_log(Arc::new(e));
+            }
         }
-        Store { shared: Arc::new(Shared { state: Mutex::new(state), durable_tx, events, commit_tx }) }
+        store
     }
 
     /// The newest revision that is durable and visible.
