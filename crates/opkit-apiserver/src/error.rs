@@ -290,6 +290,9 @@ impl From<StorageError> for ApiError {
             StorageError::Expired { .. } => ApiError::expired(format!("{e}")),
             StorageError::TooLarge { .. } => ApiError::timeout(format!("{e}")),
             StorageError::Backend(m) => ApiError::internal(m),
+            // What kube-apiserver answers when etcd's space quota is exhausted.
+            StorageError::NoSpace => ApiError::internal_raw(e.to_string()),
+            StorageError::Unreadable { .. } => ApiError::internal(e.to_string()),
             StorageError::ValueTooLarge { .. } => ApiError::new(413, "RequestEntityTooLarge", format!("{e}")),
         }
     }

@@ -81,4 +81,4 @@ pub(crate) mod table;
 pub use error::{ApiError, ApiResult};
 pub use limits::ServingLimits;
 pub use server::{ApiServer, RunningServer, ServerConfig, ServerError, StorageConfig};
-pub use storage::StoreOptions;
+pub use storage::{EncryptionConfigError, HistoryWindow, StoreOptions};

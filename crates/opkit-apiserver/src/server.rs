@@ -21,7 +21,10 @@ use crate::handlers::{self, AppState};
 use crate::kubeconfig::{self, KubeconfigError};
 use crate::limits::ServingLimits;
 use crate::registry::Registry;
-use crate::storage::{SqliteBackend, StorageError, Store, StoreOptions};
+use crate::storage::{
+    Backend, EncryptingBackend, EncryptionConfig, EncryptionConfigError, SqliteBackend, StorageError, Store,
+    StoreOptions,
+};
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +55,9 @@ pub enum ServerError {
     /// The ServiceAccount token signing key could not be made or loaded.
     #[error(transparent)]
     TokenKey(#[from] TokenKeyError),
+    /// The encryption provider config could not be read or is invalid.
+    #[error(transparent)]
+    Encryption(#[from] EncryptionConfigError),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -85,6 +91,9 @@ pub struct ServerConfig {
     pub audit_log: Option<PathBuf>,
     /// Max-in-flight requests, the request-body timeout and the connection cap.
     pub limits: ServingLimits,
+    /// An `EncryptionConfiguration` file (kube's `--encryption-provider-config`): the
+    /// resources it names are encrypted at rest in durable storage.
+    pub encryption_provider_config: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -97,6 +106,7 @@ impl Default for ServerConfig {
             store: StoreOptions::default(),
             audit_log: None,
             limits: ServingLimits::default(),
+            encryption_provider_config: None,
         }
     }
 }
@@ -141,6 +151,7 @@ impl ApiServer {
             StorageConfig::Sqlite(p) => Some(p.as_path()),
             StorageConfig::InMemory => None,
         };
+        let encryption = cfg.encryption_provider_config.as_deref().map(EncryptionConfig::load).transpose()?;
         let mut data_dir = cfg.data_dir.as_deref().map(|d| DataDir::open(d, database)).transpose()?;
         // The database first: a directory with a token is one that held a cluster.
         let store = match &cfg.storage {
@@ -149,7 +160,12 @@ impl ApiServer {
                 if let Some(parent) = p.parent() {
                     std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
                 }
-                let store = Store::open(Box::new(SqliteBackend::open(p)?), cfg.store.clone())?;
+                let sqlite = SqliteBackend::open(p)?.with_history(cfg.store.persisted_history);
+                let backend: Box<dyn Backend> = match encryption {
+                    Some(config) => Box::new(EncryptingBackend::new(Box::new(sqlite), config)),
+                    None => Box::new(sqlite),
+                };
+                let store = Store::open(backend, cfg.store.clone())?;
                 for suffix in ["", "-wal", "-shm"] {
                     let mut file = p.as_os_str().to_owned();
                     file.push(suffix);

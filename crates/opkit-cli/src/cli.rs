@@ -292,4 +292,9 @@ pub struct StartArgs {
     /// code, e.g. to find the call an operator was forbidden to make.
     #[arg(long, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// An EncryptionConfiguration (apiserver.config.k8s.io/v1), as kube-apiserver's flag:
+    /// the resources it names (e.g. secrets) are stored encrypted with its first provider
+    /// (aescbc, aesgcm, secretbox or identity) and read with any of them.
+    #[arg(long, value_name = "FILE")]
+    pub encryption_provider_config: Option<PathBuf>,
 }

@@ -4,6 +4,7 @@
 mod aggregation;
 pub mod codec;
 mod discovery;
+mod health;
 mod identity;
 mod openapi;
 mod resource;
@@ -148,7 +149,7 @@ async fn dispatch(
     match route {
         Route::Root => get_only(Ok(codec::respond(200, &discovery::root_paths(&cat), codec::Output::Json, &[]))),
         Route::Version => get_only(Ok(codec::respond(200, &discovery::version(), codec::Output::Json, &[]))),
-        Route::Health => Ok(codec::respond_bytes("ok", "text/plain; charset=utf-8")),
+        Route::Health => health::answer(state.registry.store(), parts.uri.path(), parts.uri.query()),
         Route::LegacyApi => get_only(Ok(match codec::aggregated_discovery(&parts.headers) {
             Some(v) => codec::respond_typed(
                 &discovery::aggregated(&cat, true, v),

@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use tokio::sync::broadcast;
 
@@ -64,7 +65,20 @@ impl WatchSubscription {
     }
 }
 
+/// The first pause before retrying a batch the backend failed to persist.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// The longest pause between retries: a disk that has space again is noticed this soon.
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
 /// Persists batches of events and then publishes them; runs on its own thread.
+///
+/// When the backend fails, the thread takes every write not yet durable (the batch and
+/// whatever queued behind it), rolls memory back to the durable state, marks the store
+/// failed (writes are refused at once, reads go on) and wakes the writers waiting on them
+/// with the error. It then retries the same writes with a doubling pause up to
+/// [`RETRY_MAX`]; when they persist, it applies them again, publishes them and clears the
+/// failure. A writer told of the failure may thus see its write appear later (as after
+/// an etcd timeout); no write is acknowledged before it is durable.
 pub(super) fn commit_loop(backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiver<Arc<Event>>, shared: Weak<Shared>) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -74,26 +88,79 @@ pub(super) fn commit_loop(backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiv
                 break;
             }
         }
-        let Some(shared) = shared.upgrade() else {
+        let Some(strong) = shared.upgrade() else {
             return;
         };
         let outcome = backend.persist(&batch);
-        let mut st = shared.state.lock();
+        let mut st = strong.state.lock();
         match outcome {
             Ok(()) => {
                 let last = batch.last().map_or(st.durable, |e| e.rev);
                 st.durable = last;
                 for e in batch {
-                    let _ = shared.events.send(e);
+                    let _ = strong.events.send(e);
                 }
-                shared.durable_tx.send_replace(last);
+                strong.durable_tx.send_replace(last);
             }
             Err(e) => {
-                tracing::error!(error = %e, "storage backend failed; refusing further writes");
-                st.failed = Some(e.to_string());
-                // Wake every waiter so it can observe the failure.
-                shared.durable_tx.send_replace(Revision::MAX);
-                return;
+                tracing::error!(error = %e, "storage backend failed; refusing writes until it persists again");
+                // Writers send under the state lock, so this takes every pending write.
+                while let Ok(more) = rx.try_recv() {
+                    batch.push(more);
+                }
+                st.roll_back(&batch);
+                st.failed = Some(e);
+                strong.durable_tx.send_replace(Revision::MAX);
+                drop(st);
+                drop(strong);
+                if !retry_until_persisted(&*backend, &rx, &shared, batch) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Retries `pending` until the backend persists it, then applies and publishes it.
+/// Returns false when the store is gone.
+fn retry_until_persisted(
+    backend: &dyn Backend,
+    rx: &std::sync::mpsc::Receiver<Arc<Event>>,
+    shared: &Weak<Shared>,
+    mut pending: Vec<Arc<Event>>,
+) -> bool {
+    let mut pause = RETRY_FIRST;
+    loop {
+        // Writes are refused meanwhile, so the channel only ends (the store was dropped)
+        // or times out: a back-off that still notices shutdown at once.
+        match rx.recv_timeout(pause) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return false,
+            // Not expected (writers see the failure under the same lock that drained the
+            // queue), but a write that got through is kept with the rest, in order.
+            Ok(e) => pending.push(e),
+        }
+        let Some(strong) = shared.upgrade() else {
+            return false;
+        };
+        match backend.persist(&pending) {
+            Ok(()) => {
+                let mut st = strong.state.lock();
+                st.reapply(&pending);
+                let last = st.rev;
+                st.durable = last;
+                st.failed = None;
+                for e in pending {
+                    let _ = strong.events.send(e);
+                }
+                strong.durable_tx.send_replace(last);
+                tracing::info!(revision = last, "storage backend persists again; writes resumed");
+                return true;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?pause, "storage backend still failing");
+                strong.state.lock().failed = Some(e);
+                pause = (pause * 2).min(RETRY_MAX);
             }
         }
     }

@@ -13,11 +13,22 @@
 //! they saw. So nothing that a client observed can be lost by a crash, and revisions never
 //! repeat after a restart. The in-memory store is durable at once.
 //!
+//! When the backend cannot persist (a full disk), the commit thread rolls memory back to
+//! the durable state, refuses new writes at once ([`StorageError::NoSpace`] or
+//! [`StorageError::Backend`]) while reads go on, and retries the failed batch with a
+//! bounded back-off; once it commits, the batch is applied again and writes resume
+//! (see `log::commit_loop`). [`Store::health`] reports the failure to `/readyz`.
+//!
+//! A durable backend also keeps a bounded window of recent events, which refills the watch
+//! log at start: a watch from a resourceVersion inside the window resumes across a
+//! restart.
+//!
 //! Lists at an older revision (continue tokens, `resourceVersionMatch=Exact`) are served
 //! from memory by rolling back the log; revisions older than the log window answer
 //! [`StorageError::Expired`], which the API layer turns into 410 Gone.
 
 mod backend;
+pub mod encryption;
 mod log;
 mod sqlite;
 
@@ -29,15 +40,16 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, watch};
 
-pub use backend::{Backend, LoadedObject, LoadedState};
+pub use backend::{Backend, LoadedObject, LoadedState, UnreadableObject};
+pub use encryption::{EncryptingBackend, EncryptionConfig, EncryptionConfigError};
 pub use log::WatchSubscription;
-pub use sqlite::SqliteBackend;
+pub use sqlite::{HistoryWindow, SqliteBackend};
 
 /// A global revision: the resourceVersion of every object and list.
 pub type Revision = u64;
 
 /// Errors of the storage layer.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StorageError {
     /// The requested revision has been compacted out of the event log.
     #[error("too old resource version: {requested} ({oldest})")]
@@ -55,9 +67,22 @@ pub enum StorageError {
         /// The current revision.
         current: Revision,
     },
-    /// The durable backend failed; the store refuses further writes.
+    /// The durable backend failed; the store refuses writes until it persists again.
     #[error("storage backend failure: {0}")]
     Backend(String),
+    /// The backend's disk is full; the store refuses writes until space returns. The
+    /// message is etcd's, which kube-apiserver passes on to clients.
+    #[error("etcdserver: mvcc: database space exceeded")]
+    NoSpace,
+    /// A stored object could not be decrypted or decoded (kube-apiserver's
+    /// "unable to transform key" error); the rest of the store is served.
+    #[error("unable to transform key \"{key}\": {reason}")]
+    Unreadable {
+        /// The object's storage key as kube names it, e.g. `/registry/secrets/default/db`.
+        key: String,
+        /// Why it could not be read.
+        reason: String,
+    },
     /// A value larger than [`MAX_VALUE_BYTES`] (etcd's default `--max-request-bytes`).
     #[error("etcdserver: request is too large: the object is {size} bytes, the limit is {limit}")]
     ValueTooLarge {
@@ -110,6 +135,8 @@ pub struct Event {
     pub value: Bytes,
     /// The object before the write, if it existed.
     pub prev: Option<Bytes>,
+    /// The revision of `prev` (0 when there was none).
+    pub prev_rev: Revision,
 }
 
 impl Event {
@@ -190,11 +217,17 @@ pub struct StoreOptions {
     /// before compacting the oldest events: the window of history a watch can resume
     /// from is bounded in memory as well as in events; older resourceVersions get 410.
     pub log_bytes: usize,
+    /// How much of that history a durable backend keeps across restarts.
+    pub persisted_history: HistoryWindow,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { log_capacity: 100_000, log_bytes: 256 * 1024 * 1024 }
+        StoreOptions {
+            log_capacity: 100_000,
+            log_bytes: 256 * 1024 * 1024,
+            persisted_history: HistoryWindow::default(),
+        }
     }
 }
 
@@ -211,7 +244,11 @@ pub(crate) struct State {
     /// The most bytes of event values the log keeps, and how many it holds.
     capacity_bytes: usize,
     log_bytes: usize,
-    failed: Option<String>,
+    /// Why the backend cannot persist (writes are refused meanwhile), if it cannot.
+    failed: Option<StorageError>,
+    /// Objects the backend holds but could not be read at start, with why: reading one
+    /// answers [`StorageError::Unreadable`]; writing the name replaces it.
+    unreadable: HashMap<(ResourceId, ObjectName), String>,
     /// The revision of the last write to each resource (for caches derived from one
     /// resource's objects, such as the RBAC authorizer's index).
     last_write: HashMap<ResourceId, Revision>,
@@ -240,6 +277,13 @@ impl Store {
     pub fn open(backend: Box<dyn Backend>, opts: StoreOptions) -> Result<Store, StorageError> {
         let mut loaded = backend.load()?;
         loaded.objects.retain(readable);
+        if let Some(first) = loaded.history.first()
+            && (first.rev == 0 || loaded.history.last().map(|e| e.rev) != Some(loaded.rev))
+        {
+            // A window that does not reach the newest revision cannot be resumed from.
+            tracing::warn!(first = first.rev, revision = loaded.rev, "persisted watch history is not current; ignored");
+            loaded.history.clear();
+        }
         let (tx, rx) = std::sync::mpsc::channel::<Arc<Event>>();
         let store = Store::build(loaded, Some(tx), opts);
         let weak = Arc::downgrade(&store.shared);
@@ -258,9 +302,14 @@ impl Store {
                 .or_default()
                 .insert((o.namespace, o.name), Entry { rev: o.rev, value: o.value });
         }
+        let unreadable = loaded
+            .unreadable
+            .into_iter()
+            .map(|u| ((ResourceId(Arc::from(u.resource.as_str())), (u.namespace, u.name)), u.reason))
+            .collect();
         let (durable_tx, _) = watch::channel(loaded.rev);
         let (events, _) = broadcast::channel(8192);
-        Store {
+        let store = Store {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     rev: loaded.rev,
@@ -272,13 +321,24 @@ impl Store {
                     capacity_bytes: opts.log_bytes,
                     log_bytes: 0,
                     failed: None,
+                    unreadable,
                     last_write: HashMap::new(),
                 }),
                 durable_tx,
                 events,
                 commit_tx,
             }),
+        };
+        // The persisted window of history (oldest first, ending at `loaded.rev`) refills
+        // the watch log, so watches from inside it resume across a restart.
+        if let Some(first) = loaded.history.first() {
+            let mut st = store.shared.state.lock();
+            st.compacted = first.rev.saturating_sub(1);
+            for e in loaded.history {
+                st.push_log(Arc::new(e));
+            }
         }
+        store
     }
 
     /// The newest revision that is durable and visible.
@@ -286,10 +346,21 @@ impl Store {
         self.shared.state.lock().durable
     }
 
+    /// Why the backend cannot persist, while it cannot (for `/readyz`).
+    pub fn health(&self) -> Result<(), StorageError> {
+        match &self.shared.state.lock().failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
     /// Reads one object, as of the newest durable revision.
     pub async fn get(&self, resource: &ResourceId, key: &ObjectName) -> Result<Option<Entry>, StorageError> {
         let (entry, rev) = {
             let st = self.shared.state.lock();
+            if let Some(reason) = st.unreadable.get(&(resource.clone(), key.clone())) {
+                return Err(StorageError::Unreadable { key: storage_key(resource, key), reason: reason.clone() });
+            }
             let e = st.resources.get(resource).and_then(|m| m.get(key)).cloned();
             (e, st.rev)
         };
@@ -324,7 +395,8 @@ impl Store {
         let result = {
             let mut st = self.shared.state.lock();
             if let Some(f) = &st.failed {
-                return Err(StorageError::Backend(f.clone()));
+                // Refused at once and not applied: nothing here can be made durable.
+                return Err(f.clone());
             }
             let current = st.resources.get(resource).and_then(|m| m.get(key));
             let next = st.rev + 1;
@@ -333,6 +405,7 @@ impl Store {
                 Err(e) => return Ok(Err(e)),
             };
             let prev = current.map(|e| e.value.clone());
+            let prev_rev = current.map_or(0, |e| e.rev);
             let (kind, value) = match decision {
                 Write::Unchanged => {
                     let Some(cur) = current else {
@@ -362,6 +435,9 @@ impl Store {
             };
             st.rev = next;
             st.last_write.insert(resource.clone(), next);
+            if !st.unreadable.is_empty() {
+                st.unreadable.remove(&(resource.clone(), key.clone()));
+            }
             let event = Arc::new(Event {
                 rev: next,
                 resource: resource.clone(),
@@ -369,13 +445,15 @@ impl Store {
                 kind,
                 value: value.clone(),
                 prev,
+                prev_rev,
             });
             st.push_log(event.clone());
             match &self.shared.commit_tx {
                 Some(tx) => {
                     if tx.send(event).is_err() {
-                        st.failed = Some("commit thread stopped".into());
-                        return Err(StorageError::Backend("commit thread stopped".into()));
+                        let stopped = StorageError::Backend("commit thread stopped".into());
+                        st.failed = Some(stopped.clone());
+                        return Err(stopped);
                     }
                 }
                 None => {
@@ -406,20 +484,23 @@ impl Store {
         Ok(WatchSubscription::new(self.clone(), resource.clone(), from, backlog, rx))
     }
 
-    /// Waits until `rev` is durable (at once for the in-memory store).
+    /// Waits until `rev` is durable (at once for the in-memory store). Fails when the
+    /// backend could not persist it: the commit thread then publishes `Revision::MAX` to
+    /// wake every waiter, and the state's durable revision says who made it.
     async fn wait_durable(&self, rev: Revision) -> Result<(), StorageError> {
         let mut rx = self.shared.durable_tx.subscribe();
-        if *rx.borrow() >= rev {
+        let published = *rx.borrow();
+        if published >= rev && published != Revision::MAX {
             return Ok(());
         }
         // Drop the channel's read guard before taking the state lock: the commit thread
         // publishes while holding the state lock, so holding both here would deadlock.
         let reached = rx.wait_for(|d| *d >= rev).await.is_ok();
-        if !reached || self.shared.state.lock().failed.is_some() {
-            let msg = self.shared.state.lock().failed.clone().unwrap_or_else(|| "store closed".into());
-            return Err(StorageError::Backend(msg));
+        let st = self.shared.state.lock();
+        if reached && st.durable >= rev {
+            return Ok(());
         }
-        Ok(())
+        Err(st.failed.clone().unwrap_or_else(|| StorageError::Backend("store closed".into())))
     }
 
     /// The revision of the last write to `resource` since the store was opened (0 if
@@ -480,6 +561,18 @@ fn readable(o: &LoadedObject) -> bool {
     }
 }
 
+/// Where an object is kept, named as kube-apiserver names its etcd keys
+/// (`/registry/secrets/default/token`, `/registry/apps/deployments/default/web`): used
+/// in errors about the object and as the additional data of AES-GCM.
+fn storage_key(resource: &ResourceId, key: &ObjectName) -> String {
+    let resource = resource.as_str().trim_start_matches('/');
+    if key.0.is_empty() {
+        format!("/registry/{resource}/{}", key.1)
+    } else {
+        format!("/registry/{resource}/{}/{}", key.0, key.1)
+    }
+}
+
 fn ns_range<'a>(m: &'a ResourceMap, ns: &str) -> impl Iterator<Item = (&'a ObjectName, &'a Entry)> + 'a {
     let ns_owned = ns.to_string();
     m.range((Bound::Included((ns.to_string(), String::new())), Bound::Unbounded))
@@ -487,6 +580,39 @@ fn ns_range<'a>(m: &'a ResourceMap, ns: &str) -> impl Iterator<Item = (&'a Objec
 }
 
 impl State {
+    /// Undoes `pending` (writes not yet durable, oldest first) in memory, so reads serve
+    /// the durable state while the backend cannot persist.
+    fn roll_back(&mut self, pending: &[Arc<Event>]) {
+        for e in pending.iter().rev() {
+            let map = self.resources.entry(e.resource.clone()).or_default();
+            match &e.prev {
+                Some(prev) => {
+                    map.insert(e.key.clone(), Entry { rev: e.prev_rev, value: prev.clone() });
+                }
+                None => {
+                    map.remove(&e.key);
+                }
+            }
+        }
+        self.rev = self.durable;
+    }
+
+    /// Applies `batch` (oldest first) again after [`Self::roll_back`], once it is durable.
+    fn reapply(&mut self, batch: &[Arc<Event>]) {
+        for e in batch {
+            let map = self.resources.entry(e.resource.clone()).or_default();
+            match e.kind {
+                EventKind::Added | EventKind::Modified => {
+                    map.insert(e.key.clone(), Entry { rev: e.rev, value: e.value.clone() });
+                }
+                EventKind::Deleted => {
+                    map.remove(&e.key);
+                }
+            }
+            self.rev = self.rev.max(e.rev);
+        }
+    }
+
     fn push_log(&mut self, e: Arc<Event>) {
         self.log_bytes += e.size();
         self.log.push_back(e);

@@ -1,27 +1,65 @@
 //! The durable embedded backend: SQLite in WAL mode with `synchronous=FULL`, as k3s's
 //! kine does. The store's commit thread calls [`Backend::persist`] with whole batches, so
 //! each fsync covers every write that arrived meanwhile (group commit).
+//!
+//! Next to the objects, the `events` table keeps a bounded window of recent events
+//! ([`HistoryWindow`]), written in the same transaction, so the store can refill its watch
+//! log after a restart (kine likewise serves watches from its log table).
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, ErrorCode, params};
 
-use super::{Backend, Event, EventKind, LoadedObject, LoadedState, StorageError};
+use super::{Backend, Event, EventKind, LoadedObject, LoadedState, ResourceId, Revision, StorageError};
+
+/// How many recent events a durable backend keeps for watches to resume from after a
+/// restart: at most `events` events and `bytes` bytes of objects (the newest event always
+/// stays). A watch from an older resourceVersion gets 410 Gone and relists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryWindow {
+    /// The most events kept.
+    pub events: usize,
+    /// The most bytes of objects (after and before each write) kept.
+    pub bytes: usize,
+}
+
+impl Default for HistoryWindow {
+    /// 10 000 events or 64 MiB, whichever is reached first.
+    fn default() -> Self {
+        HistoryWindow { events: 10_000, bytes: 64 * 1024 * 1024 }
+    }
+}
 
 /// Persists objects in a SQLite database file.
 pub struct SqliteBackend {
     conn: Mutex<Connection>,
+    window: HistoryWindow,
+    /// The revision and size of every event in the `events` table, oldest first.
+    kept: Mutex<VecDeque<(Revision, usize)>>,
 }
 
+/// Maps a SQLite error to the store's: a full disk is [`StorageError::NoSpace`].
 fn db_err(e: rusqlite::Error) -> StorageError {
-    StorageError::Backend(e.to_string())
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DiskFull) => StorageError::NoSpace,
+        _ => StorageError::Backend(e.to_string()),
+    }
+}
+
+fn kind_code(kind: EventKind) -> i64 {
+    match kind {
+        EventKind::Added => 0,
+        EventKind::Modified => 1,
+        EventKind::Deleted => 2,
+    }
 }
 
 impl SqliteBackend {
-    /// Opens (or creates) the database at `path`.
+    /// Opens (or creates) the database at `path`, keeping the default [`HistoryWindow`].
     pub fn open(path: &Path) -> Result<SqliteBackend, StorageError> {
         let conn = Connection::open(path).map_err(db_err)?;
         conn.execute_batch(
@@ -31,10 +69,49 @@ impl SqliteBackend {
                  resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
                  rev INTEGER NOT NULL, value BLOB NOT NULL,
                  PRIMARY KEY (resource, namespace, name)) WITHOUT ROWID;
-             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+             CREATE TABLE IF NOT EXISTS events (
+                 rev INTEGER PRIMARY KEY, resource TEXT NOT NULL, namespace TEXT NOT NULL,
+                 name TEXT NOT NULL, kind INTEGER NOT NULL, value BLOB NOT NULL,
+                 prev BLOB, prev_rev INTEGER NOT NULL);",
         )
         .map_err(db_err)?;
-        Ok(SqliteBackend { conn: Mutex::new(conn) })
+        let kept = {
+            let mut stmt = conn
+                .prepare("SELECT rev, length(value) + coalesce(length(prev), 0) FROM events ORDER BY rev")
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as usize)))
+                .map_err(db_err)?;
+            rows.collect::<Result<VecDeque<_>, _>>().map_err(db_err)?
+        };
+        Ok(SqliteBackend { conn: Mutex::new(conn), window: HistoryWindow::default(), kept: Mutex::new(kept) })
+    }
+
+    /// Keeps `window` of recent events (trimmed at the next write).
+    pub fn with_history(mut self, window: HistoryWindow) -> SqliteBackend {
+        self.window = window;
+        self
+    }
+
+    /// How many of the oldest kept events must go once `batch` is added, and the newest
+    /// revision among them.
+    fn to_trim(&self, kept: &VecDeque<(Revision, usize)>, batch: &[Arc<Event>]) -> (usize, Option<Revision>) {
+        let mut len = kept.len() + batch.len();
+        let mut bytes: usize = kept.iter().map(|k| k.1).sum::<usize>() + batch.iter().map(|e| e.size()).sum::<usize>();
+        let sizes = kept.iter().copied().chain(batch.iter().map(|e| (e.rev, e.size())));
+        let mut count = 0;
+        let mut last = None;
+        for (rev, size) in sizes {
+            if len <= 1 || (len <= self.window.events && bytes <= self.window.bytes) {
+                break;
+            }
+            len -= 1;
+            bytes -= size;
+            count += 1;
+            last = Some(rev);
+        }
+        (count, last)
     }
 }
 
@@ -61,13 +138,40 @@ impl Backend for SqliteBackend {
             })
             .map_err(db_err)?;
         let objects = rows.collect::<Result<Vec<_>, _>>().map_err(db_err)?;
-        Ok(LoadedState { rev, objects })
+        let mut stmt = conn
+            .prepare("SELECT rev, resource, namespace, name, kind, value, prev, prev_rev FROM events ORDER BY rev")
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                let kind = match r.get::<_, i64>(4)? {
+                    0 => EventKind::Added,
+                    1 => EventKind::Modified,
+                    _ => EventKind::Deleted,
+                };
+                Ok(Event {
+                    rev: r.get::<_, i64>(0)? as u64,
+                    resource: ResourceId(Arc::from(r.get::<_, String>(1)?.as_str())),
+                    key: (r.get(2)?, r.get(3)?),
+                    kind,
+                    value: Bytes::from(r.get::<_, Vec<u8>>(5)?),
+                    prev: r.get::<_, Option<Vec<u8>>>(6)?.map(Bytes::from),
+                    prev_rev: r.get::<_, i64>(7)? as u64,
+                })
+            })
+            .map_err(db_err)?;
+        let mut history = rows.collect::<Result<Vec<_>, _>>().map_err(db_err)?;
+        // Only a gap-free run ending at the newest revision can be resumed from.
+        let contiguous_from = history.windows(2).rposition(|w| w[1].rev != w[0].rev + 1).map_or(0, |i| i + 1);
+        history.drain(..contiguous_from);
+        Ok(LoadedState { rev, objects, history, unreadable: Vec::new() })
     }
 
     fn persist(&self, batch: &[Arc<Event>]) -> Result<(), StorageError> {
         let Some(last) = batch.last() else {
             return Ok(());
         };
+        let mut kept = self.kept.lock();
+        let (trim, trim_to) = self.to_trim(&kept, batch);
         let mut conn = self.conn.lock();
         let tx = conn.transaction().map_err(db_err)?;
         {
@@ -80,6 +184,12 @@ impl Backend for SqliteBackend {
             let mut del = tx
                 .prepare_cached("DELETE FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3")
                 .map_err(db_err)?;
+            let mut log = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO events (rev, resource, namespace, name, kind, value, prev, prev_rev)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(db_err)?;
             for e in batch {
                 match e.kind {
                     EventKind::Added | EventKind::Modified => {
@@ -90,6 +200,20 @@ impl Backend for SqliteBackend {
                         del.execute(params![e.resource.as_str(), e.key.0, e.key.1]).map_err(db_err)?;
                     }
                 }
+                log.execute(params![
+                    e.rev as i64,
+                    e.resource.as_str(),
+                    e.key.0,
+                    e.key.1,
+                    kind_code(e.kind),
+                    &e.value[..],
+                    e.prev.as_deref(),
+                    e.prev_rev as i64
+                ])
+                .map_err(db_err)?;
+            }
+            if let Some(upto) = trim_to {
+                tx.execute("DELETE FROM events WHERE rev <= ?1", params![upto as i64]).map_err(db_err)?;
             }
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES ('revision', ?1)
@@ -98,6 +222,10 @@ impl Backend for SqliteBackend {
             )
             .map_err(db_err)?;
         }
-        tx.commit().map_err(db_err)
+        tx.commit().map_err(db_err)?;
+        kept.extend(batch.iter().map(|e| (e.rev, e.size())));
+        let trimmed = trim.min(kept.len());
+        kept.drain(..trimmed);
+        Ok(())
     }
 }

@@ -114,3 +114,30 @@ async fn reopening_quarantines_rows_that_are_not_readable_objects() {
     assert_eq!(reopened.keys(&rid(), None), vec![key("good")], "only the readable object is served");
     assert!(reopened.get(&rid(), &key("garbage")).await.expect("get").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reopened_store_resumes_watches_from_the_persisted_window() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("state.db");
+    let window = HistoryWindow { events: 8, bytes: usize::MAX };
+    let open = || {
+        let backend = SqliteBackend::open(&path).expect("open").with_history(window);
+        Store::open(Box::new(backend), StoreOptions::default()).expect("store")
+    };
+    let s = open();
+    let first = put(&s, "a", "{}").await;
+    let mut revs = Vec::new();
+    for i in 0..10 {
+        revs.push(put(&s, &format!("n{i}"), "{}").await);
+    }
+    drop(s);
+    let reopened = open();
+    assert!(matches!(reopened.watch(&rid(), first), Err(StorageError::Expired { .. })), "older than the window");
+    let from = revs[3];
+    let mut sub = reopened.watch(&rid(), from).expect("inside the window");
+    for (i, want) in revs[4..].iter().enumerate() {
+        let e =
+            tokio::time::timeout(Duration::from_secs(5), sub.next()).await.expect("event").expect("ok").expect("some");
+        assert_eq!((e.rev, e.key.1.clone()), (*want, format!("n{}", i + 4)));
+    }
+}

@@ -116,7 +116,7 @@ async fn watch_from_compacted_revision_is_410() {
 #[tokio::test]
 async fn watch_history_is_bounded_in_bytes() {
     let cfg = ServerConfig {
-        store: StoreOptions { log_capacity: 100_000, log_bytes: 64 * 1024 },
+        store: StoreOptions { log_capacity: 100_000, log_bytes: 64 * 1024, ..Default::default() },
         ..ServerConfig::in_memory()
     };
     let env = within("start", TestEnv::builder().server(cfg).without_controllers().start()).await.expect("start");

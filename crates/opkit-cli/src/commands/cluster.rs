@@ -34,6 +34,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
         cfg.storage = StorageConfig::InMemory;
     }
     cfg.audit_log = args.audit_log.as_deref().map(std::path::absolute).transpose()?;
+    cfg.encryption_provider_config = args.encryption_provider_config;
     let server = ApiServer::start(cfg).await?;
     let stop_controllers = CancellationToken::new();
     run_controllers(&server, controllers, stop_controllers.clone()).await?;
