@@ -14,9 +14,39 @@ use crate::table::{self, Printer};
 /// The strategy of core/v1 pods.
 pub(super) struct Pods;
 
+/// The subresource through which ephemeral containers are added.
+const EPHEMERAL_CONTAINERS: &str = "ephemeralcontainers";
+
 impl Strategy for Pods {
     fn has_eviction(&self) -> bool {
         true
+    }
+
+    fn update_subresources(&self) -> &'static [&'static str] {
+        &[EPHEMERAL_CONTAINERS]
+    }
+
+    /// kube's `podEphemeralContainersStrategy`: only `spec.ephemeralContainers` (and
+    /// the request's managed fields) change.
+    fn prepare_for_subresource_update(&self, _sub: &str, body: &Value, old: &Value) -> Value {
+        let mut n = old.clone();
+        match (n["spec"].as_object_mut(), &body["spec"]["ephemeralContainers"]) {
+            (Some(spec), Value::Null) => {
+                spec.remove("ephemeralContainers");
+            }
+            (Some(spec), list) => {
+                spec.insert("ephemeralContainers".into(), list.clone());
+            }
+            (None, _) => {}
+        }
+        if let (Some(mf), Some(m)) = (body["metadata"]["managedFields"].as_array(), n["metadata"].as_object_mut()) {
+            m.insert("managedFields".into(), Value::Array(mf.clone()));
+        }
+        n
+    }
+
+    fn validate_subresource_update(&self, _sub: &str, new: &Value, old: &Value) -> Vec<FieldError> {
+        super::ephemeral_containers::validate_update(new, old)
     }
 
     /// kube's Priority admission, for new pods.
@@ -133,7 +163,7 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
     default(s, "schedulerName", json!("default-scheduler"));
     default(s, "terminationGracePeriodSeconds", json!(30));
     default(s, "securityContext", json!({}));
-    for list in ["containers", "initContainers"] {
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
         let Some(containers) = s.get_mut(list).and_then(Value::as_array_mut) else { continue };
         for c in containers.iter_mut().filter_map(Value::as_object_mut) {
             let image = c.get("image").and_then(Value::as_str).unwrap_or_default();

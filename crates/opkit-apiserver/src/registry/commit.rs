@@ -54,12 +54,7 @@ pub(super) fn field_manager<'a>(
     time: &'a str,
     api_version: &'a str,
 ) -> FieldManager<'a> {
-    FieldManager {
-        manager: &opts.field_manager,
-        api_version,
-        subresource: (sub == Subresource::Status).then_some("status"),
-        time,
-    }
+    FieldManager { manager: &opts.field_manager, api_version, subresource: sub.name(), time }
 }
 
 /// Metadata an update never changes.
@@ -78,6 +73,7 @@ fn merge_for_update(
 ) -> Value {
     let mut new = match sub {
         Subresource::Status => target.strategy.prepare_for_status_update(&body, old),
+        Subresource::OfKind(sub) => target.strategy.prepare_for_subresource_update(sub, &body, old),
         Subresource::Main => {
             let mut n = body;
             target.strategy.prepare_for_update(&mut n, old, has_status);
@@ -220,6 +216,13 @@ impl Registry {
         if sub == Subresource::Main {
             return self.admit(target, new, Some(old), opts);
         }
+        if let Subresource::OfKind(sub) = sub {
+            target.strategy.default(new, false);
+            let errs = target.strategy.validate_subresource_update(sub, new, old);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
+            }
+        }
         if !target.info.builtin
             && let Some(schema) = &version.schema
         {
@@ -244,7 +247,7 @@ impl Registry {
             .store
             .write(&target.info.id, &target.key(name), |cur, rev| match cur {
                 Some(c) if c.rev == old_rev => {
-                    target.strategy.convert_to_storage(&mut new);
+                    target.strategy.convert_to_storage(&mut new, &target.version);
                     let bytes = serialize_with_rev(&mut new, rev);
                     Ok(if remove { Write::Delete(bytes) } else { Write::Put(bytes) })
                 }

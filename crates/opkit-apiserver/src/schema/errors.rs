@@ -22,6 +22,8 @@ pub enum FieldErrorReason {
     Forbidden,
     /// `FieldValueDuplicate`: the value must be unique but is not.
     Duplicate,
+    /// `FieldValueNotFound`: the value names something that does not exist.
+    NotFound,
 }
 
 impl FieldErrorReason {
@@ -36,6 +38,7 @@ impl FieldErrorReason {
             Self::TooMany => "FieldValueTooMany",
             Self::Forbidden => "FieldValueForbidden",
             Self::Duplicate => "FieldValueDuplicate",
+            Self::NotFound => "FieldValueNotFound",
         }
     }
 
@@ -49,6 +52,7 @@ impl FieldErrorReason {
             Self::TooMany => "Too many",
             Self::Forbidden => "Forbidden",
             Self::Duplicate => "Duplicate value",
+            Self::NotFound => "Not found",
         }
     }
 
@@ -63,6 +67,7 @@ impl FieldErrorReason {
             "FieldValueTooMany" => Self::TooMany,
             "FieldValueForbidden" => Self::Forbidden,
             "FieldValueDuplicate" => Self::Duplicate,
+            "FieldValueNotFound" => Self::NotFound,
             _ => return None,
         })
     }
@@ -158,6 +163,11 @@ impl FieldError {
     /// `field.Duplicate`.
     pub fn duplicate(field: &str, value: &Value) -> Self {
         Self::with_value(field, FieldErrorReason::Duplicate, &BadValue::Json(value.clone()), "")
+    }
+
+    /// `field.NotFound`.
+    pub fn not_found(field: &str, value: &Value) -> Self {
+        Self::with_value(field, FieldErrorReason::NotFound, &BadValue::Json(value.clone()), "")
     }
 
     /// `field.NotSupported` with the supported values (already rendered as strings).
