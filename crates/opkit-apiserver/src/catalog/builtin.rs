@@ -177,6 +177,9 @@ const ROWS: &[Row] = &[
         .all()
         .status()
         .generation(),
+    row("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", CLUSTER)
+        .short(&["csr"])
+        .status(),
     row("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", CLUSTER).short(&["pc"]),
     row("storage.k8s.io", "v1", "storageclasses", "StorageClass", CLUSTER).short(&["sc"]),
     row("apiregistration.k8s.io", "v1", "apiservices", "APIService", CLUSTER).cat(&["api-extensions"]).status(),

@@ -18,6 +18,7 @@
 mod apiservices;
 mod autoscaling;
 mod batch;
+mod certificates;
 mod componentstatuses;
 pub(crate) use componentstatuses::bootstrap as bootstrap_component_statuses;
 mod configmaps;
@@ -81,6 +82,12 @@ pub(crate) trait Strategy: Sync {
     /// and the managed fields the client sent.
     fn prepare_for_status_update(&self, body: &Value, old: &Value) -> Value {
         stored_with_new_status(body, old)
+    }
+
+    /// Validates an update of the status subresource of a built-in kind (kube's
+    /// `ValidateUpdate` of the kind's status strategy); `new` is what would be stored.
+    fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        Vec::new()
     }
 
     /// Fills defaults in place (kube's `SetDefaults_*`); `creating` enables create-only
@@ -275,6 +282,7 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
         &rbac::RbacObjects::binding("clusterrolebindings", table::rbac::clusterrolebindings),
     ),
     ("autoscaling", "horizontalpodautoscalers", &autoscaling::HorizontalPodAutoscalers),
+    ("certificates.k8s.io", "certificatesigningrequests", &certificates::CertificateSigningRequests),
     ("policy", "poddisruptionbudgets", &Printed(table::policy::poddisruptionbudgets)),
     ("scheduling.k8s.io", "priorityclasses", &priorityclasses::PriorityClasses),
     ("storage.k8s.io", "storageclasses", &Printed(table::storage::storageclasses)),

@@ -200,8 +200,9 @@ impl Registry {
         Ok(Outcome { object: at_version(stored, target), code: 200, warnings })
     }
 
-    /// Admits an update: the whole admission for the main resource, the schema alone for
-    /// a custom resource's status.
+    /// Admits an update: the whole admission for the main resource; for a status, the
+    /// built-in kind's status rules or the custom resource's schema; for a kind's own
+    /// subresource, its defaults and rules.
     #[allow(clippy::too_many_arguments)]
     fn admit_update(
         &self,
@@ -213,23 +214,17 @@ impl Registry {
         opts: &WriteOptions,
         version: &VersionInfo,
     ) -> Result<Vec<String>, ApiError> {
-        if sub == Subresource::Main {
-            return self.admit(target, new, Some(old), opts);
-        }
-        if let Subresource::OfKind(sub) = sub {
-            target.strategy.default(new, false);
-            let errs = target.strategy.validate_subresource_update(sub, new, old);
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
+        let errs = match sub {
+            Subresource::Main => return self.admit(target, new, Some(old), opts),
+            Subresource::OfKind(sub) => {
+                target.strategy.default(new, false);
+                target.strategy.validate_subresource_update(sub, new, old)
             }
-        }
-        if !target.info.builtin
-            && let Some(schema) = &version.schema
-        {
-            let errs = schema.validate(new, Some(old));
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
-            }
+            Subresource::Status if target.info.builtin => target.strategy.validate_status_update(new, old),
+            Subresource::Status => version.schema.as_ref().map(|s| s.validate(new, Some(old))).unwrap_or_default(),
+        };
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
         }
         Ok(Vec::new())
     }
