@@ -9,8 +9,9 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::{Strategy, keep_stored_status, stored_with_new_status};
-use crate::auth::UserInfo;
-use crate::error::ApiResult;
+use crate::auth::{MASTERS, UserInfo};
+use crate::authz::{Action, ResourceAttributes};
+use crate::error::{ApiError, ApiResult};
 use crate::registry::Registry;
 use crate::schema::FieldError;
 use crate::table::{self, Printer};
@@ -54,23 +55,28 @@ const MIN_EXPIRATION_SECONDS: i64 = 600;
 /// The condition types only the approval subresource may add, and nothing may remove.
 const APPROVAL_CONDITIONS: [&str; 2] = ["Approved", "Denied"];
 
-/// The decoded `spec.request`, or kube's reason why it is not a PEM certificate request.
-fn parse_request(request: &Value) -> Result<(), String> {
+/// The organizations (O) of the subject of `spec.request`, or kube's reason why it is
+/// not a PEM certificate request.
+fn parse_request(request: &Value) -> Result<Vec<String>, String> {
+    const NOT_PEM: &str = "PEM block type must be CERTIFICATE REQUEST";
     let bytes = request
         .as_str()
         .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
-        .ok_or_else(|| "PEM block type must be CERTIFICATE REQUEST".to_string())?;
+        .ok_or_else(|| NOT_PEM.to_string())?;
     let text = String::from_utf8_lossy(&bytes);
-    let (_, pem) = x509_parser::pem::parse_x509_pem(text.trim_start().as_bytes())
-        .map_err(|_| "PEM block type must be CERTIFICATE REQUEST".to_string())?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(text.trim_start().as_bytes()).map_err(|_| NOT_PEM.to_string())?;
     if pem.label != "CERTIFICATE REQUEST" {
-        return Err("PEM block type must be CERTIFICATE REQUEST".into());
+        return Err(NOT_PEM.into());
     }
     use x509_parser::prelude::FromDer;
-    x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
-        .map(|_| ())
-        .map_err(|e| format!("asn1: {e}"))
+    let (_, csr) = x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
+        .map_err(|e| format!("asn1: {e}"))?;
+    let subject = &csr.certification_request_info.subject;
+    Ok(subject.iter_organization().filter_map(|o| o.as_str().ok()).map(String::from).collect())
 }
+
+/// The signer whose certificates authenticate to the API server.
+const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
 
 /// kube's `ValidateSignerName`: `<fully qualified domain>/<path>`.
 fn signer_name_errors(signer: &Value) -> Vec<FieldError> {
@@ -204,6 +210,48 @@ fn certificate_errors(new: &Value, old: &Value) -> Vec<FieldError> {
     Vec::new()
 }
 
+/// Whether `user` may `verb` (`approve` or `sign`) requests for `signer`: the signer's
+/// name, or its domain's wildcard `<domain>/*`, as a `signers` resource name.
+fn may(registry: &Registry, user: &UserInfo, verb: &str, signer: &str) -> bool {
+    let mut names = vec![signer.to_string()];
+    if let Some((domain, _)) = signer.split_once('/') {
+        names.push(format!("{domain}/*"));
+    }
+    names.into_iter().any(|name| {
+        let attributes = ResourceAttributes {
+            group: "certificates.k8s.io".into(),
+            version: "*".into(),
+            resource: "signers".into(),
+            name,
+            ..Default::default()
+        };
+        registry.authorizer().authorize(registry.store(), user, &Action::resource(verb, attributes)).allowed
+    })
+}
+
+/// kube's CertificateApproval and CertificateSigning admission plugins: adding an
+/// Approved or Denied condition needs `approve`, setting the certificate `sign`, on the
+/// request's signer.
+fn check_signer_permission(registry: &Registry, new: &Value, old: &Value, user: &UserInfo) -> ApiResult<()> {
+    let signer = new["spec"]["signerName"].as_str().unwrap_or_default();
+    let (before, after) = (approval_conditions(old), approval_conditions(new));
+    let approving = after.iter().any(|t| !before.contains(t));
+    let signing =
+        !new["status"]["certificate"].is_null() && new["status"]["certificate"] != old["status"]["certificate"];
+    let refused = match () {
+        () if approving && !may(registry, user, "approve", signer) => "approve",
+        () if signing && !may(registry, user, "sign", signer) => "sign",
+        () => return Ok(()),
+    };
+    let name = new["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::forbidden_object(
+        "certificates.k8s.io",
+        "certificatesigningrequests",
+        name,
+        &format!("user not permitted to {refused} requests with signerName {signer:?}"),
+    ))
+}
+
 impl Strategy for CertificateSigningRequests {
     fn update_subresources(&self) -> &'static [&'static str] {
         &[APPROVAL]
@@ -236,10 +284,24 @@ impl Strategy for CertificateSigningRequests {
         n
     }
 
-    /// kube's `csrStrategy.PrepareForCreate`: the spec records who asked.
-    fn admit(&self, _registry: &Registry, obj: &mut Value, old: Option<&Value>, user: &UserInfo) -> ApiResult<()> {
-        if old.is_some() {
-            return Ok(());
+    /// kube's `csrStrategy.PrepareForCreate` (the spec records who asked) and the
+    /// CertificateSubjectRestriction admission plugin (no API server client certificate
+    /// for `system:masters`) on create; the CertificateApproval and CertificateSigning
+    /// plugins on updates.
+    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>, user: &UserInfo) -> ApiResult<()> {
+        if let Some(old) = old {
+            return check_signer_permission(registry, obj, old, user);
+        }
+        if obj["spec"]["signerName"] == KUBE_APISERVER_CLIENT
+            && parse_request(&obj["spec"]["request"]).is_ok_and(|orgs| orgs.iter().any(|o| o == MASTERS))
+        {
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            return Err(ApiError::forbidden_object(
+                "certificates.k8s.io",
+                "certificatesigningrequests",
+                name,
+                &format!("use of {KUBE_APISERVER_CLIENT} signer with {MASTERS} group is not allowed"),
+            ));
         }
         if !obj["spec"].is_object() {
             obj["spec"] = json!({});

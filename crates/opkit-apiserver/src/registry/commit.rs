@@ -201,8 +201,8 @@ impl Registry {
     }
 
     /// Admits an update: the whole admission for the main resource; for a status, the
-    /// built-in kind's status rules or the custom resource's schema; for a kind's own
-    /// subresource, its defaults and rules.
+    /// built-in kind's admission and status rules or the custom resource's schema; for a
+    /// kind's own subresource, its defaults, admission and rules.
     #[allow(clippy::too_many_arguments)]
     fn admit_update(
         &self,
@@ -218,9 +218,13 @@ impl Registry {
             Subresource::Main => return self.admit(target, new, Some(old), opts),
             Subresource::OfKind(sub) => {
                 target.strategy.default(new, false);
+                target.strategy.admit(self, new, Some(old), &opts.user)?;
                 target.strategy.validate_subresource_update(sub, new, old)
             }
-            Subresource::Status if target.info.builtin => target.strategy.validate_status_update(new, old),
+            Subresource::Status if target.info.builtin => {
+                target.strategy.admit(self, new, Some(old), &opts.user)?;
+                target.strategy.validate_status_update(new, old)
+            }
             Subresource::Status => version.schema.as_ref().map(|s| s.validate(new, Some(old))).unwrap_or_default(),
         };
         if !errs.is_empty() {

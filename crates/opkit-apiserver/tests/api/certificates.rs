@@ -72,6 +72,14 @@ async fn creation_validates_and_records_the_requestor() {
     let status = expect_status(api.create(&PostParams::default(), &usages).await, 422, "Invalid");
     assert!(status.message.contains("spec.usages[1]: Unsupported value: \"flying\""), "{}", status.message);
 
+    // CertificateSubjectRestriction: no API server client certificate for system:masters.
+    let masters = csr("root", &request_pem("root", "system:masters"), "kubernetes.io/kube-apiserver-client");
+    let status = expect_status(api.create(&PostParams::default(), &masters).await, 403, "Forbidden");
+    assert_eq!(
+        status.message,
+        "certificatesigningrequests.certificates.k8s.io \"root\" is forbidden: use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"
+    );
+
     // The spec never changes after creation.
     let mut edited = api.get("alice").await.expect("get");
     edited.spec.signer_name = "example.com/other".into();
@@ -157,4 +165,58 @@ async fn served_cluster_scoped_with_its_subresources_and_printed_as_kubectl_does
         [&row[2], &row[3], &row[4], &row[5]],
         [&json!("example.com/custom"), &json!("kubernetes-admin"), &json!("24h"), &json!("Pending")]
     );
+}
+
+/// A client acting as `user` (impersonated through the admin's credentials).
+async fn impersonating(env: &opkit_testenv::TestEnv, user: &str) -> kube::Client {
+    use kube::config::{AuthInfo, KubeConfigOptions};
+    let mut config =
+        kube::Config::from_custom_kubeconfig(env.server().kubeconfig("opkit"), &KubeConfigOptions::default())
+            .await
+            .expect("config");
+    config.auth_info = AuthInfo { impersonate: Some(user.into()), ..config.auth_info };
+    kube::Client::try_from(config).expect("client")
+}
+
+#[tokio::test]
+async fn approving_and_signing_need_the_signers_permission() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let env = env().await;
+    let admin: Api<CertificateSigningRequest> = Api::all(env.client());
+    admin
+        .create(&PostParams::default(), &csr("dave", &request_pem("dave", "dev"), "example.com/custom"))
+        .await
+        .expect("create");
+    let roles: Api<ClusterRole> = Api::all(env.client());
+    let role = |signers: bool| {
+        let mut rules = vec![
+            json!({"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": ["get"]}),
+            json!({"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests/approval", "certificatesigningrequests/status"], "verbs": ["patch", "update"]}),
+        ];
+        if signers {
+            rules.push(json!({"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "resourceNames": ["example.com/*"], "verbs": ["approve", "sign"]}));
+        }
+        serde_json::from_value::<ClusterRole>(json!({"metadata": {"name": "csr-approver"}, "rules": rules}))
+            .expect("role")
+    };
+    roles.create(&PostParams::default(), &role(false)).await.expect("role");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({"metadata": {"name": "csr-approver"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "csr-approver"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"}]}))
+    .expect("binding");
+    Api::<ClusterRoleBinding>::all(env.client()).create(&PostParams::default(), &binding).await.expect("binding");
+
+    let jane: Api<CertificateSigningRequest> = Api::all(impersonating(&env, "jane").await);
+    let approval = json!({"status": {"conditions": [condition("Approved")]}});
+    let status = expect_status(
+        jane.patch_approval("dave", &PatchParams::default(), &Patch::Merge(&approval)).await,
+        403,
+        "Forbidden",
+    );
+    assert_eq!(
+        status.message,
+        "certificatesigningrequests.certificates.k8s.io \"dave\" is forbidden: user not permitted to approve requests with signerName \"example.com/custom\""
+    );
+    roles.replace("csr-approver", &PostParams::default(), &role(true)).await.expect("grant approve and sign");
+    jane.patch_approval("dave", &PatchParams::default(), &Patch::Merge(&approval)).await.expect("approved by jane");
 }
