@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::Strategy;
 use super::defaulting::default;
+use super::{Strategy, keep_stored_status};
 use crate::auth::UserInfo;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::registry::Registry;
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::table::{self, Printer};
@@ -49,11 +49,32 @@ impl Strategy for Pods {
         super::ephemeral_containers::validate_update(new, old)
     }
 
-    /// kube's Priority admission, for new pods.
+    /// kube's Priority admission, for new pods; a new pod cannot have ephemeral
+    /// containers (they are added through the subresource).
     fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>, _user: &UserInfo) -> ApiResult<()> {
-        match old {
-            None => super::priorityclasses::admit_pod(registry, obj),
-            Some(_) => Ok(()),
+        if old.is_some() {
+            return Ok(());
+        }
+        if obj["spec"]["ephemeralContainers"].as_array().is_some_and(|l| !l.is_empty()) {
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            let err = FieldError::forbidden("spec.ephemeralContainers", "cannot be set on create");
+            return Err(ApiError::invalid("", "Pod", name, &[err]));
+        }
+        super::priorityclasses::admit_pod(registry, obj)
+    }
+
+    /// The generic rule (the stored status is kept), and the stored ephemeral
+    /// containers: only the `ephemeralcontainers` subresource changes them.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value, has_status: bool) {
+        if has_status {
+            keep_stored_status(new, old);
+        }
+        let stored = &old["spec"]["ephemeralContainers"];
+        if let Some(spec) = new["spec"].as_object_mut() {
+            match stored {
+                Value::Null => spec.remove("ephemeralContainers"),
+                list => spec.insert("ephemeralContainers".into(), list.clone()),
+            };
         }
     }
 

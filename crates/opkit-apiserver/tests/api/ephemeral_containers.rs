@@ -58,6 +58,23 @@ async fn added_through_the_subresource_and_never_removed() {
     );
     assert!(status.message.contains("may not be changed"), "{}", status.message);
     assert_eq!(pods.get("app").await.expect("get").spec.expect("spec").ephemeral_containers.map(|e| e.len()), Some(1));
+
+    // The pod itself neither drops nor changes them.
+    let mut main = pods.get("app").await.expect("get");
+    main.spec.as_mut().expect("spec").ephemeral_containers = None;
+    let updated = pods.replace("app", &PostParams::default(), &main).await.expect("replace the pod");
+    assert_eq!(updated.spec.expect("spec").ephemeral_containers.map(|e| e[0].name.clone()), Some("debugger".into()));
+}
+
+#[tokio::test]
+async fn a_new_pod_cannot_have_ephemeral_containers() {
+    let env = env().await;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let mut with = pod();
+    with.spec.as_mut().expect("spec").ephemeral_containers =
+        Some(vec![serde_json::from_value(debugger("debugger")).expect("ephemeral container")]);
+    let status = expect_status(pods.create(&PostParams::default(), &with).await, 422, "Invalid");
+    assert_eq!(status.message, "Pod \"app\" is invalid: spec.ephemeralContainers: Forbidden: cannot be set on create");
 }
 
 #[tokio::test]
