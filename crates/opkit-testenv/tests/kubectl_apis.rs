@@ -81,6 +81,15 @@ async fn kubectl_1_27_autoscale_is_served_at_v1_and_read_by_both_versions() {
         None,
     );
     assert_eq!(v2, "autoscaling/v2 80");
+
+    // An autoscaling/v1 manifest applies with kubectl's default (strict) validation.
+    let manifest = "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: second\nspec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: x}\n  maxReplicas: 3\n  targetCPUUtilizationPercentage: 50\n";
+    new.ok(&["apply", "-f", "-"], Some(manifest));
+    let v2 =
+        new.ok(&["get", "hpa", "second", "-o", "jsonpath={.spec.metrics[0].resource.target.averageUtilization}"], None);
+    assert_eq!(v2, "50");
+    let err = new.fails(&["apply", "-f", "-"], Some(&manifest.replace("maxReplicas: 3", "maxReplicas: 3\n  bogus: 1")));
+    assert!(err.contains("unknown field") && err.contains("bogus"), "{err}");
 }
 
 /// A certificate request for user `cn` in group `o` (PEM) and its key.

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::defaulting::default;
 use super::{Strategy, keep_stored_status, stored_with_new_status};
-use crate::schema::{FieldError, FieldErrorReason};
+use crate::schema::FieldError;
 use crate::table::{self, Printer};
 
 /// The strategy of autoscaling horizontalpodautoscalers (v2 stored, v1 converted).
@@ -251,10 +251,12 @@ impl Strategy for HorizontalPodAutoscalers {
                 let parsed = serde_json::from_str::<Value>(text).ok();
                 let well_formed =
                     parsed.is_some_and(|v| if *key == BEHAVIOR_ANNOTATION { v.is_object() } else { v.is_array() });
-                (!well_formed).then(|| FieldError {
-                    field: format!("metadata.annotations[{key}]"),
-                    reason: FieldErrorReason::Invalid,
-                    message: format!("Invalid value: {text:?}: must be the JSON kube-apiserver writes for {key}"),
+                (!well_formed).then(|| {
+                    FieldError::invalid_str(
+                        &format!("metadata.annotations[{key}]"),
+                        text,
+                        "must be the JSON kube-apiserver writes for this annotation",
+                    )
                 })
             })
             .collect()
@@ -301,6 +303,17 @@ mod tests {
         let metrics = expected["spec"]["metrics"].as_array_mut().expect("metrics");
         metrics.swap(0, 1);
         assert_eq!(v1, expected);
+    }
+
+    #[test]
+    fn a_malformed_round_trip_annotation_is_invalid_at_v1_only() {
+        let v1 = json!({"apiVersion": "autoscaling/v1", "metadata": {"annotations": {METRICS_ANNOTATION: "{"}}});
+        let errs = HorizontalPodAutoscalers.validate(&v1);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "metadata.annotations[autoscaling.alpha.kubernetes.io/metrics]");
+        let mut v2 = v1.clone();
+        v2["apiVersion"] = json!("autoscaling/v2");
+        assert!(HorizontalPodAutoscalers.validate(&v2).is_empty());
     }
 
     #[test]
