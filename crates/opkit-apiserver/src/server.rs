@@ -256,6 +256,10 @@ impl RunningServer {
     pub fn ca_pem(&self) -> &str {
         &self.tls.ca_pem
     }
+    /// The CA's private key (PEM), for the controllers that sign with the cluster CA.
+    pub fn ca_key_pem(&self) -> &str {
+        &self.tls.ca_key_pem
+    }
     /// The registry, for in-process access.
     pub fn registry(&self) -> &Registry {
         &self.registry

@@ -277,7 +277,7 @@ pub struct StartArgs {
     /// namespace, serviceaccount, serviceaccount-token, root-ca-cert-publisher,
     /// garbagecollector, deployment, replicaset, statefulset, daemonset, job, cronjob,
     /// endpoints, service-lb, apiservice, persistentvolume, disruption, flowcontrol,
-    /// clusterrole-aggregation, nodes, scheduler, kubelet.
+    /// clusterrole-aggregation, csrsigning, nodes, scheduler, kubelet.
     #[arg(long, value_delimiter = ',')]
     pub disable_controllers: Vec<String>,
     /// How many simulated nodes to run.

@@ -33,7 +33,33 @@ pub struct ControllersConfig {
     /// it does kube-controller-manager's controllers; `None`: every controller uses
     /// the client it is given.
     pub identities: Option<kube::Config>,
+    /// The cluster CA that signs approved CertificateSigningRequests (kube's
+    /// `--cluster-signing-cert-file` / `--cluster-signing-key-file`); `None` signs nothing.
+    pub cluster_signing: Option<ClusterSigning>,
 }
+
+/// The cluster CA's certificate and key, and the longest validity it grants.
+#[derive(Clone)]
+pub struct ClusterSigning {
+    /// The CA certificate (PEM).
+    pub ca_pem: String,
+    /// The CA's private key (PEM).
+    pub ca_key_pem: String,
+    /// kube's `--cluster-signing-duration` (one year by default).
+    pub duration: Duration,
+}
+
+impl std::fmt::Debug for ClusterSigning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSigning")
+            .field("ca_pem", &self.ca_pem)
+            .field("duration", &self.duration)
+            .finish_non_exhaustive()
+    }
+}
+
+/// kube-controller-manager's default `--cluster-signing-duration`: 8760h.
+pub const DEFAULT_CLUSTER_SIGNING_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 impl Default for ControllersConfig {
     fn default() -> Self {
@@ -48,6 +74,7 @@ impl Default for ControllersConfig {
             volume_root: None,
             root_ca_pem: None,
             identities: None,
+            cluster_signing: None,
         }
     }
 }
@@ -64,6 +91,17 @@ impl ControllersConfig {
     /// Publishes `ca_pem` as the cluster's root CA (see [`Self::root_ca_pem`]).
     pub fn root_ca(mut self, ca_pem: &str) -> Self {
         self.root_ca_pem = Some(ca_pem.to_string());
+        self
+    }
+    /// Signs approved CertificateSigningRequests with the CA `ca_pem` and its key
+    /// `ca_key_pem`, for at most [`DEFAULT_CLUSTER_SIGNING_DURATION`] (see
+    /// [`Self::cluster_signing`]).
+    pub fn cluster_signing(mut self, ca_pem: &str, ca_key_pem: &str) -> Self {
+        self.cluster_signing = Some(ClusterSigning {
+            ca_pem: ca_pem.to_string(),
+            ca_key_pem: ca_key_pem.to_string(),
+            duration: DEFAULT_CLUSTER_SIGNING_DURATION,
+        });
         self
     }
     /// Runs each controller under its own identity, derived from `admin` (see

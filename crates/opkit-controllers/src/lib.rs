@@ -6,7 +6,7 @@
 //! availability of aggregated APIServices, local-path volumes for claims, disruption
 //! budgets' status, FlowSchemas' `Dangling` condition, aggregated ClusterRoles' rules,
 //! the `kube-root-ca.crt` ConfigMap in every namespace, legacy ServiceAccount token
-//! Secrets, and simulated nodes whose pods are scheduled, started and made Ready.
+//! Secrets, client certificates for approved CertificateSigningRequests, and simulated nodes whose pods are scheduled, started and made Ready.
 //!
 //! They are ordinary operators written with the [`opkit`] runtime. `opkit cluster start`
 //! and `opkit-testenv` run them by default.
@@ -28,6 +28,7 @@ pub(crate) mod clusterrole_aggregation;
 pub(crate) mod common;
 pub mod config;
 pub(crate) mod cronjob;
+pub(crate) mod csr_signing;
 pub(crate) mod daemonset;
 pub(crate) mod deployment;
 pub(crate) mod disruption;
@@ -72,6 +73,7 @@ pub const ALL: &[&str] = &[
     "disruption",
     "flowcontrol",
     "clusterrole-aggregation",
+    "csrsigning",
     "nodes",
     "scheduler",
     "kubelet",
@@ -97,6 +99,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     disruption::register(mgr, cfg)?;
     flowcontrol::register(mgr, cfg)?;
     clusterrole_aggregation::register(mgr, cfg)?;
+    csr_signing::register(mgr, cfg)?;
     node::register(mgr, cfg)?;
     scheduler::register(mgr, cfg)?;
     kubelet::register(mgr, cfg)?;

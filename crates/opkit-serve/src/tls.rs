@@ -8,10 +8,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair};
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ResolvesServerCert, WebPkiClientVerifier};
 use rustls_pki_types::pem::PemObject;
@@ -19,6 +16,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// Why generating a certificate failed (rcgen's error).
 pub use rcgen::Error as CertGenError;
+/// The key usages and extended key usages a signed request may be given.
+pub use rcgen::{ExtendedKeyUsagePurpose, KeyUsagePurpose};
 
 /// Errors turning PEM material into a rustls configuration.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +113,37 @@ impl DevCa {
         params.use_authority_key_identifier_extension = true;
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(IssuedCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    }
+}
+
+/// What a signer grants a certificate signing request: its usages and validity.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// Key usages.
+    pub key_usages: Vec<KeyUsagePurpose>,
+    /// Extended key usages.
+    pub extended_key_usages: Vec<ExtendedKeyUsagePurpose>,
+    /// Start of validity.
+    pub not_before: std::time::SystemTime,
+    /// End of validity.
+    pub not_after: std::time::SystemTime,
+}
+
+impl DevCa {
+    /// Signs a PKCS#10 certificate signing request (PEM, its signature verified) as a
+    /// Kubernetes signer does: the request's subject and subject alternative names with
+    /// the public key it proves, never a CA, with the usages and validity of `grant`
+    /// (not past the CA's own). Returns the certificate (PEM).
+    pub fn sign_request(&self, csr_pem: &str, grant: &Grant) -> Result<String, CertGenError> {
+        let mut request = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)?;
+        let params = &mut request.params;
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = grant.key_usages.clone();
+        params.extended_key_usages = grant.extended_key_usages.clone();
+        params.not_before = time::OffsetDateTime::from(grant.not_before);
+        params.not_after = time::OffsetDateTime::from(grant.not_after);
+        params.use_authority_key_identifier_extension = true;
+        Ok(request.signed_by(&self.issuer)?.pem())
     }
 }
 

@@ -110,7 +110,12 @@ impl TestEnvBuilder {
         server.write_kubeconfig(&kubeconfig_path, "opkit")?;
         let admin = config_for(&server).await?;
         let client = Client::try_from(admin.clone())?;
-        let controllers = self.controllers.unwrap_or_default().root_ca(server.ca_pem()).with_identities(admin);
+        let controllers = self
+            .controllers
+            .unwrap_or_default()
+            .root_ca(server.ca_pem())
+            .cluster_signing(server.ca_pem(), server.ca_key_pem())
+            .with_identities(admin);
         let token = CancellationToken::new();
         opkit_controllers::spawn(client.clone(), &controllers, token.clone());
         Ok(TestEnv { server, client, kubeconfig_path, _controllers: token.drop_guard(), _dir: dir })

@@ -189,30 +189,6 @@ async fn kubectl_1_27() {
     suite("1.27").await;
 }
 
-const POD: &str = r#"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: target
-spec:
-  containers:
-  - name: app
-    image: busybox:1.36
-"#;
-
-/// `kubectl debug` patches the unserved `ephemeralcontainers` subresource and reads the 404's
-/// `details`; without them kubectl panicked (nil pointer). It must fail cleanly instead.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_debug_fails_cleanly_on_unserved_ephemeral_containers() {
-    let env = TestEnv::start().await.expect("start control plane");
-    let k = Kubectl::new("1.33", &env);
-    k.ok(&["apply", "-f", "-"], Some(POD));
-    let out = k.run(&["debug", "target", "--image=busybox:1.36", "--container=dbg"], None);
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(!text.contains("panic"), "kubectl debug panicked:\n{text}");
-    assert!(!out.status.success(), "ephemeral containers are not served, yet kubectl debug succeeded:\n{text}");
-}
-
 /// Client-side `kubectl apply` stores the whole object in the last-applied annotation; an
 /// object over 256 KiB makes the annotations too long and is refused, as kube-apiserver does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

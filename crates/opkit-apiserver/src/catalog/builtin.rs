@@ -20,6 +20,7 @@ struct Row {
     read_only: bool,
     create_only: bool,
     stored_in: Option<(&'static str, &'static str)>,
+    also_served: &'static [&'static str],
 }
 
 const fn row(
@@ -44,6 +45,7 @@ const fn row(
         read_only: false,
         create_only: false,
         stored_in: None,
+        also_served: &[],
     }
 }
 
@@ -85,6 +87,12 @@ impl Row {
     /// Only `create`: the identity APIs, which store nothing and answer when created.
     const fn create_only(mut self) -> Row {
         self.create_only = true;
+        self
+    }
+    /// Also served at these older versions (after the stored one in priority), each
+    /// converted from and to the stored version by the kind's strategy.
+    const fn also_served(mut self, versions: &'static [&'static str]) -> Row {
+        self.also_served = versions;
         self
     }
     /// Stored with another resource's objects, as (group, resource).
@@ -162,11 +170,16 @@ const ROWS: &[Row] = &[
     row("networking.k8s.io", "v1", "ingresses", "Ingress", NS).short(&["ing"]).status().generation(),
     row("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", NS).short(&["netpol"]).generation(),
     row("networking.k8s.io", "v1", "ingressclasses", "IngressClass", CLUSTER),
+    // Stored at v2; v1 objects are converted (kinds/autoscaling.rs), as kube-apiserver does.
     row("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", NS)
+        .also_served(&["v1"])
         .short(&["hpa"])
         .all()
         .status()
         .generation(),
+    row("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", CLUSTER)
+        .short(&["csr"])
+        .status(),
     row("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", CLUSTER).short(&["pc"]),
     row("storage.k8s.io", "v1", "storageclasses", "StorageClass", CLUSTER).short(&["sc"]),
     row("apiregistration.k8s.io", "v1", "apiservices", "APIService", CLUSTER).cat(&["api-extensions"]).status(),
@@ -212,17 +225,20 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                 verbs,
                 generation: r.generation,
                 builtin: true,
-                versions: vec![VersionInfo {
-                    name: r.version.to_string(),
-                    served: true,
-                    storage: true,
-                    status: r.status,
-                    scale,
-                    schema: None,
-                    raw_schema: None,
-                    columns: Vec::new(),
-                    selectable_fields: Vec::new(),
-                }],
+                versions: std::iter::once(r.version)
+                    .chain(r.also_served.iter().copied())
+                    .map(|version| VersionInfo {
+                        name: version.to_string(),
+                        served: true,
+                        storage: version == r.version,
+                        status: r.status,
+                        scale: scale.clone(),
+                        schema: None,
+                        raw_schema: None,
+                        columns: Vec::new(),
+                        selectable_fields: Vec::new(),
+                    })
+                    .collect(),
             }
         })
         .collect()

@@ -91,6 +91,9 @@ pub fn resource_list(cat: &CatalogSnapshot, group: &str, version: &str) -> Optio
         if crate::kinds::strategy_for(r).has_eviction() {
             out.push(json!({"name": format!("{}/eviction", r.resource), "singularName": "", "namespaced": r.namespaced, "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
         }
+        for sub in crate::kinds::strategy_for(r).update_subresources() {
+            out.push(json!({"name": format!("{}/{sub}", r.resource), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
+        }
         if crate::kinds::strategy_for(r).has_finalize() {
             out.push(json!({"name": format!("{}/finalize", r.resource), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["update"]}));
         }
@@ -118,6 +121,9 @@ pub fn aggregated(cat: &CatalogSnapshot, core: bool, api_version: &str) -> Value
                 }
                 if crate::kinds::strategy_for(&r).has_eviction() {
                     subs.push(json!({"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}, "verbs": ["create"]}));
+                }
+                for sub in crate::kinds::strategy_for(&r).update_subresources() {
+                    subs.push(json!({"subresource": sub, "responseKind": kind, "verbs": ["get", "patch", "update"]}));
                 }
                 if vi.status {
                     subs.push(

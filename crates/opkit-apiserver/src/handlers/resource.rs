@@ -214,7 +214,7 @@ impl Call<'_> {
                 "scale" => version.scale.is_some(),
                 "finalize" => target.strategy.has_finalize(),
                 "eviction" => target.strategy.has_eviction(),
-                _ => false,
+                other => target.strategy.update_subresources().contains(&other),
             };
             if !ok || self.req.name.is_none() {
                 return Err(ApiError::no_route());
@@ -307,6 +307,9 @@ impl Call<'_> {
         let out = match self.req.subresource.as_deref() {
             Some("scale") => registry.update_scale(target, name, ScaleChange::Replace(body), &opts).await?,
             Some("status") => registry.update(target, name, body, Subresource::Status, &opts).await?,
+            Some(sub) if let Some(of_kind) = subresource_of_kind(target, sub) => {
+                registry.update(target, name, body, of_kind, &opts).await?
+            }
             Some("finalize") => registry.finalize(target, name, &body, &opts).await?,
             _ => registry.update(target, name, body, Subresource::Main, &opts).await?,
         };
@@ -321,6 +324,9 @@ impl Call<'_> {
         let out = match self.req.subresource.as_deref() {
             Some("scale") => registry.update_scale(target, name, ScaleChange::Patch(kind, patch), &opts).await?,
             Some("status") => registry.patch(target, name, kind, patch, Subresource::Status, &opts).await?,
+            Some(sub) if let Some(of_kind) = subresource_of_kind(target, sub) => {
+                registry.patch(target, name, kind, patch, of_kind, &opts).await?
+            }
             _ => registry.patch(target, name, kind, patch, Subresource::Main, &opts).await?,
         };
         self.respond_object(target, out.code, out.object, output, &out.warnings)
@@ -390,6 +396,11 @@ fn raw_list(target: &Target, page: crate::registry::RawListResult) -> Bytes {
 
 /// The Table columns of `target`: a custom resource's printer columns, the built-in
 /// printer its strategy names, or kube's default table.
+/// The kind's own subresource called `sub`, if its strategy has one.
+fn subresource_of_kind(target: &Target, sub: &str) -> Option<Subresource> {
+    target.strategy.update_subresources().iter().find(|s| **s == sub).map(|s| Subresource::OfKind(s))
+}
+
 pub(super) fn table_columns(target: &Target) -> Columns<'_> {
     if !target.info.builtin {
         return Columns::Custom(target.version_info().map(|v| v.columns.as_slice()).unwrap_or_default());

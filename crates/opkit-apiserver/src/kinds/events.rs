@@ -54,16 +54,16 @@ impl Strategy for CoreEvents {
 }
 
 impl Strategy for EventsV1 {
-    fn converts_storage(&self) -> bool {
+    fn converts_storage(&self, _version: &str) -> bool {
         true
     }
 
-    fn convert_to_storage(&self, obj: &mut Value) {
+    fn convert_to_storage(&self, obj: &mut Value, _version: &str) {
         rename(obj, Direction::ToCore);
         obj["apiVersion"] = Value::String("v1".into());
     }
 
-    fn convert_from_storage(&self, obj: &mut Value) {
+    fn convert_from_storage(&self, obj: &mut Value, _version: &str) {
         rename(obj, Direction::ToEventsV1);
     }
 

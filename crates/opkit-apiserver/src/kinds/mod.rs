@@ -16,12 +16,15 @@
 //! line to [`BUILTIN`], not editing the store.
 
 mod apiservices;
+mod autoscaling;
 mod batch;
+mod certificates;
 mod componentstatuses;
 pub(crate) use componentstatuses::bootstrap as bootstrap_component_statuses;
 mod configmaps;
 pub(crate) mod crds;
 mod defaulting;
+mod ephemeral_containers;
 mod events;
 mod flowcontrol;
 pub(crate) use flowcontrol::bootstrap as bootstrap_flowcontrol;
@@ -70,16 +73,8 @@ pub(crate) trait Strategy: Sync {
     /// Keeps what an update of the main resource may not change (kube's
     /// `PrepareForUpdate`): with a status subresource, the stored status.
     fn prepare_for_update(&self, new: &mut Value, old: &Value, has_status: bool) {
-        if !has_status {
-            return;
-        }
-        match old.get("status") {
-            Some(s) => new["status"] = s.clone(),
-            None => {
-                if let Some(o) = new.as_object_mut() {
-                    o.remove("status");
-                }
-            }
+        if has_status {
+            keep_stored_status(new, old);
         }
     }
 
@@ -87,12 +82,13 @@ pub(crate) trait Strategy: Sync {
     /// `PrepareForUpdate` of the status strategy): the stored object with the new status
     /// and the managed fields the client sent.
     fn prepare_for_status_update(&self, body: &Value, old: &Value) -> Value {
-        let mut n = old.clone();
-        n["status"] = body["status"].clone();
-        if let (Some(mf), Some(m)) = (body["metadata"]["managedFields"].as_array(), n["metadata"].as_object_mut()) {
-            m.insert("managedFields".into(), Value::Array(mf.clone()));
-        }
-        n
+        stored_with_new_status(body, old)
+    }
+
+    /// Validates an update of the status subresource of a built-in kind (kube's
+    /// `ValidateUpdate` of the kind's status strategy); `new` is what would be stored.
+    fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        Vec::new()
     }
 
     /// Fills defaults in place (kube's `SetDefaults_*`); `creating` enables create-only
@@ -159,16 +155,18 @@ pub(crate) trait Strategy: Sync {
         false
     }
 
-    /// Whether objects are stored in another resource's form (see [`Strategy::convert_to_storage`]).
-    fn converts_storage(&self) -> bool {
+    /// Whether objects served at `version` are stored in another form (another
+    /// resource's, or another version's; see [`Strategy::convert_to_storage`]).
+    fn converts_storage(&self, _version: &str) -> bool {
         false
     }
 
-    /// Turns an object in the served form into the stored form.
-    fn convert_to_storage(&self, _obj: &mut Value) {}
+    /// Turns an object in the form served at `version` into the stored form.
+    fn convert_to_storage(&self, _obj: &mut Value, _version: &str) {}
 
-    /// Turns a stored object into the served form (apiVersion is set by the caller).
-    fn convert_from_storage(&self, _obj: &mut Value) {}
+    /// Turns a stored object into the form served at `version` (apiVersion is set by
+    /// the caller).
+    fn convert_from_storage(&self, _obj: &mut Value, _version: &str) {}
 
     /// Whether an immediate DELETE answers with the deleted object (kube's
     /// `ReturnDeletedObject`); otherwise it answers a `Status` of `Success` naming it.
@@ -181,6 +179,25 @@ pub(crate) trait Strategy: Sync {
         false
     }
 
+    /// The kind's own subresources that are read (as the whole object) and written
+    /// (update, patch) like `status`, e.g. `pods/ephemeralcontainers`.
+    fn update_subresources(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Builds the object an update of the subresource `sub` (one of
+    /// [`Strategy::update_subresources`]) stores from the request's `body` and the stored
+    /// `old` (kube's `PrepareForUpdate` of that subresource's strategy).
+    fn prepare_for_subresource_update(&self, _sub: &str, _body: &Value, old: &Value) -> Value {
+        old.clone()
+    }
+
+    /// Validates an update of the subresource `sub` (kube's `ValidateUpdate` of that
+    /// subresource's strategy).
+    fn validate_subresource_update(&self, _sub: &str, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// Whether the resource has a `finalize` subresource.
     fn has_finalize(&self) -> bool {
         false
@@ -190,6 +207,30 @@ pub(crate) trait Strategy: Sync {
     fn table(&self) -> Option<Printer> {
         None
     }
+}
+
+/// The generic update rule of a resource with a status subresource: `new` gets the
+/// stored status of `old`.
+pub(crate) fn keep_stored_status(new: &mut Value, old: &Value) {
+    match old.get("status") {
+        Some(s) => new["status"] = s.clone(),
+        None => {
+            if let Some(o) = new.as_object_mut() {
+                o.remove("status");
+            }
+        }
+    }
+}
+
+/// The generic status-subresource update: the stored object `old` with the status and
+/// the managed fields of the request's `body`.
+pub(crate) fn stored_with_new_status(body: &Value, old: &Value) -> Value {
+    let mut n = old.clone();
+    n["status"] = body["status"].clone();
+    if let (Some(mf), Some(m)) = (body["metadata"]["managedFields"].as_array(), n["metadata"].as_object_mut()) {
+        m.insert("managedFields".into(), Value::Array(mf.clone()));
+    }
+    n
 }
 
 /// The strategy of built-in resources without special behaviour.
@@ -247,7 +288,8 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
         "clusterrolebindings",
         &rbac::RbacObjects::binding("clusterrolebindings", table::rbac::clusterrolebindings),
     ),
-    ("autoscaling", "horizontalpodautoscalers", &Printed(table::autoscaling::horizontalpodautoscalers)),
+    ("autoscaling", "horizontalpodautoscalers", &autoscaling::HorizontalPodAutoscalers),
+    ("certificates.k8s.io", "certificatesigningrequests", &certificates::CertificateSigningRequests),
     ("policy", "poddisruptionbudgets", &Printed(table::policy::poddisruptionbudgets)),
     ("scheduling.k8s.io", "priorityclasses", &priorityclasses::PriorityClasses),
     ("storage.k8s.io", "storageclasses", &Printed(table::storage::storageclasses)),

@@ -62,6 +62,7 @@ const KUBE_RULES: &[(&str, &str, NameRule)] = &[
     ("networking.k8s.io", "networkpolicies", Subdomain),
     ("networking.k8s.io", "ingressclasses", Subdomain),
     ("autoscaling", "horizontalpodautoscalers", Subdomain),
+    ("certificates.k8s.io", "certificatesigningrequests", Subdomain),
     ("scheduling.k8s.io", "priorityclasses", Subdomain),
     ("storage.k8s.io", "storageclasses", Subdomain),
     ("apiregistration.k8s.io", "apiservices", PathSegment),

@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::Strategy;
 use super::defaulting::default;
+use super::{Strategy, keep_stored_status};
 use crate::auth::UserInfo;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::registry::Registry;
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::table::{self, Printer};
@@ -14,16 +14,67 @@ use crate::table::{self, Printer};
 /// The strategy of core/v1 pods.
 pub(super) struct Pods;
 
+/// The subresource through which ephemeral containers are added.
+const EPHEMERAL_CONTAINERS: &str = "ephemeralcontainers";
+
 impl Strategy for Pods {
     fn has_eviction(&self) -> bool {
         true
     }
 
-    /// kube's Priority admission, for new pods.
+    fn update_subresources(&self) -> &'static [&'static str] {
+        &[EPHEMERAL_CONTAINERS]
+    }
+
+    /// kube's `podEphemeralContainersStrategy`: only `spec.ephemeralContainers` (and
+    /// the request's managed fields) change.
+    fn prepare_for_subresource_update(&self, _sub: &str, body: &Value, old: &Value) -> Value {
+        let mut n = old.clone();
+        match (n["spec"].as_object_mut(), &body["spec"]["ephemeralContainers"]) {
+            (Some(spec), Value::Null) => {
+                spec.remove("ephemeralContainers");
+            }
+            (Some(spec), list) => {
+                spec.insert("ephemeralContainers".into(), list.clone());
+            }
+            (None, _) => {}
+        }
+        if let (Some(mf), Some(m)) = (body["metadata"]["managedFields"].as_array(), n["metadata"].as_object_mut()) {
+            m.insert("managedFields".into(), Value::Array(mf.clone()));
+        }
+        n
+    }
+
+    fn validate_subresource_update(&self, _sub: &str, new: &Value, old: &Value) -> Vec<FieldError> {
+        super::ephemeral_containers::validate_update(new, old)
+    }
+
+    /// kube's Priority admission, for new pods; a new pod cannot have ephemeral
+    /// containers (they are added through the subresource).
     fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>, _user: &UserInfo) -> ApiResult<()> {
-        match old {
-            None => super::priorityclasses::admit_pod(registry, obj),
-            Some(_) => Ok(()),
+        if old.is_some() {
+            return Ok(());
+        }
+        if obj["spec"]["ephemeralContainers"].as_array().is_some_and(|l| !l.is_empty()) {
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            let err = FieldError::forbidden("spec.ephemeralContainers", "cannot be set on create");
+            return Err(ApiError::invalid("", "Pod", name, &[err]));
+        }
+        super::priorityclasses::admit_pod(registry, obj)
+    }
+
+    /// The generic rule (the stored status is kept), and the stored ephemeral
+    /// containers: only the `ephemeralcontainers` subresource changes them.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value, has_status: bool) {
+        if has_status {
+            keep_stored_status(new, old);
+        }
+        let stored = &old["spec"]["ephemeralContainers"];
+        if let Some(spec) = new["spec"].as_object_mut() {
+            match stored {
+                Value::Null => spec.remove("ephemeralContainers"),
+                list => spec.insert("ephemeralContainers".into(), list.clone()),
+            };
         }
     }
 
@@ -131,7 +182,7 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
     default(s, "schedulerName", json!("default-scheduler"));
     default(s, "terminationGracePeriodSeconds", json!(30));
     default(s, "securityContext", json!({}));
-    for list in ["containers", "initContainers"] {
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
         let Some(containers) = s.get_mut(list).and_then(Value::as_array_mut) else { continue };
         for c in containers.iter_mut().filter_map(Value::as_object_mut) {
             let image = c.get("image").and_then(Value::as_str).unwrap_or_default();

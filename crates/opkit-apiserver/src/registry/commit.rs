@@ -54,12 +54,7 @@ pub(super) fn field_manager<'a>(
     time: &'a str,
     api_version: &'a str,
 ) -> FieldManager<'a> {
-    FieldManager {
-        manager: &opts.field_manager,
-        api_version,
-        subresource: (sub == Subresource::Status).then_some("status"),
-        time,
-    }
+    FieldManager { manager: &opts.field_manager, api_version, subresource: sub.name(), time }
 }
 
 /// Metadata an update never changes.
@@ -78,6 +73,7 @@ fn merge_for_update(
 ) -> Value {
     let mut new = match sub {
         Subresource::Status => target.strategy.prepare_for_status_update(&body, old),
+        Subresource::OfKind(sub) => target.strategy.prepare_for_subresource_update(sub, &body, old),
         Subresource::Main => {
             let mut n = body;
             target.strategy.prepare_for_update(&mut n, old, has_status);
@@ -205,8 +201,9 @@ impl Registry {
         Ok(Outcome { object: at_version(stored, target), code: 200, warnings })
     }
 
-    /// Admits an update: the whole admission for the main resource, the schema alone for
-    /// a custom resource's status.
+    /// Admits an update: the whole admission for the main resource; for a status, the
+    /// built-in kind's admission and status rules or the custom resource's schema; for a
+    /// kind's own subresource, its defaults, admission and rules.
     #[allow(clippy::too_many_arguments)]
     fn admit_update(
         &self,
@@ -218,16 +215,21 @@ impl Registry {
         opts: &WriteOptions,
         version: &VersionInfo,
     ) -> Result<Vec<String>, ApiError> {
-        if sub == Subresource::Main {
-            return self.admit(target, new, Some(old), opts);
-        }
-        if !target.info.builtin
-            && let Some(schema) = &version.schema
-        {
-            let errs = schema.validate(new, Some(old));
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
+        let errs = match sub {
+            Subresource::Main => return self.admit(target, new, Some(old), opts),
+            Subresource::OfKind(sub) => {
+                target.strategy.default(new, false);
+                target.strategy.admit(self, new, Some(old), &opts.user)?;
+                target.strategy.validate_subresource_update(sub, new, old)
             }
+            Subresource::Status if target.info.builtin => {
+                target.strategy.admit(self, new, Some(old), &opts.user)?;
+                target.strategy.validate_status_update(new, old)
+            }
+            Subresource::Status => version.schema.as_ref().map(|s| s.validate(new, Some(old))).unwrap_or_default(),
+        };
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
         }
         Ok(Vec::new())
     }
@@ -245,7 +247,7 @@ impl Registry {
             .store
             .write(&target.info.id, &target.key(name), |cur, rev| match cur {
                 Some(c) if c.rev == old_rev => {
-                    target.strategy.convert_to_storage(&mut new);
+                    target.strategy.convert_to_storage(&mut new, &target.version);
                     let bytes = serialize_with_rev(&mut new, rev);
                     Ok(if remove { Write::Delete(bytes) } else { Write::Put(bytes) })
                 }

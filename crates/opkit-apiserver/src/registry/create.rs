@@ -191,7 +191,7 @@ impl Registry {
                 if cur.is_some() {
                     return Err(());
                 }
-                target.strategy.convert_to_storage(&mut obj);
+                target.strategy.convert_to_storage(&mut obj, &target.version);
                 Ok(Write::Put(serialize_with_rev(&mut obj, rev)))
             })
             .await?;

@@ -134,6 +134,21 @@ pub enum Subresource {
     Main,
     /// `/status`: only status changes are kept.
     Status,
+    /// A subresource of the kind's own that is read and written whole (one of its
+    /// strategy's `update_subresources`, such as `pods/ephemeralcontainers`): the
+    /// strategy says what of the request is kept and validates the change.
+    OfKind(&'static str),
+}
+
+impl Subresource {
+    /// The subresource's name in a URL and in `managedFields`; None for the object itself.
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Subresource::Main => None,
+            Subresource::Status => Some("status"),
+            Subresource::OfKind(name) => Some(name),
+        }
+    }
 }
 
 /// The patch formats kube-apiserver accepts.
@@ -212,7 +227,7 @@ pub(crate) fn parse_stored(b: &Bytes) -> ApiResult<Value> {
 
 /// Rewrites `apiVersion` to the requested version (CRD conversion strategy None).
 pub(crate) fn at_version(mut obj: Value, target: &Target) -> Value {
-    target.strategy.convert_from_storage(&mut obj);
+    target.strategy.convert_from_storage(&mut obj, &target.version);
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(target.api_version()));
     }

@@ -196,7 +196,7 @@ impl Registry {
     /// Whether stored objects of `target` can be returned byte for byte (no apiVersion
     /// rewrite or field conversion needed).
     pub fn serves_stored_bytes(&self, target: &Target) -> bool {
-        target.version == target.info.storage_version() && !target.strategy.converts_storage()
+        target.version == target.info.storage_version() && !target.strategy.converts_storage(&target.version)
     }
 
     /// Lists objects as stored bytes. They are in the requested version's form only when
@@ -316,7 +316,7 @@ impl Registry {
             target: target.clone(),
             parse: needs_parse(&opts.list)
                 || target.version != target.info.storage_version()
-                || target.strategy.converts_storage(),
+                || target.strategy.converts_storage(&target.version),
             filter: Box::new(matcher(target, &opts.list)),
             queue,
             sub,

@@ -32,13 +32,13 @@ pub(super) fn check_depth(target: &Target, name: &str, obj: &Value) -> ApiResult
     ))
 }
 
-type SchemaCache = Mutex<HashMap<(String, String), Option<Arc<CrdSchema>>>>;
+type SchemaCache = Mutex<HashMap<(String, String, String), Option<Arc<CrdSchema>>>>;
 
 /// The compiled schema of a built-in kind, for pruning and unknown-field detection.
 fn builtin_schema(group: &str, kind: &str, version: &str) -> Option<Arc<CrdSchema>> {
     static CACHE: OnceLock<SchemaCache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let key = (group.to_string(), kind.to_string());
+    let key = (group.to_string(), kind.to_string(), version.to_string());
     if let Some(s) = cache.lock().get(&key) {
         return s.clone();
     }

@@ -67,6 +67,7 @@ impl FieldErrorReason {
             "FieldValueTooMany" => Self::TooMany,
             "FieldValueForbidden" => Self::Forbidden,
             "FieldValueDuplicate" => Self::Duplicate,
+            "FieldValueNotFound" => Self::NotFound,
             _ => return None,
         })
     }

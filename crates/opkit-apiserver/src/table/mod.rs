@@ -9,6 +9,7 @@
 pub(crate) mod admission;
 pub(crate) mod aggregation;
 pub(crate) mod autoscaling;
+pub(crate) mod certificates;
 pub(crate) mod coordination;
 pub(crate) mod core;
 mod custom;

@@ -77,6 +77,10 @@ async fn run_controllers(
         .await
         .map_err(|e| CliError::Client(e.to_string()))?;
     let client = kube::Client::try_from(config.clone()).map_err(|e| CliError::Client(e.to_string()))?;
-    opkit_controllers::spawn(client, &cfg.root_ca(server.ca_pem()).with_identities(config), stop);
+    opkit_controllers::spawn(
+        client,
+        &cfg.root_ca(server.ca_pem()).cluster_signing(server.ca_pem(), server.ca_key_pem()).with_identities(config),
+        stop,
+    );
     Ok(())
 }
