@@ -149,7 +149,16 @@ pub async fn lease_under_label_lists(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let measure_from = Instant::now();
-    let renewals = renew_lease(ep, &lease_path, w.lease_renew_every_ms, Duration::from_secs(w.lease_renew_secs)).await;
+    // The renewals run on a thread and runtime of their own, so they measure the server,
+    // not this process's workers busy reading the lists.
+    let (ep2, every, secs) = (ep.clone(), w.lease_renew_every_ms, w.lease_renew_secs);
+    let renewals = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        rt.block_on(renew_lease(&ep2, &lease_path, every, Duration::from_secs(secs)))
+    })
+    .await
+    .map_err(|e| BenchError::Setup(format!("Lease renewals failed: {e}")))
+    .and_then(|r| r);
     stop.store(true, Ordering::Relaxed);
     let mut all = ListerResult::default();
     while let Some(r) = listers.join_next().await {
