@@ -109,6 +109,10 @@ impl Entry {
     pub fn new(rev: Revision, value: Bytes) -> Entry {
         Entry { rev, value, labels: LabelCache::default() }
     }
+
+    fn item(&self) -> ListItem<'_> {
+        ListItem { value: &self.value, labels: &self.labels }
+    }
 }
 
 /// An object a list visits: its stored JSON and its labels.
@@ -370,6 +374,8 @@ impl Store {
         } else {
             run_off_async_workers(|| snapshot.page(range, keep))
         };
+        // Released before waiting: while a snapshot lives, writes copy the nodes it shares.
+        drop(snapshot);
         self.wait_durable(rev.max(page.rev)).await?;
         Ok(page)
     }
@@ -655,12 +661,6 @@ impl ListSnapshot {
             count as u64
         });
         ListPage { items, rev: self.at, next: if more { last.cloned() } else { None }, remaining }
-    }
-}
-
-impl Entry {
-    fn item(&self) -> ListItem<'_> {
-        ListItem { value: &self.value, labels: &self.labels }
     }
 }
 
