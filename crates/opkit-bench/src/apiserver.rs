@@ -29,9 +29,14 @@ const NS_MEM: &str = "bench-mem";
 
 /// A ConfigMap request body of about `size` bytes (at least the bare object).
 pub fn configmap(ns: &str, name: &str, size: usize, variant: u64) -> Bytes {
+    labelled_configmap(ns, name, size, variant, json!({"app": "opkit-bench"}))
+}
+
+/// [`configmap`] with the given `metadata.labels`.
+pub fn labelled_configmap(ns: &str, name: &str, size: usize, variant: u64, labels: Value) -> Bytes {
     let bare = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": "opkit-bench"}},
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
         "data": {"payload": ""},
     });
     let base = bare.to_string().len();
@@ -43,7 +48,8 @@ pub fn configmap(ns: &str, name: &str, size: usize, variant: u64) -> Bytes {
     Bytes::from(obj.to_string())
 }
 
-fn cm_path(ns: &str) -> String {
+/// The collection path of ConfigMaps in `ns`.
+pub fn cm_path(ns: &str) -> String {
     format!("/api/v1/namespaces/{ns}/configmaps")
 }
 
@@ -60,7 +66,8 @@ pub fn query_escape(s: &str) -> String {
     out
 }
 
-fn progress(opts: &Options, msg: &str) {
+/// Prints a progress line to stderr unless progress is switched off.
+pub fn progress(opts: &Options, msg: &str) {
     if opts.progress {
         eprintln!("[opkit-bench] {msg}");
     }
@@ -103,6 +110,7 @@ pub async fn bench_backend(opts: &Options, backend: Backend) -> Result<BackendRe
         phases: Vec::new(),
         list: None,
         watch: None,
+        label_lists: None,
         memory: None,
         failures: Vec::new(),
     };
@@ -207,6 +215,10 @@ pub async fn bench_backend(opts: &Options, backend: Backend) -> Result<BackendRe
         match watch_fanout(&ep, w, limit).await {
             Ok(x) => report.watch = Some(x),
             Err(e) => report.failures.push(format!("watch: {e}")),
+        }
+        match crate::label_lists::lease_under_label_lists(opts, &server, &ep, backend).await {
+            Ok(x) => report.label_lists = Some(x),
+            Err(e) => report.failures.push(format!("Lease renewal under label lists: {e}")),
         }
     }
     server.stop().await;

@@ -31,6 +31,18 @@ pub struct Workload {
     pub watchers: usize,
     /// Events every watcher must receive.
     pub watch_events: usize,
+    /// ConfigMaps listed by label while a Lease is renewed.
+    pub label_list_objects: usize,
+    /// Distinct values of their label (each list selects one).
+    pub label_values: usize,
+    /// Clients listing them by label, each in a loop.
+    pub label_listers: usize,
+    /// How long the Lease renewals are measured while the lists run, in seconds.
+    pub lease_renew_secs: u64,
+    /// Time between Lease renewals, in milliseconds.
+    pub lease_renew_every_ms: u64,
+    /// Watches from resourceVersion 0 over those ConfigMaps that are never read.
+    pub idle_watches: usize,
     /// Objects created for the memory measurement.
     pub memory_objects: usize,
     /// Wall-time limit of the memory fill, in seconds.
@@ -41,7 +53,8 @@ pub struct Workload {
 
 impl Workload {
     /// The full benchmark as specified: c = 1/16/64, 10,000-object lists, 100×1,000
-    /// fan-out, 100,000 objects for memory.
+    /// fan-out, Lease renewals while 16 clients list 50,000 objects by label, 100,000
+    /// objects for memory.
     pub fn full() -> Workload {
         Workload {
             concurrencies: vec![1, 16, 64],
@@ -54,15 +67,23 @@ impl Workload {
             list_repeats: 7,
             watchers: 100,
             watch_events: 1_000,
+            label_list_objects: 50_000,
+            label_values: 5,
+            label_listers: 16,
+            lease_renew_secs: 30,
+            lease_renew_every_ms: 150,
+            idle_watches: 20,
             memory_objects: 100_000,
             memory_limit_secs: 300,
             startup_runs: 9,
         }
     }
 
-    /// A shorter run (about a minute) with the same shape.
+    /// A shorter run (about a minute and a half) with the same shape; the label lists keep
+    /// their 50,000 objects and 16 clients, measured for 10 s instead of 30 s.
     pub fn quick() -> Workload {
         Workload {
+            lease_renew_secs: 10,
             ops_serial: 500,
             ops_concurrent: 3_000,
             phase_limit_secs: 10,
@@ -89,6 +110,12 @@ impl Workload {
             list_repeats: 2,
             watchers: 3,
             watch_events: 10,
+            label_list_objects: 300,
+            label_values: 3,
+            label_listers: 4,
+            lease_renew_secs: 2,
+            lease_renew_every_ms: 100,
+            idle_watches: 3,
             memory_objects: 50,
             memory_limit_secs: 30,
             startup_runs: 1,

@@ -44,6 +44,14 @@ async fn tiny_run(backend: Backend) {
         let watch = b.watch.as_ref().expect("watch measured");
         assert_eq!(watch.complete_watchers, w.watchers);
         assert_eq!(watch.min_events_received, w.watch_events);
+        let l = b.label_lists.as_ref().expect("Lease renewals under label lists measured");
+        assert_eq!(l.objects, w.label_list_objects);
+        assert_eq!(l.items_per_list, w.label_list_objects / w.label_values, "each list selects one label value");
+        assert!(l.renewals.ok > 0 && l.renewals.errors == 0, "{:?}", l.renewals.first_error);
+        assert!(l.lists.ok >= w.label_listers && l.lists.errors == 0, "{:?}", l.lists.first_error);
+        let iw = l.idle_watches.as_ref().expect("idle watches measured");
+        assert_eq!(iw.watches, w.idle_watches);
+        assert!(iw.rss_peak_bytes >= iw.rss_before_bytes && iw.rss_before_bytes > 0);
         let m = b.memory.as_ref().expect("memory measured");
         assert_eq!(m.objects, w.memory_objects);
         assert!(m.json_bytes > (w.memory_objects * w.payload_bytes) as u64);
@@ -52,6 +60,7 @@ async fn tiny_run(backend: Backend) {
     assert!(report.etcd.skipped.is_some());
     let text = render_text(&report);
     assert!(text.contains(&backend.to_string()) && text.contains("targets"));
+    assert!(text.contains("Lease renewal p99 while 4 clients list 300 objects by label (scaled down)"), "{text}");
     let json = serde_json::to_value(&report).expect("report serializes");
     assert!(json["backends"][0]["phases"].is_array());
 }

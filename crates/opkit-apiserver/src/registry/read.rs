@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use super::{Registry, Target, at_version, parse_stored};
 use crate::error::{ApiError, ApiResult};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::storage::{EventKind, ListRange, ResourceId, Revision, StorageError, WatchSubscription};
+use crate::storage::{
+    EventKind, ListItem, ListRange, ResourceId, Revision, StorageError, WatchSubscription, run_off_async_workers,
+};
 
 /// Options of a list.
 #[derive(Debug, Default, Clone)]
@@ -118,7 +120,7 @@ fn decode_continue(s: &str) -> ApiResult<(Revision, (String, String))> {
     Ok((t.rv, (ns.to_string(), name.to_string())))
 }
 
-/// Builds the filter closure for selectors.
+/// Builds the filter closure for selectors, over parsed objects (watch events).
 fn matcher(target: &Target, opts: &ListOptions) -> impl FnMut(&Value) -> bool + Send + use<> {
     let labels = opts.labels.clone().filter(|l| !l.is_empty());
     let fields = opts.fields.clone().filter(|f| !f.is_empty());
@@ -128,6 +130,23 @@ fn matcher(target: &Target, opts: &ListOptions) -> impl FnMut(&Value) -> bool + 
     move |obj: &Value| {
         labels.as_ref().is_none_or(|l| l.matches(obj["metadata"]["labels"].as_object()))
             && fields.as_ref().is_none_or(|f| f.matches(&group, &resource, obj, &extra).unwrap_or(false))
+    }
+}
+
+/// Builds the filter of a list's stored objects: the label selector matches the labels
+/// the store keeps with each entry, and only a field selector parses the object (after
+/// the labels matched).
+fn list_filter(target: &Target, opts: &ListOptions) -> impl FnMut(ListItem<'_>) -> bool + Send + use<> {
+    let labels = opts.labels.clone().filter(|l| !l.is_empty());
+    let mut fields = opts.fields.as_ref().filter(|f| !f.is_empty()).map(|_| {
+        let fields_only = ListOptions { labels: None, ..opts.clone() };
+        (matcher(target, &fields_only), target.clone())
+    });
+    move |item: ListItem<'_>| {
+        labels.as_ref().is_none_or(|l| item.labels().is_some_and(|stored| l.matches_with(|k| stored.get(k))))
+            && fields.as_mut().is_none_or(|(keep, view)| {
+                serde_json::from_slice::<Value>(item.value()).is_ok_and(|v| keep(&at_version(v, view)))
+            })
     }
 }
 
@@ -188,8 +207,9 @@ impl Registry {
     /// Lists objects.
     pub async fn list(&self, target: &Target, opts: &ListOptions) -> ApiResult<ListResult> {
         let raw = self.list_raw(target, opts).await?;
-        let items =
-            raw.items.iter().map(|b| parse_stored(b).map(|v| at_version(v, target))).collect::<ApiResult<Vec<_>>>()?;
+        let parse =
+            || raw.items.iter().map(|b| parse_stored(b).map(|v| at_version(v, target))).collect::<ApiResult<Vec<_>>>();
+        let items = if raw.items.len() < PARSE_INLINE_ITEMS { parse()? } else { run_off_async_workers(parse)? };
         Ok(ListResult { items, rev: raw.rev, continue_token: raw.continue_token, remaining: raw.remaining })
     }
 
@@ -245,11 +265,7 @@ impl Registry {
             _ => {}
         }
         let parse = needs_parse(opts);
-        let mut keep_obj = matcher(target, opts);
-        let view = target.clone();
-        let mut keep = move |b: &Bytes| {
-            !parse || serde_json::from_slice::<Value>(b).map(|v| keep_obj(&at_version(v, &view))).unwrap_or(false)
-        };
+        let mut keep = list_filter(target, opts);
         let page = self.store.list(&target.info.id, &range, &mut keep).await.map_err(|e| match e {
             StorageError::Expired { .. } if opts.continue_token.is_some() => ApiError::expired(
                 "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
@@ -331,6 +347,10 @@ impl Registry {
 }
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+
+/// How many listed objects are parsed on an async worker; more are parsed off the
+/// workers ([`run_off_async_workers`]).
+const PARSE_INLINE_ITEMS: usize = 256;
 
 fn bookmark(target: &Target, rev: Revision, initial_end: bool) -> WatchEvent {
     let mut meta = json!({"resourceVersion": rev.to_string()});

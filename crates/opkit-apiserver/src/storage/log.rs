@@ -1,59 +1,78 @@
 //! Watch subscriptions over the event log, and the group-commit loop that makes writes
 //! durable and then publishes them.
+//!
+//! A subscription is a cursor into the store's log, woken when the durable revision
+//! moves. It holds at most one small batch of events ([`BATCH_EVENTS`], [`BATCH_BYTES`]),
+//! so a watcher whose client stops reading pins no history beyond the log's own window;
+//! when it resumes after the window has moved past its cursor it gets
+//! [`StorageError::Expired`] and the client relists, as with kube's watch cache.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::broadcast;
+use tokio::sync::watch;
 
-use super::{Backend, Event, ResourceId, Revision, Shared, StorageError, Store};
+use super::{Backend, Event, ResourceId, Revision, Shared, State, StorageError, Store};
+
+/// The most events a subscription takes from the log at a time.
+const BATCH_EVENTS: usize = 128;
+/// The most bytes of objects a subscription takes from the log at a time (at least one
+/// event, however large).
+const BATCH_BYTES: usize = 1024 * 1024;
+/// The most log entries one read examines under the store lock (other resources' events
+/// are skipped, but not for longer than this).
+const SCAN_ENTRIES: usize = 4096;
 
 /// A live stream of one resource's events, starting after a revision.
 pub struct WatchSubscription {
     store: Store,
     resource: ResourceId,
+    /// The revision of the last event returned (the start revision before the first).
     last: Revision,
-    backlog: VecDeque<Arc<Event>>,
-    rx: broadcast::Receiver<Arc<Event>>,
+    /// Every durable event up to this revision has been read from the log.
+    read_to: Revision,
+    /// Events read from the log and not yet returned.
+    batch: VecDeque<Arc<Event>>,
+    durable: watch::Receiver<Revision>,
+}
+
+/// What one read of the log found.
+enum LogRead {
+    /// Events, or at least progress past other resources' events.
+    Progress { events: Vec<Arc<Event>>, read_to: Revision },
+    /// Nothing durable after the cursor yet.
+    UpToDate,
+    /// The store refuses writes after a backend failure: no further events will come.
+    Failed,
 }
 
 impl WatchSubscription {
-    pub(super) fn new(
-        store: Store,
-        resource: ResourceId,
-        start: Revision,
-        backlog: Vec<Arc<Event>>,
-        rx: broadcast::Receiver<Arc<Event>>,
-    ) -> Self {
-        WatchSubscription { store, resource, last: start, backlog: backlog.into(), rx }
+    pub(super) fn new(store: Store, resource: ResourceId, start: Revision, durable: watch::Receiver<Revision>) -> Self {
+        WatchSubscription { store, resource, last: start, read_to: start, batch: VecDeque::new(), durable }
     }
 
     /// The next event, in revision order. Returns `Err(Expired)` if this subscriber fell so
-    /// far behind that the log no longer holds what it missed, and `Ok(None)` when the
-    /// store is gone.
+    /// far behind that the log no longer holds what it missed, and `Ok(None)` when no
+    /// further events will come (the store failed).
     pub async fn next(&mut self) -> Result<Option<Arc<Event>>, StorageError> {
         loop {
-            if let Some(e) = self.backlog.pop_front() {
-                if e.rev > self.last {
-                    self.last = e.rev;
-                    return Ok(Some(e));
-                }
-                continue;
+            if let Some(e) = self.batch.pop_front() {
+                self.last = e.rev;
+                return Ok(Some(e));
             }
-            match self.rx.recv().await {
-                Ok(e) => {
-                    if e.resource == self.resource && e.rev > self.last {
-                        self.last = e.rev;
-                        return Ok(Some(e));
-                    }
+            let read = read_log(&self.store.shared.state.lock(), &self.resource, self.last, self.read_to)?;
+            match read {
+                LogRead::Progress { events, read_to } => {
+                    self.batch = events.into();
+                    self.read_to = read_to;
                 }
-                Err(broadcast::error::RecvError::Closed) => return Ok(None),
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    // Catch up from the log; fails with Expired if it was compacted.
-                    let fresh = self.store.watch(&self.resource, self.last)?;
-                    self.backlog = fresh.backlog;
-                    self.rx = fresh.rx;
+                LogRead::Failed => return Ok(None),
+                LogRead::UpToDate => {
+                    let read_to = self.read_to;
+                    if self.durable.wait_for(|d| *d > read_to).await.is_err() {
+                        return Ok(None);
+                    }
                 }
             }
         }
@@ -69,6 +88,30 @@ impl WatchSubscription {
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// The longest pause between retries: a disk that has space again is noticed this soon.
 const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Reads `resource`'s durable events after `read_to` from the log, a bounded batch at a
+/// time; `last` is the subscriber's last event, named when it has fallen out of the window.
+fn read_log(st: &State, resource: &ResourceId, last: Revision, read_to: Revision) -> Result<LogRead, StorageError> {
+    if st.failed.is_some() {
+        return Ok(LogRead::Failed);
+    }
+    if read_to < st.compacted {
+        return Err(StorageError::Expired { requested: last, oldest: st.compacted + 1 });
+    }
+    let first = st.log.partition_point(|e| e.rev <= read_to);
+    let (mut events, mut bytes, mut reached) = (Vec::new(), 0, read_to);
+    for e in st.log.range(first..).take(SCAN_ENTRIES).take_while(|e| e.rev <= st.durable) {
+        if &e.resource == resource {
+            if !events.is_empty() && (events.len() >= BATCH_EVENTS || bytes + e.size() > BATCH_BYTES) {
+                break;
+            }
+            bytes += e.size();
+            events.push(e.clone());
+        }
+        reached = e.rev;
+    }
+    Ok(if reached == read_to { LogRead::UpToDate } else { LogRead::Progress { events, read_to: reached } })
+}
 
 /// Persists batches of events and then publishes them; runs on its own thread.
 ///
@@ -97,9 +140,6 @@ pub(super) fn commit_loop(backend: Box<dyn Backend>, rx: std::sync::mpsc::Receiv
             Ok(()) => {
                 let last = batch.last().map_or(st.durable, |e| e.rev);
                 st.durable = last;
-                for e in batch {
-                    let _ = strong.events.send(e);
-                }
                 strong.durable_tx.send_replace(last);
             }
             Err(e) => {
@@ -150,9 +190,6 @@ fn retry_until_persisted(
                 let last = st.rev;
                 st.durable = last;
                 st.failed = None;
-                for e in pending {
-                    let _ = strong.events.send(e);
-                }
                 strong.durable_tx.send_replace(last);
                 tracing::info!(revision = last, "storage backend persists again; writes resumed");
                 return true;

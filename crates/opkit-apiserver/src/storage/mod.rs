@@ -26,9 +26,25 @@
 //! Lists at an older revision (continue tokens, `resourceVersionMatch=Exact`) are served
 //! from memory by rolling back the log; revisions older than the log window answer
 //! [`StorageError::Expired`], which the API layer turns into 410 Gone.
+//!
+//! # Lists never hold the lock while they read
+//! Each resource's objects are a persistent ordered map ([`imbl::OrdMap`]): cloning it is
+//! O(1) and shares every node, and a later write copies only the nodes on its path. A
+//! list takes, under the lock, that clone plus the log's events newer than the revision
+//! it reads at (the rollback overlay, usually none), and releases the lock; merging,
+//! filtering and paging happen on the snapshot, on a blocking thread when the resource is
+//! large ([`run_off_async_workers`]), so neither writers nor the async runtime wait for
+//! a long list. Label selectors match on labels read from each stored value at most once
+//! and kept with its entry (`labels.rs`), not on the parsed object.
+//!
+//! Watches read the same log through a cursor (`log.rs`): a watcher holds a bounded batch
+//! of events, and one that falls out of the log window ends with [`StorageError::Expired`]
+//! (410 to the client, which relists), as kube's watch cache ends watchers that fall
+//! behind. The log is the only history, capped in events and in bytes.
 
 mod backend;
 pub mod encryption;
+mod labels;
 mod log;
 mod sqlite;
 
@@ -38,10 +54,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 
 pub use backend::{Backend, LoadedObject, LoadedState, UnreadableObject};
 pub use encryption::{EncryptingBackend, EncryptionConfig, EncryptionConfigError};
+use labels::LabelCache;
+pub use labels::ObjectLabels;
 pub use log::WatchSubscription;
 pub use sqlite::{HistoryWindow, SqliteBackend};
 
@@ -107,7 +125,43 @@ pub struct Entry {
     pub rev: Revision,
     /// The object as JSON, with `metadata.resourceVersion` already set to `rev`.
     pub value: Bytes,
+    /// Its labels, read from `value` when a list first asks.
+    labels: LabelCache,
 }
+
+impl Entry {
+    /// The entry for `value`, written at revision `rev`.
+    pub fn new(rev: Revision, value: Bytes) -> Entry {
+        Entry { rev, value, labels: LabelCache::default() }
+    }
+
+    fn item(&self) -> ListItem<'_> {
+        ListItem { value: &self.value, labels: &self.labels }
+    }
+}
+
+/// An object a list visits: its stored JSON and its labels.
+#[derive(Clone, Copy)]
+pub struct ListItem<'a> {
+    value: &'a Bytes,
+    labels: &'a LabelCache,
+}
+
+impl<'a> ListItem<'a> {
+    /// The object as stored.
+    pub fn value(&self) -> &'a Bytes {
+        self.value
+    }
+    /// Its `metadata.labels`; `None` when the stored bytes are not a JSON object. Read
+    /// once per stored value and kept with the entry (values rolled back from the log
+    /// are read on the spot).
+    pub fn labels(&self) -> Option<&'a ObjectLabels> {
+        self.labels.get(self.value)
+    }
+}
+
+/// The filter a list applies to each object it visits.
+pub type ListFilter<'f> = dyn FnMut(ListItem<'_>) -> bool + Send + 'f;
 
 /// What kind of change an [`Event`] records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,7 +285,13 @@ impl Default for StoreOptions {
     }
 }
 
-type ResourceMap = BTreeMap<ObjectName, Entry>;
+/// One resource's objects: a persistent map, so a list can keep a snapshot for O(1).
+type ResourceMap = imbl::OrdMap<ObjectName, Entry>;
+
+/// How many objects a resource may hold before a list of it is filtered on a blocking
+/// thread rather than on an async worker (below this the hand-off costs more than it
+/// saves).
+const INLINE_LIST_OBJECTS: usize = 512;
 
 pub(crate) struct State {
     rev: Revision,
@@ -256,8 +316,8 @@ pub(crate) struct State {
 
 struct Shared {
     state: Mutex<State>,
+    /// The durable revision; watch subscriptions wait on it for new events.
     durable_tx: watch::Sender<Revision>,
-    events: broadcast::Sender<Arc<Event>>,
     commit_tx: Option<std::sync::mpsc::Sender<Arc<Event>>>,
 }
 
@@ -300,7 +360,7 @@ impl Store {
             resources
                 .entry(ResourceId(Arc::from(o.resource.as_str())))
                 .or_default()
-                .insert((o.namespace, o.name), Entry { rev: o.rev, value: o.value });
+                .insert((o.namespace, o.name), Entry::new(o.rev, o.value));
         }
         let unreadable = loaded
             .unreadable
@@ -308,7 +368,6 @@ impl Store {
             .map(|u| ((ResourceId(Arc::from(u.resource.as_str())), (u.namespace, u.name)), u.reason))
             .collect();
         let (durable_tx, _) = watch::channel(loaded.rev);
-        let (events, _) = broadcast::channel(8192);
         let store = Store {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -325,7 +384,6 @@ impl Store {
                     last_write: HashMap::new(),
                 }),
                 durable_tx,
-                events,
                 commit_tx,
             }),
         };
@@ -369,17 +427,26 @@ impl Store {
     }
 
     /// Reads a page of a resource's objects, keeping those for which `keep` is true.
+    ///
+    /// The lock is held only to take a snapshot (see the module documentation); `keep`
+    /// runs without it, off the async workers when the resource is large.
     pub async fn list(
         &self,
         resource: &ResourceId,
         range: &ListRange,
-        keep: &mut (dyn FnMut(&Bytes) -> bool + Send),
+        keep: &mut ListFilter<'_>,
     ) -> Result<ListPage, StorageError> {
-        let (page, rev) = {
+        let (snapshot, rev) = {
             let st = self.shared.state.lock();
-            let page = st.list_page(resource, range, keep)?;
-            (page, st.rev)
+            (st.list_snapshot(resource, range.at)?, st.rev)
         };
+        let page = if snapshot.objects.len() < INLINE_LIST_OBJECTS {
+            snapshot.page(range, keep)
+        } else {
+            run_off_async_workers(|| snapshot.page(range, keep))
+        };
+        // Released before waiting: while a snapshot lives, writes copy the nodes it shares.
+        drop(snapshot);
         self.wait_durable(rev.max(page.rev)).await?;
         Ok(page)
     }
@@ -420,10 +487,7 @@ impl Store {
                         return Err(StorageError::ValueTooLarge { size: v.len(), limit: MAX_VALUE_BYTES });
                     }
                     let kind = if prev.is_some() { EventKind::Modified } else { EventKind::Added };
-                    st.resources
-                        .entry(resource.clone())
-                        .or_default()
-                        .insert(key.clone(), Entry { rev: next, value: v.clone() });
+                    st.resources.entry(resource.clone()).or_default().insert(key.clone(), Entry::new(next, v.clone()));
                     (kind, v)
                 }
                 Write::Delete(v) => {
@@ -458,7 +522,6 @@ impl Store {
                 }
                 None => {
                     st.durable = next;
-                    let _ = self.shared.events.send(event);
                     self.shared.durable_tx.send_replace(next);
                 }
             }
@@ -468,8 +531,8 @@ impl Store {
         Ok(Ok(result))
     }
 
-    /// Starts a watch on `resource` for events after `from`. The subscription first yields
-    /// logged events newer than `from`, then live ones.
+    /// Starts a watch on `resource` for events after `from`: the subscription reads the
+    /// event log from there on, as events become durable.
     pub fn watch(&self, resource: &ResourceId, from: Revision) -> Result<WatchSubscription, StorageError> {
         let st = self.shared.state.lock();
         if from < st.compacted {
@@ -478,10 +541,8 @@ impl Store {
         if from > st.durable {
             return Err(StorageError::TooLarge { requested: from, current: st.durable });
         }
-        let backlog: Vec<Arc<Event>> =
-            st.log.iter().filter(|e| e.rev > from && e.rev <= st.durable && &e.resource == resource).cloned().collect();
-        let rx = self.shared.events.subscribe();
-        Ok(WatchSubscription::new(self.clone(), resource.clone(), from, backlog, rx))
+        let durable = self.shared.durable_tx.subscribe();
+        Ok(WatchSubscription::new(self.clone(), resource.clone(), from, durable))
     }
 
     /// Waits until `rev` is durable (at once for the in-memory store). Fails when the
@@ -522,22 +583,34 @@ impl Store {
 
     /// Every object of `resource` as written so far (durable or not), in key order.
     pub fn values(&self, resource: &ResourceId) -> Vec<(ObjectName, Bytes)> {
-        let st = self.shared.state.lock();
-        st.resources
-            .get(resource)
-            .map_or_else(Vec::new, |m| m.iter().map(|(k, e)| (k.clone(), e.value.clone())).collect())
+        let objects = self.objects(resource);
+        objects.iter().map(|(k, e)| (k.clone(), e.value.clone())).collect()
     }
 
     /// The namespaces/names of every object of `resource` in `namespace` (None: all).
     pub fn keys(&self, resource: &ResourceId, namespace: Option<&str>) -> Vec<ObjectName> {
-        let st = self.shared.state.lock();
-        let Some(m) = st.resources.get(resource) else {
-            return Vec::new();
-        };
+        let objects = self.objects(resource);
         match namespace {
-            None => m.keys().cloned().collect(),
-            Some(ns) => ns_range(m, ns).map(|(k, _)| k.clone()).collect(),
+            None => objects.keys().cloned().collect(),
+            Some(ns) => ns_range(&objects, ns).map(|(k, _)| k.clone()).collect(),
         }
+    }
+
+    /// A snapshot of `resource`'s objects as written so far, taken under the lock in O(1).
+    fn objects(&self, resource: &ResourceId) -> ResourceMap {
+        self.shared.state.lock().resources.get(resource).cloned().unwrap_or_default()
+    }
+}
+
+/// Runs CPU-heavy work (a long list's filtering, parsing) where it does not hold up the
+/// async runtime: on a multi-threaded runtime the worker hands its other tasks to the
+/// rest and becomes a blocking thread for the duration (`block_in_place`), so a small
+/// request such as a Lease renewal is still served while many long lists run. On a
+/// current-thread runtime, or outside one, `work` runs in place.
+pub(crate) fn run_off_async_workers<R>(work: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
     }
 }
 
@@ -587,7 +660,7 @@ impl State {
             let map = self.resources.entry(e.resource.clone()).or_default();
             match &e.prev {
                 Some(prev) => {
-                    map.insert(e.key.clone(), Entry { rev: e.prev_rev, value: prev.clone() });
+                    map.insert(e.key.clone(), Entry::new(e.prev_rev, prev.clone()));
                 }
                 None => {
                     map.remove(&e.key);
@@ -603,7 +676,7 @@ impl State {
             let map = self.resources.entry(e.resource.clone()).or_default();
             match e.kind {
                 EventKind::Added | EventKind::Modified => {
-                    map.insert(e.key.clone(), Entry { rev: e.rev, value: e.value.clone() });
+                    map.insert(e.key.clone(), Entry::new(e.rev, e.value.clone()));
                 }
                 EventKind::Deleted => {
                     map.remove(&e.key);
@@ -625,29 +698,41 @@ impl State {
         }
     }
 
-    fn list_page(
-        &self,
-        resource: &ResourceId,
-        range: &ListRange,
-        keep: &mut (dyn FnMut(&Bytes) -> bool + Send),
-    ) -> Result<ListPage, StorageError> {
-        let empty = ResourceMap::new();
-        let map = self.resources.get(resource).unwrap_or(&empty);
-        let at = range.at.unwrap_or(self.rev);
+    /// What a list at `at` (None: now) reads, taken in O(1) plus the log's events newer
+    /// than `at` for the resource (the rollback overlay).
+    fn list_snapshot(&self, resource: &ResourceId, at: Option<Revision>) -> Result<ListSnapshot, StorageError> {
+        let objects = self.resources.get(resource).cloned().unwrap_or_default();
+        let at = at.unwrap_or(self.rev);
         if at > self.rev {
             return Err(StorageError::TooLarge { requested: at, current: self.rev });
         }
         if at < self.rev && at < self.compacted {
             return Err(StorageError::Expired { requested: at, oldest: self.compacted + 1 });
         }
-        // Roll back writes newer than `at`: the oldest such event per key holds its value at `at`.
-        let mut overlay: BTreeMap<ObjectName, Option<Bytes>> = BTreeMap::new();
-        if at < self.rev {
-            for e in self.log.iter().rev().take_while(|e| e.rev > at) {
-                if &e.resource == resource {
-                    overlay.insert(e.key.clone(), e.prev.clone());
-                }
-            }
+        let newer = self.log.partition_point(|e| e.rev <= at);
+        let rolled_back = self.log.range(newer..).filter(|e| &e.resource == resource).cloned().collect();
+        Ok(ListSnapshot { objects, at, rolled_back })
+    }
+}
+
+/// A consistent view of one resource for a list, read without the store lock.
+struct ListSnapshot {
+    /// The resource's objects at the newest revision.
+    objects: ResourceMap,
+    /// The revision the list reads at.
+    at: Revision,
+    /// The resource's events newer than `at`, oldest first: what to roll back.
+    rolled_back: Vec<Arc<Event>>,
+}
+
+impl ListSnapshot {
+    fn page(&self, range: &ListRange, keep: &mut ListFilter<'_>) -> ListPage {
+        let map = &self.objects;
+        // Roll back writes newer than `at`: the oldest such event per key holds its value
+        // at `at` (None: the object did not exist then).
+        let mut overlay: BTreeMap<&ObjectName, Option<(&Bytes, LabelCache)>> = BTreeMap::new();
+        for e in self.rolled_back.iter().rev() {
+            overlay.insert(&e.key, e.prev.as_ref().map(|p| (p, LabelCache::default())));
         }
         let start = match &range.after {
             Some(k) => Bound::Excluded(k.clone()),
@@ -658,56 +743,55 @@ impl State {
         };
         let in_ns = |k: &ObjectName| range.namespace.as_ref().is_none_or(|ns| &k.0 == ns);
         let mut live = map.range((start.clone(), Bound::Unbounded)).peekable();
-        let mut over = overlay.range((start, Bound::Unbounded)).peekable();
+        let mut over = overlay.range::<ObjectName, _>((start.as_ref(), Bound::Unbounded)).peekable();
         let mut items = Vec::new();
-        let mut last: Option<ObjectName> = None;
+        let mut last: Option<&ObjectName> = None;
         let limit = range.limit.unwrap_or(usize::MAX);
         let mut more = false;
         loop {
             // Merge the two sorted sequences; the overlay wins on equal keys.
-            let next: Option<(ObjectName, Option<Bytes>)> = match (live.peek(), over.peek()) {
+            let next: Option<(&ObjectName, Option<ListItem<'_>>)> = match (live.peek(), over.peek()) {
                 (None, None) => None,
-                (Some((lk, _)), Some((ok, _))) if lk < ok => {
-                    live.next().map(|(k, e)| (k.clone(), Some(e.value.clone())))
-                }
-                (Some((lk, _)), Some((ok, _))) if lk == ok => {
+                (Some((lk, _)), Some((ok, _))) if lk < *ok => live.next().map(|(k, e)| (k, Some(e.item()))),
+                (Some((lk, _)), Some((ok, _))) if lk == *ok => {
                     live.next();
-                    over.next().map(|(k, v)| (k.clone(), v.clone()))
+                    over.next().map(|(k, v)| (*k, overlay_item(v)))
                 }
-                (Some(_), None) => live.next().map(|(k, e)| (k.clone(), Some(e.value.clone()))),
-                _ => over.next().map(|(k, v)| (k.clone(), v.clone())),
+                (Some(_), None) => live.next().map(|(k, e)| (k, Some(e.item()))),
+                _ => over.next().map(|(k, v)| (*k, overlay_item(v))),
             };
             let Some((k, v)) = next else { break };
-            if !in_ns(&k) {
+            if !in_ns(k) {
                 if range.namespace.is_some() && range.namespace.as_deref() < Some(k.0.as_str()) {
                     break;
                 }
                 continue;
             }
-            let Some(v) = v else { continue };
+            let Some(item) = v else { continue };
             if items.len() >= limit {
                 more = true;
                 break;
             }
-            if keep(&v) {
-                items.push(v);
+            if keep(item) {
+                items.push(item.value.clone());
                 last = Some(k);
             }
         }
-        let remaining = if more {
-            let after = last.clone();
-            let count = match (&after, &range.namespace) {
-                (Some(a), _) => {
-                    map.range((Bound::Excluded(a.clone()), Bound::Unbounded)).filter(|(k, _)| in_ns(k)).count()
-                }
-                _ => 0,
-            };
-            Some(count as u64)
-        } else {
-            None
-        };
-        Ok(ListPage { items, rev: at, next: if more { last } else { None }, remaining })
+        let remaining = more.then(|| {
+            let count = last.map_or(0, |a| {
+                map.range::<_, ObjectName>((Bound::Excluded(a), Bound::Unbounded))
+                    .take_while(|(k, _)| range.namespace.as_ref().is_none_or(|ns| &k.0 <= ns))
+                    .filter(|(k, _)| in_ns(k))
+                    .count()
+            });
+            count as u64
+        });
+        ListPage { items, rev: self.at, next: if more { last.cloned() } else { None }, remaining }
     }
+}
+
+fn overlay_item<'a>(v: &'a Option<(&'a Bytes, LabelCache)>) -> Option<ListItem<'a>> {
+    v.as_ref().map(|(value, labels)| ListItem { value, labels })
 }
 
 #[cfg(test)]

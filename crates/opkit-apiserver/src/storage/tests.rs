@@ -141,3 +141,112 @@ async fn a_reopened_store_resumes_watches_from_the_persisted_window() {
         assert_eq!((e.rev, e.key.1.clone()), (*want, format!("n{}", i + 4)));
     }
 }
+
+async fn put_labelled(s: &Store, name: &str, tier: &str) -> Revision {
+    put(s, name, &format!(r#"{{"metadata":{{"name":"{name}","labels":{{"tier":"{tier}"}}}}}}"#)).await
+}
+
+async fn names_with_tier(s: &Store, at: Option<Revision>, tier: &'static str) -> Vec<String> {
+    let mut keep = move |item: ListItem<'_>| item.labels().and_then(|l| l.get("tier")) == Some(tier);
+    let page = s.list(&rid(), &ListRange { at, ..Default::default() }, &mut keep).await.expect("list");
+    page.items
+        .iter()
+        .map(|b| {
+            let v: serde_json::Value = serde_json::from_slice(b).expect("json");
+            v["metadata"]["name"].as_str().unwrap_or_default().to_string()
+        })
+        .collect()
+}
+
+/// Labels are read once per stored value: a relabelled object matches by its new labels
+/// now, and by its old ones in a list at an older revision (rolled back from the log).
+#[tokio::test]
+async fn lists_match_the_labels_of_the_value_they_read() {
+    let s = Store::in_memory(StoreOptions::default());
+    put_labelled(&s, "a", "web").await;
+    let before = put_labelled(&s, "b", "web").await;
+    assert_eq!(names_with_tier(&s, None, "web").await, ["a", "b"]);
+    put_labelled(&s, "a", "db").await;
+    put(&s, "c", "{oops").await;
+    assert_eq!(names_with_tier(&s, None, "web").await, ["b"]);
+    assert_eq!(names_with_tier(&s, None, "db").await, ["a"]);
+    assert_eq!(names_with_tier(&s, Some(before), "web").await, ["a", "b"]);
+    assert!(names_with_tier(&s, Some(before), "db").await.is_empty());
+}
+
+/// A list filters a snapshot without the store lock: a write made while the list's filter
+/// runs completes at once, and the list still returns the state it started from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_complete_while_a_list_is_filtering() {
+    let s = Store::in_memory(StoreOptions::default());
+    // More objects than are filtered inline, so the filter runs off the async workers.
+    let objects = INLINE_LIST_OBJECTS + 10;
+    for i in 0..objects {
+        put(&s, &format!("o{i:04}"), "{}").await;
+    }
+    let before = s.revision();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let lister = s.clone();
+    let list = tokio::spawn(async move {
+        let mut first = true;
+        let mut keep = move |_: ListItem<'_>| {
+            if std::mem::take(&mut first) {
+                let _ = entered_tx.send(());
+                // Held until the write below is done (or the test gave up on it).
+                let _ = release_rx.recv_timeout(Duration::from_secs(30));
+            }
+            true
+        };
+        lister.list(&rid(), &ListRange::default(), &mut keep).await
+    });
+    let entered = tokio::task::spawn_blocking(move || entered_rx.recv_timeout(Duration::from_secs(30)).is_ok());
+    assert!(entered.await.expect("join"), "the list started filtering");
+    // The write runs in its own task and reports through a thread-safe channel: if it
+    // blocked on the store lock, it would block its worker thread, not this wait.
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let writer = s.clone();
+    tokio::spawn(async move {
+        put(&writer, "during", "{}").await;
+        let _ = done_tx.send(());
+    });
+    let wrote = tokio::task::spawn_blocking(move || done_rx.recv_timeout(Duration::from_secs(10)).is_ok());
+    let wrote = wrote.await.expect("join");
+    let _ = release_tx.send(());
+    let page = list.await.expect("list task").expect("list");
+    assert!(wrote, "a write waited for a list's filter: the store lock was held while filtering");
+    assert_eq!(page.rev, before);
+    assert_eq!(page.items.len(), objects, "the list returns the snapshot it started from");
+    assert_eq!(s.count(&rid()), objects + 1);
+}
+
+async fn next_event(sub: &mut WatchSubscription) -> Result<Option<Arc<Event>>, StorageError> {
+    tokio::time::timeout(Duration::from_secs(5), sub.next()).await.expect("the subscription answers")
+}
+
+/// A watcher holds no history of its own: one that stops reading while the log window
+/// moves past it gets Expired when it reads again (the client then relists), while one
+/// that keeps up reads every event though many more than the window were written.
+#[tokio::test]
+async fn a_watch_that_falls_out_of_the_window_expires() {
+    let s = Store::in_memory(StoreOptions { log_capacity: 16, ..Default::default() });
+    let start = put(&s, "a", "0").await;
+    let mut slow = s.watch(&rid(), start).expect("watch");
+    let mut keeping_up = s.watch(&rid(), start).expect("watch");
+    for round in 0..4 {
+        for i in 0..10 {
+            put(&s, "b", &format!("{round}-{i}")).await;
+        }
+        for i in 0..10 {
+            let e = next_event(&mut keeping_up).await.expect("still in the window").expect("an event");
+            assert_eq!(e.value, Bytes::from(format!("{round}-{i}")));
+        }
+    }
+    match next_event(&mut slow).await {
+        Err(StorageError::Expired { requested, oldest }) => {
+            assert_eq!(requested, start, "names the last revision the watcher saw");
+            assert!(oldest > start + 1, "the window moved past it: {oldest}");
+        }
+        other => panic!("expected Expired, got {other:?}"),
+    }
+}

@@ -166,3 +166,65 @@ async fn continue_token_for_a_compacted_revision_is_gone() {
     // A list from scratch still works.
     assert_eq!(api.list(&ListParams::default()).await.expect("list").items.len(), 45);
 }
+
+fn labelled_cm(name: &str, tier: &str) -> ConfigMap {
+    let mut cm = config_map(name, &[("k", "v")]);
+    cm.metadata.labels = Some([("tier".to_string(), tier.to_string())].into());
+    cm
+}
+
+async fn names_by_label(api: &Api<ConfigMap>, lp: &ListParams) -> (Vec<String>, Option<String>, String) {
+    let page = api.list(lp).await.expect("list by label");
+    let names = page.items.iter().filter_map(|c| c.metadata.name.clone()).collect();
+    let rv = page.metadata.resource_version.clone().expect("list resourceVersion");
+    (names, page.metadata.continue_.filter(|c| !c.is_empty()), rv)
+}
+
+/// A label-selector list matches each object's labels as of the list's revision: pages
+/// after the first (continue tokens) see labels changed since as they were, and a fresh
+/// list sees the new ones. More than 512 ConfigMaps, so the filter runs off the async
+/// workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_selector_pages_match_the_labels_of_their_snapshot() {
+    let env = env().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    within(
+        "bulk creates",
+        stream::iter(0..600).for_each_concurrent(16, |i| {
+            let api = api.clone();
+            async move {
+                let name = format!("cm-{i:03}");
+                let tier = ["web", "db", "cache"][i % 3];
+                api.create(&PostParams::default(), &labelled_cm(&name, tier))
+                    .await
+                    .unwrap_or_else(|e| panic!("create {name}: {e}"));
+            }
+        }),
+    )
+    .await;
+    let web = |limit: u32| ListParams::default().labels("tier=web").limit(limit);
+    let (first, token, snapshot_rv) = names_by_label(&api, &web(100)).await;
+    assert_eq!(first.len(), 100);
+    assert_eq!(first.last().map(String::as_str), Some("cm-297"));
+    let token = token.expect("more web ConfigMaps follow");
+
+    // After the first page: a web object further on becomes db, a db one becomes web,
+    // and a web one is deleted. The remaining pages still read the snapshot.
+    let relabel = |tier: &str| Patch::Merge(json!({"metadata": {"labels": {"tier": tier}}}));
+    api.patch("cm-300", &PatchParams::default(), &relabel("db")).await.expect("patch");
+    api.patch("cm-301", &PatchParams::default(), &relabel("web")).await.expect("patch");
+    api.delete("cm-303", &DeleteParams::default()).await.expect("delete");
+    let (rest, none, rv) = names_by_label(&api, &web(500).continue_token(&token)).await;
+    assert_eq!(rv, snapshot_rv, "the continued page reads the first page's revision");
+    assert!(none.is_none(), "the rest fits the page");
+    let expected: Vec<String> = (300..600).step_by(3).map(|i| format!("cm-{i:03}")).collect();
+    assert_eq!(rest, expected, "labels as they were at the snapshot");
+
+    let (now, _, _) = names_by_label(&api, &ListParams::default().labels("tier=web")).await;
+    assert!(now.contains(&"cm-301".to_string()), "relabelled to web");
+    assert!(!now.contains(&"cm-300".to_string()) && !now.contains(&"cm-303".to_string()));
+    assert_eq!(now.len(), 200 - 2 + 1);
+    let (db, _, _) = names_by_label(&api, &ListParams::default().labels("tier in (db),tier!=web")).await;
+    assert_eq!(db.len(), 200 - 1 + 1);
+    assert!(db.contains(&"cm-300".to_string()) && !db.contains(&"cm-301".to_string()));
+}

@@ -265,3 +265,45 @@ async fn timeout_seconds_ends_the_watch() {
         );
     }
 }
+
+/// A watcher whose client stops reading holds no history of its own: once the server's
+/// buffers for it are full and the log window (16 events here) has moved past it, it is
+/// ended with a 410 Expired ERROR event when the client reads again, after the events
+/// that were already on their way, in order and without gaps (kube's watch cache ends
+/// such watchers too; clients relist).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_that_stops_reading_is_ended_with_410_once_out_of_the_window() {
+    let env = within("start", TestEnv::builder().server(small_log_config()).without_controllers().start())
+        .await
+        .expect("start");
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let rv = api.list(&ListParams::default()).await.expect("list").metadata.resource_version.expect("rv");
+    let mut stream = api.watch(&WatchParams::default().disable_bookmarks(), &rv).await.expect("watch").boxed();
+    // 30 MiB of events, more than the socket, HTTP and per-watch buffers hold, while the
+    // watch is not read.
+    let written = 300;
+    let payload = "x".repeat(100 * 1024);
+    for i in 0..written {
+        let cm = crate::common::config_map(&format!("big-{i:03}"), &[("blob", &payload)]);
+        within("create", api.create(&PostParams::default(), &cm)).await.expect("create");
+    }
+    let mut received = 0;
+    within("the ERROR event and the end of the watch", async {
+        loop {
+            match stream.next().await {
+                Some(Ok(WatchEvent::Added(cm))) => {
+                    assert_eq!(cm.name_any(), format!("big-{received:03}"), "in order, without gaps");
+                    received += 1;
+                }
+                Some(Ok(WatchEvent::Error(s))) => {
+                    assert_eq!((s.code, s.reason.as_str()), (410, "Expired"), "{s:?}");
+                    break;
+                }
+                other => panic!("after {received} events: expected ADDED or a 410 ERROR, got {other:?}"),
+            }
+        }
+        assert!(stream.next().await.is_none(), "the watch ends after the ERROR event");
+    })
+    .await;
+    assert!(received < written, "the watcher fell behind: it got {received} of {written}");
+}

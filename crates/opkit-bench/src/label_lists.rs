@@ -1,0 +1,324 @@
+//! Lease renewal while many clients list by label: the server holds many ConfigMaps
+//! carrying one of a few values of a `group` label; clients list them by that label in a
+//! loop while one client renews a Lease every ~150 ms, as a leader-elected controller
+//! does (GET, then PUT with the new `renewTime`). A renewal that waits for the lists
+//! misses leader election's deadline. Afterwards, watches from resourceVersion 0 over the
+//! same objects are opened and never read, and the server's resident memory is sampled.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Method;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::BenchError;
+use crate::apiserver::{cm_path, labelled_configmap, progress, query_escape};
+use crate::client::{Endpoint, REQUEST_TIMEOUT, call, snippet};
+use crate::config::Options;
+use crate::load::{MakeRequest, Phase, run_phase};
+use crate::runtime::cluster::ensure_namespace;
+use crate::serve::{Backend, ServerProcess};
+use crate::stats::PhaseStats;
+
+const NS_LABELS: &str = "bench-labels";
+const NS_LEASE: &str = "bench-lease";
+const LEASE: &str = "bench-leader";
+/// The label the listed ConfigMaps carry, and its values `g0`, `g1`, ...
+const GROUP_LABEL: &str = "bench.opkit.dev/group";
+/// How long the idle watches' memory is sampled, and how often.
+const IDLE_WATCH_SAMPLING: Duration = Duration::from_secs(3);
+const IDLE_WATCH_SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// Lease renewals while clients list by label, and the memory of idle watches.
+#[derive(Debug, Clone, Serialize)]
+pub struct LabelListReport {
+    /// ConfigMaps in the listed namespace.
+    pub objects: usize,
+    /// Distinct values of their `group` label (each list selects one).
+    pub label_values: usize,
+    /// Clients listing by label, each in a loop on its own connection.
+    pub listers: usize,
+    /// Items the last list returned.
+    pub items_per_list: usize,
+    /// Time between renewals, in milliseconds.
+    pub renew_every_ms: u64,
+    /// Lease renewals (GET and PUT) measured while the lists ran.
+    pub renewals: PhaseStats,
+    /// The lists completed while the renewals were measured.
+    pub lists: PhaseStats,
+    /// Unread watches from resourceVersion 0 over the same objects.
+    pub idle_watches: Option<IdleWatchReport>,
+}
+
+/// Server memory with watches that never read.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleWatchReport {
+    /// Watches opened.
+    pub watches: usize,
+    /// Server VmRSS before they were opened.
+    pub rss_before_bytes: u64,
+    /// Highest server VmRSS sampled while they were open.
+    pub rss_peak_bytes: u64,
+}
+
+/// Creates the objects, runs the listers and the renewals, then the idle watches.
+pub async fn lease_under_label_lists(
+    opts: &Options,
+    server: &ServerProcess,
+    ep: &Endpoint,
+    backend: Backend,
+) -> Result<LabelListReport, BenchError> {
+    let w = &opts.workload;
+    let objects = w.label_list_objects;
+    let values = w.label_values.max(1);
+    progress(opts, &format!("{backend}: {objects} ConfigMaps with {values} label values"));
+    for ns in [NS_LABELS, NS_LEASE] {
+        ensure_namespace(ep, ns).await?;
+    }
+    let path = cm_path(NS_LABELS);
+    let (ep2, size, path2) = (ep.clone(), w.payload_bytes, path.clone());
+    let make: MakeRequest = Arc::new(move |i| {
+        let labels = json!({ GROUP_LABEL: format!("g{}", i % values) });
+        ep2.request(Method::POST, &path2, labelled_configmap(NS_LABELS, &format!("g-{i:07}"), size, 0, labels))
+    });
+    let fill = Phase {
+        op: "fill".into(),
+        concurrency: 64,
+        total: objects,
+        limit: Duration::from_secs(w.memory_limit_secs.max(w.phase_limit_secs * 4)),
+    };
+    let filled = run_phase(ep, &fill, make).await?;
+    if filled.stats.ok < objects {
+        return Err(BenchError::Setup(format!(
+            "only {} of {objects} ConfigMaps were created ({:?})",
+            filled.stats.ok, filled.stats.first_error
+        )));
+    }
+    let lease_path = format!("/apis/coordination.k8s.io/v1/namespaces/{NS_LEASE}/leases");
+    call(ep, Method::POST, &lease_path, lease_body(None)?).await?;
+
+    progress(
+        opts,
+        &format!("{backend}: Lease renewals while {} clients list {objects} objects by label", w.label_listers),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut listers = JoinSet::new();
+    for i in 0..w.label_listers {
+        let mut conn = ep.connect().await?;
+        let selector = query_escape(&format!("{GROUP_LABEL}=g{}", i % values));
+        let (ep, stop, started, list_path) =
+            (ep.clone(), stop.clone(), started.clone(), format!("{path}?labelSelector={selector}"));
+        listers.spawn(async move {
+            let mut lists = ListerResult::default();
+            let mut first = true;
+            while !stop.load(Ordering::Relaxed) {
+                let t0 = Instant::now();
+                match conn.send(ep.request(Method::GET, &list_path, Bytes::new())).await {
+                    Ok((status, body)) if status.is_success() => {
+                        lists.micros.push(t0.elapsed().as_micros() as u64);
+                        lists.last_body = body;
+                    }
+                    Ok((status, body)) => lists.fail(format!("HTTP {}: {}", status.as_u16(), snippet(&body))),
+                    Err(e) => {
+                        lists.fail(e.to_string());
+                        match ep.connect().await {
+                            Ok(c) => conn = c,
+                            Err(_) => break,
+                        }
+                    }
+                }
+                if std::mem::take(&mut first) {
+                    started.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            lists
+        });
+    }
+    // Renewals are measured once every lister has finished its first list, so the load
+    // is in its steady state.
+    let ramp_deadline = Instant::now() + REQUEST_TIMEOUT * 3;
+    while started.load(Ordering::Relaxed) < w.label_listers && Instant::now() < ramp_deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let measure_from = Instant::now();
+    // The renewals run on a thread and runtime of their own, so they measure the server,
+    // not this process's workers busy reading the lists.
+    let (ep2, every, secs) = (ep.clone(), w.lease_renew_every_ms, w.lease_renew_secs);
+    let renewals = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        rt.block_on(renew_lease(&ep2, &lease_path, every, Duration::from_secs(secs)))
+    })
+    .await
+    .map_err(|e| BenchError::Setup(format!("Lease renewals failed: {e}")))
+    .and_then(|r| r);
+    stop.store(true, Ordering::Relaxed);
+    let mut all = ListerResult::default();
+    while let Some(r) = listers.join_next().await {
+        let r = r.map_err(|e| BenchError::Setup(format!("lister failed: {e}")))?;
+        all.micros.extend(r.micros);
+        all.errors += r.errors;
+        if all.first_error.is_none() {
+            all.first_error = r.first_error;
+        }
+        if !r.last_body.is_empty() {
+            all.last_body = r.last_body;
+        }
+    }
+    let items_per_list = serde_json::from_slice::<Value>(&all.last_body)
+        .ok()
+        .and_then(|v| v["items"].as_array().map(Vec::len))
+        .unwrap_or(0);
+    let lists = PhaseStats::from_samples(
+        "list by label",
+        w.label_listers,
+        all.micros,
+        all.errors,
+        all.first_error,
+        measure_from.elapsed(),
+        false,
+    );
+
+    progress(opts, &format!("{backend}: {} unread watches from resourceVersion 0", w.idle_watches));
+    let idle_watches = idle_watches(server, ep, &path, w.idle_watches).await?;
+    Ok(LabelListReport {
+        objects,
+        label_values: values,
+        listers: w.label_listers,
+        items_per_list,
+        renew_every_ms: w.lease_renew_every_ms,
+        renewals: renewals?,
+        lists,
+        idle_watches,
+    })
+}
+
+#[derive(Default)]
+struct ListerResult {
+    micros: Vec<u64>,
+    errors: usize,
+    first_error: Option<String>,
+    last_body: Bytes,
+}
+
+impl ListerResult {
+    fn fail(&mut self, why: String) {
+        self.errors += 1;
+        self.first_error.get_or_insert(why);
+    }
+}
+
+/// A Lease held by the bench, renewed now; with the resourceVersion it replaces.
+fn lease_body(resource_version: Option<String>) -> Result<Bytes, BenchError> {
+    let now = MicroTime(Timestamp::now());
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some(LEASE.into()),
+            namespace: Some(NS_LEASE.into()),
+            resource_version,
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("opkit-bench".into()),
+            lease_duration_seconds: Some(15),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            ..Default::default()
+        }),
+    };
+    let mut v = serde_json::to_value(&lease).map_err(|e| BenchError::Setup(format!("Lease: {e}")))?;
+    v["apiVersion"] = json!("coordination.k8s.io/v1");
+    v["kind"] = json!("Lease");
+    Ok(Bytes::from(v.to_string()))
+}
+
+/// Renews the Lease every `every_ms` for `duration`, as client-go's leader election does
+/// (GET, then PUT with a new renewTime); each renewal's latency is the GET and the PUT.
+async fn renew_lease(ep: &Endpoint, leases: &str, every_ms: u64, duration: Duration) -> Result<PhaseStats, BenchError> {
+    let mut conn = ep.connect().await?;
+    let path = format!("{leases}/{LEASE}");
+    let mut tick = tokio::time::interval(Duration::from_millis(every_ms.max(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut micros, mut errors, mut first_error) = (Vec::new(), 0, None::<String>);
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        tick.tick().await;
+        let t0 = Instant::now();
+        let renewed = async {
+            let (status, body) = conn.send(ep.request(Method::GET, &path, Bytes::new())).await?;
+            if !status.is_success() {
+                return Err(BenchError::Status {
+                    what: format!("GET {path}"),
+                    status: status.as_u16(),
+                    body: snippet(&body),
+                });
+            }
+            let current: Value = serde_json::from_slice(&body).map_err(|e| BenchError::Setup(format!("Lease: {e}")))?;
+            let rv = current["metadata"]["resourceVersion"].as_str().map(str::to_string);
+            let (status, body) = conn.send(ep.request(Method::PUT, &path, lease_body(rv)?)).await?;
+            if !status.is_success() {
+                return Err(BenchError::Status {
+                    what: format!("PUT {path}"),
+                    status: status.as_u16(),
+                    body: snippet(&body),
+                });
+            }
+            Ok(())
+        };
+        match renewed.await {
+            Ok(()) => micros.push(t0.elapsed().as_micros() as u64),
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert_with(|| e.to_string());
+                if conn.is_closed() || matches!(e, BenchError::Timeout(_)) {
+                    conn = ep.connect().await?;
+                }
+            }
+        }
+    }
+    Ok(PhaseStats::from_samples("lease renew", 1, micros, errors, first_error, start.elapsed(), false))
+}
+
+/// Opens `n` watches from resourceVersion 0 on `path` and never reads them; samples the
+/// server's VmRSS while they are open.
+async fn idle_watches(
+    server: &ServerProcess,
+    ep: &Endpoint,
+    path: &str,
+    n: usize,
+) -> Result<Option<IdleWatchReport>, BenchError> {
+    if n == 0 {
+        return Ok(None);
+    }
+    let before = server.memory()?;
+    let watch_path = format!("{path}?watch=true&resourceVersion=0");
+    let mut open = Vec::with_capacity(n);
+    let mut peak = before.rss_bytes;
+    for _ in 0..n {
+        let mut conn = ep.connect().await?;
+        let resp = conn.send_streaming(ep.request(Method::GET, &watch_path, Bytes::new())).await?;
+        if !resp.status().is_success() {
+            return Err(BenchError::Status {
+                what: format!("GET {watch_path}"),
+                status: resp.status().as_u16(),
+                body: String::new(),
+            });
+        }
+        open.push((conn, resp));
+        peak = peak.max(server.memory()?.rss_bytes);
+    }
+    let until = Instant::now() + IDLE_WATCH_SAMPLING;
+    while Instant::now() < until {
+        tokio::time::sleep(IDLE_WATCH_SAMPLE_EVERY).await;
+        peak = peak.max(server.memory()?.rss_bytes);
+    }
+    drop(open);
+    Ok(Some(IdleWatchReport { watches: n, rss_before_bytes: before.rss_bytes, rss_peak_bytes: peak }))
+}
