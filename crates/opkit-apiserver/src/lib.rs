@@ -52,9 +52,9 @@
 //!   are JSON or YAML only, so a protobuf-only Accept gets 406.
 //! - CRD conversion is `None` only (apiVersion is rewritten; fields are not converted).
 //! - Admission webhook configurations are stored but not called.
-//! - CRD validation rules are refused at CRD creation when their estimated cost is over
-//!   kube's budget, but a rule's cost is not metered while it runs (the CEL interpreter
-//!   has no cost tracking), so there is no per-request runtime budget.
+//! - CRD validation rules are costed as kube does (at CRD creation, and per call and per
+//!   request at runtime), but the runtime cost is estimated from the value's sizes before
+//!   a rule runs, not metered while it runs (the CEL interpreter has no cost tracking).
 //! - Objects nest at most 100 levels deep (kube allows 10000), the depth serde_json can
 //!   read back inside lists and watch events.
 

@@ -1,9 +1,12 @@
 //! `x-kubernetes-validations` (CEL) rules of one schema node: compiled with `kube-cel`, evaluated
 //! per node, and their failures reported as kube-apiserver's `celValidator` reports them.
 
+use kube_cel::cel::Program;
+use kube_cel::cel::common::ast::IdedExpr;
 use kube_cel::{CompiledSchema, ErrorKind};
 use serde_json::Value;
 
+use super::cel_cost::{PER_CALL_LIMIT, RuntimeBudget, runtime_cost};
 use super::errors::{FieldError, FieldErrorReason};
 use super::structural::{Schema, first_line};
 
@@ -19,6 +22,15 @@ struct RuleInfo {
     /// `fieldPath` normalised to a kube field path suffix (e.g. `foo.bar[key]`).
     field_path: Option<String>,
     reason: Option<FieldErrorReason>,
+    /// The parsed rule, for its cost on each value (None if it does not parse).
+    expr: Option<IdedExpr>,
+}
+
+impl RuleInfo {
+    /// How kube names the rule in errors: its message, else its text.
+    fn error_string(&self) -> &str {
+        if self.message.is_empty() { self.rule.trim() } else { self.message.trim() }
+    }
 }
 
 /// The compiled rules of one node.
@@ -27,6 +39,8 @@ pub(crate) struct CelRules {
     /// This node's subtree with nested rules stripped, so only this node's rules run.
     compiled: CompiledSchema,
     rules: Vec<RuleInfo>,
+    /// This node's schema (nested rules stripped), for the rules' cost on a value.
+    node: Value,
 }
 
 /// Removes `x-kubernetes-validations` from every descendant of `v` (not from `v` itself).
@@ -129,9 +143,10 @@ impl CelRules {
                     errs.push(FieldError::invalid_str(&field, &rule, &detail));
                 }
             }
-            rules.push(RuleInfo { rule, message, field_path, reason });
+            let expr = Program::compile(&rule).ok().map(|p| p.expression().clone());
+            rules.push(RuleInfo { rule, message, field_path, reason, expr });
         }
-        ok.then_some(CelRules { compiled, rules })
+        ok.then_some(CelRules { compiled, rules, node: stripped })
     }
 
     /// Evaluates the rules against `value` (and `old` for transition rules) at `path`
@@ -143,7 +158,12 @@ impl CelRules {
         old: Option<&Value>,
         path: &str,
         errs: &mut Vec<FieldError>,
+        budget: &mut RuntimeBudget,
     ) {
+        if !self.within_cost(ty, value, path, errs, budget) {
+            return;
+        }
+
         let Err(failures) = kube_cel::validate_compiled(&self.compiled, value, old) else {
             return;
         };
@@ -166,12 +186,7 @@ impl CelRules {
                 Some(fp) => format!("{path}.{fp}"),
                 None => base.to_string(),
             };
-            let rule_error = info.map_or_else(
-                || f.rule.trim().to_string(),
-                |i| {
-                    if i.message.is_empty() { i.rule.trim().to_string() } else { i.message.trim().to_string() }
-                },
-            );
+            let rule_error = info.map_or_else(|| f.rule.trim().to_string(), |i| i.error_string().to_string());
             let err = match f.kind {
                 ErrorKind::ValidationFailure => {
                     let detail = f.message.as_str();
@@ -197,6 +212,50 @@ impl CelRules {
             };
             errs.push(err);
         }
+    }
+}
+
+impl CelRules {
+    /// Whether this node's rules may run on `value`: none costs more than kube's
+    /// `PerCallLimit` on it, and the request's budget covers them all. Otherwise the
+    /// errors kube reports are added and nothing runs.
+    fn within_cost(
+        &self,
+        ty: &str,
+        value: &Value,
+        path: &str,
+        errs: &mut Vec<FieldError>,
+        budget: &mut RuntimeBudget,
+    ) -> bool {
+        let base = if path.is_empty() { "<nil>" } else { path };
+        let type_value = Value::String(ty.to_string());
+        if budget.exhausted() {
+            return false;
+        }
+        let mut total = 0u64;
+        let mut over_limit = false;
+        for info in &self.rules {
+            let Some(expr) = &info.expr else { continue };
+            let cost = runtime_cost(&expr.expr, &self.node, value);
+            if cost > PER_CALL_LIMIT {
+                over_limit = true;
+                let detail = format!(
+                    "'operation cancelled: actual cost limit exceeded': call cost exceeds limit for rule: {}",
+                    info.error_string()
+                );
+                errs.push(FieldError::invalid(base, &type_value, &detail));
+            }
+            total = total.saturating_add(cost);
+        }
+        if over_limit {
+            return false;
+        }
+        if !budget.spend(total) {
+            let detail = "validation failed due to running out of cost budget, no further validation rules will be run";
+            errs.push(FieldError::invalid(base, &type_value, detail));
+            return false;
+        }
+        true
     }
 }
 

@@ -12,6 +12,12 @@
 //! traversals cost a tenth of a unit per byte or element — but not to the unit: kube-cel
 //! has no typed checker, so this walks the parsed expression with the schema beside it.
 //! Written here because no crate estimates CEL cost against an OpenAPI schema.
+//!
+//! The same walk bounds rules while a request is validated, since the interpreter does
+//! not meter cost: before a node's rules run, each rule's cost is estimated with the
+//! sizes of the actual value (its lists, maps and strings) in place of the schema's
+//! bounds, and a rule over kube's `PerCallLimit` (10^6) is refused without running, as
+//! are rules once a request has used kube's `RuntimeCELCostBudget` (10^7).
 
 use std::collections::HashMap;
 
@@ -27,6 +33,10 @@ const MAX_REQUEST_BYTES: u64 = 3 * 1024 * 1024;
 const PER_RULE_LIMIT: u64 = 10_000_000;
 /// kube's `StaticEstimatedCRDCostLimit`: all the rules of one schema.
 const PER_SCHEMA_LIMIT: u64 = 100_000_000;
+/// kube's `PerCallLimit`: one rule evaluated on one value.
+pub(crate) const PER_CALL_LIMIT: u64 = 1_000_000;
+/// kube's `RuntimeCELCostBudget`: every rule evaluated for one request.
+const PER_REQUEST_BUDGET: u64 = 10_000_000;
 /// cel-go's cost per byte or element of a traversal.
 const TRAVERSAL_FACTOR: f64 = 0.1;
 
@@ -72,7 +82,7 @@ impl Walk {
         for (i, rule) in node["x-kubernetes-validations"].as_array().into_iter().flatten().enumerate() {
             let Some(rule) = rule["rule"].as_str() else { continue };
             let Ok(program) = Program::compile(rule) else { continue };
-            let cost = Estimator::for_rule(node).expr(&program.expression().expr).cost.saturating_mul(runs);
+            let cost = Estimator::for_rule(node, None).expr(&program.expression().expr).cost.saturating_mul(runs);
             self.total = self.total.saturating_add(cost);
             if cost > PER_RULE_LIMIT {
                 let field = format!("{path}.x-kubernetes-validations[{i}].rule");
@@ -122,54 +132,108 @@ fn max_size(node: &Value) -> u64 {
     }
 }
 
+/// What the cost of one request's rules may still be (kube's `RuntimeCELCostBudget`).
+#[derive(Debug)]
+pub(crate) struct RuntimeBudget {
+    remaining: u64,
+}
+
+impl Default for RuntimeBudget {
+    fn default() -> Self {
+        RuntimeBudget { remaining: PER_REQUEST_BUDGET }
+    }
+}
+
+impl RuntimeBudget {
+    /// Takes `cost` from the budget; false (and nothing left) when it does not cover it.
+    pub(crate) fn spend(&mut self, cost: u64) -> bool {
+        match self.remaining.checked_sub(cost) {
+            Some(left) => {
+                self.remaining = left;
+                true
+            }
+            None => {
+                self.remaining = 0;
+                false
+            }
+        }
+    }
+
+    /// Whether the budget is used up.
+    pub(crate) fn exhausted(&self) -> bool {
+        self.remaining == 0
+    }
+}
+
+/// The cost of `expr`, a rule of schema `node`, evaluated on `value`: the estimate with
+/// the value's own sizes in place of the schema's bounds.
+pub(crate) fn runtime_cost(expr: &Expr, node: &Value, value: &Value) -> u64 {
+    Estimator::for_rule(node, Some(value)).expr(expr).cost
+}
+
 /// What the estimator knows of an expression: its worst-case cost, the schema node of
-/// its value when it is a field of the object, and its size for literals.
+/// its value when it is a field of the object, the value itself when one is being
+/// validated, and its size for literals and comprehension results.
 #[derive(Default)]
-struct Estimate {
+struct Estimate<'a> {
     cost: u64,
     node: Option<Value>,
+    value: Option<&'a Value>,
     size: Option<u64>,
 }
 
-impl Estimate {
+impl Estimate<'_> {
     fn size(&self) -> u64 {
-        self.size.or_else(|| self.node.as_ref().map(max_size)).unwrap_or(1)
+        let actual = self.value.and_then(|v| match v {
+            Value::String(s) => Some(s.len() as u64),
+            Value::Array(a) => Some(a.len() as u64),
+            Value::Object(m) => Some(m.len() as u64),
+            _ => None,
+        });
+        self.size.or(actual).or_else(|| self.node.as_ref().map(max_size)).unwrap_or(1)
     }
 }
 
-/// Walks one rule's expression with the schema nodes its variables stand for.
-struct Estimator {
-    vars: HashMap<String, Value>,
+/// Walks one rule's expression with the schema nodes (and, at runtime, the values) its
+/// variables stand for.
+struct Estimator<'a> {
+    vars: HashMap<String, (Value, Option<&'a Value>)>,
 }
 
-impl Estimator {
-    fn for_rule(node: &Value) -> Self {
-        let vars = HashMap::from([("self".to_string(), node.clone()), ("oldSelf".to_string(), node.clone())]);
+impl<'a> Estimator<'a> {
+    fn for_rule(node: &Value, value: Option<&'a Value>) -> Self {
+        let bound = (node.clone(), value);
+        let vars = HashMap::from([("self".to_string(), bound.clone()), ("oldSelf".to_string(), bound)]);
         Estimator { vars }
     }
 
-    fn expr(&mut self, expr: &Expr) -> Estimate {
+    fn expr(&mut self, expr: &Expr) -> Estimate<'a> {
         match expr {
-            Expr::Ident(name) => Estimate { cost: 1, node: self.vars.get(name).cloned(), size: None },
+            Expr::Ident(name) => match self.vars.get(name) {
+                Some((node, value)) => Estimate { cost: 1, node: Some(node.clone()), value: *value, size: None },
+                None => Estimate { cost: 1, ..Default::default() },
+            },
             Expr::Literal(LiteralValue::String(s)) => Estimate { size: Some(s.len() as u64), ..Default::default() },
             Expr::Literal(_) => Estimate::default(),
             Expr::Select(select) => {
                 let operand = self.expr(&select.operand.expr);
                 let node = operand.node.as_ref().and_then(|n| field_node(n, &select.field));
-                Estimate {
-                    cost: operand.cost.saturating_add(1),
-                    node: if select.test { None } else { node },
-                    size: None,
+                let value = operand.value.and_then(|v| v.get(&select.field));
+                let cost = operand.cost.saturating_add(1);
+                if select.test {
+                    Estimate { cost, ..Default::default() }
+                } else {
+                    Estimate { cost, node, value, size: None }
                 }
             }
             Expr::List(list) => {
                 let cost = list.elements.iter().map(|e| self.expr(&e.expr).cost).fold(1u64, u64::saturating_add);
-                Estimate { cost, node: None, size: Some(list.elements.len() as u64) }
+                Estimate { cost, size: Some(list.elements.len() as u64), ..Default::default() }
             }
-            Expr::Map(map) => Estimate { cost: 1u64.saturating_add(map.entries.len() as u64), node: None, size: None },
+            Expr::Map(map) => Estimate { cost: 1u64.saturating_add(map.entries.len() as u64), ..Default::default() },
             Expr::Call(call) => {
                 let target = call.target.as_ref().map(|t| self.expr(&t.expr));
-                let args: Vec<Estimate> = call.args.iter().map(|a| self.expr(&a.expr)).collect();
+                let args: Vec<Estimate<'a>> = call.args.iter().map(|a| self.expr(&a.expr)).collect();
                 let inputs = target.iter().chain(&args).map(|e| e.cost).fold(0u64, u64::saturating_add);
                 let subject = target.as_ref().or(args.first());
                 let own = call_cost(&call.func_name, subject, &args);
@@ -177,13 +241,13 @@ impl Estimator {
                     "_[_]" => args.first().and_then(|a| a.node.as_ref()).and_then(element_node),
                     _ => None,
                 };
-                Estimate { cost: inputs.saturating_add(own), node, size: None }
+                Estimate { cost: inputs.saturating_add(own), node, ..Default::default() }
             }
             Expr::Comprehension(c) => {
                 let range = self.expr(&c.iter_range.expr);
                 let count = range.size();
                 let element = range.node.as_ref().and_then(element_node).unwrap_or_else(|| json!({}));
-                let saved = self.vars.insert(c.iter_var.clone(), element);
+                let saved = self.vars.insert(c.iter_var.clone(), (element, range.value.and_then(largest_element)));
                 let init = self.expr(&c.accu_init.expr).cost;
                 let per_element = self.expr(&c.loop_cond.expr).cost.saturating_add(self.expr(&c.loop_step.expr).cost);
                 let result = self.expr(&c.result.expr).cost;
@@ -196,15 +260,27 @@ impl Estimator {
                     .saturating_add(init)
                     .saturating_add(count.saturating_mul(per_element))
                     .saturating_add(result);
-                Estimate { cost, node: None, size: Some(count) }
+                Estimate { cost, size: Some(count), ..Default::default() }
             }
             _ => Estimate { cost: 1, ..Default::default() },
         }
     }
 }
 
+/// The element of a list that costs the most to visit (the longest string or list, the
+/// object with the most fields), standing for every element of a comprehension.
+fn largest_element(v: &Value) -> Option<&Value> {
+    let measure = |e: &&Value| match e {
+        Value::String(s) => s.len(),
+        Value::Array(a) => a.len(),
+        Value::Object(m) => m.len(),
+        _ => 0,
+    };
+    v.as_array()?.iter().max_by_key(measure)
+}
+
 /// The cost of a call itself, beyond evaluating its target and arguments.
-fn call_cost(func: &str, subject: Option<&Estimate>, args: &[Estimate]) -> u64 {
+fn call_cost(func: &str, subject: Option<&Estimate<'_>>, args: &[Estimate<'_>]) -> u64 {
     let traverse = |size: u64| 1 + (size as f64 * TRAVERSAL_FACTOR).ceil() as u64;
     let subject_size = subject.map_or(1, Estimate::size);
     match func {
@@ -292,6 +368,20 @@ mod tests {
         ));
         let nested = with_rule(json!({"type": "integer"}), "self.names.all(x, self.names.all(y, x <= y))");
         assert!(!errors_of(nested).is_empty(), "quadratic over an unbounded list");
+    }
+
+    #[test]
+    fn runtime_cost_follows_the_value_not_the_bounds() {
+        let node = json!({"type": "object", "properties": {"a": {"type": "array", "maxItems": 1000, "items": {"type": "integer"}}}});
+        let program = Program::compile("self.a.all(x, self.a.all(y, x != y || true))").expect("rule");
+        let expr = &program.expression().expr;
+        let small = json!({"a": (0..10).collect::<Vec<i32>>()});
+        let large = json!({"a": (0..1000).collect::<Vec<i32>>()});
+        assert!(runtime_cost(expr, &node, &small) < 10_000);
+        assert!(runtime_cost(expr, &node, &large) > PER_CALL_LIMIT);
+        let mut budget = RuntimeBudget::default();
+        assert!(budget.spend(PER_REQUEST_BUDGET - 1) && !budget.exhausted());
+        assert!(!budget.spend(2) && budget.exhausted());
     }
 
     #[test]

@@ -94,7 +94,7 @@ impl CrdSchema {
         if blocking {
             errs.push(FieldError::invalid("<nil>", &Value::Null, BLOCKING_MESSAGE));
         } else {
-            walk::validate_cel(&self.root, obj, old, "", &mut errs);
+            walk::validate_cel(&self.root, obj, old, "", &mut errs, &mut cel_cost::RuntimeBudget::default());
         }
         errs
     }

@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 
+use super::cel_cost::RuntimeBudget;
 use super::errors::FieldError;
 use super::structural::Schema;
 use super::validate::json_eq;
@@ -76,23 +77,31 @@ fn validate_list_map(s: &Schema, a: &[Value], path: &str, errs: &mut Vec<FieldEr
 }
 
 /// Evaluates CEL rules in the whole tree; `old` is the correlated previous value, if any.
-pub(crate) fn validate_cel(s: &Schema, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+/// Every rule's cost is taken from the request's `budget` (see [`super::cel_cost`]).
+pub(crate) fn validate_cel(
+    s: &Schema,
+    v: &Value,
+    old: Option<&Value>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+    budget: &mut RuntimeBudget,
+) {
     if v.is_null() {
         return;
     }
     let old = old.filter(|o| !o.is_null());
     if let Some(rules) = &s.cel {
-        rules.evaluate(s.type_name(), v, old, path, errs);
+        rules.evaluate(s.type_name(), v, old, path, errs, budget);
     }
     for sub in &s.all_of {
-        validate_cel(sub, v, old, path, errs);
+        validate_cel(sub, v, old, path, errs, budget);
     }
     match v {
         Value::Object(m) => {
             let old_map = old.and_then(Value::as_object);
             for (k, x) in m {
                 if let Some(c) = s.property(k).or_else(|| s.additional_schema()) {
-                    validate_cel(c, x, old_map.and_then(|o| o.get(k)), &join(path, k), errs);
+                    validate_cel(c, x, old_map.and_then(|o| o.get(k)), &join(path, k), errs, budget);
                 }
             }
         }
@@ -107,7 +116,7 @@ pub(crate) fn validate_cel(s: &Schema, v: &Value, old: Option<&Value>, path: &st
                 } else {
                     None
                 };
-                validate_cel(items, x, old_item, &format!("{path}[{i}]"), errs);
+                validate_cel(items, x, old_item, &format!("{path}[{i}]"), errs, budget);
             }
         }
         _ => {}

@@ -74,3 +74,53 @@ async fn a_rule_over_the_cost_budget_is_forbidden_until_the_schema_bounds_it() {
     let res = raw(&client, "POST", path, Some("application/json"), good.to_string().into_bytes()).await;
     assert_eq!(res.code, 201, "{}", res.text);
 }
+
+/// A rule within the static budget can still cost too much on a large value: kube's
+/// per-call limit refuses that object without running the rule, and smaller ones pass.
+#[tokio::test]
+async fn a_rule_too_costly_for_the_value_at_hand_is_refused_at_runtime() {
+    let env = env().await;
+    let client = client_without_retry(&env).await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "pairs.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "pairs", "singular": "pair", "kind": "Pair"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {
+                         "type": "object",
+                         "properties": {"a": {"type": "array", "maxItems": 1000, "items": {"type": "integer"}}},
+                         "x-kubernetes-validations": [{"rule": "self.a.all(x, self.a.all(y, x != y || true))",
+                                                       "message": "pairwise"}]}}}}}]},
+    });
+    let res = raw(&client, "POST", CRDS, Some("application/json"), crd.to_string().into_bytes()).await;
+    assert_eq!(res.code, 201, "within the static budget: {}", res.text);
+    let established = async {
+        loop {
+            let r = raw(&client, "GET", "/apis/example.com/v1/namespaces/default/pairs", None, Vec::new()).await;
+            if r.code == 200 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    crate::common::within("the CRD served", established).await;
+    let path = "/apis/example.com/v1/namespaces/default/pairs";
+    let pair = |name: &str, n: i32| {
+        json!({"apiVersion": "example.com/v1", "kind": "Pair", "metadata": {"name": name},
+               "spec": {"a": (0..n).collect::<Vec<i32>>()}})
+        .to_string()
+        .into_bytes()
+    };
+    let res = raw(&client, "POST", path, Some("application/json"), pair("small", 50)).await;
+    assert_eq!(res.code, 201, "{}", res.text);
+    let res = raw(&client, "POST", path, Some("application/json"), pair("large", 1000)).await;
+    assert_eq!(res.code, 422, "{}", res.text);
+    let cause = &res.json["details"]["causes"][0];
+    assert_eq!(cause["field"], "spec", "{}", res.text);
+    assert!(
+        cause["message"].as_str().unwrap_or_default().contains("call cost exceeds limit for rule: pairwise"),
+        "{}",
+        res.text
+    );
+}
