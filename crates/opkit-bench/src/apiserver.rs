@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::BenchError;
-use crate::client::{Endpoint, REQUEST_TIMEOUT, call, snippet};
+use crate::client::{Endpoint, REQUEST_TIMEOUT, call, open_stream, snippet};
 use crate::config::{Options, Workload};
 use crate::load::{MakeRequest, Phase, run_phase};
 use crate::report::{BackendReport, ListReport, MemoryReport, StartupReport, WatchReport};
@@ -360,15 +360,7 @@ async fn watch_fanout(ep: &Endpoint, w: &Workload, limit: Duration) -> Result<Wa
     // Open every watch before writing; a response head means the watch is registered.
     let mut bodies = Vec::with_capacity(w.watchers);
     for _ in 0..w.watchers {
-        let mut conn = ep.connect().await?;
-        let resp = conn.send_streaming(ep.request(Method::GET, &watch_path, Bytes::new())).await?;
-        if !resp.status().is_success() {
-            return Err(BenchError::Status {
-                what: format!("GET {watch_path}"),
-                status: resp.status().as_u16(),
-                body: String::new(),
-            });
-        }
+        let (conn, resp) = open_stream(ep, &watch_path).await?;
         bodies.push((conn, resp.into_body()));
     }
     let events = w.watch_events;

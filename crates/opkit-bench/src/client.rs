@@ -179,6 +179,21 @@ pub async fn call(ep: &Endpoint, method: Method, path: &str, body: Bytes) -> Res
     Ok(body)
 }
 
+/// Opens a watch (or any streaming GET) on a fresh connection and fails unless the
+/// response head is 2xx; the connection is returned with the response, whose body streams.
+pub async fn open_stream(ep: &Endpoint, path: &str) -> Result<(Conn, http::Response<Incoming>), BenchError> {
+    let mut conn = ep.connect().await?;
+    let resp = conn.send_streaming(ep.request(Method::GET, path, Bytes::new())).await?;
+    if !resp.status().is_success() {
+        return Err(BenchError::Status {
+            what: format!("GET {path}"),
+            status: resp.status().as_u16(),
+            body: String::new(),
+        });
+    }
+    Ok((conn, resp))
+}
+
 /// The first 300 bytes of a body, for error messages.
 pub fn snippet(body: &[u8]) -> String {
     String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned()

@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 
 use crate::BenchError;
 use crate::apiserver::{cm_path, labelled_configmap, progress, query_escape};
-use crate::client::{Endpoint, REQUEST_TIMEOUT, call, snippet};
+use crate::client::{Endpoint, REQUEST_TIMEOUT, call, open_stream, snippet};
 use crate::config::Options;
 use crate::load::{MakeRequest, Phase, run_phase};
 use crate::runtime::cluster::ensure_namespace;
@@ -302,16 +302,7 @@ async fn idle_watches(
     let mut open = Vec::with_capacity(n);
     let mut peak = before.rss_bytes;
     for _ in 0..n {
-        let mut conn = ep.connect().await?;
-        let resp = conn.send_streaming(ep.request(Method::GET, &watch_path, Bytes::new())).await?;
-        if !resp.status().is_success() {
-            return Err(BenchError::Status {
-                what: format!("GET {watch_path}"),
-                status: resp.status().as_u16(),
-                body: String::new(),
-            });
-        }
-        open.push((conn, resp));
+        open.push(open_stream(ep, &watch_path).await?);
         peak = peak.max(server.memory()?.rss_bytes);
     }
     let until = Instant::now() + IDLE_WATCH_SAMPLING;

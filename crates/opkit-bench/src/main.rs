@@ -1,12 +1,9 @@
 //! The `opkit-bench` command: `apiserver` runs the API server benchmark, `runtime` the
-//! controller runtime benchmark, `memcached` the Memcached operator benchmark; the hidden
-//! `serve` runs the server under test, the hidden `runtime-manager` the opkit manager
-//! whose memory is measured and the hidden `memcached-operator` the operator under test,
-//! each in a child process.
-//! controller runtime benchmark, `cluster` the 10,000-pod control plane benchmark; the
-//! hidden `serve` runs the server under test (with the cluster controllers for `cluster`)
-//! and the hidden `runtime-manager` the opkit manager whose memory is measured, each in a
-//! child process.
+//! controller runtime benchmark, `memcached` the Memcached operator benchmark, `cluster`
+//! the 10,000-pod control plane benchmark and `charts` the chart corpus conformance run;
+//! the hidden `serve` runs the server under test (with the cluster controllers for
+//! `cluster`), the hidden `runtime-manager` the opkit manager whose memory is measured and
+//! the hidden `memcached-operator` the operator under test, each in a child process.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
