@@ -15,11 +15,18 @@ const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralCo
 
 /// Every error of the PodSpec at `path` (e.g. `spec` or `spec.template.spec`).
 pub(super) fn validate_pod_spec(spec: &Value, path: &str) -> Vec<FieldError> {
+    validate_pod_spec_with_claims(spec, path, &[])
+}
+
+/// [`validate_pod_spec`] for a template whose pods also get a volume per name in
+/// `claims` (a StatefulSet's `volumeClaimTemplates`), which its mounts may name.
+pub(super) fn validate_pod_spec_with_claims(spec: &Value, path: &str, claims: &[&str]) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if spec["containers"].as_array().is_none_or(Vec::is_empty) {
         errs.push(FieldError::required(&format!("{path}.containers"), ""));
     }
-    let volumes = validate_volumes(&mut errs, spec, path);
+    let mut volumes = validate_volumes(&mut errs, spec, path);
+    volumes.extend(claims.iter().map(|c| c.to_string()));
     let mut names = HashSet::new();
     for list in CONTAINER_LISTS {
         for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
@@ -187,6 +194,13 @@ mod tests {
             "restartPolicy": "Never",
         });
         assert!(fields(spec).is_empty());
+    }
+
+    #[test]
+    fn mounts_may_name_a_statefulsets_claim_templates() {
+        let spec = json!({"containers": [{"name": "app", "image": "x", "volumeMounts": [{"name": "data", "mountPath": "/d"}]}]});
+        assert_eq!(validate_pod_spec(&spec, "spec.template.spec").len(), 1, "no such volume");
+        assert!(validate_pod_spec_with_claims(&spec, "spec.template.spec", &["data"]).is_empty());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
-use super::pod_spec::validate_pod_spec;
+use super::pod_spec::validate_pod_spec_with_claims;
 use super::pods::{default_template, required};
 use crate::registry::meta::validate_label;
 use crate::schema::{FieldError, FieldErrorReason};
@@ -134,7 +134,14 @@ fn validate_controller(obj: &Value) -> Vec<FieldError> {
             });
         }
     }
-    errs.extend(validate_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec"));
+    // A StatefulSet's pods also get a volume per claim template, which mounts may name.
+    let claims: Vec<&str> = obj["spec"]["volumeClaimTemplates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["metadata"]["name"].as_str())
+        .collect();
+    errs.extend(validate_pod_spec_with_claims(&obj["spec"]["template"]["spec"], "spec.template.spec", &claims));
     if let Some(r) = obj["spec"]["replicas"].as_i64()
         && r < 0
     {

@@ -128,3 +128,27 @@ async fn container_names_follow_kubes_rules_in_pods_and_templates() {
     let good: Deployment = serde_json::from_value(body).expect("typed");
     deployments.create(&PostParams::default(), &good).await.expect("a valid container name");
 }
+
+#[tokio::test]
+async fn statefulset_mounts_may_name_their_claim_templates() {
+    // Real charts (alertmanager, redis) mount a volume that only a claim template defines.
+    let env = env().await;
+    let client = client_without_retry(&env).await;
+    let sts = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+        "spec": {"selector": {"matchLabels": {"app": "db"}}, "serviceName": "db",
+                 "template": {"metadata": {"labels": {"app": "db"}},
+                              "spec": {"containers": [{"name": "db", "image": "i",
+                                                       "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}},
+                 "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                                           "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]},
+    });
+    let path = "/apis/apps/v1/namespaces/default/statefulsets";
+    let res = raw(&client, "POST", path, Some(JSON), sts.to_string().into_bytes()).await;
+    assert_eq!(res.code, 201, "{}", res.text);
+    let mut missing = sts.clone();
+    missing["metadata"]["name"] = json!("db2");
+    missing["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] = json!("other");
+    let res = raw(&client, "POST", path, Some(JSON), missing.to_string().into_bytes()).await;
+    assert_eq!(res.code, 422, "a mount naming nothing: {}", res.text);
+}
