@@ -21,14 +21,14 @@ const IMPERSONATE_UID: &str = "impersonate-uid";
 const IMPERSONATE_EXTRA: &str = "impersonate-extra-";
 
 /// The user a request acts as, once authenticated, impersonated and authorized for what
-/// it asks: a 401 without a valid credential (anonymous requests reach only what kube's
-/// bootstrap policy lets them), a 403 when the user may not.
+/// it asks (returned with it): a 401 without a valid credential (anonymous requests reach
+/// only what kube's bootstrap policy lets them), a 403 when the user may not.
 pub(super) async fn authorize_request(
     state: &AppState,
     request: &http::request::Parts,
     route: Option<&Route>,
     record: Option<&AuditRecord>,
-) -> ApiResult<UserInfo> {
+) -> ApiResult<(UserInfo, Action)> {
     let (method, path, query, headers) = (&request.method, request.uri.path(), request.uri.query(), &request.headers);
     let credentials = Credentials {
         authorization: headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()),
@@ -53,7 +53,7 @@ pub(super) async fn authorize_request(
         record.authorization(&action, decision.allowed, &decision.reason);
     }
     if decision.allowed {
-        return Ok(user);
+        return Ok((user, action));
     }
     if user.is_anonymous() {
         return Err(ApiError::unauthorized());
@@ -62,7 +62,7 @@ pub(super) async fn authorize_request(
 }
 
 /// What a request asks to do, as kube's RequestInfo describes it.
-pub(super) fn action_of(method: &Method, path: &str, query: Option<&str>, route: Option<&Route>) -> Action {
+fn action_of(method: &Method, path: &str, query: Option<&str>, route: Option<&Route>) -> Action {
     let Some(Route::Resource(req)) = route else {
         return Action { verb: method.as_str().to_lowercase(), object: Object::NonResource { path: path.to_string() } };
     };

@@ -131,9 +131,8 @@ async fn dispatch(
     record: Option<&AuditRecord>,
 ) -> ApiResult<Response<Body>> {
     let route = route::parse_path(parts.uri.path());
-    let user = identity::authorize_request(state, &parts, route.as_ref(), record).await?;
+    let (user, action) = identity::authorize_request(state, &parts, route.as_ref(), record).await?;
     let _slot = {
-        let action = identity::action_of(&parts.method, parts.uri.path(), parts.uri.query(), route.as_ref());
         let subresource = match &route {
             Some(Route::Resource(r)) => r.subresource.as_deref(),
             _ => None,

@@ -177,7 +177,7 @@ pub(crate) fn runtime_cost(expr: &Expr, node: &Value, value: &Value) -> u64 {
 #[derive(Default)]
 struct Estimate<'a> {
     cost: u64,
-    node: Option<Value>,
+    node: Option<&'a Value>,
     value: Option<&'a Value>,
     size: Option<u64>,
 }
@@ -190,34 +190,34 @@ impl Estimate<'_> {
             Value::Object(m) => Some(m.len() as u64),
             _ => None,
         });
-        self.size.or(actual).or_else(|| self.node.as_ref().map(max_size)).unwrap_or(1)
+        self.size.or(actual).or_else(|| self.node.map(max_size)).unwrap_or(1)
     }
 }
 
 /// Walks one rule's expression with the schema nodes (and, at runtime, the values) its
 /// variables stand for.
 struct Estimator<'a> {
-    vars: HashMap<String, (Value, Option<&'a Value>)>,
+    vars: HashMap<String, (&'a Value, Option<&'a Value>)>,
 }
 
 impl<'a> Estimator<'a> {
-    fn for_rule(node: &Value, value: Option<&'a Value>) -> Self {
-        let bound = (node.clone(), value);
-        let vars = HashMap::from([("self".to_string(), bound.clone()), ("oldSelf".to_string(), bound)]);
+    fn for_rule(node: &'a Value, value: Option<&'a Value>) -> Self {
+        let bound = (node, value);
+        let vars = HashMap::from([("self".to_string(), bound), ("oldSelf".to_string(), bound)]);
         Estimator { vars }
     }
 
     fn expr(&mut self, expr: &Expr) -> Estimate<'a> {
         match expr {
             Expr::Ident(name) => match self.vars.get(name) {
-                Some((node, value)) => Estimate { cost: 1, node: Some(node.clone()), value: *value, size: None },
+                Some(&(node, value)) => Estimate { cost: 1, node: Some(node), value, size: None },
                 None => Estimate { cost: 1, ..Default::default() },
             },
             Expr::Literal(LiteralValue::String(s)) => Estimate { size: Some(s.len() as u64), ..Default::default() },
             Expr::Literal(_) => Estimate::default(),
             Expr::Select(select) => {
                 let operand = self.expr(&select.operand.expr);
-                let node = operand.node.as_ref().and_then(|n| field_node(n, &select.field));
+                let node = operand.node.and_then(|n| field_node(n, &select.field));
                 let value = operand.value.and_then(|v| v.get(&select.field));
                 let cost = operand.cost.saturating_add(1);
                 if select.test {
@@ -238,7 +238,7 @@ impl<'a> Estimator<'a> {
                 let subject = target.as_ref().or(args.first());
                 let own = call_cost(&call.func_name, subject, &args);
                 let node = match call.func_name.as_str() {
-                    "_[_]" => args.first().and_then(|a| a.node.as_ref()).and_then(element_node),
+                    "_[_]" => args.first().and_then(|a| a.node).and_then(element_node),
                     _ => None,
                 };
                 Estimate { cost: inputs.saturating_add(own), node, ..Default::default() }
@@ -246,7 +246,7 @@ impl<'a> Estimator<'a> {
             Expr::Comprehension(c) => {
                 let range = self.expr(&c.iter_range.expr);
                 let count = range.size();
-                let element = range.node.as_ref().and_then(element_node).unwrap_or_else(|| json!({}));
+                let element = range.node.and_then(element_node).unwrap_or(&ANY_SCHEMA);
                 let saved = self.vars.insert(c.iter_var.clone(), (element, range.value.and_then(largest_element)));
                 let init = self.expr(&c.accu_init.expr).cost;
                 let per_element = self.expr(&c.loop_cond.expr).cost.saturating_add(self.expr(&c.loop_step.expr).cost);
@@ -308,22 +308,23 @@ fn call_cost(func: &str, subject: Option<&Estimate<'_>>, args: &[Estimate<'_>]) 
     }
 }
 
+/// The schema of a value the estimator knows nothing of, and of a map's keys.
+static ANY_SCHEMA: Value = Value::Null;
+static KEY_SCHEMA: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({"type": "string"}));
+
 /// The schema node of field `name` of an object node (a property or a map value).
-fn field_node(node: &Value, name: &str) -> Option<Value> {
-    node["properties"]
-        .get(name)
-        .cloned()
-        .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()).cloned())
+fn field_node<'a>(node: &'a Value, name: &str) -> Option<&'a Value> {
+    node["properties"].get(name).or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))
 }
 
 /// The schema node of an element of a list, or of a key of a map (what `all`, `exists`,
 /// `map` and `filter` bind their variable to).
-fn element_node(node: &Value) -> Option<Value> {
+fn element_node(node: &Value) -> Option<&Value> {
     if node["items"].is_object() {
-        return Some(node["items"].clone());
+        return Some(&node["items"]);
     }
     if node["additionalProperties"].is_object() || node["type"] == "object" {
-        return Some(json!({"type": "string"}));
+        return Some(&KEY_SCHEMA);
     }
     None
 }

@@ -24,6 +24,16 @@ fn crd(names: Value) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Waits until a new CRD's collection at `path` is served.
+async fn until_served(client: &kube::Client, path: &str) {
+    let served = async {
+        while raw(client, "GET", path, None, Vec::new()).await.code != 200 {
+            tokio::task::yield_now().await;
+        }
+    };
+    crate::common::within(&format!("{path} served"), served).await;
+}
+
 #[tokio::test]
 async fn a_rule_over_the_cost_budget_is_forbidden_until_the_schema_bounds_it() {
     let env = env().await;
@@ -53,18 +63,8 @@ async fn a_rule_over_the_cost_budget_is_forbidden_until_the_schema_bounds_it() {
     let bounded = json!({"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 63}});
     let res = raw(&client, "POST", CRDS, Some("application/json"), crd(bounded)).await;
     assert_eq!(res.code, 201, "{}", res.text);
-    let established = async {
-        loop {
-            let r = raw(&client, "GET", &format!("{CRDS}/lists.example.com"), None, Vec::new()).await;
-            let conditions = r.json["status"]["conditions"].as_array().cloned().unwrap_or_default();
-            if conditions.iter().any(|c| c["type"] == "Established" && c["status"] == "True") {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-    };
-    crate::common::within("the CRD established", established).await;
     let path = "/apis/example.com/v1/namespaces/default/lists";
+    until_served(&client, path).await;
     let bad =
         json!({"apiVersion": "example.com/v1", "kind": "List2", "metadata": {"name": "l"}, "spec": {"names": ["Bad"]}});
     let res = raw(&client, "POST", path, Some("application/json"), bad.to_string().into_bytes()).await;
@@ -95,17 +95,8 @@ async fn a_rule_too_costly_for_the_value_at_hand_is_refused_at_runtime() {
     });
     let res = raw(&client, "POST", CRDS, Some("application/json"), crd.to_string().into_bytes()).await;
     assert_eq!(res.code, 201, "within the static budget: {}", res.text);
-    let established = async {
-        loop {
-            let r = raw(&client, "GET", "/apis/example.com/v1/namespaces/default/pairs", None, Vec::new()).await;
-            if r.code == 200 {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-    };
-    crate::common::within("the CRD served", established).await;
     let path = "/apis/example.com/v1/namespaces/default/pairs";
+    until_served(&client, path).await;
     let pair = |name: &str, n: i32| {
         json!({"apiVersion": "example.com/v1", "kind": "Pair", "metadata": {"name": name},
                "spec": {"a": (0..n).collect::<Vec<i32>>()}})
