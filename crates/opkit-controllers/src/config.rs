@@ -36,6 +36,15 @@ pub struct ControllersConfig {
     /// The cluster CA that signs approved CertificateSigningRequests (kube's
     /// `--cluster-signing-cert-file` / `--cluster-signing-key-file`); `None` signs nothing.
     pub cluster_signing: Option<ClusterSigning>,
+    /// The image store (see [`crate::images`]): a pod whose image is loaded there runs as
+    /// a real process; `None` simulates every pod.
+    pub images: Option<std::path::PathBuf>,
+    /// Where real pods get their directories (working directory, logs, projected
+    /// ServiceAccount files); `None` uses a directory under the system's temporary one.
+    pub pod_root: Option<std::path::PathBuf>,
+    /// How real pods are networked; `None` picks network namespaces where this machine
+    /// can make them, else the host network.
+    pub pod_network: Option<crate::NetworkMode>,
 }
 
 /// The cluster CA's certificate and key, and the longest validity it grants.
@@ -75,6 +84,9 @@ impl Default for ControllersConfig {
             root_ca_pem: None,
             identities: None,
             cluster_signing: None,
+            images: None,
+            pod_root: None,
+            pod_network: None,
         }
     }
 }

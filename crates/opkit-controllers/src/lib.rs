@@ -36,6 +36,7 @@ pub(crate) mod endpoints;
 pub(crate) mod flowcontrol;
 pub(crate) mod garbage_collector;
 pub mod identity;
+pub mod images;
 pub(crate) mod job;
 pub(crate) mod kubelet;
 pub(crate) mod namespace;
@@ -49,6 +50,7 @@ pub(crate) mod statefulset;
 pub(crate) mod volume;
 
 pub use config::ControllersConfig;
+pub use kubelet::network::NetworkMode;
 pub use service_lb::{LoadBalancerPool, PoolError};
 
 use opkit::Manager;

@@ -12,6 +12,7 @@
 pub mod events;
 pub mod ip;
 pub mod lifecycle;
+pub mod network;
 pub mod status;
 
 use std::collections::HashMap;
