@@ -256,6 +256,57 @@ pub enum ClusterCommand {
     ///   opkit cluster start --port 0 --in-memory --kubeconfig /tmp/kubeconfig
     #[command(verbatim_doc_comment)]
     Start(StartArgs),
+    /// Load a local executable as an image's entrypoint, as `kind load docker-image` loads
+    /// an image: pods whose containers' images are all loaded run as real processes.
+    ///
+    /// Without --binary, the current project's binary (`<cargo target dir>/release/<project>`,
+    /// built by `make build`; `--profile dev` takes `debug/`) is loaded.
+    /// Loaded images are kept in DATA_DIR/images and survive restarts.
+    ///
+    /// Examples:
+    ///   opkit cluster load example.com/memcached-operator:v0.0.1 --binary target/release/memcached-operator
+    ///   make cluster-load IMG=example.com/memcached-operator:v0.0.1
+    #[command(verbatim_doc_comment)]
+    Load(LoadArgs),
+    /// List the images loaded into the local cluster.
+    Images(ImagesArgs),
+}
+
+/// Flags of `opkit cluster load`.
+#[derive(Debug, clap::Args)]
+pub struct LoadArgs {
+    /// The image reference pods name (normalized as Docker does: `busybox` is
+    /// `docker.io/library/busybox:latest`).
+    pub image: String,
+    /// The executable to run as the image's entrypoint (default: the project's binary
+    /// built with --profile).
+    #[arg(long)]
+    pub binary: Option<PathBuf>,
+    /// Without --binary: the cargo profile the project's binary was built with.
+    #[arg(long, default_value = "release", conflicts_with = "binary")]
+    pub profile: String,
+    /// The cluster's data directory (as given to `opkit cluster start`).
+    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
+    pub data_dir: PathBuf,
+}
+
+/// Flags of `opkit cluster images`.
+#[derive(Debug, clap::Args)]
+pub struct ImagesArgs {
+    /// The cluster's data directory (as given to `opkit cluster start`).
+    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
+    pub data_dir: PathBuf,
+}
+
+/// How `opkit cluster start` networks the pods it runs for real.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodNetworkFlag {
+    /// Network namespaces where this machine can make them (it needs root), else the host.
+    Auto,
+    /// A network namespace, veth pair and IP per pod.
+    Namespaces,
+    /// The host network: pods share its ports.
+    Host,
 }
 
 /// Flags of `opkit cluster start`.
@@ -297,4 +348,8 @@ pub struct StartArgs {
     /// (aescbc, aesgcm, secretbox or identity) and read with any of them.
     #[arg(long, value_name = "FILE")]
     pub encryption_provider_config: Option<PathBuf>,
+    /// How pods that run for real (their image loaded with `opkit cluster load`) are
+    /// networked.
+    #[arg(long, value_enum, default_value_t = PodNetworkFlag::Auto)]
+    pub pod_network: PodNetworkFlag,
 }

@@ -159,3 +159,43 @@ fn encryption_provider_config_encrypts_secrets_at_rest() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("resources[0].providers: Required value: at least one provider must be specified"), "{err}");
 }
+
+#[test]
+fn loaded_images_are_listed_and_the_pod_network_is_reported() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let data = dir.path().join("cluster");
+    let binary = dir.path().join("manager");
+    std::fs::write(&binary, "#!/bin/sh\nexit 0\n").expect("write");
+    std::process::Command::new("chmod").arg("755").arg(&binary).status().expect("chmod");
+    let load = |image: &str, binary: &std::path::Path| {
+        opkit()
+            .args(["cluster", "load", image, "-o", "json", "--binary"])
+            .arg(binary)
+            .arg("--data-dir")
+            .arg(&data)
+            .output()
+    };
+    let out = load("example.com/op:v1", &binary).expect("load");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let loaded: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(loaded["image"]["reference"], "example.com/op:v1");
+    // A bad reference or binary fails clearly and changes nothing.
+    for (image, bin) in [("Not/A Ref", binary.clone()), ("example.com/op:v2", dir.path().join("missing"))] {
+        let out = load(image, &bin).expect("load");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("error: "), "{out:?}");
+    }
+    let out = opkit().args(["cluster", "images", "-o", "json", "--data-dir"]).arg(&data).output().expect("images");
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let refs: Vec<&str> =
+        listed["images"].as_array().expect("list").iter().filter_map(|i| i["reference"].as_str()).collect();
+    assert_eq!(refs, ["example.com/op:v1"]);
+    let text = opkit().args(["cluster", "images", "--data-dir"]).arg(&data).output().expect("images");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("IMAGE") && text.contains("example.com/op:v1"), "{text}");
+
+    let (child, info) = start_with(&data, &["--pod-network", "host"]);
+    assert_eq!(info["podNetwork"], "host");
+    assert_eq!(info["images"], data.join("images").display().to_string());
+    stop(child);
+}

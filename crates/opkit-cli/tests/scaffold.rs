@@ -135,6 +135,7 @@ fn init_scaffolds_an_operator_sdk_layout() {
         "undeploy:",
         "docker-build:",
         "docker-push:",
+        "cluster-load: build",
         "IMG ?=",
         "ENABLE_WEBHOOKS ?=",
     ] {

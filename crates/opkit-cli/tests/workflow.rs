@@ -359,6 +359,8 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
     let out = opkit(&project, kc, &["deploy", "--image", "example.com/memcached-operator:v0.0.1", "-o", "json"]);
     let deployed: serde_json::Value = serde_json::from_str(&out).expect("deploy json");
     assert_eq!(deployed["image"], "example.com/memcached-operator:v0.0.1");
+    // The image is not loaded (`make cluster-load`): deploy says the manager does not run.
+    assert_eq!(deployed["imageLoaded"], false);
     let system: Api<Deployment> = Api::namespaced(client.clone(), "memcached-operator-system");
     let manager = system.get("memcached-operator-controller-manager").await.expect("manager deployment");
     let pod = manager.spec.and_then(|s| s.template.spec).expect("pod spec");

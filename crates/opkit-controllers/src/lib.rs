@@ -51,6 +51,7 @@ pub(crate) mod volume;
 
 pub use config::ControllersConfig;
 pub use kubelet::network::NetworkMode;
+pub use node::SIMULATED_ANNOTATION as SIMULATED_NODE_ANNOTATION;
 pub use service_lb::{LoadBalancerPool, PoolError};
 
 use opkit::Manager;
@@ -80,6 +81,14 @@ pub const ALL: &[&str] = &[
     "scheduler",
     "kubelet",
 ];
+
+/// How the kubelet networks real pods on this machine when `requested` is asked for
+/// (`None`: namespaces where they can be made): the mode, and why namespaces are not
+/// used when they were wanted and are not. Probes by making and removing a sandbox.
+pub fn pod_network_mode(requested: Option<NetworkMode>) -> (NetworkMode, Option<String>) {
+    let networks = kubelet::network::PodNetworks::new(requested, std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    (networks.mode(), networks.fallback_reason().map(str::to_string))
+}
 
 /// Registers every enabled controller with `mgr`. Fails if one of them is already
 /// registered with it.

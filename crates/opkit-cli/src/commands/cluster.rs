@@ -4,12 +4,12 @@ use std::net::SocketAddr;
 
 use kube::config::KubeConfigOptions;
 use opkit_apiserver::{ApiServer, RunningServer, ServerConfig, StorageConfig};
-use opkit_controllers::ControllersConfig;
+use opkit_controllers::{ControllersConfig, NetworkMode};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
-use crate::cli::{OutputFormat, StartArgs};
+use crate::cli::{OutputFormat, PodNetworkFlag, StartArgs};
 
 /// Starts the control plane and serves until a signal arrives.
 pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError> {
@@ -28,6 +28,15 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     let data_dir = std::path::absolute(&args.data_dir)?;
     std::fs::create_dir_all(&data_dir)?;
     controllers.volume_root = Some(data_dir.join("volumes"));
+    controllers.images = Some(data_dir.join("images"));
+    controllers.pod_root = Some(data_dir.join("pods"));
+    let requested = match args.pod_network {
+        PodNetworkFlag::Auto => None,
+        PodNetworkFlag::Namespaces => Some(NetworkMode::Namespaces),
+        PodNetworkFlag::Host => Some(NetworkMode::Host),
+    };
+    let (pod_network, fallback) = opkit_controllers::pod_network_mode(requested);
+    controllers.pod_network = Some(pod_network);
     let mut cfg = ServerConfig::durable(&data_dir);
     cfg.bind = SocketAddr::from(([127, 0, 0, 1], args.port));
     if args.in_memory {
@@ -44,7 +53,9 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
         OutputFormat::Json => println!(
             "{}",
             json!({"server": server.url(), "kubeconfig": kubeconfig, "dataDir": data_dir, "inMemory": args.in_memory,
-                "loadBalancerAddresses": args.lb_range.map(|pool| pool.to_string())})
+                "loadBalancerAddresses": args.lb_range.map(|pool| pool.to_string()),
+                "podNetwork": match pod_network { NetworkMode::Namespaces => "namespaces", NetworkMode::Host => "host" },
+                "podNetworkFallbackReason": fallback, "images": data_dir.join("images")})
         ),
         OutputFormat::Text => {
             println!("opkit control plane listening on {}", server.url());
@@ -53,6 +64,11 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
                 if args.in_memory { "in memory".to_string() } else { data_dir.join("state.db").display().to_string() }
             );
             println!("LoadBalancer Services get: {load_balancers}");
+            println!("Pods whose images are loaded (`opkit cluster load`) run as processes on: {pod_network}");
+            if let Some(reason) = &fallback {
+                println!("  (network namespaces are not available: {reason})");
+            }
+            println!("Other pods are simulated.");
             println!("To use it with kubectl:");
             println!("  export KUBECONFIG={}", kubeconfig.display());
             println!("Press Ctrl-C to stop.");

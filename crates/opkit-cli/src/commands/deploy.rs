@@ -48,19 +48,67 @@ pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> 
             Some((ns, name))
         })
         .collect();
+    let simulated = image_not_loaded(&client, &args.image).await?;
+    if simulated {
+        out.warn(&format!(
+            "image {} is not loaded into this opkit cluster: the manager's pods are simulated and the \
+             operator does NOT run. Load it with `make cluster-load IMG={}` (or `opkit cluster load {} \
+             --binary PATH`), then deploy again.",
+            args.image, args.image, args.image
+        ));
+    }
     if !args.no_wait {
         for (ns, name) in &deployments {
             out.waiting(&format!("waiting for deployment {ns}/{name} to become available"));
             cluster_ops::wait_deployment_available(&client, ns, name, timeout).await?;
-            out.step(&format!("deployment {ns}/{name} is available"));
+            if simulated {
+                out.warn(&format!("deployment {ns}/{name} reports available, but its pods are simulated"));
+            } else {
+                out.step(&format!("deployment {ns}/{name} is available"));
+            }
         }
     }
     let names: Vec<String> = applied.iter().map(ToString::to_string).collect();
-    out.result(
-        &format!("Deployed {} object(s) with image {}.", names.len(), args.image),
-        json!({"applied": names, "image": args.image}),
-    );
+    let text = if simulated {
+        format!(
+            "Applied {} object(s) with image {}, which is not loaded: the operator is not running.",
+            names.len(),
+            args.image
+        )
+    } else {
+        format!("Deployed {} object(s) with image {}.", names.len(), args.image)
+    };
+    out.result(&text, json!({"applied": names, "image": args.image, "imageLoaded": !simulated}));
     Ok(())
+}
+
+/// Whether the cluster is an opkit cluster (its nodes are simulated) on which `image` is
+/// not loaded, so pods naming it are simulated rather than run. Nodes report their
+/// images in `status.images`, as kubelets do; other clusters pull images, so they are
+/// never reported as not loaded.
+async fn image_not_loaded(client: &kube::Client, image: &str) -> Result<bool, CliError> {
+    use k8s_openapi::api::core::v1::Node;
+    let wanted = opkit_controllers::images::normalize(image)?;
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let nodes =
+        nodes.list(&Default::default()).await.map_err(|e| CliError::ClusterRequest(format!("listing nodes: {e}")))?;
+    let simulated: Vec<&Node> = nodes
+        .items
+        .iter()
+        .filter(|n| {
+            let annotations = n.metadata.annotations.as_ref();
+            annotations.and_then(|a| a.get(opkit_controllers::SIMULATED_NODE_ANNOTATION)).is_some_and(|v| v == "true")
+        })
+        .collect();
+    if simulated.is_empty() {
+        return Ok(false);
+    }
+    let loaded = simulated.iter().any(|n| {
+        n.status.iter().flat_map(|s| s.images.iter().flatten()).any(|i| {
+            i.names.iter().flatten().any(|name| opkit_controllers::images::normalize(name).is_ok_and(|n| n == wanted))
+        })
+    });
+    Ok(!loaded)
 }
 
 /// `opkit undeploy`.

@@ -5,6 +5,7 @@ mod completion;
 mod create_api;
 mod deploy;
 mod generate;
+mod images;
 mod init;
 mod install;
 mod kubeconfig;
@@ -52,6 +53,12 @@ pub enum CliError {
     /// Generated files are out of date (`opkit generate --check`).
     #[error("generated files are out of date: {0}; run `opkit generate`")]
     OutOfDate(String),
+    /// The local cluster's image store failed.
+    #[error(transparent)]
+    Images(#[from] opkit_controllers::images::ImageError),
+    /// A request to the cluster failed.
+    #[error("{0}")]
+    ClusterRequest(String),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -63,6 +70,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     let rt = || tokio::runtime::Builder::new_multi_thread().enable_all().build();
     match cli.command {
         Command::Cluster(ClusterCommand::Start(args)) => rt()?.block_on(cluster::start(args, cli.output)),
+        Command::Cluster(ClusterCommand::Load(args)) => images::load(args, &mut out),
+        Command::Cluster(ClusterCommand::Images(args)) => images::list(args, &mut out),
         Command::Init(args) => init::init(args, &mut out),
         Command::Create(CreateCommand::Api(args)) => create_api::create_api(args, &mut out),
         Command::Generate(args) => generate::generate(args, &mut out),

@@ -1,0 +1,143 @@
+//! `opkit cluster load` and `opkit cluster images`: the local cluster's image store (see
+//! `opkit_controllers::images`), where a local executable stands in for an image.
+
+use std::path::{Path, PathBuf};
+
+use opkit_controllers::images::{ImageStore, LoadedImage};
+use serde_json::json;
+
+use super::{CliError, project_dir};
+use crate::cli::{ImagesArgs, LoadArgs};
+use crate::output::Output;
+use crate::project::Project;
+
+/// The image store of the cluster whose data directory is `data_dir`.
+fn store(data_dir: &Path) -> Result<ImageStore, CliError> {
+    Ok(ImageStore::new(std::path::absolute(data_dir)?.join("images")))
+}
+
+/// `opkit cluster load`.
+pub fn load(args: LoadArgs, out: &mut Output) -> Result<(), CliError> {
+    let binary = match args.binary {
+        Some(path) => path,
+        None => project_binary(&args.profile)?,
+    };
+    let store = store(&args.data_dir)?;
+    out.waiting(&format!("loading {} as {}", binary.display(), args.image));
+    let image = store.load(&args.image, &binary)?;
+    out.result(
+        &format!(
+            "Loaded {} ({}, {}) from {} into {}.",
+            image.reference,
+            short_digest(&image.digest),
+            human_size(image.size),
+            binary.display(),
+            store.dir().display()
+        ),
+        json!({"image": image, "binary": binary, "store": store.dir()}),
+    );
+    Ok(())
+}
+
+/// `opkit cluster images`.
+pub fn list(args: ImagesArgs, out: &mut Output) -> Result<(), CliError> {
+    let store = store(&args.data_dir)?;
+    let images = store.list()?;
+    out.result(&table(&images), json!({"images": images}));
+    Ok(())
+}
+
+/// The images as `crictl images` lays them out.
+fn table(images: &[LoadedImage]) -> String {
+    if images.is_empty() {
+        return "No images loaded. Load one with `opkit cluster load IMAGE --binary PATH`.".into();
+    }
+    let rows: Vec<[String; 4]> = images
+        .iter()
+        .map(|i| [i.reference.clone(), short_digest(&i.digest), human_size(i.size), i.loaded_at.clone()])
+        .collect();
+    let header = ["IMAGE", "DIGEST", "SIZE", "LOADED"].map(String::from);
+    let width = |col: usize| rows.iter().chain([&header]).map(|r| r[col].len()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    std::iter::once(&header)
+        .chain(&rows)
+        .map(|r| format!("{:w0$}   {:w1$}   {:>w2$}   {}", r[0], r[1], r[2], r[3]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `sha256:` and the first 12 hex digits, as Docker shows image IDs.
+fn short_digest(digest: &str) -> String {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    format!("sha256:{}", &hex[..hex.len().min(12)])
+}
+
+/// A size in decimal units, as `docker images` prints them.
+fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit < UNITS.len() - 1 {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes}B") } else { format!("{value:.1}{}", UNITS[unit]) }
+}
+
+/// The current project's binary built with cargo profile `profile`:
+/// `<cargo target dir>/<profile dir>/<project name>` (`dev` builds into `debug/`).
+fn project_binary(profile: &str) -> Result<PathBuf, CliError> {
+    let root = project_dir()?;
+    let project = Project::load(&root)?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let metadata = std::process::Command::new(&cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--quiet"])
+        .current_dir(&root)
+        .output()
+        .map_err(|e| CliError::Build(format!("running {cargo} metadata: {e}")))?;
+    if !metadata.status.success() {
+        return Err(CliError::Build(format!(
+            "{cargo} metadata failed: {}",
+            String::from_utf8_lossy(&metadata.stderr).trim()
+        )));
+    }
+    let target_dir = serde_json::from_slice::<serde_json::Value>(&metadata.stdout)
+        .ok()
+        .and_then(|v| v.get("target_directory").and_then(|d| d.as_str()).map(PathBuf::from))
+        .ok_or_else(|| CliError::Build(format!("{cargo} metadata did not name the target directory")))?;
+    let profile_dir = if profile == "dev" { "debug" } else { profile };
+    let binary = target_dir.join(profile_dir).join(&project.project_name);
+    if !binary.is_file() {
+        return Err(CliError::Usage(format!(
+            "{} does not exist; build it first (`make build` or `cargo build --profile {profile}`), or name a binary with --binary",
+            binary.display()
+        )));
+    }
+    Ok(binary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_digests_print_as_docker_does() {
+        assert_eq!(human_size(999), "999B");
+        assert_eq!(human_size(12_345_678), "12.3MB");
+        assert_eq!(short_digest("sha256:0123456789abcdef"), "sha256:0123456789ab");
+        let image = LoadedImage {
+            reference: "example.com/op:v1".into(),
+            digest: "sha256:0123456789abcdef".into(),
+            size: 2_000_000,
+            loaded_at: "2026-11-26T01:00:00Z".into(),
+            blob: "sha256-0123456789abcdef".into(),
+        };
+        let t = table(&[image]);
+        assert!(t.starts_with("IMAGE"), "{t}");
+        assert_eq!(
+            t,
+            "IMAGE               DIGEST                 SIZE   LOADED\n\
+             example.com/op:v1   sha256:0123456789ab   2.0MB   2026-11-26T01:00:00Z"
+        );
+    }
+}
