@@ -372,3 +372,139 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
     assert!(crds.get_opt(CRD).await.expect("get").is_none());
     assert!(cluster.stop().success(), "the cluster stops cleanly");
 }
+
+/// The pids of processes whose environment has `HOSTNAME=<prefix>...` (a real pod's
+/// processes: the kubelet sets HOSTNAME to the pod's name).
+fn pod_processes(hostname_prefix: &str) -> Vec<(u32, String)> {
+    let mut found = vec![];
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        for var in environ.split(|b| *b == 0) {
+            if let Some(host) = var.strip_prefix(b"HOSTNAME=")
+                && host.starts_with(hostname_prefix.as_bytes())
+            {
+                found.push((pid, String::from_utf8_lossy(host).into_owned()));
+            }
+        }
+    }
+    found
+}
+
+/// Waits until `check` holds, polling every 100 ms, for at most `limit`.
+async fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `make cluster-load deploy` on the local cluster runs the Memcached operator for real:
+/// its logs, the sample reconciled, leader election across two replicas with a takeover
+/// when the leader's process is killed, and no process left after `make undeploy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn make_cluster_load_deploy_runs_the_memcached_operator_for_real() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Pod;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let example = workspace().join("examples/memcached-operator");
+    let cluster_dir = tmp.path().join("cluster");
+    let mut start = command(OPKIT, tmp.path(), None);
+    start
+        .args(["cluster", "start", "--port", "0", "-o", "json", "--data-dir"])
+        .arg(&cluster_dir)
+        .stdout(Stdio::piped());
+    let mut cluster = Background::spawn(start);
+    let mut line = String::new();
+    BufReader::new(cluster.0.stdout.take().expect("stdout")).read_line(&mut line).expect("cluster info");
+    let info: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let kubeconfig = PathBuf::from(info["kubeconfig"].as_str().expect("kubeconfig"));
+    let kc = Some(kubeconfig.as_path());
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+
+    // The local docker-build + docker-push + deploy (a dev build: the test shares the
+    // workspace's debug artifacts).
+    let image = "example.com/memcached-operator:v0.0.1";
+    let mut cmd = command("make", &example, kc);
+    cmd.env("OPKIT_DATA_DIR", &cluster_dir).args([
+        "cluster-load",
+        "deploy",
+        &format!("IMG={image}"),
+        "CARGO_PROFILE=dev",
+        &format!("OPKIT={OPKIT}"),
+    ]);
+    run_ok(cmd, "make cluster-load deploy");
+    let ns = "memcached-operator-system";
+    let manager = "memcached-operator-controller-manager";
+
+    // The manager runs and reconciles: its logs say so, and the sample gets its status.
+    let mut apply = command("kubectl", &example, kc);
+    apply.args(["apply", "-k", "config/samples/"]);
+    run_ok(apply, "kubectl apply -k config/samples/");
+    let gvk = GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached");
+    let memcacheds: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ApiResource::from_gvk(&gvk));
+    let three_nodes = |o: Option<&DynamicObject>| {
+        o.and_then(|o| o.data.pointer("/status/nodes")).and_then(|n| n.as_array()).is_some_and(|n| n.len() == 3)
+    };
+    timeout("the sample to list 3 nodes", await_condition(memcacheds, "memcached-sample", three_nodes))
+        .await
+        .expect("watch");
+    let mut logs = command("kubectl", &example, kc);
+    logs.args(["logs", "-n", ns, &format!("deploy/{manager}")]);
+    let logs = run_ok(logs, "kubectl logs deploy/manager");
+    assert!(logs.contains("memcached-sample"), "the manager's logs show no reconcile:\n{logs}");
+
+    // Two replicas: one leader; killing its process hands the lease to the other.
+    let mut scale = command("kubectl", &example, kc);
+    scale.args(["scale", "-n", ns, &format!("deploy/{manager}"), "--replicas=2"]);
+    run_ok(scale, "kubectl scale");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let ready = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let names = loop {
+        let list = pods.list(&Default::default()).await.expect("pods");
+        let live: Vec<String> =
+            list.items.iter().filter(|p| ready(p)).filter_map(|p| p.metadata.name.clone()).collect();
+        if live.len() == 2 && pod_processes(manager).len() >= 2 {
+            break live;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "two manager replicas never became ready: {live:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let holder = || async {
+        let all = leases.list(&Default::default()).await.expect("leases");
+        all.items.iter().find_map(|l| l.spec.as_ref()?.holder_identity.clone()).unwrap_or_default()
+    };
+    let leader = holder().await;
+    let leader_pod =
+        names.iter().find(|n| leader.starts_with(&format!("{n}_"))).cloned().expect("a pod holds the lease");
+    let follower = names.iter().find(|n| **n != leader_pod).cloned().expect("the other replica");
+    let (pid, _) = pod_processes(&leader_pod).into_iter().next().expect("the leader's process");
+    let status = Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("kill");
+    assert!(status.success());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !holder().await.starts_with(&format!("{follower}_")) {
+        assert!(tokio::time::Instant::now() < deadline, "the follower {follower} never took the lease over");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // make undeploy leaves no process behind.
+    let mut undeploy = command("make", &example, kc);
+    undeploy.args(["undeploy", &format!("OPKIT={OPKIT}")]);
+    run_ok(undeploy, "make undeploy");
+    wait_until("the manager's processes to end", Duration::from_secs(60), || pod_processes(manager).is_empty()).await;
+    assert!(cluster.stop().success(), "the cluster stops cleanly");
+}
