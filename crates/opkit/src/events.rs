@@ -126,7 +126,7 @@ impl Recorder {
     /// `NewRecorder` does.
     pub fn for_controller(client: Client, reporting_controller: impl Into<String>) -> Self {
         let controller = reporting_controller.into();
-        let instance = format!("{controller}-{}", hostname());
+        let instance = format!("{controller}-{}", crate::hostname::hostname());
         Recorder::new(client, controller, instance)
     }
 
@@ -326,16 +326,6 @@ fn truncate(mut s: String, max: usize) -> String {
         s.truncate(end);
     }
     s
-}
-
-/// This machine's host name (`$HOSTNAME`, `/etc/hostname`, else `unknown`).
-fn hostname() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".to_string())
 }
 
 #[cfg(test)]

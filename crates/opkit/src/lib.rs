@@ -70,6 +70,7 @@ pub mod crd;
 pub mod events;
 pub mod finalizer;
 pub mod health;
+mod hostname;
 pub mod leader;
 pub mod manager;
 pub mod metrics;

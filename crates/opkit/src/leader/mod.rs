@@ -61,7 +61,7 @@ impl LeaderElectionConfig {
         LeaderElectionConfig {
             lease_name: lease_name.into(),
             namespace: namespace.into(),
-            identity: format!("{}_{}", hostname(), random_uuid()),
+            identity: format!("{}_{}", crate::hostname::hostname(), random_uuid()),
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
@@ -413,19 +413,6 @@ impl LeaderElector {
 /// `d` plus up to `JITTER_FACTOR × d` at random, like client-go's `wait.Jitter`.
 fn jittered(d: Duration) -> Duration {
     d + d.mul_f64(JITTER_FACTOR * rand::random::<f64>())
-}
-
-fn hostname() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-                .filter(|h| !h.is_empty())
-        })
-        .unwrap_or_else(|| "localhost".to_string())
 }
 
 /// A random (version 4) UUID in its usual text form.
