@@ -50,7 +50,7 @@ pub(crate) mod statefulset;
 pub(crate) mod volume;
 
 pub use config::ControllersConfig;
-pub use kubelet::network::NetworkMode;
+pub use kubelet::network::{NetworkError, NetworkMode, PodNetworks, PodSandbox};
 pub use service_lb::{LoadBalancerPool, PoolError};
 
 use opkit::Manager;
