@@ -15,9 +15,6 @@ use std::path::{Path, PathBuf};
 use super::NetworkError;
 use crate::service_lb::LoadBalancerPool;
 
-/// Where the lease files live.
-pub(super) const LEASE_DIR: &str = "/run/opkit/pod-ips";
-
 /// The range of a node without a (usable IPv4) pod CIDR: the simulated kubelet's
 /// overflow range.
 const FALLBACK_RANGE: &str = "10.255.0.0/16";

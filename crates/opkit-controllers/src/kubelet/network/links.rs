@@ -113,7 +113,10 @@ fn run(mut cmd: Command, input: Option<&str>) -> Result<(), NetworkError> {
     cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| failed(e.to_string()))?;
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => failed("`ip` is not on PATH (install iproute2)".to_string()),
+        _ => failed(e.to_string()),
+    })?;
     let written = match (input, child.stdin.take()) {
         // Dropping stdin after writing closes it: `ip -batch` ends at end of input.
         (Some(input), Some(mut stdin)) => stdin.write_all(input.as_bytes()),

@@ -22,8 +22,10 @@ mod service_proxy;
 mod tests;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+/// Where host-wide pod IP leases are kept (see [`leases`]).
+const LEASE_DIR: &str = "/run/opkit/pod-ips";
 /// The `kubernetes` Service's ClusterIP.
 const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
 /// The `kubernetes` Service's ClusterIP and port, as pods in a namespace reach it.
@@ -93,9 +95,19 @@ impl PodNetworks {
     /// host network, and [`PodNetworks::fallback_reason`] says why. Whether they can is
     /// probed once per process, by making and destroying a sandbox.
     pub fn new(requested: Option<NetworkMode>, api_server: SocketAddr) -> PodNetworks {
+        PodNetworks::choose(requested, api_server, namespaces_available)
+    }
+
+    /// Picks the mode, asking `namespaces_work` (a probe) unless the host network is
+    /// asked for.
+    fn choose(
+        requested: Option<NetworkMode>,
+        api_server: SocketAddr,
+        namespaces_work: impl FnOnce() -> Result<(), String>,
+    ) -> PodNetworks {
         let (mode, fallback_reason) = match requested {
             Some(NetworkMode::Host) => (NetworkMode::Host, None),
-            None | Some(NetworkMode::Namespaces) => match namespaces_available() {
+            None | Some(NetworkMode::Namespaces) => match namespaces_work() {
                 Ok(()) => (NetworkMode::Namespaces, None),
                 Err(reason) => (NetworkMode::Host, Some(reason)),
             },
@@ -175,7 +187,7 @@ impl PodSandbox {
     }
 
     /// The network namespace to enter (`/proc/<pid>/ns/net`), `None` on the host network.
-    pub fn netns(&self) -> Option<&std::path::Path> {
+    pub fn netns(&self) -> Option<&Path> {
         self.netns.as_deref()
     }
 
@@ -233,9 +245,10 @@ impl Isolated {
     async fn create(hostname: &str, pod_cidr: Option<&str>, api_server: SocketAddr) -> Result<Isolated, NetworkError> {
         let (hostname, pod_cidr) = (hostname.to_string(), pod_cidr.map(str::to_string));
         // Starting processes and waiting for them blocks: off the runtime's threads.
-        let (link, holder, lease) = tokio::task::spawn_blocking(move || make_network(&hostname, pod_cidr.as_deref()))
-            .await
-            .map_err(|e| NetworkError::Setup(format!("making the sandbox: {e}")))??;
+        let (link, holder, lease) =
+            tokio::task::spawn_blocking(move || make_network(Path::new(LEASE_DIR), &hostname, pod_cidr.as_deref()))
+                .await
+                .map_err(|e| NetworkError::Setup(format!("making the sandbox: {e}")))??;
         let proxy = service_proxy::ServiceProxy::start(holder.netns(), KUBERNETES_SERVICE, api_server)?;
         Ok(Isolated { _proxy: proxy, link, holder, lease })
     }
@@ -244,10 +257,11 @@ impl Isolated {
 /// The blocking part of a sandbox: lease, holder, veth pair.
 #[cfg(target_os = "linux")]
 fn make_network(
+    lease_dir: &Path,
     hostname: &str,
     pod_cidr: Option<&str>,
 ) -> Result<(links::HostLink, holder::Holder, leases::IpLease), NetworkError> {
-    let lease = leases::IpLease::acquire(std::path::Path::new(leases::LEASE_DIR), pod_cidr)?;
+    let lease = leases::IpLease::acquire(lease_dir, pod_cidr)?;
     let holder = holder::Holder::start(hostname)?;
     let link = links::HostLink::create(&holder, lease.ip(), KUBERNETES_SERVICE_IP)?;
     Ok((link, holder, lease))
@@ -257,15 +271,15 @@ fn make_network(
 /// error says why not.
 fn namespaces_available() -> Result<(), String> {
     static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    PROBE.get_or_init(probe).clone()
+    PROBE.get_or_init(|| probe(Path::new(LEASE_DIR))).clone()
 }
 
-/// Makes a sandbox without the Service proxy (which needs a runtime), checks that the
-/// host reaches a listener at the pod's IP and that the ClusterIP can be bound inside,
-/// and removes it.
+/// Makes a sandbox (leasing its address in `lease_dir`) without the Service proxy (which
+/// needs a runtime), checks that the host reaches a listener at the pod's IP and that
+/// the ClusterIP can be bound inside, and removes it.
 #[cfg(target_os = "linux")]
-fn probe() -> Result<(), String> {
-    let (link, holder, lease) = make_network("opkit-probe", None).map_err(|e| e.to_string())?;
+fn probe(lease_dir: &Path) -> Result<(), String> {
+    let (link, holder, lease) = make_network(lease_dir, "opkit-probe", None).map_err(|e| e.to_string())?;
     let service = service_proxy::bind_inside(holder.netns(), KUBERNETES_SERVICE).map_err(|e| e.to_string())?;
     let pod = service_proxy::bind_inside(holder.netns(), SocketAddr::new(IpAddr::V4(lease.ip()), 0))
         .map_err(|e| e.to_string())?;
@@ -278,6 +292,6 @@ fn probe() -> Result<(), String> {
 
 /// Namespaces are a Linux feature.
 #[cfg(not(target_os = "linux"))]
-fn probe() -> Result<(), String> {
+fn probe(_lease_dir: &Path) -> Result<(), String> {
     Err("network namespaces need Linux".to_string())
 }
