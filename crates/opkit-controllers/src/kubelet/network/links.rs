@@ -18,6 +18,7 @@
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use super::NetworkError;
 use super::holder::Holder;
@@ -26,6 +27,10 @@ use super::holder::Holder;
 pub(super) const GATEWAY: Ipv4Addr = Ipv4Addr::new(169, 254, 1, 1);
 /// The MAC address of every host end (the pod's neighbour entry for the gateway).
 const GATEWAY_MAC: &str = "ee:ee:ee:ee:ee:ee";
+/// How long a new pair may take to come up before the sandbox is handed out anyway.
+const OPERATIONAL_WAIT: Duration = Duration::from_secs(2);
+/// How often its state is read meanwhile.
+const OPERATIONAL_POLL: Duration = Duration::from_millis(1);
 /// The prefix of host-end names (then 12 hex digits: 15 characters, the kernel's limit).
 pub(super) const HOST_END_PREFIX: &str = "opk";
 
@@ -62,7 +67,24 @@ impl HostLink {
                  neigh replace {GATEWAY} lladdr {GATEWAY_MAC} dev eth0 nud permanent\n"
             ),
         )?;
+        link.wait_until_operational();
         Ok(link)
+    }
+
+    /// Waits until the kernel has brought the pair up (its link watcher activates the
+    /// queues of both ends together, some milliseconds after carrier on a busy machine;
+    /// until then packets are dropped and a first connection to the pod would wait a
+    /// second for its SYN to be sent again).
+    fn wait_until_operational(&self) {
+        let operstate = format!("/sys/class/net/{}/operstate", self.name);
+        let deadline = Instant::now() + OPERATIONAL_WAIT;
+        while std::fs::read_to_string(&operstate).is_ok_and(|state| state.trim() != "up") {
+            if Instant::now() >= deadline {
+                tracing::debug!(link = %self.name, "a pod's veth pair is still not up; going on");
+                return;
+            }
+            std::thread::sleep(OPERATIONAL_POLL);
+        }
     }
 
     /// Adds the pair, its pod end `eth0` put straight into the namespace of `holder_pid`.

@@ -137,14 +137,14 @@ impl PodNetworks {
             NetworkMode::Host => Ok(PodSandbox::host(self.api_server)),
             #[cfg(target_os = "linux")]
             NetworkMode::Namespaces => {
-                let isolated = Isolated::create(hostname, pod_cidr, self.api_server).await?;
-                tracing::debug!(pod = pod_uid, ip = %isolated.lease.ip(), link = isolated.link.name(), "pod sandbox made");
+                let namespaced = NamespacedSandbox::create(hostname, pod_cidr, self.api_server).await?;
+                tracing::debug!(pod = pod_uid, ip = %namespaced.lease.ip(), link = namespaced.link.name(), "pod sandbox made");
                 Ok(PodSandbox {
-                    ip: IpAddr::V4(isolated.lease.ip()),
-                    netns: Some(isolated.holder.netns_path()),
+                    ip: IpAddr::V4(namespaced.lease.ip()),
+                    netns: Some(namespaced.holder.netns_path()),
                     api_server: KUBERNETES_SERVICE,
-                    host_interface: Some(isolated.link.name().to_string()),
-                    isolated: Some(isolated),
+                    host_interface: Some(namespaced.link.name().to_string()),
+                    namespaced: Some(namespaced),
                 })
             }
             #[cfg(not(target_os = "linux"))]
@@ -165,7 +165,7 @@ pub struct PodSandbox {
     host_interface: Option<String>,
     /// The namespace, veth pair, lease and proxy (none on the host network).
     #[cfg(target_os = "linux")]
-    isolated: Option<Isolated>,
+    namespaced: Option<NamespacedSandbox>,
 }
 
 impl PodSandbox {
@@ -177,7 +177,7 @@ impl PodSandbox {
             api_server,
             host_interface: None,
             #[cfg(target_os = "linux")]
-            isolated: None,
+            namespaced: None,
         }
     }
 
@@ -208,8 +208,8 @@ impl PodSandbox {
     /// namespace (so `hostname` is the pod's). Nothing changes on the host network.
     pub fn enter(&self, cmd: &mut tokio::process::Command) {
         #[cfg(target_os = "linux")]
-        if let Some(isolated) = &self.isolated {
-            isolated.holder.enter(cmd.as_std_mut());
+        if let Some(namespaced) = &self.namespaced {
+            namespaced.holder.enter(cmd.as_std_mut());
         }
         #[cfg(not(target_os = "linux"))]
         let _ = cmd;
@@ -219,10 +219,10 @@ impl PodSandbox {
     /// does the same, blocking the thread for the few milliseconds it takes.
     pub async fn destroy(self) {
         #[cfg(target_os = "linux")]
-        if let Some(isolated) = self.isolated {
+        if let Some(namespaced) = self.namespaced {
             // The `ip` run and the holder's reaping block: off the runtime's threads. If
             // the runtime is shutting down the closure is dropped, which cleans up too.
-            let _ = tokio::task::spawn_blocking(move || drop(isolated)).await;
+            let _ = tokio::task::spawn_blocking(move || drop(namespaced)).await;
         }
     }
 }
@@ -232,7 +232,7 @@ impl PodSandbox {
 /// last, when nothing uses it any more.
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
-struct Isolated {
+struct NamespacedSandbox {
     _proxy: service_proxy::ServiceProxy,
     link: links::HostLink,
     holder: holder::Holder,
@@ -240,9 +240,13 @@ struct Isolated {
 }
 
 #[cfg(target_os = "linux")]
-impl Isolated {
+impl NamespacedSandbox {
     /// Makes a sandbox whose `kubernetes` Service forwards to `api_server`.
-    async fn create(hostname: &str, pod_cidr: Option<&str>, api_server: SocketAddr) -> Result<Isolated, NetworkError> {
+    async fn create(
+        hostname: &str,
+        pod_cidr: Option<&str>,
+        api_server: SocketAddr,
+    ) -> Result<NamespacedSandbox, NetworkError> {
         let (hostname, pod_cidr) = (hostname.to_string(), pod_cidr.map(str::to_string));
         // Starting processes and waiting for them blocks: off the runtime's threads.
         let (link, holder, lease) =
@@ -250,7 +254,7 @@ impl Isolated {
                 .await
                 .map_err(|e| NetworkError::Setup(format!("making the sandbox: {e}")))??;
         let proxy = service_proxy::ServiceProxy::start(holder.netns(), KUBERNETES_SERVICE, api_server)?;
-        Ok(Isolated { _proxy: proxy, link, holder, lease })
+        Ok(NamespacedSandbox { _proxy: proxy, link, holder, lease })
     }
 }
 

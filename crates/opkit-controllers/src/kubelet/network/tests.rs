@@ -17,7 +17,7 @@ use super::*;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Pod networks in namespace mode, forwarding the `kubernetes` Service to `api_server`.
-fn namespaced(api_server: SocketAddr) -> PodNetworks {
+fn namespaced_networks(api_server: SocketAddr) -> PodNetworks {
     let networks = PodNetworks::new(Some(NetworkMode::Namespaces), api_server);
     assert_eq!(networks.mode(), NetworkMode::Namespaces, "fell back: {:?}", networks.fallback_reason());
     networks
@@ -30,7 +30,7 @@ fn no_api_server() -> SocketAddr {
 
 /// The sandbox's network namespace, opened.
 fn netns(sandbox: &PodSandbox) -> &OwnedFd {
-    sandbox.isolated.as_ref().expect("a namespaced sandbox").holder.netns()
+    sandbox.namespaced.as_ref().expect("a namespaced sandbox").holder.netns()
 }
 
 /// The holder's pid, from `/proc/<pid>/ns/net`.
@@ -89,7 +89,7 @@ async fn run_inside(sandbox: &PodSandbox, program: &str, args: &[&str]) -> Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_sandboxes_serve_the_same_port_each_at_its_own_ip() {
-    let networks = namespaced(no_api_server());
+    let networks = namespaced_networks(no_api_server());
     let a = networks.create("uid-a", "pod-a", Some("10.244.1.0/24")).await.expect("sandbox a");
     let b = networks.create("uid-b", "pod-b", Some("10.244.1.0/24")).await.expect("sandbox b");
     assert_ne!(a.ip(), b.ip());
@@ -118,7 +118,7 @@ async fn two_sandboxes_serve_the_same_port_each_at_its_own_ip() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_entering_a_sandbox_see_its_hostname_and_address() {
-    let networks = namespaced(no_api_server());
+    let networks = namespaced_networks(no_api_server());
     let sandbox = networks.create("uid-h", "web-0", Some("10.244.2.0/24")).await.expect("sandbox");
     assert_eq!(run_inside(&sandbox, "hostname", &[]).await.trim(), "web-0");
     let addresses = run_inside(&sandbox, "ip", &["-4", "-o", "addr", "show", "dev", "eth0"]).await;
@@ -137,7 +137,7 @@ async fn the_kubernetes_service_inside_reaches_the_api_server() {
     let api_server = std::net::TcpListener::bind("127.0.0.1:0").expect("stand-in");
     let api_addr = api_server.local_addr().expect("addr");
     let _served = serve_reply(api_server, b"api server");
-    let networks = namespaced(api_addr);
+    let networks = namespaced_networks(api_addr);
     let sandbox = networks.create("uid-s", "client", Some("10.244.3.0/24")).await.expect("sandbox");
     let ns = netns(&sandbox).try_clone().expect("dup");
     let answer = tokio::task::spawn_blocking(move || {
@@ -158,7 +158,7 @@ async fn the_kubernetes_service_inside_reaches_the_api_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_inside_a_sandbox_reaches_a_real_api_server_through_the_service() {
     let env = opkit_testenv::TestEnv::builder().without_controllers().start().await.expect("test env");
-    let networks = namespaced(env.server().addr());
+    let networks = namespaced_networks(env.server().addr());
     let sandbox = networks.create("uid-k", "kubectl", Some("10.244.4.0/24")).await.expect("sandbox");
     let kubeconfig = env.kubeconfig_path().to_string_lossy().into_owned();
     let server = format!("https://{}", sandbox.api_server());
@@ -185,7 +185,7 @@ async fn kubectl_inside_a_sandbox_reaches_a_real_api_server_through_the_service(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destroy_and_drop_leave_no_veth_holder_or_lease() {
-    let networks = namespaced(no_api_server());
+    let networks = namespaced_networks(no_api_server());
     let destroyed = networks.create("uid-d1", "gone-1", Some("10.244.5.0/24")).await.expect("sandbox");
     let dropped = networks.create("uid-d2", "gone-2", Some("10.244.5.0/24")).await.expect("sandbox");
     let mut remains = Vec::new();
@@ -211,7 +211,7 @@ async fn destroy_and_drop_leave_no_veth_holder_or_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clusters_with_the_same_range_never_share_an_ip() {
-    let (first, second) = (namespaced(no_api_server()), namespaced(no_api_server()));
+    let (first, second) = (namespaced_networks(no_api_server()), namespaced_networks(no_api_server()));
     let make = async |networks: &PodNetworks, i: usize| {
         networks.create(&format!("uid-{i}"), "twin", Some("10.244.6.0/24")).await.expect("sandbox")
     };
@@ -243,7 +243,7 @@ async fn the_host_network_is_the_servers_own_address() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sandboxes_come_and_go_quickly() {
     const COUNT: usize = 10;
-    let networks = namespaced(no_api_server());
+    let networks = namespaced_networks(no_api_server());
     let available_before = mem_available_kib();
     let (mut created, mut usable) = (Duration::ZERO, Duration::ZERO);
     let mut sandboxes = Vec::new();
@@ -258,6 +258,7 @@ async fn sandboxes_come_and_go_quickly() {
         sandboxes.push(sandbox);
     }
     let per_sandbox_kib = available_before.saturating_sub(mem_available_kib()) / COUNT as u64;
+    let holder_pss_kib = sandboxes.iter().map(holder_pss_kib).sum::<u64>() / COUNT as u64;
     let start = Instant::now();
     for sandbox in sandboxes {
         sandbox.destroy().await;
@@ -265,7 +266,8 @@ async fn sandboxes_come_and_go_quickly() {
     let destroyed = start.elapsed();
     let n = COUNT as u32;
     eprintln!(
-        "per sandbox: create {:?}, create → serving {:?}, destroy {:?}, host memory ≈ {per_sandbox_kib} KiB",
+        "per sandbox: create {:?}, create → serving {:?}, destroy {:?}, holder PSS {holder_pss_kib} KiB, \
+         MemAvailable drop (the whole host's, noisy) {per_sandbox_kib} KiB",
         created / n,
         usable / n,
         destroyed / n
@@ -312,7 +314,7 @@ async fn crash_child_makes_a_sandbox_and_waits_to_be_killed() {
     if std::env::var_os(CRASH_CHILD).is_none() {
         return;
     }
-    let networks = namespaced(no_api_server());
+    let networks = namespaced_networks(no_api_server());
     let sandbox = networks.create("uid-crash", "crash", Some(CRASH_RANGE)).await.expect("sandbox");
     println!("SANDBOX {} {} {}", sandbox.host_interface().expect("host end"), holder_pid(&sandbox), sandbox.ip());
     std::io::stdout().flush().expect("flush");
@@ -360,4 +362,14 @@ async fn a_crashed_kubelet_leaves_nothing_behind() {
     // The lock died with the process: the same address can be leased again at once.
     let lease = leases::IpLease::acquire(Path::new(LEASE_DIR), Some(CRASH_RANGE)).expect("lease");
     assert_eq!(lease.ip().to_string(), ip);
+}
+
+/// The proportional set size of `sandbox`'s holder, in KiB.
+fn holder_pss_kib(sandbox: &PodSandbox) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", holder_pid(sandbox))).expect("smaps_rollup");
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("Pss")
 }
