@@ -34,7 +34,7 @@ impl Holder {
         let hostname = pod_hostname(hostname);
         let (reply, answer) = mpsc::sync_channel(1);
         spawner()?
-            .send(SpawnRequest { hostname: hostname.clone(), reply })
+            .send(SpawnRequest { hostname, reply })
             .map_err(|_| NetworkError::Setup("the sandbox spawner thread is gone".to_string()))?;
         let mut child = answer
             .recv()
@@ -61,7 +61,7 @@ impl Holder {
     }
 
     /// The sandbox's network namespace.
-    pub(super) fn netns(&self) -> &Arc<OwnedFd> {
+    pub(super) fn netns(&self) -> &OwnedFd {
         &self.net
     }
 
