@@ -3,6 +3,7 @@
 //! enter, and dies with the kubelet's process (`PR_SET_PDEATHSIG` `SIGKILL`), taking the
 //! namespaces and the pod's end of its veth pair with it.
 
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
@@ -60,9 +61,21 @@ impl Holder {
         PathBuf::from(format!("/proc/{}/ns/net", self.pid()))
     }
 
-    /// The sandbox's network namespace.
-    pub(super) fn netns(&self) -> &OwnedFd {
-        &self.net
+    /// Binds a listener on `addr` inside the sandbox. A socket belongs to the namespace
+    /// it was made in, so a short-lived thread enters the namespace (only that thread
+    /// moves), binds, and hands the listener back.
+    pub(super) fn bind_inside(&self, addr: SocketAddr) -> Result<TcpListener, NetworkError> {
+        let io = |step: String| move |source| NetworkError::Io { step, source };
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    rustix::thread::move_into_link_name_space(self.net.as_fd(), Some(LinkNameSpaceType::Network))
+                        .map_err(|e| io("entering the pod's network namespace".to_string())(e.into()))?;
+                    TcpListener::bind(addr).map_err(io(format!("binding {addr} inside the pod")))
+                })
+                .join()
+                .map_err(|_| NetworkError::Setup(format!("the thread binding {addr} inside the pod panicked")))?
+        })
     }
 
     /// Makes `cmd` start inside the sandbox's network and UTS namespaces.

@@ -3,8 +3,9 @@
 //! (169.254.1.1) that `eth0` reaches through the host end, `default via` it, and on the
 //! host a `<pod ip>/32` route to the host end.
 //!
-//! The host end carries 169.254.1.1/32 itself (an unnumbered link), so the host answers
-//! the pod from that address and needs no address of its own on any other interface; the
+//! The host end carries 169.254.1.1/32 itself (an unnumbered link), and the `kubernetes`
+//! Service's ClusterIP for [`super::service_proxy`]; the host answers the pod from the
+//! gateway address and needs no address of its own on any other interface; the
 //! pod knows the gateway's MAC from a permanent neighbour entry, so no proxy ARP is
 //! needed. Forwarding is switched on for the host end only, so pods reach each other
 //! through the host without the host forwarding anything else.
@@ -41,14 +42,20 @@ pub(super) struct HostLink {
 }
 
 impl HostLink {
-    /// Makes the veth pair of the sandbox `holder` and gives the pod `ip`; `service_ip` is
-    /// put on the pod's loopback (the `kubernetes` Service's ClusterIP, answered inside).
+    /// Makes the veth pair of the sandbox `holder` and gives the pod `ip`; `service_ip`
+    /// (the `kubernetes` Service's ClusterIP) is put on the host end, where the Service's
+    /// proxy answers it.
     pub(super) fn create(holder: &Holder, ip: Ipv4Addr, service_ip: Ipv4Addr) -> Result<HostLink, NetworkError> {
         let link = HostLink::add_pair(holder.pid())?;
         let name = &link.name;
         run_batch(
             Command::new("ip"),
-            &format!("addr add {GATEWAY}/32 dev {name}\nlink set {name} up\nroute replace {ip}/32 dev {name}\n"),
+            &format!(
+                "addr add {GATEWAY}/32 dev {name}\n\
+                 addr add {service_ip}/32 dev {name}\n\
+                 link set {name} up\n\
+                 route replace {ip}/32 dev {name}\n"
+            ),
         )?;
         let forwarding = format!("/proc/sys/net/ipv4/conf/{name}/forwarding");
         std::fs::write(&forwarding, "1")
@@ -59,7 +66,6 @@ impl HostLink {
             inside,
             &format!(
                 "link set lo up\n\
-                 addr add {service_ip}/32 dev lo\n\
                  addr add {ip}/32 dev eth0\n\
                  link set eth0 up\n\
                  route add {GATEWAY}/32 dev eth0 scope link\n\

@@ -253,7 +253,7 @@ impl NamespacedSandbox {
             tokio::task::spawn_blocking(move || make_network(Path::new(LEASE_DIR), &hostname, pod_cidr.as_deref()))
                 .await
                 .map_err(|e| NetworkError::Setup(format!("making the sandbox: {e}")))??;
-        let proxy = service_proxy::ServiceProxy::start(holder.netns(), KUBERNETES_SERVICE, api_server)?;
+        let proxy = service_proxy::ServiceProxy::start(link.name(), KUBERNETES_SERVICE, api_server)?;
         Ok(NamespacedSandbox { _proxy: proxy, link, holder, lease })
     }
 }
@@ -280,13 +280,12 @@ fn namespaces_available() -> Result<(), String> {
 
 /// Makes a sandbox (leasing its address in `lease_dir`) without the Service proxy (which
 /// needs a runtime), checks that the host reaches a listener at the pod's IP and that
-/// the ClusterIP can be bound inside, and removes it.
+/// the ClusterIP can be bound on the pod's host end, and removes it.
 #[cfg(target_os = "linux")]
 fn probe(lease_dir: &Path) -> Result<(), String> {
     let (link, holder, lease) = make_network(lease_dir, "opkit-probe", None).map_err(|e| e.to_string())?;
-    let service = service_proxy::bind_inside(holder.netns(), KUBERNETES_SERVICE).map_err(|e| e.to_string())?;
-    let pod = service_proxy::bind_inside(holder.netns(), SocketAddr::new(IpAddr::V4(lease.ip()), 0))
-        .map_err(|e| e.to_string())?;
+    let service = service_proxy::bind_on_device(link.name(), KUBERNETES_SERVICE).map_err(|e| e.to_string())?;
+    let pod = holder.bind_inside(SocketAddr::new(IpAddr::V4(lease.ip()), 0)).map_err(|e| e.to_string())?;
     let target = pod.local_addr().map_err(|e| format!("pod network: reading the probe's address: {e}"))?;
     std::net::TcpStream::connect_timeout(&target, std::time::Duration::from_secs(2))
         .map_err(|e| format!("pod network: the host cannot reach a pod at {target}: {e}"))?;

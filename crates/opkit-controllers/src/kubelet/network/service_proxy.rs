@@ -1,19 +1,18 @@
-//! The `kubernetes` Service seen from inside a pod: a listener on the ClusterIP
-//! (`10.96.0.1:443`, an address of the pod's loopback) bound *inside* the pod's network
-//! namespace, whose connections are spliced to the API server's loopback address from
-//! the host's namespace. TLS passes through untouched. The proxy lives as long as the
-//! sandbox.
+//! The `kubernetes` Service seen from a pod: the ClusterIP (`10.96.0.1`) is an address of
+//! the host end of every pod's veth pair, so a pod's connection to `10.96.0.1:443` goes
+//! out through its default route and arrives on the host on that pod's own host end.
+//! There a listener bound to that one interface (`SO_BINDTODEVICE`: listeners on
+//! different interfaces do not clash, so every pod of every cluster on the host has its
+//! own) splices each connection to its cluster's API server. TLS passes through
+//! untouched. The proxy lives as long as the sandbox.
 //!
-//! A pod's process therefore cannot bind the wildcard address on port 443 itself (the
-//! kernel refuses a wildcard bind next to a listening specific one); other ports, and
-//! 443 on the pod IP, are free.
+//! Nothing listens inside the pod, so the pod's own processes keep every port, 443 on
+//! the wildcard address included, as with kube-proxy's NAT.
 
-use std::net::{SocketAddr, TcpListener as StdTcpListener};
-use std::os::fd::{AsFd, OwnedFd};
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use rustix::thread::LinkNameSpaceType;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::NetworkError;
@@ -28,24 +27,15 @@ pub(super) struct ServiceProxy {
 }
 
 impl ServiceProxy {
-    /// Listens on `listen` inside the namespace `netns` and forwards to `upstream`. Needs
-    /// to run inside a tokio runtime, which then runs the proxy.
-    pub(super) fn start(
-        netns: &OwnedFd,
-        listen: SocketAddr,
-        upstream: SocketAddr,
-    ) -> Result<ServiceProxy, NetworkError> {
+    /// Listens on `listen` for connections arriving on the interface `device` and
+    /// forwards them to `upstream`. Needs to run inside a tokio runtime, which then runs
+    /// the proxy.
+    pub(super) fn start(device: &str, listen: SocketAddr, upstream: SocketAddr) -> Result<ServiceProxy, NetworkError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| NetworkError::Setup(format!("the Service proxy needs a tokio runtime: {e}")))?;
-        let listener = bind_inside(netns, listen)?;
-        let io = |step: &str| {
-            let step = format!("{step} for {listen}");
-            move |source| NetworkError::Io { step, source }
-        };
-        listener.set_nonblocking(true).map_err(io("making the listener non-blocking"))?;
         let listener = {
             let _entered = runtime.enter();
-            TcpListener::from_std(listener).map_err(io("registering the listener"))?
+            listen_on_device(device, listen)?
         };
         let task = runtime.spawn(serve(listener, upstream)).abort_handle();
         Ok(ServiceProxy { task })
@@ -58,21 +48,26 @@ impl Drop for ServiceProxy {
     }
 }
 
-/// Binds a listener on `addr` inside the namespace `netns`. A socket belongs to the
-/// namespace it was made in, so a short-lived thread enters the namespace (only that
-/// thread moves), binds, and hands the listener back.
-pub(super) fn bind_inside(netns: &OwnedFd, addr: SocketAddr) -> Result<StdTcpListener, NetworkError> {
-    let io = |step: String| move |source| NetworkError::Io { step, source };
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                rustix::thread::move_into_link_name_space(netns.as_fd(), Some(LinkNameSpaceType::Network))
-                    .map_err(|e| io("entering the pod's network namespace".to_string())(e.into()))?;
-                StdTcpListener::bind(addr).map_err(io(format!("binding {addr} inside the pod")))
-            })
-            .join()
-            .map_err(|_| NetworkError::Setup(format!("the thread binding {addr} inside the pod panicked")))?
-    })
+/// A socket bound to `addr` on the interface `device` only (not listening yet); the
+/// probe binds one to check that the ClusterIP can be served.
+pub(super) fn bind_on_device(device: &str, addr: SocketAddr) -> Result<TcpSocket, NetworkError> {
+    let io = |step: &str| {
+        let step = format!("{step} for the kubernetes Service on {device}");
+        move |source| NetworkError::Io { step, source }
+    };
+    let socket =
+        if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(io("making a socket"))?;
+    socket.set_reuseaddr(true).map_err(io("setting SO_REUSEADDR"))?;
+    socket.bind_device(Some(device.as_bytes())).map_err(io("binding to the interface"))?;
+    socket.bind(addr).map_err(io(&format!("binding {addr}")))?;
+    Ok(socket)
+}
+
+/// A listener on `addr` for connections arriving on `device` (inside a runtime).
+fn listen_on_device(device: &str, addr: SocketAddr) -> Result<TcpListener, NetworkError> {
+    bind_on_device(device, addr)?
+        .listen(1024)
+        .map_err(|source| NetworkError::Io { step: format!("listening on {addr} on {device}"), source })
 }
 
 /// Accepts connections and splices each to `upstream` until aborted; aborting drops the

@@ -28,9 +28,14 @@ fn no_api_server() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9))
 }
 
-/// The sandbox's network namespace, opened.
-fn netns(sandbox: &PodSandbox) -> &OwnedFd {
-    sandbox.namespaced.as_ref().expect("a namespaced sandbox").holder.netns()
+/// The sandbox's holder.
+fn holder(sandbox: &PodSandbox) -> &holder::Holder {
+    &sandbox.namespaced.as_ref().expect("a namespaced sandbox").holder
+}
+
+/// The sandbox's network namespace, opened from [`PodSandbox::netns`].
+fn netns(sandbox: &PodSandbox) -> OwnedFd {
+    std::fs::File::open(sandbox.netns().expect("a namespace")).expect("open the namespace").into()
 }
 
 /// The holder's pid, from `/proc/<pid>/ns/net`.
@@ -94,21 +99,19 @@ async fn two_sandboxes_serve_the_same_port_each_at_its_own_ip() {
     let b = networks.create("uid-b", "pod-b", Some("10.244.1.0/24")).await.expect("sandbox b");
     assert_ne!(a.ip(), b.ip());
     assert_eq!(a.api_server(), KUBERNETES_SERVICE);
-    let _a_server =
-        serve_reply(service_proxy::bind_inside(netns(&a), SocketAddr::new(a.ip(), 8081)).expect("a binds :8081"), b"a");
-    let _b_server =
-        serve_reply(service_proxy::bind_inside(netns(&b), SocketAddr::new(b.ip(), 8081)).expect("b binds :8081"), b"b");
+    let _a_server = serve_reply(holder(&a).bind_inside(SocketAddr::new(a.ip(), 8081)).expect("a binds :8081"), b"a");
+    let _b_server = serve_reply(holder(&b).bind_inside(SocketAddr::new(b.ip(), 8081)).expect("b binds :8081"), b"b");
     assert_eq!(read_from_host(SocketAddr::new(a.ip(), 8081)).await, b"a");
     assert_eq!(read_from_host(SocketAddr::new(b.ip(), 8081)).await, b"b");
     // Pods reach each other (through the host) and the host (at their gateway).
-    let mut conn = connect_inside(netns(&a), SocketAddr::new(b.ip(), 8081)).expect("a reaches b");
+    let mut conn = connect_inside(&netns(&a), SocketAddr::new(b.ip(), 8081)).expect("a reaches b");
     let mut answer = String::new();
     conn.read_to_string(&mut answer).expect("b answers a");
     assert_eq!(answer, "b");
     let on_host = std::net::TcpListener::bind((links::GATEWAY, 0)).expect("host listener on the gateway");
     let host_addr = on_host.local_addr().expect("addr");
     let _host_server = serve_reply(on_host, b"host");
-    let mut conn = connect_inside(netns(&b), host_addr).expect("b reaches the host");
+    let mut conn = connect_inside(&netns(&b), host_addr).expect("b reaches the host");
     let mut answer = String::new();
     conn.read_to_string(&mut answer).expect("the host answers b");
     assert_eq!(answer, "host");
@@ -131,28 +134,38 @@ async fn processes_entering_a_sandbox_see_its_hostname_and_address() {
     sandbox.destroy().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_kubernetes_service_inside_reaches_the_api_server() {
-    // A TCP server stands in for the API server.
-    let api_server = std::net::TcpListener::bind("127.0.0.1:0").expect("stand-in");
-    let api_addr = api_server.local_addr().expect("addr");
-    let _served = serve_reply(api_server, b"api server");
-    let networks = namespaced_networks(api_addr);
-    let sandbox = networks.create("uid-s", "client", Some("10.244.3.0/24")).await.expect("sandbox");
-    let ns = netns(&sandbox).try_clone().expect("dup");
-    let answer = tokio::task::spawn_blocking(move || {
-        let mut conn = connect_inside(&ns, KUBERNETES_SERVICE)?;
+/// Reads what `addr` answers, from inside `sandbox`.
+async fn read_from_inside(sandbox: &PodSandbox, addr: SocketAddr) -> std::io::Result<String> {
+    let ns = netns(sandbox);
+    tokio::task::spawn_blocking(move || {
         let mut answer = String::new();
-        conn.read_to_string(&mut answer)?;
-        std::io::Result::Ok(answer)
+        connect_inside(&ns, addr)?.read_to_string(&mut answer)?;
+        Ok(answer)
     })
     .await
     .expect("joins")
-    .expect("10.96.0.1:443 answers inside");
-    assert_eq!(answer, "api server");
-    // The ClusterIP is the pod's own: the host has no such address.
-    assert!(std::net::TcpListener::bind(KUBERNETES_SERVICE).is_err());
-    sandbox.destroy().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubernetes_service_inside_reaches_each_clusters_api_server() {
+    // Two clusters on one host, a TCP server standing in for each one's API server.
+    let mut sandboxes = Vec::new();
+    for (name, reply) in [("one", b"api server one" as &'static [u8]), ("two", b"api server two")] {
+        let api_server = std::net::TcpListener::bind("127.0.0.1:0").expect("stand-in");
+        let networks = namespaced_networks(api_server.local_addr().expect("addr"));
+        let _served = serve_reply(api_server, reply);
+        let sandbox = networks.create(name, name, Some("10.244.3.0/24")).await.expect("sandbox");
+        assert_eq!(sandbox.api_server(), KUBERNETES_SERVICE);
+        // The pod keeps port 443 for itself, on every address.
+        let _own_443 =
+            holder(&sandbox).bind_inside(SocketAddr::from(([0, 0, 0, 0], 443))).expect("the pod binds *:443");
+        let answer = read_from_inside(&sandbox, KUBERNETES_SERVICE).await.expect("10.96.0.1:443 answers inside");
+        assert_eq!(answer.as_bytes(), reply);
+        sandboxes.push(sandbox);
+    }
+    for sandbox in sandboxes {
+        sandbox.destroy().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,7 +264,7 @@ async fn sandboxes_come_and_go_quickly() {
         let start = Instant::now();
         let sandbox = networks.create(&format!("uid-{i}"), "cost", Some("10.244.8.0/24")).await.expect("sandbox");
         created += start.elapsed();
-        let listener = service_proxy::bind_inside(netns(&sandbox), SocketAddr::new(sandbox.ip(), 80)).expect("bind");
+        let listener = holder(&sandbox).bind_inside(SocketAddr::new(sandbox.ip(), 80)).expect("bind");
         let _served = serve_reply(listener, b"up");
         assert_eq!(read_from_host(SocketAddr::new(sandbox.ip(), 80)).await, b"up");
         usable += start.elapsed();
