@@ -27,8 +27,10 @@ use std::path::{Path, PathBuf};
 /// Where host-wide pod IP leases are kept (see [`leases`]).
 const LEASE_DIR: &str = "/run/opkit/pod-ips";
 /// The `kubernetes` Service's ClusterIP.
+#[cfg(target_os = "linux")]
 const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
 /// The `kubernetes` Service's ClusterIP and port, as pods in a namespace reach it.
+#[cfg(target_os = "linux")]
 pub const KUBERNETES_SERVICE: SocketAddr = SocketAddr::new(IpAddr::V4(KUBERNETES_SERVICE_IP), 443);
 
 /// How the kubelet networks real pods.
