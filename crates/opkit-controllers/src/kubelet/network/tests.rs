@@ -359,6 +359,12 @@ async fn a_crashed_kubelet_leaves_nothing_behind() {
     let [link, pid, ip] = line.split(' ').collect::<Vec<_>>()[..] else { panic!("{line}") };
     let (link_path, holder_path) = (format!("/sys/class/net/{link}"), format!("/proc/{pid}"));
     assert!(Path::new(&link_path).exists() && Path::new(&holder_path).exists(), "the child's sandbox is up");
+    // While the child lives, its address is its own, host-wide.
+    let child_pid = child.id();
+    assert_eq!(locks_held_by(child_pid), 1, "the child holds its lease");
+    let beside = leases::IpLease::acquire(Path::new(LEASE_DIR), Some(CRASH_RANGE)).expect("lease");
+    assert_ne!(beside.ip().to_string(), ip, "another process's address was leased again");
+    drop(beside);
     child.kill().expect("kill the child");
     child.wait().expect("reap the child");
     // The kernel tears the namespace down asynchronously: wait for it.
@@ -372,9 +378,15 @@ async fn a_crashed_kubelet_leaves_nothing_behind() {
         assert!(Instant::now() < deadline, "holder {pid} or veth {link} outlived the crashed process");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The lock died with the process: the same address can be leased again at once.
-    let lease = leases::IpLease::acquire(Path::new(LEASE_DIR), Some(CRASH_RANGE)).expect("lease");
-    assert_eq!(lease.ip().to_string(), ip);
+    // The lease's lock died with the process (someone else may lease the address now).
+    assert_eq!(locks_held_by(child_pid), 0, "the crashed process still holds a lease");
+}
+
+/// How many file locks process `pid` holds, from `/proc/locks`.
+fn locks_held_by(pid: u32) -> usize {
+    let pid = pid.to_string();
+    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
+    locks.lines().filter(|l| l.split_whitespace().any(|field| field == pid)).count()
 }
 
 /// The proportional set size of `sandbox`'s holder, in KiB.
