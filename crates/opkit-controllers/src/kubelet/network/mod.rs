@@ -127,6 +127,12 @@ impl PodNetworks {
         self.fallback_reason.as_deref()
     }
 
+    /// The sandbox of a `hostNetwork` pod, whatever the mode: the host's network, the API
+    /// server at its own address.
+    pub fn host_network(&self) -> PodSandbox {
+        PodSandbox::host(self.api_server)
+    }
+
     /// Makes the network sandbox of the pod `pod_uid`, whose hostname is `hostname`, on
     /// a node whose pod range is `pod_cidr`.
     pub async fn create(
@@ -136,7 +142,7 @@ impl PodNetworks {
         pod_cidr: Option<&str>,
     ) -> Result<PodSandbox, NetworkError> {
         match self.mode {
-            NetworkMode::Host => Ok(PodSandbox::host(self.api_server)),
+            NetworkMode::Host => Ok(self.host_network()),
             #[cfg(target_os = "linux")]
             NetworkMode::Namespaces => {
                 let namespaced = NamespacedSandbox::create(hostname, pod_cidr, self.api_server).await?;

@@ -251,6 +251,16 @@ async fn the_host_network_is_the_servers_own_address() {
     sandbox.destroy().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_network_pods_stay_on_the_host_when_namespaces_are_in_use() {
+    let api_server = SocketAddr::from(([127, 0, 0, 1], 6443));
+    let networks = namespaced_networks(api_server);
+    let sandbox = networks.host_network();
+    assert_eq!(sandbox.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+    assert_eq!((sandbox.api_server(), sandbox.netns(), sandbox.host_interface()), (api_server, None, None));
+    sandbox.destroy().await;
+}
+
 /// Creates and destroys sandboxes one after another and prints what each costs: the
 /// time until its IP answers, the time to destroy it, and the memory the host gives it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
