@@ -7,8 +7,9 @@
 //! Service's ClusterIP for [`super::service_proxy`]; the host answers the pod from the
 //! gateway address and needs no address of its own on any other interface; the
 //! pod knows the gateway's MAC from a permanent neighbour entry, so no proxy ARP is
-//! needed. Forwarding is switched on for the host end only, so pods reach each other
-//! through the host without the host forwarding anything else.
+//! needed. Forwarding is switched on for the host ends only: what pods send is routed
+//! (to other pods; to other machines too, but without NAT, so their answers do not come
+//! back), and the host forwards nothing else.
 //!
 //! The links are made with the `ip` command (iproute2), two `ip -batch` runs per pod (the
 //! host's side, then the pod's, started inside the sandbox), rather than with the

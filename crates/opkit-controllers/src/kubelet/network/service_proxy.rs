@@ -7,7 +7,8 @@
 //! untouched. The proxy lives as long as the sandbox.
 //!
 //! Nothing listens inside the pod, so the pod's own processes keep every port, 443 on
-//! the wildcard address included, as with kube-proxy's NAT.
+//! the wildcard address included, as with kube-proxy's NAT. While pods run, 10.96.0.1 is
+//! an address of the host, where nothing else answers it.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -204,7 +204,7 @@ async fn destroy_and_drop_leave_no_veth_holder_or_lease() {
     let mut remains = Vec::new();
     for sandbox in [&destroyed, &dropped] {
         let link = sandbox.host_interface().expect("host end").to_string();
-        assert!(link.starts_with("opk") && link.len() <= 15, "{link}");
+        assert!(link.starts_with(links::HOST_END_PREFIX) && link.len() <= 15, "{link}");
         let paths = [
             format!("/sys/class/net/{link}"),
             format!("/proc/{}", holder_pid(sandbox)),
