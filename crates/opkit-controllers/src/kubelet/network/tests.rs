@@ -311,6 +311,97 @@ fn kernel_memory_kib() -> u64 {
         .sum()
 }
 
+#[test]
+fn namespaces_that_cannot_be_made_fall_back_to_the_host_network_with_the_reason() {
+    let api_server = SocketAddr::from(([127, 0, 0, 1], 6443));
+    // No lease can be taken under a file: the probe fails at its first step.
+    let unusable = Path::new("/dev/null/pod-ips");
+    for requested in [None, Some(NetworkMode::Namespaces)] {
+        let networks = PodNetworks::choose(requested, api_server, || probe(unusable));
+        assert_eq!(networks.mode(), NetworkMode::Host, "{requested:?}");
+        let reason = networks.fallback_reason().expect("a reason");
+        assert!(reason.contains("/dev/null/pod-ips"), "{reason}");
+    }
+    let host = PodNetworks::choose(Some(NetworkMode::Host), api_server, || panic!("the host network needs no probe"));
+    assert_eq!((host.mode(), host.fallback_reason()), (NetworkMode::Host, None));
+    assert_eq!(probe(Path::new(LEASE_DIR)), Ok(()), "this machine makes namespaces");
+}
+
+/// Set for the child process of [`a_crashed_kubelet_leaves_nothing_behind`].
+const CRASH_CHILD: &str = "OPKIT_PODNET_CRASH_CHILD";
+/// The range the crashing child takes its address from (no other test uses it).
+const CRASH_RANGE: &str = "10.244.10.0/24";
+
+/// The child process of [`a_crashed_kubelet_leaves_nothing_behind`] (started with
+/// [`CRASH_CHILD`] set; without it this returns at once): makes a sandbox, prints its
+/// host end, holder pid and IP, and waits to be killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_child_makes_a_sandbox_and_waits_to_be_killed() {
+    if std::env::var_os(CRASH_CHILD).is_none() {
+        return;
+    }
+    let networks = namespaced_networks(no_api_server());
+    let sandbox = networks.create("uid-crash", "crash", Some(CRASH_RANGE)).await.expect("sandbox");
+    println!("SANDBOX {} {} {}", sandbox.host_interface().expect("host end"), holder_pid(&sandbox), sandbox.ip());
+    std::io::stdout().flush().expect("flush");
+    // Killed while waiting here. Should the parent test end first (closing stdin), the
+    // sandbox is removed as usual.
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    sandbox.destroy().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_kubelet_leaves_nothing_behind() {
+    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "kubelet::network::tests::crash_child_makes_a_sandbox_and_waits_to_be_killed"])
+        .args(["--nocapture", "--test-threads=1"])
+        .env(CRASH_CHILD, "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("child");
+    let stdout = child.stdout.take().expect("stdout");
+    let line = tokio::task::spawn_blocking(move || {
+        std::io::BufRead::lines(std::io::BufReader::new(stdout))
+            .map_while(Result::ok)
+            // libtest may have printed the test's name on the same line.
+            .find_map(|l| l.split_once("SANDBOX ").map(|(_, sandbox)| sandbox.to_string()))
+    });
+    let line = tokio::time::timeout(WAIT, line).await.expect("in time").expect("joins").expect("the child's sandbox");
+    let [link, pid, ip] = line.split(' ').collect::<Vec<_>>()[..] else { panic!("{line}") };
+    let (link_path, holder_path) = (format!("/sys/class/net/{link}"), format!("/proc/{pid}"));
+    assert!(Path::new(&link_path).exists() && Path::new(&holder_path).exists(), "the child's sandbox is up");
+    // While the child lives, its address is its own, host-wide.
+    let child_pid = child.id();
+    assert_eq!(locks_held_by(child_pid), 1, "the child holds its lease");
+    let beside = leases::IpLease::acquire(Path::new(LEASE_DIR), Some(CRASH_RANGE)).expect("lease");
+    assert_ne!(beside.ip().to_string(), ip, "another process's address was leased again");
+    drop(beside);
+    child.kill().expect("kill the child");
+    child.wait().expect("reap the child");
+    // The kernel tears the namespace down asynchronously: wait for it.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let holder_gone = std::fs::read_to_string(format!("{holder_path}/stat"))
+            .map_or(true, |stat| stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')));
+        if holder_gone && !Path::new(&link_path).exists() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "holder {pid} or veth {link} outlived the crashed process");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The lease's lock died with the process (someone else may lease the address now).
+    assert_eq!(locks_held_by(child_pid), 0, "the crashed process still holds a lease");
+}
+
+/// How many file locks process `pid` holds, from `/proc/locks`.
+fn locks_held_by(pid: u32) -> usize {
+    let pid = pid.to_string();
+    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
+    locks.lines().filter(|l| l.split_whitespace().any(|field| field == pid)).count()
+}
+
 /// The proportional set size of `sandbox`'s holder, in KiB.
 fn holder_pss_kib(sandbox: &PodSandbox) -> u64 {
     let rollup = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", holder_pid(sandbox))).expect("smaps_rollup");
