@@ -353,15 +353,17 @@ async fn crash_child_makes_a_sandbox_and_waits_to_be_killed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_kubelet_leaves_nothing_behind() {
-    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "kubelet::network::tests::crash_child_makes_a_sandbox_and_waits_to_be_killed"])
-        .args(["--nocapture", "--test-threads=1"])
-        .env(CRASH_CHILD, "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("child");
-    let stdout = child.stdout.take().expect("stdout");
+    let mut child = ChildGuard(
+        std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", "kubelet::network::tests::crash_child_makes_a_sandbox_and_waits_to_be_killed"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(CRASH_CHILD, "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("child"),
+    );
+    let stdout = child.0.stdout.take().expect("stdout");
     let line = tokio::task::spawn_blocking(move || {
         std::io::BufRead::lines(std::io::BufReader::new(stdout))
             .map_while(Result::ok)
@@ -373,13 +375,13 @@ async fn a_crashed_kubelet_leaves_nothing_behind() {
     let (link_path, holder_path) = (format!("/sys/class/net/{link}"), format!("/proc/{pid}"));
     assert!(Path::new(&link_path).exists() && Path::new(&holder_path).exists(), "the child's sandbox is up");
     // While the child lives, its address is its own, host-wide.
-    let child_pid = child.id();
+    let child_pid = child.0.id();
     assert_eq!(locks_held_by(child_pid), 1, "the child holds its lease");
     let beside = leases::IpLease::acquire(Path::new(LEASE_DIR), Some(CRASH_RANGE)).expect("lease");
     assert_ne!(beside.ip().to_string(), ip, "another process's address was leased again");
     drop(beside);
-    child.kill().expect("kill the child");
-    child.wait().expect("reap the child");
+    child.0.kill().expect("kill the child");
+    child.0.wait().expect("reap the child");
     // The kernel tears the namespace down asynchronously: wait for it.
     let deadline = Instant::now() + WAIT;
     loop {
@@ -393,6 +395,17 @@ async fn a_crashed_kubelet_leaves_nothing_behind() {
     }
     // The lease's lock died with the process (someone else may lease the address now).
     assert_eq!(locks_held_by(child_pid), 0, "the crashed process still holds a lease");
+}
+
+/// A child process killed (if still running) and reaped when the test ends, also when
+/// it fails.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// How many file locks process `pid` holds, from `/proc/locks`.
