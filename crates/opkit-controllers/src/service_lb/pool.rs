@@ -51,8 +51,8 @@ impl LoadBalancerPool {
         (u32::from(self.first)..=u32::from(self.last)).contains(&u32::from(ip))
     }
 
-    /// Every address of the pool, in order.
-    pub fn addresses(&self) -> impl Iterator<Item = Ipv4Addr> + use<> {
+    /// Every address of the pool, in order (and from either end).
+    pub fn addresses(&self) -> impl DoubleEndedIterator<Item = Ipv4Addr> + use<> {
         (u32::from(self.first)..=u32::from(self.last)).map(Ipv4Addr::from)
     }
 }

@@ -2,9 +2,36 @@
 //! to the host (its IP real and reachable from the host, the `kubernetes` Service's
 //! ClusterIP reachable from inside), or, where this machine cannot make namespaces, on
 //! the host network.
+//!
+//! A namespaced sandbox is a holder process ([`holder`]), a host-wide IP lease
+//! ([`leases`]), a veth pair with its routes ([`links`]) and the `kubernetes` Service's
+//! proxy ([`service_proxy`]); each part undoes itself when dropped, so a sandbox leaks
+//! nothing even when its owner forgets it, and a crash of the whole process leaves
+//! nothing either (the holder dies with it, the kernel drops the namespace, the veth pair
+//! and the lock).
+
+#[cfg(target_os = "linux")]
+mod holder;
+#[cfg(target_os = "linux")]
+mod leases;
+#[cfg(target_os = "linux")]
+mod links;
+#[cfg(target_os = "linux")]
+mod service_proxy;
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Where host-wide pod IP leases are kept (see [`leases`]).
+const LEASE_DIR: &str = "/run/opkit/pod-ips";
+/// The `kubernetes` Service's ClusterIP.
+#[cfg(target_os = "linux")]
+const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
+/// The `kubernetes` Service's ClusterIP and port, as pods in a namespace reach it.
+#[cfg(target_os = "linux")]
+pub const KUBERNETES_SERVICE: SocketAddr = SocketAddr::new(IpAddr::V4(KUBERNETES_SERVICE_IP), 443);
 
 /// How the kubelet networks real pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +57,28 @@ pub enum NetworkError {
     /// A step of setting up the sandbox failed.
     #[error("pod network: {0}")]
     Setup(String),
+    /// A system call or file operation of a step failed.
+    #[error("pod network: {step}: {source}")]
+    Io {
+        /// What was being done.
+        step: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A command (`ip`) failed.
+    #[error("pod network: `{command}` failed: {message}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// Its exit status and error output, or why it could not run.
+        message: String,
+    },
+    /// Every address of the node's pod range is leased on this host.
+    #[error("pod network: no free pod IP in {range}: every address is in use on this host")]
+    AddressesExhausted {
+        /// The range, e.g. `10.244.1.0/24`.
+        range: String,
+    },
 }
 
 /// The pod networks of one kubelet.
@@ -43,10 +92,29 @@ pub struct PodNetworks {
 
 impl PodNetworks {
     /// Pod networks for a kubelet whose API server listens on `api_server` (a loopback
-    /// address). `requested` `None` picks namespaces where this machine can make them.
+    /// address). `requested` `None` picks namespaces where this machine can make them;
+    /// namespaces that cannot be made (`None` or `Some(Namespaces)`) fall back to the
+    /// host network, and [`PodNetworks::fallback_reason`] says why. Whether they can is
+    /// probed once per process, by making and destroying a sandbox.
     pub fn new(requested: Option<NetworkMode>, api_server: SocketAddr) -> PodNetworks {
-        let _ = requested;
-        PodNetworks { mode: NetworkMode::Host, fallback_reason: None, api_server }
+        PodNetworks::choose(requested, api_server, namespaces_available)
+    }
+
+    /// Picks the mode, asking `namespaces_work` (a probe) unless the host network is
+    /// asked for.
+    fn choose(
+        requested: Option<NetworkMode>,
+        api_server: SocketAddr,
+        namespaces_work: impl FnOnce() -> Result<(), String>,
+    ) -> PodNetworks {
+        let (mode, fallback_reason) = match requested {
+            Some(NetworkMode::Host) => (NetworkMode::Host, None),
+            None | Some(NetworkMode::Namespaces) => match namespaces_work() {
+                Ok(()) => (NetworkMode::Namespaces, None),
+                Err(reason) => (NetworkMode::Host, Some(reason)),
+            },
+        };
+        PodNetworks { mode, fallback_reason, api_server }
     }
 
     /// The mode in use.
@@ -59,6 +127,12 @@ impl PodNetworks {
         self.fallback_reason.as_deref()
     }
 
+    /// The sandbox of a `hostNetwork` pod, whatever the mode: the host's network, the API
+    /// server at its own address.
+    pub fn host_network(&self) -> PodSandbox {
+        PodSandbox::host(self.api_server)
+    }
+
     /// Makes the network sandbox of the pod `pod_uid`, whose hostname is `hostname`, on
     /// a node whose pod range is `pod_cidr`.
     pub async fn create(
@@ -67,8 +141,26 @@ impl PodNetworks {
         hostname: &str,
         pod_cidr: Option<&str>,
     ) -> Result<PodSandbox, NetworkError> {
-        let _ = (pod_uid, hostname, pod_cidr);
-        Ok(PodSandbox { ip: IpAddr::V4(Ipv4Addr::LOCALHOST), netns: None, api_server: self.api_server })
+        match self.mode {
+            NetworkMode::Host => Ok(self.host_network()),
+            #[cfg(target_os = "linux")]
+            NetworkMode::Namespaces => {
+                let namespaced = NamespacedSandbox::create(hostname, pod_cidr, self.api_server).await?;
+                tracing::debug!(pod = pod_uid, ip = %namespaced.lease.ip(), link = namespaced.link.name(), "pod sandbox made");
+                Ok(PodSandbox {
+                    ip: IpAddr::V4(namespaced.lease.ip()),
+                    netns: Some(namespaced.holder.netns_path()),
+                    api_server: KUBERNETES_SERVICE,
+                    host_interface: Some(namespaced.link.name().to_string()),
+                    namespaced: Some(namespaced),
+                })
+            }
+            #[cfg(not(target_os = "linux"))]
+            NetworkMode::Namespaces => {
+                let _ = (pod_uid, hostname, pod_cidr);
+                Err(NetworkError::Setup("network namespaces need Linux".to_string()))
+            }
+        }
     }
 }
 
@@ -78,16 +170,32 @@ pub struct PodSandbox {
     ip: IpAddr,
     netns: Option<PathBuf>,
     api_server: SocketAddr,
+    host_interface: Option<String>,
+    /// The namespace, veth pair, lease and proxy (none on the host network).
+    #[cfg(target_os = "linux")]
+    namespaced: Option<NamespacedSandbox>,
 }
 
 impl PodSandbox {
+    /// A pod on the host network.
+    fn host(api_server: SocketAddr) -> PodSandbox {
+        PodSandbox {
+            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            netns: None,
+            api_server,
+            host_interface: None,
+            #[cfg(target_os = "linux")]
+            namespaced: None,
+        }
+    }
+
     /// The pod's IP (the host's loopback on the host network).
     pub fn ip(&self) -> IpAddr {
         self.ip
     }
 
     /// The network namespace to enter (`/proc/<pid>/ns/net`), `None` on the host network.
-    pub fn netns(&self) -> Option<&std::path::Path> {
+    pub fn netns(&self) -> Option<&Path> {
         self.netns.as_deref()
     }
 
@@ -98,11 +206,103 @@ impl PodSandbox {
         self.api_server
     }
 
-    /// Makes `cmd` start inside this sandbox.
+    /// The host end of the pod's veth pair (`opk` and 12 hex digits), `None` on the host
+    /// network.
+    pub fn host_interface(&self) -> Option<&str> {
+        self.host_interface.as_deref()
+    }
+
+    /// Makes `cmd` start inside this sandbox: in its network namespace, and in its UTS
+    /// namespace (so `hostname` is the pod's). Nothing changes on the host network.
     pub fn enter(&self, cmd: &mut tokio::process::Command) {
+        #[cfg(target_os = "linux")]
+        if let Some(namespaced) = &self.namespaced {
+            namespaced.holder.enter(cmd.as_std_mut());
+        }
+        #[cfg(not(target_os = "linux"))]
         let _ = cmd;
     }
 
-    /// Removes the sandbox (its namespace, veth pair and address).
-    pub async fn destroy(self) {}
+    /// Removes the sandbox (its namespace, veth pair and address). Dropping a sandbox
+    /// does the same, blocking the thread for the few milliseconds it takes.
+    pub async fn destroy(self) {
+        #[cfg(target_os = "linux")]
+        if let Some(namespaced) = self.namespaced {
+            // The `ip` run and the holder's reaping block: off the runtime's threads. If
+            // the runtime is shutting down the closure is dropped, which cleans up too.
+            let _ = tokio::task::spawn_blocking(move || drop(namespaced)).await;
+        }
+    }
+}
+
+/// The parts of a namespaced sandbox. Fields drop in order: the proxy stops, the veth
+/// pair goes, the holder (and with it the namespaces) dies, and the address is released
+/// last, when nothing uses it any more.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+struct NamespacedSandbox {
+    _proxy: service_proxy::ServiceProxy,
+    link: links::HostLink,
+    holder: holder::Holder,
+    lease: leases::IpLease,
+}
+
+#[cfg(target_os = "linux")]
+impl NamespacedSandbox {
+    /// Makes a sandbox whose `kubernetes` Service forwards to `api_server`.
+    async fn create(
+        hostname: &str,
+        pod_cidr: Option<&str>,
+        api_server: SocketAddr,
+    ) -> Result<NamespacedSandbox, NetworkError> {
+        let (hostname, pod_cidr) = (hostname.to_string(), pod_cidr.map(str::to_string));
+        // Starting processes and waiting for them blocks: off the runtime's threads.
+        let (link, holder, lease) =
+            tokio::task::spawn_blocking(move || make_network(Path::new(LEASE_DIR), &hostname, pod_cidr.as_deref()))
+                .await
+                .map_err(|e| NetworkError::Setup(format!("making the sandbox: {e}")))??;
+        let proxy = service_proxy::ServiceProxy::start(link.name(), KUBERNETES_SERVICE, api_server)?;
+        Ok(NamespacedSandbox { _proxy: proxy, link, holder, lease })
+    }
+}
+
+/// The blocking part of a sandbox: lease, holder, veth pair.
+#[cfg(target_os = "linux")]
+fn make_network(
+    lease_dir: &Path,
+    hostname: &str,
+    pod_cidr: Option<&str>,
+) -> Result<(links::HostLink, holder::Holder, leases::IpLease), NetworkError> {
+    let lease = leases::IpLease::acquire(lease_dir, pod_cidr)?;
+    let holder = holder::Holder::start(hostname)?;
+    let link = links::HostLink::create(&holder, lease.ip(), KUBERNETES_SERVICE_IP)?;
+    Ok((link, holder, lease))
+}
+
+/// Whether this process can make namespaced sandboxes, probed once per process; the
+/// error says why not.
+fn namespaces_available() -> Result<(), String> {
+    static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    PROBE.get_or_init(|| probe(Path::new(LEASE_DIR))).clone()
+}
+
+/// Makes a sandbox (leasing its address in `lease_dir`) without the Service proxy (which
+/// needs a runtime), checks that the host reaches a listener at the pod's IP and that
+/// the ClusterIP can be bound on the pod's host end, and removes it.
+#[cfg(target_os = "linux")]
+fn probe(lease_dir: &Path) -> Result<(), String> {
+    let (link, holder, lease) = make_network(lease_dir, "opkit-probe", None).map_err(|e| e.to_string())?;
+    let service = service_proxy::bind_on_device(link.name(), KUBERNETES_SERVICE).map_err(|e| e.to_string())?;
+    let pod = holder.bind_inside(SocketAddr::new(IpAddr::V4(lease.ip()), 0)).map_err(|e| e.to_string())?;
+    let target = pod.local_addr().map_err(|e| format!("pod network: reading the probe's address: {e}"))?;
+    std::net::TcpStream::connect_timeout(&target, std::time::Duration::from_secs(2))
+        .map_err(|e| format!("pod network: the host cannot reach a pod at {target}: {e}"))?;
+    drop((service, pod, link, holder, lease));
+    Ok(())
+}
+
+/// Namespaces are a Linux feature.
+#[cfg(not(target_os = "linux"))]
+fn probe(_lease_dir: &Path) -> Result<(), String> {
+    Err("network namespaces need Linux".to_string())
 }
