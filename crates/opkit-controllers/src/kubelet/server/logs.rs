@@ -236,10 +236,7 @@ async fn follow(
             // Rotated: the live file starts over.
             offset = 0;
         }
-        let bytes = match logs::read_from(&live, offset).await {
-            Ok(b) => b,
-            Err(_) => return,
-        };
+        let Ok(bytes) = logs::read_from(&live, offset).await else { return };
         // Only whole entries.
         let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         offset += complete as u64;
