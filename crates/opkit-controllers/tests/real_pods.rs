@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::{Error, WAIT, wait};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::wait::await_condition;
 use opkit_controllers::ControllersConfig;
 use opkit_testenv::TestEnv;
@@ -62,6 +63,28 @@ async fn file(path: &Path) -> Result<String, Error> {
             return Err(format!("timed out waiting for {}", path.display()).into());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits for an event about pod `name` with `reason` whose note starts with `note`.
+async fn event(env: &TestEnv, name: &str, reason: &str, note: &str) -> Result<(), Error> {
+    let events: Api<Event> = Api::namespaced(env.client(), "default");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let list = events.list(&ListParams::default()).await?;
+        let found = list.items.iter().any(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+                && e.note.as_deref().is_some_and(|n| n.starts_with(note))
+        });
+        if found {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let seen: Vec<_> = list.items.iter().map(|e| (e.reason.clone(), e.note.clone())).collect();
+            return Err(format!("no {reason} event {note:?} for {name}: {seen:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -299,6 +322,9 @@ async fn liveness_failure_restarts_and_readiness_gates_ready() -> Result<(), Err
     std::fs::remove_file(&dead_flag)?;
     let last = container_status(Some(&restarted)).and_then(|c| c.last_state?.terminated).ok_or("no last state")?;
     assert_eq!(last.exit_code, 143, "stopped with SIGTERM: {last:?}");
+    // Events of one reason form a series named by the first (the readiness failure).
+    event(&env, "probed", "Unhealthy", "Readiness probe failed: ").await?;
+    event(&env, "probed", "Killing", "Container c failed liveness probe, will be restarted").await?;
     Ok(())
 }
 
@@ -326,10 +352,15 @@ async fn deleting_a_pod_sends_sigterm_and_leaves_no_process() -> Result<(), Erro
     let seen = pids(&file(&out).await?);
     assert_eq!(seen.len(), 2);
     assert!(seen.iter().all(|p| alive(*p)));
+    let uid = pods.get("trapper").await?.metadata.uid.unwrap_or_default();
+    let pod_dir = env.pod_root().map(|r| r.join(format!("default_trapper_{uid}"))).ok_or("no pod root")?;
+    assert!(pod_dir.is_dir());
     pods.delete("trapper", &Default::default()).await?;
     tokio::time::timeout(WAIT, await_condition(pods.clone(), "trapper", |p: Option<&Pod>| p.is_none())).await??;
     assert_eq!(file(&tmp.path().join("pids.term")).await?.trim(), "bye");
     all_gone(&seen).await?;
+    assert!(!pod_dir.exists(), "the deleted pod's directory is removed");
+    event(&env, "trapper", "Killing", "Stopping container c").await?;
     Ok(())
 }
 
@@ -446,16 +477,21 @@ exit 0"#,
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert!(all.starts_with("run 2 line 1\n"), "{all}");
-    assert_eq!(logs(&kubelet, &format!("{base}?tailLines=2")).await?, "run 2 line 5\nrun 2 oops\n");
+    // Both streams' lines are there, in the order they were read.
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(lines.len(), 6, "{all}");
+    assert!(lines.contains(&"run 2 line 1") && lines.contains(&"run 2 oops"), "{all}");
+    let tail2 = format!("{}\n{}\n", lines[4], lines[5]);
+    assert_eq!(logs(&kubelet, &format!("{base}?tailLines=2")).await?, tail2);
     let previous = logs(&kubelet, &format!("{base}?previous=true")).await?;
     assert_eq!(previous.lines().count(), 6, "{previous}");
-    assert!(previous.starts_with("run 1 line 1\n") && previous.contains("run 1 oops"), "{previous}");
+    assert!(previous.contains("run 1 line 1\n") && previous.contains("run 1 oops"), "{previous}");
+    assert!(!previous.contains("run 2"), "{previous}");
     let stamped = logs(&kubelet, &format!("{base}?timestamps=true&tailLines=1")).await?;
     let (ts, line) = stamped.trim_end().split_once(' ').ok_or("no timestamp")?;
     assert!(ts.parse::<jiff::Timestamp>().is_ok(), "{stamped}");
-    assert_eq!(line, "run 2 oops");
-    assert_eq!(logs(&kubelet, &format!("{base}?limitBytes=5")).await?, "run 2");
+    assert_eq!(line, lines[5]);
+    assert_eq!(logs(&kubelet, &format!("{base}?limitBytes=5")).await?, &all[..5]);
     assert_eq!(logs(&kubelet, &format!("{base}?sinceTime=2999-01-01T00:00:00Z")).await?, "");
     // Following streams until the container ends.
     let req = http::Request::get(format!("{base}?follow=true&tailLines=1")).body(Vec::new())?;
@@ -463,7 +499,7 @@ exit 0"#,
     std::fs::write(&finish, "")?;
     let mut followed = Vec::new();
     tokio::time::timeout(WAIT, futures::AsyncReadExt::read_to_end(&mut stream, &mut followed)).await??;
-    assert_eq!(String::from_utf8_lossy(&followed), "run 2 oops\nrun 2 last\n");
+    assert_eq!(String::from_utf8_lossy(&followed), format!("{}\nrun 2 last\n", lines[5]));
     // Errors are kube's.
     let err = |e: kube::Error| match e {
         kube::Error::Api(s) => (s.code, s.message),
@@ -480,5 +516,109 @@ exit 0"#,
     let anonymous = kubelet_client(&env, &endpoint, false)?;
     let denied = logs(&anonymous, base).await.map_err(err);
     assert!(matches!(denied, Err((401, _))), "{denied:?}");
+    Ok(())
+}
+
+/// A free TCP port on loopback (for a pod's server on the host network).
+fn free_port() -> Result<u16, Error> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_and_tcp_probes() -> Result<(), Error> {
+    let env = real_env().await?;
+    let tmp = tempfile::tempdir()?;
+    load_script(&env, tmp.path(), "example.com/web:v1", r#"exec python3 -m http.server "$PORT" --bind 0.0.0.0"#)?;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    for (name, path) in [("web", "/"), ("web-404", "/missing")] {
+        let port = free_port()?;
+        pods.create(
+            &PostParams::default(),
+            &pod(json!({"metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "example.com/web:v1",
+                "ports": [{"name": "http", "containerPort": port}],
+                "env": [{"name": "PORT", "value": port.to_string()}],
+                "startupProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1, "failureThreshold": 30},
+                "readinessProbe": {"httpGet": {"path": path, "port": "http"}, "periodSeconds": 1},
+                "livenessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 1}
+            }]}}))?,
+        )
+        .await?;
+    }
+    let ready = wait(&pods, "web", |p: Option<&Pod>| condition(p, "Ready").as_deref() == Some("True")).await?;
+    let cs = container_status(Some(&ready)).ok_or("no status")?;
+    assert_eq!((cs.started, cs.ready, cs.restart_count), (Some(true), true, 0));
+    // The server logs each probe (to stderr, so to the container's log): after two 404
+    // answers the container has started but is not ready.
+    let uid = pods.get("web-404").await?.metadata.uid.unwrap_or_default();
+    let log = env.pod_root().map(|r| r.join(format!("default_web-404_{uid}/logs/c/0.log"))).ok_or("no pod root")?;
+    let deadline = Instant::now() + WAIT;
+    while std::fs::read_to_string(&log).unwrap_or_default().matches("GET /missing HTTP/1.1\" 404").count() < 2 {
+        assert!(Instant::now() < deadline, "the readiness probe never reached the server");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let unready =
+        wait(&pods, "web-404", |p: Option<&Pod>| container_status(p).is_some_and(|c| c.started == Some(true))).await?;
+    assert_eq!(condition(Some(&unready), "Ready").as_deref(), Some("False"));
+    assert_eq!(container_status(Some(&unready)).map(|c| c.ready), Some(false));
+    let entry = std::fs::read_to_string(&log)?;
+    assert!(entry.lines().all(|l| l.split(' ').nth(1).is_some_and(|s| s == "stdout" || s == "stderr")), "{entry}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_kubelet_runs_its_running_pods_again() -> Result<(), Error> {
+    let env = TestEnv::builder().without_controllers().start().await?;
+    let tmp = tempfile::tempdir()?;
+    let images = tmp.path().join("images");
+    let script = tmp.path().join("sleeper");
+    std::fs::write(&script, "#!/bin/sh\necho $$ > \"$OUT.tmp\"; mv \"$OUT.tmp\" \"$OUT\"\nexec sleep 3600\n")?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    }
+    opkit_controllers::images::ImageStore::new(&images).load("example.com/sleeper:v1", &script)?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(env.kubeconfig_path())?;
+    let admin = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    let server = env.server();
+    let cfg = ControllersConfig {
+        nodes: 1,
+        images: Some(images),
+        pod_root: Some(tmp.path().join("pods")),
+        ..Default::default()
+    }
+    .root_ca(server.ca_pem())
+    .cluster_signing(server.ca_pem(), server.ca_key_pem())
+    .with_identities(admin);
+    let out = tmp.path().join("pid");
+    let first = tokio_util::sync::CancellationToken::new();
+    let controllers = opkit_controllers::spawn(env.client(), &cfg, first.clone());
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({"metadata": {"name": "sleeper"},
+            "spec": {"containers": [{"name": "c", "image": "example.com/sleeper:v1",
+                "env": [{"name": "OUT", "value": out.display().to_string()}]}]}}))?,
+    )
+    .await?;
+    wait(&pods, "sleeper", |p: Option<&Pod>| phase(p) == "Running").await?;
+    let old = pids(&file(&out).await?);
+    std::fs::remove_file(&out)?;
+    // The cluster stops: its processes stop with it; the pod stays Running in the API.
+    first.cancel();
+    tokio::time::timeout(WAIT, controllers).await??;
+    all_gone(&old).await?;
+    assert_eq!(phase(Some(&pods.get("sleeper").await?)), "Running");
+    // It starts again: the pod runs again, one restart more.
+    let second = tokio_util::sync::CancellationToken::new();
+    let _controllers = opkit_controllers::spawn(env.client(), &cfg, second.clone());
+    let _stop = second.drop_guard();
+    let new = pids(&file(&out).await?);
+    assert!(new.iter().all(|p| alive(*p)) && new != old);
+    let again = wait(&pods, "sleeper", |p: Option<&Pod>| {
+        container_status(p).is_some_and(|c| c.restart_count == 1 && c.state.and_then(|s| s.running).is_some())
+    })
+    .await?;
+    assert_eq!(phase(Some(&again)), "Running");
     Ok(())
 }

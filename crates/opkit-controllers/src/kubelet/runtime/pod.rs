@@ -217,6 +217,12 @@ pub async fn run(rt: Arc<RuntimeShared>, pod: Pod, node: NodeFacts, shared: Arc<
     writer_done.cancel();
     let _ = writer.await;
     if let Some(StopRequest { delete: true, .. }) = stop {
+        // A deleted pod's directory goes with it, as the kubelet's housekeeping removes it.
+        if let Err(e) = tokio::fs::remove_dir_all(&shared.dir).await
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %shared.dir.display(), error = %e, "removing a deleted pod's directory failed");
+        }
         let api: Api<Pod> = Api::namespaced(rt.client.clone(), &shared.namespace);
         let dp = DeleteParams {
             grace_period_seconds: Some(0),
