@@ -201,6 +201,18 @@ pub fn argv(c: &Container, env: &[(String, String)]) -> Vec<String> {
     out.into_iter().map(|a| env::expand(&a, &lookup)).collect()
 }
 
+/// The working directory of a container whose own directory is `root`: `workingDir`
+/// made under it (only its plain components: it cannot leave `root`).
+pub fn working_dir(root: &std::path::Path, working_dir: Option<&str>) -> PathBuf {
+    let mut dir = root.to_path_buf();
+    for part in std::path::Path::new(working_dir.unwrap_or_default()).components() {
+        if let std::path::Component::Normal(p) = part {
+            dir.push(p);
+        }
+    }
+    dir
+}
+
 /// Waits until a stop is requested (a dropped sender counts as an immediate stop).
 async fn stop_requested(rx: &mut watch::Receiver<Option<StopRequest>>) -> StopRequest {
     match rx.wait_for(Option::is_some).await {
@@ -455,11 +467,7 @@ impl ContainerRun<'_> {
             });
             return Outcome::Stopped;
         };
-        let root = shared.dir.join("containers").join(&c.name);
-        let working_dir = match c.working_dir.as_deref().filter(|d| !d.is_empty()) {
-            Some(d) => root.join(d.trim_start_matches('/')),
-            None => root,
-        };
+        let working_dir = working_dir(&shared.dir.join("containers").join(&c.name), c.working_dir.as_deref());
         let mut pulled = false;
         loop {
             let env = match self.environment(c).await {
@@ -571,7 +579,16 @@ impl ContainerRun<'_> {
                                 kind.title().to_lowercase()
                             );
                             self.event(c, EventType::Normal, "Killing", &note);
-                            (process.stop(grace_of(self.pod)).await, None)
+                            let probe = match kind {
+                                ProbeKind::Startup => c.startup_probe.as_ref(),
+                                _ => c.liveness_probe.as_ref(),
+                            };
+                            // A probe's own terminationGracePeriodSeconds wins over the pod's.
+                            let grace = probe
+                                .and_then(|p| p.termination_grace_period_seconds)
+                                .and_then(|s| u64::try_from(s).ok())
+                                .map_or_else(|| grace_of(self.pod), Duration::from_secs);
+                            (process.stop(grace).await, None)
                         }
                     };
                     let _ = copying.await;
@@ -589,7 +606,8 @@ impl ContainerRun<'_> {
                     };
                     shared.update_container(slot, |v| {
                         v.state = State::Terminated(t);
-                        v.ready = false;
+                        // A completed init container counts as ready, as the kubelet reports it.
+                        v.ready = slot.init && exit.code == 0;
                         v.started = false;
                     });
                     (exit, interrupted)
@@ -687,9 +705,10 @@ impl ContainerRun<'_> {
     ) -> Option<ProbeKind> {
         let timing = ProbeTiming::of(probe);
         let mut thresholds = Thresholds::default();
+        let mut prober = probes::Prober::default();
         tokio::time::sleep(timing.initial_delay).await;
         loop {
-            let result = probes::run(probe, target).await;
+            let result = prober.run(probe, target).await;
             if let Err(msg) = &result {
                 let note = format!("{} probe failed: {msg}", kind.title());
                 self.event(c, EventType::Warning, "Unhealthy", &note);
@@ -766,5 +785,28 @@ async fn write_statuses(rt: Arc<RuntimeShared>, pod: Pod, shared: Arc<PodShared>
             changed = rx.changed() => if changed.is_err() { return },
             () = done.cancelled() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn working_dirs_stay_under_the_container_dir() {
+        let root = std::path::Path::new("/pods/p/containers/c");
+        assert_eq!(working_dir(root, None), root);
+        assert_eq!(working_dir(root, Some("/app/data")), root.join("app/data"));
+        assert_eq!(working_dir(root, Some("../../../etc/./x/..")), root.join("etc/x"));
+    }
+
+    #[test]
+    fn argv_is_command_tail_and_args_expanded() {
+        let c: Container = serde_json::from_value(serde_json::json!({
+            "name": "c", "command": ["entry", "-v"], "args": ["$(A)", "$$(A)", "$(B)"]
+        }))
+        .unwrap_or_default();
+        let env = vec![("A".to_string(), "x".to_string())];
+        assert_eq!(argv(&c, &env), ["-v", "x", "$(A)", "$(B)"]);
     }
 }

@@ -125,17 +125,48 @@ fn host_port(host: &str, port: u16) -> String {
     if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
-/// Runs `probe` once; `Err` carries the failure's message as kube words it.
-pub async fn run(probe: &Probe, target: &ProbeTarget<'_>) -> Result<(), String> {
-    let timeout = ProbeTiming::of(probe).timeout;
-    if let Some(http) = &probe.http_get {
+/// Runs one probe of a container instance, keeping its HTTP client between runs.
+#[derive(Default)]
+pub struct Prober {
+    /// The HTTP(S) client of an `httpGet` probe, and the base URL it was made for.
+    http: Option<(String, kube::Client)>,
+}
+
+impl Prober {
+    /// Runs `probe` once; `Err` carries the failure's message as kube words it.
+    pub async fn run(&mut self, probe: &Probe, target: &ProbeTarget<'_>) -> Result<(), String> {
+        let timeout = ProbeTiming::of(probe).timeout;
+        let Some(http) = &probe.http_get else { return run_other(probe, target, timeout).await };
         let port = port(&http.port, target.container)?;
         let host = http.host.clone().filter(|h| !h.is_empty()).unwrap_or_else(|| target.pod_ip.to_string());
         let scheme = http.scheme.as_deref().unwrap_or("HTTP").to_lowercase();
         let path = http.path.clone().filter(|p| !p.is_empty()).unwrap_or_else(|| "/".into());
-        let url = format!("{scheme}://{}{path}", host_port(&host, port));
-        return http_get(&url, &scheme, &host, port, &path, http.http_headers.iter().flatten(), timeout).await;
+        let base = format!("{scheme}://{}", host_port(&host, port));
+        let url = format!("{base}{path}");
+        let client = match &self.http {
+            Some((b, client)) if *b == base => client.clone(),
+            _ => {
+                let client = http_client(&base, timeout).map_err(|e| format!("Get {url:?}: {e}"))?;
+                self.http = Some((base, client.clone()));
+                client
+            }
+        };
+        http_get(&client, &url, &path, http.http_headers.iter().flatten(), timeout).await
     }
+}
+
+/// A client for `base` that, as kube's prober, does not verify HTTPS certificates.
+fn http_client(base: &str, timeout: Duration) -> Result<kube::Client, String> {
+    let uri: http::Uri = base.parse().map_err(|e: http::uri::InvalidUri| e.to_string())?;
+    let mut config = kube::Config::new(uri);
+    config.accept_invalid_certs = true;
+    config.read_timeout = Some(timeout);
+    config.connect_timeout = Some(timeout);
+    kube::Client::try_from(config).map_err(|e| e.to_string())
+}
+
+/// Runs a `tcpSocket` or `exec` probe once.
+async fn run_other(probe: &Probe, target: &ProbeTarget<'_>, timeout: Duration) -> Result<(), String> {
     if let Some(tcp) = &probe.tcp_socket {
         let port = port(&tcp.port, target.container)?;
         let host = tcp.host.clone().filter(|h| !h.is_empty()).unwrap_or_else(|| target.pod_ip.to_string());
@@ -180,22 +211,12 @@ pub async fn run(probe: &Probe, target: &ProbeTarget<'_>) -> Result<(), String> 
 
 /// One HTTP(S) GET as the kubelet's prober sends it.
 async fn http_get(
+    client: &kube::Client,
     url: &str,
-    scheme: &str,
-    host: &str,
-    port: u16,
     path: &str,
     headers: impl Iterator<Item = &k8s_openapi::api::core::v1::HTTPHeader>,
     timeout: Duration,
 ) -> Result<(), String> {
-    let base: http::Uri =
-        format!("{scheme}://{}", host_port(host, port)).parse().map_err(|e| format!("Get {url:?}: {e}"))?;
-    let mut config = kube::Config::new(base);
-    // kube's prober does not verify the certificates of HTTPS probes.
-    config.accept_invalid_certs = true;
-    config.read_timeout = Some(timeout);
-    config.connect_timeout = Some(timeout);
-    let client = kube::Client::try_from(config).map_err(|e| format!("Get {url:?}: {e}"))?;
     let mut req = http::Request::get(path).header("User-Agent", "kube-probe/1.33").header("Accept", "*/*");
     for h in headers {
         req = req.header(h.name.as_str(), h.value.as_str());
