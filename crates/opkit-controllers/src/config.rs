@@ -45,8 +45,8 @@ pub struct ControllersConfig {
     /// How real pods are networked; `None` picks network namespaces where this machine
     /// can make them, else the host network.
     pub pod_network: Option<crate::NetworkMode>,
-    /// The first CrashLoopBackOff delay of real containers (kube's 10 s), doubling per
-    /// restart up to 30 times this.
+    /// The first CrashLoopBackOff delay of real containers (kube's 10 s; the first
+    /// restart is immediate), doubling per restart up to 30 times this.
     pub crash_loop_backoff: Duration,
 }
 

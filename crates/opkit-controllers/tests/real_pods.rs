@@ -271,6 +271,8 @@ async fn failing_container_crash_loops_with_growing_backoff() -> Result<(), Erro
     let msg = backoff_message(Some(&first)).and_then(|w| w.message).unwrap_or_default();
     assert_eq!(msg, format!("back-off 1s restarting failed container=c pod=crasher_default({uid})"));
     let cs = container_status(Some(&first)).ok_or("no status")?;
+    // As the kubelet: the first restart is immediate, back-off starts with the second.
+    assert_eq!(cs.restart_count, 1, "{cs:?}");
     let last = cs.last_state.and_then(|s| s.terminated).ok_or("no last state")?;
     assert_eq!((last.exit_code, last.reason.as_deref()), (1, Some("Error")));
     assert_eq!(phase(Some(&first)), "Running");

@@ -1,6 +1,7 @@
 //! CrashLoopBackOff: how long a real container waits before it is restarted, as the
-//! kubelet's back-off does it — the base (10 s) doubling per restart up to 30 times the
-//! base (5 min), reset once an instance ran for twice that (10 min).
+//! kubelet's back-off does it — the first restart at once, then the base (10 s) doubling
+//! per restart up to 30 times the base (5 min), back to the start once an instance ran
+//! for twice that (10 min).
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ pub const DEFAULT_BASE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct RestartBackoff {
     base: Duration,
-    /// The back-off given last (`None`: the next is the base).
+    /// The back-off given last (`None`: the next restart is immediate).
     current: Option<Duration>,
 }
 
@@ -26,18 +27,18 @@ impl RestartBackoff {
         self.base.saturating_mul(30)
     }
 
-    /// The wait before restarting an instance that ran for `ran`: the base after a long
-    /// enough run, else double the previous one (capped).
+    /// The wait before restarting an instance that ran for `ran`: none after the first
+    /// exit (or a long enough run), then the base, then double the previous one (capped).
     pub fn next(&mut self, ran: Duration) -> Duration {
         if ran >= self.max().saturating_mul(2) {
             self.current = None;
         }
-        let next = match self.current {
-            None => self.base,
-            Some(d) => d.saturating_mul(2).min(self.max()),
+        let (wait, next) = match self.current {
+            None => (Duration::ZERO, self.base),
+            Some(d) => (d, d.saturating_mul(2).min(self.max())),
         };
         self.current = Some(next);
-        next
+        wait
     }
 }
 
@@ -50,7 +51,8 @@ mod tests {
         let mut b = RestartBackoff::new(DEFAULT_BASE);
         let short = Duration::from_secs(1);
         let got: Vec<u64> = (0..7).map(|_| b.next(short).as_secs()).collect();
-        assert_eq!(got, [10, 20, 40, 80, 160, 300, 300]);
-        assert_eq!(b.next(Duration::from_secs(600)).as_secs(), 10);
+        assert_eq!(got, [0, 10, 20, 40, 80, 160, 300]);
+        assert_eq!(b.next(short).as_secs(), 300);
+        assert_eq!(b.next(Duration::from_secs(600)).as_secs(), 0);
     }
 }

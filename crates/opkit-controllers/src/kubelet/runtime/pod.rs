@@ -459,6 +459,8 @@ impl ContainerRun<'_> {
     ) -> Outcome {
         let shared = self.shared;
         let mut backoff = RestartBackoff::new(self.rt.backoff_base);
+        // Retries of a container whose configuration is missing back off on their own.
+        let mut config_backoff = RestartBackoff::new(self.rt.backoff_base);
         let Some(program) = self.rt.entrypoint(c.image.as_deref().unwrap_or_default()) else {
             // Not loaded (any more): the pod was real when it started.
             let msg = format!("image {:?} is not loaded", c.image.as_deref().unwrap_or_default());
@@ -478,9 +480,10 @@ impl ContainerRun<'_> {
                     shared.update_container(slot, |v| {
                         v.state = State::Waiting { reason: "CreateContainerConfigError".into(), message: Some(msg) };
                     });
+                    let retry = config_backoff.next(Duration::ZERO).max(SETUP_RETRY);
                     tokio::select! {
                         _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
-                        () = tokio::time::sleep(backoff.next(Duration::ZERO)) => continue,
+                        () = tokio::time::sleep(retry) => continue,
                     }
                 }
             };
@@ -621,6 +624,17 @@ impl ContainerRun<'_> {
                 return Outcome::Exited(exit);
             }
             let delay = backoff.next(started.elapsed());
+            if delay.is_zero() {
+                // The first restart is immediate.
+                restarts = restarts.saturating_add(1);
+                shared.update_container(slot, |v| {
+                    if let State::Terminated(t) = &v.state {
+                        v.last = Some(t.clone());
+                    }
+                    v.restarts = restarts;
+                });
+                continue;
+            }
             let msg = format!(
                 "back-off {} restarting failed container={} pod={}_{}({})",
                 opkit_apimachinery::duration::format(delay),
