@@ -138,6 +138,8 @@ async fn loaded_image_runs_with_env_args_and_its_service_account() -> Result<(),
   echo "KUBERNETES_SERVICE_HOST=$KUBERNETES_SERVICE_HOST"
   echo "KUBERNETES_PORT=$KUBERNETES_PORT"
   echo "PWD=$PWD"
+  echo "MY_DB_SERVICE_PORT_SQL=$MY_DB_SERVICE_PORT_SQL"
+  echo "MY_DB_PORT=$MY_DB_PORT"
 } > "$OUT.tmp"
 kubectl --kubeconfig "$KUBECONFIG" auth whoami -o jsonpath='{.status.userInfo.username}' > "$OUT.whoami.tmp" 2>&1
 mv "$OUT.whoami.tmp" "$OUT.whoami"
@@ -159,6 +161,15 @@ exec sleep 3600"#,
             &PostParams::default(),
             &serde_json::from_value(json!({
                 "metadata": {"name": "creds"}, "stringData": {"password": "s3cret"}
+            }))?,
+        )
+        .await?;
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "my-db"}, "spec": {"ports": [{"name": "sql", "port": 5432}]}
             }))?,
         )
         .await?;
@@ -212,6 +223,10 @@ exec sleep 3600"#,
     assert!(vars["KUBERNETES_PORT"].starts_with("tcp://"), "{text}");
     let pod_dir = env.pod_root().map(|r| r.join(format!("default_printer_{uid}"))).unwrap_or_default();
     assert_eq!(PathBuf::from(vars["PWD"]), pod_dir.join("containers/main/work"));
+    // Service links of the namespace's Services.
+    let db = services.get("my-db").await?.spec.and_then(|s| s.cluster_ip).ok_or("no cluster IP")?;
+    assert_eq!(vars["MY_DB_SERVICE_PORT_SQL"], "5432");
+    assert_eq!(vars["MY_DB_PORT"], format!("tcp://{db}:5432"));
     // The pod's status names its sandbox's IP and the running container.
     let status = running.status.clone().unwrap_or_default();
     assert_eq!(Some(vars["POD_IP"].to_string()), status.pod_ip);
@@ -248,6 +263,44 @@ async fn missing_config_map_is_a_create_container_config_error() -> Result<(), E
     let waiting = container_status(Some(&p)).and_then(|c| c.state?.waiting).ok_or("not waiting")?;
     assert_eq!(waiting.message.as_deref(), Some("configmap \"nowhere\" not found"));
     assert_eq!(phase(Some(&p)), "Pending");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_automount_and_service_links_the_pod_gets_neither() -> Result<(), Error> {
+    let env = real_env().await?;
+    let tmp = tempfile::tempdir()?;
+    let out = tmp.path().join("out");
+    load_script(
+        &env,
+        tmp.path(),
+        "example.com/plain:v1",
+        r#"echo "KUBECONFIG=${KUBECONFIG-unset} LINK=${MY_WEB_SERVICE_HOST-unset} K=$KUBERNETES_SERVICE_PORT" > "$OUT.tmp"; mv "$OUT.tmp" "$OUT"; exec sleep 3600"#,
+    )?;
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(env.client(), "default");
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "my-web"}, "spec": {"ports": [{"port": 80}]}
+            }))?,
+        )
+        .await?;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({"metadata": {"name": "plain"},
+            "spec": {"automountServiceAccountToken": false, "enableServiceLinks": false,
+                "containers": [{"name": "c", "image": "example.com/plain:v1",
+                    "env": [{"name": "OUT", "value": out.display().to_string()}]}]}}))?,
+    )
+    .await?;
+    let text = file(&out).await?;
+    assert!(text.starts_with("KUBECONFIG=unset LINK=unset K="), "{text}");
+    assert!(!text.trim_end().ends_with("K="), "the kubernetes Service's variables are always there: {text}");
+    let uid = pods.get("plain").await?.metadata.uid.unwrap_or_default();
+    let pod_dir = env.pod_root().map(|r| r.join(format!("default_plain_{uid}"))).ok_or("no pod root")?;
+    assert!(!pod_dir.join("serviceaccount").exists() && !pod_dir.join("kubeconfig").exists());
     Ok(())
 }
 

@@ -282,11 +282,19 @@ impl Runtime {
         }
     }
 
-    /// The pod at `key` is gone: stops what is left of it at once.
+    /// The pod at `key` is gone: stops what is left of it at once and removes its
+    /// directory.
     pub fn forget(&self, key: &Request) {
-        if let Some(e) = self.pods.lock().remove(key) {
-            e.shared.request_stop(StopRequest { grace: Duration::ZERO, delete: false });
-        }
+        let Some(e) = self.pods.lock().remove(key) else { return };
+        e.shared.request_stop(StopRequest { grace: Duration::ZERO, delete: false });
+        tokio::spawn(async move {
+            let _ = e.task.await;
+            if let Err(err) = tokio::fs::remove_dir_all(&e.shared.dir).await
+                && err.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(dir = %e.shared.dir.display(), error = %err, "removing a deleted pod's directory failed");
+            }
+        });
     }
 
     /// Stops every pod (SIGTERM, SIGKILL after its grace period), removes their
