@@ -88,7 +88,7 @@ pub struct ExecTargetData {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LookupError {
     /// No real pod of that name runs on this kubelet.
-    #[error("pod {0:?} not found")]
+    #[error("pod {0:?} does not exist")]
     PodNotFound(String),
     /// The pod has no such container.
     #[error("container {container} is not valid for pod {pod}")]

@@ -21,7 +21,7 @@ use opkit::{Runnable, RunnableError};
 use opkit_serve::PeerCertificates;
 use tokio_util::sync::CancellationToken;
 
-use super::runtime::Runtime;
+use super::runtime::{ExecTargetData, LookupError, Runtime};
 use crate::ControllersConfig;
 
 /// The annotation on simulated Nodes naming their kubelet server (`127.0.0.1:<port>`).
@@ -117,12 +117,39 @@ pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Respons
     res
 }
 
+/// The response to a failed lookup, with the kubelet's code (404 for a pod this kubelet
+/// does not run, 400 for a container not in it or not running).
+#[allow(dead_code, reason = "the /exec, /attach and /portForward routes are wired to the streams at merge")]
+pub fn lookup_error(e: &LookupError) -> Response<ResponseBody> {
+    match e {
+        LookupError::PodNotFound(_) => status_response(StatusCode::NOT_FOUND, "NotFound", &e.to_string()),
+        LookupError::ContainerNotFound { .. } | LookupError::NotRunning { .. } => {
+            status_response(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string())
+        }
+    }
+}
+
 /// A complete body.
 pub fn full(bytes: Bytes) -> ResponseBody {
     http_body_util::Full::new(bytes).map_err(|never: Infallible| match never {}).boxed_unsync()
 }
 
 impl Handler {
+    /// What `exec` / `attach` in `container` of pod `ns/pod` runs with (the routes
+    /// `/exec` and `/attach` hand it to the streams; [`lookup_error`] answers failures).
+    #[allow(dead_code, reason = "the /exec and /attach routes are wired to the streams at merge")]
+    pub fn exec_target(&self, ns: &str, pod: &str, container: &str) -> Result<ExecTargetData, LookupError> {
+        let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
+        rt.exec_target(ns, pod, container)
+    }
+
+    /// The IP of pod `ns/pod`, for `/portForward`.
+    #[allow(dead_code, reason = "the /portForward route is wired to the streams at merge")]
+    pub fn pod_ip(&self, ns: &str, pod: &str) -> Result<std::net::IpAddr, LookupError> {
+        let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
+        rt.pod_ip(ns, pod)
+    }
+
     /// Answers one request.
     pub async fn handle(&self, req: Request<Incoming>) -> Response<ResponseBody> {
         let authenticated = req.extensions().get::<PeerCertificates>().is_some_and(|c| c.leaf().is_some());
