@@ -192,8 +192,8 @@ fn resource_value(
         None => return Err(EnvError::Config(format!("unsupported container resource : {}", r.resource))),
     };
     let divisor = r.divisor.as_ref().and_then(quantity::milli).filter(|d| *d > 0).unwrap_or(1000);
-    let out = (value + divisor - 1).div_euclid(divisor);
-    Ok(out.max(if value > 0 { 1 } else { 0 }).to_string())
+    // Rounded up, as kube's ExtractResourceValueByContainerName does.
+    Ok((value.max(0) + divisor - 1).div_euclid(divisor).to_string())
 }
 
 /// Reads ConfigMaps and Secrets of one namespace once each.
@@ -369,6 +369,33 @@ mod tests {
         assert_eq!(expand("$(A)-$(B)", &lookup), "x-y");
         assert_eq!(expand("$$(A) $(C) $(A", &lookup), "$(A) $(C) $(A");
         assert_eq!(expand("a$b$", &lookup), "a$b$");
+    }
+
+    #[test]
+    fn resource_values_round_up_by_divisor() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({"spec": {"containers": [{"name": "c",
+            "resources": {"limits": {"cpu": "500m", "memory": "64Mi"}, "requests": {"cpu": "250m"}}}]}}))
+        .expect("pod");
+        let c = pod.spec.as_ref().map(|s| s.containers[0].clone()).unwrap_or_default();
+        let inputs = EnvInputs {
+            pod_ip: String::new(),
+            host_ip: String::new(),
+            api_server: "127.0.0.1:6443".parse().expect("addr"),
+            node_allocatable: [("ephemeral-storage".to_string(), Quantity("1Gi".into()))].into(),
+        };
+        let field = |resource: &str, divisor: Option<&str>| {
+            let r = k8s_openapi::api::core::v1::ResourceFieldSelector {
+                resource: resource.into(),
+                divisor: divisor.map(|d| Quantity(d.into())),
+                container_name: None,
+            };
+            resource_value(&pod, &c, &r, &inputs).unwrap_or_default()
+        };
+        assert_eq!(field("limits.cpu", None), "1");
+        assert_eq!(field("limits.cpu", Some("1m")), "500");
+        assert_eq!(field("requests.cpu", Some("100m")), "3");
+        assert_eq!(field("limits.memory", Some("1Mi")), "64");
+        assert_eq!(field("limits.ephemeral-storage", Some("1Mi")), "1024", "from the node's allocatable");
     }
 
     #[test]

@@ -255,8 +255,8 @@ mod tests {
 
     #[tokio::test]
     async fn writes_cri_entries_and_rotates() {
-        let tmp = std::env::temp_dir().join(format!("opkit-logs-{}", std::process::id()));
-        let dir = LogDir::new(tmp.clone()).with_limits(200, 3);
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = LogDir::new(tmp.path().join("c")).with_limits(200, 3);
         let log = dir.open(0).await.expect("open");
         let input: Vec<u8> = (0..20).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
         log.copy(&input[..], "stdout").await;
@@ -266,7 +266,6 @@ mod tests {
         assert_eq!(lines.last().map(|l| l.text.clone()), Some(b"line 19".to_vec()));
         assert_eq!(dir.files(0).len(), 3);
         assert_eq!(log.subscribe().borrow().entries, 20);
-        let _ = std::fs::remove_dir_all(tmp);
     }
 
     #[test]
