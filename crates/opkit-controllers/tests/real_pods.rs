@@ -600,6 +600,35 @@ async fn http_and_tcp_probes() -> Result<(), Error> {
         )
         .await?;
     }
+    // HTTPS probes do not verify the certificate (here: an unknown CA, another name).
+    let ca = opkit_serve::tls::DevCa::generate("elsewhere")?;
+    let cert = ca.issue_serving_cert("elsewhere", &["elsewhere.invalid".to_string()])?;
+    std::fs::write(tmp.path().join("tls.crt"), &cert.cert_pem)?;
+    std::fs::write(tmp.path().join("tls.key"), &cert.key_pem)?;
+    let tls_server = r#"import http.server, ssl, sys
+server = http.server.HTTPServer(("0.0.0.0", int(sys.argv[1])), http.server.SimpleHTTPRequestHandler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(sys.argv[2], sys.argv[3])
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()"#;
+    std::fs::write(tmp.path().join("tls.py"), tls_server)?;
+    load_script(
+        &env,
+        tmp.path(),
+        "example.com/web-tls:v1",
+        r#"exec python3 "$DIR/tls.py" "$PORT" "$DIR/tls.crt" "$DIR/tls.key""#,
+    )?;
+    let port = free_port()?;
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({"metadata": {"name": "web-tls"},
+            "spec": {"containers": [{"name": "c", "image": "example.com/web-tls:v1",
+                "env": [{"name": "PORT", "value": port.to_string()}, {"name": "DIR", "value": tmp.path().display().to_string()}],
+                "readinessProbe": {"httpGet": {"path": "/", "port": port, "scheme": "HTTPS"}, "periodSeconds": 1}
+            }]}}))?,
+    )
+    .await?;
+    wait(&pods, "web-tls", |p: Option<&Pod>| condition(p, "Ready").as_deref() == Some("True")).await?;
     let ready = wait(&pods, "web", |p: Option<&Pod>| condition(p, "Ready").as_deref() == Some("True")).await?;
     let cs = container_status(Some(&ready)).ok_or("no status")?;
     assert_eq!((cs.started, cs.ready, cs.restart_count), (Some(true), true, 0));
