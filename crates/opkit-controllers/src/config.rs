@@ -45,6 +45,9 @@ pub struct ControllersConfig {
     /// How real pods are networked; `None` picks network namespaces where this machine
     /// can make them, else the host network.
     pub pod_network: Option<crate::NetworkMode>,
+    /// The first CrashLoopBackOff delay of real containers (kube's 10 s; the first
+    /// restart is immediate), doubling per restart up to 30 times this.
+    pub crash_loop_backoff: Duration,
 }
 
 /// The cluster CA's certificate and key, and the longest validity it grants.
@@ -87,6 +90,7 @@ impl Default for ControllersConfig {
             images: None,
             pod_root: None,
             pod_network: None,
+            crash_loop_backoff: crate::kubelet::runtime::backoff::DEFAULT_BASE,
         }
     }
 }

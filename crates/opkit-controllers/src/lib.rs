@@ -111,9 +111,17 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     flowcontrol::register(mgr, cfg)?;
     clusterrole_aggregation::register(mgr, cfg)?;
     csr_signing::register(mgr, cfg)?;
-    node::register(mgr, cfg)?;
+    let kubelet_listener = if cfg.enabled("kubelet") {
+        kubelet::server::KubeletListener::bind(cfg).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "the kubelet server is not started");
+            None
+        })
+    } else {
+        None
+    };
+    node::register(mgr, cfg, kubelet_listener.as_ref().map(|l| l.port()))?;
     scheduler::register(mgr, cfg)?;
-    kubelet::register(mgr, cfg)?;
+    kubelet::register(mgr, cfg, kubelet_listener)?;
     Ok(())
 }
 

@@ -70,6 +70,13 @@ pub enum TestEnvError {
     /// Waiting for a condition took too long.
     #[error("timed out waiting for {0}")]
     Timeout(String),
+    /// An image could not be loaded (see [`TestEnv::load_image`]).
+    #[error("{0}")]
+    Image(#[from] opkit_controllers::images::ImageError),
+    /// [`TestEnv::load_image`] on an environment built without
+    /// [`TestEnvBuilder::real_pods`].
+    #[error("this environment runs no real pods (build it with TestEnvBuilder::real_pods)")]
+    NoImageStore,
 }
 
 /// How long helpers wait for the server to reach a state.
@@ -80,6 +87,7 @@ pub const WAIT: Duration = Duration::from_secs(30);
 pub struct TestEnvBuilder {
     server: ServerConfig,
     controllers: Option<ControllersConfig>,
+    real_pods: bool,
 }
 
 impl TestEnvBuilder {
@@ -102,6 +110,13 @@ impl TestEnvBuilder {
         self.controllers = Some(self.controllers.unwrap_or_default().disable(name));
         self
     }
+    /// Runs pods whose images are loaded (see [`TestEnv::load_image`]) as real
+    /// processes, with the image store and the pods' directories (see
+    /// [`TestEnv::pod_root`]) in the environment's temporary directory.
+    pub fn real_pods(mut self) -> Self {
+        self.real_pods = true;
+        self
+    }
     /// Starts the environment.
     pub async fn start(self) -> Result<TestEnv, TestEnvError> {
         let server = ApiServer::start(self.server).await?;
@@ -110,15 +125,21 @@ impl TestEnvBuilder {
         server.write_kubeconfig(&kubeconfig_path, "opkit")?;
         let admin = config_for(&server).await?;
         let client = Client::try_from(admin.clone())?;
-        let controllers = self
+        let mut controllers = self
             .controllers
             .unwrap_or_default()
             .root_ca(server.ca_pem())
             .cluster_signing(server.ca_pem(), server.ca_key_pem())
             .with_identities(admin);
+        if self.real_pods {
+            controllers.images = Some(dir.path().join("images"));
+            controllers.pod_root = Some(dir.path().join("pods"));
+        }
+        let images = controllers.images.clone();
+        let pod_root = controllers.pod_root.clone();
         let token = CancellationToken::new();
         opkit_controllers::spawn(client.clone(), &controllers, token.clone());
-        Ok(TestEnv { server, client, kubeconfig_path, _controllers: token.drop_guard(), _dir: dir })
+        Ok(TestEnv { server, client, kubeconfig_path, images, pod_root, _controllers: token.drop_guard(), _dir: dir })
     }
 }
 
@@ -127,6 +148,8 @@ pub struct TestEnv {
     server: RunningServer,
     client: Client,
     kubeconfig_path: PathBuf,
+    images: Option<PathBuf>,
+    pod_root: Option<PathBuf>,
     _controllers: DropGuard,
     _dir: tempfile::TempDir,
 }
@@ -147,6 +170,23 @@ impl TestEnv {
     /// Starts a control plane with a custom server configuration.
     pub async fn start_with(cfg: ServerConfig) -> Result<TestEnv, TestEnvError> {
         Self::builder().server(cfg).start().await
+    }
+
+    /// Loads the executable `binary` as image `reference` into the environment's image
+    /// store: pods whose every image is loaded run as real processes.
+    pub fn load_image(
+        &self,
+        reference: &str,
+        binary: &Path,
+    ) -> Result<opkit_controllers::images::LoadedImage, TestEnvError> {
+        let dir = self.images.as_ref().ok_or(TestEnvError::NoImageStore)?;
+        Ok(opkit_controllers::images::ImageStore::new(dir).load(reference, binary)?)
+    }
+
+    /// Where real pods get their directories (`<ns>_<name>_<uid>/`), when the
+    /// environment runs real pods.
+    pub fn pod_root(&self) -> Option<&Path> {
+        self.pod_root.as_deref()
     }
 
     /// A client authenticated as the cluster admin.

@@ -8,11 +8,17 @@
 //! terminal status when finalizers keep it). Every transition is one merge patch on
 //! `pods/status`; kubelet-like events (Pulled, Created, Started, Killing, BackOff) are
 //! published in the background and dropped, as client-go does, when too many queue up.
+//!
+//! A pod whose every image is loaded in the image store runs for real instead (see
+//! [`runtime`]); the kubelet server ([`server`]) serves container logs and is advertised
+//! on every simulated Node.
 
 pub mod events;
 pub mod ip;
 pub mod lifecycle;
 pub mod network;
+pub mod runtime;
+pub mod server;
 pub mod status;
 
 use std::collections::HashMap;
@@ -39,19 +45,36 @@ const EVENT_WRITERS: usize = 2;
 /// The exit code of containers stopped by a deletion (SIGTERM).
 const KILLED_EXIT_CODE: i32 = 143;
 
-/// Registers the simulated kubelets with `mgr` (controller name `kubelet`).
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+/// Registers the simulated kubelets with `mgr` (controller name `kubelet`), their
+/// process runtime (when `cfg.images` is set) and, on `listener`, their server.
+pub fn register(
+    mgr: &Manager,
+    cfg: &ControllersConfig,
+    listener: Option<server::KubeletListener>,
+) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("kubelet") {
         return Ok(());
     }
+    let client = crate::identity::client_for(mgr, cfg, "kubelet");
+    let events = Arc::new(PodEvents {
+        client: client.clone(),
+        recorders: Mutex::new(HashMap::new()),
+        sink: events::EventSink::new(EVENT_WRITERS, MAX_PENDING_EVENTS),
+    });
+    let runtime = runtime::Runtime::new(cfg, client.clone(), events.clone()).map(Arc::new);
+    if let Some(rt) = &runtime {
+        mgr.add(runtime::RuntimeStopper { runtime: rt.clone() });
+    }
+    if let Some(listener) = listener {
+        mgr.add(server::KubeletServer::new(listener, runtime.clone(), client.clone()));
+    }
     let kubelet = Arc::new(Kubelet {
-        client: crate::identity::client_for(mgr, cfg, "kubelet"),
         start_delay: cfg.pod_start_delay,
         ready_delay: cfg.pod_ready_delay,
         job_run_time: cfg.job_run_time,
         state: Mutex::new(State::default()),
-        recorders: Mutex::new(HashMap::new()),
-        events: events::EventSink::new(EVENT_WRITERS, MAX_PENDING_EVENTS),
+        events,
+        runtime,
     });
     Controller::new(mgr, move |ctx: Context<Pod>| {
         let k = kubelet.clone();
@@ -87,13 +110,44 @@ impl State {
 }
 
 struct Kubelet {
-    client: kube::Client,
     start_delay: Duration,
     ready_delay: Duration,
     job_run_time: Duration,
     state: Mutex<State>,
+    events: Arc<PodEvents>,
+    /// The real pods' runtime, when an image store is configured.
+    runtime: Option<Arc<runtime::Runtime>>,
+}
+
+/// Publishes the kubelets' events about pods (one recorder per node).
+pub struct PodEvents {
+    client: kube::Client,
     recorders: Mutex<HashMap<String, Recorder>>,
-    events: events::EventSink,
+    sink: events::EventSink,
+}
+
+impl PodEvents {
+    /// Publishes one event about `pod` (and its `container`) from `node`'s kubelet in the
+    /// background (dropped when too many are queued).
+    pub fn emit(
+        &self,
+        pod: &Pod,
+        node: &str,
+        container: Option<&str>,
+        type_: EventType,
+        reason: &'static str,
+        note: &str,
+    ) {
+        let recorder = self
+            .recorders
+            .lock()
+            .entry(node.to_string())
+            .or_insert_with(|| Recorder::new(self.client.clone(), KUBELET, node))
+            .clone();
+        let mut regarding: ObjectReference = kube::Resource::object_ref(pod, &());
+        regarding.field_path = container.map(|c| format!("spec.containers{{{c}}}"));
+        self.sink.publish(&recorder, regarding, type_, reason, reason, note.to_string());
+    }
 }
 
 fn phase(pod: &Pod) -> &str {
@@ -115,6 +169,9 @@ impl Kubelet {
         let key = ctx.request.clone();
         let Some(pod) = ctx.object.clone() else {
             self.state.lock().forget(&key);
+            if let Some(rt) = &self.runtime {
+                rt.forget(&key);
+            }
             return Ok(Action::done());
         };
         let Some(node_name) = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()) else {
@@ -128,6 +185,26 @@ impl Kubelet {
             return Ok(Action::done());
         }
         let api: Api<Pod> = ctx.api();
+        if let Some(rt) = &self.runtime {
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            if pod.metadata.deletion_timestamp.is_some() {
+                let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0).unsigned_abs();
+                if rt.delete(&key, &uid, Duration::from_secs(grace)) {
+                    return Ok(Action::done());
+                }
+            } else if rt.owns(&key, &uid) {
+                return Ok(Action::done());
+            } else if !matches!(phase(&pod), "Succeeded" | "Failed") && rt.is_real(&pod) {
+                let facts = runtime::pod::NodeFacts {
+                    name: node_name.clone(),
+                    host_ip: host_ip(&node),
+                    pod_cidr: node.spec.as_ref().and_then(|s| s.pod_cidr.clone()),
+                    allocatable: node.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap_or_default(),
+                };
+                rt.ensure(&key, &pod, facts);
+                return Ok(Action::done());
+            }
+        }
         if pod.metadata.deletion_timestamp.is_some() {
             return self.terminate(&api, &pod, &key, &node_name).await;
         }
@@ -302,15 +379,7 @@ impl Kubelet {
         reason: &'static str,
         note: &str,
     ) {
-        let recorder = self
-            .recorders
-            .lock()
-            .entry(node.to_string())
-            .or_insert_with(|| Recorder::new(self.client.clone(), KUBELET, node))
-            .clone();
-        let mut regarding: ObjectReference = kube::Resource::object_ref(pod, &());
-        regarding.field_path = container.map(|c| format!("spec.containers{{{c}}}"));
-        self.events.publish(&recorder, regarding, type_, reason, reason, note.to_string());
+        self.events.emit(pod, node, container, type_, reason, note);
     }
 }
 

@@ -90,7 +90,8 @@ pub fn qos_class(pod: &Pod) -> &'static str {
     }
 }
 
-fn condition(type_: &str, ok: bool, reason: Option<&str>, message: Option<String>, now: &str) -> Value {
+/// One pod condition (JSON), with `lastTransitionTime` `now`.
+pub(crate) fn condition(type_: &str, ok: bool, reason: Option<&str>, message: Option<String>, now: &str) -> Value {
     let mut c = json!({"type": type_, "status": if ok { "True" } else { "False" }, "lastProbeTime": null, "lastTransitionTime": now});
     if let Some(r) = reason {
         c["reason"] = json!(r);
@@ -103,7 +104,7 @@ fn condition(type_: &str, ok: bool, reason: Option<&str>, message: Option<String
 
 /// Keeps `lastTransitionTime` of conditions whose status did not change, and conditions
 /// of types this kubelet does not own.
-fn merge_conditions(pod: &Pod, mut new: Vec<Value>) -> Vec<Value> {
+pub(crate) fn merge_conditions(pod: &Pod, mut new: Vec<Value>) -> Vec<Value> {
     let old = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
     for c in &mut new {
         if let Some(prev) = old.iter().find(|o| c["type"] == o.type_.as_str())

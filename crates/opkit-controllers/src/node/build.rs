@@ -150,8 +150,9 @@ fn node_info(name: &str) -> NodeSystemInfo {
 /// The status the simulated kubelet of `node` reports, built from its current status:
 /// missing capacity, addresses and nodeInfo are filled in, and the conditions are made
 /// healthy (keeping transition times of unchanged conditions; heartbeats are refreshed
-/// every [`STATUS_REPORT_SECONDS`]). Returns `None` when nothing needs writing.
-pub fn desired_status(node: &Node, now: Timestamp) -> Option<NodeStatus> {
+/// every [`STATUS_REPORT_SECONDS`]); the kubelet endpoint's port is `kubelet_port` when
+/// the kubelet server runs, else 10250. Returns `None` when nothing needs writing.
+pub fn desired_status(node: &Node, now: Timestamp, kubelet_port: Option<u16>) -> Option<NodeStatus> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let current = node.status.clone().unwrap_or_default();
     let mut next = current.clone();
@@ -171,8 +172,10 @@ pub fn desired_status(node: &Node, now: Timestamp) -> Option<NodeStatus> {
     if next.node_info.as_ref().is_none_or(|i| i.kubelet_version.is_empty()) {
         next.node_info = Some(node_info(&name));
     }
-    if next.daemon_endpoints.is_none() {
-        next.daemon_endpoints = Some(NodeDaemonEndpoints { kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }) });
+    let port = kubelet_port.map_or(10250, i32::from);
+    let advertised = next.daemon_endpoints.as_ref().and_then(|d| d.kubelet_endpoint.as_ref()).map(|e| e.port);
+    if advertised.is_none() || (kubelet_port.is_some() && advertised != Some(port)) {
+        next.daemon_endpoints = Some(NodeDaemonEndpoints { kubelet_endpoint: Some(DaemonEndpoint { port }) });
     }
     let old = current.conditions.clone().unwrap_or_default();
     let stale = |c: &NodeCondition| {
@@ -251,7 +254,7 @@ mod tests {
     fn status_is_filled_then_stable() {
         let mut n = new_node(1);
         let now = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
-        let st = desired_status(&n, now);
+        let st = desired_status(&n, now, None);
         let Some(st) = st else { panic!("expected a status") };
         let ready = st.conditions.iter().flatten().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
         assert_eq!(ready.as_deref(), Some("True"));
@@ -259,23 +262,23 @@ mod tests {
         assert_eq!(st.node_info.as_ref().map(|i| i.kubelet_version.as_str()), Some("v1.33.0"));
         n.status = Some(st);
         let later = Timestamp::from_second(1_700_000_010).unwrap_or(Timestamp::UNIX_EPOCH);
-        assert!(desired_status(&n, later).is_none(), "no write within the report period");
+        assert!(desired_status(&n, later, None).is_none(), "no write within the report period");
         let much_later = Timestamp::from_second(1_700_000_400).unwrap_or(Timestamp::UNIX_EPOCH);
-        assert!(desired_status(&n, much_later).is_some(), "heartbeat refreshed after 5 minutes");
+        assert!(desired_status(&n, much_later, None).is_some(), "heartbeat refreshed after 5 minutes");
     }
 
     #[test]
     fn unhealthy_condition_is_repaired() {
         let mut n = new_node(0);
         let now = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
-        let mut st = desired_status(&n, now).unwrap_or_default();
+        let mut st = desired_status(&n, now, None).unwrap_or_default();
         for c in st.conditions.iter_mut().flatten() {
             if c.type_ == "Ready" {
                 c.status = "False".into();
             }
         }
         n.status = Some(st);
-        assert!(desired_status(&n, now).is_some());
+        assert!(desired_status(&n, now, None).is_some());
     }
 
     #[test]

@@ -25,6 +25,9 @@ use crate::ControllersConfig;
 /// [`crate::kubelet`]).
 pub const SIMULATED_ANNOTATION: &str = "opkit.dev/simulated-node";
 
+/// The annotation naming a simulated Node's kubelet server (`127.0.0.1:<port>`).
+pub const KUBELET_ENDPOINT_ANNOTATION: &str = crate::kubelet::server::ENDPOINT_ANNOTATION;
+
 /// The kubelet version simulated nodes report.
 pub const KUBELET_VERSION: &str = "v1.33.0";
 
@@ -40,8 +43,9 @@ pub fn is_simulated(node: &Node) -> bool {
 }
 
 /// Registers the node registrar and the node controller with `mgr` (controller name
-/// `nodes`).
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+/// `nodes`); with `kubelet_port`, every simulated Node advertises the kubelet server
+/// there.
+pub fn register(mgr: &Manager, cfg: &ControllersConfig, kubelet_port: Option<u16>) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("nodes") {
         return Ok(());
     }
@@ -50,7 +54,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     let settings = Arc::new(heartbeat);
     Controller::new(mgr, move |ctx: Context<Node>| {
         let heartbeat = *settings;
-        async move { reconcile(ctx, heartbeat).await }
+        async move { reconcile(ctx, heartbeat, kubelet_port).await }
     })
     .client(crate::identity::client_for(mgr, cfg, "nodes"))
     .named("nodes")
@@ -112,14 +116,28 @@ impl Runnable for Registrar {
 }
 
 /// Keeps one simulated node's status healthy and its lease renewed.
-async fn reconcile(ctx: Context<Node>, heartbeat: Duration) -> ReconcileResult {
+async fn reconcile(ctx: Context<Node>, heartbeat: Duration, kubelet_port: Option<u16>) -> ReconcileResult {
     let Some(node) = ctx.object.clone() else { return Ok(Action::done()) };
     if !is_simulated(&node) || node.metadata.deletion_timestamp.is_some() {
         return Ok(Action::done());
     }
     let name = node.metadata.name.clone().unwrap_or_default();
     let now = Timestamp::now();
-    if let Some(status) = build::desired_status(&node, now) {
+    if let Some(port) = kubelet_port {
+        let endpoint = format!("127.0.0.1:{port}");
+        let annotations = node.metadata.annotations.as_ref();
+        if annotations.and_then(|a| a.get(KUBELET_ENDPOINT_ANNOTATION)) != Some(&endpoint) {
+            let api: Api<Node> = Api::all(ctx.client.clone());
+            let patch = json!({"metadata": {"annotations": {KUBELET_ENDPOINT_ANNOTATION: endpoint}}});
+            api.patch(
+                &name,
+                &PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() },
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        }
+    }
+    if let Some(status) = build::desired_status(&node, now, kubelet_port) {
         let api: Api<Node> = Api::all(ctx.client.clone());
         let patch = json!({"status": status});
         api.patch_status(

@@ -1,0 +1,369 @@
+//! The kubelet's process runtime: a pod bound to a simulated node whose every image (and
+//! init container image) is loaded in the image store runs for real — each container a
+//! process in the pod's network sandbox (see [`pod`]); every other pod stays simulated.
+//! [`Runtime`] keeps the real pods of this kubelet, starts and stops them, stops them all
+//! when the manager stops, and answers the kubelet server's questions about them.
+
+pub mod backoff;
+pub mod env;
+pub mod identity;
+pub mod logs;
+pub mod pod;
+pub mod probes;
+pub mod process;
+pub mod status;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use opkit::{Request, Runnable, RunnableError};
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::PodEvents;
+use super::network::PodNetworks;
+use crate::ControllersConfig;
+use crate::images::ImageStore;
+use pod::{NodeFacts, PodShared, StopRequest};
+use status::{ContainerView, PodView, State, Terminated};
+
+/// What every real pod of one kubelet shares.
+pub struct RuntimeShared {
+    /// The kubelet's client.
+    pub client: kube::Client,
+    /// The pod networks.
+    pub networks: PodNetworks,
+    images: ImageStore,
+    /// The cluster's CA bundle, projected as `ca.crt`.
+    pub root_ca_pem: Option<String>,
+    /// The first CrashLoopBackOff delay.
+    pub backoff_base: Duration,
+    /// Where events go.
+    pub events: Arc<PodEvents>,
+}
+
+impl RuntimeShared {
+    /// The executable of `image`, when it is loaded.
+    pub fn entrypoint(&self, image: &str) -> Option<PathBuf> {
+        match self.images.entrypoint(image) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!(image, error = %e, "looking up an image failed");
+                None
+            }
+        }
+    }
+}
+
+/// A real pod of this kubelet.
+struct PodEntry {
+    shared: Arc<PodShared>,
+    task: JoinHandle<()>,
+}
+
+/// What the kubelet server needs to run a command in a container (`exec`): its
+/// environment, working directory and network namespace.
+#[allow(dead_code, reason = "the /exec and /attach routes are wired to the streams at merge")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecTargetData {
+    /// The container's environment.
+    pub env: Vec<(String, String)>,
+    /// Its working directory.
+    pub working_dir: PathBuf,
+    /// The pod's network namespace (`None` on the host network).
+    pub netns: Option<PathBuf>,
+    /// The pod's IP.
+    pub pod_ip: IpAddr,
+}
+
+/// Why a container could not be found for the kubelet server.
+#[allow(dead_code, reason = "the /exec, /attach and /portForward routes are wired to the streams at merge")]
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LookupError {
+    /// No real pod of that name runs on this kubelet.
+    #[error("pod {0:?} does not exist")]
+    PodNotFound(String),
+    /// The pod has no such container.
+    #[error("container {container} is not valid for pod {pod}")]
+    ContainerNotFound {
+        /// The pod.
+        pod: String,
+        /// The container asked for.
+        container: String,
+    },
+    /// The container is not running.
+    #[error("container {container} is not running in pod {pod}")]
+    NotRunning {
+        /// The pod.
+        pod: String,
+        /// The container.
+        container: String,
+    },
+}
+
+/// The real pods of one kubelet.
+pub struct Runtime {
+    shared: Arc<RuntimeShared>,
+    pod_root: PathBuf,
+    pods: Mutex<HashMap<Request, PodEntry>>,
+    stopping: CancellationToken,
+}
+
+/// Where the API server listens, from the admin configuration's cluster URL.
+fn api_server_address(cfg: &ControllersConfig) -> Option<SocketAddr> {
+    let uri = &cfg.identities.as_ref()?.cluster_url;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    let ip: IpAddr = if host == "localhost" { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { host.parse().ok()? };
+    Some(SocketAddr::new(ip, uri.port_u16().unwrap_or(443)))
+}
+
+impl Runtime {
+    /// The runtime of a kubelet configured by `cfg`; `None` when no image store is
+    /// configured (or the API server's address is unknown): every pod is simulated.
+    pub fn new(cfg: &ControllersConfig, client: kube::Client, events: Arc<PodEvents>) -> Option<Runtime> {
+        let images = ImageStore::new(cfg.images.clone()?);
+        let Some(api_server) = api_server_address(cfg) else {
+            tracing::warn!("the API server's address is unknown: every pod is simulated");
+            return None;
+        };
+        let networks = PodNetworks::new(cfg.pod_network, api_server);
+        tracing::info!(mode = %networks.mode(), "real pods' network");
+        if let Some(reason) = networks.fallback_reason() {
+            tracing::warn!(reason, "real pods use the host network");
+        }
+        let pod_root = cfg.pod_root.clone().unwrap_or_else(|| std::env::temp_dir().join("opkit-pods"));
+        let shared = RuntimeShared {
+            client,
+            networks,
+            images,
+            root_ca_pem: cfg.root_ca_pem.clone(),
+            backoff_base: cfg.crash_loop_backoff,
+            events,
+        };
+        Some(Runtime {
+            shared: Arc::new(shared),
+            pod_root,
+            pods: Mutex::new(HashMap::new()),
+            stopping: CancellationToken::new(),
+        })
+    }
+
+    /// Whether `pod` runs for real: every container's and init container's image is
+    /// loaded.
+    pub fn is_real(&self, pod: &Pod) -> bool {
+        let Some(spec) = &pod.spec else { return false };
+        let mut all = spec.containers.iter().chain(spec.init_containers.iter().flatten()).peekable();
+        all.peek().is_some() && all.all(|c| c.image.as_deref().is_some_and(|i| self.shared.entrypoint(i).is_some()))
+    }
+
+    /// Whether this runtime runs (or ran) the pod at `key` with `uid`.
+    pub fn owns(&self, key: &Request, uid: &str) -> bool {
+        self.pods.lock().get(key).is_some_and(|e| e.shared.uid == uid)
+    }
+
+    /// Starts `pod` on `node` unless it already runs (a pod of the same name with
+    /// another uid is stopped first).
+    pub fn ensure(&self, key: &Request, pod: &Pod, node: NodeFacts) {
+        if self.stopping.is_cancelled() {
+            return;
+        }
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let mut pods = self.pods.lock();
+        if let Some(e) = pods.get(key) {
+            if e.shared.uid == uid {
+                return;
+            }
+            e.shared.request_stop(StopRequest { grace: Duration::ZERO, delete: false });
+        }
+        let view = self.initial_view(pod, &node);
+        let dir = self.pod_root.join(pod::dir_name(pod));
+        let shared = Arc::new(PodShared::new(pod, dir, view));
+        let task = tokio::spawn(pod::run(self.shared.clone(), pod.clone(), node, shared.clone()));
+        pods.insert(key.clone(), PodEntry { shared, task });
+    }
+
+    /// The view a pod starts with; a pod already running (the kubelet restarted) starts
+    /// its containers again with one restart more, its init containers done.
+    fn initial_view(&self, pod: &Pod, node: &NodeFacts) -> PodView {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let status = pod.status.clone().unwrap_or_default();
+        let adopted = status.phase.as_deref() == Some("Running");
+        let now = Timestamp::now().as_second();
+        let has_init = spec.init_containers.as_ref().is_some_and(|i| !i.is_empty());
+        let old = |name: &str| status.container_statuses.iter().flatten().find(|s| s.name == name).cloned();
+        let containers = spec
+            .containers
+            .iter()
+            .map(|c| {
+                let image = c.image.clone().unwrap_or_default();
+                let waiting = if has_init && !adopted { "PodInitializing" } else { "ContainerCreating" };
+                let prev = old(&c.name).filter(|_| adopted);
+                let restarts = prev.as_ref().map_or(0, |s| s.restart_count.saturating_add(1));
+                let mut v = ContainerView::waiting(&c.name, &image, waiting, restarts);
+                v.last = prev.and_then(|s| s.state).and_then(|s| s.running).map(|r| Terminated {
+                    exit_code: 137,
+                    signal: Some(9),
+                    reason: "Error".into(),
+                    message: None,
+                    started_at: r.started_at.map_or(now, |t| t.0.as_second()),
+                    finished_at: now,
+                    container_id: String::new(),
+                });
+                v
+            })
+            .collect();
+        let init = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| {
+                let image = c.image.clone().unwrap_or_default();
+                let mut v = ContainerView::waiting(&c.name, &image, "PodInitializing", 0);
+                if adopted {
+                    v.state = State::Terminated(Terminated {
+                        exit_code: 0,
+                        signal: None,
+                        reason: "Completed".into(),
+                        message: None,
+                        started_at: now,
+                        finished_at: now,
+                        container_id: String::new(),
+                    });
+                    v.done = true;
+                }
+                v
+            })
+            .collect();
+        let image_ids = spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .filter_map(|c| {
+                let image = c.image.clone()?;
+                let loaded = self.shared.images.get(&image).ok().flatten()?;
+                let repo = match loaded.reference.rsplit_once(':') {
+                    Some((repo, tag)) if !tag.contains('/') => repo.to_string(),
+                    _ => loaded.reference.clone(),
+                };
+                Some((image, format!("{repo}@{}", loaded.digest)))
+            })
+            .collect();
+        PodView {
+            pod_ip: None,
+            host_ip: node.host_ip.clone(),
+            sandbox_ready: false,
+            init,
+            initialized: adopted || !has_init,
+            containers,
+            init_failed: false,
+            start_time: status.start_time.map_or(now, |t| t.0.as_second()),
+            image_ids,
+        }
+    }
+
+    /// The pod at `key` (uid `uid`) is being deleted: stops it within `grace` and
+    /// confirms the deletion. Returns false when no running task of this runtime has
+    /// it (the caller confirms the deletion itself).
+    pub fn delete(&self, key: &Request, uid: &str, grace: Duration) -> bool {
+        let pods = self.pods.lock();
+        match pods.get(key) {
+            Some(e) if e.shared.uid == uid && !e.shared.finished.is_cancelled() => {
+                e.shared.request_stop(StopRequest { grace, delete: true });
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The pod at `key` is gone: stops what is left of it at once and removes its
+    /// directory.
+    pub fn forget(&self, key: &Request) {
+        let Some(e) = self.pods.lock().remove(key) else { return };
+        e.shared.request_stop(StopRequest { grace: Duration::ZERO, delete: false });
+        tokio::spawn(async move {
+            let _ = e.task.await;
+            if let Err(err) = tokio::fs::remove_dir_all(&e.shared.dir).await
+                && err.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(dir = %e.shared.dir.display(), error = %err, "removing a deleted pod's directory failed");
+            }
+        });
+    }
+
+    /// Stops every pod (SIGTERM, SIGKILL after its grace period), removes their
+    /// sandboxes and waits for all of it; no pod starts afterwards.
+    pub async fn shutdown(&self) {
+        self.stopping.cancel();
+        let entries: Vec<PodEntry> = self.pods.lock().drain().map(|(_, e)| e).collect();
+        for e in &entries {
+            e.shared.request_stop(StopRequest { grace: e.shared.grace, delete: false });
+        }
+        for e in entries {
+            let _ = e.task.await;
+        }
+    }
+
+    /// The real pod `name` in `namespace`.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodShared>> {
+        self.pods.lock().get(&Request::new(name, Some(namespace))).map(|e| e.shared.clone())
+    }
+
+    /// What `exec` in `container` of pod `namespace/name` runs with (one line to wire the
+    /// kubelet server's `/exec` and `/attach` routes to the streams).
+    #[allow(dead_code, reason = "the /exec and /attach routes are wired to the streams at merge")]
+    pub fn exec_target(&self, namespace: &str, name: &str, container: &str) -> Result<ExecTargetData, LookupError> {
+        let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
+        let rt = pod.container(container).ok_or_else(|| LookupError::ContainerNotFound {
+            pod: name.to_string(),
+            container: container.to_string(),
+        })?;
+        let not_running = || LookupError::NotRunning { pod: name.to_string(), container: container.to_string() };
+        let running = pod
+            .view()
+            .containers
+            .iter()
+            .chain(pod.view().init.iter())
+            .any(|c| c.name == container && matches!(c.state, State::Running { .. }));
+        let (spec, (ip, netns)) = match (rt.spec, pod.sandbox()) {
+            (Some(spec), Some(sandbox)) if running => (spec, sandbox),
+            _ => return Err(not_running()),
+        };
+        Ok(ExecTargetData { env: spec.env, working_dir: spec.working_dir, netns, pod_ip: ip })
+    }
+
+    /// The IP of the real pod `namespace/name` (for `portForward`).
+    #[allow(dead_code, reason = "the /portForward route is wired to the streams at merge")]
+    pub fn pod_ip(&self, namespace: &str, name: &str) -> Result<IpAddr, LookupError> {
+        let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
+        pod.sandbox().map(|(ip, _)| ip).ok_or_else(|| LookupError::PodNotFound(name.to_string()))
+    }
+}
+
+/// Stops every real pod when the manager stops.
+pub struct RuntimeStopper {
+    /// The runtime to stop.
+    pub runtime: Arc<Runtime>,
+}
+
+impl Runnable for RuntimeStopper {
+    fn name(&self) -> String {
+        "kubelet-runtime".into()
+    }
+    fn needs_leader_election(&self) -> bool {
+        false
+    }
+    fn start(self: Box<Self>, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), RunnableError>> {
+        Box::pin(async move {
+            shutdown.cancelled().await;
+            self.runtime.shutdown().await;
+            Ok(())
+        })
+    }
+}

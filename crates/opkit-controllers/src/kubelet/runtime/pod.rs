@@ -1,0 +1,826 @@
+//! One real pod's life, as a task: its directory and network sandbox, its projected
+//! identity, its init containers run in order to completion, then its containers, each
+//! restarted by the pod's restartPolicy with CrashLoopBackOff and probed; every change
+//! of the kubelet's view is written to `pods/status`. A stop request (deletion or
+//! shutdown) stops every process as the kubelet does, removes the sandbox and, for a
+//! deletion, confirms it.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use opkit::events::EventType;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::RuntimeShared;
+use super::backoff::RestartBackoff;
+use super::env::{self, EnvInputs};
+use super::identity::{self, IdentityFiles};
+use super::logs::{LogDir, LogProgress};
+use super::probes::{self, ProbeKind, ProbeTarget, ProbeTiming, Thresholds};
+use super::process::{ContainerProcess, ExitInfo, ProcessSpec};
+use super::status::{self, ContainerView, PodView, State, Terminated};
+use crate::kubelet::network::PodSandbox;
+use crate::kubelet::status::digest;
+
+/// The PATH a container gets when its environment sets none (an image's usual default).
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// kube's default `terminationGracePeriodSeconds`.
+const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// How long setup steps (sandbox, token) wait before they are tried again.
+const SETUP_RETRY: Duration = Duration::from_secs(1);
+
+/// Why a pod's processes are being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopRequest {
+    /// How long processes get between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// Whether the pod was deleted (its deletion is confirmed once everything stopped).
+    pub delete: bool,
+}
+
+/// What the node a pod runs on offers it.
+#[derive(Debug, Clone)]
+pub struct NodeFacts {
+    /// The node's name.
+    pub name: String,
+    /// Its InternalIP.
+    pub host_ip: String,
+    /// Its pod range.
+    pub pod_cidr: Option<String>,
+    /// Its allocatable resources.
+    pub allocatable: std::collections::BTreeMap<String, Quantity>,
+}
+
+/// What the kubelet server and probes need to know of one container.
+#[derive(Debug, Clone)]
+pub struct ContainerRuntime {
+    /// Its log files.
+    pub logs: LogDir,
+    /// The restart count of its current (or last) instance, once one started.
+    pub instance: Option<i32>,
+    /// The progress of that instance's log.
+    pub progress: Option<watch::Receiver<LogProgress>>,
+    /// How its current instance was started (environment, working directory).
+    pub spec: Option<ProcessSpec>,
+}
+
+/// One real pod, shared between its task, the kubelet and the kubelet server.
+pub struct PodShared {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid.
+    pub uid: String,
+    /// `<pod root>/<ns>_<name>_<uid>`.
+    pub dir: PathBuf,
+    view: Mutex<PodView>,
+    version: watch::Sender<u64>,
+    containers: Mutex<HashMap<String, ContainerRuntime>>,
+    /// The sandbox's IP and network namespace, once it exists.
+    sandbox: Mutex<Option<(IpAddr, Option<PathBuf>)>>,
+    stop: watch::Sender<Option<StopRequest>>,
+    /// Cancelled when the pod's task ended.
+    pub finished: CancellationToken,
+    /// The pod's `terminationGracePeriodSeconds`.
+    pub grace: Duration,
+}
+
+impl PodShared {
+    /// The shared state of `pod`, whose directory is `dir`.
+    pub fn new(pod: &Pod, dir: PathBuf, view: PodView) -> PodShared {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let containers = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(spec.containers.iter())
+            .map(|c| &c.name)
+            .map(|n| {
+                let rt = ContainerRuntime {
+                    logs: LogDir::new(dir.join("logs").join(n)),
+                    instance: None,
+                    progress: None,
+                    spec: None,
+                };
+                (n.clone(), rt)
+            })
+            .collect();
+        PodShared {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            dir,
+            view: Mutex::new(view),
+            version: watch::channel(0).0,
+            containers: Mutex::new(containers),
+            sandbox: Mutex::new(None),
+            stop: watch::channel(None).0,
+            finished: CancellationToken::new(),
+            grace: grace_of(pod),
+        }
+    }
+
+    /// Asks the pod's task to stop its processes (the first request wins).
+    pub fn request_stop(&self, req: StopRequest) {
+        self.stop.send_if_modified(|s| {
+            if s.is_none() {
+                *s = Some(req);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// What the kubelet currently reports.
+    pub fn view(&self) -> PodView {
+        self.view.lock().clone()
+    }
+
+    /// One container's runtime data.
+    pub fn container(&self, name: &str) -> Option<ContainerRuntime> {
+        self.containers.lock().get(name).cloned()
+    }
+
+    /// The sandbox's IP and network namespace.
+    pub fn sandbox(&self) -> Option<(IpAddr, Option<PathBuf>)> {
+        self.sandbox.lock().clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut PodView)) {
+        f(&mut self.view.lock());
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    fn update_container(&self, slot: Slot, f: impl FnOnce(&mut ContainerView)) {
+        self.update(|v| {
+            let list = if slot.init { &mut v.init } else { &mut v.containers };
+            if let Some(c) = list.get_mut(slot.index) {
+                f(c);
+            }
+        });
+    }
+}
+
+/// Where a container's view lives.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    init: bool,
+    index: usize,
+}
+
+/// The pod's directory name: `<ns>_<name>_<uid>`, as the kubelet's log directories.
+pub fn dir_name(pod: &Pod) -> String {
+    format!(
+        "{}_{}_{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+        pod.metadata.uid.as_deref().unwrap_or_default()
+    )
+}
+
+/// The argv of `c` whose image's entrypoint is `entrypoint`: `command[1..] ++ args`
+/// when `command` is set, else `args`, with `$(VAR)` expanded from `env`.
+pub fn argv(c: &Container, env: &[(String, String)]) -> Vec<String> {
+    let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let mut out: Vec<String> = Vec::new();
+    if let Some(cmd) = &c.command {
+        out.extend(cmd.iter().skip(1).cloned());
+    }
+    out.extend(c.args.iter().flatten().cloned());
+    out.into_iter().map(|a| env::expand(&a, &lookup)).collect()
+}
+
+/// The working directory of a container whose own directory is `root`: `workingDir`
+/// made under it (only its plain components: it cannot leave `root`).
+pub fn working_dir(root: &std::path::Path, working_dir: Option<&str>) -> PathBuf {
+    let mut dir = root.to_path_buf();
+    for part in std::path::Path::new(working_dir.unwrap_or_default()).components() {
+        if let std::path::Component::Normal(p) = part {
+            dir.push(p);
+        }
+    }
+    dir
+}
+
+/// Waits until a stop is requested (a dropped sender counts as an immediate stop).
+async fn stop_requested(rx: &mut watch::Receiver<Option<StopRequest>>) -> StopRequest {
+    match rx.wait_for(Option::is_some).await {
+        Ok(r) => r.unwrap_or(StopRequest { grace: Duration::ZERO, delete: false }),
+        Err(_) => StopRequest { grace: Duration::ZERO, delete: false },
+    }
+}
+
+/// Runs the pod until its containers finish for good or it is stopped.
+pub async fn run(rt: Arc<RuntimeShared>, pod: Pod, node: NodeFacts, shared: Arc<PodShared>) {
+    let writer_done = CancellationToken::new();
+    let writer = tokio::spawn(write_statuses(rt.clone(), pod.clone(), shared.clone(), writer_done.clone()));
+    let stop = run_pod(&rt, &pod, &node, &shared).await;
+    writer_done.cancel();
+    let _ = writer.await;
+    if let Some(StopRequest { delete: true, .. }) = stop {
+        // A deleted pod's directory goes with it, as the kubelet's housekeeping removes it.
+        if let Err(e) = tokio::fs::remove_dir_all(&shared.dir).await
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %shared.dir.display(), error = %e, "removing a deleted pod's directory failed");
+        }
+        let api: Api<Pod> = Api::namespaced(rt.client.clone(), &shared.namespace);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: Some(shared.uid.clone()), resource_version: None }),
+            ..Default::default()
+        };
+        match api.delete(&shared.name, &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => {}
+            Err(e) => tracing::warn!(pod = %shared.name, error = %e, "confirming a pod's deletion failed"),
+        }
+    }
+    shared.finished.cancel();
+}
+
+/// The pod's life up to its sandbox's removal; returns the stop request if one ended it.
+async fn run_pod(rt: &Arc<RuntimeShared>, pod: &Pod, node: &NodeFacts, shared: &Arc<PodShared>) -> Option<StopRequest> {
+    let mut stop_rx = shared.stop.subscribe();
+    if let Err(e) = tokio::fs::create_dir_all(&shared.dir).await {
+        tracing::warn!(dir = %shared.dir.display(), error = %e, "making a pod's directory failed");
+    }
+    // The sandbox.
+    let sandbox = loop {
+        tokio::select! {
+            req = stop_requested(&mut stop_rx) => return Some(req),
+            made = rt.networks.create(&shared.uid, &shared.name, node.pod_cidr.as_deref()) => match made {
+                Ok(s) => break Arc::new(s),
+                Err(e) => {
+                    let note = format!("Failed to create pod sandbox: {e}");
+                    rt.events.emit(pod, &node.name, None, EventType::Warning, "FailedCreatePodSandBox", &note);
+                    tokio::select! {
+                        req = stop_requested(&mut stop_rx) => return Some(req),
+                        () = tokio::time::sleep(SETUP_RETRY) => {}
+                    }
+                }
+            }
+        }
+    };
+    *shared.sandbox.lock() = Some((sandbox.ip(), sandbox.netns().map(PathBuf::from)));
+    shared.update(|v| {
+        v.sandbox_ready = true;
+        v.pod_ip = Some(sandbox.ip().to_string());
+    });
+    let result = run_in_sandbox(rt, pod, node, shared, &sandbox, &mut stop_rx).await;
+    match Arc::try_unwrap(sandbox) {
+        Ok(s) => s.destroy().await,
+        Err(_) => tracing::warn!(pod = %shared.name, "a pod's sandbox is still in use; not removed"),
+    }
+    result
+}
+
+async fn run_in_sandbox(
+    rt: &Arc<RuntimeShared>,
+    pod: &Pod,
+    node: &NodeFacts,
+    shared: &Arc<PodShared>,
+    sandbox: &Arc<PodSandbox>,
+    stop_rx: &mut watch::Receiver<Option<StopRequest>>,
+) -> Option<StopRequest> {
+    let files = IdentityFiles::new(&shared.dir);
+    let mut refresher = None;
+    if identity::automounts(pod) {
+        let ca = rt.root_ca_pem.clone().unwrap_or_default();
+        if let Err(e) = identity::write_static(pod, &files, &ca, sandbox.api_server()) {
+            tracing::warn!(pod = %shared.name, error = %e, "writing a pod's identity failed");
+        }
+        let ttl = loop {
+            tokio::select! {
+                req = stop_requested(stop_rx) => return Some(req),
+                got = identity::write_token(&rt.client, pod, &files) => match got {
+                    Ok(ttl) => break ttl,
+                    Err(e) => {
+                        let note = format!("MountVolume.SetUp failed for volume \"kube-api-access\" : {e}");
+                        rt.events.emit(pod, &node.name, None, EventType::Warning, "FailedMount", &note);
+                        tokio::select! {
+                            req = stop_requested(stop_rx) => return Some(req),
+                            () = tokio::time::sleep(SETUP_RETRY) => {}
+                        }
+                    }
+                }
+            }
+        };
+        refresher = Some(tokio::spawn(refresh_token(rt.client.clone(), pod.clone(), files.clone(), ttl)));
+    }
+    let result = run_containers(rt, pod, node, shared, sandbox, &files, stop_rx).await;
+    if let Some(r) = refresher {
+        r.abort();
+    }
+    result
+}
+
+/// Keeps the projected token fresh: a new one at 80% of the old one's life.
+async fn refresh_token(client: kube::Client, pod: Pod, files: IdentityFiles, mut ttl: Duration) {
+    loop {
+        tokio::time::sleep(identity::refresh_after(ttl)).await;
+        match identity::write_token(&client, &pod, &files).await {
+            Ok(t) => ttl = t,
+            Err(e) => {
+                tracing::warn!(pod = ?pod.metadata.name, error = %e, "refreshing a pod's token failed");
+                ttl = Duration::from_secs(60);
+            }
+        }
+    }
+}
+
+async fn run_containers(
+    rt: &Arc<RuntimeShared>,
+    pod: &Pod,
+    node: &NodeFacts,
+    shared: &Arc<PodShared>,
+    sandbox: &Arc<PodSandbox>,
+    files: &IdentityFiles,
+    stop_rx: &mut watch::Receiver<Option<StopRequest>>,
+) -> Option<StopRequest> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let policy = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
+    let run = ContainerRun { rt, pod, node, shared, sandbox, files, policy: &policy };
+    let initialized = shared.view().initialized;
+    if !initialized {
+        for (index, c) in spec.init_containers.iter().flatten().enumerate() {
+            let exit = run.container(c, Slot { init: true, index }, 0, stop_rx.clone()).await;
+            match exit {
+                Outcome::Stopped => return Some(stop_requested(stop_rx).await),
+                Outcome::Exited(e) if e.code == 0 => {}
+                Outcome::Exited(_) => {
+                    shared.update(|v| v.init_failed = true);
+                    return None;
+                }
+            }
+        }
+        shared.update(|v| {
+            v.initialized = true;
+            for c in &mut v.containers {
+                if matches!(&c.state, State::Waiting { reason, .. } if reason == "PodInitializing") {
+                    c.state = State::Waiting { reason: "ContainerCreating".into(), message: None };
+                }
+            }
+        });
+    }
+    let restarts: Vec<i32> = shared.view().containers.iter().map(|c| c.restarts).collect();
+    let runs = spec.containers.iter().enumerate().map(|(index, c)| {
+        let first = restarts.get(index).copied().unwrap_or(0);
+        run.container(c, Slot { init: false, index }, first, stop_rx.clone())
+    });
+    let outcomes = futures::future::join_all(runs).await;
+    if outcomes.iter().any(|o| matches!(o, Outcome::Stopped)) {
+        return Some(stop_requested(stop_rx).await);
+    }
+    None
+}
+
+/// How a container's run ended.
+enum Outcome {
+    /// Its last instance exited and it is not restarted.
+    Exited(ExitInfo),
+    /// The pod was stopped.
+    Stopped,
+}
+
+/// Why a running instance ends early.
+enum Interrupt {
+    /// A liveness or startup probe failed: kill and restart.
+    Unhealthy(ProbeKind),
+    /// The pod is stopping.
+    Stop(StopRequest),
+}
+
+/// Everything one container's run needs.
+struct ContainerRun<'a> {
+    rt: &'a Arc<RuntimeShared>,
+    pod: &'a Pod,
+    node: &'a NodeFacts,
+    shared: &'a Arc<PodShared>,
+    sandbox: &'a Arc<PodSandbox>,
+    files: &'a IdentityFiles,
+    policy: &'a str,
+}
+
+impl ContainerRun<'_> {
+    fn event(&self, c: &Container, type_: EventType, reason: &'static str, note: &str) {
+        self.rt.events.emit(self.pod, &self.node.name, Some(&c.name), type_, reason, note);
+    }
+
+    fn restarts(&self, init: bool, code: i32) -> bool {
+        match self.policy {
+            "Never" => false,
+            "OnFailure" => code != 0,
+            _ => !init || code != 0,
+        }
+    }
+
+    /// The environment of an instance of `c`.
+    async fn environment(&self, c: &Container) -> Result<Vec<(String, String)>, env::EnvError> {
+        let inputs = EnvInputs {
+            pod_ip: self.sandbox.ip().to_string(),
+            host_ip: self.node.host_ip.clone(),
+            api_server: self.sandbox.api_server(),
+            node_allocatable: self.node.allocatable.clone(),
+        };
+        let mut vars = env::container_env(&self.rt.client, self.pod, c, &inputs).await?;
+        let mut extra = vec![("HOSTNAME".to_string(), self.shared.name.clone())];
+        if identity::automounts(self.pod) {
+            extra.push(("KUBECONFIG".to_string(), self.files.kubeconfig.display().to_string()));
+        }
+        extra.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
+        for (k, v) in extra {
+            if !vars.iter().any(|(n, _)| *n == k) {
+                vars.push((k, v));
+            }
+        }
+        Ok(vars)
+    }
+
+    /// Runs `c` (restarting it per the restart policy) until it ends for good or the pod
+    /// stops.
+    async fn container(
+        &self,
+        c: &Container,
+        slot: Slot,
+        mut restarts: i32,
+        mut stop_rx: watch::Receiver<Option<StopRequest>>,
+    ) -> Outcome {
+        let shared = self.shared;
+        let mut backoff = RestartBackoff::new(self.rt.backoff_base);
+        // Retries of a container whose configuration is missing back off on their own.
+        let mut config_backoff = RestartBackoff::new(self.rt.backoff_base);
+        let Some(program) = self.rt.entrypoint(c.image.as_deref().unwrap_or_default()) else {
+            // Not loaded (any more): the pod was real when it started.
+            let msg = format!("image {:?} is not loaded", c.image.as_deref().unwrap_or_default());
+            shared.update_container(slot, |v| {
+                v.state = State::Waiting { reason: "ErrImageNeverPull".into(), message: Some(msg) }
+            });
+            return Outcome::Stopped;
+        };
+        let working_dir = working_dir(&shared.dir.join("containers").join(&c.name), c.working_dir.as_deref());
+        let mut pulled = false;
+        loop {
+            let env = match self.environment(c).await {
+                Ok(env) => env,
+                Err(e) => {
+                    let msg = e.to_string();
+                    self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
+                    shared.update_container(slot, |v| {
+                        v.state = State::Waiting { reason: "CreateContainerConfigError".into(), message: Some(msg) };
+                    });
+                    let retry = config_backoff.next(Duration::ZERO).max(SETUP_RETRY);
+                    tokio::select! {
+                        _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
+                        () = tokio::time::sleep(retry) => continue,
+                    }
+                }
+            };
+            let spec =
+                ProcessSpec { program: program.clone(), args: argv(c, &env), env, working_dir: working_dir.clone() };
+            if !pulled {
+                let image = c.image.clone().unwrap_or_default();
+                let note = format!("Container image \"{image}\" already present on machine");
+                self.event(c, EventType::Normal, "Pulled", &note);
+                pulled = true;
+            }
+            let cid = format!("opkit://{}", digest(&[&shared.uid, &c.name, &restarts.to_string()]));
+            let started_wall = Timestamp::now().as_second();
+            let started = Instant::now();
+            let logs = match shared.container(&c.name) {
+                Some(rt) => rt.logs,
+                None => LogDir::new(shared.dir.join("logs").join(&c.name)),
+            };
+            let log = match logs.open(restarts).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::warn!(container = %c.name, error = %e, "opening a container log failed");
+                    None
+                }
+            };
+            let spawned = ContainerProcess::spawn(&spec, self.sandbox);
+            self.event(c, EventType::Normal, "Created", &format!("Created container: {}", c.name));
+            let (exit, interrupted) = match spawned {
+                Err(e) => {
+                    let msg = format!("failed to start container {:?}: {e}", c.name);
+                    self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
+                    let t = Terminated {
+                        exit_code: 128,
+                        signal: None,
+                        reason: "StartError".into(),
+                        message: Some(msg),
+                        started_at: started_wall,
+                        finished_at: started_wall,
+                        container_id: cid.clone(),
+                    };
+                    shared.update_container(slot, |v| v.state = State::Terminated(t));
+                    (ExitInfo { code: 128, signal: None }, None)
+                }
+                Ok((mut process, stdout, stderr)) => {
+                    self.event(c, EventType::Normal, "Started", &format!("Started container {}", c.name));
+                    {
+                        let mut containers = shared.containers.lock();
+                        if let Some(rt) = containers.get_mut(&c.name) {
+                            rt.instance = Some(restarts);
+                            rt.progress = log.as_ref().map(|l| l.subscribe());
+                            rt.spec = Some(spec.clone());
+                        }
+                    }
+                    let has_startup = c.startup_probe.is_some() && !slot.init;
+                    let has_readiness = c.readiness_probe.is_some() && !slot.init;
+                    shared.update_container(slot, |v| {
+                        v.state = State::Running { started_at: started_wall, container_id: cid.clone() };
+                        v.started = !has_startup;
+                        v.ready = !has_startup && !has_readiness && !slot.init;
+                        v.restarts = restarts;
+                    });
+                    let copy = {
+                        let log = log.clone();
+                        async move {
+                            if let Some(log) = log {
+                                let out = async {
+                                    if let Some(s) = stdout {
+                                        log.copy(s, "stdout").await;
+                                    }
+                                };
+                                let err = async {
+                                    if let Some(s) = stderr {
+                                        log.copy(s, "stderr").await;
+                                    }
+                                };
+                                futures::join!(out, err);
+                            }
+                        }
+                    };
+                    let copying = tokio::spawn(copy);
+                    let interrupt = tokio::select! {
+                        exit = process.wait() => Err(exit),
+                        req = stop_requested(&mut stop_rx) => Ok(Interrupt::Stop(req)),
+                        kind = self.probe(c, slot, &spec) => Ok(Interrupt::Unhealthy(kind)),
+                    };
+                    let (exit, interrupted) = match interrupt {
+                        Err(exit) => (exit, None),
+                        Ok(Interrupt::Stop(req)) => {
+                            self.event(c, EventType::Normal, "Killing", &format!("Stopping container {}", c.name));
+                            (process.stop(req.grace).await, Some(req))
+                        }
+                        Ok(Interrupt::Unhealthy(kind)) => {
+                            let note = format!(
+                                "Container {} failed {} probe, will be restarted",
+                                c.name,
+                                kind.title().to_lowercase()
+                            );
+                            self.event(c, EventType::Normal, "Killing", &note);
+                            let probe = match kind {
+                                ProbeKind::Startup => c.startup_probe.as_ref(),
+                                _ => c.liveness_probe.as_ref(),
+                            };
+                            // A probe's own terminationGracePeriodSeconds wins over the pod's.
+                            let grace = probe
+                                .and_then(|p| p.termination_grace_period_seconds)
+                                .and_then(|s| u64::try_from(s).ok())
+                                .map_or_else(|| grace_of(self.pod), Duration::from_secs);
+                            (process.stop(grace).await, None)
+                        }
+                    };
+                    let _ = copying.await;
+                    if let Some(l) = &log {
+                        l.end();
+                    }
+                    let t = Terminated {
+                        exit_code: exit.code,
+                        signal: exit.signal,
+                        reason: if exit.code == 0 { "Completed".into() } else { "Error".into() },
+                        message: None,
+                        started_at: started_wall,
+                        finished_at: Timestamp::now().as_second(),
+                        container_id: cid.clone(),
+                    };
+                    shared.update_container(slot, |v| {
+                        v.state = State::Terminated(t);
+                        // A completed init container counts as ready, as the kubelet reports it.
+                        v.ready = slot.init && exit.code == 0;
+                        v.started = false;
+                    });
+                    (exit, interrupted)
+                }
+            };
+            if interrupted.is_some() {
+                return Outcome::Stopped;
+            }
+            if !self.restarts(slot.init, exit.code) {
+                shared.update_container(slot, |v| v.done = true);
+                return Outcome::Exited(exit);
+            }
+            let delay = backoff.next(started.elapsed());
+            if delay.is_zero() {
+                // The first restart is immediate.
+                restarts = restarts.saturating_add(1);
+                shared.update_container(slot, |v| {
+                    if let State::Terminated(t) = &v.state {
+                        v.last = Some(t.clone());
+                    }
+                    v.restarts = restarts;
+                });
+                continue;
+            }
+            let msg = format!(
+                "back-off {} restarting failed container={} pod={}_{}({})",
+                opkit_apimachinery::duration::format(delay),
+                c.name,
+                shared.name,
+                shared.namespace,
+                shared.uid
+            );
+            let note = format!(
+                "Back-off restarting failed container {} in pod {}_{}({})",
+                c.name, shared.name, shared.namespace, shared.uid
+            );
+            self.event(c, EventType::Warning, "BackOff", &note);
+            shared.update_container(slot, |v| {
+                if let State::Terminated(t) = &v.state {
+                    v.last = Some(t.clone());
+                }
+                v.state = State::Waiting { reason: "CrashLoopBackOff".into(), message: Some(msg) };
+            });
+            tokio::select! {
+                _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
+                () = tokio::time::sleep(delay) => {}
+            }
+            restarts = restarts.saturating_add(1);
+            shared.update_container(slot, |v| v.restarts = restarts);
+        }
+    }
+
+    /// Probes a running instance; returns only when a startup or liveness probe failed
+    /// for good (readiness results update the view).
+    async fn probe(&self, c: &Container, slot: Slot, spec: &ProcessSpec) -> ProbeKind {
+        if slot.init {
+            return std::future::pending().await;
+        }
+        let target = ProbeTarget { container: c, pod_ip: self.sandbox.ip(), exec: spec, sandbox: self.sandbox };
+        if let Some(p) = &c.startup_probe {
+            match self.probe_loop(c, p, ProbeKind::Startup, &target, slot).await {
+                Some(kind) => return kind,
+                None => {
+                    let ready = c.readiness_probe.is_none();
+                    self.shared.update_container(slot, |v| {
+                        v.started = true;
+                        v.ready = ready;
+                    });
+                }
+            }
+        }
+        let liveness = async {
+            match &c.liveness_probe {
+                Some(p) => match self.probe_loop(c, p, ProbeKind::Liveness, &target, slot).await {
+                    Some(kind) => kind,
+                    None => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
+        let readiness = async {
+            match &c.readiness_probe {
+                Some(p) => {
+                    self.probe_loop(c, p, ProbeKind::Readiness, &target, slot).await;
+                    std::future::pending().await
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            kind = liveness => kind,
+            kind = readiness => kind,
+        }
+    }
+
+    /// Runs one probe every period. A startup probe returns `None` once it succeeded;
+    /// startup and liveness probes return themselves when they failed for good; a
+    /// readiness probe runs forever, setting `ready`.
+    async fn probe_loop(
+        &self,
+        c: &Container,
+        probe: &Probe,
+        kind: ProbeKind,
+        target: &ProbeTarget<'_>,
+        slot: Slot,
+    ) -> Option<ProbeKind> {
+        let timing = ProbeTiming::of(probe);
+        let mut thresholds = Thresholds::default();
+        let mut prober = probes::Prober::default();
+        tokio::time::sleep(timing.initial_delay).await;
+        loop {
+            let result = prober.run(probe, target).await;
+            if let Err(msg) = &result {
+                let note = format!("{} probe failed: {msg}", kind.title());
+                self.event(c, EventType::Warning, "Unhealthy", &note);
+            }
+            if let Some(ok) = thresholds.record(result.is_ok(), &timing) {
+                match kind {
+                    ProbeKind::Readiness => {
+                        let now_ready = ok;
+                        let changed = {
+                            let view = self.shared.view.lock();
+                            let list = if slot.init { &view.init } else { &view.containers };
+                            list.get(slot.index).is_some_and(|v| v.ready != now_ready)
+                        };
+                        if changed {
+                            self.shared.update_container(slot, |v| v.ready = now_ready);
+                        }
+                    }
+                    ProbeKind::Startup if ok => return None,
+                    ProbeKind::Liveness if ok => {}
+                    _ => return Some(kind),
+                }
+            }
+            tokio::time::sleep(timing.period).await;
+        }
+    }
+}
+
+/// The pod's `terminationGracePeriodSeconds` (default 30 s).
+pub fn grace_of(pod: &Pod) -> Duration {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(DEFAULT_GRACE, Duration::from_secs)
+}
+
+/// Writes the view to `pods/status` whenever it changes, until `done` (then once more),
+/// and not once the pod is stopping.
+async fn write_statuses(rt: Arc<RuntimeShared>, pod: Pod, shared: Arc<PodShared>, done: CancellationToken) {
+    let api: Api<Pod> = Api::namespaced(rt.client.clone(), &shared.namespace);
+    let params = PatchParams { field_manager: Some("kubelet".into()), ..Default::default() };
+    let mut base = pod;
+    let mut written: Option<PodView> = None;
+    let mut rx = shared.version.subscribe();
+    loop {
+        let finishing = done.is_cancelled();
+        if shared.stop.borrow().is_none() {
+            let view = shared.view();
+            if written.as_ref() != Some(&view) {
+                let body = status::pod_status(&base, &view, Timestamp::now());
+                match api.patch_status(&shared.name, &params, &Patch::Merge(&body)).await {
+                    Ok(p) => {
+                        base = p;
+                        written = Some(view);
+                    }
+                    Err(kube::Error::Api(s)) if s.is_not_found() => return,
+                    Err(e) => {
+                        tracing::debug!(pod = %shared.name, error = %e, "writing a pod's status failed; retrying");
+                        if finishing {
+                            return;
+                        }
+                        tokio::select! {
+                            () = tokio::time::sleep(SETUP_RETRY) => continue,
+                            () = done.cancelled() => continue,
+                        }
+                    }
+                }
+            }
+        }
+        if finishing {
+            return;
+        }
+        tokio::select! {
+            changed = rx.changed() => if changed.is_err() { return },
+            () = done.cancelled() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn working_dirs_stay_under_the_container_dir() {
+        let root = std::path::Path::new("/pods/p/containers/c");
+        assert_eq!(working_dir(root, None), root);
+        assert_eq!(working_dir(root, Some("/app/data")), root.join("app/data"));
+        assert_eq!(working_dir(root, Some("../../../etc/./x/..")), root.join("etc/x"));
+    }
+
+    #[test]
+    fn argv_is_command_tail_and_args_expanded() {
+        let c: Container = serde_json::from_value(serde_json::json!({
+            "name": "c", "command": ["entry", "-v"], "args": ["$(A)", "$$(A)", "$(B)"]
+        }))
+        .unwrap_or_default();
+        let env = vec![("A".to_string(), "x".to_string())];
+        assert_eq!(argv(&c, &env), ["-v", "x", "$(A)", "$(B)"]);
+    }
+}

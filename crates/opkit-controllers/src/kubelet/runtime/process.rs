@@ -1,0 +1,142 @@
+//! A real container's process: started in its own session and process group, with
+//! `PR_SET_PDEATHSIG` SIGKILL as the backstop so it never outlives the kubelet, inside
+//! the pod's network sandbox; stopped as the kubelet stops containers (SIGTERM to the
+//! group, SIGKILL after the grace period), and whatever is left of its group is killed
+//! once it ends, as a container's PID namespace would.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+
+use crate::kubelet::network::PodSandbox;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// The executable (the image's entrypoint).
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The whole environment.
+    pub env: Vec<(String, String)>,
+    /// The working directory (made before start).
+    pub working_dir: PathBuf,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// The exit code (128 + the signal when a signal ended it, as runtimes report).
+    pub code: i32,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+}
+
+/// A started container process; its group is killed when this is dropped unreaped.
+#[derive(Debug)]
+pub struct ContainerProcess {
+    child: Child,
+    group: Option<Pid>,
+    exited: Option<ExitInfo>,
+}
+
+/// Makes the child a session (and process group) leader that dies with the kubelet.
+#[allow(unsafe_code)]
+fn detach(cmd: &mut Command) {
+    // SAFETY: the hook runs in the forked child before exec and only makes two raw
+    // system calls (setsid, prctl), both async-signal-safe; it touches no memory of the
+    // parent and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            Ok(())
+        });
+    }
+}
+
+impl ContainerProcess {
+    /// Starts `spec` inside `sandbox`, its output piped.
+    pub fn spawn(
+        spec: &ProcessSpec,
+        sandbox: &PodSandbox,
+    ) -> std::io::Result<(ContainerProcess, Option<ChildStdout>, Option<ChildStderr>)> {
+        std::fs::create_dir_all(&spec.working_dir)?;
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(&spec.working_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        detach(&mut cmd);
+        sandbox.enter(&mut cmd);
+        let mut child = cmd.spawn()?;
+        let group = child.id().and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw);
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        Ok((ContainerProcess { child, group, exited: None }, stdout, stderr))
+    }
+
+    /// Sends `signal` to the process group.
+    pub fn signal_group(&self, signal: Signal) {
+        if let Some(group) = self.group
+            && let Err(e) = rustix::process::kill_process_group(group, signal)
+            && e != rustix::io::Errno::SRCH
+        {
+            tracing::debug!(error = %e, "signalling a container's process group failed");
+        }
+    }
+
+    /// Waits for the process to exit, then kills what is left of its group.
+    pub async fn wait(&mut self) -> ExitInfo {
+        if let Some(done) = self.exited {
+            return done;
+        }
+        let info = match self.child.wait().await {
+            Ok(status) => exit_info(status),
+            Err(e) => {
+                tracing::warn!(error = %e, "waiting for a container process failed");
+                ExitInfo { code: 128 + 9, signal: Some(9) }
+            }
+        };
+        self.signal_group(Signal::KILL);
+        self.exited = Some(info);
+        info
+    }
+
+    /// Stops the process as the kubelet does: SIGTERM to its group, SIGKILL after `grace`.
+    pub async fn stop(&mut self, grace: Duration) -> ExitInfo {
+        if let Some(done) = self.exited {
+            return done;
+        }
+        self.signal_group(Signal::TERM);
+        if let Ok(info) = tokio::time::timeout(grace, self.wait()).await {
+            return info;
+        }
+        self.signal_group(Signal::KILL);
+        self.wait().await
+    }
+}
+
+impl Drop for ContainerProcess {
+    fn drop(&mut self) {
+        // Whatever happens to the task that owns it, the process does not outlive it.
+        if self.exited.is_none() {
+            self.signal_group(Signal::KILL);
+            let _ = self.child.start_kill();
+        }
+    }
+}
+
+fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitInfo { code, signal: None },
+        (None, Some(sig)) => ExitInfo { code: 128 + sig, signal: Some(sig) },
+        (None, None) => ExitInfo { code: 1, signal: None },
+    }
+}

@@ -1,0 +1,205 @@
+//! The kubelet server: HTTPS on `127.0.0.1:<random port>` with a serving certificate the
+//! cluster CA signs, answering only clients with a certificate from that CA (the API
+//! server's), at the real kubelet's paths. Every simulated Node advertises it (the
+//! `opkit.dev/kubelet-endpoint` annotation and `daemonEndpoints.kubeletEndpoint.port`).
+//! `containerLogs` is served here ([`logs`]); errors are a `metav1.Status` with kube's
+//! code.
+
+pub mod logs;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
+use opkit::{Runnable, RunnableError};
+use opkit_serve::PeerCertificates;
+use tokio_util::sync::CancellationToken;
+
+use super::runtime::{ExecTargetData, LookupError, Runtime};
+use crate::ControllersConfig;
+
+/// The annotation on simulated Nodes naming their kubelet server (`127.0.0.1:<port>`).
+pub const ENDPOINT_ANNOTATION: &str = "opkit.dev/kubelet-endpoint";
+
+/// The body of every kubelet server response.
+pub type ResponseBody = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// Errors setting up the kubelet server.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletServerError {
+    /// The serving certificate could not be made from the cluster CA.
+    #[error("kubelet serving certificate: {0}")]
+    Certificate(String),
+    /// The listener could not be bound.
+    #[error("binding the kubelet server: {0}")]
+    Bind(#[from] std::io::Error),
+}
+
+/// A bound, not yet serving, kubelet server.
+pub struct KubeletListener {
+    listener: std::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    port: u16,
+}
+
+impl std::fmt::Debug for KubeletListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeletListener").field("port", &self.port).finish_non_exhaustive()
+    }
+}
+
+impl KubeletListener {
+    /// Binds the kubelet server of `cfg`: `None` without a cluster CA to sign its
+    /// certificate.
+    pub fn bind(cfg: &ControllersConfig) -> Result<Option<KubeletListener>, KubeletServerError> {
+        let Some(signing) = &cfg.cluster_signing else { return Ok(None) };
+        let ca = opkit_serve::tls::DevCa::from_pem(&signing.ca_pem, &signing.ca_key_pem)
+            .map_err(|e| KubeletServerError::Certificate(e.to_string()))?;
+        let cert = ca
+            .issue_serving_cert("opkit-kubelet", &["127.0.0.1".to_string()])
+            .map_err(|e| KubeletServerError::Certificate(e.to_string()))?;
+        let tls = opkit_serve::tls::server_config_with_client_ca(&cert.cert_pem, &cert.key_pem, &signing.ca_pem)
+            .map_err(|e| KubeletServerError::Certificate(e.to_string()))?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        Ok(Some(KubeletListener { listener, tls, port }))
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+/// What the server's handlers consult.
+pub struct KubeletServer {
+    listener: KubeletListener,
+    handler: Arc<Handler>,
+}
+
+impl KubeletServer {
+    /// Serves `listener` for the real pods of `runtime` (if any), looking simulated pods
+    /// up with `client`.
+    pub fn new(listener: KubeletListener, runtime: Option<Arc<Runtime>>, client: kube::Client) -> KubeletServer {
+        KubeletServer { listener, handler: Arc::new(Handler { runtime, client }) }
+    }
+}
+
+/// Routes requests.
+pub struct Handler {
+    /// The real pods.
+    pub runtime: Option<Arc<Runtime>>,
+    /// The kubelet's client.
+    pub client: kube::Client,
+}
+
+/// A `metav1.Status` response.
+pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBody> {
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    let mut res = Response::new(full(Bytes::from(body.to_string())));
+    *res.status_mut() = code;
+    res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    res
+}
+
+/// The response to a failed lookup, with the kubelet's code (404 for a pod this kubelet
+/// does not run, 400 for a container not in it or not running).
+#[allow(dead_code, reason = "the /exec, /attach and /portForward routes are wired to the streams at merge")]
+pub fn lookup_error(e: &LookupError) -> Response<ResponseBody> {
+    match e {
+        LookupError::PodNotFound(_) => status_response(StatusCode::NOT_FOUND, "NotFound", &e.to_string()),
+        LookupError::ContainerNotFound { .. } | LookupError::NotRunning { .. } => {
+            status_response(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string())
+        }
+    }
+}
+
+/// A complete body.
+pub fn full(bytes: Bytes) -> ResponseBody {
+    http_body_util::Full::new(bytes).map_err(|never: Infallible| match never {}).boxed_unsync()
+}
+
+impl Handler {
+    /// What `exec` / `attach` in `container` of pod `ns/pod` runs with (the routes
+    /// `/exec` and `/attach` hand it to the streams; [`lookup_error`] answers failures).
+    #[allow(dead_code, reason = "the /exec and /attach routes are wired to the streams at merge")]
+    pub fn exec_target(&self, ns: &str, pod: &str, container: &str) -> Result<ExecTargetData, LookupError> {
+        let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
+        rt.exec_target(ns, pod, container)
+    }
+
+    /// The IP of pod `ns/pod`, for `/portForward`.
+    #[allow(dead_code, reason = "the /portForward route is wired to the streams at merge")]
+    pub fn pod_ip(&self, ns: &str, pod: &str) -> Result<std::net::IpAddr, LookupError> {
+        let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
+        rt.pod_ip(ns, pod)
+    }
+
+    /// Answers one request.
+    pub async fn handle(&self, req: Request<Incoming>) -> Response<ResponseBody> {
+        let authenticated = req.extensions().get::<PeerCertificates>().is_some_and(|c| c.leaf().is_some());
+        if !authenticated {
+            return status_response(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+        }
+        let path = req.uri().path().to_string();
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match segments.as_slice() {
+            ["containerLogs", ns, pod, container] => {
+                if req.method() != http::Method::GET {
+                    return status_response(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "MethodNotAllowed",
+                        &format!("the server does not allow this method on the requested resource: {}", req.method()),
+                    );
+                }
+                logs::serve(self, ns, pod, container, req.uri().query().unwrap_or_default()).await
+            }
+            _ => status_response(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                &format!("the server could not find the requested resource: {path}"),
+            ),
+        }
+    }
+}
+
+impl Runnable for KubeletServer {
+    fn name(&self) -> String {
+        "kubelet-server".into()
+    }
+    fn needs_leader_election(&self) -> bool {
+        false
+    }
+    fn start(self: Box<Self>, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), RunnableError>> {
+        Box::pin(async move {
+            let listener = tokio::net::TcpListener::from_std(self.listener.listener)
+                .map_err(|e| RunnableError(format!("kubelet server: {e}")))?;
+            let handler = self.handler.clone();
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let handler = handler.clone();
+                async move { Ok::<_, Infallible>(handler.handle(req).await) }
+            });
+            opkit_serve::Server::new(listener)
+                .tls(self.listener.tls.clone())
+                .shutdown_grace(Some(Duration::from_secs(1)))
+                .serve(service, shutdown)
+                .await;
+            Ok(())
+        })
+    }
+}
