@@ -151,7 +151,6 @@ impl PodNetworks {
                     ip: IpAddr::V4(namespaced.lease.ip()),
                     netns: Some(namespaced.holder.netns_path()),
                     api_server: KUBERNETES_SERVICE,
-                    host_interface: Some(namespaced.link.name().to_string()),
                     namespaced: Some(namespaced),
                 })
             }
@@ -170,7 +169,6 @@ pub struct PodSandbox {
     ip: IpAddr,
     netns: Option<PathBuf>,
     api_server: SocketAddr,
-    host_interface: Option<String>,
     /// The namespace, veth pair, lease and proxy (none on the host network).
     #[cfg(target_os = "linux")]
     namespaced: Option<NamespacedSandbox>,
@@ -183,7 +181,6 @@ impl PodSandbox {
             ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             netns: None,
             api_server,
-            host_interface: None,
             #[cfg(target_os = "linux")]
             namespaced: None,
         }
@@ -208,8 +205,9 @@ impl PodSandbox {
 
     /// The host end of the pod's veth pair (`opk` and 12 hex digits), `None` on the host
     /// network.
+    #[cfg(test)]
     pub fn host_interface(&self) -> Option<&str> {
-        self.host_interface.as_deref()
+        self.namespaced.as_ref().map(|n| n.link.name())
     }
 
     /// Makes `cmd` start inside this sandbox: in its network namespace, and in its UTS
