@@ -13,6 +13,7 @@ pub mod events;
 pub mod ip;
 pub mod lifecycle;
 pub mod network;
+pub mod server;
 pub mod status;
 
 use std::collections::HashMap;

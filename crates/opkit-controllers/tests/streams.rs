@@ -1,0 +1,335 @@
+//! The kubelet's exec and port-forward streams against real kubectl binaries (1.33 speaks
+//! WebSocket `v5.channel.k8s.io` for exec and falls back to SPDY for port-forward; 1.27
+//! speaks SPDY/3.1 for both). A small HTTP/1.1 server plays the API server: it answers
+//! discovery and `GET pods/p` with a Running pod, and hands the `exec` and `portforward`
+//! upgrades to `opkit_controllers::exec::serve` and `port_forward::serve`, as the API
+//! server's proxy passes them through to the kubelet.
+
+#[path = "../../opkit-testenv/tests/support/kubectl.rs"]
+mod kubectl;
+
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use opkit_controllers::exec::{self, ExecTarget};
+use opkit_controllers::port_forward;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, Command};
+
+/// How long any step may take.
+const STEP: Duration = Duration::from_secs(60);
+
+/// The in-test API server, a kubeconfig pointing at it and kubectl's home.
+struct FakeApiServer {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
+}
+
+/// What the fake API server answers.
+async fn route(req: Request<Incoming>, target: ExecTarget) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let response = match path.as_str() {
+        "/api" => json_response(
+            StatusCode::OK,
+            json!({"kind": "APIVersions", "versions": ["v1"],
+                   "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
+        ),
+        "/apis" => json_response(StatusCode::OK, json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})),
+        "/api/v1" => json_response(
+            StatusCode::OK,
+            json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+                {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
+                 "verbs": ["get", "list"], "shortNames": ["po"]},
+                {"name": "pods/exec", "singularName": "", "namespaced": true, "kind": "PodExecOptions", "verbs": ["create", "get"]},
+                {"name": "pods/portforward", "singularName": "", "namespaced": true, "kind": "PodPortForwardOptions", "verbs": ["create", "get"]}
+            ]}),
+        ),
+        "/api/v1/namespaces/default/pods/p" => json_response(
+            StatusCode::OK,
+            json!({"kind": "Pod", "apiVersion": "v1",
+                   "metadata": {"name": "p", "namespace": "default", "uid": "6d3b6f4e-0000-4000-8000-000000000001"},
+                   "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                   "status": {"phase": "Running", "podIP": "127.0.0.1",
+                              "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0, "image": "busybox",
+                                                     "imageID": "", "state": {"running": {}}}]}}),
+        ),
+        "/api/v1/namespaces/default/pods/p/exec" => exec::serve(req, target).await,
+        "/api/v1/namespaces/default/pods/p/portforward" => {
+            port_forward::serve(req, IpAddr::V4(Ipv4Addr::LOCALHOST)).await
+        }
+        _ => json_response(
+            StatusCode::NOT_FOUND,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+                   "message": "the server could not find the requested resource"}),
+        ),
+    };
+    Ok(response)
+}
+
+impl FakeApiServer {
+    /// Starts the server; exec'd commands run with `target`.
+    async fn start(target: ExecTarget) -> FakeApiServer {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((io, _)) = listener.accept().await else { return };
+                let target = target.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| route(req, target.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(io), service)
+                        .with_upgrades()
+                        .await;
+                });
+            }
+        });
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\n\
+             users:\n- name: u\n  user: {{}}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: u\n    namespace: default\n\
+             current-context: fake\n"
+        );
+        std::fs::write(&kubeconfig, config).expect("write kubeconfig");
+        FakeApiServer { dir, kubeconfig, task }
+    }
+
+    /// A kubectl command of `version` against this server.
+    fn kubectl(&self, version: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(kubectl::kubectl_binary(version));
+        command
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir.path())
+            .args(["--request-timeout=0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+}
+
+/// A target running in `dir` with a greeting in its environment.
+fn target_in(dir: &Path) -> ExecTarget {
+    ExecTarget {
+        env: vec![("GREETING".to_owned(), "hello from the pod".to_owned())],
+        working_dir: dir.to_path_buf(),
+        netns: None,
+    }
+}
+
+/// Runs kubectl to completion with `input` on stdin: (exit code, stdout, stderr).
+async fn run(mut command: Command, input: Option<&str>) -> (Option<i32>, String, String) {
+    if input.is_some() {
+        command.stdin(Stdio::piped());
+    }
+    let mut child = command.spawn().expect("spawn kubectl");
+    if let Some(input) = input {
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(input.as_bytes()).await.expect("write stdin");
+        drop(stdin);
+    }
+    let output = tokio::time::timeout(STEP, child.wait_with_output()).await.expect("kubectl in time").expect("output");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn exec_reports_output_and_exit_code(version: &str) {
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let command = server.kubectl(version, &["exec", "p", "--", "sh", "-c", "echo out; echo err >&2; exit 3"]);
+    let (code, stdout, stderr) = run(command, None).await;
+    assert_eq!(code, Some(3), "kubectl {version} exits with the command's code\nstdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(stdout, "out\n", "kubectl {version} stdout");
+    assert!(stderr.starts_with("err\n"), "kubectl {version} stderr: {stderr}");
+    assert!(stderr.contains("command terminated with exit code 3"), "kubectl {version} stderr: {stderr}");
+
+    // The command runs in the target's working directory, with its environment.
+    let command = server.kubectl(version, &["exec", "p", "--", "sh", "-c", "pwd; echo \"$GREETING\""]);
+    let (code, stdout, stderr) = run(command, None).await;
+    assert_eq!(code, Some(0), "kubectl {version}: {stderr}");
+    let expected = format!("{}\nhello from the pod\n", workdir.path().canonicalize().expect("canonical").display());
+    assert_eq!(stdout, expected, "kubectl {version}");
+
+    // A command that cannot start is reported as kube's internal error.
+    let command = server.kubectl(version, &["exec", "p", "--", "/no/such/binary"]);
+    let (code, _, stderr) = run(command, None).await;
+    assert_ne!(code, Some(0), "kubectl {version}");
+    assert!(stderr.contains("error executing command in container"), "kubectl {version} stderr: {stderr}");
+}
+
+async fn exec_copies_stdin(version: &str) {
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let input = "first line\nsecond line\n".repeat(2000);
+    let command = server.kubectl(version, &["exec", "-i", "p", "--", "cat"]);
+    let (code, stdout, stderr) = run(command, Some(&input)).await;
+    assert_eq!(code, Some(0), "kubectl {version}: {stderr}");
+    assert_eq!(stdout.len(), input.len(), "kubectl {version} echoes all of stdin");
+    assert_eq!(stdout, input, "kubectl {version}");
+}
+
+/// A TCP echo server on loopback; its port.
+async fn echo_server() -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("bind echo");
+    let port = listener.local_addr().expect("addr").port();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                let (mut read, mut write) = conn.split();
+                let _ = tokio::io::copy(&mut read, &mut write).await;
+            });
+        }
+    });
+    (port, task)
+}
+
+/// Waits for kubectl port-forward's `Forwarding from 127.0.0.1:LOCAL -> REMOTE` line.
+async fn forwarded_port(child: &mut Child, remote: u16) -> u16 {
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let wait = async {
+        while let Some(line) = lines.next_line().await.expect("read kubectl stdout") {
+            if let Some(rest) = line.strip_prefix("Forwarding from 127.0.0.1:") {
+                let (local, to) = rest.split_once(" -> ").expect("arrow");
+                assert_eq!(to, remote.to_string());
+                return local.parse::<u16>().expect("local port");
+            }
+        }
+        panic!("kubectl port-forward ended before forwarding");
+    };
+    let port = tokio::time::timeout(STEP, wait).await.expect("Forwarding from in time");
+    // Keep draining stdout (kubectl logs each connection) so kubectl never blocks on it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    port
+}
+
+/// Sends `payload` through the forwarded port and reads it back.
+async fn round_trip(local: u16, payload: &[u8]) -> Vec<u8> {
+    let mut conn = TcpStream::connect(SocketAddr::from((Ipv4Addr::LOCALHOST, local))).await.expect("connect local");
+    let (mut read, mut write) = conn.split();
+    let send = async {
+        write.write_all(payload).await.expect("send");
+        write.shutdown().await.expect("half-close");
+    };
+    let mut back = Vec::new();
+    let receive = read.read_to_end(&mut back);
+    let ((), received) = tokio::time::timeout(STEP, async { tokio::join!(send, receive) }).await.expect("echo in time");
+    received.expect("read echo");
+    back
+}
+
+async fn port_forward_echoes(version: &str) {
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let (remote, echo) = echo_server().await;
+    let mut child =
+        server.kubectl(version, &["port-forward", "pod/p", &format!(":{remote}")]).spawn().expect("spawn kubectl");
+    let local = forwarded_port(&mut child, remote).await;
+    for round in 0..2u8 {
+        let payload: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8 ^ round).collect();
+        let back = round_trip(local, &payload).await;
+        assert_eq!(back.len(), payload.len(), "kubectl {version} round {round}");
+        assert!(back == payload, "kubectl {version} round {round}: the echo differs");
+    }
+    child.kill().await.expect("kill kubectl");
+    echo.abort();
+}
+
+/// Forwarding to a port nothing listens on reports the kubelet's error on the error
+/// stream, and kubectl prints it.
+async fn port_forward_reports_refused_connections(version: &str) {
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let closed = {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let mut child =
+        server.kubectl(version, &["port-forward", "pod/p", &format!(":{closed}")]).spawn().expect("spawn kubectl");
+    let local = forwarded_port(&mut child, closed).await;
+    let mut conn = TcpStream::connect(SocketAddr::from((Ipv4Addr::LOCALHOST, local))).await.expect("connect local");
+    let mut sink = Vec::new();
+    let _ = tokio::time::timeout(STEP, conn.read_to_end(&mut sink)).await.expect("closed in time");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let expected = format!("error forwarding port {closed} to pod p_default, uid : dial tcp 127.0.0.1:{closed}: connect: connection refused");
+    let found = tokio::time::timeout(STEP, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(&expected) {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .expect("error in time");
+    assert!(found, "kubectl {version} prints the kubelet's error: {expected}");
+    child.kill().await.expect("kill kubectl");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_33_exec_output_and_exit_code() {
+    exec_reports_output_and_exit_code("1.33").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_27_exec_output_and_exit_code() {
+    exec_reports_output_and_exit_code("1.27").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_33_exec_stdin() {
+    exec_copies_stdin("1.33").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_27_exec_stdin() {
+    exec_copies_stdin("1.27").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_33_port_forward() {
+    port_forward_echoes("1.33").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_27_port_forward() {
+    port_forward_echoes("1.27").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_33_port_forward_refused() {
+    port_forward_reports_refused_connections("1.33").await;
+}
