@@ -284,18 +284,23 @@ async fn port_forward_reports_refused_connections(version: &str) {
     let _ = tokio::time::timeout(STEP, conn.read_to_end(&mut sink)).await.expect("closed in time");
     let stderr = child.stderr.take().expect("stderr");
     let mut lines = BufReader::new(stderr).lines();
-    let expected = format!("error forwarding port {closed} to pod p_default, uid : dial tcp 127.0.0.1:{closed}: connect: connection refused");
-    let found = tokio::time::timeout(STEP, async {
+    let expected = format!(
+        "error forwarding port {closed} to pod p_default, uid : dial tcp 127.0.0.1:{closed}: connect: connection refused"
+    );
+    let printed = tokio::time::timeout(STEP, async {
+        let mut printed = String::new();
         while let Ok(Some(line)) = lines.next_line().await {
+            printed.push_str(&line);
+            printed.push('\n');
             if line.contains(&expected) {
-                return true;
+                break;
             }
         }
-        false
+        printed
     })
     .await
     .expect("error in time");
-    assert!(found, "kubectl {version} prints the kubelet's error: {expected}");
+    assert!(printed.contains(&expected), "kubectl {version} prints the kubelet's error: {expected}\nstderr: {printed}");
     child.kill().await.expect("kill kubectl");
 }
 
@@ -332,4 +337,9 @@ async fn kubectl_1_27_port_forward() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_1_33_port_forward_refused() {
     port_forward_reports_refused_connections("1.33").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_27_port_forward_refused() {
+    port_forward_reports_refused_connections("1.27").await;
 }

@@ -22,14 +22,14 @@ use tokio_util::sync::CancellationToken;
 use super::stream::spdy::{IncomingStream, SPDY_31, Session};
 use super::stream::websocket::{ChannelConnection, Handshake};
 use super::stream::{
-    Body, OutputSink, bad_request, comma_separated_values, header_has_token, internal_error_status,
-    is_websocket_request, query_flag, query_pairs, status_response,
+    Body, OutputSink, Refusal, comma_separated_values, header_has_token, internal_error_status, is_websocket_request,
+    query_flag, query_pairs,
 };
 
 /// The header naming the stream protocols a SPDY client speaks (and the one chosen).
 pub(crate) const PROTOCOL_VERSION_HEADER: &str = "X-Stream-Protocol-Version";
 /// The header listing the protocols the server accepts, when none matched.
-pub(crate) const ACCEPTED_PROTOCOLS_HEADER: &str = "X-Accepted-Stream-Protocol-Versions";
+pub(crate) const ACCEPTED_PROTOCOLS_HEADER: &str = "x-accepted-stream-protocol-versions";
 /// The remote-command protocols spoken over SPDY (v5 is v4 there: its close signal is a
 /// WebSocket feature), in the kubelet's order.
 const SPDY_PROTOCOLS: [&str; 5] =
@@ -72,7 +72,7 @@ struct ExecOptions {
 
 impl ExecOptions {
     /// Reads the query as the kubelet does (`tty` drops `stderr`; one stream is required).
-    fn from_uri(uri: &http::Uri) -> Result<ExecOptions, Response<Body>> {
+    fn from_uri(uri: &http::Uri) -> Result<ExecOptions, Refusal> {
         let pairs = query_pairs(uri);
         let command: Vec<String> = pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
         let tty = query_flag(&pairs, "tty");
@@ -84,10 +84,10 @@ impl ExecOptions {
             command,
         };
         if !options.stdin && !options.stdout && !options.stderr {
-            return Err(bad_request("you must specify at least 1 of stdin, stdout, stderr"));
+            return Err(Refusal::bad_request("you must specify at least 1 of stdin, stdout, stderr"));
         }
         if options.command.is_empty() {
-            return Err(bad_request("you must specify at least one command for the container"));
+            return Err(Refusal::bad_request("you must specify at least one command for the container"));
         }
         Ok(options)
     }
@@ -103,7 +103,11 @@ enum StatusFormat {
 
 impl StatusFormat {
     fn of(protocol: &str) -> StatusFormat {
-        if matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io") { StatusFormat::Json } else { StatusFormat::Text }
+        if matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io") {
+            StatusFormat::Json
+        } else {
+            StatusFormat::Text
+        }
     }
 }
 
@@ -130,13 +134,13 @@ struct ExecStreams {
 pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<http_body_util::Full<Bytes>> {
     let options = match ExecOptions::from_uri(req.uri()) {
         Ok(options) => options,
-        Err(response) => return response,
+        Err(refusal) => return refusal.into_response(),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     if is_websocket_request(req.headers()) {
         let handshake = match Handshake::negotiate(req.headers(), &WEBSOCKET_PROTOCOLS) {
             Ok(handshake) => handshake,
-            Err(response) => return response,
+            Err(refusal) => return refusal.into_response(),
         };
         let protocol = handshake.protocol.clone();
         tokio::spawn(async move {
@@ -171,7 +175,7 @@ pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<h
 
     let protocol = match negotiate_spdy(req.headers(), &SPDY_PROTOCOLS) {
         Ok(protocol) => protocol,
-        Err(response) => return response,
+        Err(refusal) => return refusal.into_response(),
     };
     let response = spdy_switching_protocols(&protocol);
     tokio::spawn(async move {
@@ -189,33 +193,27 @@ pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<h
 
 /// Checks a SPDY upgrade request and picks the first protocol of the client's
 /// `X-Stream-Protocol-Version` list the server speaks (kube's `httpstream.Handshake`).
-pub(crate) fn negotiate_spdy(headers: &http::HeaderMap, supported: &[&str]) -> Result<String, Response<Body>> {
+pub(crate) fn negotiate_spdy(headers: &http::HeaderMap, supported: &[&str]) -> Result<String, Refusal> {
     if !header_has_token(headers, header::CONNECTION, "upgrade") || !header_has_token(headers, header::UPGRADE, SPDY_31)
     {
-        return Err(bad_request("unable to upgrade: missing upgrade headers in request"));
+        return Err(Refusal::bad_request("unable to upgrade: missing upgrade headers in request"));
     }
     let requested = comma_separated_values(headers, PROTOCOL_VERSION_HEADER);
     if requested.is_empty() {
-        return Err(bad_request(format!("unable to upgrade: {PROTOCOL_VERSION_HEADER} is required")));
+        return Err(Refusal::bad_request(format!("unable to upgrade: {PROTOCOL_VERSION_HEADER} is required")));
     }
     if let Some(protocol) = requested.iter().find(|p| supported.contains(&p.as_str())) {
         return Ok(protocol.clone());
     }
-    let mut response = status_response(
-        StatusCode::FORBIDDEN,
-        "Forbidden",
-        format!(
-            "unable to upgrade: unable to negotiate protocol: client supports [{}], server accepts [{}]",
-            requested.join(" "),
-            supported.join(" ")
-        ),
-    );
+    let mut refusal = Refusal::forbidden(format!(
+        "unable to upgrade: unable to negotiate protocol: client supports [{}], server accepts [{}]",
+        requested.join(" "),
+        supported.join(" ")
+    ));
     for protocol in supported {
-        if let Ok(value) = header::HeaderValue::from_str(protocol) {
-            response.headers_mut().append(ACCEPTED_PROTOCOLS_HEADER, value);
-        }
+        refusal = refusal.with_header(header::HeaderName::from_static(ACCEPTED_PROTOCOLS_HEADER), protocol);
     }
-    Err(response)
+    Err(refusal)
 }
 
 /// The `101 Switching Protocols` answer to a SPDY upgrade.
@@ -236,16 +234,13 @@ pub(crate) fn spdy_switching_protocols(protocol: &str) -> Response<Body> {
 /// hangs up or does not open them in time.
 async fn accept_spdy_streams(session: &mut Session, options: &ExecOptions, protocol: &str) -> Option<ExecStreams> {
     let resize = options.tty && supports_resize(protocol);
-    let expected = 1 + usize::from(options.stdin) + usize::from(options.stdout) + usize::from(options.stderr)
+    let expected = 1
+        + usize::from(options.stdin)
+        + usize::from(options.stdout)
+        + usize::from(options.stderr)
         + usize::from(resize);
-    let mut streams = ExecStreams {
-        stdin: None,
-        stdout: None,
-        stderr: None,
-        error: None,
-        resize: None,
-        hung_up: session.hung_up(),
-    };
+    let mut streams =
+        ExecStreams { stdin: None, stdout: None, stderr: None, error: None, resize: None, hung_up: session.hung_up() };
     let deadline = tokio::time::Instant::now() + STREAM_CREATION_TIMEOUT;
     let mut received = 0;
     while received < expected {
@@ -349,7 +344,11 @@ impl Pty {
 }
 
 /// Builds the command for the target; `pty` becomes its controlling terminal.
-fn command_for(options: &ExecOptions, target: &ExecTarget, pty: Option<&Pty>) -> std::io::Result<tokio::process::Command> {
+fn command_for(
+    options: &ExecOptions,
+    target: &ExecTarget,
+    pty: Option<&Pty>,
+) -> std::io::Result<tokio::process::Command> {
     let mut command = tokio::process::Command::new(&options.command[0]);
     command.args(&options.command[1..]).env_clear().envs(target.env.iter().map(|(k, v)| (k, v)));
     if !target.env.iter().any(|(k, _)| k == "PATH") {
@@ -385,10 +384,7 @@ fn command_for(options: &ExecOptions, target: &ExecTarget, pty: Option<&Pty>) ->
 fn enter_sandbox(command: &mut tokio::process::Command, netns: Option<OwnedFd>, terminal: Option<OwnedFd>) {
     let hook = move || -> std::io::Result<()> {
         if let Some(netns) = &netns {
-            rustix::thread::move_into_link_name_space(
-                netns.as_fd(),
-                Some(rustix::thread::LinkNameSpaceType::Network),
-            )?;
+            rustix::thread::move_into_link_name_space(netns.as_fd(), Some(rustix::thread::LinkNameSpaceType::Network))?;
         }
         if let Some(terminal) = &terminal {
             rustix::process::setsid()?;

@@ -21,9 +21,9 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::exec::{negotiate_spdy, spdy_switching_protocols};
+use super::stream::is_websocket_request;
 use super::stream::spdy::{IncomingStream, RST_CANCEL, Session};
 use super::stream::websocket::Handshake;
-use super::stream::is_websocket_request;
 
 /// The port-forward protocol spoken over SPDY.
 const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
@@ -58,11 +58,11 @@ pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_
         // kubelet without the feature does, and kubectl falls back to SPDY.
         return match Handshake::negotiate(req.headers(), &[]) {
             Ok(handshake) => handshake.switching_protocols(),
-            Err(response) => response,
+            Err(refusal) => refusal.into_response(),
         };
     }
-    if let Err(response) = negotiate_spdy(req.headers(), &[PORT_FORWARD_PROTOCOL]) {
-        return response;
+    if let Err(refusal) = negotiate_spdy(req.headers(), &[PORT_FORWARD_PROTOCOL]) {
+        return refusal.into_response();
     }
     let pod = pod_full_name(req.uri().path());
     let on_upgrade = hyper::upgrade::on(&mut req);
@@ -74,13 +74,18 @@ pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_
     spdy_switching_protocols(PORT_FORWARD_PROTOCOL)
 }
 
-/// The pod as the kubelet names it in errors (`name_namespace`), from
-/// `/portForward/{namespace}/{pod}`.
+/// The pod as the kubelet names it in errors (`name_namespace`), from the kubelet's
+/// `/portForward/{namespace}/{pod}` (or the API server's `.../namespaces/{namespace}/pods/{pod}/portforward`).
 fn pod_full_name(path: &str) -> String {
-    let mut parts = path.trim_matches('/').split('/').skip(1);
-    match (parts.next(), parts.next()) {
-        (Some(namespace), Some(name)) => format!("{name}_{namespace}"),
-        _ => path.to_owned(),
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let after = |name: &str| segments.iter().position(|s| *s == name).and_then(|i| segments.get(i + 1)).copied();
+    let found = match after("portForward") {
+        Some(namespace) => after(namespace).map(|pod| (namespace, pod)),
+        None => after("namespaces").zip(after("pods")),
+    };
+    match found {
+        Some((namespace, pod)) => format!("{pod}_{namespace}"),
+        None => path.to_owned(),
     }
 }
 
@@ -138,7 +143,8 @@ async fn handle_streams(mut session: Session, pod_ip: IpAddr, pod: &str) {
             continue;
         }
         *slot = Some(stream);
-        if pair.error.is_some() && pair.data.is_some()
+        if pair.error.is_some()
+            && pair.data.is_some()
             && let Some(StreamPair { port, error: Some(error), data: Some(data), .. }) = pairs.remove(&request_id)
         {
             let pod = pod.to_owned();
@@ -265,5 +271,16 @@ fn go_error_text(error: &std::io::Error) -> String {
     match chars.next() {
         Some(first) => first.to_lowercase().chain(chars).collect(),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pod_full_name;
+
+    #[test]
+    fn pods_are_named_as_the_kubelet_names_them() {
+        assert_eq!(pod_full_name("/portForward/default/web"), "web_default");
+        assert_eq!(pod_full_name("/api/v1/namespaces/team/pods/db/portforward"), "db_team");
     }
 }

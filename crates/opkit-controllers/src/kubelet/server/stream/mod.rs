@@ -21,25 +21,55 @@ pub(crate) type Body = Full<Bytes>;
 #[error("the streaming connection is closed")]
 pub(crate) struct Closed;
 
-/// A `metav1.Status` failure answer with kube's code, reason and message.
-pub(crate) fn status_response(code: StatusCode, reason: &str, message: impl Into<String>) -> Response<Body> {
-    let status = Status {
-        code: Some(i32::from(code.as_u16())),
-        message: Some(message.into()),
-        reason: Some(reason.to_owned()),
-        status: Some("Failure".to_owned()),
-        ..Status::default()
-    };
-    let body = serde_json::to_vec(&status).unwrap_or_default();
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = code;
-    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
-    response
+/// A request the streaming endpoints refuse before upgrading, answered with a
+/// `metav1.Status` carrying kube's code, reason and message.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct Refusal {
+    code: StatusCode,
+    reason: &'static str,
+    message: String,
+    headers: Vec<(header::HeaderName, header::HeaderValue)>,
 }
 
-/// kube's `BadRequest` answer.
-pub(crate) fn bad_request(message: impl Into<String>) -> Response<Body> {
-    status_response(StatusCode::BAD_REQUEST, "BadRequest", message)
+impl Refusal {
+    /// kube's `400 BadRequest`.
+    pub(crate) fn bad_request(message: impl Into<String>) -> Refusal {
+        Refusal { code: StatusCode::BAD_REQUEST, reason: "BadRequest", message: message.into(), headers: Vec::new() }
+    }
+
+    /// kube's `403 Forbidden`.
+    pub(crate) fn forbidden(message: impl Into<String>) -> Refusal {
+        Refusal { code: StatusCode::FORBIDDEN, reason: "Forbidden", message: message.into(), headers: Vec::new() }
+    }
+
+    /// Adds a response header (skipped when `value` is not a valid header value).
+    pub(crate) fn with_header(mut self, name: header::HeaderName, value: &str) -> Refusal {
+        if let Ok(value) = header::HeaderValue::from_str(value) {
+            self.headers.push((name, value));
+        }
+        self
+    }
+
+    /// The answer.
+    pub(crate) fn into_response(self) -> Response<Body> {
+        let status = Status {
+            code: Some(i32::from(self.code.as_u16())),
+            message: Some(self.message),
+            reason: Some(self.reason.to_owned()),
+            status: Some("Failure".to_owned()),
+            ..Status::default()
+        };
+        let body = serde_json::to_vec(&status).unwrap_or_default();
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = self.code;
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+        for (name, value) in self.headers {
+            headers.append(name, value);
+        }
+        response
+    }
 }
 
 /// The `metav1.Status` an exec reports on its error stream when the command could not run

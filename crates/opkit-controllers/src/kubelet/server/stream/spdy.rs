@@ -62,16 +62,71 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// header names and common values, then a run of common strings.
 static DICTIONARY: LazyLock<Vec<u8>> = LazyLock::new(|| {
     const NAMES: [&str; 65] = [
-        "options", "head", "post", "put", "delete", "trace", "accept", "accept-charset",
-        "accept-encoding", "accept-language", "accept-ranges", "age", "allow", "authorization",
-        "cache-control", "connection", "content-base", "content-encoding", "content-language",
-        "content-length", "content-location", "content-md5", "content-range", "content-type",
-        "date", "etag", "expect", "expires", "from", "host", "if-match", "if-modified-since",
-        "if-none-match", "if-range", "if-unmodified-since", "last-modified", "location",
-        "max-forwards", "pragma", "proxy-authenticate", "proxy-authorization", "range",
-        "referer", "retry-after", "server", "te", "trailer", "transfer-encoding", "upgrade",
-        "user-agent", "vary", "via", "warning", "www-authenticate", "method", "get", "status",
-        "200 OK", "version", "HTTP/1.1", "url", "public", "set-cookie", "keep-alive", "origin",
+        "options",
+        "head",
+        "post",
+        "put",
+        "delete",
+        "trace",
+        "accept",
+        "accept-charset",
+        "accept-encoding",
+        "accept-language",
+        "accept-ranges",
+        "age",
+        "allow",
+        "authorization",
+        "cache-control",
+        "connection",
+        "content-base",
+        "content-encoding",
+        "content-language",
+        "content-length",
+        "content-location",
+        "content-md5",
+        "content-range",
+        "content-type",
+        "date",
+        "etag",
+        "expect",
+        "expires",
+        "from",
+        "host",
+        "if-match",
+        "if-modified-since",
+        "if-none-match",
+        "if-range",
+        "if-unmodified-since",
+        "last-modified",
+        "location",
+        "max-forwards",
+        "pragma",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "range",
+        "referer",
+        "retry-after",
+        "server",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "user-agent",
+        "vary",
+        "via",
+        "warning",
+        "www-authenticate",
+        "method",
+        "get",
+        "status",
+        "200 OK",
+        "version",
+        "HTTP/1.1",
+        "url",
+        "public",
+        "set-cookie",
+        "keep-alive",
+        "origin",
     ];
     const TAIL: &str = concat!(
         "100101201202205206300302303304305306307402405406407408409410411412413414415416417502504505",
@@ -504,10 +559,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
 
 /// A big-endian u32 at `at` in a frame's payload.
 fn read_u32(payload: &[u8], at: usize, frame: &'static str) -> Result<u32, ProtocolError> {
-    payload
-        .get(at..at + 4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        .ok_or(ProtocolError::Malformed(frame))
+    payload.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok_or(ProtocolError::Malformed(frame))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_util::sync::CancellationToken;
 
-use super::{Body, Closed, comma_separated_values, status_response};
+use super::{Body, Closed, Refusal, comma_separated_values};
 
 /// The channel of a v5 close signal.
 const CLOSE_CHANNEL: u8 = 255;
@@ -39,22 +39,13 @@ pub(crate) struct Handshake {
 impl Handshake {
     /// Checks the WebSocket request headers and picks the first subprotocol the client lists
     /// that `supported` has (kube's `wsstream` handshake). A failure is the answer to send.
-    pub(crate) fn negotiate(headers: &HeaderMap, supported: &[&str]) -> Result<Handshake, Response<Body>> {
+    pub(crate) fn negotiate(headers: &HeaderMap, supported: &[&str]) -> Result<Handshake, Refusal> {
         if headers.get(header::SEC_WEBSOCKET_VERSION).and_then(|v| v.to_str().ok()) != Some("13") {
-            let mut response = status_response(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                "unable to upgrade connection: websocket version 13 is required",
-            );
-            response.headers_mut().insert(header::SEC_WEBSOCKET_VERSION, header::HeaderValue::from_static("13"));
-            return Err(response);
+            return Err(Refusal::bad_request("unable to upgrade connection: websocket version 13 is required")
+                .with_header(header::SEC_WEBSOCKET_VERSION, "13"));
         }
         let Some(key) = headers.get(header::SEC_WEBSOCKET_KEY) else {
-            return Err(status_response(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                "unable to upgrade connection: Sec-WebSocket-Key is required",
-            ));
+            return Err(Refusal::bad_request("unable to upgrade connection: Sec-WebSocket-Key is required"));
         };
         let requested = comma_separated_values(headers, header::SEC_WEBSOCKET_PROTOCOL.as_str());
         let chosen = if requested.is_empty() {
@@ -64,15 +55,11 @@ impl Handshake {
         };
         let Some(protocol) = chosen else {
             let offered: Vec<&str> = supported.iter().copied().filter(|p| !p.is_empty()).collect();
-            return Err(status_response(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                format!(
-                    "unable to upgrade connection: requested protocol(s) are not supported: [{}]; supports [{}]",
-                    requested.join(" "),
-                    offered.join(" ")
-                ),
-            ));
+            return Err(Refusal::forbidden(format!(
+                "unable to upgrade connection: requested protocol(s) are not supported: [{}]; supports [{}]",
+                requested.join(" "),
+                offered.join(" ")
+            )));
         };
         Ok(Handshake { protocol, accept: derive_accept_key(key.as_bytes()) })
     }
