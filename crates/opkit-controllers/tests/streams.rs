@@ -343,3 +343,68 @@ async fn kubectl_1_33_port_forward_refused() {
 async fn kubectl_1_27_port_forward_refused() {
     port_forward_reports_refused_connections("1.27").await;
 }
+
+/// A pseudo-terminal for kubectl itself, so that `kubectl exec -it` asks for a tty: the
+/// controller side and the terminal (sized `rows` x `cols`).
+fn terminal_for_kubectl(rows: u16, cols: u16) -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let controller = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).expect("openpt");
+    grantpt(&controller).expect("grantpt");
+    unlockpt(&controller).expect("unlockpt");
+    let name = ptsname(&controller, Vec::new()).expect("ptsname");
+    let terminal = rustix::fs::open(
+        name.as_c_str(),
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .expect("open terminal");
+    let size = rustix::termios::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+    rustix::termios::tcsetwinsize(&controller, size).expect("size the terminal");
+    (controller, terminal)
+}
+
+/// `kubectl exec -it` runs the command on a terminal sized as kubectl's own (sent on the
+/// resize stream) and exits with its code.
+async fn exec_with_a_terminal(version: &str) {
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let (controller, terminal) = terminal_for_kubectl(33, 101);
+    // The size arrives on the resize stream once the command runs: wait for it.
+    let script = "while [ \"$(stty size)\" = \"0 0\" ]; do :; done; stty size; test -t 0 && echo on-a-tty; exit 7";
+    let mut command = server.kubectl(version, &["exec", "-it", "p", "--", "sh", "-c", script]);
+    command
+        .stdin(Stdio::from(terminal.try_clone().expect("dup")))
+        .stdout(Stdio::from(terminal.try_clone().expect("dup")))
+        .stderr(Stdio::from(terminal));
+    let mut child = command.spawn().expect("spawn kubectl");
+    drop(command);
+    // Everything kubectl prints, until its terminal closes (EIO on the controller side).
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut output = Vec::new();
+        let mut file = std::fs::File::from(controller);
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = file.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            output.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&output).into_owned()
+    });
+    let status = tokio::time::timeout(STEP, child.wait()).await.expect("kubectl in time").expect("wait");
+    let output = tokio::task::spawn_blocking(move || reader.join().expect("reader")).await.expect("join");
+    assert!(output.contains("33 101"), "kubectl {version}: the terminal has kubectl's size:\n{output}");
+    assert!(output.contains("on-a-tty"), "kubectl {version}: stdin is a terminal:\n{output}");
+    assert_eq!(status.code(), Some(7), "kubectl {version}:\n{output}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_33_exec_tty() {
+    exec_with_a_terminal("1.33").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_27_exec_tty() {
+    exec_with_a_terminal("1.27").await;
+}
