@@ -32,6 +32,7 @@ const STEP: Duration = Duration::from_secs(60);
 
 /// The in-test API server, a kubeconfig pointing at it and kubectl's home.
 struct FakeApiServer {
+    addr: SocketAddr,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
     task: tokio::task::JoinHandle<()>,
@@ -117,7 +118,7 @@ impl FakeApiServer {
              current-context: fake\n"
         );
         std::fs::write(&kubeconfig, config).expect("write kubeconfig");
-        FakeApiServer { dir, kubeconfig, task }
+        FakeApiServer { addr, dir, kubeconfig, task }
     }
 
     /// A kubectl command of `version` against this server.
@@ -407,4 +408,179 @@ async fn kubectl_1_33_exec_tty() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_1_27_exec_tty() {
     exec_with_a_terminal("1.27").await;
+}
+
+/// Opens an exec WebSocket with one subprotocol, as a client of the wire protocol would.
+async fn open_exec_socket(
+    server: &FakeApiServer,
+    query: &str,
+    protocol: &str,
+) -> tokio_tungstenite::WebSocketStream<TcpStream> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!("ws://{}/api/v1/namespaces/default/pods/p/exec?{query}", server.addr);
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert("Sec-WebSocket-Protocol", http::HeaderValue::from_str(protocol).expect("protocol"));
+    let tcp = TcpStream::connect(server.addr).await.expect("connect");
+    let (socket, response) = tokio_tungstenite::client_async(request, tcp).await.expect("upgrade");
+    let chosen = response.headers().get("Sec-WebSocket-Protocol").and_then(|v| v.to_str().ok());
+    assert_eq!(chosen, Some(protocol));
+    socket
+}
+
+/// Reads the socket to its close: the bytes of each channel.
+async fn read_channels(
+    socket: &mut tokio_tungstenite::WebSocketStream<TcpStream>,
+) -> std::collections::BTreeMap<u8, Vec<u8>> {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let mut channels = std::collections::BTreeMap::<u8, Vec<u8>>::new();
+    let read = async {
+        while let Some(Ok(message)) = socket.next().await {
+            if let Message::Binary(data) = message
+                && let Some((&channel, payload)) = data.split_first()
+            {
+                channels.entry(channel).or_default().extend_from_slice(payload);
+            }
+        }
+    };
+    tokio::time::timeout(STEP, read).await.expect("socket closed in time");
+    channels
+}
+
+/// The error channel carries a JSON `metav1.Status` on v4 (with the exit code as a cause)
+/// and only the failure's message on the older `channel.k8s.io`; an empty message on
+/// stdout comes first (the streams are ready).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_status_formats_by_protocol() {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let query = "command=sh&command=-c&command=echo+hi%3B+exit+2&stdout=1";
+
+    let mut socket = open_exec_socket(&server, query, "v4.channel.k8s.io").await;
+    let first = tokio::time::timeout(STEP, socket.next()).await.expect("first message in time");
+    assert!(matches!(first, Some(Ok(Message::Binary(ref b))) if b.as_ref() == [1u8]), "{first:?}");
+    let channels = read_channels(&mut socket).await;
+    assert_eq!(channels.get(&1).map(Vec::as_slice), Some(&b"hi\n"[..]));
+    let status: serde_json::Value = serde_json::from_slice(&channels[&3]).expect("status JSON");
+    assert_eq!(status["status"], "Failure");
+    assert_eq!(status["reason"], "NonZeroExitCode");
+    assert_eq!(status["details"]["causes"][0], json!({"reason": "ExitCode", "message": "2"}));
+    assert_eq!(
+        status["message"],
+        "command terminated with non-zero exit code: error executing command [sh -c echo hi; exit 2], exit code 2"
+    );
+
+    let mut socket = open_exec_socket(&server, query, "channel.k8s.io").await;
+    let channels = read_channels(&mut socket).await;
+    assert_eq!(
+        String::from_utf8_lossy(&channels[&3]),
+        "command terminated with non-zero exit code: error executing command [sh -c echo hi; exit 2], exit code 2"
+    );
+
+    // Success is a Status on v4, nothing at all before it.
+    let mut socket = open_exec_socket(&server, "command=true&stdout=1", "v4.channel.k8s.io").await;
+    let channels = read_channels(&mut socket).await;
+    let status: serde_json::Value = serde_json::from_slice(&channels[&3]).expect("status JSON");
+    assert_eq!(status["status"], "Success");
+    let mut socket = open_exec_socket(&server, "command=true&stdout=1", "channel.k8s.io").await;
+    let channels = read_channels(&mut socket).await;
+    assert_eq!(channels.get(&3), None, "no error text on success");
+}
+
+/// v5's close signal (channel 255) ends stdin: `cat` sees EOF and the exec completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_v5_close_signal_ends_stdin() {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let mut socket = open_exec_socket(&server, "command=cat&stdin=true&stdout=true", "v5.channel.k8s.io").await;
+    socket.send(Message::Binary(Bytes::from_static(b"\x00typed in"))).await.expect("stdin");
+    socket.send(Message::Binary(Bytes::from_static(&[255, 0]))).await.expect("close stdin");
+    let channels = read_channels(&mut socket).await;
+    assert_eq!(channels.get(&1).map(Vec::as_slice), Some(&b"typed in"[..]));
+    let status: serde_json::Value = serde_json::from_slice(&channels[&3]).expect("status JSON");
+    assert_eq!(status["status"], "Success");
+}
+
+/// Sends one raw HTTP/1.1 request; the response head and body.
+async fn raw_request(addr: SocketAddr, request: &str) -> (String, serde_json::Value) {
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    tcp.write_all(request.as_bytes()).await.expect("send");
+    let mut response = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = tcp.read(&mut buf).await.expect("read");
+            response.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&response).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_owned))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= length || n == 0 {
+                    return (head.to_owned(), serde_json::from_str(body).unwrap_or(serde_json::Value::Null));
+                }
+            }
+            assert!(n > 0, "connection closed early: {text}");
+        }
+    };
+    tokio::time::timeout(STEP, read).await.expect("response in time")
+}
+
+/// Requests the endpoints refuse are answered with kube's `metav1.Status`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_statuses() {
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let host = server.addr;
+
+    // No stream asked for.
+    let (head, status) = raw_request(
+        host,
+        &format!("POST /api/v1/namespaces/default/pods/p/exec?command=ls HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\nContent-Length: 0\r\n\r\n"),
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(status["message"], "you must specify at least 1 of stdin, stdout, stderr");
+
+    // No shared stream protocol.
+    let (head, status) = raw_request(
+        host,
+        &format!("POST /api/v1/namespaces/default/pods/p/exec?command=ls&stdout=true HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v9.channel.k8s.io\r\nContent-Length: 0\r\n\r\n"),
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("x-accepted-stream-protocol-versions: v4.channel.k8s.io"), "{head}");
+    assert_eq!(status["code"], 403);
+    assert_eq!(
+        status["message"],
+        "unable to upgrade: unable to negotiate protocol: client supports [v9.channel.k8s.io], server accepts \
+         [v5.channel.k8s.io v4.channel.k8s.io v3.channel.k8s.io v2.channel.k8s.io channel.k8s.io]"
+    );
+
+    // Not an upgrade.
+    let (head, status) = raw_request(
+        host,
+        &format!(
+            "POST /api/v1/namespaces/default/pods/p/portforward HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\n\r\n"
+        ),
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    assert_eq!(status["message"], "unable to upgrade: missing upgrade headers in request");
+
+    // The PortForwardWebsockets tunnel is refused (kubectl 1.30+ then falls back to SPDY).
+    let (head, status) = raw_request(
+        host,
+        &format!("GET /api/v1/namespaces/default/pods/p/portforward HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: SPDY/3.1+portforward.k8s.io\r\n\r\n"),
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert_eq!(status["reason"], "Forbidden");
 }
