@@ -584,3 +584,47 @@ async fn refusals_are_statuses() {
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     assert_eq!(status["reason"], "Forbidden");
 }
+
+/// A process holding a new network namespace; killed when dropped.
+struct NetnsHolder {
+    child: Child,
+}
+
+impl NetnsHolder {
+    async fn start() -> NetnsHolder {
+        let mut child = Command::new("unshare")
+            .args(["--net", "sh", "-c", "echo ready; exec cat"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn unshare");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(STEP, lines.next_line()).await.expect("ready in time").expect("read");
+        assert_eq!(ready.as_deref(), Some("ready"));
+        NetnsHolder { child }
+    }
+
+    fn netns(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/ns/net", self.child.id().expect("running")))
+    }
+}
+
+/// With a network namespace, the command runs inside it (setns between fork and exec).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_enters_the_network_namespace() {
+    let holder = NetnsHolder::start().await;
+    let workdir = tempfile::tempdir().expect("workdir");
+    let target = ExecTarget { netns: Some(holder.netns()), ..target_in(workdir.path()) };
+    let server = FakeApiServer::start(target).await;
+    let mut socket =
+        open_exec_socket(&server, "command=readlink&command=%2Fproc%2Fself%2Fns%2Fnet&stdout=1", "v4.channel.k8s.io")
+            .await;
+    let channels = read_channels(&mut socket).await;
+    let inside = String::from_utf8_lossy(&channels[&1]).trim().to_owned();
+    let pod = std::fs::read_link(holder.netns()).expect("pod netns");
+    let host = std::fs::read_link("/proc/self/ns/net").expect("host netns");
+    assert_eq!(inside, pod.display().to_string());
+    assert_ne!(pod, host);
+}

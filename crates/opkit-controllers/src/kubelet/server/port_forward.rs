@@ -148,7 +148,14 @@ async fn handle_streams(mut session: Session, pod_ip: IpAddr, pod: &str) {
             && let Some(StreamPair { port, error: Some(error), data: Some(data), .. }) = pairs.remove(&request_id)
         {
             let pod = pod.to_owned();
-            tokio::spawn(async move { forward(SocketAddr::new(pod_ip, port), &pod, error, data).await });
+            let hung_up = session.hung_up();
+            tokio::spawn(async move {
+                // A forward ends with the session: nobody would read what the pod sends.
+                tokio::select! {
+                    () = forward(SocketAddr::new(pod_ip, port), &pod, error, data) => {}
+                    () = hung_up.cancelled() => {}
+                }
+            });
         }
     }
     session.close().await;

@@ -238,6 +238,7 @@ pub(crate) struct Session {
     /// The highest stream id the client opened.
     last_id: std::sync::Arc<std::sync::atomic::AtomicU32>,
     writer: tokio::task::JoinHandle<()>,
+    reader: tokio::task::JoinHandle<()>,
 }
 
 impl Session {
@@ -261,13 +262,13 @@ impl Session {
             last_id: last_id.clone(),
         };
         let token = hung_up.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             if let Err(error) = reader.run().await {
                 tracing::debug!(%error, "SPDY session ended");
             }
             token.cancel();
         });
-        Session { incoming: incoming_rx, out: out_tx, hung_up, last_id, writer }
+        Session { incoming: incoming_rx, out: out_tx, hung_up, last_id, writer, reader }
     }
 
     /// A token cancelled when the client hangs up.
@@ -284,6 +285,8 @@ impl Session {
         drop(self.incoming);
         let _ = tokio::time::timeout(CLOSE_GRACE, self.hung_up.cancelled()).await;
         self.writer.abort();
+        self.reader.abort();
+        self.hung_up.cancel();
     }
 }
 

@@ -109,6 +109,7 @@ pub(crate) struct ChannelConnection {
     out: mpsc::Sender<Message>,
     hung_up: CancellationToken,
     writer: tokio::task::JoinHandle<()>,
+    reader: tokio::task::JoinHandle<()>,
 }
 
 impl ChannelConnection {
@@ -136,7 +137,7 @@ impl ChannelConnection {
         }
         let hung_up = CancellationToken::new();
         let token = hung_up.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             while let Some(Ok(message)) = source.next().await {
                 let data = match message {
                     Message::Binary(data) => data,
@@ -159,7 +160,7 @@ impl ChannelConnection {
             }
             token.cancel();
         });
-        ChannelConnection { inputs, out: out_tx, hung_up, writer }
+        ChannelConnection { inputs, out: out_tx, hung_up, writer, reader }
     }
 
     /// The writer of `channel`.
@@ -180,5 +181,7 @@ impl ChannelConnection {
         drop(self.out);
         let _ = tokio::time::timeout(CLOSE_GRACE, self.hung_up.cancelled()).await;
         self.writer.abort();
+        self.reader.abort();
+        self.hung_up.cancel();
     }
 }
