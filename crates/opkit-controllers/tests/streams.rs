@@ -12,6 +12,8 @@ use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -33,6 +35,8 @@ const STEP: Duration = Duration::from_secs(60);
 /// The in-test API server, a kubeconfig pointing at it and kubectl's home.
 struct FakeApiServer {
     addr: SocketAddr,
+    /// Port-forward requests that asked for a WebSocket.
+    websocket_port_forwards: Arc<AtomicUsize>,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
     task: tokio::task::JoinHandle<()>,
@@ -52,7 +56,11 @@ fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Full<B
 }
 
 /// What the fake API server answers.
-async fn route(req: Request<Incoming>, target: ExecTarget) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn route(
+    req: Request<Incoming>,
+    target: ExecTarget,
+    websocket_port_forwards: Arc<AtomicUsize>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let path = req.uri().path().to_owned();
     let response = match path.as_str() {
         "/api" => json_response(
@@ -81,6 +89,9 @@ async fn route(req: Request<Incoming>, target: ExecTarget) -> Result<Response<Fu
         ),
         "/api/v1/namespaces/default/pods/p/exec" => exec::serve(req, target).await,
         "/api/v1/namespaces/default/pods/p/portforward" => {
+            if req.headers().get("upgrade").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket")) {
+                websocket_port_forwards.fetch_add(1, Ordering::SeqCst);
+            }
             port_forward::serve(req, IpAddr::V4(Ipv4Addr::LOCALHOST)).await
         }
         _ => json_response(
@@ -97,12 +108,15 @@ impl FakeApiServer {
     async fn start(target: ExecTarget) -> FakeApiServer {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
+        let websocket_port_forwards = Arc::new(AtomicUsize::new(0));
+        let counter = websocket_port_forwards.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((io, _)) = listener.accept().await else { return };
                 let target = target.clone();
+                let counter = counter.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |req| route(req, target.clone()));
+                    let service = service_fn(move |req| route(req, target.clone(), counter.clone()));
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(io), service)
                         .with_upgrades()
@@ -118,7 +132,12 @@ impl FakeApiServer {
              current-context: fake\n"
         );
         std::fs::write(&kubeconfig, config).expect("write kubeconfig");
-        FakeApiServer { addr, dir, kubeconfig, task }
+        FakeApiServer { addr, websocket_port_forwards, dir, kubeconfig, task }
+    }
+
+    /// How many port-forward requests asked for a WebSocket.
+    fn websocket_port_forwards(&self) -> usize {
+        self.websocket_port_forwards.load(Ordering::SeqCst)
     }
 
     /// A kubectl command of `version` against this server.
@@ -265,6 +284,10 @@ async fn port_forward_echoes(version: &str) {
         assert!(back == payload, "kubectl {version} round {round}: the echo differs");
     }
     child.kill().await.expect("kill kubectl");
+    if version == "1.33" {
+        // kubectl 1.30+ tries the WebSocket tunnel first; refused, it fell back to SPDY.
+        assert!(server.websocket_port_forwards() >= 1, "kubectl {version} tried the WebSocket tunnel");
+    }
     echo.abort();
 }
 

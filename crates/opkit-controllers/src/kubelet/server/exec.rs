@@ -167,6 +167,8 @@ pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<h
                 resize: if options.tty && supports_resize(&protocol) { conn.inputs.remove(&RESIZE) } else { None },
                 hung_up: conn.hung_up(),
             };
+            // Channels nobody reads (resize without a terminal) are dropped, not buffered.
+            conn.inputs.clear();
             run(streams, &options, &target, StatusFormat::of(&protocol)).await;
             conn.close().await;
         });
