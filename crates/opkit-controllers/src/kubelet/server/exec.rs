@@ -11,7 +11,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, header};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
@@ -19,17 +19,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::stream::spdy::{IncomingStream, SPDY_31, Session};
+use super::stream::spdy::{self, IncomingStream, Session};
 use super::stream::websocket::{ChannelConnection, Handshake};
-use super::stream::{
-    Body, OutputSink, Refusal, comma_separated_values, header_has_token, internal_error_status, is_websocket_request,
-    query_flag, query_pairs,
-};
+use super::stream::{OutputSink, Refusal, internal_error_status, is_websocket_request, query_flag, query_pairs};
 
-/// The header naming the stream protocols a SPDY client speaks (and the one chosen).
-pub(crate) const PROTOCOL_VERSION_HEADER: &str = "X-Stream-Protocol-Version";
-/// The header listing the protocols the server accepts, when none matched.
-pub(crate) const ACCEPTED_PROTOCOLS_HEADER: &str = "x-accepted-stream-protocol-versions";
 /// The remote-command protocols spoken over SPDY (v5 is v4 there: its close signal is a
 /// WebSocket feature), in the kubelet's order.
 const SPDY_PROTOCOLS: [&str; 5] =
@@ -175,11 +168,11 @@ pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<h
         return handshake.switching_protocols();
     }
 
-    let protocol = match negotiate_spdy(req.headers(), &SPDY_PROTOCOLS) {
+    let protocol = match spdy::negotiate(req.headers(), &SPDY_PROTOCOLS) {
         Ok(protocol) => protocol,
         Err(refusal) => return refusal.into_response(),
     };
-    let response = spdy_switching_protocols(&protocol);
+    let response = spdy::switching_protocols(&protocol);
     tokio::spawn(async move {
         let Ok(upgraded) = on_upgrade.await else { return };
         let mut session = Session::start(TokioIo::new(upgraded));
@@ -190,44 +183,6 @@ pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<h
         run(streams, &options, &target, StatusFormat::of(&protocol)).await;
         session.close().await;
     });
-    response
-}
-
-/// Checks a SPDY upgrade request and picks the first protocol of the client's
-/// `X-Stream-Protocol-Version` list the server speaks (kube's `httpstream.Handshake`).
-pub(crate) fn negotiate_spdy(headers: &http::HeaderMap, supported: &[&str]) -> Result<String, Refusal> {
-    if !header_has_token(headers, header::CONNECTION, "upgrade") || !header_has_token(headers, header::UPGRADE, SPDY_31)
-    {
-        return Err(Refusal::bad_request("unable to upgrade: missing upgrade headers in request"));
-    }
-    let requested = comma_separated_values(headers, PROTOCOL_VERSION_HEADER);
-    if requested.is_empty() {
-        return Err(Refusal::bad_request(format!("unable to upgrade: {PROTOCOL_VERSION_HEADER} is required")));
-    }
-    if let Some(protocol) = requested.iter().find(|p| supported.contains(&p.as_str())) {
-        return Ok(protocol.clone());
-    }
-    let mut refusal = Refusal::forbidden(format!(
-        "unable to upgrade: unable to negotiate protocol: client supports [{}], server accepts [{}]",
-        requested.join(" "),
-        supported.join(" ")
-    ));
-    for protocol in supported {
-        refusal = refusal.with_header(header::HeaderName::from_static(ACCEPTED_PROTOCOLS_HEADER), protocol);
-    }
-    Err(refusal)
-}
-
-/// The `101 Switching Protocols` answer to a SPDY upgrade.
-pub(crate) fn spdy_switching_protocols(protocol: &str) -> Response<Body> {
-    let mut response = Response::new(Body::default());
-    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let headers = response.headers_mut();
-    headers.insert(header::CONNECTION, header::HeaderValue::from_static("Upgrade"));
-    headers.insert(header::UPGRADE, header::HeaderValue::from_static(SPDY_31));
-    if let Ok(value) = header::HeaderValue::from_str(protocol) {
-        headers.insert(PROTOCOL_VERSION_HEADER, value);
-    }
     response
 }
 

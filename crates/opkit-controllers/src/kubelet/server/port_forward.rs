@@ -20,9 +20,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::exec::{negotiate_spdy, spdy_switching_protocols};
 use super::stream::is_websocket_request;
-use super::stream::spdy::{IncomingStream, RST_CANCEL, Session};
+use super::stream::spdy::{self, IncomingStream, RST_CANCEL, Session};
 use super::stream::websocket::Handshake;
 
 /// The port-forward protocol spoken over SPDY.
@@ -61,7 +60,7 @@ pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_
             Err(refusal) => refusal.into_response(),
         };
     }
-    if let Err(refusal) = negotiate_spdy(req.headers(), &[PORT_FORWARD_PROTOCOL]) {
+    if let Err(refusal) = spdy::negotiate(req.headers(), &[PORT_FORWARD_PROTOCOL]) {
         return refusal.into_response();
     }
     let pod = pod_full_name(req.uri().path());
@@ -71,7 +70,7 @@ pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_
         let session = Session::start(TokioIo::new(upgraded));
         handle_streams(session, pod_ip, &pod).await;
     });
-    spdy_switching_protocols(PORT_FORWARD_PROTOCOL)
+    spdy::switching_protocols(PORT_FORWARD_PROTOCOL)
 }
 
 /// The pod as the kubelet names it in errors (`name_namespace`), from the kubelet's

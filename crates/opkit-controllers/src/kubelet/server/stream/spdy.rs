@@ -16,14 +16,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress};
+use http::{HeaderMap, Response, StatusCode, header};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::Closed;
+use super::{Body, Closed, Refusal, comma_separated_values, header_has_token};
 
 /// The `Upgrade` token of SPDY/3.1.
 pub(crate) const SPDY_31: &str = "SPDY/3.1";
+
+/// The header naming the stream protocols a client speaks (and, answered, the one chosen).
+const PROTOCOL_VERSION_HEADER: &str = "X-Stream-Protocol-Version";
+/// The header listing the protocols the server accepts, when none matched.
+const ACCEPTED_PROTOCOLS_HEADER: &str = "x-accepted-stream-protocol-versions";
 
 /// The only protocol version of control frames.
 const VERSION: u16 = 3;
@@ -288,6 +294,44 @@ impl Session {
         self.reader.abort();
         self.hung_up.cancel();
     }
+}
+
+/// Checks a SPDY upgrade request and picks the first protocol of the client's
+/// `X-Stream-Protocol-Version` list the server speaks (kube's `httpstream.Handshake`).
+pub(crate) fn negotiate(headers: &HeaderMap, supported: &[&str]) -> Result<String, Refusal> {
+    if !header_has_token(headers, header::CONNECTION, "upgrade") || !header_has_token(headers, header::UPGRADE, SPDY_31)
+    {
+        return Err(Refusal::bad_request("unable to upgrade: missing upgrade headers in request"));
+    }
+    let requested = comma_separated_values(headers, PROTOCOL_VERSION_HEADER);
+    if requested.is_empty() {
+        return Err(Refusal::bad_request(format!("unable to upgrade: {PROTOCOL_VERSION_HEADER} is required")));
+    }
+    if let Some(protocol) = requested.iter().find(|p| supported.contains(&p.as_str())) {
+        return Ok(protocol.clone());
+    }
+    let mut refusal = Refusal::forbidden(format!(
+        "unable to upgrade: unable to negotiate protocol: client supports [{}], server accepts [{}]",
+        requested.join(" "),
+        supported.join(" ")
+    ));
+    for protocol in supported {
+        refusal = refusal.with_header(header::HeaderName::from_static(ACCEPTED_PROTOCOLS_HEADER), protocol);
+    }
+    Err(refusal)
+}
+
+/// The `101 Switching Protocols` answer to a SPDY upgrade.
+pub(crate) fn switching_protocols(protocol: &str) -> Response<Body> {
+    let mut response = Response::new(Body::default());
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, header::HeaderValue::from_static("Upgrade"));
+    headers.insert(header::UPGRADE, header::HeaderValue::from_static(SPDY_31));
+    if let Ok(value) = header::HeaderValue::from_str(protocol) {
+        headers.insert(PROTOCOL_VERSION_HEADER, value);
+    }
+    response
 }
 
 /// Encodes one control frame.
