@@ -651,3 +651,41 @@ async fn exec_enters_the_network_namespace() {
     assert_eq!(inside, pod.display().to_string());
     assert_ne!(pod, host);
 }
+
+/// `kubectl cp` runs tar in the container both ways: binary data on stdin (ended by the
+/// v5 close signal on 1.33, a SPDY FIN on 1.27) and on stdout.
+async fn copy_files(version: &str) {
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let local = tempfile::tempdir().expect("local dir");
+    let content: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    std::fs::write(local.path().join("upload.bin"), &content).expect("write upload");
+    let inside = workdir.path().join("in-pod");
+    std::fs::create_dir(&inside).expect("pod dir");
+
+    let source = local.path().join("upload.bin");
+    let destination = format!("p:{}", inside.join("upload.bin").display());
+    let (code, _, stderr) =
+        run(server.kubectl(version, &["cp", &source.display().to_string(), &destination]), None).await;
+    assert_eq!(code, Some(0), "kubectl {version} cp to the pod: {stderr}");
+    assert!(
+        std::fs::read(inside.join("upload.bin")).expect("uploaded") == content,
+        "kubectl {version}: upload differs"
+    );
+
+    let back = local.path().join("download.bin");
+    let source = format!("p:{}", inside.join("upload.bin").display());
+    let (code, _, stderr) = run(server.kubectl(version, &["cp", &source, &back.display().to_string()]), None).await;
+    assert_eq!(code, Some(0), "kubectl {version} cp from the pod: {stderr}");
+    assert!(std::fs::read(&back).expect("downloaded") == content, "kubectl {version}: download differs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_33_cp() {
+    copy_files("1.33").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_27_cp() {
+    copy_files("1.27").await;
+}
