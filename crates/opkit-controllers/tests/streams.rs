@@ -439,8 +439,17 @@ async fn open_exec_socket(
     query: &str,
     protocol: &str,
 ) -> tokio_tungstenite::WebSocketStream<TcpStream> {
+    open_socket(server, &format!("exec?{query}"), protocol).await
+}
+
+/// Opens a WebSocket on a subresource of pod `p` with one subprotocol.
+async fn open_socket(
+    server: &FakeApiServer,
+    subresource: &str,
+    protocol: &str,
+) -> tokio_tungstenite::WebSocketStream<TcpStream> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let url = format!("ws://{}/api/v1/namespaces/default/pods/p/exec?{query}", server.addr);
+    let url = format!("ws://{}/api/v1/namespaces/default/pods/p/{subresource}", server.addr);
     let mut request = url.into_client_request().expect("request");
     request.headers_mut().insert("Sec-WebSocket-Protocol", http::HeaderValue::from_str(protocol).expect("protocol"));
     let tcp = TcpStream::connect(server.addr).await.expect("connect");
@@ -598,14 +607,16 @@ async fn refusals_are_statuses() {
     assert!(head.starts_with("HTTP/1.1 400"), "{head}");
     assert_eq!(status["message"], "unable to upgrade: missing upgrade headers in request");
 
-    // The PortForwardWebsockets tunnel is refused (kubectl 1.30+ then falls back to SPDY).
+    // The PortForwardWebsockets tunnel names no port: refused as the kubelet refuses it
+    // (kubectl 1.30+ then falls back to SPDY).
     let (head, status) = raw_request(
         host,
         &format!("GET /api/v1/namespaces/default/pods/p/portforward HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: SPDY/3.1+portforward.k8s.io\r\n\r\n"),
     )
     .await;
-    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
-    assert_eq!(status["reason"], "Forbidden");
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(status["message"], "query parameter \"port\" is required");
 }
 
 /// A process holding a new network namespace; killed when dropped.
@@ -688,4 +699,47 @@ async fn kubectl_1_33_cp() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_1_27_cp() {
     copy_files("1.27").await;
+}
+
+/// Port-forward over WebSocket as the kubelet serves it to non-kubectl clients: per port a
+/// data channel and an error channel, each opened with the port (little-endian u16).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_port_forward_channels() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let (echo_port, echo) = echo_server().await;
+    let closed = {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let mut socket =
+        open_socket(&server, &format!("portforward?port={echo_port}&port={closed}"), "v4.channel.k8s.io").await;
+    socket.send(Message::Binary(Bytes::from_static(b"\x00ping"))).await.expect("send");
+    let mut channels = std::collections::BTreeMap::<u8, Vec<u8>>::new();
+    let mut echoed = echo_port.to_le_bytes().to_vec();
+    echoed.extend_from_slice(b"ping");
+    let refused = format!(
+        "error forwarding port {closed} to pod p_default, uid : dial tcp 127.0.0.1:{closed}: connect: connection refused"
+    );
+    let read = async {
+        while let Some(Ok(message)) = socket.next().await {
+            if let Message::Binary(data) = message
+                && let Some((&channel, payload)) = data.split_first()
+            {
+                channels.entry(channel).or_default().extend_from_slice(payload);
+            }
+            let error = channels.get(&3).map(|e| String::from_utf8_lossy(e).into_owned()).unwrap_or_default();
+            if channels.get(&0) == Some(&echoed) && error.ends_with(&refused) {
+                return;
+            }
+        }
+        panic!("the socket closed early: {channels:?}");
+    };
+    tokio::time::timeout(STEP, read).await.expect("echo and error in time");
+    assert_eq!(channels[&1], echo_port.to_le_bytes());
+    assert_eq!(channels[&2], closed.to_le_bytes());
+    assert_eq!(&channels[&3][..2], closed.to_le_bytes());
+    echo.abort();
 }

@@ -4,9 +4,12 @@
 //! data stream is joined to a TCP connection to the pod's IP and port, and a failure is
 //! reported on the error stream in the kubelet's words.
 //!
-//! kubectl 1.30+ first tries the PortForwardWebsockets tunnel (`SPDY/3.1+portforward.k8s.io`
-//! over a WebSocket); it is refused as a kubelet without that feature refuses it, with a
-//! `403`, and kubectl falls back to SPDY.
+//! Over a WebSocket (`v4.channel.k8s.io`, the ports in the `port` query, as other clients
+//! than kubectl use it) each port gets a data channel (2n) and an error channel (2n+1), each
+//! opened with the port as a little-endian u16. kubectl 1.30+ first tries the
+//! PortForwardWebsockets tunnel (`SPDY/3.1+portforward.k8s.io` over a WebSocket, which
+//! kube-apiserver terminates itself); it names no port, so it is refused as the kubelet
+//! refuses it (`400`), and kubectl falls back to SPDY.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -18,11 +21,12 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::stream::is_websocket_request;
 use super::stream::spdy::{self, IncomingStream, RST_CANCEL, Session};
-use super::stream::websocket::Handshake;
+use super::stream::websocket::{ChannelConnection, Handshake};
+use super::stream::{OutputSink, Refusal, is_websocket_request, query_pairs};
 
 /// The port-forward protocol spoken over SPDY.
 const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
@@ -46,24 +50,35 @@ struct ForwardError {
     message: String,
 }
 
-/// Serves a port-forward request: answers `101 Switching Protocols` and forwards each
-/// stream pair the client opens to `pod_ip` in the background, or answers a `metav1.Status`
-/// failure (`400` for a request that is no SPDY upgrade, `403` when no protocol is shared,
-/// including the WebSocket tunnel). The body is [`http_body_util::Full`]: empty on success,
-/// the Status JSON on failure.
+/// The WebSocket subprotocols of port-forward (`""`: the client named none).
+const WEBSOCKET_PROTOCOLS: [&str; 2] = ["v4.channel.k8s.io", ""];
+
+/// Serves a port-forward request: answers `101 Switching Protocols` and forwards in the
+/// background — each stream pair a SPDY client opens, or each port of the `port` query
+/// over WebSocket — to `pod_ip`; or answers a `metav1.Status` failure (`400` for a request
+/// that is no upgrade or a WebSocket without ports, `403` when no protocol is shared). The
+/// body is [`http_body_util::Full`]: empty on success, the Status JSON on failure.
 pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_body_util::Full<Bytes>> {
+    let pod = pod_full_name(req.uri().path());
     if is_websocket_request(req.headers()) {
-        // No WebSocket protocol is served: this answers the PortForwardWebsockets tunnel as a
-        // kubelet without the feature does, and kubectl falls back to SPDY.
-        return match Handshake::negotiate(req.headers(), &[]) {
-            Ok(handshake) => handshake.switching_protocols(),
-            Err(refusal) => refusal.into_response(),
+        let ports = match websocket_ports(req.uri()) {
+            Ok(ports) => ports,
+            Err(refusal) => return refusal.into_response(),
         };
+        let handshake = match Handshake::negotiate(req.headers(), &WEBSOCKET_PROTOCOLS) {
+            Ok(handshake) => handshake,
+            Err(refusal) => return refusal.into_response(),
+        };
+        let on_upgrade = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            let Ok(upgraded) = on_upgrade.await else { return };
+            forward_websocket(upgraded, pod_ip, &pod, &ports).await;
+        });
+        return handshake.switching_protocols();
     }
     if let Err(refusal) = spdy::negotiate(req.headers(), &[PORT_FORWARD_PROTOCOL]) {
         return refusal.into_response();
     }
-    let pod = pod_full_name(req.uri().path());
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         let Ok(upgraded) = on_upgrade.await else { return };
@@ -71,6 +86,60 @@ pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_
         handle_streams(session, pod_ip, &pod).await;
     });
     spdy::switching_protocols(PORT_FORWARD_PROTOCOL)
+}
+
+/// The ports of a WebSocket port-forward (`port`, repeated or comma-separated), checked as
+/// the kubelet's `NewV4Options` does.
+fn websocket_ports(uri: &http::Uri) -> Result<Vec<u16>, Refusal> {
+    let values: Vec<String> = query_pairs(uri).into_iter().filter(|(k, _)| k == "port").map(|(_, v)| v).collect();
+    if values.is_empty() {
+        return Err(Refusal::bad_request("query parameter \"port\" is required"));
+    }
+    let mut ports = Vec::new();
+    for value in values {
+        if value.is_empty() {
+            return Err(Refusal::bad_request("query parameter \"port\" cannot be empty"));
+        }
+        for port in value.split(',') {
+            let port: u16 =
+                port.parse().map_err(|e| Refusal::bad_request(format!("unable to parse {value:?} as a port: {e}")))?;
+            if port < 1 {
+                return Err(Refusal::bad_request(format!("port {value:?} must be > 0")));
+            }
+            ports.push(port);
+        }
+    }
+    Ok(ports)
+}
+
+/// Forwards each port over its pair of WebSocket channels until all are done.
+async fn forward_websocket(upgraded: hyper::upgrade::Upgraded, pod_ip: IpAddr, pod: &str, ports: &[u16]) {
+    let data_channels: Vec<u8> = (0..ports.len()).filter_map(|i| u8::try_from(2 * i).ok()).collect();
+    let mut conn = ChannelConnection::open(upgraded, &data_channels, false).await;
+    let mut forwards = tokio::task::JoinSet::new();
+    for (i, &port) in ports.iter().enumerate() {
+        let (Ok(data), Ok(error)) = (u8::try_from(2 * i), u8::try_from(2 * i + 1)) else { break };
+        let (data_sink, error_sink) =
+            (OutputSink::WebSocket(conn.writer(data)), OutputSink::WebSocket(conn.writer(error)));
+        for sink in [&data_sink, &error_sink] {
+            let _ = sink.write(Bytes::copy_from_slice(&port.to_le_bytes())).await;
+        }
+        let Some(incoming) = conn.inputs.remove(&data) else { continue };
+        let target = SocketAddr::new(pod_ip, port);
+        let pod = pod.to_owned();
+        forwards.spawn(async move {
+            if let Err(failure) = copy_both_ways(target, incoming, &data_sink).await {
+                let message = format!("error forwarding port {port} to pod {pod}, uid : {}", failure.describe(target));
+                let _ = error_sink.write(Bytes::from(message)).await;
+            }
+        });
+    }
+    let hung_up = conn.hung_up();
+    tokio::select! {
+        () = async { while forwards.join_next().await.is_some() {} } => {}
+        () = hung_up.cancelled() => forwards.abort_all(),
+    }
+    conn.close().await;
 }
 
 /// The pod as the kubelet names it in errors (`name_namespace`), from the kubelet's
@@ -208,16 +277,18 @@ fn request_id(stream: &IncomingStream, kind: StreamKind) -> String {
 /// Joins the data stream to a TCP connection to `target`; a failure goes to the error
 /// stream. Both streams end when forwarding does.
 async fn forward(target: SocketAddr, pod: &str, error: IncomingStream, data: IncomingStream) {
-    if let Err(failure) = copy_both_ways(target, data).await {
-        let (e, cause) = match &failure {
-            Failure::Dial(e) => (e, format!("dial tcp {target}: connect: {}", go_error_text(e))),
-            Failure::Copy(e) => (e, go_error_text(e)),
-        };
-        let close_connection =
-            !matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset);
+    let IncomingStream { data: incoming, writer, .. } = data;
+    let data_sink = OutputSink::Spdy(writer);
+    let result = copy_both_ways(target, incoming, &data_sink).await;
+    data_sink.finish().await;
+    if let Err(failure) = result {
         let report = ForwardError {
-            close_connection,
-            message: format!("error forwarding port {} to pod {pod}, uid : {cause}", target.port()),
+            close_connection: !failure.is_transient(),
+            message: format!(
+                "error forwarding port {} to pod {pod}, uid : {}",
+                target.port(),
+                failure.describe(target)
+            ),
         };
         if let Ok(mut json) = serde_json::to_vec(&report) {
             json.push(b'\n');
@@ -235,16 +306,31 @@ enum Failure {
     Copy(std::io::Error),
 }
 
-/// Copies between the data stream and a new TCP connection until the pod's side ends.
-async fn copy_both_ways(target: SocketAddr, data: IncomingStream) -> Result<(), Failure> {
-    let IncomingStream { data: mut incoming, writer, .. } = data;
-    let connection = match TcpStream::connect(target).await {
-        Ok(connection) => connection,
-        Err(e) => {
-            writer.finish().await;
-            return Err(Failure::Dial(e));
+impl Failure {
+    /// The error as Go's dialer and sockets word it.
+    fn describe(&self, target: SocketAddr) -> String {
+        match self {
+            Failure::Dial(e) => format!("dial tcp {target}: connect: {}", go_error_text(e)),
+            Failure::Copy(e) => go_error_text(e),
         }
-    };
+    }
+
+    /// Whether the connection should stay up (the pod reset or stopped reading one
+    /// connection: EPIPE, ECONNRESET).
+    fn is_transient(&self) -> bool {
+        let (Failure::Dial(e) | Failure::Copy(e)) = self;
+        matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset)
+    }
+}
+
+/// Copies between a client's stream and a new TCP connection to `target` until the pod's
+/// side ends.
+async fn copy_both_ways(
+    target: SocketAddr,
+    mut incoming: mpsc::Receiver<Bytes>,
+    sink: &OutputSink,
+) -> Result<(), Failure> {
+    let connection = TcpStream::connect(target).await.map_err(Failure::Dial)?;
     let (mut read, mut write) = connection.into_split();
     let to_pod = tokio::spawn(async move {
         while let Some(chunk) = incoming.recv().await {
@@ -257,14 +343,13 @@ async fn copy_both_ways(target: SocketAddr, data: IncomingStream) -> Result<(), 
         match read.read(&mut buf).await {
             Ok(0) => break Ok(()),
             Ok(n) => {
-                if writer.write(Bytes::copy_from_slice(&buf[..n])).await.is_err() {
+                if sink.write(Bytes::copy_from_slice(&buf[..n])).await.is_err() {
                     break Ok(());
                 }
             }
             Err(e) => break Err(Failure::Copy(e)),
         }
     };
-    writer.finish().await;
     to_pod.abort();
     result
 }
