@@ -205,7 +205,20 @@ async fn exec_reports_output_and_exit_code(version: &str) {
     let command = server.kubectl(version, &["exec", "p", "--", "/no/such/binary"]);
     let (code, _, stderr) = run(command, None).await;
     assert_ne!(code, Some(0), "kubectl {version}");
-    assert!(stderr.contains("error executing command in container"), "kubectl {version} stderr: {stderr}");
+    assert!(
+        stderr.contains(
+            "Internal error occurred: error executing command in container: failed to exec in container: \
+             failed to start exec: exec: \"/no/such/binary\": stat /no/such/binary: no such file or directory"
+        ),
+        "kubectl {version} stderr: {stderr}"
+    );
+    let command = server.kubectl(version, &["exec", "p", "--", "no-such-command"]);
+    let (code, _, stderr) = run(command, None).await;
+    assert_ne!(code, Some(0), "kubectl {version}");
+    assert!(
+        stderr.contains("exec: \"no-such-command\": executable file not found in $PATH"),
+        "kubectl {version} stderr: {stderr}"
+    );
 }
 
 async fn exec_copies_stdin(version: &str) {

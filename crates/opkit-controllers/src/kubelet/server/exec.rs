@@ -21,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::stream::spdy::{self, IncomingStream, Session};
 use super::stream::websocket::{ChannelConnection, Handshake};
-use super::stream::{OutputSink, Refusal, internal_error_status, is_websocket_request, query_flag, query_pairs};
+use super::stream::{
+    OutputSink, Refusal, go_error_text, internal_error_status, is_websocket_request, query_flag, query_pairs,
+};
 
 /// The remote-command protocols spoken over SPDY (v5 is v4 there: its close signal is a
 /// WebSocket feature), in the kubelet's order.
@@ -356,6 +358,17 @@ fn enter_sandbox(command: &mut tokio::process::Command, netns: Option<OwnedFd>, 
     }
 }
 
+/// Why a command did not start, as Go's `exec` words it (`exec: "nope": executable file not
+/// found in $PATH`).
+fn start_error_text(program: &str, error: &std::io::Error) -> String {
+    let cause = match error.kind() {
+        std::io::ErrorKind::NotFound if !program.contains('/') => "executable file not found in $PATH".to_owned(),
+        std::io::ErrorKind::NotFound => format!("stat {program}: no such file or directory"),
+        _ => go_error_text(error),
+    };
+    format!("exec: {program:?}: {cause}")
+}
+
 /// Copies `from` to the sink until EOF (or an I/O error such as a closed terminal's EIO).
 async fn pump_output<R: AsyncRead + Unpin>(mut from: R, sink: OutputSink) {
     let mut buf = vec![0u8; 32 << 10];
@@ -425,8 +438,8 @@ async fn execute(streams: &mut ExecStreams, options: &ExecOptions, target: &Exec
         Ok(child) => child,
         Err(e) => {
             return internal_error_status(&format!(
-                "error executing command in container: failed to exec in container: starting {:?}: {e}",
-                options.command[0]
+                "error executing command in container: failed to exec in container: failed to start exec: {}",
+                start_error_text(&options.command[0], &e)
             ));
         }
     };

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::stream::spdy::{self, IncomingStream, RST_CANCEL, Session};
 use super::stream::websocket::{ChannelConnection, Handshake};
-use super::stream::{OutputSink, Refusal, is_websocket_request, query_pairs};
+use super::stream::{OutputSink, Refusal, go_error_text, is_websocket_request, query_pairs};
 
 /// The port-forward protocol spoken over SPDY.
 const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
@@ -352,17 +352,6 @@ async fn copy_both_ways(
     };
     to_pod.abort();
     result
-}
-
-/// An I/O error as Go words a system call's error (`connection refused`).
-fn go_error_text(error: &std::io::Error) -> String {
-    let text = error.to_string();
-    let text = text.split(" (os error").next().unwrap_or(&text);
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }
 
 #[cfg(test)]

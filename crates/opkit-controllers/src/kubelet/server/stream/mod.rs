@@ -88,6 +88,17 @@ pub(crate) fn internal_error_status(message: &str) -> Status {
     }
 }
 
+/// An I/O error as Go words a system call's error (`connection refused`).
+pub(crate) fn go_error_text(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 /// Whether a header holding comma-separated tokens (`Connection`, `Upgrade`) names `token`.
 pub(crate) fn header_has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
     headers
