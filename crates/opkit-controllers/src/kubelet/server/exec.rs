@@ -302,10 +302,12 @@ impl Pty {
     }
 }
 
-/// Builds the command for the target; `pty` becomes its controlling terminal.
+/// Builds the command for the target; it joins `netns` and `pty` becomes its controlling
+/// terminal.
 fn command_for(
     options: &ExecOptions,
     target: &ExecTarget,
+    netns: Option<OwnedFd>,
     pty: Option<&Pty>,
 ) -> std::io::Result<tokio::process::Command> {
     let mut command = tokio::process::Command::new(&options.command[0]);
@@ -314,7 +316,6 @@ fn command_for(
         command.env("PATH", DEFAULT_PATH);
     }
     command.current_dir(&target.working_dir).kill_on_drop(true);
-    let netns = target.netns.as_ref().map(std::fs::File::open).transpose()?.map(OwnedFd::from);
     let terminal = match pty {
         Some(pty) => {
             command
@@ -433,7 +434,24 @@ async fn execute(streams: &mut ExecStreams, options: &ExecOptions, target: &Exec
     } else {
         None
     };
-    let spawned = command_for(options, target, pty.as_ref()).and_then(|mut command| command.spawn());
+    let netns = match target.netns.as_deref().map(std::fs::File::open).transpose() {
+        Ok(netns) => netns.map(OwnedFd::from),
+        Err(e) => {
+            let path = target.netns.as_deref().unwrap_or(std::path::Path::new("")).display();
+            return internal_error_status(&format!(
+                "error executing command in container: opening the network namespace {path}: {}",
+                go_error_text(&e)
+            ));
+        }
+    };
+    let mut command = match command_for(options, target, netns, pty.as_ref()) {
+        Ok(command) => command,
+        Err(e) => {
+            return internal_error_status(&format!("error executing command in container: {}", go_error_text(&e)));
+        }
+    };
+    let spawned = command.spawn();
+    drop(command);
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
