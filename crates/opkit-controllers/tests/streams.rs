@@ -756,3 +756,32 @@ async fn websocket_port_forward_channels() {
     assert_eq!(&channels[&3][..2], closed.to_le_bytes());
     echo.abort();
 }
+
+/// The `base64.` variants send text messages: the channel as a digit, then base64.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_base64_protocol() {
+    use base64::Engine as _;
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let workdir = tempfile::tempdir().expect("workdir");
+    let server = FakeApiServer::start(target_in(workdir.path())).await;
+    let query = "command=sh&command=-c&command=echo+hi%3B+exit+2&stdout=1";
+    let mut socket = open_exec_socket(&server, query, "v4.base64.channel.k8s.io").await;
+    let mut channels = std::collections::BTreeMap::<u8, Vec<u8>>::new();
+    let mut texts = Vec::new();
+    let read = async {
+        while let Some(Ok(message)) = socket.next().await {
+            if let Message::Text(text) = message {
+                texts.push(text.to_string());
+                let (digit, data) = text.split_at(1);
+                let decoded = base64::engine::general_purpose::STANDARD.decode(data).expect("base64");
+                channels.entry(digit.as_bytes()[0] - b'0').or_default().extend_from_slice(&decoded);
+            }
+        }
+    };
+    tokio::time::timeout(STEP, read).await.expect("socket closed in time");
+    assert_eq!(texts.first().map(String::as_str), Some("1"), "the ready message");
+    assert_eq!(channels.get(&1).map(Vec::as_slice), Some(&b"hi\n"[..]));
+    let status: serde_json::Value = serde_json::from_slice(&channels[&3]).expect("status JSON");
+    assert_eq!(status["reason"], "NonZeroExitCode");
+}

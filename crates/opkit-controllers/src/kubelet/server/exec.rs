@@ -30,8 +30,16 @@ use super::stream::{
 const SPDY_PROTOCOLS: [&str; 5] =
     ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"];
 /// The WebSocket subprotocols served (`""`: the client named none, plain `channel.k8s.io`).
-const WEBSOCKET_PROTOCOLS: [&str; 6] =
-    ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io", ""];
+const WEBSOCKET_PROTOCOLS: [&str; 8] = [
+    "v5.channel.k8s.io",
+    "v4.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    "channel.k8s.io",
+    "v4.base64.channel.k8s.io",
+    "base64.channel.k8s.io",
+    "",
+];
 /// How long the client has to open its SPDY streams.
 const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// The `PATH` a container gets when its image sets none (containerd's default).
@@ -98,7 +106,7 @@ enum StatusFormat {
 
 impl StatusFormat {
     fn of(protocol: &str) -> StatusFormat {
-        if matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io") {
+        if matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io" | "v4.base64.channel.k8s.io") {
             StatusFormat::Json
         } else {
             StatusFormat::Text
@@ -106,7 +114,8 @@ impl StatusFormat {
     }
 }
 
-/// Whether a protocol has the resize stream (v3 on).
+/// Whether a SPDY protocol has the resize stream (v3 on; over WebSocket every protocol has
+/// the resize channel).
 fn supports_resize(protocol: &str) -> bool {
     matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io" | "v3.channel.k8s.io")
 }
@@ -144,7 +153,7 @@ pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<h
             if options.stdin {
                 readable.push(STDIN);
             }
-            let mut conn = ChannelConnection::open(upgraded, &readable, protocol == "v5.channel.k8s.io").await;
+            let mut conn = ChannelConnection::open(upgraded, &protocol, &readable).await;
             // An empty message on the lowest writable channel tells the client the streams are up.
             let first = if options.stdout {
                 STDOUT
@@ -159,7 +168,7 @@ pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<h
                 stdout: options.stdout.then(|| OutputSink::WebSocket(conn.writer(STDOUT))),
                 stderr: options.stderr.then(|| OutputSink::WebSocket(conn.writer(STDERR))),
                 error: Some(OutputSink::WebSocket(conn.writer(ERROR))),
-                resize: if options.tty && supports_resize(&protocol) { conn.inputs.remove(&RESIZE) } else { None },
+                resize: if options.tty { conn.inputs.remove(&RESIZE) } else { None },
                 hung_up: conn.hung_up(),
             };
             // Channels nobody reads (resize without a terminal) are dropped, not buffered.

@@ -51,7 +51,7 @@ struct ForwardError {
 }
 
 /// The WebSocket subprotocols of port-forward (`""`: the client named none).
-const WEBSOCKET_PROTOCOLS: [&str; 2] = ["v4.channel.k8s.io", ""];
+const WEBSOCKET_PROTOCOLS: [&str; 3] = ["v4.channel.k8s.io", "v4.base64.channel.k8s.io", ""];
 
 /// Serves a port-forward request: answers `101 Switching Protocols` and forwards in the
 /// background — each stream pair a SPDY client opens, or each port of the `port` query
@@ -70,9 +70,10 @@ pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_
             Err(refusal) => return refusal.into_response(),
         };
         let on_upgrade = hyper::upgrade::on(&mut req);
+        let handshake_protocol = handshake.protocol.clone();
         tokio::spawn(async move {
             let Ok(upgraded) = on_upgrade.await else { return };
-            forward_websocket(upgraded, pod_ip, &pod, &ports).await;
+            forward_websocket(upgraded, &handshake_protocol, pod_ip, &pod, &ports).await;
         });
         return handshake.switching_protocols();
     }
@@ -113,9 +114,15 @@ fn websocket_ports(uri: &http::Uri) -> Result<Vec<u16>, Refusal> {
 }
 
 /// Forwards each port over its pair of WebSocket channels until all are done.
-async fn forward_websocket(upgraded: hyper::upgrade::Upgraded, pod_ip: IpAddr, pod: &str, ports: &[u16]) {
+async fn forward_websocket(
+    upgraded: hyper::upgrade::Upgraded,
+    protocol: &str,
+    pod_ip: IpAddr,
+    pod: &str,
+    ports: &[u16],
+) {
     let data_channels: Vec<u8> = (0..ports.len()).filter_map(|i| u8::try_from(2 * i).ok()).collect();
-    let mut conn = ChannelConnection::open(upgraded, &data_channels, false).await;
+    let mut conn = ChannelConnection::open(upgraded, protocol, &data_channels).await;
     let mut forwards = tokio::task::JoinSet::new();
     for (i, &port) in ports.iter().enumerate() {
         let (Ok(data), Ok(error)) = (u8::try_from(2 * i), u8::try_from(2 * i + 1)) else { break };

@@ -2,11 +2,15 @@
 //! `wsstream` serves them): every binary message starts with the channel number (0 stdin,
 //! 1 stdout, 2 stderr, 3 error, 4 resize); `v5.channel.k8s.io` adds the close signal, a
 //! message on channel 255 whose byte names the channel the client will no longer write
-//! (stdin's EOF). The framing of WebSocket itself is tokio-tungstenite's.
+//! (stdin's EOF). The `base64.` variants send text messages instead: the channel as an
+//! ASCII digit, then the data in base64. The framing of WebSocket itself is
+//! tokio-tungstenite's.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use http::{HeaderMap, Response, StatusCode, header};
@@ -83,10 +87,18 @@ impl Handshake {
     }
 }
 
+/// Whether a channel protocol sends binary messages or base64 text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Binary,
+    Base64,
+}
+
 /// Writes one channel of a connection.
 #[derive(Clone)]
 pub(crate) struct ChannelWriter {
     channel: u8,
+    encoding: Encoding,
     out: mpsc::Sender<Message>,
 }
 
@@ -94,10 +106,19 @@ impl ChannelWriter {
     /// Sends `data` as one message on the channel (an empty message is allowed: kube sends
     /// one first to tell the client the streams are ready).
     pub(crate) async fn write(&self, data: Bytes) -> Result<(), Closed> {
-        let mut frame = BytesMut::with_capacity(data.len() + 1);
-        frame.put_u8(self.channel);
-        frame.put_slice(&data);
-        self.out.send(Message::Binary(frame.freeze())).await.map_err(|_| Closed)
+        let message = match self.encoding {
+            Encoding::Binary => {
+                let mut frame = BytesMut::with_capacity(data.len() + 1);
+                frame.put_u8(self.channel);
+                frame.put_slice(&data);
+                Message::Binary(frame.freeze())
+            }
+            Encoding::Base64 => {
+                let digit = char::from(b'0'.wrapping_add(self.channel));
+                Message::Text(format!("{digit}{}", BASE64.encode(&data)).into())
+            }
+        };
+        self.out.send(message).await.map_err(|_| Closed)
     }
 }
 
@@ -107,15 +128,18 @@ pub(crate) struct ChannelConnection {
     /// v5 close signal or when the connection ends.
     pub(crate) inputs: HashMap<u8, mpsc::Receiver<Bytes>>,
     out: mpsc::Sender<Message>,
+    encoding: Encoding,
     hung_up: CancellationToken,
     writer: tokio::task::JoinHandle<()>,
     reader: tokio::task::JoinHandle<()>,
 }
 
 impl ChannelConnection {
-    /// Starts serving the upgraded connection; `readable` are the channels the client may
-    /// write; `close_signals` whether the protocol is v5.
-    pub(crate) async fn open(upgraded: Upgraded, readable: &[u8], close_signals: bool) -> ChannelConnection {
+    /// Starts serving the upgraded connection with the negotiated `protocol`; `readable` are
+    /// the channels the client may write.
+    pub(crate) async fn open(upgraded: Upgraded, protocol: &str, readable: &[u8]) -> ChannelConnection {
+        let close_signals = protocol == "v5.channel.k8s.io";
+        let encoding = if protocol.ends_with("base64.channel.k8s.io") { Encoding::Base64 } else { Encoding::Binary };
         let socket = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
         let (mut sink, mut source) = socket.split();
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(64);
@@ -146,6 +170,14 @@ impl ChannelConnection {
                     _ => continue,
                 };
                 let Some((&channel, payload)) = data.split_first() else { continue };
+                let (channel, payload) = match encoding {
+                    Encoding::Binary => (channel, data.slice(1..)),
+                    Encoding::Base64 => match BASE64.decode(payload) {
+                        Ok(decoded) => (channel.wrapping_sub(b'0'), Bytes::from(decoded)),
+                        // As wsstream, a frame that does not decode is dropped.
+                        Err(_) => continue,
+                    },
+                };
                 if close_signals && channel == CLOSE_CHANNEL {
                     if let Some(&closed) = payload.first() {
                         senders.remove(&closed);
@@ -153,19 +185,19 @@ impl ChannelConnection {
                     continue;
                 }
                 if let Some(tx) = senders.get(&channel)
-                    && tx.send(data.slice(1..)).await.is_err()
+                    && tx.send(payload).await.is_err()
                 {
                     senders.remove(&channel);
                 }
             }
             token.cancel();
         });
-        ChannelConnection { inputs, out: out_tx, hung_up, writer, reader }
+        ChannelConnection { inputs, out: out_tx, encoding, hung_up, writer, reader }
     }
 
     /// The writer of `channel`.
     pub(crate) fn writer(&self, channel: u8) -> ChannelWriter {
-        ChannelWriter { channel, out: self.out.clone() }
+        ChannelWriter { channel, encoding: self.encoding, out: self.out.clone() }
     }
 
     /// A token cancelled when the client hangs up.
