@@ -4,6 +4,7 @@
 //! discovery and `GET pods/p` with a Running pod, and hands the `exec` and `portforward`
 //! upgrades to `opkit_controllers::exec::serve` and `port_forward::serve`, as the API
 //! server's proxy passes them through to the kubelet.
+#![cfg(unix)]
 
 #[path = "../../opkit-testenv/tests/support/kubectl.rs"]
 mod kubectl;

@@ -13,6 +13,7 @@ pub mod events;
 pub mod ip;
 pub mod lifecycle;
 pub mod network;
+#[cfg(unix)]
 pub mod server;
 pub mod status;
 
