@@ -322,8 +322,10 @@ async fn port_forward_reports_refused_connections(version: &str) {
     let _ = tokio::time::timeout(STEP, conn.read_to_end(&mut sink)).await.expect("closed in time");
     let stderr = child.stderr.take().expect("stderr");
     let mut lines = BufReader::new(stderr).lines();
+    // The kubelet's words, as text (kubectl prints what the error stream carries).
     let expected = format!(
-        "error forwarding port {closed} to pod p_default, uid : dial tcp 127.0.0.1:{closed}: connect: connection refused"
+        "-> {closed}: error forwarding port {closed} to pod p_default, uid : dial tcp 127.0.0.1:{closed}: connect: \
+         connection refused"
     );
     let printed = tokio::time::timeout(STEP, async {
         let mut printed = String::new();

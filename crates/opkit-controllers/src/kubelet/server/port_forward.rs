@@ -41,15 +41,6 @@ struct StreamPair {
     deadline: Instant,
 }
 
-/// What the error stream carries when forwarding fails (the kubelet's
-/// `portForwardErrResponse`).
-#[derive(serde::Serialize)]
-struct ForwardError {
-    #[serde(rename = "closeConnection", skip_serializing_if = "std::ops::Not::not")]
-    close_connection: bool,
-    message: String,
-}
-
 /// The WebSocket subprotocols of port-forward (`""`: the client named none).
 const WEBSOCKET_PROTOCOLS: [&str; 3] = ["v4.channel.k8s.io", "v4.base64.channel.k8s.io", ""];
 
@@ -281,27 +272,26 @@ fn request_id(stream: &IncomingStream, kind: StreamKind) -> String {
     }
 }
 
-/// Joins the data stream to a TCP connection to `target`; a failure goes to the error
-/// stream. Both streams end when forwarding does.
+/// Joins the data stream to a TCP connection to `target`. As the kubelet does, a failure
+/// is written on the error stream and both streams end, except when the pod reset the
+/// connection or stopped reading (ECONNRESET, EPIPE): then both streams are reset.
 async fn forward(target: SocketAddr, pod: &str, error: IncomingStream, data: IncomingStream) {
     let IncomingStream { data: incoming, writer, .. } = data;
-    let data_sink = OutputSink::Spdy(writer);
-    let result = copy_both_ways(target, incoming, &data_sink).await;
-    data_sink.finish().await;
-    if let Err(failure) = result {
-        let report = ForwardError {
-            close_connection: !failure.is_transient(),
-            message: format!(
-                "error forwarding port {} to pod {pod}, uid : {}",
-                target.port(),
-                failure.describe(target)
-            ),
-        };
-        if let Ok(mut json) = serde_json::to_vec(&report) {
-            json.push(b'\n');
-            let _ = error.writer.write(Bytes::from(json)).await;
+    let data_sink = OutputSink::Spdy(writer.clone());
+    match copy_both_ways(target, incoming, &data_sink).await {
+        Ok(()) => {}
+        Err(failure) if failure.is_reset() => {
+            writer.reset(RST_CANCEL).await;
+            error.writer.reset(RST_CANCEL).await;
+            return;
+        }
+        Err(failure) => {
+            let message =
+                format!("error forwarding port {} to pod {pod}, uid : {}", target.port(), failure.describe(target));
+            let _ = error.writer.write(Bytes::from(message)).await;
         }
     }
+    writer.finish().await;
     error.writer.finish().await;
 }
 
@@ -322,9 +312,8 @@ impl Failure {
         }
     }
 
-    /// Whether the connection should stay up (the pod reset or stopped reading one
-    /// connection: EPIPE, ECONNRESET).
-    fn is_transient(&self) -> bool {
+    /// Whether the pod reset the connection or stopped reading it (ECONNRESET, EPIPE).
+    fn is_reset(&self) -> bool {
         let (Failure::Dial(e) | Failure::Copy(e)) = self;
         matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset)
     }
