@@ -622,6 +622,33 @@ mod tests {
         assert_eq!(deflate.set_dictionary(&DICTIONARY).ok(), Some(0xe3c6_a7c2));
     }
 
+    /// Garbage from a client (random bytes, frames with bogus lengths, header blocks that are
+    /// no zlib) ends its session; nothing panics.
+    #[tokio::test]
+    async fn garbage_ends_the_session() {
+        use tokio::io::AsyncWriteExt;
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut inputs: Vec<Vec<u8>> = (0..200).map(|i| (0..(i * 7) % 300).map(|_| next() as u8).collect()).collect();
+        // A SYN_STREAM whose header block is not zlib, and one claiming 16 MiB.
+        inputs.push(control_frame(SYN_STREAM, 0, &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef]));
+        inputs.push(vec![0x80, 0x03, 0x00, 0x01, 0x00, 0xff, 0xff, 0xff]);
+        for input in inputs {
+            let (mut client, server) = tokio::io::duplex(1 << 16);
+            let session = Session::start(server);
+            client.write_all(&input).await.ok();
+            drop(client);
+            tokio::time::timeout(Duration::from_secs(10), session.hung_up().cancelled())
+                .await
+                .expect("the session ends");
+        }
+    }
+
     /// Header blocks survive a round trip through two zlib streams primed with the
     /// dictionary, block after block (the streams carry state across frames).
     #[test]
