@@ -51,6 +51,8 @@ pub(crate) mod volume;
 
 pub use config::ControllersConfig;
 pub use kubelet::network::NetworkMode;
+#[cfg(unix)]
+pub use kubelet::server::{exec, port_forward};
 pub use node::SIMULATED_ANNOTATION as SIMULATED_NODE_ANNOTATION;
 pub use service_lb::{LoadBalancerPool, PoolError};
 

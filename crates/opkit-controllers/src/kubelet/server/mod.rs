@@ -2,10 +2,17 @@
 //! cluster CA signs, answering only clients with a certificate from that CA (the API
 //! server's), at the real kubelet's paths. Every simulated Node advertises it (the
 //! `opkit.dev/kubelet-endpoint` annotation and `daemonEndpoints.kubeletEndpoint.port`).
-//! `containerLogs` is served here ([`logs`]); errors are a `metav1.Status` with kube's
-//! code.
+//! `containerLogs` is served here ([`logs`]), `exec` ([`exec`]) and `portForward`
+//! ([`port_forward`]) over the streaming protocols kubectl speaks ([`stream`]); errors are
+//! a `metav1.Status` with kube's code.
 
+#[cfg(unix)]
+pub mod exec;
 pub mod logs;
+#[cfg(unix)]
+pub mod port_forward;
+#[cfg(unix)]
+pub(crate) mod stream;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,6 +24,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use opkit::{Runnable, RunnableError};
 use opkit_serve::PeerCertificates;
 use tokio_util::sync::CancellationToken;
@@ -100,18 +108,30 @@ pub struct Handler {
     pub client: kube::Client,
 }
 
+/// A failure `metav1.Status` with kube's code, reason and message.
+pub(crate) fn failure_status(code: StatusCode, reason: &str, message: &str) -> Status {
+    Status {
+        code: Some(i32::from(code.as_u16())),
+        message: Some(message.to_string()),
+        reason: Some(reason.to_string()),
+        status: Some("Failure".to_string()),
+        ..Status::default()
+    }
+}
+
+/// The JSON of `status` with its `kind` and `apiVersion`, as the kubelet writes it.
+pub(crate) fn status_json(status: &Status) -> Bytes {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("kind".into(), "Status".into());
+        object.insert("apiVersion".into(), "v1".into());
+    }
+    Bytes::from(value.to_string())
+}
+
 /// A `metav1.Status` response.
 pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBody> {
-    let body = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code.as_u16(),
-    });
-    let mut res = Response::new(full(Bytes::from(body.to_string())));
+    let mut res = Response::new(full(status_json(&failure_status(code, reason, message))));
     *res.status_mut() = code;
     res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     res
@@ -119,7 +139,6 @@ pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Respons
 
 /// The response to a failed lookup, with the kubelet's code (404 for a pod this kubelet
 /// does not run, 400 for a container not in it or not running).
-#[allow(dead_code, reason = "the /exec, /attach and /portForward routes are wired to the streams at merge")]
 pub fn lookup_error(e: &LookupError) -> Response<ResponseBody> {
     match e {
         LookupError::PodNotFound(_) => status_response(StatusCode::NOT_FOUND, "NotFound", &e.to_string()),
@@ -127,6 +146,12 @@ pub fn lookup_error(e: &LookupError) -> Response<ResponseBody> {
             status_response(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string())
         }
     }
+}
+
+/// A streaming endpoint's answer with the server's body type.
+#[cfg(unix)]
+fn boxed(res: Response<http_body_util::Full<Bytes>>) -> Response<ResponseBody> {
+    res.map(|b| b.map_err(|never: Infallible| match never {}).boxed_unsync())
 }
 
 /// A complete body.
@@ -137,14 +162,12 @@ pub fn full(bytes: Bytes) -> ResponseBody {
 impl Handler {
     /// What `exec` / `attach` in `container` of pod `ns/pod` runs with (the routes
     /// `/exec` and `/attach` hand it to the streams; [`lookup_error`] answers failures).
-    #[allow(dead_code, reason = "the /exec and /attach routes are wired to the streams at merge")]
     pub fn exec_target(&self, ns: &str, pod: &str, container: &str) -> Result<ExecTargetData, LookupError> {
         let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
         rt.exec_target(ns, pod, container)
     }
 
     /// The IP of pod `ns/pod`, for `/portForward`.
-    #[allow(dead_code, reason = "the /portForward route is wired to the streams at merge")]
     pub fn pod_ip(&self, ns: &str, pod: &str) -> Result<std::net::IpAddr, LookupError> {
         let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
         rt.pod_ip(ns, pod)
@@ -169,6 +192,19 @@ impl Handler {
                 }
                 logs::serve(self, ns, pod, container, req.uri().query().unwrap_or_default()).await
             }
+            #[cfg(unix)]
+            ["exec", ns, pod, container] => match self.exec_target(ns, pod, container) {
+                Ok(t) => {
+                    let target = exec::ExecTarget { env: t.env, working_dir: t.working_dir, netns: t.netns };
+                    boxed(exec::serve(req, target).await)
+                }
+                Err(e) => lookup_error(&e),
+            },
+            #[cfg(unix)]
+            ["portForward", ns, pod] => match self.pod_ip(ns, pod) {
+                Ok(ip) => boxed(port_forward::serve(req, ip).await),
+                Err(e) => lookup_error(&e),
+            },
             _ => status_response(
                 StatusCode::NOT_FOUND,
                 "NotFound",
