@@ -6,7 +6,7 @@
 //! availability of aggregated APIServices, local-path volumes for claims, disruption
 //! budgets' status, FlowSchemas' `Dangling` condition, aggregated ClusterRoles' rules,
 //! the `kube-root-ca.crt` ConfigMap in every namespace, legacy ServiceAccount token
-//! Secrets, client certificates for approved CertificateSigningRequests, and simulated nodes whose pods are scheduled, started and made Ready.
+//! Secrets, client certificates for approved CertificateSigningRequests, and simulated nodes whose pods are scheduled, started and made Ready — as real processes when their images are loaded into the image store.
 //!
 //! They are ordinary operators written with the [`opkit`] runtime. `opkit cluster start`
 //! and `opkit-testenv` run them by default.

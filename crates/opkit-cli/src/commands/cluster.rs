@@ -46,7 +46,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     cfg.encryption_provider_config = args.encryption_provider_config;
     let server = ApiServer::start(cfg).await?;
     let stop_controllers = CancellationToken::new();
-    run_controllers(&server, controllers, stop_controllers.clone()).await?;
+    let controllers_task = run_controllers(&server, controllers, stop_controllers.clone()).await?;
     let kubeconfig = std::path::absolute(args.kubeconfig.unwrap_or_else(|| data_dir.join("kubeconfig")))?;
     server.write_kubeconfig(&kubeconfig, "opkit")?;
     match output {
@@ -79,24 +79,26 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
         println!("stopping");
     }
     stop_controllers.cancel();
+    // The kubelet stops real pods' processes (SIGTERM, then SIGKILL after their grace).
+    let _ = controllers_task.await;
     server.shutdown().await;
     Ok(())
 }
 
-/// Runs the cluster controllers in this process, talking to `server` over loopback.
+/// Runs the cluster controllers in this process, talking to `server` over loopback;
+/// the task ends once they stopped.
 async fn run_controllers(
     server: &RunningServer,
     cfg: ControllersConfig,
     stop: CancellationToken,
-) -> Result<(), CliError> {
+) -> Result<tokio::task::JoinHandle<()>, CliError> {
     let config = kube::Config::from_custom_kubeconfig(server.kubeconfig("opkit"), &KubeConfigOptions::default())
         .await
         .map_err(|e| CliError::Client(e.to_string()))?;
     let client = kube::Client::try_from(config.clone()).map_err(|e| CliError::Client(e.to_string()))?;
-    opkit_controllers::spawn(
+    Ok(opkit_controllers::spawn(
         client,
         &cfg.root_ca(server.ca_pem()).cluster_signing(server.ca_pem(), server.ca_key_pem()).with_identities(config),
         stop,
-    );
-    Ok(())
+    ))
 }

@@ -470,7 +470,6 @@ impl ContainerRun<'_> {
             return Outcome::Stopped;
         };
         let working_dir = working_dir(&shared.dir.join("containers").join(&c.name), c.working_dir.as_deref());
-        let mut pulled = false;
         loop {
             let env = match self.environment(c).await {
                 Ok(env) => env,
@@ -489,12 +488,10 @@ impl ContainerRun<'_> {
             };
             let spec =
                 ProcessSpec { program: program.clone(), args: argv(c, &env), env, working_dir: working_dir.clone() };
-            if !pulled {
-                let image = c.image.clone().unwrap_or_default();
-                let note = format!("Container image \"{image}\" already present on machine");
-                self.event(c, EventType::Normal, "Pulled", &note);
-                pulled = true;
-            }
+            // As the kubelet, before every start.
+            let image = c.image.clone().unwrap_or_default();
+            let note = format!("Container image \"{image}\" already present on machine");
+            self.event(c, EventType::Normal, "Pulled", &note);
             let cid = format!("opkit://{}", digest(&[&shared.uid, &c.name, &restarts.to_string()]));
             let started_wall = Timestamp::now().as_second();
             let started = Instant::now();

@@ -188,6 +188,26 @@ impl PodView {
     }
 }
 
+/// Why the pod's readiness gates do not hold, as the kubelet words it.
+fn unready_gates(pod: &Pod) -> String {
+    let gates = pod.spec.as_ref().and_then(|s| s.readiness_gates.clone()).unwrap_or_default();
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let reasons: Vec<String> = gates
+        .iter()
+        .filter_map(|g| match conditions.iter().find(|c| c.type_ == g.condition_type) {
+            None => {
+                Some(format!("corresponding condition of pod readiness gate \"{}\" does not exist.", g.condition_type))
+            }
+            Some(c) if c.status != "True" => Some(format!(
+                "the status of pod readiness gate \"{}\" is not \"True\", but {}",
+                g.condition_type, c.status
+            )),
+            Some(_) => None,
+        })
+        .collect();
+    reasons.join(", ")
+}
+
 /// The status body (`{"status": …}`) of `pod` as `view` sees it, at `now`.
 pub fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> Value {
     let now_text = rfc3339(now.as_second());
@@ -215,7 +235,8 @@ pub fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> Value {
         if gates_ready(pod) {
             conditions.push(condition("Ready", true, None, None, &now_text));
         } else {
-            conditions.push(condition("Ready", false, Some("ReadinessGatesNotReady"), None, &now_text));
+            let msg = unready_gates(pod);
+            conditions.push(condition("Ready", false, Some("ReadinessGatesNotReady"), Some(msg), &now_text));
         }
         conditions.push(condition("ContainersReady", true, None, None, &now_text));
     } else {
@@ -263,6 +284,20 @@ mod tests {
             finished_at: 2,
             container_id: "opkit://x".into(),
         }
+    }
+
+    #[test]
+    fn readiness_gates_are_named() {
+        let pod: Pod = serde_json::from_value(json!({
+            "spec": {"containers": [], "readinessGates": [{"conditionType": "a"}, {"conditionType": "b"}]},
+            "status": {"conditions": [{"type": "b", "status": "False"}]}
+        }))
+        .unwrap_or_default();
+        assert_eq!(
+            unready_gates(&pod),
+            "corresponding condition of pod readiness gate \"a\" does not exist., \
+             the status of pod readiness gate \"b\" is not \"True\", but False"
+        );
     }
 
     #[test]
