@@ -256,8 +256,12 @@ async fn run_pod(rt: &Arc<RuntimeShared>, pod: &Pod, node: &NodeFacts, shared: &
     if let Err(e) = tokio::fs::create_dir_all(&shared.dir).await {
         tracing::warn!(dir = %shared.dir.display(), error = %e, "making a pod's directory failed");
     }
-    // The sandbox.
+    // The sandbox: the host's own network for a `hostNetwork` pod.
+    let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
     let sandbox = loop {
+        if host_network {
+            break Arc::new(rt.networks.host_network());
+        }
         tokio::select! {
             req = stop_requested(&mut stop_rx) => return Some(req),
             made = rt.networks.create(&shared.uid, &shared.name, node.pod_cidr.as_deref()) => match made {
