@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use super::install::{FIELD_MANAGER, delete_objects};
@@ -48,24 +51,27 @@ pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> 
             Some((ns, name))
         })
         .collect();
-    let simulated = image_not_loaded(&client, &args.image).await?;
-    if simulated {
-        out.warn(&format!(
-            "image {} is not loaded into this opkit cluster: the manager's pods are simulated and the \
-             operator does NOT run. Load it with `make cluster-load IMG={}` (or `opkit cluster load {} \
-             --binary PATH`), then deploy again.",
-            args.image, args.image, args.image
-        ));
-    }
-    if !args.no_wait {
+    let opkit_cluster = is_opkit_cluster(&client).await?;
+    let mut simulated = false;
+    if args.no_wait {
+        // Without waiting for pods, the nodes' reported images are all there is to go by.
+        if opkit_cluster && !image_reported(&client, &args.image).await? {
+            simulated = true;
+            out.warn(&not_loaded_warning(&args.image));
+        }
+    } else {
         for (ns, name) in &deployments {
             out.waiting(&format!("waiting for deployment {ns}/{name} to become available"));
             cluster_ops::wait_deployment_available(&client, ns, name, timeout).await?;
-            if simulated {
+            if opkit_cluster && !runs_for_real(&client, ns, name).await? {
+                simulated = true;
                 out.warn(&format!("deployment {ns}/{name} reports available, but its pods are simulated"));
             } else {
                 out.step(&format!("deployment {ns}/{name} is available"));
             }
+        }
+        if simulated {
+            out.warn(&not_loaded_warning(&args.image));
         }
     }
     let names: Vec<String> = applied.iter().map(ToString::to_string).collect();
@@ -82,33 +88,59 @@ pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> 
     Ok(())
 }
 
-/// Whether the cluster is an opkit cluster (its nodes are simulated) on which `image` is
-/// not loaded, so pods naming it are simulated rather than run. Nodes report their
-/// images in `status.images`, as kubelets do; other clusters pull images, so they are
-/// never reported as not loaded.
-async fn image_not_loaded(client: &kube::Client, image: &str) -> Result<bool, CliError> {
-    use k8s_openapi::api::core::v1::Node;
+/// What to do when the manager's image is not loaded into the local cluster.
+fn not_loaded_warning(image: &str) -> String {
+    format!(
+        "image {image} is not loaded into this opkit cluster: the manager's pods are simulated and the \
+         operator does NOT run. Load it with `make cluster-load IMG={image}` (or `opkit cluster load {image} \
+         --binary PATH`), then deploy again."
+    )
+}
+
+/// The nodes of the cluster.
+async fn nodes(client: &kube::Client) -> Result<Vec<Node>, CliError> {
+    let api: Api<Node> = Api::all(client.clone());
+    let list =
+        api.list(&Default::default()).await.map_err(|e| CliError::ClusterRequest(format!("listing nodes: {e}")))?;
+    Ok(list.items)
+}
+
+/// Whether the cluster is a local opkit cluster: its nodes are simulated, and only
+/// pods whose images are loaded run for real.
+async fn is_opkit_cluster(client: &kube::Client) -> Result<bool, CliError> {
+    Ok(nodes(client).await?.iter().any(|n| {
+        let annotations = n.metadata.annotations.as_ref();
+        annotations.and_then(|a| a.get(opkit_controllers::SIMULATED_NODE_ANNOTATION)).is_some_and(|v| v == "true")
+    }))
+}
+
+/// Whether a node reports `image` in `status.images`, as kubelets report the images on
+/// their machine (an opkit node reports the loaded ones, refreshed every heartbeat).
+async fn image_reported(client: &kube::Client, image: &str) -> Result<bool, CliError> {
     let wanted = opkit_controllers::images::normalize(image)?;
-    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
-    let nodes =
-        nodes.list(&Default::default()).await.map_err(|e| CliError::ClusterRequest(format!("listing nodes: {e}")))?;
-    let simulated: Vec<&Node> = nodes
-        .items
-        .iter()
-        .filter(|n| {
-            let annotations = n.metadata.annotations.as_ref();
-            annotations.and_then(|a| a.get(opkit_controllers::SIMULATED_NODE_ANNOTATION)).is_some_and(|v| v == "true")
-        })
-        .collect();
-    if simulated.is_empty() {
-        return Ok(false);
-    }
-    let loaded = simulated.iter().any(|n| {
+    Ok(nodes(client).await?.iter().any(|n| {
         n.status.iter().flat_map(|s| s.images.iter().flatten()).any(|i| {
             i.names.iter().flatten().any(|name| opkit_controllers::images::normalize(name).is_ok_and(|n| n == wanted))
         })
-    });
-    Ok(!loaded)
+    }))
+}
+
+/// Whether the ready pods of Deployment `ns/name` run real processes: their containers
+/// carry the process runtime's `opkit://` IDs, where simulated ones carry `containerd://`.
+async fn runs_for_real(client: &kube::Client, ns: &str, name: &str) -> Result<bool, CliError> {
+    let failed = |e: kube::Error| CliError::ClusterRequest(format!("reading deployment {ns}/{name}'s pods: {e}"));
+    let deployment = Api::<Deployment>::namespaced(client.clone(), ns).get(name).await.map_err(failed)?;
+    let labels = deployment.spec.and_then(|s| s.selector.match_labels).unwrap_or_default();
+    let selector: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&selector.join(",")))
+        .await
+        .map_err(failed)?;
+    Ok(pods.items.iter().any(|p| {
+        p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()).any(|c| {
+            c.container_id.as_deref().is_some_and(|id| id.starts_with(opkit_controllers::REAL_CONTAINER_ID_PREFIX))
+        })
+    }))
 }
 
 /// `opkit undeploy`.

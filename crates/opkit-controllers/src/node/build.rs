@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
-    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo,
+    ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
@@ -151,8 +152,15 @@ fn node_info(name: &str) -> NodeSystemInfo {
 /// missing capacity, addresses and nodeInfo are filled in, and the conditions are made
 /// healthy (keeping transition times of unchanged conditions; heartbeats are refreshed
 /// every [`STATUS_REPORT_SECONDS`]); the kubelet endpoint's port is `kubelet_port` when
-/// the kubelet server runs, else 10250. Returns `None` when nothing needs writing.
-pub fn desired_status(node: &Node, now: Timestamp, kubelet_port: Option<u16>) -> Option<NodeStatus> {
+/// the kubelet server runs, else 10250; `images` are the images loaded into the local
+/// cluster (reported as a kubelet reports the images on its machine). Returns `None`
+/// when nothing needs writing.
+pub fn desired_status(
+    node: &Node,
+    now: Timestamp,
+    kubelet_port: Option<u16>,
+    images: &[ContainerImage],
+) -> Option<NodeStatus> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let current = node.status.clone().unwrap_or_default();
     let mut next = current.clone();
@@ -177,6 +185,10 @@ pub fn desired_status(node: &Node, now: Timestamp, kubelet_port: Option<u16>) ->
     if advertised.is_none() || (kubelet_port.is_some() && advertised != Some(port)) {
         next.daemon_endpoints = Some(NodeDaemonEndpoints { kubelet_endpoint: Some(DaemonEndpoint { port }) });
     }
+    let reported = (!images.is_empty()).then(|| images.to_vec());
+    if next.images != reported {
+        next.images = reported;
+    }
     let old = current.conditions.clone().unwrap_or_default();
     let stale = |c: &NodeCondition| {
         c.last_heartbeat_time.as_ref().is_none_or(|t| now.as_second() - t.0.as_second() >= STATUS_REPORT_SECONDS)
@@ -197,6 +209,30 @@ pub fn desired_status(node: &Node, now: Timestamp, kubelet_port: Option<u16>) ->
         .collect();
     next.conditions = Some(conditions);
     (next != current).then_some(next)
+}
+
+/// The loaded images of `store` as a kubelet reports images in `status.images`: the
+/// digest reference, then the tag reference, and the size.
+pub fn loaded_images(store: &crate::images::ImageStore) -> Vec<ContainerImage> {
+    let images = store.list().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "reading the image store failed");
+        vec![]
+    });
+    images
+        .into_iter()
+        .map(|i| {
+            let repository = i
+                .reference
+                .rsplit_once(':')
+                .filter(|(_, tag)| !tag.contains('/'))
+                .map_or(i.reference.as_str(), |(repo, _)| repo);
+            let repository = repository.split('@').next().unwrap_or(repository);
+            ContainerImage {
+                names: Some(vec![format!("{repository}@{}", i.digest), i.reference.clone()]),
+                size_bytes: i64::try_from(i.size).ok(),
+            }
+        })
+        .collect()
 }
 
 /// The heartbeat Lease of `node` in `kube-node-lease`, renewed at `now`.
@@ -251,10 +287,29 @@ mod tests {
     }
 
     #[test]
+    fn loaded_images_are_reported_as_a_kubelet_reports_images() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let store = crate::images::ImageStore::new(dir.path().join("images"));
+        store.load("example.com/op:v1", std::path::Path::new("/bin/true"))?;
+        let images = loaded_images(&store);
+        let names = images[0].names.clone().unwrap_or_default();
+        assert!(names[0].starts_with("example.com/op@sha256:"), "{names:?}");
+        assert_eq!(names[1], "example.com/op:v1");
+        let now = Timestamp::from_second(1_700_000_000)?;
+        let mut n = new_node(0);
+        n.status = desired_status(&n, now, None, &[]);
+        let with_images = desired_status(&n, now, None, &images).ok_or("the new image is written")?;
+        assert_eq!(with_images.images.as_deref(), Some(&images[..]));
+        n.status = Some(with_images);
+        assert!(desired_status(&n, now, None, &images).is_none(), "unchanged images are not rewritten");
+        Ok(())
+    }
+
+    #[test]
     fn status_is_filled_then_stable() {
         let mut n = new_node(1);
         let now = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
-        let st = desired_status(&n, now, None);
+        let st = desired_status(&n, now, None, &[]);
         let Some(st) = st else { panic!("expected a status") };
         let ready = st.conditions.iter().flatten().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
         assert_eq!(ready.as_deref(), Some("True"));
@@ -262,23 +317,23 @@ mod tests {
         assert_eq!(st.node_info.as_ref().map(|i| i.kubelet_version.as_str()), Some("v1.33.0"));
         n.status = Some(st);
         let later = Timestamp::from_second(1_700_000_010).unwrap_or(Timestamp::UNIX_EPOCH);
-        assert!(desired_status(&n, later, None).is_none(), "no write within the report period");
+        assert!(desired_status(&n, later, None, &[]).is_none(), "no write within the report period");
         let much_later = Timestamp::from_second(1_700_000_400).unwrap_or(Timestamp::UNIX_EPOCH);
-        assert!(desired_status(&n, much_later, None).is_some(), "heartbeat refreshed after 5 minutes");
+        assert!(desired_status(&n, much_later, None, &[]).is_some(), "heartbeat refreshed after 5 minutes");
     }
 
     #[test]
     fn unhealthy_condition_is_repaired() {
         let mut n = new_node(0);
         let now = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
-        let mut st = desired_status(&n, now, None).unwrap_or_default();
+        let mut st = desired_status(&n, now, None, &[]).unwrap_or_default();
         for c in st.conditions.iter_mut().flatten() {
             if c.type_ == "Ready" {
                 c.status = "False".into();
             }
         }
         n.status = Some(st);
-        assert!(desired_status(&n, now, None).is_some());
+        assert!(desired_status(&n, now, None, &[]).is_some());
     }
 
     #[test]

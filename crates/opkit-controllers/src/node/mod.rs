@@ -51,10 +51,10 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig, kubelet_port: Option<u16
     }
     mgr.add(Registrar { client: crate::identity::client_for(mgr, cfg, "nodes"), count: cfg.nodes });
     let heartbeat = cfg.node_heartbeat.max(Duration::from_millis(100));
-    let settings = Arc::new(heartbeat);
+    let images = Arc::new(cfg.images.clone().map(crate::images::ImageStore::new));
     Controller::new(mgr, move |ctx: Context<Node>| {
-        let heartbeat = *settings;
-        async move { reconcile(ctx, heartbeat, kubelet_port).await }
+        let images = images.clone();
+        async move { reconcile(ctx, heartbeat, kubelet_port, images.as_ref().as_ref()).await }
     })
     .client(crate::identity::client_for(mgr, cfg, "nodes"))
     .named("nodes")
@@ -116,7 +116,12 @@ impl Runnable for Registrar {
 }
 
 /// Keeps one simulated node's status healthy and its lease renewed.
-async fn reconcile(ctx: Context<Node>, heartbeat: Duration, kubelet_port: Option<u16>) -> ReconcileResult {
+async fn reconcile(
+    ctx: Context<Node>,
+    heartbeat: Duration,
+    kubelet_port: Option<u16>,
+    images: Option<&crate::images::ImageStore>,
+) -> ReconcileResult {
     let Some(node) = ctx.object.clone() else { return Ok(Action::done()) };
     if !is_simulated(&node) || node.metadata.deletion_timestamp.is_some() {
         return Ok(Action::done());
@@ -137,7 +142,8 @@ async fn reconcile(ctx: Context<Node>, heartbeat: Duration, kubelet_port: Option
             .await?;
         }
     }
-    if let Some(status) = build::desired_status(&node, now, kubelet_port) {
+    let loaded = images.map(build::loaded_images).unwrap_or_default();
+    if let Some(status) = build::desired_status(&node, now, kubelet_port, &loaded) {
         let api: Api<Node> = Api::all(ctx.client.clone());
         let patch = json!({"status": status});
         api.patch_status(

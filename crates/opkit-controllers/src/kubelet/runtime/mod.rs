@@ -68,9 +68,12 @@ struct PodEntry {
     task: JoinHandle<()>,
 }
 
+/// The prefix of the container IDs of real containers (`opkit://<id>`); simulated ones
+/// are `containerd://<id>`.
+pub const CONTAINER_ID_PREFIX: &str = "opkit://";
+
 /// What the kubelet server needs to run a command in a container (`exec`): its
 /// environment, working directory and network namespace.
-#[allow(dead_code, reason = "the /exec and /attach routes are wired to the streams at merge")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecTargetData {
     /// The container's environment.
@@ -84,7 +87,6 @@ pub struct ExecTargetData {
 }
 
 /// Why a container could not be found for the kubelet server.
-#[allow(dead_code, reason = "the /exec, /attach and /portForward routes are wired to the streams at merge")]
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LookupError {
     /// No real pod of that name runs on this kubelet.
@@ -317,7 +319,6 @@ impl Runtime {
 
     /// What `exec` in `container` of pod `namespace/name` runs with (one line to wire the
     /// kubelet server's `/exec` and `/attach` routes to the streams).
-    #[allow(dead_code, reason = "the /exec and /attach routes are wired to the streams at merge")]
     pub fn exec_target(&self, namespace: &str, name: &str, container: &str) -> Result<ExecTargetData, LookupError> {
         let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
         let rt = pod.container(container).ok_or_else(|| LookupError::ContainerNotFound {
@@ -339,7 +340,6 @@ impl Runtime {
     }
 
     /// The IP of the real pod `namespace/name` (for `portForward`).
-    #[allow(dead_code, reason = "the /portForward route is wired to the streams at merge")]
     pub fn pod_ip(&self, namespace: &str, name: &str) -> Result<IpAddr, LookupError> {
         let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
         pod.sandbox().map(|(ip, _)| ip).ok_or_else(|| LookupError::PodNotFound(name.to_string()))

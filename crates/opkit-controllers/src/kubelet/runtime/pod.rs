@@ -496,7 +496,8 @@ impl ContainerRun<'_> {
             let image = c.image.clone().unwrap_or_default();
             let note = format!("Container image \"{image}\" already present on machine");
             self.event(c, EventType::Normal, "Pulled", &note);
-            let cid = format!("opkit://{}", digest(&[&shared.uid, &c.name, &restarts.to_string()]));
+            let cid =
+                format!("{}{}", super::CONTAINER_ID_PREFIX, digest(&[&shared.uid, &c.name, &restarts.to_string()]));
             let started_wall = Timestamp::now().as_second();
             let started = Instant::now();
             let logs = match shared.container(&c.name) {
