@@ -80,6 +80,13 @@ impl ApiError {
         e
     }
 
+    /// 404 for a subresource the addressed object's resource does not have: kube's
+    /// NotFound, its details naming the object (`name`, `group`, `kind`), which clients
+    /// such as `kubectl debug` read.
+    pub fn no_subresource(group: &str, resource: &str, name: &str) -> Self {
+        Self::no_route().with_details(group, resource, name)
+    }
+
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
         Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource)))
@@ -223,6 +230,30 @@ impl ApiError {
     /// 500 InternalError with `message` as is (no "Internal error occurred" prefix).
     pub fn internal_raw(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
+    }
+
+    /// An error answer of a backend (a kubelet) whose body is not a Status: its code, the
+    /// reason kube gives that code, and its text as the message (kube's
+    /// `NewGenericServerResponse`).
+    pub fn from_backend(code: u16, message: impl Into<String>) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            406 => "NotAcceptable",
+            409 => "Conflict",
+            410 => "Gone",
+            415 => "UnsupportedMediaType",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        let code = if (400..600).contains(&code) { code } else { 500 };
+        Self::new(code, reason, message)
     }
 
     /// 503 ServiceUnavailable.

@@ -26,6 +26,9 @@
 //! - `openapi`: the `/openapi/v2` and `/openapi/v3` documents.
 //! - `selector`, `jsonpath`, `table`: selectors, printer-column paths, Table output.
 //! - [`kubeconfig`]: the kubeconfig clients use, as kube's typed `Kubeconfig`.
+//! - `kubernetes_service`: the `kubernetes` Service in `default` and its endpoints,
+//!   kept true while the server runs.
+//! - `kubelet_client`: the TLS client the pod streaming subresources reach kubelets with.
 //!
 //! # Example
 //! ```
@@ -71,6 +74,8 @@ mod json;
 pub(crate) mod jsonpath;
 pub(crate) mod kinds;
 pub mod kubeconfig;
+pub(crate) mod kubelet_client;
+pub(crate) mod kubernetes_service;
 pub mod limits;
 pub(crate) mod openapi;
 pub(crate) mod patch;

@@ -7,6 +7,7 @@ mod discovery;
 mod health;
 mod identity;
 mod openapi;
+mod pod_proxy;
 mod resource;
 mod review;
 pub mod route;
@@ -24,6 +25,7 @@ use http::{Method, Request, Response};
 use crate::audit::{AuditLog, AuditRecord};
 use crate::auth::Authenticator;
 use crate::error::{ApiError, ApiResult};
+use crate::kubelet_client::KubeletClient;
 use crate::limits::{InFlight, ServingLimits};
 use crate::registry::Registry;
 use codec::Body;
@@ -44,17 +46,20 @@ pub struct AppState {
     /// The max-in-flight pools and the request-body timeout.
     pub(crate) in_flight: InFlight,
     pub(crate) request_timeout: Duration,
+    /// The client the pod streaming subresources reach kubelets with.
+    pub(crate) kubelet: KubeletClient,
 }
 
 impl AppState {
     /// State for a server reachable at `address`, auditing to `audit` if given, serving
-    /// within `limits`.
-    pub fn new(
+    /// within `limits`, reaching kubelets with `kubelet`.
+    pub(crate) fn new(
         registry: Registry,
         auth: Authenticator,
         address: String,
         audit: Option<AuditLog>,
         limits: &ServingLimits,
+        kubelet: KubeletClient,
     ) -> Arc<AppState> {
         Arc::new(AppState {
             registry,
@@ -64,6 +69,7 @@ impl AppState {
             audit,
             in_flight: InFlight::new(limits),
             request_timeout: limits.request_timeout,
+            kubelet,
         })
     }
 }
@@ -207,6 +213,9 @@ async fn dispatch(
         {
             let body = read_body(body).await?;
             aggregation::proxy(&state.registry, &apiservice, parts, body, &user).await
+        }
+        Route::Resource(req) if let Some(kind) = pod_proxy::stream_of(&req) => {
+            pod_proxy::serve(state, kind, &req, parts, body).await
         }
         Route::Resource(req) if review::answers(&req) => {
             let body = read_body(body).await?;
