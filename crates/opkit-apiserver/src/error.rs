@@ -80,13 +80,6 @@ impl ApiError {
         e
     }
 
-    /// 404 for a subresource the addressed object's resource does not have: kube's
-    /// NotFound, its details naming the object (`name`, `group`, `kind`), which clients
-    /// such as `kubectl debug` read.
-    pub fn no_subresource(group: &str, resource: &str, name: &str) -> Self {
-        Self::no_route().with_details(group, resource, name)
-    }
-
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
         Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource)))

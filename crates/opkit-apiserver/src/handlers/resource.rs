@@ -216,12 +216,8 @@ impl Call<'_> {
                 "eviction" => target.strategy.has_eviction(),
                 other => target.strategy.update_subresources().contains(&other),
             };
-            match self.req.name.as_deref() {
-                None => return Err(ApiError::no_route()),
-                Some(name) if !ok => {
-                    return Err(ApiError::no_subresource(&target.info.group, &target.info.resource, name));
-                }
-                Some(_) => {}
+            if !ok || self.req.name.is_none() {
+                return Err(ApiError::no_route());
             }
         }
         if target.info.namespaced

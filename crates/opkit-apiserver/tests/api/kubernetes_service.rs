@@ -15,6 +15,7 @@ use serde_json::json;
 use tokio::net::TcpStream;
 
 use crate::common::{env, expect_status, within};
+use crate::pod_streaming::run_kubectl;
 
 #[tokio::test]
 async fn the_service_and_its_endpoints_name_the_server() {
@@ -59,6 +60,44 @@ async fn the_service_and_its_endpoints_name_the_server() {
         "Invalid",
     );
     assert!(status.message.contains("provided IP is already allocated"), "{}", status.message);
+
+    let (ok, stdout, stderr) = run_kubectl("1.33", &env, &["get", "all", "-n", "default"]).await;
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("service/kubernetes") && stdout.contains("10.96.0.1"), "{stdout}");
+}
+
+#[tokio::test]
+async fn the_cluster_controllers_leave_the_objects_alone() {
+    let env = within("a cluster with its controllers", opkit_testenv::TestEnv::start()).await.expect("TestEnv");
+    let services: Api<Service> = Api::namespaced(env.client(), "default");
+    let (service, endpoints, slice) = (
+        services.get("kubernetes").await.expect("service").metadata,
+        Api::<Endpoints>::namespaced(env.client(), "default").get("kubernetes").await.expect("endpoints").metadata,
+        Api::<EndpointSlice>::namespaced(env.client(), "default").get("kubernetes").await.expect("slice").metadata,
+    );
+    // A Service the endpoints controller does serve: once its Endpoints exist, the
+    // controllers (endpoints, garbage collector) have been through every Service.
+    let web: Service = serde_json::from_value(json!({"metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}))
+    .expect("service");
+    services.create(&PostParams::default(), &web).await.expect("create web");
+    within(
+        "the endpoints controller to serve web",
+        await_condition(Api::<Endpoints>::namespaced(env.client(), "default"), "web", |e: Option<&Endpoints>| {
+            e.is_some()
+        }),
+    )
+    .await
+    .expect("watch");
+    let now = (
+        services.get("kubernetes").await.expect("service").metadata,
+        Api::<Endpoints>::namespaced(env.client(), "default").get("kubernetes").await.expect("endpoints").metadata,
+        Api::<EndpointSlice>::namespaced(env.client(), "default").get("kubernetes").await.expect("slice").metadata,
+    );
+    assert_eq!(now.0.resource_version, service.resource_version, "the Service is untouched");
+    assert_eq!(now.1.resource_version, endpoints.resource_version, "the Endpoints are untouched");
+    assert_eq!(now.2.resource_version, slice.resource_version, "the EndpointSlice is untouched");
+    assert!(now.2.owner_references.is_none(), "nothing owns the slice (the garbage collector keeps it)");
 }
 
 #[tokio::test]

@@ -2,8 +2,9 @@
 //! `pods/portforward`) proxied to the pod's kubelet: a test kubelet (HTTPS, certificate
 //! from the server's CA, client certificate required) is named by a Node's
 //! `opkit.dev/kubelet-endpoint` annotation; real kubectl reads logs (streamed with `-f`),
-//! kube's 400s and 422s come before any proxying, the kubelet's errors are passed on, and
-//! an upgrade is spliced byte for byte both ways.
+//! kube's 400s and 422s come before any proxying, the kubelet's errors are passed on, an
+//! upgrade is spliced byte for byte both ways (a WebSocket one authorized as `create`),
+//! and an interactive `kubectl debug` that cannot attach fails without panicking.
 
 use std::convert::Infallible;
 use std::io::{BufRead, BufReader};
@@ -232,7 +233,7 @@ fn kubectl(version: &str, env: &TestEnv, args: &[&str]) -> Command {
 }
 
 /// Runs kubectl to its end (bounded by the test timeout): (success, stdout, stderr).
-async fn run_kubectl(version: &str, env: &TestEnv, args: &[&str]) -> (bool, String, String) {
+pub(crate) async fn run_kubectl(version: &str, env: &TestEnv, args: &[&str]) -> (bool, String, String) {
     let mut command = kubectl(version, env, args);
     command.stdin(Stdio::null());
     let output = within(&format!("kubectl {args:?}"), tokio::task::spawn_blocking(move || command.output()))
@@ -509,17 +510,6 @@ async fn a_websocket_exec_is_authorized_as_create() {
     assert!(head.to_ascii_lowercase().contains("sec-websocket-protocol: v4.channel.k8s.io"), "{head}");
     let head = websocket("getter").await;
     assert!(head.starts_with("HTTP/1.1 403"), "get alone is not enough: {head}");
-}
-
-#[tokio::test]
-async fn unknown_pod_subresources_are_404_with_details() {
-    let env = env().await;
-    pod(&env, "web", None, &[("app", "running")]).await;
-    let r = raw(&env.client(), "GET", "/api/v1/namespaces/default/pods/web/nonsense", None, vec![]).await;
-    assert_eq!((r.code, r.json["reason"].as_str()), (404, Some("NotFound")), "{}", r.text);
-    assert_eq!(r.json["details"], json!({"name": "web", "kind": "pods"}), "{}", r.text);
-    let r = raw(&env.client(), "GET", "/apis/apps/v1/namespaces/default/deployments/web/nonsense", None, vec![]).await;
-    assert_eq!(r.json["details"], json!({"name": "web", "group": "apps", "kind": "deployments"}), "{}", r.text);
 }
 
 /// Spawns kubectl with its output captured; the handle yields (success, stderr).
