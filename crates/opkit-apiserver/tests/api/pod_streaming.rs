@@ -577,3 +577,39 @@ async fn kubectl_debug_interactive_fails_cleanly_without_panicking() {
     assert!(!ok, "the attach cannot reach the kubelet");
     assert!(!stderr.contains("panic") && !stderr.contains("goroutine"), "kubectl debug node panicked: {stderr}");
 }
+
+#[tokio::test]
+async fn streaming_requests_are_audited() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("audit.log");
+    let cfg =
+        opkit_apiserver::ServerConfig { audit_log: Some(path.clone()), ..opkit_apiserver::ServerConfig::in_memory() };
+    let env =
+        within("an audited server", TestEnv::builder().server(cfg).without_controllers().start()).await.expect("env");
+    let kubelet = TestKubelet::start(&env).await;
+    node(&env, "n1", &kubelet.address).await;
+    pod(&env, "web", Some("n1"), &[("app", "running")]).await;
+
+    let r = raw(&env.client(), "GET", "/api/v1/namespaces/default/pods/web/log", None, vec![]).await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    let mut stream = tls_to_server(&env, ServerName::try_from("127.0.0.1").expect("ip")).await;
+    let token = format!("Bearer {}", env.server().token());
+    let head = send_upgrade(
+        &mut stream,
+        "POST",
+        "/api/v1/namespaces/default/pods/web/exec?command=true&stdout=true",
+        &[("Authorization", &token), ("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1")],
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+
+    let log = std::fs::read_to_string(&path).expect("audit log");
+    let events: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let audited = |verb: &str, subresource: &str, code: u16| {
+        events.iter().any(|e| {
+            e["verb"] == verb && e["objectRef"]["subresource"] == subresource && e["responseStatus"]["code"] == code
+        })
+    };
+    assert!(audited("get", "log", 200), "{log}");
+    assert!(audited("create", "exec", 101), "{log}");
+}
