@@ -58,6 +58,8 @@
 //! - CRD validation rules are costed as kube does (at CRD creation, and per call and per
 //!   request at runtime), but the runtime cost is estimated from the value's sizes before
 //!   a rule runs, not metered while it runs (the CEL interpreter has no cost tracking).
+//! - The pod streaming subresources reach only kubelets on this machine's loopback (a
+//!   simulated node's InternalIP leads nowhere).
 //! - Objects nest at most 100 levels deep (kube allows 10000), the depth serde_json can
 //!   read back inside lists and watch events.
 
