@@ -215,6 +215,7 @@ impl ApiServer {
             None => None,
         };
         let kubelet = KubeletClient::new(&tls.ca_pem, &tls.kubelet_client).map_err(CertError::from)?;
+        let shutdown = CancellationToken::new();
         let state = AppState::new(
             registry.clone(),
             Authenticator::new(&token, signer),
@@ -222,6 +223,7 @@ impl ApiServer {
             audit,
             &cfg.limits,
             kubelet,
+            shutdown.clone(),
         );
         let service = hyper::service::service_fn(move |req| {
             let state = state.clone();
@@ -233,7 +235,6 @@ impl ApiServer {
         if let Some(cap) = cfg.limits.connection_cap() {
             server = server.max_connections(cap);
         }
-        let shutdown = CancellationToken::new();
         crate::kubernetes_service::spawn(registry.clone(), addr, shutdown.clone())
             .await
             .map_err(|e| ServerError::Bootstrap(e.message))?;

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use http::{Method, Request, Response};
+use tokio_util::sync::CancellationToken;
 
 use crate::audit::{AuditLog, AuditRecord};
 use crate::auth::Authenticator;
@@ -48,11 +49,14 @@ pub struct AppState {
     pub(crate) request_timeout: Duration,
     /// The client the pod streaming subresources reach kubelets with.
     pub(crate) kubelet: KubeletClient,
+    /// Cancelled when the server stops: ends the streams spliced with kubelets, which
+    /// outlive the HTTP connections they were upgraded from.
+    pub(crate) shutdown: CancellationToken,
 }
 
 impl AppState {
     /// State for a server reachable at `address`, auditing to `audit` if given, serving
-    /// within `limits`, reaching kubelets with `kubelet`.
+    /// within `limits`, reaching kubelets with `kubelet`, stopping with `shutdown`.
     pub(crate) fn new(
         registry: Registry,
         auth: Authenticator,
@@ -60,6 +64,7 @@ impl AppState {
         audit: Option<AuditLog>,
         limits: &ServingLimits,
         kubelet: KubeletClient,
+        shutdown: CancellationToken,
     ) -> Arc<AppState> {
         Arc::new(AppState {
             registry,
@@ -70,6 +75,7 @@ impl AppState {
             in_flight: InFlight::new(limits),
             request_timeout: limits.request_timeout,
             kubelet,
+            shutdown,
         })
     }
 }

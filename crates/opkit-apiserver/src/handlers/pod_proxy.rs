@@ -5,7 +5,7 @@
 //! are forwarded with their query and upgrade headers, and on the kubelet's 101 the
 //! client's upgraded connection is spliced with the kubelet's, byte for byte, both ways.
 //! Any other answer of the kubelet is passed on; one that cannot be reached is kube's 500
-//! with the dial error. The checks before any of it are the registry's
+//! with the dial error. Spliced streams end when the server stops. The checks before any of it are the registry's
 //! (`registry/pod_streaming.rs`).
 
 use std::convert::Infallible;
@@ -148,7 +148,8 @@ async fn upgrade(
     }
     let client_upgrade = hyper::upgrade::on(&mut client);
     let kubelet_upgrade = hyper::upgrade::on(&mut response);
-    tokio::spawn(async move {
+    let shutdown = state.shutdown.clone();
+    tokio::spawn(shutdown.run_until_cancelled_owned(async move {
         let (client, kubelet) = match tokio::try_join!(client_upgrade, kubelet_upgrade) {
             Ok(both) => both,
             Err(e) => {
@@ -160,7 +161,7 @@ async fn upgrade(
         if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut kubelet).await {
             tracing::debug!(error = %e, "a spliced stream ended");
         }
-    });
+    }));
     let mut answer = Response::new(Full::new(Bytes::new()).map_err(|never| match never {}).boxed());
     *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     for (name, value) in response.headers() {

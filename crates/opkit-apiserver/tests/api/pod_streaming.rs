@@ -20,9 +20,11 @@ use hyper::body::{Frame, Incoming};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::wait::await_condition;
+use opkit_apiserver::{ApiServer, RunningServer, ServerConfig};
 use opkit_serve::tls::DevCa;
 use opkit_testenv::TestEnv;
 use parking_lot::Mutex;
@@ -33,7 +35,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::common::{env, raw, within};
+use crate::common::{client_for, env, raw, within};
 
 type TestBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
@@ -46,21 +48,25 @@ struct Seen {
     requests: Vec<String>,
 }
 
+/// How many upgraded streams the test kubelet has seen end.
+type ClosedStreams = watch::Sender<usize>;
+
 /// An HTTPS kubelet on loopback serving canned logs and echoing upgraded streams.
 struct TestKubelet {
     address: String,
     seen: Arc<Mutex<Seen>>,
     /// Set to true to let a followed log write its second line and end.
     release: watch::Sender<bool>,
+    closed: Arc<ClosedStreams>,
     _task: tokio::task::JoinHandle<()>,
 }
 
 impl TestKubelet {
-    async fn start(env: &TestEnv) -> TestKubelet {
-        let ca = DevCa::from_pem(env.server().ca_pem(), env.server().ca_key_pem()).expect("the server's CA");
+    async fn start(server: &RunningServer) -> TestKubelet {
+        let ca = DevCa::from_pem(server.ca_pem(), server.ca_key_pem()).expect("the server's CA");
         let serving = ca.issue_serving_cert("kubelet", &["127.0.0.1".to_owned()]).expect("serving cert");
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(CertificateDer::from_pem_slice(env.server().ca_pem().as_bytes()).expect("ca")).expect("root");
+        roots.add(CertificateDer::from_pem_slice(server.ca_pem().as_bytes()).expect("ca")).expect("root");
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
             .build()
@@ -79,12 +85,14 @@ impl TestKubelet {
         let address = listener.local_addr().expect("addr").to_string();
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (release, released) = watch::channel(false);
+        let closed = Arc::new(watch::Sender::new(0));
         let task = tokio::spawn({
-            let seen = seen.clone();
+            let (seen, closed) = (seen.clone(), closed.clone());
             async move {
                 loop {
                     let Ok((tcp, _)) = listener.accept().await else { return };
-                    let (acceptor, seen, released) = (acceptor.clone(), seen.clone(), released.clone());
+                    let (acceptor, seen, released, closed) =
+                        (acceptor.clone(), seen.clone(), released.clone(), closed.clone());
                     tokio::spawn(async move {
                         let Ok(tls) = acceptor.accept(tcp).await else { return };
                         if let Some(cert) = tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
@@ -93,8 +101,8 @@ impl TestKubelet {
                             seen.lock().client_names.push(cn.unwrap_or_default().to_owned());
                         }
                         let service = hyper::service::service_fn(move |req| {
-                            let (seen, released) = (seen.clone(), released.clone());
-                            async move { Ok::<_, Infallible>(kubelet_answer(req, seen, released).await) }
+                            let (seen, released, closed) = (seen.clone(), released.clone(), closed.clone());
+                            async move { Ok::<_, Infallible>(kubelet_answer(req, seen, released, closed).await) }
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(TokioIo::new(tls), service)
@@ -104,7 +112,7 @@ impl TestKubelet {
                 }
             }
         });
-        TestKubelet { address, seen, release, _task: task }
+        TestKubelet { address, seen, release, closed, _task: task }
     }
 }
 
@@ -120,6 +128,7 @@ async fn kubelet_answer(
     mut req: Request<Incoming>,
     seen: Arc<Mutex<Seen>>,
     mut released: watch::Receiver<bool>,
+    closed: Arc<ClosedStreams>,
 ) -> Response<TestBody> {
     let path_and_query = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
     seen.lock().requests.push(format!("{} {path_and_query}", req.method()));
@@ -162,7 +171,10 @@ async fn kubelet_answer(
                 let mut buf = [0u8; 1024];
                 loop {
                     match io.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
+                        Ok(0) | Err(_) => {
+                            closed.send_modify(|n| *n += 1);
+                            return;
+                        }
                         Ok(n) => {
                             let mut echoed = b"echo:".to_vec();
                             echoed.extend_from_slice(&buf[..n]);
@@ -190,21 +202,21 @@ async fn kubelet_answer(
 }
 
 /// A Node whose kubelet is at `endpoint`.
-async fn node(env: &TestEnv, name: &str, endpoint: &str) {
+async fn node(client: &Client, name: &str, endpoint: &str) {
     let node: Node = serde_json::from_value(json!({"metadata": {"name": name,
         "annotations": {"opkit.dev/kubelet-endpoint": endpoint}}}))
     .expect("node");
-    Api::<Node>::all(env.client()).create(&PostParams::default(), &node).await.expect("create node");
+    Api::<Node>::all(client.clone()).create(&PostParams::default(), &node).await.expect("create node");
 }
 
 /// A pod in `default` on `node` (None: unscheduled) with `containers`, each with the
 /// given state (`running` or `waiting`).
-async fn pod(env: &TestEnv, name: &str, node: Option<&str>, containers: &[(&str, &str)]) {
+async fn pod(client: &Client, name: &str, node: Option<&str>, containers: &[(&str, &str)]) {
     let specs: Vec<Value> = containers.iter().map(|(c, _)| json!({"name": c, "image": "busybox"})).collect();
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name},
         "spec": {"nodeName": node, "containers": specs}}))
     .expect("pod");
-    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     pods.create(&PostParams::default(), &pod).await.expect("create pod");
     let statuses: Vec<Value> = containers
         .iter()
@@ -250,9 +262,9 @@ pub(crate) async fn run_kubectl(version: &str, env: &TestEnv, args: &[&str]) -> 
 #[tokio::test]
 async fn kubectl_logs_reach_the_nodes_kubelet_with_the_servers_client_certificate() {
     let env = env().await;
-    let kubelet = TestKubelet::start(&env).await;
-    node(&env, "n1", &kubelet.address).await;
-    pod(&env, "web", Some("n1"), &[("app", "running")]).await;
+    let kubelet = TestKubelet::start(env.server()).await;
+    node(&env.client(), "n1", &kubelet.address).await;
+    pod(&env.client(), "web", Some("n1"), &[("app", "running")]).await;
 
     let (ok, stdout, stderr) =
         run_kubectl("1.33", &env, &["logs", "web", "--tail=5", "--timestamps", "--limit-bytes=100"]).await;
@@ -269,9 +281,9 @@ async fn kubectl_logs_reach_the_nodes_kubelet_with_the_servers_client_certificat
 #[tokio::test]
 async fn kubectl_logs_follow_streams_lines_before_the_kubelet_ends() {
     let env = env().await;
-    let kubelet = TestKubelet::start(&env).await;
-    node(&env, "n1", &kubelet.address).await;
-    pod(&env, "web", Some("n1"), &[("app", "running")]).await;
+    let kubelet = TestKubelet::start(env.server()).await;
+    node(&env.client(), "n1", &kubelet.address).await;
+    pod(&env.client(), "web", Some("n1"), &[("app", "running")]).await;
 
     let mut child = kubectl("1.33", &env, &["logs", "-f", "web"])
         .stdin(Stdio::null())
@@ -303,9 +315,9 @@ async fn kubectl_logs_follow_streams_lines_before_the_kubelet_ends() {
 #[tokio::test]
 async fn the_kubelets_error_is_passed_on() {
     let env = env().await;
-    let kubelet = TestKubelet::start(&env).await;
-    node(&env, "n1", &kubelet.address).await;
-    pod(&env, "web", Some("n1"), &[("app", "running")]).await;
+    let kubelet = TestKubelet::start(env.server()).await;
+    node(&env.client(), "n1", &kubelet.address).await;
+    pod(&env.client(), "web", Some("n1"), &[("app", "running")]).await;
 
     let (ok, _, stderr) = run_kubectl("1.33", &env, &["logs", "--previous", "web"]).await;
     assert!(!ok);
@@ -321,11 +333,11 @@ async fn the_kubelets_error_is_passed_on() {
 #[tokio::test]
 async fn checks_before_proxying_answer_as_kube() {
     let env = env().await;
-    let kubelet = TestKubelet::start(&env).await;
-    node(&env, "n1", &kubelet.address).await;
-    pod(&env, "two", Some("n1"), &[("a", "running"), ("b", "running")]).await;
-    pod(&env, "pending", None, &[("c", "waiting")]).await;
-    pod(&env, "starting", Some("n1"), &[("c", "waiting")]).await;
+    let kubelet = TestKubelet::start(env.server()).await;
+    node(&env.client(), "n1", &kubelet.address).await;
+    pod(&env.client(), "two", Some("n1"), &[("a", "running"), ("b", "running")]).await;
+    pod(&env.client(), "pending", None, &[("c", "waiting")]).await;
+    pod(&env.client(), "starting", Some("n1"), &[("c", "waiting")]).await;
     let client = env.client();
     let get = |path: String| {
         let client = client.clone();
@@ -373,8 +385,8 @@ async fn an_unreachable_kubelet_is_kubes_500_with_the_dial_error() {
     let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = closed.local_addr().expect("addr").to_string();
     drop(closed);
-    node(&env, "n1", &address).await;
-    pod(&env, "web", Some("n1"), &[("app", "running")]).await;
+    node(&env.client(), "n1", &address).await;
+    pod(&env.client(), "web", Some("n1"), &[("app", "running")]).await;
     let r = raw(&env.client(), "GET", "/api/v1/namespaces/default/pods/web/log", None, vec![]).await;
     assert_eq!((r.code, r.json["reason"].as_str()), (500, Some("InternalError")), "{}", r.text);
     let expected = format!(
@@ -384,16 +396,19 @@ async fn an_unreachable_kubelet_is_kubes_500_with_the_dial_error() {
 }
 
 /// A raw HTTP/1.1 connection to the API server over TLS, verified for `server_name`.
-async fn tls_to_server(env: &TestEnv, server_name: ServerName<'static>) -> tokio_rustls::client::TlsStream<TcpStream> {
+async fn tls_to_server(
+    server: &RunningServer,
+    server_name: ServerName<'static>,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(env.server().ca_pem().as_bytes()).expect("ca")).expect("root");
+    roots.add(CertificateDer::from_pem_slice(server.ca_pem().as_bytes()).expect("ca")).expect("root");
     let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .expect("versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = TcpStream::connect(env.server().addr()).await.expect("connect");
+    let tcp = TcpStream::connect(server.addr()).await.expect("connect");
     within("the TLS handshake", tokio_rustls::TlsConnector::from(Arc::new(config)).connect(server_name, tcp))
         .await
         .expect("the server's certificate is valid for the name")
@@ -425,11 +440,11 @@ async fn send_upgrade(
 #[tokio::test]
 async fn an_exec_upgrade_is_spliced_byte_for_byte_both_ways() {
     let env = env().await;
-    let kubelet = TestKubelet::start(&env).await;
-    node(&env, "n1", &kubelet.address).await;
-    pod(&env, "web", Some("n1"), &[("app", "running")]).await;
+    let kubelet = TestKubelet::start(env.server()).await;
+    node(&env.client(), "n1", &kubelet.address).await;
+    pod(&env.client(), "web", Some("n1"), &[("app", "running")]).await;
 
-    let mut stream = tls_to_server(&env, ServerName::try_from("kubernetes.default.svc").expect("name")).await;
+    let mut stream = tls_to_server(env.server(), ServerName::try_from("kubernetes.default.svc").expect("name")).await;
     let token = format!("Bearer {}", env.server().token());
     let head = send_upgrade(
         &mut stream,
@@ -465,9 +480,9 @@ async fn an_exec_upgrade_is_spliced_byte_for_byte_both_ways() {
 #[tokio::test]
 async fn a_websocket_exec_is_authorized_as_create() {
     let env = env().await;
-    let kubelet = TestKubelet::start(&env).await;
-    node(&env, "n1", &kubelet.address).await;
-    pod(&env, "web", Some("n1"), &[("app", "running")]).await;
+    let kubelet = TestKubelet::start(env.server()).await;
+    node(&env.client(), "n1", &kubelet.address).await;
+    pod(&env.client(), "web", Some("n1"), &[("app", "running")]).await;
     for (user, verb) in [("creator", "create"), ("getter", "get")] {
         let role: Role = serde_json::from_value(json!({"metadata": {"name": user},
             "rules": [{"apiGroups": [""], "resources": ["pods/exec", "pods/portforward"], "verbs": [verb]}]}))
@@ -487,7 +502,7 @@ async fn a_websocket_exec_is_authorized_as_create() {
         let token = token.clone();
         let env = &env;
         async move {
-            let mut stream = tls_to_server(env, ServerName::try_from("127.0.0.1").expect("ip")).await;
+            let mut stream = tls_to_server(env.server(), ServerName::try_from("127.0.0.1").expect("ip")).await;
             send_upgrade(
                 &mut stream,
                 "GET",
@@ -538,8 +553,8 @@ async fn kubectl_debug_interactive_fails_cleanly_without_panicking() {
     let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = closed.local_addr().expect("addr").to_string();
     drop(closed);
-    node(&env, "n1", &address).await;
-    pod(&env, "web", Some("n1"), &[("app", "running")]).await;
+    node(&env.client(), "n1", &address).await;
+    pod(&env.client(), "web", Some("n1"), &[("app", "running")]).await;
     let pods: Api<Pod> = Api::namespaced(env.client(), "default");
 
     // An ephemeral container: kubectl adds it, waits for it to run, then attaches.
@@ -586,13 +601,13 @@ async fn streaming_requests_are_audited() {
         opkit_apiserver::ServerConfig { audit_log: Some(path.clone()), ..opkit_apiserver::ServerConfig::in_memory() };
     let env =
         within("an audited server", TestEnv::builder().server(cfg).without_controllers().start()).await.expect("env");
-    let kubelet = TestKubelet::start(&env).await;
-    node(&env, "n1", &kubelet.address).await;
-    pod(&env, "web", Some("n1"), &[("app", "running")]).await;
+    let kubelet = TestKubelet::start(env.server()).await;
+    node(&env.client(), "n1", &kubelet.address).await;
+    pod(&env.client(), "web", Some("n1"), &[("app", "running")]).await;
 
     let r = raw(&env.client(), "GET", "/api/v1/namespaces/default/pods/web/log", None, vec![]).await;
     assert_eq!(r.code, 200, "{}", r.text);
-    let mut stream = tls_to_server(&env, ServerName::try_from("127.0.0.1").expect("ip")).await;
+    let mut stream = tls_to_server(env.server(), ServerName::try_from("127.0.0.1").expect("ip")).await;
     let token = format!("Bearer {}", env.server().token());
     let head = send_upgrade(
         &mut stream,
@@ -612,4 +627,33 @@ async fn streaming_requests_are_audited() {
     };
     assert!(audited("get", "log", 200), "{log}");
     assert!(audited("create", "exec", 101), "{log}");
+}
+
+#[tokio::test]
+async fn spliced_streams_end_when_the_server_stops() {
+    let server = within("a server", ApiServer::start(ServerConfig::in_memory())).await.expect("server");
+    let client = client_for(&server).await;
+    let kubelet = TestKubelet::start(&server).await;
+    node(&client, "n1", &kubelet.address).await;
+    pod(&client, "web", Some("n1"), &[("app", "running")]).await;
+    let mut stream = tls_to_server(&server, ServerName::try_from("127.0.0.1").expect("ip")).await;
+    let token = format!("Bearer {}", server.token());
+    let head = send_upgrade(
+        &mut stream,
+        "POST",
+        "/api/v1/namespaces/default/pods/web/attach?stdin=true&stdout=true",
+        &[("Authorization", &token), ("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1")],
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    stream.write_all(b"x").await.expect("write");
+    let mut echo = [0u8; 6];
+    within("the echo", stream.read_exact(&mut echo)).await.expect("echo");
+
+    within("the server to stop", server.shutdown()).await;
+    let mut closed = kubelet.closed.subscribe();
+    within("the kubelet's end of the stream to close", closed.wait_for(|n| *n >= 1)).await.expect("closed");
+    let mut rest = Vec::new();
+    let read = within("the client's end to close", stream.read_to_end(&mut rest)).await;
+    assert!(read.is_err() || rest.is_empty(), "nothing more arrives: {rest:?}");
 }
