@@ -220,7 +220,7 @@ async fn dispatch(
             let body = read_body(body).await?;
             aggregation::proxy(&state.registry, &apiservice, parts, body, &user).await
         }
-        Route::Resource(req) if let Some(kind) = pod_proxy::stream_of(&req) => {
+        Route::Resource(req) if let Some(kind) = pod_proxy::stream_of(state, &req) => {
             pod_proxy::serve(state, kind, &req, parts, body).await
         }
         Route::Resource(req) if review::answers(&req) => {

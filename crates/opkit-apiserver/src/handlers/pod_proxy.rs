@@ -47,12 +47,14 @@ const HOP_BY_HOP: &[&str] = &[
     "content-length",
 ];
 
-/// The stream `req` addresses, when it is one of the pod streaming subresources.
-pub(super) fn stream_of(req: &ResourceRequest) -> Option<PodStream> {
-    if !req.group.is_empty() || req.resource != "pods" || req.name.is_none() {
-        return None;
-    }
-    PodStream::of(req.subresource.as_deref()?)
+/// The stream `req` addresses, when its resource's kind has it among the subresources a
+/// kubelet serves.
+pub(super) fn stream_of(state: &AppState, req: &ResourceRequest) -> Option<PodStream> {
+    let sub = req.subresource.as_deref()?;
+    req.name.as_ref()?;
+    let info = state.registry.catalog().snapshot().lookup(&req.group, &req.version, &req.resource)?;
+    let served = crate::kinds::strategy_for(&info).kubelet_subresources().iter().any(|s| s.name == sub);
+    if served { PodStream::of(sub) } else { None }
 }
 
 /// Serves one pod streaming request.

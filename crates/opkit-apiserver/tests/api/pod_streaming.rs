@@ -657,3 +657,18 @@ async fn spliced_streams_end_when_the_server_stops() {
     let read = within("the client's end to close", stream.read_to_end(&mut rest)).await;
     assert!(read.is_err() || rest.is_empty(), "nothing more arrives: {rest:?}");
 }
+
+#[tokio::test]
+async fn discovery_lists_the_kubelet_subresources() {
+    let env = env().await;
+    let list = raw(&env.client(), "GET", "/api/v1", None, vec![]).await;
+    let resources = list.json["resources"].as_array().expect("resources");
+    let entry = |name: &str| resources.iter().find(|r| r["name"] == name).cloned().unwrap_or_default();
+    assert_eq!(
+        (entry("pods/exec")["kind"].as_str(), &entry("pods/exec")["verbs"]),
+        (Some("PodExecOptions"), &json!(["create", "get"]))
+    );
+    assert_eq!(entry("pods/log")["verbs"], json!(["get"]));
+    assert_eq!(entry("pods/attach")["kind"], "PodAttachOptions");
+    assert_eq!(entry("pods/portforward")["kind"], "PodPortForwardOptions");
+}
