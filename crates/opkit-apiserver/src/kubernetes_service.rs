@@ -107,16 +107,21 @@ pub(crate) async fn spawn(registry: Registry, endpoint: SocketAddr, shutdown: Ca
                     futures::future::select_all(subscriptions.iter_mut().map(|s| Box::pin(s.next()))).await;
                 event
             };
-            let event = tokio::select! {
+            tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(RECONCILE_PERIOD) => Ok(Some(())),
-                event = written => event.map(|e| e.map(|_| ())),
-            };
-            match event {
-                Ok(Some(())) => {}
-                // The store failed: no write will succeed any more.
-                Ok(None) => return,
-                Err(_) => subscriptions = subscribe(&registry),
+                _ = tokio::time::sleep(RECONCILE_PERIOD) => {
+                    if subscriptions.is_empty() {
+                        subscriptions = subscribe(&registry);
+                    }
+                }
+                event = written => match event {
+                    Ok(Some(_)) => {}
+                    // The store failed: subscribe again at the next period, once it may
+                    // have recovered.
+                    Ok(None) => subscriptions.clear(),
+                    // Fell behind the event log: subscribe from now.
+                    Err(_) => subscriptions = subscribe(&registry),
+                },
             }
             if let Err(e) = reconcile(&registry, &desired).await {
                 tracing::warn!(error = %e.message, "keeping the kubernetes Service");

@@ -65,7 +65,7 @@ pub(super) async fn serve(
     parts: http::request::Parts,
     body: Incoming,
 ) -> ApiResult<Response<Body>> {
-    let resource = format!("pods/{}", req.subresource.as_deref().unwrap_or_default());
+    let resource = format!("{}/{}", req.resource, req.subresource.as_deref().unwrap_or_default());
     let allowed = match kind {
         PodStream::Log => parts.method == Method::GET,
         _ => parts.method == Method::GET || parts.method == Method::POST,
