@@ -1,5 +1,6 @@
 //! HTTP handlers: authentication, routing and dispatch of every request to discovery,
-//! OpenAPI or the registry. Data flows one way: HTTP → handler → registry → storage.
+//! OpenAPI, the registry or (for the pod streaming subresources) the pod's kubelet. Data
+//! flows one way: HTTP → handler → registry → storage.
 
 mod aggregation;
 pub mod codec;

@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
+use opkit_apiserver::{ApiServer, ServerConfig};
+use opkit_serve::tls::DevCa;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::json;
@@ -154,18 +156,46 @@ async fn deleted_objects_come_back_and_changed_ones_are_repaired() {
     .expect("watch");
 }
 
+/// A TLS handshake with the server at `addr` for `name`, trusting `ca_pem`.
+async fn handshake(addr: std::net::SocketAddr, ca_pem: &str, name: &str) -> std::io::Result<()> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("ca")).expect("root");
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(addr).await?;
+    let server_name = ServerName::try_from(name.to_owned()).expect("a server name");
+    within(
+        &format!("a handshake for {name}"),
+        tokio_rustls::TlsConnector::from(Arc::new(config)).connect(server_name, tcp),
+    )
+    .await
+    .map(|_| ())
+}
+
+#[tokio::test]
+async fn a_data_directorys_certificate_without_the_service_names_is_reissued_by_its_ca() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let server = within("a durable server", ApiServer::start(ServerConfig::durable(dir.path()))).await.expect("start");
+    let ca_pem = server.ca_pem().to_owned();
+    let ca = DevCa::from_pem(server.ca_pem(), server.ca_key_pem()).expect("ca");
+    within("the server to stop", server.shutdown()).await;
+    // A certificate from before the Service's names were added.
+    let old = ca.issue_serving_cert("opkit-apiserver", &["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("old");
+    std::fs::write(dir.path().join("apiserver.crt"), &old.cert_pem).expect("write crt");
+    std::fs::write(dir.path().join("apiserver.key"), &old.key_pem).expect("write key");
+
+    let server = within("the restart", ApiServer::start(ServerConfig::durable(dir.path()))).await.expect("restart");
+    assert_eq!(server.ca_pem(), ca_pem, "the same CA");
+    handshake(server.addr(), &ca_pem, "kubernetes.default.svc").await.expect("the new certificate names the Service");
+    within("the server to stop", server.shutdown()).await;
+}
+
 #[tokio::test]
 async fn the_serving_certificate_names_the_service() {
     let env = env().await;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(env.server().ca_pem().as_bytes()).expect("ca")).expect("root");
-    let config = Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    );
     for name in [
         "kubernetes",
         "kubernetes.default",
@@ -173,13 +203,8 @@ async fn the_serving_certificate_names_the_service() {
         "kubernetes.default.svc.cluster.local",
         "10.96.0.1",
     ] {
-        let tcp = TcpStream::connect(env.server().addr()).await.expect("connect");
-        let server_name = ServerName::try_from(name).expect("a server name");
-        within(
-            &format!("a handshake for {name}"),
-            tokio_rustls::TlsConnector::from(config.clone()).connect(server_name, tcp),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("the certificate is not valid for {name}: {e}"));
+        handshake(env.server().addr(), env.server().ca_pem(), name)
+            .await
+            .unwrap_or_else(|e| panic!("the certificate is not valid for {name}: {e}"));
     }
 }
