@@ -225,6 +225,30 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// An error answer of a backend (a kubelet) whose body is not a Status: its code, the
+    /// reason kube gives that code, and its text as the message (kube's
+    /// `NewGenericServerResponse`).
+    pub fn from_backend(code: u16, message: impl Into<String>) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            406 => "NotAcceptable",
+            409 => "Conflict",
+            410 => "Gone",
+            415 => "UnsupportedMediaType",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        let code = if (400..600).contains(&code) { code } else { 500 };
+        Self::new(code, reason, message)
+    }
+
     /// 503 ServiceUnavailable.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "ServiceUnavailable", message)

@@ -26,6 +26,9 @@
 //! - `openapi`: the `/openapi/v2` and `/openapi/v3` documents.
 //! - `selector`, `jsonpath`, `table`: selectors, printer-column paths, Table output.
 //! - [`kubeconfig`]: the kubeconfig clients use, as kube's typed `Kubeconfig`.
+//! - `kubernetes_service`: the `kubernetes` Service in `default` and its endpoints,
+//!   kept true while the server runs.
+//! - `kubelet_client`: the TLS client the pod streaming subresources reach kubelets with.
 //!
 //! # Example
 //! ```
@@ -55,6 +58,8 @@
 //! - CRD validation rules are costed as kube does (at CRD creation, and per call and per
 //!   request at runtime), but the runtime cost is estimated from the value's sizes before
 //!   a rule runs, not metered while it runs (the CEL interpreter has no cost tracking).
+//! - The pod streaming subresources reach only kubelets on this machine's loopback (a
+//!   simulated node's InternalIP leads nowhere).
 //! - Objects nest at most 100 levels deep (kube allows 10000), the depth serde_json can
 //!   read back inside lists and watch events.
 
@@ -71,6 +76,8 @@ mod json;
 pub(crate) mod jsonpath;
 pub(crate) mod kinds;
 pub mod kubeconfig;
+pub(crate) mod kubelet_client;
+pub(crate) mod kubernetes_service;
 pub mod limits;
 pub(crate) mod openapi;
 pub(crate) mod patch;

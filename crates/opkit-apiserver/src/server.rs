@@ -19,6 +19,7 @@ use crate::certs::{CertError, TlsMaterial};
 use crate::data_dir::{DataDir, DataDirError, owner_only};
 use crate::handlers::{self, AppState};
 use crate::kubeconfig::{self, KubeconfigError};
+use crate::kubelet_client::KubeletClient;
 use crate::limits::ServingLimits;
 use crate::registry::Registry;
 use crate::storage::{
@@ -204,6 +205,7 @@ impl ApiServer {
         if let Some(dir) = data_dir.as_mut() {
             dir.record_url(&format!("https://{addr}"))?;
         }
+
         let signer = match &cfg.data_dir {
             Some(d) => TokenSigner::load_or_generate(d)?,
             None => TokenSigner::generate()?,
@@ -212,19 +214,30 @@ impl ApiServer {
             Some(path) => Some(AuditLog::open(path).map_err(io(format!("opening the audit log {}", path.display())))?),
             None => None,
         };
-        let state =
-            AppState::new(registry.clone(), Authenticator::new(&token, signer), addr.to_string(), audit, &cfg.limits);
+        let kubelet = KubeletClient::new(&tls.ca_pem, &tls.kubelet_client).map_err(CertError::from)?;
+        let shutdown = CancellationToken::new();
+        let state = AppState::new(
+            registry.clone(),
+            Authenticator::new(&token, signer),
+            addr.to_string(),
+            audit,
+            &cfg.limits,
+            kubelet,
+            shutdown.clone(),
+        );
         let service = hyper::service::service_fn(move |req| {
             let state = state.clone();
             async move { Ok::<_, std::convert::Infallible>(handlers::handle(state, req).await) }
         });
-        let shutdown = CancellationToken::new();
         // Watches never end by themselves: shutdown closes every connection at once.
         let mut server =
             opkit_serve::Server::new(listener).tls(tls.server_config()?).shutdown_grace(Some(Duration::ZERO));
         if let Some(cap) = cfg.limits.connection_cap() {
             server = server.max_connections(cap);
         }
+        crate::kubernetes_service::spawn(registry.clone(), addr, shutdown.clone())
+            .await
+            .map_err(|e| ServerError::Bootstrap(e.message))?;
         let task = tokio::spawn(server.serve(service, shutdown.clone()));
         Ok(RunningServer {
             addr,

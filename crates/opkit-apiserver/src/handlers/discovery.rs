@@ -94,6 +94,9 @@ pub fn resource_list(cat: &CatalogSnapshot, group: &str, version: &str) -> Optio
         for sub in crate::kinds::strategy_for(r).update_subresources() {
             out.push(json!({"name": format!("{}/{sub}", r.resource), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
         }
+        for sub in crate::kinds::strategy_for(r).kubelet_subresources() {
+            out.push(json!({"name": format!("{}/{}", r.resource, sub.name), "singularName": "", "namespaced": r.namespaced, "kind": sub.kind, "verbs": sub.verbs}));
+        }
         if crate::kinds::strategy_for(r).has_finalize() {
             out.push(json!({"name": format!("{}/finalize", r.resource), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["update"]}));
         }
@@ -124,6 +127,10 @@ pub fn aggregated(cat: &CatalogSnapshot, core: bool, api_version: &str) -> Value
                 }
                 for sub in crate::kinds::strategy_for(&r).update_subresources() {
                     subs.push(json!({"subresource": sub, "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+                }
+                for sub in crate::kinds::strategy_for(&r).kubelet_subresources() {
+                    let response_kind = json!({"group": g, "version": v, "kind": sub.kind});
+                    subs.push(json!({"subresource": sub.name, "responseKind": response_kind, "verbs": sub.verbs}));
                 }
                 if vi.status {
                     subs.push(

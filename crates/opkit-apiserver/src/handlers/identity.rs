@@ -47,7 +47,7 @@ pub(super) async fn authorize_request(
     if let (Some(record), Some(authenticated)) = (record, &authenticated) {
         record.users(authenticated, &user);
     }
-    let action = action_of(method, path, query, route);
+    let action = action_of(method, path, query, route, headers);
     let decision = state.registry.authorizer().authorize(state.registry.store(), &user, &action);
     if let Some(record) = record {
         record.authorization(&action, decision.allowed, &decision.reason);
@@ -61,11 +61,16 @@ pub(super) async fn authorize_request(
     Err(authz::forbidden(&user, &action, &decision.reason))
 }
 
-/// What a request asks to do, as kube's RequestInfo describes it.
-fn action_of(method: &Method, path: &str, query: Option<&str>, route: Option<&Route>) -> Action {
+/// What a request asks to do, as kube's RequestInfo describes it. A WebSocket upgrade
+/// (a GET) of `pods/exec`, `pods/attach` or `pods/portforward` asks to `create`, as the
+/// SPDY upgrade (a POST) does (kube's `AuthorizePodWebsocketUpgradeCreatePermission`).
+fn action_of(method: &Method, path: &str, query: Option<&str>, route: Option<&Route>, headers: &HeaderMap) -> Action {
     let Some(Route::Resource(req)) = route else {
         return Action { verb: method.as_str().to_lowercase(), object: Object::NonResource { path: path.to_string() } };
     };
+    if *method == Method::GET && is_pod_connect(req) && is_websocket_upgrade(headers) {
+        return Action::resource("create", attributes_of(req, None));
+    }
     let q = parse_query(query);
     let verb = match (method, req.name.is_some()) {
         (&Method::GET | &Method::HEAD, true) => "get",
@@ -90,6 +95,26 @@ fn action_of(method: &Method, path: &str, query: Option<&str>, route: Option<&Ro
         _ => None,
     };
     Action::resource(verb, attributes_of(req, by_name))
+}
+
+/// Whether `req` is one of the pod subresources that upgrade the connection.
+fn is_pod_connect(req: &super::route::ResourceRequest) -> bool {
+    req.group.is_empty()
+        && req.resource == "pods"
+        && matches!(req.subresource.as_deref(), Some("exec" | "attach" | "portforward"))
+}
+
+/// Whether a request asks to upgrade to WebSocket (`Connection: Upgrade`, `Upgrade: websocket`).
+fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
+    let has = |name: http::header::HeaderName, token: &str| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    };
+    has(http::header::CONNECTION, "upgrade") && has(http::header::UPGRADE, "websocket")
 }
 
 fn attributes_of(req: &super::route::ResourceRequest, by_name: Option<String>) -> ResourceAttributes {
@@ -195,7 +220,7 @@ mod tests {
 
     fn action(method: Method, path_and_query: &str) -> Action {
         let (path, query) = path_and_query.split_once('?').map_or((path_and_query, None), |(p, q)| (p, Some(q)));
-        action_of(&method, path, query, parse_path(path).as_ref())
+        action_of(&method, path, query, parse_path(path).as_ref(), &HeaderMap::new())
     }
 
     #[test]
@@ -213,6 +238,15 @@ mod tests {
         let a = action(Method::GET, "/api/v1/namespaces/t");
         let Object::Resource(r) = &a.object else { panic!("resource") };
         assert_eq!((r.resource.as_str(), r.namespace.as_str(), r.name.as_str()), ("namespaces", "t", "t"));
+        let a = action(Method::GET, "/api/v1/namespaces/t/pods/p/exec?command=ls");
+        assert_eq!(a.verb, "get", "a GET that does not upgrade");
+        let mut upgrade = HeaderMap::new();
+        upgrade.insert(http::header::CONNECTION, http::HeaderValue::from_static("Upgrade"));
+        upgrade.insert(http::header::UPGRADE, http::HeaderValue::from_static("websocket"));
+        let path = "/api/v1/namespaces/t/pods/p/exec";
+        let a = action_of(&Method::GET, path, Some("command=ls"), parse_path(path).as_ref(), &upgrade);
+        let Object::Resource(r) = &a.object else { panic!("resource") };
+        assert_eq!((a.verb.as_str(), r.combined_resource().as_str()), ("create", "pods/exec"));
         let a = action(Method::GET, "/healthz");
         assert_eq!(a.object, Object::NonResource { path: "/healthz".into() });
     }

@@ -1,5 +1,6 @@
 //! HTTP handlers: authentication, routing and dispatch of every request to discovery,
-//! OpenAPI or the registry. Data flows one way: HTTP → handler → registry → storage.
+//! OpenAPI, the registry or (for the pod streaming subresources) the pod's kubelet. Data
+//! flows one way: HTTP → handler → registry → storage.
 
 mod aggregation;
 pub mod codec;
@@ -7,6 +8,7 @@ mod discovery;
 mod health;
 mod identity;
 mod openapi;
+mod pod_proxy;
 mod resource;
 mod review;
 pub mod route;
@@ -20,10 +22,12 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use http::{Method, Request, Response};
+use tokio_util::sync::CancellationToken;
 
 use crate::audit::{AuditLog, AuditRecord};
 use crate::auth::Authenticator;
 use crate::error::{ApiError, ApiResult};
+use crate::kubelet_client::KubeletClient;
 use crate::limits::{InFlight, ServingLimits};
 use crate::registry::Registry;
 use codec::Body;
@@ -44,17 +48,24 @@ pub struct AppState {
     /// The max-in-flight pools and the request-body timeout.
     pub(crate) in_flight: InFlight,
     pub(crate) request_timeout: Duration,
+    /// The client the pod streaming subresources reach kubelets with.
+    pub(crate) kubelet: KubeletClient,
+    /// Cancelled when the server stops: ends the streams spliced with kubelets, which
+    /// outlive the HTTP connections they were upgraded from.
+    pub(crate) shutdown: CancellationToken,
 }
 
 impl AppState {
     /// State for a server reachable at `address`, auditing to `audit` if given, serving
-    /// within `limits`.
-    pub fn new(
+    /// within `limits`, reaching kubelets with `kubelet`, stopping with `shutdown`.
+    pub(crate) fn new(
         registry: Registry,
         auth: Authenticator,
         address: String,
         audit: Option<AuditLog>,
         limits: &ServingLimits,
+        kubelet: KubeletClient,
+        shutdown: CancellationToken,
     ) -> Arc<AppState> {
         Arc::new(AppState {
             registry,
@@ -64,6 +75,8 @@ impl AppState {
             audit,
             in_flight: InFlight::new(limits),
             request_timeout: limits.request_timeout,
+            kubelet,
+            shutdown,
         })
     }
 }
@@ -207,6 +220,9 @@ async fn dispatch(
         {
             let body = read_body(body).await?;
             aggregation::proxy(&state.registry, &apiservice, parts, body, &user).await
+        }
+        Route::Resource(req) if let Some(kind) = pod_proxy::stream_of(state, &req) => {
+            pod_proxy::serve(state, kind, &req, parts, body).await
         }
         Route::Resource(req) if review::answers(&req) => {
             let body = read_body(body).await?;

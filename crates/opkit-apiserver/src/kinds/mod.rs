@@ -60,6 +60,16 @@ use printed::{Printed, PrintedReturningObject};
 /// as stored.
 pub(crate) type AfterCommit = Box<dyn FnOnce(&Registry, &Value) + Send>;
 
+/// A subresource a kubelet serves: its name, the kind discovery lists for it, its verbs.
+pub(crate) struct KubeletSubresource {
+    /// The subresource, e.g. `exec`.
+    pub name: &'static str,
+    /// The kind discovery names, e.g. `PodExecOptions`.
+    pub kind: &'static str,
+    /// The verbs discovery lists.
+    pub verbs: &'static [&'static str],
+}
+
 /// The behaviour of one kind. Every method has the generic behaviour as its default.
 pub(crate) trait Strategy: Sync {
     /// Sets server-owned fields of a new object (kube's `PrepareForCreate`). By default
@@ -177,6 +187,13 @@ pub(crate) trait Strategy: Sync {
     /// Whether the resource has an `eviction` subresource (pods).
     fn has_eviction(&self) -> bool {
         false
+    }
+
+    /// The subresources a kubelet serves for the kind (kube's connect subresources:
+    /// `pods/log`, `pods/exec`, ...), each with the kind discovery names for it and its
+    /// verbs; the handlers proxy them, discovery lists them.
+    fn kubelet_subresources(&self) -> &'static [KubeletSubresource] {
+        &[]
     }
 
     /// The kind's own subresources that are read (as the whole object) and written

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::defaulting::default;
-use super::{Strategy, keep_stored_status};
+use super::{KubeletSubresource, Strategy, keep_stored_status};
 use crate::auth::UserInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::Registry;
@@ -20,6 +20,17 @@ const EPHEMERAL_CONTAINERS: &str = "ephemeralcontainers";
 impl Strategy for Pods {
     fn has_eviction(&self) -> bool {
         true
+    }
+
+    /// kube's pod connect subresources (its `pods/proxy` aside), served by the kubelet.
+    fn kubelet_subresources(&self) -> &'static [KubeletSubresource] {
+        const CONNECT: &[&str] = &["create", "get"];
+        &[
+            KubeletSubresource { name: "attach", kind: "PodAttachOptions", verbs: CONNECT },
+            KubeletSubresource { name: "exec", kind: "PodExecOptions", verbs: CONNECT },
+            KubeletSubresource { name: "log", kind: "Pod", verbs: &["get"] },
+            KubeletSubresource { name: "portforward", kind: "PodPortForwardOptions", verbs: CONNECT },
+        ]
     }
 
     fn update_subresources(&self) -> &'static [&'static str] {

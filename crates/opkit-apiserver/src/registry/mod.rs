@@ -6,7 +6,7 @@
 //!
 //! One file per verb or step: `create`, `update` (update, patch, finalize), `commit`
 //! (the shared update step), `delete`, `read` (get, list, watch), `scale`, `validate`
-//! (admission).
+//! (admission); `pod_streaming` checks the pod subresources served by kubelets.
 
 pub(crate) mod aggregation;
 mod commit;
@@ -14,6 +14,7 @@ mod create;
 mod delete;
 mod eviction;
 pub(crate) mod meta;
+pub(crate) mod pod_streaming;
 mod read;
 mod scale;
 mod update;
