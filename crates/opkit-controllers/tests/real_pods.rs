@@ -140,9 +140,12 @@ async fn loaded_image_runs_with_env_args_and_its_service_account() -> Result<(),
   echo "PWD=$PWD"
   echo "MY_DB_SERVICE_PORT_SQL=$MY_DB_SERVICE_PORT_SQL"
   echo "MY_DB_PORT=$MY_DB_PORT"
+  echo "SA_NAMESPACE=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"
 } > "$OUT.tmp"
 kubectl --kubeconfig "$KUBECONFIG" auth whoami -o jsonpath='{.status.userInfo.username}' > "$OUT.whoami.tmp" 2>&1
 mv "$OUT.whoami.tmp" "$OUT.whoami"
+env -u KUBECONFIG HOME=/nonexistent kubectl auth whoami -o jsonpath='{.status.userInfo.username}' > "$OUT.incluster.tmp" 2>&1
+mv "$OUT.incluster.tmp" "$OUT.incluster"
 mv "$OUT.tmp" "$OUT"
 exec sleep 3600"#,
     )?;
@@ -236,6 +239,13 @@ exec sleep 3600"#,
     // In-cluster configuration acts as the pod's ServiceAccount.
     let whoami = file(&tmp.path().join("out.whoami")).await?;
     assert_eq!(whoami, "system:serviceaccount:default:default");
+    // In a pod network namespace the ServiceAccount is also mounted where in-cluster
+    // configuration reads it, so kubectl without a kubeconfig acts as the pod too.
+    if opkit_controllers::pod_network_mode(None).0 == opkit_controllers::NetworkMode::Namespaces {
+        assert_eq!(vars["SA_NAMESPACE"], "default");
+        let in_cluster = file(&tmp.path().join("out.incluster")).await?;
+        assert_eq!(in_cluster, "system:serviceaccount:default:default");
+    }
     assert!(pod_dir.join("serviceaccount/token").exists() && pod_dir.join("serviceaccount/ca.crt").exists());
     assert_eq!(std::fs::read_to_string(pod_dir.join("serviceaccount/namespace"))?, "default");
     Ok(())

@@ -490,8 +490,13 @@ impl ContainerRun<'_> {
                     }
                 }
             };
-            let spec =
-                ProcessSpec { program: program.clone(), args: argv(c, &env), env, working_dir: working_dir.clone() };
+            let spec = ProcessSpec {
+                program: program.clone(),
+                args: argv(c, &env),
+                env,
+                working_dir: working_dir.clone(),
+                service_account: identity::automounts(self.pod).then(|| self.files.dir.clone()),
+            };
             // As the kubelet, before every start.
             let image = c.image.clone().unwrap_or_default();
             let note = format!("Container image \"{image}\" already present on machine");

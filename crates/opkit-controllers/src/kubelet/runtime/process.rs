@@ -24,6 +24,12 @@ pub struct ProcessSpec {
     pub env: Vec<(String, String)>,
     /// The working directory (made before start).
     pub working_dir: PathBuf,
+    /// The pod's projected ServiceAccount files, mounted at
+    /// `/var/run/secrets/kubernetes.io/serviceaccount` (where `kube::Config::incluster`,
+    /// client-go's `rest.InClusterConfig` and controller-runtime's leader-election
+    /// namespace read them) when the process runs in a pod network namespace (the kubelet
+    /// is privileged then); `None` mounts nothing.
+    pub service_account: Option<PathBuf>,
 }
 
 /// How a process ended.
@@ -58,6 +64,37 @@ fn detach(cmd: &mut Command) {
     }
 }
 
+/// Gives the child its own mount namespace in which a fresh tmpfs covers `/run` (so
+/// `/var/run`) and `dir` is bound read-only at
+/// `/run/secrets/kubernetes.io/serviceaccount`, as the kubelet
+/// mounts the projected volume into a container. Nothing is visible outside the child.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn mount_service_account(cmd: &mut Command, dir: &std::path::Path) -> std::io::Result<()> {
+    use rustix::mount::{MountFlags, MountPropagationFlags};
+    use std::os::unix::ffi::OsStrExt;
+    let source = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    // SAFETY: the hook runs in the forked child before exec. It makes raw system calls
+    // only (unshare, mount, mkdir) on C strings made before the fork; it allocates
+    // nothing and takes no lock. `unshare` gets no `CLONE_FILES`, so no descriptor the
+    // child holds is affected.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)?;
+            rustix::mount::mount_change(c"/", MountPropagationFlags::REC | MountPropagationFlags::PRIVATE)?;
+            rustix::mount::mount(c"tmpfs", c"/run", c"tmpfs", MountFlags::NOSUID | MountFlags::NODEV, c"mode=0755")?;
+            for path in [c"/run/secrets", c"/run/secrets/kubernetes.io", c"/run/secrets/kubernetes.io/serviceaccount"] {
+                rustix::fs::mkdir(path, rustix::fs::Mode::from_raw_mode(0o755))?;
+            }
+            let target = c"/run/secrets/kubernetes.io/serviceaccount";
+            rustix::mount::mount_bind(source.as_c_str(), target)?;
+            rustix::mount::mount_remount(target, MountFlags::BIND | MountFlags::RDONLY, c"")?;
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
 impl ContainerProcess {
     /// Starts `spec` inside `sandbox`, its output piped.
     pub fn spawn(
@@ -75,6 +112,10 @@ impl ContainerProcess {
             .stderr(Stdio::piped());
         detach(&mut cmd);
         sandbox.enter(&mut cmd);
+        #[cfg(target_os = "linux")]
+        if let Some(dir) = spec.service_account.as_deref().filter(|_| sandbox.netns().is_some()) {
+            mount_service_account(&mut cmd, dir)?;
+        }
         let mut child = cmd.spawn()?;
         let group = child.id().and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw);
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
