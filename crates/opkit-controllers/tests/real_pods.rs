@@ -5,9 +5,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::real_pods::{file, load_script, real_env};
 use common::{Error, WAIT, wait};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
@@ -16,22 +17,6 @@ use kube::runtime::wait::await_condition;
 use opkit_controllers::ControllersConfig;
 use opkit_testenv::TestEnv;
 use serde_json::json;
-
-/// A TestEnv with one simulated node running real pods, CrashLoopBackOff from 1 s.
-async fn real_env() -> Result<TestEnv, Error> {
-    let cfg = ControllersConfig { nodes: 1, crash_loop_backoff: Duration::from_secs(1), ..Default::default() };
-    Ok(TestEnv::builder().controllers(cfg).real_pods().start().await?)
-}
-
-/// Writes `body` as a `#!/bin/sh` program in `dir` and loads it as `image`.
-fn load_script(env: &TestEnv, dir: &Path, image: &str, body: &str) -> Result<(), Error> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join(image.replace([':', '/'], "_"));
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n"))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-    env.load_image(image, &path)?;
-    Ok(())
-}
 
 fn pod(v: serde_json::Value) -> Result<Pod, Error> {
     Ok(serde_json::from_value(v)?)
@@ -48,22 +33,6 @@ fn phase(p: Option<&Pod>) -> String {
 fn condition(p: Option<&Pod>, type_: &str) -> Option<String> {
     let cs = p?.status.as_ref()?.conditions.as_ref()?;
     cs.iter().find(|c| c.type_ == type_).map(|c| c.status.clone())
-}
-
-/// Waits until `path` exists and returns its contents.
-async fn file(path: &Path) -> Result<String, Error> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Ok(s) = std::fs::read_to_string(path)
-            && !s.is_empty()
-        {
-            return Ok(s);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {}", path.display()).into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Waits for an event about pod `name` with `reason` whose note starts with `note`.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod backend;
+pub mod real_pods;
 
 use std::time::Duration;
 

@@ -311,12 +311,12 @@ impl Pty {
     }
 }
 
-/// Builds the command for the target; it joins `netns` and `pty` becomes its controlling
-/// terminal.
+/// Builds the command for the target; it joins `namespaces` (the pod's network and, if
+/// known, UTS namespace) and `pty` becomes its controlling terminal.
 fn command_for(
     options: &ExecOptions,
     target: &ExecTarget,
-    netns: Option<OwnedFd>,
+    namespaces: Option<(OwnedFd, Option<OwnedFd>)>,
     pty: Option<&Pty>,
 ) -> std::io::Result<tokio::process::Command> {
     let mut command = tokio::process::Command::new(&options.command[0]);
@@ -341,19 +341,29 @@ fn command_for(
             None
         }
     };
-    if netns.is_some() || terminal.is_some() {
-        enter_sandbox(&mut command, netns, terminal);
+    if namespaces.is_some() || terminal.is_some() {
+        enter_sandbox(&mut command, namespaces, terminal);
     }
     Ok(command)
 }
 
-/// Makes the child join the pod's network namespace and, with a terminal, start a session
-/// whose controlling terminal it is — between fork and exec.
+/// Makes the child join the pod's network (and UTS) namespace and, with a terminal, start
+/// a session whose controlling terminal it is — between fork and exec.
 #[allow(unsafe_code)]
-fn enter_sandbox(command: &mut tokio::process::Command, netns: Option<OwnedFd>, terminal: Option<OwnedFd>) {
+fn enter_sandbox(
+    command: &mut tokio::process::Command,
+    namespaces: Option<(OwnedFd, Option<OwnedFd>)>,
+    terminal: Option<OwnedFd>,
+) {
     let hook = move || -> std::io::Result<()> {
-        if let Some(netns) = &netns {
+        if let Some((netns, uts)) = &namespaces {
             rustix::thread::move_into_link_name_space(netns.as_fd(), Some(rustix::thread::LinkNameSpaceType::Network))?;
+            if let Some(uts) = uts {
+                rustix::thread::move_into_link_name_space(
+                    uts.as_fd(),
+                    Some(rustix::thread::LinkNameSpaceType::HostNameAndNISDomainName),
+                )?;
+            }
         }
         if let Some(terminal) = &terminal {
             rustix::process::setsid()?;
@@ -453,7 +463,15 @@ async fn execute(streams: &mut ExecStreams, options: &ExecOptions, target: &Exec
             ));
         }
     };
-    let mut command = match command_for(options, target, netns, pty.as_ref()) {
+    // The pod's UTS namespace sits next to its network namespace (`/proc/<pid>/ns/uts`):
+    // the command sees the pod's hostname, as in a container.
+    let uts = target
+        .netns
+        .as_deref()
+        .and_then(|net| net.parent())
+        .and_then(|dir| std::fs::File::open(dir.join("uts")).ok())
+        .map(OwnedFd::from);
+    let mut command = match command_for(options, target, netns.map(|net| (net, uts)), pty.as_ref()) {
         Ok(command) => command,
         Err(e) => {
             return internal_error_status(&format!("error executing command in container: {}", go_error_text(&e)));

@@ -1,0 +1,42 @@
+//! Helpers of the real-pod suites: a TestEnv that runs real pods, and test programs
+//! (`#!/bin/sh` scripts) loaded into its image store.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use opkit_controllers::ControllersConfig;
+use opkit_testenv::TestEnv;
+
+use super::{Error, WAIT};
+
+/// A TestEnv with one simulated node running real pods, CrashLoopBackOff from 1 s.
+pub async fn real_env() -> Result<TestEnv, Error> {
+    let cfg = ControllersConfig { nodes: 1, crash_loop_backoff: Duration::from_secs(1), ..Default::default() };
+    Ok(TestEnv::builder().controllers(cfg).real_pods().start().await?)
+}
+
+/// Writes `body` as a `#!/bin/sh` program in `dir` and loads it as `image`.
+pub fn load_script(env: &TestEnv, dir: &Path, image: &str, body: &str) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(image.replace([':', '/'], "_"));
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n"))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    env.load_image(image, &path)?;
+    Ok(())
+}
+
+/// Waits until `path` exists and returns its contents.
+pub async fn file(path: &Path) -> Result<String, Error> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && !s.is_empty()
+        {
+            return Ok(s);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for {}", path.display()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
