@@ -73,6 +73,7 @@ pub mod etcd;
 pub mod label_lists;
 pub mod load;
 pub mod memcached;
+pub mod real_pods;
 pub mod report;
 pub mod runtime;
 pub mod serve;

@@ -105,6 +105,10 @@ enum Command {
     /// (--reuse-values), tests and uninstalls every chart of a directory on the local
     /// control plane (in this process). Fails only on a chart doing worse than expected.
     Charts(ChartsArgs),
+    /// What real pods cost on the local control plane: start latency and memory per pod,
+    /// and (with --operator-binary) the time from deploying the Memcached operator to its
+    /// first reconcile. Needs root for network namespaces (else pods share the host network).
+    RealPods(RealPodsArgs),
     /// Runs the Memcached operator (used by `memcached`).
     #[command(hide = true)]
     MemcachedOperator {
@@ -195,6 +199,7 @@ async fn main() -> ExitCode {
             }
         }
         Command::Memcached(args) => memcached(args).await,
+        Command::RealPods(args) => real_pods(args).await,
         Command::Charts(args) => charts(args).await,
         Command::MemcachedOperator { kubeconfig } => {
             match opkit_bench::memcached::operator::run_child(&kubeconfig).await {
@@ -421,6 +426,23 @@ fn emit<R: serde::Serialize>(
     ExitCode::SUCCESS
 }
 
+/// Flags of `opkit-bench real-pods`.
+#[derive(clap::Args)]
+struct RealPodsArgs {
+    /// Pods started one after the other.
+    #[arg(long, default_value_t = 20)]
+    pods: usize,
+    /// The Memcached operator's binary (e.g. target/release/memcached-operator).
+    #[arg(long)]
+    operator_binary: Option<PathBuf>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    save_json: Option<PathBuf>,
+}
+
 /// Flags of `opkit-bench memcached`.
 #[derive(clap::Args)]
 struct MemcachedArgs {
@@ -518,6 +540,17 @@ async fn charts(args: ChartsArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     emitted
+}
+
+async fn real_pods(args: RealPodsArgs) -> ExitCode {
+    let opts = opkit_bench::real_pods::RealPodsOptions { pods: args.pods, operator_binary: args.operator_binary };
+    match opkit_bench::real_pods::run(&opts).await {
+        Ok(report) => emit(&report, args.output, args.save_json.as_deref(), opkit_bench::real_pods::render_text),
+        Err(e) => {
+            eprintln!("opkit-bench real-pods: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn memcached(args: MemcachedArgs) -> ExitCode {

@@ -5,7 +5,6 @@
 
 mod common;
 #[path = "../../opkit-testenv/tests/support/kubectl.rs"]
-#[allow(dead_code)]
 mod kubectl;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+#[cfg(unix)]
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
@@ -45,11 +46,28 @@ pub struct ExitInfo {
 #[derive(Debug)]
 pub struct ContainerProcess {
     child: Child,
-    group: Option<Pid>,
+    group: Option<Group>,
     exited: Option<ExitInfo>,
 }
 
+/// The signals the kubelet sends a container's process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGTERM: please stop.
+    Term,
+    /// SIGKILL.
+    Kill,
+}
+
+/// A container's process group (its session leader's pid).
+#[cfg(unix)]
+type Group = Pid;
+/// Elsewhere there are no process groups to signal: the process itself is killed.
+#[cfg(not(unix))]
+type Group = u32;
+
 /// Makes the child a session (and process group) leader that dies with the kubelet.
+#[cfg(unix)]
 #[allow(unsafe_code)]
 fn detach(cmd: &mut Command) {
     // SAFETY: the hook runs in the forked child before exec and only makes two raw
@@ -101,6 +119,11 @@ impl ContainerProcess {
         spec: &ProcessSpec,
         sandbox: &PodSandbox,
     ) -> std::io::Result<(ContainerProcess, Option<ChildStdout>, Option<ChildStderr>)> {
+        // Without process groups and a parent-death signal nothing would keep a container
+        // from outliving the kubelet: real pods need a Unix kubelet.
+        if cfg!(not(unix)) {
+            return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "real pods need a Unix kubelet"));
+        }
         std::fs::create_dir_all(&spec.working_dir)?;
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args)
@@ -110,6 +133,7 @@ impl ContainerProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        #[cfg(unix)]
         detach(&mut cmd);
         sandbox.enter(&mut cmd);
         #[cfg(target_os = "linux")]
@@ -117,18 +141,34 @@ impl ContainerProcess {
             mount_service_account(&mut cmd, dir)?;
         }
         let mut child = cmd.spawn()?;
+        #[cfg(unix)]
         let group = child.id().and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw);
+        #[cfg(not(unix))]
+        let group = child.id();
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         Ok((ContainerProcess { child, group, exited: None }, stdout, stderr))
     }
 
-    /// Sends `signal` to the process group.
-    pub fn signal_group(&self, signal: Signal) {
+    /// Sends `stop` to the process group.
+    #[cfg(unix)]
+    fn signal_group(&mut self, stop: Stop) {
+        let signal = match stop {
+            Stop::Term => Signal::TERM,
+            Stop::Kill => Signal::KILL,
+        };
         if let Some(group) = self.group
             && let Err(e) = rustix::process::kill_process_group(group, signal)
             && e != rustix::io::Errno::SRCH
         {
             tracing::debug!(error = %e, "signalling a container's process group failed");
+        }
+    }
+
+    /// Kills the process (there is no SIGTERM to send).
+    #[cfg(not(unix))]
+    fn signal_group(&mut self, stop: Stop) {
+        if stop == Stop::Kill && self.group.is_some() {
+            let _ = self.child.start_kill();
         }
     }
 
@@ -144,7 +184,7 @@ impl ContainerProcess {
                 ExitInfo { code: 128 + 9, signal: Some(9) }
             }
         };
-        self.signal_group(Signal::KILL);
+        self.signal_group(Stop::Kill);
         self.exited = Some(info);
         info
     }
@@ -154,11 +194,11 @@ impl ContainerProcess {
         if let Some(done) = self.exited {
             return done;
         }
-        self.signal_group(Signal::TERM);
+        self.signal_group(Stop::Term);
         if let Ok(info) = tokio::time::timeout(grace, self.wait()).await {
             return info;
         }
-        self.signal_group(Signal::KILL);
+        self.signal_group(Stop::Kill);
         self.wait().await
     }
 }
@@ -167,15 +207,18 @@ impl Drop for ContainerProcess {
     fn drop(&mut self) {
         // Whatever happens to the task that owns it, the process does not outlive it.
         if self.exited.is_none() {
-            self.signal_group(Signal::KILL);
+            self.signal_group(Stop::Kill);
             let _ = self.child.start_kill();
         }
     }
 }
 
 fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
+    #[cfg(unix)]
+    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+    #[cfg(not(unix))]
+    let signal = None;
+    match (status.code(), signal) {
         (Some(code), _) => ExitInfo { code, signal: None },
         (None, Some(sig)) => ExitInfo { code: 128 + sig, signal: Some(sig) },
         (None, None) => ExitInfo { code: 1, signal: None },
