@@ -90,8 +90,8 @@ pub async fn run(opts: &RealPodsOptions) -> Result<RealPodsReport, BenchError> {
     samples.sort();
     let ms = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
     let start_ms = [
-        ms(crate::stats::percentile(&samples, 0.5)),
-        ms(crate::stats::percentile(&samples, 0.99)),
+        ms(crate::stats::percentile(&samples, 50.0)),
+        ms(crate::stats::percentile(&samples, 99.0)),
         ms(samples.last().copied()),
     ];
     let holder_pss_kib = mean(&children_pss_kib("sleep infinity"));

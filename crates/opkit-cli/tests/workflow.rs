@@ -154,6 +154,29 @@ pub struct FrigateStatus {
 }
 "#;
 
+/// Starts `opkit cluster start` on `data_dir` (with `flags`) in the background; returns
+/// it, its kubeconfig and an admin client.
+async fn start_cluster(dir: &Path, data_dir: &Path, flags: &[&str]) -> (Background, PathBuf, kube::Client) {
+    let mut start = command(OPKIT, dir, None);
+    start
+        .args(["cluster", "start", "--port", "0", "-o", "json", "--data-dir"])
+        .arg(data_dir)
+        .args(flags)
+        .stdout(Stdio::piped());
+    let mut cluster = Background::spawn(start);
+    let mut line = String::new();
+    BufReader::new(cluster.0.stdout.take().expect("stdout")).read_line(&mut line).expect("cluster info");
+    let info: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let kubeconfig = PathBuf::from(info["kubeconfig"].as_str().expect("kubeconfig"));
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    (cluster, kubeconfig, kube::Client::try_from(config).expect("client"))
+}
+
 async fn timeout<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(300), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }
@@ -283,24 +306,8 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
 
     // 6. A local cluster.
     let cluster_dir = tmp.path().join("cluster");
-    let mut start = command(OPKIT, tmp.path(), None);
-    start
-        .args(["cluster", "start", "--in-memory", "--port", "0", "-o", "json", "--data-dir"])
-        .arg(&cluster_dir)
-        .stdout(Stdio::piped());
-    let mut cluster = Background::spawn(start);
-    let mut line = String::new();
-    BufReader::new(cluster.0.stdout.take().expect("stdout")).read_line(&mut line).expect("cluster info");
-    let info: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
-    let kubeconfig = PathBuf::from(info["kubeconfig"].as_str().expect("kubeconfig"));
+    let (mut cluster, kubeconfig, client) = start_cluster(tmp.path(), &cluster_dir, &["--in-memory"]).await;
     let kc = Some(kubeconfig.as_path());
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig"),
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .expect("config");
-    let client = kube::Client::try_from(config).expect("client");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
 
     // 7. make install establishes the CRD.
@@ -410,24 +417,8 @@ async fn make_cluster_load_deploy_runs_the_memcached_operator_for_real() {
     let tmp = tempfile::tempdir().expect("tmp");
     let example = workspace().join("examples/memcached-operator");
     let cluster_dir = tmp.path().join("cluster");
-    let mut start = command(OPKIT, tmp.path(), None);
-    start
-        .args(["cluster", "start", "--port", "0", "-o", "json", "--data-dir"])
-        .arg(&cluster_dir)
-        .stdout(Stdio::piped());
-    let mut cluster = Background::spawn(start);
-    let mut line = String::new();
-    BufReader::new(cluster.0.stdout.take().expect("stdout")).read_line(&mut line).expect("cluster info");
-    let info: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
-    let kubeconfig = PathBuf::from(info["kubeconfig"].as_str().expect("kubeconfig"));
+    let (mut cluster, kubeconfig, client) = start_cluster(tmp.path(), &cluster_dir, &[]).await;
     let kc = Some(kubeconfig.as_path());
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig"),
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .expect("config");
-    let client = kube::Client::try_from(config).expect("client");
 
     // The local docker-build + docker-push + deploy (a dev build: the test shares the
     // workspace's debug artifacts).
