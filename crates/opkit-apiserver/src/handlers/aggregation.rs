@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http::{HeaderName, HeaderValue, Request, Response};
+use http::{HeaderValue, Request, Response};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -25,21 +25,6 @@ use crate::registry::aggregation::is_available;
 
 /// How long a backend may take to answer a discovery request.
 const DISCOVERY_DEADLINE: Duration = Duration::from_secs(5);
-
-/// Headers never passed through a proxy (hop-by-hop, and the caller's credentials).
-const DROPPED: &[&str] = &[
-    "authorization",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "x-remote-user",
-    "x-remote-group",
-];
 
 fn group_version(apiservice: &APIService) -> (String, String) {
     let spec = apiservice.spec.clone().unwrap_or_default();
@@ -62,7 +47,7 @@ pub(super) async fn proxy(
     let path_and_query = parts.uri.path_and_query().map_or(parts.uri.path(), |p| p.as_str());
     let mut request = Request::builder().method(parts.method.clone()).uri(path_and_query);
     for (name, value) in &parts.headers {
-        if !DROPPED.contains(&name.as_str()) {
+        if super::proxy_headers::forwards_request_header(name.as_str()) {
             request = request.header(name, value);
         }
     }
@@ -102,11 +87,7 @@ fn stream_back(response: Response<kube::client::Body>) -> Response<Body> {
     });
     let mut answer = Response::new(BodyExt::boxed(StreamBody::new(ReceiverStream::new(rx))));
     *answer.status_mut() = parts.status;
-    for (name, value) in &parts.headers {
-        if !DROPPED.contains(&name.as_str()) && name != HeaderName::from_static("content-length") {
-            answer.headers_mut().append(name, value.clone());
-        }
-    }
+    super::proxy_headers::copy_response_headers(&parts.headers, answer.headers_mut());
     answer
 }
 

@@ -9,6 +9,7 @@ mod health;
 mod identity;
 mod openapi;
 mod pod_proxy;
+mod proxy_headers;
 mod resource;
 mod review;
 pub mod route;

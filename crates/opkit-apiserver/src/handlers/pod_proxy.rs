@@ -34,19 +34,6 @@ fn forwarded_header(name: &HeaderName) -> bool {
         || name == "user-agent"
 }
 
-/// Response headers that describe the kubelet's own connection, never passed on (except
-/// on a 101, where the upgrade headers are the answer).
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-];
-
 /// The stream `req` addresses, when its resource's kind has it among the subresources a
 /// kubelet serves.
 pub(super) fn stream_of(state: &AppState, req: &ResourceRequest) -> Option<PodStream> {
@@ -182,11 +169,7 @@ fn stream_back(response: Response<Incoming>) -> Response<Body> {
         .filter_map(|chunk| std::future::ready(chunk.ok().map(|bytes| Ok::<_, Infallible>(Frame::data(bytes)))));
     let mut answer = Response::new(BodyExt::boxed(StreamBody::new(chunks)));
     *answer.status_mut() = parts.status;
-    for (name, value) in &parts.headers {
-        if !HOP_BY_HOP.contains(&name.as_str()) {
-            answer.headers_mut().append(name, value.clone());
-        }
-    }
+    super::proxy_headers::copy_response_headers(&parts.headers, answer.headers_mut());
     answer
 }
 
