@@ -276,7 +276,14 @@ pub fn pod_status(pod: &Pod, track: &Track, stage: Stage, host_ip: &str, now_wal
         status["initContainerStatuses"] = json!(inits);
     }
     let pod_ip = if spec.host_network == Some(true) { Some(host_ip.to_string()) } else { track.ip.clone() };
-    match pod_ip.filter(|_| stage != Stage::Creating) {
+    set_pod_ips(&mut status, pod_ip.filter(|_| stage != Stage::Creating).as_deref());
+    json!({"status": status})
+}
+
+/// Sets `podIP` and `podIPs` of a status body (null, so a merge patch clears them, when
+/// the pod has no address).
+pub(crate) fn set_pod_ips(status: &mut Value, ip: Option<&str>) {
+    match ip {
         Some(ip) => {
             status["podIP"] = json!(ip);
             status["podIPs"] = json!([{"ip": ip}]);
@@ -286,7 +293,6 @@ pub fn pod_status(pod: &Pod, track: &Track, stage: Stage, host_ip: &str, now_wal
             status["podIPs"] = Value::Null;
         }
     }
-    json!({"status": status})
 }
 
 #[cfg(test)]

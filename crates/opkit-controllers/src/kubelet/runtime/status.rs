@@ -257,16 +257,7 @@ pub fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> Value {
         status["initContainerStatuses"] =
             json!(view.init.iter().map(|c| c.to_json(&view.image_id(&c.image))).collect::<Vec<_>>());
     }
-    match &view.pod_ip {
-        Some(ip) => {
-            status["podIP"] = json!(ip);
-            status["podIPs"] = json!([{"ip": ip}]);
-        }
-        None => {
-            status["podIP"] = Value::Null;
-            status["podIPs"] = Value::Null;
-        }
-    }
+    crate::kubelet::status::set_pod_ips(&mut status, view.pod_ip.as_deref());
     json!({"status": status})
 }
 
