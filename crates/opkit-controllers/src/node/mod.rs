@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ControllersConfig;
 
-/// The annotation marking a Node as simulated by opkit (its kubelet is
-/// [`crate::kubelet`]).
+/// The annotation marking a Node as simulated by opkit (its kubelet is opkit's, which
+/// runs the pods whose images are loaded and simulates the others).
 pub const SIMULATED_ANNOTATION: &str = "opkit.dev/simulated-node";
 
 /// The annotation naming a simulated Node's kubelet server (`127.0.0.1:<port>`).
