@@ -51,11 +51,12 @@ pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> 
             Some((ns, name))
         })
         .collect();
-    let opkit_cluster = is_opkit_cluster(&client).await?;
+    let cluster_nodes = nodes(&client).await?;
+    let opkit_cluster = is_opkit_cluster(&cluster_nodes);
     let mut simulated = false;
     if args.no_wait {
         // Without waiting for pods, the nodes' reported images are all there is to go by.
-        if opkit_cluster && !image_reported(&client, &args.image).await? {
+        if opkit_cluster && !image_reported(&cluster_nodes, &args.image)? {
             simulated = true;
             out.warn(&not_loaded_warning(&args.image));
         }
@@ -107,18 +108,18 @@ async fn nodes(client: &kube::Client) -> Result<Vec<Node>, CliError> {
 
 /// Whether the cluster is a local opkit cluster: its nodes are simulated, and only
 /// pods whose images are loaded run for real.
-async fn is_opkit_cluster(client: &kube::Client) -> Result<bool, CliError> {
-    Ok(nodes(client).await?.iter().any(|n| {
+fn is_opkit_cluster(nodes: &[Node]) -> bool {
+    nodes.iter().any(|n| {
         let annotations = n.metadata.annotations.as_ref();
         annotations.and_then(|a| a.get(opkit_controllers::SIMULATED_NODE_ANNOTATION)).is_some_and(|v| v == "true")
-    }))
+    })
 }
 
 /// Whether a node reports `image` in `status.images`, as kubelets report the images on
 /// their machine (an opkit node reports the loaded ones, refreshed every heartbeat).
-async fn image_reported(client: &kube::Client, image: &str) -> Result<bool, CliError> {
+fn image_reported(nodes: &[Node], image: &str) -> Result<bool, CliError> {
     let wanted = opkit_controllers::images::normalize(image)?;
-    Ok(nodes(client).await?.iter().any(|n| {
+    Ok(nodes.iter().any(|n| {
         n.status.iter().flat_map(|s| s.images.iter().flatten()).any(|i| {
             i.names.iter().flatten().any(|name| opkit_controllers::images::normalize(name).is_ok_and(|n| n == wanted))
         })
