@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Service};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
@@ -56,6 +56,36 @@ pub fn resolve(
     let reference = spec.service.clone().unwrap_or_default();
     let (ns, name) = (reference.namespace.unwrap_or_default(), reference.name.unwrap_or_default());
     let port = reference.port.unwrap_or(443);
+    let (address, endpoint_port) = service_endpoint(&ns, &name, port, service, endpoints)?;
+    let ip = address.ip;
+    if !ip.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
+        let path = format!("/apis/{}/{}", spec.group.unwrap_or_default(), spec.version.unwrap_or_default());
+        let message = format!(
+            "failing or missing response from https://{ip}:{endpoint_port}{path}: the local control plane sends no traffic off this machine, and {ip} is not a loopback address (a simulated pod's address)"
+        );
+        return Err(Unavailable::new("FailedDiscoveryCheck", message));
+    }
+    Ok(Backend {
+        address: format!("{ip}:{endpoint_port}"),
+        server_name: format!("{name}.{ns}.svc"),
+        ca_bundle: spec.ca_bundle.map(|b| b.0),
+        insecure: spec.insecure_skip_tls_verify.unwrap_or(false),
+    })
+}
+
+/// The first ready address (and its port) behind `port` of the Service `namespace/name`,
+/// given the Service and its Endpoints as stored (None when absent), as kube's endpoint
+/// service resolver finds it for aggregated APIs and webhooks. Fails with kube's
+/// `Available` condition reasons (`ServiceNotFound`, `ServicePortError`,
+/// `MissingEndpoints`). Whether the address can be reached is the caller's question.
+pub fn service_endpoint(
+    namespace: &str,
+    name: &str,
+    port: i32,
+    service: Option<&Service>,
+    endpoints: Option<&Endpoints>,
+) -> Result<(EndpointAddress, i32), Unavailable> {
+    let (ns, name) = (namespace, name);
     let Some(service) = service else {
         return Err(Unavailable::new("ServiceNotFound", format!("service/{name} in {ns:?} is not present")));
     };
@@ -71,25 +101,12 @@ pub fn resolve(
     };
     let address = endpoints.subsets.iter().flatten().find_map(|subset| {
         let port = subset.ports.iter().flatten().find(|p| p.name.clone().unwrap_or_default() == port_name)?;
-        let ip = subset.addresses.iter().flatten().next()?.ip.clone();
-        Some((ip, port.port))
+        let address = subset.addresses.iter().flatten().next()?.clone();
+        Some((address, port.port))
     });
-    let Some((ip, endpoint_port)) = address else {
+    address.ok_or_else(|| {
         let message = format!("endpoints for service/{name} in {ns:?} have no addresses with port name {port_name:?}");
-        return Err(Unavailable::new("MissingEndpoints", message));
-    };
-    if !ip.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
-        let path = format!("/apis/{}/{}", spec.group.unwrap_or_default(), spec.version.unwrap_or_default());
-        let message = format!(
-            "failing or missing response from https://{ip}:{endpoint_port}{path}: the local control plane sends no traffic off this machine, and {ip} is not a loopback address (a simulated pod's address)"
-        );
-        return Err(Unavailable::new("FailedDiscoveryCheck", message));
-    }
-    Ok(Backend {
-        address: format!("{ip}:{endpoint_port}"),
-        server_name: format!("{name}.{ns}.svc"),
-        ca_bundle: spec.ca_bundle.map(|b| b.0),
-        insecure: spec.insecure_skip_tls_verify.unwrap_or(false),
+        Unavailable::new("MissingEndpoints", message)
     })
 }
 

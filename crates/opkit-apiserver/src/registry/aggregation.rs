@@ -49,7 +49,7 @@ impl Registry {
         aggregation::resolve(apiservice, service.as_ref(), endpoints.as_ref())
     }
 
-    async fn read_typed<T: DeserializeOwned>(&self, id: ResourceId, key: &(String, String)) -> Option<T> {
+    pub(crate) async fn read_typed<T: DeserializeOwned>(&self, id: ResourceId, key: &(String, String)) -> Option<T> {
         let entry = self.store.get(&id, key).await.ok()??;
         serde_json::from_value(parse_stored(&entry.value).ok()?).ok()
     }

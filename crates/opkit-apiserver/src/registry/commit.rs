@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::meta::{finalizers, meta_mut, now_rfc3339, same_object, spec_part};
 use super::validate::check_depth;
 use super::{Outcome, Registry, Subresource, Target, WriteOptions, at_version, parse_stored};
+use crate::admission::{Attributes, Operation};
 use crate::catalog::VersionInfo;
 use crate::error::ApiError;
 use crate::patch::{self, FieldManager, ListSemantics};
@@ -168,7 +169,7 @@ impl Registry {
         let old_at = at_version(old.clone(), target);
         let _allocating = self.allocation_guard(target).await;
         let mut new = merge_for_update(target, name, body, &old_at, sub, version.status);
-        let mut warnings = self.admit_update(target, name, &mut new, &old_at, sub, opts, &version)?;
+        let mut warnings = self.admit_update(target, name, &mut new, &old_at, sub, opts, &version).await?;
         if target.info.generation {
             set_generation(&mut new, &old_at, version.status);
         }
@@ -203,9 +204,10 @@ impl Registry {
 
     /// Admits an update: the whole admission for the main resource; for a status, the
     /// built-in kind's admission and status rules or the custom resource's schema; for a
-    /// kind's own subresource, its defaults, admission and rules.
+    /// kind's own subresource, its defaults, admission and rules. Subresources pass the
+    /// admission phases too (webhooks and policies match `pods/status`).
     #[allow(clippy::too_many_arguments)]
-    fn admit_update(
+    async fn admit_update(
         &self,
         target: &Target,
         name: &str,
@@ -215,8 +217,20 @@ impl Registry {
         opts: &WriteOptions,
         version: &VersionInfo,
     ) -> Result<Vec<String>, ApiError> {
+        let Some(subresource) = sub.name() else {
+            return self.admit(target, new, Some(old), opts).await;
+        };
+        let attrs = Attributes {
+            target,
+            operation: Operation::Update,
+            name,
+            subresource: Some(subresource),
+            old: Some(old),
+            opts,
+        };
+        let mut verdict = self.admission_mutate(&attrs, new).await?;
         let errs = match sub {
-            Subresource::Main => return self.admit(target, new, Some(old), opts),
+            Subresource::Main => Vec::new(),
             Subresource::OfKind(sub) => {
                 target.strategy.default(new, false);
                 target.strategy.admit(self, new, Some(old), &opts.user)?;
@@ -231,7 +245,8 @@ impl Registry {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
         }
-        Ok(Vec::new())
+        verdict.merge(self.admission_validate(&attrs, new).await?);
+        Ok(verdict.warnings)
     }
 
     /// Stores `new` (or removes the object, when `remove`) if it is still at `old_rev`.

@@ -132,7 +132,7 @@ impl Registry {
         let _allocating = self.allocation_guard(target).await;
         for attempt in 1..=GENERATE_ATTEMPTS {
             let Prepared { object, mut warnings, after_commit } =
-                self.prepare_new(target, obj.clone(), &name, opts, applied_fields.as_ref())?;
+                self.prepare_new(target, obj.clone(), &name, opts, applied_fields.as_ref()).await?;
             if opts.dry_run {
                 return Ok(Outcome { object: at_version(object, target), code: 201, warnings });
             }
@@ -153,7 +153,7 @@ impl Registry {
 
     /// Sets server metadata, admits, applies the kind's create-time preparation, records
     /// managed fields and runs the kind's pre-commit step.
-    fn prepare_new(
+    async fn prepare_new(
         &self,
         target: &Target,
         mut obj: Value,
@@ -163,7 +163,7 @@ impl Registry {
     ) -> ApiResult<Prepared> {
         let now = now_rfc3339();
         set_create_meta(&mut obj, name, &now, target.info.generation);
-        let warnings = self.admit(target, &mut obj, None, opts)?;
+        let warnings = self.admit(target, &mut obj, None, opts).await?;
         target.strategy.prepare_for_create(&mut obj, target.version_info()?.status);
         match applied_fields {
             Some(fields) => {

@@ -174,12 +174,20 @@ pub struct Registry {
     /// Held from a kind's allocation to its commit (kube's allocators are atomic), so two
     /// writes never take the same node port or cluster IP.
     allocations: Arc<tokio::sync::Mutex<()>>,
+    /// The clients of admission and conversion webhooks, kept so connections are reused.
+    pub(crate) webhook_clients: Arc<crate::webhook_client::WebhookClients>,
 }
 
 impl Registry {
     /// A registry over `store`, serving `catalog`.
     pub fn new(store: Store, catalog: Arc<Catalog>) -> Registry {
-        Registry { store, catalog, authorizer: Arc::default(), allocations: Arc::default() }
+        Registry {
+            store,
+            catalog,
+            authorizer: Arc::default(),
+            allocations: Arc::default(),
+            webhook_clients: Arc::default(),
+        }
     }
 
     /// The authorizer, whose RBAC index is kept over this registry's store.

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::meta::validate_meta_maps;
 use super::{FieldValidation, Registry, Target, WriteOptions};
+use crate::admission::{Attributes, Operation};
 use crate::depth;
 use crate::error::{ApiError, ApiResult};
 use crate::schema::{CrdSchema, FieldError, FieldErrorReason};
@@ -51,8 +52,9 @@ fn builtin_schema(group: &str, kind: &str, version: &str) -> Option<Arc<CrdSchem
 
 impl Registry {
     /// Checks and normalises an incoming object before it is stored: type metadata,
-    /// unknown fields, defaults, then validation. Returns warnings.
-    pub(crate) fn admit(
+    /// unknown fields, defaults, the kind's admission, the mutating admission phase,
+    /// validation, then the validating admission phase. Returns warnings.
+    pub(crate) async fn admit(
         &self,
         target: &Target,
         obj: &mut Value,
@@ -60,34 +62,58 @@ impl Registry {
         opts: &WriteOptions,
     ) -> ApiResult<Vec<String>> {
         let info = &target.info;
-        check_type_meta(target, obj)?;
         let schema = match target.version_info()?.schema.clone() {
             Some(s) => Some(s),
             None if info.builtin => builtin_schema(&info.group, &info.kind, &target.version),
             None => None,
         };
-        let mut warnings = Vec::new();
-        if let Some(schema) = &schema {
-            warnings = drop_unknown_fields(target, schema, obj, opts.field_validation)?;
-            if !info.builtin {
-                schema.apply_defaults(obj);
-            }
-        }
-        if info.builtin {
-            check_builtin_shape(target, obj)?;
-        }
-        target.strategy.default(obj, old.is_none());
+        let mut warnings = normalize(target, schema.as_deref(), obj, old, opts)?;
         target.strategy.admit(self, obj, old, &opts.user)?;
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let operation = if old.is_some() { Operation::Update } else { Operation::Create };
+        let attrs = Attributes { target, operation, name: &name, subresource: None, old, opts };
+        let mutated = self.admission_mutate(&attrs, obj).await?;
+        if mutated.mutated {
+            // A mutating plugin or webhook changed the object: it is decoded again, as
+            // kube decodes a patched object (type checks, pruning, defaults).
+            warnings.extend(normalize(target, schema.as_deref(), obj, old, opts)?);
+        }
+        warnings.extend(mutated.warnings);
         let mut errors = validate(target, schema.as_deref(), obj, old);
         if errors.is_empty() {
             errors = target.strategy.allocate(self, obj, old);
         }
         if !errors.is_empty() {
-            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-            return Err(ApiError::invalid(&info.group, &info.kind, name, &errors));
+            return Err(ApiError::invalid(&info.group, &info.kind, &name, &errors));
         }
+        warnings.extend(self.admission_validate(&attrs, obj).await?.warnings);
         Ok(warnings)
     }
+}
+
+/// Type metadata, unknown fields (as `fieldValidation` says), schema defaults, the shape
+/// of a built-in object and the kind's defaults. Returns warnings.
+fn normalize(
+    target: &Target,
+    schema: Option<&CrdSchema>,
+    obj: &mut Value,
+    old: Option<&Value>,
+    opts: &WriteOptions,
+) -> ApiResult<Vec<String>> {
+    let info = &target.info;
+    check_type_meta(target, obj)?;
+    let mut warnings = Vec::new();
+    if let Some(schema) = schema {
+        warnings = drop_unknown_fields(target, schema, obj, opts.field_validation)?;
+        if !info.builtin {
+            schema.apply_defaults(obj);
+        }
+    }
+    if info.builtin {
+        check_builtin_shape(target, obj)?;
+    }
+    target.strategy.default(obj, old.is_none());
+    Ok(warnings)
 }
 
 /// Checks `kind` and `apiVersion` against the target (when given) and sets them.
