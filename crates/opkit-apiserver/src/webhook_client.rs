@@ -125,11 +125,15 @@ impl CallError {
     }
 }
 
-/// The clients of webhook endpoints, one per (address, server name, CA), kept for the
-/// server's life so connections are reused.
+/// What a webhook client is kept by: the endpoint's address, the name its certificate
+/// must carry, and the CA bundle it is verified against.
+type ClientKey = (String, String, Option<Vec<u8>>);
+
+/// The clients of webhook endpoints, one per [`ClientKey`], kept for the server's life so
+/// connections are reused.
 #[derive(Default)]
 pub(crate) struct WebhookClients {
-    clients: Mutex<HashMap<(String, String, Option<Vec<u8>>), kube::Client>>,
+    clients: Mutex<HashMap<ClientKey, kube::Client>>,
 }
 
 /// One resolved call: the endpoint, the path and the URL kube would print.

@@ -352,4 +352,9 @@ pub struct StartArgs {
     /// networked.
     #[arg(long, value_enum, default_value_t = PodNetworkFlag::Auto)]
     pub pod_network: PodNetworkFlag,
+    /// Serve cert-manager's Issuers and Certificates with opkit's stand-in, so the
+    /// webhook layout operator-sdk scaffolds (`config/certmanager`, CA injection) deploys
+    /// unchanged; `--cert-manager=false` leaves `cert-manager.io` free for a real one.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub cert_manager: bool,
 }

@@ -197,5 +197,9 @@ fn loaded_images_are_listed_and_the_pod_network_is_reported() {
     let (child, info) = start_with(&data, &["--pod-network", "host"]);
     assert_eq!(info["podNetwork"], "host");
     assert_eq!(info["images"], data.join("images").display().to_string());
+    assert_eq!(info["certManager"], true, "the cert-manager stand-in is on by default");
+    stop(child);
+    let (child, info) = start_with(&data, &["--pod-network", "host", "--cert-manager=false"]);
+    assert_eq!(info["certManager"], false);
     stop(child);
 }

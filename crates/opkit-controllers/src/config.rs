@@ -48,6 +48,10 @@ pub struct ControllersConfig {
     /// The first CrashLoopBackOff delay of real containers (kube's 10 s; the first
     /// restart is immediate), doubling per restart up to 30 times this.
     pub crash_loop_backoff: Duration,
+    /// Whether the cert-manager stand-in ([`crate::certmanager`]) runs: its kinds are
+    /// installed and its Certificates issued (off by default, as a cluster has no
+    /// cert-manager until one is installed).
+    pub cert_manager: bool,
 }
 
 /// The cluster CA's certificate and key, and the longest validity it grants.
@@ -91,6 +95,7 @@ impl Default for ControllersConfig {
             pod_root: None,
             pod_network: None,
             crash_loop_backoff: crate::kubelet::runtime::backoff::DEFAULT_BASE,
+            cert_manager: false,
         }
     }
 }

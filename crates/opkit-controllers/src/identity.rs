@@ -23,6 +23,12 @@ pub const NODE: &str = "system:node:opkit-simulated-node";
 /// The API server's own user (in `system:masters`), for its in-process loops.
 pub const APISERVER: &str = "system:apiserver";
 
+/// The local cert-manager stand-in (`certmanager`): cert-manager's chart grants its
+/// controllers read and write access to Secrets and to every kind it injects CAs into
+/// across the cluster; the stand-in acts with the cluster administrators' group.
+pub const CERT_MANAGER: Identity =
+    Identity { user: "system:serviceaccount:cert-manager:cert-manager", groups: &["system:masters"] };
+
 /// The user and groups a built-in controller acts as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Identity {
@@ -58,6 +64,7 @@ pub fn of(name: &str) -> Identity {
         "scheduler" => account(SCHEDULER),
         "nodes" | "kubelet" => Identity { user: NODE, groups: &["system:nodes"] },
         "apiservice" | "flowcontrol" => Identity { user: APISERVER, groups: &["system:masters"] },
+        "cert-manager" => CERT_MANAGER,
         _ => account(CONTROLLER_MANAGER),
     }
 }

@@ -6,7 +6,8 @@
 //! availability of aggregated APIServices, local-path volumes for claims, disruption
 //! budgets' status, FlowSchemas' `Dangling` condition, aggregated ClusterRoles' rules,
 //! the `kube-root-ca.crt` ConfigMap in every namespace, legacy ServiceAccount token
-//! Secrets, client certificates for approved CertificateSigningRequests, and simulated nodes whose pods are scheduled, started and made Ready — as real processes when their images are loaded into the image store.
+//! Secrets, client certificates for approved CertificateSigningRequests, a cert-manager
+//! stand-in (opt-in, [`certmanager`]), and simulated nodes whose pods are scheduled, started and made Ready — as real processes when their images are loaded into the image store.
 //!
 //! They are ordinary operators written with the [`opkit`] runtime. `opkit cluster start`
 //! and `opkit-testenv` run them by default.
@@ -24,6 +25,7 @@
 //! ```
 
 pub(crate) mod apiservice;
+pub mod certmanager;
 pub(crate) mod clusterrole_aggregation;
 pub(crate) mod common;
 pub mod config;
@@ -114,6 +116,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     flowcontrol::register(mgr, cfg)?;
     clusterrole_aggregation::register(mgr, cfg)?;
     csr_signing::register(mgr, cfg)?;
+    certmanager::register(mgr, cfg)?;
     let kubelet_listener = if cfg.enabled("kubelet") {
         kubelet::server::KubeletListener::bind(cfg).unwrap_or_else(|e| {
             tracing::error!(error = %e, "the kubelet server is not started");
@@ -137,6 +140,7 @@ pub fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     // The shared cache reads as kube-controller-manager does; each controller writes as
     // itself (see `identity`).
+    let admin = client.clone();
     let client = match &cfg.identities {
         Some(admin) => {
             let manager = identity::Identity { user: identity::CONTROLLER_MANAGER, groups: &[] };
@@ -145,9 +149,15 @@ pub fn spawn(
         None => client,
     };
     let mgr = Manager::new(client, opkit::ManagerOptions::default());
-    let registered = register(&mgr, cfg);
+    let cfg = cfg.clone();
     tokio::spawn(async move {
-        if let Err(e) = registered {
+        // The cert-manager stand-in's kinds are served before its informers start.
+        if cfg.cert_manager
+            && let Err(e) = certmanager::install(admin).await
+        {
+            tracing::error!(error = %e, "the cert-manager stand-in's kinds could not be installed");
+        }
+        if let Err(e) = register(&mgr, &cfg) {
             tracing::error!(error = %e, "cluster controllers not started");
             return;
         }

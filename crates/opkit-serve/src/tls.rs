@@ -1,7 +1,8 @@
 //! Certificates and rustls configurations for serving: [`DevCa`], a self-signed ECDSA P-256
 //! certificate authority generated with rcgen (or loaded from its PEM files) that issues
 //! [`IssuedCert`]s, serving certificates for DNS names and IP addresses and client
-//! certificates for a user and its groups (all PEM); and [`server_config`] /
+//! certificates for a user and its groups (all PEM), and certificates as a
+//! [`CertificateRequest`] asks (self-signed or CA-signed); and [`server_config`] /
 //! [`server_config_with_resolver`], rustls server configurations on the ring provider
 //! offering `h2` and `http/1.1`, optionally verifying client certificates against a CA.
 
@@ -144,6 +145,66 @@ impl DevCa {
         params.not_after = time::OffsetDateTime::from(grant.not_after);
         params.use_authority_key_identifier_extension = true;
         Ok(request.signed_by(&self.issuer)?.pem())
+    }
+}
+
+/// What a certificate is issued for, as a cert-manager `Certificate` asks: a subject
+/// common name, DNS names and IP addresses (subject alternative names), whether it is a
+/// CA, and its validity. Leaves get the usages of a TLS server and client.
+#[derive(Debug, Clone)]
+pub struct CertificateRequest {
+    /// The subject's common name, if any.
+    pub common_name: Option<String>,
+    /// DNS names and IP addresses.
+    pub hosts: Vec<String>,
+    /// Whether the certificate may sign others.
+    pub is_ca: bool,
+    /// Start of validity.
+    pub not_before: std::time::SystemTime,
+    /// End of validity.
+    pub not_after: std::time::SystemTime,
+}
+
+impl CertificateRequest {
+    /// The rcgen parameters of this request.
+    fn params(&self) -> Result<CertificateParams, CertGenError> {
+        let mut params = CertificateParams::new(self.hosts.clone())?;
+        params.distinguished_name = DistinguishedName::new();
+        if let Some(cn) = &self.common_name {
+            params.distinguished_name.push(DnType::CommonName, cn.as_str());
+        }
+        params.not_before = time::OffsetDateTime::from(self.not_before);
+        params.not_after = time::OffsetDateTime::from(self.not_after);
+        if self.is_ca {
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params.key_usages =
+                vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        } else {
+            params.is_ca = IsCa::ExplicitNoCa;
+            params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        }
+        Ok(params)
+    }
+
+    /// A certificate signed by its own fresh ECDSA P-256 key (cert-manager's
+    /// `selfSigned` issuer): it is its own CA bundle.
+    pub fn self_signed(&self) -> Result<IssuedCert, CertGenError> {
+        let key = KeyPair::generate()?;
+        let cert = self.params()?.self_signed(&key)?;
+        Ok(IssuedCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    }
+}
+
+impl DevCa {
+    /// Issues the certificate `request` asks for, with a fresh ECDSA P-256 key and the
+    /// CA's key identifier (cert-manager's `ca` issuer).
+    pub fn issue_requested(&self, request: &CertificateRequest) -> Result<IssuedCert, CertGenError> {
+        let key = KeyPair::generate()?;
+        let mut params = request.params()?;
+        params.use_authority_key_identifier_extension = true;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(IssuedCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
 }
 

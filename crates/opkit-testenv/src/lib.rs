@@ -117,6 +117,15 @@ impl TestEnvBuilder {
         self.real_pods = true;
         self
     }
+    /// Runs the cert-manager stand-in (`opkit_controllers::certmanager`): its kinds are
+    /// served when [`Self::start`] returns, and Certificates are issued and CA bundles
+    /// injected as cert-manager does.
+    pub fn cert_manager(mut self) -> Self {
+        let mut controllers = self.controllers.unwrap_or_default();
+        controllers.cert_manager = true;
+        self.controllers = Some(controllers);
+        self
+    }
     /// Starts the environment.
     pub async fn start(self) -> Result<TestEnv, TestEnvError> {
         let server = ApiServer::start(self.server).await?;
@@ -134,6 +143,9 @@ impl TestEnvBuilder {
         if self.real_pods {
             controllers.images = Some(dir.path().join("images"));
             controllers.pod_root = Some(dir.path().join("pods"));
+        }
+        if controllers.cert_manager {
+            opkit_controllers::certmanager::install(client.clone()).await?;
         }
         let images = controllers.images.clone();
         let pod_root = controllers.pod_root.clone();

@@ -37,6 +37,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     };
     let (pod_network, fallback) = opkit_controllers::pod_network_mode(requested);
     controllers.pod_network = Some(pod_network);
+    controllers.cert_manager = args.cert_manager;
     let mut cfg = ServerConfig::durable(&data_dir);
     cfg.bind = SocketAddr::from(([127, 0, 0, 1], args.port));
     if args.in_memory {
@@ -55,7 +56,8 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
             json!({"server": server.url(), "kubeconfig": kubeconfig, "dataDir": data_dir, "inMemory": args.in_memory,
                 "loadBalancerAddresses": args.lb_range.map(|pool| pool.to_string()),
                 "podNetwork": match pod_network { NetworkMode::Namespaces => "namespaces", NetworkMode::Host => "host" },
-                "podNetworkFallbackReason": fallback, "images": data_dir.join("images")})
+                "podNetworkFallbackReason": fallback, "images": data_dir.join("images"),
+                "certManager": args.cert_manager})
         ),
         OutputFormat::Text => {
             println!("opkit control plane listening on {}", server.url());
@@ -69,6 +71,11 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
                 println!("  (network namespaces are not available: {reason})");
             }
             println!("Other pods are simulated.");
+            if args.cert_manager {
+                println!(
+                    "cert-manager.io Issuers and Certificates are served by opkit (--cert-manager=false to install your own)."
+                );
+            }
             println!("To use it with kubectl:");
             println!("  export KUBECONFIG={}", kubeconfig.display());
             println!("Press Ctrl-C to stop.");
