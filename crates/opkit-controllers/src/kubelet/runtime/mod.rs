@@ -12,6 +12,7 @@ pub mod pod;
 pub mod probes;
 pub mod process;
 pub mod status;
+pub mod volumes;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

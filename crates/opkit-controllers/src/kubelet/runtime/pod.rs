@@ -1,5 +1,5 @@
 //! One real pod's life, as a task: its directory and network sandbox, its projected
-//! identity, its init containers run in order to completion, then its containers, each
+//! identity and volumes, its init containers run in order to completion, then its containers, each
 //! restarted by the pod's restartPolicy with CrashLoopBackOff and probed; every change
 //! of the kubelet's view is written to `pods/status`. A stop request (deletion or
 //! shutdown) stops every process as the kubelet does, removes the sandbox and, for a
@@ -28,6 +28,7 @@ use super::logs::{LogDir, LogProgress};
 use super::probes::{self, ProbeKind, ProbeTarget, ProbeTiming, Thresholds};
 use super::process::{ContainerProcess, ExitInfo, ProcessSpec};
 use super::status::{self, ContainerView, PodView, State, Terminated};
+use super::volumes;
 use crate::kubelet::network::PodSandbox;
 use crate::kubelet::status::digest;
 
@@ -35,8 +36,12 @@ use crate::kubelet::status::digest;
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// kube's default `terminationGracePeriodSeconds`.
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
-/// How long setup steps (sandbox, token) wait before they are tried again.
+/// How long setup steps (sandbox, token, volumes) wait before they are tried again.
 const SETUP_RETRY: Duration = Duration::from_secs(1);
+/// How often Secret and ConfigMap volumes are synced while the pod runs (the kubelet
+/// syncs them about once a minute; faster here, where reissued certificates are waited on
+/// by tests and developers).
+const VOLUME_SYNC: Duration = Duration::from_secs(5);
 
 /// Why a pod's processes are being stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -323,11 +328,38 @@ async fn run_in_sandbox(
         };
         refresher = Some(tokio::spawn(refresh_token(rt.client.clone(), pod.clone(), files.clone(), ttl)));
     }
+    loop {
+        tokio::select! {
+            req = stop_requested(stop_rx) => return Some(req),
+            made = volumes::set_up(&rt.client, pod, &shared.dir) => match made {
+                Ok(()) => break,
+                Err(e) => {
+                    rt.events.emit(pod, &node.name, None, EventType::Warning, "FailedMount", &e.to_string());
+                    tokio::select! {
+                        req = stop_requested(stop_rx) => return Some(req),
+                        () = tokio::time::sleep(SETUP_RETRY) => {}
+                    }
+                }
+            }
+        }
+    }
+    let syncer = tokio::spawn(sync_volumes(rt.client.clone(), pod.clone(), shared.dir.clone()));
     let result = run_containers(rt, pod, node, shared, sandbox, &files, stop_rx).await;
     if let Some(r) = refresher {
         r.abort();
     }
+    syncer.abort();
     result
+}
+
+/// Keeps Secret and ConfigMap volumes in step with their sources while the pod runs.
+async fn sync_volumes(client: kube::Client, pod: Pod, dir: PathBuf) {
+    loop {
+        tokio::time::sleep(VOLUME_SYNC).await;
+        if let Err(e) = volumes::set_up(&client, &pod, &dir).await {
+            tracing::debug!(pod = ?pod.metadata.name, error = %e, "syncing a pod's volumes failed");
+        }
+    }
 }
 
 /// Keeps the projected token fresh: a new one at 80% of the old one's life.
@@ -496,6 +528,7 @@ impl ContainerRun<'_> {
                 env,
                 working_dir: working_dir.clone(),
                 service_account: identity::automounts(self.pod).then(|| self.files.dir.clone()),
+                mounts: volumes::mounts(self.pod, c, &shared.dir),
             };
             // As the kubelet, before every start.
             let image = c.image.clone().unwrap_or_default();

@@ -188,6 +188,7 @@ async fn run_other(probe: &Probe, target: &ProbeTarget<'_>, timeout: Duration) -
             env: target.exec.env.clone(),
             working_dir: target.exec.working_dir.clone(),
             service_account: None,
+            mounts: Vec::new(),
         };
         let (mut process, stdout, stderr) =
             ContainerProcess::spawn(&spec, target.sandbox).map_err(|e| format!("exec {program:?}: {e}"))?;

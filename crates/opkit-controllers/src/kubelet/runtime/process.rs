@@ -12,6 +12,7 @@ use std::time::Duration;
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
+use super::volumes::BindMount;
 use crate::kubelet::network::PodSandbox;
 
 /// What to run.
@@ -31,6 +32,9 @@ pub struct ProcessSpec {
     /// namespace read them) when the process runs in a pod network namespace (the kubelet
     /// is privileged then); `None` mounts nothing.
     pub service_account: Option<PathBuf>,
+    /// The container's volume mounts (see `volumes.rs`), bound into its mount namespace
+    /// when it runs in a pod network namespace, as the ServiceAccount is.
+    pub mounts: Vec<BindMount>,
 }
 
 /// How a process ended.
@@ -82,16 +86,50 @@ fn detach(cmd: &mut Command) {
     }
 }
 
+/// A bind mount prepared before the fork: C strings only, so the child allocates
+/// nothing.
+#[cfg(target_os = "linux")]
+struct PreparedMount {
+    source: std::ffi::CString,
+    target: std::ffi::CString,
+    /// The target and its ancestors, outermost first, made when missing.
+    directories: Vec<std::ffi::CString>,
+    read_only: bool,
+}
+
+#[cfg(target_os = "linux")]
+fn c_path(path: &std::path::Path) -> std::io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    Ok(std::ffi::CString::new(path.as_os_str().as_bytes())?)
+}
+
+#[cfg(target_os = "linux")]
+fn prepare(mount: &BindMount) -> std::io::Result<PreparedMount> {
+    let directories = mount.target.ancestors().collect::<Vec<_>>().into_iter().rev().skip(1).map(c_path);
+    Ok(PreparedMount {
+        source: c_path(&mount.source)?,
+        target: c_path(&mount.target)?,
+        directories: directories.collect::<std::io::Result<_>>()?,
+        read_only: mount.read_only,
+    })
+}
+
 /// Gives the child its own mount namespace in which a fresh tmpfs covers `/run` (so
-/// `/var/run`) and `dir` is bound read-only at
-/// `/run/secrets/kubernetes.io/serviceaccount`, as the kubelet
-/// mounts the projected volume into a container. Nothing is visible outside the child.
+/// `/var/run`), `service_account` (if any) is bound read-only at
+/// `/run/secrets/kubernetes.io/serviceaccount`, as the kubelet mounts the projected
+/// volume into a container, and each of `mounts` is bound at its target (made when
+/// missing: the container shares the host's file system, so a target outside `/run` is
+/// an empty directory left on the host). Nothing is visible outside the child.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn mount_service_account(cmd: &mut Command, dir: &std::path::Path) -> std::io::Result<()> {
+fn enter_mount_namespace(
+    cmd: &mut Command,
+    service_account: Option<&std::path::Path>,
+    mounts: &[BindMount],
+) -> std::io::Result<()> {
     use rustix::mount::{MountFlags, MountPropagationFlags};
-    use std::os::unix::ffi::OsStrExt;
-    let source = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    let service_account = service_account.map(c_path).transpose()?;
+    let mounts = mounts.iter().map(prepare).collect::<std::io::Result<Vec<_>>>()?;
     // SAFETY: the hook runs in the forked child before exec. It makes raw system calls
     // only (unshare, mount, mkdir) on C strings made before the fork; it allocates
     // nothing and takes no lock. `unshare` gets no `CLONE_FILES`, so no descriptor the
@@ -101,12 +139,28 @@ fn mount_service_account(cmd: &mut Command, dir: &std::path::Path) -> std::io::R
             rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)?;
             rustix::mount::mount_change(c"/", MountPropagationFlags::REC | MountPropagationFlags::PRIVATE)?;
             rustix::mount::mount(c"tmpfs", c"/run", c"tmpfs", MountFlags::NOSUID | MountFlags::NODEV, c"mode=0755")?;
-            for path in [c"/run/secrets", c"/run/secrets/kubernetes.io", c"/run/secrets/kubernetes.io/serviceaccount"] {
-                rustix::fs::mkdir(path, rustix::fs::Mode::from_raw_mode(0o755))?;
+            if let Some(source) = &service_account {
+                for path in
+                    [c"/run/secrets", c"/run/secrets/kubernetes.io", c"/run/secrets/kubernetes.io/serviceaccount"]
+                {
+                    rustix::fs::mkdir(path, rustix::fs::Mode::from_raw_mode(0o755))?;
+                }
+                let target = c"/run/secrets/kubernetes.io/serviceaccount";
+                rustix::mount::mount_bind(source.as_c_str(), target)?;
+                rustix::mount::mount_remount(target, MountFlags::BIND | MountFlags::RDONLY, c"")?;
             }
-            let target = c"/run/secrets/kubernetes.io/serviceaccount";
-            rustix::mount::mount_bind(source.as_c_str(), target)?;
-            rustix::mount::mount_remount(target, MountFlags::BIND | MountFlags::RDONLY, c"")?;
+            for mount in &mounts {
+                for dir in &mount.directories {
+                    match rustix::fs::mkdir(dir.as_c_str(), rustix::fs::Mode::from_raw_mode(0o755)) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                rustix::mount::mount_bind(mount.source.as_c_str(), mount.target.as_c_str())?;
+                if mount.read_only {
+                    rustix::mount::mount_remount(mount.target.as_c_str(), MountFlags::BIND | MountFlags::RDONLY, c"")?;
+                }
+            }
             Ok(())
         });
     }
@@ -137,8 +191,8 @@ impl ContainerProcess {
         detach(&mut cmd);
         sandbox.enter(&mut cmd);
         #[cfg(target_os = "linux")]
-        if let Some(dir) = spec.service_account.as_deref().filter(|_| sandbox.netns().is_some()) {
-            mount_service_account(&mut cmd, dir)?;
+        if sandbox.netns().is_some() && (spec.service_account.is_some() || !spec.mounts.is_empty()) {
+            enter_mount_namespace(&mut cmd, spec.service_account.as_deref(), &spec.mounts)?;
         }
         let mut child = cmd.spawn()?;
         #[cfg(unix)]
