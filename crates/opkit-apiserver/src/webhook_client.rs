@@ -125,11 +125,14 @@ impl CallError {
     }
 }
 
+/// What a webhook client is kept by: the address, the server name and the CA.
+type EndpointKey = (String, String, Option<Vec<u8>>);
+
 /// The clients of webhook endpoints, one per (address, server name, CA), kept for the
 /// server's life so connections are reused.
 #[derive(Default)]
 pub(crate) struct WebhookClients {
-    clients: Mutex<HashMap<(String, String, Option<Vec<u8>>), kube::Client>>,
+    clients: Mutex<HashMap<EndpointKey, kube::Client>>,
 }
 
 /// One resolved call: the endpoint, the path and the URL kube would print.
@@ -197,7 +200,10 @@ impl Registry {
             let address = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
             let path = uri.path_and_query().map(|p| p.to_string()).unwrap_or_else(|| "/".into());
             let backend = Backend { address, server_name: host, ca_bundle, insecure: false };
-            return Ok(Resolved { backend, path, url: url.clone() });
+            // Errors name the URL with its timeout, as Go's client prints the request's URL.
+            let separator = if uri.query().is_some() { '&' } else { '?' };
+            let url = format!("{url}{separator}timeout={}s", timeout.as_secs().max(1));
+            return Ok(Resolved { backend, path, url });
         }
         let Some(svc) = &config.service else {
             return Err(CallError::Unreachable("the webhook's clientConfig names neither a url nor a service".into()));
