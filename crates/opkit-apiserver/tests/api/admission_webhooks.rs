@@ -583,3 +583,54 @@ async fn review_versions_and_the_response_uid_are_checked() {
         )
     );
 }
+
+#[tokio::test]
+async fn equivalent_match_policy_sends_the_object_at_the_webhooks_version() {
+    let env = env().await;
+    let webhook = TestWebhook::start(&[], |path, _| {
+        Some(match path {
+            "/mutate" => patch_answer(json!([{"op": "add", "path": "/metadata/labels", "value": {"seen-at": "v2"}}])),
+            _ => json!({"allowed": true}),
+        })
+    })
+    .await;
+    let v2_only = |policy: &str| json!({"matchPolicy": policy, "rules": [{"operations": ["CREATE"], "apiGroups": ["autoscaling"], "apiVersions": ["v2"], "resources": ["horizontalpodautoscalers"]}]});
+    mutating(
+        &env.client(),
+        "at-v2",
+        vec![hook("mutate.test.opkit.dev", webhook.url("/mutate"), v2_only("Equivalent"))],
+    )
+    .await;
+    validating(
+        &env.client(),
+        "at-v2",
+        vec![
+            hook("equivalent.test.opkit.dev", webhook.url("/equivalent"), v2_only("Equivalent")),
+            hook("exact.test.opkit.dev", webhook.url("/exact"), v2_only("Exact")),
+        ],
+    )
+    .await;
+
+    let hpa = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 1, "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}});
+    let path = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+    let res =
+        crate::common::raw(&env.client(), "POST", path, Some("application/json"), hpa.to_string().into_bytes()).await;
+    assert_eq!(res.code, 201, "{}", res.text);
+    assert_eq!(res.json["apiVersion"], "autoscaling/v1");
+    assert_eq!(res.json["metadata"]["labels"]["seen-at"], "v2", "the patch made at v2 is kept at v1");
+    assert_eq!(res.json["spec"]["targetCPUUtilizationPercentage"], 50);
+
+    assert!(webhook.calls("/exact").is_empty(), "matchPolicy Exact does not match v1");
+    let calls = webhook.calls("/equivalent");
+    assert_eq!(calls.len(), 1);
+    let request = &calls[0]["request"];
+    assert_eq!(request["kind"], json!({"group": "autoscaling", "version": "v2", "kind": "HorizontalPodAutoscaler"}));
+    assert_eq!(request["requestKind"]["version"], "v1");
+    assert_eq!(request["resource"]["version"], "v2");
+    assert_eq!(request["requestResource"]["version"], "v1");
+    assert_eq!(request["object"]["apiVersion"], "autoscaling/v2");
+    assert_eq!(request["object"]["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 50, "{request}");
+    assert_eq!(request["object"]["metadata"]["labels"]["seen-at"], "v2");
+}
