@@ -636,3 +636,25 @@ async fn equivalent_match_policy_sends_the_object_at_the_webhooks_version() {
     assert_eq!(request["object"]["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 50, "{request}");
     assert_eq!(request["object"]["metadata"]["labels"]["seen-at"], "v2");
 }
+
+#[tokio::test]
+async fn a_denials_code_reason_and_causes_reach_the_client() {
+    let env = env().await;
+    let webhook = TestWebhook::start(&[], |_, _| {
+        Some(json!({"allowed": false, "status": {"code": 422, "reason": "Invalid", "message": "data.k: must be upper case",
+            "details": {"name": "lower", "kind": "ConfigMap",
+                "causes": [{"reason": "FieldValueInvalid", "message": "must be upper case", "field": "data.k"}]}}}))
+    })
+    .await;
+    validating(&env.client(), "invalid", vec![hook("upper.test.opkit.dev", webhook.url("/"), json!({}))]).await;
+    let status =
+        expect_status(create(&cms(&env, "default"), &config_map("lower", &[("k", "v")])).await, 422, "Invalid");
+    assert_eq!(
+        status.message,
+        "admission webhook \"upper.test.opkit.dev\" denied the request: data.k: must be upper case"
+    );
+    let details = status.details.expect("details");
+    assert_eq!((details.name.as_str(), details.kind.as_str()), ("lower", "ConfigMap"));
+    assert_eq!(details.causes.len(), 1);
+    assert_eq!((details.causes[0].field.as_str(), details.causes[0].reason.as_str()), ("data.k", "FieldValueInvalid"));
+}
