@@ -58,7 +58,11 @@
 //! - Request bodies may be JSON, YAML or Kubernetes protobuf (built-in kinds); responses
 //!   are JSON or YAML only, so a protobuf-only Accept gets 406.
 //! - CRD conversion is `None` only (apiVersion is rewritten; fields are not converted).
-//! - Admission webhook configurations are stored but not called.
+//! - Admission webhooks are called as kube calls them, but only on this machine (loopback
+//!   or a real pod's address), `matchConditions` have no `authorizer` variable, a
+//!   reinvocation reinvokes only the webhooks (not the built-in mutating plugins), an
+//!   unknown `status.reason` in a denial is answered empty, the DeleteOptions sent to a
+//!   webhook carry only `dryRun`, and call metrics are logs (there is no metrics registry).
 //! - CRD validation rules are costed as kube does (at CRD creation, and per call and per
 //!   request at runtime), but the runtime cost is estimated from the value's sizes before
 //!   a rule runs, not metered while it runs (the CEL interpreter has no cost tracking).

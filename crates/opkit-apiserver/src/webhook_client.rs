@@ -165,7 +165,9 @@ impl Registry {
         let sent = tokio::time::timeout(timeout, client.send(request.map(kube::client::Body::from))).await;
         let response = match sent {
             Err(_) => return Err(CallError::Timeout { url }),
-            Ok(Err(e)) => return Err(CallError::Transport { url, message: e.to_string() }),
+            Ok(Err(e)) => {
+                return Err(CallError::Transport { url, message: transport_message(&e, &resolved.backend.address) });
+            }
             Ok(Ok(r)) => r,
         };
         let code = response.status().as_u16();
@@ -201,7 +203,10 @@ impl Registry {
             let address = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
             let path = uri.path_and_query().map(|p| p.to_string()).unwrap_or_else(|| "/".into());
             let backend = Backend { address, server_name: host, ca_bundle, insecure: false };
-            return Ok(Resolved { backend, path, url: url.clone() });
+            // Errors name the URL with its timeout, as Go's client prints the request's URL.
+            let separator = if uri.query().is_some() { '&' } else { '?' };
+            let url = format!("{url}{separator}timeout={}s", timeout.as_secs().max(1));
+            return Ok(Resolved { backend, path, url });
         }
         let Some(svc) = &config.service else {
             return Err(CallError::Unreachable("the webhook's clientConfig names neither a url nor a service".into()));
@@ -274,6 +279,25 @@ impl Registry {
         self.webhook_clients.clients.lock().insert(key, client.clone());
         Ok(client)
     }
+}
+
+/// A failed send worded as Go's client words the common cases (`dial tcp ADDR: connect:
+/// connection refused`), else the innermost cause.
+fn transport_message(error: &kube::Error, address: &str) -> String {
+    let mut innermost: &dyn std::error::Error = error;
+    while let Some(source) = innermost.source() {
+        if let Some(io) = source.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    return format!("dial tcp {address}: connect: connection refused");
+                }
+                std::io::ErrorKind::ConnectionReset => return format!("read tcp {address}: connection reset by peer"),
+                _ => {}
+            }
+        }
+        innermost = source;
+    }
+    innermost.to_string()
 }
 
 /// Whether every container of `pod` runs as a real process.

@@ -22,6 +22,9 @@
 //! measures the time until all are available, pods started per second and the server
 //! process's peak memory.
 //!
+//! `opkit-bench admission` ([`admission`]) measures what one validating admission webhook
+//! adds to a create, against an in-process server and webhook server.
+//!
 //! `opkit-bench charts` ([`charts`]) is the chart corpus conformance run: the real helm
 //! client installs, upgrades, tests and uninstalls every chart of a directory on the local
 //! control plane, compared with an expectations file (see `docs/helm.md`).
@@ -64,6 +67,7 @@
 //! # }
 //! ```
 
+pub mod admission;
 pub mod apiserver;
 pub mod charts;
 pub mod client;

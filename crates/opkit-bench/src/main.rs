@@ -1,4 +1,5 @@
-//! The `opkit-bench` command: `apiserver` runs the API server benchmark, `runtime` the
+//! The `opkit-bench` command: `apiserver` runs the API server benchmark, `admission` what
+//! an admission webhook adds to a create, `runtime` the
 //! controller runtime benchmark, `memcached` the Memcached operator benchmark, `cluster`
 //! the 10,000-pod control plane benchmark and `charts` the chart corpus conformance run;
 //! the hidden `serve` runs the server under test (with the cluster controllers for
@@ -98,6 +99,9 @@ enum Command {
         #[arg(short, long)]
         quiet: bool,
     },
+    /// What one validating admission webhook adds to a create: ConfigMap creates against
+    /// an in-process server with no webhook, then with one (an in-process HTTPS server).
+    Admission(AdmissionArgs),
     /// Benchmark the Memcached sample operator end to end (control plane in this process,
     /// operator in a child process).
     Memcached(MemcachedArgs),
@@ -200,6 +204,7 @@ async fn main() -> ExitCode {
         }
         Command::Memcached(args) => memcached(args).await,
         Command::RealPods(args) => real_pods(args).await,
+        Command::Admission(args) => admission(args).await,
         Command::Charts(args) => charts(args).await,
         Command::MemcachedOperator { kubeconfig } => {
             match opkit_bench::memcached::operator::run_child(&kubeconfig).await {
@@ -426,6 +431,20 @@ fn emit<R: serde::Serialize>(
     ExitCode::SUCCESS
 }
 
+/// Flags of `opkit-bench admission`.
+#[derive(clap::Args)]
+struct AdmissionArgs {
+    /// Measured creates per run (each run also makes 20 unmeasured ones first).
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    save_json: Option<PathBuf>,
+}
+
 /// Flags of `opkit-bench real-pods`.
 #[derive(clap::Args)]
 struct RealPodsArgs {
@@ -540,6 +559,17 @@ async fn charts(args: ChartsArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     emitted
+}
+
+async fn admission(args: AdmissionArgs) -> ExitCode {
+    let opts = opkit_bench::admission::AdmissionOptions { requests: args.requests };
+    match opkit_bench::admission::run(&opts).await {
+        Ok(report) => emit(&report, args.output, args.save_json.as_deref(), opkit_bench::admission::render_text),
+        Err(e) => {
+            eprintln!("opkit-bench admission: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn real_pods(args: RealPodsArgs) -> ExitCode {

@@ -335,14 +335,15 @@ impl Call<'_> {
     async fn delete(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
         let options = self.delete_options()?;
         let dry = self.delete_dry_run(&options)?;
-        let out = self.state.registry.delete(target, name, &options, dry).await?;
-        self.respond_object(target, out.code, out.object, output, &[])
+        let out = self.state.registry.delete(target, name, &options, dry, Some(&self.user)).await?;
+        self.respond_object(target, out.code, out.object, output, &out.warnings)
     }
 
     async fn delete_collection(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {
         let options = self.delete_options()?;
         let dry = self.delete_dry_run(&options)?;
-        let list = self.state.registry.delete_collection(target, &list_options(&self.query)?, &options, dry).await?;
+        let list = list_options(&self.query)?;
+        let list = self.state.registry.delete_collection(target, &list, &options, dry, Some(&self.user)).await?;
         Ok(codec::respond(200, &list, output, &[]))
     }
 

@@ -130,7 +130,7 @@ async fn delete_objects(registry: &Registry, crd: &Value) -> bool {
         }
         for (ns, name) in keys {
             let t = Target::new(info.clone(), version.clone(), Some(ns));
-            let _ = registry.delete(&t, &name, &Value::Null, false).await;
+            let _ = registry.delete(&t, &name, &Value::Null, false, None).await;
         }
         // Objects with finalizers stay until their controllers remove them: wait for
         // the next change of the resource, bounded so that shutdown is never blocked.

@@ -1,13 +1,16 @@
-//! Deletion: preconditions, propagation policies (their finalizers), graceful and staged
-//! deletion as the kind's strategy says (pods, namespaces), finalizers holding deletion,
-//! and deletecollection.
+//! Deletion: preconditions, admission (the object being deleted is sent to admission as
+//! `oldObject`), propagation policies (their finalizers), graceful and staged deletion as
+//! the kind's strategy says (pods, namespaces), finalizers holding deletion, and
+//! deletecollection.
 
 use serde_json::{Value, json};
 
 use super::commit::serialize_with_rev;
 use super::meta::{finalizers, meta_mut, now_rfc3339};
 use super::read::ListOptions;
-use super::{Outcome, Registry, Target, at_version, parse_stored};
+use super::{Outcome, Registry, Target, WriteOptions, at_version, parse_stored};
+use crate::admission::{Attributes, Operation};
+use crate::auth::UserInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::storage::{Revision, Write};
 
@@ -159,23 +162,38 @@ fn removed(obj: Value, target: &Target) -> Value {
 }
 
 impl Registry {
-    /// Deletes an object, honouring `DeleteOptions` (`options` may be null). An object
-    /// removed at once is answered as [`removed`] says; one only marked for deletion
-    /// (finalizers, a grace period) is answered with the object as marked.
-    pub async fn delete(&self, target: &Target, name: &str, options: &Value, dry_run: bool) -> ApiResult<Outcome> {
+    /// Deletes an object, honouring `DeleteOptions` (`options` may be null). The delete
+    /// passes admission on behalf of `user` (None for the server's own deletes, which
+    /// kube makes without admission: an eviction's, a CRD's cleanup). An object removed
+    /// at once is answered as [`removed`] says; one only marked for deletion (finalizers,
+    /// a grace period) is answered with the object as marked.
+    pub async fn delete(
+        &self,
+        target: &Target,
+        name: &str,
+        options: &Value,
+        dry_run: bool,
+        user: Option<&UserInfo>,
+    ) -> ApiResult<Outcome> {
         let policy = propagation(options)?;
+        let mut warnings = Vec::new();
+        let mut admitted = user.is_none();
         loop {
             let (old, entry) = self.current(target, name).await?;
             check_preconditions(target, name, &old, entry.rev, &options["preconditions"])?;
+            if let Some(user) = user.filter(|_| !admitted) {
+                warnings = self.admit_delete(target, name, &old, dry_run, user).await?;
+                admitted = true;
+            }
             let (remove, obj) = match plan(target, &old, options, policy) {
                 Deletion::Remove if dry_run => {
-                    return Ok(Outcome { object: removed(old, target), code: 200, warnings: vec![] });
+                    return Ok(Outcome { object: removed(old, target), code: 200, warnings });
                 }
                 Deletion::Unchanged => {
-                    return Ok(Outcome { object: at_version(old, target), code: 202, warnings: vec![] });
+                    return Ok(Outcome { object: at_version(old, target), code: 202, warnings });
                 }
                 Deletion::Mark(new) if dry_run => {
-                    return Ok(Outcome { object: at_version(new, target), code: 202, warnings: vec![] });
+                    return Ok(Outcome { object: at_version(new, target), code: 202, warnings });
                 }
                 Deletion::Remove => (true, old.clone()),
                 Deletion::Mark(new) => (false, new),
@@ -185,13 +203,32 @@ impl Registry {
             };
             if remove {
                 target.strategy.after_remove(self, &stored);
-                return Ok(Outcome { object: removed(stored, target), code: 200, warnings: vec![] });
+                return Ok(Outcome { object: removed(stored, target), code: 200, warnings });
             }
             if let Some(after) = target.strategy.before_commit(&mut stored.clone(), Some(&old), &now_rfc3339())? {
                 after(self, &stored);
             }
-            return Ok(Outcome { object: at_version(stored, target), code: 202, warnings: vec![] });
+            return Ok(Outcome { object: at_version(stored, target), code: 202, warnings });
         }
+    }
+
+    /// Admission of a delete, as kube's: both phases see the stored object (at the
+    /// requested version) as `oldObject` and no new object. Returns warnings.
+    async fn admit_delete(
+        &self,
+        target: &Target,
+        name: &str,
+        stored: &Value,
+        dry_run: bool,
+        user: &UserInfo,
+    ) -> ApiResult<Vec<String>> {
+        let old = at_version(stored.clone(), target);
+        let opts = WriteOptions { dry_run, user: user.clone(), ..WriteOptions::default() };
+        let attrs =
+            Attributes { target, operation: Operation::Delete, name, subresource: None, old: Some(&old), opts: &opts };
+        let mut verdict = self.admission_mutate(&attrs, &mut old.clone()).await?;
+        verdict.merge(self.admission_validate(&attrs, &old).await?);
+        Ok(verdict.warnings)
     }
 
     /// Removes the object, or stores it marked, if it is still at `rev`; None if it changed.
@@ -219,13 +256,15 @@ impl Registry {
         }
     }
 
-    /// Deletes every object matching `list`; returns the list of deleted objects.
+    /// Deletes every object matching `list`, each passing admission on behalf of `user`
+    /// as [`Self::delete`] says; returns the list of deleted objects.
     pub async fn delete_collection(
         &self,
         target: &Target,
         list: &ListOptions,
         options: &Value,
         dry_run: bool,
+        user: Option<&UserInfo>,
     ) -> ApiResult<Value> {
         let page = self.list(target, list).await?;
         let mut items = Vec::new();
@@ -234,7 +273,7 @@ impl Registry {
             let ns = obj["metadata"]["namespace"].as_str().map(String::from);
             let t = Target { namespace: ns.or(target.namespace.clone()), ..target.clone() };
             // kube answers a collection delete with the objects as they were listed.
-            match self.delete(&t, &name, options, dry_run).await {
+            match self.delete(&t, &name, options, dry_run, user).await {
                 Ok(_) => items.push(obj),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),

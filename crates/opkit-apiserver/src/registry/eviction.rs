@@ -52,7 +52,8 @@ impl Registry {
         if !ignores_budgets(&pod) {
             self.take_disruption(target, &pod, dry_run).await?;
         }
-        self.delete(target, name, &options, dry_run).await?;
+        // kube deletes an evicted pod without admission (the eviction itself was admitted).
+        self.delete(target, name, &options, dry_run, None).await?;
         Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
     }
 
