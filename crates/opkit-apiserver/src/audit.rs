@@ -2,11 +2,16 @@
 //! everything): one `audit.k8s.io/v1` Event per request as a JSON line, with who asked
 //! (and whom they impersonated), what for, the authorization decision and the answer's
 //! status. Requests that stream (watches) are logged when their response starts, as kube
-//! logs their `ResponseStarted` stage.
+//! logs their `ResponseStarted` stage. Admission plugins and webhooks add annotations to
+//! the event of the request they admit ([`annotate`]), as kube's admission adds them to
+//! the request's audit context.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
+use std::future::Future;
 use std::io::{LineWriter, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use parking_lot::Mutex;
@@ -77,6 +82,33 @@ struct AuditEvent {
     stage_timestamp: String,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     annotations: serde_json::Map<String, Value>,
+}
+
+tokio::task_local! {
+    /// The audit record of the request the current task serves.
+    static CURRENT: Arc<AuditRecord>;
+}
+
+/// Runs `request` with `record` as its audit record, so that [`annotate`] reaches it.
+pub(crate) async fn scope<F: Future>(record: Option<Arc<AuditRecord>>, request: F) -> F::Output {
+    match record {
+        Some(record) => CURRENT.scope(record, request).await,
+        None => request.await,
+    }
+}
+
+/// Adds `annotations` to the audit event of the request being served (nothing when the
+/// server keeps no audit log).
+pub(crate) fn annotate(annotations: &BTreeMap<String, String>) {
+    if annotations.is_empty() {
+        return;
+    }
+    let _ = CURRENT.try_with(|record| {
+        let mut e = record.event.lock();
+        for (key, value) in annotations {
+            e.annotations.insert(key.clone(), json!(value));
+        }
+    });
 }
 
 /// One request's audit event, filled in as the request goes through authentication,

@@ -87,8 +87,9 @@ impl AppState {
 pub async fn handle(state: Arc<AppState>, req: Request<hyper::body::Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let request_line = format!("{} {}", parts.method, parts.uri.path());
-    let record = state.audit.as_ref().map(|_| AuditRecord::received(&parts));
-    let response = answer(&request_line, dispatch(&state, parts, body, record.as_ref()), record.as_ref()).await;
+    let record = state.audit.as_ref().map(|_| Arc::new(AuditRecord::received(&parts)));
+    let served = answer(&request_line, dispatch(&state, parts, body, record.as_deref()), record.as_deref());
+    let response = crate::audit::scope(record.clone(), served).await;
     if let (Some(log), Some(record)) = (&state.audit, &record) {
         log.write(record);
     }

@@ -246,6 +246,7 @@ impl Registry {
             return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
         }
         verdict.merge(self.admission_validate(&attrs, new).await?);
+        crate::audit::annotate(&verdict.audit_annotations);
         Ok(verdict.warnings)
     }
 

@@ -228,6 +228,7 @@ impl Registry {
             Attributes { target, operation: Operation::Delete, name, subresource: None, old: Some(&old), opts: &opts };
         let mut verdict = self.admission_mutate(&attrs, &mut old.clone()).await?;
         verdict.merge(self.admission_validate(&attrs, &old).await?);
+        crate::audit::annotate(&verdict.audit_annotations);
         Ok(verdict.warnings)
     }
 

@@ -78,6 +78,7 @@ impl Registry {
             // kube decodes a patched object (type checks, pruning, defaults).
             warnings.extend(normalize(target, schema.as_deref(), obj, old, opts)?);
         }
+        crate::audit::annotate(&mutated.audit_annotations);
         warnings.extend(mutated.warnings);
         let mut errors = validate(target, schema.as_deref(), obj, old);
         if errors.is_empty() {
@@ -86,7 +87,9 @@ impl Registry {
         if !errors.is_empty() {
             return Err(ApiError::invalid(&info.group, &info.kind, &name, &errors));
         }
-        warnings.extend(self.admission_validate(&attrs, obj).await?.warnings);
+        let validated = self.admission_validate(&attrs, obj).await?;
+        crate::audit::annotate(&validated.audit_annotations);
+        warnings.extend(validated.warnings);
         Ok(warnings)
     }
 }

@@ -658,3 +658,24 @@ async fn a_denials_code_reason_and_causes_reach_the_client() {
     assert_eq!(details.causes.len(), 1);
     assert_eq!((details.causes[0].field.as_str(), details.causes[0].reason.as_str()), ("data.k", "FieldValueInvalid"));
 }
+
+#[tokio::test]
+async fn a_webhooks_audit_annotations_reach_the_audit_log() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("audit.log");
+    let cfg =
+        opkit_apiserver::ServerConfig { audit_log: Some(path.clone()), ..opkit_apiserver::ServerConfig::in_memory() };
+    let env = TestEnv::builder().server(cfg).without_controllers().start().await.expect("env");
+    let webhook =
+        TestWebhook::start(&[], |_, _| Some(json!({"allowed": true, "auditAnnotations": {"checked": "quota"}}))).await;
+    validating(&env.client(), "auditing", vec![hook("audit.test.opkit.dev", webhook.url("/audit"), json!({}))]).await;
+    create(&cms(&env, "default"), &config_map("audited", &[])).await.expect("allowed");
+
+    let log = std::fs::read_to_string(&path).expect("audit log");
+    let created = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "configmaps")
+        .expect("the create's event");
+    assert_eq!(created["annotations"]["audit.test.opkit.dev/checked"], "quota", "{created}");
+}
