@@ -57,7 +57,11 @@
 //!   fixed policy (Metadata for every request).
 //! - Request bodies may be JSON, YAML or Kubernetes protobuf (built-in kinds); responses
 //!   are JSON or YAML only, so a protobuf-only Accept gets 406.
-//! - CRD conversion is `None` only (apiVersion is rewritten; fields are not converted).
+//! - CRD conversion webhooks get ConversionReview `v1` or `v1beta1` as kube sends them,
+//!   but the objects of a list go in one review (kube converts each object as it enters
+//!   its watch cache), and selectors of a list are matched against the stored objects
+//!   (labels as stored, field selectors after `apiVersion` is rewritten), not against
+//!   what the webhook returns. A DELETE's answer is not converted.
 //! - Admission webhook configurations are stored but not called.
 //! - CRD validation rules are costed as kube does (at CRD creation, and per call and per
 //!   request at runtime), but the runtime cost is estimated from the value's sizes before

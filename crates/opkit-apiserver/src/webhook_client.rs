@@ -161,7 +161,10 @@ impl Registry {
         let sent = tokio::time::timeout(timeout, client.send(request.map(kube::client::Body::from))).await;
         let response = match sent {
             Err(_) => return Err(CallError::Timeout { url }),
-            Ok(Err(e)) => return Err(CallError::Transport { url, message: e.to_string() }),
+            Ok(Err(e)) => {
+                let message = transport_message(&e, &resolved.backend.address);
+                return Err(CallError::Transport { url, message });
+            }
             Ok(Ok(r)) => r,
         };
         let code = response.status().as_u16();
@@ -197,7 +200,10 @@ impl Registry {
             let address = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
             let path = uri.path_and_query().map(|p| p.to_string()).unwrap_or_else(|| "/".into());
             let backend = Backend { address, server_name: host, ca_bundle, insecure: false };
-            return Ok(Resolved { backend, path, url: url.clone() });
+            // client-go adds the timeout to the URL it prints.
+            let separator = if url.contains('?') { '&' } else { '?' };
+            let url = format!("{url}{separator}timeout={}s", timeout.as_secs().max(1));
+            return Ok(Resolved { backend, path, url });
         }
         let Some(svc) = &config.service else {
             return Err(CallError::Unreachable("the webhook's clientConfig names neither a url nor a service".into()));
@@ -270,6 +276,21 @@ impl Registry {
         self.webhook_clients.clients.lock().insert(key, client.clone());
         Ok(client)
     }
+}
+
+/// A failed connection as Go's client words it where the cause is known (`dial tcp
+/// 127.0.0.1:9443: connect: connection refused`), else the client's own message.
+fn transport_message(error: &kube::Error, address: &str) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return format!("dial tcp {address}: connect: connection refused");
+        }
+        source = e.source();
+    }
+    error.to_string()
 }
 
 /// Whether every container of `pod` runs as a real process.
