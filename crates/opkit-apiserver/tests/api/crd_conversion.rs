@@ -15,6 +15,7 @@ use http_body_util::{BodyExt, Full};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use kube::core::WatchEvent;
+use opkit_serve::RemoteAddr;
 use opkit_serve::tls::DevCa;
 use opkit_testenv::TestEnv;
 use parking_lot::Mutex;
@@ -43,6 +44,8 @@ struct Webhook {
     ca_pem: String,
     mode: Arc<Mutex<Mode>>,
     reviews: Arc<Mutex<Vec<Value>>>,
+    /// The client address of each review's connection.
+    peers: Arc<Mutex<Vec<SocketAddr>>>,
     stop: CancellationToken,
 }
 
@@ -112,20 +115,29 @@ fn answer(review: &Value, mode: Mode) -> Value {
     json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response})
 }
 
-/// Starts the test webhook on 127.0.0.1; it stops when the returned value is dropped.
+/// The name of the Service the webhook is also reachable through, in `default`.
+const SERVICE: &str = "trip-converter";
+
+/// Starts the test webhook on 127.0.0.1 (its certificate also names the Service
+/// [`SERVICE`]); it stops when the returned value is dropped.
 async fn webhook() -> Webhook {
     let ca = DevCa::generate("conversion-webhook-ca").expect("CA");
-    let cert = ca.issue_serving_cert("127.0.0.1", &["127.0.0.1".to_string()]).expect("serving certificate");
+    let hosts = ["127.0.0.1".to_string(), format!("{SERVICE}.default.svc")];
+    let cert = ca.issue_serving_cert("127.0.0.1", &hosts).expect("serving certificate");
     let tls = opkit_serve::tls::server_config(&cert.cert_pem, &cert.key_pem).expect("TLS config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let server = opkit_serve::Server::new(listener).tls(tls);
     let addr = server.local_addr().expect("address");
     let mode = Arc::new(Mutex::new(Mode::Convert));
     let reviews = Arc::new(Mutex::new(Vec::new()));
-    let (m, r) = (mode.clone(), reviews.clone());
+    let peers = Arc::new(Mutex::new(Vec::new()));
+    let (m, r, p) = (mode.clone(), reviews.clone(), peers.clone());
     let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-        let (mode, reviews) = (m.clone(), r.clone());
+        let (mode, reviews, peers) = (m.clone(), r.clone(), p.clone());
         async move {
+            if let Some(RemoteAddr(peer)) = req.extensions().get::<RemoteAddr>() {
+                peers.lock().push(*peer);
+            }
             let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
             let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             reviews.lock().push(review.clone());
@@ -137,7 +149,7 @@ async fn webhook() -> Webhook {
     });
     let stop = CancellationToken::new();
     tokio::spawn(server.serve(service, stop.clone()));
-    Webhook { addr, ca_pem: ca.cert_pem().to_string(), mode, reviews, stop }
+    Webhook { addr, ca_pem: ca.cert_pem().to_string(), mode, reviews, peers, stop }
 }
 
 /// The Trip CRD: v1 and v2 served, `storage` the storage version, converted by the
@@ -458,4 +470,53 @@ async fn without_a_webhook_objects_are_stored_at_the_storage_version() {
     .expect("raw list");
     let raw: Value = serde_json::from_str(&raw).expect("a JSON list");
     assert_eq!(raw["items"][0]["apiVersion"], "conv.example.com/v1", "{raw}");
+}
+
+#[tokio::test]
+async fn reads_reuse_the_webhooks_connection() {
+    let webhook = webhook().await;
+    let env = env_with_trips(&webhook).await;
+    within("create", trips(&env, "v1").create(&PostParams::default(), &trip("a", "v1", "AMS", "LIS")))
+        .await
+        .expect("create");
+    let v2 = trips(&env, "v2");
+    for _ in 0..5 {
+        within("get at v2", v2.get("a")).await.expect("get at v2");
+    }
+    let peers = webhook.peers.lock().clone();
+    assert_eq!(peers.len(), 5, "one review per read");
+    assert!(peers.iter().all(|p| *p == peers[0]), "one connection for every review: {peers:?}");
+}
+
+#[tokio::test]
+async fn a_webhook_named_by_its_service_is_reached_through_the_services_endpoints() {
+    let webhook = webhook().await;
+    let env = env().await;
+    let objects = format!(
+        r#"
+apiVersion: v1
+kind: Service
+metadata: {{name: {SERVICE}, namespace: default}}
+spec:
+  ports: [{{port: 443}}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: {SERVICE}, namespace: default}}
+subsets:
+- addresses: [{{ip: 127.0.0.1}}]
+  ports: [{{port: {port}}}]
+"#,
+        port = webhook.addr.port()
+    );
+    within("the Service and its Endpoints", env.apply_yaml(&objects)).await.expect("apply");
+    let config = json!({"service": {"namespace": "default", "name": SERVICE, "path": "/convert", "port": 443},
+        "caBundle": base64::engine::general_purpose::STANDARD.encode(&webhook.ca_pem)});
+    within("install", env.install_crds([trip_crd("v1", config)])).await.expect("install the Trip CRD");
+    within("create at v2", trips(&env, "v2").create(&PostParams::default(), &trip("a", "v2", "AMS", "LIS")))
+        .await
+        .expect("create at v2");
+    let at_v1 = within("get at v1", trips(&env, "v1").get("a")).await.expect("get at v1");
+    assert_eq!(spec(&at_v1), &json!({"from": "AMS", "to": "LIS"}));
+    assert_eq!(desired_versions(&webhook), ["conv.example.com/v1", "conv.example.com/v2"]);
 }
