@@ -520,3 +520,36 @@ subsets:
     assert_eq!(spec(&at_v1), &json!({"from": "AMS", "to": "LIS"}));
     assert_eq!(desired_versions(&webhook), ["conv.example.com/v1", "conv.example.com/v2"]);
 }
+
+#[tokio::test]
+async fn conversion_webhook_settings_are_validated_as_kube_validates_them() {
+    let env = env().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
+    let both = json!({"url": "https://127.0.0.1:9443/convert",
+        "service": {"namespace": "default", "name": SERVICE, "port": 443}});
+    let mut crd = serde_json::to_value(trip_crd("v1", both)).expect("CRD JSON");
+    crd["spec"]["conversion"]["webhook"]["conversionReviewVersions"] = json!([]);
+    let crd: CustomResourceDefinition = serde_json::from_value(crd.clone()).expect("CRD");
+    let status = status_of(within("create", crds.create(&PostParams::default(), &crd)).await);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{status:?}");
+    assert!(
+        status.message.ends_with(
+            "is invalid: [spec.conversion.webhookClientConfig: Required value: exactly one of url or service is required, \
+             spec.conversion.conversionReviewVersions: Required value]"
+        ),
+        "{status:?}"
+    );
+
+    let mut crd =
+        serde_json::to_value(trip_crd("v1", json!({"url": "https://127.0.0.1:9443/convert"}))).expect("CRD JSON");
+    crd["spec"]["conversion"]["webhook"]["conversionReviewVersions"] = json!(["v2", "v2"]);
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).expect("CRD");
+    let status = status_of(within("create", crds.create(&PostParams::default(), &crd)).await);
+    assert!(
+        status.message.ends_with(
+            "is invalid: [spec.conversion.conversionReviewVersions[1]: Invalid value: \"v2\": duplicate version, \
+             spec.conversion.conversionReviewVersions: Invalid value: []string{\"v2\", \"v2\"}: must include at least one of v1, v1beta1]"
+        ),
+        "{status:?}"
+    );
+}
