@@ -357,6 +357,15 @@ async fn updates_at_the_non_storage_version_are_converted_both_ways() {
     let at_v1 = within("get at v1", trips(&env, "v1").get("a")).await.expect("get at v1");
     assert_eq!(spec(&at_v1), &json!({"from": "PXO", "to": "FNC"}), "stored at v1 with both changes");
     assert_eq!(at_v1.metadata.generation, Some(3));
+
+    let applied: DynamicObject = serde_json::from_value(json!({"apiVersion": "conv.example.com/v2", "kind": "Trip",
+        "metadata": {"name": "a"}, "spec": {"route": {"from": "PXO", "to": "TER"}}}))
+    .expect("Trip");
+    let pp = PatchParams::apply("trip-planner").force();
+    let out = within("apply at v2", v2.patch("a", &pp, &Patch::Apply(&applied))).await.expect("apply at v2");
+    assert_eq!(spec(&out), &json!({"route": {"from": "PXO", "to": "TER"}}));
+    let at_v1 = within("get at v1", trips(&env, "v1").get("a")).await.expect("get at v1");
+    assert_eq!(spec(&at_v1), &json!({"from": "PXO", "to": "TER"}));
 }
 
 #[tokio::test]
