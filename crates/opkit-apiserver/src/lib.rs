@@ -60,8 +60,7 @@
 //! - CRD conversion webhooks get ConversionReview `v1` or `v1beta1` as kube sends them,
 //!   but the objects of a list go in one review (kube converts each object as it enters
 //!   its watch cache), and selectors of a list are matched against the stored objects
-//!   (labels as stored, field selectors after `apiVersion` is rewritten), not against
-//!   what the webhook returns. A DELETE's answer is not converted.
+//!   (labels and fields as stored), not against what the webhook returns.
 //! - Admission webhook configurations are stored but not called.
 //! - CRD validation rules are costed as kube does (at CRD creation, and per call and per
 //!   request at runtime), but the runtime cost is estimated from the value's sizes before

@@ -239,9 +239,13 @@ pub(crate) fn parse_stored(b: &Bytes) -> ApiResult<Value> {
 
 /// A stored object at the requested version, without a conversion webhook: a built-in
 /// kind's strategy converts it, and `apiVersion` is rewritten (CRD conversion strategy
-/// `None`). Reads and writes of custom resources go through `conversion`
-/// ([`Registry::at_requested_version`]), which calls a CRD's webhook where it has one.
+/// `None`). An object of a CRD with a conversion webhook is left at the version it is
+/// stored in (only the webhook converts it). Reads and writes of custom resources go
+/// through `conversion` ([`Registry::at_requested_version`]), which calls the webhook.
 pub(crate) fn at_version(mut obj: Value, target: &Target) -> Value {
+    if target.info.conversion_webhook.is_some() {
+        return obj;
+    }
     target.strategy.convert_from_storage(&mut obj, &target.version);
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(target.api_version()));

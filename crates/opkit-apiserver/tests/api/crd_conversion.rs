@@ -562,3 +562,16 @@ async fn conversion_webhook_settings_are_validated_as_kube_validates_them() {
         "{status:?}"
     );
 }
+
+#[tokio::test]
+async fn a_delete_at_the_non_storage_version_answers_the_converted_object() {
+    let webhook = webhook().await;
+    let env = env_with_trips(&webhook).await;
+    within("create", trips(&env, "v1").create(&PostParams::default(), &trip("a", "v1", "AMS", "LIS")))
+        .await
+        .expect("create");
+    let deleted = within("delete at v2", trips(&env, "v2").delete("a", &Default::default())).await.expect("delete");
+    let deleted = deleted.left().expect("a custom resource's DELETE answers the object");
+    assert_eq!(deleted.types.as_ref().map(|t| t.api_version.as_str()), Some("conv.example.com/v2"));
+    assert_eq!(spec(&deleted), &json!({"route": {"from": "AMS", "to": "LIS"}}));
+}
