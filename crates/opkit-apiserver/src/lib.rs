@@ -59,8 +59,9 @@
 //!   are JSON or YAML only, so a protobuf-only Accept gets 406.
 //! - CRD conversion webhooks get ConversionReview `v1` or `v1beta1` as kube sends them,
 //!   but the objects of a list go in one review (kube converts each object as it enters
-//!   its watch cache), and selectors of a list are matched against the stored objects
-//!   (labels and fields as stored), not against what the webhook returns.
+//!   its watch cache). A list page with selectors may hold fewer objects than `limit`
+//!   while a `continue` token follows (objects the webhook converts are matched after
+//!   the store picked the page).
 //! - Admission webhook configurations are stored but not called.
 //! - CRD validation rules are costed as kube does (at CRD creation, and per call and per
 //!   request at runtime), but the runtime cost is estimated from the value's sizes before

@@ -64,11 +64,13 @@ impl Registry {
     }
 
     /// A list's stored items with those stored at another version than the requested
-    /// one (before the CRD's storage version changed) converted to it, as bytes.
+    /// one (before the CRD's storage version changed) converted to it, as bytes; a
+    /// converted object is kept only if `keep` says so (selectors match it as converted).
     pub(super) async fn stored_items_at_version(
         &self,
         target: &Target,
         mut items: Vec<Bytes>,
+        mut keep: impl FnMut(&Value) -> bool,
     ) -> ApiResult<Vec<Bytes>> {
         let api_version = target.api_version();
         let stale: Vec<usize> = (0..items.len()).filter(|&i| !stored_at(&items[i], &api_version)).collect();
@@ -77,9 +79,19 @@ impl Registry {
         }
         let mut objects = stale.iter().map(|&i| parse_stored(&items[i])).collect::<ApiResult<Vec<_>>>()?;
         self.all_at_requested_version(target, &mut objects).await?;
+        let mut dropped = Vec::new();
         for (&i, obj) in stale.iter().zip(objects) {
-            items[i] = Bytes::from(crate::json::to_vec(&obj));
+            if keep(&obj) {
+                items[i] = Bytes::from(crate::json::to_vec(&obj));
+            } else {
+                dropped.push(i);
+            }
         }
+        let mut index = 0;
+        items.retain(|_| {
+            index += 1;
+            dropped.binary_search(&(index - 1)).is_err()
+        });
         Ok(items)
     }
 

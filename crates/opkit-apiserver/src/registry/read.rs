@@ -137,14 +137,21 @@ fn matcher(target: &Target, opts: &ListOptions) -> impl FnMut(&Value) -> bool + 
 
 /// Builds the filter of a list's stored objects: the label selector matches the labels
 /// the store keeps with each entry, and only a field selector parses the object (after
-/// the labels matched).
+/// the labels matched). An object a CRD's conversion webhook must convert first is kept
+/// here and matched once converted (its labels and fields are the webhook's).
 fn list_filter(target: &Target, opts: &ListOptions) -> impl FnMut(ListItem<'_>) -> bool + Send + use<> {
     let labels = opts.labels.clone().filter(|l| !l.is_empty());
     let mut fields = opts.fields.as_ref().filter(|f| !f.is_empty()).map(|_| {
         let fields_only = ListOptions { labels: None, ..opts.clone() };
         (matcher(target, &fields_only), target.clone())
     });
+    let converted_later = (target.info.conversion_webhook.is_some() && needs_parse(opts)).then(|| target.api_version());
     move |item: ListItem<'_>| {
+        if let Some(api_version) = &converted_later
+            && !stored_at(item.value(), api_version)
+        {
+            return true;
+        }
         labels.as_ref().is_none_or(|l| item.labels().is_some_and(|stored| l.matches_with(|k| stored.get(k))))
             && fields.as_mut().is_none_or(|(keep, view)| {
                 serde_json::from_slice::<Value>(item.value()).is_ok_and(|v| keep(&at_version(v, view)))
@@ -213,6 +220,11 @@ impl Registry {
             let parse = || raw.items.iter().map(parse_stored).collect::<ApiResult<Vec<_>>>();
             let mut items = if raw.items.len() < PARSE_INLINE_ITEMS { parse()? } else { run_off_async_workers(parse)? };
             self.all_at_requested_version(target, &mut items).await?;
+            if needs_parse(opts) {
+                // Objects the webhook converted are matched now (see `list_filter`).
+                let mut keep = matcher(target, opts);
+                items.retain(|o| keep(o));
+            }
             return Ok(ListResult {
                 items,
                 rev: raw.rev,
@@ -288,7 +300,9 @@ impl Registry {
         })?;
         let continue_token = page.next.as_ref().map(|(ns, name)| encode_continue(page.rev, ns, name));
         let items = if may_be_stored_at_other_versions(target) && self.serves_stored_bytes(target) {
-            self.stored_items_at_version(target, page.items).await?
+            let mut keep = matcher(target, opts);
+            let selected = needs_parse(opts);
+            self.stored_items_at_version(target, page.items, |o| !selected || keep(o)).await?
         } else {
             page.items
         };
@@ -480,6 +494,11 @@ impl WatchStream {
         let n = self.initial.len().min(INITIAL_BATCH);
         let mut objects: Vec<Value> = self.initial.drain(..n).filter_map(|b| parse_stored(&b).ok()).collect();
         self.registry.all_at_requested_version(&self.target, &mut objects).await?;
+        if self.selectors {
+            // Objects the webhook converted are matched now (see `list_filter`).
+            let filter = &mut self.filter;
+            objects.retain(|o| filter(o));
+        }
         self.ready.extend(objects.into_iter().map(|o| WatchEvent { kind: "ADDED", payload: WatchPayload::Json(o) }));
         Ok(())
     }

@@ -72,11 +72,15 @@ impl Webhook {
     }
 }
 
-/// `obj` at `desired`: v1 has `spec.from`/`spec.to`, v2 has `spec.route`.
+/// `obj` at `desired`: v1 has `spec.from`/`spec.to`, v2 has `spec.route`; an object
+/// converted to v2 is labelled `converted-to-v2: "true"`.
 fn convert(obj: &Value, desired: &str) -> Value {
     let mut out = obj.clone();
     out["apiVersion"] = json!(desired);
     let spec = &obj["spec"];
+    if desired.ends_with("/v2") {
+        out["metadata"]["labels"]["converted-to-v2"] = json!("true");
+    }
     if desired.ends_with("/v2") && spec.get("route").is_none() {
         out["spec"] = json!({"route": {"from": spec["from"], "to": spec["to"]}});
     } else if desired.ends_with("/v1") && spec.get("route").is_some() {
@@ -166,7 +170,8 @@ fn trip_crd(storage: &str, client_config: Value) -> CustomResourceDefinition {
             "names": {"plural": "trips", "singular": "trip", "kind": "Trip", "listKind": "TripList"},
             "versions": [
                 {"name": "v1", "served": true, "storage": storage == "v1", "schema": {"openAPIV3Schema": v1}},
-                {"name": "v2", "served": true, "storage": storage == "v2", "schema": {"openAPIV3Schema": v2}},
+                {"name": "v2", "served": true, "storage": storage == "v2", "schema": {"openAPIV3Schema": v2},
+                    "selectableFields": [{"jsonPath": ".spec.route.from"}]},
             ],
             "conversion": {"strategy": "Webhook", "webhook": {"clientConfig": client_config, "conversionReviewVersions": ["v1"]}}}
     }))
@@ -574,4 +579,40 @@ async fn a_delete_at_the_non_storage_version_answers_the_converted_object() {
     let deleted = deleted.left().expect("a custom resource's DELETE answers the object");
     assert_eq!(deleted.types.as_ref().map(|t| t.api_version.as_str()), Some("conv.example.com/v2"));
     assert_eq!(spec(&deleted), &json!({"route": {"from": "AMS", "to": "LIS"}}));
+}
+
+/// The names of a list's items.
+fn names(list: &kube::core::ObjectList<DynamicObject>) -> Vec<String> {
+    list.items.iter().map(|o| o.metadata.name.clone().unwrap_or_default()).collect()
+}
+
+#[tokio::test]
+async fn selectors_match_objects_as_the_webhook_converted_them() {
+    let webhook = webhook().await;
+    let env = env_with_trips(&webhook).await;
+    let pp = PostParams::default();
+    within("create a", trips(&env, "v1").create(&pp, &trip("a", "v1", "AMS", "LIS"))).await.expect("create a");
+    within("create c", trips(&env, "v1").create(&pp, &trip("c", "v1", "BCN", "MAD"))).await.expect("create c");
+    let v2 = trips(&env, "v2");
+
+    let labelled = ListParams::default().labels("converted-to-v2=true");
+    let listed = within("list by label at v2", v2.list(&labelled)).await.expect("list");
+    assert_eq!(names(&listed), ["a", "c"], "the webhook's labels are matched");
+    let by_route = ListParams::default().fields("spec.route.from=AMS");
+    let listed = within("list by field at v2", v2.list(&by_route)).await.expect("list");
+    assert_eq!(names(&listed), ["a"], "a v2 selectable field is matched on the v2 object");
+
+    let params = kube::api::WatchParams::default().fields("spec.route.from=BCN").timeout(60);
+    let mut events = within("watch at v2", v2.watch(&params, "0")).await.expect("watch").boxed();
+    match next_item("the initial ADDED", &mut events).await.expect("event") {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("c")),
+        other => panic!("unexpected event {other:?}"),
+    }
+
+    // At the storage version the stored bytes are served; objects still stored at v1 are
+    // converted, then matched.
+    within("storage v2", env.install_crds([trip_crd("v2", webhook.client_config())])).await.expect("storage v2");
+    let by_route = ListParams::default().fields("spec.route.from=BCN");
+    let listed = within("list by field at the storage version", v2.list(&by_route)).await.expect("list");
+    assert_eq!(names(&listed), ["c"]);
 }
