@@ -220,6 +220,12 @@ impl ApiError {
         Self::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
     }
 
+    /// 500 with no reason (kube's `StatusReasonUnknown`) and `message` as is: how kube
+    /// answers an error no layer classified, such as a failed CRD conversion webhook.
+    pub fn unclassified(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// 500 InternalError with `message` as is (no "Internal error occurred" prefix).
     pub fn internal_raw(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
@@ -270,6 +276,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // Go omits an empty reason (`omitempty`).
+            if let Some(m) = s.as_object_mut() {
+                m.remove("reason");
+            }
+        }
         let mut details = serde_json::Map::new();
         let d = &self.details;
         if let Some(n) = &d.name {

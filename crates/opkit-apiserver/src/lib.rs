@@ -57,7 +57,11 @@
 //!   fixed policy (Metadata for every request).
 //! - Request bodies may be JSON, YAML or Kubernetes protobuf (built-in kinds); responses
 //!   are JSON or YAML only, so a protobuf-only Accept gets 406.
-//! - CRD conversion is `None` only (apiVersion is rewritten; fields are not converted).
+//! - CRD conversion webhooks get ConversionReview `v1` or `v1beta1` as kube sends them,
+//!   but the objects of a list go in one review (kube converts each object as it enters
+//!   its watch cache). A list page with selectors may hold fewer objects than `limit`
+//!   while a `continue` token follows (objects the webhook converts are matched after
+//!   the store picked the page).
 //! - Admission webhooks are called as kube calls them, but only on this machine (loopback
 //!   or a real pod's address), `matchConditions` have no `authorizer` variable, a
 //!   reinvocation reinvokes only the webhooks (not the built-in mutating plugins), an

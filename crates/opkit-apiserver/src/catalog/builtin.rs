@@ -225,6 +225,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                 verbs,
                 generation: r.generation,
                 builtin: true,
+                conversion_webhook: None,
                 versions: std::iter::once(r.version)
                     .chain(r.also_served.iter().copied())
                     .map(|version| VersionInfo {

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookConversion;
 use serde_json::{Value, json};
 
 use super::{ResourceInfo, ScaleInfo, VersionInfo, compare_versions};
@@ -108,6 +109,10 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
             Err(errs) => errors.extend(errs),
         }
     }
+    let conversion_webhook = conversion_webhook(spec).unwrap_or_else(|e| {
+        errors.push(e);
+        None
+    });
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -126,7 +131,19 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
         kind,
         list_kind,
         versions,
+        conversion_webhook,
     })
+}
+
+/// The webhook of `spec.conversion` when its strategy is `Webhook` (None for `None`).
+fn conversion_webhook(spec: &Value) -> Result<Option<Arc<WebhookConversion>>, FieldError> {
+    let conversion = &spec["conversion"];
+    if conversion["strategy"] != "Webhook" {
+        return Ok(None);
+    }
+    serde_json::from_value::<WebhookConversion>(conversion["webhook"].clone())
+        .map(|w| Some(Arc::new(w)))
+        .map_err(|e| FieldError::invalid("spec.conversion.webhook", &conversion["webhook"], &e.to_string()))
 }
 
 /// The status kube-apiserver gives an accepted CRD: accepted names and the

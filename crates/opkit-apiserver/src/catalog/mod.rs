@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookConversion;
 use parking_lot::RwLock;
 
 use crate::schema::CrdSchema;
@@ -79,6 +80,9 @@ pub struct ResourceInfo {
     pub builtin: bool,
     /// Versions, in kube's priority order (the first served one is preferred).
     pub versions: Vec<VersionInfo>,
+    /// The conversion webhook of a CRD whose `spec.conversion.strategy` is `Webhook`
+    /// (None: versions differ only in `apiVersion`).
+    pub conversion_webhook: Option<Arc<WebhookConversion>>,
 }
 
 impl ResourceInfo {

@@ -335,8 +335,16 @@ impl Call<'_> {
     async fn delete(&self, target: &Target, name: &str, output: Output) -> ApiResult<Response<Body>> {
         let options = self.delete_options()?;
         let dry = self.delete_dry_run(&options)?;
-        let out = self.state.registry.delete(target, name, &options, dry, Some(&self.user)).await?;
-        self.respond_object(target, out.code, out.object, output, &out.warnings)
+        let registry = &self.state.registry;
+        let out = registry.delete(target, name, &options, dry, Some(&self.user)).await?;
+        // The deleted object (not a Status) at the requested version: a CRD's conversion
+        // webhook converts it.
+        let object = if out.object["kind"] == target.info.kind.as_str() {
+            registry.at_requested_version(target, out.object).await?
+        } else {
+            out.object
+        };
+        self.respond_object(target, out.code, object, output, &out.warnings)
     }
 
     async fn delete_collection(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {

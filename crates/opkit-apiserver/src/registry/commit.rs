@@ -1,14 +1,15 @@
 //! The shared update step of update, patch and scale: merges what the client may not
 //! change, admits, maintains generation, refuses new finalizers on a terminating
 //! object, tracks managed fields, and writes if the object is still at the revision it
-//! was read at (removing it when a terminating object is released).
+//! was read at (removing it when a terminating object is released). The object is read,
+//! admitted and answered at the requested version, and stored at the storage version.
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::meta::{finalizers, meta_mut, now_rfc3339, same_object, spec_part};
 use super::validate::check_depth;
-use super::{Outcome, Registry, Subresource, Target, WriteOptions, at_version, parse_stored};
+use super::{Outcome, Registry, Subresource, Target, WriteOptions, parse_stored};
 use crate::admission::{Attributes, Operation};
 use crate::catalog::VersionInfo;
 use crate::error::ApiError;
@@ -166,7 +167,7 @@ impl Registry {
         track: bool,
     ) -> Result<Outcome, CommitError> {
         let version = target.version_info()?.clone();
-        let old_at = at_version(old.clone(), target);
+        let old_at = self.at_requested_version(target, old.clone()).await?;
         let _allocating = self.allocation_guard(target).await;
         let mut new = merge_for_update(target, name, body, &old_at, sub, version.status);
         let mut warnings = self.admit_update(target, name, &mut new, &old_at, sub, opts, &version).await?;
@@ -192,6 +193,7 @@ impl Registry {
         if opts.dry_run {
             return Ok(Outcome { object: new, code: 200, warnings });
         }
+        let new = self.at_storage_version(target, new).await?;
         let stored = self.replace(target, name, old_rev, new, finished).await?;
         if finished {
             target.strategy.after_remove(self, &stored);
@@ -199,7 +201,8 @@ impl Registry {
             after(self, &stored);
         }
         warnings.dedup();
-        Ok(Outcome { object: at_version(stored, target), code: 200, warnings })
+        let object = self.at_requested_version(target, stored).await?;
+        Ok(Outcome { object, code: 200, warnings })
     }
 
     /// Admits an update: the whole admission for the main resource; for a status, the

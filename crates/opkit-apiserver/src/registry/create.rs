@@ -1,6 +1,7 @@
 //! Create: namespace placement, the requested or generated name, server-set metadata,
-//! admission, the kind's create-time preparation, field tracking, and an insert that
-//! fails if the name is taken (a generated name is retried).
+//! admission, the kind's create-time preparation, field tracking, conversion to the
+//! storage version, and an insert that fails if the name is taken (a generated name is
+//! retried).
 
 use serde_json::{Value, json};
 
@@ -136,12 +137,14 @@ impl Registry {
             if opts.dry_run {
                 return Ok(Outcome { object: at_version(object, target), code: 201, warnings });
             }
+            let object = self.at_storage_version(target, object).await?;
             if let Some(stored) = self.insert(target, &name, object).await? {
                 if let Some(after) = after_commit {
                     after(self, &stored);
                 }
                 warnings.dedup();
-                return Ok(Outcome { object: at_version(stored, target), code: 201, warnings });
+                let object = self.at_requested_version(target, stored).await?;
+                return Ok(Outcome { object, code: 201, warnings });
             }
             if matches!(request, NameRequest::Given(_)) || attempt == GENERATE_ATTEMPTS {
                 break;

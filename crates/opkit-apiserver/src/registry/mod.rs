@@ -6,10 +6,13 @@
 //!
 //! One file per verb or step: `create`, `update` (update, patch, finalize), `commit`
 //! (the shared update step), `delete`, `read` (get, list, watch), `scale`, `validate`
-//! (admission); `pod_streaming` checks the pod subresources served by kubelets.
+//! (admission); `conversion` brings custom resources to the version read or stored
+//! (through a CRD's conversion webhook); `pod_streaming` checks the pod subresources
+//! served by kubelets.
 
 pub(crate) mod aggregation;
 mod commit;
+mod conversion;
 mod create;
 mod delete;
 mod eviction;
@@ -237,8 +240,15 @@ pub(crate) fn parse_stored(b: &Bytes) -> ApiResult<Value> {
     serde_json::from_slice(b).map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))
 }
 
-/// Rewrites `apiVersion` to the requested version (CRD conversion strategy None).
+/// A stored object at the requested version, without a conversion webhook: a built-in
+/// kind's strategy converts it, and `apiVersion` is rewritten (CRD conversion strategy
+/// `None`). An object of a CRD with a conversion webhook is left at the version it is
+/// stored in (only the webhook converts it). Reads and writes of custom resources go
+/// through `conversion` ([`Registry::at_requested_version`]), which calls the webhook.
 pub(crate) fn at_version(mut obj: Value, target: &Target) -> Value {
+    if target.info.conversion_webhook.is_some() {
+        return obj;
+    }
     target.strategy.convert_from_storage(&mut obj, &target.version);
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(target.api_version()));

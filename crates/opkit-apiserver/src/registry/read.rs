@@ -1,5 +1,6 @@
 //! Reads: get, list (selectors, pagination, resourceVersion semantics) and watch
-//! (initial events, bookmarks, selector transitions, expiry).
+//! (initial events, bookmarks, selector transitions, expiry), each at the requested
+//! version (`conversion` converts what is stored at another).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::conversion::{may_be_stored_at_other_versions, stored_at};
 use super::{Registry, Target, at_version, parse_stored};
 use crate::error::{ApiError, ApiResult};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -135,14 +137,21 @@ fn matcher(target: &Target, opts: &ListOptions) -> impl FnMut(&Value) -> bool + 
 
 /// Builds the filter of a list's stored objects: the label selector matches the labels
 /// the store keeps with each entry, and only a field selector parses the object (after
-/// the labels matched).
+/// the labels matched). An object a CRD's conversion webhook must convert first is kept
+/// here and matched once converted (its labels and fields are the webhook's).
 fn list_filter(target: &Target, opts: &ListOptions) -> impl FnMut(ListItem<'_>) -> bool + Send + use<> {
     let labels = opts.labels.clone().filter(|l| !l.is_empty());
     let mut fields = opts.fields.as_ref().filter(|f| !f.is_empty()).map(|_| {
         let fields_only = ListOptions { labels: None, ..opts.clone() };
         (matcher(target, &fields_only), target.clone())
     });
+    let converted_later = (target.info.conversion_webhook.is_some() && needs_parse(opts)).then(|| target.api_version());
     move |item: ListItem<'_>| {
+        if let Some(api_version) = &converted_later
+            && !stored_at(item.value(), api_version)
+        {
+            return true;
+        }
         labels.as_ref().is_none_or(|l| item.labels().is_some_and(|stored| l.matches_with(|k| stored.get(k))))
             && fields.as_mut().is_none_or(|(keep, view)| {
                 serde_json::from_slice::<Value>(item.value()).is_ok_and(|v| keep(&at_version(v, view)))
@@ -190,7 +199,7 @@ impl Registry {
     pub async fn get(&self, target: &Target, name: &str) -> ApiResult<Value> {
         let entry = self.store.get(&target.info.id, &target.key(name)).await?;
         match entry {
-            Some(e) => Ok(at_version(parse_stored(&e.value)?, target)),
+            Some(e) => self.at_requested_version(target, parse_stored(&e.value)?).await,
             None => Err(ApiError::not_found(target.group(), target.resource(), name)),
         }
     }
@@ -207,6 +216,22 @@ impl Registry {
     /// Lists objects.
     pub async fn list(&self, target: &Target, opts: &ListOptions) -> ApiResult<ListResult> {
         let raw = self.list_raw(target, opts).await?;
+        if target.info.conversion_webhook.is_some() {
+            let parse = || raw.items.iter().map(parse_stored).collect::<ApiResult<Vec<_>>>();
+            let mut items = if raw.items.len() < PARSE_INLINE_ITEMS { parse()? } else { run_off_async_workers(parse)? };
+            self.all_at_requested_version(target, &mut items).await?;
+            if needs_parse(opts) {
+                // Objects the webhook converted are matched now (see `list_filter`).
+                let mut keep = matcher(target, opts);
+                items.retain(|o| keep(o));
+            }
+            return Ok(ListResult {
+                items,
+                rev: raw.rev,
+                continue_token: raw.continue_token,
+                remaining: raw.remaining,
+            });
+        }
         let parse =
             || raw.items.iter().map(|b| parse_stored(b).map(|v| at_version(v, target))).collect::<ApiResult<Vec<_>>>();
         let items = if raw.items.len() < PARSE_INLINE_ITEMS { parse()? } else { run_off_async_workers(parse)? };
@@ -220,7 +245,8 @@ impl Registry {
     }
 
     /// Lists objects as stored bytes. They are in the requested version's form only when
-    /// [`Registry::serves_stored_bytes`] says so.
+    /// [`Registry::serves_stored_bytes`] says so (then an object still stored at another
+    /// version of its custom resource is converted).
     pub async fn list_raw(&self, target: &Target, opts: &ListOptions) -> ApiResult<RawListResult> {
         self.validate_selectors(target, opts)?;
         let mut range = ListRange {
@@ -273,12 +299,14 @@ impl Registry {
             e => e.into(),
         })?;
         let continue_token = page.next.as_ref().map(|(ns, name)| encode_continue(page.rev, ns, name));
-        Ok(RawListResult {
-            items: page.items,
-            rev: page.rev,
-            continue_token,
-            remaining: if parse { None } else { page.remaining },
-        })
+        let items = if may_be_stored_at_other_versions(target) && self.serves_stored_bytes(target) {
+            let mut keep = matcher(target, opts);
+            let selected = needs_parse(opts);
+            self.stored_items_at_version(target, page.items, |o| !selected || keep(o)).await?
+        } else {
+            page.items
+        };
+        Ok(RawListResult { items, rev: page.rev, continue_token, remaining: if parse { None } else { page.remaining } })
     }
 
     /// Starts a watch.
@@ -327,12 +355,16 @@ impl Registry {
             Err(e) => return Err(e.into()),
         };
         Ok(WatchStream {
+            registry: self.clone(),
+            ready: VecDeque::new(),
             initial: initial_items,
             initial_as_stored: self.serves_stored_bytes(target),
             target: target.clone(),
             parse: needs_parse(&opts.list)
                 || target.version != target.info.storage_version()
                 || target.strategy.converts_storage(&target.version),
+            stored_version_check: may_be_stored_at_other_versions(target).then(|| target.api_version()),
+            selectors: needs_parse(&opts.list),
             filter: Box::new(matcher(target, &opts.list)),
             queue,
             sub,
@@ -347,6 +379,10 @@ impl Registry {
 }
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+
+/// How many objects of a watch's initial list are converted together (one review for a
+/// conversion webhook).
+const INITIAL_BATCH: usize = 100;
 
 /// How many listed objects are parsed on an async worker; more are parsed off the
 /// workers ([`run_off_async_workers`]).
@@ -372,12 +408,22 @@ fn expired_event(requested: Revision, oldest: Revision) -> WatchEvent {
 
 /// A running watch.
 pub struct WatchStream {
-    /// The initial list's objects not yet sent, as stored.
+    /// The registry, which converts objects stored at another version.
+    registry: Registry,
+    /// Initial events converted and not yet sent.
+    ready: VecDeque<WatchEvent>,
+    /// The initial list's objects not yet converted, as stored.
     initial: VecDeque<Bytes>,
     /// Whether they are sent as stored, or converted to the requested version first.
     initial_as_stored: bool,
     target: Target,
+    /// Whether events are parsed (selectors, conversion) rather than passed as stored.
     parse: bool,
+    /// The requested `apiVersion`, when objects may be stored at another one: an event
+    /// passed as stored is checked to be at it.
+    stored_version_check: Option<String>,
+    /// Whether selectors were given (the previous state of a change then matters).
+    selectors: bool,
     filter: Box<dyn FnMut(&Value) -> bool + Send>,
     queue: VecDeque<WatchEvent>,
     sub: Option<WatchSubscription>,
@@ -388,18 +434,22 @@ pub struct WatchStream {
 }
 
 impl WatchStream {
-    /// The next event; `None` when the watch ends (timeout, expiry, shutdown).
+    /// The next event; `None` when the watch ends (timeout, expiry, shutdown, a failed
+    /// conversion after its ERROR event).
     pub async fn next(&mut self) -> Option<WatchEvent> {
         loop {
-            if let Some(stored) = self.initial.pop_front() {
+            if let Some(e) = self.ready.pop_front() {
+                return Some(e);
+            }
+            if !self.initial.is_empty() {
                 if self.initial_as_stored {
+                    let stored = self.initial.pop_front()?;
                     return Some(WatchEvent { kind: "ADDED", payload: WatchPayload::Raw(stored) });
                 }
-                let Ok(object) = parse_stored(&stored) else { continue };
-                return Some(WatchEvent {
-                    kind: "ADDED",
-                    payload: WatchPayload::Json(at_version(object, &self.target)),
-                });
+                if let Err(e) = self.convert_initial_batch().await {
+                    return Some(self.fail(e));
+                }
+                continue;
             }
             if let Some(e) = self.queue.pop_front() {
                 return Some(e);
@@ -407,22 +457,26 @@ impl WatchStream {
             let sub = self.sub.as_mut()?;
             let deadline = self.deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
             let tick = if self.bookmarks { self.next_bookmark.min(deadline) } else { deadline };
-            tokio::select! {
-                ev = sub.next() => match ev {
-                    Ok(Some(e)) => {
-                        self.last_rev = e.rev;
-                        if let Some(out) = self.convert(&e) {
-                            return Some(out);
-                        }
+            let next = tokio::select! {
+                ev = sub.next() => Some(ev),
+                _ = tokio::time::sleep_until(tick) => None,
+            };
+            match next {
+                Some(Ok(Some(e))) => {
+                    self.last_rev = e.rev;
+                    match self.convert(&e).await {
+                        Ok(Some(out)) => return Some(out),
+                        Ok(None) => {}
+                        Err(err) => return Some(self.fail(err)),
                     }
-                    Ok(None) => return None,
-                    Err(StorageError::Expired { requested, oldest }) => {
-                        self.sub = None;
-                        return Some(expired_event(requested, oldest));
-                    }
-                    Err(_) => return None,
-                },
-                _ = tokio::time::sleep_until(tick) => {
+                }
+                Some(Ok(None)) => return None,
+                Some(Err(StorageError::Expired { requested, oldest })) => {
+                    self.sub = None;
+                    return Some(expired_event(requested, oldest));
+                }
+                Some(Err(_)) => return None,
+                None => {
                     if self.deadline.is_some_and(|d| Instant::now() >= d) {
                         return None;
                     }
@@ -435,27 +489,65 @@ impl WatchStream {
         }
     }
 
-    fn convert(&mut self, e: &crate::storage::Event) -> Option<WatchEvent> {
+    /// Converts the next objects of the initial list to the requested version, together.
+    async fn convert_initial_batch(&mut self) -> ApiResult<()> {
+        let n = self.initial.len().min(INITIAL_BATCH);
+        let mut objects: Vec<Value> = self.initial.drain(..n).filter_map(|b| parse_stored(&b).ok()).collect();
+        self.registry.all_at_requested_version(&self.target, &mut objects).await?;
+        if self.selectors {
+            // Objects the webhook converted are matched now (see `list_filter`).
+            let filter = &mut self.filter;
+            objects.retain(|o| filter(o));
+        }
+        self.ready.extend(objects.into_iter().map(|o| WatchEvent { kind: "ADDED", payload: WatchPayload::Json(o) }));
+        Ok(())
+    }
+
+    /// Ends the watch with an ERROR event carrying `error`'s Status (kube ends a watch
+    /// whose object cannot be converted this way).
+    fn fail(&mut self, error: ApiError) -> WatchEvent {
+        self.sub = None;
+        self.initial.clear();
+        self.ready.clear();
+        self.queue.clear();
+        WatchEvent { kind: "ERROR", payload: WatchPayload::Json(error.to_status()) }
+    }
+
+    /// The event a stored change makes for this watch (None: it is filtered out).
+    async fn convert(&mut self, e: &crate::storage::Event) -> ApiResult<Option<WatchEvent>> {
         if self.target.info.namespaced
             && let Some(ns) = &self.target.namespace
             && &e.key.0 != ns
         {
-            return None;
+            return Ok(None);
         }
-        if !self.parse {
+        let as_stored = !self.parse && self.stored_version_check.as_ref().is_none_or(|v| stored_at(&e.value, v));
+        if as_stored {
             let kind = match e.kind {
                 EventKind::Added => "ADDED",
                 EventKind::Modified => "MODIFIED",
                 EventKind::Deleted => "DELETED",
             };
-            return Some(WatchEvent { kind, payload: WatchPayload::Raw(e.value.clone()) });
+            return Ok(Some(WatchEvent { kind, payload: WatchPayload::Raw(e.value.clone()) }));
         }
-        let now: Value = at_version(serde_json::from_slice(&e.value).ok()?, &self.target);
-        let now_match = (self.filter)(&now);
-        let prev_match = match (&e.prev, e.kind) {
-            (Some(p), EventKind::Modified) => {
-                serde_json::from_slice::<Value>(p).map(|p| (self.filter)(&at_version(p, &self.target))).unwrap_or(false)
+        let Ok(now) = serde_json::from_slice::<Value>(&e.value) else { return Ok(None) };
+        let prev = match (&e.prev, e.kind) {
+            (Some(p), EventKind::Modified) if self.selectors => serde_json::from_slice::<Value>(p).ok(),
+            _ => None,
+        };
+        let (now, prev) = match prev {
+            Some(prev) => {
+                let mut both = [now, prev];
+                self.registry.all_at_requested_version(&self.target, &mut both).await?;
+                let [now, prev] = both;
+                (now, Some(prev))
             }
+            None => (self.registry.at_requested_version(&self.target, now).await?, None),
+        };
+        let now_match = (self.filter)(&now);
+        let prev_match = match e.kind {
+            EventKind::Modified if !self.selectors => true,
+            EventKind::Modified => prev.as_ref().is_some_and(|p| (self.filter)(p)),
             _ => false,
         };
         let kind = match (e.kind, prev_match, now_match) {
@@ -464,8 +556,8 @@ impl WatchStream {
             (EventKind::Modified, false, true) => "ADDED",
             (EventKind::Modified, true, false) => "DELETED",
             (EventKind::Deleted, _, true) => "DELETED",
-            _ => return None,
+            _ => return Ok(None),
         };
-        Some(WatchEvent { kind, payload: WatchPayload::Json(now) })
+        Ok(Some(WatchEvent { kind, payload: WatchPayload::Json(now) }))
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Outcome, PatchType, Registry, Subresource, Target, WriteOptions, at_version};
+use super::{Outcome, PatchType, Registry, Subresource, Target, WriteOptions};
 use crate::catalog::ScaleInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::patch;
@@ -85,7 +85,7 @@ impl Registry {
         let s = self.scale_info(target)?;
         loop {
             let (old, entry) = self.current(target, name).await?;
-            let old_at = at_version(old.clone(), target);
+            let old_at = self.at_requested_version(target, old.clone()).await?;
             let scale = self.to_scale(target, &old_at, &s);
             let desired = match &change {
                 ScaleChange::Replace(v) => v.clone(),

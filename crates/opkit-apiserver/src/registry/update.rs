@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::commit::{CommitError, field_manager, list_semantics};
 use super::meta::{meta_mut, meta_str, now_rfc3339};
-use super::{Outcome, PatchType, Registry, Subresource, Target, WriteOptions, at_version, parse_stored};
+use super::{Outcome, PatchType, Registry, Subresource, Target, WriteOptions, parse_stored};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::patch::{self, ListSemantics, PatchError};
 use crate::schema::{FieldError, FieldErrorReason};
@@ -143,7 +143,7 @@ impl Registry {
     /// resourceVersion in `body` is a precondition).
     pub async fn finalize(&self, target: &Target, name: &str, body: &Value, opts: &WriteOptions) -> ApiResult<Outcome> {
         let (stored, _) = self.current(target, name).await?;
-        let mut obj = at_version(stored, target);
+        let mut obj = self.at_requested_version(target, stored).await?;
         obj["spec"]["finalizers"] = body["spec"]["finalizers"].clone();
         if let Some(rv) = body["metadata"]["resourceVersion"].as_str() {
             obj["metadata"]["resourceVersion"] = json!(rv);
@@ -170,7 +170,10 @@ impl Registry {
                 Err(e) if e.code == 404 && kind == PatchType::Apply && sub == Subresource::Main => None,
                 Err(e) => return Err(e),
             };
-            let live = current.as_ref().map(|(v, _)| at_version(v.clone(), target));
+            let live = match &current {
+                Some((stored, _)) => Some(self.at_requested_version(target, stored.clone()).await?),
+                None => None,
+            };
             let patched = self.patched(target, name, &req, live.as_ref(), &lists)?;
             let Some((old, entry)) = current else {
                 return self.create_by_apply(target, name, patched, opts).await;

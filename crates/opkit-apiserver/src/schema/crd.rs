@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::CrdSchema;
 use super::cel::resolve_field_path;
 use super::crd_schema::validate_schema;
-use super::errors::FieldError;
+use super::errors::{FieldError, FieldErrorReason};
 
 const DNS1123_SUBDOMAIN_FMT: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
@@ -111,15 +111,8 @@ pub fn validate_crd(crd: &Value) -> Vec<FieldError> {
     if let Some(conv) = spec.get("conversion").filter(|c| c.is_object()) {
         let strategy = s(conv, "strategy");
         match strategy {
-            "None" => {}
-            "Webhook" => {
-                if conv.get("webhook").is_none_or(Value::is_null) {
-                    errs.push(FieldError::required(
-                        "spec.conversion.webhook",
-                        "required when strategy is set to Webhook",
-                    ));
-                }
-            }
+            "None" => errs.extend(validate_no_conversion_webhook(&conv["webhook"])),
+            "Webhook" => errs.extend(validate_conversion_webhook(&conv["webhook"])),
             "" => errs.push(FieldError::required("spec.conversion.strategy", "")),
             other => errs.push(FieldError::not_supported(
                 "spec.conversion.strategy",
@@ -127,6 +120,67 @@ pub fn validate_crd(crd: &Value) -> Vec<FieldError> {
                 &strings(&["None", "Webhook"]),
             )),
         }
+    }
+    errs
+}
+
+/// kube's checks of the webhook of a `Webhook` conversion, reported at the paths of
+/// kube's internal type (`spec.conversion.webhookClientConfig`,
+/// `spec.conversion.conversionReviewVersions`), as kube-apiserver reports them.
+fn validate_conversion_webhook(webhook: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let config = &webhook["clientConfig"];
+    let set = |k: &str| config.get(k).is_some_and(|v| !v.is_null());
+    if !config.is_object() {
+        errs.push(FieldError::required(
+            "spec.conversion.webhookClientConfig",
+            "required when strategy is set to Webhook",
+        ));
+    } else if set("url") == set("service") {
+        errs.push(FieldError::required(
+            "spec.conversion.webhookClientConfig",
+            "exactly one of url or service is required",
+        ));
+    }
+    let field = "spec.conversion.conversionReviewVersions";
+    let versions: Vec<&str> = webhook["conversionReviewVersions"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if versions.is_empty() {
+        errs.push(FieldError::required(field, ""));
+        return errs;
+    }
+    let mut seen = HashSet::new();
+    for (i, v) in versions.iter().enumerate() {
+        if !seen.insert(*v) {
+            errs.push(FieldError::invalid(&format!("{field}[{i}]"), &Value::from(*v), "duplicate version"));
+        }
+    }
+    if !versions.iter().any(|v| matches!(*v, "v1" | "v1beta1")) {
+        // Go prints the list as `%#v`: []string{"v2", "v3"}.
+        let shown: Vec<String> = versions.iter().map(|v| format!("{v:?}")).collect();
+        errs.push(FieldError {
+            field: field.into(),
+            reason: FieldErrorReason::Invalid,
+            message: format!(
+                "Invalid value: []string{{{}}}: must include at least one of v1, v1beta1",
+                shown.join(", ")
+            ),
+        });
+    }
+    errs
+}
+
+/// kube refuses a conversion webhook's settings when the strategy is `None`.
+fn validate_no_conversion_webhook(webhook: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let why = "should not be set when strategy is not set to Webhook";
+    if webhook["clientConfig"].is_object() {
+        errs.push(FieldError::forbidden("spec.conversion.webhookClientConfig", why));
+    }
+    if webhook["conversionReviewVersions"].as_array().is_some_and(|a| !a.is_empty()) {
+        errs.push(FieldError::forbidden("spec.conversion.conversionReviewVersions", why));
     }
     errs
 }

@@ -13,6 +13,7 @@ mod builtin_validation;
 mod cel_cost;
 mod certificates;
 mod concurrency;
+mod crd_conversion;
 mod crd_lifecycle;
 mod crud;
 mod custom;
