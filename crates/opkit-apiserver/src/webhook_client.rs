@@ -136,10 +136,6 @@ pub(crate) struct WebhookClients {
     clients: Mutex<HashMap<ClientKey, kube::Client>>,
 }
 
-/// What a webhook client is kept under: the endpoint's address, the server name its
-/// certificate is verified for, and the CA bundle.
-type ClientKey = (String, String, Option<Vec<u8>>);
-
 /// One resolved call: the endpoint, the path and the URL kube would print.
 struct Resolved {
     backend: Backend,
