@@ -176,6 +176,8 @@ pub struct Registry {
     allocations: Arc<tokio::sync::Mutex<()>>,
     /// The clients of admission and conversion webhooks, kept so connections are reused.
     pub(crate) webhook_clients: Arc<crate::webhook_client::WebhookClients>,
+    /// The compiled ValidatingAdmissionPolicies and their bindings.
+    pub(crate) admission_policies: Arc<crate::admission::policy::PolicyCache>,
 }
 
 impl Registry {
@@ -187,6 +189,7 @@ impl Registry {
             authorizer: Arc::default(),
             allocations: Arc::default(),
             webhook_clients: Arc::default(),
+            admission_policies: Arc::default(),
         }
     }
 

@@ -1,0 +1,344 @@
+//! ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding, evaluated as
+//! kube-apiserver's `ValidatingAdmissionPolicy` plugin does: for each binding whose
+//! policy matches the request, its params are found, the match conditions, variables
+//! and validations run in CEL, and a failed validation is denied, warned about or
+//! audited as the binding's `validationActions` say.
+//!
+//! - `model`: the objects read and validated (kube's field errors);
+//! - `expr`: one compiled expression and kube's compile errors;
+//! - `activation`: the CEL values the expressions see;
+//! - `matching`: resource rules and selectors;
+//! - `params`: a binding's params;
+//! - `cache`: the compiled policies, rebuilt after a policy or binding is written;
+//! - `type_check`: `status.typeChecking`, written after a policy changes.
+
+mod activation;
+mod cache;
+mod expr;
+mod matching;
+pub(crate) mod model;
+mod params;
+pub(crate) mod type_check;
+
+pub use cache::PolicyCache;
+
+use std::collections::BTreeMap;
+
+use kube_cel::cel::Value as Cel;
+use serde_json::{Value, json};
+
+use super::{Attributes, Operation, Verdict};
+use crate::error::{ApiError, ApiResult, Cause};
+use crate::registry::Registry;
+use crate::storage::ResourceId;
+use activation::{cel_type_name, context, eval, eval_bool};
+use model::{Action, Binding, Policy};
+
+/// The audit annotation a failed validation of an `Audit` binding adds.
+const VALIDATION_FAILURE_ANNOTATION: &str = "validation.policy.admission.k8s.io/validation_failure";
+
+/// One denial: the policy, the binding (None for a policy that cannot be used), why,
+/// and the reason the Status carries.
+struct Denial {
+    policy: String,
+    binding: Option<String>,
+    message: String,
+    reason: String,
+}
+
+/// Evaluates the bound policies that match the request.
+pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<Verdict> {
+    let snapshot = registry.admission_policies.snapshot(registry).await?;
+    if snapshot.policies.is_empty() {
+        return Ok(Verdict::default());
+    }
+    let info = &attrs.target.info;
+    let (object, old_object) = match attrs.operation {
+        Operation::Delete => (Value::Null, attrs.old.cloned().unwrap_or_else(|| obj.clone())),
+        _ => (obj.clone(), attrs.old.cloned().unwrap_or(Value::Null)),
+    };
+    let labelled = if object.is_null() { &old_object } else { &object };
+    let namespace = attrs.target.namespace.clone().filter(|_| info.namespaced).unwrap_or_default();
+    let namespace_object = if namespace.is_empty() {
+        None
+    } else {
+        registry.stored(&ResourceId::new("", "namespaces"), "", &namespace).await?
+    };
+    let name = if attrs.name.is_empty() {
+        labelled["metadata"]["name"].as_str().unwrap_or_default().to_string()
+    } else {
+        attrs.name.to_string()
+    };
+    let namespace_labels = if info.group.is_empty() && info.resource == "namespaces" {
+        Some(labelled["metadata"]["labels"].as_object())
+    } else if namespace.is_empty() {
+        None
+    } else {
+        Some(namespace_object.as_ref().and_then(|n| n["metadata"]["labels"].as_object()))
+    };
+    let other_versions: Vec<&str> =
+        info.versions.iter().map(|v| v.name.as_str()).filter(|v| *v != attrs.target.version).collect();
+    let request_match = matching::Request {
+        operation: attrs.operation,
+        group: &info.group,
+        version: &attrs.target.version,
+        resource: &info.resource,
+        subresource: attrs.subresource,
+        name: &name,
+        namespaced: info.namespaced,
+        other_versions,
+        object_labels: labelled["metadata"]["labels"].as_object(),
+        namespace_labels,
+    };
+
+    let mut verdict = Verdict::default();
+    let mut denials = Vec::new();
+    let mut audit_failures = Vec::new();
+    for (policy, bindings) in &snapshot.policies {
+        let Some(matched_version) = matching::matches(&policy.constraints, &request_match) else {
+            continue;
+        };
+        if let Some(err) = &policy.config_error {
+            config_error(policy, None, &format!("failed to configure policy: {err}"), &mut denials);
+            continue;
+        }
+        for binding in bindings {
+            if let Some(m) = &binding.match_resources
+                && matching::matches(m, &request_match).is_none()
+            {
+                continue;
+            }
+            let params = match params::collect(registry, policy, binding, &namespace).await {
+                Ok(p) => p,
+                Err(why) => {
+                    config_error(policy, Some(binding), &format!("failed to configure binding: {why}"), &mut denials);
+                    continue;
+                }
+            };
+            let request = request_object(attrs, &name, &namespace, matched_version);
+            let null = Value::Null;
+            let ns_value = namespace_object.as_ref().map(namespace_view).unwrap_or(Value::Null);
+            for param in params {
+                let vars: Vec<(&str, &Value)> = vec![
+                    ("object", &object),
+                    ("oldObject", &old_object),
+                    ("request", &request),
+                    ("namespaceObject", &ns_value),
+                    ("params", param.as_ref().unwrap_or(&null)),
+                ];
+                let outcome = evaluate(policy, &vars);
+                for (index, message, reason) in outcome.failures {
+                    for action in &binding.actions {
+                        match action {
+                            Action::Deny => denials.push(Denial {
+                                policy: policy.name.clone(),
+                                binding: Some(binding.name.clone()),
+                                message: message.clone(),
+                                reason: reason.clone(),
+                            }),
+                            Action::Warn => verdict.warnings.push(format!(
+                                "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {message}",
+                                policy.name, binding.name
+                            )),
+                            Action::Audit => audit_failures.push(json!({
+                                "message": message,
+                                "policy": policy.name,
+                                "binding": binding.name,
+                                "expressionIndex": index,
+                                "validationActions": binding.actions.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
+                            })),
+                        }
+                    }
+                }
+                if let Some(why) = outcome.error {
+                    config_error_eval(policy, binding, why, &mut denials);
+                }
+                for (key, value) in outcome.annotations {
+                    verdict.audit_annotations.insert(format!("{}/{key}", policy.name), value);
+                }
+            }
+        }
+    }
+    if !audit_failures.is_empty() {
+        verdict
+            .audit_annotations
+            .insert(VALIDATION_FAILURE_ANNOTATION.to_string(), Value::Array(audit_failures).to_string());
+    }
+    if let Some(d) = denials.into_iter().next() {
+        return Err(denied(attrs, &name, d));
+    }
+    Ok(verdict)
+}
+
+/// A policy or binding that cannot be applied: denied under `failurePolicy: Fail`.
+fn config_error(policy: &Policy, binding: Option<&Binding>, message: &str, denials: &mut Vec<Denial>) {
+    if policy.ignore_failures {
+        return;
+    }
+    denials.push(Denial {
+        policy: policy.name.clone(),
+        binding: binding.map(|b| b.name.clone()),
+        message: message.to_string(),
+        reason: String::new(),
+    });
+}
+
+/// An evaluation error under `failurePolicy: Fail` denies (whatever the actions say).
+fn config_error_eval(policy: &Policy, binding: &Binding, why: String, denials: &mut Vec<Denial>) {
+    if !policy.ignore_failures {
+        denials.push(Denial {
+            policy: policy.name.clone(),
+            binding: Some(binding.name.clone()),
+            message: why,
+            reason: String::new(),
+        });
+    }
+}
+
+/// kube's answer to a denial: `admission.NewForbidden`'s message with the decision's
+/// reason and its code (Invalid, 422, by default), the message as a cause.
+fn denied(attrs: &Attributes<'_>, name: &str, d: Denial) -> ApiError {
+    let message = match &d.binding {
+        Some(b) => format!("ValidatingAdmissionPolicy '{}' with binding '{b}' denied request: {}", d.policy, d.message),
+        None => format!("ValidatingAdmissionPolicy '{}' denied request: {}", d.policy, d.message),
+    };
+    let info = &attrs.target.info;
+    let mut err = ApiError::forbidden_object(&info.group, &info.resource, name, &message);
+    let (code, reason) = match d.reason.as_str() {
+        "Forbidden" => (403, "Forbidden"),
+        "Unauthorized" => (401, "Unauthorized"),
+        "RequestEntityTooLarge" => (413, "RequestEntityTooLarge"),
+        _ => (422, "Invalid"),
+    };
+    err.code = code;
+    err.reason = reason;
+    err.details.causes.push(Cause { reason: String::new(), message, field: String::new() });
+    err
+}
+
+/// What one policy says about one request with one param.
+#[derive(Default)]
+struct Outcome {
+    /// Failed validations: (index, message, reason).
+    failures: Vec<(usize, String, String)>,
+    /// An evaluation error (a failed match condition, validation or annotation).
+    error: Option<String>,
+    /// Audit annotations published: (key, value).
+    annotations: BTreeMap<String, String>,
+}
+
+/// Runs the policy's match conditions, variables, validations and audit annotations.
+fn evaluate(policy: &Policy, vars: &[(&str, &Value)]) -> Outcome {
+    let mut out = Outcome::default();
+    let mut ctx = context(vars);
+    // Variables, in order: each sees the ones before it.
+    let mut var_map = std::collections::HashMap::new();
+    for (name, e) in &policy.variables {
+        ctx.add_variable_from_value("variables", Cel::Map(var_map.clone().into()));
+        if let Ok(v) = e.program.execute(&ctx) {
+            var_map.insert(kube_cel::cel::objects::Key::String(name.clone().into()), v);
+        }
+    }
+    ctx.add_variable_from_value("variables", Cel::Map(var_map.into()));
+
+    let mut errors = Vec::new();
+    for (_, cond) in &policy.match_conditions {
+        match eval_bool(cond, &ctx) {
+            Ok(true) => {}
+            Ok(false) => return out,
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        out.error = Some(if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) });
+        return out;
+    }
+    for (index, v) in policy.validations.iter().enumerate() {
+        match eval_bool(&v.expression, &ctx) {
+            Ok(true) => {}
+            Ok(false) => {
+                let from_expression = v.message_expression.as_ref().and_then(|m| match eval(m, &ctx) {
+                    Ok(Cel::String(s)) => {
+                        let s = s.trim().to_string();
+                        (!s.is_empty() && !s.contains('\n') && s.len() <= 5 * 1024).then_some(s)
+                    }
+                    _ => None,
+                });
+                let message = from_expression
+                    .or_else(|| Some(v.message.trim().to_string()).filter(|m| !m.is_empty()))
+                    .unwrap_or_else(|| format!("failed expression: {}", v.expression.source.trim()));
+                out.failures.push((index, message, v.reason.clone().unwrap_or_default()));
+            }
+            Err(e) => {
+                if out.error.is_none() {
+                    out.error = Some(e);
+                }
+            }
+        }
+    }
+    for (key, e) in &policy.audit_annotations {
+        match eval(e, &ctx) {
+            Ok(Cel::String(s)) if !s.trim().is_empty() => {
+                out.annotations.insert(key.clone(), s.trim().to_string());
+            }
+            Ok(Cel::String(_)) | Ok(Cel::Null) => {}
+            Ok(other) => {
+                out.error.get_or_insert_with(|| {
+                    format!(
+                        "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
+                        e.source,
+                        cel_type_name(&other)
+                    )
+                });
+            }
+            Err(why) => {
+                out.error.get_or_insert(why);
+            }
+        }
+    }
+    out
+}
+
+/// The `request` variable (kube's `AdmissionRequest` as CEL sees it), at the version
+/// the policy matched.
+fn request_object(attrs: &Attributes<'_>, name: &str, namespace: &str, matched_version: &str) -> Value {
+    let info = &attrs.target.info;
+    let options_kind = match attrs.operation {
+        Operation::Create => "CreateOptions",
+        Operation::Update => "UpdateOptions",
+        Operation::Delete => "DeleteOptions",
+        Operation::Connect => "",
+    };
+    let mut options = json!({"kind": options_kind, "apiVersion": "meta.k8s.io/v1"});
+    if !attrs.opts.field_manager.is_empty() && attrs.operation != Operation::Delete {
+        options["fieldManager"] = json!(attrs.opts.field_manager);
+    }
+    if attrs.opts.dry_run {
+        options["dryRun"] = json!(["All"]);
+    }
+    let kind = json!({"group": info.group, "version": matched_version, "kind": info.kind});
+    let resource = json!({"group": info.group, "version": matched_version, "resource": info.resource});
+    json!({
+        "kind": kind,
+        "resource": resource,
+        "subResource": attrs.subresource.unwrap_or_default(),
+        "requestKind": {"group": info.group, "version": attrs.target.version, "kind": info.kind},
+        "requestResource": {"group": info.group, "version": attrs.target.version, "resource": info.resource},
+        "requestSubResource": attrs.subresource.unwrap_or_default(),
+        "name": name,
+        "namespace": namespace,
+        "operation": attrs.operation.as_str(),
+        "userInfo": attrs.opts.user.to_json(),
+        "dryRun": attrs.opts.dry_run,
+        "options": options,
+    })
+}
+
+/// `namespaceObject`: the namespace's metadata (without managed fields), spec and status.
+fn namespace_view(ns: &Value) -> Value {
+    let mut v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": ns["metadata"], "spec": ns["spec"], "status": ns["status"]});
+    if let Some(m) = v["metadata"].as_object_mut() {
+        m.remove("managedFields");
+    }
+    v
+}
