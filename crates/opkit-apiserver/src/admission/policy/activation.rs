@@ -43,7 +43,15 @@ pub(crate) fn context(vars: &[(&str, &Value)]) -> Context<'static> {
 /// Runs `e`; an error is worded as kube words it
 /// (`expression '<e>' resulted in error: <why>`).
 pub(crate) fn eval(e: &Expression, ctx: &Context<'_>) -> Result<Cel, String> {
-    e.program.execute(ctx).map_err(|err| format!("expression '{}' resulted in error: {err}", e.source))
+    e.program.execute(ctx).map_err(|err| {
+        // cel-go words these in lower case (`no such key: x`, `no such overload`).
+        let why = err.to_string();
+        let why = match why.strip_prefix("No such") {
+            Some(rest) => format!("no such{rest}"),
+            None => why,
+        };
+        format!("expression '{}' resulted in error: {why}", e.source)
+    })
 }
 
 /// Runs a boolean expression (validations, match conditions).

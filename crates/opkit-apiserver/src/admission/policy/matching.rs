@@ -8,11 +8,17 @@ use crate::admission::Operation;
 
 /// The parts of a request that matching reads.
 pub(crate) struct Request<'a> {
+    /// The operation.
     pub operation: Operation,
+    /// The resource's group.
     pub group: &'a str,
+    /// The requested version.
     pub version: &'a str,
+    /// The resource.
     pub resource: &'a str,
+    /// The subresource written, if any.
     pub subresource: Option<&'a str>,
+    /// The object's name.
     pub name: &'a str,
     /// Whether the resource is namespaced.
     pub namespaced: bool,

@@ -127,31 +127,9 @@ pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &
                     ("params", param.as_ref().unwrap_or(&null)),
                 ];
                 let outcome = evaluate(policy, &vars);
-                for (index, message, reason) in outcome.failures {
-                    for action in &binding.actions {
-                        match action {
-                            Action::Deny => denials.push(Denial {
-                                policy: policy.name.clone(),
-                                binding: Some(binding.name.clone()),
-                                message: message.clone(),
-                                reason: reason.clone(),
-                            }),
-                            Action::Warn => verdict.warnings.push(format!(
-                                "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {message}",
-                                policy.name, binding.name
-                            )),
-                            Action::Audit => audit_failures.push(json!({
-                                "message": message,
-                                "policy": policy.name,
-                                "binding": binding.name,
-                                "expressionIndex": index,
-                                "validationActions": binding.actions.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
-                            })),
-                        }
-                    }
-                }
+                apply_actions(policy, binding, outcome.failures, &mut verdict, &mut denials, &mut audit_failures);
                 if let Some(why) = outcome.error {
-                    config_error_eval(policy, binding, why, &mut denials);
+                    audit_annotation_error(policy, binding, why, &mut denials);
                 }
                 for (key, value) in outcome.annotations {
                     verdict.audit_annotations.insert(format!("{}/{key}", policy.name), value);
@@ -159,15 +137,56 @@ pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &
             }
         }
     }
+    publish_audit_failures(&mut verdict, audit_failures);
+    if let Some(d) = denials.into_iter().next() {
+        return Err(denied(attrs, &name, d));
+    }
+    Ok(verdict)
+}
+
+/// What a binding's `validationActions` make of a policy's failed validations
+/// (index, message, reason): denials, warnings, audited failures.
+fn apply_actions(
+    policy: &Policy,
+    binding: &Binding,
+    failures: Vec<(usize, String, String)>,
+    verdict: &mut Verdict,
+    denials: &mut Vec<Denial>,
+    audit_failures: &mut Vec<Value>,
+) {
+    for (index, message, reason) in failures {
+        for action in &binding.actions {
+            match action {
+                Action::Deny => denials.push(Denial {
+                    policy: policy.name.clone(),
+                    binding: Some(binding.name.clone()),
+                    message: message.clone(),
+                    reason: reason.clone(),
+                }),
+                Action::Warn => verdict.warnings.push(format!(
+                    "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {message}",
+                    policy.name, binding.name
+                )),
+                Action::Audit => audit_failures.push(json!({
+                    "message": message,
+                    "policy": policy.name,
+                    "binding": binding.name,
+                    "expressionIndex": index,
+                    "validationActions": binding.actions.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
+                })),
+            }
+        }
+    }
+}
+
+/// The audited failures of the request as one audit annotation (a JSON list), as kube
+/// publishes them.
+fn publish_audit_failures(verdict: &mut Verdict, audit_failures: Vec<Value>) {
     if !audit_failures.is_empty() {
         verdict
             .audit_annotations
             .insert(VALIDATION_FAILURE_ANNOTATION.to_string(), Value::Array(audit_failures).to_string());
     }
-    if let Some(d) = denials.into_iter().next() {
-        return Err(denied(attrs, &name, d));
-    }
-    Ok(verdict)
 }
 
 /// A policy or binding that cannot be applied: denied under `failurePolicy: Fail`.
@@ -183,16 +202,15 @@ fn config_error(policy: &Policy, binding: Option<&Binding>, message: &str, denia
     });
 }
 
-/// An evaluation error under `failurePolicy: Fail` denies (whatever the actions say).
-fn config_error_eval(policy: &Policy, binding: &Binding, why: String, denials: &mut Vec<Denial>) {
-    if !policy.ignore_failures {
-        denials.push(Denial {
-            policy: policy.name.clone(),
-            binding: Some(binding.name.clone()),
-            message: why,
-            reason: String::new(),
-        });
-    }
+/// An audit annotation that cannot be evaluated denies under `failurePolicy: Fail`
+/// (whatever the actions say), with kube's reason `InternalError`.
+fn audit_annotation_error(policy: &Policy, binding: &Binding, why: String, denials: &mut Vec<Denial>) {
+    denials.push(Denial {
+        policy: policy.name.clone(),
+        binding: Some(binding.name.clone()),
+        message: why,
+        reason: "InternalError".to_string(),
+    });
 }
 
 /// kube's answer to a denial: `admission.NewForbidden`'s message with the decision's
@@ -208,6 +226,7 @@ fn denied(attrs: &Attributes<'_>, name: &str, d: Denial) -> ApiError {
         "Forbidden" => (403, "Forbidden"),
         "Unauthorized" => (401, "Unauthorized"),
         "RequestEntityTooLarge" => (413, "RequestEntityTooLarge"),
+        "InternalError" => (422, "InternalError"),
         _ => (422, "Invalid"),
     };
     err.code = code;
@@ -219,9 +238,10 @@ fn denied(attrs: &Attributes<'_>, name: &str, d: Denial) -> ApiError {
 /// What one policy says about one request with one param.
 #[derive(Default)]
 struct Outcome {
-    /// Failed validations: (index, message, reason).
+    /// Failed validations: (index, message, reason). Under `failurePolicy: Fail` an
+    /// expression that cannot be evaluated fails too, with the error as its message.
     failures: Vec<(usize, String, String)>,
-    /// An evaluation error (a failed match condition, validation or annotation).
+    /// An audit annotation that cannot be evaluated, under `failurePolicy: Fail`.
     error: Option<String>,
     /// Audit annotations published: (key, value).
     annotations: BTreeMap<String, String>,
@@ -250,7 +270,10 @@ fn evaluate(policy: &Policy, vars: &[(&str, &Value)]) -> Outcome {
         }
     }
     if !errors.is_empty() {
-        out.error = Some(if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) });
+        if !policy.ignore_failures {
+            let why = if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) };
+            out.failures.push((0, why, String::new()));
+        }
         return out;
     }
     for (index, v) in policy.validations.iter().enumerate() {
@@ -269,11 +292,8 @@ fn evaluate(policy: &Policy, vars: &[(&str, &Value)]) -> Outcome {
                     .unwrap_or_else(|| format!("failed expression: {}", v.expression.source.trim()));
                 out.failures.push((index, message, v.reason.clone().unwrap_or_default()));
             }
-            Err(e) => {
-                if out.error.is_none() {
-                    out.error = Some(e);
-                }
-            }
+            Err(e) if !policy.ignore_failures => out.failures.push((index, e, String::new())),
+            Err(_) => {}
         }
     }
     for (key, e) in &policy.audit_annotations {
@@ -282,6 +302,7 @@ fn evaluate(policy: &Policy, vars: &[(&str, &Value)]) -> Outcome {
                 out.annotations.insert(key.clone(), s.trim().to_string());
             }
             Ok(Cel::String(_)) | Ok(Cel::Null) => {}
+            Ok(_) | Err(_) if policy.ignore_failures => {}
             Ok(other) => {
                 out.error.get_or_insert_with(|| {
                     format!(
@@ -341,4 +362,90 @@ fn namespace_view(ns: &Value) -> Value {
         m.remove("managedFields");
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(policy: &Value, binding: &Value, object: &Value) -> (Verdict, Vec<Denial>) {
+        let (policy, errs) = model::read_policy(policy);
+        assert!(errs.is_empty(), "{errs:?}");
+        let (binding, errs) = model::read_binding(binding);
+        assert!(errs.is_empty(), "{errs:?}");
+        let null = Value::Null;
+        let request = json!({"operation": "CREATE"});
+        let vars = [
+            ("object", object),
+            ("oldObject", &null),
+            ("request", &request),
+            ("namespaceObject", &null),
+            ("params", &null),
+        ];
+        let outcome = evaluate(&policy, &vars);
+        let (mut verdict, mut denials, mut audits) = (Verdict::default(), Vec::new(), Vec::new());
+        for (key, value) in outcome.annotations {
+            verdict.audit_annotations.insert(format!("{}/{key}", policy.name), value);
+        }
+        apply_actions(&policy, &binding, outcome.failures, &mut verdict, &mut denials, &mut audits);
+        publish_audit_failures(&mut verdict, audits);
+        (verdict, denials)
+    }
+
+    #[test]
+    fn audit_publishes_the_failure_and_the_policys_annotations_without_denying() {
+        let policy = json!({"metadata": {"name": "replicas"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["deployments"]}]},
+            "validations": [{"expression": "true"}, {"expression": "object.spec.replicas < 3", "message": "too many"}],
+            "auditAnnotations": [
+                {"key": "replicas", "valueExpression": "'asked for ' + string(object.spec.replicas)"},
+                {"key": "skipped", "valueExpression": "null"},
+            ],
+        }});
+        let binding =
+            json!({"metadata": {"name": "audit"}, "spec": {"policyName": "replicas", "validationActions": ["Audit"]}});
+        let (verdict, denials) = run(&policy, &binding, &json!({"spec": {"replicas": 5}}));
+        assert!(denials.is_empty());
+        assert!(verdict.warnings.is_empty());
+        let failure: Value =
+            serde_json::from_str(&verdict.audit_annotations[VALIDATION_FAILURE_ANNOTATION]).expect("JSON");
+        assert_eq!(
+            failure,
+            json!([{"message": "too many", "policy": "replicas", "binding": "audit", "expressionIndex": 1,
+                "validationActions": ["Audit"]}])
+        );
+        assert_eq!(verdict.audit_annotations["replicas/replicas"], "asked for 5");
+        assert!(!verdict.audit_annotations.contains_key("replicas/skipped"));
+
+        let (verdict, _) = run(&policy, &binding, &json!({"spec": {"replicas": 1}}));
+        assert!(!verdict.audit_annotations.contains_key(VALIDATION_FAILURE_ANNOTATION));
+    }
+
+    fn failing_policy(failure_policy: &str) -> Value {
+        json!({"metadata": {"name": "broken"}, "spec": {
+            "failurePolicy": failure_policy,
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["*"], "apiVersions": ["*"],
+                "operations": ["*"], "resources": ["*"]}]},
+            "validations": [{"expression": "object.spec.nope == 1"}],
+        }})
+    }
+
+    #[test]
+    fn an_evaluation_error_fails_the_validation_under_fail_and_is_ignored_under_ignore() {
+        let object = json!({"spec": {}});
+        let warn = json!({"metadata": {"name": "b"}, "spec": {"policyName": "broken", "validationActions": ["Warn"]}});
+        let (verdict, denials) = run(&failing_policy("Fail"), &warn, &object);
+        assert!(denials.is_empty(), "a Warn binding only warns");
+        assert_eq!(
+            verdict.warnings,
+            ["Validation failed for ValidatingAdmissionPolicy 'broken' with binding 'b': expression \
+              'object.spec.nope == 1' resulted in error: no such key: nope"]
+        );
+        let deny = json!({"metadata": {"name": "b"}, "spec": {"policyName": "broken", "validationActions": ["Deny"]}});
+        let (_, denials) = run(&failing_policy("Fail"), &deny, &object);
+        assert_eq!(denials.len(), 1);
+        let (verdict, denials) = run(&failing_policy("Ignore"), &deny, &object);
+        assert!(denials.is_empty() && verdict.warnings.is_empty());
+    }
 }

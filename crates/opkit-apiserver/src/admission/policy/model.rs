@@ -11,10 +11,15 @@ use crate::schema::FieldError;
 /// `NamedRuleWithOperations`: which requests a rule matches.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Rule {
+    /// `operations` (`*` for all).
     pub operations: Vec<String>,
+    /// `apiGroups` (`*` for all).
     pub api_groups: Vec<String>,
+    /// `apiVersions` (`*` for all).
     pub api_versions: Vec<String>,
+    /// `resources`: `pods`, `pods/status`, `pods/*`, `*/status`, `*`, `*/*`.
     pub resources: Vec<String>,
+    /// `resourceNames` (empty for all).
     pub resource_names: Vec<String>,
     /// `*`, `Cluster` or `Namespaced`.
     pub scope: String,
@@ -23,9 +28,13 @@ pub(crate) struct Rule {
 /// `MatchResources` of a policy (its `matchConstraints`) or of a binding.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MatchResources {
+    /// `namespaceSelector`.
     pub namespace_selector: LabelSelector,
+    /// `objectSelector`.
     pub object_selector: LabelSelector,
+    /// `resourceRules`.
     pub resource_rules: Vec<Rule>,
+    /// `excludeResourceRules`.
     pub exclude_resource_rules: Vec<Rule>,
     /// `matchPolicy: Exact` (Equivalent otherwise).
     pub exact: bool,
@@ -34,8 +43,11 @@ pub(crate) struct MatchResources {
 /// One entry of `validations`.
 #[derive(Debug)]
 pub(crate) struct Validation {
+    /// `expression`.
     pub expression: Expression,
+    /// `message` (may be empty).
     pub message: String,
+    /// `messageExpression`.
     pub message_expression: Option<Expression>,
     /// `reason` (kube answers `Invalid` without one).
     pub reason: Option<String>,
@@ -44,15 +56,21 @@ pub(crate) struct Validation {
 /// A policy, compiled.
 #[derive(Debug)]
 pub(crate) struct Policy {
+    /// The policy's name.
     pub name: String,
     /// `failurePolicy: Ignore` (Fail otherwise).
     pub ignore_failures: bool,
     /// `paramKind` as (apiVersion, kind).
     pub param_kind: Option<(String, String)>,
+    /// `matchConstraints`.
     pub constraints: MatchResources,
+    /// `matchConditions` as (name, expression).
     pub match_conditions: Vec<(String, Expression)>,
+    /// `variables` as (name, expression), in order.
     pub variables: Vec<(String, Expression)>,
+    /// `validations`.
     pub validations: Vec<Validation>,
+    /// `auditAnnotations` as (key, valueExpression).
     pub audit_annotations: Vec<(String, Expression)>,
     /// Why a stored policy cannot be used (it no longer compiles), reported through its
     /// failure policy as kube does.
@@ -62,8 +80,11 @@ pub(crate) struct Policy {
 /// `paramRef` of a binding.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ParamRef {
+    /// `name`: one param.
     pub name: Option<String>,
+    /// `namespace` (the request's when unset, for a namespaced param kind).
     pub namespace: Option<String>,
+    /// `selector`: every param it selects.
     pub selector: Option<LabelSelector>,
     /// `parameterNotFoundAction: Deny` (Allow otherwise).
     pub deny_when_missing: bool,
@@ -72,8 +93,11 @@ pub(crate) struct ParamRef {
 /// The actions a binding takes on a failed validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Action {
+    /// Reject the request.
     Deny,
+    /// Admit it with a warning.
     Warn,
+    /// Admit it with an audit annotation.
     Audit,
 }
 
@@ -91,10 +115,15 @@ impl Action {
 /// A binding, read.
 #[derive(Debug)]
 pub(crate) struct Binding {
+    /// The binding's name.
     pub name: String,
+    /// `policyName`.
     pub policy_name: String,
+    /// `paramRef`.
     pub param_ref: Option<ParamRef>,
+    /// `matchResources`, narrowing the policy's constraints.
     pub match_resources: Option<MatchResources>,
+    /// `validationActions`.
     pub actions: Vec<Action>,
 }
 
