@@ -10,6 +10,7 @@ use crate::admission::policy::type_check::spawn_status_update;
 use crate::error::ApiResult;
 use crate::registry::Registry;
 use crate::schema::FieldError;
+use crate::table::{self, Printer};
 
 /// `validatingadmissionpolicies`.
 pub(crate) struct ValidatingAdmissionPolicies;
@@ -41,6 +42,10 @@ impl Strategy for ValidatingAdmissionPolicies {
     fn after_remove(&self, registry: &Registry, _stored: &Value) {
         registry.admission_policies.invalidate();
     }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::admission::validating_admission_policies())
+    }
 }
 
 impl Strategy for ValidatingAdmissionPolicyBindings {
@@ -61,5 +66,9 @@ impl Strategy for ValidatingAdmissionPolicyBindings {
 
     fn after_remove(&self, registry: &Registry, _stored: &Value) {
         registry.admission_policies.invalidate();
+    }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::admission::validating_admission_policy_bindings())
     }
 }

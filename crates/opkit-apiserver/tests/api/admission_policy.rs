@@ -394,6 +394,22 @@ async fn type_checking_is_written_to_the_policy_status() {
 }
 
 #[tokio::test]
+async fn kubectl_get_prints_kubes_columns() {
+    let env = env().await;
+    replicas_limit_policy(&env, "Deny", "Fail").await;
+    let (ok, stdout, stderr) = run_kubectl("1.33", &env, &["get", "validatingadmissionpolicies"]).await;
+    assert!(ok, "{stderr}");
+    let rows: Vec<Vec<&str>> = stdout.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"], "{stdout}");
+    assert_eq!(rows[1][..3], ["replica-limit", "1", "v1/ConfigMap"], "{stdout}");
+    let (ok, stdout, stderr) = run_kubectl("1.33", &env, &["get", "validatingadmissionpolicybindings"]).await;
+    assert!(ok, "{stderr}");
+    let rows: Vec<Vec<&str>> = stdout.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "POLICYNAME", "PARAMREF", "AGE"], "{stdout}");
+    assert_eq!(rows[1][..3], ["replica-limit-default", "replica-limit", "default/replica-limits"], "{stdout}");
+}
+
+#[tokio::test]
 async fn policies_are_served_at_v1beta1_too() {
     let env = env().await;
     create_policy(
