@@ -490,3 +490,79 @@ spec:
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn the_authorizer_variable_checks_the_requesting_user_with_rbac() {
+    let env = env().await;
+    within(
+        "service account and its role",
+        env.apply_yaml(
+            r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {name: deployer, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-writer, namespace: default}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: cm-writer, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-writer}
+subjects:
+- {kind: ServiceAccount, name: deployer, namespace: default}
+"#,
+        ),
+    )
+    .await
+    .expect("RBAC applied");
+    create_policy(
+        &env,
+        policy(
+            "secret-readers-only",
+            json!({
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["configmaps"]}]},
+                "validations": [{
+                    "expression": "authorizer.requestResource.check('create').allowed() && \
+                        authorizer.group('').resource('secrets').namespace(request.namespace).check('get').allowed()",
+                    "messageExpression": "'user ' + request.userInfo.username + ' may not read secrets'",
+                }],
+            }),
+        ),
+    )
+    .await;
+    create_binding(
+        &env,
+        binding("secret-readers-only", json!({"policyName": "secret-readers-only", "validationActions": ["Deny"]})),
+    )
+    .await;
+
+    let deployer = within("deployer client", env.service_account_client("default", "deployer")).await.expect("client");
+    let cms: Api<ConfigMap> = Api::namespaced(deployer, "default");
+    let cm = crate::common::config_map("settings", &[("a", "b")]);
+    let s = expect_status(within("create", cms.create(&PostParams::default(), &cm)).await, 422, "Invalid");
+    assert!(
+        s.message.ends_with("denied request: user system:serviceaccount:default:deployer may not read secrets"),
+        "{}",
+        s.message
+    );
+
+    within(
+        "grant get secrets",
+        env.apply_yaml(
+            r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-writer, namespace: default}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [create]}
+- {apiGroups: [""], resources: [secrets], verbs: [get]}
+"#,
+        ),
+    )
+    .await
+    .expect("role updated");
+    within("create", cms.create(&PostParams::default(), &cm)).await.expect("a secret reader may create it");
+}

@@ -7,12 +7,14 @@
 //! - `model`: the objects read and validated (kube's field errors);
 //! - `expr`: one compiled expression and kube's compile errors;
 //! - `activation`: the CEL values the expressions see;
+//! - `authorizer`: the `authorizer` variable, answered by RBAC;
 //! - `matching`: resource rules and selectors;
 //! - `params`: a binding's params;
 //! - `cache`: the compiled policies, rebuilt after a policy or binding is written;
 //! - `type_check`: `status.typeChecking`, written after a policy changes.
 
 mod activation;
+mod authorizer;
 mod cache;
 mod expr;
 mod matching;
@@ -28,6 +30,7 @@ use kube_cel::cel::Value as Cel;
 use serde_json::{Value, json};
 
 use super::{Attributes, Operation, Verdict};
+use crate::authz::ResourceAttributes;
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::registry::Registry;
 use crate::storage::ResourceId;
@@ -91,6 +94,14 @@ pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &
         namespace_labels,
     };
 
+    let request_resource = ResourceAttributes {
+        namespace: namespace.clone(),
+        group: info.group.clone(),
+        version: attrs.target.version.clone(),
+        resource: info.resource.clone(),
+        subresource: attrs.subresource.unwrap_or_default().to_string(),
+        name: name.clone(),
+    };
     let mut verdict = Verdict::default();
     let mut denials = Vec::new();
     let mut audit_failures = Vec::new();
@@ -126,7 +137,10 @@ pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &
                     ("namespaceObject", &ns_value),
                     ("params", param.as_ref().unwrap_or(&null)),
                 ];
-                let outcome = evaluate(policy, &vars);
+                let mut ctx = context(&vars);
+                ctx.add_variable_from_value("authorizer", authorizer::value(&request_resource));
+                authorizer::register(&mut ctx, registry, &attrs.opts.user);
+                let outcome = evaluate(policy, ctx);
                 apply_actions(policy, binding, outcome.failures, &mut verdict, &mut denials, &mut audit_failures);
                 if let Some(why) = outcome.error {
                     audit_annotation_error(policy, binding, why, &mut denials);
@@ -248,9 +262,8 @@ struct Outcome {
 }
 
 /// Runs the policy's match conditions, variables, validations and audit annotations.
-fn evaluate(policy: &Policy, vars: &[(&str, &Value)]) -> Outcome {
+fn evaluate(policy: &Policy, mut ctx: kube_cel::cel::Context<'static>) -> Outcome {
     let mut out = Outcome::default();
-    let mut ctx = context(vars);
     // Variables, in order: each sees the ones before it.
     let mut var_map = std::collections::HashMap::new();
     for (name, e) in &policy.variables {
@@ -382,7 +395,7 @@ mod tests {
             ("namespaceObject", &null),
             ("params", &null),
         ];
-        let outcome = evaluate(&policy, &vars);
+        let outcome = evaluate(&policy, context(&vars));
         let (mut verdict, mut denials, mut audits) = (Verdict::default(), Vec::new(), Vec::new());
         for (key, value) in outcome.annotations {
             verdict.audit_annotations.insert(format!("{}/{key}", policy.name), value);
