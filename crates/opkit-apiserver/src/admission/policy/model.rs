@@ -135,8 +135,34 @@ fn str_of(v: &Value) -> Option<String> {
     v.as_str().filter(|s| !s.is_empty()).map(String::from)
 }
 
-const OPERATIONS: [&str; 5] = ["*", "CREATE", "UPDATE", "DELETE", "CONNECT"];
-const REASONS: [&str; 4] = ["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"];
+/// The supported operations, sorted as kube lists them in errors.
+const OPERATIONS: [&str; 5] = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
+/// The reasons a validation may give.
+const REASONS: [&str; 3] = ["Forbidden", "Invalid", "RequestEntityTooLarge"];
+/// Words CEL reserves, which a variable may not be named.
+const CEL_RESERVED: [&str; 21] = [
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
 
 fn supported(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
@@ -188,7 +214,7 @@ fn read_rules(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> Vec<Rule> {
             errs.push(FieldError::not_supported(
                 &format!("{p}.scope"),
                 &Value::from(rule.scope.as_str()),
-                &supported(&["Cluster", "Namespaced", "*"]),
+                &supported(&["*", "Cluster", "Namespaced"]),
             ));
         }
         rules.push(rule);
@@ -220,11 +246,19 @@ fn read_match_resources(v: &Value, path: &str, constraints: bool, errs: &mut Vec
     }
 }
 
-/// Compiles `source` at `path`, reporting kube's errors.
-fn compile(source: &Value, path: &str, decls: &Declarations, errs: &mut Vec<FieldError>) -> Option<Expression> {
+/// Compiles `source` at `path`, reporting kube's errors (`what` names the field in
+/// the Required error: `expression is not specified`).
+fn compile(
+    source: &Value,
+    path: &str,
+    what: &str,
+    decls: &Declarations,
+    errs: &mut Vec<FieldError>,
+) -> Option<Expression> {
     let text = source.as_str().unwrap_or_default();
     if text.trim().is_empty() {
-        errs.push(FieldError::required(path, ""));
+        let detail = if what.is_empty() { String::new() } else { format!("{what} is not specified") };
+        errs.push(FieldError::required(path, &detail));
         return None;
     }
     match Expression::compile(text, decls) {
@@ -241,6 +275,7 @@ fn is_cel_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !CEL_RESERVED.contains(&s)
 }
 
 /// Reads and validates a policy. The errors are kube's, at kube's field paths.
@@ -280,16 +315,12 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
     for (i, v) in spec["variables"].as_array().into_iter().flatten().enumerate() {
         let path = format!("spec.variables[{i}]");
         let var_name = v["name"].as_str().unwrap_or_default().to_string();
-        if var_name.is_empty() {
-            errs.push(FieldError::required(&format!("{path}.name"), ""));
+        if var_name.trim().is_empty() {
+            errs.push(FieldError::required(&format!("{path}.name"), "name is not specified"));
         } else if !is_cel_identifier(&var_name) {
-            errs.push(FieldError::invalid_str(
-                &format!("{path}.name"),
-                &var_name,
-                "name is not a valid CEL identifier",
-            ));
+            errs.push(FieldError::invalid_str(&format!("{path}.name"), &var_name, "must be a valid CEL identifier"));
         }
-        if let Some(e) = compile(&v["expression"], &format!("{path}.expression"), &decls, &mut errs) {
+        if let Some(e) = compile(&v["expression"], &format!("{path}.expression"), "expression", &decls, &mut errs) {
             variables.push((var_name.clone(), e));
         }
         decls.variables.push(var_name);
@@ -305,7 +336,7 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
             errs.push(FieldError::duplicate(&format!("{path}.name"), &Value::from(cond_name.as_str())));
         }
         seen.push(cond_name.clone());
-        if let Some(e) = compile(&c["expression"], &format!("{path}.expression"), &decls, &mut errs) {
+        if let Some(e) = compile(&c["expression"], &format!("{path}.expression"), "", &decls, &mut errs) {
             match_conditions.push((cond_name, e));
         }
     }
@@ -313,7 +344,9 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
     for (i, v) in spec["validations"].as_array().into_iter().flatten().enumerate() {
         let path = format!("spec.validations[{i}]");
         let message = v["message"].as_str().unwrap_or_default().to_string();
-        if message.contains('\n') {
+        if !message.is_empty() && message.trim().is_empty() {
+            errs.push(FieldError::invalid_str(&format!("{path}.message"), &message, "must be non-empty if specified"));
+        } else if message.trim().contains(['\n', '\r']) {
             errs.push(FieldError::invalid_str(
                 &format!("{path}.message"),
                 &message,
@@ -330,11 +363,20 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
                 &supported(&REASONS),
             ));
         }
-        let expression = compile(&v["expression"], &format!("{path}.expression"), &decls, &mut errs);
-        let message_expression = if v["messageExpression"].is_string() {
-            compile(&v["messageExpression"], &format!("{path}.messageExpression"), &decls, &mut errs)
-        } else {
-            None
+        let expression = compile(&v["expression"], &format!("{path}.expression"), "expression", &decls, &mut errs);
+        let message_expression = match v["messageExpression"].as_str() {
+            Some(m) if !m.is_empty() && m.trim().is_empty() => {
+                errs.push(FieldError::invalid_str(
+                    &format!("{path}.messageExpression"),
+                    m,
+                    "must be non-empty if specified",
+                ));
+                None
+            }
+            Some(m) if !m.is_empty() => {
+                compile(&v["messageExpression"], &format!("{path}.messageExpression"), "", &decls, &mut errs)
+            }
+            _ => None,
         };
         if let Some(expression) = expression {
             validations.push(Validation { expression, message, message_expression, reason });
@@ -347,16 +389,16 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
         if key.is_empty() {
             errs.push(FieldError::required(&format!("{path}.key"), ""));
         }
-        if let Some(e) = compile(&a["valueExpression"], &format!("{path}.valueExpression"), &decls, &mut errs) {
+        let value_path = format!("{path}.valueExpression");
+        if let Some(e) = compile(&a["valueExpression"], &value_path, "valueExpression", &decls, &mut errs) {
             audit_annotations.push((key, e));
         }
     }
     let none = |k: &str| spec[k].as_array().is_none_or(|a| a.is_empty());
     if none("validations") && none("auditAnnotations") {
-        errs.push(FieldError::required(
-            "spec.validations",
-            "validations or auditAnnotations must contain at least one item",
-        ));
+        for field in ["spec.validations", "spec.auditAnnotations"] {
+            errs.push(FieldError::required(field, "validations or auditAnnotations must contain at least one item"));
+        }
     }
     let config_error = errs.first().map(|e| e.to_message());
     let policy = Policy {
@@ -384,7 +426,7 @@ pub(crate) fn read_binding(obj: &Value) -> (Binding, Vec<FieldError>) {
     let mut actions = Vec::new();
     let raw_actions = strings(&spec["validationActions"]);
     if raw_actions.is_empty() {
-        errs.push(FieldError::required("spec.validationActions", ""));
+        errs.push(FieldError::required("spec.validationActions", "at least one validation action is required"));
     }
     for (i, a) in raw_actions.iter().enumerate() {
         let action = match a.as_str() {
@@ -419,9 +461,13 @@ pub(crate) fn read_binding(obj: &Value) -> (Binding, Vec<FieldError>) {
             p["selector"].is_object().then(|| read_selector(&p["selector"], "spec.paramRef.selector", &mut errs));
         match (&name, &selector) {
             (Some(_), Some(_)) => {
-                errs.push(FieldError::forbidden("spec.paramRef.name", "name and selector are mutually exclusive"))
+                for field in ["spec.paramRef.name", "spec.paramRef.selector"] {
+                    errs.push(FieldError::forbidden(field, "name and selector are mutually exclusive"));
+                }
             }
-            (None, None) => errs.push(FieldError::required("spec.paramRef", "one of name or selector must be set")),
+            (None, None) => {
+                errs.push(FieldError::required("spec.paramRef", "one of name or selector must be specified"))
+            }
             _ => {}
         }
         let action = p["parameterNotFoundAction"].as_str().unwrap_or_default();
@@ -431,7 +477,7 @@ pub(crate) fn read_binding(obj: &Value) -> (Binding, Vec<FieldError>) {
             other => errs.push(FieldError::not_supported(
                 "spec.paramRef.parameterNotFoundAction",
                 &Value::from(other),
-                &supported(&["Allow", "Deny"]),
+                &supported(&["Deny", "Allow"]),
             )),
         }
         ParamRef { name, namespace: str_of(&p["namespace"]), selector, deny_when_missing: action == "Deny" }
