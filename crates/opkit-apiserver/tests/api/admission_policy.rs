@@ -357,6 +357,33 @@ async fn invalid_policies_and_bindings_are_refused_with_kubes_field_errors() {
     let s = expect_status(within("create", bindings.create(&PostParams::default(), &both)).await, 422, "Invalid");
     assert!(s.message.contains("spec.validationActions: Invalid value"), "{}", s.message);
     assert!(s.message.contains("must not contain both Deny and Warn"), "{}", s.message);
+
+    let both_refs = serde_json::from_value::<DynamicObject>(binding(
+        "refs",
+        json!({"policyName": "p", "validationActions": ["Deny"],
+            "paramRef": {"name": "x", "selector": {}, "parameterNotFoundAction": "Deny"}}),
+    ))
+    .expect("json");
+    let s = expect_status(within("create", bindings.create(&PostParams::default(), &both_refs)).await, 422, "Invalid");
+    assert_eq!(
+        s.message,
+        "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io \"refs\" is invalid: \
+         [spec.paramRef.name: Forbidden: name and selector are mutually exclusive, \
+         spec.paramRef.selector: Forbidden: name and selector are mutually exclusive]"
+    );
+
+    let s = expect_status(
+        within("create", api.create(&PostParams::default(), &bad(json!({"matchConstraints": deployment_rules()}))))
+            .await,
+        422,
+        "Invalid",
+    );
+    assert_eq!(
+        s.message,
+        "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"bad\" is invalid: \
+         [spec.validations: Required value: validations or auditAnnotations must contain at least one item, \
+         spec.auditAnnotations: Required value: validations or auditAnnotations must contain at least one item]"
+    );
 }
 
 #[tokio::test]
