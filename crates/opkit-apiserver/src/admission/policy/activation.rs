@@ -2,7 +2,7 @@
 //! into CEL values, the `request` object, and evaluation with kube's error wording.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kube_cel::KubeCelExt;
 use kube_cel::cel::objects::{Key, Map};
@@ -31,13 +31,31 @@ pub(crate) fn to_cel(v: &Value) -> Cel {
     }
 }
 
-/// A root context with the Kubernetes CEL libraries and `vars` bound.
+/// The Kubernetes CEL libraries, registered once and shared by every evaluation.
+fn libraries() -> &'static Context<'static> {
+    static LIBRARIES: OnceLock<Context<'static>> = OnceLock::new();
+    LIBRARIES.get_or_init(|| Context::default().with_all())
+}
+
+/// A context with the Kubernetes CEL libraries and `vars` bound.
 pub(crate) fn context(vars: &[(&str, &Value)]) -> Context<'static> {
+    let mut ctx = libraries().new_inner_scope();
+    bind(&mut ctx, vars);
+    ctx
+}
+
+/// A context of its own (functions may be added to it: the `authorizer`'s, which
+/// answer for one request), with the libraries and `vars` bound.
+pub(crate) fn root_context(vars: &[(&str, &Value)]) -> Context<'static> {
     let mut ctx = Context::default().with_all();
+    bind(&mut ctx, vars);
+    ctx
+}
+
+fn bind(ctx: &mut Context<'static>, vars: &[(&str, &Value)]) {
     for (name, value) in vars {
         ctx.add_variable_from_value(*name, to_cel(value));
     }
-    ctx
 }
 
 /// Runs `e`; an error is worded as kube words it

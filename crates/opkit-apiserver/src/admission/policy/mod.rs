@@ -34,7 +34,7 @@ use crate::authz::ResourceAttributes;
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::registry::Registry;
 use crate::storage::ResourceId;
-use activation::{cel_type_name, context, eval, eval_bool};
+use activation::{cel_type_name, context, eval, eval_bool, root_context};
 use model::{Action, Binding, Policy};
 
 /// The audit annotation a failed validation of an `Audit` binding adds.
@@ -137,9 +137,14 @@ pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &
                     ("namespaceObject", &ns_value),
                     ("params", param.as_ref().unwrap_or(&null)),
                 ];
-                let mut ctx = context(&vars);
-                ctx.add_variable_from_value("authorizer", authorizer::value(&request_resource));
-                authorizer::register(&mut ctx, registry, &attrs.opts.user);
+                let ctx = if policy.uses_authorizer {
+                    let mut ctx = root_context(&vars);
+                    ctx.add_variable_from_value("authorizer", authorizer::value(&request_resource));
+                    authorizer::register(&mut ctx, registry, &attrs.opts.user);
+                    ctx
+                } else {
+                    context(&vars)
+                };
                 let outcome = evaluate(policy, ctx);
                 apply_actions(policy, binding, outcome.failures, &mut verdict, &mut denials, &mut audit_failures);
                 if let Some(why) = outcome.error {

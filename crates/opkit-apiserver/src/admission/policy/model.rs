@@ -72,6 +72,8 @@ pub(crate) struct Policy {
     pub validations: Vec<Validation>,
     /// `auditAnnotations` as (key, valueExpression).
     pub audit_annotations: Vec<(String, Expression)>,
+    /// Whether an expression uses `authorizer` (its checks are bound per request).
+    pub uses_authorizer: bool,
     /// Why a stored policy cannot be used (it no longer compiles), reported through its
     /// failure policy as kube does.
     pub config_error: Option<String>,
@@ -401,6 +403,13 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
         }
     }
     let config_error = errs.first().map(|e| e.to_message());
+    let uses_authorizer = match_conditions
+        .iter()
+        .chain(&variables)
+        .chain(&audit_annotations)
+        .map(|(_, e)| e)
+        .chain(validations.iter().flat_map(|v| std::iter::once(&v.expression).chain(&v.message_expression)))
+        .any(|e| e.program.references().has_variable("authorizer"));
     let policy = Policy {
         name,
         ignore_failures: failure == "Ignore",
@@ -410,6 +419,7 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
         variables,
         validations,
         audit_annotations,
+        uses_authorizer,
         config_error,
     };
     (policy, errs)
