@@ -593,3 +593,42 @@ rules:
     .expect("role updated");
     within("create", cms.create(&PostParams::default(), &cm)).await.expect("a secret reader may create it");
 }
+
+#[tokio::test]
+async fn equivalent_match_policy_sees_the_object_at_the_rules_version() {
+    let env = env().await;
+    let rules = |match_policy: &str| {
+        json!({"matchPolicy": match_policy, "resourceRules": [{"apiGroups": ["autoscaling"], "apiVersions": ["v2"],
+            "operations": ["CREATE"], "resources": ["horizontalpodautoscalers"]}]})
+    };
+    create_policy(
+        &env,
+        policy(
+            "hpa-v2",
+            json!({"matchConstraints": rules("Equivalent"), "validations": [{
+                "expression": "false",
+                "messageExpression": "'seen at ' + request.kind.version + ' with ' + string(size(object.spec.metrics)) + ' metric'",
+            }]}),
+        ),
+    )
+    .await;
+    create_binding(&env, binding("hpa-v2", json!({"policyName": "hpa-v2", "validationActions": ["Deny"]}))).await;
+    let v1 = ApiResource::from_gvk(&GroupVersionKind::gvk("autoscaling", "v1", "HorizontalPodAutoscaler"));
+    let hpas: Api<DynamicObject> = Api::namespaced_with(env.client(), "default", &v1);
+    let hpa = |name: &str| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}}))
+        .expect("hpa")
+    };
+    // A v1 request matches a v2 rule, and the policy sees the v2 object (one CPU metric).
+    let s = expect_status(within("create", hpas.create(&PostParams::default(), &hpa("a"))).await, 422, "Invalid");
+    assert!(s.message.ends_with("denied request: seen at v2 with 1 metric"), "{}", s.message);
+
+    // With matchPolicy Exact, the v1 request does not match.
+    let policies: Api<DynamicObject> = Api::all_with(env.client(), &policy_resource("ValidatingAdmissionPolicy", "v1"));
+    let exact = json!({"spec": {"matchConstraints": rules("Exact")}});
+    within("patch", policies.patch("hpa-v2", &PatchParams::default(), &Patch::Merge(&exact))).await.expect("patch");
+    within("create", hpas.create(&PostParams::default(), &hpa("b"))).await.expect("Exact does not match v1");
+}

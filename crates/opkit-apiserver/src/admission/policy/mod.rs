@@ -127,6 +127,10 @@ pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &
                 }
             };
             let request = request_object(attrs, &name, &namespace, matched_version);
+            let (object, old_object) = (
+                at_matched_version(attrs, &object, matched_version),
+                at_matched_version(attrs, &old_object, matched_version),
+            );
             let null = Value::Null;
             let ns_value = namespace_object.as_ref().map(namespace_view).unwrap_or(Value::Null);
             for param in params {
@@ -371,6 +375,23 @@ fn request_object(attrs: &Attributes<'_>, name: &str, namespace: &str, matched_v
         "dryRun": attrs.opts.dry_run,
         "options": options,
     })
+}
+
+/// `obj` (at the requested version) at the version the policy matched, as kube converts
+/// it for `matchPolicy: Equivalent`.
+fn at_matched_version(attrs: &Attributes<'_>, obj: &Value, matched_version: &str) -> Value {
+    let requested = attrs.target.version.as_str();
+    if obj.is_null() || matched_version == requested {
+        return obj.clone();
+    }
+    let strategy = attrs.target.strategy;
+    let mut converted = obj.clone();
+    strategy.convert_to_storage(&mut converted, requested);
+    strategy.convert_from_storage(&mut converted, matched_version);
+    if let Some(m) = converted.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(attrs.target.info.api_version(matched_version)));
+    }
+    converted
 }
 
 /// `namespaceObject`: the namespace's metadata (without managed fields), spec and status.
