@@ -9,7 +9,7 @@ use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{Context, Value as Cel};
 use serde_json::Value;
 
-use super::expr::Expression;
+use super::expr::{DEEP_STACK, Expression, SHALLOW_DEPTH};
 
 /// A JSON value as CEL sees it: integers are `int` (`uint` only beyond `int`'s range),
 /// objects are maps with string keys.
@@ -61,7 +61,9 @@ fn bind(ctx: &mut Context<'static>, vars: &[(&str, &Value)]) {
 /// Runs `e`; an error is worded as kube words it
 /// (`expression '<e>' resulted in error: <why>`).
 pub(crate) fn eval(e: &Expression, ctx: &Context<'_>) -> Result<Cel, String> {
-    e.program.execute(ctx).map_err(|err| {
+    let run = || e.program.execute(ctx);
+    let result = if e.depth <= SHALLOW_DEPTH { run() } else { stacker::grow(DEEP_STACK, run) };
+    result.map_err(|err| {
         // cel-go words these in lower case (`no such key: x`, `no such overload`).
         let why = err.to_string();
         let why = match why.strip_prefix("No such") {

@@ -26,6 +26,8 @@ pub(crate) struct Expression {
     pub source: String,
     /// The program.
     pub program: Program,
+    /// The depth of its syntax tree.
+    pub depth: usize,
 }
 
 impl std::fmt::Debug for Expression {
@@ -37,19 +39,122 @@ impl std::fmt::Debug for Expression {
 impl Expression {
     /// Compiles `source`; the error is kube's detail (`compilation failed: ERROR: ...`).
     pub(crate) fn compile(source: &str, decls: &Declarations) -> Result<Expression, String> {
-        let program = Program::compile(source).map_err(|e| {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("").trim().to_string();
-            format!("compilation failed: ERROR: <input>: {first}")
-        })?;
+        let (program, depth) = parse(source)?;
         let mut problems = Vec::new();
         check_references(program.expression(), decls, &mut BTreeSet::new(), &mut problems);
         if let Some(p) = problems.first() {
             let column = column_of(source, p);
             return Err(format!("compilation failed: ERROR: <input>:1:{column}: {}", p.message()));
         }
-        Ok(Expression { source: source.to_string(), program })
+        Ok(Expression { source: source.to_string(), program, depth })
     }
+}
+
+/// cel-go's limit on the depth of an expression's syntax tree.
+const MAX_RECURSION_DEPTH: usize = 250;
+
+/// More operators than this cannot make a tree within [`MAX_RECURSION_DEPTH`] that a
+/// policy would use; such a text is refused before it is parsed.
+const MAX_OPERATORS: usize = 20_000;
+
+/// The stack parsing or evaluating a deep tree gets (the parser and the evaluator
+/// recurse once per level, with large frames in debug builds).
+pub(crate) const DEEP_STACK: usize = 32 << 20;
+
+/// Trees up to this depth are parsed and evaluated on the caller's stack.
+pub(crate) const SHALLOW_DEPTH: usize = 24;
+
+fn too_deep() -> String {
+    format!("compilation failed: ERROR: <input>:1:1: max recursion depth exceeded: {MAX_RECURSION_DEPTH}")
+}
+
+/// Parses `source`, refusing (as cel-go does) a tree deeper than [`MAX_RECURSION_DEPTH`];
+/// returns the program and its depth. A text whose bracket nesting alone is too deep,
+/// or that has more operators than any usable tree, is refused before parsing; one
+/// that may make a deep tree is parsed on a stack of [`DEEP_STACK`].
+pub(crate) fn parse(source: &str) -> Result<(Program, usize), String> {
+    let (nesting, operators) = shape(source);
+    if nesting > MAX_RECURSION_DEPTH || operators > MAX_OPERATORS {
+        return Err(too_deep());
+    }
+    let compile = || {
+        let program = Program::compile(source).map_err(|e| {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("").trim().to_string();
+            format!("compilation failed: ERROR: <input>: {first}")
+        })?;
+        // A tree too deep is dropped here, on the stack it was built on.
+        match depth(program.expression()) {
+            d if d > MAX_RECURSION_DEPTH => Err(too_deep()),
+            d => Ok((program, d)),
+        }
+    };
+    if nesting + operators <= SHALLOW_DEPTH { compile() } else { stacker::grow(DEEP_STACK, compile) }
+}
+
+/// The deepest bracket nesting of `source` and how many operators it has (both outside
+/// string literals): together an upper bound of its tree's depth.
+fn shape(source: &str) -> (usize, usize) {
+    let (mut depth, mut max, mut operators) = (0usize, 0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut chars = source.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[' | '{') => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            (None, ')' | ']' | '}') => depth = depth.saturating_sub(1),
+            (None, '.' | '+' | '-' | '*' | '/' | '%' | '&' | '|' | '=' | '<' | '>' | '!' | '?' | ',') => operators += 1,
+            _ => {}
+        }
+    }
+    (max, operators)
+}
+
+/// The depth of a syntax tree, measured without recursion.
+fn depth(root: &IdedExpr) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(root, 1usize)];
+    while let Some((e, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        let mut children: Vec<&IdedExpr> = Vec::new();
+        match &e.expr {
+            Expr::Select(s) => children.push(&s.operand),
+            Expr::Call(c) => {
+                children.extend(c.target.as_deref());
+                children.extend(&c.args);
+            }
+            Expr::List(l) => children.extend(&l.elements),
+            Expr::Map(m) => {
+                for entry in &m.entries {
+                    if let EntryExpr::MapEntry(me) = &entry.expr {
+                        children.push(&me.key);
+                        children.push(&me.value);
+                    }
+                }
+            }
+            Expr::Struct(st) => {
+                for entry in &st.entries {
+                    if let EntryExpr::StructField(f) = &entry.expr {
+                        children.push(&f.value);
+                    }
+                }
+            }
+            Expr::Comprehension(c) => {
+                children.extend([&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]);
+            }
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+        }
+        stack.extend(children.into_iter().map(|c| (c, d + 1)));
+    }
+    deepest
 }
 
 /// A reference the declarations do not allow.
@@ -211,5 +316,36 @@ fn object_path(e: &IdedExpr) -> Option<Vec<String>> {
             Some(p)
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_chains_are_refused_as_too_deep_without_overflowing() {
+        let sum = vec!["1"; 3000].join(" + ");
+        let err = Expression::compile(&sum, &Declarations::default()).map(|_| ()).expect_err("too deep");
+        assert!(err.contains("max recursion depth exceeded"), "{err}");
+        // Logical chains are balanced, as cel-go balances them.
+        let all = vec!["object.a"; 1000].join(" && ");
+        let e = Expression::compile(&all, &Declarations::default()).expect("balanced");
+        assert!(e.depth < 20, "{}", e.depth);
+    }
+
+    #[test]
+    fn deep_nesting_is_a_compile_error() {
+        let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
+        let err = Expression::compile(&deep, &Declarations::default()).map(|_| ()).expect_err("too deep");
+        assert!(err.contains("max recursion depth exceeded"), "{err}");
+    }
+
+    #[test]
+    fn a_tree_within_the_limit_compiles_and_runs() {
+        let text = vec!["1"; 200].join(" + ") + " == 200";
+        let e = Expression::compile(&text, &Declarations::default()).expect("compiles");
+        let ctx = super::super::activation::context(&[]);
+        assert_eq!(super::super::activation::eval_bool(&e, &ctx), Ok(true));
     }
 }

@@ -5,10 +5,9 @@
 
 use std::sync::Arc;
 
-use kube_cel::cel::Program;
 use serde_json::{Value, json};
 
-use super::expr::object_paths;
+use super::expr::{object_paths, parse};
 use crate::catalog::ResourceInfo;
 use crate::registry::{Registry, Subresource, Target, WriteOptions};
 
@@ -104,7 +103,7 @@ pub(crate) fn expression_warnings(registry: &Registry, policy: &Value) -> Vec<Va
     add("variables", "expression");
     let mut out = Vec::new();
     for (field_ref, source) in expressions {
-        let Ok(program) = Program::compile(&source) else { continue };
+        let Ok((program, _)) = parse(&source) else { continue };
         let paths = object_paths(program.expression());
         let mut lines = Vec::new();
         for (gvk, schema) in &schemas {
