@@ -49,6 +49,9 @@ impl PolicyCache {
         let mut bindings: Vec<Binding> = bindings.iter().map(|b| read_binding(b).0).collect();
         let mut snap = Snapshot::default();
         for p in &policies {
+            // A policy whose status predates its spec (a server restarted before the
+            // type checker wrote it) is checked again.
+            super::type_check::spawn_status_update(registry, p);
             let (policy, _) = read_policy(p);
             let (mine, rest): (Vec<Binding>, Vec<Binding>) =
                 bindings.into_iter().partition(|b| b.policy_name == policy.name);
