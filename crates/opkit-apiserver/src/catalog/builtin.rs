@@ -166,6 +166,22 @@ const ROWS: &[Row] = &[
     row("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", CLUSTER)
         .cat(&["api-extensions"])
         .generation(),
+    // Also served at v1beta1, whose objects are the same as v1's.
+    row("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", CLUSTER)
+        .also_served(&["v1beta1"])
+        .cat(&["api-extensions"])
+        .status()
+        .generation(),
+    row(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        CLUSTER,
+    )
+    .also_served(&["v1beta1"])
+    .cat(&["api-extensions"])
+    .generation(),
     row("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", NS).short(&["pdb"]).status().generation(),
     row("networking.k8s.io", "v1", "ingresses", "Ingress", NS).short(&["ing"]).status().generation(),
     row("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", NS).short(&["netpol"]).generation(),

@@ -15,6 +15,7 @@
 //! request's [`crate::registry::Target`]). Adding a kind means adding a module and one
 //! line to [`BUILTIN`], not editing the store.
 
+mod admission_policies;
 mod apiservices;
 mod autoscaling;
 mod batch;
@@ -323,6 +324,12 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
         "admissionregistration.k8s.io",
         "validatingwebhookconfigurations",
         &Printed(table::admission::webhook_configurations),
+    ),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies", &admission_policies::ValidatingAdmissionPolicies),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+        &admission_policies::ValidatingAdmissionPolicyBindings,
     ),
 ];
 

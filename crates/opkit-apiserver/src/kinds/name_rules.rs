@@ -57,6 +57,8 @@ const KUBE_RULES: &[(&str, &str, NameRule)] = &[
     ("apiextensions.k8s.io", "customresourcedefinitions", Subdomain),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations", Subdomain),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", Subdomain),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies", Subdomain),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", Subdomain),
     ("policy", "poddisruptionbudgets", Subdomain),
     ("networking.k8s.io", "ingresses", Subdomain),
     ("networking.k8s.io", "networkpolicies", Subdomain),

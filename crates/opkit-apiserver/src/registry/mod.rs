@@ -181,6 +181,8 @@ pub struct Registry {
     pub(crate) webhook_clients: Arc<crate::webhook_client::WebhookClients>,
     /// The admission webhooks of the stored configurations, compiled once per change.
     pub(crate) webhook_cache: Arc<crate::admission::webhook::WebhookCache>,
+    /// The compiled ValidatingAdmissionPolicies and their bindings.
+    pub(crate) admission_policies: Arc<crate::admission::policy::PolicyCache>,
 }
 
 impl Registry {
@@ -193,6 +195,7 @@ impl Registry {
             allocations: Arc::default(),
             webhook_clients: Arc::default(),
             webhook_cache: Arc::default(),
+            admission_policies: Arc::default(),
         }
     }
 

@@ -5,6 +5,7 @@
 mod common;
 
 mod admission_webhooks;
+mod admission_policy;
 mod apiservices;
 mod apply;
 mod audit;
