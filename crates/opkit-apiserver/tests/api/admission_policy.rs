@@ -632,3 +632,39 @@ async fn equivalent_match_policy_sees_the_object_at_the_rules_version() {
     within("patch", policies.patch("hpa-v2", &PatchParams::default(), &Patch::Merge(&exact))).await.expect("patch");
     within("create", hpas.create(&PostParams::default(), &hpa("b"))).await.expect("Exact does not match v1");
 }
+
+#[tokio::test]
+async fn audit_actions_write_the_validation_failure_to_the_audit_log() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("audit.log");
+    let cfg =
+        opkit_apiserver::ServerConfig { audit_log: Some(path.clone()), ..opkit_apiserver::ServerConfig::in_memory() };
+    let env = TestEnv::builder().server(cfg).without_controllers().start().await.expect("env");
+    create_policy(
+        &env,
+        policy(
+            "replicas-audit",
+            json!({
+                "matchConstraints": deployment_rules(),
+                "validations": [{"expression": "object.spec.replicas <= 2", "message": "keep it small"}],
+            }),
+        ),
+    )
+    .await;
+    create_binding(
+        &env,
+        binding("replicas-audit", json!({"policyName": "replicas-audit", "validationActions": ["Audit"]})),
+    )
+    .await;
+    create_deployment(&env, "default", "audited", 4).await.expect("Audit alone admits");
+
+    let log = std::fs::read_to_string(&path).expect("audit log");
+    let created = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "deployments")
+        .expect("the create's event");
+    let failure =
+        created["annotations"]["validation.policy.admission.k8s.io/validation_failure"].as_str().unwrap_or_default();
+    assert!(failure.contains("keep it small") && failure.contains("replicas-audit"), "{created}");
+}

@@ -4,8 +4,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod admission_webhooks;
 mod admission_policy;
+mod admission_webhooks;
 mod apiservices;
 mod apply;
 mod audit;
