@@ -1,12 +1,12 @@
 //! `x-kubernetes-validations` (CEL) rules of one schema node: compiled with `kube-cel`, evaluated
 //! per node, and their failures reported as kube-apiserver's `celValidator` reports them.
 
-use kube_cel::cel::Program;
 use kube_cel::cel::common::ast::IdedExpr;
 use kube_cel::{CompiledSchema, ErrorKind};
 use serde_json::Value;
 
 use super::cel_cost::{PER_CALL_LIMIT, RuntimeBudget, runtime_cost};
+use super::cel_depth::{self, DEEP_STACK, SHALLOW_DEPTH};
 use super::errors::{FieldError, FieldErrorReason};
 use super::structural::{Schema, first_line};
 
@@ -41,6 +41,8 @@ pub(crate) struct CelRules {
     rules: Vec<RuleInfo>,
     /// This node's schema (nested rules stripped), for the rules' cost on a value.
     node: Value,
+    /// The depth of the deepest rule's syntax tree (see `cel_depth`).
+    depth: usize,
 }
 
 /// Removes `x-kubernetes-validations` from every descendant of `v` (not from `v` itself).
@@ -67,13 +69,43 @@ fn strip_nested(v: &mut Value) {
     }
 }
 
+/// Parses every rule and `messageExpression` of a node with the depth guard before the
+/// rules are compiled together: one nested too deep is a compile error (and nothing of
+/// the node is compiled). Returns the deepest tree's depth.
+fn guard_depth(raw_rules: &[Value], path: &str, errs: &mut Vec<FieldError>) -> Option<usize> {
+    let mut deepest = 0;
+    let mut refused = false;
+    for (i, raw) in raw_rules.iter().enumerate() {
+        let rpath = format!("{path}.x-kubernetes-validations[{i}]");
+        for (key, detail_prefix) in [("rule", ""), ("messageExpression", "messageExpression ")] {
+            let Some(text) = raw.get(key).and_then(Value::as_str).filter(|t| !t.trim().is_empty()) else { continue };
+            match cel_depth::parse(text) {
+                Ok((_, depth)) => deepest = deepest.max(depth),
+                Err(e) if e.contains("max recursion depth") => {
+                    let detail = format!("{detail_prefix}{e}");
+                    errs.push(FieldError::invalid_str(&format!("{rpath}.{key}"), text, &detail));
+                    refused = true;
+                }
+                // Other parse errors are reported by the compilation, in its words.
+                Err(_) => {}
+            }
+        }
+    }
+    (!refused).then_some(deepest)
+}
+
 impl CelRules {
     /// Compiles the rules of node `v` (whose structure is already in `schema`).
     pub(crate) fn compile(v: &Value, schema: &Schema, path: &str, errs: &mut Vec<FieldError>) -> Option<CelRules> {
         let raw_rules = v.get("x-kubernetes-validations").and_then(Value::as_array)?;
+        let depth = guard_depth(raw_rules, path, errs)?;
         let mut stripped = v.clone();
         strip_nested(&mut stripped);
-        let compiled = kube_cel::compile_schema(&stripped);
+        let compiled = if depth <= SHALLOW_DEPTH {
+            kube_cel::compile_schema(&stripped)
+        } else {
+            stacker::grow(DEEP_STACK, || kube_cel::compile_schema(&stripped))
+        };
         let mut rules = Vec::new();
         let mut ok = true;
         for (i, raw) in raw_rules.iter().enumerate() {
@@ -143,10 +175,10 @@ impl CelRules {
                     errs.push(FieldError::invalid_str(&field, &rule, &detail));
                 }
             }
-            let expr = Program::compile(&rule).ok().map(|p| p.expression().clone());
+            let expr = cel_depth::parse(&rule).ok().map(|(p, _)| p.expression().clone());
             rules.push(RuleInfo { rule, message, field_path, reason, expr });
         }
-        ok.then_some(CelRules { compiled, rules, node: stripped })
+        ok.then_some(CelRules { compiled, rules, node: stripped, depth })
     }
 
     /// Evaluates the rules against `value` (and `old` for transition rules) at `path`
@@ -164,7 +196,9 @@ impl CelRules {
             return;
         }
 
-        let Err(failures) = kube_cel::validate_compiled(&self.compiled, value, old) else {
+        let validate = || kube_cel::validate_compiled(&self.compiled, value, old);
+        let validated = if self.depth <= SHALLOW_DEPTH { validate() } else { stacker::grow(DEEP_STACK, validate) };
+        let Err(failures) = validated else {
             return;
         };
         let mut used = vec![false; self.rules.len()];

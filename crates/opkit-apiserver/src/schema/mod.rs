@@ -5,6 +5,7 @@
 
 mod cel;
 mod cel_cost;
+pub(crate) mod cel_depth;
 mod crd;
 mod crd_schema;
 mod errors;

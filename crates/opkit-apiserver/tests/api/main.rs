@@ -12,6 +12,7 @@ mod audit;
 mod autoscaling_v1;
 mod builtin_validation;
 mod cel_cost;
+mod cel_depth;
 mod certificates;
 mod concurrency;
 mod crd_conversion;

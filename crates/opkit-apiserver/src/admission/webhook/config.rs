@@ -43,8 +43,9 @@ impl Phase {
 pub(crate) struct Condition {
     /// The condition's name.
     pub name: String,
-    /// The compiled expression, or why it does not compile.
-    pub program: Result<Program, String>,
+    /// The compiled expression and its tree's depth (see `schema::cel_depth`), or why it
+    /// does not compile.
+    pub program: Result<(Program, usize), String>,
 }
 
 /// One webhook of a configuration, ready to match and call.
@@ -112,7 +113,7 @@ impl Hook {
                     cs.iter()
                         .map(|m| Condition {
                             name: m.name.clone(),
-                            program: Program::compile(&m.expression).map_err(|e| e.to_string()),
+                            program: crate::schema::cel_depth::parse(&m.expression),
                         })
                         .collect()
                 })

@@ -125,10 +125,15 @@ pub(crate) fn conditions_match(hook: &Hook, attrs: &Attributes<'_>, request: &Va
             errors.push(format!("{name}: {e}"));
         }
     }
+    /// Runs `f` on a stack of its own when the expression is deep (see `cel_depth`).
+    fn run_deep<T>(depth: usize, f: impl FnOnce() -> T) -> T {
+        use crate::schema::cel_depth::{DEEP_STACK, SHALLOW_DEPTH};
+        if depth <= SHALLOW_DEPTH { f() } else { stacker::grow(DEEP_STACK, f) }
+    }
     for condition in &hook.conditions {
         let outcome = match &condition.program {
-            Err(e) => Err(format!("compilation failed: {e}")),
-            Ok(program) => match program.execute(&context) {
+            Err(e) => Err(e.clone()),
+            Ok((program, depth)) => match run_deep(*depth, || program.execute(&context)) {
                 Ok(CelValue::Bool(b)) => Ok(b),
                 Ok(other) => Err(format!("expected a boolean, got {:?}", other.type_of())),
                 Err(e) => Err(e.to_string()),
