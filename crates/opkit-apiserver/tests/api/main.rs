@@ -31,6 +31,7 @@ mod limits;
 mod names;
 mod no_500;
 mod pagination;
+mod pod_security;
 mod pod_streaming;
 mod priority;
 mod rbac;

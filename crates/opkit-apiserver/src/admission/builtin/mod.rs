@@ -1,5 +1,13 @@
 //! The admission plugins compiled into kube-apiserver that operators meet in real
-//! clusters. Empty until they are written: every request is admitted unchanged.
+//! clusters, one module per plugin:
+//!
+//! - `pod_security`: Pod Security admission (namespace labels, baseline and restricted).
+//!
+//! NamespaceLifecycle is `kinds::namespaces::check_open`; the ServiceAccount plugin's
+//! default `serviceAccountName` and DefaultTolerationSeconds are the pod strategy's
+//! create defaults (`kinds/pods.rs`).
+
+mod pod_security;
 
 use serde_json::Value;
 
@@ -13,8 +21,8 @@ pub(crate) async fn mutate(_registry: &Registry, _attrs: &Attributes<'_>, _obj: 
 }
 
 /// The built-in validating plugins that run before policies and webhooks.
-pub(crate) async fn validate(_registry: &Registry, _attrs: &Attributes<'_>, _obj: &Value) -> ApiResult<Verdict> {
-    Ok(Verdict::default())
+pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<Verdict> {
+    pod_security::validate(registry, attrs, obj).await
 }
 
 /// ResourceQuota, the last validating plugin.
