@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admission_builtin;
 mod apiservices;
 mod apply;
 mod audit;
