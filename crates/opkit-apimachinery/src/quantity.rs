@@ -70,7 +70,7 @@ pub fn milli(q: &Quantity) -> Option<i128> {
 pub fn format_milli(milli: i128, binary: bool) -> String {
     let sign = if milli < 0 { "-" } else { "" };
     let milli = milli.unsigned_abs();
-    if milli % 1000 != 0 {
+    if !milli.is_multiple_of(1000) {
         return format!("{sign}{milli}m");
     }
     let whole = milli / 1000;
@@ -79,13 +79,13 @@ pub fn format_milli(milli: i128, binary: bool) -> String {
     }
     if binary && whole >= 1024 {
         const BINARY: [(&str, u32); 6] = [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
-        if let Some((suffix, shift)) = BINARY.iter().find(|(_, shift)| whole % (1u128 << shift) == 0) {
+        if let Some((suffix, shift)) = BINARY.iter().find(|(_, shift)| whole.is_multiple_of(1u128 << shift)) {
             return format!("{sign}{}{suffix}", whole >> shift);
         }
         return format!("{sign}{whole}");
     }
     const DECIMAL: [(&str, u32); 6] = [("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3)];
-    match DECIMAL.iter().find(|(_, exp)| whole % 10u128.pow(*exp) == 0) {
+    match DECIMAL.iter().find(|(_, exp)| whole.is_multiple_of(10u128.pow(*exp))) {
         Some((suffix, exp)) => format!("{sign}{}{suffix}", whole / 10u128.pow(*exp)),
         None => format!("{sign}{whole}"),
     }

@@ -125,11 +125,14 @@ impl CallError {
     }
 }
 
+/// What a webhook client is kept for: (address, server name, CA bundle).
+type EndpointKey = (String, String, Option<Vec<u8>>);
+
 /// The clients of webhook endpoints, one per (address, server name, CA), kept for the
 /// server's life so connections are reused.
 #[derive(Default)]
 pub(crate) struct WebhookClients {
-    clients: Mutex<HashMap<(String, String, Option<Vec<u8>>), kube::Client>>,
+    clients: Mutex<HashMap<EndpointKey, kube::Client>>,
 }
 
 /// One resolved call: the endpoint, the path and the URL kube would print.
