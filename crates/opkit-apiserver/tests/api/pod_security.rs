@@ -337,3 +337,36 @@ async fn labelling_a_namespace_warns_about_its_violating_pods_and_keeps_them() {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "apps");
     assert!(deployments.list(&Default::default()).await.expect("list").items.is_empty());
 }
+
+#[tokio::test]
+async fn an_ephemeral_container_must_pass_the_enforced_level_too() {
+    let env = env().await;
+    let client = env.client();
+    namespace(&client, "debugged", json!({"pod-security.kubernetes.io/enforce": "baseline"})).await;
+    let res = send(
+        &client,
+        "POST",
+        "/api/v1/namespaces/debugged/pods",
+        &pod("app", json!({"containers": [{"name": "app", "image": "nginx"}]})),
+    )
+    .await;
+    assert_eq!(res.code, 201, "{}", res.json);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "debugged");
+    let debugger = |name: &str, privileged: bool| {
+        json!({"spec": {"ephemeralContainers": [{"name": name, "image": "busybox", "targetContainerName": "app",
+            "securityContext": {"privileged": privileged}}]}})
+    };
+    let status = expect_status(
+        pods.patch_ephemeral_containers("app", &PatchParams::default(), &Patch::Strategic(&debugger("root", true)))
+            .await,
+        403,
+        "Forbidden",
+    );
+    assert_eq!(
+        status.message,
+        "pods \"app\" is forbidden: violates PodSecurity \"baseline:latest\": privileged (container \"root\" must not set securityContext.privileged=true)"
+    );
+    pods.patch_ephemeral_containers("app", &PatchParams::default(), &Patch::Strategic(&debugger("plain", false)))
+        .await
+        .expect("an unprivileged debugger is admitted");
+}
