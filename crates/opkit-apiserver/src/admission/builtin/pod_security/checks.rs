@@ -18,7 +18,7 @@ pub(super) struct Violation {
     pub detail: String,
 }
 
-/// The pod a check looks at, and the policy's minor version (`u32::MAX` for `latest`).
+/// The pod a check looks at, and the policy's minor version.
 struct Pod<'a> {
     meta: &'a Value,
     spec: &'a Value,
@@ -39,11 +39,6 @@ impl Pod<'_> {
 
     fn windows(&self) -> bool {
         self.spec["os"]["name"] == "windows"
-    }
-
-    /// kube relaxes runAsNonRoot and procMount for pods in a user namespace (1.34+).
-    fn user_namespaced(&self) -> bool {
-        self.minor >= 34 && self.spec["hostUsers"] == false
     }
 
     fn annotations(&self) -> impl Iterator<Item = (&String, &str)> {
@@ -102,7 +97,6 @@ const CHECKS: &[Check] = &[
     Check { kind: Kind::Baseline, since: 0, run: host_namespaces },
     Check { kind: Kind::BaselineOverlap, since: 0, run: host_path_volumes },
     Check { kind: Kind::Baseline, since: 0, run: host_ports },
-    Check { kind: Kind::Baseline, since: 34, run: host_probes_and_lifecycle },
     Check { kind: Kind::Baseline, since: 0, run: privileged },
     Check { kind: Kind::Baseline, since: 0, run: proc_mount },
     Check { kind: Kind::Restricted, since: 0, run: restricted_volumes },
@@ -115,10 +109,14 @@ const CHECKS: &[Check] = &[
     Check { kind: Kind::Baseline, since: 0, run: windows_host_process },
 ];
 
+/// The policy version `latest` stands for: the Kubernetes minor version this server
+/// reports (`handlers::discovery::KUBE_MINOR`); newer versions are evaluated as it.
+pub(super) const LATEST_MINOR: u32 = 33;
+
 /// Evaluates a pod (its metadata and spec) against a level and version: the violations
 /// in kube's order, none for `privileged`.
 pub(super) fn evaluate(lv: LevelVersion, meta: &Value, spec: &Value) -> Vec<Violation> {
-    let pod = Pod { meta, spec, minor: lv.minor.unwrap_or(u32::MAX) };
+    let pod = Pod { meta, spec, minor: lv.minor.unwrap_or(LATEST_MINOR).min(LATEST_MINOR) };
     let applies = |c: &&Check| pod.minor >= c.since;
     let kinds: &[Kind] = match lv.level {
         Level::Privileged => return Vec::new(),
@@ -329,43 +327,6 @@ fn host_ports(pod: &Pod) -> Option<Violation> {
     )
 }
 
-fn host_probes_and_lifecycle(pod: &Pod) -> Option<Violation> {
-    let mut bad = BTreeSet::new();
-    let mut hosts = BTreeSet::new();
-    for c in pod.containers() {
-        let handlers = [
-            &c["livenessProbe"],
-            &c["readinessProbe"],
-            &c["startupProbe"],
-            &c["lifecycle"]["postStart"],
-            &c["lifecycle"]["preStop"],
-        ];
-        for handler in handlers {
-            for kind in ["httpGet", "tcpSocket"] {
-                if let Some(host) = handler[kind]["host"].as_str().filter(|h| !h.is_empty()) {
-                    bad.insert(name(c));
-                    hosts.insert(host.to_string());
-                }
-            }
-        }
-    }
-    if bad.is_empty() {
-        return None;
-    }
-    let bad: Vec<String> = bad.into_iter().collect();
-    let hosts: Vec<String> = hosts.into_iter().collect();
-    violation(
-        "probe or lifecycle host",
-        format!(
-            "{} {} {} {}",
-            containers_phrase(&bad),
-            pluralize("uses", "use", bad.len()),
-            pluralize("probe or lifecycle host", "probe or lifecycle hosts", hosts.len()),
-            join_quote(&hosts)
-        ),
-    )
-}
-
 fn privileged(pod: &Pod) -> Option<Violation> {
     let bad: Vec<String> = pod.containers().filter(|c| c["securityContext"]["privileged"] == true).map(name).collect();
     if bad.is_empty() {
@@ -375,9 +336,6 @@ fn privileged(pod: &Pod) -> Option<Violation> {
 }
 
 fn proc_mount(pod: &Pod) -> Option<Violation> {
-    if pod.user_namespaced() {
-        return None;
-    }
     let mut bad = Vec::new();
     let mut types = BTreeSet::new();
     for c in pod.containers() {
@@ -424,9 +382,6 @@ fn setters(pod_bad: bool, containers: &[String]) -> String {
 }
 
 fn run_as_non_root(pod: &Pod) -> Option<Violation> {
-    if pod.user_namespaced() {
-        return None;
-    }
     let pod_value = &pod.pod_sc()["runAsNonRoot"];
     let pod_bad = *pod_value == false;
     let pod_ok = *pod_value == true;
@@ -696,7 +651,7 @@ mod tests {
     #[test]
     fn restricted_volume_names_are_printed_as_go_prints_a_string_slice() {
         let spec = json!({"containers": [], "volumes": [{"name": "b", "nfs": {}}, {"name": "a", "hostPath": {}}]});
-        let v = restricted_volumes(&Pod { meta: &json!({}), spec: &spec, minor: u32::MAX });
+        let v = restricted_volumes(&Pod { meta: &json!({}), spec: &spec, minor: LATEST_MINOR });
         assert_eq!(v.map(|v| v.detail).as_deref(), Some("volumes [\"a\" \"b\"] have restricted types"));
     }
 }
