@@ -169,3 +169,25 @@ async fn object_counts_are_limited_and_kubectl_prints_kubes_message() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn concurrent_creates_never_exceed_a_quota() {
+    let env = env().await;
+    let client = env.client();
+    let quotas = quota(&client, "three", json!({"count/configmaps": "3"})).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let creates = (0..8).map(|i| {
+        let configmaps = configmaps.clone();
+        async move { configmaps.create(&PostParams::default(), &config_map(&format!("cm-{i}"), &[])).await }
+    });
+    let results = futures::future::join_all(creates).await;
+    let admitted = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(admitted, 3, "{results:?}");
+    for refused in results.into_iter().filter_map(Result::err) {
+        let status = crate::common::status_of::<()>(Err(refused));
+        assert_eq!(status.code, 403, "{}", status.message);
+        assert!(status.message.contains("exceeded quota: three"), "{}", status.message);
+    }
+    let used = quotas.get("three").await.expect("quota").status.expect("status").used.expect("used");
+    assert_eq!(used["count/configmaps"].0, "3");
+}

@@ -14,8 +14,10 @@ use crate::error::{ApiError, ApiResult};
 use crate::registry::{Registry, Subresource, Target, WriteOptions, parse_stored};
 use crate::storage::ResourceId;
 
-/// How often a charge is retried when a quota's status changed meanwhile.
-const CHARGE_ATTEMPTS: usize = 10;
+/// How often a charge is retried when a quota's status changed meanwhile. Each round
+/// lets at least one of the competing creates through, so this bounds how many creates
+/// in one namespace may race for a quota at once.
+const CHARGE_ATTEMPTS: usize = 100;
 
 /// The quotas of a namespace, by name.
 fn quotas(registry: &Registry, namespace: &str) -> Vec<Value> {
