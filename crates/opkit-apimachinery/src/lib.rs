@@ -7,6 +7,8 @@
 //!   it merges by;
 //! - [`duration`]: Go durations (`"1m30s"`), parsed with kube's own parser and printed like Go;
 //! - [`quantity`]: resource quantities (`"100m"`, `"1Gi"`);
+//! - [`quota`]: what an object charges against a ResourceQuota (the API server's quota
+//!   admission and the quota controller share it);
 //! - [`aggregation`]: which endpoint serves a service-backed APIService, and a TLS client
 //!   for it (the API server's proxy and the availability controller share it);
 //! - [`rbac`]: the rules of an aggregated ClusterRole (the API server's bootstrap policy and
@@ -16,5 +18,6 @@ pub mod aggregation;
 pub mod duration;
 pub mod patch;
 pub mod quantity;
+pub mod quota;
 pub mod rbac;
 pub mod selector;

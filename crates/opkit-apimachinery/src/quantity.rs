@@ -63,9 +63,57 @@ pub fn milli(q: &Quantity) -> Option<i128> {
     parse_milli(&q.0)
 }
 
+/// Formats milli-units as kube's `Quantity.String()` prints a canonical quantity: binary
+/// suffixes (`Ki` ... `Ei`) for a `binary` whole value that is a multiple of 1024, else
+/// the largest decimal suffix (`k` ... `E`) that keeps the mantissa whole, `m` for
+/// fractions (`1500m`, `2`, `1M`, `128Mi`).
+pub fn format_milli(milli: i128, binary: bool) -> String {
+    let sign = if milli < 0 { "-" } else { "" };
+    let milli = milli.unsigned_abs();
+    if !milli.is_multiple_of(1000) {
+        return format!("{sign}{milli}m");
+    }
+    let whole = milli / 1000;
+    if whole == 0 {
+        return "0".to_string();
+    }
+    if binary && whole >= 1024 {
+        const BINARY: [(&str, u32); 6] = [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
+        if let Some((suffix, shift)) = BINARY.iter().find(|(_, shift)| whole.is_multiple_of(1u128 << shift)) {
+            return format!("{sign}{}{suffix}", whole >> shift);
+        }
+        return format!("{sign}{whole}");
+    }
+    const DECIMAL: [(&str, u32); 6] = [("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3)];
+    match DECIMAL.iter().find(|(_, exp)| whole.is_multiple_of(10u128.pow(*exp))) {
+        Some((suffix, exp)) => format!("{sign}{}{suffix}", whole / 10u128.pow(*exp)),
+        None => format!("{sign}{whole}"),
+    }
+}
+
+/// A quantity as kube prints it after parsing (`"2000m"` is `"2"`, `"1024Ki"` is
+/// `"1Mi"`), `None` when it is not a quantity.
+pub fn canonical(q: &str) -> Option<String> {
+    Some(format_milli(parse_milli(q)?, q.trim_end().ends_with('i')))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_canonically() {
+        assert_eq!(canonical("2000m").as_deref(), Some("2"));
+        assert_eq!(canonical("1500m").as_deref(), Some("1500m"));
+        assert_eq!(canonical("0.5").as_deref(), Some("500m"));
+        assert_eq!(canonical("1024Ki").as_deref(), Some("1Mi"));
+        assert_eq!(canonical("1536Mi").as_deref(), Some("1536Mi"));
+        assert_eq!(canonical("1000000").as_deref(), Some("1M"));
+        assert_eq!(canonical("0").as_deref(), Some("0"));
+        assert_eq!(canonical("3").as_deref(), Some("3"));
+        assert_eq!(format_milli(1_073_741_824_000, true), "1Gi");
+        assert_eq!(canonical("x"), None);
+    }
 
     #[test]
     fn parses_quantities() {

@@ -327,8 +327,8 @@ pub struct StartArgs {
     /// Cluster controllers to switch off (comma-separated names, or `*` for all):
     /// namespace, serviceaccount, serviceaccount-token, root-ca-cert-publisher,
     /// garbagecollector, deployment, replicaset, statefulset, daemonset, job, cronjob,
-    /// endpoints, service-lb, apiservice, persistentvolume, disruption, flowcontrol,
-    /// clusterrole-aggregation, csrsigning, nodes, scheduler, kubelet.
+    /// endpoints, service-lb, apiservice, persistentvolume, disruption, resourcequota,
+    /// flowcontrol, clusterrole-aggregation, csrsigning, nodes, scheduler, kubelet.
     #[arg(long, value_delimiter = ',')]
     pub disable_controllers: Vec<String>,
     /// How many simulated nodes to run.

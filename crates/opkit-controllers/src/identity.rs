@@ -59,6 +59,7 @@ pub fn of(name: &str) -> Identity {
         "service-lb" => account("system:serviceaccount:kube-system:service-controller"),
         "persistentvolume" => account("system:serviceaccount:kube-system:persistent-volume-binder"),
         "disruption" => account("system:serviceaccount:kube-system:disruption-controller"),
+        "resourcequota" => account("system:serviceaccount:kube-system:resourcequota-controller"),
         "csrsigning" => account("system:serviceaccount:kube-system:certificate-controller"),
         "clusterrole-aggregation" => account("system:serviceaccount:kube-system:clusterrole-aggregation-controller"),
         "scheduler" => account(SCHEDULER),

@@ -4,7 +4,7 @@
 //! StatefulSets, DaemonSets, Jobs, CronJobs), Service endpoints, load-balancer addresses
 //! for Services of type LoadBalancer (as kind's cloud provider or k3s's ServiceLB), the
 //! availability of aggregated APIServices, local-path volumes for claims, disruption
-//! budgets' status, FlowSchemas' `Dangling` condition, aggregated ClusterRoles' rules,
+//! budgets' status, resource quotas' usage, FlowSchemas' `Dangling` condition, aggregated ClusterRoles' rules,
 //! the `kube-root-ca.crt` ConfigMap in every namespace, legacy ServiceAccount token
 //! Secrets, client certificates for approved CertificateSigningRequests, a cert-manager
 //! stand-in (opt-in, [`certmanager`]), and simulated nodes whose pods are scheduled, started and made Ready — as real processes when their images are loaded into the image store.
@@ -44,6 +44,7 @@ pub(crate) mod kubelet;
 pub(crate) mod namespace;
 pub(crate) mod node;
 pub(crate) mod replicaset;
+pub(crate) mod resourcequota;
 pub(crate) mod root_ca_publisher;
 pub(crate) mod scheduler;
 pub(crate) mod service_lb;
@@ -79,6 +80,7 @@ pub const ALL: &[&str] = &[
     "apiservice",
     "persistentvolume",
     "disruption",
+    "resourcequota",
     "flowcontrol",
     "clusterrole-aggregation",
     "csrsigning",
@@ -113,6 +115,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     apiservice::register(mgr, cfg)?;
     volume::register(mgr, cfg)?;
     disruption::register(mgr, cfg)?;
+    resourcequota::register(mgr, cfg)?;
     flowcontrol::register(mgr, cfg)?;
     clusterrole_aggregation::register(mgr, cfg)?;
     csr_signing::register(mgr, cfg)?;

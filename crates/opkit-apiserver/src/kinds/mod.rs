@@ -28,6 +28,7 @@ mod defaulting;
 mod ephemeral_containers;
 mod events;
 mod flowcontrol;
+mod limitranges;
 pub(crate) use flowcontrol::bootstrap as bootstrap_flowcontrol;
 pub(crate) mod namespaces;
 pub(crate) use apiservices::bootstrap as bootstrap_apiservices;
@@ -273,6 +274,7 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("", "services", &services::Services),
     ("", "secrets", &secrets::Secrets),
     ("", "configmaps", &configmaps::ConfigMaps),
+    ("", "limitranges", &limitranges::LimitRanges),
     ("", "componentstatuses", &componentstatuses::ComponentStatuses),
     ("", "nodes", &nodes::Nodes),
     ("", "events", &events::CoreEvents),

@@ -6,6 +6,7 @@ mod common;
 
 mod admission_policy;
 mod admission_webhooks;
+mod admission_builtin;
 mod apiservices;
 mod apply;
 mod audit;
@@ -35,6 +36,7 @@ mod limits;
 mod names;
 mod no_500;
 mod pagination;
+mod pod_security;
 mod pod_streaming;
 mod priority;
 mod rbac;
