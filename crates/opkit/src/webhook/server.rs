@@ -226,6 +226,7 @@ impl WebhookServer {
 }
 
 type Routes = Arc<HashMap<String, Route>>;
+type HttpResponse = Response<Full<Bytes>>;
 
 /// A `metav1.Status`-shaped error body.
 fn error_response(code: StatusCode, message: &str) -> Response<Full<Bytes>> {
@@ -292,7 +293,7 @@ async fn route(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>>
                 response.uid = request.uid;
                 admission_review_response(types, response)
             }
-            Err(resp) => resp,
+            Err(resp) => *resp,
         },
         Route::AsyncAdmission(handler) => match admission_request(&body) {
             Ok((types, request)) => {
@@ -300,7 +301,7 @@ async fn route(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>>
                 response.uid = request.uid;
                 admission_review_response(types, response)
             }
-            Err(resp) => resp,
+            Err(resp) => *resp,
         },
         Route::Conversion(converter) => convert(converter, &body),
     }
@@ -310,32 +311,37 @@ async fn route(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>>
 /// answers a body that is not one.
 fn admission_request(
     body: &[u8],
-) -> Result<(kube::core::TypeMeta, AdmissionRequest<kube::core::DynamicObject>), Response<Full<Bytes>>> {
+) -> Result<(kube::core::TypeMeta, AdmissionRequest<kube::core::DynamicObject>), Box<HttpResponse>> {
     let review: ReviewIn = match serde_json::from_slice(body) {
         Ok(r) => r,
         // An envelope whose objects do not decode is still answered in a review (denied, 400).
         Err(e) => match envelope_of(body) {
             Some((types, uid)) if is_admission_review(&types) => {
                 let message = format!("unable to decode the request: {e}");
-                return Err(admission_review_response(types, undecodable(uid, &message)));
+                return Err(Box::new(admission_review_response(types, undecodable(uid, &message))));
             }
-            _ => return Err(error_response(StatusCode::BAD_REQUEST, &format!("malformed AdmissionReview: {e}"))),
+            _ => {
+                return Err(Box::new(error_response(
+                    StatusCode::BAD_REQUEST,
+                    &format!("malformed AdmissionReview: {e}"),
+                )));
+            }
         },
     };
     if !is_admission_review(&review.types) {
-        return Err(error_response(
+        return Err(Box::new(error_response(
             StatusCode::BAD_REQUEST,
             &format!(
                 "expected admission.k8s.io/v1 AdmissionReview, got {} {}",
                 review.types.api_version, review.types.kind
             ),
-        ));
+        )));
     }
     let types = review.types.clone();
     let request: Result<AdmissionRequest<_>, _> = review.try_into();
     match request {
         Ok(request) => Ok((types, request)),
-        Err(_) => Err(error_response(StatusCode::BAD_REQUEST, "AdmissionReview has no request")),
+        Err(_) => Err(Box::new(error_response(StatusCode::BAD_REQUEST, "AdmissionReview has no request"))),
     }
 }
 
