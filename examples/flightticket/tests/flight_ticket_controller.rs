@@ -26,7 +26,7 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// A ticket named `name` in `default`.
 fn ticket(name: &str, from: &str, to: &str, number: i32) -> FlightTicket {
-    let mut t = FlightTicket::new(name, FlightTicketSpec { from: from.into(), to: to.into(), number });
+    let mut t = FlightTicket::new(name, FlightTicketSpec { from: from.into(), to: to.into(), number, class: None });
     t.metadata.namespace = Some("default".into());
     t
 }
