@@ -491,6 +491,10 @@ pub fn webhook_plan(
         ] {
             plan.create(path, render(&env, template, &ctx)?)?;
         }
+        // `make run` serves the webhooks from now on (ENABLE_WEBHOOKS=false turns them off).
+        if let Some(makefile) = plan.current(Path::new("Makefile"))? {
+            plan.write("Makefile", makefile.replace("ENABLE_WEBHOOKS ?= false", "ENABLE_WEBHOOKS ?= true"));
+        }
         let default = "config/default/kustomization.yaml";
         let text = plan.current(Path::new(default))?.unwrap_or_default();
         let text = replace_anchor(&text, default, "- ../manager\n", "- ../webhook\n- ../certmanager\n")?;

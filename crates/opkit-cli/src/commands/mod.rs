@@ -11,6 +11,7 @@ mod init;
 mod install;
 mod kubeconfig;
 mod run;
+mod run_webhooks;
 
 use crate::cli::{Cli, ClusterCommand, Command, CreateCommand};
 use crate::output::Output;
