@@ -481,7 +481,6 @@ pub fn webhook_plan(
         );
         plan.write("src/main.rs", insert_before(&main, "src/main.rs", MAIN_BUILDER_MARKER, &serve)?);
         for (path, template) in [
-            ("config/webhook/kustomization.yaml", "webhook_kustomization"),
             ("config/webhook/kustomizeconfig.yaml", "webhook_kustomizeconfig"),
             ("config/webhook/service.yaml", "service.yaml"),
             ("config/certmanager/certificate.yaml", "certificate.yaml"),
@@ -498,10 +497,15 @@ pub fn webhook_plan(
         let default = "config/default/kustomization.yaml";
         let text = plan.current(Path::new(default))?.unwrap_or_default();
         let text = replace_anchor(&text, default, "- ../manager\n", "- ../webhook\n- ../certmanager\n")?;
-        plan.write(default, add_default_patches(&text));
+        plan.write(default, add_default_patches(&text, &["- path: manager_webhook_patch.yaml"]));
     }
+    // The admission webhooks' configurations (and their CA injection) exist once a kind has one.
+    plan.write("config/webhook/kustomization.yaml", render(&env, "webhook_kustomization", &ctx)?);
     if has_mutating || has_validating {
         plan.write("config/default/webhookcainjection_patch.yaml", render(&env, "cainjection_patch.yaml", &ctx)?);
+        let default = "config/default/kustomization.yaml";
+        let text = plan.current(Path::new(default))?.unwrap_or_default();
+        plan.write(default, add_default_patches(&text, &["- path: webhookcainjection_patch.yaml"]));
     }
     plan.create(format!("src/webhook/{module}.rs"), render(&env, "webhook.rs", &ctx)?)?;
     plan.insert_before_marker("src/webhook/mod.rs", "+opkit:scaffold:webhook-modules", &format!("pub mod {module};"))?;
@@ -521,9 +525,8 @@ pub fn webhook_plan(
     Ok((plan, updated))
 }
 
-/// config/default/kustomization.yaml with the webhook patches listed (once).
-fn add_default_patches(text: &str) -> String {
-    let entries = ["- path: manager_webhook_patch.yaml", "- path: webhookcainjection_patch.yaml"];
+/// config/default/kustomization.yaml with the patch `entries` listed (once each).
+fn add_default_patches(text: &str, entries: &[&str]) -> String {
     let mut out = text.to_owned();
     let missing: Vec<&str> = entries.iter().copied().filter(|e| !text.contains(e)).collect();
     if missing.is_empty() {

@@ -180,3 +180,33 @@ fn all_three_webhooks_are_scaffolded_and_wired() {
     let sloop = read(dir, "src/webhook/ship_v1_sloop.rs");
     assert!(!sloop.contains("CustomDefaulter") && !sloop.contains("Hub"), "{sloop}");
 }
+
+#[test]
+fn conversion_alone_renders_without_admission_configurations() {
+    let tmp = project();
+    let dir = tmp.path();
+    ok(dir, &with(&["--conversion", "--spoke", "v2"]));
+    let webhook = read(dir, "config/webhook/kustomization.yaml");
+    assert!(!webhook.contains("- manifests.yaml"), "{webhook}");
+    let default = read(dir, "config/default/kustomization.yaml");
+    assert!(
+        default.contains("- path: manager_webhook_patch.yaml") && !default.contains("webhookcainjection"),
+        "{default}"
+    );
+    let objs = opkit_cli::kustomize::build(&dir.join("config/webhook")).expect("config/webhook renders");
+    assert_eq!(objs.len(), 1, "the Service only: {objs:?}");
+    // A validating webhook for another kind brings the configurations in.
+    ok(dir, &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Sloop", "--controller=false"]);
+    ok(
+        dir,
+        &["create", "webhook", "--group", "ship", "--version", "v1", "--kind", "Sloop", "--programmatic-validation"],
+    );
+    assert!(read(dir, "config/webhook/kustomization.yaml").contains("- manifests.yaml"));
+    let default = read(dir, "config/default/kustomization.yaml");
+    assert!(default.contains("- path: webhookcainjection_patch.yaml"), "{default}");
+    let injection = read(dir, "config/default/webhookcainjection_patch.yaml");
+    assert!(
+        injection.contains("kind: ValidatingWebhookConfiguration") && !injection.contains("Mutating"),
+        "{injection}"
+    );
+}
