@@ -436,6 +436,11 @@ pub fn webhook_plan(
     let has_mutating = webhooks(|w| w.defaulting);
     let has_validating = webhooks(|w| w.validation);
     let spoke_modules: Vec<String> = opts.spokes.iter().map(|v| gv_module(v)).collect();
+    // The scaffolded type's example field `foo`, if the user kept it: the webhooks use it as
+    // their example, else they are left empty for the user to fill in.
+    let type_file = format!("src/api/{}/{kind_snake}.rs", gv_module(&opts.version));
+    let example_field =
+        std::fs::read_to_string(root.join(&type_file)).is_ok_and(|t| t.contains("pub foo: Option<String>,"));
     let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();
     let mut crd_files: Vec<String> =
         with_api.iter().map(|r| format!("{}_{}.yaml", updated.full_group(&r.group), r.plural)).collect();
@@ -459,6 +464,7 @@ pub fn webhook_plan(
         spoke_modules => &spoke_modules,
         has_mutating => has_mutating,
         has_validating => has_validating,
+        example_field => example_field,
         crd_files => &crd_files,
         conversion_patches => conversion_patches(&updated),
     };
