@@ -151,6 +151,42 @@ pub enum CreateCommand {
     ///   opkit create api --group cache --version v1 --kind Memcached --controller=false
     #[command(verbatim_doc_comment)]
     Api(CreateApiArgs),
+    /// Scaffold webhooks for an API created with `create api`: defaulting, validation
+    /// and/or conversion (this version the hub, --spoke the others), with their
+    /// +kubebuilder:webhook markers (`opkit generate` writes config/webhook/manifests.yaml),
+    /// the webhook Service, cert-manager's Certificate and the kustomize patches.
+    ///
+    /// Examples:
+    ///   opkit create webhook --group cache --version v1alpha1 --kind Memcached --defaulting --programmatic-validation
+    ///   opkit create webhook --group ship --version v1 --kind Frigate --conversion --spoke v2,v1beta1
+    #[command(verbatim_doc_comment)]
+    Webhook(CreateWebhookArgs),
+}
+
+/// Flags of `opkit create webhook`.
+#[derive(Debug, clap::Args)]
+pub struct CreateWebhookArgs {
+    /// The API group (without the domain), e.g. `cache`.
+    #[arg(long)]
+    pub group: String,
+    /// The API version, e.g. `v1alpha1` (the hub with --conversion).
+    #[arg(long)]
+    pub version: String,
+    /// The kind, in CamelCase, e.g. `Memcached`.
+    #[arg(long)]
+    pub kind: String,
+    /// Scaffold a defaulting (mutating) webhook.
+    #[arg(long)]
+    pub defaulting: bool,
+    /// Scaffold a validating webhook.
+    #[arg(long)]
+    pub programmatic_validation: bool,
+    /// Scaffold a conversion webhook between --version (the hub) and the --spoke versions.
+    #[arg(long)]
+    pub conversion: bool,
+    /// The versions converted to and from the hub (comma-separated), with --conversion.
+    #[arg(long, value_delimiter = ',')]
+    pub spoke: Vec<String>,
 }
 
 /// Flags of `opkit create api`.

@@ -37,5 +37,6 @@ pub mod output;
 pub mod project;
 pub mod rbac;
 pub mod scaffold;
+pub mod webhook_markers;
 
 pub use commands::{CliError, run};

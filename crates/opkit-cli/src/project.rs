@@ -91,6 +91,29 @@ pub struct Resource {
     pub plural: String,
     /// The version (`v1alpha1`).
     pub version: String,
+    /// The webhooks `opkit create webhook` scaffolded for this kind at this version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<ResourceWebhooks>,
+}
+
+/// Which webhooks a resource has, as kubebuilder records them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceWebhooks {
+    /// A CRD conversion webhook (this version is the hub).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub conversion: bool,
+    /// A defaulting (mutating) webhook.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub defaulting: bool,
+    /// The versions converted to and from this one (with `conversion`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spoke: Vec<String>,
+    /// A validating webhook.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub validation: bool,
+    /// The AdmissionReview version the webhooks speak (`v1`).
+    pub webhook_version: String,
 }
 
 /// How the type's CRD is generated.
@@ -353,6 +376,7 @@ mod tests {
                 path: "memcached_operator::api::cache_v1alpha1".into(),
                 plural: "memcacheds".into(),
                 version: "v1alpha1".into(),
+                webhooks: None,
             }],
             version: "3".into(),
         };

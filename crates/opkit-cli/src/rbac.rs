@@ -99,7 +99,7 @@ pub fn scan_markers(src_dir: &Path) -> Result<Vec<RbacMarker>, RbacError> {
 
 /// The `*.rs` files under `src_dir` (recursively, in sorted path order) with their text,
 /// each named relative to the scanned directory's parent (`src/controller/x.rs`).
-fn sources(src_dir: &Path) -> Result<Vec<(PathBuf, String)>, RbacError> {
+pub(crate) fn sources(src_dir: &Path) -> Result<Vec<(PathBuf, String)>, RbacError> {
     let mut files = Vec::new();
     collect_rs_files(src_dir, &mut files)?;
     files.sort();
@@ -114,13 +114,14 @@ fn sources(src_dir: &Path) -> Result<Vec<(PathBuf, String)>, RbacError> {
 }
 
 /// The text of a `//`, `///` or `//!` comment line, trimmed; None for other lines.
-fn comment_of(line: &str) -> Option<&str> {
+pub(crate) fn comment_of(line: &str) -> Option<&str> {
     let comment = line.trim_start().strip_prefix("//")?;
     Some(comment.strip_prefix(['/', '!']).unwrap_or(comment).trim())
 }
 
 /// Markers opkit reads: RBAC rules and the scaffold's insertion points.
-const UNDERSTOOD: [&str; 4] = ["+kubebuilder:rbac:", "+opkit:rbac:", "+kubebuilder:scaffold:", "+opkit:scaffold:"];
+const UNDERSTOOD: [&str; 5] =
+    ["+kubebuilder:rbac:", "+opkit:rbac:", "+kubebuilder:scaffold:", "+opkit:scaffold:", "+kubebuilder:webhook:"];
 
 /// Every `+kubebuilder:` or `+opkit:` comment marker under `src_dir` that opkit does not
 /// understand (a misspelt `+kubebuilder:rback:`, or a CRD marker, which opkit takes as

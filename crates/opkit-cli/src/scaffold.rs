@@ -57,6 +57,17 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("sample.yaml", include_str!("../templates/api/sample.yaml.j2")),
     ("editor_role.yaml", include_str!("../templates/api/editor_role.yaml.j2")),
     ("viewer_role.yaml", include_str!("../templates/api/viewer_role.yaml.j2")),
+    ("webhook_mod.rs", include_str!("../templates/webhook/webhook_mod.rs.j2")),
+    ("webhook.rs", include_str!("../templates/webhook/webhook.rs.j2")),
+    ("webhook_kustomization", include_str!("../templates/webhook/config/webhook_kustomization.yaml.j2")),
+    ("webhook_kustomizeconfig", include_str!("../templates/webhook/config/webhook_kustomizeconfig.yaml.j2")),
+    ("service.yaml", include_str!("../templates/webhook/config/service.yaml.j2")),
+    ("certificate.yaml", include_str!("../templates/webhook/config/certificate.yaml.j2")),
+    ("certmanager_kustomization", include_str!("../templates/webhook/config/certmanager_kustomization.yaml.j2")),
+    ("certmanager_kustomizeconfig", include_str!("../templates/webhook/config/certmanager_kustomizeconfig.yaml.j2")),
+    ("manager_webhook_patch.yaml", include_str!("../templates/webhook/config/manager_webhook_patch.yaml.j2")),
+    ("cainjection_patch.yaml", include_str!("../templates/webhook/config/cainjection_patch.yaml.j2")),
+    ("crd_conversion_patch.yaml", include_str!("../templates/webhook/config/crd_conversion_patch.yaml.j2")),
 ];
 
 fn env() -> Environment<'static> {
@@ -184,6 +195,7 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
         dep_testenv => opts.opkit.dependency("opkit-testenv", root),
         crd_files => Vec::<String>::new(),
         sample_files => Vec::<String>::new(),
+        conversion_patches => Vec::<String>::new(),
     };
     let mut plan = FilePlan::new(root);
     let files: &[(&str, &'static str)] = &[
@@ -265,6 +277,7 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         path: format!("{crate_name}::api::{gv_module}"),
         plural: opts.plural.clone(),
         version: opts.version.clone(),
+        webhooks: None,
     });
     let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();
     let mut crd_files: Vec<String> =
@@ -291,6 +304,7 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         sample_file => &sample_file,
         crd_files => &crd_files,
         sample_files => &sample_files,
+        conversion_patches => conversion_patches(&updated),
     };
     let mut plan = FilePlan::new(root);
     if opts.resource {
@@ -349,6 +363,227 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
     }
     plan.write(project::FILE, updated.render());
     Ok((plan, updated))
+}
+
+/// The CRD patches (`webhook_in_<plural>.yaml`) config/crd/kustomization.yaml lists: one per
+/// kind with a conversion webhook.
+fn conversion_patches(project: &Project) -> Vec<String> {
+    let mut patches: Vec<String> = project
+        .resources
+        .iter()
+        .filter(|r| r.webhooks.as_ref().is_some_and(|w| w.conversion))
+        .map(|r| format!("webhook_in_{}.yaml", r.plural))
+        .collect();
+    patches.sort();
+    patches.dedup();
+    patches
+}
+
+/// What `opkit create webhook` was asked for.
+#[derive(Debug, Clone)]
+pub struct WebhookOptions {
+    /// Short group (`flights`).
+    pub group: String,
+    /// Version (`v1`), the hub for conversion.
+    pub version: String,
+    /// Kind (`FlightTicket`).
+    pub kind: String,
+    /// Scaffold a defaulting webhook.
+    pub defaulting: bool,
+    /// Scaffold a validating webhook.
+    pub validation: bool,
+    /// Scaffold conversion from and to these versions (empty: no conversion).
+    pub spokes: Vec<String>,
+}
+
+/// Marks in main.rs and lib.rs where a project's first webhook is wired in.
+const MAIN_ARGS_ANCHOR: &str = "    manager: ManagerArgs,\n";
+const MAIN_ARGS_WEBHOOKS: &str = "    #[command(flatten)]\n    webhooks: opkit::webhook::WebhookArgs,\n";
+const LIB_ANCHOR: &str = "pub mod controller;\n";
+const MAIN_BUILDER_MARKER: &str = "    // +opkit:scaffold:builder\n";
+
+/// The files `opkit create webhook` creates and edits in the project at `root`, and the
+/// updated project record. The resource must exist and have no webhooks yet (checked by the
+/// command).
+pub fn webhook_plan(
+    root: &Path,
+    project: &Project,
+    opts: &WebhookOptions,
+) -> Result<(FilePlan, Project), ScaffoldError> {
+    let env = env();
+    let full_group = project.full_group(&opts.group);
+    let gv_module = |version: &str| format!("{}_{}", opts.group.replace(['.', '-'], "_"), version);
+    let kind_snake = project::module_name(&opts.kind);
+    let module = format!("{}_{}", gv_module(&opts.version), kind_snake);
+    let crate_name = project.crate_name();
+    let mut updated = project.clone();
+    let mut plural = String::new();
+    for r in &mut updated.resources {
+        if r.group == opts.group && r.version == opts.version && r.kind == opts.kind {
+            plural = r.plural.clone();
+            r.webhooks = Some(project::ResourceWebhooks {
+                conversion: !opts.spokes.is_empty(),
+                defaulting: opts.defaulting,
+                spoke: opts.spokes.clone(),
+                validation: opts.validation,
+                webhook_version: "v1".into(),
+            });
+        }
+    }
+    let webhooks = |pick: fn(&project::ResourceWebhooks) -> bool| {
+        updated.resources.iter().filter_map(|r| r.webhooks.as_ref()).any(pick)
+    };
+    let has_mutating = webhooks(|w| w.defaulting);
+    let has_validating = webhooks(|w| w.validation);
+    let spoke_modules: Vec<String> = opts.spokes.iter().map(|v| gv_module(v)).collect();
+    // The scaffolded type's example field `foo`, if the user kept it: the webhooks use it as
+    // their example, else they are left empty for the user to fill in.
+    let type_file = format!("src/api/{}/{kind_snake}.rs", gv_module(&opts.version));
+    let example_field =
+        std::fs::read_to_string(root.join(&type_file)).is_ok_and(|t| t.contains("pub foo: Option<String>,"));
+    let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();
+    let mut crd_files: Vec<String> =
+        with_api.iter().map(|r| format!("{}_{}.yaml", updated.full_group(&r.group), r.plural)).collect();
+    crd_files.sort();
+    crd_files.dedup();
+    let ctx = context! {
+        project_name => &project.project_name,
+        crate_name => &crate_name,
+        header => existing_header(root),
+        group => &opts.group,
+        version => &opts.version,
+        kind => &opts.kind,
+        plural => &plural,
+        full_group => &full_group,
+        gv_module => gv_module(&opts.version),
+        kind_lower => opts.kind.to_lowercase(),
+        defaulting => opts.defaulting,
+        validation => opts.validation,
+        conversion => !opts.spokes.is_empty(),
+        spokes => &opts.spokes,
+        spoke_modules => &spoke_modules,
+        has_mutating => has_mutating,
+        has_validating => has_validating,
+        example_field => example_field,
+        crd_files => &crd_files,
+        conversion_patches => conversion_patches(&updated),
+    };
+    let mut plan = FilePlan::new(root);
+    let first = plan.current(Path::new("src/webhook/mod.rs"))?.is_none();
+    if first {
+        plan.create("src/webhook/mod.rs", render(&env, "webhook_mod.rs", &ctx)?)?;
+        let lib = plan.current(Path::new("src/lib.rs"))?.unwrap_or_default();
+        if !lib.contains("pub mod webhook;") {
+            plan.write("src/lib.rs", replace_anchor(&lib, "src/lib.rs", LIB_ANCHOR, "pub mod webhook;\n")?);
+        }
+        let main = plan.current(Path::new("src/main.rs"))?.unwrap_or_default();
+        if !main.contains("opkit::webhook::WebhookArgs") {
+            plan.write("src/main.rs", replace_anchor(&main, "src/main.rs", MAIN_ARGS_ANCHOR, MAIN_ARGS_WEBHOOKS)?);
+        }
+        let main = plan.current(Path::new("src/main.rs"))?.unwrap_or_default();
+        let serve = format!(
+            "    if let Some(server) = args.webhooks.server()? {{\n        \
+             mgr.add_webhook_server({crate_name}::webhook::setup(&mgr, server))?;\n    }}\n"
+        );
+        plan.write("src/main.rs", insert_before(&main, "src/main.rs", MAIN_BUILDER_MARKER, &serve)?);
+        for (path, template) in [
+            ("config/webhook/kustomizeconfig.yaml", "webhook_kustomizeconfig"),
+            ("config/webhook/service.yaml", "service.yaml"),
+            ("config/certmanager/certificate.yaml", "certificate.yaml"),
+            ("config/certmanager/kustomization.yaml", "certmanager_kustomization"),
+            ("config/certmanager/kustomizeconfig.yaml", "certmanager_kustomizeconfig"),
+            ("config/default/manager_webhook_patch.yaml", "manager_webhook_patch.yaml"),
+        ] {
+            plan.create(path, render(&env, template, &ctx)?)?;
+        }
+        // `make run` serves the webhooks from now on (ENABLE_WEBHOOKS=false turns them off).
+        if let Some(makefile) = plan.current(Path::new("Makefile"))? {
+            plan.write("Makefile", makefile.replace("ENABLE_WEBHOOKS ?= false", "ENABLE_WEBHOOKS ?= true"));
+        }
+        let default = "config/default/kustomization.yaml";
+        let text = plan.current(Path::new(default))?.unwrap_or_default();
+        let text = replace_anchor(&text, default, "- ../manager\n", "- ../webhook\n- ../certmanager\n")?;
+        plan.write(default, add_default_patches(&text, &["- path: manager_webhook_patch.yaml"]));
+    }
+    // The admission webhooks' configurations (and their CA injection) exist once a kind has one.
+    plan.write("config/webhook/kustomization.yaml", render(&env, "webhook_kustomization", &ctx)?);
+    if has_mutating || has_validating {
+        plan.write("config/default/webhookcainjection_patch.yaml", render(&env, "cainjection_patch.yaml", &ctx)?);
+        let default = "config/default/kustomization.yaml";
+        let text = plan.current(Path::new(default))?.unwrap_or_default();
+        plan.write(default, add_default_patches(&text, &["- path: webhookcainjection_patch.yaml"]));
+    }
+    plan.create(format!("src/webhook/{module}.rs"), render(&env, "webhook.rs", &ctx)?)?;
+    plan.insert_before_marker("src/webhook/mod.rs", "+opkit:scaffold:webhook-modules", &format!("pub mod {module};"))?;
+    plan.insert_before_marker(
+        "src/webhook/mod.rs",
+        "+opkit:scaffold:webhook-setup",
+        &format!("let server = {module}::setup(mgr, server);"),
+    )?;
+    if !opts.spokes.is_empty() {
+        plan.create(
+            format!("config/crd/patches/webhook_in_{plural}.yaml"),
+            render(&env, "crd_conversion_patch.yaml", &ctx)?,
+        )?;
+        plan.write("config/crd/kustomization.yaml", render(&env, "crd_kustomization", &ctx)?);
+    }
+    plan.write(project::FILE, updated.render());
+    Ok((plan, updated))
+}
+
+/// config/default/kustomization.yaml with the patch `entries` listed (once each).
+fn add_default_patches(text: &str, entries: &[&str]) -> String {
+    let mut out = text.to_owned();
+    let missing: Vec<&str> = entries.iter().copied().filter(|e| !text.contains(e)).collect();
+    if missing.is_empty() {
+        return out;
+    }
+    if !text.lines().any(|l| l.trim_end() == "patches:") {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str("\n# Serve the webhooks from the manager, with the certificate cert-manager issues.\npatches:\n");
+        for e in missing {
+            out.push_str(e);
+            out.push('\n');
+        }
+        return out;
+    }
+    let lines: Vec<String> = out.lines().map(str::to_owned).collect();
+    let mut result = Vec::with_capacity(lines.len() + missing.len());
+    for l in lines {
+        let is_patches = l.trim_end() == "patches:";
+        result.push(l);
+        if is_patches {
+            result.extend(missing.iter().map(|e| (*e).to_owned()));
+        }
+    }
+    result.join("\n") + "\n"
+}
+
+/// `text` with `insert` added before the first line equal to `anchor`; an error naming the
+/// file when it has no such line.
+fn insert_before(text: &str, path: &str, anchor: &str, insert: &str) -> Result<String, ScaffoldError> {
+    match text.find(anchor) {
+        Some(at) => Ok(format!("{}{insert}{}", &text[..at], &text[at..])),
+        None => {
+            Err(ScaffoldError::Plan(PlanError::MissingMarker { path: path.into(), marker: anchor.trim().to_owned() }))
+        }
+    }
+}
+
+/// `text` with `insert` added after the first line equal to `anchor`; an error naming the file
+/// when the project's file no longer has that line (edited by hand).
+fn replace_anchor(text: &str, path: &str, anchor: &str, insert: &str) -> Result<String, ScaffoldError> {
+    match text.find(anchor) {
+        Some(at) => {
+            let end = at + anchor.len();
+            Ok(format!("{}{insert}{}", &text[..end], &text[end..]))
+        }
+        None => {
+            Err(ScaffoldError::Plan(PlanError::MissingMarker { path: path.into(), marker: anchor.trim().to_owned() }))
+        }
+    }
 }
 
 /// The license header the project's `src/main.rs` starts with, reused for new files.

@@ -17,3 +17,4 @@
 
 pub mod api;
 pub mod controller;
+pub mod webhook;

@@ -18,6 +18,8 @@ const LEADER_ELECTION_ID: &str = "f075f107.com";
 struct Args {
     #[command(flatten)]
     manager: ManagerArgs,
+    #[command(flatten)]
+    webhooks: opkit::webhook::WebhookArgs,
     /// Print this operator's CustomResourceDefinitions as JSON and exit (`opkit generate` uses it).
     #[arg(long, hide = true)]
     print_crds: bool,
@@ -63,6 +65,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let mgr = Manager::new(args.manager.client().await?, options);
     flightticket::controller::setup(&mgr)?;
+    if let Some(server) = args.webhooks.server()? {
+        mgr.add_webhook_server(flightticket::webhook::setup(&mgr, server))?;
+    }
     // +opkit:scaffold:builder
     tracing::info!("starting manager");
     mgr.run().await?;

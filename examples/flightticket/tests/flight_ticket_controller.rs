@@ -8,7 +8,7 @@
 //!   observedGeneration, `Ready`), follows spec changes and rejects same-airport tickets;
 //! - the API server enforces the CRD schema: `number` outside 1..=10 is a 422 naming
 //!   `spec.number`;
-//! - `kubectl get ft` prints the FROM/TO/NUMBER printer columns.
+//! - `kubectl get` at v1 prints the FROM/TO/NUMBER printer columns.
 
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// A ticket named `name` in `default`.
 fn ticket(name: &str, from: &str, to: &str, number: i32) -> FlightTicket {
-    let mut t = FlightTicket::new(name, FlightTicketSpec { from: from.into(), to: to.into(), number });
+    let mut t = FlightTicket::new(name, FlightTicketSpec { from: from.into(), to: to.into(), number, class: None });
     t.metadata.namespace = Some("default".into());
     t
 }
@@ -134,7 +134,9 @@ async fn kubectl_get_ft_prints_the_columns() -> TestResult {
         std::process::Command::new("kubectl")
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["get", "ft", "--namespace", "default"])
+            // v2 is the preferred version; without the conversion webhook (not served here)
+            // the v1 columns are read at v1.
+            .args(["get", "flighttickets.v1.flights.com", "--namespace", "default"])
             .output()
     })
     .await??;

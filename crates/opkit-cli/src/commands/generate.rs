@@ -1,6 +1,7 @@
 //! `opkit generate`: the CRDs in config/crd/bases from the Rust types (the operator
 //! binary prints them with `--print-crds`, built by kube's derive and schemars) and
-//! config/rbac/role.yaml from the RBAC markers in the sources.
+//! config/rbac/role.yaml from the RBAC markers in the sources, and
+//! config/webhook/manifests.yaml from the webhook markers (when there are any).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -27,6 +28,14 @@ pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         ));
     }
     plan.write("config/rbac/role.yaml", crate::rbac::render_roles(&markers, "manager-role"));
+    let webhooks = crate::webhook_markers::scan(&root.join("src"))?;
+    if !webhooks.is_empty() {
+        let configurations = crate::webhook_markers::configurations(&webhooks);
+        plan.write(
+            crate::webhook_markers::MANIFESTS,
+            crate::webhook_markers::render(&configurations).map_err(CliError::Build)?,
+        );
+    }
 
     out.waiting(&format!("building {} to read its CRDs (cargo run -- --print-crds)", project.project_name));
     let mut crds = check_versions(print_crds(&root)?)?;
@@ -52,7 +61,13 @@ pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         out.step(&format!("{} {}", w.action, w.path));
     }
     let changed = written.iter().filter(|w| w.action != "unchanged").count();
-    let text = format!("Generated {} CRD(s) and config/rbac/role.yaml ({changed} file(s) changed).", crds.len());
+    let webhook_text = if webhooks.is_empty() {
+        String::new()
+    } else {
+        format!(", {} webhook(s) in config/webhook/manifests.yaml", webhooks.len())
+    };
+    let text =
+        format!("Generated {} CRD(s), config/rbac/role.yaml{webhook_text} ({changed} file(s) changed).", crds.len());
     out.result(&text, json!({"crds": crd_files, "files": written}));
     Ok(())
 }

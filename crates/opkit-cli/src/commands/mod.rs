@@ -3,6 +3,7 @@
 mod cluster;
 mod completion;
 mod create_api;
+mod create_webhook;
 mod deploy;
 mod generate;
 mod images;
@@ -10,6 +11,7 @@ mod init;
 mod install;
 mod kubeconfig;
 mod run;
+mod run_webhooks;
 
 use crate::cli::{Cli, ClusterCommand, Command, CreateCommand};
 use crate::output::Output;
@@ -38,6 +40,9 @@ pub enum CliError {
     /// An RBAC marker is malformed.
     #[error(transparent)]
     Rbac(#[from] crate::rbac::RbacError),
+    /// A webhook marker is malformed.
+    #[error(transparent)]
+    WebhookMarker(#[from] crate::webhook_markers::WebhookMarkerError),
     /// The kustomize manifests could not be rendered.
     #[error(transparent)]
     Kustomize(#[from] crate::kustomize::KustomizeError),
@@ -74,6 +79,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Cluster(ClusterCommand::Images(args)) => images::list(args, &mut out),
         Command::Init(args) => init::init(args, &mut out),
         Command::Create(CreateCommand::Api(args)) => create_api::create_api(args, &mut out),
+        Command::Create(CreateCommand::Webhook(args)) => create_webhook::create_webhook(args, &mut out),
         Command::Generate(args) => generate::generate(args, &mut out),
         Command::Install(args) => rt()?.block_on(install::install(args, &mut out)),
         Command::Uninstall(args) => rt()?.block_on(install::uninstall(args, &mut out)),

@@ -6,6 +6,9 @@
 //! deploy` renders them) are applied, and the operator gets a kubeconfig whose user
 //! impersonates that ServiceAccount. So `make run` meets the same `forbidden` errors
 //! the deployed operator would. `--as-admin` keeps the caller's own identity.
+//!
+//! A project with webhooks gets them served locally ([`super::run_webhooks`]) unless
+//! `ENABLE_WEBHOOKS=false`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -14,7 +17,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::install::FIELD_MANAGER;
-use super::{CliError, install, kubeconfig, project_dir};
+use super::{CliError, install, kubeconfig, project_dir, run_webhooks};
 use crate::cli::RunArgs;
 use crate::cluster_ops;
 use crate::output::Output;
@@ -29,7 +32,17 @@ const RUN_KUBECONFIG: &str = "target/opkit/run-kubeconfig";
 /// Runs the operator until it exits or a signal stops it.
 pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
+    let project = crate::project::Project::load(&root)?;
     install::install_crds(&args.cluster, out).await?;
+    let enable_webhooks = run_webhooks::enabled(std::env::var("ENABLE_WEBHOOKS").ok().as_deref());
+    let webhooks = match (run_webhooks::project_has_webhooks(&project), enable_webhooks) {
+        (true, true) => Some(run_webhooks::LocalWebhooks::prepare(&root, &project)?),
+        (true, false) => {
+            out.step("ENABLE_WEBHOOKS=false: the operator runs without its webhooks");
+            None
+        }
+        (false, _) => None,
+    };
     let kubeconfig = if args.as_admin { None } else { Some(run_as_service_account(&args, &root, out).await?) };
     out.step("CRDs installed; building and starting the operator (cargo run)");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -45,14 +58,54 @@ pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
         }
         (None, None) => {}
     }
+    match &webhooks {
+        Some(w) => {
+            cmd.envs(w.env());
+        }
+        None if run_webhooks::project_has_webhooks(&project) => {
+            cmd.env("ENABLE_WEBHOOKS", "false");
+        }
+        None => {}
+    }
+    let timeout = Duration::from_secs(args.cluster.timeout);
+    let client = match &webhooks {
+        Some(_) => Some(kubeconfig::client(&args.cluster).await?),
+        None => None,
+    };
     let mut child = cmd.spawn().map_err(|e| CliError::Build(format!("running {cargo}: {e}")))?;
-    let status = tokio::select! {
-        status = child.wait() => status?,
-        signalled = opkit::signal::shutdown_requested() => {
-            signalled?;
-            stop(&mut child).await?
+    let mut install = std::pin::pin!(async {
+        match (&webhooks, &client) {
+            (Some(w), Some(c)) => w.install_when_listening(c, timeout).await.map(|()| w.summary()),
+            _ => std::future::pending().await,
+        }
+    });
+    let mut installing = webhooks.is_some();
+    let outcome = loop {
+        tokio::select! {
+            status = child.wait() => break status.map_err(CliError::from),
+            signalled = opkit::signal::shutdown_requested() => {
+                break match signalled {
+                    Ok(()) => stop(&mut child).await.map_err(CliError::from),
+                    Err(e) => Err(CliError::from(e)),
+                };
+            }
+            installed = &mut install, if installing => {
+                installing = false;
+                match installed {
+                    Ok(summary) => out.step(&summary),
+                    Err(e) => {
+                        let _ = stop(&mut child).await;
+                        break Err(e);
+                    }
+                }
+            }
         }
     };
+    if let (Some(w), Some(c)) = (&webhooks, &client) {
+        w.remove(c, timeout).await?;
+        out.step("webhook configurations removed, CRDs restored");
+    }
+    let status = outcome?;
     if status.success() { Ok(()) } else { Err(CliError::Build(format!("the operator exited with {status}"))) }
 }
 

@@ -22,6 +22,7 @@ use crate::health::{self, Check};
 use crate::leader::{LeaderElectionConfig, LeaderElector};
 use crate::metrics::Metrics;
 
+pub(crate) use flags::parse_bind;
 pub use flags::{FlagsError, ManagerArgs};
 pub(crate) use runnables::panic_message;
 use runnables::{Groups, Runner};

@@ -80,8 +80,21 @@ fn decode<K: Resource + DeserializeOwned>(raw: &Option<DynamicObject>, what: &st
     }
 }
 
+/// Decodes `req`'s object and old object as `K`; a 400 denial when one the operation needs
+/// is missing or does not decode.
+pub(crate) fn decode_objects<K: Resource + DeserializeOwned>(
+    req: &AdmissionRequest<DynamicObject>,
+) -> Result<(Option<K>, Option<K>), Box<AdmissionResponse>> {
+    if let Some(resp) = missing_objects(req) {
+        return Err(Box::new(resp));
+    }
+    decode::<K>(&req.object, "object")
+        .and_then(|o| Ok((o, decode::<K>(&req.old_object, "oldObject")?)))
+        .map_err(|msg| Box::new(bad_request(req, msg)))
+}
+
 /// `req` with its objects replaced by `object` and `old_object`.
-fn with_objects<K: Resource>(
+pub(crate) fn with_objects<K: Resource>(
     req: &AdmissionRequest<DynamicObject>,
     object: Option<K>,
     old_object: Option<K>,
@@ -214,13 +227,13 @@ where
     }
 }
 
-fn encode_error(req: &AdmissionRequest<DynamicObject>, e: impl std::fmt::Display) -> AdmissionResponse {
+pub(crate) fn encode_error(req: &AdmissionRequest<DynamicObject>, e: impl std::fmt::Display) -> AdmissionResponse {
     AdmissionResponse::from(req).deny_with(500, "InternalError", format!("encoding object: {e}"))
 }
 
 /// An allowing response carrying the patch from `raw` to the defaulted object (none when the
 /// defaulter changed nothing).
-fn patch_response(
+pub(crate) fn patch_response(
     req: &AdmissionRequest<DynamicObject>,
     raw: &Value,
     before: &Value,

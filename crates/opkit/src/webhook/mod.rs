@@ -4,9 +4,17 @@
 //! `admission.k8s.io/v1` AdmissionReview (kube's `kube::core::admission` types), CRD conversion
 //! over `apiextensions.k8s.io/v1` ConversionReview (`kube::core::conversion`), and development
 //! certificates from opkit-serve's CA.
+//!
+//! Operators register typed, async [`CustomDefaulter`]s and [`CustomValidator`]s and hub/spoke
+//! conversion ([`Hub`], [`Convertible`]) with [`Manager::webhook_for`](crate::Manager::webhook_for)
+//! at the paths kubebuilder's markers name; [`WebhookArgs`] are the flags that say where the
+//! server listens and where its certificate is.
 
 mod admission;
+mod args;
 mod conversion;
+mod custom;
+mod hub;
 mod review;
 mod runnable;
 mod server;
@@ -19,13 +27,19 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use admission::{AdmissionHandler, Defaulter, Validator, defaulting_patch};
+pub use args::{DEFAULT_CERT_DIR, WebhookArgs};
 pub use conversion::{
     CONVERSION_API_VERSION, ConversionRequest, ConversionResponse, ConversionReview, Converter, convert_review,
 };
+pub use custom::{
+    AdmissionContext, AdmissionError, CustomDefaulter, CustomValidator, FieldError, FieldErrorReason, WebhookBuilder,
+    webhook_path,
+};
+pub use hub::{Convertible, Hub};
 pub use kube::core::DynamicObject;
 pub use review::{ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, AdmissionResponseExt, Operation};
 pub use runnable::{WEBHOOK_READYZ_CHECK, WebhookServerStatus};
-pub use server::{DEFAULT_ADDR, MAX_REQUEST_BYTES, WebhookServer};
+pub use server::{CONVERSION_PATH, DEFAULT_ADDR, MAX_REQUEST_BYTES, WebhookServer};
 pub use tls::{CA_FILE, CERT_FILE, DevCerts, KEY_FILE};
 
 /// Errors starting the webhook server or preparing its certificates.

@@ -22,11 +22,16 @@ use tokio_util::sync::CancellationToken;
 use super::WebhookError;
 use super::admission::{AdmissionHandler, Defaulter, MutatingHandler, ValidatingHandler, Validator};
 use super::conversion::{ConversionRequest, ConversionReview, Converter, convert_review};
-use super::review::{ReviewIn, envelope_of, is_admission_review, review_json, undecodable};
+use super::custom::AsyncAdmissionHandler;
+use super::hub::KindConverters;
+use super::review::{AdmissionRequest, ReviewIn, envelope_of, is_admission_review, review_json, undecodable};
 use super::tls::{DevCerts, server_config};
 
 /// Largest request body accepted (controller-runtime's limit).
 pub const MAX_REQUEST_BYTES: usize = 7 * 1024 * 1024;
+/// The path of the CRD conversion webhook of the kinds registered with
+/// [`WebhookBuilder::with_spoke`](super::WebhookBuilder::with_spoke) (controller-runtime's).
+pub const CONVERSION_PATH: &str = "/convert";
 /// Default listen address.
 pub const DEFAULT_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 9443);
 
@@ -34,6 +39,7 @@ pub const DEFAULT_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::n
 #[derive(Clone)]
 enum Route {
     Admission(Arc<dyn AdmissionHandler>),
+    AsyncAdmission(Arc<dyn AsyncAdmissionHandler>),
     Conversion(Arc<dyn Converter>),
 }
 
@@ -76,6 +82,8 @@ pub struct WebhookServer {
     cert_dir: Option<PathBuf>,
     dev_hosts: Option<Vec<String>>,
     routes: Vec<(String, Route)>,
+    /// Hub/spoke converters by (group, kind), served together at [`CONVERSION_PATH`].
+    kind_converters: HashMap<(String, String), Arc<dyn Converter>>,
 }
 
 impl Default for WebhookServer {
@@ -98,7 +106,13 @@ impl std::fmt::Debug for WebhookServer {
 impl WebhookServer {
     /// A server on `0.0.0.0:9443` with no handlers and no certificate directory.
     pub fn new() -> Self {
-        WebhookServer { addr: DEFAULT_ADDR, cert_dir: None, dev_hosts: None, routes: Vec::new() }
+        WebhookServer {
+            addr: DEFAULT_ADDR,
+            cert_dir: None,
+            dev_hosts: None,
+            routes: Vec::new(),
+            kind_converters: HashMap::new(),
+        }
     }
 
     /// Sets the listen address (port 0 picks a free port; `start` returns the bound address).
@@ -152,9 +166,24 @@ impl WebhookServer {
         self
     }
 
-    /// The registered paths, in registration order.
+    /// Serves an async admission handler at `path`.
+    pub(crate) fn async_admission(mut self, path: String, handler: Arc<dyn AsyncAdmissionHandler>) -> Self {
+        self.routes.push((path, Route::AsyncAdmission(handler)));
+        self
+    }
+
+    /// Converts objects of `group`/`kind` with `converter` at [`CONVERSION_PATH`] (a kind
+    /// registered twice keeps its last converter).
+    pub(crate) fn kind_conversion(mut self, group: String, kind: String, converter: Arc<dyn Converter>) -> Self {
+        self.kind_converters.insert((group, kind), converter);
+        self
+    }
+
+    /// The registered paths, in registration order ([`CONVERSION_PATH`] last when a kind
+    /// converts by hub and spokes).
     pub fn paths(&self) -> Vec<&str> {
-        self.routes.iter().map(|(p, _)| p.as_str()).collect()
+        let convert = (!self.kind_converters.is_empty()).then_some(CONVERSION_PATH);
+        self.routes.iter().map(|(p, _)| p.as_str()).chain(convert).collect()
     }
 
     /// Prepares certificates, binds the listener and spawns the accept loop; returns the bound
@@ -164,7 +193,12 @@ impl WebhookServer {
     /// [`opkit_serve::DEFAULT_TLS_HANDSHAKE_TIMEOUT`].
     pub async fn start(self, shutdown: CancellationToken) -> Result<SocketAddr, WebhookError> {
         let mut routes = HashMap::new();
-        for (path, route) in self.routes {
+        let mut all = self.routes;
+        if !self.kind_converters.is_empty() {
+            let converters = KindConverters::new(self.kind_converters);
+            all.push((CONVERSION_PATH.to_owned(), Route::Conversion(Arc::new(converters))));
+        }
+        for (path, route) in all {
             if !path.starts_with('/') {
                 return Err(WebhookError::InvalidPath(path));
             }
@@ -192,6 +226,7 @@ impl WebhookServer {
 }
 
 type Routes = Arc<HashMap<String, Route>>;
+type HttpResponse = Response<Full<Bytes>>;
 
 /// A `metav1.Status`-shaped error body.
 fn error_response(code: StatusCode, message: &str) -> Response<Full<Bytes>> {
@@ -252,40 +287,62 @@ async fn route(routes: &Routes, req: Request<Incoming>) -> Response<Full<Bytes>>
         }
     };
     match route {
-        Route::Admission(handler) => admit(handler, &body),
+        Route::Admission(handler) => match admission_request(&body) {
+            Ok((types, request)) => {
+                let mut response = handler.handle(&request);
+                response.uid = request.uid;
+                admission_review_response(types, response)
+            }
+            Err(resp) => *resp,
+        },
+        Route::AsyncAdmission(handler) => match admission_request(&body) {
+            Ok((types, request)) => {
+                let mut response = handler.handle(&request).await;
+                response.uid = request.uid;
+                admission_review_response(types, response)
+            }
+            Err(resp) => *resp,
+        },
         Route::Conversion(converter) => convert(converter, &body),
     }
 }
 
-fn admit(handler: Arc<dyn AdmissionHandler>, body: &[u8]) -> Response<Full<Bytes>> {
+/// The request of an AdmissionReview body and the review's type meta, or the response that
+/// answers a body that is not one.
+fn admission_request(
+    body: &[u8],
+) -> Result<(kube::core::TypeMeta, AdmissionRequest<kube::core::DynamicObject>), Box<HttpResponse>> {
     let review: ReviewIn = match serde_json::from_slice(body) {
         Ok(r) => r,
         // An envelope whose objects do not decode is still answered in a review (denied, 400).
         Err(e) => match envelope_of(body) {
             Some((types, uid)) if is_admission_review(&types) => {
                 let message = format!("unable to decode the request: {e}");
-                return admission_review_response(types, undecodable(uid, &message));
+                return Err(Box::new(admission_review_response(types, undecodable(uid, &message))));
             }
-            _ => return error_response(StatusCode::BAD_REQUEST, &format!("malformed AdmissionReview: {e}")),
+            _ => {
+                return Err(Box::new(error_response(
+                    StatusCode::BAD_REQUEST,
+                    &format!("malformed AdmissionReview: {e}"),
+                )));
+            }
         },
     };
     if !is_admission_review(&review.types) {
-        return error_response(
+        return Err(Box::new(error_response(
             StatusCode::BAD_REQUEST,
             &format!(
                 "expected admission.k8s.io/v1 AdmissionReview, got {} {}",
                 review.types.api_version, review.types.kind
             ),
-        );
+        )));
     }
     let types = review.types.clone();
-    let request: Result<kube::core::admission::AdmissionRequest<_>, _> = review.try_into();
-    let Ok(request) = request else {
-        return error_response(StatusCode::BAD_REQUEST, "AdmissionReview has no request");
-    };
-    let mut response = handler.handle(&request);
-    response.uid = request.uid;
-    admission_review_response(types, response)
+    let request: Result<AdmissionRequest<_>, _> = review.try_into();
+    match request {
+        Ok(request) => Ok((types, request)),
+        Err(_) => Err(Box::new(error_response(StatusCode::BAD_REQUEST, "AdmissionReview has no request"))),
+    }
 }
 
 fn admission_review_response(

@@ -374,3 +374,248 @@ async fn shutdown_stops_accepting() {
     .await;
     assert!(refused.is_ok(), "listener still accepting after shutdown");
 }
+
+/// Async, typed validation that reads the cluster: a ConfigMap may name in `data.requires`
+/// only a ConfigMap that exists; `data.from` and `data.to` must differ (a field error).
+struct RequiresExisting;
+
+impl CustomValidator<ConfigMap> for RequiresExisting {
+    async fn validate_create(
+        &self,
+        ctx: &AdmissionContext<'_, ConfigMap>,
+        obj: &ConfigMap,
+    ) -> Result<Vec<String>, AdmissionError> {
+        let data = obj.data.clone().unwrap_or_default();
+        if data.contains_key("from") && data.get("from") == data.get("to") {
+            let to = data.get("to").cloned().unwrap_or_default();
+            return Err(AdmissionError::invalid(
+                obj,
+                vec![FieldError::invalid("data.to", to, "must differ from data.from")],
+            ));
+        }
+        let Some(required) = data.get("requires") else { return Ok(vec!["nothing required".into()]) };
+        let namespace = ctx.request.namespace.clone().unwrap_or_default();
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(ctx.client.clone(), &namespace);
+        match api.get_opt(required).await {
+            Ok(Some(_)) => Ok(Vec::new()),
+            Ok(None) => Err(AdmissionError::Forbidden(format!("ConfigMap {required:?} does not exist"))),
+            Err(e) => Err(AdmissionError::Internal(e.to_string())),
+        }
+    }
+
+    async fn validate_update(
+        &self,
+        ctx: &AdmissionContext<'_, ConfigMap>,
+        _old: &ConfigMap,
+        new: &ConfigMap,
+    ) -> Result<Vec<String>, AdmissionError> {
+        self.validate_create(ctx, new).await
+    }
+}
+
+/// Async defaulting that sees the request: labels the object with the requesting user.
+struct LabelRequester;
+
+impl CustomDefaulter<ConfigMap> for LabelRequester {
+    async fn default(&self, ctx: &AdmissionContext<'_, ConfigMap>, obj: &mut ConfigMap) -> Result<(), AdmissionError> {
+        let user = ctx.request.user_info.username.clone().unwrap_or_default();
+        if user == "mallory" {
+            return Err(AdmissionError::Forbidden("mallory may not".into()));
+        }
+        obj.metadata.labels.get_or_insert_with(Default::default).insert("requested-by".into(), user);
+        Ok(())
+    }
+}
+
+mod person_v1 {
+    #[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    #[kube(group = "example.com", version = "v1", kind = "Person", namespaced)]
+    pub struct PersonSpec {
+        pub name: String,
+    }
+}
+
+mod person_v2 {
+    #[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    #[kube(group = "example.com", version = "v2", kind = "Person", namespaced)]
+    pub struct PersonSpec {
+        pub first: String,
+        pub last: String,
+    }
+}
+
+mod person_v3 {
+    #[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    #[kube(group = "example.com", version = "v3", kind = "Person", namespaced)]
+    pub struct PersonSpec {
+        pub full_name: String,
+    }
+}
+
+impl Hub for person_v1::Person {}
+
+impl Convertible<person_v1::Person> for person_v2::Person {
+    fn convert_to(&self) -> person_v1::Person {
+        let name = format!("{} {}", self.spec.first, self.spec.last);
+        person_v1::Person { metadata: self.metadata.clone(), spec: person_v1::PersonSpec { name } }
+    }
+    fn convert_from(hub: &person_v1::Person) -> Self {
+        let (first, last) = hub.spec.name.split_once(' ').unwrap_or((&hub.spec.name, ""));
+        let spec = person_v2::PersonSpec { first: first.into(), last: last.into() };
+        person_v2::Person { metadata: hub.metadata.clone(), spec }
+    }
+}
+
+impl Convertible<person_v1::Person> for person_v3::Person {
+    fn convert_to(&self) -> person_v1::Person {
+        person_v1::Person {
+            metadata: self.metadata.clone(),
+            spec: person_v1::PersonSpec { name: self.spec.full_name.clone() },
+        }
+    }
+    fn convert_from(hub: &person_v1::Person) -> Self {
+        person_v3::Person {
+            metadata: hub.metadata.clone(),
+            spec: person_v3::PersonSpec { full_name: hub.spec.name.clone() },
+        }
+    }
+}
+
+/// A server with the custom webhooks of ConfigMap and Person, registered through a manager.
+async fn start_custom(env: &opkit_testenv::TestEnv) -> Running {
+    let mgr = crate::Manager::new(env.client(), crate::ManagerOptions::default());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shutdown = CancellationToken::new();
+    let server = WebhookServer::new()
+        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .dev_certs(dir.path().to_owned(), vec!["localhost".into()]);
+    let server =
+        mgr.webhook_for::<ConfigMap>().with_defaulter(LabelRequester).with_validator(RequiresExisting).complete(server);
+    let server = mgr
+        .webhook_for::<person_v1::Person>()
+        .with_spoke::<person_v2::Person>()
+        .with_spoke::<person_v3::Person>()
+        .complete(server);
+    assert_eq!(server.paths(), ["/mutate--v1-configmap", "/validate--v1-configmap", "/convert"]);
+    let addr = server.start(shutdown.clone()).await.expect("start");
+    Running { addr, dir, shutdown }
+}
+
+fn review_by(user: &str, op: &str, object: Value) -> Vec<u8> {
+    let mut body: Value = serde_json::from_slice(&admission_review(op, object, json!({}))).expect("json");
+    body["request"]["userInfo"]["username"] = json!(user);
+    body.to_string().into_bytes()
+}
+
+#[tokio::test]
+async fn custom_validator_reads_the_cluster_and_reports_field_errors() {
+    let env = opkit_testenv::TestEnv::builder().without_controllers().start().await.expect("env");
+    let srv = start_custom(&env).await;
+    let path = "/validate--v1-configmap";
+
+    let missing =
+        review(&srv, path, admission_review("CREATE", cm("a", json!({"requires": "base"})), Value::Null)).await;
+    assert_eq!(missing["allowed"], json!(false));
+    assert_eq!(missing["status"]["code"], json!(403));
+    assert_eq!(missing["status"]["reason"], json!("Forbidden"));
+    assert_eq!(missing["status"]["message"], json!("ConfigMap \"base\" does not exist"));
+
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(env.client(), "default");
+    let base: ConfigMap = serde_json::from_value(cm("base", json!({}))).expect("cm");
+    api.create(&Default::default(), &base).await.expect("create base");
+    let ok = review(&srv, path, admission_review("UPDATE", cm("a", json!({"requires": "base"})), json!({}))).await;
+    assert_eq!(ok["allowed"], json!(true), "{ok}");
+    let warned = review(&srv, path, admission_review("CREATE", cm("a", json!({})), Value::Null)).await;
+    assert_eq!(warned["warnings"], json!(["nothing required"]));
+
+    let invalid = review(
+        &srv,
+        path,
+        admission_review("CREATE", cm("trip", json!({"from": "Mumbai", "to": "Mumbai"})), Value::Null),
+    )
+    .await;
+    assert_eq!(invalid["allowed"], json!(false));
+    assert_eq!(invalid["status"]["code"], json!(422));
+    assert_eq!(invalid["status"]["reason"], json!("Invalid"));
+    assert_eq!(
+        invalid["status"]["message"],
+        json!("ConfigMap \"trip\" is invalid: data.to: Invalid value: \"Mumbai\": must differ from data.from")
+    );
+    assert_eq!(invalid["status"]["details"]["kind"], json!("ConfigMap"));
+    assert_eq!(
+        invalid["status"]["details"]["causes"],
+        json!([{"reason": "FieldValueInvalid", "message": "Invalid value: \"Mumbai\": must differ from data.from", "field": "data.to"}])
+    );
+    // DELETE is admitted by the trait's default.
+    assert_eq!(
+        review(&srv, path, admission_review("DELETE", Value::Null, cm("a", json!({})))).await["allowed"],
+        json!(true)
+    );
+}
+
+#[tokio::test]
+async fn custom_defaulter_patches_with_the_requests_user() {
+    let env = opkit_testenv::TestEnv::builder().without_controllers().start().await.expect("env");
+    let srv = start_custom(&env).await;
+    let path = "/mutate--v1-configmap";
+    let object = cm("a", json!({"k": "v"}));
+    let resp = review(&srv, path, review_by("alice", "CREATE", object.clone())).await;
+    assert_eq!(resp["allowed"], json!(true));
+    assert_eq!(resp["patchType"], json!("JSONPatch"));
+    let patch_bytes = base64_decode(resp["patch"].as_str().expect("patch"));
+    let patch: json_patch::Patch = serde_json::from_slice(&patch_bytes).expect("patch json");
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).expect("applies");
+    assert_eq!(patched["metadata"]["labels"], json!({"requested-by": "alice"}));
+    assert_eq!(patched["data"], object["data"]);
+
+    let denied = review(&srv, path, review_by("mallory", "CREATE", object)).await;
+    assert_eq!(denied["allowed"], json!(false));
+    assert_eq!(denied["status"]["message"], json!("mallory may not"));
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    serde_json::from_value::<k8s_openapi::ByteString>(json!(s)).expect("base64").0
+}
+
+#[tokio::test]
+async fn hub_and_spokes_convert_every_way_at_convert() {
+    let env = opkit_testenv::TestEnv::builder().without_controllers().start().await.expect("env");
+    let srv = start_custom(&env).await;
+    let v2 = json!({"apiVersion": "example.com/v2", "kind": "Person",
+                    "metadata": {"name": "ada", "namespace": "default"}, "spec": {"first": "Ada", "last": "Lovelace"}});
+    let v1 = convert_via(&srv, v2.clone(), "example.com/v1", false).await["convertedObjects"][0].clone();
+    assert_eq!(v1["apiVersion"], json!("example.com/v1"));
+    assert_eq!(v1["spec"], json!({"name": "Ada Lovelace"}));
+    assert_eq!(v1["metadata"]["name"], json!("ada"));
+    let v3 = convert_via(&srv, v2.clone(), "example.com/v3", true).await["convertedObjects"][0].clone();
+    assert_eq!(v3["spec"], json!({"full_name": "Ada Lovelace"}));
+    let back = convert_via(&srv, v3, "example.com/v2", false).await["convertedObjects"][0].clone();
+    assert_eq!(back["spec"], v2["spec"]);
+
+    // An unknown version or kind fails the review.
+    let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "u", "desiredAPIVersion": "example.com/v9", "objects": [v2]}});
+    let (status, out) = call(&srv, "POST", "/convert", body.to_string().as_bytes(), false).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(out["response"]["result"]["status"], json!("Failure"));
+    let message = out["response"]["result"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("example.com/v9 is neither the hub example.com/v1 nor one of its spokes"), "{message}");
+}
+
+#[test]
+fn webhook_args_build_a_server_unless_disabled() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        webhooks: WebhookArgs,
+    }
+    let args = Args::try_parse_from(["op", "--webhook-bind-address", "127.0.0.1:9555", "--webhook-cert-dir", "/certs"])
+        .expect("args");
+    let server = args.webhooks.server().expect("server").expect("enabled");
+    assert!(format!("{server:?}").contains("127.0.0.1:9555") && format!("{server:?}").contains("/certs"));
+    let off = Args::try_parse_from(["op", "--enable-webhooks=false"]).expect("args");
+    assert!(off.webhooks.server().expect("server").is_none());
+    assert!(Args::try_parse_from(["op", "--webhook-bind-address", "nope"]).expect("args").webhooks.server().is_err());
+}

@@ -9,6 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 pub mod flights_v1;
+pub mod flights_v2;
 // +opkit:scaffold:api-modules
 
 /// Every CRD of this operator. `opkit generate` (`make manifests`) writes them to
@@ -18,6 +19,7 @@ pub mod flights_v1;
 pub fn crds() -> Vec<CustomResourceDefinition> {
     opkit::crd::merge_versions([
         flights_v1::FlightTicket::crd(),
+        flights_v2::FlightTicket::crd(),
         // +opkit:scaffold:crds
     ])
 }

@@ -94,7 +94,7 @@ mod tests {
     use crate::api::flights_v1::FlightTicketSpec;
 
     fn ticket(from: &str, to: &str, number: i32, generation: i64) -> FlightTicket {
-        let mut t = FlightTicket::new("t", FlightTicketSpec { from: from.into(), to: to.into(), number });
+        let mut t = FlightTicket::new("t", FlightTicketSpec { from: from.into(), to: to.into(), number, class: None });
         t.metadata.generation = Some(generation);
         t
     }

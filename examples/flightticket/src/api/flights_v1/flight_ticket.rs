@@ -62,6 +62,10 @@ pub struct FlightTicketSpec {
     /// How many seats to book (1 to 10).
     #[schemars(range(min = 1, max = 10))]
     pub number: i32,
+    /// The cabin class: `economy`, `business` or `first`; the defaulting webhook sets
+    /// `economy` when it is left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
 }
 
 /// The phase of a FlightTicket's booking.

@@ -1,0 +1,212 @@
+//! `opkit create webhook` as a user runs it: the files it writes and edits (sources with
+//! markers, main.rs and lib.rs wiring, config/webhook, config/certmanager, the config/default
+//! and CRD conversion patches, PROJECT), that the scaffold renders with kustomize as `opkit
+//! deploy` does, and every refusal operator-sdk makes, each leaving the directory as it was.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn opkit(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_opkit")).args(args).current_dir(dir).output().expect("run opkit")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = opkit(dir, args);
+    assert!(out.status.success(), "opkit {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Refuses with an error containing `needle`, and changes nothing under `dir`.
+fn refused(dir: &Path, args: &[&str], needle: &str) {
+    let before = snapshot(dir);
+    let out = opkit(dir, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "opkit {args:?} should fail");
+    assert!(stderr.contains(needle), "opkit {args:?}: expected {needle:?} in {stderr:?}");
+    assert_eq!(snapshot(dir), before, "opkit {args:?} changed files although it failed");
+}
+
+fn snapshot(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read_dir") {
+            let p = entry.expect("entry").path();
+            let rel = p.strip_prefix(dir).expect("prefix").display().to_string();
+            if p.is_dir() {
+                out.insert(format!("{rel}/"), String::new());
+                stack.push(p);
+            } else {
+                out.insert(rel, std::fs::read_to_string(&p).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+fn read(dir: &Path, rel: &str) -> String {
+    std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+const SHIP: [&str; 6] = ["--group", "ship", "--version", "v1", "--kind", "Frigate"];
+
+/// A project `fleet` with ship/v1 Frigate and ship/v2 Frigate (a type only).
+fn project() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    ok(dir, &["init", "--domain", "example.com", "--repo", "github.com/example/fleet", "--project-name", "fleet"]);
+    ok(dir, &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Frigate"]);
+    ok(dir, &["create", "api", "--group", "ship", "--version", "v2", "--kind", "Frigate", "--controller=false"]);
+    tmp
+}
+
+fn with(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut args = vec!["create", "webhook"];
+    args.extend(SHIP);
+    args.extend(extra);
+    args
+}
+
+#[test]
+fn refusals_write_nothing() {
+    let tmp = project();
+    let dir = tmp.path();
+    refused(dir, &with(&[]), "requires at least one of --defaulting, --programmatic-validation and --conversion");
+    refused(dir, &with(&["--conversion"]), "--conversion requires at least one --spoke");
+    refused(dir, &with(&["--defaulting", "--spoke", "v2"]), "--spoke is only used with --conversion");
+    refused(dir, &with(&["--conversion", "--spoke", "v1"]), "--spoke v1 is the hub version itself");
+    refused(
+        dir,
+        &with(&["--conversion", "--spoke", "v3"]),
+        "spoke version v3 of ship.example.com, Kind=Frigate does not exist",
+    );
+    refused(
+        dir,
+        &["create", "webhook", "--group", "ship", "--version", "v1", "--kind", "Sloop", "--defaulting"],
+        "requires a previously created API: ship.example.com/v1, Kind=Sloop is not in PROJECT",
+    );
+    refused(
+        dir,
+        &["create", "webhook", "--group", "ship", "--version", "V1", "--kind", "Frigate", "--defaulting"],
+        "invalid version \"V1\": must look like v1",
+    );
+    ok(dir, &with(&["--defaulting"]));
+    refused(
+        dir,
+        &with(&["--programmatic-validation"]),
+        "webhook resource already exists for ship.example.com/v1, Kind=Frigate",
+    );
+    let empty = tempfile::tempdir().expect("tempdir");
+    refused(empty.path(), &with(&["--defaulting"]), "not an opkit project");
+}
+
+#[test]
+fn all_three_webhooks_are_scaffolded_and_wired() {
+    let tmp = project();
+    let dir = tmp.path();
+    let before_makefile = read(dir, "Makefile");
+    assert!(before_makefile.contains("ENABLE_WEBHOOKS ?= false"));
+    let out = ok(dir, &with(&["--defaulting", "--programmatic-validation", "--conversion", "--spoke", "v2"]));
+    assert!(
+        out.contains("Created defaulting, validating, conversion webhook(s) for ship.example.com/v1, Kind=Frigate"),
+        "{out}"
+    );
+
+    let source = read(dir, "src/webhook/ship_v1_frigate.rs");
+    for want in [
+        "// +kubebuilder:webhook:path=/mutate-ship-example-com-v1-frigate,mutating=true,failurePolicy=fail,sideEffects=None,groups=ship.example.com,resources=frigates,verbs=create;update,versions=v1,name=mfrigate-v1.kb.io,admissionReviewVersions=v1",
+        "// +kubebuilder:webhook:path=/validate-ship-example-com-v1-frigate,mutating=false,failurePolicy=fail,sideEffects=None,groups=ship.example.com,resources=frigates,verbs=create;update,versions=v1,name=vfrigate-v1.kb.io,admissionReviewVersions=v1",
+        "impl CustomDefaulter<Frigate> for FrigateCustomDefaulter",
+        "impl CustomValidator<Frigate> for FrigateCustomValidator",
+        "impl Hub for Frigate {}",
+        "impl Convertible<Frigate> for crate::api::ship_v2::Frigate",
+        ".with_spoke::<crate::api::ship_v2::Frigate>()",
+        "async fn defaults_are_set()",
+        "async fn invalid_objects_are_denied()",
+        "fn ship_v2_round_trips_through_the_hub()",
+    ] {
+        assert!(source.contains(want), "src/webhook/ship_v1_frigate.rs lacks {want}:\n{source}");
+    }
+    let module = read(dir, "src/webhook/mod.rs");
+    assert!(
+        module.contains("pub mod ship_v1_frigate;")
+            && module.contains("let server = ship_v1_frigate::setup(mgr, server);")
+    );
+    assert!(read(dir, "src/lib.rs").contains("pub mod webhook;"));
+    let main = read(dir, "src/main.rs");
+    assert!(main.contains("    #[command(flatten)]\n    webhooks: opkit::webhook::WebhookArgs,\n"), "{main}");
+    assert!(main.contains("    if let Some(server) = args.webhooks.server()? {\n        mgr.add_webhook_server(fleet::webhook::setup(&mgr, server))?;\n    }\n    // +opkit:scaffold:builder"), "{main}");
+    assert!(read(dir, "Makefile").contains("ENABLE_WEBHOOKS ?= true"));
+
+    let project = read(dir, "PROJECT");
+    assert!(
+        project.contains("  webhooks:\n    conversion: true\n    defaulting: true\n    spoke:\n    - v2\n    validation: true\n    webhookVersion: v1\n"),
+        "{project}"
+    );
+    let crd_kustomization = read(dir, "config/crd/kustomization.yaml");
+    assert!(crd_kustomization.ends_with("patches:\n- path: patches/webhook_in_frigates.yaml\n"), "{crd_kustomization}");
+    let patch = read(dir, "config/crd/patches/webhook_in_frigates.yaml");
+    assert!(patch.contains("name: frigates.ship.example.com") && patch.contains("path: /convert"), "{patch}");
+    let default = read(dir, "config/default/kustomization.yaml");
+    for want in [
+        "- ../webhook\n- ../certmanager\n",
+        "- path: manager_webhook_patch.yaml",
+        "- path: webhookcainjection_patch.yaml",
+    ] {
+        assert!(default.contains(want), "config/default/kustomization.yaml lacks {want}:\n{default}");
+    }
+    for f in
+        ["config/webhook/service.yaml", "config/webhook/kustomizeconfig.yaml", "config/certmanager/certificate.yaml"]
+    {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+
+    // A second API's webhook reuses the wiring.
+    ok(dir, &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Sloop"]);
+    ok(
+        dir,
+        &["create", "webhook", "--group", "ship", "--version", "v1", "--kind", "Sloop", "--programmatic-validation"],
+    );
+    let module = read(dir, "src/webhook/mod.rs");
+    assert!(
+        module.contains(
+            "let server = ship_v1_frigate::setup(mgr, server);\n    let server = ship_v1_sloop::setup(mgr, server);"
+        ),
+        "{module}"
+    );
+    let main = read(dir, "src/main.rs");
+    assert_eq!(main.matches("webhook::setup").count(), 1, "{main}");
+    let sloop = read(dir, "src/webhook/ship_v1_sloop.rs");
+    assert!(!sloop.contains("CustomDefaulter") && !sloop.contains("Hub"), "{sloop}");
+}
+
+#[test]
+fn conversion_alone_renders_without_admission_configurations() {
+    let tmp = project();
+    let dir = tmp.path();
+    ok(dir, &with(&["--conversion", "--spoke", "v2"]));
+    let webhook = read(dir, "config/webhook/kustomization.yaml");
+    assert!(!webhook.contains("- manifests.yaml"), "{webhook}");
+    let default = read(dir, "config/default/kustomization.yaml");
+    assert!(
+        default.contains("- path: manager_webhook_patch.yaml") && !default.contains("webhookcainjection"),
+        "{default}"
+    );
+    let objs = opkit_cli::kustomize::build(&dir.join("config/webhook")).expect("config/webhook renders");
+    assert_eq!(objs.len(), 1, "the Service only: {objs:?}");
+    // A validating webhook for another kind brings the configurations in.
+    ok(dir, &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Sloop", "--controller=false"]);
+    ok(
+        dir,
+        &["create", "webhook", "--group", "ship", "--version", "v1", "--kind", "Sloop", "--programmatic-validation"],
+    );
+    assert!(read(dir, "config/webhook/kustomization.yaml").contains("- manifests.yaml"));
+    let default = read(dir, "config/default/kustomization.yaml");
+    assert!(default.contains("- path: webhookcainjection_patch.yaml"), "{default}");
+    let injection = read(dir, "config/default/webhookcainjection_patch.yaml");
+    assert!(
+        injection.contains("kind: ValidatingWebhookConfiguration") && !injection.contains("Mutating"),
+        "{injection}"
+    );
+}

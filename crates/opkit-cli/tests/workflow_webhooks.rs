@@ -1,0 +1,264 @@
+//! The webhook workflow end to end with the `opkit` binary, as operator-sdk's tutorial walks
+//! it: `opkit init`, `create api` (two versions of a kind), `create webhook` with all three
+//! kinds (defaulting, validation, conversion with v2 as a spoke), `make manifests` (the webhook
+//! configurations from the markers), the scaffolded webhook tests, then against `opkit
+//! cluster start`: `make run` serving the webhooks locally, an invalid object denied with the
+//! webhook's message, a defaulted field set, the object read at both versions, and the
+//! configurations removed when `make run` stops.
+//!
+//! The API server calls webhooks and converts through them only with the admission work of
+//! issue 12; before it, this test fails at the denial.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use kube::api::Api;
+use kube::runtime::wait::await_condition;
+
+const OPKIT: &str = env!("CARGO_BIN_EXE_opkit");
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The workspace's target directory (CARGO_TARGET_TMPDIR is `<target>/tmp`).
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| workspace().join("target"))
+}
+
+fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir)
+        .env("OPKIT", OPKIT)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env_remove("CARGO_MANIFEST_DIR")
+        .env_remove("RUSTFLAGS")
+        .stdin(Stdio::null());
+    if let Some(kc) = kubeconfig {
+        cmd.env("KUBECONFIG", kc);
+    }
+    cmd
+}
+
+fn run_ok(mut cmd: Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn make(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
+    let mut cmd = command("make", dir, kubeconfig);
+    cmd.args(args).arg(format!("OPKIT={OPKIT}"));
+    run_ok(cmd, &format!("make {args:?}"))
+}
+
+fn opkit(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
+    let mut cmd = command(OPKIT, dir, kubeconfig);
+    cmd.args(args);
+    run_ok(cmd, &format!("opkit {args:?}"))
+}
+
+/// A child process (and its process group) that is stopped with SIGTERM when dropped.
+struct Background(Child);
+
+impl Background {
+    fn spawn(mut cmd: Command) -> Background {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        Background(cmd.spawn().expect("spawn"))
+    }
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let pgid = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &pgid]).status();
+        self.0.wait().expect("wait")
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            self.stop();
+        }
+    }
+}
+
+/// Starts `opkit cluster start` on `data_dir` (with `flags`) in the background; returns
+/// it, its kubeconfig and an admin client.
+async fn start_cluster(dir: &Path, data_dir: &Path, flags: &[&str]) -> (Background, PathBuf, kube::Client) {
+    let mut start = command(OPKIT, dir, None);
+    start
+        .args(["cluster", "start", "--port", "0", "-o", "json", "--data-dir"])
+        .arg(data_dir)
+        .args(flags)
+        .stdout(Stdio::piped());
+    let mut cluster = Background::spawn(start);
+    let mut line = String::new();
+    BufReader::new(cluster.0.stdout.take().expect("stdout")).read_line(&mut line).expect("cluster info");
+    let info: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let kubeconfig = PathBuf::from(info["kubeconfig"].as_str().expect("kubeconfig"));
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    (cluster, kubeconfig, kube::Client::try_from(config).expect("client"))
+}
+
+async fn timeout<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(300), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+/// `kubectl apply -f -` of `yaml`; its output and whether it succeeded.
+fn kubectl_apply(project: &Path, kubeconfig: &Path, yaml: &str) -> (bool, String) {
+    let mut cmd = command("kubectl", project, Some(kubeconfig));
+    cmd.args(["apply", "-f", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("kubectl");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), yaml.as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("kubectl");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// `kubectl get <resource> <name> -o json` in `default`.
+fn kubectl_get(project: &Path, kubeconfig: &Path, resource: &str, name: &str) -> serde_json::Value {
+    let mut cmd = command("kubectl", project, Some(kubeconfig));
+    cmd.args(["get", resource, name, "--namespace", "default", "-o", "json"]);
+    serde_json::from_str(&run_ok(cmd, &format!("kubectl get {resource} {name}"))).expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_create_api_create_webhook_manifests_run_denies_defaults_converts() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let project = tmp.path().join("fleet");
+    std::fs::create_dir(&project).expect("mkdir");
+
+    // 1. Scaffold: a kind at v1 (the hub, stored) and v2 (served, a spoke), and its webhooks.
+    opkit(&project, None, &["init", "--domain", "example.com", "--repo", "github.com/example/fleet"]);
+    for version in ["v1", "v2"] {
+        opkit(
+            &project,
+            None,
+            &["create", "api", "--group", "ship", "--version", version, "--kind", "Frigate", "--controller=false"],
+        );
+    }
+    let v2 = project.join("src/api/ship_v2/frigate.rs");
+    let source = std::fs::read_to_string(&v2).expect("v2 type");
+    std::fs::write(&v2, source.replace("version = \"v2\",", "version = \"v2\",\n    storage = false,")).expect("write");
+    opkit(
+        &project,
+        None,
+        &[
+            "create",
+            "webhook",
+            "--group",
+            "ship",
+            "--version",
+            "v1",
+            "--kind",
+            "Frigate",
+            "--defaulting",
+            "--programmatic-validation",
+            "--conversion",
+            "--spoke",
+            "v2",
+        ],
+    );
+
+    // 2. make manifests: the webhook configurations from the markers.
+    make(&project, None, &["manifests"]);
+    let manifests = std::fs::read_to_string(project.join("config/webhook/manifests.yaml")).expect("manifests");
+    for want in [
+        "kind: MutatingWebhookConfiguration",
+        "name: mfrigate-v1.kb.io",
+        "path: /mutate-ship-example-com-v1-frigate",
+        "kind: ValidatingWebhookConfiguration",
+        "name: vfrigate-v1.kb.io",
+        "path: /validate-ship-example-com-v1-frigate",
+    ] {
+        assert!(manifests.contains(want), "manifests.yaml lacks {want}:\n{manifests}");
+    }
+    opkit(&project, None, &["generate", "--check"]);
+    // The scaffolded webhook tests pass.
+    let mut unit = command("cargo", &project, None);
+    unit.args(["test", "--lib"]);
+    let out = run_ok(unit, "cargo test --lib");
+    assert!(
+        out.contains("defaults_are_set ... ok") && out.contains("ship_v2_round_trips_through_the_hub ... ok"),
+        "{out}"
+    );
+
+    // 3. make run against a local cluster serves the webhooks on 127.0.0.1.
+    let cluster_dir = tmp.path().join("cluster");
+    let (mut cluster, kubeconfig, client) = start_cluster(tmp.path(), &cluster_dir, &["--in-memory"]).await;
+    let mut run_cmd = command("make", &project, Some(&kubeconfig));
+    run_cmd.args(["run", &format!("OPKIT={OPKIT}"), "RUN_ARGS=--metrics-bind-address 0 --health-probe-bind-address 0"]);
+    let mut operator = Background::spawn(run_cmd);
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let pointed_at_localhost = |c: Option<&ValidatingWebhookConfiguration>| {
+        c.and_then(|c| c.webhooks.as_ref()?.first()?.client_config.url.clone()).is_some_and(|u| {
+            u.starts_with("https://127.0.0.1:") && u.ends_with("/validate-ship-example-com-v1-frigate")
+        })
+    };
+    timeout(
+        "make run to install the validating webhook",
+        await_condition(validating.clone(), "fleet-validating-webhook-configuration", pointed_at_localhost),
+    )
+    .await
+    .expect("watch");
+    assert!(mutating.get_opt("fleet-mutating-webhook-configuration").await.expect("get").is_some());
+
+    // 4. An invalid object is denied with the webhook's message.
+    let bad = "apiVersion: ship.example.com/v1\nkind: Frigate\nmetadata:\n  name: bad\n  namespace: default\nspec:\n  foo: \"\"\n";
+    let (applied, output) = kubectl_apply(&project, &kubeconfig, bad);
+    assert!(!applied, "an invalid Frigate was admitted: {output}");
+    assert!(
+        output.contains(
+            r#"admission webhook "vfrigate-v1.kb.io" denied the request: Frigate.ship.example.com "bad" is invalid: spec.foo: Invalid value: "": must not be empty"#
+        ),
+        "{output}"
+    );
+
+    // 5. A valid one is defaulted...
+    let good =
+        "apiVersion: ship.example.com/v1\nkind: Frigate\nmetadata:\n  name: good\n  namespace: default\nspec: {}\n";
+    let (applied, output) = kubectl_apply(&project, &kubeconfig, good);
+    assert!(applied, "{output}");
+    let v1 = kubectl_get(&project, &kubeconfig, "frigates.v1.ship.example.com", "good");
+    assert_eq!(v1["spec"]["foo"], "default", "{v1}");
+    // ...and read at both versions through the conversion webhook.
+    let v2 = kubectl_get(&project, &kubeconfig, "frigates.v2.ship.example.com", "good");
+    assert_eq!(v2["apiVersion"], "ship.example.com/v2", "{v2}");
+    assert_eq!(v2["spec"]["foo"], "default", "{v2}");
+    // Written at v2, stored at v1.
+    let at_v2 = "apiVersion: ship.example.com/v2\nkind: Frigate\nmetadata:\n  name: second\n  namespace: default\nspec:\n  foo: bar\n";
+    let (applied, output) = kubectl_apply(&project, &kubeconfig, at_v2);
+    assert!(applied, "{output}");
+    assert_eq!(kubectl_get(&project, &kubeconfig, "frigates.v1.ship.example.com", "second")["spec"]["foo"], "bar");
+
+    // 6. Stopping make run removes the configurations.
+    // (make exits at once; `opkit run` cleans up after the operator stopped.)
+    operator.stop();
+    let gone = |c: Option<&ValidatingWebhookConfiguration>| c.is_none();
+    timeout(
+        "the validating webhook removed",
+        await_condition(validating, "fleet-validating-webhook-configuration", gone),
+    )
+    .await
+    .expect("watch");
+    let gone = |c: Option<&MutatingWebhookConfiguration>| c.is_none();
+    timeout("the mutating webhook removed", await_condition(mutating, "fleet-mutating-webhook-configuration", gone))
+        .await
+        .expect("watch");
+    assert!(cluster.stop().success(), "the cluster stops cleanly");
+}
