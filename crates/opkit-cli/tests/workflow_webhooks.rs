@@ -222,12 +222,33 @@ async fn init_create_api_create_webhook_manifests_run_denies_defaults_converts()
     let bad = "apiVersion: ship.example.com/v1\nkind: Frigate\nmetadata:\n  name: bad\n  namespace: default\nspec:\n  foo: \"\"\n";
     let (applied, output) = kubectl_apply(&project, &kubeconfig, bad);
     assert!(!applied, "an invalid Frigate was admitted: {output}");
+    // The webhook answers 422 Invalid with field causes, so kubectl prints it as it prints
+    // every Invalid error: from the Status's details.
     assert!(
-        output.contains(
-            r#"admission webhook "vfrigate-v1.kb.io" denied the request: Frigate.ship.example.com "bad" is invalid: spec.foo: Invalid value: "": must not be empty"#
-        ),
+        output.contains(r#"The Frigate "bad" is invalid: spec.foo: Invalid value: "": must not be empty"#),
         "{output}"
     );
+    // The Status's message names the webhook, as kube-apiserver words a denial.
+    let frigates: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("ship.example.com", "v1", "Frigate")),
+    );
+    let bad_object = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ship.example.com/v1", "kind": "Frigate",
+        "metadata": {"name": "bad", "namespace": "default"}, "spec": {"foo": ""},
+    }))
+    .expect("a Frigate");
+    match frigates.create(&Default::default(), &bad_object).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert!(
+                status.message.starts_with(r#"admission webhook "vfrigate-v1.kb.io" denied the request: "#),
+                "{status:?}"
+            );
+        }
+        other => panic!("an invalid Frigate was admitted: {other:?}"),
+    }
 
     // 5. A valid one is defaulted...
     let good =

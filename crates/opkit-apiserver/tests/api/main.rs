@@ -4,9 +4,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admission_builtin;
 mod admission_policy;
 mod admission_webhooks;
-mod admission_builtin;
 mod apiservices;
 mod apply;
 mod audit;
