@@ -4,10 +4,9 @@
 //! configurations from the markers), the scaffolded webhook tests, then against `opkit
 //! cluster start`: `make run` serving the webhooks locally, an invalid object denied with the
 //! webhook's message, a defaulted field set, the object read at both versions, and the
-//! configurations removed when `make run` stops.
-//!
-//! The API server calls webhooks and converts through them only with the admission work of
-//! issue 12; before it, this test fails at the denial.
+//! configurations removed when `make run` stops; then `make cluster-load deploy`: the
+//! manager as a real pod serving the webhooks behind their Service, with the certificate
+//! the cluster's cert-manager stand-in issues and the CA it injects.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -234,7 +233,7 @@ async fn init_create_api_create_webhook_manifests_run_denies_defaults_converts()
         "default",
         &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("ship.example.com", "v1", "Frigate")),
     );
-    let bad_object = serde_json::from_value(serde_json::json!({
+    let bad_object: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "ship.example.com/v1", "kind": "Frigate",
         "metadata": {"name": "bad", "namespace": "default"}, "spec": {"foo": ""},
     }))
@@ -281,5 +280,51 @@ async fn init_create_api_create_webhook_manifests_run_denies_defaults_converts()
     timeout("the mutating webhook removed", await_condition(mutating, "fleet-mutating-webhook-configuration", gone))
         .await
         .expect("watch");
+
+    // 7. make cluster-load deploy: the manager runs as a real pod and serves the webhooks
+    // behind the webhook Service, with the certificate the cluster's cert-manager issues
+    // from config/certmanager and the CA it injects into the configurations and the CRD.
+    let image = "example.com/fleet:v0.0.1";
+    let mut deploy = command("make", &project, Some(&kubeconfig));
+    deploy.env("OPKIT_DATA_DIR", &cluster_dir).args([
+        "cluster-load",
+        "deploy",
+        &format!("IMG={image}"),
+        "CARGO_PROFILE=dev",
+        &format!("OPKIT={OPKIT}"),
+    ]);
+    run_ok(deploy, "make cluster-load deploy");
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let served_by_the_service = |c: Option<&ValidatingWebhookConfiguration>| {
+        c.and_then(|c| c.webhooks.as_ref()?.first().cloned()).is_some_and(|w| {
+            w.client_config.service.is_some() && w.client_config.ca_bundle.as_ref().is_some_and(|b| !b.0.is_empty())
+        })
+    };
+    timeout(
+        "the deployed validating webhook with its injected CA",
+        await_condition(validating, "fleet-validating-webhook-configuration", served_by_the_service),
+    )
+    .await
+    .expect("watch");
+    // The pod serves once it is ready and in the Service's endpoints; until then the
+    // API server cannot reach it (failurePolicy Fail), so the denial is waited for.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let denial = loop {
+        match frigates.create(&Default::default(), &bad_object).await {
+            Err(kube::Error::Api(status)) if status.code == 422 => break status,
+            Err(kube::Error::Api(status)) if tokio::time::Instant::now() < deadline => {
+                // Not served yet (no endpoints, connection refused): try again.
+                assert_eq!(status.code, 500, "{status:?}");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            other => panic!("the deployed webhook never denied the invalid Frigate: {other:?}"),
+        }
+    };
+    assert!(denial.message.starts_with(r#"admission webhook "vfrigate-v1.kb.io" denied the request: "#), "{denial:?}");
+    let (applied, output) = kubectl_apply(&project, &kubeconfig, &good.replace("name: good", "name: deployed"));
+    assert!(applied, "{output}");
+    let v2 = kubectl_get(&project, &kubeconfig, "frigates.v2.ship.example.com", "deployed");
+    assert_eq!(v2["spec"]["foo"], "default", "defaulted and converted by the pod: {v2}");
+    make(&project, Some(&kubeconfig), &["undeploy", &format!("OPKIT={OPKIT}")]);
     assert!(cluster.stop().success(), "the cluster stops cleanly");
 }
