@@ -6,9 +6,8 @@
 //! `opkit deploy` / `opkit undeploy`. The cargo target directory is the workspace's, so
 //! the opkit crates are not built twice.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -18,82 +17,15 @@ use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::wait::await_condition;
 
-const OPKIT: &str = env!("CARGO_BIN_EXE_opkit");
+#[path = "support/workflow.rs"]
+mod support;
+
+use support::*;
+
 const CRD: &str = "memcacheds.cache.example.com";
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The workspace's target directory (CARGO_TARGET_TMPDIR is `<target>/tmp`).
-fn target_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| workspace().join("target"))
-}
-
-fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.current_dir(dir)
-        .env("OPKIT", OPKIT)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .env_remove("CARGO_MANIFEST_DIR")
-        .env_remove("RUSTFLAGS")
-        .stdin(Stdio::null());
-    if let Some(kc) = kubeconfig {
-        cmd.env("KUBECONFIG", kc);
-    }
-    cmd
-}
-
-fn run_ok(mut cmd: Command, what: &str) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn make(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
-    let mut cmd = command("make", dir, kubeconfig);
-    cmd.args(args).arg(format!("OPKIT={OPKIT}"));
-    run_ok(cmd, &format!("make {args:?}"))
-}
-
-fn opkit(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
-    let mut cmd = command(OPKIT, dir, kubeconfig);
-    cmd.args(args);
-    run_ok(cmd, &format!("opkit {args:?}"))
-}
 
 fn copy(from: &Path, to: &Path) {
     std::fs::copy(from, to).unwrap_or_else(|e| panic!("copy {} -> {}: {e}", from.display(), to.display()));
-}
-
-/// A child process (and its process group) that is stopped with SIGTERM when dropped.
-struct Background(Child);
-
-impl Background {
-    fn spawn(mut cmd: Command) -> Background {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-        Background(cmd.spawn().expect("spawn"))
-    }
-    fn stop(&mut self) -> std::process::ExitStatus {
-        let pgid = format!("-{}", self.0.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &pgid]).status();
-        self.0.wait().expect("wait")
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            self.stop();
-        }
-    }
 }
 
 /// A cluster-scoped kind that uses every CRD marker opkit maps to Rust attributes.
@@ -153,33 +85,6 @@ pub struct FrigateStatus {
     pub crew: i32,
 }
 "#;
-
-/// Starts `opkit cluster start` on `data_dir` (with `flags`) in the background; returns
-/// it, its kubeconfig and an admin client.
-async fn start_cluster(dir: &Path, data_dir: &Path, flags: &[&str]) -> (Background, PathBuf, kube::Client) {
-    let mut start = command(OPKIT, dir, None);
-    start
-        .args(["cluster", "start", "--port", "0", "-o", "json", "--data-dir"])
-        .arg(data_dir)
-        .args(flags)
-        .stdout(Stdio::piped());
-    let mut cluster = Background::spawn(start);
-    let mut line = String::new();
-    BufReader::new(cluster.0.stdout.take().expect("stdout")).read_line(&mut line).expect("cluster info");
-    let info: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
-    let kubeconfig = PathBuf::from(info["kubeconfig"].as_str().expect("kubeconfig"));
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig"),
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .expect("config");
-    (cluster, kubeconfig, kube::Client::try_from(config).expect("client"))
-}
-
-async fn timeout<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(300), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_create_api_manifests_test_install_run_deploy_uninstall() {

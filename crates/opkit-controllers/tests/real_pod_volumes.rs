@@ -7,35 +7,11 @@
 mod common;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use opkit_testenv::TestEnv;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use common::real_pods::{file, load_script, real_env};
-use common::{Error, WAIT, wait};
-
-/// Waits for an event `reason` about pod `name` whose note contains `note`.
-async fn event(env: &TestEnv, name: &str, reason: &str, note: &str) -> Result<(), Error> {
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(env.client(), "default");
-    let found = tokio::time::timeout(WAIT, async {
-        loop {
-            let list = events.list(&ListParams::default()).await?;
-            if list.items.iter().any(|e| {
-                e.involved_object.name.as_deref() == Some(name)
-                    && e.reason.as_deref() == Some(reason)
-                    && e.message.as_deref().is_some_and(|m| m.contains(note))
-            }) {
-                return Ok::<(), kube::Error>(());
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-    })
-    .await;
-    match found {
-        Ok(r) => Ok(r?),
-        Err(_) => Err(format!("no {reason} event about {name} containing {note:?}").into()),
-    }
-}
+use common::real_pods::{event, file, load_script, real_env};
+use common::{Error, wait};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_config_map_and_empty_dir_volumes_are_mounted_and_secrets_synced() -> Result<(), Error> {

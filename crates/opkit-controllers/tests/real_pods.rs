@@ -8,11 +8,10 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::real_pods::{file, load_script, real_env};
+use common::real_pods::{event, file, load_script, real_env};
 use common::{Error, WAIT, wait};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::runtime::wait::await_condition;
 use opkit_controllers::ControllersConfig;
 use opkit_testenv::TestEnv;
@@ -33,28 +32,6 @@ fn phase(p: Option<&Pod>) -> String {
 fn condition(p: Option<&Pod>, type_: &str) -> Option<String> {
     let cs = p?.status.as_ref()?.conditions.as_ref()?;
     cs.iter().find(|c| c.type_ == type_).map(|c| c.status.clone())
-}
-
-/// Waits for an event about pod `name` with `reason` whose note starts with `note`.
-async fn event(env: &TestEnv, name: &str, reason: &str, note: &str) -> Result<(), Error> {
-    let events: Api<Event> = Api::namespaced(env.client(), "default");
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let list = events.list(&ListParams::default()).await?;
-        let found = list.items.iter().any(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.reason.as_deref() == Some(reason)
-                && e.note.as_deref().is_some_and(|n| n.starts_with(note))
-        });
-        if found {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            let seen: Vec<_> = list.items.iter().map(|e| (e.reason.clone(), e.note.clone())).collect();
-            return Err(format!("no {reason} event {note:?} for {name}: {seen:?}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Whether process `pid` is alive (not gone and not a zombie).

@@ -1,9 +1,11 @@
-//! Helpers of the real-pod suites: a TestEnv that runs real pods, and test programs
-//! (`#!/bin/sh` scripts) loaded into its image store.
+//! Helpers of the real-pod suites: a TestEnv that runs real pods, test programs
+//! (`#!/bin/sh` scripts) loaded into its image store, and waiting for a pod's events.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
 use opkit_controllers::ControllersConfig;
 use opkit_testenv::TestEnv;
 
@@ -38,5 +40,27 @@ pub async fn file(path: &Path) -> Result<String, Error> {
             return Err(format!("timed out waiting for {}", path.display()).into());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits for an event about pod `name` with `reason` whose note starts with `note`.
+pub async fn event(env: &TestEnv, name: &str, reason: &str, note: &str) -> Result<(), Error> {
+    let events: Api<Event> = Api::namespaced(env.client(), "default");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let list = events.list(&ListParams::default()).await?;
+        let found = list.items.iter().any(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+                && e.note.as_deref().is_some_and(|n| n.starts_with(note))
+        });
+        if found {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let seen: Vec<_> = list.items.iter().map(|e| (e.reason.clone(), e.note.clone())).collect();
+            return Err(format!("no {reason} event {note:?} for {name}: {seen:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
