@@ -175,10 +175,16 @@ fn parse_json_or_yaml(body: &[u8], yaml_first: bool) -> ApiResult<Value> {
     }
     match json() {
         Ok(v) => Ok(v),
-        Err(_) => serde_saphyr::from_slice::<Value>(body)
+        // The YAML parser recurses once per level with large frames (its budget allows 64
+        // levels), which on a request's stack, under the handler's futures, can overflow
+        // it and abort the server: YAML bodies are parsed on a stack of their own.
+        Err(_) => stacker::grow(YAML_STACK, || serde_saphyr::from_slice::<Value>(body))
             .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid YAML: {e}"))),
     }
 }
+
+/// The stack a YAML request body is parsed on.
+const YAML_STACK: usize = 16 << 20;
 
 fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).boxed()

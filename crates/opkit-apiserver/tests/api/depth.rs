@@ -214,3 +214,19 @@ async fn a_durable_server_starts_over_unreadable_rows_and_quarantines_them() {
     assert_eq!(res.code, 201, "{}", res.text);
     server.shutdown().await;
 }
+
+/// Found by the request fuzzer: a YAML apply patch nested as deep as the YAML parser
+/// allows overflowed the request's stack and aborted the server.
+#[tokio::test]
+async fn a_deeply_nested_yaml_body_is_refused_without_killing_the_server() {
+    let env = env().await;
+    let client = client_without_retry(&env).await;
+    for levels in [60, 300] {
+        let body = format!("{}\n", "- ".repeat(levels));
+        let path = "/api/v1/namespaces/default/secrets/deep?fieldManager=fuzz";
+        let answer = raw(&client, "PATCH", path, Some("application/apply-patch+yaml"), body.into_bytes()).await;
+        assert_eq!(answer.code, 400, "{}", answer.text);
+    }
+    let health = raw(&client, "GET", "/healthz", None, Vec::new()).await;
+    assert_eq!(health.code, 200);
+}

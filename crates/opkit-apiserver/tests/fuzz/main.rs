@@ -6,7 +6,8 @@
 //! own 504 for a resourceVersion the server has not reached.
 //!
 //! `cargo test` runs it for [`DEFAULT_SECONDS`]; set `OPKIT_FUZZ_SECONDS` for a longer
-//! run (CI runs it longer) and `OPKIT_FUZZ_SEED` (a number) to replay a run.
+//! run (CI runs it longer) and `OPKIT_FUZZ_SEED` (a number) to replay a run;
+//! `OPKIT_FUZZ_TRACE` prints each request before it is sent.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -118,10 +119,16 @@ async fn no_request_panics_the_server_or_gets_an_unexpected_5xx() {
     let mut runner = TestRunner::new_with_rng(Config::default(), rng);
     let strategy = requests::request();
     let started = Instant::now();
+    let trace = std::env::var_os("OPKIT_FUZZ_TRACE").is_some();
     let mut sent = 0u64;
     let mut by_code = std::collections::BTreeMap::<u16, u64>::new();
     while started.elapsed() < budget {
         let request = strategy.new_tree(&mut runner).expect("a request").current();
+        if trace {
+            // A request that kills the server (a stack overflow aborts the process) is the
+            // last one printed.
+            eprintln!("request {}: {request:?}", sent + 1);
+        }
         let answer = send(&client, &request).await;
         sent += 1;
         match answer {
