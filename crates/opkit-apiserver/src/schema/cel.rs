@@ -6,7 +6,7 @@ use kube_cel::{CompiledSchema, ErrorKind};
 use serde_json::Value;
 
 use super::cel_cost::{PER_CALL_LIMIT, RuntimeBudget, runtime_cost};
-use super::cel_depth::{self, DEEP_STACK, SHALLOW_DEPTH};
+use super::cel_depth;
 use super::errors::{FieldError, FieldErrorReason};
 use super::structural::{Schema, first_line};
 
@@ -101,11 +101,7 @@ impl CelRules {
         let depth = guard_depth(raw_rules, path, errs)?;
         let mut stripped = v.clone();
         strip_nested(&mut stripped);
-        let compiled = if depth <= SHALLOW_DEPTH {
-            kube_cel::compile_schema(&stripped)
-        } else {
-            stacker::grow(DEEP_STACK, || kube_cel::compile_schema(&stripped))
-        };
+        let compiled = cel_depth::on_stack_for(depth, || kube_cel::compile_schema(&stripped));
         let mut rules = Vec::new();
         let mut ok = true;
         for (i, raw) in raw_rules.iter().enumerate() {
@@ -196,8 +192,7 @@ impl CelRules {
             return;
         }
 
-        let validate = || kube_cel::validate_compiled(&self.compiled, value, old);
-        let validated = if self.depth <= SHALLOW_DEPTH { validate() } else { stacker::grow(DEEP_STACK, validate) };
+        let validated = cel_depth::on_stack_for(self.depth, || kube_cel::validate_compiled(&self.compiled, value, old));
         let Err(failures) = validated else {
             return;
         };

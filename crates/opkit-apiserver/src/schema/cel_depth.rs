@@ -114,3 +114,9 @@ pub(crate) fn depth(root: &IdedExpr) -> usize {
     }
     deepest
 }
+
+/// Runs `f` (parsing or evaluating an expression whose tree is `depth` deep) on the
+/// caller's stack when the tree is shallow, else on a stack of [`DEEP_STACK`].
+pub(crate) fn on_stack_for<T>(depth: usize, f: impl FnOnce() -> T) -> T {
+    if depth <= SHALLOW_DEPTH { f() } else { stacker::grow(DEEP_STACK, f) }
+}

@@ -1,5 +1,7 @@
 //! The values a policy's expressions see (kube's CEL activation): JSON objects turned
-//! into CEL values, the `request` object, and evaluation with kube's error wording.
+//! into CEL values, the `request` object, and evaluation with kube's error wording. The
+//! context with the Kubernetes CEL libraries registered once is shared with admission
+//! webhooks' `matchConditions`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -9,7 +11,8 @@ use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{Context, Value as Cel};
 use serde_json::Value;
 
-use super::expr::{DEEP_STACK, Expression, SHALLOW_DEPTH};
+use super::expr::Expression;
+use crate::schema::cel_depth::on_stack_for;
 
 /// A JSON value as CEL sees it: integers are `int` (`uint` only beyond `int`'s range),
 /// objects are maps with string keys.
@@ -61,9 +64,7 @@ fn bind(ctx: &mut Context<'static>, vars: &[(&str, &Value)]) {
 /// Runs `e`; an error is worded as kube words it
 /// (`expression '<e>' resulted in error: <why>`).
 pub(crate) fn eval(e: &Expression, ctx: &Context<'_>) -> Result<Cel, String> {
-    let run = || e.program.execute(ctx);
-    let result = if e.depth <= SHALLOW_DEPTH { run() } else { stacker::grow(DEEP_STACK, run) };
-    result.map_err(|err| {
+    on_stack_for(e.depth, || e.program.execute(ctx)).map_err(|err| {
         // cel-go words these in lower case (`no such key: x`, `no such overload`).
         let why = err.to_string();
         let why = match why.strip_prefix("No such") {

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use kube_cel::cel::Program;
 use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr};
 
-pub(crate) use crate::schema::cel_depth::{DEEP_STACK, SHALLOW_DEPTH, parse};
+pub(crate) use crate::schema::cel_depth::parse;
 
 /// What the expressions of one policy may refer to.
 #[derive(Debug, Clone, Default)]

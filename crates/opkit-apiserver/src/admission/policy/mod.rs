@@ -13,7 +13,7 @@
 //! - `cache`: the compiled policies, rebuilt after a policy or binding is written;
 //! - `type_check`: `status.typeChecking`, written after a policy changes.
 
-mod activation;
+pub(crate) mod activation;
 mod authorizer;
 mod cache;
 mod expr;

@@ -4,13 +4,13 @@
 //! `matchConditions` (CEL over the AdmissionRequest the webhook would receive).
 
 use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
-use kube_cel::KubeCelExt;
-use kube_cel::cel::{Context, Value as CelValue};
+use kube_cel::cel::Value as CelValue;
 use serde_json::{Map, Value};
 
 use super::config::Hook;
 use crate::admission::Attributes;
 use crate::error::{ApiError, ApiResult};
+use crate::schema::cel_depth::on_stack_for;
 
 /// The resources kube never sends to admission webhooks (its
 /// `IsExemptAdmissionConfigurationResource`): the admission configuration itself.
@@ -117,23 +117,13 @@ pub(crate) fn conditions_match(hook: &Hook, attrs: &Attributes<'_>, request: &Va
     if hook.conditions.is_empty() {
         return Ok(true);
     }
-    let mut context = Context::default();
-    context.register_all();
+    let vars = [("object", &request["object"]), ("oldObject", &request["oldObject"]), ("request", request)];
+    let context = crate::admission::policy::activation::context(&vars);
     let mut errors = Vec::new();
-    for (name, value) in [("object", &request["object"]), ("oldObject", &request["oldObject"]), ("request", request)] {
-        if let Err(e) = context.add_variable(name, value) {
-            errors.push(format!("{name}: {e}"));
-        }
-    }
-    /// Runs `f` on a stack of its own when the expression is deep (see `cel_depth`).
-    fn run_deep<T>(depth: usize, f: impl FnOnce() -> T) -> T {
-        use crate::schema::cel_depth::{DEEP_STACK, SHALLOW_DEPTH};
-        if depth <= SHALLOW_DEPTH { f() } else { stacker::grow(DEEP_STACK, f) }
-    }
     for condition in &hook.conditions {
         let outcome = match &condition.program {
             Err(e) => Err(e.clone()),
-            Ok((program, depth)) => match run_deep(*depth, || program.execute(&context)) {
+            Ok((program, depth)) => match on_stack_for(*depth, || program.execute(&context)) {
                 Ok(CelValue::Bool(b)) => Ok(b),
                 Ok(other) => Err(format!("expected a boolean, got {:?}", other.type_of())),
                 Err(e) => Err(e.to_string()),
