@@ -3,6 +3,7 @@
 //! `DATA_DIR/lock`, held while the server runs and released by the operating system if
 //! it dies), and refused when it held a cluster whose database is now missing or empty,
 //! instead of silently starting an empty cluster with resourceVersions back at one.
+//! [`DataDir::holder`] tells other processes (`opkit cluster status`, `stop`) who holds it.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
@@ -46,6 +47,30 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> DataDirError {
     move |source| DataDirError::Io { context, source }
 }
 
+/// The server holding a data directory, as its lock file records it (`pid N, URL`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The holder's process id (None while it has not recorded it yet).
+    pub pid: Option<u32>,
+    /// The URL it serves at (None until it listens).
+    pub url: Option<String>,
+    /// The lock file's text, as the holder wrote it.
+    pub record: String,
+}
+
+impl Holder {
+    /// Parses the lock file's text: `pid N` or `pid N, URL`.
+    fn parse(record: &str) -> Holder {
+        let record = record.trim();
+        let (pid, url) = match record.split_once(", ") {
+            Some((pid, url)) => (pid, Some(url.to_string())),
+            None => (record, None),
+        };
+        let pid = pid.strip_prefix("pid ").and_then(|p| p.parse().ok());
+        Holder { pid, url: url.filter(|_| pid.is_some()), record: record.to_string() }
+    }
+}
+
 /// A data directory this server holds: the lock is released when it is dropped.
 #[derive(Debug)]
 pub struct DataDir {
@@ -85,6 +110,30 @@ impl DataDir {
             }
         }
         Ok(DataDir { lock })
+    }
+
+    /// The server holding `dir` now, or None when no server runs from it. The lock is
+    /// probed without waiting (a shared lock taken and released at once), so this never
+    /// blocks; a missing directory or lock file holds no server.
+    pub fn holder(dir: &Path) -> Result<Option<Holder>, DataDirError> {
+        let lock_path = dir.join("lock");
+        let lock = match File::open(&lock_path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(format!("opening {}", lock_path.display()))(e)),
+        };
+        match lock.try_lock_shared() {
+            Ok(()) => {
+                lock.unlock().map_err(io(format!("unlocking {}", lock_path.display())))?;
+                Ok(None)
+            }
+            Err(TryLockError::WouldBlock) => {
+                let record =
+                    std::fs::read_to_string(&lock_path).map_err(io(format!("reading {}", lock_path.display())))?;
+                Ok(Some(Holder::parse(&record)))
+            }
+            Err(TryLockError::Error(e)) => Err(io(format!("probing {}", lock_path.display()))(e)),
+        }
     }
 
     /// Records the URL the holder serves at in the lock file, for the message another
@@ -131,6 +180,23 @@ mod tests {
         assert!(matches!(second, Err(DataDirError::InUse { .. })), "{second:?}");
         drop(first);
         DataDir::open(dir.path(), None).expect("free again");
+    }
+
+    #[test]
+    fn the_holder_is_read_while_held_and_gone_when_released() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(DataDir::holder(dir.path()).expect("probe"), None, "no lock file: no holder");
+        let mut held = DataDir::open(dir.path(), None).expect("held");
+        let holder = DataDir::holder(dir.path()).expect("probe").expect("a holder");
+        assert_eq!(holder.pid, Some(std::process::id()));
+        assert_eq!(holder.url, None);
+        held.record_url("https://127.0.0.1:6443").expect("url");
+        let holder = DataDir::holder(dir.path()).expect("probe").expect("a holder");
+        assert_eq!(holder.url.as_deref(), Some("https://127.0.0.1:6443"));
+        assert_eq!(holder.record, format!("pid {}, https://127.0.0.1:6443", std::process::id()));
+        drop(held);
+        assert_eq!(DataDir::holder(dir.path()).expect("probe"), None, "released");
+        DataDir::open(dir.path(), None).expect("the probe left the directory free");
     }
 
     #[test]

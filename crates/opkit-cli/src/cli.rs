@@ -95,6 +95,15 @@ pub enum Command {
     /// Run a local Kubernetes-compatible control plane.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Print the opkit version, the git commit it was built from and, when a cluster is
+    /// reachable through the kubeconfig, the Kubernetes version its server reports.
+    ///
+    /// Examples:
+    ///   opkit version
+    ///   opkit version --client -o json
+    ///   opkit version --kubeconfig .opkit/cluster/kubeconfig
+    #[command(verbatim_doc_comment)]
+    Version(VersionArgs),
     /// Print a shell completion script.
     ///
     /// Examples:
@@ -289,6 +298,8 @@ pub enum ClusterCommand {
     ///
     /// Examples:
     ///   opkit cluster start
+    ///   opkit cluster start --detach            (then: opkit cluster status / stop)
+    ///   opkit cluster start --detach --data-dir /tmp/c2 --port 0 --context-name c2
     ///   opkit cluster start --port 0 --in-memory --kubeconfig /tmp/kubeconfig
     #[command(verbatim_doc_comment)]
     Start(StartArgs),
@@ -306,6 +317,94 @@ pub enum ClusterCommand {
     Load(LoadArgs),
     /// List the images loaded into the local cluster.
     Images(ImagesArgs),
+    /// Stop the cluster running from a data directory (SIGTERM, then SIGKILL after
+    /// --timeout) and wait until it has released the directory.
+    ///
+    /// Examples:
+    ///   opkit cluster stop
+    ///   opkit cluster stop --data-dir /tmp/c2 --timeout 10 --ignore-not-running
+    #[command(verbatim_doc_comment)]
+    Stop(StopArgs),
+    /// Show whether a cluster runs from a data directory: its pid, URL, kubeconfig and
+    /// uptime. Exits 0 when it runs and 3 when it does not (as `systemctl status`).
+    ///
+    /// Examples:
+    ///   opkit cluster status
+    ///   opkit cluster status -o json --data-dir /tmp/c2
+    #[command(verbatim_doc_comment)]
+    Status(StatusArgs),
+    /// Stop the cluster if it runs, then delete its data directory (every object, the
+    /// certificates and loaded images) and the kubeconfig it wrote.
+    ///
+    /// Examples:
+    ///   opkit cluster delete
+    ///   opkit cluster delete --data-dir /tmp/c2
+    #[command(verbatim_doc_comment)]
+    Delete(DeleteArgs),
+    /// Print the kubeconfig of the cluster of a data directory, e.g. to save it or merge
+    /// it with others (`KUBECONFIG=a:b kubectl config view --flatten`).
+    ///
+    /// Examples:
+    ///   opkit cluster kubeconfig > ~/.kube/opkit.yaml
+    ///   opkit cluster kubeconfig --context-name dev
+    #[command(verbatim_doc_comment)]
+    Kubeconfig(KubeconfigArgs),
+}
+
+/// Flags of `opkit version`.
+#[derive(Debug, clap::Args)]
+pub struct VersionArgs {
+    /// Only the client's version: do not contact the cluster.
+    #[arg(long)]
+    pub client: bool,
+    /// Cluster access (for the server's version).
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Flags of `opkit cluster stop`.
+#[derive(Debug, clap::Args)]
+pub struct StopArgs {
+    /// The cluster's data directory (as given to `opkit cluster start`).
+    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
+    pub data_dir: PathBuf,
+    /// Seconds to wait after SIGTERM before the cluster is killed (SIGKILL).
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Succeed when no cluster runs from the data directory.
+    #[arg(long)]
+    pub ignore_not_running: bool,
+}
+
+/// Flags of `opkit cluster status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The cluster's data directory (as given to `opkit cluster start`).
+    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
+    pub data_dir: PathBuf,
+}
+
+/// Flags of `opkit cluster delete`.
+#[derive(Debug, clap::Args)]
+pub struct DeleteArgs {
+    /// The cluster's data directory (as given to `opkit cluster start`).
+    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
+    pub data_dir: PathBuf,
+    /// Seconds to wait for a running cluster to stop before it is killed.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+}
+
+/// Flags of `opkit cluster kubeconfig`.
+#[derive(Debug, clap::Args)]
+pub struct KubeconfigArgs {
+    /// The cluster's data directory (as given to `opkit cluster start`).
+    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
+    pub data_dir: PathBuf,
+    /// Name the cluster, context and user (`NAME-admin`) NAME instead of the name the
+    /// cluster was started with.
+    #[arg(long, value_name = "NAME")]
+    pub context_name: Option<String>,
 }
 
 /// Flags of `opkit cluster load`.
@@ -393,4 +492,19 @@ pub struct StartArgs {
     /// unchanged; `--cert-manager=false` leaves `cert-manager.io` free for a real one.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub cert_manager: bool,
+    /// The name of the kubeconfig's context, cluster and user (`NAME-admin`), so the
+    /// kubeconfigs of several clusters merge without collisions.
+    #[arg(long, value_name = "NAME", default_value = "opkit")]
+    pub context_name: String,
+    /// Run in the background: return once the cluster is ready, with its output in
+    /// DATA_DIR/cluster.log; `opkit cluster stop` stops it.
+    #[arg(long)]
+    pub detach: bool,
+    /// With --detach: seconds to wait for the cluster to become ready.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    pub ready_timeout: u64,
+    /// The log file of a cluster started with --detach (set by opkit for the background
+    /// process, which records it for `opkit cluster status`).
+    #[arg(long, hide = true)]
+    pub log_file: Option<PathBuf>,
 }

@@ -1,18 +1,33 @@
-//! The `opkit` command: parses the command line and runs it (see the `opkit_cli` library).
+//! The `opkit` command: parses the command line and runs it (see the `opkit_cli` library);
+//! a failure is printed as `error: ...`, or as JSON with `-o json`.
 
 use clap::Parser;
+use opkit_cli::cli::OutputFormat;
+use opkit_cli::output::{json_requested, print_error};
 
 fn main() -> std::process::ExitCode {
-    let args = opkit_cli::cli::Cli::parse();
+    let args = match opkit_cli::cli::Cli::try_parse() {
+        Ok(args) => args,
+        // `--help` and `--version` are not failures; text errors keep clap's layout.
+        Err(e) if e.use_stderr() && json_requested(std::env::args_os()) => {
+            let rendered = e.render().to_string();
+            let message = rendered.trim().trim_start_matches("error: ").trim();
+            print_error(OutputFormat::Json, "usage", message);
+            return std::process::ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+        Err(e) => e.exit(),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("OPKIT_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
+    let format = args.output;
     match opkit_cli::run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(opkit_cli::CliError::Reported { code }) => std::process::ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
+            print_error(format, e.kind(), &e.to_string());
+            std::process::ExitCode::from(e.exit_code())
         }
     }
 }

@@ -1,5 +1,7 @@
 //! How commands talk to the user: progress on stderr (a spinner on a terminal, plain
 //! lines otherwise, nothing with `-o json`) and the result on stdout, as text or JSON.
+//! Errors go to stderr, as `error: ...` or, with `-o json`, as one JSON document
+//! ([`print_error`]).
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -87,5 +89,70 @@ impl Output {
 impl Drop for Output {
     fn drop(&mut self) {
         self.done_waiting();
+    }
+}
+
+/// Prints a failure on stderr: `error: MESSAGE`, or with `-o json` one line
+/// `{"error": {"kind": KIND, "message": MESSAGE}}` (KIND a stable name, e.g. `usage`,
+/// `not-running`, `port-in-use`).
+pub fn print_error(format: OutputFormat, kind: &str, message: &str) {
+    match format {
+        OutputFormat::Text => eprintln!("error: {message}"),
+        OutputFormat::Json => eprintln!("{}", serde_json::json!({"error": {"kind": kind, "message": message}})),
+    }
+}
+
+/// Whether the command line asks for `-o json` (`-o json`, `-ojson`, `-o=json`,
+/// `--output json`, `--output=json` before any `--`), for errors found before the
+/// command line is parsed.
+pub fn json_requested<I, S>(args: I) -> bool
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut json = false;
+    let mut value_next = false;
+    for arg in args {
+        let arg = arg.as_ref().to_string_lossy();
+        if arg == "--" {
+            break;
+        }
+        if value_next {
+            json = arg == "json";
+            value_next = false;
+        } else if arg == "-o" || arg == "--output" {
+            value_next = true;
+        } else if let Some(value) =
+            arg.strip_prefix("--output=").or_else(|| arg.strip_prefix("-o=")).or_else(|| arg.strip_prefix("-o"))
+        {
+            json = value == "json";
+        }
+    }
+    json
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_requested;
+
+    #[test]
+    fn json_is_found_in_every_spelling_and_not_after_double_dash() {
+        for args in [
+            &["opkit", "-o", "json", "x"][..],
+            &["opkit", "x", "--output=json"],
+            &["opkit", "-ojson"],
+            &["opkit", "--output", "json"],
+            &["opkit", "-o=json"],
+        ] {
+            assert!(json_requested(args), "{args:?}");
+        }
+        for args in [
+            &["opkit", "x"][..],
+            &["opkit", "-o", "text"],
+            &["opkit", "run", "--", "-o", "json"],
+            &["opkit", "-o", "json", "-o", "text"],
+        ] {
+            assert!(!json_requested(args), "{args:?}");
+        }
     }
 }

@@ -12,6 +12,7 @@ mod install;
 mod kubeconfig;
 mod run;
 mod run_webhooks;
+mod version;
 
 use crate::cli::{Cli, ClusterCommand, Command, CreateCommand};
 use crate::output::Output;
@@ -67,6 +68,74 @@ pub enum CliError {
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// No cluster runs from the data directory (`cluster stop`, `cluster kubeconfig`).
+    #[error("no cluster is running from {}", dir.display())]
+    NotRunning {
+        /// The data directory.
+        dir: std::path::PathBuf,
+    },
+    /// The port `cluster start` should listen on is taken.
+    #[error(
+        "port {port} on 127.0.0.1 is already in use{}; stop what listens there, or choose another port with --port N (--port 0 picks a free one)",
+        by.as_deref().map(|cluster| format!(" by the opkit cluster running from {cluster}")).unwrap_or_default()
+    )]
+    PortInUse {
+        /// The port.
+        port: u16,
+        /// The opkit cluster listening there, when it is one: `DIR (pid N, URL)`.
+        by: Option<String>,
+    },
+    /// `cluster start --detach` could not bring the cluster up.
+    #[error("{0}")]
+    Detached(String),
+    /// The command printed its result and ends with this exit code (`cluster status`: 3
+    /// when no cluster runs); nothing more is printed.
+    #[error("exit code {code}")]
+    Reported {
+        /// The exit code.
+        code: u8,
+    },
+}
+
+impl CliError {
+    /// A stable name for the kind of failure, for `-o json` errors
+    /// (`{"error": {"kind": ..., "message": ...}}`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CliError::Server(opkit_apiserver::ServerError::DataDir(
+                opkit_apiserver::data_dir::DataDirError::InUse { .. },
+            )) => "already-running",
+            CliError::Server(_) => "server",
+            CliError::Client(_) => "client",
+            CliError::Usage(_) => "usage",
+            CliError::Project(_) => "project",
+            CliError::Scaffold(_) => "scaffold",
+            CliError::Plan(_) => "file-write",
+            CliError::Rbac(_) => "rbac-marker",
+            CliError::WebhookMarker(_) => "webhook-marker",
+            CliError::Kustomize(_) => "kustomize",
+            CliError::Cluster(_) => "cluster",
+            CliError::Kubeconfig(_) => "kubeconfig",
+            CliError::Build(_) => "build",
+            CliError::OutOfDate(_) => "out-of-date",
+            CliError::Images(_) => "images",
+            CliError::ClusterRequest(_) => "cluster-request",
+            CliError::Io(_) => "io",
+            CliError::NotRunning { .. } => "not-running",
+            CliError::PortInUse { .. } => "port-in-use",
+            CliError::Detached(_) => "detached-start",
+            CliError::Reported { .. } => "reported",
+        }
+    }
+
+    /// The process's exit code for this failure: 1, or what a [`CliError::Reported`]
+    /// command chose.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Reported { code } => *code,
+            _ => 1,
+        }
+    }
 }
 
 /// Runs the parsed command.
@@ -77,6 +146,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Cluster(ClusterCommand::Start(args)) => rt()?.block_on(cluster::start(args, cli.output)),
         Command::Cluster(ClusterCommand::Load(args)) => images::load(args, &mut out),
         Command::Cluster(ClusterCommand::Images(args)) => images::list(args, &mut out),
+        Command::Cluster(ClusterCommand::Stop(args)) => cluster::stop(args, &mut out),
+        Command::Cluster(ClusterCommand::Status(args)) => cluster::status(args, &mut out),
+        Command::Cluster(ClusterCommand::Delete(args)) => cluster::delete(args, &mut out),
+        Command::Cluster(ClusterCommand::Kubeconfig(args)) => cluster::kubeconfig(args, &mut out),
+        Command::Version(args) => rt()?.block_on(version::version(args, &mut out)),
         Command::Init(args) => init::init(args, &mut out),
         Command::Create(CreateCommand::Api(args)) => create_api::create_api(args, &mut out),
         Command::Create(CreateCommand::Webhook(args)) => create_webhook::create_webhook(args, &mut out),

@@ -1,21 +1,28 @@
-//! `opkit cluster start`: the local control plane, stopped by Ctrl-C or SIGTERM.
+//! `opkit cluster start`: the local control plane in this process, stopped by Ctrl-C or
+//! SIGTERM (`opkit cluster stop`); with `--detach`, in a background process
+//! ([`super::detach`]).
 
 use std::net::SocketAddr;
+use std::path::Path;
 
 use kube::config::KubeConfigOptions;
-use opkit_apiserver::{ApiServer, RunningServer, ServerConfig, StorageConfig};
+use opkit_apiserver::data_dir::DataDir;
+use opkit_apiserver::{ApiServer, RunningServer, ServerConfig, ServerError, StorageConfig};
 use opkit_controllers::{ControllersConfig, NetworkMode};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::CliError;
+use super::record::ClusterRecord;
 use crate::cli::{OutputFormat, PodNetworkFlag, StartArgs};
+use crate::commands::CliError;
 
-/// Starts the control plane and serves until a signal arrives.
+/// The data directory `opkit cluster start` uses without `--data-dir`.
+const DEFAULT_DATA_DIR: &str = ".opkit/cluster";
+
+/// Starts the control plane and serves until a signal arrives; with `--detach`, starts
+/// it in the background and returns once it is ready.
 pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError> {
     let mut controllers =
         ControllersConfig { nodes: args.nodes, load_balancer_pool: args.lb_range, ..ControllersConfig::default() };
-    let load_balancers = args.lb_range.map_or_else(|| "the nodes' addresses".to_string(), |pool| pool.to_string());
     for name in &args.disable_controllers {
         if name != "*" && !opkit_controllers::ALL.contains(&name.as_str()) {
             return Err(CliError::Usage(format!(
@@ -24,6 +31,12 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
             )));
         }
         controllers = controllers.disable(name);
+    }
+    if args.context_name.is_empty() {
+        return Err(CliError::Usage("--context-name must not be empty".into()));
+    }
+    if args.detach {
+        return super::detach::start_detached(&args, output).await;
     }
     let data_dir = std::path::absolute(&args.data_dir)?;
     std::fs::create_dir_all(&data_dir)?;
@@ -45,40 +58,45 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     }
     cfg.audit_log = args.audit_log.as_deref().map(std::path::absolute).transpose()?;
     cfg.encryption_provider_config = args.encryption_provider_config;
-    let server = ApiServer::start(cfg).await?;
+    let server = match ApiServer::start(cfg).await {
+        Ok(server) => server,
+        Err(ServerError::Io { source, .. }) if source.kind() == std::io::ErrorKind::AddrInUse => {
+            return Err(CliError::PortInUse { port: args.port, by: our_cluster_on(args.port, &data_dir) });
+        }
+        Err(e) => return Err(e.into()),
+    };
     let stop_controllers = CancellationToken::new();
     let controllers_task = run_controllers(&server, controllers, stop_controllers.clone()).await?;
     let kubeconfig = std::path::absolute(args.kubeconfig.unwrap_or_else(|| data_dir.join("kubeconfig")))?;
-    server.write_kubeconfig(&kubeconfig, "opkit")?;
+    server.write_kubeconfig(&kubeconfig, &args.context_name)?;
+    let record = ClusterRecord {
+        server: server.url(),
+        kubeconfig,
+        context_name: args.context_name,
+        data_dir: data_dir.clone(),
+        in_memory: args.in_memory,
+        load_balancer_addresses: args.lb_range.map(|pool| pool.to_string()),
+        pod_network: match pod_network {
+            NetworkMode::Namespaces => "namespaces",
+            NetworkMode::Host => "host",
+        }
+        .into(),
+        pod_network_fallback_reason: fallback,
+        images: data_dir.join("images"),
+        cert_manager: args.cert_manager,
+        pid: std::process::id(),
+        started_at: jiff::Timestamp::now(),
+        log_file: args.log_file.as_deref().map(std::path::absolute).transpose()?,
+    };
+    // Recorded last: a `--detach` parent waiting for it knows the kubeconfig is written.
+    record.save()?;
     match output {
-        OutputFormat::Json => println!(
-            "{}",
-            json!({"server": server.url(), "kubeconfig": kubeconfig, "dataDir": data_dir, "inMemory": args.in_memory,
-                "loadBalancerAddresses": args.lb_range.map(|pool| pool.to_string()),
-                "podNetwork": match pod_network { NetworkMode::Namespaces => "namespaces", NetworkMode::Host => "host" },
-                "podNetworkFallbackReason": fallback, "images": data_dir.join("images"),
-                "certManager": args.cert_manager})
-        ),
+        OutputFormat::Json => {
+            println!("{}", serde_json::to_string(&record).map_err(|e| CliError::Build(e.to_string()))?)
+        }
         OutputFormat::Text => {
-            println!("opkit control plane listening on {}", server.url());
-            println!(
-                "storage: {}",
-                if args.in_memory { "in memory".to_string() } else { data_dir.join("state.db").display().to_string() }
-            );
-            println!("LoadBalancer Services get: {load_balancers}");
-            println!("Pods whose images are loaded (`opkit cluster load`) run as processes on: {pod_network}");
-            if let Some(reason) = &fallback {
-                println!("  (network namespaces are not available: {reason})");
-            }
-            println!("Other pods are simulated.");
-            if args.cert_manager {
-                println!(
-                    "cert-manager.io Issuers and Certificates are served by opkit (--cert-manager=false to install your own)."
-                );
-            }
-            println!("To use it with kubectl:");
-            println!("  export KUBECONFIG={}", kubeconfig.display());
-            println!("Press Ctrl-C to stop.");
+            println!("{}", record.text());
+            println!("Press Ctrl-C to stop (or run `opkit cluster stop --data-dir {}`).", record.data_dir.display());
         }
     }
     opkit::signal::shutdown_requested().await?;
@@ -90,6 +108,18 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     let _ = controllers_task.await;
     server.shutdown().await;
     Ok(())
+}
+
+/// The opkit cluster listening on `port`, when it is the one of the default data
+/// directory (and that is not `data_dir`): `DIR (pid N, URL)`.
+fn our_cluster_on(port: u16, data_dir: &Path) -> Option<String> {
+    let default = std::path::absolute(DEFAULT_DATA_DIR).ok()?;
+    if default == data_dir {
+        return None;
+    }
+    let holder = DataDir::holder(&default).ok()??;
+    let url = holder.url.as_deref()?;
+    url.ends_with(&format!(":{port}")).then(|| format!("{} ({})", default.display(), holder.record))
 }
 
 /// Runs the cluster controllers in this process, talking to `server` over loopback;

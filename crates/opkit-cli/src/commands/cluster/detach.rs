@@ -1,0 +1,114 @@
+//! `opkit cluster start --detach`: the same command re-run without `--detach` as a
+//! background process (its own process group, stdin closed, stdout and stderr written
+//! to `DATA_DIR/cluster.log`, a new one each start), waited for until its record names it and its `/readyz`
+//! answers; if it dies first, the end of its log is the error.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use opkit_apiserver::ServerError;
+use opkit_apiserver::data_dir::DataDirError;
+
+use super::record::{ClusterRecord, LOG_FILE, holder};
+use crate::cli::{OutputFormat, StartArgs};
+use crate::commands::CliError;
+
+/// How often the starting cluster is looked at.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How many lines of the log a failed start shows.
+const LOG_TAIL_LINES: usize = 30;
+
+/// Starts the cluster `args` describe in the background and returns once it is ready,
+/// printing what `cluster start` prints, with its pid and log file.
+pub async fn start_detached(args: &StartArgs, output: OutputFormat) -> Result<(), CliError> {
+    let data_dir = std::path::absolute(&args.data_dir)?;
+    // Checked here too, so the running cluster's log is not truncated.
+    if let Some(holder) = holder(&data_dir)? {
+        return Err(ServerError::DataDir(DataDirError::InUse { dir: data_dir, holder: holder.record }).into());
+    }
+    std::fs::create_dir_all(&data_dir)?;
+    let log_path = data_dir.join(LOG_FILE);
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("creating {}: {e}", log_path.display())))?;
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command
+        .args(std::env::args_os().skip(1).filter(|arg| arg != "--detach"))
+        .arg("--log-file")
+        .arg(&log_path)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command.spawn()?;
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(args.ready_timeout);
+    let record = loop {
+        if let Some(status) = child.try_wait()? {
+            return Err(CliError::Detached(format!(
+                "the cluster exited ({status}) before it was ready; the end of its log {}:\n{}",
+                log_path.display(),
+                log_tail(&log_path)
+            )));
+        }
+        if let Some(record) = ClusterRecord::load(&data_dir).ok().flatten().filter(|r| r.pid == pid)
+            && ready(&record).await
+        {
+            break record;
+        }
+        if Instant::now() >= deadline {
+            super::lifecycle::terminate(pid)?;
+            return Err(CliError::Detached(format!(
+                "the cluster (pid {pid}) was not ready within {}s (--ready-timeout) and was stopped; the end of its log {}:\n{}",
+                args.ready_timeout,
+                log_path.display(),
+                log_tail(&log_path)
+            )));
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    };
+    match output {
+        OutputFormat::Json => {
+            println!("{}", serde_json::to_string(&record).map_err(|e| CliError::Build(e.to_string()))?)
+        }
+        OutputFormat::Text => {
+            println!("{}", record.text());
+            println!("Running in the background (pid {pid}); its log is {}.", log_path.display());
+            println!("Stop it with `opkit cluster stop --data-dir {}`.", data_dir.display());
+        }
+    }
+    Ok(())
+}
+
+/// Whether the recorded cluster answers `/readyz` through its kubeconfig.
+async fn ready(record: &ClusterRecord) -> bool {
+    let Ok(kubeconfig) = Kubeconfig::read_from(&record.kubeconfig) else {
+        return false;
+    };
+    let options = KubeConfigOptions { context: Some(record.context_name.clone()), ..KubeConfigOptions::default() };
+    let Ok(config) = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await else {
+        return false;
+    };
+    let Ok(client) = kube::Client::try_from(config) else {
+        return false;
+    };
+    let Ok(request) = http::Request::get("/readyz").body(Vec::new()) else {
+        return false;
+    };
+    client.request_text(request).await.is_ok()
+}
+
+/// The last lines of the log at `path` (or why it cannot be read).
+fn log_tail(path: &Path) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+        }
+        Err(e) => format!("(cannot read it: {e})"),
+    }
+}

@@ -1,0 +1,12 @@
+//! `opkit cluster start|stop|status|delete|kubeconfig`: the local control plane and its
+//! lifecycle, as kind and minikube users know it. A data directory holds one cluster: its
+//! lock file says which process runs it (`opkit_apiserver::data_dir`), and
+//! `DATA_DIR/cluster.json` what that process started ([`record`]).
+
+mod detach;
+mod lifecycle;
+mod record;
+mod start;
+
+pub use lifecycle::{delete, kubeconfig, status, stop};
+pub use start::start;
