@@ -402,3 +402,27 @@ fn the_repository_ignores_the_local_clusters_data() {
         .expect("git");
     assert!(out.status.success(), "`opkit cluster start` in the checkout leaves .opkit/ untracked: {}", stderr(&out));
 }
+
+/// A SIGTERM while the cluster is still starting (`cluster stop` right after `start`)
+/// stops it cleanly once it is up, instead of killing it with the signal's default action.
+#[test]
+fn a_stop_asked_for_while_starting_is_a_clean_stop() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("cluster");
+    let _guard = StopOnDrop { cwd: tmp.path().to_path_buf(), data_dir: data.clone() };
+    let mut child = opkit(tmp.path())
+        .args(["cluster", "start", "--port", "0", "--data-dir"])
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !data.join("lock").exists() {
+        assert!(Instant::now() < deadline, "the data directory was never locked");
+        std::thread::yield_now();
+    }
+    let sent = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(sent.success());
+    let exit = child.wait().expect("wait");
+    assert!(exit.success(), "a clean stop, not death by SIGTERM: {exit:?}");
+}

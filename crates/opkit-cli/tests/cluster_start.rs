@@ -183,7 +183,9 @@ fn loaded_images_are_listed_and_the_pod_network_is_reported() {
     for (image, bin) in [("Not/A Ref", binary.clone()), ("example.com/op:v2", dir.path().join("missing"))] {
         let out = load(image, &bin).expect("load");
         assert_eq!(out.status.code(), Some(1));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("error: "), "{out:?}");
+        // With `-o json` the error is JSON too.
+        let error: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+        assert!(error["error"]["message"].is_string() && error["error"]["kind"].is_string(), "{error}");
     }
     let out = opkit().args(["cluster", "images", "-o", "json", "--data-dir"]).arg(&data).output().expect("images");
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");

@@ -38,6 +38,13 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     if args.detach {
         return super::detach::start_detached(&args, output).await;
     }
+    // Ctrl-C and SIGTERM are listened for before anything starts: a stop asked for while
+    // the cluster starts (`cluster stop` right after `start --detach` returned) is a clean
+    // stop once it is up, never the signal's default action killing the process.
+    let mut shutdown = std::pin::pin!(opkit::signal::shutdown_requested());
+    if let std::task::Poll::Ready(result) = futures::poll!(shutdown.as_mut()) {
+        return Ok(result?);
+    }
     let data_dir = std::path::absolute(&args.data_dir)?;
     std::fs::create_dir_all(&data_dir)?;
     controllers.volume_root = Some(data_dir.join("volumes"));
@@ -99,7 +106,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
             println!("Press Ctrl-C to stop (or run `opkit cluster stop --data-dir {}`).", record.data_dir.display());
         }
     }
-    opkit::signal::shutdown_requested().await?;
+    shutdown.await?;
     if output == OutputFormat::Text {
         println!("stopping");
     }
