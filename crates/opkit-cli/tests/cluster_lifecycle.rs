@@ -135,7 +135,24 @@ fn detached_cluster_status_stop_restart_and_delete() {
     assert_eq!(not_running["running"], false);
     assert!(!kubectl(kc_flag, &["get", "namespace", "default", "--request-timeout=5s"]).status.success());
 
-    let (_guard, info) = start_detached(tmp.path(), Some(&data), &["--kubeconfig", kc_flag]);
+    // Again, as people read it.
+    let _guard = StopOnDrop { cwd: tmp.path().to_path_buf(), data_dir: data.clone() };
+    let out = run(opkit(tmp.path())
+        .args(["cluster", "start", "--detach", "--port", "0", "--kubeconfig", kc_flag, "--data-dir"])
+        .arg(&data));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let log = data.join("cluster.log");
+    for line in [
+        format!("export KUBECONFIG={kc_flag}"),
+        "Running in the background (pid ".to_string(),
+        format!("its log is {}.", log.display()),
+        format!("Stop it with `opkit cluster stop --data-dir {}`.", data.display()),
+    ] {
+        assert!(text.contains(&line), "{line:?} in {text}");
+    }
+    assert!(std::fs::read_to_string(&log).expect("log").contains("opkit control plane listening on"));
+    let (_, info) = status(tmp.path(), &data);
     assert_ne!(info["pid"].as_u64(), Some(pid));
     assert_eq!(kubectl_ok(kc_flag, &["get", "configmap", "kept", "-o", "jsonpath={.data.a}"]), "b", "objects are kept");
 

@@ -84,7 +84,7 @@ pub fn status(args: StatusArgs, out: &mut Output) -> Result<(), CliError> {
     match &record {
         Some(r) => {
             text.push(format!("  kubeconfig: {} (context {:?})", r.kubeconfig.display(), r.context_name));
-            text.push(format!("  started:    {} (up {:#})", r.started_at, uptime.unwrap_or_default()));
+            text.push(format!("  started:    {:.0} (up {:#})", r.started_at, uptime.unwrap_or_default()));
             if let Some(log) = &r.log_file {
                 text.push(format!("  log:        {}", log.display()));
             }
