@@ -10,9 +10,16 @@ fn main() -> std::process::ExitCode {
         Ok(args) => args,
         // `--help` and `--version` are not failures; text errors keep clap's layout.
         Err(e) if e.use_stderr() && json_requested(std::env::args_os()) => {
+            // clap's message and tips, without the usage line and the pointer to --help.
             let rendered = e.render().to_string();
-            let message = rendered.trim().trim_start_matches("error: ").trim();
-            print_error(OutputFormat::Json, "usage", message);
+            let message: Vec<&str> = rendered
+                .trim()
+                .trim_start_matches("error: ")
+                .split("\n\n")
+                .map(str::trim)
+                .filter(|part| !part.starts_with("Usage:") && !part.starts_with("For more information"))
+                .collect();
+            print_error(OutputFormat::Json, "usage", &message.join("\n"));
             return std::process::ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
         Err(e) => e.exit(),
