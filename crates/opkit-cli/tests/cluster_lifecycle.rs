@@ -447,3 +447,42 @@ fn a_stop_asked_for_while_starting_is_a_clean_stop() {
     let exit = child.wait().expect("wait");
     assert!(exit.success(), "a clean stop, not death by SIGTERM: {exit:?}");
 }
+
+/// Ctrl-C (or SIGTERM) while `start --detach` waits stops the half-started cluster too.
+#[test]
+fn interrupting_a_detached_start_stops_the_cluster() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("cluster");
+    let _guard = StopOnDrop { cwd: tmp.path().to_path_buf(), data_dir: data.clone() };
+    let parent = opkit(tmp.path())
+        .args(["cluster", "start", "--detach", "--port", "0", "--ready-timeout", "600", "--data-dir"])
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // The log file is made once `start --detach` listens for Ctrl-C, just before the
+    // background process starts, so the signal comes before the cluster is ready.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !data.join("cluster.log").exists() {
+        assert!(Instant::now() < deadline, "start --detach never made its log file");
+        std::thread::yield_now();
+    }
+    let sent = Command::new("kill").args(["-INT", &parent.id().to_string()]).status().expect("kill");
+    assert!(sent.success());
+    let out = parent.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("interrupted before the cluster was ready"), "{err}");
+    let pid = err.split("(pid ").nth(1).and_then(|rest| rest.split(')').next()).expect("the pid in the message");
+    // Gone, or a zombie nobody reaps in this container.
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |stat| stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+    };
+    while !gone() {
+        assert!(Instant::now() < deadline, "the background cluster (pid {pid}) was not stopped");
+        std::thread::yield_now();
+    }
+    assert_eq!(status(tmp.path(), &data).0, Some(3));
+}

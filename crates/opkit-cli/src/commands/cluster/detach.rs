@@ -1,7 +1,8 @@
 //! `opkit cluster start --detach`: the same command re-run without `--detach` as a
 //! background process (its own process group, stdin closed, stdout and stderr written
 //! to `DATA_DIR/cluster.log`, a new one each start), waited for until its record names it and its `/readyz`
-//! answers; if it dies first, the end of its log is the error.
+//! answers; if it dies first, the end of its log is the error, and Ctrl-C while waiting
+//! stops it.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -28,6 +29,13 @@ pub async fn start_detached(args: &StartArgs, output: OutputFormat) -> Result<()
     // Checked here too, so the running cluster's log is not truncated.
     if let Some(holder) = holder(&data_dir)? {
         return Err(ServerError::DataDir(DataDirError::InUse { dir: data_dir, holder: holder.record }).into());
+    }
+    // Ctrl-C while waiting stops the half-started cluster too, as it would in the
+    // foreground; listened for from before the log file is made.
+    let mut interrupted = std::pin::pin!(opkit::signal::shutdown_requested());
+    if let std::task::Poll::Ready(result) = futures::poll!(interrupted.as_mut()) {
+        result?;
+        return Err(CliError::Detached("interrupted before the cluster was started".into()));
     }
     std::fs::create_dir_all(&data_dir)?;
     let log_path = data_dir.join(LOG_FILE);
@@ -68,7 +76,16 @@ pub async fn start_detached(args: &StartArgs, output: OutputFormat) -> Result<()
                 log_tail(&log_path)
             )));
         }
-        tokio::time::sleep(POLL_INTERVAL).await;
+        tokio::select! {
+            () = tokio::time::sleep(POLL_INTERVAL) => {}
+            _ = &mut interrupted => {
+                super::lifecycle::terminate(pid)?;
+                return Err(CliError::Detached(format!(
+                    "interrupted before the cluster was ready; it (pid {pid}) was asked to stop, see {}",
+                    log_path.display()
+                )));
+            }
+        }
     };
     match output {
         OutputFormat::Json => {
