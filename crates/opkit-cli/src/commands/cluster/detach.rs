@@ -19,6 +19,9 @@ use crate::commands::CliError;
 /// How often the starting cluster is looked at.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
+/// How long one `/readyz` probe may take.
+const READY_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How many lines of the log a failed start shows.
 const LOG_TAIL_LINES: usize = 30;
 
@@ -63,7 +66,7 @@ pub async fn start_detached(args: &StartArgs, output: OutputFormat) -> Result<()
             )));
         }
         if let Some(record) = ClusterRecord::load(&data_dir).ok().flatten().filter(|r| r.pid == pid)
-            && ready(&record).await
+            && tokio::time::timeout(READY_PROBE_TIMEOUT, ready(&record)).await.unwrap_or(false)
         {
             break record;
         }
@@ -89,7 +92,7 @@ pub async fn start_detached(args: &StartArgs, output: OutputFormat) -> Result<()
     };
     match output {
         OutputFormat::Json => {
-            println!("{}", serde_json::to_string(&record).map_err(|e| CliError::Build(e.to_string()))?)
+            println!("{}", serde_json::to_string(&record).map_err(std::io::Error::from)?)
         }
         OutputFormat::Text => {
             println!("{}", record.text());

@@ -59,7 +59,7 @@ impl ClusterRecord {
     /// Writes the record into its data directory (through a temporary file and a rename,
     /// so a reader never sees half of it).
     pub fn save(&self) -> Result<(), CliError> {
-        let json = serde_json::to_string_pretty(self).map_err(|e| CliError::Build(e.to_string()))?;
+        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::from)?;
         crate::fileplan::write_atomic(&self.data_dir.join(RECORD_FILE), &json)?;
         Ok(())
     }

@@ -99,7 +99,7 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     record.save()?;
     match output {
         OutputFormat::Json => {
-            println!("{}", serde_json::to_string(&record).map_err(|e| CliError::Build(e.to_string()))?)
+            println!("{}", serde_json::to_string(&record).map_err(std::io::Error::from)?)
         }
         OutputFormat::Text => {
             println!("{}", record.text());
