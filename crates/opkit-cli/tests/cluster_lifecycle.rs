@@ -486,3 +486,20 @@ fn interrupting_a_detached_start_stops_the_cluster() {
     }
     assert_eq!(status(tmp.path(), &data).0, Some(3));
 }
+
+/// `cluster delete --data-dir` with a mistyped directory deletes nothing of the user's.
+#[test]
+fn delete_refuses_a_directory_that_is_no_clusters() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let precious = tmp.path().join("src");
+    std::fs::create_dir_all(&precious).expect("mkdir");
+    std::fs::write(precious.join("main.rs"), "fn main() {}\n").expect("write");
+    let out = run(opkit(tmp.path()).args(["cluster", "delete", "-o", "json", "--data-dir"]).arg(&precious));
+    assert_eq!(out.status.code(), Some(1));
+    let error = stderr_json(&out);
+    assert!(
+        str_of(&error["error"], "message").contains("does not look like an opkit cluster's data directory"),
+        "{error}"
+    );
+    assert!(precious.join("main.rs").exists(), "nothing was deleted");
+}
