@@ -3,7 +3,8 @@
 //! server on a random loopback port with in-memory storage, in milliseconds.
 //!
 //! Each [`TestEnv`] is isolated (its own server, storage, certificates and kubeconfig),
-//! so tests run in parallel. Dropping it stops everything.
+//! so tests run in parallel. Dropping it stops everything. [`wait_for`] waits for an
+//! object to reach a state; on timeout it says what it waited for and what it last saw.
 //!
 //! # Example
 //! ```

@@ -91,7 +91,7 @@ async fn an_unreachable_api_server_is_named_with_what_to_do() {
     let env = TestEnv::builder().without_controllers().start().await.expect("env");
     // A loopback port nothing listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
-    let url = format!("https://{closed}/");
+    let url = format!("https://{closed}");
     let mut config = flags(env.kubeconfig_path()).config().await.expect("config");
     config.cluster_url = url.parse().expect("url");
     let mgr = Manager::from_config(config, ManagerOptions::default()).expect("manager");

@@ -217,7 +217,7 @@ impl Manager {
     /// A manager over a client built from `config` (e.g. [`ManagerArgs::config`]); its
     /// errors about the API server name `config.cluster_url`.
     pub fn from_config(config: kube::Config, options: ManagerOptions) -> Result<Manager, kube::Error> {
-        let server = config.cluster_url.to_string();
+        let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
         Ok(Manager::with_server(Client::try_from(config)?, Some(server), options))
     }
 
