@@ -3,7 +3,8 @@
 //! server on a random loopback port with in-memory storage, in milliseconds.
 //!
 //! Each [`TestEnv`] is isolated (its own server, storage, certificates and kubeconfig),
-//! so tests run in parallel. Dropping it stops everything.
+//! so tests run in parallel. Dropping it stops everything. [`wait_for`] waits for an
+//! object to reach a state; on timeout it says what it waited for and what it last saw.
 //!
 //! # Example
 //! ```
@@ -39,12 +40,15 @@ use kube::config::AuthInfo;
 use kube::config::KubeConfigOptions;
 use kube::core::GroupVersionKind;
 use kube::discovery::Discovery;
-use kube::runtime::wait::{await_condition, conditions};
+use kube::runtime::wait::conditions;
 use kube::{Client, Config};
 use opkit_apiserver::{ApiServer, RunningServer, ServerConfig};
 use opkit_controllers::ControllersConfig;
 use secrecy::SecretString;
 use tokio_util::sync::{CancellationToken, DropGuard};
+
+mod wait;
+pub use wait::{WaitError, wait_for, wait_for_with};
 
 /// Errors from the test environment.
 #[derive(Debug, thiserror::Error)]
@@ -67,9 +71,9 @@ pub enum TestEnvError {
     /// A document names a kind the server does not serve.
     #[error("the server does not serve {0}")]
     UnknownKind(String),
-    /// Waiting for a condition took too long.
-    #[error("timed out waiting for {0}")]
-    Timeout(String),
+    /// Waiting for an object's state failed or took too long (see [`wait_for`]).
+    #[error("{0}")]
+    Wait(#[from] WaitError),
     /// An image could not be loaded (see [`TestEnv::load_image`]).
     #[error("{0}")]
     Image(#[from] opkit_controllers::images::ImageError),
@@ -302,14 +306,7 @@ impl TestEnv {
         for crd in crds {
             let name = crd.metadata.name.clone().unwrap_or_default();
             api.patch(&name, &pp, &Patch::Apply(&crd)).await?;
-            let established = await_condition(api.clone(), &name, conditions::is_crd_established());
-            match tokio::time::timeout(WAIT, established).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(TestEnvError::Timeout(format!("CRD {name}: {e}"))),
-                Err(_) => {
-                    return Err(TestEnvError::Timeout(format!("CRD {name} to be established")));
-                }
-            }
+            wait_for(&api, &name, "to be established", conditions::is_crd_established(), WAIT).await?;
         }
         Ok(())
     }

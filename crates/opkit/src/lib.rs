@@ -20,11 +20,17 @@
 //! - Helpers for reconcilers: [`owner`] references, [`finalizer`]s, [`status`] conditions
 //!   and updates, an [`events`] recorder and server-side [`apply`].
 //! - A [`webhook`] server for admission and conversion, and [`crd`] helpers.
+//! - Saying clearly when the operator cannot work: at start the manager checks that the
+//!   API server answers and serves each controller's kind ([`ManagerError::Unreachable`],
+//!   [`ManagerError::KindNotServed`]); a failed reconcile is logged at ERROR as
+//!   controller-runtime's "Reconciler error" with its backoff; [`logging::init`] sets up
+//!   the log (stderr, `RUST_LOG`, colour only on a terminal).
 //!
 //! # Example
 //! A controller that stamps every ConfigMap with a label, run against an in-process
-//! control plane (`opkit-testenv`); in an operator, the client comes from
-//! [`ManagerArgs::client`] and the manager runs with [`Manager::run`] until SIGTERM.
+//! control plane (`opkit-testenv`); in an operator, the manager is built with
+//! [`Manager::from_config`] from [`ManagerArgs::config`] (`--kubeconfig`, `--context`) and
+//! runs with [`Manager::run`] until SIGTERM.
 //! ```
 //! use std::collections::BTreeMap;
 //! use k8s_openapi::api::core::v1::ConfigMap;
@@ -67,11 +73,13 @@ pub mod apply;
 pub mod cache;
 pub mod controller;
 pub mod crd;
+mod error_text;
 pub mod events;
 pub mod finalizer;
 pub mod health;
 mod hostname;
 pub mod leader;
+pub mod logging;
 pub mod manager;
 pub mod metrics;
 pub mod object;

@@ -116,9 +116,12 @@ impl fmt::Debug for ReconcileError {
     }
 }
 
+/// The error's concise text (a Kubernetes `Status` as its message, without kube's Debug
+/// dump), prefixed with `terminal error: ` for a terminal one.
 impl fmt::Display for ReconcileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.terminal { write!(f, "terminal error: {}", self.source) } else { write!(f, "{}", self.source) }
+        let text = crate::error_text::concise(&*self.source);
+        if self.terminal { write!(f, "terminal error: {text}") } else { f.write_str(&text) }
     }
 }
 

@@ -414,3 +414,47 @@ async fn readyz_waits_for_the_webhook_server_to_listen() {
     token.cancel();
     run.await.expect("join").expect("clean shutdown");
 }
+
+/// The manager flags of an operator started with `args`.
+#[derive(clap::Parser)]
+struct OperatorFlags {
+    #[command(flatten)]
+    manager: opkit::ManagerArgs,
+}
+
+#[tokio::test]
+async fn kubeconfig_and_context_flags_choose_the_cluster() {
+    let bare = || TestEnv::builder().without_controllers().start();
+    let (a, b) = (bare().await.expect("env a"), bare().await.expect("env b"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path_a, path_b) = (dir.path().join("a"), dir.path().join("b"));
+    a.server().write_kubeconfig(&path_a, "a").expect("kubeconfig a");
+    b.server().write_kubeconfig(&path_b, "b").expect("kubeconfig b");
+    // One kubeconfig with both clusters, `a` current.
+    let read = |p: &std::path::Path| kube::config::Kubeconfig::read_from(p).expect("read");
+    let merged = read(&path_a).merge(read(&path_b)).expect("merge");
+    let both = dir.path().join("both");
+    std::fs::write(&both, serde_json::to_vec(&merged).expect("json")).expect("write");
+
+    let client_for = |extra: &[&str]| {
+        let mut args = vec!["op".to_string(), "--kubeconfig".into(), both.display().to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        async move {
+            let flags = <OperatorFlags as clap::Parser>::parse_from(args);
+            flags.manager.client().await.expect("client")
+        }
+    };
+    configmap(&Api::namespaced(client_for(&["--context", "b"]).await, "default"), "chosen-b", &[]).await;
+    configmap(&Api::namespaced(client_for(&[]).await, "default"), "current-a", &[]).await;
+    let (in_a, in_b) = (configmap_names(&a).await, configmap_names(&b).await);
+    assert!(in_b.contains(&"chosen-b".to_string()) && !in_a.contains(&"chosen-b".to_string()), "a {in_a:?} b {in_b:?}");
+    assert!(
+        in_a.contains(&"current-a".to_string()) && !in_b.contains(&"current-a".to_string()),
+        "a {in_a:?} b {in_b:?}"
+    );
+}
+
+async fn configmap_names(env: &TestEnv) -> Vec<String> {
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    api.list(&Default::default()).await.expect("list").items.into_iter().filter_map(|c| c.metadata.name).collect()
+}

@@ -14,10 +14,9 @@ use std::time::Duration;
 
 use flightticket::api::flights_v1::{CONDITION_READY, FlightTicket, FlightTicketPhase, FlightTicketSpec};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::wait::await_condition;
 use opkit::status::{find_condition, is_condition_false, is_condition_true};
 use opkit::{Manager, ManagerOptions};
-use opkit_testenv::TestEnv;
+use opkit_testenv::{TestEnv, wait_for};
 use tokio_util::sync::CancellationToken;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,17 +31,18 @@ fn ticket(name: &str, from: &str, to: &str, number: i32) -> FlightTicket {
 }
 
 /// Waits until the ticket's status describes its current generation and has the given phase.
-async fn wait_for_phase(api: &Api<FlightTicket>, name: &str, phase: FlightTicketPhase) -> Result<FlightTicket, String> {
-    let reconciled = await_condition(api.clone(), name, move |t: Option<&FlightTicket>| {
+async fn wait_for_phase(
+    api: &Api<FlightTicket>,
+    name: &str,
+    phase: FlightTicketPhase,
+) -> Result<FlightTicket, Box<dyn std::error::Error>> {
+    let reconciled = move |t: Option<&FlightTicket>| {
         t.and_then(|t| t.status.as_ref().map(|s| (s, t.metadata.generation)))
             .is_some_and(|(s, generation)| s.phase == Some(phase) && s.observed_generation == generation)
-    });
-    match tokio::time::timeout(TIMEOUT, reconciled).await {
-        Ok(Ok(Some(t))) => Ok(t),
-        Ok(Ok(None)) => Err(format!("FlightTicket {name} was deleted")),
-        Ok(Err(e)) => Err(format!("watching FlightTicket {name}: {e}")),
-        Err(_) => Err(format!("timed out waiting for FlightTicket {name} to be {phase}")),
-    }
+    };
+    let described = format!("to be {phase} at its current generation");
+    let ticket = wait_for(api, name, &described, reconciled, TIMEOUT).await?;
+    Ok(ticket.ok_or_else(|| format!("FlightTicket {name} was deleted"))?)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,9 +25,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .init();
+    opkit::logging::init();
     let command = Args::command().mut_arg("leader_election_id", |a| a.default_value(LEADER_ELECTION_ID));
     let args = match Args::from_arg_matches(&command.get_matches()) {
         Ok(args) => args,
@@ -61,7 +59,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         // releases the Lease before `run` returns, so another replica takes over at once.
         le.release_on_cancel = true;
     }
-    let mgr = Manager::new(args.manager.client().await?, options);
+    let mgr = Manager::from_config(args.manager.config().await?, options)?;
     memcached_operator::controller::setup(&mgr)?;
     // +opkit:scaffold:builder
     tracing::info!("starting manager");

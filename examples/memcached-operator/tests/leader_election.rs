@@ -40,7 +40,7 @@ impl Replica {
     /// `<name>_<uuid>` (the runtime uses `$HOSTNAME` as the prefix).
     fn start(env: &TestEnv, name: &'static str, logs: &Path) -> std::io::Result<Replica> {
         let log = logs.join(format!("{name}.log"));
-        // The scaffolded main logs to stdout.
+        // The scaffolded main logs to stderr; keep stdout too.
         let stdout = std::fs::File::create(&log)?;
         let stderr = stdout.try_clone()?;
         let child = Command::new(env!("CARGO_BIN_EXE_memcached-operator"))

@@ -12,10 +12,10 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{Condition, await_condition, conditions};
+use kube::runtime::wait::{Condition, conditions};
 use memcached_operator::api::cache_v1alpha1::{Memcached, MemcachedSpec};
 use opkit::{Manager, ManagerOptions};
-use opkit_testenv::TestEnv;
+use opkit_testenv::{TestEnv, wait_for};
 use tokio_util::sync::CancellationToken;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -63,14 +63,6 @@ fn ready_with(size: usize) -> impl Condition<Memcached> {
     }
 }
 
-async fn wait_for<K, C>(api: Api<K>, name: &str, cond: C) -> Result<Option<K>, Box<dyn std::error::Error>>
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-    C: Condition<K>,
-{
-    Ok(tokio::time::timeout(TIMEOUT, await_condition(api, name, cond)).await??)
-}
-
 async fn pods_of(api: &Api<Pod>, name: &str) -> kube::Result<Vec<Pod>> {
     Ok(api.list(&ListParams::default().labels(&format!("app=memcached,memcached_cr={name}"))).await?.items)
 }
@@ -91,7 +83,9 @@ async fn memcached_runs_resizes_heals_and_is_collected() -> TestResult {
 
     // Size 3: a Deployment with 3 replicas, 3 running pods, their names in status.nodes.
     memcacheds.create(&PostParams::default(), &memcached("cache", 3)).await?;
-    let m = wait_for(memcacheds.clone(), "cache", ready_with(3)).await?.ok_or("memcached gone")?;
+    let m = wait_for(&memcacheds, "cache", "to be Available with 3 nodes", ready_with(3), TIMEOUT)
+        .await?
+        .ok_or("memcached gone")?;
     let dep = deployments.get("cache").await?;
     let spec = dep.spec.as_ref().ok_or("no spec")?;
     assert_eq!(spec.replicas, Some(3));
@@ -110,7 +104,9 @@ async fn memcached_runs_resizes_heals_and_is_collected() -> TestResult {
     // Size 5 gives 5.
     let patch = serde_json::json!({"spec": {"size": 5}});
     memcacheds.patch("cache", &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    let m = wait_for(memcacheds.clone(), "cache", ready_with(5)).await?.ok_or("memcached gone")?;
+    let m = wait_for(&memcacheds, "cache", "to be Available with 5 nodes", ready_with(5), TIMEOUT)
+        .await?
+        .ok_or("memcached gone")?;
     assert_eq!(deployments.get("cache").await?.spec.and_then(|s| s.replicas), Some(5));
     let five = pods_of(&pods, "cache").await?;
     assert_eq!(m.status.ok_or("no status")?.nodes, names(&five));
@@ -121,17 +117,19 @@ async fn memcached_runs_resizes_heals_and_is_collected() -> TestResult {
     let healed = move |m: Option<&Memcached>| {
         ready_with(5).matches_object(m) && m.and_then(|m| m.status.as_ref()).is_some_and(|s| !s.nodes.contains(&victim))
     };
-    let m = wait_for(memcacheds.clone(), "cache", healed).await?.ok_or("memcached gone")?;
+    let m = wait_for(&memcacheds, "cache", "to list the replacement pod", healed, TIMEOUT)
+        .await?
+        .ok_or("memcached gone")?;
     assert_eq!(m.status.ok_or("no status")?.nodes, names(&pods_of(&pods, "cache").await?));
 
     // Deleting the Memcached garbage-collects the Deployment and its pods.
     let dep_uid = deployments.get("cache").await?.metadata.uid.ok_or("no uid")?;
     let left = pods_of(&pods, "cache").await?;
     memcacheds.delete("cache", &DeleteParams::default()).await?;
-    wait_for(deployments.clone(), "cache", conditions::is_deleted(&dep_uid)).await?;
+    wait_for(&deployments, "cache", "to be collected", conditions::is_deleted(&dep_uid), TIMEOUT).await?;
     for pod in left {
         let (name, uid) = (pod.metadata.name.ok_or("no name")?, pod.metadata.uid.ok_or("no uid")?);
-        wait_for(pods.clone(), &name, conditions::is_deleted(&uid)).await?;
+        wait_for(&pods, &name, "to be collected", conditions::is_deleted(&uid), TIMEOUT).await?;
     }
     assert!(pods_of(&pods, "cache").await?.is_empty());
     op.stop().await

@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{Condition, await_condition};
+use kube::runtime::wait::Condition;
 use memcached_operator::api::cache_v1alpha1::{Memcached, MemcachedSpec};
 use memcached_operator::controller::memcached::{pod_to_memcached, reconcile};
 use opkit::{Context, Controller, Manager, ManagerOptions, ReconcileResult};
@@ -66,7 +66,7 @@ fn available() -> impl Condition<Memcached> {
 }
 
 async fn wait_available(api: Api<Memcached>, name: &str) -> TestResult {
-    tokio::time::timeout(TIMEOUT, await_condition(api, name, available())).await??;
+    opkit_testenv::wait_for(&api, name, "to be Available", available(), TIMEOUT).await?;
     Ok(())
 }
 

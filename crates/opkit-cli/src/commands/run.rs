@@ -1,5 +1,7 @@
 //! `opkit run`: installs the CRDs, then builds and runs the operator locally (`cargo run`)
-//! against the same cluster, forwarding Ctrl-C / SIGTERM so it shuts down cleanly.
+//! against the same cluster, forwarding Ctrl-C / SIGTERM so it shuts down cleanly. The
+//! operator gets the cluster as `--kubeconfig` and `--context` (its `ManagerArgs`), so
+//! `opkit run --context X` installs into and watches X even when X is not current.
 //!
 //! The operator runs as the ServiceAccount its deployment would use: the RBAC objects
 //! of config/default (namespace, ServiceAccount, roles and bindings, rendered as `make
@@ -10,6 +12,7 @@
 //! A project with webhooks gets them served locally ([`super::run_webhooks`]) unless
 //! `ENABLE_WEBHOOKS=false`.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -18,7 +21,7 @@ use serde_json::Value;
 
 use super::install::FIELD_MANAGER;
 use super::{CliError, install, kubeconfig, project_dir, run_webhooks};
-use crate::cli::RunArgs;
+use crate::cli::{ClusterArgs, RunArgs};
 use crate::cluster_ops;
 use crate::output::Output;
 
@@ -51,7 +54,8 @@ pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
     if args.release {
         cmd.arg("--release");
     }
-    cmd.arg("--").args(&args.args).current_dir(&root).stdin(Stdio::null());
+    cmd.arg("--").args(operator_cluster_args(&args.cluster, kubeconfig.as_deref())?);
+    cmd.args(&args.args).current_dir(&root).stdin(Stdio::null());
     match (&kubeconfig, &args.cluster.kubeconfig) {
         (Some(path), _) | (None, Some(path)) => {
             cmd.env("KUBECONFIG", std::path::absolute(path)?);
@@ -107,6 +111,22 @@ pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
     }
     let status = outcome?;
     if status.success() { Ok(()) } else { Err(CliError::Build(format!("the operator exited with {status}"))) }
+}
+
+/// The operator's `--kubeconfig` and `--context` (its `ManagerArgs`), so it watches the
+/// cluster the CRDs went to: the impersonating kubeconfig (whose current context is the
+/// chosen one), else the caller's `--kubeconfig` and `--context`.
+fn operator_cluster_args(cluster: &ClusterArgs, impersonating: Option<&Path>) -> Result<Vec<OsString>, CliError> {
+    let mut out = Vec::new();
+    if let Some(path) = impersonating.or(cluster.kubeconfig.as_deref()) {
+        out.push("--kubeconfig".into());
+        out.push(std::path::absolute(path)?.into_os_string());
+    }
+    if let Some(context) = &cluster.context {
+        out.push("--context".into());
+        out.push(context.into());
+    }
+    Ok(out)
 }
 
 /// Applies config/default's namespace and RBAC objects and writes a kubeconfig that
@@ -176,6 +196,27 @@ async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_operator_gets_the_chosen_kubeconfig_and_context() {
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            cluster: ClusterArgs,
+        }
+        let cluster = |flags: &[&str]| <Flags as clap::Parser>::parse_from(["opkit"].iter().chain(flags)).cluster;
+        let chosen = cluster(&["--kubeconfig", "/k/config", "--context", "b"]);
+        let args = |imp: Option<&Path>| {
+            operator_cluster_args(&chosen, imp)
+                .expect("args")
+                .into_iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(args(None), ["--kubeconfig", "/k/config", "--context", "b"]);
+        assert_eq!(args(Some(Path::new("/p/run-kubeconfig"))), ["--kubeconfig", "/p/run-kubeconfig", "--context", "b"]);
+        assert!(operator_cluster_args(&cluster(&[]), None).expect("args").is_empty());
+    }
 
     #[test]
     fn the_manager_deployment_names_the_account() {

@@ -16,7 +16,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 
 use crate::cache::Informer;
-use crate::manager::Manager;
+use crate::manager::{Manager, WatchedKind};
 use crate::object::{Kind, Object};
 use crate::predicate::Predicate;
 use crate::reconcile::DynamicResource;
@@ -337,6 +337,13 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
         if !self.mgr.claim_controller_name(&self.name) {
             return Err(BuildError::DuplicateName(self.name));
         }
+        let watched = self.sources.iter().filter_map(|s| s.cache()).enumerate().map(|(i, cache)| WatchedKind {
+            controller: self.name.clone(),
+            resource: cache.resource(),
+            // The first source is the `For` informer.
+            reconciled: i == 0,
+        });
+        self.mgr.add_watched_kinds(watched.collect::<Vec<_>>());
         let mgr = self.mgr.clone();
         mgr.add(worker::Built {
             mgr: self.mgr,

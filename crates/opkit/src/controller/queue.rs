@@ -99,13 +99,14 @@ impl<T: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<T> {
         self.notify.notify_one();
     }
 
-    /// Adds an item after the rate limiter's delay for it (a retry).
-    pub fn add_rate_limited(&self, item: T) {
+    /// Adds an item after the rate limiter's delay for it (a retry); returns that delay.
+    pub fn add_rate_limited(&self, item: T) -> Duration {
         let delay = self.limiter.lock().when(&item);
         if let Some(m) = &self.metrics {
             m.queue_retry();
         }
         self.add_after(item, delay);
+        delay
     }
 
     /// Clears the rate limiter's memory of an item (after success).

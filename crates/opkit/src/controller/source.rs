@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
+use kube::api::ApiResource;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -27,6 +28,8 @@ pub(super) trait SourceCache: Send + Sync {
     fn is_synced(&self) -> bool;
     /// The kind cached, for logs.
     fn kind(&self) -> String;
+    /// The kind's group, version and resource, to check that the API server serves it.
+    fn resource(&self) -> ApiResource;
 }
 
 impl<S: Kind> SourceCache for Informer<S> {
@@ -35,6 +38,9 @@ impl<S: Kind> SourceCache for Informer<S> {
     }
     fn kind(&self) -> String {
         Informer::kind(self)
+    }
+    fn resource(&self) -> ApiResource {
+        ApiResource::erase::<S>(self.dyntype())
     }
 }
 

@@ -189,23 +189,26 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
                 queue.add_after(req.clone(), d);
                 self.metrics.reconcile_done("requeue_after", took);
             }
+            // Failures are logged as controller-runtime's "Reconciler error": at ERROR, with
+            // the error's concise text, the object (and the span's controller and
+            // reconcileID) and when it is retried.
             Ok(Err(e)) if e.is_terminal() => {
                 queue.forget(&req);
-                tracing::error!(error = %e, "reconcile failed terminally; not retrying");
+                tracing::error!(object = %req, error = %e, "Reconciler error (terminal: not retried)");
                 self.metrics.terminal_error();
                 self.metrics.reconcile_error();
                 self.metrics.reconcile_done("error", took);
             }
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "reconcile failed; retrying with backoff");
-                queue.add_rate_limited(req.clone());
+                let backoff = queue.add_rate_limited(req.clone());
+                tracing::error!(object = %req, error = %e, requeue_after = ?backoff, "Reconciler error");
                 self.metrics.reconcile_error();
                 self.metrics.reconcile_done("error", took);
             }
             Err(panic) => {
                 let msg = panic_message(&*panic);
-                tracing::error!(panic = %msg, "reconcile panicked; retrying with backoff");
-                queue.add_rate_limited(req.clone());
+                let backoff = queue.add_rate_limited(req.clone());
+                tracing::error!(object = %req, error = %format!("panic: {msg} [recovered]"), requeue_after = ?backoff, "Reconciler error");
                 self.metrics.reconcile_panic();
                 self.metrics.reconcile_error();
                 self.metrics.reconcile_done("error", took);

@@ -48,9 +48,13 @@ pub struct ManagerArgs {
     /// The namespace of the leader election Lease (default: the pod's namespace, else `default`).
     #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
-    /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
-    #[arg(long, env = "KUBECONFIG")]
+    /// Path to a kubeconfig (default: the files of $KUBECONFIG, else ~/.kube/config, else
+    /// the in-cluster configuration).
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long)]
+    pub context: Option<String>,
     /// Watch only these namespaces (repeat or comma-separate; default: all).
     #[arg(long, env = "WATCH_NAMESPACE", value_delimiter = ',')]
     pub namespace: Vec<String>,
@@ -87,19 +91,29 @@ impl ManagerArgs {
         })
     }
 
-    /// A client from `--kubeconfig`, or the usual inference.
-    pub async fn client(&self) -> Result<Client, FlagsError> {
-        let config = match &self.kubeconfig {
-            Some(path) => {
+    /// The client configuration: `--kubeconfig` (else `$KUBECONFIG`'s files, else
+    /// `~/.kube/config`) at `--context` (else its current context); without either flag,
+    /// kube's inference, which falls back to the in-cluster configuration.
+    pub async fn config(&self) -> Result<Config, FlagsError> {
+        let options = KubeConfigOptions { context: self.context.clone(), ..KubeConfigOptions::default() };
+        match (&self.kubeconfig, &self.context) {
+            (Some(path), _) => {
                 let kc = Kubeconfig::read_from(path)
                     .map_err(|e| FlagsError::Kubeconfig(format!("{}: {e}", path.display())))?;
-                Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                Config::from_custom_kubeconfig(kc, &options)
                     .await
-                    .map_err(|e| FlagsError::Kubeconfig(e.to_string()))?
+                    .map_err(|e| FlagsError::Kubeconfig(format!("{}: {e}", path.display())))
             }
-            None => Config::infer().await.map_err(|e| FlagsError::Kubeconfig(e.to_string()))?,
-        };
-        Ok(Client::try_from(config)?)
+            (None, Some(_)) => {
+                Config::from_kubeconfig(&options).await.map_err(|e| FlagsError::Kubeconfig(e.to_string()))
+            }
+            (None, None) => Config::infer().await.map_err(|e| FlagsError::Kubeconfig(e.to_string())),
+        }
+    }
+
+    /// A client for [`ManagerArgs::config`].
+    pub async fn client(&self) -> Result<Client, FlagsError> {
+        Ok(Client::try_from(self.config().await?)?)
     }
 }
 

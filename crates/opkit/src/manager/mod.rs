@@ -3,6 +3,7 @@
 //! and shuts down gracefully.
 
 mod flags;
+mod preflight;
 mod runnables;
 
 use std::collections::HashSet;
@@ -24,6 +25,7 @@ use crate::metrics::Metrics;
 
 pub(crate) use flags::parse_bind;
 pub use flags::{FlagsError, ManagerArgs};
+pub(crate) use preflight::WatchedKind;
 pub(crate) use runnables::panic_message;
 use runnables::{Groups, Runner};
 
@@ -66,6 +68,48 @@ pub enum ManagerError {
     /// Waiting for signals failed.
     #[error("signal handling: {0}")]
     Signal(std::io::Error),
+    /// The API server did not answer when the manager started.
+    #[error(
+        "cannot reach the API server{}: {cause}; is the cluster running? (a local one starts with `opkit cluster start`)",
+        preflight::at(.server.as_deref())
+    )]
+    Unreachable {
+        /// Its URL, if the manager knows it (see [`Manager::from_config`]).
+        server: Option<String>,
+        /// What failed.
+        cause: String,
+    },
+    /// A kind a controller reconciles is not served: its CustomResourceDefinition is not
+    /// installed (checked when the manager starts).
+    #[error(
+        "the API server{} does not serve {kind} ({}, resource {resource}), which controller {controller:?} reconciles: its CustomResourceDefinition is not installed (`make install` installs the project's CRDs)",
+        preflight::at(.server.as_deref()),
+        preflight::group_version(group, version)
+    )]
+    KindNotServed {
+        /// The controller.
+        controller: String,
+        /// The kind.
+        kind: String,
+        /// Its API group (empty for the core group).
+        group: String,
+        /// Its version.
+        version: String,
+        /// Its resource (plural).
+        resource: String,
+        /// The API server's URL, if the manager knows it.
+        server: Option<String>,
+    },
+    /// Asking the API server which resources it serves failed (when the manager started).
+    #[error("asking the API server{} which resources {api_version} serves: {cause}", preflight::at(.server.as_deref()))]
+    Discovery {
+        /// The group/version asked about.
+        api_version: String,
+        /// The API server's URL, if the manager knows it.
+        server: Option<String>,
+        /// What failed.
+        cause: String,
+    },
 }
 
 /// A health check could not be added.
@@ -143,11 +187,15 @@ struct Checks {
 
 struct Inner {
     client: Client,
+    /// The API server's URL, for errors (known when built with [`Manager::from_config`]).
+    server: Option<String>,
     cache: Cache,
     metrics: Metrics,
     options: ManagerOptions,
     runnables: Mutex<Groups>,
     controller_names: Mutex<HashSet<String>>,
+    /// The kinds controllers built before `run` watch, checked when it starts.
+    watched: Mutex<Vec<WatchedKind>>,
     checks: Mutex<Checks>,
     bound: Mutex<(Option<SocketAddr>, Option<SocketAddr>)>,
 }
@@ -159,18 +207,32 @@ pub struct Manager {
 }
 
 impl Manager {
-    /// A manager over `client`.
+    /// A manager over `client`. Errors about the API server do not name its URL; build
+    /// with [`Manager::from_config`] for that.
     #[must_use]
     pub fn new(client: Client, options: ManagerOptions) -> Manager {
+        Manager::with_server(client, None, options)
+    }
+
+    /// A manager over a client built from `config` (e.g. [`ManagerArgs::config`]); its
+    /// errors about the API server name `config.cluster_url`.
+    pub fn from_config(config: kube::Config, options: ManagerOptions) -> Result<Manager, kube::Error> {
+        let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
+        Ok(Manager::with_server(Client::try_from(config)?, Some(server), options))
+    }
+
+    fn with_server(client: Client, server: Option<String>, options: ManagerOptions) -> Manager {
         let cache = Cache::new(client.clone(), options.cache.clone());
         Manager {
             inner: Arc::new(Inner {
                 client,
+                server,
                 cache,
                 metrics: Metrics::new(),
                 options,
                 runnables: Mutex::new(Groups::default()),
                 controller_names: Mutex::new(HashSet::new()),
+                watched: Mutex::new(Vec::new()),
                 checks: Mutex::new(Checks::default()),
                 bound: Mutex::new((None, None)),
             }),
@@ -209,6 +271,12 @@ impl Manager {
     /// with this manager.
     pub(crate) fn claim_controller_name(&self, name: &str) -> bool {
         self.inner.controller_names.lock().insert(name.to_string())
+    }
+
+    /// Records the kinds a controller watches, to check when the manager starts that the
+    /// API server serves them.
+    pub(crate) fn add_watched_kinds(&self, kinds: impl IntoIterator<Item = WatchedKind>) {
+        self.inner.watched.lock().extend(kinds);
     }
 
     /// Adds a liveness check served at `/healthz` (and `/healthz/<name>`), as
@@ -264,7 +332,14 @@ impl Manager {
     /// Runs until `shutdown` is cancelled, a runnable fails or panics, or leadership is
     /// lost; then stops every runnable and waits for them up to the graceful shutdown
     /// timeout.
+    ///
+    /// First it checks that the API server answers ([`ManagerError::Unreachable`]) and
+    /// serves the kind of every controller built so far ([`ManagerError::KindNotServed`]:
+    /// its CRD is not installed); a kind a controller only owns or watches that is not
+    /// served yet is logged, and the controller waits for it as for any cache.
     pub async fn run_until(self, shutdown: CancellationToken) -> Result<(), ManagerError> {
+        let watched = self.inner.watched.lock().clone();
+        preflight::check_served(&self.inner.client, self.inner.server.as_deref(), &watched).await?;
         let all = shutdown.child_token();
         let opts = self.inner.options.clone();
         self.serve_metrics_and_probes(&opts, &all).await?;
