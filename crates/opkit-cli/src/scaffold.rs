@@ -355,7 +355,10 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         external,
         group: opts.group.clone(),
         kind: opts.kind.clone(),
-        path: type_module.replacen("crate::", &format!("{crate_name}::"), 1),
+        path: match type_module.strip_prefix("crate::") {
+            Some(inside) => format!("{crate_name}::{inside}"),
+            None => type_module.clone(),
+        },
         plural: opts.plural.clone(),
         version: opts.version.clone(),
         webhooks: None,

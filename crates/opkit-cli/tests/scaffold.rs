@@ -426,6 +426,11 @@ fn create_api_for_external_types_scaffolds_only_a_controller() {
     with_resource.retain(|a| *a != "--resource=false");
     refused(&dir, &with_resource, "use it with --resource=false");
     ok(&dir, &external("certs::Certificate"));
+    // A crate whose name ends in `crate` keeps its path.
+    let mut other = external("my_crate::v1").to_vec();
+    other[7] = "Issuer";
+    ok(&dir, &other);
+    assert!(read(&dir, "PROJECT").contains("  path: my_crate::v1\n"));
     let controller = read(&dir, "src/controller/certificate.rs");
     assert!(controller.contains("use certs::Certificate;"), "{controller}");
     assert!(controller.contains("+kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs="));

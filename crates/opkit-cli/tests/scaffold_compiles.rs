@@ -1,8 +1,8 @@
 //! A scaffolded project with every kind of API `opkit create api` makes compiles
 //! (`cargo check --all-targets`): the project's own types, kinds that are Rust keywords,
 //! controllers for built-in kinds (k8s-openapi's types) and for another crate's type, and
-//! a multi-group layout with one kind name in two groups. One project for all keeps it to
-//! one build.
+//! a multi-group layout with one kind name in two groups (and a webhook there). One project
+//! for all keeps it to one build.
 
 use std::path::Path;
 
@@ -95,6 +95,22 @@ fn every_kind_of_api_compiles() {
         create_api(&dir, &["--group", group, "--version", "v1", "--kind", "Frigate"]);
     }
     create_api(&dir, &["--group", "batch", "--version", "v1", "--kind", "Job", "--resource=false"]);
+    opkit(
+        &dir,
+        None,
+        &[
+            "create",
+            "webhook",
+            "--group",
+            "sea",
+            "--version",
+            "v1",
+            "--kind",
+            "Frigate",
+            "--defaulting",
+            "--programmatic-validation",
+        ],
+    );
 
     let mut check = command("cargo", &dir, None);
     check.args(["check", "--all-targets", "--offline"]);
