@@ -118,4 +118,35 @@ fn every_kind_of_api_compiles() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "cargo check of the scaffolded project failed:\n{stderr}");
     assert!(!stderr.contains("warning: `fleet-operator`"), "the scaffolded code has warnings:\n{stderr}");
+
+    // `opkit generate` from a subdirectory finds the project: CRDs for the project's own
+    // kinds only, and RBAC for the built-in kinds' real groups (the core group is "").
+    let out = opkit(&dir.join("src/controller"), None, &["generate", "-o", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let mut crds: Vec<&str> = json["crds"].as_array().expect("crds").iter().filter_map(|c| c.as_str()).collect();
+    crds.sort();
+    assert_eq!(
+        crds,
+        [
+            "cache.example.com_memcacheds.yaml",
+            "navy.example.com_frigates.yaml",
+            "sea.example.com_frigates.yaml",
+            "ship.example.com_crates.yaml",
+            "ship.example.com_managers.yaml",
+            "ship.example.com_matches.yaml",
+            "ship.example.com_selfs.yaml",
+            "ship.example.com_types.yaml",
+        ]
+    );
+    let selves = std::fs::read_to_string(dir.join("config/crd/bases/ship.example.com_selfs.yaml")).expect("CRD");
+    assert!(
+        selves.contains("    kind: Self\n") && selves.contains("description: Self is the Schema for the selfs API")
+    );
+    let role = std::fs::read_to_string(dir.join("config/rbac/role.yaml")).expect("role.yaml");
+    for rule in
+        ["- apiGroups:\n  - \"\"\n  resources:\n  - pods\n", "- apiGroups:\n  - apps\n  resources:\n  - deployments\n"]
+    {
+        assert!(role.contains(rule), "{rule:?} not in {role}");
+    }
+    assert!(role.contains("  - cert-manager.io\n") && role.contains("  - networking.k8s.io\n"), "{role}");
 }
