@@ -106,6 +106,7 @@ pub(crate) mod table;
 #[allow(dead_code)]
 pub(crate) mod webhook_client;
 
+pub use catalog::builtin_kind;
 pub use error::{ApiError, ApiResult};
 pub use limits::ServingLimits;
 pub use server::{ApiServer, RunningServer, ServerConfig, ServerError, StorageConfig};

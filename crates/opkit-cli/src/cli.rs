@@ -53,6 +53,13 @@ pub enum Command {
     ///   opkit generate
     #[command(verbatim_doc_comment)]
     Generate(GenerateArgs),
+    /// Change the project's layout in PROJECT, as `kubebuilder edit` does.
+    ///
+    /// Examples:
+    ///   opkit edit --multigroup            (APIs under src/api/<group>/<version>/)
+    ///   opkit edit --multigroup=false
+    #[command(verbatim_doc_comment)]
+    Edit(EditArgs),
     /// Install the project's CRDs into the cluster and wait until they are established.
     ///
     /// Examples:
@@ -158,6 +165,12 @@ pub enum CreateCommand {
     ///   opkit create api --group cache --version v1alpha1 --kind Memcached
     ///   opkit create api --group ship --version v1 --kind Frigate --namespaced=false
     ///   opkit create api --group cache --version v1 --kind Memcached --controller=false
+    ///
+    /// A controller for a built-in kind (k8s-openapi's type, no CRD) or another crate's type:
+    ///   opkit create api --group apps --version v1 --kind Deployment --resource=false
+    ///   opkit create api --group core --version v1 --kind Pod --resource=false
+    ///   opkit create api --group cert-manager --version v1 --kind Certificate --resource=false \
+    ///     --external-api-path cert_manager::v1 --external-api-domain io
     #[command(verbatim_doc_comment)]
     Api(CreateApiArgs),
     /// Scaffold webhooks for an API created with `create api`: defaulting, validation
@@ -198,6 +211,15 @@ pub struct CreateWebhookArgs {
     pub spoke: Vec<String>,
 }
 
+/// Flags of `opkit edit`.
+#[derive(Debug, clap::Args)]
+pub struct EditArgs {
+    /// Lay out new APIs by group: src/api/<group>/<version>/ and src/controller/<group>/, so two
+    /// groups can hold kinds of the same name (kubebuilder's multi-group layout).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub multigroup: Option<bool>,
+}
+
 /// Flags of `opkit create api`.
 #[derive(Debug, clap::Args)]
 pub struct CreateApiArgs {
@@ -222,6 +244,15 @@ pub struct CreateApiArgs {
     /// Namespaced (true) or cluster-scoped (false) objects.
     #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
     pub namespaced: bool,
+    /// With --resource=false: the Rust path of a type another crate defines (kubebuilder's Go
+    /// import path): its module (`cert_manager::v1`) or the type itself
+    /// (`cert_manager::v1::Certificate`). Add that crate to Cargo.toml (`cargo add`).
+    #[arg(long, requires = "external_api_domain")]
+    pub external_api_path: Option<String>,
+    /// With --external-api-path: the domain of the type's group (`io` with `--group
+    /// cert-manager` makes the group `cert-manager.io`), used in RBAC rules and PROJECT.
+    #[arg(long, requires = "external_api_path")]
+    pub external_api_domain: Option<String>,
 }
 
 /// Flags of `opkit generate`.

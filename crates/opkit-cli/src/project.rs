@@ -58,6 +58,11 @@ pub struct Project {
     pub domain: String,
     /// Scaffold layouts; contains [`LAYOUT`].
     pub layout: Vec<String>,
+    /// APIs live under `src/api/<group>/<version>/` and controllers under
+    /// `src/controller/<group>/` (`opkit edit --multigroup`), as kubebuilder's multi-group
+    /// layout; else under `src/api/<group>_<version>/` and `src/controller/`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub multigroup: bool,
     /// The project (and Cargo package) name.
     pub project_name: String,
     /// The source repository, e.g. `github.com/example/memcached-operator`.
@@ -79,13 +84,21 @@ pub struct Resource {
     /// Whether a controller was scaffolded (`--controller`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub controller: bool,
-    /// The domain of the group.
+    /// The domain of the group: the project's, an external API's (`--external-api-domain`),
+    /// `k8s.io` for built-in groups such as `networking`, and none for `core`, `apps`,
+    /// `batch`, `autoscaling` and `policy` (as kubebuilder records them).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub domain: String,
+    /// The type comes from another crate (`--external-api-path`), not this project nor
+    /// k8s-openapi.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
     /// The short group name (`cache`).
     pub group: String,
     /// The kind (`Memcached`).
     pub kind: String,
-    /// The Rust module holding the type (`memcached_operator::api::cache_v1alpha1`).
+    /// The Rust module holding the type (`memcached_operator::api::cache_v1alpha1`,
+    /// `k8s_openapi::api::apps::v1`, or an external crate's).
     pub path: String,
     /// The plural resource name (`memcacheds`).
     pub plural: String,
@@ -94,6 +107,18 @@ pub struct Resource {
     /// The webhooks `opkit create webhook` scaffolded for this kind at this version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhooks: Option<ResourceWebhooks>,
+}
+
+impl Resource {
+    /// The full API group (`cache.example.com`, `apps`, `networking.k8s.io`, and `""` for
+    /// the core group), as it goes into RBAC rules and `apiVersion`.
+    pub fn full_group(&self) -> String {
+        match (self.group.as_str(), self.domain.as_str()) {
+            ("core", "") => String::new(),
+            (group, "") => group.to_string(),
+            (group, domain) => format!("{group}.{domain}"),
+        }
+    }
 }
 
 /// Which webhooks a resource has, as kubebuilder records them.
@@ -195,6 +220,8 @@ pub fn snake_case(kind: &str) -> String {
 }
 
 /// Rust's keywords (strict, reserved and edition 2018+), which cannot name a module.
+/// (`self`, `Self`, `super` and `crate` cannot even be raw identifiers, so opkit appends
+/// `_` rather than writing `r#type`.)
 const RUST_KEYWORDS: &[&str] = &[
     "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate", "do", "dyn", "else",
     "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "macro", "match", "mod",
@@ -203,10 +230,54 @@ const RUST_KEYWORDS: &[&str] = &[
 ];
 
 /// The Rust module of a kind: its snake case, with a trailing `_` when that is a
-/// keyword (`Type` → `type_`, as k8s-openapi names such fields).
+/// keyword (`Type` → `type_`, `Self` → `self_`, as k8s-openapi names such fields).
 pub fn module_name(kind: &str) -> String {
-    let snake = snake_case(kind);
-    if RUST_KEYWORDS.contains(&snake.as_str()) { format!("{snake}_") } else { snake }
+    module_ident(&snake_case(kind))
+}
+
+/// A module name made of `name` (a group or a snake-case kind): `.` and `-` become `_`, and
+/// a keyword gets a trailing `_` (`type` → `type_`).
+pub fn module_ident(name: &str) -> String {
+    let ident = name.replace(['.', '-'], "_");
+    if RUST_KEYWORDS.contains(&ident.as_str()) { format!("{ident}_") } else { ident }
+}
+
+/// Names a scaffolded type cannot take in its own module: `Self`, and the names the
+/// scaffold's type and controller files already use (prelude types, derives, opkit's
+/// controller API), which a type of that name would shadow or clash with.
+const TAKEN_TYPE_NAMES: &[&str] = &[
+    "Self",
+    "Option",
+    "Some",
+    "None",
+    "Result",
+    "Ok",
+    "Err",
+    "String",
+    "Vec",
+    "Box",
+    "Clone",
+    "Debug",
+    "Default",
+    "PartialEq",
+    "Deserialize",
+    "Serialize",
+    "JsonSchema",
+    "CustomResource",
+    "Condition",
+    "Action",
+    "BuildError",
+    "Context",
+    "Controller",
+    "Manager",
+    "ReconcileResult",
+];
+
+/// The Rust type of a kind the project defines: the kind itself, or with a trailing `_`
+/// when that name is taken (`Self` → `Self_`, `Manager` → `Manager_`; the CRD's kind stays
+/// `Self`, through `#[kube(kind = "Self", root = "Self_")]`).
+pub fn type_name(kind: &str) -> String {
+    if TAKEN_TYPE_NAMES.contains(&kind) { format!("{kind}_") } else { kind.to_string() }
 }
 
 /// The default plural of a kind, as kubebuilder derives it: lower case, then English
@@ -289,9 +360,6 @@ pub fn validate_kind(kind: &str) -> Result<(), ProjectError> {
             "must be CamelCase: start with an upper-case letter, then letters and digits only (e.g. Memcached, FlightTicket)",
         ));
     }
-    if kind == "Self" {
-        return Err(invalid("kind", kind, "is a Rust keyword and cannot name the kind's type; choose another name"));
-    }
     Ok(())
 }
 
@@ -355,7 +423,15 @@ mod tests {
         assert_eq!(module_name("Type"), "type_");
         assert_eq!(module_name("Match"), "match_");
         assert_eq!(module_name("FlightTicket"), "flight_ticket");
-        assert!(validate_kind("Self").is_err());
+        assert_eq!(module_name("Self"), "self_");
+        assert_eq!(module_name("Crate"), "crate_");
+        assert_eq!(module_ident("my-group.sub"), "my_group_sub");
+        assert_eq!(module_ident("type"), "type_");
+        assert_eq!(
+            (type_name("Self"), type_name("Manager"), type_name("Type")),
+            ("Self_".into(), "Manager_".into(), "Type".into())
+        );
+        assert!(validate_kind("Self").is_ok());
         assert_eq!(crate_ident("memcached-operator"), "memcached_operator");
     }
 
@@ -365,12 +441,14 @@ mod tests {
         let p = Project {
             domain: "example.com".into(),
             layout: vec![LAYOUT.into()],
+            multigroup: false,
             project_name: "memcached-operator".into(),
             repo: "github.com/example/memcached-operator".into(),
             resources: vec![Resource {
                 api: Some(ResourceApi { crd_version: "v1".into(), namespaced: true }),
                 controller: true,
                 domain: "example.com".into(),
+                external: false,
                 group: "cache".into(),
                 kind: "Memcached".into(),
                 path: "memcached_operator::api::cache_v1alpha1".into(),
@@ -383,6 +461,14 @@ mod tests {
         std::fs::write(dir.path().join(FILE), p.render()).unwrap();
         assert_eq!(Project::load(dir.path()).unwrap(), p);
         assert!(p.render().contains("projectName: memcached-operator"));
+        assert!(!p.render().contains("multigroup") && !p.render().contains("external"), "defaults are left out");
+        // kubebuilder's entry for a core type: no domain.
+        let core = Resource { domain: String::new(), group: "core".into(), ..p.resources[0].clone() };
+        assert_eq!(core.full_group(), "");
+        assert!(!serde_saphyr::to_string(&core).unwrap().contains("domain"));
+        let apps = Resource { domain: String::new(), group: "apps".into(), ..p.resources[0].clone() };
+        assert_eq!(apps.full_group(), "apps");
+        assert_eq!(p.resources[0].full_group(), "cache.example.com");
         let other = tempfile::tempdir().unwrap();
         assert!(matches!(Project::load(other.path()), Err(ProjectError::NotAProject(_))));
         std::fs::write(other.path().join(FILE), "domain: [").unwrap();

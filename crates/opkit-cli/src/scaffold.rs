@@ -177,6 +177,7 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
     let project = Project {
         domain: opts.domain.clone(),
         layout: vec![project::LAYOUT.to_string()],
+        multigroup: false,
         project_name: opts.project_name.clone(),
         repo: opts.repo.clone(),
         resources: Vec::new(),
@@ -238,7 +239,7 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
 /// What `opkit create api` was asked for.
 #[derive(Debug, Clone)]
 pub struct ApiOptions {
-    /// Short group (`cache`).
+    /// Short group (`cache`; `apps` or `core` for a built-in kind).
     pub group: String,
     /// Version (`v1alpha1`).
     pub version: String,
@@ -252,36 +253,134 @@ pub struct ApiOptions {
     pub controller: bool,
     /// Namespaced (true) or cluster-scoped.
     pub namespaced: bool,
+    /// Where the type comes from.
+    pub origin: TypeOrigin,
+}
+
+/// Where the Rust type of an API comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TypeOrigin {
+    /// The project defines it (`src/api/`), in the project's domain.
+    Project,
+    /// A built-in Kubernetes kind: k8s-openapi's type.
+    Builtin {
+        /// The group's domain as kubebuilder records it (`k8s.io` for `networking`, empty
+        /// for `core`, `apps`, `batch`, ...).
+        domain: String,
+        /// k8s-openapi's module of the group version (`k8s_openapi::api::apps::v1`).
+        module: String,
+    },
+    /// A type from another crate (`--external-api-path`).
+    External {
+        /// The group's domain (`--external-api-domain`).
+        domain: String,
+        /// The crate path of the module holding the type (`cert_manager::v1`).
+        module: String,
+    },
+}
+
+/// Where a project keeps one API's code: its module and directories, which depend on
+/// the project's layout (single group or `multigroup`).
+struct ApiLayout {
+    /// The group version's module under `crate::api` (`cache_v1alpha1`, or `cache::v1alpha1`
+    /// in a multi-group project).
+    gv_module: String,
+    /// The group's module in a multi-group project (`cache`).
+    group_module: Option<String>,
+    /// The group version's directory (`src/api/cache_v1alpha1`).
+    gv_dir: String,
+    /// The directory of the kind's controller (`src/controller`, or `src/controller/cache`).
+    controller_dir: String,
+    /// The controller's module path under `crate::controller` (`memcached`, or `cache::memcached`).
+    controller_module: String,
+    /// What the kind's test, editor and viewer role files start with (`memcached`, or
+    /// `cache_memcached` in a multi-group project, as kubebuilder names the roles).
+    file_prefix: String,
+    /// The editor and viewer roles' name prefix (`memcached`, or `cache-memcached`).
+    role_prefix: String,
+}
+
+impl ApiLayout {
+    fn new(project: &Project, opts: &ApiOptions) -> ApiLayout {
+        let kind_module = project::module_name(&opts.kind);
+        let kind_lower = opts.kind.to_lowercase();
+        if project.multigroup {
+            let group = project::module_ident(&opts.group);
+            ApiLayout {
+                gv_module: format!("{group}::{}", opts.version),
+                gv_dir: format!("src/api/{group}/{}", opts.version),
+                controller_dir: format!("src/controller/{group}"),
+                controller_module: format!("{group}::{kind_module}"),
+                file_prefix: format!("{group}_{}", project::snake_case(&opts.kind)),
+                role_prefix: format!("{}-{kind_lower}", opts.group),
+                group_module: Some(group),
+            }
+        } else {
+            let gv_module = format!("{}_{}", opts.group.replace(['.', '-'], "_"), opts.version);
+            ApiLayout {
+                gv_dir: format!("src/api/{gv_module}"),
+                gv_module,
+                group_module: None,
+                controller_dir: "src/controller".into(),
+                controller_module: kind_module,
+                file_prefix: project::snake_case(&opts.kind),
+                role_prefix: kind_lower,
+            }
+        }
+    }
 }
 
 /// The files `opkit create api` creates and edits in the project at `root`, and the
 /// updated project record.
 pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(FilePlan, Project), ScaffoldError> {
     let env = env();
-    let full_group = project.full_group(&opts.group);
-    let gv_module = format!("{}_{}", opts.group.replace(['.', '-'], "_"), opts.version);
-    // The kind's module (a keyword gets a trailing `_`); its test file keeps the plain name.
+    let layout = ApiLayout::new(project, opts);
+    let gv_module = &layout.gv_module;
+    // The kind's module (a keyword gets a trailing `_`), its Rust type (`Self_` for `Self`),
+    // and the path the controller imports it from.
     let kind_snake = project::module_name(&opts.kind);
-    let kind_file = project::snake_case(&opts.kind);
+    let kind_type = project::type_name(&opts.kind);
     let kind_lower = opts.kind.to_lowercase();
     let sample_file = format!("{}_{}_{}.yaml", opts.group, opts.version, kind_lower);
     let crate_name = project.crate_name();
-
-    let mut updated = project.clone();
-    updated.resources.push(Resource {
+    let (domain, external, type_module) = match &opts.origin {
+        TypeOrigin::Project => (project.domain.clone(), false, format!("crate::api::{gv_module}")),
+        TypeOrigin::Builtin { domain, module } => (domain.clone(), false, module.clone()),
+        TypeOrigin::External { domain, module } => (domain.clone(), true, module.clone()),
+    };
+    let resource = Resource {
         api: opts.resource.then(|| ResourceApi { crd_version: "v1".into(), namespaced: opts.namespaced }),
         controller: opts.controller,
-        domain: project.domain.clone(),
+        domain,
+        external,
         group: opts.group.clone(),
         kind: opts.kind.clone(),
-        path: format!("{crate_name}::api::{gv_module}"),
+        path: match type_module.strip_prefix("crate::") {
+            Some(inside) => format!("{crate_name}::{inside}"),
+            None => type_module.clone(),
+        },
         plural: opts.plural.clone(),
         version: opts.version.clone(),
         webhooks: None,
-    });
+    };
+    let full_group = resource.full_group();
+    let api_version =
+        if full_group.is_empty() { opts.version.clone() } else { format!("{full_group}/{}", opts.version) };
+    // RBAC markers name the core group `core`, as kubebuilder writes them; `opkit generate`
+    // turns it into `""`, as controller-gen does.
+    let rbac_group = if full_group.is_empty() { "core".to_string() } else { full_group.clone() };
+    // The controller imports the type under its own name, unless that clashes with a name the
+    // controller already uses.
+    let type_import = if opts.origin == TypeOrigin::Project || kind_type == opts.kind {
+        format!("{type_module}::{kind_type}")
+    } else {
+        format!("{type_module}::{} as {kind_type}", opts.kind)
+    };
+
+    let mut updated = project.clone();
+    updated.resources.push(resource);
     let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();
-    let mut crd_files: Vec<String> =
-        with_api.iter().map(|r| format!("{}_{}.yaml", updated.full_group(&r.group), r.plural)).collect();
+    let mut crd_files: Vec<String> = with_api.iter().map(|r| format!("{}_{}.yaml", r.full_group(), r.plural)).collect();
     crd_files.sort();
     crd_files.dedup();
     let mut sample_files: Vec<String> =
@@ -295,12 +394,17 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         group => &opts.group,
         version => &opts.version,
         kind => &opts.kind,
+        kind_type => &kind_type,
+        type_import => &type_import,
         plural => &opts.plural,
         namespaced => opts.namespaced,
         full_group => &full_group,
-        gv_module => &gv_module,
+        api_version => &api_version,
+        rbac_group => &rbac_group,
+        gv_module => gv_module,
         kind_snake => &kind_snake,
         kind_lower => &kind_lower,
+        role_prefix => &layout.role_prefix,
         sample_file => &sample_file,
         crd_files => &crd_files,
         sample_files => &sample_files,
@@ -308,15 +412,39 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
     };
     let mut plan = FilePlan::new(root);
     if opts.resource {
-        let gv_dir = format!("src/api/{gv_module}");
+        let gv_dir = &layout.gv_dir;
         let gv_mod = format!("{gv_dir}/mod.rs");
+        if let Some(group) = &layout.group_module {
+            let group_mod = format!("src/api/{group}/mod.rs");
+            if plan.current(Path::new(&group_mod))?.is_none() {
+                let text = format!(
+                    "{}//! The `{full_group}` API group, one module per version.\n\n// +opkit:scaffold:versions\n",
+                    existing_header(root)
+                );
+                plan.create(&group_mod, text)?;
+                plan.insert_before_marker(
+                    "src/api/mod.rs",
+                    "+opkit:scaffold:api-modules",
+                    &format!("pub mod {group};"),
+                )?;
+            }
+            if plan.current(Path::new(&gv_mod))?.is_none() {
+                plan.insert_before_marker(
+                    &group_mod,
+                    "+opkit:scaffold:versions",
+                    &format!("pub mod {};", opts.version),
+                )?;
+            }
+        }
         if plan.current(Path::new(&gv_mod))?.is_none() {
             plan.create(&gv_mod, render(&env, "gv_mod.rs", &ctx)?)?;
-            plan.insert_before_marker(
-                "src/api/mod.rs",
-                "+opkit:scaffold:api-modules",
-                &format!("pub mod {gv_module};"),
-            )?;
+            if layout.group_module.is_none() {
+                plan.insert_before_marker(
+                    "src/api/mod.rs",
+                    "+opkit:scaffold:api-modules",
+                    &format!("pub mod {gv_module};"),
+                )?;
+            }
         }
         plan.create(format!("{gv_dir}/{kind_snake}.rs"), render(&env, "types.rs", &ctx)?)?;
         plan.insert_before_marker(&gv_mod, "+opkit:scaffold:kinds", &format!("mod {kind_snake};"))?;
@@ -324,14 +452,14 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         plan.insert_before_marker(
             "src/api/mod.rs",
             "+opkit:scaffold:crds",
-            &format!("{gv_module}::{}::crd(),", opts.kind),
+            &format!("{gv_module}::{kind_type}::crd(),"),
         )?;
         plan.create(format!("config/samples/{sample_file}"), render(&env, "sample.yaml", &ctx)?)?;
         plan.write("config/samples/kustomization.yaml", render(&env, "samples_kustomization", &ctx)?);
         plan.write("config/crd/kustomization.yaml", render(&env, "crd_kustomization", &ctx)?);
         // Editor and viewer roles are per kind: another version of a kind reuses them.
         for role in ["editor", "viewer"] {
-            let file = format!("{kind_lower}_{role}_role.yaml");
+            let file = format!("{}_{role}_role.yaml", layout.file_prefix);
             if plan.current(&Path::new("config/rbac").join(&file))?.is_some() {
                 continue;
             }
@@ -345,20 +473,45 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         }
     }
     if opts.controller {
-        let controller_file = format!("src/controller/{kind_snake}.rs");
+        let controller_file = format!("{}/{kind_snake}.rs", layout.controller_dir);
         plan.create(&controller_file, render(&env, "controller.rs", &ctx)?)?;
-        plan.insert_before_marker(
-            "src/controller/mod.rs",
-            "+opkit:scaffold:controller-modules",
-            &format!("pub mod {kind_snake};"),
-        )?;
+        match &layout.group_module {
+            Some(group) => {
+                let group_mod = format!("src/controller/{group}/mod.rs");
+                if plan.current(Path::new(&group_mod))?.is_none() {
+                    let text = format!(
+                        "{}//! The controllers of the `{rbac_group}` API group, one module per kind.\n\n// +opkit:scaffold:controller-modules\n",
+                        existing_header(root)
+                    );
+                    plan.create(&group_mod, text)?;
+                    plan.insert_before_marker(
+                        "src/controller/mod.rs",
+                        "+opkit:scaffold:controller-modules",
+                        &format!("pub mod {group};"),
+                    )?;
+                }
+                plan.insert_before_marker(
+                    &group_mod,
+                    "+opkit:scaffold:controller-modules",
+                    &format!("pub mod {kind_snake};"),
+                )?;
+            }
+            None => plan.insert_before_marker(
+                "src/controller/mod.rs",
+                "+opkit:scaffold:controller-modules",
+                &format!("pub mod {kind_snake};"),
+            )?,
+        }
         plan.insert_before_marker(
             "src/controller/mod.rs",
             "+opkit:scaffold:controller-setup",
-            &format!("{kind_snake}::setup(mgr)?;"),
+            &format!("{}::setup(mgr)?;", layout.controller_module),
         )?;
         if opts.resource {
-            plan.create(format!("tests/{kind_file}_controller.rs"), render(&env, "controller_test.rs", &ctx)?)?;
+            plan.create(
+                format!("tests/{}_controller.rs", layout.file_prefix),
+                render(&env, "controller_test.rs", &ctx)?,
+            )?;
         }
     }
     plan.write(project::FILE, updated.render());
@@ -412,10 +565,16 @@ pub fn webhook_plan(
 ) -> Result<(FilePlan, Project), ScaffoldError> {
     let env = env();
     let full_group = project.full_group(&opts.group);
-    let gv_module = |version: &str| format!("{}_{}", opts.group.replace(['.', '-'], "_"), version);
-    let kind_snake = project::module_name(&opts.kind);
-    let module = format!("{}_{}", gv_module(&opts.version), kind_snake);
     let crate_name = project.crate_name();
+    // A version's module under `crate::api`, as PROJECT records it (`cache_v1`, or `cache::v1`
+    // in a multi-group project).
+    let api_prefix = format!("{crate_name}::api::");
+    let gv_module = |version: &str| match project.find(&opts.group, version, &opts.kind) {
+        Some(r) if r.path.starts_with(&api_prefix) => r.path[api_prefix.len()..].to_string(),
+        _ => format!("{}_{}", opts.group.replace(['.', '-'], "_"), version),
+    };
+    let kind_snake = project::module_name(&opts.kind);
+    let module = format!("{}_{}", gv_module(&opts.version).replace("::", "_"), kind_snake);
     let mut updated = project.clone();
     let mut plural = String::new();
     for r in &mut updated.resources {
@@ -438,7 +597,7 @@ pub fn webhook_plan(
     let spoke_modules: Vec<String> = opts.spokes.iter().map(|v| gv_module(v)).collect();
     // The scaffolded type's example field `foo`, if the user kept it: the webhooks use it as
     // their example, else they are left empty for the user to fill in.
-    let type_file = format!("src/api/{}/{kind_snake}.rs", gv_module(&opts.version));
+    let type_file = format!("src/api/{}/{kind_snake}.rs", gv_module(&opts.version).replace("::", "/"));
     let example_field =
         std::fs::read_to_string(root.join(&type_file)).is_ok_and(|t| t.contains("pub foo: Option<String>,"));
     let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();

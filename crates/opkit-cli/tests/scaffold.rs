@@ -209,13 +209,46 @@ fn create_api_adds_kinds_and_refuses_bad_input() {
     assert_eq!(crd_kustomization.matches("cache.example.com_memcacheds.yaml").count(), 1, "{crd_kustomization}");
     assert!(crd_kustomization.contains("- bases/ship.example.com_frigates.yaml"));
 
-    // A kind whose module name is a Rust keyword gets a trailing `_`; `Self` is refused.
+    // A kind whose module name is a Rust keyword gets a trailing `_`.
     ok(&dir, &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Type"]);
     assert!(read(&dir, "src/api/ship_v1/mod.rs").contains("mod type_;"));
     let controllers = read(&dir, "src/controller/mod.rs");
     assert!(controllers.contains("pub mod type_;") && controllers.contains("type_::setup(mgr)?;"), "{controllers}");
     assert!(dir.join("src/controller/type_.rs").is_file() && dir.join("tests/type_controller.rs").is_file());
-    refused(&dir, &api("ship", "v1", "Self"), "is a Rust keyword");
+}
+
+/// Kinds that are Rust keywords (`Type`, `Match`, `Crate`, `Self`) or names the scaffold's
+/// files already use (`Manager`): modules and files get a trailing `_`, and a type that
+/// cannot bear the kind's name is `<Kind>_` with the CRD's kind unchanged. (The scaffolded
+/// project is compiled in `scaffold_compiles.rs`.)
+#[test]
+fn create_api_takes_kinds_that_are_rust_keywords() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    for kind in ["Type", "Match", "Crate", "Self", "Manager"] {
+        ok(&dir, &["create", "api", "--group", "ship", "--version", "v1", "--kind", kind]);
+    }
+    let gv = read(&dir, "src/api/ship_v1/mod.rs");
+    for module in ["type_", "match_", "crate_", "self_", "manager"] {
+        assert!(gv.contains(&format!("mod {module};\npub use {module}::*;")), "{module} not in {gv}");
+        assert!(dir.join(format!("src/api/ship_v1/{module}.rs")).is_file(), "{module}.rs");
+        assert!(dir.join(format!("src/controller/{module}.rs")).is_file(), "controller {module}.rs");
+    }
+    let self_type = read(&dir, "src/api/ship_v1/self_.rs");
+    assert!(self_type.contains("    kind = \"Self\",\n    root = \"Self_\",\n"), "{self_type}");
+    assert!(self_type.contains("pub struct SelfSpec {"), "{self_type}");
+    let api = read(&dir, "src/api/mod.rs");
+    assert!(api.contains("ship_v1::Self_::crd(),") && api.contains("ship_v1::Manager_::crd(),"), "{api}");
+    assert!(api.contains("ship_v1::Type::crd(),"), "{api}");
+    assert!(read(&dir, "src/controller/self_.rs").contains("use crate::api::ship_v1::Self_;"));
+    assert!(read(&dir, "src/controller/self_.rs").contains("Context<Self_>"));
+    assert!(read(&dir, "src/controller/manager.rs").contains("use crate::api::ship_v1::Manager_;"));
+    let sample = read(&dir, "config/samples/ship_v1_self.yaml");
+    assert!(sample.contains("kind: Self\n"), "{sample}");
+    assert!(dir.join("tests/self_controller.rs").is_file());
+    assert!(read(&dir, "PROJECT").contains("kind: Self\n"));
 }
 
 #[test]
@@ -259,4 +292,297 @@ fn cluster_commands_outside_a_project_or_before_generate_refuse() {
     std::fs::create_dir(&dir).unwrap();
     init(&dir);
     refused(&dir, &["install", "--kubeconfig", "/nonexistent/kubeconfig"], "lists no CRDs");
+}
+
+/// The `role.yaml` rules `opkit generate` makes from the project's RBAC markers, as
+/// (apiGroups, resources) pairs.
+fn marker_rules(dir: &Path) -> Vec<(Vec<String>, Vec<String>)> {
+    let markers = opkit_cli::rbac::scan_markers(&dir.join("src")).expect("markers parse");
+    let role = opkit_cli::rbac::render_roles(&markers, "manager-role");
+    let docs: Vec<serde_json::Value> = role
+        .split("\n---\n")
+        .map(|d| serde_saphyr::from_str(d.trim_start_matches("---\n")).expect("role yaml"))
+        .collect();
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_owned)).collect()
+    };
+    docs.iter()
+        .flat_map(|d| d["rules"].as_array().cloned().unwrap_or_default())
+        .map(|r| (strings(&r["apiGroups"]), strings(&r["resources"])))
+        .collect()
+}
+
+/// kubebuilder's `create api --resource=false` for core types: a controller for the
+/// k8s-openapi type, RBAC for the kind's real group (`apps`; `""` for core), no CRD, no
+/// sample, and the PROJECT entry kubebuilder writes (no domain for core groups, `k8s.io` for
+/// `networking`).
+#[test]
+fn create_api_for_built_in_kinds_scaffolds_only_a_controller() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    let before = snapshot(&dir);
+    let builtin = |group: &'static str, kind: &'static str| {
+        ["create", "api", "--group", group, "--version", "v1", "--kind", kind, "--resource=false", "--controller"]
+    };
+    let out = ok(&dir, &[&builtin("apps", "Deployment")[..], &["-o", "json"]].concat());
+    let json: serde_json::Value = serde_json::from_str(&out).expect("json output");
+    assert_eq!((json["group"].as_str(), json["plural"].as_str()), (Some("apps"), Some("deployments")), "{json}");
+    ok(&dir, &builtin("core", "Pod"));
+    ok(&dir, &builtin("networking", "Ingress"));
+    ok(&dir, &builtin("core", "Endpoints"));
+
+    let deployment = read(&dir, "src/controller/deployment.rs");
+    assert!(deployment.contains("use k8s_openapi::api::apps::v1::Deployment;"), "{deployment}");
+    assert!(deployment.contains("Context<Deployment>"));
+    assert!(deployment.contains("+kubebuilder:rbac:groups=apps,resources=deployments,verbs="), "{deployment}");
+    assert!(deployment.contains("+kubebuilder:rbac:groups=apps,resources=deployments/status,verbs="));
+    let pod = read(&dir, "src/controller/pod.rs");
+    assert!(pod.contains("use k8s_openapi::api::core::v1::Pod;"), "{pod}");
+    assert!(pod.contains("+kubebuilder:rbac:groups=core,resources=pods,verbs="), "{pod}");
+    let ingress = read(&dir, "src/controller/ingress.rs");
+    assert!(ingress.contains("use k8s_openapi::api::networking::v1::Ingress;"), "{ingress}");
+    assert!(ingress.contains("groups=networking.k8s.io,resources=ingresses,"), "{ingress}");
+    // The real plural, from the API server's table of built-in kinds.
+    assert!(read(&dir, "src/controller/endpoints.rs").contains("groups=core,resources=endpoints,"));
+    let controllers = read(&dir, "src/controller/mod.rs");
+    assert!(controllers.contains("pub mod deployment;") && controllers.contains("pod::setup(mgr)?;"), "{controllers}");
+
+    // The roles `opkit generate` writes name the real groups; the core group is "".
+    let rules = marker_rules(&dir);
+    let group_of = |resource: &str| -> Vec<String> {
+        rules.iter().find(|(_, res)| res.iter().any(|r| r == resource)).map(|(g, _)| g.clone()).unwrap_or_default()
+    };
+    assert_eq!(group_of("deployments"), ["apps"], "{rules:?}");
+    assert_eq!(group_of("pods"), [""], "{rules:?}");
+    assert_eq!(group_of("ingresses"), ["networking.k8s.io"], "{rules:?}");
+    assert!(!rules.iter().flat_map(|(g, _)| g).any(|g| g.ends_with("example.com")), "{rules:?}");
+
+    // No type, CRD, sample, roles or test: only the controllers and PROJECT changed.
+    let after = snapshot(&dir);
+    let mut changed: Vec<&String> =
+        after.keys().filter(|k| !k.ends_with('/') && before.get(*k) != after.get(*k)).collect();
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            "PROJECT",
+            "src/controller/deployment.rs",
+            "src/controller/endpoints.rs",
+            "src/controller/ingress.rs",
+            "src/controller/mod.rs",
+            "src/controller/pod.rs"
+        ],
+        "{changed:?}"
+    );
+    let project = read(&dir, "PROJECT");
+    for entry in [
+        "- controller: true\n  group: apps\n  kind: Deployment\n  path: k8s_openapi::api::apps::v1\n  plural: deployments\n  version: v1\n",
+        "- controller: true\n  group: core\n  kind: Pod\n  path: k8s_openapi::api::core::v1\n  plural: pods\n  version: v1\n",
+        "- controller: true\n  domain: k8s.io\n  group: networking\n  kind: Ingress\n  path: k8s_openapi::api::networking::v1\n",
+    ] {
+        assert!(project.contains(entry), "{entry} not in {project}");
+    }
+
+    // Refusals: a kind the API server does not serve, a second controller, the wrong plural.
+    refused(&dir, &builtin("apps", "Deploymnt"), "is not a built-in Kubernetes kind");
+    refused(&dir, &builtin("apps", "Deployment"), "API apps/v1, Kind=Deployment already exists");
+    refused(&dir, &[&builtin("apps", "StatefulSet")[..], &["--plural", "sets"]].concat(), "is served as statefulsets");
+}
+
+/// kubebuilder's `--external-api-path`/`--external-api-domain`: a controller for another
+/// crate's type, with RBAC for `<group>.<domain>` and `external: true` in PROJECT.
+#[test]
+fn create_api_for_external_types_scaffolds_only_a_controller() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    let external = |path: &'static str| {
+        [
+            "create",
+            "api",
+            "--group",
+            "cert-manager",
+            "--version",
+            "v1",
+            "--kind",
+            "Certificate",
+            "--resource=false",
+            "--external-api-path",
+            path,
+            "--external-api-domain",
+            "io",
+        ]
+    };
+    refused(&dir, &external("github.com/cert-manager/cert-manager"), "invalid --external-api-path");
+    refused(
+        &dir,
+        &["create", "api", "--group", "x", "--version", "v1", "--kind", "Y", "--external-api-path", "y::Y"],
+        "--external-api-domain",
+    );
+    let mut with_resource = external("certs::Certificate").to_vec();
+    with_resource.retain(|a| *a != "--resource=false");
+    refused(&dir, &with_resource, "use it with --resource=false");
+    ok(&dir, &external("certs::Certificate"));
+    // A crate whose name ends in `crate` keeps its path.
+    let mut other = external("my_crate::v1").to_vec();
+    other[7] = "Issuer";
+    ok(&dir, &other);
+    assert!(read(&dir, "PROJECT").contains("  path: my_crate::v1\n"));
+    let controller = read(&dir, "src/controller/certificate.rs");
+    assert!(controller.contains("use certs::Certificate;"), "{controller}");
+    assert!(controller.contains("+kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs="));
+    assert!(!dir.join("config/samples/cert-manager_v1_certificate.yaml").exists());
+    assert!(!read(&dir, "config/crd/kustomization.yaml").contains("certificates"));
+    let project = read(&dir, "PROJECT");
+    let entry = "- controller: true\n  domain: io\n  external: true\n  group: cert-manager\n  kind: Certificate\n  path: certs\n";
+    assert!(project.contains(entry), "{project}");
+}
+
+/// Commands run from a subdirectory use the project above it, as cargo finds Cargo.toml.
+#[test]
+fn commands_find_project_in_a_parent_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    let src = dir.join("src");
+    ok(&src, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"]);
+    assert!(dir.join("src/api/cache_v1alpha1/memcached.rs").is_file());
+    assert!(!src.join("PROJECT").exists() && !src.join("src").exists());
+    assert!(read(&dir, "PROJECT").contains("kind: Memcached"));
+    // `generate` reads the markers under the project's src/ (and names files from its root).
+    let nested = dir.join("src/controller");
+    let controller = read(&dir, "src/controller/memcached.rs");
+    let line = controller.lines().position(|l| l.contains("+kubebuilder:rbac")).expect("a marker") + 1;
+    std::fs::write(
+        dir.join("src/controller/memcached.rs"),
+        controller.replacen("+kubebuilder:rbac:groups=", "+kubebuilder:rbac:group=", 1),
+    )
+    .unwrap();
+    refused(&nested, &["generate"], &format!("src/controller/memcached.rs:{line}: rbac marker"));
+    // `init` stays in the directory it is run in: a project inside a project is refused
+    // there, not scaffolded over the outer one.
+    let inner = dir.join("inner");
+    std::fs::create_dir(&inner).unwrap();
+    ok(&inner, &["init", "--domain", "example.com", "--repo", "github.com/example/inner"]);
+    assert!(inner.join("PROJECT").is_file());
+    // Outside any project the error names the current directory.
+    let outside = tempfile::tempdir().unwrap();
+    refused(outside.path(), &["generate"], "is not an opkit project");
+}
+
+/// A misspelt `+kubebuilder:` marker is reported by `opkit generate` with its file and line
+/// (and everything else still runs: here the build, which this test makes fail at once).
+#[test]
+fn generate_warns_about_unknown_markers_with_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    ok(&dir, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"]);
+    let controller = read(&dir, "src/controller/memcached.rs");
+    let typo = controller.replacen(
+        "// +kubebuilder:rbac:groups=cache.example.com,resources=memcacheds,",
+        "// +kubebuilder:rback:groups=cache.example.com,resources=memcacheds,",
+        1,
+    );
+    assert_ne!(typo, controller);
+    let line = typo.lines().position(|l| l.contains("+kubebuilder:rback:")).expect("typo") + 1;
+    std::fs::write(dir.join("src/controller/memcached.rs"), typo).unwrap();
+    // `false` for cargo: the warning must come before (and without) the build.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opkit"))
+        .arg("generate")
+        .current_dir(&dir)
+        .env("CARGO", "false")
+        .output()
+        .expect("run opkit");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warning = format!(
+        "warning: src/controller/memcached.rs:{line}: +kubebuilder:rback:groups=cache.example.com,resources=memcacheds,"
+    );
+    assert!(stderr.contains(&warning), "{warning:?} not in {stderr}");
+    assert!(stderr.contains("opkit does not understand this marker"), "{stderr}");
+}
+
+/// `opkit edit --multigroup`: PROJECT records it, new APIs go under
+/// src/api/<group>/<version>/ and src/controller/<group>/ (so two groups can have a kind of
+/// the same name), and APIs made before stay where they are, as the command says.
+#[test]
+fn edit_multigroup_lays_out_apis_by_group() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("fleet-operator");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    ok(&dir, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"]);
+    refused(&dir, &["edit"], "nothing to edit");
+    let out = ok(&dir, &["edit", "--multigroup"]);
+    assert!(out.contains("multigroup: true"), "{out}");
+    assert!(
+        out.contains("Existing APIs are left where they are (cache.example.com/v1alpha1, Kind=Memcached)"),
+        "{out}"
+    );
+    assert!(read(&dir, "PROJECT").contains("\nmultigroup: true\n"));
+    assert!(ok(&dir, &["edit", "--multigroup"]).contains("Already multigroup: true"));
+    for group in ["sea", "navy"] {
+        ok(&dir, &["create", "api", "--group", group, "--version", "v1", "--kind", "Frigate"]);
+    }
+    ok(&dir, &["create", "api", "--group", "apps", "--version", "v1", "--kind", "Deployment", "--resource=false"]);
+    for f in [
+        "src/api/cache_v1alpha1/memcached.rs",
+        "src/controller/memcached.rs",
+        "src/api/sea/mod.rs",
+        "src/api/sea/v1/mod.rs",
+        "src/api/sea/v1/frigate.rs",
+        "src/api/navy/v1/frigate.rs",
+        "src/controller/sea/mod.rs",
+        "src/controller/sea/frigate.rs",
+        "src/controller/navy/frigate.rs",
+        "src/controller/apps/deployment.rs",
+        "tests/sea_frigate_controller.rs",
+        "tests/navy_frigate_controller.rs",
+        "config/rbac/sea_frigate_editor_role.yaml",
+        "config/rbac/navy_frigate_viewer_role.yaml",
+        "config/samples/sea_v1_frigate.yaml",
+        "config/samples/navy_v1_frigate.yaml",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let api = read(&dir, "src/api/mod.rs");
+    for line in [
+        "pub mod cache_v1alpha1;",
+        "pub mod sea;",
+        "pub mod navy;",
+        "sea::v1::Frigate::crd(),",
+        "navy::v1::Frigate::crd(),",
+    ] {
+        assert!(api.contains(line), "{line} not in {api}");
+    }
+    assert!(read(&dir, "src/api/sea/mod.rs").contains("pub mod v1;"));
+    let controllers = read(&dir, "src/controller/mod.rs");
+    for line in [
+        "pub mod sea;",
+        "pub mod navy;",
+        "sea::frigate::setup(mgr)?;",
+        "navy::frigate::setup(mgr)?;",
+        "apps::deployment::setup(mgr)?;",
+        "memcached::setup(mgr)?;",
+    ] {
+        assert!(controllers.contains(line), "{line} not in {controllers}");
+    }
+    assert!(read(&dir, "src/controller/navy/frigate.rs").contains("use crate::api::navy::v1::Frigate;"));
+    assert!(read(&dir, "config/rbac/sea_frigate_editor_role.yaml").contains("name: sea-frigate-editor-role"));
+    let rbac = read(&dir, "config/rbac/kustomization.yaml");
+    assert!(
+        rbac.contains("- sea_frigate_editor_role.yaml") && rbac.contains("- navy_frigate_viewer_role.yaml"),
+        "{rbac}"
+    );
+    assert!(read(&dir, "PROJECT").contains("path: fleet_operator::api::sea::v1\n"));
+    // Webhooks find the type where PROJECT says it is.
+    ok(&dir, &["create", "webhook", "--group", "sea", "--version", "v1", "--kind", "Frigate", "--defaulting"]);
+    let webhook = read(&dir, "src/webhook/sea_v1_frigate.rs");
+    assert!(webhook.contains("use crate::api::sea::v1::Frigate;"), "{webhook}");
+    assert!(read(&dir, "src/webhook/mod.rs").contains("pub mod sea_v1_frigate;"));
 }

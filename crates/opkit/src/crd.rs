@@ -1,7 +1,8 @@
 //! CustomResourceDefinitions from several Rust types: kube's derive makes one CRD per
 //! version of a kind (`Kind::crd()`); [`merge_versions`] joins those sharing a name into
-//! one CRD with every version, as `controller-gen` does for a multi-version kind, and
-//! [`normalize_manifest`] makes a CRD's manifest read as controller-gen writes it.
+//! one CRD with every version, as `controller-gen` does for a multi-version kind, and gives
+//! each the type's documentation as its description; [`normalize_manifest`] makes a CRD's
+//! manifest read as controller-gen writes it.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
@@ -9,7 +10,8 @@ use serde_json::{Value, json};
 /// Joins CRDs with the same `metadata.name` into one (the first one's metadata, names and
 /// scope; every version in order). Mark all versions but the stored one with
 /// `#[kube(storage = false)]`; the API server rejects a CRD without exactly one storage
-/// version, with a message saying so.
+/// version, with a message saying so. Each version's schema is described by the type's
+/// documentation, as controller-gen describes it (see [`normalize_manifest`]).
 ///
 /// ```
 /// use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -32,7 +34,14 @@ use serde_json::{Value, json};
 /// ```
 pub fn merge_versions(crds: impl IntoIterator<Item = CustomResourceDefinition>) -> Vec<CustomResourceDefinition> {
     let mut merged: Vec<CustomResourceDefinition> = Vec::new();
-    for crd in crds {
+    for mut crd in crds {
+        for version in &mut crd.spec.versions {
+            if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+                let spec_doc =
+                    schema.properties.as_ref().and_then(|p| p.get("spec")).and_then(|s| s.description.clone());
+                schema.description = type_description(schema.description.take(), spec_doc);
+            }
+        }
         match merged.iter_mut().find(|m| m.metadata.name == crd.metadata.name) {
             Some(first) => {
                 for v in crd.spec.versions {
@@ -48,10 +57,11 @@ pub fn merge_versions(crds: impl IntoIterator<Item = CustomResourceDefinition>) 
 }
 
 /// Makes the manifest (JSON) of a CRD from kube's derive read as controller-gen writes
-/// it: integer bounds are
-/// integers (`minimum: 1`, not schemars' `1.0`), and a kind without a `#[kube(doc)]`
-/// gets controller-gen's description (`Memcached is the Schema for the memcacheds API`)
-/// instead of kube's "Auto-generated derived type …". `opkit generate` writes CRDs so.
+/// it: integer bounds are integers (`minimum: 1`, not schemars' `1.0`), and the schema's
+/// description is the type's documentation, as controller-gen takes the Go type's doc
+/// comment: the kind's `#[kube(doc = "...")]`, else the doc comment of the spec struct,
+/// instead of kube's "Auto-generated derived type …" (none when neither is documented).
+/// `opkit generate` writes CRDs so.
 ///
 /// ```
 /// let mut crd = serde_json::json!({"spec": {"names": {"kind": "Memcached", "plural": "memcacheds"},
@@ -62,17 +72,29 @@ pub fn merge_versions(crds: impl IntoIterator<Item = CustomResourceDefinition>) 
 /// assert!(size["minimum"].is_i64());
 /// ```
 pub fn normalize_manifest(crd: &mut Value) {
-    let kind = crd.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or_default().to_string();
-    let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default().to_string();
     let Some(versions) = crd.pointer_mut("/spec/versions").and_then(Value::as_array_mut) else { return };
     for version in versions {
-        let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") else { continue };
-        let generated =
-            schema["description"].as_str().is_some_and(|d| d.starts_with("Auto-generated derived type for "));
-        if generated {
-            schema["description"] = json!(format!("{kind} is the Schema for the {plural} API"));
-        }
-        integer_bounds(schema);
+        let Some(Value::Object(schema)) = version.pointer_mut("/schema/openAPIV3Schema") else { continue };
+        let own = schema.get("description").and_then(Value::as_str).map(str::to_owned);
+        let spec_doc = schema.get("properties").and_then(|p| p.pointer("/spec/description")).and_then(Value::as_str);
+        match type_description(own, spec_doc.map(str::to_owned)) {
+            Some(description) => schema.insert("description".into(), json!(description)),
+            None => schema.remove("description"),
+        };
+        schema.values_mut().for_each(integer_bounds);
+    }
+}
+
+/// What kube's derive writes when the kind has no `#[kube(doc)]`.
+const DERIVED_DESCRIPTION: &str = "Auto-generated derived type for ";
+
+/// A CRD schema's description: its own (the kind's `#[kube(doc)]`), else the spec struct's
+/// doc comment when kube's derive filled in its placeholder.
+fn type_description(own: Option<String>, spec_doc: Option<String>) -> Option<String> {
+    match own {
+        Some(d) if d.starts_with(DERIVED_DESCRIPTION) => spec_doc,
+        Some(d) => Some(d),
+        None => spec_doc,
     }
 }
 
@@ -98,22 +120,66 @@ fn integer_bounds(schema: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::{CustomResource, CustomResourceExt};
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    /// The desired state of a Frigate: how many crew members it carries.
+    #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+    #[kube(group = "ship.example.com", version = "v1", kind = "Frigate", namespaced)]
+    struct FrigateSpec {
+        /// Crew members, from 1 to 5.
+        #[schemars(range(min = 1, max = 5))]
+        crew: i32,
+    }
+
+    /// The desired state of a Sloop.
+    #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+    #[kube(group = "ship.example.com", version = "v1", kind = "Sloop", doc = "Sloop is the Schema for the sloops API")]
+    struct SloopSpec {
+        masts: u8,
+    }
+
+    #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+    #[kube(group = "ship.example.com", version = "v1", kind = "Raft")]
+    struct RaftSpec {
+        logs: u8,
+    }
+
+    fn schema(crd: &Value) -> &Value {
+        &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    }
 
     #[test]
-    fn crds_read_as_controller_gen_writes_them() {
-        let mut crd = json!({"spec": {"names": {"kind": "Memcached", "plural": "memcacheds"}, "versions": [{"name": "v1",
-            "schema": {"openAPIV3Schema": {
-                "description": "Auto-generated derived type for MemcachedSpec via `CustomResource`",
-                "properties": {"spec": {"properties": {
-                    "size": {"type": "integer", "format": "int32", "minimum": 1.0, "maximum": 5.0},
-                    "ratio": {"type": "number", "minimum": 0.0, "maximum": 0.5}}}}}}}]}});
+    fn derived_crds_read_as_controller_gen_writes_them() {
+        let crds = merge_versions([Frigate::crd(), Sloop::crd(), Raft::crd()]);
+        let mut manifests: Vec<Value> = crds.iter().map(|c| serde_json::to_value(c).expect("json")).collect();
+        manifests.iter_mut().for_each(normalize_manifest);
+        // The spec struct's doc comment, not kube's "Auto-generated derived type …".
+        let frigate = schema(&manifests[0]);
+        assert_eq!(frigate["description"], "The desired state of a Frigate: how many crew members it carries.");
+        let crew = &frigate["properties"]["spec"]["properties"]["crew"];
+        assert!(crew["minimum"].is_i64() && crew["maximum"].is_i64(), "{crew}");
+        assert_eq!((crew["minimum"].as_i64(), crew["maximum"].as_i64()), (Some(1), Some(5)));
+        assert!(!serde_json::to_string(crew).expect("json").contains(".0"), "{crew}");
+        // The kind's own doc wins; an undocumented type has no description, as with controller-gen.
+        assert_eq!(schema(&manifests[1])["description"], "Sloop is the Schema for the sloops API");
+        assert!(schema(&manifests[2]).get("description").is_none(), "{}", schema(&manifests[2]));
+        // The typed CRDs (what tests install) carry the same description.
+        let typed = crds[0].spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref());
+        assert_eq!(
+            typed.and_then(|s| s.description.as_deref()),
+            Some("The desired state of a Frigate: how many crew members it carries.")
+        );
+    }
+
+    #[test]
+    fn number_bounds_stay_numbers() {
+        let mut crd = json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {
+            "properties": {"spec": {"properties": {
+                "ratio": {"type": "number", "minimum": 0.0, "maximum": 0.5}}}}}}}]}});
         normalize_manifest(&mut crd);
-        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-        assert_eq!(schema["description"], "Memcached is the Schema for the memcacheds API");
-        let size = &schema["properties"]["spec"]["properties"]["size"];
-        assert!(size["minimum"].is_i64() && size["maximum"].is_i64(), "{size}");
-        assert_eq!((size["minimum"].as_i64(), size["maximum"].as_i64()), (Some(1), Some(5)));
-        let ratio = &schema["properties"]["spec"]["properties"]["ratio"];
+        let ratio = &schema(&crd)["properties"]["spec"]["properties"]["ratio"];
         assert_eq!(ratio["maximum"], 0.5);
         assert!(ratio["minimum"].is_f64(), "number bounds stay numbers");
     }

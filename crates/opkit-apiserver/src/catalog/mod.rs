@@ -155,6 +155,16 @@ impl CatalogSnapshot {
     }
 }
 
+/// The plural resource name and scope (namespaced: true) of the built-in `kind` served at
+/// `group`/`version` (`""` is the core group), if the server serves it; what `opkit create
+/// api --resource=false` scaffolds a controller for.
+pub fn builtin_kind(group: &str, version: &str, kind: &str) -> Option<(String, bool)> {
+    builtin::builtin_resources()
+        .into_iter()
+        .find(|r| r.group == group && r.kind == kind && r.version(version).is_some())
+        .map(|r| (r.resource, r.namespaced))
+}
+
 /// The live catalogue shared by the server.
 pub struct Catalog {
     builtin: Vec<Arc<ResourceInfo>>,

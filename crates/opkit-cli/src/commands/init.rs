@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{CliError, project_dir};
+use super::CliError;
 use crate::cli::{InitArgs, License};
 use crate::output::Output;
 use crate::project;
@@ -13,7 +13,8 @@ const CONFLICTS: &[&str] = &["PROJECT", "Cargo.toml", "src", "config", "Makefile
 
 /// Scaffolds the project; refuses (writing nothing) in a directory that has one.
 pub fn init(args: InitArgs, out: &mut Output) -> Result<(), CliError> {
-    let root = project_dir()?;
+    // The directory itself: a project inside another is not an edit of the outer one.
+    let root = std::env::current_dir()?;
     let dir_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let project_name = args.project_name.clone().unwrap_or_else(|| dir_name.to_lowercase());
     project::validate_project_name(&project_name)?;

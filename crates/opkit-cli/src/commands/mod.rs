@@ -5,6 +5,7 @@ mod completion;
 mod create_api;
 mod create_webhook;
 mod deploy;
+mod edit;
 mod generate;
 mod images;
 mod init;
@@ -155,6 +156,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Create(CreateCommand::Api(args)) => create_api::create_api(args, &mut out),
         Command::Create(CreateCommand::Webhook(args)) => create_webhook::create_webhook(args, &mut out),
         Command::Generate(args) => generate::generate(args, &mut out),
+        Command::Edit(args) => edit::edit(args, &mut out),
         Command::Install(args) => rt()?.block_on(install::install(args, &mut out)),
         Command::Uninstall(args) => rt()?.block_on(install::uninstall(args, &mut out)),
         Command::Run(args) => rt()?.block_on(run::run(args, &mut out)),
@@ -167,7 +169,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
-/// The current directory, as the project root.
+/// The project root: the nearest directory, from the current one up, that holds a
+/// `PROJECT` file (as cargo finds `Cargo.toml`); the current directory when none does, so
+/// that the command says it is not a project.
 fn project_dir() -> Result<std::path::PathBuf, CliError> {
-    Ok(std::env::current_dir()?)
+    let cwd = std::env::current_dir()?;
+    let found = cwd.ancestors().find(|dir| dir.join(crate::project::FILE).is_file());
+    Ok(found.map_or_else(|| cwd.clone(), std::path::Path::to_path_buf))
 }
