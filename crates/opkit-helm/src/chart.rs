@@ -161,10 +161,10 @@ impl<R: std::io::Read> TarReader<R> {
                 b'x' => {
                     let text = String::from_utf8_lossy(&data);
                     for line in text.lines() {
-                        if let Some((_, kv)) = line.split_once(' ') {
-                            if let Some(p) = kv.strip_prefix("path=") {
-                                long_name = Some(p.to_string());
-                            }
+                        if let Some((_, kv)) = line.split_once(' ')
+                            && let Some(p) = kv.strip_prefix("path=")
+                        {
+                            long_name = Some(p.to_string());
                         }
                     }
                 }

@@ -79,7 +79,7 @@ pub fn json_float(f: f64) -> String {
         return "null".into();
     }
     let abs = f.abs();
-    if abs != 0.0 && (abs < 1e-6 || abs >= 1e21) {
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
         // 'e' format with Go's exponent cleanup: e-07 becomes e-7.
         let s = format_float(f, 0);
         let s = if s.contains('e') { s } else { format!("{s}e+00") };

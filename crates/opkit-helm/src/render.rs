@@ -188,9 +188,8 @@ pub fn template_chart(mut chart: Chart, options: &TemplateOptions) -> Result<Str
     values::process_dependency_enabled(&mut chart, &user, "")?;
     values::process_import_values(&mut chart);
     chart.set_full_path(None);
-    let vals = match Value::Map(user).deep_copy() {
-        Value::Map(m) => m,
-        _ => return Err(HelmError::Values("values are not a map".into())),
+    let Value::Map(vals) = Value::Map(user).deep_copy() else {
+        return Err(HelmError::Values("values are not a map".into()));
     };
     values::coalesce(&chart, &vals, false);
     crate::schema::validate_chart(&chart, &vals)?;
@@ -226,9 +225,8 @@ pub fn template_chart(mut chart: Chart, options: &TemplateOptions) -> Result<Str
 }
 
 fn user_values(options: &TemplateOptions) -> Result<Map, HelmError> {
-    let mut user = match Value::map(BTreeMap::new()) {
-        Value::Map(m) => m,
-        _ => return Err(HelmError::Values("values are not a map".into())),
+    let Value::Map(mut user) = Value::map(BTreeMap::new()) else {
+        return Err(HelmError::Values("values are not a map".into()));
     };
     for f in &options.values_files {
         let file = values::read_values_file(f)?;
@@ -448,13 +446,11 @@ fn render(renderables: &[Renderable]) -> Result<BTreeMap<String, String>, HelmEr
 /// Helm's `cleanupParseError`.
 fn parse_error_message(name: &str, e: &TemplateError) -> String {
     let msg = e.to_string();
-    let tokens: Vec<&str> = msg.splitn(4, ": ").collect();
-    if tokens.len() == 4 {
-        let location = tokens[1];
-        let err = tokens[3];
-        return format!("parse error at ({location}): {err}");
+    let tokens: Vec<&str> = msg.split(": ").collect();
+    match tokens.as_slice() {
+        [_, location, .., last] => format!("parse error at ({location}): {last}"),
+        _ => format!("parse error in ({name}): {msg}"),
     }
-    format!("parse error in {name:?}: {msg}")
 }
 
 /// Helm's `reformatExecErrorMsg`: `fail`/`required` become `execution error at (...)`.

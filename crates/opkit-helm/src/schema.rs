@@ -83,8 +83,10 @@ fn check(schema: &serde_json::Value, v: &serde_json::Value, path: &str, errors: 
             return;
         }
     }
-    if let Some(e) = s.get("enum").and_then(|e| e.as_array()) {
-        if !e.iter().any(|x| x == v) {
+    if let Some(e) = s.get("enum").and_then(|e| e.as_array())
+        && !e.iter().any(|x| x == v)
+    {
+        {
             let allowed: Vec<String> = e.iter().map(|x| x.to_string()).collect();
             errors.push(format!(
                 "{}: {} must be one of the following: {}",
@@ -124,14 +126,14 @@ fn check(schema: &serde_json::Value, v: &serde_json::Value, path: &str, errors: 
             check(items, item, &format!("{}.{i}", field(path)), errors);
         }
     }
-    if let (Some(n), Some(min)) = (v.as_f64(), s.get("minimum").and_then(|m| m.as_f64())) {
-        if n < min {
-            errors.push(format!("{}: Must be greater than or equal to {}", field(path), crate::json::json_float(min)));
-        }
+    if let (Some(n), Some(min)) = (v.as_f64(), s.get("minimum").and_then(|m| m.as_f64()))
+        && n < min
+    {
+        errors.push(format!("{}: Must be greater than or equal to {}", field(path), crate::json::json_float(min)));
     }
-    if let (Some(n), Some(max)) = (v.as_f64(), s.get("maximum").and_then(|m| m.as_f64())) {
-        if n > max {
-            errors.push(format!("{}: Must be less than or equal to {}", field(path), crate::json::json_float(max)));
-        }
+    if let (Some(n), Some(max)) = (v.as_f64(), s.get("maximum").and_then(|m| m.as_f64()))
+        && n > max
+    {
+        errors.push(format!("{}: Must be less than or equal to {}", field(path), crate::json::json_float(max)));
     }
 }

@@ -110,14 +110,24 @@ impl Value {
     /// Converts JSON, where numbers become float64 as Go's `encoding/json` decodes them
     /// into `interface{}` (and as Helm reads every values file).
     pub fn from_json(json: &serde_json::Value) -> Value {
+        Value::from_json_keys(json, str::to_string)
+    }
+
+    /// Converts what a YAML parser produced, with mapping keys as go-yaml v2 reads them
+    /// (YAML 1.1 booleans such as `yes` or `y` become `true`).
+    pub fn from_yaml_json(json: &serde_json::Value) -> Value {
+        Value::from_json_keys(json, yaml11_key)
+    }
+
+    fn from_json_keys(json: &serde_json::Value, key: fn(&str) -> String) -> Value {
         match json {
             serde_json::Value::Null => Value::Nil,
             serde_json::Value::Bool(b) => Value::Bool(*b),
             serde_json::Value::Number(n) => Value::Float(n.as_f64().unwrap_or(0.0)),
             serde_json::Value::String(s) => Value::str(s.as_str()),
-            serde_json::Value::Array(a) => Value::list(a.iter().map(Value::from_json).collect()),
+            serde_json::Value::Array(a) => Value::list(a.iter().map(|v| Value::from_json_keys(v, key)).collect()),
             serde_json::Value::Object(o) => {
-                Value::map(o.iter().map(|(k, v)| (k.clone(), Value::from_json(v))).collect())
+                Value::map(o.iter().map(|(k, v)| (key(k), Value::from_json_keys(v, key))).collect())
             }
         }
     }
@@ -138,6 +148,16 @@ impl Value {
             }
             Value::Object(o) => o.to_value().to_json(),
         }
+    }
+}
+
+/// A mapping key as go-yaml v2 reads it before `sigs.k8s.io/yaml` turns it back into a
+/// string: YAML 1.1 booleans (`yes`, `on`, `y`, ...) become `true`/`false`.
+fn yaml11_key(k: &str) -> String {
+    match k {
+        "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => "true".to_string(),
+        "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => "false".to_string(),
+        other => other.to_string(),
     }
 }
 

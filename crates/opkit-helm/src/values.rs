@@ -28,12 +28,12 @@ pub fn merge_maps(a: &Map, b: &Map) -> Map {
         out.borrow_mut().insert(k, v);
     }
     for (k, v) in entries(b) {
-        if let Value::Map(bm) = &v {
-            if let Some(Value::Map(am)) = get(&out, &k) {
-                let merged = merge_maps(&am, bm);
-                out.borrow_mut().insert(k, Value::Map(merged));
-                continue;
-            }
+        if let Value::Map(bm) = &v
+            && let Some(Value::Map(am)) = get(&out, &k)
+        {
+            let merged = merge_maps(&am, bm);
+            out.borrow_mut().insert(k, Value::Map(merged));
+            continue;
         }
         out.borrow_mut().insert(k, v);
     }
@@ -63,10 +63,11 @@ fn typed_value(s: &str) -> Value {
     if s == "0" {
         return Value::Int(0);
     }
-    if !s.is_empty() && !s.starts_with('0') {
-        if let Ok(i) = s.parse::<i64>() {
-            return Value::Int(i);
-        }
+    if !s.is_empty()
+        && !s.starts_with('0')
+        && let Ok(i) = s.parse::<i64>()
+    {
+        return Value::Int(i);
     }
     Value::str(s)
 }
@@ -409,10 +410,7 @@ pub fn process_import_values(chart: &mut Chart) {
             };
             let Some(Value::Map(table)) = path_value(&cvals, &format!("{}.{child}", dep.name)) else { continue };
             any = true;
-            let table = match Value::Map(table).deep_copy() {
-                Value::Map(m) => m,
-                _ => continue,
-            };
+            let Value::Map(table) = Value::Map(table).deep_copy() else { continue };
             let to_merge = if parent == "." || parent.is_empty() {
                 table
             } else {

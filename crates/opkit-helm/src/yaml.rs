@@ -22,9 +22,11 @@ pub fn from_yaml_str(text: &str) -> Result<Value, String> {
         return Ok(Value::Nil);
     }
     // go-yaml reads the first document of a stream.
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| format!("error converting YAML to JSON: {e}"))?;
-    Ok(docs.first().map(Value::from_json).unwrap_or(Value::Nil))
+    let mut options = serde_saphyr::Options::default();
+    options.legacy_octal_numbers = true;
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple_with_options(text, options)
+        .map_err(|e| format!("error converting YAML to JSON: {e}"))?;
+    Ok(docs.first().map(Value::from_yaml_json).unwrap_or(Value::Nil))
 }
 
 /// `sigs.k8s.io/yaml.Marshal(value)`.
@@ -640,16 +642,16 @@ mod tests {
     #[test]
     fn to_yaml_matches_go_yaml_v2() {
         assert_eq!(
-            y(serde_json::json!({"b": [1, {"x": "y", "w": null}], "a": {}, "c": []})),
-            "a: {}\nb:\n- 1\n- w: null\n  x: y\nc: []\n"
+            y(serde_json::json!({"b": [1, {"x": "z", "w": null}], "a": {}, "c": [], "y": "y"})),
+            "a: {}\nb:\n- 1\n- w: null\n  x: z\nc: []\n\"y\": \"y\"\n"
         );
         assert_eq!(
             y(serde_json::json!({"s": "true", "t": "1.5", "u": "", "v": "a: b", "w": "- x", "x": "it's"})),
             "s: \"true\"\nt: \"1.5\"\nu: \"\"\nv: 'a: b'\nw: '- x'\nx: it's\n"
         );
         assert_eq!(
-            y(serde_json::json!({"m": "line1\nline2\n", "n": "a\nb", "o": "tab\there"})),
-            "m: |\n  line1\n  line2\nn: |-\n  a\n  b\no: \"tab\\there\"\n"
+            y(serde_json::json!({"m": "line1\nline2\n", "p": "a\nb", "o": "tab\there"})),
+            "m: |\n  line1\n  line2\no: \"tab\\there\"\np: |-\n  a\n  b\n"
         );
         assert_eq!(y(serde_json::json!({"big": 1e6, "f": 1.5})), "big: 1000000\nf: 1.5\n");
         assert_eq!(y(serde_json::json!([["a", "b"], "c"])), "- - a\n  - b\n- c\n");

@@ -542,15 +542,12 @@ fn mergo(dst: &crate::value::Map, src: &crate::value::Map, overwrite: bool) {
         if let (Value::Map(sm), Some(Value::Map(dm))) = (&sv, &dv) {
             mergo(dm, sm, overwrite);
         }
-        if let Some(d) = &dv {
-            if !mergo_empty(d) {
-                if matches!(sv, Value::List(_)) && !overwrite {
-                    continue;
-                }
-                if matches!(sv, Value::Map(_)) && matches!(d, Value::Map(_)) {
-                    continue;
-                }
-            }
+        if let Some(d) = &dv
+            && !mergo_empty(d)
+            && ((matches!(sv, Value::List(_)) && !overwrite)
+                || (matches!(sv, Value::Map(_)) && matches!(d, Value::Map(_))))
+        {
+            continue;
         }
         if overwrite || dv.as_ref().is_none_or(mergo_empty) {
             dst.borrow_mut().insert(key, sv);
@@ -827,16 +824,7 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
                     }
                     Value::list(l[start..end].to_vec())
                 }
-                Value::Str(st) => {
-                    let start = idx.first().copied().unwrap_or(0).max(0) as usize;
-                    let end = idx.get(1).map_or(st.len(), |e| (*e).max(0) as usize);
-                    match st.get(start..end) {
-                        Some(sub) => Value::str(sub),
-                        None => return Err(format!("index out of range: {end}").into()),
-                    }
-                }
-                Value::Nil => return Err("slice of untyped nil".into()),
-                other => return Err(format!("can't slice item of type {}", other.type_name()).into()),
+                other => return Err(format!("list should be type of slice or array but {}", other.type_name()).into()),
             }
         }
         "html" => Value::str(html_escape(&fmt::sprint(a))),
@@ -1482,6 +1470,16 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// Whether `version` satisfies the semver `constraint` (as `semverCompare`).
+pub fn semver_compare(constraint: &str, version: &str) -> Result<bool, String> {
+    semver::compare(constraint, version)
+}
+
+/// Major, minor and patch of a lenient semantic version.
+pub fn parse_version(version: &str) -> Result<(u64, u64, u64), String> {
+    semver::Version::parse(version).map(|v| v.parts())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1506,14 +1504,4 @@ mod tests {
         assert_eq!(path_ext("a/b.c/d"), "");
         assert_eq!(path_clean("a//b/../c/"), "a/c");
     }
-}
-
-/// Whether `version` satisfies the semver `constraint` (as `semverCompare`).
-pub fn semver_compare(constraint: &str, version: &str) -> Result<bool, String> {
-    semver::compare(constraint, version)
-}
-
-/// Major, minor and patch of a lenient semantic version.
-pub fn parse_version(version: &str) -> Result<(u64, u64, u64), String> {
-    semver::Version::parse(version).map(|v| v.parts())
 }

@@ -207,7 +207,6 @@ impl<'t> Exec<'t> {
         let items: Vec<(Value, Value)> = match &value {
             Value::List(l) => l.iter().enumerate().map(|(i, v)| (Value::Int(i as i64), v.clone())).collect(),
             Value::Map(m) => m.borrow().iter().map(|(k, v)| (Value::str(k.as_str()), v.clone())).collect(),
-            Value::Int(n) => (0..*n).map(|i| (Value::Int(i), Value::Int(i))).collect(),
             Value::Nil => Vec::new(),
             Value::Object(o) => match o.range_items() {
                 Some(items) => items,
@@ -299,28 +298,28 @@ impl<'t> Exec<'t> {
         let first = &cmd.args[0];
         let rest = &cmd.args[1..];
         match first {
-            Arg::Ident(name) => self.call_function(name, rest, dot, last, cmd.pos),
-            Arg::Field(chain) => {
+            Arg::Ident(name, pos) => self.call_function(name, rest, dot, last, *pos),
+            Arg::Field(chain, pos) => {
                 let args = self.eval_args(rest, dot, last)?;
-                self.eval_chain(dot.clone(), chain, args, cmd.pos)
+                self.eval_chain(dot.clone(), chain, args, *pos, "")
             }
-            Arg::Var(name, chain) => {
-                let v = self.var(name, cmd.pos)?;
+            Arg::Var(name, chain, pos) => {
+                let v = self.var(name, *pos)?;
                 if chain.is_empty() {
-                    self.no_args(rest, &last, cmd.pos)?;
+                    self.no_args(rest, &last, *pos)?;
                     return Ok(v);
                 }
                 let args = self.eval_args(rest, dot, last)?;
-                self.eval_chain(v, chain, args, cmd.pos)
+                self.eval_chain(v, chain, args, *pos, name)
             }
-            Arg::Pipe(pipe, chain) => {
+            Arg::Pipe(pipe, chain, pos) => {
                 let v = self.eval_pipe_scoped(pipe, dot)?;
                 if chain.is_empty() {
-                    self.no_args(rest, &last, cmd.pos)?;
+                    self.no_args(rest, &last, *pos)?;
                     return Ok(v);
                 }
                 let args = self.eval_args(rest, dot, last)?;
-                self.eval_chain(v, chain, args, cmd.pos)
+                self.eval_chain(v, chain, args, *pos, "(...)")
             }
             other => {
                 self.no_args(rest, &last, cmd.pos)?;
@@ -360,16 +359,16 @@ impl<'t> Exec<'t> {
     fn eval_arg(&mut self, arg: &Arg, dot: &Value) -> Result<Value, TemplateError> {
         Ok(match arg {
             Arg::Dot => dot.clone(),
-            Arg::Field(chain) => self.eval_chain(dot.clone(), chain, Vec::new(), 0)?,
-            Arg::Var(name, chain) => {
-                let v = self.var(name, 0)?;
-                if chain.is_empty() { v } else { self.eval_chain(v, chain, Vec::new(), 0)? }
+            Arg::Field(chain, pos) => self.eval_chain(dot.clone(), chain, Vec::new(), *pos, "")?,
+            Arg::Var(name, chain, pos) => {
+                let v = self.var(name, *pos)?;
+                if chain.is_empty() { v } else { self.eval_chain(v, chain, Vec::new(), *pos, name)? }
             }
-            Arg::Pipe(pipe, chain) => {
+            Arg::Pipe(pipe, chain, pos) => {
                 let v = self.eval_pipe_scoped(pipe, dot)?;
-                if chain.is_empty() { v } else { self.eval_chain(v, chain, Vec::new(), pipe.pos)? }
+                if chain.is_empty() { v } else { self.eval_chain(v, chain, Vec::new(), *pos, "(...)")? }
             }
-            Arg::Ident(name) => self.call_function(name, &[], dot, None, 0)?,
+            Arg::Ident(name, pos) => self.call_function(name, &[], dot, None, *pos)?,
             Arg::Str(s) => Value::Str(s.clone()),
             Arg::Int(i) => Value::Int(*i),
             Arg::Float(f) => Value::Float(*f),
@@ -385,7 +384,12 @@ impl<'t> Exec<'t> {
         chain: &[Rc<str>],
         mut args: Vec<Value>,
         pos: usize,
+        prefix: &str,
     ) -> Result<Value, TemplateError> {
+        let context = || {
+            let fields: Vec<&str> = chain.iter().map(|c| &**c).collect();
+            format!("{prefix}.{}", fields.join("."))
+        };
         let n = chain.len();
         for (i, name) in chain.iter().enumerate() {
             let is_last = i + 1 == n;
@@ -396,14 +400,28 @@ impl<'t> Exec<'t> {
                 Value::Nil if i == 0 => return Ok(Value::Nil),
                 Value::Map(m) => {
                     if !call_args.is_empty() {
-                        return Err(self.error(pos, &format!("{name} is not a method but has arguments")));
+                        return Err(self.error_at(
+                            pos,
+                            &context(),
+                            &format!("{name} is not a method but has arguments"),
+                        ));
                     }
                     m.borrow().get(&**name).cloned().unwrap_or(Value::Nil)
                 }
-                Value::Object(o) => o.field(name, call_args).map_err(|e| self.error(pos, &e))?,
-                Value::Nil => return Err(self.error(pos, &format!("nil pointer evaluating interface {{}}.{name}"))),
+                Value::Object(o) => o.field(name, call_args).map_err(|e| self.error_at(pos, &context(), &e))?,
+                Value::Nil => {
+                    return Err(self.error_at(
+                        pos,
+                        &context(),
+                        &format!("nil pointer evaluating interface {{}}.{name}"),
+                    ));
+                }
                 other => {
-                    return Err(self.error(pos, &format!("can't evaluate field {name} in type {}", other.type_name())));
+                    return Err(self.error_at(
+                        pos,
+                        &context(),
+                        &format!("can't evaluate field {name} in type {}", other.type_name()),
+                    ));
                 }
             };
         }
@@ -445,10 +463,15 @@ impl<'t> Exec<'t> {
 
     /// An execution error at `pos` of the current tree, in Go's format.
     fn error(&self, pos: usize, msg: &str) -> TemplateError {
+        let context = self.tree.as_ref().map(|t| action_text(&t.source, pos).to_string()).unwrap_or_default();
+        self.error_at(pos, &context, msg)
+    }
+
+    /// An execution error at `pos` about the node printed as `context`.
+    fn error_at(&self, pos: usize, context: &str, msg: &str) -> TemplateError {
         match &self.tree {
             Some(tree) => {
                 let (line, col) = line_col(&tree.source, pos);
-                let context = action_text(&tree.source, pos);
                 TemplateError::Exec(format!(
                     "template: {}:{line}:{col}: executing {:?} at <{context}>: {msg}",
                     tree.file, &*tree.name
@@ -470,12 +493,11 @@ fn action_text(src: &str, pos: usize) -> &str {
 
 /// `.Template.Name` of `data`, which names a `tpl` string's template.
 fn template_name(data: &Value) -> String {
-    if let Value::Map(m) = data {
-        if let Some(Value::Map(t)) = m.borrow().get("Template") {
-            if let Some(Value::Str(n)) = t.borrow().get("Name") {
-                return n.to_string();
-            }
-        }
+    if let Value::Map(m) = data
+        && let Some(Value::Map(t)) = m.borrow().get("Template")
+        && let Some(Value::Str(n)) = t.borrow().get("Name")
+    {
+        return n.to_string();
     }
     "gotpl".into()
 }

@@ -63,3 +63,42 @@ impl Templates {
         self.trees.extend(trees);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Value;
+
+    fn run(source: &str, data: Value) -> Result<String, TemplateError> {
+        let mut set = Templates::new();
+        set.add("t", source)?;
+        Exec::new(&set).execute("t", &data)
+    }
+
+    #[test]
+    fn a_second_definition_in_one_file_is_a_parse_error() {
+        let err = run("{{ define \"a\" }}1{{ end }}\n{{ define \"a\" }}2{{ end }}", Value::Nil).expect_err("redefined");
+        assert_eq!(err.to_string(), "template: t:2: template: multiple definition of template \"a\"");
+    }
+
+    #[test]
+    fn unknown_functions_fail_at_parse_time() {
+        let err = run("{{ nosuch 1 }}", Value::Nil).expect_err("unknown function");
+        assert_eq!(err.to_string(), "template: t:1: function \"nosuch\" not defined");
+    }
+
+    #[test]
+    fn missing_keys_print_no_value_and_nested_ones_are_nil_pointers() {
+        let data = Value::from_json(&serde_json::json!({"a": {"b": 1}}));
+        assert_eq!(run("{{ .x }}|{{ .a.b }}", data.clone()).expect("renders"), "<no value>|1");
+        let err = run("{{ .x.y }}", data).expect_err("nil pointer");
+        assert!(err.to_string().ends_with("nil pointer evaluating interface {}.y"), "{err}");
+    }
+
+    #[test]
+    fn unclosed_actions_are_errors_not_panics() {
+        for source in ["{{ if .x }}", "{{ .x", "{{ (.x }}", "{{ \"unterminated }}", "{{ end }}", "{{/* open"] {
+            assert!(run(source, Value::Nil).is_err(), "{source}");
+        }
+    }
+}

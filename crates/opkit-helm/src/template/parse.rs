@@ -95,14 +95,14 @@ pub struct Command {
 pub enum Arg {
     /// `.`
     Dot,
-    /// `.a.b`
-    Field(Vec<Rc<str>>),
-    /// `$x.a.b` (`$` alone is the data the template was executed with).
-    Var(Rc<str>, Vec<Rc<str>>),
-    /// A function name.
-    Ident(Rc<str>),
-    /// `(pipeline)` or `(pipeline).a.b`.
-    Pipe(Box<Pipe>, Vec<Rc<str>>),
+    /// `.a.b`, at the position Go reports for it (the second field's, in a chain).
+    Field(Vec<Rc<str>>, usize),
+    /// `$x.a.b` (`$` alone is the data the template was executed with), with its position.
+    Var(Rc<str>, Vec<Rc<str>>, usize),
+    /// A function name, with its position.
+    Ident(Rc<str>, usize),
+    /// `(pipeline)` or `(pipeline).a.b`, with its position.
+    Pipe(Box<Pipe>, Vec<Rc<str>>, usize),
     /// A string constant.
     Str(Rc<str>),
     /// An integer constant.
@@ -141,8 +141,11 @@ struct Token {
     spaced: bool,
 }
 
+/// The templates a source defines, by name.
+pub type Defines = HashMap<Rc<str>, Rc<Tree>>;
+
 /// Parses `source` (from `file`) into its main tree and the templates it defines.
-pub fn parse(file: &str, source: &str) -> Result<(Tree, HashMap<Rc<str>, Rc<Tree>>), TemplateError> {
+pub fn parse(file: &str, source: &str) -> Result<(Tree, Defines), TemplateError> {
     let file: Rc<str> = file.into();
     let src: Rc<str> = source.into();
     let mut parser = Parser {
@@ -579,11 +582,10 @@ impl Parser {
                                 return Err(self.err(pos, "unexpected token in define clause"));
                             }
                             let (body, end) = self.list(false)?;
-                            match end {
-                                Some(("end", _, _)) => {}
-                                _ => return Err(self.err(pos, "unexpected EOF")),
-                            }
-                            self.add_define(name, body);
+                            let Some(("end", end_pos, _)) = end else {
+                                return Err(self.err(pos, "unexpected EOF"));
+                            };
+                            self.add_define(name, body, end_pos)?;
                         }
                         Some("block") => {
                             let name = self.template_name(&tokens, pos, "block clause")?;
@@ -593,7 +595,7 @@ impl Parser {
                                 Some(("end", _, _)) => {}
                                 _ => return Err(self.err(pos, "unexpected EOF")),
                             }
-                            self.add_define(name.clone(), body);
+                            self.add_define(name.clone(), body, pos)?;
                             nodes.push(Node::Template { name, pipe: Some(pipe), pos });
                         }
                         Some("template") => {
@@ -615,15 +617,22 @@ impl Parser {
         Ok((nodes, None))
     }
 
-    fn add_define(&mut self, name: Rc<str>, body: Vec<Node>) {
-        let empty = body.iter().all(|n| matches!(n, Node::Text(t) if t.trim().is_empty()));
-        if empty && self.defines.contains_key(&name) {
-            return;
+    /// Adds a `define`d template; a second non-empty definition in one source is an error.
+    fn add_define(&mut self, name: Rc<str>, body: Vec<Node>, pos: usize) -> Result<(), TemplateError> {
+        let empty = |nodes: &[Node]| nodes.iter().all(|n| matches!(n, Node::Text(t) if t.trim().is_empty()));
+        if let Some(old) = self.defines.get(&name) {
+            if empty(&body) {
+                return Ok(());
+            }
+            if !empty(&old.root) {
+                return Err(self.err(pos, format!("template: multiple definition of template {name:?}")));
+            }
         }
         self.defines.insert(
             name.clone(),
             Rc::new(Tree { name, file: self.file.clone(), source: self.src.clone(), root: body }),
         );
+        Ok(())
     }
 
     fn template_name(&self, tokens: &[Token], pos: usize, ctx: &str) -> Result<Rc<str>, TemplateError> {
@@ -680,13 +689,13 @@ impl Parser {
                     rest = &rest[2..];
                 }
                 Some(Tok::Comma) if allow_two_vars => {
-                    if let (Some(Tok::Var(v2)), Some(t)) = (rest.get(2).map(|t| &t.tok), rest.get(3).map(|t| &t.tok)) {
-                        if matches!(t, Tok::Declare | Tok::Assign) {
-                            pipe.is_assign = *t == Tok::Assign;
-                            pipe.decl.push(v.clone());
-                            pipe.decl.push(v2.clone());
-                            rest = &rest[4..];
-                        }
+                    if let (Some(Tok::Var(v2)), Some(t)) = (rest.get(2).map(|t| &t.tok), rest.get(3).map(|t| &t.tok))
+                        && matches!(t, Tok::Declare | Tok::Assign)
+                    {
+                        pipe.is_assign = *t == Tok::Assign;
+                        pipe.decl.push(v.clone());
+                        pipe.decl.push(v2.clone());
+                        rest = &rest[4..];
                     }
                 }
                 _ => {}
@@ -714,13 +723,17 @@ impl Parser {
                 Tok::Dot => Arg::Dot,
                 Tok::Field(f) => {
                     let mut chain = vec![f.clone()];
-                    while let Some(Token { tok: Tok::Field(f), spaced: false, .. }) = tokens.get(i + 1) {
+                    let mut pos = t.pos;
+                    while let Some(Token { tok: Tok::Field(f), spaced: false, pos: p }) = tokens.get(i + 1) {
+                        if chain.len() == 1 {
+                            pos = *p;
+                        }
                         chain.push(f.clone());
                         i += 1;
                     }
-                    Arg::Field(chain)
+                    Arg::Field(chain, pos)
                 }
-                Tok::Var(v) => Arg::Var(v.clone(), Vec::new()),
+                Tok::Var(v) => Arg::Var(v.clone(), Vec::new(), t.pos),
                 Tok::Ident(name) => match &**name {
                     "true" => Arg::Bool(true),
                     "false" => Arg::Bool(false),
@@ -729,7 +742,7 @@ impl Parser {
                         if !crate::funcs::is_function(name) {
                             return Err(self.err(t.pos, format!("function {name:?} not defined")));
                         }
-                        Arg::Ident(name.clone())
+                        Arg::Ident(name.clone(), t.pos)
                     }
                 },
                 Tok::Str(s) => Arg::Str(s.clone()),
@@ -742,7 +755,7 @@ impl Parser {
                         return Err(self.err(t.pos, "missing value for parenthesized pipeline"));
                     }
                     i = close;
-                    Arg::Pipe(Box::new(inner), Vec::new())
+                    Arg::Pipe(Box::new(inner), Vec::new(), t.pos)
                 }
                 Tok::RParen => return Err(self.err(t.pos, "unexpected right paren")),
                 Tok::Declare | Tok::Assign | Tok::Comma | Tok::Pipe => {
@@ -750,8 +763,11 @@ impl Parser {
                 }
             };
             // Fields chained onto a variable or a parenthesized pipeline.
-            if let Arg::Var(_, chain) | Arg::Pipe(_, chain) = &mut arg {
-                while let Some(Token { tok: Tok::Field(f), spaced: false, .. }) = tokens.get(i + 1) {
+            if let Arg::Var(_, chain, pos) | Arg::Pipe(_, chain, pos) = &mut arg {
+                while let Some(Token { tok: Tok::Field(f), spaced: false, pos: p }) = tokens.get(i + 1) {
+                    if chain.is_empty() {
+                        *pos = *p;
+                    }
                     chain.push(f.clone());
                     i += 1;
                 }
