@@ -95,3 +95,23 @@ fn a_missing_chart_is_an_error_not_a_panic() {
     let err = render("no-such-chart", &options()).expect_err("no chart");
     assert!(matches!(err, opkit_helm::HelmError::Load(_)), "{err:?}");
 }
+
+#[test]
+fn endless_include_recursion_stops_at_helms_limit() {
+    let chart = tempfile::tempdir().expect("temp dir");
+    std::fs::write(chart.path().join("Chart.yaml"), "apiVersion: v2\nname: rec\nversion: 0.1.0\n").expect("Chart.yaml");
+    std::fs::create_dir(chart.path().join("templates")).expect("templates/");
+    std::fs::write(
+        chart.path().join("templates/a.yaml"),
+        "{{ define \"a\" }}{{ include \"a\" . }}{{ end }}x: {{ include \"a\" . }}\n",
+    )
+    .expect("template");
+    let err = opkit_helm::template(chart.path(), &options()).expect_err("recursion");
+    assert!(
+        err.to_string().ends_with(
+            "error calling include: rendering template has a nested reference name: a: unable to execute template"
+        ),
+        "{}",
+        &err.to_string()[err.to_string().len().saturating_sub(200)..]
+    );
+}

@@ -726,8 +726,57 @@ fn path_ext(p: &str) -> String {
     }
 }
 
+/// The fewest arguments of functions whose arity the code below does not check itself.
+const MIN_ARGS: &[(&str, usize)] = &[
+    ("abbrev", 2),
+    ("add1", 1),
+    ("add1f", 1),
+    ("ceil", 1),
+    ("chunk", 2),
+    ("mustChunk", 2),
+    ("divf", 1),
+    ("subf", 1),
+    ("first", 1),
+    ("mustFirst", 1),
+    ("last", 1),
+    ("mustLast", 1),
+    ("rest", 1),
+    ("mustRest", 1),
+    ("initial", 1),
+    ("mustInitial", 1),
+    ("floor", 1),
+    ("round", 1),
+    ("omit", 1),
+    ("pick", 1),
+    ("pluck", 1),
+    ("values", 1),
+    ("randAlpha", 1),
+    ("randAlphaNum", 1),
+    ("randAscii", 1),
+    ("randNumeric", 1),
+    ("regexFindAll", 3),
+    ("mustRegexFindAll", 3),
+    ("regexSplit", 3),
+    ("mustRegexSplit", 3),
+    ("repeat", 2),
+    ("reverse", 1),
+    ("mustReverse", 1),
+    ("splitn", 3),
+    ("uniq", 1),
+    ("mustUniq", 1),
+    ("until", 1),
+    ("untilStep", 3),
+    ("without", 1),
+    ("mustWithout", 1),
+];
+
 /// Calls function `name` with evaluated `args` (`and`/`or` are handled by the executor).
 pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
+    if let Some((_, min)) = MIN_ARGS.iter().find(|(n, _)| *n == name)
+        && args.len() < *min
+    {
+        return Err(FuncError::Message(format!("wrong number of args for {name}: want {min} got {}", args.len())));
+    }
     let a = &args;
     let s = |i: usize| -> Result<String, FuncError> { Ok(a.get(i).map_or(String::new(), string_arg)) };
     let need = |n: usize| arity(name, a, n);
@@ -1495,6 +1544,21 @@ mod tests {
         let Value::Map(d2) = &dst2 else { panic!("map") };
         mergo(d2, s, true);
         assert_eq!(dst2.to_json(), serde_json::json!({"a": {"x": 2.0, "y": true, "z": 3.0}, "b": "new", "c": null}));
+    }
+
+    #[test]
+    fn too_few_arguments_are_errors_not_panics() {
+        let set = crate::template::Templates::new();
+        let mut ex = Exec::new(&set);
+        for name in NAMES {
+            if matches!(*name, "and" | "or" | "include" | "tpl") {
+                continue;
+            }
+            for n in 0..3 {
+                let _ = call(&mut ex, name, vec![Value::Nil; n]);
+                let _ = call(&mut ex, name, vec![Value::str("x"); n]);
+            }
+        }
     }
 
     #[test]

@@ -81,7 +81,9 @@ impl<'t> Exec<'t> {
         self.depth += 1;
         let saved_vars = std::mem::replace(&mut self.vars, vec![("$".into(), data.clone())]);
         let saved_tree = self.tree.replace(tree.clone());
-        let result = self.walk_list(&tree.root, data, out);
+        // Nested `include`s and `template`s recurse here: the stack grows on the heap
+        // instead of overflowing before Helm's limit of 1000 nested includes is reached.
+        let result = stacker::maybe_grow(256 * 1024, 8 * 1024 * 1024, || self.walk_list(&tree.root, data, out));
         self.tree = saved_tree;
         self.vars = saved_vars;
         self.depth -= 1;
