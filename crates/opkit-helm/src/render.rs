@@ -509,17 +509,12 @@ fn sort_manifests(rendered: &BTreeMap<String, String>) -> Result<(Vec<Manifest>,
             continue;
         }
         for doc in split_manifests(content) {
-            let head = crate::yaml::from_yaml_str(&doc)
+            let head = crate::yaml::parse_head(&doc)
                 .map_err(|e| HelmError::Render(format!("YAML parse error on {path}: {e}")))?;
-            let field = |v: &Value, k: &str| match v {
-                Value::Map(m) => m.borrow().get(k).cloned().unwrap_or(Value::Nil),
-                _ => Value::Nil,
-            };
-            let kind = field(&head, "kind").as_str().unwrap_or_default().to_string();
-            let annotations = field(&field(&head, "metadata"), "annotations");
-            let hook = field(&annotations, "helm.sh/hook");
+            let kind = head.kind;
+            let hook = Value::from(head.hook.unwrap_or_default());
             let manifest = Manifest { path: path.clone(), content: doc, kind, is_test: false };
-            match hook.as_str() {
+            match hook.as_str().filter(|h| !h.is_empty()) {
                 Some(events) => {
                     let events: Vec<String> = events.split(',').map(|e| e.trim().to_lowercase()).collect();
                     if events.iter().any(|e| !HOOK_EVENTS.contains(&e.as_str())) {

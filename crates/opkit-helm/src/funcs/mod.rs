@@ -393,9 +393,25 @@ fn strslice(v: &Value) -> Vec<String> {
     }
 }
 
-/// A Go (RE2) regular expression for Rust's `regex`: RE2 takes a `-` next to a class
-/// escape inside brackets (`[\w-.]`) as a literal, Rust wants it escaped.
+thread_local! {
+    /// Compiled regular expressions by pattern: charts call the same few in every helper.
+    static REGEX_CACHE: std::cell::RefCell<std::collections::HashMap<String, regex::Regex>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// A Go (RE2) regular expression for Rust's `regex`, compiled once per pattern.
 fn regex(pattern: &str) -> Result<regex::Regex, FuncError> {
+    if let Some(re) = REGEX_CACHE.with(|c| c.borrow().get(pattern).cloned()) {
+        return Ok(re);
+    }
+    let re = compile_go_regex(pattern)?;
+    REGEX_CACHE.with(|c| c.borrow_mut().insert(pattern.to_string(), re.clone()));
+    Ok(re)
+}
+
+/// RE2 takes a `-` next to a class escape inside brackets (`[\w-.]`) as a literal; Rust
+/// wants it escaped.
+fn compile_go_regex(pattern: &str) -> Result<regex::Regex, FuncError> {
     let mut translated = String::with_capacity(pattern.len());
     let chars: Vec<char> = pattern.chars().collect();
     let mut in_class = false;
