@@ -79,7 +79,6 @@ struct Case {
     name: String,
     expected: String,
     deterministic: bool,
-    release: String,
     chart: String,
     options: opkit_helm::TemplateOptions,
     value_paths: Vec<String>,
@@ -150,7 +149,6 @@ fn parse_cases(corpus: &Path) -> Result<Vec<Case>, HelmTemplateError> {
             name: cols[0].to_string(),
             expected: cols[2].to_string(),
             deterministic: cols[4] == "yes",
-            release: release.clone(),
             chart: chart.clone(),
             options,
             value_paths,
@@ -253,7 +251,6 @@ pub fn run(
             }
             median_ms(samples)
         });
-        let _ = &case.release;
         reports.push(CaseReport { case: label, outcome, opkit_ms: median_ms(samples), helm_ms });
     }
     Ok(HelmTemplateReport { cases: reports, passed, total })
@@ -301,4 +298,64 @@ pub fn render_text(report: &HelmTemplateReport) -> String {
         report.cases.iter().filter(|c| c.outcome == Outcome::Skipped).count()
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A corpus of one fixture chart with three cases: one whose expected output is
+    /// helm's, one whose expected output was altered, one marked nondeterministic.
+    fn corpus() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../opkit-helm/tests");
+        let chart_src = fixtures.join("charts/gotemplate");
+        let chart_dst = dir.path().join("charts/gotemplate/templates");
+        std::fs::create_dir_all(&chart_dst).expect("chart dir");
+        for name in ["Chart.yaml", "values.yaml"] {
+            std::fs::copy(chart_src.join(name), dir.path().join("charts/gotemplate").join(name)).expect("copy");
+        }
+        for entry in std::fs::read_dir(chart_src.join("templates")).expect("templates") {
+            let entry = entry.expect("entry");
+            std::fs::copy(entry.path(), chart_dst.join(entry.file_name())).expect("copy template");
+        }
+        let expected = std::fs::read_to_string(fixtures.join("expected/gotemplate.yaml")).expect("expected");
+        std::fs::create_dir_all(dir.path().join("charts-expected/gotemplate")).expect("expected dir");
+        std::fs::write(dir.path().join("charts-expected/gotemplate/default.yaml"), &expected).expect("write");
+        std::fs::write(
+            dir.path().join("charts-expected/gotemplate/altered.yaml"),
+            expected.replacen("int: \"3\"", "int: \"4\"", 1),
+        )
+        .expect("write");
+        let command = "bin/helm template rel ./charts/gotemplate --namespace ns1 --kube-version 1.33.0";
+        let cases = format!(
+            "name\tvalues_file\texpected_file\tstatus\tdeterministic\tnondeterminism_sources\tcommand\n\
+             gotemplate\t-\tcharts-expected/gotemplate/default.yaml\tok\tyes\t-\t{command} > x\n\
+             gotemplate\t-\tcharts-expected/gotemplate/altered.yaml\tok\tyes\t-\t{command} > x\n\
+             gotemplate\t-\tcharts-expected/gotemplate/random.yaml\tok\tno\trandAlpha\t{command} > x\n"
+        );
+        std::fs::write(dir.path().join("charts-expected/CASES.tsv"), cases).expect("CASES.tsv");
+        dir
+    }
+
+    #[test]
+    fn compares_each_case_and_reports_the_first_difference() {
+        let corpus = corpus();
+        let options =
+            HelmTemplateOptions { corpus: corpus.path().to_path_buf(), helm: None, repeats: 1, only: Vec::new() };
+        let report = run(&options, |_| {}).expect("runs");
+        assert_eq!((report.passed, report.total), (1, 2));
+        assert_eq!(report.cases[0].outcome, Outcome::Pass);
+        let Outcome::Fail { line, got, want } = &report.cases[1].outcome else { panic!("{:?}", report.cases[1]) };
+        assert_eq!((got.as_str(), want.as_str()), ("  int: \"3\"", "  int: \"4\""), "line {line}");
+        assert_eq!(report.cases[2].outcome, Outcome::Skipped);
+        let text = render_text(&report);
+        assert!(text.contains("1 of 2 deterministic cases byte-identical to helm template (50%); 1 skipped"), "{text}");
+    }
+
+    #[test]
+    fn a_missing_corpus_is_an_error() {
+        let options = HelmTemplateOptions { corpus: "/nonexistent".into(), helm: None, repeats: 1, only: Vec::new() };
+        assert!(matches!(run(&options, |_| {}), Err(HelmTemplateError::Corpus(_))));
+    }
 }

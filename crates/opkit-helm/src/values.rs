@@ -397,7 +397,6 @@ pub fn process_import_values(chart: &mut Chart) {
     let cvals = new_map();
     coalesce(chart, &cvals, true);
     let imported = new_map();
-    let mut any = false;
     for dep in &chart.dependencies {
         for iv in &dep.import_values {
             let (child, parent) = match iv {
@@ -409,7 +408,6 @@ pub fn process_import_values(chart: &mut Chart) {
                 _ => continue,
             };
             let Some(Value::Map(table)) = path_value(&cvals, &format!("{}.{child}", dep.name)) else { continue };
-            any = true;
             let Value::Map(table) = Value::Map(table).deep_copy() else { continue };
             let to_merge = if parent == "." || parent.is_empty() {
                 table
@@ -426,7 +424,6 @@ pub fn process_import_values(chart: &mut Chart) {
             coalesce_tables(&imported, &to_merge, true);
         }
     }
-    let _ = any;
     // The chart's values become its coalesced values; imports fill what they leave unset.
     let Value::Map(result) = Value::Map(cvals).deep_copy() else { return };
     coalesce_tables(&result, &imported, true);
