@@ -279,6 +279,7 @@ fn from_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, HelmError> {
         full_path: String::new(),
     };
     let mut subchart_files: BTreeMap<String, Vec<(String, Vec<u8>)>> = BTreeMap::new();
+    let mut requirements = None;
     for (name, data) in files {
         match name.as_str() {
             "Chart.yaml" => chart.metadata = parse_yaml_json("Chart.yaml", &data)?,
@@ -298,7 +299,8 @@ fn from_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, HelmError> {
                         .map_err(|e| HelmError::Load(format!("cannot load values.schema.json: {e}")))?,
                 )
             }
-            "Chart.lock" | "requirements.yaml" | "requirements.lock" => {}
+            "requirements.yaml" => requirements = Some(parse_yaml_json("requirements.yaml", &data)?),
+            "Chart.lock" | "requirements.lock" => {}
             n if n.starts_with("templates/") => {
                 chart.templates.push((name.clone(), String::from_utf8_lossy(&data).into_owned()))
             }
@@ -316,6 +318,13 @@ fn from_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, HelmError> {
     chart.name = chart.metadata.get("name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
     if chart.name.is_empty() {
         return Err(HelmError::Load("validation: chart.metadata.name is required".into()));
+    }
+    // apiVersion v1 charts list their dependencies in requirements.yaml.
+    if chart.metadata.get("apiVersion").and_then(|v| v.as_str()) == Some("v1")
+        && let Some(deps) = requirements.as_ref().and_then(|r| r.get("dependencies"))
+        && let Some(meta) = chart.metadata.as_object_mut()
+    {
+        meta.insert("dependencies".to_string(), deps.clone());
     }
     if let Some(deps) = chart.metadata.get("dependencies").and_then(|d| d.as_array()) {
         for d in deps {

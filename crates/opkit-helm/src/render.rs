@@ -175,6 +175,18 @@ pub fn template(chart_path: &Path, options: &TemplateOptions) -> Result<String, 
 
 /// `helm template` of an already loaded chart.
 pub fn template_chart(mut chart: Chart, options: &TemplateOptions) -> Result<String, HelmError> {
+    let missing: Vec<&str> = chart
+        .dependencies
+        .iter()
+        .filter(|d| !chart.subcharts.iter().any(|s| s.name == d.name))
+        .map(|d| d.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(HelmError::Load(format!(
+            "An error occurred while checking for chart dependencies. You may need to run `helm dependency build` to fetch missing dependencies: found in Chart.yaml, but missing in charts/ directory: {}",
+            missing.join(", ")
+        )));
+    }
     let user = user_values(options)?;
     let caps = capabilities(options)?;
     if let Some(constraint) = chart.metadata.get("kubeVersion").and_then(|k| k.as_str()) {

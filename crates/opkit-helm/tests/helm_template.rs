@@ -115,3 +115,15 @@ fn endless_include_recursion_stops_at_helms_limit() {
         &err.to_string()[err.to_string().len().saturating_sub(200)..]
     );
 }
+
+#[test]
+fn dependencies_missing_from_charts_are_helms_error() {
+    let err = render("missingdep", &options()).expect_err("missing dependency");
+    assert_eq!(
+        err.to_string(),
+        "An error occurred while checking for chart dependencies. You may need to run `helm dependency build` to fetch missing dependencies: found in Chart.yaml, but missing in charts/ directory: absent, absent"
+    );
+    // apiVersion v1 charts list them in requirements.yaml.
+    let err = render("v1requirements", &options()).expect_err("missing dependency");
+    assert!(err.to_string().ends_with("missing in charts/ directory: needed"), "{err}");
+}
