@@ -21,7 +21,7 @@ pub struct TemplateOptions {
     pub release_name: String,
     /// The release namespace.
     pub namespace: String,
-    /// `--kube-version` (default v1.20.0, as Helm's).
+    /// `--kube-version` (default v1.32.0, as helm v3.17 assumes).
     pub kube_version: Option<String>,
     /// `--api-versions`, added to Helm's default set.
     pub api_versions: Vec<String>,
@@ -255,7 +255,7 @@ fn user_values(options: &TemplateOptions) -> Result<Map, HelmError> {
 
 fn kube_version_string(options: &TemplateOptions) -> Result<String, HelmError> {
     match &options.kube_version {
-        None => Ok("v1.20.0".into()),
+        None => Ok("v1.32.0".into()),
         Some(v) => {
             let parsed =
                 crate::funcs::parse_version(v).map_err(|_| HelmError::Values(format!("invalid kube version {v:?}")))?;
@@ -268,7 +268,7 @@ fn capabilities(options: &TemplateOptions) -> Result<Value, HelmError> {
     let version = kube_version_string(options)?;
     let mut parts = version.trim_start_matches('v').split('.');
     let major = parts.next().unwrap_or("1").to_string();
-    let minor = parts.next().unwrap_or("20").to_string();
+    let minor = parts.next().unwrap_or("32").to_string();
     let mut apis: Vec<String> = DEFAULT_API_VERSIONS.iter().map(|s| s.to_string()).collect();
     apis.extend(options.api_versions.iter().cloned());
     Ok(Value::map(BTreeMap::from([

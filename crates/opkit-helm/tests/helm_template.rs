@@ -127,3 +127,9 @@ fn dependencies_missing_from_charts_are_helms_error() {
     let err = render("v1requirements", &options()).expect_err("missing dependency");
     assert!(err.to_string().ends_with("missing in charts/ directory: needed"), "{err}");
 }
+
+#[test]
+fn capabilities_default_to_helms() {
+    let options = TemplateOptions { release_name: "rel".into(), ..TemplateOptions::default() };
+    assert_same(&render("capabilities", &options).expect("renders"), &expected("capabilities-default.yaml"));
+}
