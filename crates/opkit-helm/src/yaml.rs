@@ -371,14 +371,14 @@ fn is_break(c: char) -> bool {
     matches!(c, '\r' | '\n' | '\u{85}' | '\u{2028}' | '\u{2029}')
 }
 
+/// go-yaml v2's `is_printable`: no C1 controls (so no NEL) and nothing beyond the Basic
+/// Multilingual Plane (an emoji is written escaped, in double quotes).
 fn is_printable(c: char) -> bool {
     let u = c as u32;
     u == 0x0a
         || (0x20..=0x7e).contains(&u)
-        || u == 0x85
         || (0xa0..=0xd7ff).contains(&u)
         || ((0xe000..=0xfffd).contains(&u) && u != 0xfeff)
-        || (0x10000..=0x10ffff).contains(&u)
 }
 
 fn is_blankz(c: Option<char>) -> bool {
@@ -552,7 +552,6 @@ fn resolves_to_non_string(s: &str) -> bool {
             | "-.inf"
             | "-.Inf"
             | "-.INF"
-            | "<<"
     ) {
         return true;
     }

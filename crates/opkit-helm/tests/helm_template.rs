@@ -133,3 +133,8 @@ fn capabilities_default_to_helms() {
     let options = TemplateOptions { release_name: "rel".into(), ..TemplateOptions::default() };
     assert_same(&render("capabilities", &options).expect("renders"), &expected("capabilities-default.yaml"));
 }
+
+#[test]
+fn yaml_and_json_output_quote_escape_and_fold_as_helm() {
+    assert_same(&render("yamlquoting", &options()).expect("renders"), &expected("yamlquoting.yaml"));
+}
