@@ -817,6 +817,9 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
             if a.is_empty() {
                 return Err("wrong number of args for index: want at least 1 got 0".into());
             }
+            if matches!(a[0], Value::Nil) {
+                return Err("index of untyped nil".into());
+            }
             let mut item = a[0].clone();
             for key in &a[1..] {
                 item = match (&item, key) {
@@ -834,7 +837,7 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
                         }
                         Value::Int(i64::from(b[*i as usize]))
                     }
-                    (Value::Nil, _) => return Err("index of untyped nil".into()),
+                    (Value::Nil, _) => return Err("index of nil pointer".into()),
                     (other, _) => return Err(format!("can't index item of type {}", other.type_name()).into()),
                 };
             }

@@ -96,6 +96,16 @@ mod tests {
     }
 
     #[test]
+    fn index_of_nil_is_gos_error() {
+        let data = Value::from_json(&serde_json::json!({"m": {"a": {"b": 1}}}));
+        assert_eq!(run("{{ index .m \"a\" \"b\" }}", data.clone()).expect("renders"), "1");
+        let err = run("{{ index .m \"x\" \"b\" }}", data.clone()).expect_err("nil");
+        assert!(err.to_string().ends_with("error calling index: index of nil pointer"), "{err}");
+        let err = run("{{ index .missing \"b\" }}", data).expect_err("nil");
+        assert!(err.to_string().ends_with("error calling index: index of untyped nil"), "{err}");
+    }
+
+    #[test]
     fn unclosed_actions_are_errors_not_panics() {
         for source in ["{{ if .x }}", "{{ .x", "{{ (.x }}", "{{ \"unterminated }}", "{{ end }}", "{{/* open"] {
             assert!(run(source, Value::Nil).is_err(), "{source}");
