@@ -138,3 +138,8 @@ fn capabilities_default_to_helms() {
 fn yaml_and_json_output_quote_escape_and_fold_as_helm() {
     assert_same(&render("yamlquoting", &options()).expect("renders"), &expected("yamlquoting.yaml"));
 }
+
+#[test]
+fn sprig_edge_cases_match_helm() {
+    assert_same(&render("sprigstrings", &options()).expect("renders"), &expected("sprigstrings.yaml"));
+}

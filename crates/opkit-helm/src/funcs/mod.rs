@@ -580,19 +580,108 @@ fn error_map(msg: String) -> Value {
     Value::map(BTreeMap::from([("Error".to_string(), Value::str(msg))]))
 }
 
+/// Go's `strings.Title`: the first letter after a separator (anything but a letter, a
+/// digit or `_`) is upper-cased.
 fn title_case(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let mut prev_letter = false;
+    let mut prev_separator = true;
     for c in s.chars() {
-        if !prev_letter && c.is_alphabetic() {
+        if prev_separator {
             out.extend(c.to_uppercase());
         } else {
             out.push(c);
         }
-        prev_letter = !c.is_whitespace() && !matches!(c, '-' | '_' | '.' | ',' | ':' | ';' | '!' | '?' | '(' | ')');
-        prev_letter = prev_letter && (c.is_alphanumeric() || c == '\'');
+        prev_separator = !(c.is_alphanumeric() || c == '_');
     }
     out
+}
+
+/// goutils' `WrapCustom`: lines broken at the last space before `width`; a longer word is
+/// cut (`wrap_long_words`) or kept whole up to the next space.
+fn wrap_custom(s: &str, width: i64, newline: &str, wrap_long_words: bool) -> String {
+    if s.is_empty() {
+        return String::new();
+    }
+    let newline = if newline.is_empty() { "\n" } else { newline };
+    let width = width.max(1) as usize;
+    let bytes = s.as_bytes();
+    let len = bytes.len();
+    let mut offset = 0;
+    let mut out = String::new();
+    let piece = |a: usize, b: usize| s.get(a..b).unwrap_or_default();
+    while len - offset > width {
+        if bytes[offset] == b' ' {
+            offset += 1;
+            continue;
+        }
+        let end = (width + offset + 1).min(len);
+        match piece(offset, end).rfind(' ') {
+            Some(i) => {
+                out.push_str(piece(offset, offset + i));
+                out.push_str(newline);
+                offset += i + 1;
+            }
+            None if wrap_long_words => {
+                out.push_str(piece(offset, offset + width));
+                out.push_str(newline);
+                offset += width;
+            }
+            None => {
+                let end = width + offset;
+                match piece(end, len).find(' ') {
+                    None => {
+                        out.push_str(piece(offset, len));
+                        offset = len;
+                    }
+                    Some(i) => {
+                        out.push_str(piece(offset, end + i));
+                        out.push_str(newline);
+                        offset = end + i + 1;
+                    }
+                }
+            }
+        }
+    }
+    out.push_str(piece(offset, len));
+    out
+}
+
+const BASE32: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+/// Base32 (RFC 4648, padded), as Go's `base32.StdEncoding`.
+fn base32_encode(data: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in data.chunks(5) {
+        let mut buf = [0u8; 5];
+        buf[..chunk.len()].copy_from_slice(chunk);
+        let bits = buf.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b));
+        let chars = (chunk.len() * 8).div_ceil(5);
+        for i in 0..8 {
+            if i < chars {
+                out.push(BASE32[((bits >> (35 - i * 5)) & 31) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Base32 decoding; `None` on bad input.
+fn base32_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let (mut acc, mut nbits) = (0u64, 0u32);
+    for c in text.trim_end_matches('=').bytes() {
+        let v = BASE32.iter().position(|b| *b == c)? as u64;
+        acc = (acc << 5) | v;
+        nbits += 5;
+        if nbits >= 8 {
+            nbits -= 8;
+            out.push((acc >> nbits) as u8);
+            acc &= (1 << nbits) - 1;
+        }
+    }
+    Some(out)
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -1063,7 +1152,8 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
         }
         "abbrevboth" => Value::str(s(2)?),
         "initials" => Value::str(s(0)?.split_whitespace().filter_map(|w| w.chars().next()).collect::<String>()),
-        "wrap" | "wrapWith" => Value::str(s(a.len().saturating_sub(1))?),
+        "wrap" => Value::str(wrap_custom(&s(1)?, int_arg(a.first().unwrap_or(&Value::Nil)), "", false)),
+        "wrapWith" => Value::str(wrap_custom(&s(2)?, int_arg(a.first().unwrap_or(&Value::Nil)), &s(1)?, true)),
         "contains" => Value::Bool(s(1)?.contains(s(0)?.as_str())),
         "hasPrefix" => Value::Bool(s(1)?.starts_with(s(0)?.as_str())),
         "hasSuffix" => Value::Bool(s(1)?.ends_with(s(0)?.as_str())),
@@ -1239,7 +1329,11 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
             Ok(b) => Value::str(String::from_utf8_lossy(&b).into_owned()),
             Err(e) => Value::str(e.to_string()),
         },
-        "b32enc" | "b32dec" => Value::str(s(0)?),
+        "b32enc" => Value::str(base32_encode(s(0)?.as_bytes())),
+        "b32dec" => match base32_decode(&s(0)?) {
+            Some(b) => Value::str(String::from_utf8_lossy(&b).into_owned()),
+            None => Value::str("illegal base32 data"),
+        },
         "sha256sum" => Value::str(hex(ring::digest::digest(&ring::digest::SHA256, s(0)?.as_bytes()).as_ref())),
         "sha1sum" => {
             Value::str(hex(ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, s(0)?.as_bytes()).as_ref()))
