@@ -96,6 +96,15 @@ mod tests {
     }
 
     #[test]
+    fn number_literals_follow_go() {
+        assert_eq!(
+            run("{{ 0x1p60 }} {{ 0x1.8p1 }} {{ 1e3 }} {{ 0x10 }} {{ 0o17 }} {{ 1_000 }} {{ -2.5e-3 }}", Value::Nil)
+                .expect("renders"),
+            "1.152921504606847e+18 3 1000 16 15 1000 -0.0025"
+        );
+    }
+
+    #[test]
     fn index_of_nil_is_gos_error() {
         let data = Value::from_json(&serde_json::json!({"m": {"a": {"b": 1}}}));
         assert_eq!(run("{{ index .m \"a\" \"b\" }}", data.clone()).expect("renders"), "1");

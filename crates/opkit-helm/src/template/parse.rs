@@ -470,10 +470,10 @@ fn lex_number(file: &str, src: &str, start: usize) -> Result<(Tok, usize), Templ
     }
     while i < bytes.len() {
         let c = bytes[i];
+        let hex = src[start..i].contains(['x', 'X']);
         let exp_sign = matches!(c, b'+' | b'-')
             && i > start
-            && matches!(bytes[i - 1], b'e' | b'E' | b'p' | b'P')
-            && !src[start..i].contains(['x', 'X']);
+            && if hex { matches!(bytes[i - 1], b'p' | b'P') } else { matches!(bytes[i - 1], b'e' | b'E') };
         if c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || exp_sign {
             i += 1;
         } else {
@@ -503,10 +503,31 @@ fn lex_number(file: &str, src: &str, start: usize) -> Result<(Tok, usize), Templ
     if let Some(v) = int {
         return Ok((Tok::Int(if neg { -v } else { v }), i));
     }
-    match lower.parse::<f64>() {
-        Ok(f) if !lower.starts_with("0x") => Ok((Tok::Float(if neg { -f } else { f }), i)),
-        _ => Err(lex_err(file, src, start, &format!("bad number syntax: {text:?}"))),
+    let float = match lower.strip_prefix("0x") {
+        Some(hex) => parse_hex_float(hex),
+        None => lower.parse::<f64>().ok(),
+    };
+    match float {
+        Some(f) => Ok((Tok::Float(if neg { -f } else { f }), i)),
+        None => Err(lex_err(file, src, start, &format!("bad number syntax: {text:?}"))),
     }
+}
+
+/// A Go hexadecimal float without its `0x`: `1p60`, `1.8p-3` (mantissa × 2^exponent).
+fn parse_hex_float(hex: &str) -> Option<f64> {
+    let (mantissa, exponent) = hex.split_once('p')?;
+    let exponent: i32 = exponent.parse().ok()?;
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut value = 0f64;
+    for d in int_part.chars() {
+        value = value * 16.0 + f64::from(d.to_digit(16)?);
+    }
+    let mut scale = 1.0 / 16.0;
+    for d in frac_part.chars() {
+        value += f64::from(d.to_digit(16)?) * scale;
+        scale /= 16.0;
+    }
+    Some(value * 2f64.powi(exponent))
 }
 
 /// How a list ended: `{{end}}` or `{{else ...}}` (the keyword and the action's offset).
