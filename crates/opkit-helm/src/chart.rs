@@ -262,7 +262,7 @@ fn parse_yaml_json(name: &str, data: &[u8]) -> Result<serde_json::Value, HelmErr
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Object(serde_json::Map::new()));
     }
-    serde_saphyr::from_str(&text)
+    serde_saphyr::from_str_with_options(&text, crate::yaml::parse_options())
         .map_err(|e| HelmError::Load(format!("cannot load {name}: error converting YAML to JSON: {e}")))
 }
 

@@ -22,11 +22,19 @@ pub fn from_yaml_str(text: &str) -> Result<Value, String> {
         return Ok(Value::Nil);
     }
     // go-yaml reads the first document of a stream.
-    let mut options = serde_saphyr::Options::default();
-    options.legacy_octal_numbers = true;
+    let options = parse_options();
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple_with_options(text, options)
         .map_err(|e| format!("error converting YAML to JSON: {e}"))?;
     Ok(docs.first().map(Value::from_yaml_json).unwrap_or(Value::Nil))
+}
+
+/// The parser's options: go-yaml's octal numbers, and comments not kept (values files
+/// are full of them; kept, they hit the parser's limit on buffered comments).
+pub fn parse_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    options.legacy_octal_numbers = true;
+    options.emit_comments = false;
+    options
 }
 
 /// What Helm reads of each rendered document (`releaseutil.SimpleHead`).
@@ -55,8 +63,7 @@ struct RawMeta {
 /// Parses a rendered document as Helm does to sort it: the whole document must be YAML,
 /// only its kind and hook annotation are kept.
 pub fn parse_head(doc: &str) -> Result<Head, String> {
-    let mut options = serde_saphyr::Options::default();
-    options.legacy_octal_numbers = true;
+    let options = parse_options();
     let docs: Vec<Option<RawHead>> = serde_saphyr::from_multiple_with_options(doc, options)
         .map_err(|e| format!("error converting YAML to JSON: {e}"))?;
     let Some(Some(raw)) = docs.into_iter().next() else { return Ok(Head::default()) };

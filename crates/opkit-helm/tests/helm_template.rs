@@ -143,3 +143,8 @@ fn yaml_and_json_output_quote_escape_and_fold_as_helm() {
 fn sprig_edge_cases_match_helm() {
     assert_same(&render("sprigstrings", &options()).expect("renders"), &expected("sprigstrings.yaml"));
 }
+
+#[test]
+fn values_files_full_of_comments_load() {
+    assert_same(&render("comments", &options()).expect("renders"), &expected("comments.yaml"));
+}
