@@ -37,6 +37,16 @@ impl Object {
         }
     }
 
+    /// Go's truth: `.Files` and `.Capabilities.APIVersions` are a map and a slice (false
+    /// when empty, so `if .Files.Glob "x/*"` is false without matches).
+    pub fn truthy(&self) -> bool {
+        match self {
+            Object::Files(f) => !f.is_empty(),
+            Object::ApiVersions(v) => !v.is_empty(),
+            Object::KubeVersion { .. } => true,
+        }
+    }
+
     /// A field or a method call on the object.
     pub fn field(&self, name: &str, args: Vec<Value>) -> Result<Value, String> {
         let arg = |i: usize| -> String { args.get(i).map(crate::value::go_string).unwrap_or_default() };

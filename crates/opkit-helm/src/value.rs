@@ -58,7 +58,7 @@ impl Value {
             Value::Str(s) => !s.is_empty(),
             Value::List(l) => !l.is_empty(),
             Value::Map(m) => !m.borrow().is_empty(),
-            Value::Object(_) => true,
+            Value::Object(o) => o.truthy(),
         }
     }
 
