@@ -7,6 +7,7 @@ mod create_webhook;
 mod deploy;
 mod edit;
 mod generate;
+mod helm;
 mod images;
 mod init;
 mod install;
@@ -15,7 +16,7 @@ mod run;
 mod run_webhooks;
 mod version;
 
-use crate::cli::{Cli, ClusterCommand, Command, CreateCommand};
+use crate::cli::{Cli, ClusterCommand, Command, CreateCommand, HelmCommand};
 use crate::output::Output;
 
 /// A failure to report to the user. Its message names what failed and why.
@@ -66,6 +67,9 @@ pub enum CliError {
     /// A request to the cluster failed.
     #[error("{0}")]
     ClusterRequest(String),
+    /// A Helm chart could not be rendered.
+    #[error(transparent)]
+    Helm(#[from] opkit_helm::HelmError),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -121,6 +125,7 @@ impl CliError {
             CliError::OutOfDate(_) => "out-of-date",
             CliError::Images(_) => "images",
             CliError::ClusterRequest(_) => "cluster-request",
+            CliError::Helm(_) => "helm",
             CliError::Io(_) => "io",
             CliError::NotRunning { .. } => "not-running",
             CliError::PortInUse { .. } => "port-in-use",
@@ -162,6 +167,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => rt()?.block_on(run::run(args, &mut out)),
         Command::Deploy(args) => rt()?.block_on(deploy::deploy(args, &mut out)),
         Command::Undeploy(args) => rt()?.block_on(deploy::undeploy(args, &mut out)),
+        Command::Helm(HelmCommand::Template(args)) => helm::template(args, &mut out),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())
