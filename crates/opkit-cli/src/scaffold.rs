@@ -50,6 +50,18 @@ const TEMPLATES: &[(&str, &str)] = &[
         "leader_election_role_binding.yaml",
         include_str!("../templates/init/config/leader_election_role_binding.yaml.j2"),
     ),
+    ("rustfmt.toml", include_str!("../templates/init/rustfmt.toml.j2")),
+    ("e2e.rs", include_str!("../templates/init/e2e.rs.j2")),
+    ("manager_metrics_patch.yaml", include_str!("../templates/init/config/manager_metrics_patch.yaml.j2")),
+    ("metrics_service.yaml", include_str!("../templates/init/config/metrics_service.yaml.j2")),
+    ("metrics_auth_role.yaml", include_str!("../templates/init/config/metrics_auth_role.yaml.j2")),
+    ("metrics_auth_role_binding.yaml", include_str!("../templates/init/config/metrics_auth_role_binding.yaml.j2")),
+    ("metrics_reader_role.yaml", include_str!("../templates/init/config/metrics_reader_role.yaml.j2")),
+    ("prometheus_kustomization", include_str!("../templates/init/config/prometheus_kustomization.yaml.j2")),
+    ("monitor.yaml", include_str!("../templates/init/config/monitor.yaml.j2")),
+    ("network_policy_kustomization", include_str!("../templates/init/config/network_policy_kustomization.yaml.j2")),
+    ("allow_metrics_traffic.yaml", include_str!("../templates/init/config/allow_metrics_traffic.yaml.j2")),
+    ("allow_webhook_traffic.yaml", include_str!("../templates/init/config/allow_webhook_traffic.yaml.j2")),
     ("types.rs", include_str!("../templates/api/types.rs.j2")),
     ("gv_mod.rs", include_str!("../templates/api/gv_mod.rs.j2")),
     ("controller.rs", include_str!("../templates/api/controller.rs.j2")),
@@ -220,6 +232,17 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
         ("config/rbac/service_account.yaml", "service_account.yaml"),
         ("config/rbac/leader_election_role.yaml", "leader_election_role.yaml"),
         ("config/rbac/leader_election_role_binding.yaml", "leader_election_role_binding.yaml"),
+        ("rustfmt.toml", "rustfmt.toml"),
+        ("tests/e2e.rs", "e2e.rs"),
+        ("config/default/manager_metrics_patch.yaml", "manager_metrics_patch.yaml"),
+        ("config/default/metrics_service.yaml", "metrics_service.yaml"),
+        ("config/rbac/metrics_auth_role.yaml", "metrics_auth_role.yaml"),
+        ("config/rbac/metrics_auth_role_binding.yaml", "metrics_auth_role_binding.yaml"),
+        ("config/rbac/metrics_reader_role.yaml", "metrics_reader_role.yaml"),
+        ("config/prometheus/kustomization.yaml", "prometheus_kustomization"),
+        ("config/prometheus/monitor.yaml", "monitor.yaml"),
+        ("config/network-policy/kustomization.yaml", "network_policy_kustomization"),
+        ("config/network-policy/allow-metrics-traffic.yaml", "allow_metrics_traffic.yaml"),
     ];
     for (path, template) in files {
         plan.create(*path, render(&env, template, &ctx)?)?;
@@ -312,7 +335,7 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         let gv_mod = format!("{gv_dir}/mod.rs");
         if plan.current(Path::new(&gv_mod))?.is_none() {
             plan.create(&gv_mod, render(&env, "gv_mod.rs", &ctx)?)?;
-            plan.insert_before_marker(
+            plan.insert_module_before_marker(
                 "src/api/mod.rs",
                 "+opkit:scaffold:api-modules",
                 &format!("pub mod {gv_module};"),
@@ -326,6 +349,10 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
             "+opkit:scaffold:crds",
             &format!("{gv_module}::{}::crd(),", opts.kind),
         )?;
+        let api_mod = plan.current(Path::new("src/api/mod.rs"))?.unwrap_or_default();
+        if !api_mod.contains(CRD_EXT_IMPORT) {
+            plan.write("src/api/mod.rs", replace_anchor(&api_mod, "src/api/mod.rs", CRD_IMPORT, CRD_EXT_IMPORT)?);
+        }
         plan.create(format!("config/samples/{sample_file}"), render(&env, "sample.yaml", &ctx)?)?;
         plan.write("config/samples/kustomization.yaml", render(&env, "samples_kustomization", &ctx)?);
         plan.write("config/crd/kustomization.yaml", render(&env, "crd_kustomization", &ctx)?);
@@ -347,7 +374,7 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
     if opts.controller {
         let controller_file = format!("src/controller/{kind_snake}.rs");
         plan.create(&controller_file, render(&env, "controller.rs", &ctx)?)?;
-        plan.insert_before_marker(
+        plan.insert_module_before_marker(
             "src/controller/mod.rs",
             "+opkit:scaffold:controller-modules",
             &format!("pub mod {kind_snake};"),
@@ -357,6 +384,8 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
             "+opkit:scaffold:controller-setup",
             &format!("{kind_snake}::setup(mgr)?;"),
         )?;
+        let controller_mod = plan.current(Path::new("src/controller/mod.rs"))?.unwrap_or_default();
+        plan.write("src/controller/mod.rs", controller_mod.replace(UNUSED_SETUP_SIGNATURE, SETUP_SIGNATURE));
         if opts.resource {
             plan.create(format!("tests/{kind_file}_controller.rs"), render(&env, "controller_test.rs", &ctx)?)?;
         }
@@ -395,6 +424,16 @@ pub struct WebhookOptions {
     /// Scaffold conversion from and to these versions (empty: no conversion).
     pub spokes: Vec<String>,
 }
+
+/// src/api/mod.rs imports the CRD type; the trait that makes a kind's CRD is imported with the
+/// first kind (before, the import would be unused).
+const CRD_IMPORT: &str =
+    "use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;\n";
+const CRD_EXT_IMPORT: &str = "use kube::CustomResourceExt;\n";
+/// src/controller/mod.rs's `setup` as `opkit init` writes it (no controller uses the manager
+/// yet) and as the first controller makes it.
+const UNUSED_SETUP_SIGNATURE: &str = "pub fn setup(_mgr: &Manager)";
+const SETUP_SIGNATURE: &str = "pub fn setup(mgr: &Manager)";
 
 /// Marks in main.rs and lib.rs where a project's first webhook is wired in.
 const MAIN_ARGS_ANCHOR: &str = "    manager: ManagerArgs,\n";
@@ -496,6 +535,15 @@ pub fn webhook_plan(
         ] {
             plan.create(path, render(&env, template, &ctx)?)?;
         }
+        // config/network-policy admits webhook calls too (projects from before it existed lack it).
+        let policies = "config/network-policy/kustomization.yaml";
+        if plan.current(Path::new(policies))?.is_some() {
+            plan.create(
+                "config/network-policy/allow-webhook-traffic.yaml",
+                render(&env, "allow_webhook_traffic.yaml", &ctx)?,
+            )?;
+            plan.insert_before_marker(policies, "+opkit:scaffold:network-policies", "- allow-webhook-traffic.yaml")?;
+        }
         // `make run` serves the webhooks from now on (ENABLE_WEBHOOKS=false turns them off).
         if let Some(makefile) = plan.current(Path::new("Makefile"))? {
             plan.write("Makefile", makefile.replace("ENABLE_WEBHOOKS ?= false", "ENABLE_WEBHOOKS ?= true"));
@@ -514,7 +562,11 @@ pub fn webhook_plan(
         plan.write(default, add_default_patches(&text, &["- path: webhookcainjection_patch.yaml"]));
     }
     plan.create(format!("src/webhook/{module}.rs"), render(&env, "webhook.rs", &ctx)?)?;
-    plan.insert_before_marker("src/webhook/mod.rs", "+opkit:scaffold:webhook-modules", &format!("pub mod {module};"))?;
+    plan.insert_module_before_marker(
+        "src/webhook/mod.rs",
+        "+opkit:scaffold:webhook-modules",
+        &format!("pub mod {module};"),
+    )?;
     plan.insert_before_marker(
         "src/webhook/mod.rs",
         "+opkit:scaffold:webhook-setup",

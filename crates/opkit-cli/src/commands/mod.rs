@@ -86,6 +86,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => rt()?.block_on(run::run(args, &mut out)),
         Command::Deploy(args) => rt()?.block_on(deploy::deploy(args, &mut out)),
         Command::Undeploy(args) => rt()?.block_on(deploy::undeploy(args, &mut out)),
+        Command::BuildInstaller(args) => deploy::build_installer(args, &mut out),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())
