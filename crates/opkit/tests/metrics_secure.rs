@@ -158,6 +158,8 @@ async fn start_manager(env: &TestEnv, serving: SecureServing, stop: &Cancellatio
         ..Default::default()
     };
     let mgr = Manager::new(client, opts);
+    // A controller's metric families, as a manager with a controller has.
+    mgr.metrics().controller("widgets");
     let handle = mgr.clone();
     tokio::spawn(mgr.run_until(stop.clone()));
     eventually("the metrics endpoint to be bound", || async { handle.bound_addresses().0 }).await
@@ -182,7 +184,7 @@ async fn only_authorized_tokens_get_the_metrics() {
 
     let (status, body) = get(addr, &trust, "/metrics", Some(&reader)).await;
     assert_eq!(status, 200, "{body}");
-    assert!(body.contains("# TYPE controller_runtime_reconcile_total counter"), "{body}");
+    assert!(body.contains("controller_runtime_reconcile_total{controller=\"widgets\",result=\"success\"} 0"), "{body}");
 
     let (status, body) = get(addr, &trust, "/metrics", Some(&stranger)).await;
     assert_eq!(
