@@ -293,9 +293,9 @@ pub struct BuildInstallerArgs {
     /// The manager image (replaces `controller` in config/manager).
     #[arg(long, env = "IMG", default_value = "controller:latest")]
     pub image: String,
-    /// Where to write the manifests, relative to the project.
+    /// Where to write the manifests, relative to the project (`-o` is the output format).
     #[arg(long, default_value = "dist/install.yaml")]
-    pub output: PathBuf,
+    pub file: PathBuf,
 }
 
 /// `opkit cluster ...`

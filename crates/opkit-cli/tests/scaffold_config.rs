@@ -73,7 +73,9 @@ fn docs(yaml: &str) -> Vec<Value> {
 /// `kind namespace/name` of each object.
 fn ids(objs: &[Value]) -> BTreeSet<String> {
     let s = |o: &Value, p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
-    objs.iter().map(|o| format!("{} {}/{}", s(o, "/kind"), s(o, "/metadata/namespace"), s(o, "/metadata/name"))).collect()
+    objs.iter()
+        .map(|o| format!("{} {}/{}", s(o, "/kind"), s(o, "/metadata/namespace"), s(o, "/metadata/name")))
+        .collect()
 }
 
 fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -137,7 +139,8 @@ fn config_has_the_metrics_service_prometheus_and_network_policies() {
     assert_eq!(binding["subjects"][0]["namespace"], "fleet-system");
     let reader = find(&installer, "ClusterRole", "fleet-metrics-reader");
     assert_eq!(reader["rules"][0], serde_json::json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}));
-    let image = &find(&installer, "Deployment", "fleet-controller-manager")["spec"]["template"]["spec"]["containers"][0];
+    let image =
+        &find(&installer, "Deployment", "fleet-controller-manager")["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(image["image"], IMAGE);
 
     // config/prometheus and config/network-policy render on their own, and once enabled
@@ -171,11 +174,13 @@ fn makefile_has_operator_sdks_targets() {
     let dir = tmp.path();
     project(dir, &[]);
     let dry_run = |args: &[&str]| {
-        let out = run(Command::new("make").arg("-n").args(args).arg("OPKIT=opkit").current_dir(dir));
+        // Without cargo's CARGO (the Makefile's `CARGO ?= cargo` would take it).
+        let out =
+            run(Command::new("make").arg("-n").args(args).arg("OPKIT=opkit").env_remove("CARGO").current_dir(dir));
         succeeded(&out, &format!("make -n {args:?}"))
     };
     let installer = dry_run(&["build-installer", "IMG=example.com/fleet:v1"]);
-    assert!(installer.contains("opkit build-installer --image example.com/fleet:v1 --output dist/install.yaml"));
+    assert!(installer.contains("opkit build-installer --image example.com/fleet:v1 --file dist/install.yaml"));
     let lint = dry_run(&["lint"]);
     assert!(lint.contains("cargo fmt --check") && lint.contains("cargo clippy --all-targets -- -D warnings"), "{lint}");
     assert!(dry_run(&["lint-fix"]).contains("cargo clippy --fix"));
@@ -259,11 +264,15 @@ async fn install_yaml_applies_and_removal_reports_no_check_before_an_error() {
     let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
     assert_eq!(container.image.as_deref(), Some(IMAGE));
     assert!(container.args.as_ref().unwrap().contains(&"--metrics-secure".to_owned()));
-    Api::<Service>::namespaced(client.clone(), "fleet-system").get("fleet-controller-manager-metrics-service").await.unwrap();
+    Api::<Service>::namespaced(client.clone(), "fleet-system")
+        .get("fleet-controller-manager-metrics-service")
+        .await
+        .unwrap();
     Api::<ClusterRole>::all(client.clone()).get("fleet-metrics-reader").await.unwrap();
 
     let opkit = |args: &[&str]| {
-        let out = run(Command::new(env!("CARGO_BIN_EXE_opkit")).args(args).current_dir(dir).env("KUBECONFIG", &kubeconfig));
+        let out =
+            run(Command::new(env!("CARGO_BIN_EXE_opkit")).args(args).current_dir(dir).env("KUBECONFIG", &kubeconfig));
         (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     // Undeploy removes everything config/default applied, the CRD too.

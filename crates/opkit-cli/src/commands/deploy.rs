@@ -37,15 +37,15 @@ fn render(image: Option<&str>) -> Result<Vec<Value>, CliError> {
 }
 
 /// `opkit build-installer`: config/default with the image set, as one YAML stream in
-/// `--output` (kubebuilder's `kustomize build config/default > dist/install.yaml`).
+/// `--file` (kubebuilder's `kustomize build config/default > dist/install.yaml`).
 pub fn build_installer(args: BuildInstallerArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
     let objs = render(Some(&args.image))?;
     let yaml = crate::kustomize::to_yaml_stream(&objs)?;
     let mut plan = FilePlan::new(&root);
-    plan.write(&args.output, yaml);
+    plan.write(&args.file, yaml);
     plan.commit()?;
-    let path = args.output.display().to_string();
+    let path = args.file.display().to_string();
     out.result(
         &format!(
             "Wrote {path}: {} object(s) with image {}; install with `kubectl apply -f {path}`.",
