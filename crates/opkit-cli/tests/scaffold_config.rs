@@ -42,8 +42,8 @@ fn write_crd_base(dir: &Path, kind: &str) {
         singular = kind.to_lowercase()
     );
     let bases = dir.join("config/crd/bases");
-    std::fs::create_dir_all(&bases).unwrap();
-    std::fs::write(bases.join(format!("ship.example.com_{plural}.yaml")), crd).unwrap();
+    std::fs::create_dir_all(&bases).expect("config/crd/bases");
+    std::fs::write(bases.join(format!("ship.example.com_{plural}.yaml")), crd).expect("write the CRD");
 }
 
 fn run(cmd: &mut Command) -> Output {
@@ -93,10 +93,10 @@ fn build_installer(dir: &Path) -> Vec<Value> {
 /// Uncomments `- ../<name>` in config/default/kustomization.yaml.
 fn enable_in_default(dir: &Path, name: &str) {
     let path = dir.join("config/default/kustomization.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = std::fs::read_to_string(&path).expect("config/default/kustomization.yaml");
     let commented = format!("#- ../{name}\n");
     assert!(text.contains(&commented), "{commented:?} not in {text}");
-    std::fs::write(&path, text.replace(&commented, &format!("- ../{name}\n"))).unwrap();
+    std::fs::write(&path, text.replace(&commented, &format!("- ../{name}\n"))).expect("write the kustomization");
 }
 
 #[test]
