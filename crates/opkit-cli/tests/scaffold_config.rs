@@ -311,3 +311,16 @@ async fn install_yaml_applies_and_removal_reports_no_check_before_an_error() {
     );
     assert!(stderr.contains("zbroken.ship.example.com"), "{stderr}");
 }
+
+#[test]
+fn repository_readme_workflow_uses_the_working_commands() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = read(&root, "README.md");
+    assert!(readme.contains("cargo install --locked --path crates/opkit-cli"), "cargo install without --locked");
+    assert!(readme.contains("kubectl apply -k config/samples/"));
+    assert!(!readme.contains("kubectl apply -f config/samples"), "config/samples holds a kustomization: -k");
+    assert!(readme.contains("make build-installer"));
+    // `opkit cluster start` in the checkout writes .opkit/, which git must not offer to track.
+    let gitignore = read(&root, ".gitignore");
+    assert!(gitignore.lines().any(|l| l.trim() == ".opkit/" || l.trim() == "/.opkit/"), "{gitignore}");
+}
