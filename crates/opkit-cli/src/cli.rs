@@ -99,6 +99,13 @@ pub enum Command {
     ///   opkit undeploy
     #[command(verbatim_doc_comment)]
     Undeploy(RemoveArgs),
+    /// Write config/default rendered with the image set as one YAML file (kubebuilder's
+    /// `make build-installer`): users install the operator with `kubectl apply -f` of it.
+    ///
+    /// Examples:
+    ///   opkit build-installer --image registry.example.com/memcached-operator:v0.1.0
+    #[command(verbatim_doc_comment)]
+    BuildInstaller(BuildInstallerArgs),
     /// Run a local Kubernetes-compatible control plane.
     #[command(subcommand)]
     Cluster(ClusterCommand),
@@ -321,6 +328,17 @@ pub struct DeployArgs {
     /// Do not wait for the manager Deployment to become available.
     #[arg(long)]
     pub no_wait: bool,
+}
+
+/// Flags of `opkit build-installer`.
+#[derive(Debug, clap::Args)]
+pub struct BuildInstallerArgs {
+    /// The manager image (replaces `controller` in config/manager).
+    #[arg(long, env = "IMG", default_value = "controller:latest")]
+    pub image: String,
+    /// Where to write the manifests, relative to the project (`-o` is the output format).
+    #[arg(long, default_value = "dist/install.yaml")]
+    pub file: PathBuf,
 }
 
 /// `opkit cluster ...`

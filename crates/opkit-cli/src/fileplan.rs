@@ -117,6 +117,31 @@ impl FilePlan {
         Ok(())
     }
 
+    /// [`FilePlan::insert_before_marker`] for a module declaration (`pub mod name;`): the
+    /// declarations directly above the marker are kept in the order rustfmt sorts them
+    /// (its `reorder_modules`, numbers compared by value), so the file stays `cargo fmt`
+    /// clean whatever order the modules are added in.
+    pub fn insert_module_before_marker(
+        &mut self,
+        rel: impl Into<PathBuf>,
+        marker: &str,
+        line: &str,
+    ) -> Result<(), PlanError> {
+        let rel = rel.into();
+        self.insert_before_marker(rel.clone(), marker, line)?;
+        let text = self.current(&rel)?.unwrap_or_default();
+        let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let Some(at) = lines.iter().position(|l| l.contains(marker)) else { return Ok(()) };
+        let is_module = |l: &str| {
+            let l = l.trim_start();
+            l.starts_with("pub mod ") || l.starts_with("mod ")
+        };
+        let start = lines[..at].iter().rposition(|l| !is_module(l)).map_or(0, |i| i + 1);
+        lines[start..at].sort_by(|a, b| version_order(module_name(a), module_name(b)));
+        self.write(rel, lines.concat());
+        Ok(())
+    }
+
     /// The planned files whose contents differ from what is on disk.
     pub fn stale(&self) -> Result<Vec<String>, PlanError> {
         let mut out = Vec::new();
@@ -194,6 +219,44 @@ impl FilePlan {
     }
 }
 
+/// The module name declared by a `pub mod name;` line (without `r#`).
+fn module_name(line: &str) -> &str {
+    let name = line.trim().trim_start_matches("pub ").trim_start_matches("mod ").trim_end_matches(';');
+    name.trim_start_matches("r#")
+}
+
+/// rustfmt's version sorting of names: runs of digits compare by value, the rest by bytes.
+fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for (i, c) in s.char_indices().skip(1) {
+            let prev = s[..i].chars().next_back().is_some_and(|p| p.is_ascii_digit());
+            if prev != c.is_ascii_digit() {
+                out.push((prev, &s[start..i]));
+                start = i;
+            }
+        }
+        if start < s.len() {
+            out.push((s[start..].starts_with(|c: char| c.is_ascii_digit()), &s[start..]));
+        }
+        out
+    }
+    for (x, y) in chunks(a).into_iter().zip(chunks(b)) {
+        let order = match (x, y) {
+            ((true, x), (true, y)) => {
+                let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+                x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+            }
+            ((_, x), (_, y)) => x.cmp(y),
+        };
+        if order.is_ne() {
+            return order;
+        }
+    }
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+}
+
 /// Writes `path` through a sibling temporary file and a rename.
 pub fn write_atomic(path: &Path, contents: &str) -> Result<(), PlanError> {
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -223,6 +286,21 @@ mod tests {
         assert_eq!(written.len(), 2);
         assert_eq!(std::fs::read_to_string(dir.path().join("a.rs")).unwrap(), "x\n    pub mod b;\n    // +marker\n");
         assert_eq!(std::fs::read_to_string(dir.path().join("sub/dir/c.txt")).unwrap(), "c");
+    }
+
+    #[test]
+    fn module_declarations_stay_in_rustfmt_order() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("mod.rs"), "use x;\n\npub mod b;\npub mod v10;\n// +modules\nfn f() {}\n")
+            .unwrap();
+        let mut plan = FilePlan::new(dir.path());
+        for name in ["a", "v2", "c", "r#type"] {
+            plan.insert_module_before_marker("mod.rs", "+modules", &format!("pub mod {name};")).unwrap();
+        }
+        assert_eq!(
+            plan.current(Path::new("mod.rs")).unwrap().unwrap(),
+            "use x;\n\npub mod a;\npub mod b;\npub mod c;\npub mod r#type;\npub mod v2;\npub mod v10;\n// +modules\nfn f() {}\n"
+        );
     }
 
     #[test]

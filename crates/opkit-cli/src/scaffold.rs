@@ -50,6 +50,18 @@ const TEMPLATES: &[(&str, &str)] = &[
         "leader_election_role_binding.yaml",
         include_str!("../templates/init/config/leader_election_role_binding.yaml.j2"),
     ),
+    ("rustfmt.toml", include_str!("../templates/init/rustfmt.toml.j2")),
+    ("e2e.rs", include_str!("../templates/init/e2e.rs.j2")),
+    ("manager_metrics_patch.yaml", include_str!("../templates/init/config/manager_metrics_patch.yaml.j2")),
+    ("metrics_service.yaml", include_str!("../templates/init/config/metrics_service.yaml.j2")),
+    ("metrics_auth_role.yaml", include_str!("../templates/init/config/metrics_auth_role.yaml.j2")),
+    ("metrics_auth_role_binding.yaml", include_str!("../templates/init/config/metrics_auth_role_binding.yaml.j2")),
+    ("metrics_reader_role.yaml", include_str!("../templates/init/config/metrics_reader_role.yaml.j2")),
+    ("prometheus_kustomization", include_str!("../templates/init/config/prometheus_kustomization.yaml.j2")),
+    ("monitor.yaml", include_str!("../templates/init/config/monitor.yaml.j2")),
+    ("network_policy_kustomization", include_str!("../templates/init/config/network_policy_kustomization.yaml.j2")),
+    ("allow_metrics_traffic.yaml", include_str!("../templates/init/config/allow_metrics_traffic.yaml.j2")),
+    ("allow_webhook_traffic.yaml", include_str!("../templates/init/config/allow_webhook_traffic.yaml.j2")),
     ("types.rs", include_str!("../templates/api/types.rs.j2")),
     ("gv_mod.rs", include_str!("../templates/api/gv_mod.rs.j2")),
     ("controller.rs", include_str!("../templates/api/controller.rs.j2")),
@@ -221,6 +233,17 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
         ("config/rbac/service_account.yaml", "service_account.yaml"),
         ("config/rbac/leader_election_role.yaml", "leader_election_role.yaml"),
         ("config/rbac/leader_election_role_binding.yaml", "leader_election_role_binding.yaml"),
+        ("rustfmt.toml", "rustfmt.toml"),
+        ("tests/e2e.rs", "e2e.rs"),
+        ("config/default/manager_metrics_patch.yaml", "manager_metrics_patch.yaml"),
+        ("config/default/metrics_service.yaml", "metrics_service.yaml"),
+        ("config/rbac/metrics_auth_role.yaml", "metrics_auth_role.yaml"),
+        ("config/rbac/metrics_auth_role_binding.yaml", "metrics_auth_role_binding.yaml"),
+        ("config/rbac/metrics_reader_role.yaml", "metrics_reader_role.yaml"),
+        ("config/prometheus/kustomization.yaml", "prometheus_kustomization"),
+        ("config/prometheus/monitor.yaml", "monitor.yaml"),
+        ("config/network-policy/kustomization.yaml", "network_policy_kustomization"),
+        ("config/network-policy/allow-metrics-traffic.yaml", "allow_metrics_traffic.yaml"),
     ];
     for (path, template) in files {
         plan.create(*path, render(&env, template, &ctx)?)?;
@@ -422,14 +445,14 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
                     existing_header(root)
                 );
                 plan.create(&group_mod, text)?;
-                plan.insert_before_marker(
+                plan.insert_module_before_marker(
                     "src/api/mod.rs",
                     "+opkit:scaffold:api-modules",
                     &format!("pub mod {group};"),
                 )?;
             }
             if plan.current(Path::new(&gv_mod))?.is_none() {
-                plan.insert_before_marker(
+                plan.insert_module_before_marker(
                     &group_mod,
                     "+opkit:scaffold:versions",
                     &format!("pub mod {};", opts.version),
@@ -439,7 +462,7 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         if plan.current(Path::new(&gv_mod))?.is_none() {
             plan.create(&gv_mod, render(&env, "gv_mod.rs", &ctx)?)?;
             if layout.group_module.is_none() {
-                plan.insert_before_marker(
+                plan.insert_module_before_marker(
                     "src/api/mod.rs",
                     "+opkit:scaffold:api-modules",
                     &format!("pub mod {gv_module};"),
@@ -454,6 +477,10 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
             "+opkit:scaffold:crds",
             &format!("{gv_module}::{kind_type}::crd(),"),
         )?;
+        let api_mod = plan.current(Path::new("src/api/mod.rs"))?.unwrap_or_default();
+        if !api_mod.contains(CRD_EXT_IMPORT) {
+            plan.write("src/api/mod.rs", replace_anchor(&api_mod, "src/api/mod.rs", CRD_IMPORT, CRD_EXT_IMPORT)?);
+        }
         plan.create(format!("config/samples/{sample_file}"), render(&env, "sample.yaml", &ctx)?)?;
         plan.write("config/samples/kustomization.yaml", render(&env, "samples_kustomization", &ctx)?);
         plan.write("config/crd/kustomization.yaml", render(&env, "crd_kustomization", &ctx)?);
@@ -484,19 +511,19 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
                         existing_header(root)
                     );
                     plan.create(&group_mod, text)?;
-                    plan.insert_before_marker(
+                    plan.insert_module_before_marker(
                         "src/controller/mod.rs",
                         "+opkit:scaffold:controller-modules",
                         &format!("pub mod {group};"),
                     )?;
                 }
-                plan.insert_before_marker(
+                plan.insert_module_before_marker(
                     &group_mod,
                     "+opkit:scaffold:controller-modules",
                     &format!("pub mod {kind_snake};"),
                 )?;
             }
-            None => plan.insert_before_marker(
+            None => plan.insert_module_before_marker(
                 "src/controller/mod.rs",
                 "+opkit:scaffold:controller-modules",
                 &format!("pub mod {kind_snake};"),
@@ -507,6 +534,8 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
             "+opkit:scaffold:controller-setup",
             &format!("{}::setup(mgr)?;", layout.controller_module),
         )?;
+        let controller_mod = plan.current(Path::new("src/controller/mod.rs"))?.unwrap_or_default();
+        plan.write("src/controller/mod.rs", controller_mod.replace(UNUSED_SETUP_SIGNATURE, SETUP_SIGNATURE));
         if opts.resource {
             plan.create(
                 format!("tests/{}_controller.rs", layout.file_prefix),
@@ -548,6 +577,16 @@ pub struct WebhookOptions {
     /// Scaffold conversion from and to these versions (empty: no conversion).
     pub spokes: Vec<String>,
 }
+
+/// src/api/mod.rs imports the CRD type; the trait that makes a kind's CRD is imported with the
+/// first kind (before, the import would be unused).
+const CRD_IMPORT: &str =
+    "use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;\n";
+const CRD_EXT_IMPORT: &str = "use kube::CustomResourceExt;\n";
+/// src/controller/mod.rs's `setup` as `opkit init` writes it (no controller uses the manager
+/// yet) and as the first controller makes it.
+const UNUSED_SETUP_SIGNATURE: &str = "pub fn setup(_mgr: &Manager)";
+const SETUP_SIGNATURE: &str = "pub fn setup(mgr: &Manager)";
 
 /// Marks in main.rs and lib.rs where a project's first webhook is wired in.
 const MAIN_ARGS_ANCHOR: &str = "    manager: ManagerArgs,\n";
@@ -655,6 +694,15 @@ pub fn webhook_plan(
         ] {
             plan.create(path, render(&env, template, &ctx)?)?;
         }
+        // config/network-policy admits webhook calls too (projects from before it existed lack it).
+        let policies = "config/network-policy/kustomization.yaml";
+        if plan.current(Path::new(policies))?.is_some() {
+            plan.create(
+                "config/network-policy/allow-webhook-traffic.yaml",
+                render(&env, "allow_webhook_traffic.yaml", &ctx)?,
+            )?;
+            plan.insert_before_marker(policies, "+opkit:scaffold:network-policies", "- allow-webhook-traffic.yaml")?;
+        }
         // `make run` serves the webhooks from now on (ENABLE_WEBHOOKS=false turns them off).
         if let Some(makefile) = plan.current(Path::new("Makefile"))? {
             plan.write("Makefile", makefile.replace("ENABLE_WEBHOOKS ?= false", "ENABLE_WEBHOOKS ?= true"));
@@ -673,7 +721,11 @@ pub fn webhook_plan(
         plan.write(default, add_default_patches(&text, &["- path: webhookcainjection_patch.yaml"]));
     }
     plan.create(format!("src/webhook/{module}.rs"), render(&env, "webhook.rs", &ctx)?)?;
-    plan.insert_before_marker("src/webhook/mod.rs", "+opkit:scaffold:webhook-modules", &format!("pub mod {module};"))?;
+    plan.insert_module_before_marker(
+        "src/webhook/mod.rs",
+        "+opkit:scaffold:webhook-modules",
+        &format!("pub mod {module};"),
+    )?;
     plan.insert_before_marker(
         "src/webhook/mod.rs",
         "+opkit:scaffold:webhook-setup",

@@ -193,11 +193,10 @@ fn create_api_adds_kinds_and_refuses_bad_input() {
     refused(&dir, &api("cache", "v1", "thing"), "invalid kind \"thing\"");
     refused(&dir, &api("cache", "v1", "My_Thing"), "invalid kind");
     // A missing scaffold marker is reported and nothing is half-written.
-    let mod_rs = read(&dir, "src/controller/mod.rs").replace("// +opkit:scaffold:controller-setup", "");
-    std::fs::write(dir.join("src/controller/mod.rs"), mod_rs).unwrap();
+    let mod_rs = read(&dir, "src/controller/mod.rs");
+    std::fs::write(dir.join("src/controller/mod.rs"), mod_rs.replace("// +opkit:scaffold:controller-setup", ""))
+        .unwrap();
     refused(&dir, &api("ship", "v1", "Frigate"), "marker \"+opkit:scaffold:controller-setup\" not found");
-    let mod_rs = read(&dir, "src/controller/mod.rs")
-        .replace("    let _ = mgr;\n", "    let _ = mgr;\n    // +opkit:scaffold:controller-setup\n");
     std::fs::write(dir.join("src/controller/mod.rs"), mod_rs).unwrap();
 
     // More kinds and groups, cluster-scoped, a second version of a kind.

@@ -64,29 +64,33 @@ pub async fn serve_metrics(
     metrics: Metrics,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
-    let handler: Handler = Arc::new(move |req| {
-        if req.uri().path() != "/metrics" {
-            return not_found();
-        }
-        if req.method() != Method::GET && req.method() != Method::HEAD {
-            return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n".to_string());
-        }
-        let openmetrics = req
-            .headers()
-            .get_all(header::ACCEPT)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| v.contains("application/openmetrics-text"));
-        let (body, content_type) = if openmetrics {
-            (metrics.encode_openmetrics(), OPENMETRICS_TEXT)
-        } else {
-            (metrics.encode(), PROMETHEUS_TEXT)
-        };
-        let mut resp = Response::new(Full::new(Bytes::from(body)));
-        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        resp
-    });
+    let handler: Handler = Arc::new(move |req| metrics_response(req, &metrics));
     serve(addr, handler, shutdown).await
+}
+
+/// The answer of the metrics endpoint to `req`: the exposition on `GET /metrics`
+/// (OpenMetrics when the scraper accepts it), else 404 or 405.
+pub(crate) fn metrics_response<B>(req: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    if req.uri().path() != "/metrics" {
+        return not_found();
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n".to_string());
+    }
+    let openmetrics = req
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let (body, content_type) = if openmetrics {
+        (metrics.encode_openmetrics(), OPENMETRICS_TEXT)
+    } else {
+        (metrics.encode(), PROMETHEUS_TEXT)
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
 }
 
 /// Rewrites OpenMetrics text as Prometheus text format 0.0.4: counter families are
@@ -300,7 +304,8 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+/// A plain-text answer (`text/plain; charset=utf-8`, `nosniff`), as Go's `http.Error` writes.
+pub(crate) fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_PLAIN));

@@ -1,7 +1,9 @@
 //! Runtime metrics: the controller-runtime metric families (reconcile counters and
 //! timings, worker gauges, workqueue metrics, leader-election status) kept in one
 //! `prometheus-client` [`Registry`], plus the Prometheus text exposition served on
-//! `/metrics`.
+//! `/metrics` (over HTTPS with authentication and authorization: [`secure`]).
+
+pub mod secure;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

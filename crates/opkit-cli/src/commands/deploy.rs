@@ -1,6 +1,6 @@
 //! `opkit deploy` / `opkit undeploy`: config/default rendered like `kustomize build` (in
 //! Rust, kubectl is not needed), with the manager image set, applied to or deleted from
-//! the cluster.
+//! the cluster; `opkit build-installer` writes the same rendering to dist/install.yaml.
 
 use std::time::Duration;
 
@@ -9,10 +9,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-use super::install::{FIELD_MANAGER, delete_objects};
+use super::install::{FIELD_MANAGER, Steps, delete_objects};
 use super::{CliError, kubeconfig, project_dir};
-use crate::cli::{DeployArgs, RemoveArgs};
+use crate::cli::{BuildInstallerArgs, DeployArgs, RemoveArgs};
 use crate::cluster_ops;
+use crate::fileplan::FilePlan;
 use crate::output::Output;
 use crate::project::Project;
 
@@ -35,13 +36,53 @@ fn render(image: Option<&str>) -> Result<Vec<Value>, CliError> {
     Ok(objs)
 }
 
+/// `opkit build-installer`: config/default with the image set, as one YAML stream in
+/// `--file` (kubebuilder's `kustomize build config/default > dist/install.yaml`).
+pub fn build_installer(args: BuildInstallerArgs, out: &mut Output) -> Result<(), CliError> {
+    let root = project_dir()?;
+    let objs = render(Some(&args.image))?;
+    let yaml = crate::kustomize::to_yaml_stream(&objs)?;
+    let mut plan = FilePlan::new(&root);
+    plan.write(&args.file, yaml);
+    plan.commit()?;
+    let path = args.file.display().to_string();
+    out.result(
+        &format!(
+            "Wrote {path}: {} object(s) with image {}; install with `kubectl apply -f {path}`.",
+            objs.len(),
+            args.image
+        ),
+        json!({"path": path, "objects": objs.len(), "image": args.image}),
+    );
+    Ok(())
+}
+
 /// `opkit deploy`.
 pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> {
+    let steps = Steps::default();
+    match deploy_steps(&args, out, &steps).await {
+        Ok(result) => {
+            out.done_waiting();
+            steps.succeeded(out);
+            let (text, json) = result;
+            out.result(&text, json);
+            Ok(())
+        }
+        Err(e) => {
+            out.done_waiting();
+            Err(steps.fail(out, e))
+        }
+    }
+}
+
+/// Applies config/default and waits for its Deployments, recording each step in `steps`;
+/// returns the result to print.
+async fn deploy_steps(args: &DeployArgs, out: &mut Output, steps: &Steps) -> Result<(String, Value), CliError> {
     let objs = render(Some(&args.image))?;
     let client = kubeconfig::client(&args.cluster).await?;
     let timeout = Duration::from_secs(args.cluster.timeout);
     out.waiting("applying config/default");
-    let applied = cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| out.step(m), timeout).await?;
+    let applied = cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| steps.record(m), timeout).await?;
     let deployments: Vec<(String, String)> = objs
         .iter()
         .filter(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment"))
@@ -68,7 +109,7 @@ pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> 
                 simulated = true;
                 out.warn(&format!("deployment {ns}/{name} reports available, but its pods are simulated"));
             } else {
-                out.step(&format!("deployment {ns}/{name} is available"));
+                steps.record(&format!("deployment {ns}/{name} is available"));
             }
         }
         if simulated {
@@ -85,8 +126,7 @@ pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> 
     } else {
         format!("Deployed {} object(s) with image {}.", names.len(), args.image)
     };
-    out.result(&text, json!({"applied": names, "image": args.image, "imageLoaded": !simulated}));
-    Ok(())
+    Ok((text, json!({"applied": names, "image": args.image, "imageLoaded": !simulated})))
 }
 
 /// What to do when the manager's image is not loaded into the local cluster.

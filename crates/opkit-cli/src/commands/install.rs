@@ -1,6 +1,9 @@
 //! `opkit install` / `opkit uninstall`: the project's CRDs (config/crd, rendered like
-//! `kustomize build`) into or out of the cluster, waiting until established or gone.
+//! `kustomize build`) into or out of the cluster, waiting until established or gone; and
+//! [`Steps`], how these commands and deploy/undeploy report what they did (a ✓ only once
+//! the whole command succeeded).
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -29,6 +32,37 @@ fn names(objs: &[Value]) -> Vec<String> {
     objs.iter().filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str).map(String::from)).collect()
 }
 
+/// What a command did to the cluster, reported as ✓ lines only once all of it succeeded, so
+/// that no ✓ is followed by an error; on failure, [`Steps::fail`] warns what was changed
+/// before it.
+#[derive(Debug, Default)]
+pub struct Steps {
+    done: RefCell<Vec<String>>,
+}
+
+impl Steps {
+    /// Records a finished step (the progress callback of `cluster_ops`).
+    pub fn record(&self, step: &str) {
+        self.done.borrow_mut().push(step.to_owned());
+    }
+
+    /// Prints every recorded step as `✓ ...`.
+    pub fn succeeded(self, out: &Output) {
+        for step in self.done.into_inner() {
+            out.step(&step);
+        }
+    }
+
+    /// Warns what was done before `error` (if anything) and returns the error.
+    pub fn fail(self, out: &Output, error: impl Into<CliError>) -> CliError {
+        let done = self.done.into_inner();
+        if !done.is_empty() {
+            out.warn(&format!("before the error: {}", done.join(", ")));
+        }
+        error.into()
+    }
+}
+
 /// Applies the CRDs and waits until each is established.
 pub async fn install_crds(args: &ClusterArgs, out: &mut Output) -> Result<Vec<String>, CliError> {
     let root = project_dir()?;
@@ -37,11 +71,15 @@ pub async fn install_crds(args: &ClusterArgs, out: &mut Output) -> Result<Vec<St
     let client = kubeconfig::client(args).await?;
     out.waiting("applying the CRDs and waiting until they are established");
     // apply returns once every CRD it applied is Established.
-    cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| out.step(m), Duration::from_secs(args.timeout))
-        .await?;
-    let names = names(&objs);
+    let steps = Steps::default();
+    let timeout = Duration::from_secs(args.timeout);
+    if let Err(e) = cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| steps.record(m), timeout).await {
+        out.done_waiting();
+        return Err(steps.fail(out, e));
+    }
     out.done_waiting();
-    Ok(names)
+    steps.succeeded(out);
+    Ok(names(&objs))
 }
 
 /// `opkit install`.
@@ -62,7 +100,8 @@ pub async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliErro
 }
 
 /// Deletes `objs` (reverse order, waiting until gone) and returns what was deleted; an
-/// error names the objects that did not exist unless `--ignore-not-found` is set.
+/// error names the objects that did not exist unless `--ignore-not-found` is set. A ✓ is
+/// printed for each deleted object only when no error follows.
 pub async fn delete_objects(
     objs: &[Value],
     args: &RemoveArgs,
@@ -71,7 +110,21 @@ pub async fn delete_objects(
 ) -> Result<Vec<String>, CliError> {
     let client = kubeconfig::client(&args.cluster).await?;
     out.waiting(what);
-    let deleted = cluster_ops::delete(&client, objs, &|m: &str| out.step(m), true).await?;
+    let progress = Steps::default();
+    let deleted = match cluster_ops::delete(&client, objs, &|m: &str| progress.record(m), true).await {
+        Ok(deleted) => deleted,
+        Err(e) => {
+            out.done_waiting();
+            return Err(progress.fail(out, e));
+        }
+    };
+    out.done_waiting();
+    // Only what was deleted gets a ✓; objects already gone are an error below, or nothing
+    // with --ignore-not-found (as kubectl delete).
+    let steps = Steps::default();
+    for d in &deleted {
+        steps.record(&format!("{d} deleted"));
+    }
     let missing: Vec<String> = objs
         .iter()
         .filter_map(|o| {
@@ -82,7 +135,9 @@ pub async fn delete_objects(
         })
         .collect();
     if !args.ignore_not_found && !missing.is_empty() {
-        return Err(CliError::Usage(format!("not found: {} (pass --ignore-not-found to ignore)", missing.join(", "))));
+        let error = CliError::Usage(format!("not found: {} (pass --ignore-not-found to ignore)", missing.join(", ")));
+        return Err(steps.fail(out, error));
     }
+    steps.succeeded(out);
     Ok(deleted.iter().map(ToString::to_string).collect())
 }

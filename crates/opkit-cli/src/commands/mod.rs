@@ -168,6 +168,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Deploy(args) => rt()?.block_on(deploy::deploy(args, &mut out)),
         Command::Undeploy(args) => rt()?.block_on(deploy::undeploy(args, &mut out)),
         Command::Helm(HelmCommand::Template(args)) => helm::template(args, &mut out),
+        Command::BuildInstaller(args) => deploy::build_installer(args, &mut out),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())

@@ -10,6 +10,7 @@ use kube::{Client, Config};
 use super::ManagerOptions;
 use crate::cache::CacheScope;
 use crate::leader::LeaderElectionConfig;
+use crate::metrics::secure::SecureServing;
 
 /// Bad flags or an unusable kubeconfig.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,26 @@ pub struct ManagerArgs {
     /// The address the metrics endpoint binds to (`:8080`; `0` disables it).
     #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = ":8080")]
     pub metrics_bind_address: String,
+    /// Serve the metrics endpoint over HTTPS, every request authenticated (TokenReview)
+    /// and authorized (SubjectAccessReview); `--metrics-secure=false` for plain HTTP.
+    #[arg(
+        long,
+        env = "METRICS_SECURE",
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub metrics_secure: bool,
+    /// The directory with the metrics server's certificate (default: a self-signed one).
+    #[arg(long, env = "METRICS_CERT_PATH")]
+    pub metrics_cert_path: Option<PathBuf>,
+    /// The certificate's file name in `--metrics-cert-path`.
+    #[arg(long, default_value = crate::metrics::secure::DEFAULT_CERT_NAME)]
+    pub metrics_cert_name: String,
+    /// The key's file name in `--metrics-cert-path`.
+    #[arg(long, default_value = crate::metrics::secure::DEFAULT_KEY_NAME)]
+    pub metrics_cert_key: String,
     /// The address the health probe endpoints bind to.
     #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
     pub health_probe_bind_address: String,
@@ -85,6 +106,11 @@ impl ManagerArgs {
         Ok(ManagerOptions {
             cache: CacheScope { namespaces: self.namespace.clone(), label_selector: None },
             metrics_addr: parse_bind("--metrics-bind-address", &self.metrics_bind_address)?,
+            metrics_secure: self.metrics_secure.then(|| SecureServing {
+                cert_dir: self.metrics_cert_path.clone(),
+                cert_name: self.metrics_cert_name.clone(),
+                key_name: self.metrics_cert_key.clone(),
+            }),
             health_addr: parse_bind("--health-probe-bind-address", &self.health_probe_bind_address)?,
             leader_election,
             ..ManagerOptions::default()
@@ -146,5 +172,21 @@ mod tests {
         assert_eq!(o.leader_election.map(|l| l.lease_name), Some("86f835c3.example.com".to_string()));
         assert_eq!(o.cache.namespaces, ["a", "b"]);
         assert!(parse_bind("--x", "nonsense").is_err());
+    }
+
+    #[test]
+    fn metrics_secure_flags() {
+        let plain = Cli::parse_from(["op"]).mgr.options().expect("options");
+        assert_eq!(plain.metrics_secure, None);
+        let secure = Cli::parse_from(["op", "--metrics-secure", "--metrics-bind-address=:8443"]).mgr.options();
+        let secure = secure.expect("options").metrics_secure.expect("secure");
+        assert_eq!(secure, SecureServing::default());
+        let off = Cli::parse_from(["op", "--metrics-secure=false"]).mgr.options().expect("options");
+        assert_eq!(off.metrics_secure, None);
+        let with_certs =
+            Cli::parse_from(["op", "--metrics-secure=true", "--metrics-cert-path", "/certs"]).mgr.options();
+        let with_certs = with_certs.expect("options").metrics_secure.expect("secure");
+        assert_eq!(with_certs.cert_dir, Some(PathBuf::from("/certs")));
+        assert_eq!((with_certs.cert_name.as_str(), with_certs.key_name.as_str()), ("tls.crt", "tls.key"));
     }
 }

@@ -157,6 +157,9 @@ pub struct ManagerOptions {
     pub cache: CacheScope,
     /// Where to serve `/metrics` (None: off).
     pub metrics_addr: Option<SocketAddr>,
+    /// Serve `/metrics` over HTTPS, each request authenticated and authorized by the API
+    /// server (None: plain HTTP, open to all).
+    pub metrics_secure: Option<crate::metrics::secure::SecureServing>,
     /// Where to serve `/healthz` and `/readyz` (None: off).
     pub health_addr: Option<SocketAddr>,
     /// Leader election (None: every replica leads).
@@ -170,6 +173,7 @@ impl Default for ManagerOptions {
         ManagerOptions {
             cache: CacheScope::default(),
             metrics_addr: None,
+            metrics_secure: None,
             health_addr: None,
             leader_election: None,
             graceful_shutdown_timeout: Duration::from_secs(30),
@@ -394,9 +398,14 @@ impl Manager {
         all: &CancellationToken,
     ) -> Result<(), ManagerError> {
         if let Some(addr) = opts.metrics_addr {
-            let bound = health::serve_metrics(addr, self.inner.metrics.clone(), all.clone())
-                .await
-                .map_err(|source| ManagerError::Serve { what: "metrics", source })?;
+            let metrics = self.inner.metrics.clone();
+            let bound = match &opts.metrics_secure {
+                Some(serving) => crate::metrics::secure::serve(addr, metrics, self.client(), serving, all.clone())
+                    .await
+                    .map_err(std::io::Error::other),
+                None => health::serve_metrics(addr, metrics, all.clone()).await,
+            }
+            .map_err(|source| ManagerError::Serve { what: "metrics", source })?;
             self.inner.bound.lock().0 = Some(bound);
         }
         let (mut healthz, mut readyz) = {

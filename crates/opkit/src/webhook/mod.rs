@@ -18,7 +18,7 @@ mod hub;
 mod review;
 mod runnable;
 mod server;
-mod tls;
+pub(crate) mod tls;
 
 #[cfg(test)]
 mod tests;
