@@ -168,7 +168,7 @@ fn standalone_manifest(text: &str, ws: &Table, version: &str) -> Result<String, 
             }
         }
     }
-    Ok(format!("# Vendored by `opkit init` from the opkit workspace: `workspace = true` keys resolved.\n{doc}"))
+    Ok(format!("# Vendored by `opkit init` from the opkit workspace, with the inherited keys resolved.\n{doc}"))
 }
 
 /// Whether a key is `{ workspace = true }` (or `key.workspace = true`).
