@@ -54,10 +54,20 @@ fn init_vendors_opkit_and_the_dockerfile_commands_build_the_context_elsewhere() 
     assert!(context.join("vendor/opkit/opkit/src/lib.rs").is_file(), ".dockerignore drops the vendored crates");
     let root = tmp.path().join("image");
     let dockerfile = std::fs::read_to_string(project.join("Dockerfile")).expect("Dockerfile");
-    let runs = run_builder_stage(&dockerfile, &context, &root);
+    let (runs, workdir) = run_builder_stage(&dockerfile, &context, &root);
     assert!(runs.iter().any(|r| r.contains("cargo build --release --locked")), "{runs:?}");
     let binary = docker_target_dir().join("release/portable-operator");
     assert!(binary.is_file(), "{} was not built", binary.display());
+    // Every local package the image build used lies inside the image.
+    let mut metadata = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    metadata.args(["metadata", "--format-version", "1", "--offline", "--locked"]).current_dir(&workdir);
+    let metadata: serde_json::Value = serde_json::from_str(&run_ok(metadata, "cargo metadata")).expect("metadata");
+    let packages = metadata["packages"].as_array().expect("packages");
+    let local: Vec<&str> =
+        packages.iter().filter(|p| p["source"].is_null()).filter_map(|p| p["manifest_path"].as_str()).collect();
+    assert!(local.len() == 7, "the project and its six opkit crates: {local:?}");
+    let outside: Vec<&&str> = local.iter().filter(|p| !Path::new(p).starts_with(&root)).collect();
+    assert!(outside.is_empty(), "the image build reads packages outside the image: {outside:?}");
 }
 
 #[test]
@@ -84,6 +94,23 @@ fn a_scaffolded_projects_test_build_asks_the_same_features_as_its_build() {
 fn the_workspaces_test_build_asks_the_same_features_as_its_build() {
     let differ = feature_drift(&workspace(), &["--workspace"]);
     assert!(differ.is_empty(), "`cargo test --workspace` would rebuild these with other features: {differ:#?}");
+}
+
+#[test]
+fn the_main_job_asks_the_same_features_as_the_workspace_build() {
+    // `cargo run --release -p memcached-operator --example walkthrough` after
+    // `cargo build --release --workspace` (the README's order): an example builds with its
+    // package's dev-dependencies.
+    let workspace_build = tree_features(&workspace(), &["--workspace"], "normal,build");
+    let main_job = tree_features(&workspace(), &["-p", "memcached-operator"], "normal,build,dev");
+    let differ: BTreeMap<_, _> = main_job
+        .into_iter()
+        .filter_map(|(package, features)| match workspace_build.get(&package) {
+            Some(built) if *built != features => Some((package, (built.clone(), features))),
+            _ => None,
+        })
+        .collect();
+    assert!(differ.is_empty(), "the main job would rebuild these with other features: {differ:#?}");
 }
 
 /// The packages whose features differ between a build without the dev-dependencies
@@ -175,9 +202,9 @@ fn copy_tree(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) {
 /// Runs the Dockerfile's first stage with `root` as the image's file system: WORKDIR,
 /// COPY from the context and RUN (through `sh -c`, as Docker's shell form does). Any
 /// other instruction fails the test, so a Dockerfile this cannot follow is noticed.
-/// Returns the RUN commands. Cargo builds offline into [`docker_target_dir`], with the
+/// Returns the RUN commands and the last WORKDIR. Cargo builds offline into [`docker_target_dir`], with the
 /// release profile's optimizations off to keep the test cheap: the command is the same.
-fn run_builder_stage(dockerfile: &str, context: &Path, root: &Path) -> Vec<String> {
+fn run_builder_stage(dockerfile: &str, context: &Path, root: &Path) -> (Vec<String>, PathBuf) {
     let joined = dockerfile.replace("\\\n", " ");
     let mut workdir = root.to_path_buf();
     let mut runs = Vec::new();
@@ -230,5 +257,5 @@ fn run_builder_stage(dockerfile: &str, context: &Path, root: &Path) -> Vec<Strin
             other => panic!("the builder stage has {other}, which this test does not follow: {line}"),
         }
     }
-    runs
+    (runs, workdir)
 }
