@@ -1,11 +1,17 @@
-//! Records the git commit opkit is built from, for `opkit version`: `OPKIT_GIT_COMMIT`
-//! from the environment when set (a packager's build), else `git rev-parse HEAD` when the
-//! sources are a git checkout, else "unknown". A build outside git never fails.
+//! The build script. It packs the opkit crates a scaffolded project vendors into the CLI
+//! (`build/vendor.rs` says how and why), and records the git commit opkit is built from,
+//! for `opkit version`: `OPKIT_GIT_COMMIT` from the environment when set (a packager's
+//! build), else `git rev-parse HEAD` when the sources are a git checkout, else "unknown".
+//! A build outside git never fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "build/vendor.rs"]
+mod vendor;
+
 fn main() {
+    vendor::write_packed_sources();
     println!("cargo:rerun-if-env-changed=OPKIT_GIT_COMMIT");
     let commit = std::env::var("OPKIT_GIT_COMMIT")
         .ok()

@@ -151,8 +151,8 @@ pub struct InitArgs {
     /// The license of the scaffolded files.
     #[arg(long, value_enum, default_value_t = License::Apache2)]
     pub license: License,
-    /// A local checkout of opkit to build against (default: the checkout this CLI was
-    /// built from, if present; otherwise the published crates).
+    /// A local checkout of opkit to build against by path, for developing opkit itself
+    /// (default: the opkit crates vendored into the project, so it builds anywhere).
     #[arg(long, env = "OPKIT_PATH")]
     pub opkit_path: Option<PathBuf>,
 }

@@ -104,18 +104,27 @@ fn render(env: &Environment<'_>, name: &'static str, ctx: &Value) -> Result<Stri
 /// Where the scaffold's opkit dependencies come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpkitSource {
-    /// The published crates (`opkit = "0.1.0"`).
+    /// The published crates (`opkit = "0.1.0"`): a CLI built without the sources.
     Registry,
-    /// A local checkout of the opkit repository (its root directory).
+    /// Copies of the crates in the project (`vendor/opkit/`, see [`crate::vendor`]): the
+    /// project builds anywhere, its Dockerfile included.
+    Vendored,
+    /// A local checkout of the opkit repository (its root directory), by path: for the
+    /// examples inside the checkout, and for developing opkit itself (`--opkit-path`).
     Checkout(PathBuf),
 }
 
 impl OpkitSource {
-    /// The checkout this CLI was built from, when it still exists; else the registry.
-    pub fn detect() -> OpkitSource {
+    /// For a project at `project_root`: inside the checkout this CLI was built from (the
+    /// examples), that checkout; else the vendored crates, when the CLI carries them; else
+    /// the registry.
+    pub fn detect(project_root: &Path) -> OpkitSource {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         match std::fs::canonicalize(&root) {
-            Ok(root) if root.join("crates/opkit/Cargo.toml").is_file() => OpkitSource::Checkout(root),
+            Ok(root) if root.join("crates/opkit/Cargo.toml").is_file() && project_root.starts_with(&root) => {
+                OpkitSource::Checkout(root)
+            }
+            _ if crate::vendor::available() => OpkitSource::Vendored,
             _ => OpkitSource::Registry,
         }
     }
@@ -126,6 +135,7 @@ impl OpkitSource {
         let version = env!("CARGO_PKG_VERSION");
         match self {
             OpkitSource::Registry => format!("\"{version}\""),
+            OpkitSource::Vendored => crate::vendor::dependency(krate),
             OpkitSource::Checkout(root) => {
                 let path = match project_root.strip_prefix(root) {
                     Ok(inside) => {
@@ -206,6 +216,8 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
         leader_election_id => format!("{}.{}", fnv32a(&opts.repo), opts.domain),
         dep_opkit => opts.opkit.dependency("opkit", root),
         dep_testenv => opts.opkit.dependency("opkit-testenv", root),
+        vendored => opts.opkit == OpkitSource::Vendored,
+        own_workspace => !opts.opkit.contains(root),
         crd_files => Vec::<String>::new(),
         sample_files => Vec::<String>::new(),
         conversion_patches => Vec::<String>::new(),
@@ -248,7 +260,9 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
     for (path, template) in files {
         plan.create(*path, render(&env, template, &ctx)?)?;
     }
-    if let (OpkitSource::Checkout(checkout), false) = (&opts.opkit, opts.opkit.contains(root)) {
+    if opts.opkit == OpkitSource::Vendored {
+        crate::vendor::plan(&mut plan)?;
+    } else if let (OpkitSource::Checkout(checkout), false) = (&opts.opkit, opts.opkit.contains(root)) {
         // The checkout's lock file pins the versions it was tested with (and already
         // downloaded), so the new project builds offline; cargo adds the new package.
         if let Ok(lock) = std::fs::read_to_string(checkout.join("Cargo.lock")) {

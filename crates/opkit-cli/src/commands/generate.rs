@@ -37,10 +37,8 @@ pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         );
     }
 
-    out.waiting(&format!("building {} to read its CRDs (cargo run -- --print-crds)", project.project_name));
-    let mut crds = check_versions(print_crds(&root)?)?;
+    let mut crds = check_versions(print_crds(&root, &project.project_name, out)?)?;
     crds.iter_mut().for_each(opkit::crd::normalize_manifest);
-    out.done_waiting();
     let mut crd_files = Vec::new();
     for crd in &crds {
         let (file, text) = crd_file(crd)?;
@@ -73,21 +71,24 @@ pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
 }
 
 /// Builds and runs the operator with `--print-crds`; its stdout is a JSON array of CRDs.
-fn print_crds(root: &Path) -> Result<Vec<Value>, CliError> {
+/// A cold build takes minutes, so cargo's progress goes straight to the user's stderr;
+/// with `-o json` cargo is quiet and its stderr is kept for the error.
+fn print_crds(root: &Path, name: &str, out: &Output) -> Result<Vec<Value>, CliError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = std::process::Command::new(&cargo)
-        .args(["run", "--quiet", "--", "--print-crds"])
-        .current_dir(root)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| CliError::Build(format!("running {cargo}: {e}")))?;
+    let mut cmd = std::process::Command::new(&cargo);
+    cmd.arg("run").current_dir(root).stdin(Stdio::null()).stdout(Stdio::piped());
+    if out.json() {
+        cmd.arg("--quiet").stderr(Stdio::piped());
+    } else {
+        eprintln!("Building {name} to read its CRDs (cargo run -- --print-crds)");
+        cmd.stderr(Stdio::inherit());
+    }
+    let output =
+        cmd.args(["--", "--print-crds"]).output().map_err(|e| CliError::Build(format!("running {cargo}: {e}")))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(CliError::Build(format!(
-            "`cargo run -- --print-crds` failed ({}):\n{}",
-            output.status,
-            stderr.trim_end()
-        )));
+        let detail = if out.json() { stderr.trim_end() } else { "see cargo's output above" };
+        return Err(CliError::Build(format!("`cargo run -- --print-crds` failed ({}):\n{detail}", output.status)));
     }
     serde_json::from_slice(&output.stdout)
         .map_err(|e| CliError::Build(format!("`cargo run -- --print-crds` did not print a JSON array of CRDs: {e}")))

@@ -7,6 +7,7 @@ use crate::cli::{InitArgs, License};
 use crate::output::Output;
 use crate::project;
 use crate::scaffold::{self, InitOptions, OpkitSource};
+use crate::vendor;
 
 /// Files whose presence means the directory already holds a project.
 const CONFLICTS: &[&str] = &["PROJECT", "Cargo.toml", "src", "config", "Makefile"];
@@ -42,7 +43,7 @@ pub fn init(args: InitArgs, out: &mut Output) -> Result<(), CliError> {
             }
             OpkitSource::Checkout(std::fs::canonicalize(abs)?)
         }
-        None => OpkitSource::detect(),
+        None => OpkitSource::detect(&root),
     };
     let opts = InitOptions {
         domain: args.domain,
@@ -57,11 +58,22 @@ pub fn init(args: InitArgs, out: &mut Output) -> Result<(), CliError> {
     };
     let (plan, project) = scaffold::init_plan(&root, &opts)?;
     let written = plan.commit()?;
-    for w in &written {
+    let vendor_prefix = format!("{}/", vendor::DIR);
+    let (vendored, own): (Vec<_>, Vec<_>) = written.iter().partition(|w| w.path.starts_with(&vendor_prefix));
+    for w in own {
         out.step(&format!("{} {}", w.action, w.path));
+    }
+    if !vendored.is_empty() {
+        out.step(&format!("created {} (the opkit crates, {} files)", vendor::DIR, vendored.len()));
+        vendor::set_source_times(&root)?;
+        // The Dockerfile builds with --locked: the lock file must match the project now.
+        if let Err(e) = vendor::settle_lock(&root) {
+            out.warn(&format!("Cargo.lock is not settled yet (the first cargo build will do it): {e}"));
+        }
     }
     let source = match &opkit {
         OpkitSource::Registry => "crates.io".to_string(),
+        OpkitSource::Vendored => format!("{} (vendored)", vendor::DIR),
         OpkitSource::Checkout(p) => p.display().to_string(),
     };
     let text = format!(
