@@ -494,9 +494,10 @@ struct MemcachedArgs {
 /// Runs `opkit-bench memcached`.
 #[derive(clap::Args)]
 struct ChartsArgs {
-    /// The directory of unpacked charts (e.g. ../shared/corpus/charts).
-    #[arg(long)]
-    corpus: PathBuf,
+    /// A directory of unpacked charts (e.g. ../shared/corpus/charts; repeatable, e.g. also
+    /// tools/helm/charts).
+    #[arg(long, required = true)]
+    corpus: Vec<PathBuf>,
     /// The helm binary (tools/helm/fetch-helm.sh fetches one).
     #[arg(long, default_value = "helm")]
     helm: PathBuf,
@@ -537,7 +538,7 @@ async fn charts(args: ChartsArgs) -> ExitCode {
         },
     };
     let opts = ChartsOptions {
-        corpus: args.corpus,
+        corpora: args.corpus,
         helm: args.helm,
         expectations,
         timeout: std::time::Duration::from_secs(args.timeout_secs),
