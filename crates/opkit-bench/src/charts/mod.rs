@@ -463,6 +463,36 @@ mod tests {
     }
 
     #[test]
+    fn charts_of_several_corpora_are_merged_and_must_have_unique_names() {
+        let (a, b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+        let chart = |root: &std::path::Path, name: &str, template: &str| {
+            let dir = root.join(name);
+            std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
+            std::fs::write(dir.join("Chart.yaml"), format!("apiVersion: v2\nname: {name}\nversion: 0.1.0\n"))
+                .expect("write");
+            std::fs::write(dir.join("templates/t.yaml"), template).expect("write");
+        };
+        chart(a.path(), "zeta", "kind: ConfigMap");
+        chart(b.path(), "alpha", "{{ lookup \"v1\" \"ConfigMap\" .Release.Namespace \"opkit-lookup-source\" }}");
+        let mut opts = super::ChartsOptions {
+            corpora: vec![a.path().into(), b.path().into()],
+            helm: "helm".into(),
+            expectations: Default::default(),
+            timeout: std::time::Duration::from_secs(1),
+            only: vec![],
+            progress: false,
+        };
+        let found = super::charts(&opts).expect("readable");
+        let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["alpha", "zeta"]);
+        assert!(super::looks_up_source(&found[0].1) && !super::looks_up_source(&found[1].1));
+        chart(b.path(), "zeta", "");
+        assert!(matches!(super::charts(&opts), Err(super::ChartsError::DuplicateChart(n)) if n == "zeta"));
+        opts.only = vec!["alpha".into()];
+        assert_eq!(super::charts(&opts).expect("readable").len(), 1);
+    }
+
+    #[test]
     fn test_hooks_are_found_in_helm_get_hooks() {
         let hooks = "---\n# Source: c/templates/tests/t.yaml\napiVersion: v1\nkind: Pod\nmetadata:\n  name: t\n  annotations:\n    \"helm.sh/hook\": test\n";
         assert!(super::has_test_hooks(hooks));
