@@ -77,3 +77,32 @@ async fn helm_drives_the_fixture_charts_through_every_step() {
     assert_eq!(lookup.dry_run, Step::Ok, "the dry run renders the looked-up value too:\n{table}");
     assert!(report.regressions().is_empty(), "{table}");
 }
+
+/// The lookup step is not vacuous: a chart that names the looked-up ConfigMap but does not
+/// render its value fails that step alone, and the run calls it a regression.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chart_that_does_not_render_the_looked_up_value_fails_the_lookup_step() {
+    let corpus = tempfile::tempdir().expect("tempdir");
+    let chart = corpus.path().join("lookup-ignored");
+    std::fs::create_dir_all(chart.join("templates")).expect("mkdir");
+    std::fs::write(chart.join("Chart.yaml"), "apiVersion: v2\nname: lookup-ignored\nversion: 0.1.0\n").expect("write");
+    let template = "{{- $source := lookup \"v1\" \"ConfigMap\" .Release.Namespace \"opkit-lookup-source\" }}\n\
+        apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  value: constant\n";
+    std::fs::write(chart.join("templates/configmap.yaml"), template).expect("write");
+    let opts = ChartsOptions {
+        corpora: vec![corpus.path().into()],
+        helm: helm(),
+        expectations: Default::default(),
+        timeout: Duration::from_secs(60),
+        only: vec![],
+        progress: false,
+    };
+    let report = run(&opts).await.expect("the conformance run starts");
+    let table = render_text(&report);
+    let chart = result(&report.charts, "lookup-ignored");
+    assert_eq!(chart.lookup, Step::Failed, "{table}");
+    assert_eq!(chart.dry_run, Step::Failed, "{table}");
+    assert_eq!((chart.install, chart.rollback, chart.uninstall_clean), (Step::Ok, Step::Ok, Step::Ok), "{table}");
+    assert!(chart.failure.as_deref().is_some_and(|f| f.starts_with("lookup: the manifest lacks")), "{table}");
+    assert_eq!(report.regressions().len(), 1, "{table}");
+}
