@@ -491,7 +491,7 @@ struct MemcachedArgs {
     quiet: bool,
 }
 
-/// Runs `opkit-bench memcached`.
+/// Runs `opkit-bench charts`.
 #[derive(clap::Args)]
 struct ChartsArgs {
     /// A directory of unpacked charts (e.g. ../shared/corpus/charts; repeatable, e.g. also
