@@ -105,9 +105,11 @@ enum Command {
     /// Benchmark the Memcached sample operator end to end (control plane in this process,
     /// operator in a child process).
     Memcached(MemcachedArgs),
-    /// The chart corpus conformance run: the real helm client installs (--wait), upgrades
-    /// (--reuse-values), tests and uninstalls every chart of a directory on the local
-    /// control plane (in this process). Fails only on a chart doing worse than expected.
+    /// The chart corpus conformance run: the real helm client installs (--wait), checks
+    /// status, get manifest and lookup, dry-runs a second release (--dry-run=server),
+    /// upgrades (--reuse-values), checks history, rolls back, tests and uninstalls every
+    /// chart of the corpus directories on the local control plane (in this process).
+    /// Fails only on a chart doing worse than expected.
     Charts(ChartsArgs),
     /// What real pods cost on the local control plane: start latency and memory per pod,
     /// and (with --operator-binary) the time from deploying the Memcached operator to its
