@@ -106,9 +106,11 @@ enum Command {
     /// Benchmark the Memcached sample operator end to end (control plane in this process,
     /// operator in a child process).
     Memcached(MemcachedArgs),
-    /// The chart corpus conformance run: the real helm client installs (--wait), upgrades
-    /// (--reuse-values), tests and uninstalls every chart of a directory on the local
-    /// control plane (in this process). Fails only on a chart doing worse than expected.
+    /// The chart corpus conformance run: the real helm client installs (--wait), checks
+    /// status, get manifest and lookup, dry-runs a second release (--dry-run=server),
+    /// upgrades (--reuse-values), checks history, rolls back, tests and uninstalls every
+    /// chart of the corpus directories on the local control plane (in this process).
+    /// Fails only on a chart doing worse than expected.
     Charts(ChartsArgs),
     /// The chart corpus rendered by opkit-helm and compared byte for byte with the real
     /// `helm template` output (CASES.tsv), timed against a helm binary when given.
@@ -497,12 +499,13 @@ struct MemcachedArgs {
     quiet: bool,
 }
 
-/// Runs `opkit-bench memcached`.
+/// Runs `opkit-bench charts`.
 #[derive(clap::Args)]
 struct ChartsArgs {
-    /// The directory of unpacked charts (e.g. ../shared/corpus/charts).
-    #[arg(long)]
-    corpus: PathBuf,
+    /// A directory of unpacked charts (e.g. ../shared/corpus/charts; repeatable, e.g. also
+    /// tools/helm/charts).
+    #[arg(long, required = true)]
+    corpus: Vec<PathBuf>,
     /// The helm binary (tools/helm/fetch-helm.sh fetches one).
     #[arg(long, default_value = "helm")]
     helm: PathBuf,
@@ -591,7 +594,7 @@ async fn charts(args: ChartsArgs) -> ExitCode {
         },
     };
     let opts = ChartsOptions {
-        corpus: args.corpus,
+        corpora: args.corpus,
         helm: args.helm,
         expectations,
         timeout: std::time::Duration::from_secs(args.timeout_secs),

@@ -43,8 +43,21 @@ pub struct ChartResult {
     pub install: Step,
     /// `--wait` saw every object ready.
     pub ready: Step,
+    /// `helm status` says deployed, revision 1.
+    pub status: Step,
+    /// Every object of `helm get manifest` is in the cluster as the release's.
+    pub manifest: Step,
+    /// The manifest holds the value the chart's `lookup` read (charts that look up
+    /// [`super::LOOKUP_SOURCE`]).
+    pub lookup: Step,
+    /// `helm install --dry-run=server` of a second release created nothing.
+    pub dry_run: Step,
     /// `helm upgrade --reuse-values --wait`.
     pub upgrade: Step,
+    /// `helm history` lists revision 1 superseded and 2 deployed.
+    pub history: Step,
+    /// `helm rollback REL 1 --wait` made revision 3 with revision 1's manifest.
+    pub rollback: Step,
     /// `helm test`, where the chart has test hooks.
     pub test: Step,
     /// `helm uninstall --wait` removed everything the release made.
@@ -60,11 +73,48 @@ pub struct ChartResult {
 }
 
 impl ChartResult {
+    /// A chart's result before any step ran: `lookup` does not apply until the run says so.
+    pub fn new(chart: &str, expectation: Option<String>) -> ChartResult {
+        ChartResult {
+            chart: chart.into(),
+            install: Step::Skipped,
+            ready: Step::Skipped,
+            status: Step::Skipped,
+            manifest: Step::Skipped,
+            lookup: Step::None,
+            dry_run: Step::Skipped,
+            upgrade: Step::Skipped,
+            history: Step::Skipped,
+            rollback: Step::Skipped,
+            test: Step::Skipped,
+            uninstall_clean: Step::Skipped,
+            seconds: 0.0,
+            failure: None,
+            verdict: Verdict::Regression,
+            expectation,
+        }
+    }
+
+    /// Every step, in the order they run.
+    fn steps(&self) -> [Step; 11] {
+        [
+            self.install,
+            self.ready,
+            self.status,
+            self.manifest,
+            self.lookup,
+            self.dry_run,
+            self.upgrade,
+            self.history,
+            self.rollback,
+            self.test,
+            self.uninstall_clean,
+        ]
+    }
+
     /// Whether every step that applies succeeded.
     pub fn passed(&self) -> bool {
-        [self.install, self.ready, self.upgrade, self.test, self.uninstall_clean]
-            .iter()
-            .all(|s| matches!(s, Step::Ok | Step::None))
+        self.steps().iter().all(|s| matches!(s, Step::Ok | Step::None))
     }
 }
 
@@ -85,32 +135,41 @@ impl ChartsReport {
     }
 }
 
+/// The table's step columns, in the order of [`ChartResult::steps`].
+const COLUMNS: [&str; 11] = [
+    "install",
+    "ready",
+    "status",
+    "manifest",
+    "lookup",
+    "dry-run",
+    "upgrade",
+    "history",
+    "rollback",
+    "test",
+    "uninstall",
+];
+
 /// The report as a table, then the failures and the verdict.
 pub fn render_text(r: &ChartsReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "chart conformance with {} (install, --wait ready, upgrade --reuse-values, test, uninstall --wait)",
+        "chart conformance with {} (install, --wait ready, status, get manifest, lookup, install \
+         --dry-run=server, upgrade --reuse-values, history, rollback, test, uninstall --wait)",
         r.helm_version
     );
-    let _ = writeln!(
-        s,
-        "{:<26} {:>7} {:>5} {:>7} {:>5} {:>9} {:>7}  verdict",
-        "chart", "install", "ready", "upgrade", "test", "uninstall", "seconds"
-    );
+    let _ = write!(s, "{:<26}", "chart");
+    for title in COLUMNS {
+        let _ = write!(s, " {title:>w$}", w = title.len().max(4));
+    }
+    let _ = writeln!(s, " {:>7}  verdict", "seconds");
     for c in &r.charts {
-        let _ = writeln!(
-            s,
-            "{:<26} {:>7} {:>5} {:>7} {:>5} {:>9} {:>7.1}  {:?}",
-            c.chart,
-            c.install.mark(),
-            c.ready.mark(),
-            c.upgrade.mark(),
-            c.test.mark(),
-            c.uninstall_clean.mark(),
-            c.seconds,
-            c.verdict
-        );
+        let _ = write!(s, "{:<26}", c.chart);
+        for (title, step) in COLUMNS.iter().zip(c.steps()) {
+            let _ = write!(s, " {:>w$}", step.mark(), w = title.len().max(4));
+        }
+        let _ = writeln!(s, " {:>7.1}  {:?}", c.seconds, c.verdict);
     }
     for c in r.charts.iter().filter(|c| c.failure.is_some() || c.expectation.is_some()) {
         let _ = writeln!(s, "\n{}:", c.chart);
@@ -132,18 +191,14 @@ mod tests {
     use super::*;
 
     fn chart(name: &str, test: Step, verdict: Verdict) -> ChartResult {
-        ChartResult {
-            chart: name.into(),
-            install: Step::Ok,
-            ready: Step::Ok,
-            upgrade: Step::Ok,
-            test,
-            uninstall_clean: Step::Ok,
-            seconds: 1.5,
-            failure: (test == Step::Failed).then(|| "pod failed".into()),
-            verdict,
-            expectation: None,
+        let mut c = ChartResult::new(name, None);
+        for step in [&mut c.install, &mut c.ready, &mut c.status, &mut c.manifest, &mut c.dry_run, &mut c.upgrade] {
+            *step = Step::Ok;
         }
+        (c.history, c.rollback, c.test, c.uninstall_clean) = (Step::Ok, Step::Ok, test, Step::Ok);
+        (c.seconds, c.verdict) = (1.5, verdict);
+        c.failure = (test == Step::Failed).then(|| "pod failed".into());
+        c
     }
 
     #[test]
