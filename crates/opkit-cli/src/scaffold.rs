@@ -665,6 +665,7 @@ pub fn webhook_plan(
         group => &opts.group,
         version => &opts.version,
         kind => &opts.kind,
+        kind_type => project::type_name(&opts.kind),
         plural => &plural,
         full_group => &full_group,
         gv_module => gv_module(&opts.version),

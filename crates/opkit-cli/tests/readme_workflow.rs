@@ -63,6 +63,7 @@ fn script_lines(line: &str, example: &Path) -> Vec<String> {
                 .into(),
             "kill -INT -- -$RUN_PID".into(),
             "wait $RUN_PID || true".into(),
+            "RUN_PID=".into(),
         ];
     }
     if line.starts_with("make cluster-load ") {
@@ -94,8 +95,9 @@ fn the_readme_workflow_runs_as_written() {
     assert!(lines.iter().any(|l| l == "opkit cluster stop"), "the README does not stop its cluster: {lines:?}");
     let example = workspace().join("examples/memcached-operator");
     // A `make run` left in the background by a failing line is stopped with the script.
-    let mut script =
-        vec![r#"trap '[ -n "${RUN_PID:-}" ] && kill -INT -- -$RUN_PID 2>/dev/null; true' EXIT"#.to_string()];
+    let mut script = vec![
+        r#"trap 'if [ -n "${RUN_PID:-}" ]; then kill -INT -- -$RUN_PID 2>/dev/null || true; fi' EXIT"#.to_string(),
+    ];
     script.extend(lines.iter().flat_map(|l| script_lines(l, &example)));
 
     let tmp = tempfile::tempdir().expect("tmp");

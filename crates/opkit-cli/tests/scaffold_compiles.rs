@@ -89,6 +89,23 @@ fn every_kind_of_api_compiles() {
             "io",
         ],
     );
+    // A webhook of a kind whose Rust type is renamed (Self is `Self_`).
+    opkit(
+        &dir,
+        None,
+        &[
+            "create",
+            "webhook",
+            "--group",
+            "ship",
+            "--version",
+            "v1",
+            "--kind",
+            "Self",
+            "--defaulting",
+            "--programmatic-validation",
+        ],
+    );
     // The multi-group layout: one kind name in two groups.
     opkit(&dir, None, &["edit", "--multigroup"]);
     for group in ["sea", "navy"] {
