@@ -74,6 +74,7 @@ pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod etcd;
+pub mod helm_template;
 pub mod label_lists;
 pub mod load;
 pub mod memcached;

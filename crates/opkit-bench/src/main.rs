@@ -1,7 +1,8 @@
 //! The `opkit-bench` command: `apiserver` runs the API server benchmark, `admission` what
 //! an admission webhook adds to a create, `runtime` the
 //! controller runtime benchmark, `memcached` the Memcached operator benchmark, `cluster`
-//! the 10,000-pod control plane benchmark and `charts` the chart corpus conformance run;
+//! the 10,000-pod control plane benchmark, `charts` the chart corpus conformance run and
+//! `helm-template` the chart rendering conformance run;
 //! the hidden `serve` runs the server under test (with the cluster controllers for
 //! `cluster`), the hidden `runtime-manager` the opkit manager whose memory is measured and
 //! the hidden `memcached-operator` the operator under test, each in a child process.
@@ -109,6 +110,10 @@ enum Command {
     /// (--reuse-values), tests and uninstalls every chart of a directory on the local
     /// control plane (in this process). Fails only on a chart doing worse than expected.
     Charts(ChartsArgs),
+    /// The chart corpus rendered by opkit-helm and compared byte for byte with the real
+    /// `helm template` output (CASES.tsv), timed against a helm binary when given.
+    /// Reports failing cases; fails only on a usage error.
+    HelmTemplate(HelmTemplateArgs),
     /// What real pods cost on the local control plane: start latency and memory per pod,
     /// and (with --operator-binary) the time from deploying the Memcached operator to its
     /// first reconcile. Needs root for network namespaces (else pods share the host network).
@@ -206,6 +211,7 @@ async fn main() -> ExitCode {
         Command::RealPods(args) => real_pods(args).await,
         Command::Admission(args) => admission(args).await,
         Command::Charts(args) => charts(args).await,
+        Command::HelmTemplate(args) => helm_template(args),
         Command::MemcachedOperator { kubeconfig } => {
             match opkit_bench::memcached::operator::run_child(&kubeconfig).await {
                 Ok(()) => ExitCode::SUCCESS,
@@ -519,6 +525,54 @@ struct ChartsArgs {
     /// No progress on stderr.
     #[arg(short, long)]
     quiet: bool,
+}
+
+#[derive(clap::Args)]
+struct HelmTemplateArgs {
+    /// The corpus directory (holding charts/, charts-values/ and charts-expected/).
+    #[arg(long, default_value = "../shared/corpus")]
+    corpus: PathBuf,
+    /// A real helm binary to time side by side (tools/helm/fetch-helm.sh fetches one).
+    #[arg(long)]
+    helm: Option<PathBuf>,
+    /// Renders per case for the timing (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Only this chart's cases (repeatable).
+    #[arg(long = "chart")]
+    only: Vec<String>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// No progress on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn helm_template(args: HelmTemplateArgs) -> ExitCode {
+    use opkit_bench::helm_template::{HelmTemplateOptions, render_text, run};
+    let options = HelmTemplateOptions { corpus: args.corpus, helm: args.helm, repeats: args.repeats, only: args.only };
+    let quiet = args.quiet;
+    match run(&options, |case| {
+        if !quiet {
+            eprintln!("… {case}");
+        }
+    }) {
+        Ok(report) => {
+            match args.output {
+                Output::Text => print!("{}", render_text(&report)),
+                Output::Json => match serde_json::to_string_pretty(&report) {
+                    Ok(json) => println!("{json}"),
+                    Err(e) => eprintln!("opkit-bench helm-template: {e}"),
+                },
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("opkit-bench helm-template: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 async fn charts(args: ChartsArgs) -> ExitCode {

@@ -104,6 +104,9 @@ pub enum Command {
     ///   opkit version --kubeconfig .opkit/cluster/kubeconfig
     #[command(verbatim_doc_comment)]
     Version(VersionArgs),
+    /// Work with Helm charts without the helm binary.
+    #[command(subcommand)]
+    Helm(HelmCommand),
     /// Print a shell completion script.
     ///
     /// Examples:
@@ -507,4 +510,51 @@ pub struct StartArgs {
     /// process, which records it for `opkit cluster status`).
     #[arg(long, hide = true)]
     pub log_file: Option<PathBuf>,
+}
+
+/// `opkit helm ...`
+#[derive(Debug, Subcommand)]
+pub enum HelmCommand {
+    /// Render a chart's templates locally and print them exactly as `helm template` does
+    /// (values from values.yaml, -f files and --set, subcharts, hooks, `# Source:` headers).
+    ///
+    /// Examples:
+    ///   opkit helm template rel ./charts/nginx --namespace web
+    ///   opkit helm template rel ./mychart -f prod.yaml --set replicaCount=3 --kube-version 1.33.0
+    #[command(verbatim_doc_comment)]
+    Template(HelmTemplateArgs),
+}
+
+/// Flags of `opkit helm template`.
+#[derive(Debug, clap::Args)]
+pub struct HelmTemplateArgs {
+    /// The release name.
+    pub name: String,
+    /// The chart: a directory or a .tgz archive.
+    pub chart: PathBuf,
+    /// A values file (repeatable; later files win).
+    #[arg(short = 'f', long = "values")]
+    pub values: Vec<PathBuf>,
+    /// A value on the command line, `key=value[,key=value]` (repeatable; wins over files).
+    #[arg(long)]
+    pub set: Vec<String>,
+    /// Like --set, but every value is a string.
+    #[arg(long)]
+    pub set_string: Vec<String>,
+    /// The release namespace.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// The Kubernetes version `.Capabilities.KubeVersion` reports.
+    #[arg(long)]
+    pub kube_version: Option<String>,
+    /// An API version `.Capabilities.APIVersions` has, besides the built-in ones
+    /// (repeatable, or comma-separated).
+    #[arg(short = 'a', long = "api-versions", value_delimiter = ',')]
+    pub api_versions: Vec<String>,
+    /// Print the chart's crds/ too.
+    #[arg(long)]
+    pub include_crds: bool,
+    /// Leave out test hooks.
+    #[arg(long)]
+    pub skip_tests: bool,
 }

@@ -6,6 +6,7 @@ mod create_api;
 mod create_webhook;
 mod deploy;
 mod generate;
+mod helm;
 mod images;
 mod init;
 mod install;
@@ -14,7 +15,7 @@ mod run;
 mod run_webhooks;
 mod version;
 
-use crate::cli::{Cli, ClusterCommand, Command, CreateCommand};
+use crate::cli::{Cli, ClusterCommand, Command, CreateCommand, HelmCommand};
 use crate::output::Output;
 
 /// A failure to report to the user. Its message names what failed and why.
@@ -65,6 +66,9 @@ pub enum CliError {
     /// A request to the cluster failed.
     #[error("{0}")]
     ClusterRequest(String),
+    /// A Helm chart could not be rendered.
+    #[error(transparent)]
+    Helm(#[from] opkit_helm::HelmError),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -160,6 +164,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => rt()?.block_on(run::run(args, &mut out)),
         Command::Deploy(args) => rt()?.block_on(deploy::deploy(args, &mut out)),
         Command::Undeploy(args) => rt()?.block_on(deploy::undeploy(args, &mut out)),
+        Command::Helm(HelmCommand::Template(args)) => helm::template(args, &mut out),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())

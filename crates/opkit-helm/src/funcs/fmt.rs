@@ -1,0 +1,318 @@
+//! Go's `fmt` as templates use it: `printf`'s verbs and flags, `print`/`println` spacing
+//! and `%q` quoting (`strconv.Quote`).
+
+use std::fmt::Write as _;
+
+use crate::value::{Value, format_float, go_string, write_go};
+
+/// Go's `strconv.Quote`: double quotes, Go escapes, printable Unicode kept.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if c.is_control() || c == '\u{feff}' => {
+                if (c as u32) < 0x10000 {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                } else {
+                    let _ = write!(out, "\\U{:08x}", c as u32);
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `fmt.Sprint`: a space between operands when neither is a string.
+pub fn sprint(args: &[Value]) -> String {
+    let mut out = String::new();
+    for (i, a) in args.iter().enumerate() {
+        if i > 0 && !matches!(a, Value::Str(_)) && !matches!(args[i - 1], Value::Str(_)) {
+            out.push(' ');
+        }
+        write_go(&mut out, a);
+    }
+    out
+}
+
+/// `fmt.Sprintln`: spaces between all operands and a newline.
+pub fn sprintln(args: &[Value]) -> String {
+    let mut out = String::new();
+    for (i, a) in args.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        write_go(&mut out, a);
+    }
+    out.push('\n');
+    out
+}
+
+#[derive(Default)]
+struct Spec {
+    minus: bool,
+    plus: bool,
+    zero: bool,
+    sharp: bool,
+    width: Option<usize>,
+    prec: Option<usize>,
+}
+
+/// `fmt.Sprintf` with Go's verbs for the values templates hold.
+pub fn sprintf(format: &str, args: &[Value]) -> String {
+    let mut out = String::new();
+    let mut chars = format.chars().peekable();
+    let mut arg_index = 0;
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut spec = Spec::default();
+        while let Some(&f) = chars.peek() {
+            match f {
+                '-' => spec.minus = true,
+                '+' => spec.plus = true,
+                '0' => spec.zero = true,
+                ' ' => {}
+                '#' => spec.sharp = true,
+                _ => break,
+            }
+            chars.next();
+        }
+        if chars.peek() == Some(&'*') {
+            chars.next();
+            if let Some(Value::Int(w)) = args.get(arg_index) {
+                spec.width = Some((*w).max(0) as usize);
+            }
+            arg_index += 1;
+        }
+        let mut width = String::new();
+        while let Some(&d) = chars.peek() {
+            if d.is_ascii_digit() {
+                width.push(d);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        if !width.is_empty() {
+            spec.width = width.parse().ok();
+        }
+        if chars.peek() == Some(&'.') {
+            chars.next();
+            let mut prec = String::new();
+            while let Some(&d) = chars.peek() {
+                if d.is_ascii_digit() {
+                    prec.push(d);
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            spec.prec = Some(prec.parse().unwrap_or(0));
+        }
+        let Some(verb) = chars.next() else {
+            out.push_str("%!(NOVERB)");
+            break;
+        };
+        if verb == '%' {
+            out.push('%');
+            continue;
+        }
+        let Some(arg) = args.get(arg_index) else {
+            let _ = write!(out, "%!{verb}(MISSING)");
+            continue;
+        };
+        arg_index += 1;
+        let body = format_one(verb, &spec, arg);
+        pad(&mut out, &body, &spec, verb);
+    }
+    if arg_index < args.len() {
+        out.push_str("%!(EXTRA ");
+        for (i, a) in args[arg_index..].iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "{}={}", a.type_name(), go_string(a));
+        }
+        out.push(')');
+    }
+    out
+}
+
+fn pad(out: &mut String, body: &str, spec: &Spec, verb: char) {
+    let len = body.chars().count();
+    let width = spec.width.unwrap_or(0);
+    if len >= width {
+        out.push_str(body);
+        return;
+    }
+    let fill = width - len;
+    if spec.minus {
+        out.push_str(body);
+        out.extend(std::iter::repeat_n(' ', fill));
+    } else if spec.zero && matches!(verb, 'd' | 'f' | 'F' | 'e' | 'g' | 'x' | 'X' | 'o' | 'b' | 'v') {
+        let (sign, digits) = match body.strip_prefix('-') {
+            Some(d) => ("-", d),
+            None => ("", body),
+        };
+        out.push_str(sign);
+        out.extend(std::iter::repeat_n('0', fill));
+        out.push_str(digits);
+    } else {
+        out.extend(std::iter::repeat_n(' ', fill));
+        out.push_str(body);
+    }
+}
+
+fn bad_verb(verb: char, arg: &Value) -> String {
+    match arg {
+        Value::Nil => format!("%!{verb}(<nil>)"),
+        other => format!("%!{verb}({}={})", other.type_name(), go_string(other)),
+    }
+}
+
+fn signed(mut s: String, plus: bool) -> String {
+    if plus && !s.starts_with('-') {
+        s.insert(0, '+');
+    }
+    s
+}
+
+fn format_one(verb: char, spec: &Spec, arg: &Value) -> String {
+    match verb {
+        'v' => match arg {
+            Value::Float(f) => signed(
+                match spec.prec {
+                    Some(p) => format_g(*f, p),
+                    None => format_float(*f, 6),
+                },
+                spec.plus,
+            ),
+            Value::Int(i) => signed(i.to_string(), spec.plus),
+            other => go_string(other),
+        },
+        's' => match arg {
+            Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::Nil => bad_verb(verb, arg),
+            other => {
+                let s = go_string(other);
+                match spec.prec {
+                    Some(p) => s.chars().take(p).collect(),
+                    None => s,
+                }
+            }
+        },
+        'q' => match arg {
+            Value::Str(s) => go_quote(s),
+            Value::Int(i) => format!("'{}'", char::from_u32(*i as u32).unwrap_or('\u{fffd}')),
+            other => bad_verb(verb, other),
+        },
+        'd' => match arg {
+            Value::Int(i) => signed(i.to_string(), spec.plus),
+            other => bad_verb(verb, other),
+        },
+        't' => match arg {
+            Value::Bool(b) => b.to_string(),
+            other => bad_verb(verb, other),
+        },
+        'x' | 'X' => {
+            let s = match arg {
+                Value::Int(i) => {
+                    if *i < 0 {
+                        format!("-{:x}", i.unsigned_abs())
+                    } else {
+                        format!("{i:x}")
+                    }
+                }
+                Value::Str(s) => s.bytes().map(|b| format!("{b:02x}")).collect(),
+                other => return bad_verb(verb, other),
+            };
+            let s = if spec.sharp { format!("0x{s}") } else { s };
+            if verb == 'X' { s.to_uppercase() } else { s }
+        }
+        'o' => match arg {
+            Value::Int(i) => format!("{i:o}"),
+            other => bad_verb(verb, other),
+        },
+        'b' => match arg {
+            Value::Int(i) => format!("{i:b}"),
+            other => bad_verb(verb, other),
+        },
+        'c' => match arg {
+            Value::Int(i) => char::from_u32(*i as u32).unwrap_or('\u{fffd}').to_string(),
+            other => bad_verb(verb, other),
+        },
+        'f' | 'F' => match arg {
+            Value::Float(f) => signed(format!("{:.*}", spec.prec.unwrap_or(6), f), spec.plus),
+            other => bad_verb(verb, other),
+        },
+        'e' => match arg {
+            Value::Float(f) => format_e(*f, spec.prec.unwrap_or(6)),
+            other => bad_verb(verb, other),
+        },
+        'g' => match arg {
+            Value::Float(f) => match spec.prec {
+                Some(p) => format_g(*f, p),
+                None => format_float(*f, 6),
+            },
+            other => bad_verb(verb, other),
+        },
+        'T' => arg.type_name().to_string(),
+        _ => bad_verb(verb, arg),
+    }
+}
+
+fn format_e(f: f64, prec: usize) -> String {
+    let s = format!("{:.*e}", prec, f);
+    let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+    let e: i32 = e.parse().unwrap_or(0);
+    format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+}
+
+fn format_g(f: f64, prec: usize) -> String {
+    let prec = prec.max(1);
+    let e = format!("{:.*e}", prec - 1, f);
+    let exp: i32 = e.split_once('e').and_then(|(_, x)| x.parse().ok()).unwrap_or(0);
+    if exp < -4 || exp >= prec as i32 {
+        let s = format_e(f, prec - 1);
+        let (m, x) = s.split_once('e').unwrap_or((&s, ""));
+        let m = if m.contains('.') { m.trim_end_matches('0').trim_end_matches('.') } else { m };
+        format!("{m}e{x}")
+    } else {
+        let decimals = (prec as i32 - 1 - exp).max(0) as usize;
+        let s = format!("{:.*}", decimals, f);
+        if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printf_follows_go() {
+        assert_eq!(sprintf("%s-%d", &[Value::str("a"), Value::Int(3)]), "a-3");
+        assert_eq!(sprintf("%v", &[Value::Float(1e6)]), "1e+06");
+        assert_eq!(sprintf("%05d|%-4s|%4s", &[Value::Int(42), Value::str("ab"), Value::str("cd")]), "00042|ab  |  cd");
+        assert_eq!(sprintf("%q", &[Value::str("a\"b")]), "\"a\\\"b\"");
+        assert_eq!(sprintf("%d", &[Value::str("x")]), "%!d(string=x)");
+        assert_eq!(sprintf("%.2f", &[Value::Float(1.25)]), "1.25");
+        assert_eq!(sprintf("%s", &[]), "%!s(MISSING)");
+        assert_eq!(sprint(&[Value::Int(1), Value::Int(2), Value::str("a"), Value::Int(3)]), "1 2a3");
+    }
+}

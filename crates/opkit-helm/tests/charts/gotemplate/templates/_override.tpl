@@ -1,0 +1,1 @@
+{{- define "gotemplate.redefined" -}}from-override{{- end -}}

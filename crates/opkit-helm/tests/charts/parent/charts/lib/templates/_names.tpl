@@ -1,0 +1,3 @@
+{{- define "lib.fullname" -}}
+{{ .Release.Name }}-{{ .Chart.Name }}-lib
+{{- end -}}

@@ -1,0 +1,4 @@
+{{- define "sprig.labels" -}}
+app: {{ .Chart.Name }}
+release: {{ .Release.Name }}
+{{- end -}}
