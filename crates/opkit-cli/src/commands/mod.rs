@@ -124,6 +124,7 @@ impl CliError {
             CliError::OutOfDate(_) => "out-of-date",
             CliError::Images(_) => "images",
             CliError::ClusterRequest(_) => "cluster-request",
+            CliError::Helm(_) => "helm",
             CliError::Io(_) => "io",
             CliError::NotRunning { .. } => "not-running",
             CliError::PortInUse { .. } => "port-in-use",
