@@ -107,6 +107,15 @@ pub enum Command {
     /// Work with Helm charts without the helm binary.
     #[command(subcommand)]
     Helm(HelmCommand),
+    /// Run the Helm-chart operator of a project scaffolded with `--plugins helm`: each
+    /// kind in the watches file is reconciled by rendering its chart with the custom
+    /// resource's spec as values, as operator-sdk's helm-operator does.
+    ///
+    /// Examples:
+    ///   opkit helm-operator --watches-file watches.yaml
+    ///   opkit helm-operator --kubeconfig .opkit/cluster/kubeconfig --metrics-bind-address 0
+    #[command(verbatim_doc_comment)]
+    HelmOperator(HelmOperatorArgs),
     /// Print a shell completion script.
     ///
     /// Examples:
@@ -557,4 +566,15 @@ pub struct HelmTemplateArgs {
     /// Leave out test hooks.
     #[arg(long)]
     pub skip_tests: bool,
+}
+
+/// Flags of `opkit helm-operator`.
+#[derive(Debug, clap::Args)]
+pub struct HelmOperatorArgs {
+    /// The watches file: which kinds are reconciled with which charts.
+    #[arg(long, default_value = "watches.yaml")]
+    pub watches_file: PathBuf,
+    /// The manager's flags (controller-runtime's names).
+    #[command(flatten)]
+    pub manager: opkit::ManagerArgs,
 }

@@ -8,24 +8,13 @@ use serde_json::json;
 
 use crate::OperatorError;
 
-/// The plural resource name of `kind` (lowercase, as kubebuilder's plural rules for the
-/// common endings).
-pub fn plural(kind: &str) -> String {
-    let lower = kind.to_lowercase();
-    if lower.ends_with('s') || lower.ends_with("x") || lower.ends_with("ch") || lower.ends_with("sh") {
-        format!("{lower}es")
-    } else if let Some(stem) = lower.strip_suffix('y')
-        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
-    {
-        format!("{stem}ies")
-    } else {
-        format!("{lower}s")
-    }
-}
-
-/// The CRD for `group`/`version` `kind` (namespaced).
-pub fn crd_for(group: &str, version: &str, kind: &str) -> Result<CustomResourceDefinition, OperatorError> {
-    let plural = plural(kind);
+/// The CRD for `group`/`version` `kind` (namespaced), served as `plural`.
+pub fn crd_for(
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Result<CustomResourceDefinition, OperatorError> {
     let open = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -73,22 +62,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plurals() {
-        assert_eq!(plural("Nginx"), "nginxes");
-        assert_eq!(plural("Memcached"), "memcacheds");
-        assert_eq!(plural("Policy"), "policies");
-        assert_eq!(plural("Gateway"), "gateways");
-    }
-
-    #[test]
     fn the_crd_keeps_unknown_fields_and_has_printer_columns() {
-        let crd = crd_for("demo.example.com", "v1alpha1", "Nginx").expect("valid");
+        let crd = crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes").expect("valid");
         assert_eq!(crd.metadata.name.as_deref(), Some("nginxes.demo.example.com"));
         let version = &crd.spec.versions[0];
-        let columns: Vec<&str> =
-            version.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
+        let columns: Vec<&str> = version.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
         assert_eq!(columns, ["Revision", "Deployed", "Reason", "Age"]);
         let schema = serde_json::to_value(&version.schema).expect("json");
-        assert_eq!(schema.pointer("/openAPIV3Schema/properties/spec/x-kubernetes-preserve-unknown-fields"), Some(&json!(true)));
+        assert_eq!(
+            schema.pointer("/openAPIV3Schema/properties/spec/x-kubernetes-preserve-unknown-fields"),
+            Some(&json!(true))
+        );
     }
 }

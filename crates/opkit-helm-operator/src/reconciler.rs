@@ -11,8 +11,8 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::discovery::Scope;
 use kube::core::SelectorExt;
+use kube::discovery::Scope;
 use kube::{Client, ResourceExt};
 use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult, Reconciler};
 use serde_json::{Value, json};
@@ -88,7 +88,9 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
                         match kube::discovery::pinned_kind(&client, &gvk).await {
                             Ok((child, child_caps)) if child_caps.scope == Scope::Namespaced => dependents.push(child),
                             Ok(_) => {}
-                            Err(e) => tracing::warn!(kind = %gvk.kind, error = %e, "not watching a kind the chart renders"),
+                            Err(e) => {
+                                tracing::warn!(kind = %gvk.kind, error = %e, "not watching a kind the chart renders")
+                            }
                         }
                     }
                 }
@@ -114,7 +116,12 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
 
 /// Renders the watch's chart for release `name` in `namespace` with `spec` as values:
 /// the objects, the manifest and the chart as Helm stores it.
-fn render(watch: &Watch, name: &str, namespace: &str, spec: &Value) -> Result<(Vec<RenderedObject>, String, Value), OperatorError> {
+fn render(
+    watch: &Watch,
+    name: &str,
+    namespace: &str,
+    spec: &Value,
+) -> Result<(Vec<RenderedObject>, String, Value), OperatorError> {
     let chart = opkit_helm::chart::load(&watch.chart)?;
     let chart_value = chart_json(&chart, &watch.chart);
     let options = opkit_helm::TemplateOptions {
@@ -170,7 +177,13 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                     Ok(Action::done())
                 }
                 Err(e) => {
-                    set_condition(&mut status, conditions::RELEASE_FAILED, true, conditions::UNINSTALL_ERROR, &e.to_string());
+                    set_condition(
+                        &mut status,
+                        conditions::RELEASE_FAILED,
+                        true,
+                        conditions::UNINSTALL_ERROR,
+                        &e.to_string(),
+                    );
                     write_status(&api, &name, &status).await;
                     Err(ReconcileError::retry(e))
                 }
@@ -178,7 +191,9 @@ impl Reconciler<DynamicObject> for HelmReconciler {
         }
 
         set_condition(&mut status, conditions::INITIALIZED, true, "", "");
-        opkit::finalizer::ensure_finalizer(&api, object.as_ref(), UNINSTALL_FINALIZER).await.map_err(ReconcileError::retry)?;
+        opkit::finalizer::ensure_finalizer(&api, object.as_ref(), UNINSTALL_FINALIZER)
+            .await
+            .map_err(ReconcileError::retry)?;
 
         let history = release::history(&secrets, &name).await.map_err(ReconcileError::retry)?;
         let deployed = history.iter().rev().find(|r| r.info.status == "deployed").cloned();
@@ -277,7 +292,13 @@ impl HelmReconciler {
     }
 
     /// Deletes the deployed release's objects and its stored revisions.
-    async fn uninstall(&self, client: &Client, secrets: &Api<Secret>, name: &str, namespace: &str) -> Result<(), OperatorError> {
+    async fn uninstall(
+        &self,
+        client: &Client,
+        secrets: &Api<Secret>,
+        name: &str,
+        namespace: &str,
+    ) -> Result<(), OperatorError> {
         let history = release::history(secrets, name).await?;
         if let Some(latest) = history.iter().rev().find(|r| r.info.status == "deployed").or(history.last()) {
             for object in split(&latest.manifest)?.iter().rev() {
@@ -316,7 +337,13 @@ impl HelmReconciler {
 
     /// Server-side applies one object, labelled and annotated as Helm does, owned by the
     /// custom resource when it is namespaced in the same namespace.
-    async fn apply(&self, client: &Client, owner: &DynamicObject, namespace: &str, object: &RenderedObject) -> Result<(), OperatorError> {
+    async fn apply(
+        &self,
+        client: &Client,
+        owner: &DynamicObject,
+        namespace: &str,
+        object: &RenderedObject,
+    ) -> Result<(), OperatorError> {
         let (api, namespaced) = self.api_for(client, namespace, object).await?;
         let mut body = object.object.clone();
         let meta = body
@@ -356,7 +383,9 @@ impl HelmReconciler {
     }
 
     async fn delete(&self, client: &Client, namespace: &str, object: &RenderedObject) -> Result<(), OperatorError> {
-        if object.object.pointer("/metadata/annotations/helm.sh~1resource-policy").and_then(Value::as_str) == Some("keep") {
+        if object.object.pointer("/metadata/annotations/helm.sh~1resource-policy").and_then(Value::as_str)
+            == Some("keep")
+        {
             return Ok(());
         }
         let (api, _) = self.api_for(client, namespace, object).await?;
@@ -374,11 +403,8 @@ fn set_condition(status: &mut Value, type_: &str, value: bool, reason: &str, mes
     let value = if value { "True" } else { "False" };
     let Some(conditions) = conditions_of(status) else { return };
     let now = jiff::Timestamp::now().to_string();
-    let mut condition = BTreeMap::from([
-        ("type", json!(type_)),
-        ("status", json!(value)),
-        ("lastTransitionTime", json!(now)),
-    ]);
+    let mut condition =
+        BTreeMap::from([("type", json!(type_)), ("status", json!(value)), ("lastTransitionTime", json!(now))]);
     if !reason.is_empty() {
         condition.insert("reason", json!(reason));
     }

@@ -166,6 +166,9 @@ mod tests {
         let dup = "- {group: g, version: v1, kind: K, chart: c}\n- {group: g, version: v1, kind: K, chart: d}";
         assert_eq!(parse_watches(dup, Path::new("."), &none).unwrap_err(), "duplicate GVK: g/v1, Kind=K");
         assert!(parse_watches("- {group: g, version: v1, kind: K}", Path::new("."), &none).is_err());
-        assert!(parse_watches("- {group: g, version: v1, kind: K, chart: c, reconcilePeriod: x}", Path::new("."), &none).is_err());
+        assert!(
+            parse_watches("- {group: g, version: v1, kind: K, chart: c, reconcilePeriod: x}", Path::new("."), &none)
+                .is_err()
+        );
     }
 }

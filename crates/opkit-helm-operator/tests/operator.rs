@@ -1,0 +1,258 @@
+//! The Helm operator against an in-process control plane (`opkit-testenv`), with the
+//! fixture chart `tests/charts/nginx`: a custom resource installs its release (objects
+//! and Helm's release Secret), a spec change upgrades it to revision 2, deleted or
+//! modified children are restored, a failing `required` is ReleaseFailed with Helm's
+//! message, and deleting the resource uninstalls the release.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Client, ResourceExt};
+use opkit::{Manager, ManagerOptions};
+use opkit_helm_operator::release::Release;
+use opkit_helm_operator::watches::parse_watches;
+use opkit_testenv::{TestEnv, wait_for, wait_for_with};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(60);
+const NS: &str = "default";
+
+fn chart_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/nginx")
+}
+
+fn nginx_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("demo.example.com", "v1alpha1", "Nginx"), "nginxes")
+}
+
+/// Stops the operator when the test ends, also when it fails.
+struct RunningOperator {
+    stop: CancellationToken,
+}
+
+impl Drop for RunningOperator {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Installs the CRD and runs the operator for `watches_yaml` (charts relative to the
+/// fixture directory) in this process.
+async fn start_operator(env: &TestEnv, watches_yaml: &str, vars: &[(&str, &str)]) -> RunningOperator {
+    let crd = opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes").expect("CRD");
+    env.install_crds([crd]).await.expect("install the CRD");
+    let base = chart_dir().parent().map(Path::to_path_buf).expect("charts dir");
+    let lookup = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
+    let watches = parse_watches(watches_yaml, &base, &lookup).expect("watches");
+    let mgr = Manager::new(env.client(), ManagerOptions::default());
+    opkit_helm_operator::setup(&mgr, watches).await.expect("set up the operator");
+    let stop = CancellationToken::new();
+    tokio::spawn(mgr.run_until(stop.clone()));
+    RunningOperator { stop }
+}
+
+const WATCHES: &str = "- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: nginx\n";
+
+fn nginxes(client: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), NS, &nginx_resource())
+}
+
+async fn create_nginx(client: &Client, name: &str, spec: Value) {
+    let cr: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1alpha1",
+        "kind": "Nginx",
+        "metadata": { "name": name, "namespace": NS },
+        "spec": spec,
+    }))
+    .expect("a CR");
+    nginxes(client).create(&PostParams::default(), &cr).await.expect("create the CR");
+}
+
+fn condition<'a>(cr: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
+    cr.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+fn condition_is(cr: &DynamicObject, type_: &str, status: &str, reason: &str) -> bool {
+    condition(cr, type_).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+}
+
+async fn wait_for_cr(
+    client: &Client,
+    name: &str,
+    what: &str,
+    done: impl Fn(&DynamicObject) -> bool + Send + 'static,
+) -> DynamicObject {
+    let found = wait_for_with(
+        &nginxes(client),
+        &nginx_resource(),
+        name,
+        what,
+        move |o: Option<&DynamicObject>| o.is_some_and(&done),
+        WAIT,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    found.expect("the CR exists")
+}
+
+fn revision(cr: &DynamicObject) -> Option<i64> {
+    cr.data.pointer("/status/deployedRelease/revision").and_then(Value::as_i64)
+}
+
+async fn releases(client: &Client, name: &str) -> Vec<(String, Release)> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let list = secrets.list(&ListParams::default().labels(&format!("owner=helm,name={name}"))).await.expect("list");
+    let mut out: Vec<(String, Release)> =
+        list.items.iter().map(|s| (s.name_any(), Release::from_secret(s).expect("Helm's release format"))).collect();
+    out.sort_by_key(|(_, r)| r.version);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
+    let env = TestEnv::start().await.expect("testenv");
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
+
+    let cr = wait_for_cr(&client, "web", "installed", |cr| {
+        condition_is(cr, "Deployed", "True", "InstallSuccessful") && revision(cr) == Some(1)
+    })
+    .await;
+    assert_eq!(condition(&cr, "Initialized").map(|c| c["status"].clone()), Some(json!("True")));
+    assert_eq!(cr.finalizers(), ["helm.sdk.operatorframework.io/uninstall-release"]);
+    let manifest = cr.data.pointer("/status/deployedRelease/manifest").and_then(Value::as_str).unwrap_or_default();
+    assert!(manifest.starts_with("---\n# Source: nginx/templates/configmap.yaml\n"), "{manifest}");
+    assert_eq!(cr.data.pointer("/status/deployedRelease/name"), Some(&json!("web")));
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let deployment = deployments.get("web-nginx").await.expect("the release's Deployment");
+    assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(1));
+    let owner = &deployment.owner_references()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("Nginx", "web", Some(true)));
+    assert_eq!(deployment.annotations().get("meta.helm.sh/release-name").map(String::as_str), Some("web"));
+
+    let stored = releases(&client, "web").await;
+    assert_eq!(stored.len(), 1);
+    let (secret_name, v1) = &stored[0];
+    assert_eq!(secret_name, "sh.helm.release.v1.web.v1");
+    assert_eq!((v1.info.status.as_str(), v1.version, v1.namespace.as_str()), ("deployed", 1, NS));
+    assert_eq!(v1.chart.pointer("/metadata/name"), Some(&json!("nginx")));
+    assert_eq!(v1.config, json!({ "replicaCount": 1 }));
+    assert_eq!(v1.manifest, manifest);
+
+    // A spec change upgrades the release to revision 2.
+    nginxes(&client)
+        .patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "replicaCount": 2 } })))
+        .await
+        .expect("change the spec");
+    wait_for_cr(&client, "web", "upgraded", |cr| {
+        condition_is(cr, "Deployed", "True", "UpgradeSuccessful") && revision(cr) == Some(2)
+    })
+    .await;
+    let deployment = deployments.get("web-nginx").await.expect("the Deployment");
+    assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(2));
+    let stored = releases(&client, "web").await;
+    let statuses: Vec<(&str, i64)> = stored.iter().map(|(_, r)| (r.info.status.as_str(), r.version)).collect();
+    assert_eq!(statuses, [("superseded", 1), ("deployed", 2)]);
+    assert_eq!(stored[1].1.info.first_deployed, stored[0].1.info.first_deployed);
+
+    // Deleting the CR uninstalls the release: its objects and its Secrets go.
+    nginxes(&client).delete("web", &DeleteParams::default()).await.expect("delete the CR");
+    wait_for_with(
+        &nginxes(&client),
+        &nginx_resource(),
+        "web",
+        "the CR to go",
+        |o: Option<&DynamicObject>| o.is_none(),
+        WAIT,
+    )
+    .await
+    .expect("the finalizer is removed");
+    assert!(deployments.get_opt("web-nginx").await.expect("get").is_none(), "the Deployment is uninstalled");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    assert!(configmaps.get_opt("web-nginx").await.expect("get").is_none(), "the ConfigMap is uninstalled");
+    assert!(releases(&client, "web").await.is_empty(), "the release Secrets are deleted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_and_modified_children_are_restored() {
+    let env = TestEnv::start().await.expect("testenv");
+    let watches = format!("{WATCHES}  overrideValues:\n    greeting: ${{GREETING}}-operator\n");
+    let _operator = start_operator(&env, &watches, &[("GREETING", "hi")]).await;
+    let client = env.client();
+    create_nginx(&client, "drift", json!({})).await;
+    wait_for_cr(&client, "drift", "installed", |cr| revision(cr) == Some(1)).await;
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let greeting = |cm: &ConfigMap| cm.data.as_ref().and_then(|d| d.get("greeting")).cloned();
+    let cm = configmaps.get("drift-nginx").await.expect("the ConfigMap");
+    assert_eq!(greeting(&cm).as_deref(), Some("hi-operator"), "overrideValues win, with $VAR expanded");
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let old_uid = deployments.get("drift-nginx").await.expect("the Deployment").uid();
+    deployments.delete("drift-nginx", &DeleteParams::default()).await.expect("delete the Deployment");
+    wait_for(
+        &deployments,
+        "drift-nginx",
+        "to be restored",
+        move |d: Option<&Deployment>| d.is_some_and(|d| d.uid() != old_uid),
+        WAIT,
+    )
+    .await
+    .expect("the deleted Deployment comes back");
+
+    configmaps
+        .patch("drift-nginx", &PatchParams::default(), &Patch::Merge(json!({ "data": { "greeting": "tampered" } })))
+        .await
+        .expect("modify the ConfigMap");
+    wait_for(
+        &configmaps,
+        "drift-nginx",
+        "to be repaired",
+        move |c: Option<&ConfigMap>| c.is_some_and(|c| greeting(c).as_deref() == Some("hi-operator")),
+        WAIT,
+    )
+    .await
+    .expect("the modified ConfigMap is repaired");
+    // Repairs re-apply the same manifest: no new revision.
+    assert_eq!(releases(&client, "drift").await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_required_value_is_release_failed_with_helms_message() {
+    let env = TestEnv::start().await.expect("testenv");
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "broken", json!({ "image": { "repository": "" } })).await;
+    let cr =
+        wait_for_cr(&client, "broken", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "InstallError")).await;
+    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(message, "execution error at (nginx/templates/deployment.yaml:19:21): image.repository is required");
+    assert!(condition(&cr, "Deployed").is_none());
+    assert!(releases(&client, "broken").await.is_empty(), "no release is stored");
+
+    // Fixing the value installs it.
+    nginxes(&client)
+        .patch(
+            "broken",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "image": { "repository": "nginx" } } })),
+        )
+        .await
+        .expect("fix the spec");
+    let cr =
+        wait_for_cr(&client, "broken", "installed", |cr| condition_is(cr, "Deployed", "True", "InstallSuccessful"))
+            .await;
+    assert!(condition(&cr, "ReleaseFailed").is_none());
+}
