@@ -47,11 +47,11 @@ pub enum OperatorError {
         /// The kind.
         kind: String,
         /// The discovery error.
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// A request to the API server failed.
     #[error(transparent)]
-    Kube(#[from] kube::Error),
+    Kube(Box<kube::Error>),
     /// The chart could not be rendered; the message is Helm's.
     #[error(transparent)]
     Helm(#[from] opkit_helm::HelmError),
@@ -69,4 +69,10 @@ pub enum OperatorError {
     /// A controller could not be built.
     #[error(transparent)]
     Build(#[from] opkit::BuildError),
+}
+
+impl From<kube::Error> for OperatorError {
+    fn from(e: kube::Error) -> OperatorError {
+        OperatorError::Kube(Box::new(e))
+    }
 }

@@ -72,7 +72,7 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
                 group: watch.group.clone(),
                 version: watch.version.clone(),
                 kind: watch.kind.clone(),
-                source,
+                source: Box::new(source),
             })?;
         let mut dependents = Vec::new();
         if watch.watch_dependent_resources {
@@ -442,9 +442,9 @@ fn conditions_of(status: &mut Value) -> Option<&mut Vec<Value>> {
 /// writes it again).
 async fn write_status(api: &Api<DynamicObject>, name: &str, status: &Value) {
     let patch = json!({ "status": status });
-    if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        if !opkit::status::is_not_found(&e) {
-            tracing::warn!(name, error = %e, "writing the release status");
-        }
+    if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+        && !opkit::status::is_not_found(&e)
+    {
+        tracing::warn!(name, error = %e, "writing the release status");
     }
 }
