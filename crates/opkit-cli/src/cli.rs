@@ -134,9 +134,10 @@ pub struct InitArgs {
     /// The domain of the API groups (`cache` becomes `cache.<domain>`).
     #[arg(long)]
     pub domain: String,
-    /// The source repository, e.g. github.com/example/memcached-operator.
-    #[arg(long)]
-    pub repo: String,
+    /// The source repository, e.g. github.com/example/memcached-operator (not used by
+    /// `--plugins helm`).
+    #[arg(long, required_unless_present = "plugins")]
+    pub repo: Option<String>,
     /// The project (and crate) name (default: the directory's name).
     #[arg(long)]
     pub project_name: Option<String>,
@@ -150,6 +151,29 @@ pub struct InitArgs {
     /// built from, if present; otherwise the published crates).
     #[arg(long, env = "OPKIT_PATH")]
     pub opkit_path: Option<PathBuf>,
+    /// The project's plugin: `helm` scaffolds a Helm-chart operator (no Rust code) run by
+    /// `opkit helm-operator`.
+    #[arg(long, value_enum)]
+    pub plugins: Option<InitPlugin>,
+    /// With `--plugins helm`: the chart directory the operator deploys.
+    #[arg(long, requires = "plugins")]
+    pub helm_chart: Option<PathBuf>,
+    /// With `--plugins helm`: the API group (below the domain; default `charts`).
+    #[arg(long, requires = "plugins")]
+    pub group: Option<String>,
+    /// With `--plugins helm`: the API version (default `v1alpha1`).
+    #[arg(long, requires = "plugins")]
+    pub version: Option<String>,
+    /// With `--plugins helm`: the kind (default: the chart's name in UpperCamelCase).
+    #[arg(long, requires = "plugins")]
+    pub kind: Option<String>,
+}
+
+/// Project plugins `opkit init --plugins` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitPlugin {
+    /// A Helm-chart operator, as operator-sdk's `helm.sdk.operatorframework.io/v1`.
+    Helm,
 }
 
 /// Licenses `opkit init` knows.
