@@ -256,3 +256,79 @@ async fn a_failing_required_value_is_release_failed_with_helms_message() {
             .await;
     assert!(condition(&cr, "ReleaseFailed").is_none());
 }
+
+/// The real helm client (v3.17): `$OPKIT_HELM` (CI sets it), else `target/tools/helm`,
+/// where `tools/helm/fetch-helm.sh` caches it; without it the test fails saying so.
+fn helm_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("OPKIT_HELM") {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "OPKIT_HELM names {}, which is not a file", path.display());
+        return path;
+    }
+    let cached = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/helm");
+    assert!(
+        cached.is_file(),
+        "this test needs the real helm client v3.17: run `tools/helm/fetch-helm.sh` from the repository's root \
+         (it caches helm in target/tools/helm), or set OPKIT_HELM to a helm binary; {} is not there",
+        cached.display()
+    );
+    cached
+}
+
+/// Runs the real helm against the test's cluster, with its own config, cache and data dirs.
+fn helm(env: &TestEnv, home: &Path, args: &[&str]) -> Value {
+    let out = std::process::Command::new(helm_binary())
+        .args(args)
+        .args(["-o", "json", "--kubeconfig"])
+        .arg(env.kubeconfig_path())
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .expect("helm runs");
+    assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("helm {args:?} prints JSON: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_helm_lists_the_operators_release_and_its_history() {
+    let env = TestEnv::start().await.expect("testenv");
+    let home = tempfile::tempdir().expect("helm home");
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
+    wait_for_cr(&client, "web", "installed", |cr| revision(cr) == Some(1)).await;
+    nginxes(&client)
+        .patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "replicaCount": 2 } })))
+        .await
+        .expect("change the spec");
+    wait_for_cr(&client, "web", "upgraded", |cr| revision(cr) == Some(2)).await;
+
+    let list = helm(&env, home.path(), &["list", "-n", NS]);
+    let releases = list.as_array().expect("a list");
+    assert_eq!(releases.len(), 1, "{list}");
+    let web = &releases[0];
+    assert_eq!(
+        (&web["name"], &web["namespace"], &web["revision"], &web["status"], &web["chart"], &web["app_version"]),
+        (&json!("web"), &json!(NS), &json!("2"), &json!("deployed"), &json!("nginx-0.1.0"), &json!("1.27.0")),
+        "{list}"
+    );
+
+    let history = helm(&env, home.path(), &["history", "web", "-n", NS]);
+    let rows: Vec<(i64, &str, &str)> = history
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| {
+            (
+                r["revision"].as_i64().unwrap_or_default(),
+                r["status"].as_str().unwrap_or_default(),
+                r["description"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(rows, [(1, "superseded", "Install complete"), (2, "deployed", "Upgrade complete")], "{history}");
+
+    let values = helm(&env, home.path(), &["get", "values", "web", "-n", NS]);
+    assert_eq!(values, json!({ "replicaCount": 2 }));
+}
