@@ -55,6 +55,16 @@ pub enum OperatorError {
     /// The chart could not be rendered; the message is Helm's.
     #[error(transparent)]
     Helm(#[from] opkit_helm::HelmError),
+    /// The API server refused an object of the release (the message is its Status's).
+    #[error("cannot apply {kind} {name:?}: {message}")]
+    Apply {
+        /// The object's kind.
+        kind: String,
+        /// The object's name.
+        name: String,
+        /// The API server's message.
+        message: String,
+    },
     /// A rendered document is not a Kubernetes object.
     #[error("{0}")]
     Manifest(String),

@@ -199,6 +199,13 @@ impl Reconciler<DynamicObject> for HelmReconciler {
         let deployed = history.iter().rev().find(|r| r.info.status == "deployed").cloned();
         let spec = object.data.get("spec").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
         let failure_reason = if deployed.is_some() { conditions::UPGRADE_ERROR } else { conditions::INSTALL_ERROR };
+        // The status is rebuilt from the stored release, not only from the cached object's
+        // (which may predate this controller's last status write).
+        if let Some(current) = &deployed {
+            set_condition(&mut status, conditions::DEPLOYED, true, deployed_reason(current.version), "");
+            status["deployedRelease"] =
+                json!({ "name": name, "manifest": current.manifest, "revision": current.version });
+        }
 
         let result = match render(&self.watch, &name, &namespace, &spec) {
             Ok((objects, manifest, chart)) => {
@@ -266,8 +273,15 @@ impl HelmReconciler {
             Outcome::Reconciled => conditions::RECONCILE_ERROR,
         };
         let fail = |e: OperatorError| (reason, e);
+        if !matches!(outcome, Outcome::Reconciled) {
+            // A dry run first, as operator-sdk's install and upgrade: an object the API
+            // server refuses fails the release before anything is changed.
+            for object in objects.iter().filter(|o| !o.is_hook()) {
+                self.apply(client, owner, &namespace, object, true).await.map_err(fail)?;
+            }
+        }
         for object in objects.iter().filter(|o| !o.is_hook()) {
-            self.apply(client, owner, &namespace, object).await.map_err(fail)?;
+            self.apply(client, owner, &namespace, object, false).await.map_err(fail)?;
         }
         if let (Outcome::Reconciled, Some(current)) = (&outcome, deployed) {
             return Ok((outcome, manifest, current.version));
@@ -335,14 +349,16 @@ impl HelmReconciler {
         })
     }
 
-    /// Server-side applies one object, labelled and annotated as Helm does, owned by the
-    /// custom resource when it is namespaced in the same namespace.
+    /// Server-side applies one object (only as a dry run when `dry_run`), labelled and
+    /// annotated as Helm does, owned by the custom resource when it is namespaced in the
+    /// same namespace.
     async fn apply(
         &self,
         client: &Client,
         owner: &DynamicObject,
         namespace: &str,
         object: &RenderedObject,
+        dry_run: bool,
     ) -> Result<(), OperatorError> {
         let (api, namespaced) = self.api_for(client, namespace, object).await?;
         let mut body = object.object.clone();
@@ -377,9 +393,17 @@ impl HelmReconciler {
                 }]),
             );
         }
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch(object.name(), &params, &Patch::Apply(&body)).await?;
-        Ok(())
+        let mut params = PatchParams::apply(FIELD_MANAGER).force();
+        params.dry_run = dry_run;
+        match api.patch(object.name(), &params, &Patch::Apply(&body)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) => Err(OperatorError::Apply {
+                kind: object.gvk().kind,
+                name: object.name().to_string(),
+                message: status.message.clone(),
+            }),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn delete(&self, client: &Client, namespace: &str, object: &RenderedObject) -> Result<(), OperatorError> {
@@ -395,6 +419,11 @@ impl HelmReconciler {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The Deployed condition's reason for a deployed revision.
+fn deployed_reason(revision: i64) -> &'static str {
+    if revision == 1 { conditions::INSTALL_SUCCESSFUL } else { conditions::UPGRADE_SUCCESSFUL }
 }
 
 /// Sets an operator-sdk condition in `status.conditions`, keeping `lastTransitionTime`

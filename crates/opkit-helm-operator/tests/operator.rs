@@ -332,3 +332,40 @@ async fn the_real_helm_lists_the_operators_release_and_its_history() {
     let values = helm(&env, home.path(), &["get", "values", "web", "-n", NS]);
     assert_eq!(values, json!({ "replicaCount": 2 }));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_the_api_server_refuses_changes_nothing() {
+    let env = TestEnv::start().await.expect("testenv");
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "strict", json!({})).await;
+    wait_for_cr(&client, "strict", "installed", |cr| revision(cr) == Some(1)).await;
+
+    // The ConfigMap would change, but the Deployment is refused: the dry run fails the
+    // upgrade before anything is applied.
+    nginxes(&client)
+        .patch(
+            "strict",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "greeting": "changed", "replicaCount": "many" } })),
+        )
+        .await
+        .expect("change the spec");
+    let cr =
+        wait_for_cr(&client, "strict", "refused", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
+    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(
+        message,
+        "cannot apply Deployment \"strict-nginx\": Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field Deployment.spec.replicas of type int32"
+    );
+    assert!(
+        condition_is(&cr, "Deployed", "True", "InstallSuccessful"),
+        "the deployed release stays: {:#?}",
+        cr.data["status"]["conditions"]
+    );
+    assert_eq!(revision(&cr), Some(1));
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let cm = configmaps.get("strict-nginx").await.expect("the ConfigMap");
+    assert_eq!(cm.data.as_ref().and_then(|d| d.get("greeting")).map(String::as_str), Some("hello"));
+    assert_eq!(releases(&client, "strict").await.len(), 1, "no revision is stored");
+}
