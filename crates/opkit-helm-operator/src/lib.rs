@@ -8,6 +8,7 @@
 
 pub mod crd;
 pub mod manifest;
+pub mod metrics;
 pub mod reconciler;
 pub mod release;
 pub mod watches;

@@ -18,6 +18,7 @@ use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResul
 use serde_json::{Value, json};
 
 use crate::manifest::{RenderedObject, manifest_of, split};
+use crate::metrics::ReleaseMetrics;
 use crate::release::{self, Release, chart_json};
 use crate::watches::Watch;
 use crate::{OperatorError, UNINSTALL_FINALIZER};
@@ -58,6 +59,7 @@ type ResourceCache = Mutex<HashMap<(String, String, String), (ApiResource, Scope
 pub struct HelmReconciler {
     watch: Watch,
     resources: ResourceCache,
+    metrics: ReleaseMetrics,
 }
 
 /// Registers one controller per watch with `mgr`. Each kind must be served (its CRD
@@ -65,6 +67,7 @@ pub struct HelmReconciler {
 /// its default values are watched, so a changed or deleted child is restored at once.
 pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorError> {
     let client = mgr.client();
+    let metrics = ReleaseMetrics::register(mgr.metrics());
     for watch in watches {
         let gvk = GroupVersionKind::gvk(&watch.group, &watch.version, &watch.kind);
         let (resource, caps) =
@@ -102,7 +105,7 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
             }
         }
         let concurrency = watch.max_concurrent_reconciles;
-        let reconciler = HelmReconciler { watch, resources: Mutex::new(HashMap::new()) };
+        let reconciler = HelmReconciler { watch, resources: Mutex::new(HashMap::new()), metrics: metrics.clone() };
         let mut controller = Controller::new_dynamic(mgr, resource, caps.scope, reconciler)
             .named(format!("{}-helm-controller", gvk.kind.to_lowercase()))
             .max_concurrent_reconciles(concurrency);
@@ -165,6 +168,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
             }
             return match self.uninstall(&ctx.client, &secrets, &name, &namespace).await {
                 Ok(()) => {
+                    self.metrics.uninstalled(&self.watch.kind, &namespace, &name);
                     set_condition(&mut status, conditions::DEPLOYED, false, conditions::UNINSTALL_SUCCESSFUL, "");
                     remove_condition(&mut status, conditions::RELEASE_FAILED);
                     if let Some(s) = status.as_object_mut() {
@@ -177,6 +181,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                     Ok(Action::done())
                 }
                 Err(e) => {
+                    self.metrics.failed(&self.watch.kind, &namespace, &name, conditions::UNINSTALL_ERROR);
                     set_condition(
                         &mut status,
                         conditions::RELEASE_FAILED,
@@ -216,6 +221,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
         };
         match result {
             Ok((outcome, manifest, revision)) => {
+                self.metrics.deployed(&self.watch.kind, &namespace, &name, revision);
                 remove_condition(&mut status, conditions::RELEASE_FAILED);
                 remove_condition(&mut status, conditions::IRRECONCILABLE);
                 match outcome {
@@ -232,6 +238,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                 Ok(Action::requeue_after(self.watch.reconcile_period))
             }
             Err((reason, e)) => {
+                self.metrics.failed(&self.watch.kind, &namespace, &name, reason);
                 let type_ = if reason == conditions::RECONCILE_ERROR {
                     conditions::IRRECONCILABLE
                 } else {

@@ -34,6 +34,7 @@ fn nginx_resource() -> ApiResource {
 /// Stops the operator when the test ends, also when it fails.
 struct RunningOperator {
     stop: CancellationToken,
+    metrics: opkit::metrics::Metrics,
 }
 
 impl Drop for RunningOperator {
@@ -52,9 +53,10 @@ async fn start_operator(env: &TestEnv, watches_yaml: &str, vars: &[(&str, &str)]
     let watches = parse_watches(watches_yaml, &base, &lookup).expect("watches");
     let mgr = Manager::new(env.client(), ManagerOptions::default());
     opkit_helm_operator::setup(&mgr, watches).await.expect("set up the operator");
+    let metrics = mgr.metrics().clone();
     let stop = CancellationToken::new();
     tokio::spawn(mgr.run_until(stop.clone()));
-    RunningOperator { stop }
+    RunningOperator { stop, metrics }
 }
 
 const WATCHES: &str = "- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: nginx\n";
@@ -121,7 +123,7 @@ async fn releases(client: &Client, name: &str) -> Vec<(String, Release)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     let env = TestEnv::start().await.expect("testenv");
-    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let operator = start_operator(&env, WATCHES, &[]).await;
     let client = env.client();
     create_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
 
@@ -166,6 +168,15 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     let statuses: Vec<(&str, i64)> = stored.iter().map(|(_, r)| (r.info.status.as_str(), r.version)).collect();
     assert_eq!(statuses, [("superseded", 1), ("deployed", 2)]);
     assert_eq!(stored[1].1.info.first_deployed, stored[0].1.info.first_deployed);
+    let metrics = operator.metrics.encode();
+    assert!(
+        metrics.contains("helm_operator_release_revision{kind=\"Nginx\",namespace=\"default\",name=\"web\"} 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("helm_operator_release_deployed{kind=\"Nginx\",namespace=\"default\",name=\"web\"} 1\n"),
+        "{metrics}"
+    );
 
     // Deleting the CR uninstalls the release: its objects and its Secrets go.
     nginxes(&client).delete("web", &DeleteParams::default()).await.expect("delete the CR");
@@ -183,6 +194,8 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     assert!(configmaps.get_opt("web-nginx").await.expect("get").is_none(), "the ConfigMap is uninstalled");
     assert!(releases(&client, "web").await.is_empty(), "the release Secrets are deleted");
+    let metrics = operator.metrics.encode();
+    assert!(!metrics.contains("helm_operator_release_revision{"), "the release's series go: {metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +245,7 @@ async fn deleted_and_modified_children_are_restored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_required_value_is_release_failed_with_helms_message() {
     let env = TestEnv::start().await.expect("testenv");
-    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let operator = start_operator(&env, WATCHES, &[]).await;
     let client = env.client();
     create_nginx(&client, "broken", json!({ "image": { "repository": "" } })).await;
     let cr =
@@ -241,6 +254,11 @@ async fn a_failing_required_value_is_release_failed_with_helms_message() {
     assert_eq!(message, "execution error at (nginx/templates/deployment.yaml:19:21): image.repository is required");
     assert!(condition(&cr, "Deployed").is_none());
     assert!(releases(&client, "broken").await.is_empty(), "no release is stored");
+    let metrics = operator.metrics.encode();
+    assert!(
+        metrics.contains("helm_operator_release_failures_total{kind=\"Nginx\",namespace=\"default\",name=\"broken\",reason=\"InstallError\"} "),
+        "{metrics}"
+    );
 
     // Fixing the value installs it.
     nginxes(&client)
