@@ -258,6 +258,12 @@ pub struct CreateApiArgs {
     /// Namespaced (true) or cluster-scoped (false) objects.
     #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
     pub namespaced: bool,
+    /// `helm` adds a chart and its kind to a Helm operator project (`opkit init --plugins helm`).
+    #[arg(long, value_enum)]
+    pub plugins: Option<InitPlugin>,
+    /// With `--plugins helm`: the chart directory the new kind deploys.
+    #[arg(long, requires = "plugins")]
+    pub helm_chart: Option<PathBuf>,
 }
 
 /// Flags of `opkit generate`.

@@ -147,3 +147,66 @@ fn init_with_the_helm_plugin_needs_a_chart() {
     assert!(stderr.contains("--plugins helm needs --helm-chart DIR"), "{stderr}");
     assert_eq!(std::fs::read_dir(&project).expect("dir").count(), 0, "nothing is written");
 }
+
+#[test]
+fn create_api_adds_a_second_chart_and_kind() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = tmp.path().join("charts-operator");
+    std::fs::create_dir(&project).expect("project dir");
+    let nginx = fixture_chart().display().to_string();
+    opkit(
+        &project,
+        None,
+        &["init", "--plugins", "helm", "--helm-chart", &nginx, "--domain", "example.com", "--group", "demo"],
+    );
+
+    // A second chart of its own: a ConfigMap.
+    let greeter = tmp.path().join("greeter");
+    std::fs::create_dir_all(greeter.join("templates")).expect("chart dir");
+    std::fs::write(greeter.join("Chart.yaml"), "apiVersion: v2\nname: greeter\nversion: 0.1.0\n").expect("Chart.yaml");
+    std::fs::write(greeter.join("values.yaml"), "greeting: hello\n").expect("values.yaml");
+    std::fs::write(
+        greeter.join("templates/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting }}\n",
+    )
+    .expect("template");
+    let greeter = greeter.display().to_string();
+    let args = [
+        "create",
+        "api",
+        "--plugins",
+        "helm",
+        "--helm-chart",
+        &greeter,
+        "--group",
+        "demo",
+        "--version",
+        "v1",
+        "--kind",
+        "Greeter",
+    ];
+    opkit(&project, None, &args);
+
+    let watches = opkit_helm_operator::watches::parse_watches(&read(&project, "watches.yaml"), &project, &|_| None)
+        .expect("watches.yaml stays valid");
+    let kinds: Vec<(&str, &str, &str)> =
+        watches.iter().map(|w| (w.group.as_str(), w.version.as_str(), w.kind.as_str())).collect();
+    assert_eq!(kinds, [("demo.example.com", "v1alpha1", "Nginx"), ("demo.example.com", "v1", "Greeter")]);
+    assert_eq!(watches[1].chart, project.join("helm-charts/greeter"));
+    assert!(project.join("helm-charts/greeter/templates/cm.yaml").is_file());
+    assert!(read(&project, "PROJECT").contains("  kind: Greeter\n  version: v1\n"));
+    assert!(read(&project, "config/samples/demo.example.com_v1_greeter.yaml").contains("spec:\n"));
+
+    let objects = opkit_cli::kustomize::build(&project.join("config/default")).expect("config/default renders");
+    find(&objects, "CustomResourceDefinition", "nginxes.demo.example.com");
+    find(&objects, "CustomResourceDefinition", "greeters.demo.example.com");
+    let role = find(&objects, "ClusterRole", "charts-operator-manager-role");
+    let text = serde_json::to_string(role).expect("json");
+    assert!(text.contains("\"greeters/finalizers\"") && text.contains("\"configmaps\""), "{text}");
+
+    // The same kind twice is refused, and nothing is written.
+    let again = command(OPKIT, &project, None).args(args).output().expect("opkit runs");
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("already exists"), "{stderr}");
+}
