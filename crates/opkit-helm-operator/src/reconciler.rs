@@ -161,6 +161,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
         let namespace = object.namespace().unwrap_or_else(|| "default".to_string());
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
         let mut status = object.data.get("status").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+        let cached_status = status.clone();
 
         if opkit::finalizer::is_being_deleted(object.as_ref()) {
             if !opkit::finalizer::contains_finalizer(object.as_ref(), UNINSTALL_FINALIZER) {
@@ -174,7 +175,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                     if let Some(s) = status.as_object_mut() {
                         s.remove("deployedRelease");
                     }
-                    write_status(&api, &name, &status).await;
+                    write_status(&api, &name, &status, &cached_status).await;
                     opkit::finalizer::remove_finalizer(&api, object.as_ref(), UNINSTALL_FINALIZER)
                         .await
                         .map_err(ReconcileError::retry)?;
@@ -189,7 +190,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                         conditions::UNINSTALL_ERROR,
                         &e.to_string(),
                     );
-                    write_status(&api, &name, &status).await;
+                    write_status(&api, &name, &status, &cached_status).await;
                     Err(ReconcileError::retry(e))
                 }
             };
@@ -234,7 +235,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                     Outcome::Reconciled => {}
                 }
                 status["deployedRelease"] = json!({ "name": name, "manifest": manifest, "revision": revision });
-                write_status(&api, &name, &status).await;
+                write_status(&api, &name, &status, &cached_status).await;
                 Ok(Action::requeue_after(self.watch.reconcile_period))
             }
             Err((reason, e)) => {
@@ -245,7 +246,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                     conditions::RELEASE_FAILED
                 };
                 set_condition(&mut status, type_, true, reason, &e.to_string());
-                write_status(&api, &name, &status).await;
+                write_status(&api, &name, &status, &cached_status).await;
                 Err(ReconcileError::retry(e))
             }
         }
@@ -474,9 +475,13 @@ fn conditions_of(status: &mut Value) -> Option<&mut Vec<Value>> {
     list.as_array_mut()
 }
 
-/// Writes `status` to the status subresource; a failure is logged (the next reconcile
-/// writes it again).
-async fn write_status(api: &Api<DynamicObject>, name: &str, status: &Value) {
+/// Writes `status` to the status subresource unless it equals the cached one (so a
+/// reconcile that changed nothing does not cause another); a failure is logged (the next
+/// reconcile writes it again).
+async fn write_status(api: &Api<DynamicObject>, name: &str, status: &Value, cached: &Value) {
+    if status == cached {
+        return;
+    }
     let patch = json!({ "status": status });
     if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await
         && !opkit::status::is_not_found(&e)
