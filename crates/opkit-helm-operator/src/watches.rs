@@ -89,6 +89,9 @@ pub fn parse_watches(text: &str, base: &Path, env: &dyn Fn(&str) -> Option<Strin
             Some(n) => n,
             None => 1,
         };
+        if let Some(selector) = &e.selector {
+            kube::core::Selector::try_from(selector.clone()).map_err(|err| format!("entry {i}: selector: {err}"))?;
+        }
         let chart = if e.chart.is_absolute() { e.chart } else { base.join(e.chart) };
         watches.push(Watch {
             group: e.group,

@@ -387,3 +387,25 @@ async fn an_upgrade_the_api_server_refuses_changes_nothing() {
     assert_eq!(cm.data.as_ref().and_then(|d| d.get("greeting")).map(String::as_str), Some("hello"));
     assert_eq!(releases(&client, "strict").await.len(), 1, "no revision is stored");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_resources_matching_the_selector_are_reconciled() {
+    let env = TestEnv::start().await.expect("testenv");
+    let watches = format!("{WATCHES}  maxConcurrentReconciles: 1\n  selector:\n    matchLabels:\n      tier: web\n");
+    let _operator = start_operator(&env, &watches, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "ignored", json!({})).await;
+    let mut selected: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1alpha1",
+        "kind": "Nginx",
+        "metadata": { "name": "selected", "namespace": NS, "labels": { "tier": "web" } },
+        "spec": {},
+    }))
+    .expect("a CR");
+    selected = nginxes(&client).create(&PostParams::default(), &selected).await.expect("create the CR");
+    wait_for_cr(&client, &selected.name_any(), "installed", |cr| revision(cr) == Some(1)).await;
+    // One worker, in order: "ignored" was handled before "selected" and left alone.
+    let ignored = nginxes(&client).get("ignored").await.expect("the CR");
+    assert!(ignored.finalizers().is_empty() && ignored.data.get("status").is_none(), "{ignored:?}");
+    assert!(releases(&client, "ignored").await.is_empty());
+}
