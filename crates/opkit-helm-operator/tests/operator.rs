@@ -349,6 +349,18 @@ async fn the_real_helm_lists_the_operators_release_and_its_history() {
 
     let values = helm(&env, home.path(), &["get", "values", "web", "-n", NS]);
     assert_eq!(values, json!({ "replicaCount": 2 }));
+
+    // kubectl shows the release's revision and status (the CRD's printer columns).
+    let out = std::process::Command::new("kubectl")
+        .args(["get", "nginxes", "-n", NS, "--kubeconfig"])
+        .arg(env.kubeconfig_path())
+        .output()
+        .expect("kubectl runs");
+    assert!(out.status.success(), "kubectl get: {}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "REVISION", "DEPLOYED", "REASON", "AGE"], "{table}");
+    assert_eq!(rows[1][..4], ["web", "2", "True", "UpgradeSuccessful"], "{table}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
