@@ -63,8 +63,10 @@ pub struct HelmReconciler {
 }
 
 /// Registers one controller per watch with `mgr`. Each kind must be served (its CRD
-/// installed). With `watchDependentResources`, the namespaced kinds the chart renders with
-/// its default values are watched, so a changed or deleted child is restored at once.
+/// installed). With `watchDependentResources`, the kinds the chart renders with its
+/// default values are watched (namespaced ones through their owner reference,
+/// cluster-scoped ones through Helm's release annotations), so a changed or deleted child
+/// is restored at once.
 pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorError> {
     let client = mgr.client();
     let metrics = ReleaseMetrics::register(mgr.metrics());
@@ -89,8 +91,7 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
                         }
                         seen.push(gvk.clone());
                         match kube::discovery::pinned_kind(&client, &gvk).await {
-                            Ok((child, child_caps)) if child_caps.scope == Scope::Namespaced => dependents.push(child),
-                            Ok(_) => {}
+                            Ok((child, child_caps)) => dependents.push((child, child_caps.scope)),
                             Err(e) => {
                                 tracing::warn!(kind = %gvk.kind, error = %e, "not watching a kind the chart renders")
                             }
@@ -109,12 +110,27 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
         let mut controller = Controller::new_dynamic(mgr, resource, caps.scope, reconciler)
             .named(format!("{}-helm-controller", gvk.kind.to_lowercase()))
             .max_concurrent_reconciles(concurrency);
-        for child in &dependents {
-            controller = controller.owns_dynamic(child, Scope::Namespaced);
+        for (child, scope) in &dependents {
+            controller = match scope {
+                Scope::Namespaced => controller.owns_dynamic(child, Scope::Namespaced),
+                // Cluster-scoped children have no owner reference; Helm's annotations name
+                // their release.
+                Scope::Cluster => controller.watches_dynamic(child, Scope::Cluster, release_of),
+            };
         }
         controller.build()?;
     }
     Ok(())
+}
+
+/// The release (custom resource) a cluster-scoped child belongs to, from the
+/// `meta.helm.sh/release-name` and `-namespace` annotations the operator applies.
+fn release_of(child: &DynamicObject) -> Vec<opkit::Request> {
+    let annotations = child.annotations();
+    match (annotations.get("meta.helm.sh/release-name"), annotations.get("meta.helm.sh/release-namespace")) {
+        (Some(name), Some(namespace)) => vec![opkit::Request::new(name.as_str(), Some(namespace.as_str()))],
+        _ => Vec::new(),
+    }
 }
 
 /// Renders the watch's chart for release `name` in `namespace` with `spec` as values:

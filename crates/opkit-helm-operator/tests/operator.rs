@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
@@ -193,6 +194,11 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     assert!(deployments.get_opt("web-nginx").await.expect("get").is_none(), "the Deployment is uninstalled");
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     assert!(configmaps.get_opt("web-nginx").await.expect("get").is_none(), "the ConfigMap is uninstalled");
+    let clusterroles: Api<ClusterRole> = Api::all(client.clone());
+    assert!(
+        clusterroles.get_opt("default-web-nginx-reader").await.expect("get").is_none(),
+        "the ClusterRole is uninstalled"
+    );
     assert!(releases(&client, "web").await.is_empty(), "the release Secrets are deleted");
     let metrics = operator.metrics.encode();
     assert!(!metrics.contains("helm_operator_release_revision{"), "the release's series go: {metrics}");
@@ -201,7 +207,7 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_and_modified_children_are_restored() {
     let env = TestEnv::start().await.expect("testenv");
-    let watches = format!("{WATCHES}  overrideValues:\n    greeting: ${{GREETING}}-operator\n");
+    let watches = format!("{WATCHES}  reconcilePeriod: 10m\n  overrideValues:\n    greeting: ${{GREETING}}-operator\n");
     let _operator = start_operator(&env, &watches, &[("GREETING", "hi")]).await;
     let client = env.client();
     create_nginx(&client, "drift", json!({})).await;
@@ -420,4 +426,46 @@ async fn only_resources_matching_the_selector_are_reconciled() {
     let ignored = nginxes(&client).get("ignored").await.expect("the CR");
     assert!(ignored.finalizers().is_empty() && ignored.data.get("status").is_none(), "{ignored:?}");
     assert!(releases(&client, "ignored").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_cluster_scoped_child_is_restored() {
+    // A chart of one ClusterRole: no owner reference and no status churn, so only the
+    // watch on ClusterRoles (through Helm's release annotations) can bring it back before
+    // the 10-minute reconcile period.
+    let chart = tempfile::tempdir().expect("chart dir");
+    std::fs::create_dir(chart.path().join("templates")).expect("templates");
+    std::fs::write(chart.path().join("Chart.yaml"), "apiVersion: v2\nname: roles\nversion: 0.1.0\n")
+        .expect("Chart.yaml");
+    std::fs::write(
+        chart.path().join("templates/role.yaml"),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {{ .Release.Namespace }}-{{ .Release.Name }}-reader\nrules:\n  - apiGroups: [\"\"]\n    resources: [\"configmaps\"]\n    verbs: [\"get\"]\n",
+    )
+    .expect("template");
+    let env = TestEnv::start().await.expect("testenv");
+    let watches = format!(
+        "- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: {}\n  reconcilePeriod: 10m\n  maxConcurrentReconciles: 1\n",
+        chart.path().display()
+    );
+    let _operator = start_operator(&env, &watches, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "roles", json!({})).await;
+    wait_for_cr(&client, "roles", "installed", |cr| revision(cr) == Some(1)).await;
+    // One worker, in order: once a CR created now is installed, the reconciles "roles"'s
+    // own writes queued are done, and nothing else would re-apply its objects.
+    create_nginx(&client, "marker", json!({})).await;
+    wait_for_cr(&client, "marker", "installed", |cr| revision(cr) == Some(1)).await;
+
+    let clusterroles: Api<ClusterRole> = Api::all(client.clone());
+    let old_uid = clusterroles.get("default-roles-reader").await.expect("the ClusterRole").uid();
+    clusterroles.delete("default-roles-reader", &DeleteParams::default()).await.expect("delete the ClusterRole");
+    wait_for(
+        &clusterroles,
+        "default-roles-reader",
+        "to be restored",
+        move |r: Option<&ClusterRole>| r.is_some_and(|r| r.uid() != old_uid),
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("the deleted ClusterRole comes back");
 }
