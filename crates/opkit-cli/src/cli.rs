@@ -121,6 +121,15 @@ pub enum Command {
     /// Work with Helm charts without the helm binary.
     #[command(subcommand)]
     Helm(HelmCommand),
+    /// Run the Helm-chart operator of a project scaffolded with `--plugins helm`: each
+    /// kind in the watches file is reconciled by rendering its chart with the custom
+    /// resource's spec as values, as operator-sdk's helm-operator does.
+    ///
+    /// Examples:
+    ///   opkit helm-operator --watches-file watches.yaml
+    ///   opkit helm-operator --kubeconfig .opkit/cluster/kubeconfig --metrics-bind-address 0
+    #[command(verbatim_doc_comment)]
+    HelmOperator(HelmOperatorArgs),
     /// Print a shell completion script.
     ///
     /// Examples:
@@ -139,9 +148,10 @@ pub struct InitArgs {
     /// The domain of the API groups (`cache` becomes `cache.<domain>`).
     #[arg(long)]
     pub domain: String,
-    /// The source repository, e.g. github.com/example/memcached-operator.
-    #[arg(long)]
-    pub repo: String,
+    /// The source repository, e.g. github.com/example/memcached-operator (not used by
+    /// `--plugins helm`).
+    #[arg(long, required_unless_present = "plugins")]
+    pub repo: Option<String>,
     /// The project (and crate) name (default: the directory's name).
     #[arg(long)]
     pub project_name: Option<String>,
@@ -155,6 +165,29 @@ pub struct InitArgs {
     /// (default: the opkit crates vendored into the project, so it builds anywhere).
     #[arg(long, env = "OPKIT_PATH")]
     pub opkit_path: Option<PathBuf>,
+    /// The project's plugin: `helm` scaffolds a Helm-chart operator (no Rust code) run by
+    /// `opkit helm-operator`.
+    #[arg(long, value_enum)]
+    pub plugins: Option<InitPlugin>,
+    /// With `--plugins helm`: the chart directory the operator deploys.
+    #[arg(long, requires = "plugins")]
+    pub helm_chart: Option<PathBuf>,
+    /// With `--plugins helm`: the API group (below the domain; default `charts`).
+    #[arg(long, requires = "plugins")]
+    pub group: Option<String>,
+    /// With `--plugins helm`: the API version (default `v1alpha1`).
+    #[arg(long, requires = "plugins")]
+    pub version: Option<String>,
+    /// With `--plugins helm`: the kind (default: the chart's name in UpperCamelCase).
+    #[arg(long, requires = "plugins")]
+    pub kind: Option<String>,
+}
+
+/// Project plugins `opkit init --plugins` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitPlugin {
+    /// A Helm-chart operator, as operator-sdk's `helm.sdk.operatorframework.io/v1`.
+    Helm,
 }
 
 /// Licenses `opkit init` knows.
@@ -263,6 +296,12 @@ pub struct CreateApiArgs {
     /// cert-manager` makes the group `cert-manager.io`), used in RBAC rules and PROJECT.
     #[arg(long, requires = "external_api_path")]
     pub external_api_domain: Option<String>,
+    /// `helm` adds a chart and its kind to a Helm operator project (`opkit init --plugins helm`).
+    #[arg(long, value_enum)]
+    pub plugins: Option<InitPlugin>,
+    /// With `--plugins helm`: the chart directory the new kind deploys.
+    #[arg(long, requires = "plugins")]
+    pub helm_chart: Option<PathBuf>,
 }
 
 /// Flags of `opkit generate`.
@@ -606,4 +645,15 @@ pub struct HelmTemplateArgs {
     /// Leave out test hooks.
     #[arg(long)]
     pub skip_tests: bool,
+}
+
+/// Flags of `opkit helm-operator`.
+#[derive(Debug, clap::Args)]
+pub struct HelmOperatorArgs {
+    /// The watches file: which kinds are reconciled with which charts.
+    #[arg(long, default_value = "watches.yaml")]
+    pub watches_file: PathBuf,
+    /// The manager's flags (controller-runtime's names).
+    #[command(flatten)]
+    pub manager: opkit::ManagerArgs,
 }

@@ -80,9 +80,12 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("manager_webhook_patch.yaml", include_str!("../templates/webhook/config/manager_webhook_patch.yaml.j2")),
     ("cainjection_patch.yaml", include_str!("../templates/webhook/config/cainjection_patch.yaml.j2")),
     ("crd_conversion_patch.yaml", include_str!("../templates/webhook/config/crd_conversion_patch.yaml.j2")),
+    ("helm_watches.yaml", include_str!("../templates/helm/watches.yaml.j2")),
+    ("helm_Makefile", include_str!("../templates/helm/Makefile.j2")),
+    ("helm_manager.yaml", include_str!("../templates/helm/manager.yaml.j2")),
 ];
 
-fn env() -> Environment<'static> {
+pub(crate) fn env() -> Environment<'static> {
     let mut env = Environment::new();
     // Keep each file's final newline; building this fixed config cannot fail.
     if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder().keep_trailing_newline(true).build() {
@@ -97,7 +100,7 @@ fn env() -> Environment<'static> {
     env
 }
 
-fn render(env: &Environment<'_>, name: &'static str, ctx: &Value) -> Result<String, ScaffoldError> {
+pub(crate) fn render(env: &Environment<'_>, name: &'static str, ctx: &Value) -> Result<String, ScaffoldError> {
     env.get_template(name).and_then(|t| t.render(ctx)).map_err(|source| ScaffoldError::Template { name, source })
 }
 

@@ -6,13 +6,16 @@
 use serde_json::json;
 
 use super::{CliError, project_dir};
-use crate::cli::CreateApiArgs;
+use crate::cli::{CreateApiArgs, InitPlugin};
 use crate::output::Output;
 use crate::project::{self, Project};
 use crate::scaffold::{self, ApiOptions, TypeOrigin};
 
 /// Scaffolds the API; refuses (writing nothing) on invalid names or an existing kind.
 pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError> {
+    if args.plugins == Some(InitPlugin::Helm) {
+        return crate::scaffold_helm::create_api(args, &project_dir()?, out);
+    }
     let root = project_dir()?;
     let project = Project::load(&root)?;
     project::validate_group(&args.group, &project.domain)?;

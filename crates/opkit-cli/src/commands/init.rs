@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::CliError;
-use crate::cli::{InitArgs, License};
+use crate::cli::{InitArgs, InitPlugin, License};
 use crate::output::Output;
 use crate::project;
 use crate::scaffold::{self, InitOptions, OpkitSource};
@@ -16,14 +16,17 @@ const CONFLICTS: &[&str] = &["PROJECT", "Cargo.toml", "src", "config", "Makefile
 pub fn init(args: InitArgs, out: &mut Output) -> Result<(), CliError> {
     // The directory itself: a project inside another is not an edit of the outer one.
     let root = std::env::current_dir()?;
+    if args.plugins == Some(InitPlugin::Helm) {
+        return crate::scaffold_helm::init(args, &root, out);
+    }
+    let repo = args.repo.clone().unwrap_or_default();
     let dir_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let project_name = args.project_name.clone().unwrap_or_else(|| dir_name.to_lowercase());
     project::validate_project_name(&project_name)?;
     project::validate_subdomain("domain", &args.domain)?;
-    if args.repo.trim().is_empty() || args.repo.contains(char::is_whitespace) {
+    if repo.trim().is_empty() || repo.contains(char::is_whitespace) {
         return Err(CliError::Usage(format!(
-            "invalid --repo {:?}: expected e.g. github.com/example/{project_name}",
-            args.repo
+            "invalid --repo {repo:?}: expected e.g. github.com/example/{project_name}"
         )));
     }
     if let Some(existing) = CONFLICTS.iter().find(|f| root.join(f).exists()) {
@@ -47,7 +50,7 @@ pub fn init(args: InitArgs, out: &mut Output) -> Result<(), CliError> {
     };
     let opts = InitOptions {
         domain: args.domain,
-        repo: args.repo,
+        repo,
         project_name: project_name.clone(),
         owner: args.owner,
         license: match args.license {

@@ -8,6 +8,7 @@ mod deploy;
 mod edit;
 mod generate;
 mod helm;
+mod helm_operator;
 mod images;
 mod init;
 mod install;
@@ -70,6 +71,9 @@ pub enum CliError {
     /// A Helm chart could not be rendered.
     #[error(transparent)]
     Helm(#[from] opkit_helm::HelmError),
+    /// The Helm operator could not start.
+    #[error(transparent)]
+    HelmOperator(#[from] opkit_helm_operator::OperatorError),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -126,6 +130,7 @@ impl CliError {
             CliError::Images(_) => "images",
             CliError::ClusterRequest(_) => "cluster-request",
             CliError::Helm(_) => "helm",
+            CliError::HelmOperator(_) => "helm-operator",
             CliError::Io(_) => "io",
             CliError::NotRunning { .. } => "not-running",
             CliError::PortInUse { .. } => "port-in-use",
@@ -169,6 +174,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Undeploy(args) => rt()?.block_on(deploy::undeploy(args, &mut out)),
         Command::Helm(HelmCommand::Template(args)) => helm::template(args, &mut out),
         Command::BuildInstaller(args) => deploy::build_installer(args, &mut out),
+        Command::HelmOperator(args) => rt()?.block_on(helm_operator::run(args)),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())

@@ -1,0 +1,212 @@
+//! `opkit init --plugins helm` and `opkit helm-operator` as a user runs them: the project
+//! scaffolded from the Helm operator's fixture nginx chart renders with kustomize-like
+//! rendering (CRD, RBAC derived from the chart, the manager running `helm-operator`), and
+//! the operator started from the project's `watches.yaml` against an in-process control
+//! plane deploys the scaffolded sample.
+
+#[path = "support/workflow.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use opkit_testenv::{TestEnv, wait_for, wait_for_with};
+use serde_json::Value;
+use support::{Background, OPKIT, command, opkit};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn fixture_chart() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../opkit-helm-operator/tests/charts/nginx")
+}
+
+fn read(dir: &Path, rel: &str) -> String {
+    std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in {objects:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scaffolded_helm_project_renders_and_its_operator_deploys_the_sample() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = tmp.path().join("nginx-operator");
+    std::fs::create_dir(&project).expect("project dir");
+    let chart = fixture_chart().display().to_string();
+    opkit(
+        &project,
+        None,
+        &[
+            "init",
+            "--plugins",
+            "helm",
+            "--helm-chart",
+            &chart,
+            "--domain",
+            "example.com",
+            "--group",
+            "demo",
+            "--kind",
+            "Nginx",
+        ],
+    );
+
+    // The chart is copied, watches.yaml points at it, and `make run` runs the operator.
+    assert_eq!(read(&project, "helm-charts/nginx/values.yaml"), read(&fixture_chart(), "values.yaml"));
+    let watches = read(&project, "watches.yaml");
+    assert!(
+        watches.contains("- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: helm-charts/nginx\n"),
+        "{watches}"
+    );
+    assert!(read(&project, "Makefile").contains("\t$(OPKIT) helm-operator --watches-file watches.yaml\n"));
+    assert!(read(&project, "PROJECT").contains("- helm.sdk.operatorframework.io/v1\n"));
+
+    // config/default renders: the CRD, RBAC for what the chart renders, the manager.
+    let objects = opkit_cli::kustomize::build(&project.join("config/default")).expect("config/default renders");
+    let crd = find(&objects, "CustomResourceDefinition", "nginxes.demo.example.com");
+    assert_eq!(
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"],
+        true
+    );
+    let role = find(&objects, "ClusterRole", "nginx-operator-manager-role");
+    let rules = role["rules"].as_array().expect("rules");
+    let grants = |group: &str, resource: &str| {
+        rules.iter().any(|r| {
+            r["apiGroups"].as_array().is_some_and(|g| g.iter().any(|g| g == group))
+                && r["resources"].as_array().is_some_and(|rs| rs.iter().any(|x| x == resource))
+        })
+    };
+    for (group, resource) in [
+        ("apps", "deployments"),
+        ("", "services"),
+        ("", "configmaps"),
+        ("", "secrets"),
+        ("", "events"),
+        ("demo.example.com", "nginxes/finalizers"),
+        ("demo.example.com", "nginxes/status"),
+    ] {
+        assert!(grants(group, resource), "the role grants {group}/{resource}: {rules:#?}");
+    }
+    let manager = find(&objects, "Deployment", "nginx-operator-controller-manager");
+    assert_eq!(manager["metadata"]["namespace"], "nginx-operator-system");
+    assert_eq!(manager["spec"]["template"]["spec"]["containers"][0]["args"][0], "helm-operator");
+
+    // `make install`'s CRD, then the operator from the project's watches.yaml.
+    let env = TestEnv::start().await.expect("testenv");
+    let crd_text = read(&project, "config/crd/bases/demo.example.com_nginxes.yaml");
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&crd_text).expect("the CRD parses");
+    env.install_crds([crd]).await.expect("install the CRD");
+    let mut run = command(OPKIT, &project, None);
+    run.args(["helm-operator", "--kubeconfig"])
+        .arg(env.kubeconfig_path())
+        .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+        .stdout(Stdio::null());
+    let _operator = Background::spawn(run);
+
+    let sample = read(&project, "config/samples/demo.example.com_v1alpha1_nginx.yaml");
+    env.apply_yaml(&sample).await.expect("apply the sample");
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("demo.example.com", "v1alpha1", "Nginx"), "nginxes");
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(env.client(), "default", &resource);
+    let deployed = |o: Option<&DynamicObject>| {
+        o.and_then(|o| o.data.pointer("/status/conditions")).and_then(Value::as_array).is_some_and(|cs| {
+            cs.iter().any(|c| c["type"] == "Deployed" && c["status"] == "True" && c["reason"] == "InstallSuccessful")
+        })
+    };
+    wait_for_with(&nginxes, &resource, "nginx-sample", "to be deployed", deployed, WAIT)
+        .await
+        .expect("the operator installs the sample's release");
+    let deployments: Api<Deployment> = Api::namespaced(env.client(), "default");
+    let deployment =
+        wait_for(&deployments, "nginx-sample-nginx", "to exist", |d: Option<&Deployment>| d.is_some(), WAIT)
+            .await
+            .expect("the release's Deployment")
+            .expect("exists");
+    assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(1), "the sample's spec is the chart's values");
+}
+
+#[test]
+fn init_with_the_helm_plugin_needs_a_chart() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = tmp.path().join("web-operator");
+    std::fs::create_dir(&project).expect("project dir");
+    let out = command(OPKIT, &project, None)
+        .args(["init", "--plugins", "helm", "--domain", "example.com"])
+        .output()
+        .expect("opkit runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--plugins helm needs --helm-chart DIR"), "{stderr}");
+    assert_eq!(std::fs::read_dir(&project).expect("dir").count(), 0, "nothing is written");
+}
+
+#[test]
+fn create_api_adds_a_second_chart_and_kind() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = tmp.path().join("charts-operator");
+    std::fs::create_dir(&project).expect("project dir");
+    let nginx = fixture_chart().display().to_string();
+    opkit(
+        &project,
+        None,
+        &["init", "--plugins", "helm", "--helm-chart", &nginx, "--domain", "example.com", "--group", "demo"],
+    );
+
+    // A second chart of its own: a ConfigMap.
+    let greeter = tmp.path().join("greeter");
+    std::fs::create_dir_all(greeter.join("templates")).expect("chart dir");
+    std::fs::write(greeter.join("Chart.yaml"), "apiVersion: v2\nname: greeter\nversion: 0.1.0\n").expect("Chart.yaml");
+    std::fs::write(greeter.join("values.yaml"), "greeting: hello\n").expect("values.yaml");
+    std::fs::write(
+        greeter.join("templates/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting }}\n",
+    )
+    .expect("template");
+    let greeter = greeter.display().to_string();
+    let args = [
+        "create",
+        "api",
+        "--plugins",
+        "helm",
+        "--helm-chart",
+        &greeter,
+        "--group",
+        "demo",
+        "--version",
+        "v1",
+        "--kind",
+        "Greeter",
+    ];
+    opkit(&project, None, &args);
+
+    let watches = opkit_helm_operator::watches::parse_watches(&read(&project, "watches.yaml"), &project, &|_| None)
+        .expect("watches.yaml stays valid");
+    let kinds: Vec<(&str, &str, &str)> =
+        watches.iter().map(|w| (w.group.as_str(), w.version.as_str(), w.kind.as_str())).collect();
+    assert_eq!(kinds, [("demo.example.com", "v1alpha1", "Nginx"), ("demo.example.com", "v1", "Greeter")]);
+    assert_eq!(watches[1].chart, project.join("helm-charts/greeter"));
+    assert!(project.join("helm-charts/greeter/templates/cm.yaml").is_file());
+    assert!(read(&project, "PROJECT").contains("  kind: Greeter\n  version: v1\n"));
+    assert!(read(&project, "config/samples/demo.example.com_v1_greeter.yaml").contains("spec:\n"));
+
+    let objects = opkit_cli::kustomize::build(&project.join("config/default")).expect("config/default renders");
+    find(&objects, "CustomResourceDefinition", "nginxes.demo.example.com");
+    find(&objects, "CustomResourceDefinition", "greeters.demo.example.com");
+    let role = find(&objects, "ClusterRole", "charts-operator-manager-role");
+    let text = serde_json::to_string(role).expect("json");
+    assert!(text.contains("\"greeters/finalizers\"") && text.contains("\"configmaps\""), "{text}");
+
+    // The same kind twice is refused, and nothing is written.
+    let again = command(OPKIT, &project, None).args(args).output().expect("opkit runs");
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("already exists"), "{stderr}");
+}

@@ -1,0 +1,507 @@
+//! The generic Helm reconciler, one controller per watched kind (operator-sdk's
+//! `internal/helm/controller`): a custom resource's spec is the chart's values and its
+//! name the release's. Each reconcile renders the chart, installs (no release yet),
+//! upgrades (the manifest changed) or re-applies the release's objects (drift repair),
+//! stores the revision as Helm does and writes operator-sdk's conditions (Initialized,
+//! Deployed, ReleaseFailed, Irreconcilable) and `status.deployedRelease`. Deleting the
+//! resource uninstalls the release through [`UNINSTALL_FINALIZER`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::core::SelectorExt;
+use kube::discovery::Scope;
+use kube::{Client, ResourceExt};
+use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult, Reconciler};
+use serde_json::{Value, json};
+
+use crate::manifest::{RenderedObject, manifest_of, split};
+use crate::metrics::ReleaseMetrics;
+use crate::release::{self, Release, chart_json};
+use crate::watches::Watch;
+use crate::{OperatorError, UNINSTALL_FINALIZER};
+
+/// The field manager the operator applies objects with.
+pub const FIELD_MANAGER: &str = "helm-operator";
+
+/// Condition types and reasons, as operator-sdk's `HelmAppCondition`s.
+pub mod conditions {
+    /// The resource was seen by the operator.
+    pub const INITIALIZED: &str = "Initialized";
+    /// The release is deployed.
+    pub const DEPLOYED: &str = "Deployed";
+    /// Installing, upgrading or uninstalling failed.
+    pub const RELEASE_FAILED: &str = "ReleaseFailed";
+    /// Re-applying a deployed release's objects failed.
+    pub const IRRECONCILABLE: &str = "Irreconcilable";
+    /// Reason: installed.
+    pub const INSTALL_SUCCESSFUL: &str = "InstallSuccessful";
+    /// Reason: upgraded.
+    pub const UPGRADE_SUCCESSFUL: &str = "UpgradeSuccessful";
+    /// Reason: uninstalled.
+    pub const UNINSTALL_SUCCESSFUL: &str = "UninstallSuccessful";
+    /// Reason: installing failed.
+    pub const INSTALL_ERROR: &str = "InstallError";
+    /// Reason: upgrading failed.
+    pub const UPGRADE_ERROR: &str = "UpgradeError";
+    /// Reason: re-applying failed.
+    pub const RECONCILE_ERROR: &str = "ReconcileError";
+    /// Reason: uninstalling failed.
+    pub const UNINSTALL_ERROR: &str = "UninstallError";
+}
+
+/// Resolved resources by group/version/kind, shared by the reconciles of one kind.
+type ResourceCache = Mutex<HashMap<(String, String, String), (ApiResource, Scope)>>;
+
+/// Reconciles the custom resources of one watched kind.
+pub struct HelmReconciler {
+    watch: Watch,
+    resources: ResourceCache,
+    metrics: ReleaseMetrics,
+}
+
+/// Registers one controller per watch with `mgr`. Each kind must be served (its CRD
+/// installed). With `watchDependentResources`, the kinds the chart renders with its
+/// default values are watched (namespaced ones through their owner reference,
+/// cluster-scoped ones through Helm's release annotations), so a changed or deleted child
+/// is restored at once.
+pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorError> {
+    let client = mgr.client();
+    let metrics = ReleaseMetrics::register(mgr.metrics());
+    for watch in watches {
+        let gvk = GroupVersionKind::gvk(&watch.group, &watch.version, &watch.kind);
+        let (resource, caps) =
+            kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| OperatorError::KindNotServed {
+                group: watch.group.clone(),
+                version: watch.version.clone(),
+                kind: watch.kind.clone(),
+                source: Box::new(source),
+            })?;
+        let mut dependents = Vec::new();
+        if watch.watch_dependent_resources {
+            match render(&watch, "helm-operator-probe", "default", &json!({})) {
+                Ok((objects, _, _)) => {
+                    let mut seen = Vec::new();
+                    for object in objects.iter().filter(|o| !o.is_hook()) {
+                        let gvk = object.gvk();
+                        if seen.contains(&gvk) {
+                            continue;
+                        }
+                        seen.push(gvk.clone());
+                        match kube::discovery::pinned_kind(&client, &gvk).await {
+                            Ok((child, child_caps)) => dependents.push((child, child_caps.scope)),
+                            Err(e) => {
+                                tracing::warn!(kind = %gvk.kind, error = %e, "not watching a kind the chart renders")
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    chart = %watch.chart.display(),
+                    error = %e,
+                    "the chart does not render with its default values; dependent resources are not watched"
+                ),
+            }
+        }
+        let concurrency = watch.max_concurrent_reconciles;
+        let reconciler = HelmReconciler { watch, resources: Mutex::new(HashMap::new()), metrics: metrics.clone() };
+        let mut controller = Controller::new_dynamic(mgr, resource, caps.scope, reconciler)
+            .named(format!("{}-helm-controller", gvk.kind.to_lowercase()))
+            .max_concurrent_reconciles(concurrency);
+        for (child, scope) in &dependents {
+            controller = match scope {
+                Scope::Namespaced => controller.owns_dynamic(child, Scope::Namespaced),
+                // Cluster-scoped children have no owner reference; Helm's annotations name
+                // their release.
+                Scope::Cluster => controller.watches_dynamic(child, Scope::Cluster, release_of),
+            };
+        }
+        controller.build()?;
+    }
+    Ok(())
+}
+
+/// The release (custom resource) a cluster-scoped child belongs to, from the
+/// `meta.helm.sh/release-name` and `-namespace` annotations the operator applies.
+fn release_of(child: &DynamicObject) -> Vec<opkit::Request> {
+    let annotations = child.annotations();
+    match (annotations.get("meta.helm.sh/release-name"), annotations.get("meta.helm.sh/release-namespace")) {
+        (Some(name), Some(namespace)) => vec![opkit::Request::new(name.as_str(), Some(namespace.as_str()))],
+        _ => Vec::new(),
+    }
+}
+
+/// Renders the watch's chart for release `name` in `namespace` with `spec` as values:
+/// the objects, the manifest and the chart as Helm stores it.
+fn render(
+    watch: &Watch,
+    name: &str,
+    namespace: &str,
+    spec: &Value,
+) -> Result<(Vec<RenderedObject>, String, Value), OperatorError> {
+    let chart = opkit_helm::chart::load(&watch.chart)?;
+    let chart_value = chart_json(&chart, &watch.chart);
+    let options = opkit_helm::TemplateOptions {
+        release_name: name.to_string(),
+        namespace: namespace.to_string(),
+        values_files: vec![spec.to_string()],
+        set: watch.override_values.clone(),
+        ..opkit_helm::TemplateOptions::default()
+    };
+    let rendered = opkit_helm::template_chart(chart, &options)?;
+    let objects = split(&rendered)?;
+    let manifest = manifest_of(&objects);
+    Ok((objects, manifest, chart_value))
+}
+
+/// What a reconcile did to the release.
+enum Outcome {
+    Installed,
+    Upgraded,
+    Reconciled,
+}
+
+impl Reconciler<DynamicObject> for HelmReconciler {
+    async fn reconcile(&self, ctx: Context<DynamicObject>) -> ReconcileResult {
+        let Some(object) = ctx.object.clone() else { return Ok(Action::done()) };
+        if let Some(selector) = &self.watch.selector {
+            let selector: kube::core::Selector = selector.clone().try_into().map_err(ReconcileError::terminal)?;
+            if !selector.matches(object.labels()) {
+                return Ok(Action::done());
+            }
+        }
+        let api = ctx.dynamic_api();
+        let name = object.name_any();
+        let namespace = object.namespace().unwrap_or_else(|| "default".to_string());
+        let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+        let mut status = object.data.get("status").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+        let cached_status = status.clone();
+
+        if opkit::finalizer::is_being_deleted(object.as_ref()) {
+            if !opkit::finalizer::contains_finalizer(object.as_ref(), UNINSTALL_FINALIZER) {
+                return Ok(Action::done());
+            }
+            return match self.uninstall(&ctx.client, &secrets, &name, &namespace).await {
+                Ok(()) => {
+                    self.metrics.uninstalled(&self.watch.kind, &namespace, &name);
+                    set_condition(&mut status, conditions::DEPLOYED, false, conditions::UNINSTALL_SUCCESSFUL, "");
+                    remove_condition(&mut status, conditions::RELEASE_FAILED);
+                    if let Some(s) = status.as_object_mut() {
+                        s.remove("deployedRelease");
+                    }
+                    write_status(&api, &name, &status, &cached_status).await;
+                    opkit::finalizer::remove_finalizer(&api, object.as_ref(), UNINSTALL_FINALIZER)
+                        .await
+                        .map_err(ReconcileError::retry)?;
+                    Ok(Action::done())
+                }
+                Err(e) => {
+                    self.metrics.failed(&self.watch.kind, &namespace, &name, conditions::UNINSTALL_ERROR);
+                    set_condition(
+                        &mut status,
+                        conditions::RELEASE_FAILED,
+                        true,
+                        conditions::UNINSTALL_ERROR,
+                        &e.to_string(),
+                    );
+                    write_status(&api, &name, &status, &cached_status).await;
+                    Err(ReconcileError::retry(e))
+                }
+            };
+        }
+
+        set_condition(&mut status, conditions::INITIALIZED, true, "", "");
+        opkit::finalizer::ensure_finalizer(&api, object.as_ref(), UNINSTALL_FINALIZER)
+            .await
+            .map_err(ReconcileError::retry)?;
+
+        let history = release::history(&secrets, &name).await.map_err(ReconcileError::retry)?;
+        let deployed = history.iter().rev().find(|r| r.info.status == "deployed").cloned();
+        let spec = object.data.get("spec").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+        let failure_reason = if deployed.is_some() { conditions::UPGRADE_ERROR } else { conditions::INSTALL_ERROR };
+        // The status is rebuilt from the stored release, not only from the cached object's
+        // (which may predate this controller's last status write).
+        if let Some(current) = &deployed {
+            set_condition(&mut status, conditions::DEPLOYED, true, deployed_reason(current.version), "");
+            status["deployedRelease"] =
+                json!({ "name": name, "manifest": current.manifest, "revision": current.version });
+        }
+
+        let result = match render(&self.watch, &name, &namespace, &spec) {
+            Ok((objects, manifest, chart)) => {
+                self.deploy(&ctx.client, &object, &secrets, &history, deployed.as_ref(), objects, manifest, chart, spec)
+                    .await
+            }
+            Err(e) => Err((failure_reason, e)),
+        };
+        match result {
+            Ok((outcome, manifest, revision)) => {
+                self.metrics.deployed(&self.watch.kind, &namespace, &name, revision);
+                remove_condition(&mut status, conditions::RELEASE_FAILED);
+                remove_condition(&mut status, conditions::IRRECONCILABLE);
+                match outcome {
+                    Outcome::Installed => {
+                        set_condition(&mut status, conditions::DEPLOYED, true, conditions::INSTALL_SUCCESSFUL, "")
+                    }
+                    Outcome::Upgraded => {
+                        set_condition(&mut status, conditions::DEPLOYED, true, conditions::UPGRADE_SUCCESSFUL, "")
+                    }
+                    Outcome::Reconciled => {}
+                }
+                status["deployedRelease"] = json!({ "name": name, "manifest": manifest, "revision": revision });
+                write_status(&api, &name, &status, &cached_status).await;
+                Ok(Action::requeue_after(self.watch.reconcile_period))
+            }
+            Err((reason, e)) => {
+                self.metrics.failed(&self.watch.kind, &namespace, &name, reason);
+                let type_ = if reason == conditions::RECONCILE_ERROR {
+                    conditions::IRRECONCILABLE
+                } else {
+                    conditions::RELEASE_FAILED
+                };
+                set_condition(&mut status, type_, true, reason, &e.to_string());
+                write_status(&api, &name, &status, &cached_status).await;
+                Err(ReconcileError::retry(e))
+            }
+        }
+    }
+}
+
+impl HelmReconciler {
+    /// Installs, upgrades or re-applies the release; returns what it did and the manifest.
+    #[allow(clippy::too_many_arguments)]
+    async fn deploy(
+        &self,
+        client: &Client,
+        owner: &DynamicObject,
+        secrets: &Api<Secret>,
+        history: &[Release],
+        deployed: Option<&Release>,
+        objects: Vec<RenderedObject>,
+        manifest: String,
+        chart: Value,
+        config: Value,
+    ) -> Result<(Outcome, String, i64), (&'static str, OperatorError)> {
+        let name = owner.name_any();
+        let namespace = owner.namespace().unwrap_or_else(|| "default".to_string());
+        let outcome = match deployed {
+            None => Outcome::Installed,
+            Some(r) if r.manifest != manifest => Outcome::Upgraded,
+            Some(_) => Outcome::Reconciled,
+        };
+        let reason = match outcome {
+            Outcome::Installed => conditions::INSTALL_ERROR,
+            Outcome::Upgraded => conditions::UPGRADE_ERROR,
+            Outcome::Reconciled => conditions::RECONCILE_ERROR,
+        };
+        let fail = |e: OperatorError| (reason, e);
+        if !matches!(outcome, Outcome::Reconciled) {
+            // A dry run first, as operator-sdk's install and upgrade: an object the API
+            // server refuses fails the release before anything is changed.
+            for object in objects.iter().filter(|o| !o.is_hook()) {
+                self.apply(client, owner, &namespace, object, true).await.map_err(fail)?;
+            }
+        }
+        for object in objects.iter().filter(|o| !o.is_hook()) {
+            self.apply(client, owner, &namespace, object, false).await.map_err(fail)?;
+        }
+        if let (Outcome::Reconciled, Some(current)) = (&outcome, deployed) {
+            return Ok((outcome, manifest, current.version));
+        }
+        if let Some(previous) = deployed {
+            // Objects the new manifest no longer has go, as in `helm upgrade`.
+            let kept: Vec<(GroupVersionKind, String)> =
+                objects.iter().filter(|o| !o.is_hook()).map(|o| (o.gvk(), o.name().to_string())).collect();
+            let old = split(&previous.manifest).map_err(fail)?;
+            for object in old.iter().filter(|o| !kept.contains(&(o.gvk(), o.name().to_string()))) {
+                self.delete(client, &namespace, object).await.map_err(fail)?;
+            }
+            let mut superseded = previous.clone();
+            superseded.info.status = "superseded".to_string();
+            release::replace(secrets, &superseded).await.map_err(fail)?;
+        }
+        let version = history.last().map_or(1, |r| r.version + 1);
+        let first_deployed = history.first().map(|r| r.info.first_deployed.clone());
+        let release = Release::deployed(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
+        release::create(secrets, &release).await.map_err(fail)?;
+        Ok((outcome, manifest, version))
+    }
+
+    /// Deletes the deployed release's objects and its stored revisions.
+    async fn uninstall(
+        &self,
+        client: &Client,
+        secrets: &Api<Secret>,
+        name: &str,
+        namespace: &str,
+    ) -> Result<(), OperatorError> {
+        let history = release::history(secrets, name).await?;
+        if let Some(latest) = history.iter().rev().find(|r| r.info.status == "deployed").or(history.last()) {
+            for object in split(&latest.manifest)?.iter().rev() {
+                self.delete(client, namespace, object).await?;
+            }
+        }
+        release::delete_all(secrets, &history).await
+    }
+
+    async fn resolve(&self, client: &Client, gvk: &GroupVersionKind) -> Result<(ApiResource, Scope), OperatorError> {
+        let key = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
+        if let Some(found) = self.resources.lock().ok().and_then(|cache| cache.get(&key).cloned()) {
+            return Ok(found);
+        }
+        let (resource, caps) = kube::discovery::pinned_kind(client, gvk).await?;
+        if let Ok(mut cache) = self.resources.lock() {
+            cache.insert(key, (resource.clone(), caps.scope.clone()));
+        }
+        Ok((resource, caps.scope))
+    }
+
+    async fn api_for(
+        &self,
+        client: &Client,
+        namespace: &str,
+        object: &RenderedObject,
+    ) -> Result<(Api<DynamicObject>, bool), OperatorError> {
+        let (resource, scope) = self.resolve(client, &object.gvk()).await?;
+        Ok(match scope {
+            Scope::Namespaced => {
+                (Api::namespaced_with(client.clone(), object.namespace().unwrap_or(namespace), &resource), true)
+            }
+            Scope::Cluster => (Api::all_with(client.clone(), &resource), false),
+        })
+    }
+
+    /// Server-side applies one object (only as a dry run when `dry_run`), labelled and
+    /// annotated as Helm does, owned by the custom resource when it is namespaced in the
+    /// same namespace.
+    async fn apply(
+        &self,
+        client: &Client,
+        owner: &DynamicObject,
+        namespace: &str,
+        object: &RenderedObject,
+        dry_run: bool,
+    ) -> Result<(), OperatorError> {
+        let (api, namespaced) = self.api_for(client, namespace, object).await?;
+        let mut body = object.object.clone();
+        let meta = body
+            .as_object_mut()
+            .map(|o| o.entry("metadata").or_insert_with(|| json!({})))
+            .and_then(Value::as_object_mut)
+            .ok_or_else(|| OperatorError::Manifest(format!("{}: metadata is not a map", object.source)))?;
+        if namespaced && object.namespace().is_none() {
+            meta.insert("namespace".into(), json!(namespace));
+        }
+        let labels = meta.entry("labels").or_insert_with(|| json!({}));
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert("app.kubernetes.io/managed-by".into(), json!("Helm"));
+        }
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert("meta.helm.sh/release-name".into(), json!(owner.name_any()));
+            annotations.insert("meta.helm.sh/release-namespace".into(), json!(namespace));
+        }
+        if namespaced && object.namespace().is_none_or(|ns| ns == namespace) {
+            let types = owner.types.clone().unwrap_or_default();
+            meta.insert(
+                "ownerReferences".into(),
+                json!([{
+                    "apiVersion": types.api_version,
+                    "kind": types.kind,
+                    "name": owner.name_any(),
+                    "uid": owner.uid().unwrap_or_default(),
+                    "controller": true,
+                    "blockOwnerDeletion": true,
+                }]),
+            );
+        }
+        let mut params = PatchParams::apply(FIELD_MANAGER).force();
+        params.dry_run = dry_run;
+        match api.patch(object.name(), &params, &Patch::Apply(&body)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) => Err(OperatorError::Apply {
+                kind: object.gvk().kind,
+                name: object.name().to_string(),
+                message: status.message.clone(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn delete(&self, client: &Client, namespace: &str, object: &RenderedObject) -> Result<(), OperatorError> {
+        if object.object.pointer("/metadata/annotations/helm.sh~1resource-policy").and_then(Value::as_str)
+            == Some("keep")
+        {
+            return Ok(());
+        }
+        let (api, _) = self.api_for(client, namespace, object).await?;
+        match api.delete(object.name(), &DeleteParams::background()).await {
+            Ok(_) => Ok(()),
+            Err(e) if opkit::status::is_not_found(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The Deployed condition's reason for a deployed revision.
+fn deployed_reason(revision: i64) -> &'static str {
+    if revision == 1 { conditions::INSTALL_SUCCESSFUL } else { conditions::UPGRADE_SUCCESSFUL }
+}
+
+/// Sets an operator-sdk condition in `status.conditions`, keeping `lastTransitionTime`
+/// unless the status changed.
+fn set_condition(status: &mut Value, type_: &str, value: bool, reason: &str, message: &str) {
+    let value = if value { "True" } else { "False" };
+    let Some(conditions) = conditions_of(status) else { return };
+    let now = jiff::Timestamp::now().to_string();
+    let mut condition =
+        BTreeMap::from([("type", json!(type_)), ("status", json!(value)), ("lastTransitionTime", json!(now))]);
+    if !reason.is_empty() {
+        condition.insert("reason", json!(reason));
+    }
+    if !message.is_empty() {
+        condition.insert("message", json!(message));
+    }
+    match conditions.iter_mut().find(|c| c.get("type").and_then(Value::as_str) == Some(type_)) {
+        Some(existing) => {
+            if existing.get("status").and_then(Value::as_str) == Some(value)
+                && let Some(t) = existing.get("lastTransitionTime")
+            {
+                condition.insert("lastTransitionTime", t.clone());
+            }
+            *existing = json!(condition);
+        }
+        None => conditions.push(json!(condition)),
+    }
+}
+
+fn remove_condition(status: &mut Value, type_: &str) {
+    if let Some(conditions) = conditions_of(status) {
+        conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some(type_));
+    }
+}
+
+fn conditions_of(status: &mut Value) -> Option<&mut Vec<Value>> {
+    let list = status.as_object_mut()?.entry("conditions").or_insert_with(|| json!([]));
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    list.as_array_mut()
+}
+
+/// Writes `status` to the status subresource unless it equals the cached one (so a
+/// reconcile that changed nothing does not cause another); a failure is logged (the next
+/// reconcile writes it again).
+async fn write_status(api: &Api<DynamicObject>, name: &str, status: &Value, cached: &Value) {
+    if status == cached {
+        return;
+    }
+    let patch = json!({ "status": status });
+    if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+        && !opkit::status::is_not_found(&e)
+    {
+        tracing::warn!(name, error = %e, "writing the release status");
+    }
+}

@@ -1,0 +1,471 @@
+//! The Helm operator against an in-process control plane (`opkit-testenv`), with the
+//! fixture chart `tests/charts/nginx`: a custom resource installs its release (objects
+//! and Helm's release Secret), a spec change upgrades it to revision 2, deleted or
+//! modified children are restored, a failing `required` is ReleaseFailed with Helm's
+//! message, and deleting the resource uninstalls the release.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Client, ResourceExt};
+use opkit::{Manager, ManagerOptions};
+use opkit_helm_operator::release::Release;
+use opkit_helm_operator::watches::parse_watches;
+use opkit_testenv::{TestEnv, wait_for, wait_for_with};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(60);
+const NS: &str = "default";
+
+fn chart_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts/nginx")
+}
+
+fn nginx_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("demo.example.com", "v1alpha1", "Nginx"), "nginxes")
+}
+
+/// Stops the operator when the test ends, also when it fails.
+struct RunningOperator {
+    stop: CancellationToken,
+    metrics: opkit::metrics::Metrics,
+}
+
+impl Drop for RunningOperator {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Installs the CRD and runs the operator for `watches_yaml` (charts relative to the
+/// fixture directory) in this process.
+async fn start_operator(env: &TestEnv, watches_yaml: &str, vars: &[(&str, &str)]) -> RunningOperator {
+    let crd = opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes").expect("CRD");
+    env.install_crds([crd]).await.expect("install the CRD");
+    let base = chart_dir().parent().map(Path::to_path_buf).expect("charts dir");
+    let lookup = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
+    let watches = parse_watches(watches_yaml, &base, &lookup).expect("watches");
+    let mgr = Manager::new(env.client(), ManagerOptions::default());
+    opkit_helm_operator::setup(&mgr, watches).await.expect("set up the operator");
+    let metrics = mgr.metrics().clone();
+    let stop = CancellationToken::new();
+    tokio::spawn(mgr.run_until(stop.clone()));
+    RunningOperator { stop, metrics }
+}
+
+const WATCHES: &str = "- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: nginx\n";
+
+fn nginxes(client: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), NS, &nginx_resource())
+}
+
+async fn create_nginx(client: &Client, name: &str, spec: Value) {
+    let cr: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1alpha1",
+        "kind": "Nginx",
+        "metadata": { "name": name, "namespace": NS },
+        "spec": spec,
+    }))
+    .expect("a CR");
+    nginxes(client).create(&PostParams::default(), &cr).await.expect("create the CR");
+}
+
+fn condition<'a>(cr: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
+    cr.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+fn condition_is(cr: &DynamicObject, type_: &str, status: &str, reason: &str) -> bool {
+    condition(cr, type_).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+}
+
+async fn wait_for_cr(
+    client: &Client,
+    name: &str,
+    what: &str,
+    done: impl Fn(&DynamicObject) -> bool + Send + 'static,
+) -> DynamicObject {
+    let found = wait_for_with(
+        &nginxes(client),
+        &nginx_resource(),
+        name,
+        what,
+        move |o: Option<&DynamicObject>| o.is_some_and(&done),
+        WAIT,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    found.expect("the CR exists")
+}
+
+fn revision(cr: &DynamicObject) -> Option<i64> {
+    cr.data.pointer("/status/deployedRelease/revision").and_then(Value::as_i64)
+}
+
+async fn releases(client: &Client, name: &str) -> Vec<(String, Release)> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let list = secrets.list(&ListParams::default().labels(&format!("owner=helm,name={name}"))).await.expect("list");
+    let mut out: Vec<(String, Release)> =
+        list.items.iter().map(|s| (s.name_any(), Release::from_secret(s).expect("Helm's release format"))).collect();
+    out.sort_by_key(|(_, r)| r.version);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
+    let env = TestEnv::start().await.expect("testenv");
+    let operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
+
+    let cr = wait_for_cr(&client, "web", "installed", |cr| {
+        condition_is(cr, "Deployed", "True", "InstallSuccessful") && revision(cr) == Some(1)
+    })
+    .await;
+    assert_eq!(condition(&cr, "Initialized").map(|c| c["status"].clone()), Some(json!("True")));
+    assert_eq!(cr.finalizers(), ["helm.sdk.operatorframework.io/uninstall-release"]);
+    let manifest = cr.data.pointer("/status/deployedRelease/manifest").and_then(Value::as_str).unwrap_or_default();
+    assert!(manifest.starts_with("---\n# Source: nginx/templates/configmap.yaml\n"), "{manifest}");
+    assert_eq!(cr.data.pointer("/status/deployedRelease/name"), Some(&json!("web")));
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let deployment = deployments.get("web-nginx").await.expect("the release's Deployment");
+    assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(1));
+    let owner = &deployment.owner_references()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("Nginx", "web", Some(true)));
+    assert_eq!(deployment.annotations().get("meta.helm.sh/release-name").map(String::as_str), Some("web"));
+
+    let stored = releases(&client, "web").await;
+    assert_eq!(stored.len(), 1);
+    let (secret_name, v1) = &stored[0];
+    assert_eq!(secret_name, "sh.helm.release.v1.web.v1");
+    assert_eq!((v1.info.status.as_str(), v1.version, v1.namespace.as_str()), ("deployed", 1, NS));
+    assert_eq!(v1.chart.pointer("/metadata/name"), Some(&json!("nginx")));
+    assert_eq!(v1.config, json!({ "replicaCount": 1 }));
+    assert_eq!(v1.manifest, manifest);
+
+    // A spec change upgrades the release to revision 2.
+    nginxes(&client)
+        .patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "replicaCount": 2 } })))
+        .await
+        .expect("change the spec");
+    wait_for_cr(&client, "web", "upgraded", |cr| {
+        condition_is(cr, "Deployed", "True", "UpgradeSuccessful") && revision(cr) == Some(2)
+    })
+    .await;
+    let deployment = deployments.get("web-nginx").await.expect("the Deployment");
+    assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(2));
+    let stored = releases(&client, "web").await;
+    let statuses: Vec<(&str, i64)> = stored.iter().map(|(_, r)| (r.info.status.as_str(), r.version)).collect();
+    assert_eq!(statuses, [("superseded", 1), ("deployed", 2)]);
+    assert_eq!(stored[1].1.info.first_deployed, stored[0].1.info.first_deployed);
+    let metrics = operator.metrics.encode();
+    assert!(
+        metrics.contains("helm_operator_release_revision{kind=\"Nginx\",namespace=\"default\",name=\"web\"} 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("helm_operator_release_deployed{kind=\"Nginx\",namespace=\"default\",name=\"web\"} 1\n"),
+        "{metrics}"
+    );
+
+    // Deleting the CR uninstalls the release: its objects and its Secrets go.
+    nginxes(&client).delete("web", &DeleteParams::default()).await.expect("delete the CR");
+    wait_for_with(
+        &nginxes(&client),
+        &nginx_resource(),
+        "web",
+        "the CR to go",
+        |o: Option<&DynamicObject>| o.is_none(),
+        WAIT,
+    )
+    .await
+    .expect("the finalizer is removed");
+    assert!(deployments.get_opt("web-nginx").await.expect("get").is_none(), "the Deployment is uninstalled");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    assert!(configmaps.get_opt("web-nginx").await.expect("get").is_none(), "the ConfigMap is uninstalled");
+    let clusterroles: Api<ClusterRole> = Api::all(client.clone());
+    assert!(
+        clusterroles.get_opt("default-web-nginx-reader").await.expect("get").is_none(),
+        "the ClusterRole is uninstalled"
+    );
+    assert!(releases(&client, "web").await.is_empty(), "the release Secrets are deleted");
+    let metrics = operator.metrics.encode();
+    assert!(!metrics.contains("helm_operator_release_revision{"), "the release's series go: {metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_and_modified_children_are_restored() {
+    let env = TestEnv::start().await.expect("testenv");
+    let watches = format!("{WATCHES}  reconcilePeriod: 10m\n  overrideValues:\n    greeting: ${{GREETING}}-operator\n");
+    let _operator = start_operator(&env, &watches, &[("GREETING", "hi")]).await;
+    let client = env.client();
+    create_nginx(&client, "drift", json!({})).await;
+    wait_for_cr(&client, "drift", "installed", |cr| revision(cr) == Some(1)).await;
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let greeting = |cm: &ConfigMap| cm.data.as_ref().and_then(|d| d.get("greeting")).cloned();
+    let cm = configmaps.get("drift-nginx").await.expect("the ConfigMap");
+    assert_eq!(greeting(&cm).as_deref(), Some("hi-operator"), "overrideValues win, with $VAR expanded");
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let old_uid = deployments.get("drift-nginx").await.expect("the Deployment").uid();
+    deployments.delete("drift-nginx", &DeleteParams::default()).await.expect("delete the Deployment");
+    wait_for(
+        &deployments,
+        "drift-nginx",
+        "to be restored",
+        move |d: Option<&Deployment>| d.is_some_and(|d| d.uid() != old_uid),
+        WAIT,
+    )
+    .await
+    .expect("the deleted Deployment comes back");
+
+    configmaps
+        .patch("drift-nginx", &PatchParams::default(), &Patch::Merge(json!({ "data": { "greeting": "tampered" } })))
+        .await
+        .expect("modify the ConfigMap");
+    wait_for(
+        &configmaps,
+        "drift-nginx",
+        "to be repaired",
+        move |c: Option<&ConfigMap>| c.is_some_and(|c| greeting(c).as_deref() == Some("hi-operator")),
+        WAIT,
+    )
+    .await
+    .expect("the modified ConfigMap is repaired");
+    // Repairs re-apply the same manifest: no new revision.
+    assert_eq!(releases(&client, "drift").await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_required_value_is_release_failed_with_helms_message() {
+    let env = TestEnv::start().await.expect("testenv");
+    let operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "broken", json!({ "image": { "repository": "" } })).await;
+    let cr =
+        wait_for_cr(&client, "broken", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "InstallError")).await;
+    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(message, "execution error at (nginx/templates/deployment.yaml:19:21): image.repository is required");
+    assert!(condition(&cr, "Deployed").is_none());
+    assert!(releases(&client, "broken").await.is_empty(), "no release is stored");
+    let metrics = operator.metrics.encode();
+    assert!(
+        metrics.contains("helm_operator_release_failures_total{kind=\"Nginx\",namespace=\"default\",name=\"broken\",reason=\"InstallError\"} "),
+        "{metrics}"
+    );
+
+    // Fixing the value installs it.
+    nginxes(&client)
+        .patch(
+            "broken",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "image": { "repository": "nginx" } } })),
+        )
+        .await
+        .expect("fix the spec");
+    let cr =
+        wait_for_cr(&client, "broken", "installed", |cr| condition_is(cr, "Deployed", "True", "InstallSuccessful"))
+            .await;
+    assert!(condition(&cr, "ReleaseFailed").is_none());
+}
+
+/// The real helm client (v3.17): `$OPKIT_HELM` (CI sets it), else `target/tools/helm`,
+/// where `tools/helm/fetch-helm.sh` caches it; without it the test fails saying so.
+fn helm_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("OPKIT_HELM") {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "OPKIT_HELM names {}, which is not a file", path.display());
+        return path;
+    }
+    let cached = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/helm");
+    assert!(
+        cached.is_file(),
+        "this test needs the real helm client v3.17: run `tools/helm/fetch-helm.sh` from the repository's root \
+         (it caches helm in target/tools/helm), or set OPKIT_HELM to a helm binary; {} is not there",
+        cached.display()
+    );
+    cached
+}
+
+/// Runs the real helm against the test's cluster, with its own config, cache and data dirs.
+fn helm(env: &TestEnv, home: &Path, args: &[&str]) -> Value {
+    let out = std::process::Command::new(helm_binary())
+        .args(args)
+        .args(["-o", "json", "--kubeconfig"])
+        .arg(env.kubeconfig_path())
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .expect("helm runs");
+    assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("helm {args:?} prints JSON: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_helm_lists_the_operators_release_and_its_history() {
+    let env = TestEnv::start().await.expect("testenv");
+    let home = tempfile::tempdir().expect("helm home");
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
+    wait_for_cr(&client, "web", "installed", |cr| revision(cr) == Some(1)).await;
+    nginxes(&client)
+        .patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "replicaCount": 2 } })))
+        .await
+        .expect("change the spec");
+    wait_for_cr(&client, "web", "upgraded", |cr| revision(cr) == Some(2)).await;
+
+    let list = helm(&env, home.path(), &["list", "-n", NS]);
+    let releases = list.as_array().expect("a list");
+    assert_eq!(releases.len(), 1, "{list}");
+    let web = &releases[0];
+    assert_eq!(
+        (&web["name"], &web["namespace"], &web["revision"], &web["status"], &web["chart"], &web["app_version"]),
+        (&json!("web"), &json!(NS), &json!("2"), &json!("deployed"), &json!("nginx-0.1.0"), &json!("1.27.0")),
+        "{list}"
+    );
+
+    let history = helm(&env, home.path(), &["history", "web", "-n", NS]);
+    let rows: Vec<(i64, &str, &str)> = history
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| {
+            (
+                r["revision"].as_i64().unwrap_or_default(),
+                r["status"].as_str().unwrap_or_default(),
+                r["description"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(rows, [(1, "superseded", "Install complete"), (2, "deployed", "Upgrade complete")], "{history}");
+
+    let values = helm(&env, home.path(), &["get", "values", "web", "-n", NS]);
+    assert_eq!(values, json!({ "replicaCount": 2 }));
+
+    // kubectl shows the release's revision and status (the CRD's printer columns).
+    let out = std::process::Command::new("kubectl")
+        .args(["get", "nginxes", "-n", NS, "--kubeconfig"])
+        .arg(env.kubeconfig_path())
+        .output()
+        .expect("kubectl runs");
+    assert!(out.status.success(), "kubectl get: {}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "REVISION", "DEPLOYED", "REASON", "AGE"], "{table}");
+    assert_eq!(rows[1][..4], ["web", "2", "True", "UpgradeSuccessful"], "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_the_api_server_refuses_changes_nothing() {
+    let env = TestEnv::start().await.expect("testenv");
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "strict", json!({})).await;
+    wait_for_cr(&client, "strict", "installed", |cr| revision(cr) == Some(1)).await;
+
+    // The ConfigMap would change, but the Deployment is refused: the dry run fails the
+    // upgrade before anything is applied.
+    nginxes(&client)
+        .patch(
+            "strict",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "greeting": "changed", "replicaCount": "many" } })),
+        )
+        .await
+        .expect("change the spec");
+    let cr =
+        wait_for_cr(&client, "strict", "refused", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
+    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(
+        message,
+        "cannot apply Deployment \"strict-nginx\": Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field Deployment.spec.replicas of type int32"
+    );
+    assert!(
+        condition_is(&cr, "Deployed", "True", "InstallSuccessful"),
+        "the deployed release stays: {:#?}",
+        cr.data["status"]["conditions"]
+    );
+    assert_eq!(revision(&cr), Some(1));
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let cm = configmaps.get("strict-nginx").await.expect("the ConfigMap");
+    assert_eq!(cm.data.as_ref().and_then(|d| d.get("greeting")).map(String::as_str), Some("hello"));
+    assert_eq!(releases(&client, "strict").await.len(), 1, "no revision is stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_resources_matching_the_selector_are_reconciled() {
+    let env = TestEnv::start().await.expect("testenv");
+    let watches = format!("{WATCHES}  maxConcurrentReconciles: 1\n  selector:\n    matchLabels:\n      tier: web\n");
+    let _operator = start_operator(&env, &watches, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "ignored", json!({})).await;
+    let mut selected: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1alpha1",
+        "kind": "Nginx",
+        "metadata": { "name": "selected", "namespace": NS, "labels": { "tier": "web" } },
+        "spec": {},
+    }))
+    .expect("a CR");
+    selected = nginxes(&client).create(&PostParams::default(), &selected).await.expect("create the CR");
+    wait_for_cr(&client, &selected.name_any(), "installed", |cr| revision(cr) == Some(1)).await;
+    // One worker, in order: "ignored" was handled before "selected" and left alone.
+    let ignored = nginxes(&client).get("ignored").await.expect("the CR");
+    assert!(ignored.finalizers().is_empty() && ignored.data.get("status").is_none(), "{ignored:?}");
+    assert!(releases(&client, "ignored").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_cluster_scoped_child_is_restored() {
+    // A chart of one ClusterRole: no owner reference and no status churn, so only the
+    // watch on ClusterRoles (through Helm's release annotations) can bring it back before
+    // the 10-minute reconcile period.
+    let chart = tempfile::tempdir().expect("chart dir");
+    std::fs::create_dir(chart.path().join("templates")).expect("templates");
+    std::fs::write(chart.path().join("Chart.yaml"), "apiVersion: v2\nname: roles\nversion: 0.1.0\n")
+        .expect("Chart.yaml");
+    std::fs::write(
+        chart.path().join("templates/role.yaml"),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {{ .Release.Namespace }}-{{ .Release.Name }}-reader\nrules:\n  - apiGroups: [\"\"]\n    resources: [\"configmaps\"]\n    verbs: [\"get\"]\n",
+    )
+    .expect("template");
+    let env = TestEnv::start().await.expect("testenv");
+    let watches = format!(
+        "- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: {}\n  reconcilePeriod: 10m\n  maxConcurrentReconciles: 1\n",
+        chart.path().display()
+    );
+    let _operator = start_operator(&env, &watches, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "roles", json!({})).await;
+    wait_for_cr(&client, "roles", "installed", |cr| revision(cr) == Some(1)).await;
+    // One worker, in order: once a CR created now is installed, the reconciles "roles"'s
+    // own writes queued are done, and nothing else would re-apply its objects.
+    create_nginx(&client, "marker", json!({})).await;
+    wait_for_cr(&client, "marker", "installed", |cr| revision(cr) == Some(1)).await;
+
+    let clusterroles: Api<ClusterRole> = Api::all(client.clone());
+    let old_uid = clusterroles.get("default-roles-reader").await.expect("the ClusterRole").uid();
+    clusterroles.delete("default-roles-reader", &DeleteParams::default()).await.expect("delete the ClusterRole");
+    wait_for(
+        &clusterroles,
+        "default-roles-reader",
+        "to be restored",
+        move |r: Option<&ClusterRole>| r.is_some_and(|r| r.uid() != old_uid),
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("the deleted ClusterRole comes back");
+}
