@@ -550,6 +550,10 @@ struct HelmTemplateArgs {
     /// No progress on stderr.
     #[arg(short, long)]
     quiet: bool,
+    /// Exit 1 when fewer deterministic cases than this render byte-identical (CI's guard
+    /// against a regression; without it the report never fails the command).
+    #[arg(long, value_name = "N")]
+    min_passed: Option<usize>,
 }
 
 fn helm_template(args: HelmTemplateArgs) -> ExitCode {
@@ -569,7 +573,16 @@ fn helm_template(args: HelmTemplateArgs) -> ExitCode {
                     Err(e) => eprintln!("opkit-bench helm-template: {e}"),
                 },
             }
-            ExitCode::SUCCESS
+            match args.min_passed {
+                Some(min) if report.passed < min => {
+                    eprintln!(
+                        "opkit-bench helm-template: {} of {} deterministic cases render as helm does; at least {min} must",
+                        report.passed, report.total
+                    );
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            }
         }
         Err(e) => {
             eprintln!("opkit-bench helm-template: {e}");
