@@ -56,7 +56,7 @@ pub enum Command {
     /// Change the project's layout in PROJECT, as `kubebuilder edit` does.
     ///
     /// Examples:
-    ///   opkit edit --multigroup            (APIs under src/api/<group>/<version>/)
+    ///   opkit edit --multigroup            (APIs under src/api/GROUP/VERSION/)
     ///   opkit edit --multigroup=false
     #[command(verbatim_doc_comment)]
     Edit(EditArgs),
@@ -257,7 +257,7 @@ pub struct CreateWebhookArgs {
 /// Flags of `opkit edit`.
 #[derive(Debug, clap::Args)]
 pub struct EditArgs {
-    /// Lay out new APIs by group: src/api/<group>/<version>/ and src/controller/<group>/, so two
+    /// Lay out new APIs by group: `src/api/<group>/<version>/` and `src/controller/<group>/`, so two
     /// groups can hold kinds of the same name (kubebuilder's multi-group layout).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub multigroup: Option<bool>,

@@ -1,6 +1,6 @@
 //! Helm chart rendering in Rust, meant to print exactly what `helm template` prints.
 //!
-//! - [`template`]: Go's `text/template` (lexer, parser, executor; see its docs for why
+//! - [`template`](mod@template): Go's `text/template` (lexer, parser, executor; see its docs for why
 //!   this is not the `gtmpl` crate);
 //! - [`funcs`]: Go's builtins, Sprig's functions and Helm's (`include`, `tpl`, `toYaml`, ...);
 //! - [`value`]: the values templates see, with Go's printing;
