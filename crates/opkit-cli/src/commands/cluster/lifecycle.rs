@@ -236,7 +236,7 @@ fn stop_running(dir: &Path, timeout: Duration, out: &mut Output) -> Result<Optio
         return Ok(Some(Stopped { pid, killed: false }));
     }
     out.warn(&format!("the cluster (pid {pid}) did not stop within {}s; killing it", timeout.as_secs()));
-    signal(pid, rustix::process::Signal::KILL)?;
+    signal(pid, StopSignal::Kill)?;
     if released(dir, KILL_GRACE)? {
         out.done_waiting();
         return Ok(Some(Stopped { pid, killed: true }));
@@ -260,17 +260,40 @@ fn released(dir: &Path, timeout: Duration) -> Result<bool, CliError> {
 
 /// Asks the cluster process `pid` to stop (SIGTERM), as Ctrl-C does.
 pub(super) fn terminate(pid: u32) -> Result<(), CliError> {
-    signal(pid, rustix::process::Signal::TERM)
+    signal(pid, StopSignal::Terminate)
+}
+
+/// How a cluster process is asked to stop.
+#[derive(Debug, Clone, Copy)]
+enum StopSignal {
+    /// SIGTERM: stop gracefully, as Ctrl-C does.
+    Terminate,
+    /// SIGKILL: stop now.
+    Kill,
 }
 
 /// Sends `signal` to `pid`; a process that is already gone is not an error.
-fn signal(pid: u32, signal: rustix::process::Signal) -> Result<(), CliError> {
+#[cfg(unix)]
+fn signal(pid: u32, signal: StopSignal) -> Result<(), CliError> {
     let process = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
         .ok_or_else(|| CliError::Usage(format!("{pid} is not a process id")))?;
+    let signal = match signal {
+        StopSignal::Terminate => rustix::process::Signal::TERM,
+        StopSignal::Kill => rustix::process::Signal::KILL,
+    };
     match rustix::process::kill_process(process, signal) {
         Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
         Err(e) => Err(std::io::Error::from(e).into()),
     }
+}
+
+/// Stopping another process by its pid needs Unix signals; elsewhere stop the cluster
+/// with Ctrl-C in its own terminal.
+#[cfg(not(unix))]
+fn signal(pid: u32, signal: StopSignal) -> Result<(), CliError> {
+    Err(CliError::Usage(format!(
+        "cannot send {signal:?} to pid {pid}: opkit cluster stop needs Unix signals; stop the cluster with Ctrl-C"
+    )))
 }
