@@ -81,10 +81,10 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
             })?;
         let mut dependents = Vec::new();
         if watch.watch_dependent_resources {
-            match render(&watch, "helm-operator-probe", "default", &json!({})) {
-                Ok((objects, _, _)) => {
+            match render(&watch, "helm-operator-probe", "default", &json!({}), 1, false) {
+                Ok(rendered) => {
                     let mut seen = Vec::new();
-                    for object in objects.iter().filter(|o| !o.is_hook()) {
+                    for object in rendered.objects.iter().filter(|o| !o.is_hook()) {
                         let gvk = object.gvk();
                         if seen.contains(&gvk) {
                             continue;
@@ -133,14 +133,28 @@ fn release_of(child: &DynamicObject) -> Vec<opkit::Request> {
     }
 }
 
-/// Renders the watch's chart for release `name` in `namespace` with `spec` as values:
-/// the objects, the manifest and the chart as Helm stores it.
+/// A chart rendered for one release.
+struct Rendered {
+    /// The objects, hooks included.
+    objects: Vec<RenderedObject>,
+    /// The manifest (hooks excluded), as Helm stores it.
+    manifest: String,
+    /// The root chart's rendered `NOTES.txt`.
+    notes: String,
+    /// The chart as Helm stores it.
+    chart: Value,
+}
+
+/// Renders the watch's chart for release `name` in `namespace` with `spec` as values, as
+/// revision `revision` of an install or (`is_upgrade`) an upgrade.
 fn render(
     watch: &Watch,
     name: &str,
     namespace: &str,
     spec: &Value,
-) -> Result<(Vec<RenderedObject>, String, Value), OperatorError> {
+    revision: i64,
+    is_upgrade: bool,
+) -> Result<Rendered, OperatorError> {
     let chart = opkit_helm::chart::load(&watch.chart)?;
     let chart_value = chart_json(&chart, &watch.chart);
     let options = opkit_helm::TemplateOptions {
@@ -148,12 +162,14 @@ fn render(
         namespace: namespace.to_string(),
         values_files: vec![spec.to_string()],
         set: watch.override_values.clone(),
+        revision,
+        is_upgrade,
         ..opkit_helm::TemplateOptions::default()
     };
-    let rendered = opkit_helm::template_chart(chart, &options)?;
-    let objects = split(&rendered)?;
+    let rendered = opkit_helm::render_release(chart, &options)?;
+    let objects = split(&rendered.manifest)?;
     let manifest = manifest_of(&objects);
-    Ok((objects, manifest, chart_value))
+    Ok(Rendered { objects, manifest, notes: rendered.notes, chart: chart_value })
 }
 
 /// What a reconcile did to the release.
@@ -229,10 +245,9 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                 json!({ "name": name, "manifest": current.manifest, "revision": current.version });
         }
 
-        let result = match render(&self.watch, &name, &namespace, &spec) {
-            Ok((objects, manifest, chart)) => {
-                self.deploy(&ctx.client, &object, &secrets, &history, deployed.as_ref(), objects, manifest, chart, spec)
-                    .await
+        let result = match self.render_next(&name, &namespace, &spec, &history, deployed.as_ref()) {
+            Ok(rendered) => {
+                self.deploy(&ctx.client, &object, &secrets, &history, deployed.as_ref(), rendered, spec).await
             }
             Err(e) => Err((failure_reason, e)),
         };
@@ -270,6 +285,27 @@ impl Reconciler<DynamicObject> for HelmReconciler {
 }
 
 impl HelmReconciler {
+    /// Renders the release as its deployed revision when that still gives the deployed
+    /// manifest (nothing to upgrade: `.Release.Revision` and `.IsUpgrade` are the deployed
+    /// revision's), else as the next revision: an install (`.Release.IsInstall`) when
+    /// nothing is deployed, an upgrade otherwise.
+    fn render_next(
+        &self,
+        name: &str,
+        namespace: &str,
+        spec: &Value,
+        history: &[Release],
+        deployed: Option<&Release>,
+    ) -> Result<Rendered, OperatorError> {
+        let next = history.last().map_or(1, |r| r.version + 1);
+        let Some(current) = deployed else { return render(&self.watch, name, namespace, spec, next, false) };
+        let as_deployed = render(&self.watch, name, namespace, spec, current.version, current.version > 1)?;
+        if as_deployed.manifest == current.manifest {
+            return Ok(as_deployed);
+        }
+        render(&self.watch, name, namespace, spec, next, true)
+    }
+
     /// Installs, upgrades or re-applies the release; returns what it did and the manifest.
     #[allow(clippy::too_many_arguments)]
     async fn deploy(
@@ -279,11 +315,10 @@ impl HelmReconciler {
         secrets: &Api<Secret>,
         history: &[Release],
         deployed: Option<&Release>,
-        objects: Vec<RenderedObject>,
-        manifest: String,
-        chart: Value,
+        rendered: Rendered,
         config: Value,
     ) -> Result<(Outcome, String, i64), (&'static str, OperatorError)> {
+        let Rendered { objects, manifest, notes, chart } = rendered;
         let name = owner.name_any();
         let namespace = owner.namespace().unwrap_or_else(|| "default".to_string());
         let outcome = match deployed {
@@ -324,7 +359,9 @@ impl HelmReconciler {
         }
         let version = history.last().map_or(1, |r| r.version + 1);
         let first_deployed = history.first().map(|r| r.info.first_deployed.clone());
-        let release = Release::deployed(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
+        let mut release =
+            Release::deployed(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
+        release.info.notes = notes;
         release::create(secrets, &release).await.map_err(fail)?;
         Ok((outcome, manifest, version))
     }

@@ -153,6 +153,11 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     assert_eq!(v1.chart.pointer("/metadata/name"), Some(&json!("nginx")));
     assert_eq!(v1.config, json!({ "replicaCount": 1 }));
     assert_eq!(v1.manifest, manifest);
+    // The release was rendered as Helm's install renders it, and stores its notes.
+    assert_eq!(v1.info.notes, "nginx web serves on port 80.\n");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let data = configmaps.get("web-nginx").await.expect("the ConfigMap").data.unwrap_or_default();
+    assert_eq!((data["revision"].as_str(), data["isUpgrade"].as_str()), ("1", "false"));
 
     // A spec change upgrades the release to revision 2.
     nginxes(&client)
@@ -169,6 +174,10 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     let statuses: Vec<(&str, i64)> = stored.iter().map(|(_, r)| (r.info.status.as_str(), r.version)).collect();
     assert_eq!(statuses, [("superseded", 1), ("deployed", 2)]);
     assert_eq!(stored[1].1.info.first_deployed, stored[0].1.info.first_deployed);
+    assert_eq!(stored[1].1.info.notes, "nginx web serves on port 80.\n");
+    // Rendered as revision 2 of an upgrade; re-applying it later keeps those values.
+    let data = configmaps.get("web-nginx").await.expect("the ConfigMap").data.unwrap_or_default();
+    assert_eq!((data["revision"].as_str(), data["isUpgrade"].as_str()), ("2", "true"));
     let metrics = operator.metrics.encode();
     assert!(
         metrics.contains("helm_operator_release_revision{kind=\"Nginx\",namespace=\"default\",name=\"web\"} 2\n"),
@@ -192,7 +201,6 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     .await
     .expect("the finalizer is removed");
     assert!(deployments.get_opt("web-nginx").await.expect("get").is_none(), "the Deployment is uninstalled");
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     assert!(configmaps.get_opt("web-nginx").await.expect("get").is_none(), "the ConfigMap is uninstalled");
     let clusterroles: Api<ClusterRole> = Api::all(client.clone());
     assert!(
@@ -355,6 +363,10 @@ async fn the_real_helm_lists_the_operators_release_and_its_history() {
 
     let values = helm(&env, home.path(), &["get", "values", "web", "-n", NS]);
     assert_eq!(values, json!({ "replicaCount": 2 }));
+
+    // `helm status` prints the notes the operator stored.
+    let status = helm(&env, home.path(), &["status", "web", "-n", NS]);
+    assert_eq!(status.pointer("/info/notes"), Some(&json!("nginx web serves on port 80.\n")), "{status}");
 
     // kubectl shows the release's revision and status (the CRD's printer columns).
     let out = std::process::Command::new("kubectl")
