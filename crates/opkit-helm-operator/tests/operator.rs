@@ -47,7 +47,7 @@ impl Drop for RunningOperator {
 /// Installs the CRD and runs the operator for `watches_yaml` (charts relative to the
 /// fixture directory) in this process.
 async fn start_operator(env: &TestEnv, watches_yaml: &str, vars: &[(&str, &str)]) -> RunningOperator {
-    let crd = opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes").expect("CRD");
+    let crd = opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None).expect("CRD");
     env.install_crds([crd]).await.expect("install the CRD");
     let base = chart_dir().parent().map(Path::to_path_buf).expect("charts dir");
     let lookup = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
@@ -480,4 +480,70 @@ async fn a_deleted_cluster_scoped_child_is_restored() {
     )
     .await
     .expect("the deleted ClusterRole comes back");
+}
+
+/// A chart's `values.schema.json` becomes the CRD's spec schema: the API server refuses a
+/// spec the schema refuses, keeps unknown fields where the schema allows additional
+/// properties and prunes them where it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_crd_from_a_values_schema_validates_and_prunes_the_spec() {
+    let env = TestEnv::start().await.expect("testenv");
+    let values_schema = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "replicaCount": { "type": "integer", "minimum": 0 },
+            "image": { "type": "object", "properties": { "repository": { "type": "string" } } },
+            "service": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "type": { "type": "string", "enum": ["ClusterIP", "NodePort", "LoadBalancer"] },
+                    "port": { "type": "integer", "minimum": 1, "maximum": 65535 }
+                }
+            }
+        }
+    });
+    let crd =
+        opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", Some(&values_schema))
+            .expect("CRD");
+    env.install_crds([crd]).await.expect("the API server accepts the converted schema");
+    let client = env.client();
+    let cr = |name: &str, spec: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "demo.example.com/v1alpha1",
+            "kind": "Nginx",
+            "metadata": { "name": name, "namespace": NS },
+            "spec": spec,
+        }))
+        .expect("a CR")
+    };
+
+    let refused = nginxes(&client)
+        .create(&PostParams::default(), &cr("bad", json!({ "replicaCount": -1, "service": { "type": "Ingress" } })))
+        .await
+        .expect_err("the schema refuses the spec");
+    let kube::Error::Api(status) = refused else { panic!("not an API error: {refused}") };
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{status:?}");
+    assert!(status.message.contains("spec.replicaCount: Invalid value: -1"), "{}", status.message);
+    assert!(status.message.contains("spec.service.type: Unsupported value: \"Ingress\""), "{}", status.message);
+
+    let spec = json!({
+        "replicaCount": 2,
+        "image": { "repository": "nginx", "tag": "1.27" },
+        "service": { "port": 8080, "annotations": { "a": "b" } },
+        "greeting": "hi",
+    });
+    nginxes(&client).create(&PostParams::default(), &cr("good", spec)).await.expect("a valid spec is accepted");
+    let stored = nginxes(&client).get("good").await.expect("the CR");
+    assert_eq!(
+        stored.data["spec"],
+        json!({
+            "replicaCount": 2,
+            "image": { "repository": "nginx", "tag": "1.27" },
+            "service": { "port": 8080 },
+            "greeting": "hi",
+        }),
+        "unknown fields are kept where the values schema allows them, pruned where it does not"
+    );
 }
