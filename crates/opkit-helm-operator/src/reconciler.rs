@@ -4,7 +4,9 @@
 //! upgrades (the manifest changed) or re-applies the release's objects (drift repair),
 //! stores the revision as Helm does and writes operator-sdk's conditions (Initialized,
 //! Deployed, ReleaseFailed, Irreconcilable) and `status.deployedRelease`. Deleting the
-//! resource uninstalls the release through [`UNINSTALL_FINALIZER`].
+//! resource uninstalls the release through [`UNINSTALL_FINALIZER`]. A new chart version
+//! is rolled out over the kind's releases one at a time and paused at the first failure
+//! ([`Rollout`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -50,6 +52,10 @@ pub mod conditions {
     pub const RECONCILE_ERROR: &str = "ReconcileError";
     /// Reason: uninstalling failed.
     pub const UNINSTALL_ERROR: &str = "UninstallError";
+    /// The release waits on a paused chart-version rollout (beyond operator-sdk).
+    pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
+    /// Reason: another release's upgrade to the new chart version failed.
+    pub const CHART_UPGRADE_FAILED: &str = "ChartUpgradeFailed";
 }
 
 /// Resolved resources by group/version/kind, shared by the reconciles of one kind.
@@ -60,6 +66,49 @@ pub struct HelmReconciler {
     watch: Watch,
     resources: ResourceCache,
     metrics: ReleaseMetrics,
+    /// The version in the watched chart's `Chart.yaml` when the operator started.
+    chart_version: String,
+    rollout: Rollout,
+}
+
+/// The rollout of the operator's chart version over the releases made with another one:
+/// upgrades take turns (one at a time, whatever `maxConcurrentReconciles`), and the first
+/// that fails pauses the rollout until that release is upgraded or uninstalled. Kept in
+/// memory: a restarted operator starts the rollout again.
+#[derive(Default)]
+struct Rollout {
+    /// Held while a release is upgraded to the new chart version.
+    turn: tokio::sync::Mutex<()>,
+    /// The release (`namespace/name`) whose upgrade failed, pausing the rollout.
+    failed: Mutex<Option<String>>,
+}
+
+impl Rollout {
+    /// The failed release pausing the rollout for `release`, unless that is `release`.
+    fn paused_by(&self, release: &str) -> Option<String> {
+        self.failed.lock().ok().and_then(|failed| failed.clone()).filter(|failed| failed != release)
+    }
+
+    /// Records the outcome of `release`'s upgrade to the new chart version.
+    fn finished(&self, release: &str, succeeded: bool) {
+        if let Ok(mut failed) = self.failed.lock() {
+            if !succeeded {
+                *failed = Some(release.to_string());
+            } else if failed.as_deref() == Some(release) {
+                *failed = None;
+            }
+        }
+    }
+
+    /// `release` is gone: it no longer pauses the rollout.
+    fn forget(&self, release: &str) {
+        self.finished(release, true);
+    }
+}
+
+/// The chart version a release (or Helm's stored chart) was made with.
+fn chart_version(chart: &Value) -> &str {
+    chart.pointer("/metadata/version").and_then(Value::as_str).unwrap_or_default()
 }
 
 /// Registers one controller per watch with `mgr`. Each kind must be served (its CRD
@@ -106,7 +155,17 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
             }
         }
         let concurrency = watch.max_concurrent_reconciles;
-        let reconciler = HelmReconciler { watch, resources: Mutex::new(HashMap::new()), metrics: metrics.clone() };
+        let chart_version = opkit_helm::chart::load(&watch.chart)
+            .ok()
+            .and_then(|chart| chart.metadata.get("version").and_then(|v| v.as_str()).map(str::to_string))
+            .unwrap_or_default();
+        let reconciler = HelmReconciler {
+            watch,
+            resources: Mutex::new(HashMap::new()),
+            metrics: metrics.clone(),
+            chart_version,
+            rollout: Rollout::default(),
+        };
         let mut controller = Controller::new_dynamic(mgr, resource, caps.scope, reconciler)
             .named(format!("{}-helm-controller", gvk.kind.to_lowercase()))
             .max_concurrent_reconciles(concurrency);
@@ -202,6 +261,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
             return match self.uninstall(&ctx.client, &secrets, &name, &namespace).await {
                 Ok(()) => {
                     self.metrics.uninstalled(&self.watch.kind, &namespace, &name);
+                    self.rollout.forget(&format!("{namespace}/{name}"));
                     set_condition(&mut status, conditions::DEPLOYED, false, conditions::UNINSTALL_SUCCESSFUL, "");
                     remove_condition(&mut status, conditions::RELEASE_FAILED);
                     if let Some(s) = status.as_object_mut() {
@@ -245,12 +305,40 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                 json!({ "name": name, "manifest": current.manifest, "revision": current.version });
         }
 
+        // A release made with another chart version takes its turn in the rollout, unless
+        // the rollout is paused by another release's failure.
+        let key = format!("{namespace}/{name}");
+        let rolling = deployed.as_ref().is_some_and(|d| chart_version(&d.chart) != self.chart_version);
+        let mut _turn = None;
+        if rolling {
+            if self.rollout.paused_by(&key).is_none() {
+                _turn = Some(self.rollout.turn.lock().await);
+            }
+            if let Some(failed) = self.rollout.paused_by(&key) {
+                let message =
+                    format!("the rollout of chart version {} is paused: upgrading {failed} failed", self.chart_version);
+                set_condition(
+                    &mut status,
+                    conditions::ROLLOUT_PAUSED,
+                    true,
+                    conditions::CHART_UPGRADE_FAILED,
+                    &message,
+                );
+                write_status(&api, &name, &status, &cached_status).await;
+                return Ok(Action::requeue_after(self.watch.reconcile_period));
+            }
+        }
+        remove_condition(&mut status, conditions::ROLLOUT_PAUSED);
+
         let result = match self.render_next(&name, &namespace, &spec, &history, deployed.as_ref()) {
             Ok(rendered) => {
                 self.deploy(&ctx.client, &object, &secrets, &history, deployed.as_ref(), rendered, spec).await
             }
             Err(e) => Err((failure_reason, e)),
         };
+        if rolling {
+            self.rollout.finished(&key, result.is_ok());
+        }
         match result {
             Ok((outcome, manifest, revision)) => {
                 self.metrics.deployed(&self.watch.kind, &namespace, &name, revision);
@@ -300,7 +388,9 @@ impl HelmReconciler {
         let next = history.last().map_or(1, |r| r.version + 1);
         let Some(current) = deployed else { return render(&self.watch, name, namespace, spec, next, false) };
         let as_deployed = render(&self.watch, name, namespace, spec, current.version, current.version > 1)?;
-        if as_deployed.manifest == current.manifest {
+        if as_deployed.manifest == current.manifest
+            && chart_version(&as_deployed.chart) == chart_version(&current.chart)
+        {
             return Ok(as_deployed);
         }
         render(&self.watch, name, namespace, spec, next, true)
@@ -323,7 +413,7 @@ impl HelmReconciler {
         let namespace = owner.namespace().unwrap_or_else(|| "default".to_string());
         let outcome = match deployed {
             None => Outcome::Installed,
-            Some(r) if r.manifest != manifest => Outcome::Upgraded,
+            Some(r) if r.manifest != manifest || chart_version(&r.chart) != chart_version(&chart) => Outcome::Upgraded,
             Some(_) => Outcome::Reconciled,
         };
         let reason = match outcome {

@@ -36,6 +36,17 @@ fn nginx_resource() -> ApiResource {
 struct RunningOperator {
     stop: CancellationToken,
     metrics: opkit::metrics::Metrics,
+    task: Option<tokio::task::JoinHandle<Result<(), opkit::ManagerError>>>,
+}
+
+impl RunningOperator {
+    /// Stops the operator and waits until it has stopped.
+    async fn shut_down(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.expect("the operator task").expect("the operator stops cleanly");
+        }
+    }
 }
 
 impl Drop for RunningOperator {
@@ -47,17 +58,22 @@ impl Drop for RunningOperator {
 /// Installs the CRD and runs the operator for `watches_yaml` (charts relative to the
 /// fixture directory) in this process.
 async fn start_operator(env: &TestEnv, watches_yaml: &str, vars: &[(&str, &str)]) -> RunningOperator {
+    let base = chart_dir().parent().map(Path::to_path_buf).expect("charts dir");
+    start_operator_in(env, watches_yaml, &base, vars).await
+}
+
+/// [`start_operator`] with charts relative to `base`.
+async fn start_operator_in(env: &TestEnv, watches_yaml: &str, base: &Path, vars: &[(&str, &str)]) -> RunningOperator {
     let crd = opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None).expect("CRD");
     env.install_crds([crd]).await.expect("install the CRD");
-    let base = chart_dir().parent().map(Path::to_path_buf).expect("charts dir");
     let lookup = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
-    let watches = parse_watches(watches_yaml, &base, &lookup).expect("watches");
+    let watches = parse_watches(watches_yaml, base, &lookup).expect("watches");
     let mgr = Manager::new(env.client(), ManagerOptions::default());
     opkit_helm_operator::setup(&mgr, watches).await.expect("set up the operator");
     let metrics = mgr.metrics().clone();
     let stop = CancellationToken::new();
-    tokio::spawn(mgr.run_until(stop.clone()));
-    RunningOperator { stop, metrics }
+    let task = tokio::spawn(mgr.run_until(stop.clone()));
+    RunningOperator { stop, metrics, task: Some(task) }
 }
 
 const WATCHES: &str = "- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: nginx\n";
@@ -546,4 +562,134 @@ async fn the_crd_from_a_values_schema_validates_and_prunes_the_spec() {
         }),
         "unknown fields are kept where the values schema allows them, pruned where it does not"
     );
+}
+
+/// Copies the fixture chart to `dest`, as version `version`, with `extra` appended to its
+/// ConfigMap template.
+fn copy_fixture_chart(dest: &Path, version: &str, extra: &str) {
+    fn copy(src: &Path, dest: &Path) {
+        std::fs::create_dir_all(dest).expect("chart dir");
+        for entry in std::fs::read_dir(src).expect("read the chart") {
+            let entry = entry.expect("entry");
+            let target = dest.join(entry.file_name());
+            if entry.path().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).expect("copy");
+            }
+        }
+    }
+    copy(&chart_dir(), dest);
+    let chart_yaml = std::fs::read_to_string(dest.join("Chart.yaml")).expect("Chart.yaml");
+    std::fs::write(dest.join("Chart.yaml"), chart_yaml.replace("version: 0.1.0", &format!("version: {version}")))
+        .expect("Chart.yaml");
+    let configmap = dest.join("templates/configmap.yaml");
+    let template = std::fs::read_to_string(&configmap).expect("configmap.yaml");
+    std::fs::write(&configmap, format!("{template}{extra}")).expect("configmap.yaml");
+}
+
+fn deployed_chart_version(stored: &[(String, Release)]) -> Option<String> {
+    let deployed = stored.iter().rev().find(|(_, r)| r.info.status == "deployed")?;
+    deployed.1.chart.pointer("/metadata/version").and_then(Value::as_str).map(str::to_string)
+}
+
+/// A new chart version in the operator rolls every release forward one at a time and
+/// stops at the first failure: here every release's upgrade would fail, so exactly one
+/// is tried (ReleaseFailed) and the others keep their release, paused, naming it. Once
+/// the values are fixed, the rollout resumes and every release is upgraded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_chart_version_rolls_out_one_release_at_a_time_and_stops_at_the_first_failure() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let names = ["alpha", "bravo", "charlie"];
+    let v1 = start_operator(&env, WATCHES, &[]).await;
+    for name in names {
+        create_nginx(&client, name, json!({ "greeting": "old" })).await;
+    }
+    for name in names {
+        wait_for_cr(&client, name, "installed", |cr| revision(cr) == Some(1)).await;
+    }
+    v1.shut_down().await;
+
+    // Version 0.2.0 of the chart refuses the values every release has.
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(
+        &charts.path().join("nginx"),
+        "0.2.0",
+        "{{- if eq .Values.greeting \"old\" }}{{ fail \"greeting old is gone\" }}{{ end }}\n",
+    );
+    let watches = format!("{WATCHES}  reconcilePeriod: 1s\n  maxConcurrentReconciles: 3\n");
+    let _v2 = start_operator_in(&env, &watches, charts.path(), &[]).await;
+
+    let failed_or_paused = |cr: &DynamicObject| {
+        condition_is(cr, "ReleaseFailed", "True", "UpgradeError")
+            || condition_is(cr, "RolloutPaused", "True", "ChartUpgradeFailed")
+    };
+    let mut settled = Vec::new();
+    for name in names {
+        settled.push(wait_for_cr(&client, name, "failed or paused", failed_or_paused).await);
+    }
+    let failed: Vec<&DynamicObject> =
+        settled.iter().filter(|cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).collect();
+    assert_eq!(failed.len(), 1, "the rollout stops at the first failure");
+    let failed_name = failed[0].name_any();
+    let message = condition(failed[0], "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(message, "execution error at (nginx/templates/configmap.yaml:11:38): greeting old is gone");
+    for cr in settled.iter().filter(|cr| cr.name_any() != failed_name) {
+        let paused = condition(cr, "RolloutPaused").and_then(|c| c["message"].as_str()).unwrap_or_default();
+        assert_eq!(
+            paused,
+            format!("the rollout of chart version 0.2.0 is paused: upgrading default/{failed_name} failed")
+        );
+        assert!(condition_is(cr, "Deployed", "True", "InstallSuccessful"), "the paused release stays deployed");
+        assert!(condition(cr, "ReleaseFailed").is_none(), "a paused release is not tried");
+    }
+    for name in names {
+        let stored = releases(&client, name).await;
+        assert_eq!(stored.len(), 1, "{name} keeps its one revision");
+        assert_eq!(deployed_chart_version(&stored).as_deref(), Some("0.1.0"));
+    }
+
+    // Fixed values: the rollout resumes and every release is upgraded to 0.2.0.
+    for name in names {
+        nginxes(&client)
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": { "greeting": "new" } })))
+            .await
+            .expect("fix the spec");
+    }
+    for name in names {
+        let cr = wait_for_cr(&client, name, "upgraded", |cr| {
+            revision(cr) == Some(2)
+                && condition(cr, "RolloutPaused").is_none()
+                && condition(cr, "ReleaseFailed").is_none()
+        })
+        .await;
+        assert!(condition_is(&cr, "Deployed", "True", "UpgradeSuccessful"));
+        assert_eq!(deployed_chart_version(&releases(&client, name).await).as_deref(), Some("0.2.0"));
+    }
+}
+
+/// A new chart version that renders the same manifest (at the deployed revision) still
+/// upgrades the release, so `helm list` shows the chart the operator runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_chart_version_with_the_same_manifest_is_still_an_upgrade() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let v1 = start_operator(&env, WATCHES, &[]).await;
+    create_nginx(&client, "same", json!({})).await;
+    wait_for_cr(&client, "same", "installed", |cr| revision(cr) == Some(1)).await;
+    v1.shut_down().await;
+
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(&charts.path().join("nginx"), "0.1.1", "");
+    let _v2 = start_operator_in(&env, WATCHES, charts.path(), &[]).await;
+    let cr = wait_for_cr(&client, "same", "upgraded", |cr| revision(cr) == Some(2)).await;
+    assert!(condition_is(&cr, "Deployed", "True", "UpgradeSuccessful"));
+    let stored = releases(&client, "same").await;
+    let at_revision_1 = stored[1]
+        .1
+        .manifest
+        .replace("revision: \"2\"\n  isUpgrade: \"true\"", "revision: \"1\"\n  isUpgrade: \"false\"");
+    assert_eq!(stored[0].1.manifest, at_revision_1, "only the revision the templates print changed");
+    assert_eq!(deployed_chart_version(&stored).as_deref(), Some("0.1.1"));
 }
