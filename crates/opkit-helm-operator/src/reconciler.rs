@@ -11,14 +11,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::core::SelectorExt;
 use kube::discovery::Scope;
 use kube::{Client, ResourceExt};
 use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult, Reconciler};
 use serde_json::{Value, json};
 
+use crate::hooks::{self, BEFORE_HOOK_CREATION, HOOK_FAILED, HOOK_SUCCEEDED, HOOK_TIMEOUT};
 use crate::manifest::{RenderedObject, manifest_of, split};
 use crate::metrics::ReleaseMetrics;
 use crate::release::{self, Release, chart_json};
@@ -429,12 +431,26 @@ impl HelmReconciler {
                 self.apply(client, owner, &namespace, object, true).await.map_err(fail)?;
             }
         }
+        let (pre, post) = match outcome {
+            Outcome::Installed => ("pre-install", "post-install"),
+            Outcome::Upgraded => ("pre-upgrade", "post-upgrade"),
+            Outcome::Reconciled => ("", ""),
+        };
+        let hook_failed = |event: &str, e: String| match outcome {
+            Outcome::Upgraded => (reason, OperatorError::Hook(format!("{event} hooks failed: {e}"))),
+            _ => (reason, OperatorError::Hook(format!("failed {event}: {e}"))),
+        };
+        if !pre.is_empty() {
+            self.run_hooks(client, &namespace, &objects, pre).await.map_err(|e| hook_failed(pre, e))?;
+        }
         for object in objects.iter().filter(|o| !o.is_hook()) {
             self.apply(client, owner, &namespace, object, false).await.map_err(fail)?;
         }
         if let (Outcome::Reconciled, Some(current)) = (&outcome, deployed) {
             return Ok((outcome, manifest, current.version));
         }
+        // Post hooks before the previous revision is superseded: a failure keeps it deployed.
+        self.run_hooks(client, &namespace, &objects, post).await.map_err(|e| hook_failed(post, e))?;
         if let Some(previous) = deployed {
             // Objects the new manifest no longer has go, as in `helm upgrade`.
             let kept: Vec<(GroupVersionKind, String)> =
@@ -452,6 +468,7 @@ impl HelmReconciler {
         let mut release =
             Release::deployed(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
         release.info.notes = notes;
+        release.hooks = hooks::release_hooks(&objects);
         release::create(secrets, &release).await.map_err(fail)?;
         Ok((outcome, manifest, version))
     }
@@ -466,11 +483,61 @@ impl HelmReconciler {
     ) -> Result<(), OperatorError> {
         let history = release::history(secrets, name).await?;
         if let Some(latest) = history.iter().rev().find(|r| r.info.status == "deployed").or(history.last()) {
+            let stored_hooks = split(&hooks::hooks_text(&latest.hooks))?;
+            self.run_hooks(client, namespace, &stored_hooks, "pre-delete").await.map_err(OperatorError::Hook)?;
             for object in split(&latest.manifest)?.iter().rev() {
                 self.delete(client, namespace, object).await?;
             }
         }
         release::delete_all(secrets, &history).await
+    }
+
+    /// Runs the hooks of `event` among `objects` as Helm's `execHook`; the error is
+    /// Helm's text (without the event's prefix, which the caller adds).
+    async fn run_hooks(
+        &self,
+        client: &Client,
+        namespace: &str,
+        objects: &[RenderedObject],
+        event: &str,
+    ) -> Result<(), String> {
+        let hooks = hooks::hooks_for(objects, event);
+        for (i, hook) in hooks.iter().enumerate() {
+            let (api, namespaced) = self.api_for(client, namespace, hook.object).await.map_err(|e| e.to_string())?;
+            let name = hook.object.name();
+            if hook.has_policy(BEFORE_HOOK_CREATION) {
+                delete_and_wait(&api, name).await?;
+            }
+            let mut body = hook.object.object.clone();
+            if namespaced
+                && hook.object.namespace().is_none()
+                && let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                meta.insert("namespace".into(), json!(namespace));
+            }
+            let body: DynamicObject = serde_json::from_value(body).map_err(|e| e.to_string())?;
+            if let Err(e) = api.create(&PostParams::default(), &body).await {
+                return Err(format!("warning: Hook {event} {} failed: {}", hook.object.source, status_message(&e)));
+            }
+            let hook_namespace = hook.object.namespace().unwrap_or(namespace);
+            let waited = match hook.object.gvk().kind.as_str() {
+                "Job" => wait_for_job(&Api::namespaced(client.clone(), hook_namespace), name).await,
+                "Pod" => wait_for_pod(&Api::namespaced(client.clone(), hook_namespace), name).await,
+                _ => Ok(()),
+            };
+            if let Err(message) = waited {
+                for done in hooks[..=i].iter().filter(|h| h.has_policy(HOOK_FAILED)) {
+                    let (api, _) = self.api_for(client, namespace, done.object).await.map_err(|e| e.to_string())?;
+                    delete_and_wait(&api, done.object.name()).await?;
+                }
+                return Err(hooks::one_error(&message));
+            }
+        }
+        for hook in hooks.iter().filter(|h| h.has_policy(HOOK_SUCCEEDED)) {
+            let (api, _) = self.api_for(client, namespace, hook.object).await.map_err(|e| e.to_string())?;
+            delete_and_wait(&api, hook.object.name()).await?;
+        }
+        Ok(())
     }
 
     async fn resolve(&self, client: &Client, gvk: &GroupVersionKind) -> Result<(ApiResource, Scope), OperatorError> {
@@ -570,6 +637,67 @@ impl HelmReconciler {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The API server's message of a failed request, or the error's text.
+fn status_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => status.message.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// Waits until `cond` holds for object `name` of `api`, for at most [`HOOK_TIMEOUT`];
+/// the timeout is Helm's `timed out waiting for the condition`.
+async fn wait_until<K>(
+    api: &Api<K>,
+    name: &str,
+    cond: impl kube::runtime::wait::Condition<K>,
+) -> Result<Option<K>, String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    match tokio::time::timeout(HOOK_TIMEOUT, kube::runtime::wait::await_condition(api.clone(), name, cond)).await {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out waiting for the condition".to_string()),
+    }
+}
+
+/// Deletes a hook's object (background propagation) and waits until it is gone.
+async fn delete_and_wait(api: &Api<DynamicObject>, name: &str) -> Result<(), String> {
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(e) if opkit::status::is_not_found(&e) => return Ok(()),
+        Err(e) => return Err(status_message(&e)),
+    }
+    wait_until(api, name, |o: Option<&DynamicObject>| o.is_none()).await.map(|_| ())
+}
+
+/// Helm's `waitForJob`: until the Job is Complete, or Failed (`job NAME failed: REASON`).
+async fn wait_for_job(api: &Api<Job>, name: &str) -> Result<(), String> {
+    let finished = |job: &Job, type_: &str| {
+        job.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == type_ && c.status == "True").cloned())
+    };
+    let done = move |job: Option<&Job>| {
+        job.is_none_or(|job| finished(job, "Complete").is_some() || finished(job, "Failed").is_some())
+    };
+    let Some(job) = wait_until(api, name, done).await? else { return Err(format!("job {name} was deleted")) };
+    match finished(&job, "Failed") {
+        Some(failed) => Err(format!("job {name} failed: {}", failed.reason.unwrap_or_default())),
+        None => Ok(()),
+    }
+}
+
+/// Helm's `waitForPodSuccess`: until the Pod Succeeded, or Failed (`pod NAME failed`).
+async fn wait_for_pod(api: &Api<Pod>, name: &str) -> Result<(), String> {
+    let phase = |pod: &Pod| pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let done = move |pod: Option<&Pod>| pod.is_none_or(|pod| matches!(phase(pod).as_str(), "Succeeded" | "Failed"));
+    let Some(pod) = wait_until(api, name, done).await? else { return Err(format!("pod {name} was deleted")) };
+    if phase(&pod) == "Failed" { Err(format!("pod {name} failed")) } else { Ok(()) }
 }
 
 /// The Deployed condition's reason for a deployed revision.

@@ -693,3 +693,125 @@ async fn a_new_chart_version_with_the_same_manifest_is_still_an_upgrade() {
     assert_eq!(stored[0].1.manifest, at_revision_1, "only the revision the templates print changed");
     assert_eq!(deployed_chart_version(&stored).as_deref(), Some("0.1.1"));
 }
+
+/// The fixture chart's hooks for [`hooks_run_as_helm_runs_them`]: a pre-install and
+/// pre-upgrade Pod (exit code from the values, kept: before-hook-creation), a post-install
+/// and post-upgrade Job (exit code from the values, deleted once it succeeded or failed)
+/// and a pre-delete ConfigMap.
+const HOOKS: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {{ .Release.Name }}-check
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+    helm.sh/hook-weight: "-1"
+    opkit.dev/exit-code: {{ .Values.hookExitCode | default 0 | quote }}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: check
+      image: busybox
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-migrate
+  annotations:
+    helm.sh/hook: post-install,post-upgrade
+    helm.sh/hook-delete-policy: hook-succeeded,hook-failed
+spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations:
+        opkit.dev/exit-code: {{ .Values.migrateExitCode | default 0 | quote }}
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: migrate
+          image: busybox
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-goodbye
+  annotations:
+    helm.sh/hook: pre-delete
+data:
+  bye: "true"
+"#;
+
+/// Hooks run around an install, an upgrade and an uninstall as Helm runs them, and a
+/// failing hook fails the release with Helm's message, changing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_run_as_helm_runs_them() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(&charts.path().join("nginx"), "0.1.0", "");
+    std::fs::write(charts.path().join("nginx/templates/hooks.yaml"), HOOKS).expect("hooks");
+    let _operator = start_operator_in(&env, WATCHES, charts.path(), &[]).await;
+
+    create_nginx(&client, "hooked", json!({})).await;
+    wait_for_cr(&client, "hooked", "installed", |cr| revision(cr) == Some(1)).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let check = pods.get("hooked-check").await.expect("the pre-install hook stays (before-hook-creation)");
+    assert_eq!(check.status.and_then(|s| s.phase).as_deref(), Some("Succeeded"), "waited for");
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), NS);
+    assert!(jobs.get_opt("hooked-migrate").await.expect("get").is_none(), "hook-succeeded deletes the Job");
+    let stored = releases(&client, "hooked").await;
+    let hooks: Vec<(&str, &str)> = stored[0]
+        .1
+        .hooks
+        .iter()
+        .map(|h| (h["name"].as_str().unwrap_or_default(), h["kind"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(hooks, [("hooked-goodbye", "ConfigMap"), ("hooked-check", "Pod"), ("hooked-migrate", "Job")]);
+    assert!(!stored[0].1.manifest.contains("hooked-check"), "hooks stay out of the manifest");
+
+    // A failing pre-upgrade hook fails the upgrade before anything is applied.
+    nginxes(&client)
+        .patch(
+            "hooked",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "hookExitCode": 1, "greeting": "changed" } })),
+        )
+        .await
+        .expect("change the spec");
+    let cr =
+        wait_for_cr(&client, "hooked", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
+    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(message, "pre-upgrade hooks failed: 1 error occurred:\n\t* pod hooked-check failed\n\n");
+    assert_eq!(revision(&cr), Some(1));
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let data = configmaps.get("hooked-nginx").await.expect("the ConfigMap").data.unwrap_or_default();
+    assert_eq!(data["greeting"], "hello", "nothing was applied");
+
+    // Uninstalling runs the stored pre-delete hook.
+    nginxes(&client).delete("hooked", &DeleteParams::default()).await.expect("delete the CR");
+    wait_for_with(
+        &nginxes(&client),
+        &nginx_resource(),
+        "hooked",
+        "the CR to go",
+        |o: Option<&DynamicObject>| o.is_none(),
+        WAIT,
+    )
+    .await
+    .expect("uninstalled");
+    let goodbye = configmaps.get("hooked-goodbye").await.expect("the pre-delete hook ran");
+    assert_eq!(goodbye.data.unwrap_or_default()["bye"], "true");
+    assert!(configmaps.get_opt("hooked-nginx").await.expect("get").is_none());
+
+    // A failing post-install Job fails the install (retried, so the Job comes and goes).
+    create_nginx(&client, "migrating", json!({ "migrateExitCode": 1 })).await;
+    let cr =
+        wait_for_cr(&client, "migrating", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "InstallError"))
+            .await;
+    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(
+        message,
+        "failed post-install: 1 error occurred:\n\t* job migrating-migrate failed: BackoffLimitExceeded\n\n"
+    );
+    assert!(releases(&client, "migrating").await.is_empty(), "no release is stored");
+}
