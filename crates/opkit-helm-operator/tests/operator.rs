@@ -2,7 +2,8 @@
 //! fixture chart `tests/charts/nginx`: a custom resource installs its release (objects
 //! and Helm's release Secret), a spec change upgrades it to revision 2, deleted or
 //! modified children are restored, a failing `required` is ReleaseFailed with Helm's
-//! message, and deleting the resource uninstalls the release.
+//! message, and deleting the resource uninstalls the release. Also: a CRD from a values
+//! schema, the rollout of a new chart version, and hooks.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -768,6 +769,19 @@ async fn hooks_run_as_helm_runs_them() {
         .collect();
     assert_eq!(hooks, [("hooked-goodbye", "ConfigMap"), ("hooked-check", "Pod"), ("hooked-migrate", "Job")]);
     assert!(!stored[0].1.manifest.contains("hooked-check"), "hooks stay out of the manifest");
+    // The real helm reads the stored hooks.
+    let home = tempfile::tempdir().expect("helm home");
+    let out = std::process::Command::new(helm_binary())
+        .args(["get", "hooks", "hooked", "-n", NS, "--kubeconfig"])
+        .arg(env.kubeconfig_path())
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .output()
+        .expect("helm runs");
+    assert!(out.status.success(), "helm get hooks: {}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("# Source: nginx/templates/hooks.yaml\napiVersion: batch/v1\nkind: Job\n"), "{printed}");
 
     // A failing pre-upgrade hook fails the upgrade before anything is applied.
     nginxes(&client)
