@@ -140,7 +140,8 @@ fn add_kind(plan: &mut FilePlan, p: &HelmProject) -> Result<(), CliError> {
     plan.insert_before_marker("watches.yaml", WATCH_MARKER, watch.trim_end())?;
     copy_chart(plan, &p.chart_dir, &PathBuf::from("helm-charts").join(&p.chart_name))?;
 
-    let crd = opkit_helm_operator::crd::crd_for(&p.group, &p.version, &p.kind, &p.plural)?;
+    let values_schema = opkit_helm::chart::load(&p.chart_dir)?.schema;
+    let crd = opkit_helm_operator::crd::crd_for(&p.group, &p.version, &p.kind, &p.plural, values_schema.as_ref())?;
     let crd = serde_json::to_value(&crd).map_err(|e| CliError::Build(format!("the CRD: {e}")))?;
     let crd_file = format!("{}_{}.yaml", p.group, p.plural);
     plan.create(format!("config/crd/bases/{crd_file}"), crate::kustomize::to_yaml_stream(&[crd])?)?;

@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use opkit_testenv::{TestEnv, wait_for, wait_for_with};
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::{Background, OPKIT, command, opkit};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -166,6 +166,12 @@ fn create_api_adds_a_second_chart_and_kind() {
     std::fs::write(greeter.join("Chart.yaml"), "apiVersion: v2\nname: greeter\nversion: 0.1.0\n").expect("Chart.yaml");
     std::fs::write(greeter.join("values.yaml"), "greeting: hello\n").expect("values.yaml");
     std::fs::write(
+        greeter.join("values.schema.json"),
+        r#"{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+            "properties": {"greeting": {"type": "string", "minLength": 1, "default": "hello"}}}"#,
+    )
+    .expect("values.schema.json");
+    std::fs::write(
         greeter.join("templates/cm.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting }}\n",
     )
@@ -198,8 +204,23 @@ fn create_api_adds_a_second_chart_and_kind() {
     assert!(read(&project, "config/samples/demo.example.com_v1_greeter.yaml").contains("spec:\n"));
 
     let objects = opkit_cli::kustomize::build(&project.join("config/default")).expect("config/default renders");
-    find(&objects, "CustomResourceDefinition", "nginxes.demo.example.com");
-    find(&objects, "CustomResourceDefinition", "greeters.demo.example.com");
+    let spec_schema = |crd: &Value| crd.pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec").cloned();
+    let nginx_crd = find(&objects, "CustomResourceDefinition", "nginxes.demo.example.com");
+    assert_eq!(
+        spec_schema(nginx_crd),
+        Some(json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })),
+        "a chart without values.schema.json keeps unknown fields"
+    );
+    // The greeter chart's values.schema.json is its CRD's spec schema.
+    let greeter_crd = find(&objects, "CustomResourceDefinition", "greeters.demo.example.com");
+    assert_eq!(
+        spec_schema(greeter_crd),
+        Some(json!({
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": { "greeting": { "type": "string", "minLength": 1 } },
+        }))
+    );
     let role = find(&objects, "ClusterRole", "charts-operator-manager-role");
     let text = serde_json::to_string(role).expect("json");
     assert!(text.contains("\"greeters/finalizers\"") && text.contains("\"configmaps\""), "{text}");

@@ -45,7 +45,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let count: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(100);
     let concurrency: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(4);
     let env = TestEnv::start().await?;
-    env.install_crds([opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes")?]).await?;
+    env.install_crds([opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None)?])
+        .await?;
     let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts");
     let watches = format!(
         "- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: nginx\n  maxConcurrentReconciles: {concurrency}\n"

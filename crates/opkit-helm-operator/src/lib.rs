@@ -7,6 +7,7 @@
 //! the scaffolded CustomResourceDefinition of a watched kind.
 
 pub mod crd;
+pub mod hooks;
 pub mod manifest;
 pub mod metrics;
 pub mod reconciler;
@@ -80,6 +81,10 @@ pub enum OperatorError {
     /// A controller could not be built.
     #[error(transparent)]
     Build(#[from] opkit::BuildError),
+    /// A chart hook failed; the message is Helm's (e.g. `failed pre-install: 1 error
+    /// occurred:\n\t* job web-check failed: BackoffLimitExceeded\n\n`).
+    #[error("{0}")]
+    Hook(String),
 }
 
 impl From<kube::Error> for OperatorError {

@@ -4,19 +4,23 @@
 //! upgrades (the manifest changed) or re-applies the release's objects (drift repair),
 //! stores the revision as Helm does and writes operator-sdk's conditions (Initialized,
 //! Deployed, ReleaseFailed, Irreconcilable) and `status.deployedRelease`. Deleting the
-//! resource uninstalls the release through [`UNINSTALL_FINALIZER`].
+//! resource uninstalls the release through [`UNINSTALL_FINALIZER`]. A new chart version
+//! is rolled out over the kind's releases one at a time and paused at the first failure
+//! ([`Rollout`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::core::SelectorExt;
 use kube::discovery::Scope;
 use kube::{Client, ResourceExt};
 use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult, Reconciler};
 use serde_json::{Value, json};
 
+use crate::hooks::{self, BEFORE_HOOK_CREATION, HOOK_FAILED, HOOK_SUCCEEDED, HOOK_TIMEOUT};
 use crate::manifest::{RenderedObject, manifest_of, split};
 use crate::metrics::ReleaseMetrics;
 use crate::release::{self, Release, chart_json};
@@ -50,6 +54,10 @@ pub mod conditions {
     pub const RECONCILE_ERROR: &str = "ReconcileError";
     /// Reason: uninstalling failed.
     pub const UNINSTALL_ERROR: &str = "UninstallError";
+    /// The release waits on a paused chart-version rollout (beyond operator-sdk).
+    pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
+    /// Reason: another release's upgrade to the new chart version failed.
+    pub const CHART_UPGRADE_FAILED: &str = "ChartUpgradeFailed";
 }
 
 /// Resolved resources by group/version/kind, shared by the reconciles of one kind.
@@ -60,6 +68,49 @@ pub struct HelmReconciler {
     watch: Watch,
     resources: ResourceCache,
     metrics: ReleaseMetrics,
+    /// The version in the watched chart's `Chart.yaml` when the operator started.
+    chart_version: String,
+    rollout: Rollout,
+}
+
+/// The rollout of the operator's chart version over the releases made with another one:
+/// upgrades take turns (one at a time, whatever `maxConcurrentReconciles`), and the first
+/// that fails pauses the rollout until that release is upgraded or uninstalled. Kept in
+/// memory: a restarted operator starts the rollout again.
+#[derive(Default)]
+struct Rollout {
+    /// Held while a release is upgraded to the new chart version.
+    turn: tokio::sync::Mutex<()>,
+    /// The release (`namespace/name`) whose upgrade failed, pausing the rollout.
+    failed: Mutex<Option<String>>,
+}
+
+impl Rollout {
+    /// The failed release pausing the rollout for `release`, unless that is `release`.
+    fn paused_by(&self, release: &str) -> Option<String> {
+        self.failed.lock().ok().and_then(|failed| failed.clone()).filter(|failed| failed != release)
+    }
+
+    /// Records the outcome of `release`'s upgrade to the new chart version.
+    fn finished(&self, release: &str, succeeded: bool) {
+        if let Ok(mut failed) = self.failed.lock() {
+            if !succeeded {
+                *failed = Some(release.to_string());
+            } else if failed.as_deref() == Some(release) {
+                *failed = None;
+            }
+        }
+    }
+
+    /// `release` is gone: it no longer pauses the rollout.
+    fn forget(&self, release: &str) {
+        self.finished(release, true);
+    }
+}
+
+/// The chart version a release (or Helm's stored chart) was made with.
+fn chart_version(chart: &Value) -> &str {
+    chart.pointer("/metadata/version").and_then(Value::as_str).unwrap_or_default()
 }
 
 /// Registers one controller per watch with `mgr`. Each kind must be served (its CRD
@@ -81,10 +132,10 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
             })?;
         let mut dependents = Vec::new();
         if watch.watch_dependent_resources {
-            match render(&watch, "helm-operator-probe", "default", &json!({})) {
-                Ok((objects, _, _)) => {
+            match render(&watch, "helm-operator-probe", "default", &json!({}), 1, false) {
+                Ok(rendered) => {
                     let mut seen = Vec::new();
-                    for object in objects.iter().filter(|o| !o.is_hook()) {
+                    for object in rendered.objects.iter().filter(|o| !o.is_hook()) {
                         let gvk = object.gvk();
                         if seen.contains(&gvk) {
                             continue;
@@ -106,7 +157,17 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
             }
         }
         let concurrency = watch.max_concurrent_reconciles;
-        let reconciler = HelmReconciler { watch, resources: Mutex::new(HashMap::new()), metrics: metrics.clone() };
+        let chart_version = opkit_helm::chart::load(&watch.chart)
+            .ok()
+            .and_then(|chart| chart.metadata.get("version").and_then(|v| v.as_str()).map(str::to_string))
+            .unwrap_or_default();
+        let reconciler = HelmReconciler {
+            watch,
+            resources: Mutex::new(HashMap::new()),
+            metrics: metrics.clone(),
+            chart_version,
+            rollout: Rollout::default(),
+        };
         let mut controller = Controller::new_dynamic(mgr, resource, caps.scope, reconciler)
             .named(format!("{}-helm-controller", gvk.kind.to_lowercase()))
             .max_concurrent_reconciles(concurrency);
@@ -133,14 +194,28 @@ fn release_of(child: &DynamicObject) -> Vec<opkit::Request> {
     }
 }
 
-/// Renders the watch's chart for release `name` in `namespace` with `spec` as values:
-/// the objects, the manifest and the chart as Helm stores it.
+/// A chart rendered for one release.
+struct Rendered {
+    /// The objects, hooks included.
+    objects: Vec<RenderedObject>,
+    /// The manifest (hooks excluded), as Helm stores it.
+    manifest: String,
+    /// The root chart's rendered `NOTES.txt`.
+    notes: String,
+    /// The chart as Helm stores it.
+    chart: Value,
+}
+
+/// Renders the watch's chart for release `name` in `namespace` with `spec` as values, as
+/// revision `revision` of an install or (`is_upgrade`) an upgrade.
 fn render(
     watch: &Watch,
     name: &str,
     namespace: &str,
     spec: &Value,
-) -> Result<(Vec<RenderedObject>, String, Value), OperatorError> {
+    revision: i64,
+    is_upgrade: bool,
+) -> Result<Rendered, OperatorError> {
     let chart = opkit_helm::chart::load(&watch.chart)?;
     let chart_value = chart_json(&chart, &watch.chart);
     let options = opkit_helm::TemplateOptions {
@@ -148,12 +223,14 @@ fn render(
         namespace: namespace.to_string(),
         values_files: vec![spec.to_string()],
         set: watch.override_values.clone(),
+        revision,
+        is_upgrade,
         ..opkit_helm::TemplateOptions::default()
     };
-    let rendered = opkit_helm::template_chart(chart, &options)?;
-    let objects = split(&rendered)?;
+    let rendered = opkit_helm::render_release(chart, &options)?;
+    let objects = split(&rendered.manifest)?;
     let manifest = manifest_of(&objects);
-    Ok((objects, manifest, chart_value))
+    Ok(Rendered { objects, manifest, notes: rendered.notes, chart: chart_value })
 }
 
 /// What a reconcile did to the release.
@@ -186,6 +263,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
             return match self.uninstall(&ctx.client, &secrets, &name, &namespace).await {
                 Ok(()) => {
                     self.metrics.uninstalled(&self.watch.kind, &namespace, &name);
+                    self.rollout.forget(&format!("{namespace}/{name}"));
                     set_condition(&mut status, conditions::DEPLOYED, false, conditions::UNINSTALL_SUCCESSFUL, "");
                     remove_condition(&mut status, conditions::RELEASE_FAILED);
                     if let Some(s) = status.as_object_mut() {
@@ -229,13 +307,40 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                 json!({ "name": name, "manifest": current.manifest, "revision": current.version });
         }
 
-        let result = match render(&self.watch, &name, &namespace, &spec) {
-            Ok((objects, manifest, chart)) => {
-                self.deploy(&ctx.client, &object, &secrets, &history, deployed.as_ref(), objects, manifest, chart, spec)
-                    .await
+        // A release made with another chart version takes its turn in the rollout, unless
+        // the rollout is paused by another release's failure.
+        let key = format!("{namespace}/{name}");
+        let rolling = deployed.as_ref().is_some_and(|d| chart_version(&d.chart) != self.chart_version);
+        let mut _turn = None;
+        if rolling {
+            if self.rollout.paused_by(&key).is_none() {
+                _turn = Some(self.rollout.turn.lock().await);
+            }
+            if let Some(failed) = self.rollout.paused_by(&key) {
+                let message =
+                    format!("the rollout of chart version {} is paused: upgrading {failed} failed", self.chart_version);
+                set_condition(
+                    &mut status,
+                    conditions::ROLLOUT_PAUSED,
+                    true,
+                    conditions::CHART_UPGRADE_FAILED,
+                    &message,
+                );
+                write_status(&api, &name, &status, &cached_status).await;
+                return Ok(Action::requeue_after(self.watch.reconcile_period));
+            }
+        }
+        remove_condition(&mut status, conditions::ROLLOUT_PAUSED);
+
+        let result = match self.render_next(&name, &namespace, &spec, &history, deployed.as_ref()) {
+            Ok(rendered) => {
+                self.deploy(&ctx.client, &object, &secrets, &history, deployed.as_ref(), rendered, spec).await
             }
             Err(e) => Err((failure_reason, e)),
         };
+        if rolling {
+            self.rollout.finished(&key, result.is_ok());
+        }
         match result {
             Ok((outcome, manifest, revision)) => {
                 self.metrics.deployed(&self.watch.kind, &namespace, &name, revision);
@@ -270,6 +375,29 @@ impl Reconciler<DynamicObject> for HelmReconciler {
 }
 
 impl HelmReconciler {
+    /// Renders the release as its deployed revision when that still gives the deployed
+    /// manifest (nothing to upgrade: `.Release.Revision` and `.IsUpgrade` are the deployed
+    /// revision's), else as the next revision: an install (`.Release.IsInstall`) when
+    /// nothing is deployed, an upgrade otherwise.
+    fn render_next(
+        &self,
+        name: &str,
+        namespace: &str,
+        spec: &Value,
+        history: &[Release],
+        deployed: Option<&Release>,
+    ) -> Result<Rendered, OperatorError> {
+        let next = history.last().map_or(1, |r| r.version + 1);
+        let Some(current) = deployed else { return render(&self.watch, name, namespace, spec, next, false) };
+        let as_deployed = render(&self.watch, name, namespace, spec, current.version, current.version > 1)?;
+        if as_deployed.manifest == current.manifest
+            && chart_version(&as_deployed.chart) == chart_version(&current.chart)
+        {
+            return Ok(as_deployed);
+        }
+        render(&self.watch, name, namespace, spec, next, true)
+    }
+
     /// Installs, upgrades or re-applies the release; returns what it did and the manifest.
     #[allow(clippy::too_many_arguments)]
     async fn deploy(
@@ -279,16 +407,15 @@ impl HelmReconciler {
         secrets: &Api<Secret>,
         history: &[Release],
         deployed: Option<&Release>,
-        objects: Vec<RenderedObject>,
-        manifest: String,
-        chart: Value,
+        rendered: Rendered,
         config: Value,
     ) -> Result<(Outcome, String, i64), (&'static str, OperatorError)> {
+        let Rendered { objects, manifest, notes, chart } = rendered;
         let name = owner.name_any();
         let namespace = owner.namespace().unwrap_or_else(|| "default".to_string());
         let outcome = match deployed {
             None => Outcome::Installed,
-            Some(r) if r.manifest != manifest => Outcome::Upgraded,
+            Some(r) if r.manifest != manifest || chart_version(&r.chart) != chart_version(&chart) => Outcome::Upgraded,
             Some(_) => Outcome::Reconciled,
         };
         let reason = match outcome {
@@ -304,12 +431,26 @@ impl HelmReconciler {
                 self.apply(client, owner, &namespace, object, true).await.map_err(fail)?;
             }
         }
+        let (pre, post) = match outcome {
+            Outcome::Installed => ("pre-install", "post-install"),
+            Outcome::Upgraded => ("pre-upgrade", "post-upgrade"),
+            Outcome::Reconciled => ("", ""),
+        };
+        let hook_failed = |event: &str, e: String| match outcome {
+            Outcome::Upgraded => (reason, OperatorError::Hook(format!("{event} hooks failed: {e}"))),
+            _ => (reason, OperatorError::Hook(format!("failed {event}: {e}"))),
+        };
+        if !pre.is_empty() {
+            self.run_hooks(client, &namespace, &objects, pre).await.map_err(|e| hook_failed(pre, e))?;
+        }
         for object in objects.iter().filter(|o| !o.is_hook()) {
             self.apply(client, owner, &namespace, object, false).await.map_err(fail)?;
         }
         if let (Outcome::Reconciled, Some(current)) = (&outcome, deployed) {
             return Ok((outcome, manifest, current.version));
         }
+        // Post hooks before the previous revision is superseded: a failure keeps it deployed.
+        self.run_hooks(client, &namespace, &objects, post).await.map_err(|e| hook_failed(post, e))?;
         if let Some(previous) = deployed {
             // Objects the new manifest no longer has go, as in `helm upgrade`.
             let kept: Vec<(GroupVersionKind, String)> =
@@ -324,7 +465,10 @@ impl HelmReconciler {
         }
         let version = history.last().map_or(1, |r| r.version + 1);
         let first_deployed = history.first().map(|r| r.info.first_deployed.clone());
-        let release = Release::deployed(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
+        let mut release =
+            Release::deployed(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
+        release.info.notes = notes;
+        release.hooks = hooks::release_hooks(&objects);
         release::create(secrets, &release).await.map_err(fail)?;
         Ok((outcome, manifest, version))
     }
@@ -339,11 +483,61 @@ impl HelmReconciler {
     ) -> Result<(), OperatorError> {
         let history = release::history(secrets, name).await?;
         if let Some(latest) = history.iter().rev().find(|r| r.info.status == "deployed").or(history.last()) {
+            let stored_hooks = split(&hooks::hooks_text(&latest.hooks))?;
+            self.run_hooks(client, namespace, &stored_hooks, "pre-delete").await.map_err(OperatorError::Hook)?;
             for object in split(&latest.manifest)?.iter().rev() {
                 self.delete(client, namespace, object).await?;
             }
         }
         release::delete_all(secrets, &history).await
+    }
+
+    /// Runs the hooks of `event` among `objects` as Helm's `execHook`; the error is
+    /// Helm's text (without the event's prefix, which the caller adds).
+    async fn run_hooks(
+        &self,
+        client: &Client,
+        namespace: &str,
+        objects: &[RenderedObject],
+        event: &str,
+    ) -> Result<(), String> {
+        let hooks = hooks::hooks_for(objects, event);
+        for (i, hook) in hooks.iter().enumerate() {
+            let (api, namespaced) = self.api_for(client, namespace, hook.object).await.map_err(|e| e.to_string())?;
+            let name = hook.object.name();
+            if hook.has_policy(BEFORE_HOOK_CREATION) {
+                delete_and_wait(&api, name).await?;
+            }
+            let mut body = hook.object.object.clone();
+            if namespaced
+                && hook.object.namespace().is_none()
+                && let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                meta.insert("namespace".into(), json!(namespace));
+            }
+            let body: DynamicObject = serde_json::from_value(body).map_err(|e| e.to_string())?;
+            if let Err(e) = api.create(&PostParams::default(), &body).await {
+                return Err(format!("warning: Hook {event} {} failed: {}", hook.object.source, status_message(&e)));
+            }
+            let hook_namespace = hook.object.namespace().unwrap_or(namespace);
+            let waited = match hook.object.gvk().kind.as_str() {
+                "Job" => wait_for_job(&Api::namespaced(client.clone(), hook_namespace), name).await,
+                "Pod" => wait_for_pod(&Api::namespaced(client.clone(), hook_namespace), name).await,
+                _ => Ok(()),
+            };
+            if let Err(message) = waited {
+                for done in hooks[..=i].iter().filter(|h| h.has_policy(HOOK_FAILED)) {
+                    let (api, _) = self.api_for(client, namespace, done.object).await.map_err(|e| e.to_string())?;
+                    delete_and_wait(&api, done.object.name()).await?;
+                }
+                return Err(hooks::one_error(&message));
+            }
+        }
+        for hook in hooks.iter().filter(|h| h.has_policy(HOOK_SUCCEEDED)) {
+            let (api, _) = self.api_for(client, namespace, hook.object).await.map_err(|e| e.to_string())?;
+            delete_and_wait(&api, hook.object.name()).await?;
+        }
+        Ok(())
     }
 
     async fn resolve(&self, client: &Client, gvk: &GroupVersionKind) -> Result<(ApiResource, Scope), OperatorError> {
@@ -443,6 +637,67 @@ impl HelmReconciler {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The API server's message of a failed request, or the error's text.
+fn status_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => status.message.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// Waits until `cond` holds for object `name` of `api`, for at most [`HOOK_TIMEOUT`];
+/// the timeout is Helm's `timed out waiting for the condition`.
+async fn wait_until<K>(
+    api: &Api<K>,
+    name: &str,
+    cond: impl kube::runtime::wait::Condition<K>,
+) -> Result<Option<K>, String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    match tokio::time::timeout(HOOK_TIMEOUT, kube::runtime::wait::await_condition(api.clone(), name, cond)).await {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out waiting for the condition".to_string()),
+    }
+}
+
+/// Deletes a hook's object (background propagation) and waits until it is gone.
+async fn delete_and_wait(api: &Api<DynamicObject>, name: &str) -> Result<(), String> {
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(e) if opkit::status::is_not_found(&e) => return Ok(()),
+        Err(e) => return Err(status_message(&e)),
+    }
+    wait_until(api, name, |o: Option<&DynamicObject>| o.is_none()).await.map(|_| ())
+}
+
+/// Helm's `waitForJob`: until the Job is Complete, or Failed (`job NAME failed: REASON`).
+async fn wait_for_job(api: &Api<Job>, name: &str) -> Result<(), String> {
+    let finished = |job: &Job, type_: &str| {
+        job.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == type_ && c.status == "True").cloned())
+    };
+    let done = move |job: Option<&Job>| {
+        job.is_none_or(|job| finished(job, "Complete").is_some() || finished(job, "Failed").is_some())
+    };
+    let Some(job) = wait_until(api, name, done).await? else { return Err(format!("job {name} was deleted")) };
+    match finished(&job, "Failed") {
+        Some(failed) => Err(format!("job {name} failed: {}", failed.reason.unwrap_or_default())),
+        None => Ok(()),
+    }
+}
+
+/// Helm's `waitForPodSuccess`: until the Pod Succeeded, or Failed (`pod NAME failed`).
+async fn wait_for_pod(api: &Api<Pod>, name: &str) -> Result<(), String> {
+    let phase = |pod: &Pod| pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let done = move |pod: Option<&Pod>| pod.is_none_or(|pod| matches!(phase(pod).as_str(), "Succeeded" | "Failed"));
+    let Some(pod) = wait_until(api, name, done).await? else { return Err(format!("pod {name} was deleted")) };
+    if phase(&pod) == "Failed" { Err(format!("pod {name} failed")) } else { Ok(()) }
 }
 
 /// The Deployed condition's reason for a deployed revision.

@@ -58,6 +58,10 @@ pub struct Release {
     /// The rendered manifest, hooks excluded.
     #[serde(default)]
     pub manifest: String,
+    /// The hooks, as Helm's `release.Hook`s (`name`, `kind`, `path`, `manifest`, `events`,
+    /// `last_run`, `weight`, `delete_policies`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<Value>,
     /// The revision.
     pub version: i64,
     /// The release namespace.
@@ -89,6 +93,7 @@ impl Release {
             chart,
             config,
             manifest,
+            hooks: Vec::new(),
             version,
             namespace: namespace.to_string(),
         }

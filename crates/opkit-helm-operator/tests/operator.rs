@@ -2,7 +2,8 @@
 //! fixture chart `tests/charts/nginx`: a custom resource installs its release (objects
 //! and Helm's release Secret), a spec change upgrades it to revision 2, deleted or
 //! modified children are restored, a failing `required` is ReleaseFailed with Helm's
-//! message, and deleting the resource uninstalls the release.
+//! message, and deleting the resource uninstalls the release. Also: a CRD from a values
+//! schema, the rollout of a new chart version, and hooks.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -36,6 +37,17 @@ fn nginx_resource() -> ApiResource {
 struct RunningOperator {
     stop: CancellationToken,
     metrics: opkit::metrics::Metrics,
+    task: Option<tokio::task::JoinHandle<Result<(), opkit::ManagerError>>>,
+}
+
+impl RunningOperator {
+    /// Stops the operator and waits until it has stopped.
+    async fn shut_down(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.expect("the operator task").expect("the operator stops cleanly");
+        }
+    }
 }
 
 impl Drop for RunningOperator {
@@ -47,17 +59,22 @@ impl Drop for RunningOperator {
 /// Installs the CRD and runs the operator for `watches_yaml` (charts relative to the
 /// fixture directory) in this process.
 async fn start_operator(env: &TestEnv, watches_yaml: &str, vars: &[(&str, &str)]) -> RunningOperator {
-    let crd = opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes").expect("CRD");
-    env.install_crds([crd]).await.expect("install the CRD");
     let base = chart_dir().parent().map(Path::to_path_buf).expect("charts dir");
+    start_operator_in(env, watches_yaml, &base, vars).await
+}
+
+/// [`start_operator`] with charts relative to `base`.
+async fn start_operator_in(env: &TestEnv, watches_yaml: &str, base: &Path, vars: &[(&str, &str)]) -> RunningOperator {
+    let crd = opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None).expect("CRD");
+    env.install_crds([crd]).await.expect("install the CRD");
     let lookup = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
-    let watches = parse_watches(watches_yaml, &base, &lookup).expect("watches");
+    let watches = parse_watches(watches_yaml, base, &lookup).expect("watches");
     let mgr = Manager::new(env.client(), ManagerOptions::default());
     opkit_helm_operator::setup(&mgr, watches).await.expect("set up the operator");
     let metrics = mgr.metrics().clone();
     let stop = CancellationToken::new();
-    tokio::spawn(mgr.run_until(stop.clone()));
-    RunningOperator { stop, metrics }
+    let task = tokio::spawn(mgr.run_until(stop.clone()));
+    RunningOperator { stop, metrics, task: Some(task) }
 }
 
 const WATCHES: &str = "- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: nginx\n";
@@ -153,6 +170,11 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     assert_eq!(v1.chart.pointer("/metadata/name"), Some(&json!("nginx")));
     assert_eq!(v1.config, json!({ "replicaCount": 1 }));
     assert_eq!(v1.manifest, manifest);
+    // The release was rendered as Helm's install renders it, and stores its notes.
+    assert_eq!(v1.info.notes, "nginx web serves on port 80.\n");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let data = configmaps.get("web-nginx").await.expect("the ConfigMap").data.unwrap_or_default();
+    assert_eq!((data["revision"].as_str(), data["isUpgrade"].as_str()), ("1", "false"));
 
     // A spec change upgrades the release to revision 2.
     nginxes(&client)
@@ -169,6 +191,10 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     let statuses: Vec<(&str, i64)> = stored.iter().map(|(_, r)| (r.info.status.as_str(), r.version)).collect();
     assert_eq!(statuses, [("superseded", 1), ("deployed", 2)]);
     assert_eq!(stored[1].1.info.first_deployed, stored[0].1.info.first_deployed);
+    assert_eq!(stored[1].1.info.notes, "nginx web serves on port 80.\n");
+    // Rendered as revision 2 of an upgrade; re-applying it later keeps those values.
+    let data = configmaps.get("web-nginx").await.expect("the ConfigMap").data.unwrap_or_default();
+    assert_eq!((data["revision"].as_str(), data["isUpgrade"].as_str()), ("2", "true"));
     let metrics = operator.metrics.encode();
     assert!(
         metrics.contains("helm_operator_release_revision{kind=\"Nginx\",namespace=\"default\",name=\"web\"} 2\n"),
@@ -192,7 +218,6 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     .await
     .expect("the finalizer is removed");
     assert!(deployments.get_opt("web-nginx").await.expect("get").is_none(), "the Deployment is uninstalled");
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     assert!(configmaps.get_opt("web-nginx").await.expect("get").is_none(), "the ConfigMap is uninstalled");
     let clusterroles: Api<ClusterRole> = Api::all(client.clone());
     assert!(
@@ -356,6 +381,10 @@ async fn the_real_helm_lists_the_operators_release_and_its_history() {
     let values = helm(&env, home.path(), &["get", "values", "web", "-n", NS]);
     assert_eq!(values, json!({ "replicaCount": 2 }));
 
+    // `helm status` prints the notes the operator stored.
+    let status = helm(&env, home.path(), &["status", "web", "-n", NS]);
+    assert_eq!(status.pointer("/info/notes"), Some(&json!("nginx web serves on port 80.\n")), "{status}");
+
     // kubectl shows the release's revision and status (the CRD's printer columns).
     let out = std::process::Command::new("kubectl")
         .args(["get", "nginxes", "-n", NS, "--kubeconfig"])
@@ -468,4 +497,335 @@ async fn a_deleted_cluster_scoped_child_is_restored() {
     )
     .await
     .expect("the deleted ClusterRole comes back");
+}
+
+/// A chart's `values.schema.json` becomes the CRD's spec schema: the API server refuses a
+/// spec the schema refuses, keeps unknown fields where the schema allows additional
+/// properties and prunes them where it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_crd_from_a_values_schema_validates_and_prunes_the_spec() {
+    let env = TestEnv::start().await.expect("testenv");
+    let values_schema = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "replicaCount": { "type": "integer", "minimum": 0 },
+            "image": { "type": "object", "properties": { "repository": { "type": "string" } } },
+            "service": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "type": { "type": "string", "enum": ["ClusterIP", "NodePort", "LoadBalancer"] },
+                    "port": { "type": "integer", "minimum": 1, "maximum": 65535 }
+                }
+            }
+        }
+    });
+    let crd =
+        opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", Some(&values_schema))
+            .expect("CRD");
+    env.install_crds([crd]).await.expect("the API server accepts the converted schema");
+    let client = env.client();
+    let cr = |name: &str, spec: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "demo.example.com/v1alpha1",
+            "kind": "Nginx",
+            "metadata": { "name": name, "namespace": NS },
+            "spec": spec,
+        }))
+        .expect("a CR")
+    };
+
+    let refused = nginxes(&client)
+        .create(&PostParams::default(), &cr("bad", json!({ "replicaCount": -1, "service": { "type": "Ingress" } })))
+        .await
+        .expect_err("the schema refuses the spec");
+    let kube::Error::Api(status) = refused else { panic!("not an API error: {refused}") };
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{status:?}");
+    assert!(status.message.contains("spec.replicaCount: Invalid value: -1"), "{}", status.message);
+    assert!(status.message.contains("spec.service.type: Unsupported value: \"Ingress\""), "{}", status.message);
+
+    let spec = json!({
+        "replicaCount": 2,
+        "image": { "repository": "nginx", "tag": "1.27" },
+        "service": { "port": 8080, "annotations": { "a": "b" } },
+        "greeting": "hi",
+    });
+    nginxes(&client).create(&PostParams::default(), &cr("good", spec)).await.expect("a valid spec is accepted");
+    let stored = nginxes(&client).get("good").await.expect("the CR");
+    assert_eq!(
+        stored.data["spec"],
+        json!({
+            "replicaCount": 2,
+            "image": { "repository": "nginx", "tag": "1.27" },
+            "service": { "port": 8080 },
+            "greeting": "hi",
+        }),
+        "unknown fields are kept where the values schema allows them, pruned where it does not"
+    );
+}
+
+/// Copies the fixture chart to `dest`, as version `version`, with `extra` appended to its
+/// ConfigMap template.
+fn copy_fixture_chart(dest: &Path, version: &str, extra: &str) {
+    fn copy(src: &Path, dest: &Path) {
+        std::fs::create_dir_all(dest).expect("chart dir");
+        for entry in std::fs::read_dir(src).expect("read the chart") {
+            let entry = entry.expect("entry");
+            let target = dest.join(entry.file_name());
+            if entry.path().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).expect("copy");
+            }
+        }
+    }
+    copy(&chart_dir(), dest);
+    let chart_yaml = std::fs::read_to_string(dest.join("Chart.yaml")).expect("Chart.yaml");
+    std::fs::write(dest.join("Chart.yaml"), chart_yaml.replace("version: 0.1.0", &format!("version: {version}")))
+        .expect("Chart.yaml");
+    let configmap = dest.join("templates/configmap.yaml");
+    let template = std::fs::read_to_string(&configmap).expect("configmap.yaml");
+    std::fs::write(&configmap, format!("{template}{extra}")).expect("configmap.yaml");
+}
+
+fn deployed_chart_version(stored: &[(String, Release)]) -> Option<String> {
+    let deployed = stored.iter().rev().find(|(_, r)| r.info.status == "deployed")?;
+    deployed.1.chart.pointer("/metadata/version").and_then(Value::as_str).map(str::to_string)
+}
+
+/// A new chart version in the operator rolls every release forward one at a time and
+/// stops at the first failure: here every release's upgrade would fail, so exactly one
+/// is tried (ReleaseFailed) and the others keep their release, paused, naming it. Once
+/// the values are fixed, the rollout resumes and every release is upgraded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_chart_version_rolls_out_one_release_at_a_time_and_stops_at_the_first_failure() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let names = ["alpha", "bravo", "charlie"];
+    let v1 = start_operator(&env, WATCHES, &[]).await;
+    for name in names {
+        create_nginx(&client, name, json!({ "greeting": "old" })).await;
+    }
+    for name in names {
+        wait_for_cr(&client, name, "installed", |cr| revision(cr) == Some(1)).await;
+    }
+    v1.shut_down().await;
+
+    // Version 0.2.0 of the chart refuses the values every release has.
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(
+        &charts.path().join("nginx"),
+        "0.2.0",
+        "{{- if eq .Values.greeting \"old\" }}{{ fail \"greeting old is gone\" }}{{ end }}\n",
+    );
+    let watches = format!("{WATCHES}  reconcilePeriod: 1s\n  maxConcurrentReconciles: 3\n");
+    let _v2 = start_operator_in(&env, &watches, charts.path(), &[]).await;
+
+    let failed_or_paused = |cr: &DynamicObject| {
+        condition_is(cr, "ReleaseFailed", "True", "UpgradeError")
+            || condition_is(cr, "RolloutPaused", "True", "ChartUpgradeFailed")
+    };
+    let mut settled = Vec::new();
+    for name in names {
+        settled.push(wait_for_cr(&client, name, "failed or paused", failed_or_paused).await);
+    }
+    let failed: Vec<&DynamicObject> =
+        settled.iter().filter(|cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).collect();
+    assert_eq!(failed.len(), 1, "the rollout stops at the first failure");
+    let failed_name = failed[0].name_any();
+    let message = condition(failed[0], "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(message, "execution error at (nginx/templates/configmap.yaml:11:38): greeting old is gone");
+    for cr in settled.iter().filter(|cr| cr.name_any() != failed_name) {
+        let paused = condition(cr, "RolloutPaused").and_then(|c| c["message"].as_str()).unwrap_or_default();
+        assert_eq!(
+            paused,
+            format!("the rollout of chart version 0.2.0 is paused: upgrading default/{failed_name} failed")
+        );
+        assert!(condition_is(cr, "Deployed", "True", "InstallSuccessful"), "the paused release stays deployed");
+        assert!(condition(cr, "ReleaseFailed").is_none(), "a paused release is not tried");
+    }
+    for name in names {
+        let stored = releases(&client, name).await;
+        assert_eq!(stored.len(), 1, "{name} keeps its one revision");
+        assert_eq!(deployed_chart_version(&stored).as_deref(), Some("0.1.0"));
+    }
+
+    // Fixed values: the rollout resumes and every release is upgraded to 0.2.0.
+    for name in names {
+        nginxes(&client)
+            .patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": { "greeting": "new" } })))
+            .await
+            .expect("fix the spec");
+    }
+    for name in names {
+        let cr = wait_for_cr(&client, name, "upgraded", |cr| {
+            revision(cr) == Some(2)
+                && condition(cr, "RolloutPaused").is_none()
+                && condition(cr, "ReleaseFailed").is_none()
+        })
+        .await;
+        assert!(condition_is(&cr, "Deployed", "True", "UpgradeSuccessful"));
+        assert_eq!(deployed_chart_version(&releases(&client, name).await).as_deref(), Some("0.2.0"));
+    }
+}
+
+/// A new chart version that renders the same manifest (at the deployed revision) still
+/// upgrades the release, so `helm list` shows the chart the operator runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_chart_version_with_the_same_manifest_is_still_an_upgrade() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let v1 = start_operator(&env, WATCHES, &[]).await;
+    create_nginx(&client, "same", json!({})).await;
+    wait_for_cr(&client, "same", "installed", |cr| revision(cr) == Some(1)).await;
+    v1.shut_down().await;
+
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(&charts.path().join("nginx"), "0.1.1", "");
+    let _v2 = start_operator_in(&env, WATCHES, charts.path(), &[]).await;
+    let cr = wait_for_cr(&client, "same", "upgraded", |cr| revision(cr) == Some(2)).await;
+    assert!(condition_is(&cr, "Deployed", "True", "UpgradeSuccessful"));
+    let stored = releases(&client, "same").await;
+    let at_revision_1 = stored[1]
+        .1
+        .manifest
+        .replace("revision: \"2\"\n  isUpgrade: \"true\"", "revision: \"1\"\n  isUpgrade: \"false\"");
+    assert_eq!(stored[0].1.manifest, at_revision_1, "only the revision the templates print changed");
+    assert_eq!(deployed_chart_version(&stored).as_deref(), Some("0.1.1"));
+}
+
+/// The fixture chart's hooks for [`hooks_run_as_helm_runs_them`]: a pre-install and
+/// pre-upgrade Pod (exit code from the values, kept: before-hook-creation), a post-install
+/// and post-upgrade Job (exit code from the values, deleted once it succeeded or failed)
+/// and a pre-delete ConfigMap.
+const HOOKS: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {{ .Release.Name }}-check
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+    helm.sh/hook-weight: "-1"
+    opkit.dev/exit-code: {{ .Values.hookExitCode | default 0 | quote }}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: check
+      image: busybox
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-migrate
+  annotations:
+    helm.sh/hook: post-install,post-upgrade
+    helm.sh/hook-delete-policy: hook-succeeded,hook-failed
+spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations:
+        opkit.dev/exit-code: {{ .Values.migrateExitCode | default 0 | quote }}
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: migrate
+          image: busybox
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-goodbye
+  annotations:
+    helm.sh/hook: pre-delete
+data:
+  bye: "true"
+"#;
+
+/// Hooks run around an install, an upgrade and an uninstall as Helm runs them, and a
+/// failing hook fails the release with Helm's message, changing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_run_as_helm_runs_them() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(&charts.path().join("nginx"), "0.1.0", "");
+    std::fs::write(charts.path().join("nginx/templates/hooks.yaml"), HOOKS).expect("hooks");
+    let _operator = start_operator_in(&env, WATCHES, charts.path(), &[]).await;
+
+    create_nginx(&client, "hooked", json!({})).await;
+    wait_for_cr(&client, "hooked", "installed", |cr| revision(cr) == Some(1)).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let check = pods.get("hooked-check").await.expect("the pre-install hook stays (before-hook-creation)");
+    assert_eq!(check.status.and_then(|s| s.phase).as_deref(), Some("Succeeded"), "waited for");
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), NS);
+    assert!(jobs.get_opt("hooked-migrate").await.expect("get").is_none(), "hook-succeeded deletes the Job");
+    let stored = releases(&client, "hooked").await;
+    let hooks: Vec<(&str, &str)> = stored[0]
+        .1
+        .hooks
+        .iter()
+        .map(|h| (h["name"].as_str().unwrap_or_default(), h["kind"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(hooks, [("hooked-goodbye", "ConfigMap"), ("hooked-check", "Pod"), ("hooked-migrate", "Job")]);
+    assert!(!stored[0].1.manifest.contains("hooked-check"), "hooks stay out of the manifest");
+    // The real helm reads the stored hooks.
+    let home = tempfile::tempdir().expect("helm home");
+    let out = std::process::Command::new(helm_binary())
+        .args(["get", "hooks", "hooked", "-n", NS, "--kubeconfig"])
+        .arg(env.kubeconfig_path())
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .output()
+        .expect("helm runs");
+    assert!(out.status.success(), "helm get hooks: {}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("# Source: nginx/templates/hooks.yaml\napiVersion: batch/v1\nkind: Job\n"), "{printed}");
+
+    // A failing pre-upgrade hook fails the upgrade before anything is applied.
+    nginxes(&client)
+        .patch(
+            "hooked",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "hookExitCode": 1, "greeting": "changed" } })),
+        )
+        .await
+        .expect("change the spec");
+    let cr =
+        wait_for_cr(&client, "hooked", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
+    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(message, "pre-upgrade hooks failed: 1 error occurred:\n\t* pod hooked-check failed\n\n");
+    assert_eq!(revision(&cr), Some(1));
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let data = configmaps.get("hooked-nginx").await.expect("the ConfigMap").data.unwrap_or_default();
+    assert_eq!(data["greeting"], "hello", "nothing was applied");
+
+    // Uninstalling runs the stored pre-delete hook.
+    nginxes(&client).delete("hooked", &DeleteParams::default()).await.expect("delete the CR");
+    wait_for_with(
+        &nginxes(&client),
+        &nginx_resource(),
+        "hooked",
+        "the CR to go",
+        |o: Option<&DynamicObject>| o.is_none(),
+        WAIT,
+    )
+    .await
+    .expect("uninstalled");
+    let goodbye = configmaps.get("hooked-goodbye").await.expect("the pre-delete hook ran");
+    assert_eq!(goodbye.data.unwrap_or_default()["bye"], "true");
+    assert!(configmaps.get_opt("hooked-nginx").await.expect("get").is_none());
+
+    // A failing post-install Job fails the install (retried, so the Job comes and goes).
+    create_nginx(&client, "migrating", json!({ "migrateExitCode": 1 })).await;
+    let cr =
+        wait_for_cr(&client, "migrating", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "InstallError"))
+            .await;
+    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(
+        message,
+        "failed post-install: 1 error occurred:\n\t* job migrating-migrate failed: BackoffLimitExceeded\n\n"
+    );
+    assert!(releases(&client, "migrating").await.is_empty(), "no release is stored");
 }

@@ -19,7 +19,7 @@ pub mod value;
 pub mod values;
 pub mod yaml;
 
-pub use render::{TemplateOptions, template, template_chart};
+pub use render::{RenderedRelease, TemplateOptions, render_release, template, template_chart};
 
 /// Why rendering a chart failed; the message is Helm's (without its `Error: ` prefix).
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]

@@ -35,6 +35,10 @@ pub struct TemplateOptions {
     pub include_crds: bool,
     /// `--skip-tests`.
     pub skip_tests: bool,
+    /// `.Release.Revision` (1 for `helm template` and an install).
+    pub revision: i64,
+    /// `.Release.IsUpgrade` (and not `.Release.IsInstall`): the release is being upgraded.
+    pub is_upgrade: bool,
 }
 
 impl Default for TemplateOptions {
@@ -49,6 +53,8 @@ impl Default for TemplateOptions {
             set_string: Vec::new(),
             include_crds: false,
             skip_tests: false,
+            revision: 1,
+            is_upgrade: false,
         }
     }
 }
@@ -174,7 +180,23 @@ pub fn template(chart_path: &Path, options: &TemplateOptions) -> Result<String, 
 }
 
 /// `helm template` of an already loaded chart.
-pub fn template_chart(mut chart: Chart, options: &TemplateOptions) -> Result<String, HelmError> {
+pub fn template_chart(chart: Chart, options: &TemplateOptions) -> Result<String, HelmError> {
+    render_release(chart, options).map(|release| release.manifest)
+}
+
+/// What an install or upgrade renders: the output `helm template` prints and the root
+/// chart's rendered `NOTES.txt`, which Helm stores as the release's `info.notes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedRelease {
+    /// The manifests and hooks, as `helm template` prints them.
+    pub manifest: String,
+    /// The root chart's `templates/NOTES.txt` rendered (empty when it has none).
+    pub notes: String,
+}
+
+/// Renders a loaded chart as an install or upgrade does: [`template_chart`]'s output and
+/// the release notes.
+pub fn render_release(mut chart: Chart, options: &TemplateOptions) -> Result<RenderedRelease, HelmError> {
     let missing: Vec<&str> = chart
         .dependencies
         .iter()
@@ -208,14 +230,16 @@ pub fn template_chart(mut chart: Chart, options: &TemplateOptions) -> Result<Str
     let release = Value::map(BTreeMap::from([
         ("Name".to_string(), Value::str(options.release_name.as_str())),
         ("Namespace".to_string(), Value::str(options.namespace.as_str())),
-        ("IsUpgrade".to_string(), Value::Bool(false)),
-        ("IsInstall".to_string(), Value::Bool(true)),
-        ("Revision".to_string(), Value::Int(1)),
+        ("IsUpgrade".to_string(), Value::Bool(options.is_upgrade)),
+        ("IsInstall".to_string(), Value::Bool(!options.is_upgrade)),
+        ("Revision".to_string(), Value::Int(options.revision)),
         ("Service".to_string(), Value::str("Helm")),
     ]));
     let mut renderables = Vec::new();
     chart_data(&chart, &Value::Map(vals), &release, &caps, true, &mut renderables);
     let rendered = render(&renderables)?;
+    // Helm's `renderResources`: only the root chart's notes (no `--render-subchart-notes`).
+    let notes = rendered.get(&format!("{}/templates/NOTES.txt", chart.full_path)).cloned().unwrap_or_default();
     let mut out = String::new();
     if options.include_crds {
         crds(&chart, &mut out);
@@ -233,7 +257,7 @@ pub fn template_chart(mut chart: Chart, options: &TemplateOptions) -> Result<Str
         }
         text.push_str(&format!("---\n# Source: {}\n{}\n", h.path, h.content));
     }
-    Ok(text)
+    Ok(RenderedRelease { manifest: text, notes })
 }
 
 fn user_values(options: &TemplateOptions) -> Result<Map, HelmError> {

@@ -148,3 +148,17 @@ fn sprig_edge_cases_match_helm() {
 fn values_files_full_of_comments_load() {
     assert_same(&render("comments", &options()).expect("renders"), &expected("comments.yaml"));
 }
+
+#[test]
+fn an_upgrade_renders_its_revision_and_the_root_charts_notes() {
+    let chart = opkit_helm::chart::load(&dir().join("charts/release")).expect("loads");
+    let install = opkit_helm::render_release(chart.clone(), &options()).expect("renders");
+    assert!(install.manifest.contains("  revision: \"1\"\n  isInstall: \"true\"\n  isUpgrade: \"false\"\n"));
+    assert_eq!(install.notes, "rel is at revision 1.\n");
+    let upgrade = TemplateOptions { revision: 3, is_upgrade: true, ..options() };
+    let rendered = opkit_helm::render_release(chart, &upgrade).expect("renders");
+    assert!(rendered.manifest.contains("  revision: \"3\"\n  isInstall: \"false\"\n  isUpgrade: \"true\"\n"));
+    // Helm keeps only the root chart's notes, as rendered (no trimming).
+    assert_eq!(rendered.notes, "rel is at revision 3. Upgraded.\n");
+    assert!(!rendered.manifest.contains("subchart notes"));
+}

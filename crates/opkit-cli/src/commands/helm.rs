@@ -23,6 +23,8 @@ pub fn template(args: HelmTemplateArgs, out: &mut Output) -> Result<(), CliError
         set_string: args.set_string,
         include_crds: args.include_crds,
         skip_tests: args.skip_tests,
+        // `helm template` renders revision 1 of an install.
+        ..opkit_helm::TemplateOptions::default()
     };
     let manifest = opkit_helm::template(&args.chart, &options)?;
     if out.json() {
