@@ -6,7 +6,7 @@
 //! Deployed, ReleaseFailed, Irreconcilable) and `status.deployedRelease`. Deleting the
 //! resource uninstalls the release through [`UNINSTALL_FINALIZER`]. A new chart version
 //! is rolled out over the kind's releases one at a time and paused at the first failure
-//! ([`Rollout`]).
+//! (`Rollout`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
