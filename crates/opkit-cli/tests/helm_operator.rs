@@ -99,11 +99,27 @@ async fn a_scaffolded_helm_project_renders_and_its_operator_deploys_the_sample()
     assert_eq!(manager["metadata"]["namespace"], "nginx-operator-system");
     assert_eq!(manager["spec"]["template"]["spec"]["containers"][0]["args"][0], "helm-operator");
 
-    // `make install`'s CRD, then the operator from the project's watches.yaml.
+    // `make install` (kubectl's built-in kustomize; no other tool), then the operator from
+    // the project's watches.yaml.
     let env = TestEnv::start().await.expect("testenv");
-    let crd_text = read(&project, "config/crd/bases/demo.example.com_nginxes.yaml");
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&crd_text).expect("the CRD parses");
-    env.install_crds([crd]).await.expect("install the CRD");
+    let mut install = command("make", &project, Some(env.kubeconfig_path()));
+    install.arg("install").arg(format!("OPKIT={OPKIT}"));
+    let out = install.output().expect("make runs");
+    assert!(
+        out.status.success(),
+        "make install failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
+    let established = |c: Option<&CustomResourceDefinition>| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+    };
+    wait_for(&crds, "nginxes.demo.example.com", "to be established", established, WAIT)
+        .await
+        .expect("make install installs the CRD");
     let mut run = command(OPKIT, &project, None);
     run.args(["helm-operator", "--kubeconfig"])
         .arg(env.kubeconfig_path())
