@@ -12,7 +12,8 @@
 //! - [`aggregation`]: which endpoint serves a service-backed APIService, and a TLS client
 //!   for it (the API server's proxy and the availability controller share it);
 //! - [`rbac`]: the rules of an aggregated ClusterRole (the API server's bootstrap policy and
-//!   the aggregation controller share it).
+//!   the aggregation controller share it);
+//! - [`strconv`]: Go's `strconv.Quote` (kube's `%q` in messages, Helm's templates).
 
 pub mod aggregation;
 pub mod duration;
@@ -21,3 +22,4 @@ pub mod quantity;
 pub mod quota;
 pub mod rbac;
 pub mod selector;
+pub mod strconv;

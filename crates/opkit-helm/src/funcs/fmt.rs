@@ -5,37 +5,8 @@ use std::fmt::Write as _;
 
 use crate::value::{Value, format_float, go_string, write_go};
 
-/// Go's `strconv.Quote`: double quotes, Go escapes, printable Unicode kept.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_control() || c == '\u{feff}' => {
-                if (c as u32) < 0x10000 {
-                    let _ = write!(out, "\\u{:04x}", c as u32);
-                } else {
-                    let _ = write!(out, "\\U{:08x}", c as u32);
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// Go's `strconv.Quote` (written once, in opkit-apimachinery).
+pub use opkit_apimachinery::strconv::quote as go_quote;
 
 /// `fmt.Sprint`: a space between operands when neither is a string.
 pub fn sprint(args: &[Value]) -> String {
