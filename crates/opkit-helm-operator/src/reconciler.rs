@@ -75,8 +75,9 @@ pub struct HelmReconciler {
 
 /// The rollout of the operator's chart version over the releases made with another one:
 /// upgrades take turns (one at a time, whatever `maxConcurrentReconciles`), and the first
-/// that fails pauses the rollout until that release is upgraded or uninstalled. Kept in
-/// memory: a restarted operator starts the rollout again.
+/// that fails pauses the rollout until that release is upgraded or uninstalled. The pause
+/// is kept in the cluster too: the failed resource's own `RolloutPaused` condition names
+/// it, and a restarted operator resumes from it ([`Rollout::resume`]).
 #[derive(Default)]
 struct Rollout {
     /// Held while a release is upgraded to the new chart version.
@@ -105,6 +106,61 @@ impl Rollout {
     /// `release` is gone: it no longer pauses the rollout.
     fn forget(&self, release: &str) {
         self.finished(release, true);
+    }
+
+    /// The `RolloutPaused` condition's message: the rollout of `chart_version` is paused
+    /// by the failed upgrade of `failed` (`namespace/name`).
+    fn pause_message(chart_version: &str, failed: &str) -> String {
+        format!("the rollout of chart version {chart_version} is paused: upgrading {failed} failed")
+    }
+
+    /// The chart version and failed release a [`Rollout::pause_message`] names.
+    fn parse_pause_message(message: &str) -> Option<(&str, &str)> {
+        let rest = message.strip_prefix("the rollout of chart version ")?;
+        let (version, rest) = rest.split_once(" is paused: upgrading ")?;
+        Some((version, rest.strip_suffix(" failed")?))
+    }
+
+    /// The rollout of `chart_version` as the resources' conditions left it: paused by the
+    /// resource whose own `RolloutPaused` condition names itself for that chart version
+    /// (its upgrade failed and it has not been upgraded since).
+    fn resumed(chart_version: &str, resources: &[DynamicObject]) -> Rollout {
+        let failed = resources.iter().find_map(|cr| {
+            let key = format!("{}/{}", cr.namespace().unwrap_or_default(), cr.name_any());
+            let conditions = cr.data.pointer("/status/conditions").and_then(Value::as_array)?;
+            let paused = conditions.iter().find(|c| {
+                c.get("type").and_then(Value::as_str) == Some(conditions::ROLLOUT_PAUSED)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })?;
+            let message = paused.get("message").and_then(Value::as_str)?;
+            (Rollout::parse_pause_message(message)? == (chart_version, key.as_str())).then_some(key)
+        });
+        Rollout { turn: tokio::sync::Mutex::new(()), failed: Mutex::new(failed) }
+    }
+
+    /// [`Rollout::resumed`] from the custom resources of `resource` in the cluster (those
+    /// `selector` matches); a failed list starts unpaused, with a warning.
+    async fn resume(
+        client: &Client,
+        resource: &ApiResource,
+        chart_version: &str,
+        selector: Option<&kube::core::Selector>,
+    ) -> Rollout {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+        match api.list(&kube::api::ListParams::default()).await {
+            Ok(list) => {
+                let selected: Vec<DynamicObject> = list
+                    .items
+                    .into_iter()
+                    .filter(|cr| selector.is_none_or(|selector| selector.matches(cr.labels())))
+                    .collect();
+                Rollout::resumed(chart_version, &selected)
+            }
+            Err(e) => {
+                tracing::warn!(kind = %resource.kind, error = %e, "cannot read whether a chart rollout is paused");
+                Rollout::default()
+            }
+        }
     }
 }
 
@@ -161,12 +217,15 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
             .ok()
             .and_then(|chart| chart.metadata.get("version").and_then(|v| v.as_str()).map(str::to_string))
             .unwrap_or_default();
+        let selector: Option<kube::core::Selector> =
+            watch.selector.clone().and_then(|selector| selector.try_into().ok());
+        let rollout = Rollout::resume(&client, &resource, &chart_version, selector.as_ref()).await;
         let reconciler = HelmReconciler {
             watch,
             resources: Mutex::new(HashMap::new()),
             metrics: metrics.clone(),
             chart_version,
-            rollout: Rollout::default(),
+            rollout,
         };
         let mut controller = Controller::new_dynamic(mgr, resource, caps.scope, reconciler)
             .named(format!("{}-helm-controller", gvk.kind.to_lowercase()))
@@ -317,8 +376,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                 _turn = Some(self.rollout.turn.lock().await);
             }
             if let Some(failed) = self.rollout.paused_by(&key) {
-                let message =
-                    format!("the rollout of chart version {} is paused: upgrading {failed} failed", self.chart_version);
+                let message = Rollout::pause_message(&self.chart_version, &failed);
                 set_condition(
                     &mut status,
                     conditions::ROLLOUT_PAUSED,
@@ -360,6 +418,15 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                 Ok(Action::requeue_after(self.watch.reconcile_period))
             }
             Err((reason, e)) => {
+                if reason == conditions::UPGRADE_ERROR {
+                    // A failed upgrade may have been rolled back to a new revision.
+                    let history = release::history(&secrets, &name).await.unwrap_or_default();
+                    if let Some(current) = history.iter().rev().find(|r| r.info.status == "deployed") {
+                        status["deployedRelease"] =
+                            json!({ "name": name, "manifest": current.manifest, "revision": current.version });
+                        self.metrics.deployed(&self.watch.kind, &namespace, &name, current.version);
+                    }
+                }
                 self.metrics.failed(&self.watch.kind, &namespace, &name, reason);
                 let type_ = if reason == conditions::RECONCILE_ERROR {
                     conditions::IRRECONCILABLE
@@ -367,6 +434,17 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                     conditions::RELEASE_FAILED
                 };
                 set_condition(&mut status, type_, true, reason, &e.to_string());
+                if rolling {
+                    // Kept in the cluster: a restarted operator stays paused (Rollout::resume).
+                    let message = Rollout::pause_message(&self.chart_version, &key);
+                    set_condition(
+                        &mut status,
+                        conditions::ROLLOUT_PAUSED,
+                        true,
+                        conditions::CHART_UPGRADE_FAILED,
+                        &message,
+                    );
+                }
                 write_status(&api, &name, &status, &cached_status).await;
                 Err(ReconcileError::retry(e))
             }
@@ -398,7 +476,11 @@ impl HelmReconciler {
         render(&self.watch, name, namespace, spec, next, true)
     }
 
-    /// Installs, upgrades or re-applies the release; returns what it did and the manifest.
+    /// Installs, upgrades or re-applies the release; returns what it did, the manifest and
+    /// the deployed revision. As operator-sdk's helm operator: a failure after the dry run
+    /// (a hook, or an object the API server refuses) fails an upgrade, stored as a `failed`
+    /// revision, which is then rolled back to the deployed one ([`Self::roll_back`]), and
+    /// it uninstalls a failed install ([`Self::remove_objects`]).
     #[allow(clippy::too_many_arguments)]
     async fn deploy(
         &self,
@@ -424,44 +506,16 @@ impl HelmReconciler {
             Outcome::Reconciled => conditions::RECONCILE_ERROR,
         };
         let fail = |e: OperatorError| (reason, e);
-        if !matches!(outcome, Outcome::Reconciled) {
-            // A dry run first, as operator-sdk's install and upgrade: an object the API
-            // server refuses fails the release before anything is changed.
-            for object in objects.iter().filter(|o| !o.is_hook()) {
-                self.apply(client, owner, &namespace, object, true).await.map_err(fail)?;
-            }
-        }
-        let (pre, post) = match outcome {
-            Outcome::Installed => ("pre-install", "post-install"),
-            Outcome::Upgraded => ("pre-upgrade", "post-upgrade"),
-            Outcome::Reconciled => ("", ""),
-        };
-        let hook_failed = |event: &str, e: String| match outcome {
-            Outcome::Upgraded => (reason, OperatorError::Hook(format!("{event} hooks failed: {e}"))),
-            _ => (reason, OperatorError::Hook(format!("failed {event}: {e}"))),
-        };
-        if !pre.is_empty() {
-            self.run_hooks(client, &namespace, &objects, pre).await.map_err(|e| hook_failed(pre, e))?;
-        }
-        for object in objects.iter().filter(|o| !o.is_hook()) {
-            self.apply(client, owner, &namespace, object, false).await.map_err(fail)?;
-        }
         if let (Outcome::Reconciled, Some(current)) = (&outcome, deployed) {
+            for object in objects.iter().filter(|o| !o.is_hook()) {
+                self.apply(client, owner, &namespace, object, false).await.map_err(fail)?;
+            }
             return Ok((outcome, manifest, current.version));
         }
-        // Post hooks before the previous revision is superseded: a failure keeps it deployed.
-        self.run_hooks(client, &namespace, &objects, post).await.map_err(|e| hook_failed(post, e))?;
-        if let Some(previous) = deployed {
-            // Objects the new manifest no longer has go, as in `helm upgrade`.
-            let kept: Vec<(GroupVersionKind, String)> =
-                objects.iter().filter(|o| !o.is_hook()).map(|o| (o.gvk(), o.name().to_string())).collect();
-            let old = split(&previous.manifest).map_err(fail)?;
-            for object in old.iter().filter(|o| !kept.contains(&(o.gvk(), o.name().to_string()))) {
-                self.delete(client, &namespace, object).await.map_err(fail)?;
-            }
-            let mut superseded = previous.clone();
-            superseded.info.status = "superseded".to_string();
-            release::replace(secrets, &superseded).await.map_err(fail)?;
+        // A dry run first, as operator-sdk's install and upgrade: an object the API
+        // server refuses fails the release before anything is changed.
+        for object in objects.iter().filter(|o| !o.is_hook()) {
+            self.apply(client, owner, &namespace, object, true).await.map_err(fail)?;
         }
         let version = history.last().map_or(1, |r| r.version + 1);
         let first_deployed = history.first().map(|r| r.info.first_deployed.clone());
@@ -469,11 +523,145 @@ impl HelmReconciler {
             Release::deployed(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
         release.info.notes = notes;
         release.hooks = hooks::release_hooks(&objects);
+        if let Err(e) = self.perform(client, owner, &namespace, &objects, deployed).await {
+            match deployed {
+                Some(previous) => {
+                    release.info.status = "failed".to_string();
+                    release.info.description =
+                        format!("Upgrade {} failed: {e}", opkit_apimachinery::strconv::quote(&name));
+                    release::create(secrets, &release).await.map_err(fail)?;
+                    if let Err(rollback) = self.roll_back(client, owner, secrets, &release, previous).await {
+                        tracing::warn!(name, error = %rollback, "rolling back the failed upgrade");
+                    }
+                }
+                None => {
+                    let manifest_objects: Vec<RenderedObject> =
+                        objects.iter().filter(|o| !o.is_hook()).cloned().collect();
+                    let errors = match self.remove_objects(client, &namespace, &objects, &manifest_objects).await {
+                        Ok(errors) => errors,
+                        Err(e) => vec![e.to_string()],
+                    };
+                    if !errors.is_empty() {
+                        tracing::warn!(name, errors = errors.join("; "), "uninstalling the failed install");
+                    }
+                }
+            }
+            return Err((reason, e));
+        }
+        if let Some(previous) = deployed {
+            let mut superseded = previous.clone();
+            superseded.info.status = "superseded".to_string();
+            release::replace(secrets, &superseded).await.map_err(fail)?;
+        }
         release::create(secrets, &release).await.map_err(fail)?;
         Ok((outcome, manifest, version))
     }
 
-    /// Deletes the deployed release's objects and its stored revisions.
+    /// Installs (nothing `deployed`) or upgrades the release's objects: the `pre-install`
+    /// or `pre-upgrade` hooks, every object applied, the `post-` hooks, and, for an
+    /// upgrade, the deployed revision's objects the new manifest no longer has deleted
+    /// (after the post hooks; Helm deletes them first). The error is Helm's.
+    async fn perform(
+        &self,
+        client: &Client,
+        owner: &DynamicObject,
+        namespace: &str,
+        objects: &[RenderedObject],
+        deployed: Option<&Release>,
+    ) -> Result<(), OperatorError> {
+        let (pre, post) =
+            if deployed.is_some() { ("pre-upgrade", "post-upgrade") } else { ("pre-install", "post-install") };
+        let hook_failed = |event: &str, e: String| {
+            OperatorError::Hook(if deployed.is_some() {
+                format!("{event} hooks failed: {e}")
+            } else {
+                format!("failed {event}: {e}")
+            })
+        };
+        self.run_hooks(client, namespace, objects, pre).await.map_err(|e| hook_failed(pre, e))?;
+        for object in objects.iter().filter(|o| !o.is_hook()) {
+            self.apply(client, owner, namespace, object, false).await?;
+        }
+        self.run_hooks(client, namespace, objects, post).await.map_err(|e| hook_failed(post, e))?;
+        if let Some(previous) = deployed {
+            self.delete_dropped(client, namespace, &previous.manifest, objects).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the objects of `old_manifest` that `objects` no longer has, as `helm
+    /// upgrade` and `helm rollback` do.
+    async fn delete_dropped(
+        &self,
+        client: &Client,
+        namespace: &str,
+        old_manifest: &str,
+        objects: &[RenderedObject],
+    ) -> Result<(), OperatorError> {
+        let kept: Vec<(GroupVersionKind, String)> =
+            objects.iter().filter(|o| !o.is_hook()).map(|o| (o.gvk(), o.name().to_string())).collect();
+        for object in split(old_manifest)?.iter().filter(|o| !kept.contains(&(o.gvk(), o.name().to_string()))) {
+            self.delete(client, namespace, object).await?;
+        }
+        Ok(())
+    }
+
+    /// `helm rollback NAME` after the failed upgrade `failed`, as operator-sdk's helm
+    /// operator runs it: a new revision with `target`'s chart, values, manifest, notes and
+    /// hooks (`Rollback to N`), `target`'s `pre-rollback` hooks, its objects applied and the
+    /// failed revision's others deleted, its `post-rollback` hooks; then `target` is
+    /// superseded and the new revision deployed. A failure stores the new revision as
+    /// `failed` (`Rollback "NAME" failed: ...`) and `target` stays deployed.
+    async fn roll_back(
+        &self,
+        client: &Client,
+        owner: &DynamicObject,
+        secrets: &Api<Secret>,
+        failed: &Release,
+        target: &Release,
+    ) -> Result<(), OperatorError> {
+        let mut rolled = target.clone();
+        rolled.version = failed.version + 1;
+        rolled.info.first_deployed = failed.info.first_deployed.clone();
+        rolled.info.last_deployed = jiff::Timestamp::now().to_string();
+        rolled.info.description = format!("Rollback to {}", target.version);
+        rolled.info.status = "pending-rollback".to_string();
+        release::create(secrets, &rolled).await?;
+        let namespace = target.namespace.as_str();
+        let rolled_back = async {
+            let hook_objects = split(&hooks::hooks_text(&target.hooks))?;
+            self.run_hooks(client, namespace, &hook_objects, "pre-rollback").await.map_err(OperatorError::Hook)?;
+            let objects = split(&target.manifest)?;
+            for object in &objects {
+                self.apply(client, owner, namespace, object, false).await?;
+            }
+            self.delete_dropped(client, namespace, &failed.manifest, &objects).await?;
+            self.run_hooks(client, namespace, &hook_objects, "post-rollback").await.map_err(OperatorError::Hook)
+        }
+        .await;
+        match rolled_back {
+            Ok(()) => {
+                let mut superseded = target.clone();
+                superseded.info.status = "superseded".to_string();
+                release::replace(secrets, &superseded).await?;
+                rolled.info.status = "deployed".to_string();
+                release::replace(secrets, &rolled).await
+            }
+            Err(e) => {
+                rolled.info.status = "failed".to_string();
+                rolled.info.description =
+                    format!("Rollback {} failed: {e}", opkit_apimachinery::strconv::quote(&rolled.name));
+                release::replace(secrets, &rolled).await?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Uninstalls the release as `helm uninstall --wait` (without `--keep-history`): the
+    /// stored release's `pre-delete` hooks, its objects deleted and waited for until they
+    /// are gone, its `post-delete` hooks, then every stored revision deleted. A failure
+    /// after the objects were deleted still deletes the revisions, and is Helm's
+    /// `uninstallation completed with N error(s): ...`.
     async fn uninstall(
         &self,
         client: &Client,
@@ -482,14 +670,53 @@ impl HelmReconciler {
         namespace: &str,
     ) -> Result<(), OperatorError> {
         let history = release::history(secrets, name).await?;
+        let mut errors = Vec::new();
         if let Some(latest) = history.iter().rev().find(|r| r.info.status == "deployed").or(history.last()) {
             let stored_hooks = split(&hooks::hooks_text(&latest.hooks))?;
-            self.run_hooks(client, namespace, &stored_hooks, "pre-delete").await.map_err(OperatorError::Hook)?;
-            for object in split(&latest.manifest)?.iter().rev() {
-                self.delete(client, namespace, object).await?;
+            errors = self.remove_objects(client, namespace, &stored_hooks, &split(&latest.manifest)?).await?;
+        }
+        release::delete_all(secrets, &history).await?;
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(OperatorError::Hook(format!(
+                "uninstallation completed with {} error(s): {}",
+                errors.len(),
+                errors.join("; ")
+            )))
+        }
+    }
+
+    /// The part of `helm uninstall` that acts on the cluster: `pre-delete` hooks (a failure
+    /// stops here), `objects` deleted (not those annotated `helm.sh/resource-policy:
+    /// keep`) and waited for until gone, then `post-delete` hooks. Returns the errors of
+    /// the wait and the post-delete hooks, which Helm reports once the release is purged.
+    async fn remove_objects(
+        &self,
+        client: &Client,
+        namespace: &str,
+        hook_objects: &[RenderedObject],
+        objects: &[RenderedObject],
+    ) -> Result<Vec<String>, OperatorError> {
+        self.run_hooks(client, namespace, hook_objects, "pre-delete").await.map_err(OperatorError::Hook)?;
+        let mut deleted = Vec::new();
+        for object in objects.iter().rev() {
+            if self.delete(client, namespace, object).await? {
+                deleted.push(object);
             }
         }
-        release::delete_all(secrets, &history).await
+        let mut errors = Vec::new();
+        for object in deleted {
+            let (api, _) = self.api_for(client, namespace, object).await?;
+            if let Err(e) = wait_until(&api, object.name(), |o: Option<&DynamicObject>| o.is_none()).await {
+                errors.push(e);
+                break;
+            }
+        }
+        if let Err(e) = self.run_hooks(client, namespace, hook_objects, "post-delete").await {
+            errors.push(e);
+        }
+        Ok(errors)
     }
 
     /// Runs the hooks of `event` among `objects` as Helm's `execHook`; the error is
@@ -624,16 +851,18 @@ impl HelmReconciler {
         }
     }
 
-    async fn delete(&self, client: &Client, namespace: &str, object: &RenderedObject) -> Result<(), OperatorError> {
+    /// Deletes one object of a release (background propagation) unless it is annotated
+    /// `helm.sh/resource-policy: keep`; whether it was deleted (or already gone).
+    async fn delete(&self, client: &Client, namespace: &str, object: &RenderedObject) -> Result<bool, OperatorError> {
         if object.object.pointer("/metadata/annotations/helm.sh~1resource-policy").and_then(Value::as_str)
             == Some("keep")
         {
-            return Ok(());
+            return Ok(false);
         }
         let (api, _) = self.api_for(client, namespace, object).await?;
         match api.delete(object.name(), &DeleteParams::background()).await {
-            Ok(_) => Ok(()),
-            Err(e) if opkit::status::is_not_found(&e) => Ok(()),
+            Ok(_) => Ok(true),
+            Err(e) if opkit::status::is_not_found(&e) => Ok(true),
             Err(e) => Err(e.into()),
         }
     }
@@ -758,5 +987,45 @@ async fn write_status(api: &Api<DynamicObject>, name: &str, status: &Value, cach
         && !opkit::status::is_not_found(&e)
     {
         tracing::warn!(name, error = %e, "writing the release status");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(namespace: &str, name: &str, paused: Option<&str>) -> DynamicObject {
+        let conditions: Vec<Value> = paused
+            .map(|message| json!({ "type": "RolloutPaused", "status": "True", "message": message }))
+            .into_iter()
+            .collect();
+        serde_json::from_value(json!({
+            "apiVersion": "demo.example.com/v1alpha1",
+            "kind": "Nginx",
+            "metadata": { "name": name, "namespace": namespace },
+            "status": { "conditions": conditions },
+        }))
+        .expect("a resource")
+    }
+
+    #[test]
+    fn a_restarted_rollout_is_paused_by_the_resource_whose_condition_names_itself() {
+        let message = Rollout::pause_message("0.2.0", "team/zulu");
+        assert_eq!(message, "the rollout of chart version 0.2.0 is paused: upgrading team/zulu failed");
+        assert_eq!(Rollout::parse_pause_message(&message), Some(("0.2.0", "team/zulu")));
+        assert_eq!(Rollout::parse_pause_message("something else"), None);
+
+        let paused = [
+            resource("team", "alpha", Some(&message)),
+            resource("team", "zulu", Some(&message)),
+            resource("team", "bravo", None),
+        ];
+        let rollout = Rollout::resumed("0.2.0", &paused);
+        assert_eq!(rollout.paused_by("team/alpha").as_deref(), Some("team/zulu"));
+        assert_eq!(rollout.paused_by("team/zulu"), None, "the failed release takes its turn");
+        // Another chart version starts a new rollout; a paused resource alone (its failed
+        // release since upgraded or deleted) does not pause it.
+        assert_eq!(Rollout::resumed("0.3.0", &paused).paused_by("team/alpha"), None);
+        assert_eq!(Rollout::resumed("0.2.0", &paused[..1]).paused_by("team/alpha"), None);
     }
 }

@@ -740,7 +740,70 @@ metadata:
     helm.sh/hook: pre-delete
 data:
   bye: "true"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-farewell
+  annotations:
+    helm.sh/hook: post-delete
+data:
+  bye: "true"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-pre-rollback
+  annotations:
+    helm.sh/hook: pre-rollback
+data:
+  revision: {{ .Release.Revision | quote }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-post-rollback
+  annotations:
+    helm.sh/hook: post-rollback
+data:
+  revision: {{ .Release.Revision | quote }}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {{ .Release.Name }}-test
+  annotations:
+    helm.sh/hook: test
+spec:
+  restartPolicy: Never
+  containers:
+    - name: test
+      image: busybox
 "#;
+
+/// A copy of the fixture chart with [`HOOKS`], and the operator running it.
+async fn start_hooked_operator(env: &TestEnv) -> (tempfile::TempDir, RunningOperator) {
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(&charts.path().join("nginx"), "0.1.0", "");
+    std::fs::write(charts.path().join("nginx/templates/hooks.yaml"), HOOKS).expect("hooks");
+    let operator = start_operator_in(env, WATCHES, charts.path(), &[]).await;
+    (charts, operator)
+}
+
+/// The real helm's output (text) for `args` against the test's cluster.
+fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(helm_binary())
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .expect("helm runs");
+    assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
 
 /// Hooks run around an install, an upgrade and an uninstall as Helm runs them, and a
 /// failing hook fails the release with Helm's message, changing nothing.
@@ -748,10 +811,7 @@ data:
 async fn hooks_run_as_helm_runs_them() {
     let env = TestEnv::start().await.expect("testenv");
     let client = env.client();
-    let charts = tempfile::tempdir().expect("charts dir");
-    copy_fixture_chart(&charts.path().join("nginx"), "0.1.0", "");
-    std::fs::write(charts.path().join("nginx/templates/hooks.yaml"), HOOKS).expect("hooks");
-    let _operator = start_operator_in(&env, WATCHES, charts.path(), &[]).await;
+    let (_charts, _operator) = start_hooked_operator(&env).await;
 
     create_nginx(&client, "hooked", json!({})).await;
     wait_for_cr(&client, "hooked", "installed", |cr| revision(cr) == Some(1)).await;
@@ -761,13 +821,25 @@ async fn hooks_run_as_helm_runs_them() {
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), NS);
     assert!(jobs.get_opt("hooked-migrate").await.expect("get").is_none(), "hook-succeeded deletes the Job");
     let stored = releases(&client, "hooked").await;
-    let hooks: Vec<(&str, &str)> = stored[0]
+    let mut hooks: Vec<(&str, &str)> = stored[0]
         .1
         .hooks
         .iter()
         .map(|h| (h["name"].as_str().unwrap_or_default(), h["kind"].as_str().unwrap_or_default()))
         .collect();
-    assert_eq!(hooks, [("hooked-goodbye", "ConfigMap"), ("hooked-check", "Pod"), ("hooked-migrate", "Job")]);
+    hooks.sort();
+    assert_eq!(
+        hooks,
+        [
+            ("hooked-check", "Pod"),
+            ("hooked-farewell", "ConfigMap"),
+            ("hooked-goodbye", "ConfigMap"),
+            ("hooked-migrate", "Job"),
+            ("hooked-post-rollback", "ConfigMap"),
+            ("hooked-pre-rollback", "ConfigMap"),
+            ("hooked-test", "Pod"),
+        ]
+    );
     assert!(!stored[0].1.manifest.contains("hooked-check"), "hooks stay out of the manifest");
     // The real helm reads the stored hooks.
     let home = tempfile::tempdir().expect("helm home");
@@ -796,7 +868,13 @@ async fn hooks_run_as_helm_runs_them() {
         wait_for_cr(&client, "hooked", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
     let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
     assert_eq!(message, "pre-upgrade hooks failed: 1 error occurred:\n\t* pod hooked-check failed\n\n");
-    assert_eq!(revision(&cr), Some(1));
+    // Stored as a failed revision and rolled back to revision 1 (a retry may add more).
+    let stored = releases(&client, "hooked").await;
+    let first: Vec<(i64, &str)> = stored.iter().take(3).map(|(_, r)| (r.version, r.info.status.as_str())).collect();
+    assert_eq!(first[..2], [(1, "superseded"), (2, "failed")]);
+    assert_eq!(stored[1].1.info.description, format!("Upgrade \"hooked\" failed: {message}"));
+    assert_eq!(stored[2].1.info.description, "Rollback to 1");
+    assert!(revision(&cr).is_some_and(|r| r >= 3), "the rolled-back revision is deployed");
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let data = configmaps.get("hooked-nginx").await.expect("the ConfigMap").data.unwrap_or_default();
     assert_eq!(data["greeting"], "hello", "nothing was applied");
@@ -816,6 +894,7 @@ async fn hooks_run_as_helm_runs_them() {
     let goodbye = configmaps.get("hooked-goodbye").await.expect("the pre-delete hook ran");
     assert_eq!(goodbye.data.unwrap_or_default()["bye"], "true");
     assert!(configmaps.get_opt("hooked-nginx").await.expect("get").is_none());
+    configmaps.get("hooked-farewell").await.expect("the post-delete hook ran");
 
     // A failing post-install Job fails the install (retried, so the Job comes and goes).
     create_nginx(&client, "migrating", json!({ "migrateExitCode": 1 })).await;
@@ -828,4 +907,150 @@ async fn hooks_run_as_helm_runs_them() {
         "failed post-install: 1 error occurred:\n\t* job migrating-migrate failed: BackoffLimitExceeded\n\n"
     );
     assert!(releases(&client, "migrating").await.is_empty(), "no release is stored");
+    // The failed install was uninstalled, as operator-sdk does: its pre-delete hook ran.
+    wait_for(
+        &configmaps,
+        "migrating-goodbye",
+        "the failed install's pre-delete hook",
+        |c: Option<&ConfigMap>| c.is_some(),
+        WAIT,
+    )
+    .await
+    .expect("the failed install is uninstalled");
+}
+
+/// As operator-sdk's helm operator, an upgrade that fails once Helm has stored it (here its
+/// post-upgrade Job fails, after the objects were applied) is stored as a failed revision
+/// and rolled back: a new revision with the deployed one's manifest, its pre- and
+/// post-rollback hooks, its objects restored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_upgrade_is_rolled_back_with_its_hooks() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let (_charts, _operator) = start_hooked_operator(&env).await;
+    create_nginx(&client, "rolling", json!({})).await;
+    wait_for_cr(&client, "rolling", "installed", |cr| revision(cr) == Some(1)).await;
+
+    nginxes(&client)
+        .patch(
+            "rolling",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "migrateExitCode": 1, "greeting": "changed" } })),
+        )
+        .await
+        .expect("change the spec");
+    let cr =
+        wait_for_cr(&client, "rolling", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
+    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert_eq!(
+        message,
+        "post-upgrade hooks failed: 1 error occurred:\n\t* job rolling-migrate failed: BackoffLimitExceeded\n\n"
+    );
+    let stored = releases(&client, "rolling").await;
+    assert!(stored.len() >= 3, "{} revisions", stored.len());
+    let (v1, v2, v3) = (&stored[0].1, &stored[1].1, &stored[2].1);
+    assert_eq!((v1.version, v1.info.status.as_str()), (1, "superseded"));
+    assert_eq!((v2.version, v2.info.status.as_str()), (2, "failed"));
+    assert_eq!(v2.info.description, format!("Upgrade \"rolling\" failed: {message}"));
+    assert!(v2.manifest.contains("greeting: \"changed\""), "the failed revision keeps its manifest");
+    assert_eq!(v3.version, 3);
+    assert!(["deployed", "superseded"].contains(&v3.info.status.as_str()), "{}", v3.info.status);
+    assert_eq!(v3.info.description, "Rollback to 1");
+    assert_eq!((&v3.manifest, &v3.config, &v3.chart), (&v1.manifest, &v1.config, &v1.chart));
+    assert_eq!(v3.info.first_deployed, v1.info.first_deployed);
+    assert!(revision(&cr).is_some_and(|r| r >= 3), "the status names the rolled-back revision");
+
+    // The rollback ran revision 1's rollback hooks and restored its objects.
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    for hook in ["rolling-pre-rollback", "rolling-post-rollback"] {
+        let data = configmaps.get(hook).await.expect("the rollback hook ran").data.unwrap_or_default();
+        assert_eq!(data["revision"], "1", "{hook} is revision 1's hook");
+    }
+    wait_for(
+        &configmaps,
+        "rolling-nginx",
+        "the rolled-back ConfigMap",
+        |c: Option<&ConfigMap>| {
+            c.and_then(|c| c.data.as_ref()).is_some_and(|d| d.get("greeting").map(String::as_str) == Some("hello"))
+        },
+        WAIT,
+    )
+    .await
+    .expect("the rollback restores revision 1's objects");
+}
+
+/// `post-delete` hooks run once the release's objects are gone, as `helm uninstall
+/// --wait`: here a test finalizer holds the release's ConfigMap, and the hook is created
+/// only after the test lets it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_delete_hooks_run_once_the_release_objects_are_gone() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let (_charts, _operator) = start_hooked_operator(&env).await;
+    create_nginx(&client, "leaving", json!({})).await;
+    wait_for_cr(&client, "leaving", "installed", |cr| revision(cr) == Some(1)).await;
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let hold = json!({ "metadata": { "finalizers": ["opkit.dev/hold"] } });
+    configmaps.patch("leaving-nginx", &PatchParams::default(), &Patch::Merge(&hold)).await.expect("hold");
+    nginxes(&client).delete("leaving", &DeleteParams::default()).await.expect("delete the CR");
+    wait_for(
+        &configmaps,
+        "leaving-nginx",
+        "the operator deletes the ConfigMap",
+        |c: Option<&ConfigMap>| c.is_some_and(|c| c.metadata.deletion_timestamp.is_some()),
+        WAIT,
+    )
+    .await
+    .expect("deleted");
+    configmaps.get("leaving-goodbye").await.expect("the pre-delete hook ran first");
+    let released = configmaps
+        .patch("leaving-nginx", &PatchParams::default(), &Patch::Merge(json!({ "metadata": { "finalizers": null } })))
+        .await
+        .expect("let the ConfigMap go");
+    let released_at: u64 = released.resource_version().and_then(|v| v.parse().ok()).expect("a resourceVersion");
+    wait_for_with(
+        &nginxes(&client),
+        &nginx_resource(),
+        "leaving",
+        "the CR to go",
+        |o: Option<&DynamicObject>| o.is_none(),
+        WAIT,
+    )
+    .await
+    .expect("uninstalled");
+    let farewell = configmaps.get("leaving-farewell").await.expect("the post-delete hook ran");
+    let created_at: u64 = farewell.resource_version().and_then(|v| v.parse().ok()).expect("a resourceVersion");
+    assert!(created_at > released_at, "the post-delete hook ({created_at}) waited for the objects ({released_at})");
+    assert!(releases(&client, "leaving").await.is_empty(), "the release records are purged");
+}
+
+/// A release installed by the operator stores its `test` hooks (the operator does not run
+/// them), so the real `helm test` runs them against the cluster; the operator keeps
+/// reading the release helm rewrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_helm_test_runs_the_releases_test_hooks() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let home = tempfile::tempdir().expect("helm home");
+    let (_charts, _operator) = start_hooked_operator(&env).await;
+    create_nginx(&client, "tested", json!({})).await;
+    wait_for_cr(&client, "tested", "installed", |cr| revision(cr) == Some(1)).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    assert!(pods.get_opt("tested-test").await.expect("get").is_none(), "the operator runs no test hook");
+
+    let printed = helm_text(&env, home.path(), &["test", "tested", "-n", NS]);
+    assert!(printed.contains("TEST SUITE:     tested-test\n"), "{printed}");
+    assert!(printed.contains("Phase:          Succeeded\n"), "{printed}");
+    let test_pod = pods.get("tested-test").await.expect("helm created the test pod");
+    assert_eq!(test_pod.status.and_then(|s| s.phase).as_deref(), Some("Succeeded"));
+    let stored = releases(&client, "tested").await;
+    let test_hook = stored[0].1.hooks.iter().find(|h| h["name"] == "tested-test").expect("the test hook");
+    assert_eq!(test_hook["last_run"]["phase"], "Succeeded", "helm recorded its run in the release");
+
+    nginxes(&client)
+        .patch("tested", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "greeting": "again" } })))
+        .await
+        .expect("change the spec");
+    wait_for_cr(&client, "tested", "upgraded", |cr| revision(cr) == Some(2)).await;
 }
