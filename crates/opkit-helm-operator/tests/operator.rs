@@ -670,6 +670,71 @@ async fn a_new_chart_version_rolls_out_one_release_at_a_time_and_stops_at_the_fi
     }
 }
 
+/// A paused rollout survives a restart of the operator: the failed resource's
+/// `RolloutPaused` condition names itself, and the restarted operator derives the pause
+/// from it, so releases that would upgrade fine are not tried until the failed one is.
+/// (The first operator watches only the failing resource, so it is the one that fails.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_rollout_stays_paused_when_the_operator_restarts() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let v1 = start_operator(&env, WATCHES, &[]).await;
+    let names = ["alpha", "bravo", "charlie", "zulu"];
+    for name in names {
+        let greeting = if name == "zulu" { "old" } else { "fine" };
+        create_nginx(&client, name, json!({ "greeting": greeting })).await;
+    }
+    for name in names {
+        wait_for_cr(&client, name, "installed", |cr| revision(cr) == Some(1)).await;
+    }
+    v1.shut_down().await;
+
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(
+        &charts.path().join("nginx"),
+        "0.2.0",
+        "{{- if eq .Values.greeting \"old\" }}{{ fail \"greeting old is gone\" }}{{ end }}\n",
+    );
+    let label = json!({ "metadata": { "labels": { "rollout": "first" } } });
+    nginxes(&client).patch("zulu", &PatchParams::default(), &Patch::Merge(&label)).await.expect("label zulu");
+    let first_only = format!("{WATCHES}  selector:\n    matchLabels:\n      rollout: first\n");
+    let first = start_operator_in(&env, &first_only, charts.path(), &[]).await;
+    let pause = "the rollout of chart version 0.2.0 is paused: upgrading default/zulu failed";
+    let zulu = wait_for_cr(&client, "zulu", "failed", |cr| {
+        condition_is(cr, "ReleaseFailed", "True", "UpgradeError")
+            && condition_is(cr, "RolloutPaused", "True", "ChartUpgradeFailed")
+    })
+    .await;
+    assert_eq!(condition(&zulu, "RolloutPaused").and_then(|c| c["message"].as_str()), Some(pause));
+    first.shut_down().await;
+
+    // Restarted for every resource: the rollout is still paused.
+    let watches = format!("{WATCHES}  reconcilePeriod: 1s\n");
+    let _restarted = start_operator_in(&env, &watches, charts.path(), &[]).await;
+    for name in ["alpha", "bravo", "charlie"] {
+        let cr =
+            wait_for_cr(&client, name, "paused", |cr| condition_is(cr, "RolloutPaused", "True", "ChartUpgradeFailed"))
+                .await;
+        assert_eq!(condition(&cr, "RolloutPaused").and_then(|c| c["message"].as_str()), Some(pause));
+        let stored = releases(&client, name).await;
+        assert_eq!(stored.len(), 1, "{name} was not upgraded");
+        assert_eq!(deployed_chart_version(&stored).as_deref(), Some("0.1.0"));
+    }
+
+    // Once the failed resource is fixed, the rollout resumes.
+    nginxes(&client)
+        .patch("zulu", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "greeting": "new" } })))
+        .await
+        .expect("fix zulu");
+    for name in names {
+        wait_for_cr(&client, name, "upgraded", |cr| {
+            revision(cr) == Some(2) && condition(cr, "RolloutPaused").is_none()
+        })
+        .await;
+        assert_eq!(deployed_chart_version(&releases(&client, name).await).as_deref(), Some("0.2.0"));
+    }
+}
+
 /// A new chart version that renders the same manifest (at the deployed revision) still
 /// upgrades the release, so `helm list` shows the chart the operator runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
