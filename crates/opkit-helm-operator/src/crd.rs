@@ -62,15 +62,16 @@ pub fn crd_for(
 }
 
 /// How deep `$ref`s are followed before a node is left open (recursive definitions).
-const MAX_REF_DEPTH: usize = 16;
+pub(crate) const MAX_REF_DEPTH: usize = 16;
 
 /// Converts a chart's `values.schema.json` (JSON Schema) to the structural OpenAPI v3
 /// schema a CRD's `spec` needs: types, properties, required, enums (`const` too), bounds,
 /// lengths, item counts, patterns and descriptions are kept, local `$ref`s
 /// (`#/definitions/...`, `#/$defs/...`) are followed; a type list with `null` is
 /// `nullable`, integer-or-string is `x-kubernetes-int-or-string`; keywords kube does not
-/// take (`$schema`, `$id`, `title`, `default`, `format`, `uniqueItems`, `anyOf`/`oneOf`/
-/// `allOf`/`not`, ...) are dropped. A node with no single type, or an object that allows
+/// take (`$schema`, `$id`, `title`, `default`, `format`, `uniqueItems`, ...) are
+/// dropped; `allOf`/`anyOf`/`oneOf`/`not` keep the value validations kube allows under
+/// them ([`crate::junctors`]). A node with no single type, or an object that allows
 /// additional properties (JSON Schema's default), keeps unknown fields
 /// (`x-kubernetes-preserve-unknown-fields: true`), so the spec never loses a value Helm
 /// would accept. The root is always an object.
@@ -132,6 +133,7 @@ fn convert(node: &Value, root: &Value, depth: usize) -> Value {
         _ => {
             // No type, or several: any value.
             out.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
+            crate::junctors::add_junctors(node, &mut out, root, depth);
             return Value::Object(out);
         }
     };
@@ -164,6 +166,7 @@ fn convert(node: &Value, root: &Value, depth: usize) -> Value {
         }
         _ => {}
     }
+    crate::junctors::add_junctors(node, &mut out, root, depth);
     Value::Object(out)
 }
 
@@ -201,7 +204,7 @@ fn convert_object(node: &Map<String, Value>, root: &Value, depth: usize, out: &m
 }
 
 /// Copies the numeric or string `keywords` kube takes as they are.
-fn copy_keywords(node: &Map<String, Value>, out: &mut Map<String, Value>, keywords: &[&str]) {
+pub(crate) fn copy_keywords(node: &Map<String, Value>, out: &mut Map<String, Value>, keywords: &[&str]) {
     for keyword in keywords {
         if let Some(value) = node.get(*keyword).filter(|v| v.is_number() || v.is_string()) {
             out.insert((*keyword).to_string(), value.clone());
@@ -211,7 +214,7 @@ fn copy_keywords(node: &Map<String, Value>, out: &mut Map<String, Value>, keywor
 
 /// A bound: OpenAPI v3's `minimum` with a boolean `exclusiveMinimum`, from either that
 /// or JSON Schema's numeric `exclusiveMinimum` (draft 6 and later; the stricter wins).
-fn bound(node: &Map<String, Value>, out: &mut Map<String, Value>, inclusive: &str, exclusive: &str) {
+pub(crate) fn bound(node: &Map<String, Value>, out: &mut Map<String, Value>, inclusive: &str, exclusive: &str) {
     let at = node.get(inclusive).filter(|v| v.is_number());
     match (at, node.get(exclusive)) {
         (_, Some(limit @ Value::Number(n))) => {

@@ -8,6 +8,7 @@
 
 pub mod crd;
 pub mod hooks;
+mod junctors;
 pub mod manifest;
 pub mod metrics;
 pub mod reconciler;

@@ -518,6 +518,11 @@ async fn the_crd_from_a_values_schema_validates_and_prunes_the_spec() {
                     "type": { "type": "string", "enum": ["ClusterIP", "NodePort", "LoadBalancer"] },
                     "port": { "type": "integer", "minimum": 1, "maximum": 65535 }
                 }
+            },
+            "auth": {
+                "type": "object",
+                "properties": { "password": { "type": "string" }, "secretName": { "type": "string" } },
+                "oneOf": [{ "required": ["password"] }, { "required": ["secretName"] }]
             }
         }
     });
@@ -544,6 +549,24 @@ async fn the_crd_from_a_values_schema_validates_and_prunes_the_spec() {
     assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{status:?}");
     assert!(status.message.contains("spec.replicaCount: Invalid value: -1"), "{}", status.message);
     assert!(status.message.contains("spec.service.type: Unsupported value: \"Ingress\""), "{}", status.message);
+    // The values schema's oneOf is kept: a password and a secret name are one too many.
+    let refused = nginxes(&client)
+        .create(&PostParams::default(), &cr("both", json!({ "auth": { "password": "p", "secretName": "s" } })))
+        .await
+        .expect_err("the oneOf refuses the spec");
+    let kube::Error::Api(status) = refused else { panic!("not an API error: {refused}") };
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{status:?}");
+    assert!(
+        status
+            .message
+            .contains("\"spec.auth\" must validate one and only one schema (oneOf). Found 2 valid alternatives"),
+        "{}",
+        status.message
+    );
+    nginxes(&client)
+        .create(&PostParams::default(), &cr("one", json!({ "auth": { "secretName": "s" } })))
+        .await
+        .expect("one of the two is accepted");
 
     let spec = json!({
         "replicaCount": 2,
