@@ -2,7 +2,10 @@
 //! scaffolded from the Helm operator's fixture nginx chart renders with kustomize-like
 //! rendering (CRD, RBAC derived from the chart, the manager running `helm-operator`), and
 //! the operator started from the project's `watches.yaml` against an in-process control
-//! plane deploys the scaffolded sample.
+//! plane deploys the scaffolded sample; then the issue's end-to-end list: the real `helm
+//! list` shows the release, a spec change upgrades it to revision 2, a deleted Deployment
+//! is restored, a bad value is ReleaseFailed with helm's message and deleting the
+//! resource uninstalls the release.
 
 #[path = "support/workflow.rs"]
 mod support;
@@ -13,7 +16,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use opkit_testenv::{TestEnv, wait_for, wait_for_with};
 use serde_json::{Value, json};
 use support::{Background, OPKIT, command, opkit};
@@ -147,6 +151,103 @@ async fn a_scaffolded_helm_project_renders_and_its_operator_deploys_the_sample()
             .expect("the release's Deployment")
             .expect("exists");
     assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(1), "the sample's spec is the chart's values");
+
+    // The issue's "Done when" on the scaffolded project: the real helm lists the release,
+    let home = tempfile::tempdir().expect("helm home");
+    let helm = |args: &[&str]| helm_json(&env, home.path(), args);
+    let list = helm(&["list", "-n", "default"]);
+    assert_eq!(list.pointer("/0/name"), Some(&json!("nginx-sample")), "{list}");
+    assert_eq!(list.pointer("/0/revision"), Some(&json!("1")), "{list}");
+    assert_eq!(list.pointer("/0/status"), Some(&json!("deployed")), "{list}");
+
+    // a spec change upgrades it to revision 2,
+    let patch = |spec: Value| {
+        let nginxes = nginxes.clone();
+        async move {
+            nginxes
+                .patch("nginx-sample", &PatchParams::default(), &Patch::Merge(json!({ "spec": spec })))
+                .await
+                .expect("patch the spec")
+        }
+    };
+    patch(json!({ "replicaCount": 2 })).await;
+    let revision_2 = |o: Option<&DynamicObject>| {
+        o.and_then(|o| o.data.pointer("/status/deployedRelease/revision")) == Some(&json!(2))
+    };
+    wait_for_with(&nginxes, &resource, "nginx-sample", "at revision 2", revision_2, WAIT)
+        .await
+        .expect("the spec change upgrades the release");
+    assert_eq!(helm(&["list", "-n", "default"]).pointer("/0/revision"), Some(&json!("2")));
+    let replicas = deployments.get("nginx-sample-nginx").await.expect("the Deployment").spec.and_then(|s| s.replicas);
+    assert_eq!(replicas, Some(2));
+
+    // a deleted child Deployment is restored,
+    let old_uid = deployments.get("nginx-sample-nginx").await.expect("the Deployment").uid();
+    deployments.delete("nginx-sample-nginx", &DeleteParams::default()).await.expect("delete the Deployment");
+    let restored = move |d: Option<&Deployment>| d.is_some_and(|d| d.uid() != old_uid);
+    wait_for(&deployments, "nginx-sample-nginx", "to be restored", restored, WAIT)
+        .await
+        .expect("the deleted Deployment comes back");
+
+    // a bad value is ReleaseFailed with helm's message,
+    patch(json!({ "image": { "repository": "" } })).await;
+    let failed = |o: Option<&DynamicObject>| {
+        o.and_then(|o| o.data.pointer("/status/conditions")).and_then(Value::as_array).is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c["type"] == "ReleaseFailed"
+                    && c["status"] == "True"
+                    && c["reason"] == "UpgradeError"
+                    && c["message"].as_str().is_some_and(|m| {
+                        m.starts_with("execution error at (nginx/templates/deployment.yaml:")
+                            && m.ends_with("): image.repository is required")
+                    })
+            })
+        })
+    };
+    wait_for_with(&nginxes, &resource, "nginx-sample", "to fail with helm's message", failed, WAIT)
+        .await
+        .expect("a bad value fails the release");
+
+    // and deleting the CR uninstalls the release.
+    nginxes.delete("nginx-sample", &DeleteParams::default()).await.expect("delete the CR");
+    wait_for_with(&nginxes, &resource, "nginx-sample", "to go", |o: Option<&DynamicObject>| o.is_none(), WAIT)
+        .await
+        .expect("the CR goes once its release is uninstalled");
+    assert_eq!(helm(&["list", "-n", "default"]), json!([]));
+    assert!(deployments.get_opt("nginx-sample-nginx").await.expect("get").is_none(), "the release's objects go");
+}
+
+/// The real helm client (v3.17): `$OPKIT_HELM` (CI sets it), else `target/tools/helm`,
+/// where `tools/helm/fetch-helm.sh` caches it; without it the test fails saying so.
+fn helm_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("OPKIT_HELM") {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "OPKIT_HELM names {}, which is not a file", path.display());
+        return path;
+    }
+    let cached = support::workspace().join("target/tools/helm");
+    assert!(
+        cached.is_file(),
+        "this test needs the real helm client v3.17: run `tools/helm/fetch-helm.sh` from the repository's root \
+         (it caches helm in target/tools/helm), or set OPKIT_HELM to a helm binary; {} is not there",
+        cached.display()
+    );
+    cached
+}
+
+/// Runs the real helm with `-o json` against the test's cluster, with its own home dirs.
+fn helm_json(env: &TestEnv, home: &Path, args: &[&str]) -> Value {
+    let out = std::process::Command::new(helm_binary())
+        .args(args)
+        .args(["-o", "json", "--kubeconfig"])
+        .arg(env.kubeconfig_path())
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .expect("helm runs");
+    assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("helm {args:?} prints JSON: {e}"))
 }
 
 #[test]

@@ -71,7 +71,7 @@ pub(crate) const MAX_REF_DEPTH: usize = 16;
 /// `nullable`, integer-or-string is `x-kubernetes-int-or-string`; keywords kube does not
 /// take (`$schema`, `$id`, `title`, `default`, `format`, `uniqueItems`, ...) are
 /// dropped; `allOf`/`anyOf`/`oneOf`/`not` keep the value validations kube allows under
-/// them ([`crate::junctors`]). A node with no single type, or an object that allows
+/// them (kube's rules for junctors). A node with no single type, or an object that allows
 /// additional properties (JSON Schema's default), keeps unknown fields
 /// (`x-kubernetes-preserve-unknown-fields: true`), so the spec never loses a value Helm
 /// would accept. The root is always an object.

@@ -3,7 +3,8 @@
 //! and Helm's release Secret), a spec change upgrades it to revision 2, deleted or
 //! modified children are restored, a failing `required` is ReleaseFailed with Helm's
 //! message, and deleting the resource uninstalls the release. Also: a CRD from a values
-//! schema, the rollout of a new chart version, and hooks.
+//! schema, the rollout of a new chart version (also across a restart), hooks (post-delete,
+//! rollback after a failed upgrade, `helm test` of the stored test hooks).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
