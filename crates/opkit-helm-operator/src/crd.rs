@@ -111,7 +111,7 @@ fn convert(node: &Value, root: &Value, depth: usize) -> Value {
     let mut types: Vec<&str> = match node.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
         Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
+        _ => crate::junctors::type_union(node),
     };
     if types.is_empty() && (node.contains_key("properties") || node.contains_key("additionalProperties")) {
         types.push("object");

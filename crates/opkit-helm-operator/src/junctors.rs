@@ -8,11 +8,37 @@
 //! junctors). Dropping anything else only widens a branch, which is safe under `allOf`
 //! and `anyOf` (the API server accepts a superset of what Helm accepts) but not under
 //! `oneOf` (a widened branch can make a value match twice) or `not`: those are dropped
-//! whole when a branch lost something, and Helm still validates the full schema.
+//! whole when a branch lost something, and Helm still validates the full schema. Branches
+//! that are bare types (`anyOf: [{type: integer}, {type: string}]`) are read as a type
+//! list ([`type_union`]).
 
 use serde_json::{Map, Value};
 
 use crate::crd::{MAX_REF_DEPTH, bound, copy_keywords};
+
+/// The types of a node without `type` whose `anyOf` or `oneOf` branches are bare types
+/// (`anyOf: [{type: integer}, {type: string}]`, a common spelling of `type: [integer,
+/// string]`), so it converts as that type list; empty otherwise. A `oneOf` of `integer`
+/// and `number` is not a union (an integer matches both).
+pub(crate) fn type_union(node: &Map<String, Value>) -> Vec<&str> {
+    for key in ["anyOf", "oneOf"] {
+        let Some(branches) = node.get(key).and_then(Value::as_array) else { continue };
+        let types: Option<Vec<&str>> = branches
+            .iter()
+            .map(|branch| {
+                let branch = branch.as_object()?;
+                let bare = branch.keys().all(|k| matches!(k.as_str(), "type" | "description" | "title" | "$comment"));
+                branch.get("type").and_then(Value::as_str).filter(|_| bare)
+            })
+            .collect();
+        match types {
+            Some(types) if key == "oneOf" && types.contains(&"integer") && types.contains(&"number") => {}
+            Some(types) if !types.is_empty() => return types,
+            _ => {}
+        }
+    }
+    Vec::new()
+}
 
 /// Adds `node`'s junctors, as value validations, to its converted schema `out`.
 pub(crate) fn add_junctors(node: &Map<String, Value>, out: &mut Map<String, Value>, root: &Value, depth: usize) {
@@ -198,6 +224,9 @@ mod tests {
                     "oneOf": [{ "pattern": "^[0-9]+$" }, { "format": "quantity" }],
                     "anyOf": [{ "minLength": 1 }, {}]
                 },
+                "port": { "anyOf": [{ "type": "integer" }, { "type": "string", "description": "a name" }] },
+                "tag": { "oneOf": [{ "type": "string" }, { "type": "null" }] },
+                "amount": { "oneOf": [{ "type": "integer" }, { "type": "number" }] },
                 "ports": {
                     "type": "array",
                     "items": { "type": "object", "properties": { "port": { "type": "integer" } } },
@@ -216,6 +245,10 @@ mod tests {
         // an empty branch accepts everything: it goes too.
         assert_eq!(property("size").get("oneOf"), None);
         assert_eq!(property("size").get("anyOf"), None);
+        // Bare type branches are a type list.
+        assert_eq!(property("port"), json!({ "x-kubernetes-int-or-string": true }));
+        assert_eq!(property("tag"), json!({ "type": "string", "nullable": true }));
+        assert_eq!(property("amount"), json!({ "x-kubernetes-preserve-unknown-fields": true }));
         // Only properties declared outside the junctor.
         assert_eq!(property("ports")["anyOf"], json!([{ "items": { "properties": { "port": { "minimum": 1 } } } }]));
     }
