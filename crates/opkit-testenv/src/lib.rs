@@ -47,7 +47,9 @@ use opkit_controllers::ControllersConfig;
 use secrecy::SecretString;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+mod tools;
 mod wait;
+pub use tools::{ToolMissing, helm_binary};
 pub use wait::{WaitError, wait_for, wait_for_with};
 
 /// Errors from the test environment.
