@@ -12,6 +12,8 @@ pub type Sink = Arc<dyn Fn(&str) + Send + Sync>;
 /// One line as Go's `t.Log` decorates it: four spaces, the call site, the message, and
 /// continuation lines indented by eight spaces.
 pub fn decorate(site: &str, message: &str) -> String {
+    // Go's testing drops the empty line after a final newline.
+    let message = message.strip_suffix('\n').unwrap_or(message);
     let mut lines = message.split('\n');
     let mut out = format!("    {site}: {}", lines.next().unwrap_or_default());
     for line in lines {
