@@ -6,6 +6,9 @@ use std::process::{Command, Output};
 
 use opkit_testenv::TestEnv;
 
+#[path = "support/scaffold.rs"]
+mod support;
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../opkit-kuttl/tests/fixtures").join(name)
 }
@@ -72,4 +75,51 @@ async fn test_selects_cases_by_name_and_no_dirs_is_a_usage_error() {
     let error: serde_json::Value = serde_json::from_slice(&out.stderr).expect("JSON error");
     assert_eq!(error["error"]["kind"], "usage");
     assert!(error["error"]["message"].as_str().is_some_and(|m| m.starts_with("no test directories provided")));
+}
+
+/// The CRD `opkit generate` would write for the scaffolded Memcached (without building the
+/// project): the sample test runs against a cluster with the CRD only.
+const MEMCACHED_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: memcacheds.cache.example.com
+spec:
+  group: cache.example.com
+  names: {kind: Memcached, listKind: MemcachedList, plural: memcacheds, singular: memcached}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+";
+
+#[tokio::test]
+async fn a_scaffolded_projects_sample_kuttl_test_passes_against_its_crd() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).expect("project dir");
+    support::ok(&dir, &["init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator"]);
+    support::ok(&dir, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"]);
+    let makefile = support::read(&dir, "Makefile");
+    assert!(makefile.contains("test-kuttl: manifests"), "{makefile}");
+    assert!(makefile.contains("$(OPKIT) test --config test/e2e/kuttl/kuttl-test.yaml"), "{makefile}");
+    let sample = support::read(&dir, "test/e2e/kuttl/cache-v1alpha1-memcached/00-create.yaml");
+    assert_eq!(sample, support::read(&dir, "config/samples/cache_v1alpha1_memcached.yaml"));
+    std::fs::create_dir_all(dir.join("config/crd/bases")).expect("bases");
+    std::fs::write(dir.join("config/crd/bases/cache.example.com_memcacheds.yaml"), MEMCACHED_CRD).expect("crd");
+    let out = opkit_test(dir.clone(), &["--config", "test/e2e/kuttl/kuttl-test.yaml"]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("CustomResourceDefinition:/memcacheds.cache.example.com created"), "{stdout}");
+    assert!(stdout.contains("--- PASS: kuttl/harness/cache-v1alpha1-memcached"), "{stdout}");
+
+    // The assert really checks the sample: a changed spec fails the test.
+    let assert = dir.join("test/e2e/kuttl/cache-v1alpha1-memcached/00-assert.yaml");
+    let text_before = std::fs::read_to_string(&assert).expect("assert");
+    std::fs::write(&assert, text_before.replace("foo: bar", "foo: baz")).expect("edit assert");
+    let out = opkit_test(dir, &["--config", "test/e2e/kuttl/kuttl-test.yaml", "--timeout", "2"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains(".spec.foo: value mismatch, expected: baz != actual: bar"));
 }
