@@ -124,7 +124,7 @@ impl Command {
                     .lines()
                     .map(str::trim)
                     .enumerate()
-                    .filter(|(i, l)| !l.is_empty() && !l.starts_with('#') && !(*i == 0 && l.starts_with("set -")))
+                    .filter(|(i, l)| !(l.is_empty() || l.starts_with('#') || (*i == 0 && l.starts_with("set -"))))
                     .map(|(_, l)| l)
                     .collect();
                 match lines.as_slice() {

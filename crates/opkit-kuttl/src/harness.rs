@@ -177,10 +177,10 @@ impl Harness {
 
     /// Installs CRDs and manifests and runs the suite's commands.
     async fn setup(&self, log: &CaseLog) -> (Vec<Background>, Result<(), String>) {
-        if !self.suite.crd_dir.is_empty() {
-            if let Err(e) = self.install_crds(log).await {
-                return (Vec::new(), Err(format!("installing crds: {e}")));
-            }
+        if !self.suite.crd_dir.is_empty()
+            && let Err(e) = self.install_crds(log).await
+        {
+            return (Vec::new(), Err(format!("installing crds: {e}")));
         }
         for dir in &self.suite.manifest_dirs {
             if let Err(e) = self.install_manifests(&self.resolve(dir), None, log).await {
