@@ -710,4 +710,7 @@ pub struct TestArgs {
     /// Directories of manifests to apply before the tests (replace the suite's).
     #[arg(long)]
     pub manifest_dir: Vec<PathBuf>,
+    /// A variable for `.gotmpl.yaml` test files (`.Vars.NAME`), its value read as YAML.
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub template_var: Vec<String>,
 }

@@ -29,7 +29,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[tokio::test]
 async fn the_passing_suite_passes_on_the_in_process_control_plane() {
-    let out = opkit_test(fixture("passing"), &[]).await;
+    let out = opkit_test(fixture("passing"), &["--template-var", "color=blue"]).await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("running tests with the in-process opkit control plane"), "{stdout}");

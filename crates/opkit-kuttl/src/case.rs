@@ -15,7 +15,7 @@ use crate::diff::resource_id;
 use crate::files::collect_step_files;
 use crate::log::CaseLog;
 use crate::report::{CaseReport, StepFailure, StepReport};
-use crate::step::{Created, Step, StepContext};
+use crate::step::{Created, Step, StepContext, TemplateEnv};
 
 /// A test case: a directory whose numbered files are its steps.
 #[derive(Debug, Clone)]
@@ -42,15 +42,24 @@ pub struct CaseSettings<'a> {
     pub suppress_events: bool,
     /// The run's working directory.
     pub work_dir: &'a Path,
+    /// What `.gotmpl.yaml` files see as `.Vars`.
+    pub template_vars: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 impl TestCase {
-    /// Loads the steps, sorted by index.
-    pub fn load_steps(&self, ignore_files: &[String], log: &CaseLog) -> Result<Vec<Step>, KuttlError> {
+    /// Loads the steps, sorted by index; templates see `template`.
+    pub fn load_steps(
+        &self,
+        ignore_files: &[String],
+        template: &TemplateEnv,
+        log: &CaseLog,
+    ) -> Result<Vec<Step>, KuttlError> {
         let files = collect_step_files(&self.dir, ignore_files, &mut |m| log.log(m))
             .map_err(|source| KuttlError::Io { path: self.dir.clone(), source })?;
-        let mut steps =
-            files.iter().map(|(index, files)| Step::load(*index, files, &self.dir)).collect::<Result<Vec<_>, _>>()?;
+        let mut steps = files
+            .iter()
+            .map(|(index, files)| Step::load(*index, files, &self.dir, template))
+            .collect::<Result<Vec<_>, _>>()?;
         steps.sort_by_key(|s| s.index);
         Ok(steps)
     }
@@ -67,7 +76,8 @@ impl TestCase {
             log.error(site, &message);
             report.errors.push(message);
         };
-        let steps = match self.load_steps(settings.ignore_files, &log) {
+        let template = TemplateEnv { namespace: namespace.clone(), vars: settings.template_vars.clone() };
+        let steps = match self.load_steps(settings.ignore_files, &template, &log) {
             Ok(steps) => steps,
             Err(e) => {
                 fail(&mut report, "harness.go:423", e.to_string());

@@ -82,6 +82,9 @@ impl Cluster {
     pub async fn namespaced(&self, object: &mut Value, namespace: &str) -> Result<(Kind, Option<String>), String> {
         let api_version = object["apiVersion"].as_str().unwrap_or_default().to_string();
         let kind_name = object["kind"].as_str().unwrap_or_default().to_string();
+        if !matches!(object.get("metadata"), None | Some(Value::Object(_)) | Some(Value::Null)) {
+            return Err(format!("{}: metadata is not a map", go_gvk(&api_version, &kind_name)));
+        }
         let kind = self.resolve(&api_version, &kind_name).await?;
         if let Some(ns) = object["metadata"]["namespace"].as_str().filter(|n| !n.is_empty()) {
             return Ok((kind, Some(ns.to_string())));
@@ -89,8 +92,10 @@ impl Cluster {
         if !kind.namespaced {
             return Ok((kind, None));
         }
-        if !object["metadata"].is_object() {
-            object["metadata"] = Value::Object(serde_json::Map::new());
+        match &object["metadata"] {
+            Value::Object(_) => {}
+            Value::Null => object["metadata"] = Value::Object(serde_json::Map::new()),
+            _ => return Err(format!("{}: metadata is not a map", go_gvk(&api_version, &kind_name))),
         }
         object["metadata"]["namespace"] = Value::String(namespace.to_string());
         Ok((kind, Some(namespace.to_string())))

@@ -56,6 +56,7 @@ pub struct Harness {
     only: Option<Regex>,
     sink: Sink,
     cluster_note: String,
+    template_vars: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Harness {
@@ -69,6 +70,7 @@ impl Harness {
             only: None,
             sink: Arc::new(|line: &str| println!("{line}")),
             cluster_note: "running tests using configured kubeconfig.".into(),
+            template_vars: serde_json::Map::new(),
         }
     }
 
@@ -89,6 +91,12 @@ impl Harness {
     /// Sends the printed output to `sink` instead of stdout.
     pub fn output(mut self, sink: Sink) -> Harness {
         self.sink = sink;
+        self
+    }
+
+    /// Sets what `.gotmpl.yaml` files see as `.Vars` (kuttl's `--template-var`).
+    pub fn template_vars(mut self, vars: serde_json::Map<String, serde_json::Value>) -> Harness {
+        self.template_vars = vars;
         self
     }
 
@@ -294,6 +302,7 @@ impl Harness {
             ignore_files: &ignore,
             suppress_events: self.suite.suppress.iter().any(|s| s.eq_ignore_ascii_case("events")),
             work_dir: &self.work_dir,
+            template_vars: &self.template_vars,
         };
         for (dir, cases) in loaded {
             let started = jiff::Timestamp::now();

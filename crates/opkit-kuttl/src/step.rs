@@ -45,9 +45,39 @@ pub struct Step {
 /// The objects of a YAML file (documents without a kind are skipped, as kuttl does).
 pub fn load_objects(path: &Path) -> Result<Vec<Value>, KuttlError> {
     let text = std::fs::read_to_string(path).map_err(|source| KuttlError::Io { path: path.to_path_buf(), source })?;
-    let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(&text, opkit_helm::yaml::parse_options())
+    parse_objects(path, &text)
+}
+
+/// The objects of YAML text read from `path`.
+fn parse_objects(path: &Path, text: &str) -> Result<Vec<Value>, KuttlError> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, opkit_helm::yaml::parse_options())
         .map_err(|e| KuttlError::Yaml { path: path.to_path_buf(), message: e.to_string() })?;
     Ok(docs.into_iter().filter(|d| d["kind"].as_str().is_some_and(|k| !k.is_empty())).collect())
+}
+
+/// What a `.gotmpl.yaml` file sees: `.Namespace` (the test's) and `.Vars`
+/// (`--template-var name=value`), with Sprig's functions (through `opkit-helm`).
+#[derive(Debug, Clone, Default)]
+pub struct TemplateEnv {
+    /// The test's namespace.
+    pub namespace: String,
+    /// The run's template variables.
+    pub vars: serde_json::Map<String, Value>,
+}
+
+impl TemplateEnv {
+    /// Expands a template file.
+    pub fn expand(&self, path: &Path) -> Result<String, KuttlError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| KuttlError::Io { path: path.to_path_buf(), source })?;
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("template");
+        let data = serde_json::json!({ "Namespace": self.namespace, "Vars": Value::Object(self.vars.clone()) });
+        let mut templates = opkit_helm::template::Templates::new();
+        let expanded = templates.add(name, &text).and_then(|()| {
+            opkit_helm::template::Exec::new(&templates).execute(name, &opkit_helm::value::Value::from_json(&data))
+        });
+        expanded.map_err(|e| KuttlError::Load(format!("{}: {e}", path.display())))
+    }
 }
 
 fn harness_object<T: serde::de::DeserializeOwned>(path: &Path, object: Value) -> Result<T, KuttlError> {
@@ -56,7 +86,7 @@ fn harness_object<T: serde::de::DeserializeOwned>(path: &Path, object: Value) ->
 
 impl Step {
     /// Loads a step from its files.
-    pub fn load(index: i64, files: &StepFiles, case_dir: &Path) -> Result<Step, KuttlError> {
+    pub fn load(index: i64, files: &StepFiles, case_dir: &Path, template: &TemplateEnv) -> Result<Step, KuttlError> {
         let mut step = Step { index, dir: case_dir.to_path_buf(), ..Step::default() };
         if let Some(name) = &files.dir_name {
             step.name = name.clone();
@@ -65,13 +95,9 @@ impl Step {
             let base = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             let parsed = FileName::parse(base)
                 .map_err(|e| KuttlError::Load(format!("populating step: unrecognized file {}: {e}", file.display())))?;
-            if parsed.template {
-                return Err(KuttlError::Load(format!(
-                    "{}: .gotmpl.yaml templates are not supported by opkit test",
-                    file.display()
-                )));
-            }
-            step.add_file(file, &parsed)?;
+            let objects =
+                if parsed.template { parse_objects(file, &template.expand(file)?)? } else { load_objects(file)? };
+            step.add_file(file, &parsed, objects)?;
         }
         if let Some(test_step) = step.test_step.clone() {
             step.add_listed(&test_step.apply, FileRole::Apply)?;
@@ -81,8 +107,8 @@ impl Step {
         Ok(step)
     }
 
-    fn add_file(&mut self, file: &Path, parsed: &FileName) -> Result<(), KuttlError> {
-        for object in load_objects(file)? {
+    fn add_file(&mut self, file: &Path, parsed: &FileName, objects: Vec<Value>) -> Result<(), KuttlError> {
+        for object in objects {
             let api_version = object["apiVersion"].as_str().unwrap_or_default().to_string();
             let kind = object["kind"].as_str().unwrap_or_default().to_string();
             if is_harness_kind(&api_version, &kind, "TestFile") {
@@ -109,6 +135,12 @@ impl Step {
                         )));
                     }
                     let test_step: TestStep = harness_object(file, object)?;
+                    if !test_step.kubeconfig.is_empty() {
+                        return Err(KuttlError::Load(format!(
+                            "{}: TestStep kubeconfig is not supported by opkit test (one cluster per run)",
+                            file.display()
+                        )));
+                    }
                     if test_step.index != 0 {
                         self.index = test_step.index;
                     }
@@ -422,5 +454,62 @@ async fn check_absent(ctx: &StepContext<'_>, expected: &Value) -> Result<(), Str
         Err(format!("resource {gvk} {name} matched error assertion"))
     } else {
         Err(format!("resource {gvk} {name} (and {} other resources) matched error assertion", matching.len() - 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::collect_step_files;
+
+    /// Loads the steps of a case directory holding `files`.
+    fn load(files: &[(&str, &str)]) -> Result<Vec<Step>, KuttlError> {
+        let dir = tempfile::tempdir().map_err(|source| KuttlError::Io { path: "tmp".into(), source })?;
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text)
+                .map_err(|source| KuttlError::Io { path: name.into(), source })?;
+        }
+        let steps = collect_step_files(dir.path(), &[], &mut |_| {})
+            .map_err(|source| KuttlError::Io { path: dir.path().into(), source })?;
+        let template = TemplateEnv { namespace: "ns".into(), ..TemplateEnv::default() };
+        steps.iter().map(|(index, files)| Step::load(*index, files, dir.path(), &template)).collect()
+    }
+
+    #[test]
+    fn steps_take_their_name_index_and_harness_objects_from_their_files() {
+        let steps = load(&[
+            ("00-install.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"),
+            ("00-assert.yaml", "apiVersion: kuttl.dev/v1beta1\nkind: TestAssert\ntimeout: 7\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"),
+            ("01-step.yaml", "apiVersion: kudo.dev/v1alpha1\nkind: TestStep\nmetadata: {name: renamed}\nindex: 5\n"),
+            ("01-errors.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"),
+            ("02-x.gotmpl.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: 'cm-{{ .Namespace }}'}\n"),
+        ])
+        .expect("loads");
+        let labels: Vec<String> = steps.iter().map(Step::label).collect();
+        assert_eq!(labels, ["0-install", "5-renamed", "2-x"]);
+        assert_eq!((steps[0].apply.len(), steps[0].asserts.len(), steps[0].timeout(30)), (1, 1, 7));
+        assert_eq!((steps[1].apply.len(), steps[1].errors.len(), steps[1].timeout(30)), (0, 1, 30));
+        assert_eq!(steps[2].apply[0]["metadata"]["name"], "cm-ns");
+    }
+
+    #[test]
+    fn what_opkit_cannot_run_is_refused_naming_the_file() {
+        let kubeconfig =
+            load(&[("00-step.yaml", "apiVersion: kuttl.dev/v1beta1\nkind: TestStep\nkubeconfig: other\n")]);
+        assert!(
+            kubeconfig.is_err_and(|e| e.to_string().contains("00-step.yaml: TestStep kubeconfig is not supported"))
+        );
+        let cel = load(&[(
+            "00-assert.yaml",
+            "apiVersion: kuttl.dev/v1beta1\nkind: TestAssert\nassertAll:\n- celExpr: 'true'\n",
+        )]);
+        assert!(cel.is_err_and(|e| e.to_string().contains("assertAll/assertAny (CEL expressions) are not supported")));
+        let two = load(&[
+            ("00-a.yaml", "apiVersion: kuttl.dev/v1beta1\nkind: TestStep\n"),
+            ("00-b.yaml", "apiVersion: kuttl.dev/v1beta1\nkind: TestStep\n"),
+        ]);
+        assert!(two.is_err_and(|e| e.to_string().contains("more than 1 TestStep not allowed")));
+        let bad = load(&[("00-a.yaml", "apiVersion: v1\nkind: [unclosed\n")]);
+        assert!(bad.is_err_and(|e| e.to_string().starts_with("error decoding yaml")));
     }
 }

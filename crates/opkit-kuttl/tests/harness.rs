@@ -22,8 +22,11 @@ async fn run(name: &str, env: &TestEnv, adjust: impl FnOnce(&mut TestSuite)) -> 
     let printed = Arc::new(Mutex::new(Vec::<String>::new()));
     let sink = Arc::clone(&printed);
     let cluster = Cluster::new(env.client(), env.kubeconfig_path());
+    let mut vars = serde_json::Map::new();
+    vars.insert("color".into(), "blue".into());
     let harness = Harness::new(suite, Arc::new(cluster))
         .work_dir(&dir)
+        .template_vars(vars)
         .output(Arc::new(move |line: &str| sink.lock().expect("lock").push(line.to_string())));
     let report = harness.run().await.expect("run");
     let text = printed.lock().expect("lock").join("\n");
@@ -52,6 +55,7 @@ async fn a_suite_rolls_out_scales_deletes_and_cleans_up() {
         "killing process \"kubectl create configmap background-command",
         "--- PASS: kuttl/harness/deployment",
         "--- PASS: kuttl/harness/widget",
+        "| widget/1-templated | ConfigMap:kuttl-test-",
     ] {
         assert!(printed.contains(expected), "missing {expected:?} in:\n{printed}");
     }

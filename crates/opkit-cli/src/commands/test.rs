@@ -36,6 +36,7 @@ pub async fn test(args: TestArgs, out: &mut Output) -> Result<(), CliError> {
         }
     };
     let mut harness = Harness::new(suite, Arc::new(cluster)).output(sink).cluster_note(note);
+    harness = harness.template_vars(template_vars(&args.template_var)?);
     if let Some(pattern) = &args.test {
         harness = harness.only(pattern)?;
     }
@@ -110,4 +111,20 @@ fn suite(args: &TestArgs, out: &Output) -> Result<TestSuite, CliError> {
         ));
     }
     Ok(suite)
+}
+
+/// `--template-var NAME=VALUE` flags as kuttl reads them: each value parsed as YAML
+/// (`3` is a number, `[a, b]` a list), a value that is not YAML kept as a string.
+fn template_vars(flags: &[String]) -> Result<serde_json::Map<String, serde_json::Value>, CliError> {
+    let mut vars = serde_json::Map::new();
+    for flag in flags {
+        let (name, value) = flag
+            .split_once('=')
+            .filter(|(name, _)| !name.is_empty())
+            .ok_or_else(|| CliError::Usage(format!("invalid --template-var {flag:?}: want NAME=VALUE")))?;
+        let parsed = serde_saphyr::from_str::<serde_json::Value>(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        vars.insert(name.to_string(), parsed);
+    }
+    Ok(vars)
 }
