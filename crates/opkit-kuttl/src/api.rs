@@ -187,12 +187,62 @@ pub struct TestAssert {
     pub collectors: Vec<Collector>,
     /// Commands that must succeed for the assert to hold.
     pub commands: Vec<AssertCommand>,
-    /// Objects named for CEL expressions (not supported: a load error says so).
-    pub resource_refs: Vec<serde_json::Value>,
-    /// CEL expressions that must all hold (not supported).
-    pub assert_all: Vec<serde_json::Value>,
-    /// CEL expressions of which one must hold (not supported).
-    pub assert_any: Vec<serde_json::Value>,
+    /// Objects the CEL expressions see, each as a variable.
+    pub resource_refs: Vec<ResourceRef>,
+    /// CEL expressions that must all be true.
+    pub assert_all: Vec<Assertion>,
+    /// CEL expressions of which at least one must be true.
+    pub assert_any: Vec<Assertion>,
+}
+
+/// An object bound to a variable of a `TestAssert`'s CEL expressions.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourceRef {
+    /// The API version.
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+    /// The namespace (default: the test's).
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+    /// The variable's name.
+    #[serde(rename = "ref")]
+    pub reference: String,
+}
+
+impl ResourceRef {
+    /// Why the reference is incomplete, as kuttl says it.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.api_version.is_empty() || self.api_version.split('/').count() > 2 {
+            Err("apiVersion not of the format (<group>/)<version>".into())
+        } else if self.kind.is_empty() {
+            Err("kind not specified".into())
+        } else if self.name.is_empty() {
+            Err("name not specified".into())
+        } else if self.reference.is_empty() {
+            Err("ref not specified".into())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// kuttl's description of the reference.
+    pub fn describe(&self) -> String {
+        format!(
+            "apiVersion={}, kind={}, namespace={}, name={}, ref={}",
+            self.api_version, self.kind, self.namespace, self.name, self.reference
+        )
+    }
+}
+
+/// A CEL expression of a `TestAssert`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Assertion {
+    /// The expression.
+    pub cel_expr: String,
 }
 
 /// A command of a `TestAssert`.

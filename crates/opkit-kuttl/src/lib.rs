@@ -5,7 +5,7 @@
 //! [`Cluster`] reaches. `opkit test` uses it with the in-process opkit control plane.
 //!
 //! The pieces: [`api`] (the configuration objects), [`files`] (test directories),
-//! [`step`] and [`case`] (running them), [`subset`] (kuttl's partial match), [`diff`]
+//! [`step`] and [`case`] (running them), [`subset`] (kuttl's partial match), [`expressions`] (CEL asserts), [`diff`]
 //! (the diff of a failed assert), [`command`] (commands), [`harness`] (a whole run) and
 //! [`report`] (the result, and kuttl's JUnit and JSON reports).
 //!
@@ -32,6 +32,7 @@ pub mod case;
 pub mod cluster;
 pub mod command;
 pub mod diff;
+pub mod expressions;
 pub mod files;
 pub mod harness;
 pub mod log;

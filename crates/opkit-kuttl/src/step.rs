@@ -117,12 +117,8 @@ impl Step {
             match parsed.role {
                 FileRole::Assert if is_harness_kind(&api_version, &kind, "TestAssert") => {
                     let assert: TestAssert = harness_object(file, object)?;
-                    if !(assert.assert_all.is_empty() && assert.assert_any.is_empty()) {
-                        return Err(KuttlError::Load(format!(
-                            "{}: TestAssert assertAll/assertAny (CEL expressions) are not supported by opkit test",
-                            file.display()
-                        )));
-                    }
+                    crate::expressions::check_compiles(&assert)
+                        .map_err(|e| KuttlError::Load(format!("{}: {e}", file.display())))?;
                     self.test_assert = Some(assert);
                 }
                 FileRole::Assert => self.asserts.push(object),
@@ -379,6 +375,7 @@ impl Step {
             if let (_, Err(e)) = run_commands(&commands, env, left, &ctx.log).await {
                 errors.push(e);
             }
+            errors.extend(crate::expressions::check(ctx.cluster, ctx.namespace, assert).await);
         }
         for expected in &self.errors {
             if let Err(e) = check_absent(ctx, expected).await {
@@ -501,9 +498,14 @@ mod tests {
         );
         let cel = load(&[(
             "00-assert.yaml",
-            "apiVersion: kuttl.dev/v1beta1\nkind: TestAssert\nassertAll:\n- celExpr: 'true'\n",
+            "apiVersion: kuttl.dev/v1beta1\nkind: TestAssert\nassertAll:\n- celExpr: 'a.b ==='\n",
         )]);
-        assert!(cel.is_err_and(|e| e.to_string().contains("assertAll/assertAny (CEL expressions) are not supported")));
+        assert!(cel.is_err_and(|e| e.to_string().contains("failed to build CEL program from expression \"a.b ===\"")));
+        let no_ref = load(&[(
+            "00-assert.yaml",
+            "apiVersion: kuttl.dev/v1beta1\nkind: TestAssert\nresourceRefs:\n- {apiVersion: v1, kind: Pod, name: p}\n",
+        )]);
+        assert!(no_ref.is_err_and(|e| e.to_string().contains("ref not specified")));
         let two = load(&[
             ("00-a.yaml", "apiVersion: kuttl.dev/v1beta1\nkind: TestStep\n"),
             ("00-b.yaml", "apiVersion: kuttl.dev/v1beta1\nkind: TestStep\n"),

@@ -94,6 +94,10 @@ async fn failures_print_kuttls_diff_and_errors() {
         "{:?}",
         wrong.errors
     );
+    assert_eq!(
+        wrong.errors[3],
+        "not all assertAll expressions evaluated to true: expression \"settings.data.color == 'green'\" evaluated to 'false'"
+    );
     let forbidden = report.cases().find(|c| c.name == "forbidden-object").expect("forbidden-object");
     assert_eq!(forbidden.errors[1], "resource /v1, Kind=Secret leaked matched error assertion");
     for expected in [
@@ -110,5 +114,8 @@ async fn failures_print_kuttls_diff_and_errors() {
     assert!(printed.ends_with("\nFAIL"), "{printed}");
     let junit = std::fs::read_to_string(artifacts.path().join("kuttl-report.xml")).expect("report written");
     assert!(junit.starts_with(" <testsuites name=\"\" tests=\"4\" failures=\"2\""), "{junit}");
-    assert!(junit.contains("<failure message=\"failed in step 0-configmap\" type=\"\">resource ConfigMap:"), "{junit}");
+    assert!(
+        junit.contains("<failure message=\"failed in step 0-configmap\" type=\"\">not all assertAll expressions"),
+        "{junit}"
+    );
 }
