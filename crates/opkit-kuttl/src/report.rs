@@ -178,8 +178,11 @@ impl RunReport {
                     node.children.push(tc);
                 } else {
                     let mut sub = Node::suite("testsuite", &case.name, case.started);
+                    // kuttl makes each step's JUnit case when the test ends: stamped then,
+                    // with no time of its own.
+                    let ended = case.started + case.duration;
                     for step in &case.steps {
-                        let mut tc = Node::case(&step.name, &case.name, case.started, case.duration);
+                        let mut tc = Node::case(&step.name, &case.name, ended, Duration::ZERO);
                         tc.assertions = step.assertions;
                         tc.failure = step.failure.clone();
                         sub.children.push(tc);
@@ -452,9 +455,9 @@ mod tests {
             " <testsuites name=\"\" tests=\"3\" failures=\"1\" time=\"1.500\">",
             "   <testsuite tests=\"3\" failures=\"1\" timestamp=\"1970-01-01T00:00:00Z\" time=\"1.000\" name=\"./tests\">",
             "     <testsuite tests=\"3\" failures=\"1\" timestamp=\"1970-01-01T00:00:00Z\" time=\"1.000\" name=\"web\">",
-            "       <testcase classname=\"web\" name=\"setup\" timestamp=\"1970-01-01T00:00:00Z\" time=\"1.000\" assertions=\"1\"></testcase>",
-            "       <testcase classname=\"web\" name=\"step 0-install\" timestamp=\"1970-01-01T00:00:00Z\" time=\"1.000\" assertions=\"1\"></testcase>",
-            "       <testcase classname=\"web\" name=\"step 1-scale\" timestamp=\"1970-01-01T00:00:00Z\" time=\"1.000\" assertions=\"1\">",
+            "       <testcase classname=\"web\" name=\"setup\" timestamp=\"1970-01-01T00:00:01Z\" time=\"0.000\" assertions=\"1\"></testcase>",
+            "       <testcase classname=\"web\" name=\"step 0-install\" timestamp=\"1970-01-01T00:00:01Z\" time=\"0.000\" assertions=\"1\"></testcase>",
+            "       <testcase classname=\"web\" name=\"step 1-scale\" timestamp=\"1970-01-01T00:00:01Z\" time=\"0.000\" assertions=\"1\">",
             "         <failure message=\"failed in step 1-scale\" type=\"\">resource &#34;x&#34; &lt;bad&gt;</failure>",
             "       </testcase>",
             "     </testsuite>",
