@@ -130,6 +130,17 @@ pub enum Command {
     ///   opkit helm-operator --kubeconfig .opkit/cluster/kubeconfig --metrics-bind-address 0
     #[command(verbatim_doc_comment)]
     HelmOperator(HelmOperatorArgs),
+    /// Run kuttl tests (kuttl's format: kuttl-test.yaml, numbered steps, asserts and
+    /// errors files), by default against an in-process control plane with the cluster
+    /// controllers, as `kubectl kuttl test --start-control-plane` does.
+    ///
+    /// Examples:
+    ///   opkit test                                   (the TestSuite in ./kuttl-test.yaml)
+    ///   opkit test ./test/e2e/kuttl --test sample
+    ///   opkit test --config test/e2e/kuttl-test.yaml --report junit --artifacts-dir out
+    ///   opkit test --kubeconfig ~/.kube/config ./tests
+    #[command(verbatim_doc_comment)]
+    Test(TestArgs),
     /// Print a shell completion script.
     ///
     /// Examples:
@@ -656,4 +667,50 @@ pub struct HelmOperatorArgs {
     /// The manager's flags (controller-runtime's names).
     #[command(flatten)]
     pub manager: opkit::ManagerArgs,
+}
+
+/// Flags of `opkit test`.
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// Test directories (each subdirectory a test case); they replace the suite's testDirs.
+    pub dirs: Vec<PathBuf>,
+    /// The TestSuite file (default: ./kuttl-test.yaml when it exists).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Run against this cluster instead of starting an in-process control plane.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Only the test cases whose name matches this regular expression.
+    #[arg(long)]
+    pub test: Option<String>,
+    /// How many test cases run at once (default: the suite's, else 8).
+    #[arg(long)]
+    pub parallel: Option<usize>,
+    /// The default step timeout in seconds (default: the suite's, else 30).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Write a report: `junit` (or `xml`) or `json`.
+    #[arg(long, value_parser = ["junit", "xml", "json"])]
+    pub report: Option<String>,
+    /// The report's file name without extension (default: kuttl-report).
+    #[arg(long)]
+    pub report_name: Option<String>,
+    /// Where the report is written (default: the suite's artifactsDir, else here).
+    #[arg(long)]
+    pub artifacts_dir: Option<PathBuf>,
+    /// Run every test in this namespace (created when missing) instead of one each.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Keep what the tests created, and their namespaces.
+    #[arg(long)]
+    pub skip_delete: bool,
+    /// Directory of CRDs to install before the tests (replaces the suite's crdDir).
+    #[arg(long)]
+    pub crd_dir: Option<PathBuf>,
+    /// Directories of manifests to apply before the tests (replace the suite's).
+    #[arg(long)]
+    pub manifest_dir: Vec<PathBuf>,
+    /// A variable for `.gotmpl.yaml` test files (`.Vars.NAME`), its value read as YAML.
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub template_var: Vec<String>,
 }

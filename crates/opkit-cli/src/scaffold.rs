@@ -67,6 +67,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("controller.rs", include_str!("../templates/api/controller.rs.j2")),
     ("controller_test.rs", include_str!("../templates/api/controller_test.rs.j2")),
     ("sample.yaml", include_str!("../templates/api/sample.yaml.j2")),
+    ("kuttl_assert.yaml", include_str!("../templates/api/kuttl_assert.yaml.j2")),
+    ("kuttl-test.yaml", include_str!("../templates/init/kuttl/kuttl-test.yaml.j2")),
     ("editor_role.yaml", include_str!("../templates/api/editor_role.yaml.j2")),
     ("viewer_role.yaml", include_str!("../templates/api/viewer_role.yaml.j2")),
     ("webhook_mod.rs", include_str!("../templates/webhook/webhook_mod.rs.j2")),
@@ -250,6 +252,7 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
         ("config/rbac/leader_election_role_binding.yaml", "leader_election_role_binding.yaml"),
         ("rustfmt.toml", "rustfmt.toml"),
         ("tests/e2e.rs", "e2e.rs"),
+        ("test/e2e/kuttl/kuttl-test.yaml", "kuttl-test.yaml"),
         ("config/default/manager_metrics_patch.yaml", "manager_metrics_patch.yaml"),
         ("config/default/metrics_service.yaml", "metrics_service.yaml"),
         ("config/rbac/metrics_auth_role.yaml", "metrics_auth_role.yaml"),
@@ -499,6 +502,10 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
             plan.write("src/api/mod.rs", replace_anchor(&api_mod, "src/api/mod.rs", CRD_IMPORT, CRD_EXT_IMPORT)?);
         }
         plan.create(format!("config/samples/{sample_file}"), render(&env, "sample.yaml", &ctx)?)?;
+        // A kuttl test case for the sample (`make test-kuttl`).
+        let kuttl_case = format!("test/e2e/kuttl/{}-{}-{kind_lower}", opts.group, opts.version);
+        plan.create(format!("{kuttl_case}/00-create.yaml"), render(&env, "sample.yaml", &ctx)?)?;
+        plan.create(format!("{kuttl_case}/00-assert.yaml"), render(&env, "kuttl_assert.yaml", &ctx)?)?;
         plan.write("config/samples/kustomization.yaml", render(&env, "samples_kustomization", &ctx)?);
         plan.write("config/crd/kustomization.yaml", render(&env, "crd_kustomization", &ctx)?);
         // Editor and viewer roles are per kind: another version of a kind reuses them.

@@ -15,6 +15,7 @@ mod install;
 mod kubeconfig;
 mod run;
 mod run_webhooks;
+mod test;
 mod version;
 
 use crate::cli::{Cli, ClusterCommand, Command, CreateCommand, HelmCommand};
@@ -74,6 +75,9 @@ pub enum CliError {
     /// The Helm operator could not start.
     #[error(transparent)]
     HelmOperator(#[from] opkit_helm_operator::OperatorError),
+    /// A kuttl suite could not be loaded or run.
+    #[error(transparent)]
+    Kuttl(#[from] opkit_kuttl::KuttlError),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -131,6 +135,7 @@ impl CliError {
             CliError::ClusterRequest(_) => "cluster-request",
             CliError::Helm(_) => "helm",
             CliError::HelmOperator(_) => "helm-operator",
+            CliError::Kuttl(_) => "kuttl",
             CliError::Io(_) => "io",
             CliError::NotRunning { .. } => "not-running",
             CliError::PortInUse { .. } => "port-in-use",
@@ -175,6 +180,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Helm(HelmCommand::Template(args)) => helm::template(args, &mut out),
         Command::BuildInstaller(args) => deploy::build_installer(args, &mut out),
         Command::HelmOperator(args) => rt()?.block_on(helm_operator::run(args)),
+        Command::Test(args) => rt()?.block_on(test::test(args, &mut out)),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())
