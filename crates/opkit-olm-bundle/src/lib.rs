@@ -22,6 +22,9 @@ pub mod bundle;
 pub mod crd;
 pub mod csv;
 pub mod error;
+pub mod generate;
+pub mod scorecard;
+pub mod validate;
 pub mod yaml;
 
 pub use bundle::{Bundle, BundleObject};
