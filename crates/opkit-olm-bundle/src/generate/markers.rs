@@ -645,6 +645,7 @@ pub struct MemcachedSpec {
     pub cache_config: Option<CacheConfig>,
 }
 
+#[serde(rename_all = "camelCase")]
 pub struct CacheConfig {
     /// Memory in MB.
     // +operator-sdk:csv:customresourcedefinitions:type=spec
