@@ -45,8 +45,10 @@ pub struct Finding {
     pub error_type: &'static str,
     /// Error or warning.
     pub level: Level,
-    /// The field, in operator-framework's notation, when it names one.
+    /// The field operator-framework's message names (`Field X, ...`), when it names one.
     pub field: String,
+    /// Where in the file the finding is (`spec.icon`), when known: shown beside the message.
+    pub path: String,
     /// The bad value as Go's `%v` prints it, when there is one.
     pub value: Option<String>,
     /// What is wrong.
@@ -57,7 +59,15 @@ pub struct Finding {
 
 impl Finding {
     fn new(level: Level, error_type: &'static str, detail: impl Into<String>) -> Finding {
-        Finding { error_type, level, field: String::new(), value: None, detail: detail.into(), file: None }
+        Finding {
+            error_type,
+            level,
+            field: String::new(),
+            path: String::new(),
+            value: None,
+            detail: detail.into(),
+            file: None,
+        }
     }
 
     fn value(mut self, value: impl Into<String>) -> Finding {
@@ -65,8 +75,16 @@ impl Finding {
         self
     }
 
-    fn field(mut self, field: impl Into<String>) -> Finding {
+    /// Sets where in the file the finding is.
+    fn field(mut self, path: impl Into<String>) -> Finding {
+        self.path = path.into();
+        self
+    }
+
+    /// Sets the field operator-framework's message names (and where the finding is).
+    fn go_field(mut self, field: impl Into<String>) -> Finding {
         self.field = field.into();
+        self.path.clone_from(&self.field);
         self
     }
 
@@ -191,8 +209,8 @@ impl Report {
                     let shown = file.strip_prefix(bundle_dir).unwrap_or(file);
                     o["file"] = serde_json::Value::String(shown.display().to_string());
                 }
-                if !f.field.is_empty() {
-                    o["field"] = serde_json::Value::String(f.field.clone());
+                if !f.path.is_empty() {
+                    o["field"] = serde_json::Value::String(f.path.clone());
                 }
                 o
             })
@@ -201,7 +219,7 @@ impl Report {
     }
 
     /// operator-sdk's text output: one logrus line per finding (`WARN[0000] ...`,
-    /// `ERRO[0000] ...`), the file as a `file=` field.
+    /// `ERRO[0000] ...`), the file and field as `file=` and `field=` fields.
     pub fn to_text(&self, bundle_dir: &std::path::Path) -> String {
         let mut out = String::new();
         for f in &self.findings {
@@ -210,6 +228,9 @@ impl Report {
             if let Some(file) = &f.file {
                 let shown = file.strip_prefix(bundle_dir).unwrap_or(file);
                 out.push_str(&format!("  file={}", shown.display()));
+            }
+            if !f.path.is_empty() {
+                out.push_str(&format!(" field={}", f.path));
             }
             out.push('\n');
         }

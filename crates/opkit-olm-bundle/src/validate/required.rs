@@ -435,7 +435,7 @@ fn csv_validator(bundle: &Bundle) -> Vec<Finding> {
     // Required fields (operator-framework's checkEmptyFields over the Go struct).
     let raw = &bundle.csv_object;
     let missing = |field: &str, what: &str| {
-        Finding::new(Level::Error, "FieldNotFound", "required field missing").field(field).value(what).file(file)
+        Finding::new(Level::Error, "FieldNotFound", "required field missing").go_field(field).value(what).file(file)
     };
     if raw.get("apiVersion").is_none() && raw.get("kind").is_none() {
         out.push(missing("TypeMeta", "struct"));
@@ -570,13 +570,13 @@ fn crd_validator(bundle: &Bundle) -> Vec<Finding> {
     for crd in &bundle.crds {
         let invalid = |field: &str, value: &str, detail: String| {
             Finding::new(Level::Error, "FieldValueInvalid", format!("{field}: Invalid value: {value:?}: {detail}"))
-                .field(field)
+                .go_field(field)
                 .value(value)
                 .file(&crd.file)
         };
         let required = |field: &str| {
             Finding::new(Level::Error, "FieldValueRequired", format!("{field}: Required value"))
-                .field(field)
+                .go_field(field)
                 .value("")
                 .file(&crd.file)
         };
@@ -604,7 +604,7 @@ fn crd_validator(bundle: &Bundle) -> Vec<Finding> {
                         crd.scope
                     ),
                 )
-                .field("spec.scope")
+                .go_field("spec.scope")
                 .value(crd.scope.clone())
                 .file(&crd.file)
             });
@@ -616,7 +616,7 @@ fn crd_validator(bundle: &Bundle) -> Vec<Finding> {
             if storage != 1 {
                 out.push(
                     Finding::new(Level::Error, "FieldValueInvalid", "spec.versions: Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one version marked as storage version")
-                        .field("spec.versions")
+                        .go_field("spec.versions")
                         .value("[]apiextensions.CustomResourceDefinitionVersion{...}")
                         .file(&crd.file),
                 );

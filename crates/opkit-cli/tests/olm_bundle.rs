@@ -1,0 +1,209 @@
+//! OLM bundles from the Memcached example, as operator-sdk's tutorial makes them:
+//! `make bundle VERSION=0.0.1` (generate kustomize manifests, generate bundle, bundle
+//! validate), then 0.0.2 replacing it; `bundle validate` and `scorecard` pass on both, and
+//! a broken bundle is refused with the file and field named. The example's CRDs are
+//! already generated, so `make -o manifests` skips building the operator.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn opkit_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_opkit")
+}
+
+fn opkit(dir: &Path, args: &[&str]) -> Output {
+    Command::new(opkit_bin()).args(args).current_dir(dir).output().expect("run opkit")
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/memcached-operator")
+}
+
+fn fixture_bundle() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../opkit-olm-bundle/tests/fixtures/memcached-0.0.1")
+}
+
+/// Copies `from` into `to`, leaving out build output and earlier bundles.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let name = entry.file_name();
+        if ["target", "bundle", "bundle.Dockerfile"].iter().any(|n| name == *n) {
+            continue;
+        }
+        let target = to.join(&name);
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+fn make_bundle(dir: &Path, version: &str) -> String {
+    let out = Command::new("make")
+        .args(["-o", "manifests", "bundle", &format!("VERSION={version}"), &format!("OPKIT={}", opkit_bin())])
+        .current_dir(dir)
+        .output()
+        .expect("run make");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "make bundle failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn csv(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("bundle/manifests/memcached-operator.clusterserviceversion.yaml"))
+        .expect("csv");
+    opkit_olm_bundle::yaml::first_document(&text).expect("yaml").expect("a CSV")
+}
+
+fn assert_validates_and_scores(dir: &Path) {
+    let validate = opkit(dir, &["bundle", "validate", "./bundle", "-o", "json"]);
+    let report = json_of(&validate);
+    assert_eq!(report["passed"], true, "{report:#}");
+    assert!(validate.status.success());
+    let scorecard = opkit(dir, &["scorecard", "./bundle", "-o", "json"]);
+    let list = json_of(&scorecard);
+    let items = list["items"].as_array().expect("items");
+    let names: Vec<&str> = items.iter().filter_map(|i| i["status"]["results"][0]["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "basic-check-spec",
+            "olm-bundle-validation",
+            "olm-crds-have-validation",
+            "olm-crds-have-resources",
+            "olm-spec-descriptors",
+            "olm-status-descriptors"
+        ]
+    );
+    for item in items {
+        assert_eq!(item["status"]["results"][0]["state"], "pass", "{item:#}");
+    }
+    assert!(scorecard.status.success());
+}
+
+#[test]
+fn make_bundle_on_the_memcached_example_then_an_upgrade_that_replaces_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("memcached-operator");
+    copy_dir(&example(), &dir);
+
+    let out = make_bundle(&dir, "0.0.1");
+    assert!(out.contains("All validation tests have completed successfully"), "{out}");
+    for file in [
+        "bundle/manifests/memcached-operator.clusterserviceversion.yaml",
+        "bundle/manifests/cache.example.com_memcacheds.yaml",
+        "bundle/metadata/annotations.yaml",
+        "bundle/tests/scorecard/config.yaml",
+        "bundle.Dockerfile",
+        "config/manifests/bases/memcached-operator.clusterserviceversion.yaml",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} missing");
+    }
+    let first = csv(&dir);
+    assert_eq!(first["metadata"]["name"], "memcached-operator.v0.0.1");
+    assert_eq!(first["spec"]["version"], "0.0.1");
+    let owned = &first["spec"]["customresourcedefinitions"]["owned"][0];
+    assert_eq!(owned["specDescriptors"][0]["path"], "size");
+    assert_eq!(owned["statusDescriptors"][0]["path"], "nodes");
+    assert_eq!(owned["resources"][0]["kind"], "Deployment");
+    let strategy = &first["spec"]["install"]["spec"];
+    assert_eq!(strategy["deployments"][0]["name"], "memcached-operator-controller-manager");
+    assert_eq!(
+        strategy["deployments"][0]["spec"]["template"]["spec"]["containers"][0]["image"], "controller:latest",
+        "IMG is the Makefile's default"
+    );
+    assert!(strategy["clusterPermissions"][0]["rules"].as_array().is_some_and(|r| !r.is_empty()));
+    assert!(strategy["permissions"][0]["rules"].as_array().is_some_and(|r| !r.is_empty()), "leader election");
+    let examples: Value =
+        serde_json::from_str(first["metadata"]["annotations"]["alm-examples"].as_str().expect("alm-examples"))
+            .expect("json");
+    assert_eq!(examples[0]["kind"], "Memcached");
+    let annotations = std::fs::read_to_string(dir.join("bundle/metadata/annotations.yaml")).expect("annotations");
+    assert!(annotations.contains("operators.operatorframework.io.bundle.package.v1: memcached-operator"));
+    assert!(annotations.contains("operators.operatorframework.io.bundle.channels.v1: alpha"));
+    assert_validates_and_scores(&dir);
+
+    // 0.0.2 replaces 0.0.1, declared in the base as operator-sdk users do.
+    let base_path = dir.join("config/manifests/bases/memcached-operator.clusterserviceversion.yaml");
+    let base = std::fs::read_to_string(&base_path).expect("base");
+    std::fs::write(&base_path, base.replacen("\nspec:\n", "\nspec:\n  replaces: memcached-operator.v0.0.1\n", 1))
+        .expect("write");
+    make_bundle(&dir, "0.0.2");
+    let second = csv(&dir);
+    assert_eq!(second["metadata"]["name"], "memcached-operator.v0.0.2");
+    assert_eq!(second["spec"]["replaces"], "memcached-operator.v0.0.1");
+    assert_eq!(
+        second["spec"]["customresourcedefinitions"]["owned"][0]["specDescriptors"][0]["path"], "size",
+        "a second run keeps the descriptions"
+    );
+    assert_validates_and_scores(&dir);
+    let loaded = opkit_olm_bundle::Bundle::load(dir.join("bundle")).expect("the one bundle reader reads it");
+    assert_eq!(loaded.csv.spec.replaces, "memcached-operator.v0.0.1");
+}
+
+#[test]
+fn bundle_validate_names_the_file_and_field_and_exits_1() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("bundle");
+    copy_dir(&fixture_bundle(), &dir);
+    std::fs::remove_file(dir.join("manifests/cache.example.com_memcacheds.yaml")).expect("rm crd");
+
+    let text = opkit(tmp.path(), &["bundle", "validate", "bundle"]);
+    assert_eq!(text.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains(
+            "ERRO[0000] Error: Value cache.example.com/v1alpha1, Kind=Memcached: owned CRD \"cache.example.com/v1alpha1, Kind=Memcached\" not found in bundle \"memcached-operator.v0.0.1\"  file=manifests/memcached-operator.clusterserviceversion.yaml field=spec.customresourcedefinitions.owned"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("All validation tests have completed successfully"));
+
+    let json = opkit(tmp.path(), &["bundle", "validate", "bundle", "-o", "json"]);
+    assert_eq!(json.status.code(), Some(1));
+    let report = json_of(&json);
+    assert_eq!(report["passed"], false);
+    let error = report["outputs"].as_array().expect("outputs").iter().find(|o| o["type"] == "error").expect("an error");
+    assert_eq!(error["file"], "manifests/memcached-operator.clusterserviceversion.yaml");
+    assert_eq!(error["field"], "spec.customresourcedefinitions.owned");
+}
+
+#[test]
+fn the_optional_suite_runs_only_when_selected() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("bundle");
+    copy_dir(&fixture_bundle(), &dir);
+    let plain = opkit(tmp.path(), &["bundle", "validate", "bundle"]);
+    assert!(plain.status.success());
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("channel(s)"));
+    let suite = opkit(tmp.path(), &["bundle", "validate", "bundle", "--select-optional", "suite=operatorframework"]);
+    assert!(suite.status.success(), "warnings only");
+    let stdout = String::from_utf8_lossy(&suite.stdout);
+    assert!(
+        stdout.contains("WARN[0000] Warning: Value memcached-operator.v0.0.1: channel(s) [\"alpha\"] are not following the recommended naming convention"),
+        "{stdout}"
+    );
+    let unknown = opkit(tmp.path(), &["bundle", "validate", "bundle", "--select-optional", "name=nope"]);
+    assert!(!unknown.status.success());
+}
+
+#[test]
+fn generate_bundle_refuses_a_bad_version_and_writes_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("memcached-operator");
+    copy_dir(&example(), &dir);
+    let out = opkit(&dir, &["generate", "bundle", "--version", "1.0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"1.0\" is not a valid semantic version"));
+    assert!(!dir.join("bundle").exists() && !dir.join("bundle.Dockerfile").exists());
+}
