@@ -207,3 +207,51 @@ fn generate_bundle_refuses_a_bad_version_and_writes_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"1.0\" is not a valid semantic version"));
     assert!(!dir.join("bundle").exists() && !dir.join("bundle.Dockerfile").exists());
 }
+
+#[test]
+fn a_scaffolded_project_makes_a_valid_bundle() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("fleet");
+    std::fs::create_dir(&dir).expect("mkdir");
+    for args in [
+        &["init", "--domain", "example.com", "--repo", "github.com/example/fleet", "--project-name", "fleet"][..],
+        &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Frigate"][..],
+    ] {
+        let out = opkit(&dir, args);
+        assert!(out.status.success(), "opkit {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    for file in [
+        "config/manifests/kustomization.yaml",
+        "config/scorecard/kustomization.yaml",
+        "config/scorecard/bases/config.yaml",
+        "config/scorecard/patches/basic.config.yaml",
+        "config/scorecard/patches/olm.config.yaml",
+    ] {
+        assert!(dir.join(file).is_file(), "opkit init did not scaffold {file}");
+    }
+    // The CRD `make manifests` would generate (it builds the project, minutes): a stand-in.
+    std::fs::create_dir_all(dir.join("config/crd/bases")).expect("mkdir");
+    std::fs::write(
+        dir.join("config/crd/bases/ship.example.com_frigates.yaml"),
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: frigates.ship.example.com\n\
+         spec:\n  group: ship.example.com\n  names:\n    kind: Frigate\n    listKind: FrigateList\n    plural: frigates\n    \
+         singular: frigate\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    \
+         schema:\n      openAPIV3Schema:\n        type: object\n",
+    )
+    .expect("write crd");
+    let out = make_bundle(&dir, "0.0.1");
+    assert!(out.contains("All validation tests have completed successfully"), "{out}");
+    for file in [
+        "bundle/manifests/fleet.clusterserviceversion.yaml",
+        "bundle/manifests/ship.example.com_frigates.yaml",
+        "bundle/manifests/fleet-controller-manager-metrics-service_v1_service.yaml",
+        "bundle/manifests/fleet-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} missing");
+    }
+    // As with operator-sdk, a fresh scaffold fails scorecard's descriptor tests until the
+    // CSV markers are added.
+    let scorecard = opkit(&dir, &["scorecard", "bundle", "--selector", "test=olm-crds-have-resources-test"]);
+    assert_eq!(scorecard.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&scorecard.stdout).contains("Owned CRDs do not have resources specified"));
+}
