@@ -683,7 +683,7 @@ async fn memcached(args: MemcachedArgs) -> ExitCode {
 
 #[derive(clap::Args)]
 struct OlmValidateArgs {
-    /// The corpus of bundles (<operator>/<version>/manifests).
+    /// The corpus of bundles (`<operator>/<version>/manifests`).
     #[arg(long, default_value = "../shared/corpus/olm")]
     corpus: PathBuf,
     /// operator-sdk's verdicts (bundle, pass|fail, errors); a bundle judged otherwise fails the run.

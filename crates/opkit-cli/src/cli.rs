@@ -692,7 +692,7 @@ pub enum GenerateCommand {
 /// `opkit generate kustomize` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum GenerateKustomizeCommand {
-    /// Write config/manifests/bases/<project>.clusterserviceversion.yaml: the CSV base with
+    /// Write `config/manifests/bases/<project>.clusterserviceversion.yaml`: the CSV base with
     /// the descriptions from the `+operator-sdk:csv:customresourcedefinitions` markers on the
     /// Rust types, and the UI metadata from flags (or prompts with --interactive).
     ///
@@ -766,7 +766,7 @@ pub struct GenerateKustomizeManifestsArgs {
 /// Flags of `opkit generate bundle`.
 #[derive(Debug, clap::Args)]
 pub struct GenerateBundleArgs {
-    /// The bundle's semantic version (the CSV is named <package>.v<version>).
+    /// The bundle's semantic version (the CSV is named `<package>.v<version>`).
     #[arg(long, short = 'v')]
     pub version: Option<String>,
     /// Comma-separated channels (default: alpha).
