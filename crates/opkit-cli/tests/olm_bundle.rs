@@ -255,3 +255,64 @@ fn a_scaffolded_project_makes_a_valid_bundle() {
     assert_eq!(scorecard.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&scorecard.stdout).contains("Owned CRDs do not have resources specified"));
 }
+
+#[test]
+fn kustomize_manifests_takes_the_ui_metadata_from_flags_and_keeps_an_existing_base() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("memcached-operator");
+    copy_dir(&example(), &dir);
+    let base_rel = "config/manifests/bases/memcached-operator.clusterserviceversion.yaml";
+    std::fs::remove_file(dir.join(base_rel)).expect("rm base");
+    std::fs::write(dir.join("icon.svg"), "<svg xmlns=\"http://www.w3.org/2000/svg\"/>").expect("icon");
+    let out = opkit(
+        &dir,
+        &[
+            "generate",
+            "kustomize",
+            "manifests",
+            "--interactive=false",
+            "--provider-name",
+            "Example",
+            "--maintainers",
+            "Dev=dev@example.com",
+            "--keywords",
+            "memcached,cache",
+            "--install-modes",
+            "OwnNamespace,AllNamespaces",
+            "--icon",
+            "icon.svg",
+            "--min-kube-version",
+            "1.27.0",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read_base = || -> Value {
+        let text = std::fs::read_to_string(dir.join(base_rel)).expect("base");
+        opkit_olm_bundle::yaml::first_document(&text).expect("yaml").expect("a CSV")
+    };
+    let base = read_base();
+    assert_eq!(base["metadata"]["name"], "memcached-operator.v0.0.0");
+    assert_eq!(base["spec"]["provider"]["name"], "Example");
+    assert_eq!(base["spec"]["maintainers"][0]["email"], "dev@example.com");
+    assert_eq!(base["spec"]["keywords"], serde_json::json!(["memcached", "cache"]));
+    assert_eq!(base["spec"]["icon"][0]["mediatype"], "image/svg+xml");
+    assert_eq!(base["spec"]["minKubeVersion"], "1.27.0");
+    let supported: Vec<&str> = base["spec"]["installModes"]
+        .as_array()
+        .expect("modes")
+        .iter()
+        .filter(|m| m["supported"] == true)
+        .filter_map(|m| m["type"].as_str())
+        .collect();
+    assert_eq!(supported, ["OwnNamespace", "AllNamespaces"]);
+    assert_eq!(base["spec"]["customresourcedefinitions"]["owned"][0]["specDescriptors"][0]["path"], "size");
+
+    // A second run without flags keeps what the base says.
+    let again = opkit(&dir, &["generate", "kustomize", "manifests", "--interactive=false", "-q"]);
+    assert!(again.status.success());
+    assert_eq!(read_base(), base);
+    let bad =
+        opkit(&dir, &["generate", "kustomize", "manifests", "--interactive=false", "--install-modes", "Everywhere"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--install-modes: \"Everywhere\" is not one of"));
+}
