@@ -116,6 +116,9 @@ enum Command {
     /// `helm template` output (CASES.tsv), timed against a helm binary when given.
     /// Reports failing cases; fails only on a usage error.
     HelmTemplate(HelmTemplateArgs),
+    /// `opkit bundle validate` over every bundle of the OLM corpus, compared with what
+    /// operator-sdk says where it is established (tools/olm/validate-expected.tsv).
+    OlmValidate(OlmValidateArgs),
     /// What real pods cost on the local control plane: start latency and memory per pod,
     /// and (with --operator-binary) the time from deploying the Memcached operator to its
     /// first reconcile. Needs root for network namespaces (else pods share the host network).
@@ -214,6 +217,7 @@ async fn main() -> ExitCode {
         Command::Admission(args) => admission(args).await,
         Command::Charts(args) => charts(args).await,
         Command::HelmTemplate(args) => helm_template(args),
+        Command::OlmValidate(args) => olm_validate(args),
         Command::MemcachedOperator { kubeconfig } => {
             match opkit_bench::memcached::operator::run_child(&kubeconfig).await {
                 Ok(()) => ExitCode::SUCCESS,
@@ -673,6 +677,39 @@ async fn memcached(args: MemcachedArgs) -> ExitCode {
         Err(e) => {
             eprintln!("opkit-bench memcached: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct OlmValidateArgs {
+    /// The corpus of bundles (`<operator>/<version>/manifests`).
+    #[arg(long, default_value = "../shared/corpus/olm")]
+    corpus: PathBuf,
+    /// operator-sdk's verdicts (bundle, pass|fail, errors); a bundle judged otherwise fails the run.
+    #[arg(long)]
+    expect: Option<PathBuf>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+}
+
+fn olm_validate(args: OlmValidateArgs) -> ExitCode {
+    use opkit_bench::olm_validate::{OlmValidateOptions, render_text, run};
+    match run(&OlmValidateOptions { corpus: args.corpus, expect: args.expect }) {
+        Ok(report) => {
+            match args.output {
+                Output::Text => print!("{}", render_text(&report)),
+                Output::Json => match serde_json::to_string_pretty(&report) {
+                    Ok(json) => println!("{json}"),
+                    Err(e) => eprintln!("opkit-bench olm-validate: {e}"),
+                },
+            }
+            if report.mismatches == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+        Err(e) => {
+            eprintln!("opkit-bench olm-validate: {e}");
+            ExitCode::from(2)
         }
     }
 }

@@ -141,6 +141,16 @@ pub enum Command {
     ///   opkit test --kubeconfig ~/.kube/config ./tests
     #[command(verbatim_doc_comment)]
     Test(TestArgs),
+    /// Work with OLM bundles (bundle/manifests, bundle/metadata).
+    #[command(subcommand)]
+    Bundle(BundleCommand),
+    /// Run scorecard's basic and OLM tests on a bundle directory, in-process.
+    ///
+    /// Examples:
+    ///   opkit scorecard ./bundle
+    ///   opkit scorecard ./bundle --selector suite=olm -o json
+    #[command(verbatim_doc_comment)]
+    Scorecard(ScorecardArgs),
     /// Print a shell completion script.
     ///
     /// Examples:
@@ -321,6 +331,9 @@ pub struct GenerateArgs {
     /// Check that the generated files are up to date instead of writing them (exit 1 if not).
     #[arg(long)]
     pub check: bool,
+    /// OLM generators: `kustomize manifests` and `bundle` (without one, the CRDs and RBAC).
+    #[command(subcommand)]
+    pub command: Option<GenerateCommand>,
 }
 
 /// How to reach the cluster.
@@ -713,4 +726,183 @@ pub struct TestArgs {
     /// A variable for `.gotmpl.yaml` test files (`.Vars.NAME`), its value read as YAML.
     #[arg(long, value_name = "NAME=VALUE")]
     pub template_var: Vec<String>,
+}
+
+/// `opkit generate` subcommands for OLM.
+#[derive(Debug, Subcommand)]
+pub enum GenerateCommand {
+    /// Kustomize bases for OLM.
+    #[command(subcommand)]
+    Kustomize(GenerateKustomizeCommand),
+    /// Write an OLM bundle (bundle/manifests, bundle/metadata, bundle.Dockerfile) from
+    /// `config/manifests` (kustomize-built, with config/default, samples and scorecard), as
+    /// `operator-sdk generate bundle` does.
+    ///
+    /// Examples:
+    ///   opkit generate bundle --version 0.0.1
+    ///   opkit generate bundle --version 0.0.2 --channels stable,fast --default-channel stable
+    ///   opkit generate bundle --version 0.0.1 --image registry.example.com/memcached-operator:v0.0.1
+    #[command(verbatim_doc_comment)]
+    Bundle(GenerateBundleArgs),
+}
+
+/// `opkit generate kustomize` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum GenerateKustomizeCommand {
+    /// Write `config/manifests/bases/<project>.clusterserviceversion.yaml`: the CSV base with
+    /// the descriptions from the `+operator-sdk:csv:customresourcedefinitions` markers on the
+    /// Rust types, and the UI metadata from flags (or prompts with --interactive).
+    ///
+    /// Examples:
+    ///   opkit generate kustomize manifests
+    ///   opkit generate kustomize manifests --display-name "Memcached Operator" --provider-name Example \
+    ///       --maintainers "Dev=dev@example.com" --keywords memcached,cache --install-modes OwnNamespace,AllNamespaces
+    #[command(verbatim_doc_comment)]
+    Manifests(GenerateKustomizeManifestsArgs),
+}
+
+/// Flags of `opkit generate kustomize manifests`.
+#[derive(Debug, clap::Args)]
+pub struct GenerateKustomizeManifestsArgs {
+    /// The package (operator) name (default: the project name).
+    #[arg(long)]
+    pub package: Option<String>,
+    /// Where the API types are (default: src).
+    #[arg(long, default_value = "src")]
+    pub apis_dir: PathBuf,
+    /// The directory of the bases (default: config/manifests).
+    #[arg(long, default_value = "config/manifests")]
+    pub output_dir: PathBuf,
+    /// Ask for the UI metadata on the terminal (default: only when no base exists yet and
+    /// stdin is a terminal).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub interactive: Option<bool>,
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// spec.displayName.
+    #[arg(long)]
+    pub display_name: Option<String>,
+    /// spec.description.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Comma-separated spec.keywords.
+    #[arg(long, value_delimiter = ',')]
+    pub keywords: Vec<String>,
+    /// Maintainers as NAME=EMAIL (repeat or separate with commas).
+    #[arg(long, value_delimiter = ',')]
+    pub maintainers: Vec<String>,
+    /// spec.provider.name.
+    #[arg(long)]
+    pub provider_name: Option<String>,
+    /// spec.provider.url.
+    #[arg(long)]
+    pub provider_url: Option<String>,
+    /// Links as NAME=URL (repeat or separate with commas).
+    #[arg(long, value_delimiter = ',')]
+    pub links: Vec<String>,
+    /// An icon file (svg, png, jpeg or gif), base64-encoded into spec.icon.
+    #[arg(long)]
+    pub icon: Option<PathBuf>,
+    /// The capability level (Basic Install, Seamless Upgrades, Full Lifecycle, Deep
+    /// Insights, Auto Pilot).
+    #[arg(long)]
+    pub capabilities: Option<String>,
+    /// spec.maturity (alpha, beta, stable, ...).
+    #[arg(long)]
+    pub maturity: Option<String>,
+    /// Comma-separated supported install modes (OwnNamespace, SingleNamespace,
+    /// MultiNamespace, AllNamespaces); the others are declared unsupported.
+    #[arg(long, value_delimiter = ',')]
+    pub install_modes: Vec<String>,
+    /// spec.minKubeVersion.
+    #[arg(long)]
+    pub min_kube_version: Option<String>,
+}
+
+/// Flags of `opkit generate bundle`.
+#[derive(Debug, clap::Args)]
+pub struct GenerateBundleArgs {
+    /// The bundle's semantic version (the CSV is named `<package>.v<version>`).
+    #[arg(long, short = 'v')]
+    pub version: Option<String>,
+    /// Comma-separated channels (default: alpha).
+    #[arg(long)]
+    pub channels: Option<String>,
+    /// The package's default channel.
+    #[arg(long)]
+    pub default_channel: Option<String>,
+    /// The package (default: the project name).
+    #[arg(long)]
+    pub package: Option<String>,
+    /// Write only the manifests (with --metadata: both, the default).
+    #[arg(long)]
+    pub manifests: bool,
+    /// Write only the metadata and bundle.Dockerfile (with --manifests: both, the default).
+    #[arg(long)]
+    pub metadata: bool,
+    /// Overwrite existing metadata (operator-sdk's default).
+    #[arg(long, num_args = 0..=1, default_value_t = true, default_missing_value = "true")]
+    pub overwrite: bool,
+    /// The kustomization to build (default: config/manifests).
+    #[arg(long, default_value = "config/manifests")]
+    pub kustomize_dir: PathBuf,
+    /// Read the manifests from this directory of YAML files instead of building the kustomization.
+    #[arg(long)]
+    pub input_dir: Option<PathBuf>,
+    /// The bundle directory (default: bundle).
+    #[arg(long, default_value = "bundle")]
+    pub output_dir: PathBuf,
+    /// Set the manager's image (`controller`) first, as `kustomize edit set image
+    /// controller=IMG` does in operator-sdk's Makefile.
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// `opkit bundle` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BundleCommand {
+    /// Validate a bundle directory as `operator-sdk bundle validate` does: the required
+    /// validators, and the optional ones --select-optional picks. Exits 1 on an error.
+    ///
+    /// Examples:
+    ///   opkit bundle validate ./bundle
+    ///   opkit bundle validate ./bundle --select-optional suite=operatorframework
+    ///   opkit bundle validate ./bundle --select-optional name=good-practices -o json
+    ///   opkit bundle validate ./bundle --list-optional
+    #[command(verbatim_doc_comment)]
+    Validate(BundleValidateArgs),
+}
+
+/// Flags of `opkit bundle validate`.
+#[derive(Debug, clap::Args)]
+pub struct BundleValidateArgs {
+    /// The bundle directory.
+    #[arg(required_unless_present = "list_optional")]
+    pub dir: Option<PathBuf>,
+    /// A label selector over the optional validators (suite=operatorframework, name=...).
+    #[arg(long)]
+    pub select_optional: Option<String>,
+    /// Values for the optional validators, as KEY=VALUE (k8s-version=1.22).
+    #[arg(long, value_delimiter = ',')]
+    pub optional_values: Vec<String>,
+    /// List the optional validators and run none.
+    #[arg(long)]
+    pub list_optional: bool,
+}
+
+/// Flags of `opkit scorecard`.
+#[derive(Debug, clap::Args)]
+pub struct ScorecardArgs {
+    /// The bundle directory.
+    pub dir: PathBuf,
+    /// A label selector over the tests (suite=basic, suite=olm, test=olm-spec-descriptors-test).
+    #[arg(long, short = 'l')]
+    pub selector: Option<String>,
+    /// List the selected tests and run none.
+    #[arg(long, short = 'L')]
+    pub list: bool,
 }

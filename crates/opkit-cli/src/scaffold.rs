@@ -58,6 +58,11 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("metrics_auth_role_binding.yaml", include_str!("../templates/init/config/metrics_auth_role_binding.yaml.j2")),
     ("metrics_reader_role.yaml", include_str!("../templates/init/config/metrics_reader_role.yaml.j2")),
     ("prometheus_kustomization", include_str!("../templates/init/config/prometheus_kustomization.yaml.j2")),
+    ("manifests_kustomization", include_str!("../templates/init/config/manifests_kustomization.yaml.j2")),
+    ("scorecard_kustomization", include_str!("../templates/init/config/scorecard_kustomization.yaml.j2")),
+    ("scorecard_config.yaml", include_str!("../templates/init/config/scorecard_config.yaml.j2")),
+    ("scorecard_basic.config.yaml", include_str!("../templates/init/config/scorecard_basic.config.yaml.j2")),
+    ("scorecard_olm.config.yaml", include_str!("../templates/init/config/scorecard_olm.config.yaml.j2")),
     ("monitor.yaml", include_str!("../templates/init/config/monitor.yaml.j2")),
     ("network_policy_kustomization", include_str!("../templates/init/config/network_policy_kustomization.yaml.j2")),
     ("allow_metrics_traffic.yaml", include_str!("../templates/init/config/allow_metrics_traffic.yaml.j2")),
@@ -262,6 +267,11 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
         ("config/prometheus/monitor.yaml", "monitor.yaml"),
         ("config/network-policy/kustomization.yaml", "network_policy_kustomization"),
         ("config/network-policy/allow-metrics-traffic.yaml", "allow_metrics_traffic.yaml"),
+        ("config/manifests/kustomization.yaml", "manifests_kustomization"),
+        ("config/scorecard/kustomization.yaml", "scorecard_kustomization"),
+        ("config/scorecard/bases/config.yaml", "scorecard_config.yaml"),
+        ("config/scorecard/patches/basic.config.yaml", "scorecard_basic.config.yaml"),
+        ("config/scorecard/patches/olm.config.yaml", "scorecard_olm.config.yaml"),
     ];
     for (path, template) in files {
         plan.create(*path, render(&env, template, &ctx)?)?;

@@ -16,6 +16,9 @@ use crate::project::Project;
 
 /// Regenerates the manifests; writes only files whose contents change.
 pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
+    if let Some(command) = args.command {
+        return super::generate_bundle::run(command, out);
+    }
     let root = project_dir()?;
     let project = Project::load(&root)?;
     let mut plan = FilePlan::new(&root);

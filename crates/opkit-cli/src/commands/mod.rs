@@ -1,5 +1,6 @@
 //! Command implementations; each returns a [`CliError`] that `main` prints.
 
+mod bundle;
 mod cluster;
 mod completion;
 mod create_api;
@@ -7,6 +8,7 @@ mod create_webhook;
 mod deploy;
 mod edit;
 mod generate;
+mod generate_bundle;
 mod helm;
 mod helm_operator;
 mod images;
@@ -15,10 +17,11 @@ mod install;
 mod kubeconfig;
 mod run;
 mod run_webhooks;
+mod scorecard;
 mod test;
 mod version;
 
-use crate::cli::{Cli, ClusterCommand, Command, CreateCommand, HelmCommand};
+use crate::cli::{BundleCommand, Cli, ClusterCommand, Command, CreateCommand, HelmCommand};
 use crate::output::Output;
 
 /// A failure to report to the user. Its message names what failed and why.
@@ -81,6 +84,15 @@ pub enum CliError {
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// An OLM bundle could not be read or written.
+    #[error(transparent)]
+    OlmBundle(#[from] opkit_olm_bundle::BundleError),
+    /// The project's manifests do not make an OLM bundle.
+    #[error(transparent)]
+    OlmGenerate(#[from] opkit_olm_bundle::generate::GenerateError),
+    /// A CSV marker is malformed.
+    #[error(transparent)]
+    CsvMarker(#[from] opkit_olm_bundle::generate::MarkerError),
     /// No cluster runs from the data directory (`cluster stop`, `cluster kubeconfig`).
     #[error("no cluster is running from {}", dir.display())]
     NotRunning {
@@ -137,6 +149,9 @@ impl CliError {
             CliError::HelmOperator(_) => "helm-operator",
             CliError::Kuttl(_) => "kuttl",
             CliError::Io(_) => "io",
+            CliError::OlmBundle(_) => "olm-bundle",
+            CliError::OlmGenerate(_) => "olm-generate",
+            CliError::CsvMarker(_) => "csv-marker",
             CliError::NotRunning { .. } => "not-running",
             CliError::PortInUse { .. } => "port-in-use",
             CliError::Detached(_) => "detached-start",
@@ -181,6 +196,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::BuildInstaller(args) => deploy::build_installer(args, &mut out),
         Command::HelmOperator(args) => rt()?.block_on(helm_operator::run(args)),
         Command::Test(args) => rt()?.block_on(test::test(args, &mut out)),
+        Command::Bundle(BundleCommand::Validate(args)) => bundle::validate(args, &mut out),
+        Command::Scorecard(args) => scorecard::scorecard(args, &mut out),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())

@@ -29,6 +29,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The desired state of a Memcached: how many memcached instances to run.
+// The CSV markers (`opkit generate kustomize manifests` reads them into the OLM bundle's
+// ClusterServiceVersion, as operator-sdk reads them from Go types):
+// +operator-sdk:csv:customresourcedefinitions:displayName="Memcached",resources={{Deployment,v1,memcached-deployment}}
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[kube(
     group = "cache.example.com",
@@ -50,6 +53,7 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedSpec {
     /// The number of memcached instances (pods) of the deployment, from 1 to 5.
+    // +operator-sdk:csv:customresourcedefinitions:type=spec
     #[schemars(range(min = 1, max = 5))]
     pub size: i32,
 }
@@ -59,6 +63,7 @@ pub struct MemcachedSpec {
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedStatus {
     /// The names of the memcached pods.
+    // +operator-sdk:csv:customresourcedefinitions:type=status
     #[serde(default)]
     pub nodes: Vec<String>,
     /// The latest observations of the Memcached's state: `Available` is true once every
