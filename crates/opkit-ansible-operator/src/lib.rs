@@ -1,0 +1,103 @@
+//! Ansible operators, as operator-sdk's ansible plugin (`ansible-operator`) runs them.
+//!
+//! A `watches.yaml` ([`watches`]) maps each watched kind to an Ansible role or playbook.
+//! One generic reconciler per kind ([`reconciler`]) runs `ansible-runner` for each custom
+//! resource ([`runner`]) with the spec as snake-cased extra vars ([`paramconv`]), reads
+//! the run's job events ([`job_events`]) and writes operator-sdk's status conditions
+//! ([`status`]). The run's Kubernetes modules talk to the API server through a local
+//! proxy ([`proxy`]) that adds owner references to what they create, watches those kinds
+//! and answers reads from the cache. opkit's own `operator_sdk.util` collection (its
+//! `k8s_status` module, [`collections_dir`]) is passed to every run.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let watches = opkit_ansible_operator::load_watches(std::path::Path::new("watches.yaml"), 1)?;
+//! let client = kube::Client::try_default().await?;
+//! let mgr = opkit::Manager::new(client, opkit::ManagerOptions::default());
+//! let options = opkit_ansible_operator::OperatorOptions::default();
+//! let _proxy = opkit_ansible_operator::setup(&mgr, watches, options).await?;
+//! mgr.run().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod job_events;
+pub mod metrics;
+pub mod paramconv;
+pub mod proxy;
+pub mod reconciler;
+pub mod runner;
+pub mod status;
+pub mod watches;
+
+use std::path::PathBuf;
+
+pub use reconciler::{OperatorOptions, setup};
+pub use watches::{Watch, load_watches};
+
+/// The directory holding opkit's `operator_sdk.util` collection
+/// (`ansible_collections/operator_sdk/util`), shipped in this crate and put first on
+/// `ANSIBLE_COLLECTIONS_PATH` for every run.
+pub fn collections_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("collections")
+}
+
+/// Why the Ansible operator could not start or reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// The watches file could not be read.
+    #[error("reading watches file {path}: {source}")]
+    ReadWatches {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The watches file is not valid.
+    #[error("watches file {path}: {message}")]
+    InvalidWatches {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the entry and field.
+        message: String,
+    },
+    /// The API server does not serve a watched kind (its CRD is not installed).
+    #[error("the API server does not serve {group}/{version} {kind}; install its CRD first (make install): {source}")]
+    KindNotServed {
+        /// The group.
+        group: String,
+        /// The version.
+        version: String,
+        /// The kind.
+        kind: String,
+        /// The discovery error.
+        source: Box<kube::Error>,
+    },
+    /// `ansible-runner` is not installed.
+    #[error(
+        "ansible-runner was not found on PATH ({0}); install it with crates/opkit-ansible-operator/install-ansible.sh (what .ci/run does) or `pip install ansible-runner ansible-core kubernetes`"
+    )]
+    RunnerMissing(String),
+    /// Preparing or running `ansible-runner` failed.
+    #[error("ansible-runner: {0}")]
+    Runner(String),
+    /// The API proxy could not listen.
+    #[error("the API proxy could not listen on {address}: {source}")]
+    ProxyListen {
+        /// The address.
+        address: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A controller could not be built.
+    #[error(transparent)]
+    Build(#[from] opkit::BuildError),
+    /// A request to the API server failed.
+    #[error(transparent)]
+    Kube(Box<kube::Error>),
+}
+
+impl From<kube::Error> for OperatorError {
+    fn from(e: kube::Error) -> OperatorError {
+        OperatorError::Kube(Box::new(e))
+    }
+}
