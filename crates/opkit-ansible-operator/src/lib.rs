@@ -7,7 +7,7 @@
 //! ([`status`]). The run's Kubernetes modules talk to the API server through a local
 //! proxy ([`proxy`]) that adds owner references to what they create, watches those kinds
 //! and answers reads from the cache. opkit's own `operator_sdk.util` collection (its
-//! `k8s_status` module, [`collections_dir`]) is passed to every run.
+//! `k8s_status` module, [`install_collection`]) is passed to every run.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,16 +29,39 @@ pub mod runner;
 pub mod status;
 pub mod watches;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use reconciler::{OperatorOptions, setup};
 pub use watches::{Watch, load_watches};
 
-/// The directory holding opkit's `operator_sdk.util` collection
-/// (`ansible_collections/operator_sdk/util`), shipped in this crate and put first on
-/// `ANSIBLE_COLLECTIONS_PATH` for every run.
-pub fn collections_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("collections")
+/// The files of opkit's `operator_sdk.util` collection, built into the crate.
+const COLLECTION_FILES: &[(&str, &str)] = &[
+    ("galaxy.yml", include_str!("../collections/ansible_collections/operator_sdk/util/galaxy.yml")),
+    ("README.md", include_str!("../collections/ansible_collections/operator_sdk/util/README.md")),
+    ("meta/runtime.yml", include_str!("../collections/ansible_collections/operator_sdk/util/meta/runtime.yml")),
+    (
+        "plugins/modules/k8s_status.py",
+        include_str!("../collections/ansible_collections/operator_sdk/util/plugins/modules/k8s_status.py"),
+    ),
+    (
+        "plugins/modules/requeue_after.py",
+        include_str!("../collections/ansible_collections/operator_sdk/util/plugins/modules/requeue_after.py"),
+    ),
+];
+
+/// Writes opkit's `operator_sdk.util` collection (built into the crate, so an installed
+/// `opkit` has it) under `dir` (as `dir/ansible_collections/operator_sdk/util`) and
+/// returns `dir`, the collections path put first on `ANSIBLE_COLLECTIONS_PATH` for every run.
+pub fn install_collection(dir: &Path) -> Result<PathBuf, OperatorError> {
+    let root = dir.join("ansible_collections").join("operator_sdk").join("util");
+    for (name, text) in COLLECTION_FILES {
+        let path = root.join(name);
+        let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&path, text));
+        written.map_err(|e| {
+            OperatorError::Runner(format!("writing the operator_sdk.util collection to {}: {e}", path.display()))
+        })?;
+    }
+    Ok(dir.to_path_buf())
 }
 
 /// Why the Ansible operator could not start or reconcile.

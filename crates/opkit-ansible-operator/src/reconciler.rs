@@ -26,7 +26,7 @@ use crate::proxy::{ApiProxy, NamespacedOwner, kubeconfig_for};
 use crate::runner::{self, RunnerSettings};
 use crate::status;
 use crate::watches::{Runnable, Watch};
-use crate::{OperatorError, collections_dir};
+use crate::{OperatorError, install_collection};
 
 /// Annotation setting one resource's reconcile period.
 pub const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
@@ -89,7 +89,7 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions)
         runner_dir: options.runner_dir.clone(),
         verbosity: options.verbosity,
         ansible_args: options.ansible_args.clone(),
-        collections_paths: vec![collections_dir()],
+        collections_paths: vec![install_collection(&options.runner_dir.join("collections"))?],
         roles_paths: options.roles_paths.clone(),
     });
     for watch in watches {

@@ -205,6 +205,19 @@ async fn the_memcached_role_deploys_scales_and_finalizes() {
     .await
     .expect("k8s_status reports the new size");
 
+    // A deleted dependent is restored: the proxy watches what runs create.
+    let first_uid = deployment.metadata.uid.clone();
+    deployments.delete("sample-memcached", &DeleteParams::background()).await.expect("delete the Deployment");
+    wait_for(
+        &deployments,
+        "sample-memcached",
+        "to be recreated",
+        move |d: Option<&Deployment>| d.is_some_and(|d| d.metadata.uid != first_uid),
+        WAIT,
+    )
+    .await
+    .expect("the dependent watch reconciles the owner, whose run recreates the Deployment");
+
     // Deleting runs the finalizer role, then the garbage collector removes the Deployment.
     memcacheds.delete("sample", &DeleteParams::background()).await.expect("delete the Memcached");
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), "default");
