@@ -47,6 +47,9 @@ pub struct OperatorOptions {
     pub reconcile_period: Duration,
     /// Roles paths added before `ANSIBLE_ROLES_PATH` (the project's `roles/`).
     pub roles_paths: Vec<PathBuf>,
+    /// Collections paths added after opkit's `operator_sdk.util` and before
+    /// `ANSIBLE_COLLECTIONS_PATH`.
+    pub collections_paths: Vec<PathBuf>,
 }
 
 impl Default for OperatorOptions {
@@ -58,6 +61,7 @@ impl Default for OperatorOptions {
             ansible_args: None,
             reconcile_period: Duration::from_secs(10 * 3600),
             roles_paths: Vec::new(),
+            collections_paths: Vec::new(),
         }
     }
 }
@@ -89,7 +93,9 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions)
         runner_dir: options.runner_dir.clone(),
         verbosity: options.verbosity,
         ansible_args: options.ansible_args.clone(),
-        collections_paths: vec![install_collection(&options.runner_dir.join("collections"))?],
+        collections_paths: std::iter::once(install_collection(&options.runner_dir.join("collections"))?)
+            .chain(options.collections_paths.iter().cloned())
+            .collect(),
         roles_paths: options.roles_paths.clone(),
     });
     for watch in watches {

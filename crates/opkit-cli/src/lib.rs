@@ -38,6 +38,7 @@ pub mod project;
 pub mod rbac;
 pub mod scaffold;
 pub mod scaffold_helm;
+pub mod scaffold_ansible;
 pub mod vendor;
 pub mod webhook_markers;
 

@@ -9,6 +9,7 @@ mod edit;
 mod generate;
 mod helm;
 mod helm_operator;
+mod ansible_operator;
 mod images;
 mod init;
 mod install;
@@ -74,6 +75,9 @@ pub enum CliError {
     /// The Helm operator could not start.
     #[error(transparent)]
     HelmOperator(#[from] opkit_helm_operator::OperatorError),
+    /// The Ansible operator could not start.
+    #[error(transparent)]
+    AnsibleOperator(#[from] opkit_ansible_operator::OperatorError),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -131,6 +135,7 @@ impl CliError {
             CliError::ClusterRequest(_) => "cluster-request",
             CliError::Helm(_) => "helm",
             CliError::HelmOperator(_) => "helm-operator",
+            CliError::AnsibleOperator(_) => "ansible-operator",
             CliError::Io(_) => "io",
             CliError::NotRunning { .. } => "not-running",
             CliError::PortInUse { .. } => "port-in-use",
@@ -175,6 +180,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Helm(HelmCommand::Template(args)) => helm::template(args, &mut out),
         Command::BuildInstaller(args) => deploy::build_installer(args, &mut out),
         Command::HelmOperator(args) => rt()?.block_on(helm_operator::run(args)),
+        Command::AnsibleOperator(args) => rt()?.block_on(ansible_operator::run(args)),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())
