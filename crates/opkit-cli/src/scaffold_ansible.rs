@@ -80,7 +80,12 @@ pub fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliErro
     ] {
         plan.create(file, render(&env, template, &ctx)?)?;
     }
-    for placeholder in ["roles/.placeholder", "playbooks/.placeholder", "molecule/default/tasks/.placeholder", "tests/kuttl/.placeholder"] {
+    for placeholder in [
+        "roles/.placeholder",
+        "playbooks/.placeholder",
+        "molecule/default/tasks/.placeholder",
+        "tests/kuttl/.placeholder",
+    ] {
         plan.create(placeholder, "")?;
     }
     plan.create("config/crd/kustomization.yaml", format!("resources:\n{CRD_MARKER}\n"))?;
@@ -211,7 +216,10 @@ fn add_kind(plan: &mut FilePlan, k: &AnsibleKind) -> Result<(), CliError> {
     }
     if k.generate_playbook {
         let role = if k.generate_role { lower.clone() } else { String::new() };
-        plan.create(format!("playbooks/{lower}.yml"), render(&env, "ansible_playbook.yml", &context! { role => role })?)?;
+        plan.create(
+            format!("playbooks/{lower}.yml"),
+            render(&env, "ansible_playbook.yml", &context! { role => role })?,
+        )?;
     }
 
     let crd_file = format!("{}_{}.yaml", k.group, k.plural);

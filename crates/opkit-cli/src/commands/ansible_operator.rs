@@ -41,6 +41,5 @@ pub async fn run(args: AnsibleOperatorArgs) -> Result<(), CliError> {
 
 /// Whether `program` is an executable file in a `PATH` directory.
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }

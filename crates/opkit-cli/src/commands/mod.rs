@@ -1,5 +1,6 @@
 //! Command implementations; each returns a [`CliError`] that `main` prints.
 
+mod ansible_operator;
 mod cluster;
 mod completion;
 mod create_api;
@@ -9,7 +10,6 @@ mod edit;
 mod generate;
 mod helm;
 mod helm_operator;
-mod ansible_operator;
 mod images;
 mod init;
 mod install;
