@@ -7,23 +7,21 @@
 //! Deployment. Needs ansible-runner, ansible-core and kubernetes.core
 //! (`crates/opkit-ansible-operator/install-ansible.sh`, which `.ci/run` runs).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
 use kube::runtime::WatchStreamExt;
-use opkit::{Manager, ManagerOptions};
-use opkit_ansible_operator::OperatorOptions;
-use opkit_ansible_operator::watches::parse_watches;
 use opkit_testenv::{TestEnv, wait_for, wait_for_with};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+use support::RunningOperator;
 
 /// Ansible runs take seconds each (ansible-runner, fact gathering, the k8s module).
 const WAIT: Duration = Duration::from_secs(120);
@@ -32,63 +30,15 @@ fn project() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memcached-operator")
 }
 
+async fn start_operator(env: &TestEnv) -> RunningOperator {
+    support::start_operator(env, &project(), "config/crd/bases/cache.example.com_memcacheds.yaml").await
+}
+
 fn memcached() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"),
         "memcacheds",
     )
-}
-
-/// Fails the test, saying how to install them, when ansible-runner or kubernetes.core is missing.
-fn require_ansible() {
-    let runner = std::process::Command::new("ansible-runner").arg("--version").output();
-    assert!(
-        runner.as_ref().is_ok_and(|o| o.status.success()),
-        "ansible-runner is not installed ({runner:?}): run crates/opkit-ansible-operator/install-ansible.sh, as .ci/run does"
-    );
-    let collections =
-        std::process::Command::new("ansible-galaxy").args(["collection", "list", "kubernetes.core"]).output();
-    assert!(
-        collections.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("kubernetes.core")),
-        "the kubernetes.core collection is not installed: run crates/opkit-ansible-operator/install-ansible.sh, as .ci/run does"
-    );
-}
-
-/// The operator in this process; stopped when the test ends, also when it fails.
-struct RunningOperator {
-    stop: CancellationToken,
-    _proxy: opkit_ansible_operator::reconciler::ProxyGuard,
-    _runner_dir: tempfile::TempDir,
-}
-
-impl Drop for RunningOperator {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn start_operator(env: &TestEnv) -> RunningOperator {
-    require_ansible();
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(
-        &std::fs::read_to_string(project().join("config/crd/bases/cache.example.com_memcacheds.yaml"))
-            .expect("CRD file"),
-    )
-    .expect("CRD");
-    env.install_crds([crd]).await.expect("install the CRD");
-    let watches_text = std::fs::read_to_string(project().join("watches.yaml")).expect("watches.yaml");
-    let watches = parse_watches(&watches_text, &project(), &|_| None, 2).expect("watches");
-    let runner_dir = tempfile::tempdir().expect("runner dir");
-    let options = OperatorOptions {
-        proxy_address: "127.0.0.1:0".parse().expect("address"),
-        runner_dir: runner_dir.path().to_path_buf(),
-        verbosity: 0,
-        ..OperatorOptions::default()
-    };
-    let mgr = Manager::new(env.client(), ManagerOptions::default());
-    let proxy = opkit_ansible_operator::setup(&mgr, watches, options).await.expect("set up the operator");
-    let stop = CancellationToken::new();
-    tokio::spawn(mgr.run_until(stop.clone()));
-    RunningOperator { stop, _proxy: proxy, _runner_dir: runner_dir }
 }
 
 async fn namespace(env: &TestEnv, name: &str) {
