@@ -193,7 +193,7 @@ async fn the_memcached_role_deploys_scales_and_finalizes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_task_gives_the_failure_condition_and_an_event() {
     let env = TestEnv::start().await.expect("testenv");
-    let _operator = start_operator(&env).await;
+    let operator = start_operator(&env).await;
     let ns = "default";
     let memcacheds = create_memcached(&env, ns, "huge", 10).await;
     let failed =
@@ -222,6 +222,16 @@ async fn a_failing_task_gives_the_failure_condition_and_an_event() {
         .expect("a Warning event for the failed run in time")
         .expect("the event watch")
         .expect("an event");
+    // ansible-operator's metrics next to controller-runtime's.
+    let metrics = operator.metrics.encode();
+    assert!(
+        metrics.contains(
+            "ansible_operator_reconcile_result{GVK=\"cache.example.com/v1alpha1, Kind=Memcached\",result=\"failed\"}"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("ansible_operator_reconciles_count{"), "{metrics}");
+    assert!(metrics.contains("controller_runtime_reconcile_total{"), "{metrics}");
     // Fixing the spec makes it succeed.
     memcacheds
         .patch("huge", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 2}})))

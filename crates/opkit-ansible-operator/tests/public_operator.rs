@@ -23,7 +23,7 @@ fn project() -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hugo_operator_runs_with_its_roles_unchanged() {
     let env = TestEnv::start().await.expect("testenv");
-    let _operator = support::start_operator(&env, &project(), "config/crd/bases/hugo.gohugo.io_hugoes.yaml").await;
+    let operator = support::start_operator(&env, &project(), "config/crd/bases/hugo.gohugo.io_hugoes.yaml").await;
     let sample = std::fs::read_to_string(project().join("config/samples/hugo_v1alpha1_hugo.yaml")).expect("sample");
     env.apply_yaml(&sample).await.expect("apply the published sample");
 
@@ -52,4 +52,11 @@ async fn the_hugo_operator_runs_with_its_roles_unchanged() {
     wait_for_with(&hugoes, &resource, "hugo-sample", "to be Successful", successful, WAIT)
         .await
         .expect("the hugo role succeeds");
+    let metrics = operator.metrics.encode();
+    assert!(
+        metrics.contains(
+            "ansible_operator_reconcile_result{GVK=\"hugo.gohugo.io/v1alpha1, Kind=Hugo\",result=\"succeeded\"}"
+        ),
+        "{metrics}"
+    );
 }

@@ -27,6 +27,8 @@ pub fn require_ansible() {
 
 /// The operator in this process; stopped when the test ends, also when it fails.
 pub struct RunningOperator {
+    /// The manager's metrics registry.
+    pub metrics: opkit::metrics::Metrics,
     stop: CancellationToken,
     _proxy: opkit_ansible_operator::reconciler::ProxyGuard,
     _runner_dir: tempfile::TempDir,
@@ -56,7 +58,8 @@ pub async fn start_operator(env: &TestEnv, project: &Path, crd_file: &str) -> Ru
     };
     let mgr = Manager::new(env.client(), ManagerOptions::default());
     let proxy = opkit_ansible_operator::setup(&mgr, watches, options).await.expect("set up the operator");
+    let metrics = mgr.metrics().clone();
     let stop = CancellationToken::new();
     tokio::spawn(mgr.run_until(stop.clone()));
-    RunningOperator { stop, _proxy: proxy, _runner_dir: runner_dir }
+    RunningOperator { metrics, stop, _proxy: proxy, _runner_dir: runner_dir }
 }
