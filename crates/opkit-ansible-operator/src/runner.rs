@@ -243,14 +243,17 @@ fn write_input_dir(
     Ok(())
 }
 
-/// Points `artifacts/latest` at the run just made.
+/// Points `artifacts/latest` at the run just made (a symbolic link, on Unix).
 fn link_latest(input_dir: &Path, ident: &str) {
     let latest = input_dir.join("artifacts").join("latest");
     let _ = std::fs::remove_file(&latest);
+    let run = input_dir.join("artifacts").join(ident);
     #[cfg(unix)]
-    if let Err(e) = std::os::unix::fs::symlink(input_dir.join("artifacts").join(ident), &latest) {
+    if let Err(e) = std::os::unix::fs::symlink(&run, &latest) {
         tracing::warn!(error = %e, "linking artifacts/latest");
     }
+    #[cfg(not(unix))]
+    let _ = (run, latest);
 }
 
 #[cfg(test)]

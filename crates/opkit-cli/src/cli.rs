@@ -684,7 +684,7 @@ pub struct AnsibleOperatorArgs {
     #[arg(long, default_value = "watches.yaml")]
     pub watches_file: PathBuf,
     /// How many resources of each kind are reconciled at once (a kind's
-    /// MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> wins).
+    /// `MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP>` wins).
     #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, usize::from))]
     pub max_concurrent_reconciles: usize,
     /// Ansible's verbosity, 0 to 7 (`-v` count).
