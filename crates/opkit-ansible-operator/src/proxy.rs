@@ -11,8 +11,8 @@
 //!   `watchDependentResources` (annotated cluster-scoped kinds only with
 //!   `watchClusterScopedResources`), enqueuing the owner on a change or deletion but not
 //!   on creation nor on status-only updates (operator-lib's `DependentPredicate`);
-//! - answers `GET`s of single objects of watched kinds from the operator's cache
-//!   (`X-Cache: HIT`), forwarding misses.
+//! - answers `GET`s of watched kinds (single objects, and lists with at most a label
+//!   selector) from the operator's cache (`X-Cache: HIT`), forwarding misses.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -247,6 +247,14 @@ impl ApiProxy {
             {
                 return hit;
             }
+            if parts.method == Method::GET
+                && !watch_query
+                && path.name.is_none()
+                && path.subresource.is_none()
+                && let Some(hit) = self.cached_list(owner, path, parts.uri.query().unwrap_or_default()).await
+            {
+                return hit;
+            }
             if parts.method == Method::POST && path.name.is_none() && path.subresource.is_none() {
                 match self.inject_owner(owner, path, &body).await {
                     Ok(Some(new_body)) => body = new_body,
@@ -321,6 +329,22 @@ impl ApiProxy {
 
     /// A cached object for a `GET`, unless the kind is not cached or is blacklisted.
     async fn cached_object(&self, owner: &NamespacedOwner, path: &ResourcePath) -> Option<http::Response<Body>> {
+        let (info, informer) = self.informer_for(owner, path).await?;
+        let mut key = ObjectRef::<DynamicObject>::new_with(path.name.as_deref()?, info.resource.clone());
+        if let Some(ns) = &path.namespace {
+            key = key.within(ns);
+        }
+        let object = informer.get(&key)?;
+        Some(cache_hit(serde_json::to_vec(&*object).ok()?))
+    }
+
+    /// The informer serving a resource's reads, unless the resource is virtual, not
+    /// watched, not synced yet or blacklisted for the owner.
+    async fn informer_for(
+        &self,
+        owner: &NamespacedOwner,
+        path: &ResourcePath,
+    ) -> Option<(ResourceInfo, Arc<Informer<DynamicObject>>)> {
         let info = self.resolve(&path.group, &path.version, &path.resource).await?;
         if info.is_virtual {
             return None;
@@ -336,19 +360,43 @@ impl ApiProxy {
             .ok()?
             .get(&format!("{}/{}", info.resource.api_version, info.resource.plural))
             .cloned()?;
-        if !informer.is_synced() {
-            return None;
+        informer.is_synced().then_some((info, informer))
+    }
+
+    /// A list of a watched kind from the cache (`labelSelector` applied); lists with a
+    /// field selector or paging go to the API server.
+    async fn cached_list(
+        &self,
+        owner: &NamespacedOwner,
+        path: &ResourcePath,
+        query: &str,
+    ) -> Option<http::Response<Body>> {
+        let mut label_selector = opkit_apimachinery::selector::LabelSelector::everything();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_encoding::percent_decode_str(&value.replace('+', " ")).decode_utf8().ok()?.into_owned();
+            match key {
+                "labelSelector" => label_selector = opkit_apimachinery::selector::LabelSelector::parse(&value).ok()?,
+                "fieldSelector" | "limit" | "continue" | "resourceVersionMatch" if !value.is_empty() => return None,
+                _ => {}
+            }
         }
-        let mut key = ObjectRef::<DynamicObject>::new_with(path.name.as_deref()?, info.resource.clone());
-        if let Some(ns) = &path.namespace {
-            key = key.within(ns);
-        }
-        let object = informer.get(&key)?;
-        let body = serde_json::to_vec(&*object).ok()?;
-        let mut response = http::Response::new(Body::from(body));
-        response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        response.headers_mut().insert("x-cache", HeaderValue::from_static("HIT"));
-        Some(response)
+        let (info, informer) = self.informer_for(owner, path).await?;
+        let mut items: Vec<Arc<DynamicObject>> = match &path.namespace {
+            Some(ns) => {
+                informer.list().into_iter().filter(|o| o.metadata.namespace.as_deref() == Some(ns.as_str())).collect()
+            }
+            None => informer.list(),
+        };
+        items.retain(|o| label_selector.matches_labels(o.metadata.labels.as_ref()));
+        items.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
+        let list = json!({
+            "apiVersion": info.resource.api_version,
+            "kind": format!("{}List", info.resource.kind),
+            "metadata": {"resourceVersion": ""},
+            "items": items.iter().map(|o| serde_json::to_value(&**o).unwrap_or(Value::Null)).collect::<Vec<_>>(),
+        });
+        Some(cache_hit(list.to_string().into_bytes()))
     }
 
     /// Adds the owner reference (or annotations) to a created object and watches its
@@ -499,6 +547,14 @@ fn changed_beyond_status(old: &DynamicObject, new: &DynamicObject) -> bool {
 
 fn blacklisted(list: &[GroupVersionKind], resource: &ApiResource) -> bool {
     list.iter().any(|g| g.group == resource.group && g.version == resource.version && g.kind == resource.kind)
+}
+
+/// A JSON response read from the cache (`X-Cache: HIT`, as operator-sdk's proxy says).
+fn cache_hit(body: Vec<u8>) -> http::Response<Body> {
+    let mut response = http::Response::new(Body::from(body));
+    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert("x-cache", HeaderValue::from_static("HIT"));
+    response
 }
 
 /// A Kubernetes `Status` response.

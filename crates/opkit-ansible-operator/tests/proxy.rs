@@ -131,6 +131,39 @@ async fn the_proxy_injects_owners_and_serves_cached_reads() {
         .expect("GET through the proxy");
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers().get("x-cache").and_then(|v| v.to_str().ok()), Some("HIT"));
+    // Lists of a kind a run created (now watched) come from the cache, label selector applied.
+    let configmaps_resource = ApiResource::erase::<ConfigMap>(&());
+    let cm_informer = cache.dynamic_informer(&configmaps_resource, Scope::Namespaced);
+    let mut cms = cm_informer.subscribe();
+    let child_cached = |o: &DynamicObject| o.name_any() == "child" && o.namespace().as_deref() == Some("default");
+    if !cms.initial.iter().any(|o| child_cached(o)) {
+        let seen = async {
+            loop {
+                match cms.events.recv().await {
+                    Ok(InformerEvent::Apply { new, .. }) if child_cached(&new) => return,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => panic!("the cache stopped"),
+                    _ => {}
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), seen).await.expect("the dependent's kind is watched");
+    }
+    let listed = |selector: &str| {
+        let client = run_client.clone();
+        let uri = format!("/api/v1/namespaces/default/configmaps?labelSelector={selector}");
+        async move {
+            let response = client.send(get(&uri)).await.expect("LIST through the proxy");
+            assert_eq!(response.headers().get("x-cache").and_then(|v| v.to_str().ok()), Some("HIT"));
+            let body = response.into_body().collect_bytes().await.expect("body");
+            let list: serde_json::Value = serde_json::from_slice(&body).expect("list");
+            assert_eq!(list["kind"], "ConfigMapList");
+            list["items"]
+                .as_array()
+                .map(|items| items.iter().map(|i| i["metadata"]["name"].clone()).collect::<Vec<_>>())
+        }
+    };
+    assert!(listed("").await.is_some_and(|names| names.contains(&json!("child"))));
+    assert_eq!(listed("app%3Dnone").await, Some(vec![]));
     // A kind no run created and no watch has goes to the API server.
     let response = run_client.send(get("/api/v1/namespaces/default")).await.expect("GET");
     assert_eq!(response.status(), 200);
