@@ -148,12 +148,20 @@ pub struct ApiProxy {
     dependents: Mutex<HashSet<(String, String, String, String)>>,
     /// The informers whose objects are served from the cache, by `apiVersion/plural`.
     cached: Mutex<HashMap<String, Arc<Informer<DynamicObject>>>>,
+    /// Whether creates get the owner reference (or annotations) and dependent watches.
+    inject_owner_ref: bool,
     shutdown: CancellationToken,
 }
 
 impl ApiProxy {
-    /// A proxy forwarding with `client` and reading from `cache` (the manager's).
-    pub fn new(client: kube::Client, cache: opkit::Cache, shutdown: CancellationToken) -> Arc<ApiProxy> {
+    /// A proxy forwarding with `client` and reading from `cache` (the manager's); with
+    /// `inject_owner_ref` false (`--inject-owner-ref=false`) creates are forwarded as they are.
+    pub fn new(
+        client: kube::Client,
+        cache: opkit::Cache,
+        shutdown: CancellationToken,
+        inject_owner_ref: bool,
+    ) -> Arc<ApiProxy> {
         Arc::new(ApiProxy {
             client,
             cache,
@@ -161,6 +169,7 @@ impl ApiProxy {
             owners: Mutex::new(HashMap::new()),
             dependents: Mutex::new(HashSet::new()),
             cached: Mutex::new(HashMap::new()),
+            inject_owner_ref,
             shutdown,
         })
     }
@@ -255,7 +264,11 @@ impl ApiProxy {
             {
                 return hit;
             }
-            if parts.method == Method::POST && path.name.is_none() && path.subresource.is_none() {
+            if self.inject_owner_ref
+                && parts.method == Method::POST
+                && path.name.is_none()
+                && path.subresource.is_none()
+            {
                 match self.inject_owner(owner, path, &body).await {
                     Ok(Some(new_body)) => body = new_body,
                     Ok(None) => {}

@@ -50,6 +50,9 @@ pub struct OperatorOptions {
     /// Collections paths added after opkit's `operator_sdk.util` and before
     /// `ANSIBLE_COLLECTIONS_PATH`.
     pub collections_paths: Vec<PathBuf>,
+    /// `--inject-owner-ref` (default true): the proxy adds owner references (or
+    /// annotations) to what runs create and watches those kinds.
+    pub inject_owner_ref: bool,
 }
 
 impl Default for OperatorOptions {
@@ -62,6 +65,7 @@ impl Default for OperatorOptions {
             reconcile_period: Duration::from_secs(10 * 3600),
             roles_paths: Vec::new(),
             collections_paths: Vec::new(),
+            inject_owner_ref: true,
         }
     }
 }
@@ -85,7 +89,7 @@ impl Drop for ProxyGuard {
 pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions) -> Result<ProxyGuard, OperatorError> {
     let client = mgr.client();
     let stop = CancellationToken::new();
-    let proxy = ApiProxy::new(client.clone(), mgr.cache().clone(), stop.clone());
+    let proxy = ApiProxy::new(client.clone(), mgr.cache().clone(), stop.clone(), options.inject_owner_ref);
     let address = proxy.start(options.proxy_address).await?;
     let guard = ProxyGuard { address, stop };
     let metrics = RunMetrics::register(mgr.metrics());

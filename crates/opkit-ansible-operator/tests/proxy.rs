@@ -28,6 +28,48 @@ fn project() -> std::path::PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_inject_owner_ref_creates_are_forwarded_as_they_are() {
+    let env = TestEnv::start().await.expect("testenv");
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(
+        &std::fs::read_to_string(project().join("config/crd/bases/cache.example.com_memcacheds.yaml")).expect("CRD"),
+    )
+    .expect("CRD");
+    env.install_crds([crd]).await.expect("install the CRD");
+    let watches = parse_watches(WATCHES, &project(), &|_| None, 1).expect("watches");
+    let runner_dir = tempfile::tempdir().expect("runner dir");
+    let options = OperatorOptions {
+        proxy_address: "127.0.0.1:0".parse().expect("address"),
+        runner_dir: runner_dir.path().to_path_buf(),
+        inject_owner_ref: false,
+        ..OperatorOptions::default()
+    };
+    let mgr = Manager::new(env.client(), ManagerOptions::default());
+    let proxy = opkit_ansible_operator::setup(&mgr, watches, options).await.expect("set up the operator");
+    let stop = CancellationToken::new();
+    let _stop = stop.clone().drop_guard();
+    tokio::spawn(mgr.run_until(stop.clone()));
+    let owner = NamespacedOwner {
+        api_version: "cache.example.com/v1alpha1".into(),
+        kind: "Memcached".into(),
+        name: "owner".into(),
+        uid: "0b1c5e1e-0000-4000-8000-000000000001".into(),
+        namespace: "default".into(),
+    };
+    let kubeconfig: kube::config::Kubeconfig =
+        serde_saphyr::from_str(&kubeconfig_for(&owner, proxy.address)).expect("the run's kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("config");
+    let configmaps: Api<ConfigMap> = Api::namespaced(Client::try_from(config).expect("client"), "default");
+    let created = configmaps
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "plain"}})).expect("cm"))
+        .await
+        .expect("create through the proxy");
+    assert!(created.metadata.owner_references.unwrap_or_default().is_empty());
+    assert!(created.metadata.annotations.unwrap_or_default().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_injects_owners_and_serves_cached_reads() {
     let env = TestEnv::start().await.expect("testenv");
     let crd: CustomResourceDefinition = serde_saphyr::from_str(

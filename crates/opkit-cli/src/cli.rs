@@ -700,6 +700,10 @@ pub struct AnsibleOperatorArgs {
     /// The port of the API proxy the runs' Kubernetes modules talk to (0: any free port).
     #[arg(long, default_value_t = 8888)]
     pub proxy_port: u16,
+    /// Whether the API proxy adds owner references (or owner annotations) to what runs
+    /// create and watches those kinds.
+    #[arg(long, action = clap::ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub inject_owner_ref: bool,
     /// Roles paths searched before ANSIBLE_ROLES_PATH (colon-separated); the watches
     /// file's `roles/` is always searched.
     #[arg(long)]

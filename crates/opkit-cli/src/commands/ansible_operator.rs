@@ -29,6 +29,7 @@ pub async fn run(args: AnsibleOperatorArgs) -> Result<(), CliError> {
         reconcile_period,
         roles_paths,
         collections_paths: split(&args.ansible_collections_path),
+        inject_owner_ref: args.inject_owner_ref,
         ..opkit_ansible_operator::OperatorOptions::default()
     };
     let manager_options = args.manager.options().map_err(|e| CliError::Usage(e.to_string()))?;
