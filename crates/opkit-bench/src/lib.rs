@@ -68,6 +68,7 @@
 //! ```
 
 pub mod admission;
+pub mod ansible;
 pub mod apiserver;
 pub mod charts;
 pub mod client;

@@ -106,6 +106,10 @@ enum Command {
     /// Benchmark the Memcached sample operator end to end (control plane in this process,
     /// operator in a child process).
     Memcached(MemcachedArgs),
+    /// Benchmark the Memcached operator of operator-sdk's Ansible tutorial run by the
+    /// Ansible operator (control plane and operator in this process), on the load of
+    /// `memcached --crs 50 --size 1`.
+    Ansible(AnsibleArgs),
     /// The chart corpus conformance run: the real helm client installs (--wait), checks
     /// status, get manifest and lookup, dry-runs a second release (--dry-run=server),
     /// upgrades (--reuse-values), checks history, rolls back, tests and uninstalls every
@@ -213,6 +217,7 @@ async fn main() -> ExitCode {
             }
         }
         Command::Memcached(args) => memcached(args).await,
+        Command::Ansible(args) => ansible(args).await,
         Command::RealPods(args) => real_pods(args).await,
         Command::Admission(args) => admission(args).await,
         Command::Charts(args) => charts(args).await,
@@ -710,6 +715,40 @@ fn olm_validate(args: OlmValidateArgs) -> ExitCode {
         Err(e) => {
             eprintln!("opkit-bench olm-validate: {e}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Flags of `opkit-bench ansible`.
+#[derive(clap::Args)]
+struct AnsibleArgs {
+    /// Memcached CRs created at once.
+    #[arg(long, default_value_t = 50)]
+    crs: usize,
+    /// spec.size of each CR.
+    #[arg(long, default_value_t = 1)]
+    size: usize,
+    /// ansible-runner runs at once.
+    #[arg(long, default_value_t = 2)]
+    max_concurrent_reconciles: usize,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+async fn ansible(args: AnsibleArgs) -> ExitCode {
+    let mut opts = opkit_bench::ansible::AnsibleOptions::new(!args.quiet);
+    opts.crs = args.crs.max(1);
+    opts.size = args.size.max(1);
+    opts.max_concurrent_reconciles = args.max_concurrent_reconciles.max(1);
+    match opkit_bench::ansible::run(&opts).await {
+        Ok(report) => emit(&report, args.output, None, opkit_bench::ansible::render_text),
+        Err(e) => {
+            eprintln!("opkit-bench ansible: {e}");
+            ExitCode::FAILURE
         }
     }
 }

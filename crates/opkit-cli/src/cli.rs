@@ -151,6 +151,15 @@ pub enum Command {
     ///   opkit scorecard ./bundle --selector suite=olm -o json
     #[command(verbatim_doc_comment)]
     Scorecard(ScorecardArgs),
+    /// Run the Ansible operator of a project scaffolded with `--plugins ansible`: each
+    /// kind in the watches file is reconciled by running its role or playbook with
+    /// ansible-runner, as operator-sdk's ansible-operator does.
+    ///
+    /// Examples:
+    ///   opkit ansible-operator --watches-file watches.yaml
+    ///   opkit ansible-operator --kubeconfig .opkit/cluster/kubeconfig --proxy-port 0 --metrics-bind-address 0
+    #[command(verbatim_doc_comment)]
+    AnsibleOperator(AnsibleOperatorArgs),
     /// Print a shell completion script.
     ///
     /// Examples:
@@ -209,6 +218,9 @@ pub struct InitArgs {
 pub enum InitPlugin {
     /// A Helm-chart operator, as operator-sdk's `helm.sdk.operatorframework.io/v1`.
     Helm,
+    /// An Ansible operator (roles and playbooks), as operator-sdk's
+    /// `ansible.sdk.operatorframework.io/v1`.
+    Ansible,
 }
 
 /// Licenses `opkit init` knows.
@@ -323,6 +335,13 @@ pub struct CreateApiArgs {
     /// With `--plugins helm`: the chart directory the new kind deploys.
     #[arg(long, requires = "plugins")]
     pub helm_chart: Option<PathBuf>,
+    /// With `--plugins ansible`: scaffold the kind's role under `roles/<kind>`.
+    #[arg(long, requires = "plugins")]
+    pub generate_role: bool,
+    /// With `--plugins ansible`: scaffold a playbook `playbooks/<kind>.yml` (running the
+    /// role with `--generate-role`) and point the watch at it.
+    #[arg(long, requires = "plugins")]
+    pub generate_playbook: bool,
 }
 
 /// Flags of `opkit generate`.
@@ -905,4 +924,44 @@ pub struct ScorecardArgs {
     /// List the selected tests and run none.
     #[arg(long, short = 'L')]
     pub list: bool,
+}
+
+/// Flags of `opkit ansible-operator` (ansible-operator's names).
+#[derive(Debug, clap::Args)]
+pub struct AnsibleOperatorArgs {
+    /// The watches file: which kinds are reconciled with which roles or playbooks.
+    #[arg(long, default_value = "watches.yaml")]
+    pub watches_file: PathBuf,
+    /// How many resources of each kind are reconciled at once (a kind's
+    /// `MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP>` wins).
+    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, usize::from))]
+    pub max_concurrent_reconciles: usize,
+    /// Ansible's verbosity, 0 to 7 (`-v` count).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub ansible_verbosity: u8,
+    /// Extra arguments for ansible-playbook, e.g. "--tags setup".
+    #[arg(long)]
+    pub ansible_args: Option<String>,
+    /// How often a resource is reconciled without events, when its watch sets no
+    /// reconcilePeriod (a Go duration).
+    #[arg(long, default_value = "10h")]
+    pub reconcile_period: String,
+    /// The port of the API proxy the runs' Kubernetes modules talk to (0: any free port).
+    #[arg(long, default_value_t = 8888)]
+    pub proxy_port: u16,
+    /// Whether the API proxy adds owner references (or owner annotations) to what runs
+    /// create and watches those kinds.
+    #[arg(long, action = clap::ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub inject_owner_ref: bool,
+    /// Roles paths searched before ANSIBLE_ROLES_PATH (colon-separated); the watches
+    /// file's `roles/` is always searched.
+    #[arg(long)]
+    pub ansible_roles_path: Option<String>,
+    /// Collections paths searched after opkit's operator_sdk.util and before
+    /// ANSIBLE_COLLECTIONS_PATH (colon-separated).
+    #[arg(long)]
+    pub ansible_collections_path: Option<String>,
+    /// The manager's flags (controller-runtime's names).
+    #[command(flatten)]
+    pub manager: opkit::ManagerArgs,
 }

@@ -37,6 +37,7 @@ pub mod output;
 pub mod project;
 pub mod rbac;
 pub mod scaffold;
+pub mod scaffold_ansible;
 pub mod scaffold_helm;
 pub mod vendor;
 pub mod webhook_markers;

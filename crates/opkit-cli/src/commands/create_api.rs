@@ -16,6 +16,9 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
     if args.plugins == Some(InitPlugin::Helm) {
         return crate::scaffold_helm::create_api(args, &project_dir()?, out);
     }
+    if args.plugins == Some(InitPlugin::Ansible) {
+        return crate::scaffold_ansible::create_api(args, &project_dir()?, out);
+    }
     let root = project_dir()?;
     let project = Project::load(&root)?;
     project::validate_group(&args.group, &project.domain)?;

@@ -19,6 +19,9 @@ pub fn init(args: InitArgs, out: &mut Output) -> Result<(), CliError> {
     if args.plugins == Some(InitPlugin::Helm) {
         return crate::scaffold_helm::init(args, &root, out);
     }
+    if args.plugins == Some(InitPlugin::Ansible) {
+        return crate::scaffold_ansible::init(args, &root, out);
+    }
     let repo = args.repo.clone().unwrap_or_default();
     let dir_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let project_name = args.project_name.clone().unwrap_or_else(|| dir_name.to_lowercase());

@@ -1,5 +1,6 @@
 //! Command implementations; each returns a [`CliError`] that `main` prints.
 
+mod ansible_operator;
 mod bundle;
 mod cluster;
 mod completion;
@@ -81,6 +82,9 @@ pub enum CliError {
     /// A kuttl suite could not be loaded or run.
     #[error(transparent)]
     Kuttl(#[from] opkit_kuttl::KuttlError),
+    /// The Ansible operator could not start.
+    #[error(transparent)]
+    AnsibleOperator(#[from] opkit_ansible_operator::OperatorError),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -148,6 +152,7 @@ impl CliError {
             CliError::Helm(_) => "helm",
             CliError::HelmOperator(_) => "helm-operator",
             CliError::Kuttl(_) => "kuttl",
+            CliError::AnsibleOperator(_) => "ansible-operator",
             CliError::Io(_) => "io",
             CliError::OlmBundle(_) => "olm-bundle",
             CliError::OlmGenerate(_) => "olm-generate",
@@ -198,6 +203,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Test(args) => rt()?.block_on(test::test(args, &mut out)),
         Command::Bundle(BundleCommand::Validate(args)) => bundle::validate(args, &mut out),
         Command::Scorecard(args) => scorecard::scorecard(args, &mut out),
+        Command::AnsibleOperator(args) => rt()?.block_on(ansible_operator::run(args)),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())

@@ -1,0 +1,126 @@
+//! Ansible operators, as operator-sdk's ansible plugin (`ansible-operator`) runs them.
+//!
+//! A `watches.yaml` ([`watches`]) maps each watched kind to an Ansible role or playbook.
+//! One generic reconciler per kind ([`reconciler`]) runs `ansible-runner` for each custom
+//! resource ([`runner`]) with the spec as snake-cased extra vars ([`paramconv`]), reads
+//! the run's job events ([`job_events`]) and writes operator-sdk's status conditions
+//! ([`status`]). The run's Kubernetes modules talk to the API server through a local
+//! proxy ([`proxy`]) that adds owner references to what they create, watches those kinds
+//! and answers reads from the cache. opkit's own `operator_sdk.util` collection (its
+//! `k8s_status` module, [`install_collection`]) is passed to every run.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let watches = opkit_ansible_operator::load_watches(std::path::Path::new("watches.yaml"), 1)?;
+//! let client = kube::Client::try_default().await?;
+//! let mgr = opkit::Manager::new(client, opkit::ManagerOptions::default());
+//! let options = opkit_ansible_operator::OperatorOptions::default();
+//! let _proxy = opkit_ansible_operator::setup(&mgr, watches, options).await?;
+//! mgr.run().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod job_events;
+pub mod metrics;
+pub mod paramconv;
+pub mod proxy;
+pub mod reconciler;
+pub mod runner;
+pub mod status;
+pub mod watches;
+
+use std::path::{Path, PathBuf};
+
+pub use reconciler::{OperatorOptions, setup};
+pub use watches::{Watch, load_watches};
+
+/// The files of opkit's `operator_sdk.util` collection, built into the crate.
+const COLLECTION_FILES: &[(&str, &str)] = &[
+    ("galaxy.yml", include_str!("../collections/ansible_collections/operator_sdk/util/galaxy.yml")),
+    ("README.md", include_str!("../collections/ansible_collections/operator_sdk/util/README.md")),
+    ("meta/runtime.yml", include_str!("../collections/ansible_collections/operator_sdk/util/meta/runtime.yml")),
+    (
+        "plugins/modules/k8s_status.py",
+        include_str!("../collections/ansible_collections/operator_sdk/util/plugins/modules/k8s_status.py"),
+    ),
+    (
+        "plugins/modules/requeue_after.py",
+        include_str!("../collections/ansible_collections/operator_sdk/util/plugins/modules/requeue_after.py"),
+    ),
+];
+
+/// Writes opkit's `operator_sdk.util` collection (built into the crate, so an installed
+/// `opkit` has it) under `dir` (as `dir/ansible_collections/operator_sdk/util`) and
+/// returns `dir`, the collections path put first on `ANSIBLE_COLLECTIONS_PATH` for every run.
+pub fn install_collection(dir: &Path) -> Result<PathBuf, OperatorError> {
+    let root = dir.join("ansible_collections").join("operator_sdk").join("util");
+    for (name, text) in COLLECTION_FILES {
+        let path = root.join(name);
+        let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&path, text));
+        written.map_err(|e| {
+            OperatorError::Runner(format!("writing the operator_sdk.util collection to {}: {e}", path.display()))
+        })?;
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// Why the Ansible operator could not start or reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// The watches file could not be read.
+    #[error("reading watches file {path}: {source}")]
+    ReadWatches {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The watches file is not valid.
+    #[error("watches file {path}: {message}")]
+    InvalidWatches {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the entry and field.
+        message: String,
+    },
+    /// The API server does not serve a watched kind (its CRD is not installed).
+    #[error("the API server does not serve {group}/{version} {kind}; install its CRD first (make install): {source}")]
+    KindNotServed {
+        /// The group.
+        group: String,
+        /// The version.
+        version: String,
+        /// The kind.
+        kind: String,
+        /// The discovery error.
+        source: Box<kube::Error>,
+    },
+    /// `ansible-runner` is not installed.
+    #[error(
+        "ansible-runner was not found on PATH ({0}); install it with crates/opkit-ansible-operator/install-ansible.sh (what .ci/run does) or `pip install ansible-runner ansible-core kubernetes`"
+    )]
+    RunnerMissing(String),
+    /// Preparing or running `ansible-runner` failed.
+    #[error("ansible-runner: {0}")]
+    Runner(String),
+    /// The API proxy could not listen.
+    #[error("the API proxy could not listen on {address}: {source}")]
+    ProxyListen {
+        /// The address.
+        address: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A controller could not be built.
+    #[error(transparent)]
+    Build(#[from] opkit::BuildError),
+    /// A request to the API server failed.
+    #[error(transparent)]
+    Kube(Box<kube::Error>),
+}
+
+impl From<kube::Error> for OperatorError {
+    fn from(e: kube::Error) -> OperatorError {
+        OperatorError::Kube(Box::new(e))
+    }
+}

@@ -1,0 +1,318 @@
+//! The generic Ansible reconciler, one controller per watched kind (operator-sdk's
+//! `internal/ansible/controller`): each reconcile adds the watch's finalizer, marks the
+//! resource Running, runs its role or playbook through `ansible-runner` against the API
+//! proxy, and marks it Successful or Failure with the run's `ansibleResult` and the
+//! failed tasks' messages (a Warning Event too). A deleted resource carrying the finalizer
+//! runs the finalizer's role or playbook, then loses the finalizer. The period comes from
+//! the `ansible.sdk.operatorframework.io/reconcile-period` annotation, the watch's
+//! `reconcilePeriod` or `--reconcile-period`; a `requeue_after` task sets it for one run.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::core::SelectorExt;
+use kube::{Resource, ResourceExt};
+use opkit::events::EventType;
+use opkit::predicate::Event;
+use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult, Reconciler};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::RunMetrics;
+use crate::proxy::{ApiProxy, NamespacedOwner, kubeconfig_for};
+use crate::runner::{self, RunnerSettings};
+use crate::status;
+use crate::watches::{Runnable, Watch};
+use crate::{OperatorError, install_collection};
+
+/// Annotation setting one resource's reconcile period.
+pub const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
+
+/// How the operator runs (ansible-operator's flags).
+#[derive(Debug, Clone)]
+pub struct OperatorOptions {
+    /// Where the API proxy listens (`--proxy-port`, default 8888 on loopback; port 0
+    /// picks a free one).
+    pub proxy_address: SocketAddr,
+    /// Where runs' input directories and artifacts go.
+    pub runner_dir: PathBuf,
+    /// `--ansible-verbosity` (default 2).
+    pub verbosity: u8,
+    /// `--ansible-args`: extra `ansible-playbook` arguments.
+    pub ansible_args: Option<String>,
+    /// `--reconcile-period`: the period of watches without `reconcilePeriod` (default 10h).
+    pub reconcile_period: Duration,
+    /// Roles paths added before `ANSIBLE_ROLES_PATH` (the project's `roles/`).
+    pub roles_paths: Vec<PathBuf>,
+    /// Collections paths added after opkit's `operator_sdk.util` and before
+    /// `ANSIBLE_COLLECTIONS_PATH`.
+    pub collections_paths: Vec<PathBuf>,
+    /// `--inject-owner-ref` (default true): the proxy adds owner references (or
+    /// annotations) to what runs create and watches those kinds.
+    pub inject_owner_ref: bool,
+}
+
+impl Default for OperatorOptions {
+    fn default() -> Self {
+        OperatorOptions {
+            proxy_address: SocketAddr::from(([127, 0, 0, 1], 8888)),
+            runner_dir: std::env::temp_dir().join("ansible-operator").join("runner"),
+            verbosity: 2,
+            ansible_args: None,
+            reconcile_period: Duration::from_secs(10 * 3600),
+            roles_paths: Vec::new(),
+            collections_paths: Vec::new(),
+            inject_owner_ref: true,
+        }
+    }
+}
+
+/// The running API proxy; dropping it stops the proxy.
+#[derive(Debug)]
+pub struct ProxyGuard {
+    /// Where the proxy listens.
+    pub address: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl Drop for ProxyGuard {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Starts the API proxy and registers one controller per watch with `mgr`. Each kind must
+/// be served (its CRD installed).
+pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions) -> Result<ProxyGuard, OperatorError> {
+    let client = mgr.client();
+    let stop = CancellationToken::new();
+    let proxy = ApiProxy::new(client.clone(), mgr.cache().clone(), stop.clone(), options.inject_owner_ref);
+    let address = proxy.start(options.proxy_address).await?;
+    let guard = ProxyGuard { address, stop };
+    let metrics = RunMetrics::register(mgr.metrics());
+    let settings = Arc::new(RunnerSettings {
+        runner_dir: options.runner_dir.clone(),
+        verbosity: options.verbosity,
+        ansible_args: options.ansible_args.clone(),
+        collections_paths: std::iter::once(install_collection(&options.runner_dir.join("collections"))?)
+            .chain(options.collections_paths.iter().cloned())
+            .collect(),
+        roles_paths: options.roles_paths.clone(),
+    });
+    for watch in watches {
+        let gvk = GroupVersionKind::gvk(&watch.group, &watch.version, &watch.kind);
+        let (resource, caps) =
+            kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| OperatorError::KindNotServed {
+                group: watch.group.clone(),
+                version: watch.version.clone(),
+                kind: watch.kind.clone(),
+                source: Box::new(source),
+            })?;
+        let annotations = watch.watch_annotations_changes;
+        let filter = move |event: &Event<'_>| match event {
+            Event::Update { old, new } => {
+                old.generation != new.generation
+                    || new.generation.is_none()
+                    || old.deletion_timestamp != new.deletion_timestamp
+                    || (annotations && old.annotations != new.annotations)
+            }
+            _ => true,
+        };
+        let concurrency = watch.max_concurrent_reconciles;
+        let (dependents, cluster_scoped, blacklist) =
+            (watch.watch_dependent_resources, watch.watch_cluster_scoped_resources, watch.blacklist.clone());
+        let reconciler = AnsibleReconciler {
+            reconcile_period: if watch.reconcile_period.is_zero() {
+                options.reconcile_period
+            } else {
+                watch.reconcile_period
+            },
+            watch,
+            settings: settings.clone(),
+            proxy: address,
+            metrics: metrics.clone(),
+        };
+        let controller = Controller::new_dynamic(mgr, resource.clone(), caps.scope.clone(), reconciler)
+            .named(format!("{}-controller", gvk.kind.to_lowercase()))
+            .with_event_filter(filter)
+            .max_concurrent_reconciles(concurrency);
+        proxy.register_owner(&resource, caps.scope.clone(), controller.handle(), dependents, cluster_scoped, blacklist);
+        controller.build()?;
+    }
+    Ok(guard)
+}
+
+/// Reconciles the custom resources of one watched kind.
+pub struct AnsibleReconciler {
+    watch: Watch,
+    settings: Arc<RunnerSettings>,
+    proxy: SocketAddr,
+    metrics: RunMetrics,
+    reconcile_period: Duration,
+}
+
+fn requeue(period: Duration) -> Action {
+    if period.is_zero() { Action::done() } else { Action::requeue_after(period) }
+}
+
+impl Reconciler<DynamicObject> for AnsibleReconciler {
+    async fn reconcile(&self, ctx: Context<DynamicObject>) -> ReconcileResult {
+        let Some(cached) = ctx.object.clone() else { return Ok(Action::done()) };
+        if let Some(selector) = &self.watch.selector {
+            let selector: kube::core::Selector = selector.clone().try_into().map_err(ReconcileError::terminal)?;
+            if !selector.matches(cached.labels()) {
+                return Ok(Action::done());
+            }
+        }
+        let api = ctx.dynamic_api();
+        let name = cached.name_any();
+        let gvk = self.watch.gvk_string();
+        let mut period = self.reconcile_period;
+        if let Some(text) = cached.annotations().get(RECONCILE_PERIOD_ANNOTATION) {
+            match opkit_apimachinery::duration::parse(text) {
+                Ok(p) => period = p,
+                Err(e) => {
+                    let message = format!("Unable to parse reconcile period annotation: {e}");
+                    self.metrics.failed(&gvk);
+                    self.update_status(&api, &name, |s| status::mark_error(s, &message)).await;
+                    return Err(ReconcileError::retry(message));
+                }
+            }
+        }
+        let deleted = opkit::finalizer::is_being_deleted(cached.as_ref());
+        let finalizer = self.watch.finalizer.as_ref();
+        let has_finalizer = finalizer.is_some_and(|f| opkit::finalizer::contains_finalizer(cached.as_ref(), &f.name));
+        if !has_finalizer {
+            if deleted {
+                return Ok(Action::done());
+            }
+            if let Some(f) = finalizer {
+                opkit::finalizer::ensure_finalizer(&api, cached.as_ref(), &f.name)
+                    .await
+                    .map_err(ReconcileError::retry)?;
+            }
+        }
+        let finalizer_run = deleted && has_finalizer;
+        let runnable: Runnable = match (finalizer_run, finalizer) {
+            (true, Some(f)) => f.runnable.clone().unwrap_or_else(|| self.watch.runnable.clone()),
+            _ => self.watch.runnable.clone(),
+        };
+        if self.watch.manage_status && !deleted {
+            self.update_status(&api, &name, status::mark_running).await;
+        }
+
+        let mut object = serde_json::to_value(cached.as_ref()).map_err(ReconcileError::terminal)?;
+        if !object.get("spec").is_some_and(Value::is_object)
+            && let Some(map) = object.as_object_mut()
+        {
+            map.insert("spec".into(), json!({}));
+        }
+        let types = cached.types.clone().unwrap_or_default();
+        let owner = NamespacedOwner {
+            api_version: types.api_version,
+            kind: types.kind,
+            name: name.clone(),
+            uid: cached.uid().unwrap_or_default(),
+            namespace: cached.namespace().unwrap_or_default(),
+        };
+        let kubeconfig = self.settings.runner_dir.join(format!("kubeconfig-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&self.settings.runner_dir)
+            .and_then(|()| std::fs::write(&kubeconfig, kubeconfig_for(&owner, self.proxy)))
+            .map_err(|e| ReconcileError::retry(format!("writing the run's kubeconfig: {e}")))?;
+        let started = Instant::now();
+        let run = runner::run(&self.settings, &self.watch, &runnable, &object, finalizer_run, &kubeconfig).await;
+        let _ = std::fs::remove_file(&kubeconfig);
+        let output = match run {
+            Ok(output) => output,
+            Err(e) => {
+                self.metrics.failed(&gvk);
+                if self.watch.manage_status {
+                    self.update_status(&api, &name, |s| status::mark_error(s, "Unable to run reconciliation")).await;
+                }
+                tracing::error!(name, error = %e, "Unable to run ansible runner");
+                return Err(ReconcileError::retry(e));
+            }
+        };
+        let summary = &output.summary;
+        for event in summary.events.iter().filter(|e| e.event == "runner_on_failed") {
+            tracing::warn!(name, task = event.task(), message = %event.failure_message(), "ansible task failed");
+        }
+        if let Some(p) = &summary.requeue_after {
+            match opkit_apimachinery::duration::parse(p) {
+                Ok(d) => return Ok(Action::requeue_after(d)),
+                Err(e) => return Err(ReconcileError::retry(format!("requeue_after period {p:?}: {e}"))),
+            }
+        }
+        let Some(result) = &summary.result else {
+            self.metrics.finished(&gvk, false, started.elapsed().as_secs_f64());
+            tracing::error!(name, ident = output.ident, stdout = %output.stdout, "did not receive playbook_on_stats event");
+            return Err(ReconcileError::retry("did not receive playbook_on_stats event"));
+        };
+        let succeeded = summary.failures.is_empty();
+        self.metrics.finished(&gvk, succeeded, started.elapsed().as_secs_f64());
+        tracing::info!(
+            name,
+            ok = result.ok,
+            changed = result.changed,
+            skipped = result.skipped,
+            failures = result.failures,
+            artifacts = %output.artifact_dir.display(),
+            "ansible run finished"
+        );
+        let Some(fresh) = api.get_opt(&name).await.map_err(ReconcileError::retry)? else {
+            return Ok(Action::done());
+        };
+        if finalizer_run
+            && succeeded
+            && let Some(f) = finalizer
+        {
+            opkit::finalizer::remove_finalizer(&api, &fresh, &f.name).await.map_err(ReconcileError::retry)?;
+        } else if !deleted && opkit::finalizer::is_being_deleted(&fresh) && finalizer.is_some() {
+            period = Duration::from_secs(5);
+        }
+        if !succeeded {
+            let note = summary.failures.join("\n");
+            if let Some(resource) = ctx.resource() {
+                let reference = fresh.object_ref(resource);
+                if let Err(e) = ctx.recorder.publish(&reference, EventType::Warning, "Failed", "Reconcile", &note).await
+                {
+                    tracing::debug!(error = %e, "recording the failure event");
+                }
+            }
+        }
+        if self.watch.manage_status && !(finalizer_run && succeeded) {
+            self.update_status(&api, &name, |s| status::mark_done(s, result, &summary.failures)).await;
+        }
+        if succeeded { Ok(requeue(period)) } else { Err(ReconcileError::retry("event runner on failed")) }
+    }
+}
+
+impl AnsibleReconciler {
+    /// Reads the resource from the API server, changes its status with `change` and
+    /// writes it back (the status subresource); a failure is logged.
+    async fn update_status(&self, api: &Api<DynamicObject>, name: &str, change: impl FnOnce(&mut Map<String, Value>)) {
+        let current = match api.get_opt(name).await {
+            Ok(Some(current)) => current,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(name, error = %e, "reading the resource for its status");
+                return;
+            }
+        };
+        let before = current.data.get("status").and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut status = before.clone();
+        change(&mut status);
+        if status == before {
+            return;
+        }
+        let patch = json!({ "status": status });
+        if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+            && !opkit::status::is_not_found(&e)
+        {
+            tracing::warn!(name, error = %e, "writing the status");
+        }
+    }
+}
