@@ -37,47 +37,6 @@ pub fn parse_options() -> serde_saphyr::Options {
     options
 }
 
-/// What Helm reads of each rendered document (`releaseutil.SimpleHead`).
-#[derive(Debug, Default)]
-pub struct Head {
-    /// `kind` ("" when absent).
-    pub kind: String,
-    /// The `helm.sh/hook` annotation.
-    pub hook: Option<String>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct RawHead {
-    #[serde(default)]
-    kind: Option<serde_json::Value>,
-    #[serde(default)]
-    metadata: Option<RawMeta>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct RawMeta {
-    #[serde(default)]
-    annotations: Option<std::collections::BTreeMap<String, serde_json::Value>>,
-}
-
-/// Parses a rendered document as Helm does to sort it: the whole document must be YAML,
-/// only its kind and hook annotation are kept.
-pub fn parse_head(doc: &str) -> Result<Head, String> {
-    let options = parse_options();
-    let docs: Vec<Option<RawHead>> = serde_saphyr::from_multiple_with_options(doc, options)
-        .map_err(|e| format!("error converting YAML to JSON: {e}"))?;
-    let Some(Some(raw)) = docs.into_iter().next() else { return Ok(Head::default()) };
-    let kind = match raw.kind {
-        Some(serde_json::Value::String(k)) => k,
-        _ => String::new(),
-    };
-    let hook = raw.metadata.and_then(|m| m.annotations).and_then(|a| match a.get("helm.sh/hook") {
-        Some(serde_json::Value::String(h)) => Some(h.clone()),
-        _ => None,
-    });
-    Ok(Head { kind, hook })
-}
-
 /// `sigs.k8s.io/yaml.Marshal(value)`.
 pub fn to_yaml(value: &Value) -> String {
     let mut e =
@@ -193,7 +152,7 @@ impl Emitter {
             Value::Str(s) => self.scalar(s, string_style(s), simple_key),
             Value::Nil => self.scalar("null", Style::Plain, simple_key),
             Value::Bool(b) => self.scalar(if *b { "true" } else { "false" }, Style::Plain, simple_key),
-            Value::Int(i) => self.scalar(&i.to_string(), Style::Plain, simple_key),
+            Value::Int(i, _) => self.scalar(&i.to_string(), Style::Plain, simple_key),
             Value::Float(f) => self.scalar(&yaml_float(*f), Style::Plain, simple_key),
         }
     }
