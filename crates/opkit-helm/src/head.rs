@@ -5,7 +5,6 @@
 //! (this runs on every document of the output: for charts of large CRDs it was most of
 //! the render time).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
@@ -81,7 +80,7 @@ pub fn parse_head(doc: &str) -> Result<Head, String> {
 }
 
 /// The scalar as a JSON string, or none when YAML resolves it to null, a bool or a number.
-fn string_value(value: &Cow<'_, str>, style: ScalarStyle, tagged_str: bool) -> Option<String> {
+fn string_value(value: &str, style: ScalarStyle, tagged_str: bool) -> Option<String> {
     if style != ScalarStyle::Plain || tagged_str {
         return Some(value.to_string());
     }

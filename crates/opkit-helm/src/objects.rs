@@ -55,7 +55,10 @@ impl Object {
                 Ok(Value::str(files.get(&arg(0)).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()))
             }
             (Object::Files(files), "GetBytes") => Ok(Value::list(
-                files.get(&arg(0)).map(|b| b.iter().map(|x| Value::Int(i64::from(*x), IntType::Uint8)).collect()).unwrap_or_default(),
+                files
+                    .get(&arg(0))
+                    .map(|b| b.iter().map(|x| Value::Int(i64::from(*x), IntType::Uint8)).collect())
+                    .unwrap_or_default(),
             )),
             (Object::Files(files), "Glob") => {
                 let pattern = glob_regex(&arg(0));

@@ -93,7 +93,13 @@ fn every_public_chart_case_renders_as_helm_renders_it() {
             failures.push(format!("{}: {diff}", case.label));
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases differ from helm:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ from helm:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
