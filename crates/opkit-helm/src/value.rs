@@ -149,12 +149,6 @@ impl Value {
         Value::from_json_keys(json, str::to_string)
     }
 
-    /// Converts what a YAML parser produced, with mapping keys as go-yaml v2 reads them
-    /// (YAML 1.1 booleans such as `yes` or `y` become `true`).
-    pub fn from_yaml_json(json: &serde_json::Value) -> Value {
-        Value::from_json_keys(json, yaml11_key)
-    }
-
     fn from_json_keys(json: &serde_json::Value, key: fn(&str) -> String) -> Value {
         match json {
             serde_json::Value::Null => Value::Nil,
@@ -189,7 +183,7 @@ impl Value {
 
 /// A mapping key as go-yaml v2 reads it before `sigs.k8s.io/yaml` turns it back into a
 /// string: YAML 1.1 booleans (`yes`, `on`, `y`, ...) become `true`/`false`.
-fn yaml11_key(k: &str) -> String {
+pub(crate) fn yaml11_key(k: &str) -> String {
     match k {
         "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => "true".to_string(),
         "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => "false".to_string(),

@@ -23,9 +23,83 @@ pub fn from_yaml_str(text: &str) -> Result<Value, String> {
     }
     // go-yaml reads the first document of a stream.
     let options = parse_options();
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple_with_options(text, options)
+    let docs: Vec<YamlValue> = serde_saphyr::from_multiple_with_options(text, options)
         .map_err(|e| format!("error converting YAML to JSON: {e}"))?;
-    Ok(docs.first().map(Value::from_yaml_json).unwrap_or(Value::Nil))
+    Ok(docs.into_iter().next().map_or(Value::Nil, |d| d.0))
+}
+
+/// A value deserialised from YAML straight into a [`Value`] with JSON's types, as
+/// `sigs.k8s.io/yaml` reads YAML: every number a float64 (a NaN or infinity, which JSON
+/// cannot hold, becomes nil), mapping keys as go-yaml v2 reads them (YAML 1.1 booleans such
+/// as `yes` become `true`), a repeated key's last value kept.
+struct YamlValue(Value);
+
+impl<'de> serde::Deserialize<'de> for YamlValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<YamlValue, D::Error> {
+        deserializer.deserialize_any(YamlValueVisitor).map(YamlValue)
+    }
+}
+
+struct YamlValueVisitor;
+
+impl<'de> serde::de::Visitor<'de> for YamlValueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+
+    fn visit_i64<E>(self, i: i64) -> Result<Value, E> {
+        Ok(Value::Float(i as f64))
+    }
+
+    fn visit_u64<E>(self, u: u64) -> Result<Value, E> {
+        Ok(Value::Float(u as f64))
+    }
+
+    fn visit_f64<E>(self, f: f64) -> Result<Value, E> {
+        Ok(if f.is_finite() { Value::Float(f) } else { Value::Nil })
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::str(s))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::str(s))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Nil)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Nil)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(YamlValueVisitor)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(YamlValue(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::list(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut entries = std::collections::BTreeMap::new();
+        while let Some((k, YamlValue(v))) = map.next_entry::<String, YamlValue>()? {
+            entries.insert(crate::value::yaml11_key(&k), v);
+        }
+        Ok(Value::map(entries))
+    }
 }
 
 /// The parser's options: go-yaml's octal numbers, and comments not kept (values files
