@@ -612,3 +612,34 @@ fn sort_by_kind(manifests: &mut [Manifest]) {
         (None, None) => a.kind.cmp(&b.kind),
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_of_large_outputs_are_parsed_in_order_and_errors_kept() {
+        let path = "chart/templates/x.yaml".to_string();
+        let mut docs: Vec<(&String, String)> = (0..400)
+            .map(|i| {
+                let body = format!("  field{i}: {}\n", "v".repeat(1000));
+                let hook = if i % 7 == 0 { "  annotations:\n    helm.sh/hook: test\n" } else { "" };
+                (&path, format!("kind: Kind{i}\nmetadata:\n  name: n{i}\n{hook}spec:\n{body}"))
+            })
+            .collect();
+        docs[250].1.push_str("  bad: [unclosed\n");
+        assert!(docs.iter().map(|(_, d)| d.len()).sum::<usize>() > PARALLEL_HEADS_FROM_BYTES);
+        let heads = parse_heads(&docs);
+        assert_eq!(heads.len(), docs.len());
+        for (i, head) in heads.iter().enumerate() {
+            match head {
+                Ok(head) if i != 250 => {
+                    assert_eq!(head.kind, format!("Kind{i}"));
+                    assert_eq!(head.hook.as_deref(), (i % 7 == 0).then_some("test"));
+                }
+                Err(_) if i == 250 => {}
+                other => panic!("document {i}: {other:?}"),
+            }
+        }
+    }
+}
