@@ -26,7 +26,7 @@ fn write_json(out: &mut String, value: &Value, escape_html: bool, indent: Option
     match value {
         Value::Nil => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i) => {
+        Value::Int(i, _) => {
             let _ = write!(out, "{i}");
         }
         Value::Float(f) => out.push_str(&json_float(*f)),
@@ -144,7 +144,7 @@ fn toml_value(v: &Value) -> String {
             json_string(&mut out, s, false);
             out
         }
-        Value::Int(i) => i.to_string(),
+        Value::Int(i, _) => i.to_string(),
         Value::Float(f) => {
             if f.fract() == 0.0 && f.abs() < 1e17 {
                 format!("{f:.1}")

@@ -10,6 +10,7 @@
 
 pub mod chart;
 pub mod funcs;
+pub mod head;
 pub mod json;
 pub mod objects;
 pub mod render;

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use base64::Engine as _;
 
-use crate::value::Value;
+use crate::value::{IntType, Value};
 
 /// One of Helm's typed objects.
 #[derive(Debug)]
@@ -55,7 +55,10 @@ impl Object {
                 Ok(Value::str(files.get(&arg(0)).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()))
             }
             (Object::Files(files), "GetBytes") => Ok(Value::list(
-                files.get(&arg(0)).map(|b| b.iter().map(|x| Value::Int(i64::from(*x))).collect()).unwrap_or_default(),
+                files
+                    .get(&arg(0))
+                    .map(|b| b.iter().map(|x| Value::Int(i64::from(*x), IntType::Uint8)).collect())
+                    .unwrap_or_default(),
             )),
             (Object::Files(files), "Glob") => {
                 let pattern = glob_regex(&arg(0));
@@ -93,7 +96,7 @@ impl Object {
     pub fn range_items(&self) -> Option<Vec<(Value, Value)>> {
         match self {
             Object::ApiVersions(v) => {
-                Some(v.iter().enumerate().map(|(i, s)| (Value::Int(i as i64), Value::str(s.as_str()))).collect())
+                Some(v.iter().enumerate().map(|(i, s)| (Value::int(i as i64), Value::str(s.as_str()))).collect())
             }
             Object::Files(f) => Some(
                 f.iter()

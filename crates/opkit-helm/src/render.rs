@@ -9,6 +9,7 @@ use std::rc::Rc;
 
 use crate::HelmError;
 use crate::chart::Chart;
+use crate::head::{Head, parse_head};
 use crate::objects::Object;
 use crate::template::{Exec, TemplateError, Templates};
 use crate::value::{Map, Value};
@@ -232,7 +233,7 @@ pub fn render_release(mut chart: Chart, options: &TemplateOptions) -> Result<Ren
         ("Namespace".to_string(), Value::str(options.namespace.as_str())),
         ("IsUpgrade".to_string(), Value::Bool(options.is_upgrade)),
         ("IsInstall".to_string(), Value::Bool(!options.is_upgrade)),
-        ("Revision".to_string(), Value::Int(options.revision)),
+        ("Revision".to_string(), Value::int(options.revision)),
         ("Service".to_string(), Value::str("Helm")),
     ]));
     let mut renderables = Vec::new();
@@ -534,8 +535,7 @@ fn split_manifests(text: &str) -> Vec<String> {
 /// Helm's `SortManifests`: files in path order, documents in file order, hooks apart,
 /// both stably sorted by kind install order (unknown kinds last, by kind name).
 fn sort_manifests(rendered: &BTreeMap<String, String>) -> Result<(Vec<Manifest>, Vec<Manifest>), HelmError> {
-    let mut generic = Vec::new();
-    let mut hooks = Vec::new();
+    let mut docs: Vec<(&String, String)> = Vec::new();
     for (path, content) in rendered {
         if path.ends_with("NOTES.txt") {
             continue;
@@ -544,28 +544,63 @@ fn sort_manifests(rendered: &BTreeMap<String, String>) -> Result<(Vec<Manifest>,
         if base.starts_with('_') || content.trim().is_empty() {
             continue;
         }
-        for doc in split_manifests(content) {
-            let head = crate::yaml::parse_head(&doc)
-                .map_err(|e| HelmError::Render(format!("YAML parse error on {path}: {e}")))?;
-            let kind = head.kind;
-            let hook = Value::from(head.hook.unwrap_or_default());
-            let manifest = Manifest { path: path.clone(), content: doc, kind, is_test: false };
-            match hook.as_str().filter(|h| !h.is_empty()) {
-                Some(events) => {
-                    let events: Vec<String> = events.split(',').map(|e| e.trim().to_lowercase()).collect();
-                    if events.iter().any(|e| !HOOK_EVENTS.contains(&e.as_str())) {
-                        continue;
-                    }
-                    let is_test = events.iter().any(|e| e == "test" || e == "test-success");
-                    hooks.push(Manifest { is_test, ..manifest });
+        docs.extend(split_manifests(content).into_iter().map(|doc| (path, doc)));
+    }
+    let heads = parse_heads(&docs);
+    let mut generic = Vec::new();
+    let mut hooks = Vec::new();
+    for ((path, doc), head) in docs.into_iter().zip(heads) {
+        let head = head.map_err(|e| HelmError::Render(format!("YAML parse error on {path}: {e}")))?;
+        let manifest = Manifest { path: path.clone(), content: doc, kind: head.kind, is_test: false };
+        match head.hook.as_deref().filter(|h| !h.is_empty()) {
+            Some(events) => {
+                let events: Vec<String> = events.split(',').map(|e| e.trim().to_lowercase()).collect();
+                if events.iter().any(|e| !HOOK_EVENTS.contains(&e.as_str())) {
+                    continue;
                 }
-                None => generic.push(manifest),
+                let is_test = events.iter().any(|e| e == "test" || e == "test-success");
+                hooks.push(Manifest { is_test, ..manifest });
             }
+            None => generic.push(manifest),
         }
     }
     sort_by_kind(&mut generic);
     sort_by_kind(&mut hooks);
     Ok((generic, hooks))
+}
+
+/// Output below this size is parsed on one thread (starting threads costs more).
+const PARALLEL_HEADS_FROM_BYTES: usize = 256 * 1024;
+
+/// Every document's head, in order; large outputs are parsed on several threads.
+fn parse_heads(docs: &[(&String, String)]) -> Vec<Result<Head, String>> {
+    let bytes: usize = docs.iter().map(|(_, d)| d.len()).sum();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    if threads < 2 || bytes < PARALLEL_HEADS_FROM_BYTES {
+        return docs.iter().map(|(_, d)| parse_head(d)).collect();
+    }
+    // Chunks of about equal size in bytes, so one huge document does not hold up the rest.
+    let per_chunk = bytes.div_ceil(threads);
+    let mut chunks: Vec<&[(&String, String)]> = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, (_, d)) in docs.iter().enumerate() {
+        size += d.len();
+        if size >= per_chunk {
+            chunks.push(&docs[start..=i]);
+            (start, size) = (i + 1, 0);
+        }
+    }
+    chunks.push(&docs[start..]);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .map(|chunk| scope.spawn(move || chunk.iter().map(|(_, d)| parse_head(d)).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|_| vec![Err("the YAML parser panicked".to_string())]))
+            .collect()
+    })
 }
 
 fn sort_by_kind(manifests: &mut [Manifest]) {
@@ -576,4 +611,35 @@ fn sort_by_kind(manifests: &mut [Manifest]) {
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => a.kind.cmp(&b.kind),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_of_large_outputs_are_parsed_in_order_and_errors_kept() {
+        let path = "chart/templates/x.yaml".to_string();
+        let mut docs: Vec<(&String, String)> = (0..400)
+            .map(|i| {
+                let body = format!("  field{i}: {}\n", "v".repeat(1000));
+                let hook = if i % 7 == 0 { "  annotations:\n    helm.sh/hook: test\n" } else { "" };
+                (&path, format!("kind: Kind{i}\nmetadata:\n  name: n{i}\n{hook}spec:\n{body}"))
+            })
+            .collect();
+        docs[250].1.push_str("  bad: [unclosed\n");
+        assert!(docs.iter().map(|(_, d)| d.len()).sum::<usize>() > PARALLEL_HEADS_FROM_BYTES);
+        let heads = parse_heads(&docs);
+        assert_eq!(heads.len(), docs.len());
+        for (i, head) in heads.iter().enumerate() {
+            match head {
+                Ok(head) if i != 250 => {
+                    assert_eq!(head.kind, format!("Kind{i}"));
+                    assert_eq!(head.hook.as_deref(), (i % 7 == 0).then_some("test"));
+                }
+                Err(_) if i == 250 => {}
+                other => panic!("document {i}: {other:?}"),
+            }
+        }
+    }
 }

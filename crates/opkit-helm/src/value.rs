@@ -18,8 +18,9 @@ pub enum Value {
     Nil,
     /// A bool.
     Bool(bool),
-    /// An int64 (template integer literals, `--set` integers, Sprig arithmetic).
-    Int(i64),
+    /// An integer of one of Go's integer types: `int` (template literals, `len`, `atoi`,
+    /// `int`, range indexes), `int64` (`--set` integers, `int64`, Sprig's arithmetic), ...
+    Int(i64, IntType),
     /// A float64 (every number read from YAML or JSON values, as Helm reads them).
     Float(f64),
     /// A string.
@@ -32,7 +33,42 @@ pub enum Value {
     Object(Rc<crate::objects::Object>),
 }
 
+/// Go's type of an integer value, which `typeOf`, `kindOf` and `%T` print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntType {
+    /// `int`.
+    Int,
+    /// `int64`.
+    Int64,
+    /// `uint8` (a byte of a string or of `.Files.GetBytes`).
+    Uint8,
+    /// `uint64` (a semver's parts).
+    Uint64,
+}
+
+impl IntType {
+    /// Go's name of the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntType::Int => "int",
+            IntType::Int64 => "int64",
+            IntType::Uint8 => "uint8",
+            IntType::Uint64 => "uint64",
+        }
+    }
+}
+
 impl Value {
+    /// A Go `int`.
+    pub fn int(i: i64) -> Value {
+        Value::Int(i, IntType::Int)
+    }
+
+    /// A Go `int64`.
+    pub fn int64(i: i64) -> Value {
+        Value::Int(i, IntType::Int64)
+    }
+
     /// A string value.
     pub fn str(s: impl Into<Rc<str>>) -> Value {
         Value::Str(s.into())
@@ -53,7 +89,7 @@ impl Value {
         match self {
             Value::Nil => false,
             Value::Bool(b) => *b,
-            Value::Int(i) => *i != 0,
+            Value::Int(i, _) => *i != 0,
             Value::Float(f) => *f != 0.0,
             Value::Str(s) => !s.is_empty(),
             Value::List(l) => !l.is_empty(),
@@ -67,7 +103,7 @@ impl Value {
         match self {
             Value::Nil => "invalid",
             Value::Bool(_) => "bool",
-            Value::Int(_) => "int64",
+            Value::Int(_, t) => t.name(),
             Value::Float(_) => "float64",
             Value::Str(_) => "string",
             Value::List(_) => "slice",
@@ -81,7 +117,7 @@ impl Value {
         match self {
             Value::Nil => "<nil>",
             Value::Bool(_) => "bool",
-            Value::Int(_) => "int64",
+            Value::Int(_, t) => t.name(),
             Value::Float(_) => "float64",
             Value::Str(_) => "string",
             Value::List(_) => "[]interface {}",
@@ -113,12 +149,6 @@ impl Value {
         Value::from_json_keys(json, str::to_string)
     }
 
-    /// Converts what a YAML parser produced, with mapping keys as go-yaml v2 reads them
-    /// (YAML 1.1 booleans such as `yes` or `y` become `true`).
-    pub fn from_yaml_json(json: &serde_json::Value) -> Value {
-        Value::from_json_keys(json, yaml11_key)
-    }
-
     fn from_json_keys(json: &serde_json::Value, key: fn(&str) -> String) -> Value {
         match json {
             serde_json::Value::Null => Value::Nil,
@@ -137,7 +167,7 @@ impl Value {
         match self {
             Value::Nil => serde_json::Value::Null,
             Value::Bool(b) => serde_json::Value::Bool(*b),
-            Value::Int(i) => serde_json::Value::from(*i),
+            Value::Int(i, _) => serde_json::Value::from(*i),
             Value::Float(f) => {
                 serde_json::Number::from_f64(*f).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null)
             }
@@ -153,7 +183,7 @@ impl Value {
 
 /// A mapping key as go-yaml v2 reads it before `sigs.k8s.io/yaml` turns it back into a
 /// string: YAML 1.1 booleans (`yes`, `on`, `y`, ...) become `true`/`false`.
-fn yaml11_key(k: &str) -> String {
+pub(crate) fn yaml11_key(k: &str) -> String {
     match k {
         "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => "true".to_string(),
         "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => "false".to_string(),
@@ -181,7 +211,7 @@ impl From<bool> for Value {
 
 impl From<i64> for Value {
     fn from(i: i64) -> Value {
-        Value::Int(i)
+        Value::int64(i)
     }
 }
 
@@ -242,7 +272,7 @@ pub fn write_go(out: &mut String, value: &Value) {
     match value {
         Value::Nil => out.push_str("<nil>"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i) => {
+        Value::Int(i, _) => {
             let _ = write!(out, "{i}");
         }
         Value::Float(f) => out.push_str(&format_float(*f, 6)),

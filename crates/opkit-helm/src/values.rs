@@ -61,13 +61,13 @@ fn typed_value(s: &str) -> Value {
         return Value::Nil;
     }
     if s == "0" {
-        return Value::Int(0);
+        return Value::int64(0);
     }
     if !s.is_empty()
         && !s.starts_with('0')
         && let Ok(i) = s.parse::<i64>()
     {
-        return Value::Int(i);
+        return Value::int64(i);
     }
     Value::str(s)
 }

@@ -23,9 +23,83 @@ pub fn from_yaml_str(text: &str) -> Result<Value, String> {
     }
     // go-yaml reads the first document of a stream.
     let options = parse_options();
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple_with_options(text, options)
+    let docs: Vec<YamlValue> = serde_saphyr::from_multiple_with_options(text, options)
         .map_err(|e| format!("error converting YAML to JSON: {e}"))?;
-    Ok(docs.first().map(Value::from_yaml_json).unwrap_or(Value::Nil))
+    Ok(docs.into_iter().next().map_or(Value::Nil, |d| d.0))
+}
+
+/// A value deserialised from YAML straight into a [`Value`] with JSON's types, as
+/// `sigs.k8s.io/yaml` reads YAML: every number a float64 (a NaN or infinity, which JSON
+/// cannot hold, becomes nil), mapping keys as go-yaml v2 reads them (YAML 1.1 booleans such
+/// as `yes` become `true`), a repeated key's last value kept.
+struct YamlValue(Value);
+
+impl<'de> serde::Deserialize<'de> for YamlValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<YamlValue, D::Error> {
+        deserializer.deserialize_any(YamlValueVisitor).map(YamlValue)
+    }
+}
+
+struct YamlValueVisitor;
+
+impl<'de> serde::de::Visitor<'de> for YamlValueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+
+    fn visit_i64<E>(self, i: i64) -> Result<Value, E> {
+        Ok(Value::Float(i as f64))
+    }
+
+    fn visit_u64<E>(self, u: u64) -> Result<Value, E> {
+        Ok(Value::Float(u as f64))
+    }
+
+    fn visit_f64<E>(self, f: f64) -> Result<Value, E> {
+        Ok(if f.is_finite() { Value::Float(f) } else { Value::Nil })
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::str(s))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::str(s))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Nil)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Nil)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(YamlValueVisitor)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(YamlValue(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::list(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut entries = std::collections::BTreeMap::new();
+        while let Some((k, YamlValue(v))) = map.next_entry::<String, YamlValue>()? {
+            entries.insert(crate::value::yaml11_key(&k), v);
+        }
+        Ok(Value::map(entries))
+    }
 }
 
 /// The parser's options: go-yaml's octal numbers, and comments not kept (values files
@@ -35,47 +109,6 @@ pub fn parse_options() -> serde_saphyr::Options {
     options.legacy_octal_numbers = true;
     options.emit_comments = false;
     options
-}
-
-/// What Helm reads of each rendered document (`releaseutil.SimpleHead`).
-#[derive(Debug, Default)]
-pub struct Head {
-    /// `kind` ("" when absent).
-    pub kind: String,
-    /// The `helm.sh/hook` annotation.
-    pub hook: Option<String>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct RawHead {
-    #[serde(default)]
-    kind: Option<serde_json::Value>,
-    #[serde(default)]
-    metadata: Option<RawMeta>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct RawMeta {
-    #[serde(default)]
-    annotations: Option<std::collections::BTreeMap<String, serde_json::Value>>,
-}
-
-/// Parses a rendered document as Helm does to sort it: the whole document must be YAML,
-/// only its kind and hook annotation are kept.
-pub fn parse_head(doc: &str) -> Result<Head, String> {
-    let options = parse_options();
-    let docs: Vec<Option<RawHead>> = serde_saphyr::from_multiple_with_options(doc, options)
-        .map_err(|e| format!("error converting YAML to JSON: {e}"))?;
-    let Some(Some(raw)) = docs.into_iter().next() else { return Ok(Head::default()) };
-    let kind = match raw.kind {
-        Some(serde_json::Value::String(k)) => k,
-        _ => String::new(),
-    };
-    let hook = raw.metadata.and_then(|m| m.annotations).and_then(|a| match a.get("helm.sh/hook") {
-        Some(serde_json::Value::String(h)) => Some(h.clone()),
-        _ => None,
-    });
-    Ok(Head { kind, hook })
 }
 
 /// `sigs.k8s.io/yaml.Marshal(value)`.
@@ -193,7 +226,7 @@ impl Emitter {
             Value::Str(s) => self.scalar(s, string_style(s), simple_key),
             Value::Nil => self.scalar("null", Style::Plain, simple_key),
             Value::Bool(b) => self.scalar(if *b { "true" } else { "false" }, Style::Plain, simple_key),
-            Value::Int(i) => self.scalar(&i.to_string(), Style::Plain, simple_key),
+            Value::Int(i, _) => self.scalar(&i.to_string(), Style::Plain, simple_key),
             Value::Float(f) => self.scalar(&yaml_float(*f), Style::Plain, simple_key),
         }
     }

@@ -6,7 +6,7 @@
 //! functions, toYaml's quoting and folding and `.Files` (`sprig`), subcharts from
 //! directories and a `.tgz`, aliases, conditions, tags, globals, import-values, a
 //! library chart, hooks, CRDs and output order (`parent`), and Helm's error messages
-//! (`errors`).
+//! (`errors`), and Go's integer types of values from each source (`types`).
 
 use std::path::{Path, PathBuf};
 
@@ -161,4 +161,18 @@ fn an_upgrade_renders_its_revision_and_the_root_charts_notes() {
     // Helm keeps only the root chart's notes, as rendered (no trimming).
     assert_eq!(rendered.notes, "rel is at revision 3. Upgraded.\n");
     assert!(!rendered.manifest.contains("subchart notes"));
+}
+
+#[test]
+fn integer_types_are_helms() {
+    // values.yaml, `-f` files, fromYaml and fromJson give float64; `--set` integers are
+    // int64 (its floats stay strings); template literals, len, atoi and int are Go's int.
+    let extra = std::fs::read_to_string(dir().join("charts/types-extra.yaml")).expect("values file");
+    let options = TemplateOptions {
+        values_files: vec![extra],
+        set: vec!["set=3,setBig=10000000,setFloat=1.5,setList={1,2},neg=4".into()],
+        set_string: vec!["setString=9".into()],
+        ..options()
+    };
+    assert_same(&render("types", &options).expect("renders"), &expected("types.yaml"));
 }

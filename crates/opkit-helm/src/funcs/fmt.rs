@@ -67,7 +67,7 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
         }
         if chars.peek() == Some(&'*') {
             chars.next();
-            if let Some(Value::Int(w)) = args.get(arg_index) {
+            if let Some(Value::Int(w, _)) = args.get(arg_index) {
                 spec.width = Some((*w).max(0) as usize);
             }
             arg_index += 1;
@@ -175,11 +175,11 @@ fn format_one(verb: char, spec: &Spec, arg: &Value) -> String {
                 },
                 spec.plus,
             ),
-            Value::Int(i) => signed(i.to_string(), spec.plus),
+            Value::Int(i, _) => signed(i.to_string(), spec.plus),
             other => go_string(other),
         },
         's' => match arg {
-            Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::Nil => bad_verb(verb, arg),
+            Value::Int(_, _) | Value::Float(_) | Value::Bool(_) | Value::Nil => bad_verb(verb, arg),
             other => {
                 let s = go_string(other);
                 match spec.prec {
@@ -190,11 +190,11 @@ fn format_one(verb: char, spec: &Spec, arg: &Value) -> String {
         },
         'q' => match arg {
             Value::Str(s) => go_quote(s),
-            Value::Int(i) => format!("'{}'", char::from_u32(*i as u32).unwrap_or('\u{fffd}')),
+            Value::Int(i, _) => format!("'{}'", char::from_u32(*i as u32).unwrap_or('\u{fffd}')),
             other => bad_verb(verb, other),
         },
         'd' => match arg {
-            Value::Int(i) => signed(i.to_string(), spec.plus),
+            Value::Int(i, _) => signed(i.to_string(), spec.plus),
             other => bad_verb(verb, other),
         },
         't' => match arg {
@@ -203,7 +203,7 @@ fn format_one(verb: char, spec: &Spec, arg: &Value) -> String {
         },
         'x' | 'X' => {
             let s = match arg {
-                Value::Int(i) => {
+                Value::Int(i, _) => {
                     if *i < 0 {
                         format!("-{:x}", i.unsigned_abs())
                     } else {
@@ -217,15 +217,15 @@ fn format_one(verb: char, spec: &Spec, arg: &Value) -> String {
             if verb == 'X' { s.to_uppercase() } else { s }
         }
         'o' => match arg {
-            Value::Int(i) => format!("{i:o}"),
+            Value::Int(i, _) => format!("{i:o}"),
             other => bad_verb(verb, other),
         },
         'b' => match arg {
-            Value::Int(i) => format!("{i:b}"),
+            Value::Int(i, _) => format!("{i:b}"),
             other => bad_verb(verb, other),
         },
         'c' => match arg {
-            Value::Int(i) => char::from_u32(*i as u32).unwrap_or('\u{fffd}').to_string(),
+            Value::Int(i, _) => char::from_u32(*i as u32).unwrap_or('\u{fffd}').to_string(),
             other => bad_verb(verb, other),
         },
         'f' | 'F' => match arg {
@@ -277,13 +277,13 @@ mod tests {
 
     #[test]
     fn printf_follows_go() {
-        assert_eq!(sprintf("%s-%d", &[Value::str("a"), Value::Int(3)]), "a-3");
+        assert_eq!(sprintf("%s-%d", &[Value::str("a"), Value::int(3)]), "a-3");
         assert_eq!(sprintf("%v", &[Value::Float(1e6)]), "1e+06");
-        assert_eq!(sprintf("%05d|%-4s|%4s", &[Value::Int(42), Value::str("ab"), Value::str("cd")]), "00042|ab  |  cd");
+        assert_eq!(sprintf("%05d|%-4s|%4s", &[Value::int(42), Value::str("ab"), Value::str("cd")]), "00042|ab  |  cd");
         assert_eq!(sprintf("%q", &[Value::str("a\"b")]), "\"a\\\"b\"");
         assert_eq!(sprintf("%d", &[Value::str("x")]), "%!d(string=x)");
         assert_eq!(sprintf("%.2f", &[Value::Float(1.25)]), "1.25");
         assert_eq!(sprintf("%s", &[]), "%!s(MISSING)");
-        assert_eq!(sprint(&[Value::Int(1), Value::Int(2), Value::str("a"), Value::Int(3)]), "1 2a3");
+        assert_eq!(sprint(&[Value::int(1), Value::int(2), Value::str("a"), Value::int(3)]), "1 2a3");
     }
 }

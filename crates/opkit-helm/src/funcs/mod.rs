@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 
 use crate::template::{Exec, TemplateError};
-use crate::value::{Value, go_string};
+use crate::value::{IntType, Value, go_string};
 use crate::yaml;
 
 /// Why a function call failed.
@@ -317,7 +317,7 @@ fn int_arg(v: &Value) -> i64 {
 /// `cast.ToInt64` as Sprig uses it: floats truncate, strings parse (else 0), bools 0/1.
 pub fn to_int64(v: &Value) -> i64 {
     match v {
-        Value::Int(i) => *i,
+        Value::Int(i, _) => *i,
         Value::Float(f) => *f as i64,
         Value::Bool(b) => i64::from(*b),
         Value::Str(s) => parse_go_int(s.trim()).unwrap_or(0),
@@ -348,7 +348,7 @@ fn parse_go_int(s: &str) -> Option<i64> {
 /// `cast.ToFloat64`.
 fn to_float64(v: &Value) -> f64 {
     match v {
-        Value::Int(i) => *i as f64,
+        Value::Int(i, _) => *i as f64,
         Value::Float(f) => *f,
         Value::Bool(b) => f64::from(u8::from(*b)),
         Value::Str(s) => s.trim().parse().unwrap_or(0.0),
@@ -460,7 +460,7 @@ fn deep_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Nil, Value::Nil) => true,
         (Value::Bool(x), Value::Bool(y)) => x == y,
-        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Int(x, t), Value::Int(y, u)) => x == y && t == u,
         (Value::Float(x), Value::Float(y)) => x == y,
         (Value::Str(x), Value::Str(y)) => x == y,
         (Value::List(x), Value::List(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| deep_equal(p, q)),
@@ -489,7 +489,7 @@ fn basic_kind(v: &Value) -> BasicKind {
     match v {
         Value::Nil => BasicKind::Invalid,
         Value::Bool(_) => BasicKind::Bool,
-        Value::Int(_) => BasicKind::Int,
+        Value::Int(_, _) => BasicKind::Int,
         Value::Float(_) => BasicKind::Float,
         Value::Str(_) => BasicKind::Str,
         _ => BasicKind::Other,
@@ -507,7 +507,7 @@ fn go_eq(a: &Value, b: &Value) -> Result<bool, FuncError> {
     }
     Ok(match (a, b) {
         (Value::Bool(x), Value::Bool(y)) => x == y,
-        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Int(x, _), Value::Int(y, _)) => x == y,
         (Value::Float(x), Value::Float(y)) => x == y,
         (Value::Str(x), Value::Str(y)) => x == y,
         (Value::Nil, Value::Nil) => true,
@@ -521,7 +521,7 @@ fn go_eq(a: &Value, b: &Value) -> Result<bool, FuncError> {
 /// Go's `lt` and friends: the ordering of two basic values of one kind.
 fn go_cmp(a: &Value, b: &Value) -> Result<Ordering, FuncError> {
     match (a, b) {
-        (Value::Int(x), Value::Int(y)) => Ok(x.cmp(y)),
+        (Value::Int(x, _), Value::Int(y, _)) => Ok(x.cmp(y)),
         (Value::Float(x), Value::Float(y)) => Ok(x.partial_cmp(y).unwrap_or(Ordering::Equal)),
         (Value::Str(x), Value::Str(y)) => Ok(x.cmp(y)),
         _ if basic_kind(a) == BasicKind::Other
@@ -893,7 +893,7 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
         }
         "len" => {
             need(1)?;
-            Value::Int(match &a[0] {
+            Value::int(match &a[0] {
                 Value::Str(s) => s.len() as i64,
                 Value::List(l) => l.len() as i64,
                 Value::Map(m) => m.borrow().len() as i64,
@@ -913,18 +913,18 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
             for key in &a[1..] {
                 item = match (&item, key) {
                     (Value::Map(m), k) => m.borrow().get(&strval(k)).cloned().unwrap_or(Value::Nil),
-                    (Value::List(l), Value::Int(i)) => {
+                    (Value::List(l), Value::Int(i, _)) => {
                         if *i < 0 || *i as usize >= l.len() {
                             return Err(format!("index out of range: {i}").into());
                         }
                         l[*i as usize].clone()
                     }
-                    (Value::Str(s), Value::Int(i)) => {
+                    (Value::Str(s), Value::Int(i, _)) => {
                         let b = s.as_bytes();
                         if *i < 0 || *i as usize >= b.len() {
                             return Err(format!("index out of range: {i}").into());
                         }
-                        Value::Int(i64::from(b[*i as usize]))
+                        Value::Int(i64::from(b[*i as usize]), IntType::Uint8)
                     }
                     (Value::Nil, _) => return Err("index of nil pointer".into()),
                     (other, _) => return Err(format!("can't index item of type {}", other.type_name()).into()),
@@ -1213,10 +1213,14 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
             Value::str(strval(&a[0]))
         }
         "toStrings" => Value::list(strslice(a.first().unwrap_or(&Value::Nil)).into_iter().map(Value::str).collect()),
-        "atoi" => Value::Int(s(0)?.trim().parse().unwrap_or(0)),
-        "int" | "int64" => {
+        "atoi" => Value::int(s(0)?.trim().parse().unwrap_or(0)),
+        "int" => {
             need(1)?;
-            Value::Int(to_int64(&a[0]))
+            Value::int(to_int64(&a[0]))
+        }
+        "int64" => {
+            need(1)?;
+            Value::int64(to_int64(&a[0]))
         }
         "float64" | "toDecimal" => {
             need(1)?;
@@ -1417,20 +1421,20 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
                 hay => Value::Bool(list_arg(name, hay)?.iter().any(|v| deep_equal(v, &a[0]))),
             }
         }
-        "until" => Value::list((0..int_arg(&a[0]).max(0)).map(Value::Int).collect()),
+        "until" => Value::list((0..int_arg(&a[0]).max(0)).map(Value::int).collect()),
         "untilStep" => {
             let (start, stop, step) = (int_arg(&a[0]), int_arg(&a[1]), int_arg(&a[2]));
             let mut out = Vec::new();
             if step > 0 {
                 let mut i = start;
                 while i < stop {
-                    out.push(Value::Int(i));
+                    out.push(Value::int(i));
                     i += step;
                 }
             } else if step < 0 {
                 let mut i = start;
                 while i > stop {
-                    out.push(Value::Int(i));
+                    out.push(Value::int(i));
                     i += step;
                 }
             }
@@ -1568,23 +1572,23 @@ pub fn call(ex: &mut Exec<'_>, name: &str, mut args: Vec<Value>) -> FuncResult {
         }
 
         // Sprig: math.
-        "add" => Value::Int(a.iter().map(to_int64).fold(0i64, i64::wrapping_add)),
-        "add1" => Value::Int(to_int64(&a[0]).wrapping_add(1)),
+        "add" => Value::int64(a.iter().map(to_int64).fold(0i64, i64::wrapping_add)),
+        "add1" => Value::int64(to_int64(&a[0]).wrapping_add(1)),
         "sub" => {
             need(2)?;
-            Value::Int(to_int64(&a[0]).wrapping_sub(to_int64(&a[1])))
+            Value::int64(to_int64(&a[0]).wrapping_sub(to_int64(&a[1])))
         }
-        "mul" => Value::Int(a.iter().map(to_int64).fold(1i64, i64::wrapping_mul)),
+        "mul" => Value::int64(a.iter().map(to_int64).fold(1i64, i64::wrapping_mul)),
         "div" | "mod" => {
             need(2)?;
             let d = to_int64(&a[1]);
             if d == 0 {
                 return Err("runtime error: integer divide by zero".into());
             }
-            Value::Int(if name == "div" { to_int64(&a[0]).wrapping_div(d) } else { to_int64(&a[0]).wrapping_rem(d) })
+            Value::int64(if name == "div" { to_int64(&a[0]).wrapping_div(d) } else { to_int64(&a[0]).wrapping_rem(d) })
         }
-        "max" | "biggest" => Value::Int(a.iter().map(to_int64).max().unwrap_or(0)),
-        "min" => Value::Int(a.iter().map(to_int64).min().unwrap_or(0)),
+        "max" | "biggest" => Value::int64(a.iter().map(to_int64).max().unwrap_or(0)),
+        "min" => Value::int64(a.iter().map(to_int64).min().unwrap_or(0)),
         "floor" => Value::Float(to_float64(&a[0]).floor()),
         "ceil" => Value::Float(to_float64(&a[0]).ceil()),
         "round" => {
@@ -1627,7 +1631,7 @@ fn json_kind(v: &Value) -> &'static str {
         Value::List(_) => "array",
         Value::Str(_) => "string",
         Value::Bool(_) => "bool",
-        Value::Int(_) | Value::Float(_) => "number",
+        Value::Int(_, _) | Value::Float(_) => "number",
         _ => "value",
     }
 }

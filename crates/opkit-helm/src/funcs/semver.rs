@@ -5,7 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use crate::value::Value;
+use crate::value::{IntType, Value};
 
 /// A parsed version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,9 +29,9 @@ impl Version {
     /// The version as Sprig's `semver` returns it (a map of its parts).
     pub fn to_value(&self) -> Value {
         Value::map(BTreeMap::from([
-            ("Major".to_string(), Value::Int(self.major as i64)),
-            ("Minor".to_string(), Value::Int(self.minor as i64)),
-            ("Patch".to_string(), Value::Int(self.patch as i64)),
+            ("Major".to_string(), Value::Int(self.major as i64, IntType::Uint64)),
+            ("Minor".to_string(), Value::Int(self.minor as i64, IntType::Uint64)),
+            ("Patch".to_string(), Value::Int(self.patch as i64, IntType::Uint64)),
             ("Prerelease".to_string(), Value::str(self.pre.as_str())),
             ("Metadata".to_string(), Value::str(self.metadata.as_str())),
             ("Original".to_string(), Value::str(self.original.as_str())),

@@ -207,7 +207,7 @@ impl<'t> Exec<'t> {
         let decl = &branch.pipe.decl;
         let base = mark;
         let items: Vec<(Value, Value)> = match &value {
-            Value::List(l) => l.iter().enumerate().map(|(i, v)| (Value::Int(i as i64), v.clone())).collect(),
+            Value::List(l) => l.iter().enumerate().map(|(i, v)| (Value::int(i as i64), v.clone())).collect(),
             Value::Map(m) => m.borrow().iter().map(|(k, v)| (Value::str(k.as_str()), v.clone())).collect(),
             Value::Nil => Vec::new(),
             Value::Object(o) => match o.range_items() {
@@ -372,7 +372,7 @@ impl<'t> Exec<'t> {
             }
             Arg::Ident(name, pos) => self.call_function(name, &[], dot, None, *pos)?,
             Arg::Str(s) => Value::Str(s.clone()),
-            Arg::Int(i) => Value::Int(*i),
+            Arg::Int(i) => Value::int(*i),
             Arg::Float(f) => Value::Float(*f),
             Arg::Bool(b) => Value::Bool(*b),
             Arg::Nil => Value::Nil,
