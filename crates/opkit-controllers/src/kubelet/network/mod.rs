@@ -53,6 +53,7 @@ impl std::fmt::Display for NetworkMode {
 
 /// Errors making or removing a pod's network.
 #[derive(Debug, thiserror::Error)]
+#[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
 pub enum NetworkError {
     /// A step of setting up the sandbox failed.
     #[error("pod network: {0}")]

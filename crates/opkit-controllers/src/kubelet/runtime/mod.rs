@@ -76,6 +76,7 @@ pub const CONTAINER_ID_PREFIX: &str = "opkit://";
 /// What the kubelet server needs to run a command in a container (`exec`): its
 /// environment, working directory and network namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
 pub struct ExecTargetData {
     /// The container's environment.
     pub env: Vec<(String, String)>,
@@ -89,6 +90,7 @@ pub struct ExecTargetData {
 
 /// Why a container could not be found for the kubelet server.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
 pub enum LookupError {
     /// No real pod of that name runs on this kubelet.
     #[error("pod {0:?} does not exist")]
@@ -320,6 +322,7 @@ impl Runtime {
 
     /// What `exec` in `container` of pod `namespace/name` runs with (one line to wire the
     /// kubelet server's `/exec` and `/attach` routes to the streams).
+    #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
     pub fn exec_target(&self, namespace: &str, name: &str, container: &str) -> Result<ExecTargetData, LookupError> {
         let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
         let rt = pod.container(container).ok_or_else(|| LookupError::ContainerNotFound {
@@ -341,6 +344,7 @@ impl Runtime {
     }
 
     /// The IP of the real pod `namespace/name` (for `portForward`).
+    #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
     pub fn pod_ip(&self, namespace: &str, name: &str) -> Result<IpAddr, LookupError> {
         let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
         pod.sandbox().map(|(ip, _)| ip).ok_or_else(|| LookupError::PodNotFound(name.to_string()))

@@ -158,6 +158,7 @@ impl PodShared {
     }
 
     /// The sandbox's IP and network namespace.
+    #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
     pub fn sandbox(&self) -> Option<(IpAddr, Option<PathBuf>)> {
         self.sandbox.lock().clone()
     }

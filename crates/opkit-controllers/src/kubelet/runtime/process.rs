@@ -17,6 +17,7 @@ use crate::kubelet::network::PodSandbox;
 
 /// What to run.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
 pub struct ProcessSpec {
     /// The executable (the image's entrypoint).
     pub program: PathBuf,

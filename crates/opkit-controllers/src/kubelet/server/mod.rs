@@ -139,6 +139,7 @@ pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Respons
 
 /// The response to a failed lookup, with the kubelet's code (404 for a pod this kubelet
 /// does not run, 400 for a container not in it or not running).
+#[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
 pub fn lookup_error(e: &LookupError) -> Response<ResponseBody> {
     match e {
         LookupError::PodNotFound(_) => status_response(StatusCode::NOT_FOUND, "NotFound", &e.to_string()),
@@ -162,12 +163,14 @@ pub fn full(bytes: Bytes) -> ResponseBody {
 impl Handler {
     /// What `exec` / `attach` in `container` of pod `ns/pod` runs with (the routes
     /// `/exec` and `/attach` hand it to the streams; [`lookup_error`] answers failures).
+    #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
     pub fn exec_target(&self, ns: &str, pod: &str, container: &str) -> Result<ExecTargetData, LookupError> {
         let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
         rt.exec_target(ns, pod, container)
     }
 
     /// The IP of pod `ns/pod`, for `/portForward`.
+    #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
     pub fn pod_ip(&self, ns: &str, pod: &str) -> Result<std::net::IpAddr, LookupError> {
         let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
         rt.pod_ip(ns, pod)
