@@ -25,6 +25,7 @@
 //! ```
 
 pub mod archive;
+pub mod client;
 pub mod crds;
 pub mod engine;
 pub mod health;

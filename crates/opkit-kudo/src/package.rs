@@ -215,7 +215,7 @@ pub struct Parameter {
     /// The default, as written (any YAML value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,
-    /// Required (KUDO: only when written `true`).
+    /// Required (KUDO: unless written `false`; a default satisfies it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
     /// The plan a change runs (default `update`, else `deploy`).
@@ -309,10 +309,13 @@ pub fn from_files(source: &Path, files: Vec<(String, Vec<u8>)>) -> Result<Packag
         match name.as_str() {
             "operator.yaml" => {
                 let body = text(&name, bytes)?;
-                let parsed: OperatorFile = serde_saphyr::from_str(&body).map_err(|e| KudoError::Package {
+                let mut parsed: OperatorFile = serde_saphyr::from_str(&body).map_err(|e| KudoError::Package {
                     file: display(&name),
                     message: format!("failed to unmarshal operator file: {e}"),
                 })?;
+                if parsed.api_version.is_empty() {
+                    parsed.api_version = API_VERSION.to_string();
+                }
                 if parsed.api_version != API_VERSION {
                     return Err(KudoError::Package {
                         file: display(&name),
@@ -337,6 +340,14 @@ pub fn from_files(source: &Path, files: Vec<(String, Vec<u8>)>) -> Result<Packag
                     file: display(&name),
                     message: format!("failed to unmarshal parameters file: {e}"),
                 })?;
+                if params.api_version.is_empty() {
+                    params.api_version = API_VERSION.to_string();
+                }
+                // KUDO's defaults: a parameter is required and mutable unless it says otherwise.
+                for p in &mut params.parameters {
+                    p.required.get_or_insert(true);
+                    p.immutable.get_or_insert(false);
+                }
                 if params.api_version != API_VERSION {
                     return Err(KudoError::Package {
                         file: display(&name),
@@ -395,6 +406,12 @@ mod tests {
 
     #[test]
     fn a_wrong_api_version_names_the_file() {
+        let files = vec![("operator.yaml".to_string(), b"apiVersion: kudo.dev/v1alpha1\nname: x\n".to_vec())];
+        let err = from_files(Path::new("pkg"), files).unwrap_err().to_string();
+        assert!(err.starts_with("pkg/operator.yaml: expecting supported API version"), "{err}");
+        // An empty apiVersion is KUDO's version.
+        let files = vec![("operator.yaml".to_string(), b"name: x\noperatorVersion: 0.1.0\n".to_vec())];
+        assert!(from_files(Path::new("pkg"), files).is_ok());
         let files = vec![("operator.yaml".to_string(), b"apiVersion: kudo.dev/v1alpha1\nname: x\n".to_vec())];
         let err = from_files(Path::new("pkg"), files).unwrap_err().to_string();
         assert!(err.starts_with("pkg/operator.yaml: expecting supported API version"), "{err}");

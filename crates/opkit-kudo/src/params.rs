@@ -2,7 +2,8 @@
 //! `spec.parameters` is `map[string]string`, an OperatorVersion's defaults are strings),
 //! `array` and `map` values are YAML inside those strings and reach templates as lists and
 //! maps, every other type reaches them as the string. A declared type checks defaults and
-//! given values (`integer`, `number`, `boolean`); `required` holds only when written `true`.
+//! given values (`integer`, `number`, `boolean`); a parameter is required unless written
+//! `required: false`, and a default satisfies it.
 
 use std::collections::BTreeMap;
 

@@ -15,7 +15,7 @@ use kube::api::{Api, DeleteParams, DynamicObject};
 use serde_json::{Value, json};
 
 use super::pipe_script;
-use super::tasks::{Outcome, StepMeta, apply_objects, health_of, render_files};
+use super::tasks::{Outcome, StepMeta, apply_objects, health_of};
 use super::{Engine, OperatorVersion};
 use crate::package::{PipeSpec, Plan, Task};
 use crate::render::Variables;
@@ -117,12 +117,18 @@ pub(crate) async fn run(
     vars: &Variables,
 ) -> Outcome {
     let instance = meta.name();
-    let mut objects = match render_files(ov, std::slice::from_ref(&task.spec.pod), vars) {
-        Ok(o) => o,
+    let Some(source) = ov.templates.get(&task.spec.pod) else {
+        return Outcome::Fatal(format!("template {:?} is not defined by {}", task.spec.pod, ov.name));
+    };
+    let rendered = match crate::render::render(&task.spec.pod, source, vars) {
+        Ok(t) => t,
         Err(e) => return Outcome::Fatal(e),
     };
-    let Some(mut pod) = objects.pop().filter(|_| objects.is_empty()) else {
-        return Outcome::Fatal(format!("{}: a pipe pod template renders one Pod", task.spec.pod));
+    // The pipe pod's name is the engine's: the template has none.
+    let mut pod = match serde_saphyr::from_str::<Value>(&rendered) {
+        Ok(pod @ Value::Object(_)) if pod.get("kind").and_then(Value::as_str) == Some("Pod") => pod,
+        Ok(_) => return Outcome::Fatal(format!("{}: a pipe pod template renders one Pod", task.spec.pod)),
+        Err(e) => return Outcome::Fatal(format!("failed to unmarshall pipe pod: {e}")),
     };
     let mount = match validate(&pod, &task.spec.pipe) {
         Ok(m) => m,
