@@ -13,6 +13,7 @@ mod images;
 mod init;
 mod install;
 mod kubeconfig;
+pub mod kudo;
 mod run;
 mod run_webhooks;
 mod version;
@@ -74,6 +75,9 @@ pub enum CliError {
     /// The Helm operator could not start.
     #[error(transparent)]
     HelmOperator(#[from] opkit_helm_operator::OperatorError),
+    /// A KUDO package, plan or engine failed.
+    #[error(transparent)]
+    Kudo(#[from] opkit_kudo::KudoError),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -131,6 +135,7 @@ impl CliError {
             CliError::ClusterRequest(_) => "cluster-request",
             CliError::Helm(_) => "helm",
             CliError::HelmOperator(_) => "helm-operator",
+            CliError::Kudo(_) => "kudo",
             CliError::Io(_) => "io",
             CliError::NotRunning { .. } => "not-running",
             CliError::PortInUse { .. } => "port-in-use",
@@ -175,6 +180,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Helm(HelmCommand::Template(args)) => helm::template(args, &mut out),
         Command::BuildInstaller(args) => deploy::build_installer(args, &mut out),
         Command::HelmOperator(args) => rt()?.block_on(helm_operator::run(args)),
+        Command::Kudo(command) => rt()?.block_on(kudo::run(command, &mut out)),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())
