@@ -221,7 +221,7 @@ mod tests {
         assert_eq!(err, "parameter \"r\" is required but has no value");
         let int = param("n", "integer", Some(json!(1)));
         let given = BTreeMap::from([("n".to_string(), "x".to_string())]);
-        assert!(effective(&[int.clone()], &given).unwrap_err().contains("invalid value"));
+        assert!(effective(std::slice::from_ref(&int), &given).unwrap_err().contains("invalid value"));
         assert!(check_declaration(&param("n", "integer", Some(json!("two")))).is_err());
         assert_eq!(effective(&[int], &BTreeMap::new()).unwrap()["n"], Some("1".into()));
     }

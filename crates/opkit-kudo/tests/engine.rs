@@ -329,3 +329,44 @@ async fn a_kudo_operator_task_installs_the_dependency() {
     assert_eq!(cm.data.unwrap_or_default().get("greeting").map(String::as_str), Some("hey from top"));
     assert_eq!(child.owner_references().first().map(|o| o.name.as_str()), Some("top"));
 }
+
+#[tokio::test]
+async fn the_flightticket_example_books_and_refuses_a_round_trip() {
+    let env = TestEnv::start().await.expect("testenv");
+    let _engine = start_engine(&env).await;
+    let client = env.client();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/flightticket-kudo/operator");
+    let pkg = opkit_kudo::package::load(&dir).expect("the example loads");
+    assert!(opkit_kudo::verify::verify(&pkg).is_empty(), "{:?}", opkit_kudo::verify::verify(&pkg));
+    let install = |instance: &str, to: &str| InstallOptions {
+        namespace: NS.into(),
+        instance: Some(instance.into()),
+        parameters: [("FROM", "Mumbai"), ("TO", to), ("NUMBER", "2")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        skip_instance: false,
+    };
+    // A required parameter left out is refused before anything is created.
+    let mut missing = install("nowhere", "London");
+    missing.parameters.remove("TO");
+    let err = client::install(&client, &pkg, &missing).await.unwrap_err().to_string();
+    assert_eq!(err, "parameter \"TO\" is required but has no value");
+
+    client::install(&client, &pkg, &install("ft", "London")).await.expect("install");
+    wait_plan(&client, "ft", "deploy", state::COMPLETE, "").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let ticket = cms.get("ft-ticket").await.expect("the ticket").data.unwrap_or_default();
+    assert_eq!(
+        (ticket["seats"].as_str(), ticket["class"].as_str(), ticket["phase"].as_str()),
+        ("2", "economy", "Booked")
+    );
+
+    client::install(&client, &pkg, &install("round", "Mumbai")).await.expect("install");
+    let failed = wait_plan(&client, "round", "deploy", state::FATAL_ERROR, "").await;
+    assert!(
+        failed.message.contains("spec.to: Invalid value: \"Mumbai\": must differ from spec.from"),
+        "{}",
+        failed.message
+    );
+}

@@ -66,10 +66,7 @@ pub(crate) async fn repair(engine: &Engine, ctx: &Context<DynamicObject>, inst: 
     for (meta, obj) in wanted {
         let Ok((api, _)) = api_for(engine, &ctx.client, &namespace, &obj).await else { continue };
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-        let before = match api.get_opt(&name).await {
-            Ok(b) => b,
-            Err(_) => continue,
-        };
+        let Ok(before) = api.get_opt(&name).await else { continue };
         let before_rv = before.as_ref().and_then(|b| b.metadata.resource_version.clone());
         let what = describe(&obj);
         let Ok(applied) = apply_objects(engine, &ctx.client, &meta, ov, vec![obj]).await else { continue };

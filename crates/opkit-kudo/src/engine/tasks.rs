@@ -261,11 +261,8 @@ async fn delete_task(
     let namespace = meta.namespace();
     let mut waiting = Vec::new();
     for obj in &objects {
-        let (api, _) = match api_for(engine, client, &namespace, obj).await {
-            Ok(a) => a,
-            // A kind no longer served has nothing left to delete.
-            Err(_) => continue,
-        };
+        // A kind no longer served has nothing left to delete.
+        let Ok((api, _)) = api_for(engine, client, &namespace, obj).await else { continue };
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
         match api.delete(name, &DeleteParams::background()).await {
             Ok(either) => {
