@@ -97,7 +97,10 @@ pub fn check_value(p: &Parameter, value: &str) -> Result<(), String> {
 pub fn template_value(type_: &str, value: Option<&str>) -> Value {
     match value {
         None => Value::Null,
-        Some(v) if is_structured(type_) => serde_saphyr::from_str::<Value>(v).unwrap_or(Value::String(v.to_string())),
+        Some(v) if is_structured(type_) => {
+            serde_saphyr::from_str_with_options::<Value>(v, opkit_helm::yaml::parse_options())
+                .unwrap_or(Value::String(v.to_string()))
+        }
         Some(v) => Value::String(v.to_string()),
     }
 }
@@ -160,11 +163,11 @@ pub fn effective(
 ) -> Result<BTreeMap<String, Option<String>>, String> {
     let mut out = BTreeMap::new();
     for p in declared {
-        let value = match given.get(&p.name) {
-            Some(v) => Some(v.clone()),
-            None => wrap(p, p.default.as_ref())?,
-        };
-        if p.required == Some(true) && value.as_deref().is_none_or(str::is_empty) {
+        let default = wrap(p, p.default.as_ref())?;
+        let value = given.get(&p.name).cloned().or_else(|| default.clone());
+        // KUDO: a required parameter without a default needs a non-empty value; a default
+        // (even "") satisfies it.
+        if p.required == Some(true) && default.is_none() && value.as_deref().is_none_or(str::is_empty) {
             return Err(format!("parameter {:?} is required but has no value", p.name));
         }
         if let Some(v) = &value {

@@ -65,9 +65,11 @@ pub fn render_objects(file: &str, source: &str, vars: &Variables) -> Result<Vec<
     parse_objects(file, &text)
 }
 
-/// The objects of a multi-document YAML text; each needs `apiVersion`, `kind` and a name.
+/// The objects of a multi-document YAML text, read as go-yaml v2 reads them (`0755` is
+/// octal); each needs `apiVersion`, `kind` and a name.
 pub fn parse_objects(file: &str, text: &str) -> Result<Vec<Value>, String> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| format!("{file}: not YAML: {e}"))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, opkit_helm::yaml::parse_options())
+        .map_err(|e| format!("{file}: not YAML: {e}"))?;
     let mut out = Vec::new();
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
         if doc.get("kind").and_then(Value::as_str).is_none_or(str::is_empty)
@@ -120,6 +122,13 @@ mod tests {
         assert_eq!(out, "zk-zookeeper 4 b DEPLOY");
         let err = render("t.yaml", "{{ .Name", &vars).unwrap_err();
         assert!(err.starts_with("error parsing template: template: t.yaml:1"), "{err}");
+    }
+
+    #[test]
+    fn octal_numbers_are_read_as_kudo_reads_them() {
+        let objects = parse_objects("d.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\nmode: 0755\n")
+            .expect("yaml");
+        assert_eq!(objects[0]["mode"], json!(493));
     }
 
     #[test]

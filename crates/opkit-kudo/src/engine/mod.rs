@@ -16,7 +16,7 @@
 //!    triggered while another runs waits for it to end, except the same plan triggered
 //!    again, which replaces the running execution (a new UID, from its first step);
 //! 5. **execution**: phases and steps by their `serial`/`parallel` strategies; a step runs
-//!    its tasks in order ([`tasks`]) and is COMPLETE when every object it applied is
+//!    its tasks in order (Apply, Delete, Toggle, Dummy, Pipe, KudoOperator) and is COMPLETE when every object it applied is
 //!    healthy ([`crate::health`]); an API error is ERROR (retried, as KUDO), a rendering
 //!    error or a failed Job FATAL_ERROR. Status goes to `status.planStatus`;
 //! 6. **drift repair** (beyond KUDO): with no plan active, the objects of the last
@@ -24,11 +24,14 @@
 //!    a `DriftRepaired` event.
 //!
 //! Every run is kept in the Instance's plan history ([`crate::plan::HISTORY_ANNOTATION`]).
+//! An object of an API version Kubernetes removed (`policy/v1beta1` PodDisruptionBudget,
+//! `batch/v1beta1` CronJob, …) is applied at its same-fielded successor.
 
 mod drift;
 mod enhance;
 mod pipe;
 mod pipe_script;
+mod removed_apis;
 mod tasks;
 
 use std::collections::{BTreeMap, HashMap};

@@ -125,7 +125,7 @@ pub(crate) async fn run(
         Err(e) => return Outcome::Fatal(e),
     };
     // The pipe pod's name is the engine's: the template has none.
-    let mut pod = match serde_saphyr::from_str::<Value>(&rendered) {
+    let mut pod = match serde_saphyr::from_str_with_options::<Value>(&rendered, opkit_helm::yaml::parse_options()) {
         Ok(pod @ Value::Object(_)) if pod.get("kind").and_then(Value::as_str) == Some("Pod") => pod,
         Ok(_) => return Outcome::Fatal(format!("{}: a pipe pod template renders one Pod", task.spec.pod)),
         Err(e) => return Outcome::Fatal(format!("failed to unmarshall pipe pod: {e}")),
@@ -171,7 +171,7 @@ pub(crate) async fn run(
         let file = file_of(p);
         let Some(data) = written.get(file) else {
             return Outcome::Fatal(format!(
-                "pipe file {file} was not produced: on opkit's simulated pods it is read from the init container's `sh -c` script (echo, printf or cat <<EOF redirected to the file)"
+                "pipe file {file} was not produced: on opkit's simulated pods it is read from the init container's `sh -c` script (echo, printf or cat <<EOF redirected to the file, or touch)"
             ));
         };
         if data.len() > MAX_PIPE_FILE {

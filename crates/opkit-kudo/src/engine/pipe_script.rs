@@ -2,7 +2,8 @@
 //! from a running container: opkit's local cluster simulates pods (their images do not
 //! run), so the engine cannot copy the file out of the pod as KUDO does. It understands
 //! the forms pipe pods use to write a file — `echo [-n] WORDS > FILE` (or `>>`),
-//! `printf FORMAT [ARGS] > FILE` and `cat > FILE <<EOF` … `EOF` here-documents — in a
+//! `printf FORMAT [ARGS] > FILE`, `cat > FILE <<EOF` … `EOF` here-documents and
+//! `touch FILE` (an empty file) — in a
 //! `sh -c` / `bash -c` script, with shell quoting but without variable expansion; a file
 //! written any other way is reported as not produced.
 
@@ -128,6 +129,13 @@ pub(crate) fn files_written(script: &str) -> BTreeMap<String, String> {
     while let Some(line) = lines.next() {
         for command in line.split("&&").flat_map(|c| c.split(';')) {
             let w = words(command);
+            // `touch FILE...` makes empty files (and leaves existing ones).
+            if w.first().is_some_and(|c| c == "touch") {
+                for file in w[1..].iter().filter(|f| !f.starts_with('-')) {
+                    files.entry(file.clone()).or_default();
+                }
+                continue;
+            }
             let Some(redirect) = w.iter().position(|t| t == ">" || t == ">>") else { continue };
             let Some(target) = w.get(redirect + 1).cloned() else { continue };
             let append = w[redirect] == ">>";
@@ -198,6 +206,8 @@ mod tests {
         assert_eq!(files["/tmp/out/env"], "x=1");
         assert_eq!(files["/tmp/out/p"], "k=v\n");
         assert_eq!(files["/tmp/out/h"], "line 1\nline 2\n");
+        let touched = files_written("touch /tmp/tls.key && touch /tmp/tls.crt");
+        assert_eq!(touched.get("/tmp/tls.key").map(String::as_str), Some(""));
     }
 
     #[test]

@@ -150,17 +150,21 @@ async fn run_task(
     }
 }
 
-/// The `Api` for an object's kind (namespaced ones in the Instance's namespace).
+/// The `Api` for an object's kind (namespaced ones in the Instance's namespace); the
+/// error says when the kind is not served (e.g. an API version Kubernetes removed).
 pub(crate) async fn api_for(
     engine: &Engine,
     client: &Client,
     namespace: &str,
     obj: &Value,
-) -> Result<(Api<DynamicObject>, bool), kube::Error> {
+) -> Result<(Api<DynamicObject>, bool), String> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let (resource, scope) = engine.resolve(client, &GroupVersionKind::gvk(group, version, kind)).await?;
+    let (resource, scope) = engine
+        .resolve(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .map_err(|e| format!("{api_version} {kind} is not served by the API server ({})", api_message(&e)))?;
     Ok(match scope {
         Scope::Namespaced => (Api::namespaced_with(client.clone(), namespace, &resource), true),
         Scope::Cluster => (Api::all_with(client.clone(), &resource), false),
@@ -193,10 +197,19 @@ pub(crate) async fn apply_objects(
 ) -> Result<Vec<Value>, Outcome> {
     let namespace = meta.namespace();
     let mut scoped = Vec::new();
-    for obj in &objects {
+    for obj in &mut objects {
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        if let Some(successor) = super::removed_apis::successor(&api_version, &kind)
+            && api_for(engine, client, &namespace, obj).await.is_err()
+        {
+            tracing::warn!(%kind, from = %api_version, to = %successor, "applying an object of a removed API version at its successor");
+            obj["apiVersion"] = Value::String(successor.to_string());
+        }
+        let obj = &*obj;
         let (_, namespaced) = api_for(engine, client, &namespace, obj)
             .await
-            .map_err(|e| Outcome::Error(format!("{}: {}", describe(obj), api_message(&e))))?;
+            .map_err(|e| Outcome::Error(format!("{}: {e}", describe(obj))))?;
         scoped.push(namespaced);
     }
     super::enhance::enhance(&mut objects, &scoped, meta, ov);
@@ -205,7 +218,7 @@ pub(crate) async fn apply_objects(
     for obj in objects {
         let (api, _) = api_for(engine, client, &namespace, &obj)
             .await
-            .map_err(|e| Outcome::Error(format!("{}: {}", describe(&obj), api_message(&e))))?;
+            .map_err(|e| Outcome::Error(format!("{}: {e}", describe(&obj))))?;
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
         let params = PatchParams::apply(FIELD_MANAGER).force();
         match api.patch(&name, &params, &Patch::Apply(&obj)).await {
@@ -317,6 +330,16 @@ async fn kudo_operator(
             task.name, spec.package
         ));
     };
+    match ovs.get_opt(&ov_name).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return Outcome::Error(format!(
+                "task {}: operator version {ov_name} (package {:?}) is not installed in {namespace}",
+                task.name, spec.package
+            ));
+        }
+        Err(e) => return Outcome::Error(api_message(&e)),
+    }
     let mut parameters = BTreeMap::new();
     if !spec.parameter_file.is_empty() {
         let Some(source) = ov.templates.get(&spec.parameter_file) else {
@@ -326,7 +349,7 @@ async fn kudo_operator(
             Ok(t) => t,
             Err(e) => return Outcome::Fatal(e),
         };
-        match serde_saphyr::from_str::<Value>(&text) {
+        match serde_saphyr::from_str_with_options::<Value>(&text, opkit_helm::yaml::parse_options()) {
             Ok(Value::Object(m)) => {
                 for (k, v) in m {
                     let v = match v {
