@@ -370,3 +370,46 @@ async fn the_flightticket_example_books_and_refuses_a_round_trip() {
         failed.message
     );
 }
+
+#[tokio::test]
+async fn a_plan_triggered_while_another_runs_waits_for_it() {
+    let env = TestEnv::start().await.expect("testenv");
+    let _engine = start_engine(&env).await;
+    let client = env.client();
+    install(&env, "web-0.1.0", "shop", &[("ZONE", "blue")]).await;
+    let instances: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &api_resource("Instance"));
+    wait_for_with(
+        &instances,
+        &api_resource("Instance"),
+        "shop",
+        "to run deploy",
+        |o: Option<&DynamicObject>| {
+            o.and_then(|o| plan_of(o, "deploy")).is_some_and(|p| p.status == state::IN_PROGRESS)
+        },
+        WAIT,
+    )
+    .await
+    .expect("deploy runs");
+    // A parameter changes while deploy still waits on its unschedulable pod: `update` waits.
+    update(&client, "shop", &[("REPLICAS", "2")]).await;
+    let instance = instances.get("shop").await.expect("instance");
+    assert_eq!(plan_of(&instance, "update").map(|p| p.status), Some(state::NEVER_RUN.to_string()));
+    client::cancel(&client, NS, "shop", Some("deploy")).await.expect("cancel");
+    // Then the zone exists (a labelled node) and `update` runs to the end.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.list(&ListParams::default()).await.expect("nodes").items.into_iter().next().expect("a node");
+    nodes
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"metadata": {"labels": {"zone": "blue"}}})),
+        )
+        .await
+        .expect("label the node");
+    wait_plan(&client, "shop", "update", state::COMPLETE, "").await;
+    let instance = instances.get("shop").await.expect("instance");
+    let history = opkit_kudo::plan::history_of(instance.annotations());
+    let runs: Vec<(&str, &str)> = history.iter().map(|h| (h.plan.as_str(), h.status.as_str())).collect();
+    assert_eq!(runs, [("deploy", state::FATAL_ERROR), ("update", state::COMPLETE)]);
+    assert!(history[1].started >= history[0].finished, "update started only after deploy ended: {history:?}");
+}
