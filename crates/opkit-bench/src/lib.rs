@@ -42,6 +42,7 @@
 //! - [`memcached`]: the Memcached operator benchmark (`opkit-bench memcached`).
 //! - [`cluster`]: the 10,000-pod cluster benchmark.
 //! - [`charts`]: the chart corpus conformance run.
+//! - [`kudo`]: the KUDO corpus run and the KUDO engine's scale benchmark.
 //!
 //! # Example
 //! From the command line (see `docs/benchmarks.md` for the flags):
@@ -76,6 +77,7 @@ pub mod cluster;
 pub mod config;
 pub mod etcd;
 pub mod helm_template;
+pub mod kudo;
 pub mod label_lists;
 pub mod load;
 pub mod memcached;

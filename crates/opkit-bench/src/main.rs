@@ -123,6 +123,19 @@ enum Command {
     /// `opkit bundle validate` over every bundle of the OLM corpus, compared with what
     /// operator-sdk says where it is established (tools/olm/validate-expected.tsv).
     OlmValidate(OlmValidateArgs),
+    /// The KUDO corpus run: every package verified, installed and its deploy plan run on
+    /// the local control plane, with the reason when it does not complete (docs/kudo.md).
+    Kudo(KudoArgs),
+    /// The KUDO engine at scale: N Instances of one package at once, time until every
+    /// deploy plan is COMPLETE and the engine's memory (engine in a child process).
+    KudoScale(KudoScaleArgs),
+    /// Runs the KUDO engine (used by `kudo-scale`).
+    #[command(hide = true)]
+    KudoEngine {
+        /// The kubeconfig of the cluster.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+    },
     /// What real pods cost on the local control plane: start latency and memory per pod,
     /// and (with --operator-binary) the time from deploying the Memcached operator to its
     /// first reconcile. Needs root for network namespaces (else pods share the host network).
@@ -223,6 +236,15 @@ async fn main() -> ExitCode {
         Command::Charts(args) => charts(args).await,
         Command::HelmTemplate(args) => helm_template(args),
         Command::OlmValidate(args) => olm_validate(args),
+        Command::Kudo(args) => kudo(args).await,
+        Command::KudoScale(args) => kudo_scale(args).await,
+        Command::KudoEngine { kubeconfig } => match opkit_bench::kudo::run_engine_child(&kubeconfig).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("opkit-bench kudo-engine: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::MemcachedOperator { kubeconfig } => {
             match opkit_bench::memcached::operator::run_child(&kubeconfig).await {
                 Ok(()) => ExitCode::SUCCESS,
@@ -719,6 +741,69 @@ fn olm_validate(args: OlmValidateArgs) -> ExitCode {
     }
 }
 
+#[derive(clap::Args)]
+struct KudoArgs {
+    /// The KUDO corpus (`<name>/operator/` per package).
+    #[arg(long, default_value = "../shared/corpus/kudo")]
+    corpus: PathBuf,
+    /// Seconds a deploy plan may take.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+    /// Only this package (repeatable).
+    #[arg(long = "package")]
+    only: Vec<String>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// No progress on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Exit 1 when fewer deploy plans than this complete (CI's floor).
+    #[arg(long, value_name = "N")]
+    min_complete: Option<usize>,
+}
+
+async fn kudo(args: KudoArgs) -> ExitCode {
+    use opkit_bench::kudo::{KudoCorpusOptions, render_corpus, run_corpus};
+    let options = KudoCorpusOptions {
+        corpus: args.corpus,
+        timeout: std::time::Duration::from_secs(args.timeout),
+        only: args.only,
+    };
+    let quiet = args.quiet;
+    match run_corpus(&options, |name| {
+        if !quiet {
+            eprintln!("… {name}");
+        }
+    })
+    .await
+    {
+        Ok(report) => {
+            match args.output {
+                Output::Text => print!("{}", render_corpus(&report)),
+                Output::Json => match serde_json::to_string_pretty(&report) {
+                    Ok(json) => println!("{json}"),
+                    Err(e) => eprintln!("opkit-bench kudo: {e}"),
+                },
+            }
+            match args.min_complete {
+                Some(min) if report.complete < min => {
+                    eprintln!(
+                        "opkit-bench kudo: {} of {} deploy plans completed; at least {min} must",
+                        report.complete, report.total
+                    );
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Err(e) => {
+            eprintln!("opkit-bench kudo: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// Flags of `opkit-bench ansible`.
 #[derive(clap::Args)]
 struct AnsibleArgs {
@@ -749,6 +834,55 @@ async fn ansible(args: AnsibleArgs) -> ExitCode {
         Err(e) => {
             eprintln!("opkit-bench ansible: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct KudoScaleArgs {
+    /// The package (default: the engine tests' web fixture).
+    #[arg(long, default_value = "crates/opkit-kudo/tests/fixtures/web-0.1.0")]
+    package: PathBuf,
+    /// How many Instances.
+    #[arg(long, default_value_t = 50)]
+    instances: usize,
+    /// Seconds every deploy plan may take.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+}
+
+async fn kudo_scale(args: KudoScaleArgs) -> ExitCode {
+    use opkit_bench::kudo::{KudoScaleOptions, render_scale, run_scale};
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("opkit-bench kudo-scale: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = KudoScaleOptions {
+        package: args.package,
+        instances: args.instances,
+        exe,
+        timeout: std::time::Duration::from_secs(args.timeout),
+    };
+    match run_scale(&options).await {
+        Ok(report) => {
+            match args.output {
+                Output::Text => print!("{}", render_scale(&report)),
+                Output::Json => match serde_json::to_string_pretty(&report) {
+                    Ok(json) => println!("{json}"),
+                    Err(e) => eprintln!("opkit-bench kudo-scale: {e}"),
+                },
+            }
+            if report.complete == report.instances { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+        Err(e) => {
+            eprintln!("opkit-bench kudo-scale: {e}");
+            ExitCode::from(2)
         }
     }
 }

@@ -160,6 +160,15 @@ pub enum Command {
     ///   opkit ansible-operator --kubeconfig .opkit/cluster/kubeconfig --proxy-port 0 --metrics-bind-address 0
     #[command(verbatim_doc_comment)]
     AnsibleOperator(AnsibleOperatorArgs),
+    /// KUDO operators (packages of YAML plans) on opkit, as `kubectl kudo` (installed as
+    /// `kubectl-kudo`, a link to this binary, it answers `kubectl kudo ...`).
+    ///
+    /// Examples:
+    ///   opkit kudo init && opkit kudo manager &
+    ///   opkit kudo install ./operator --instance web -p REPLICAS=3 --wait
+    ///   opkit kudo plan status --instance web
+    #[command(subcommand, verbatim_doc_comment)]
+    Kudo(crate::commands::kudo::args::KudoCommand),
     /// Print a shell completion script.
     ///
     /// Examples:

@@ -16,6 +16,7 @@ mod images;
 mod init;
 mod install;
 mod kubeconfig;
+pub mod kudo;
 mod run;
 mod run_webhooks;
 mod scorecard;
@@ -85,6 +86,9 @@ pub enum CliError {
     /// The Ansible operator could not start.
     #[error(transparent)]
     AnsibleOperator(#[from] opkit_ansible_operator::OperatorError),
+    /// A KUDO package, plan or engine failed.
+    #[error(transparent)]
+    Kudo(#[from] opkit_kudo::KudoError),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -153,6 +157,7 @@ impl CliError {
             CliError::HelmOperator(_) => "helm-operator",
             CliError::Kuttl(_) => "kuttl",
             CliError::AnsibleOperator(_) => "ansible-operator",
+            CliError::Kudo(_) => "kudo",
             CliError::Io(_) => "io",
             CliError::OlmBundle(_) => "olm-bundle",
             CliError::OlmGenerate(_) => "olm-generate",
@@ -204,6 +209,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Bundle(BundleCommand::Validate(args)) => bundle::validate(args, &mut out),
         Command::Scorecard(args) => scorecard::scorecard(args, &mut out),
         Command::AnsibleOperator(args) => rt()?.block_on(ansible_operator::run(args)),
+        Command::Kudo(command) => rt()?.block_on(kudo::run(command, &mut out)),
         Command::Completion { shell } => {
             completion::print(shell);
             Ok(())

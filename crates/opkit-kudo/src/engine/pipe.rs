@@ -1,0 +1,246 @@
+//! The Pipe task (KUDO's `task_pipe.go`): a pod whose init container writes files into an
+//! `emptyDir` volume; each file becomes a ConfigMap or a Secret named
+//! `INSTANCE.PLAN.PHASE.STEP.TASK.KEY` (lowercase alphanumerics), which later templates
+//! find as `.Pipes.KEY`. The pod is validated as KUDO does (one init container, no
+//! containers, one emptyDir mounted by it, files under the mount), given KUDO's waiting
+//! container and applied; once it is running, the files are read from the init
+//! container's script ([`super::pipe_script`], as pods are simulated on the local
+//! cluster), the artifacts applied and the pod deleted.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject};
+use serde_json::{Value, json};
+
+use super::pipe_script;
+use super::tasks::{Outcome, StepMeta, apply_objects, health_of};
+use super::{Engine, OperatorVersion};
+use crate::package::{PipeSpec, Plan, Task};
+use crate::render::Variables;
+
+/// KUDO's annotation on pipe pods.
+pub const PIPE_POD_ANNOTATION: &str = "kudo.dev/pipepod";
+/// The largest pipe file KUDO accepts (1 MiB).
+pub const MAX_PIPE_FILE: usize = 1024 * 1024;
+
+/// KUDO's deterministic name of a pipe pod or artifact.
+pub(crate) fn artifact_name(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|s| s.to_lowercase().chars().filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// `.Pipes` for a plan: every Pipe task's keys and their artifacts' names.
+pub(crate) fn pipe_names(
+    instance: &str,
+    plan_name: &str,
+    plan: &Plan,
+    ov: &OperatorVersion,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for phase in &plan.phases {
+        for step in &phase.steps {
+            for task_name in &step.tasks {
+                let Some(task) = ov.tasks.iter().find(|t| &t.name == task_name && t.kind == "Pipe") else { continue };
+                for pipe in &task.spec.pipe {
+                    out.insert(
+                        pipe.key.clone(),
+                        artifact_name(&[instance, plan_name, &phase.name, &step.name, &task.name, &pipe.key]),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+fn file_of(p: &PipeSpec) -> &str {
+    if p.file.is_empty() { &p.env_file } else { &p.file }
+}
+
+/// KUDO's checks of a pipe pod; returns the shared volume's mount path.
+fn validate(pod: &Value, pipes: &[PipeSpec]) -> Result<String, String> {
+    if pod.pointer("/spec/containers").and_then(Value::as_array).is_some_and(|c| !c.is_empty()) {
+        return Err("pipe pod should not have containers. pipe artifacts are generated in the init container".into());
+    }
+    let inits = pod.pointer("/spec/initContainers").and_then(Value::as_array).cloned().unwrap_or_default();
+    if inits.len() != 1 {
+        return Err("pipe pod should define one init container that generated artifacts defined".into());
+    }
+    let restart = pod.pointer("/spec/restartPolicy").and_then(Value::as_str).unwrap_or_default();
+    if !restart.is_empty() && restart != "OnFailure" {
+        return Err("pipe pod RestartPolicy should be OnFailure".into());
+    }
+    let shared: Vec<&str> = pod
+        .pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("emptyDir").is_some())
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .collect();
+    let [volume] = shared.as_slice() else {
+        return Err("pipe pod should define one emptyDir shared volume where the artifacts are temporary stored".into());
+    };
+    let mount = inits[0]
+        .get("volumeMounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|m| m.get("name").and_then(Value::as_str) == Some(volume))
+        .and_then(|m| m.get("mountPath").and_then(Value::as_str))
+        .ok_or_else(|| format!("pipe pod should save generated artifacts in {volume}"))?;
+    for p in pipes {
+        let file = file_of(p);
+        if !file.starts_with(&format!("{}/", mount.trim_end_matches('/'))) {
+            return Err(format!("pipe file {file} should be a child of {mount} mount path"));
+        }
+        let base = file.rsplit('/').next().unwrap_or_default();
+        if base.is_empty() || !base.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+            return Err(format!("pipe file name {base} should only contain alphanumeric characters, '.', '_' and '-'"));
+        }
+    }
+    Ok(mount.to_string())
+}
+
+/// Runs a Pipe task.
+pub(crate) async fn run(
+    engine: &Engine,
+    client: &Client,
+    ov: &OperatorVersion,
+    meta: &StepMeta,
+    task: &Task,
+    vars: &Variables,
+) -> Outcome {
+    let instance = meta.name();
+    let Some(source) = ov.templates.get(&task.spec.pod) else {
+        return Outcome::Fatal(format!("template {:?} is not defined by {}", task.spec.pod, ov.name));
+    };
+    let rendered = match crate::render::render(&task.spec.pod, source, vars) {
+        Ok(t) => t,
+        Err(e) => return Outcome::Fatal(e),
+    };
+    // The pipe pod's name is the engine's: the template has none.
+    let mut pod = match serde_saphyr::from_str_with_options::<Value>(&rendered, opkit_helm::yaml::parse_options()) {
+        Ok(pod @ Value::Object(_)) if pod.get("kind").and_then(Value::as_str) == Some("Pod") => pod,
+        Ok(_) => return Outcome::Fatal(format!("{}: a pipe pod template renders one Pod", task.spec.pod)),
+        Err(e) => return Outcome::Fatal(format!("failed to unmarshall pipe pod: {e}")),
+    };
+    let mount = match validate(&pod, &task.spec.pipe) {
+        Ok(m) => m,
+        Err(e) => return Outcome::Fatal(e),
+    };
+    let pod_name = artifact_name(&[&instance, &meta.plan, &meta.phase, &meta.step, &task.name, "pipepod"]);
+    pod["metadata"]["name"] = json!(pod_name);
+    pod["metadata"]["annotations"][PIPE_POD_ANNOTATION] = json!("true");
+    pod["spec"]["restartPolicy"] = json!("OnFailure");
+    let volume = pod
+        .pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .and_then(|vs| vs.iter().find(|v| v.get("emptyDir").is_some()))
+        .and_then(|v| v.get("name").cloned())
+        .unwrap_or(Value::Null);
+    pod["spec"]["containers"] = json!([{
+        "name": "waiter",
+        "image": "busybox",
+        "command": ["/bin/sh", "-c"],
+        "args": ["sleep infinity"],
+        "volumeMounts": [{"name": volume, "mountPath": mount}],
+    }]);
+    let init = pod.pointer("/spec/initContainers/0").cloned().unwrap_or(Value::Null);
+    let applied = match apply_objects(engine, client, meta, ov, vec![pod]).await {
+        Ok(a) => a,
+        Err(outcome) => return outcome,
+    };
+    if let Outcome::Waiting(m) | Outcome::Error(m) = health_of(&applied) {
+        // The pod cannot fail terminally: waiting, as KUDO.
+        return Outcome::Waiting(m);
+    }
+    let argv: Vec<String> = ["command", "args"]
+        .iter()
+        .flat_map(|k| init.get(*k).and_then(Value::as_array).cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    let written = pipe_script::shell_script(&argv).map(|s| pipe_script::files_written(&s)).unwrap_or_default();
+    let mut artifacts = Vec::new();
+    for p in &task.spec.pipe {
+        let file = file_of(p);
+        let Some(data) = written.get(file) else {
+            return Outcome::Fatal(format!(
+                "pipe file {file} was not produced: on opkit's simulated pods it is read from the init container's `sh -c` script (echo, printf or cat <<EOF redirected to the file, or touch)"
+            ));
+        };
+        if data.len() > MAX_PIPE_FILE {
+            return Outcome::Fatal(format!(
+                "pipe file {file} size {} exceeds maximum file size of {MAX_PIPE_FILE} bytes",
+                data.len()
+            ));
+        }
+        let name = artifact_name(&[&instance, &meta.plan, &meta.phase, &meta.step, &task.name, &p.key]);
+        let key = file.rsplit('/').next().unwrap_or_default();
+        let env: BTreeMap<String, String> = data
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+            .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
+            .collect();
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+        let artifact = match (p.kind.as_str(), p.file.is_empty()) {
+            ("Secret", false) => {
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "data": {key: b64(data)}})
+            }
+            ("Secret", true) => {
+                let data: BTreeMap<&String, String> = env.iter().map(|(k, v)| (k, b64(v))).collect();
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "data": data})
+            }
+            ("ConfigMap", false) => {
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "binaryData": {key: b64(data)}})
+            }
+            ("ConfigMap", true) => {
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": env})
+            }
+            (other, _) => return Outcome::Fatal(format!("unknown pipe file kind: {other}")),
+        };
+        artifacts.push(artifact);
+    }
+    if let Err(outcome) = apply_objects(engine, client, meta, ov, artifacts).await {
+        return outcome;
+    }
+    let pods: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &meta.namespace(),
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+    );
+    match pods.delete(&pod_name, &DeleteParams::background()).await {
+        Ok(_) => Outcome::Done,
+        Err(e) if opkit::status::is_not_found(&e) => Outcome::Done,
+        Err(e) => Outcome::Error(format!("deleting pipe pod {pod_name}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_kudos() {
+        assert_eq!(
+            artifact_name(&["My-Inst", "deploy", "gen_phase", "s1", "pipe", "Key"]),
+            "myinst.deploy.genphase.s1.pipe.key"
+        );
+    }
+
+    #[test]
+    fn validates_the_pod_as_kudo() {
+        let pod = json!({"spec": {"initContainers": [{"name": "i", "volumeMounts": [{"name": "shared", "mountPath": "/tmp"}]}],
+            "volumes": [{"name": "shared", "emptyDir": {}}]}});
+        let ok =
+            PipeSpec { file: "/tmp/a.txt".into(), kind: "ConfigMap".into(), key: "a".into(), ..PipeSpec::default() };
+        assert_eq!(validate(&pod, std::slice::from_ref(&ok)).as_deref(), Ok("/tmp"));
+        let outside = PipeSpec { file: "/etc/a".into(), ..ok };
+        assert_eq!(validate(&pod, &[outside]).unwrap_err(), "pipe file /etc/a should be a child of /tmp mount path");
+    }
+}

@@ -1,0 +1,405 @@
+//! Running a step's tasks, in order: Apply (render, enhance, server-side apply, then
+//! health), Delete (delete, then wait until gone), Toggle (Apply or Delete by a boolean
+//! parameter), Dummy, Pipe ([`super::pipe`]) and KudoOperator (an Instance of a
+//! dependency's OperatorVersion, healthy when its deploy plan is COMPLETE). As KUDO: a
+//! rendering error or a terminally failed object is fatal, an API error is an error that
+//! is retried.
+
+use std::collections::BTreeMap;
+
+use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::discovery::Scope;
+use kube::{Client, ResourceExt};
+use opkit::Context;
+use serde_json::{Value, json};
+
+use super::{Engine, FIELD_MANAGER, OperatorVersion};
+use crate::health::{self, Health};
+use crate::package::{Step, Task};
+use crate::render::{Variables, render_objects};
+use crate::resources;
+
+/// Where a task runs: the Instance and the plan, phase and step.
+#[derive(Clone)]
+pub(crate) struct StepMeta {
+    pub(crate) instance: DynamicObject,
+    pub(crate) plan: String,
+    pub(crate) phase: String,
+    pub(crate) step: String,
+    pub(crate) uid: String,
+}
+
+impl StepMeta {
+    pub(crate) fn name(&self) -> String {
+        self.instance.name_any()
+    }
+
+    pub(crate) fn namespace(&self) -> String {
+        self.instance.namespace().unwrap_or_else(|| "default".into())
+    }
+}
+
+/// How a step (or task) went this time.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    /// Done.
+    Done,
+    /// Not yet (waiting for health).
+    Waiting(String),
+    /// Failed; retried.
+    Error(String),
+    /// Failed for good.
+    Fatal(String),
+}
+
+/// The template variables of a step.
+pub(crate) fn variables(
+    ov: &OperatorVersion,
+    meta: &StepMeta,
+    params: &BTreeMap<String, Option<String>>,
+    pipes: &BTreeMap<String, String>,
+) -> Variables {
+    Variables {
+        operator_name: ov.operator_name.clone(),
+        name: meta.name(),
+        namespace: meta.namespace(),
+        app_version: ov.app_version.clone(),
+        operator_version: ov.version.clone(),
+        plan_name: meta.plan.clone(),
+        phase_name: meta.phase.clone(),
+        step_name: meta.step.clone(),
+        params: crate::params::template_params(&ov.parameters, params),
+        pipes: pipes.clone(),
+    }
+}
+
+/// Renders the templates `files` for a task.
+pub(crate) fn render_files(ov: &OperatorVersion, files: &[String], vars: &Variables) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    for file in files {
+        let Some(source) = ov.templates.get(file) else {
+            return Err(format!("template {file:?} is not defined by {}", ov.name));
+        };
+        out.extend(render_objects(file, source, vars)?);
+    }
+    Ok(out)
+}
+
+/// Runs the tasks of `step`, in order, until one is not done.
+pub(crate) async fn run_step(
+    engine: &Engine,
+    ctx: &Context<DynamicObject>,
+    ov: &OperatorVersion,
+    meta: &StepMeta,
+    step: &Step,
+    params: &BTreeMap<String, Option<String>>,
+    pipes: &BTreeMap<String, String>,
+) -> Outcome {
+    for task_name in &step.tasks {
+        let Some(task) = ov.tasks.iter().find(|t| &t.name == task_name) else {
+            return Outcome::Fatal(format!("task {task_name:?} is not defined"));
+        };
+        let outcome = run_task(engine, ctx, ov, meta, task, params, pipes).await;
+        if outcome != Outcome::Done {
+            return outcome;
+        }
+    }
+    Outcome::Done
+}
+
+async fn run_task(
+    engine: &Engine,
+    ctx: &Context<DynamicObject>,
+    ov: &OperatorVersion,
+    meta: &StepMeta,
+    task: &Task,
+    params: &BTreeMap<String, Option<String>>,
+    pipes: &BTreeMap<String, String>,
+) -> Outcome {
+    let vars = variables(ov, meta, params, pipes);
+    let prefix = |m: String| format!("task {}: {m}", task.name);
+    match task.kind.as_str() {
+        "Apply" => apply_task(engine, &ctx.client, ov, meta, &task.spec.resources, &vars).await,
+        "Delete" => delete_task(engine, &ctx.client, ov, meta, &task.spec.resources, &vars).await,
+        "Toggle" => {
+            let value = params.get(&task.spec.parameter).cloned().flatten().unwrap_or_default();
+            match value.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "t" => apply_task(engine, &ctx.client, ov, meta, &task.spec.resources, &vars).await,
+                "false" | "0" | "f" | "" => {
+                    delete_task(engine, &ctx.client, ov, meta, &task.spec.resources, &vars).await
+                }
+                other => Outcome::Fatal(prefix(format!(
+                    "parameter {:?} of a Toggle task must be a boolean, not {other:?}",
+                    task.spec.parameter
+                ))),
+            }
+        }
+        "Dummy" => {
+            if task.spec.want_err {
+                let m = prefix("dummy error".into());
+                if task.spec.fatal { Outcome::Fatal(m) } else { Outcome::Error(m) }
+            } else if task.spec.done {
+                Outcome::Done
+            } else {
+                Outcome::Waiting(prefix("dummy task is not done".into()))
+            }
+        }
+        "Pipe" => super::pipe::run(engine, &ctx.client, ov, meta, task, &vars).await,
+        "KudoOperator" => kudo_operator(engine, &ctx.client, ov, meta, task, &vars).await,
+        other => Outcome::Fatal(prefix(format!("unknown task kind {other:?}"))),
+    }
+}
+
+/// The `Api` for an object's kind (namespaced ones in the Instance's namespace); the
+/// error says when the kind is not served (e.g. an API version Kubernetes removed).
+pub(crate) async fn api_for(
+    engine: &Engine,
+    client: &Client,
+    namespace: &str,
+    obj: &Value,
+) -> Result<(Api<DynamicObject>, bool), String> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let (resource, scope) = engine
+        .resolve(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .map_err(|e| format!("{api_version} {kind} is not served by the API server ({})", api_message(&e)))?;
+    Ok(match scope {
+        Scope::Namespaced => (Api::namespaced_with(client.clone(), namespace, &resource), true),
+        Scope::Cluster => (Api::all_with(client.clone(), &resource), false),
+    })
+}
+
+/// `Kind/name` of an object.
+pub(crate) fn describe(obj: &Value) -> String {
+    format!(
+        "{}/{}",
+        obj.get("kind").and_then(Value::as_str).unwrap_or_default(),
+        obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+    )
+}
+
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// Applies the enhanced objects; returns them as the API server has them.
+pub(crate) async fn apply_objects(
+    engine: &Engine,
+    client: &Client,
+    meta: &StepMeta,
+    ov: &OperatorVersion,
+    mut objects: Vec<Value>,
+) -> Result<Vec<Value>, Outcome> {
+    let namespace = meta.namespace();
+    let mut scoped = Vec::new();
+    for obj in &mut objects {
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        if let Some(successor) = super::removed_apis::successor(&api_version, &kind)
+            && api_for(engine, client, &namespace, obj).await.is_err()
+        {
+            tracing::warn!(%kind, from = %api_version, to = %successor, "applying an object of a removed API version at its successor");
+            obj["apiVersion"] = Value::String(successor.to_string());
+        }
+        let obj = &*obj;
+        let (_, namespaced) = api_for(engine, client, &namespace, obj)
+            .await
+            .map_err(|e| Outcome::Error(format!("{}: {e}", describe(obj))))?;
+        scoped.push(namespaced);
+    }
+    super::enhance::enhance(&mut objects, &scoped, meta, ov);
+    super::enhance::add_dependency_hashes(client, &namespace, &mut objects).await;
+    let mut applied = Vec::new();
+    for obj in objects {
+        let (api, _) = api_for(engine, client, &namespace, &obj)
+            .await
+            .map_err(|e| Outcome::Error(format!("{}: {e}", describe(&obj))))?;
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match api.patch(&name, &params, &Patch::Apply(&obj)).await {
+            Ok(live) => applied.push(serde_json::to_value(&live).unwrap_or(Value::Null)),
+            Err(e) => return Err(Outcome::Error(format!("applying {}: {}", describe(&obj), api_message(&e)))),
+        }
+    }
+    Ok(applied)
+}
+
+/// The health of applied objects: Done, the first reason to wait, or a terminal failure.
+pub(crate) fn health_of(applied: &[Value]) -> Outcome {
+    for obj in applied {
+        match health::check(obj) {
+            Health::Healthy => {}
+            Health::Waiting(m) => return Outcome::Waiting(m),
+            Health::Failed(m) => return Outcome::Fatal(m),
+        }
+    }
+    Outcome::Done
+}
+
+async fn apply_task(
+    engine: &Engine,
+    client: &Client,
+    ov: &OperatorVersion,
+    meta: &StepMeta,
+    files: &[String],
+    vars: &Variables,
+) -> Outcome {
+    let objects = match render_files(ov, files, vars) {
+        Ok(o) => o,
+        Err(e) => return Outcome::Fatal(e),
+    };
+    match apply_objects(engine, client, meta, ov, objects).await {
+        Ok(applied) => health_of(&applied),
+        Err(outcome) => outcome,
+    }
+}
+
+async fn delete_task(
+    engine: &Engine,
+    client: &Client,
+    ov: &OperatorVersion,
+    meta: &StepMeta,
+    files: &[String],
+    vars: &Variables,
+) -> Outcome {
+    let objects = match render_files(ov, files, vars) {
+        Ok(o) => o,
+        Err(e) => return Outcome::Fatal(e),
+    };
+    let namespace = meta.namespace();
+    let mut waiting = Vec::new();
+    for obj in &objects {
+        // A kind no longer served has nothing left to delete.
+        let Ok((api, _)) = api_for(engine, client, &namespace, obj).await else { continue };
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(either) => {
+                if either.is_left() {
+                    waiting.push(describe(obj));
+                }
+            }
+            Err(e) if opkit::status::is_not_found(&e) => {}
+            Err(e) => return Outcome::Error(format!("deleting {}: {}", describe(obj), api_message(&e))),
+        }
+    }
+    if waiting.is_empty() { Outcome::Done } else { Outcome::Waiting(format!("{} is not deleted", waiting.join(", "))) }
+}
+
+/// KudoOperator: an Instance of the dependency, healthy when its deploy plan completed.
+async fn kudo_operator(
+    engine: &Engine,
+    client: &Client,
+    ov: &OperatorVersion,
+    meta: &StepMeta,
+    task: &Task,
+    vars: &Variables,
+) -> Outcome {
+    let _ = engine;
+    let namespace = meta.namespace();
+    let spec = &task.spec;
+    let ovs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &resources::api_resource("OperatorVersion"));
+    let dependency = if spec.operator_version.is_empty() {
+        // The only (or last listed) OperatorVersion of that operator.
+        match ovs.list(&Default::default()).await {
+            Ok(list) => list
+                .items
+                .into_iter()
+                .filter(|o| {
+                    o.data.pointer("/spec/operator/name").and_then(Value::as_str) == Some(spec.package.as_str())
+                })
+                .filter(|o| {
+                    spec.app_version.is_empty()
+                        || o.data.pointer("/spec/appVersion").and_then(Value::as_str) == Some(spec.app_version.as_str())
+                })
+                .map(|o| o.name_any())
+                .next_back(),
+            Err(e) => return Outcome::Error(api_message(&e)),
+        }
+    } else {
+        Some(resources::operator_version_name(&spec.package, &spec.app_version, &spec.operator_version))
+    };
+    let Some(ov_name) = dependency else {
+        return Outcome::Error(format!(
+            "task {}: no OperatorVersion of operator {:?} is installed in {namespace}",
+            task.name, spec.package
+        ));
+    };
+    match ovs.get_opt(&ov_name).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return Outcome::Error(format!(
+                "task {}: operator version {ov_name} (package {:?}) is not installed in {namespace}",
+                task.name, spec.package
+            ));
+        }
+        Err(e) => return Outcome::Error(api_message(&e)),
+    }
+    let mut parameters = BTreeMap::new();
+    if !spec.parameter_file.is_empty() {
+        let Some(source) = ov.templates.get(&spec.parameter_file) else {
+            return Outcome::Fatal(format!("template {:?} is not defined", spec.parameter_file));
+        };
+        let text = match crate::render::render(&spec.parameter_file, source, vars) {
+            Ok(t) => t,
+            Err(e) => return Outcome::Fatal(e),
+        };
+        match serde_saphyr::from_str_with_options::<Value>(&text, opkit_helm::yaml::parse_options()) {
+            Ok(Value::Object(m)) => {
+                for (k, v) in m {
+                    let v = match v {
+                        Value::String(s) => s,
+                        Value::Array(_) | Value::Object(_) => serde_saphyr::to_string(&v).unwrap_or_default(),
+                        other => other.to_string(),
+                    };
+                    parameters.insert(k, v);
+                }
+            }
+            Ok(Value::Null) => {}
+            Ok(_) | Err(_) => {
+                return Outcome::Fatal(format!("{}: the parameter file is not a YAML map", spec.parameter_file));
+            }
+        }
+    }
+    let instance_name = if spec.instance_name.is_empty() {
+        format!("{}-{}", meta.name(), spec.package)
+    } else {
+        spec.instance_name.clone()
+    };
+    let mut child = resources::instance(&spec.package, &ov_name, &instance_name, &namespace, &parameters);
+    let owner = &meta.instance;
+    child["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": resources::API_VERSION,
+        "kind": "Instance",
+        "name": owner.name_any(),
+        "uid": owner.uid().unwrap_or_default(),
+        "controller": true,
+        "blockOwnerDeletion": true,
+    }]);
+    let instances: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &resources::api_resource("Instance"));
+    let live = match instances
+        .patch(&instance_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&child))
+        .await
+    {
+        Ok(l) => l,
+        Err(e) => return Outcome::Error(format!("applying Instance/{instance_name}: {}", api_message(&e))),
+    };
+    let deploy = live.data.pointer("/status/planStatus/deploy/status").and_then(Value::as_str).unwrap_or_default();
+    let active = live.data.pointer("/spec/planExecution/planName").and_then(Value::as_str).unwrap_or_default();
+    match deploy {
+        crate::plan::state::COMPLETE if active.is_empty() => Outcome::Done,
+        crate::plan::state::FATAL_ERROR => {
+            Outcome::Fatal(format!("dependency instance {instance_name}: deploy plan failed"))
+        }
+        s => Outcome::Waiting(format!(
+            "dependency instance {instance_name}: deploy plan is {}",
+            if s.is_empty() { "not started" } else { s }
+        )),
+    }
+}
