@@ -41,8 +41,7 @@ impl BundleDir {
         let bad = |message: String| OlmError::Bundle { path: dir.to_path_buf(), message };
         let annotations_path = dir.join("metadata/annotations.yaml");
         let text = read(&annotations_path)?;
-        let doc: Value = serde_saphyr::from_str(&text)
-            .map_err(|e| bad(format!("metadata/annotations.yaml: {e}")))?;
+        let doc: Value = serde_saphyr::from_str(&text).map_err(|e| bad(format!("metadata/annotations.yaml: {e}")))?;
         let annotation = |key: &str| doc.pointer("/annotations").and_then(|a| a.get(key)).and_then(Value::as_str);
         let package = annotation(PACKAGE_ANNOTATION)
             .ok_or_else(|| bad(format!("metadata/annotations.yaml has no {PACKAGE_ANNOTATION}")))?
@@ -60,8 +59,8 @@ impl BundleDir {
         let default_channel = annotation(DEFAULT_CHANNEL_ANNOTATION).map(str::to_string);
         let dependencies = match std::fs::read_to_string(dir.join("metadata/dependencies.yaml")) {
             Ok(text) => {
-                let doc: Value = serde_saphyr::from_str(&text)
-                    .map_err(|e| bad(format!("metadata/dependencies.yaml: {e}")))?;
+                let doc: Value =
+                    serde_saphyr::from_str(&text).map_err(|e| bad(format!("metadata/dependencies.yaml: {e}")))?;
                 doc.get("dependencies").and_then(Value::as_array).cloned().unwrap_or_default()
             }
             Err(_) => Vec::new(),
@@ -77,8 +76,8 @@ impl BundleDir {
         let mut objects = Vec::new();
         for file in files {
             let text = read(&file)?;
-            let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
-                .map_err(|e| bad(format!("{}: {e}", file.display())))?;
+            let docs: Vec<Value> =
+                serde_saphyr::from_multiple(&text).map_err(|e| bad(format!("{}: {e}", file.display())))?;
             for doc in docs.into_iter().filter(|d| d.is_object()) {
                 if doc.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion") {
                     if csv.is_some() {

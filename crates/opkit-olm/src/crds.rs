@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 
 use crate::{FIELD_MANAGER, OlmError};
 
@@ -62,7 +62,10 @@ pub async fn uninstall(client: &Client, timeout: Duration) -> Result<(), OlmErro
     }
     let deadline = tokio::time::Instant::now() + timeout;
     for name in names() {
-        let gone = kube::runtime::wait::await_condition(api.clone(), &name, |crd: Option<&CustomResourceDefinition>| crd.is_none());
+        let gone =
+            kube::runtime::wait::await_condition(api.clone(), &name, |crd: Option<&CustomResourceDefinition>| {
+                crd.is_none()
+            });
         tokio::time::timeout_at(deadline, gone)
             .await
             .map_err(|_| OlmError::Timeout(format!("CRD {name} to be deleted")))?

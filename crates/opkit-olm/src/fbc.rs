@@ -159,7 +159,8 @@ impl Bundle {
         let bad = |message: String| OlmError::Catalog(format!("bundle {}: {message}", self.name));
         self.properties_of("olm.bundle.object")
             .map(|v| {
-                let data = v.get("data").and_then(Value::as_str).ok_or_else(|| bad("olm.bundle.object has no data".into()))?;
+                let data =
+                    v.get("data").and_then(Value::as_str).ok_or_else(|| bad("olm.bundle.object has no data".into()))?;
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(data)
                     .map_err(|e| bad(format!("olm.bundle.object is not base64: {e}")))?;
@@ -212,8 +213,12 @@ impl Catalog {
         };
         for doc in docs {
             match doc.get("schema").and_then(Value::as_str) {
-                Some(SCHEMA_PACKAGE) => self.packages.push(serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?),
-                Some(SCHEMA_CHANNEL) => self.channels.push(serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?),
+                Some(SCHEMA_PACKAGE) => {
+                    self.packages.push(serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?)
+                }
+                Some(SCHEMA_CHANNEL) => {
+                    self.channels.push(serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?)
+                }
                 Some(SCHEMA_BUNDLE) => self.bundles.push(serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?),
                 _ => {}
             }
@@ -401,12 +406,12 @@ impl Catalog {
                     errors.push(format!("{at}: bundle {:?}: invalid skipRange {range:?}", entry.name));
                 }
             }
-            match crate::resolve::heads(channel).len() {
+            match crate::resolve::heads(self, channel).len() {
                 1 => {}
                 0 => errors.push(format!("{at}: no channel head found in graph (a replaces cycle?)")),
                 _ => errors.push(format!(
                     "{at}: multiple channel heads found in graph: {}",
-                    crate::resolve::heads(channel).iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ")
+                    crate::resolve::heads(self, channel).iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ")
                 )),
             }
         }
@@ -437,7 +442,11 @@ impl Catalog {
             if let Err(e) = bundle.objects() {
                 errors.push(e.to_string());
             }
-            if !self.channels.iter().any(|c| c.package == bundle.package && c.entries.iter().any(|e| e.name == bundle.name)) {
+            if !self
+                .channels
+                .iter()
+                .any(|c| c.package == bundle.package && c.entries.iter().any(|e| e.name == bundle.name))
+            {
                 errors.push(format!("{at}: bundle is not in any channel"));
             }
         }
@@ -499,4 +508,47 @@ fn bundle_of(bundle: &BundleDir) -> Result<Bundle, OlmError> {
         properties.push(Property { type_: "olm.bundle.object".into(), value: json!({"data": engine.encode(bytes)}) });
     }
     Ok(Bundle { schema: SCHEMA_BUNDLE.into(), name, package: bundle.package.clone(), image: String::new(), properties })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixtures() -> Vec<BundleDir> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memcached-operator");
+        ["0.0.1", "0.0.2"].iter().map(|v| BundleDir::load(&root.join(v)).expect("fixture")).collect()
+    }
+
+    #[test]
+    fn renders_bundles_into_a_valid_catalog_that_reads_back() {
+        let catalog = Catalog::from_bundles(&fixtures()).expect("render");
+        assert!(catalog.validate().is_empty(), "{:?}", catalog.validate());
+        assert_eq!(catalog.package("memcached-operator").and_then(|p| p.default_channel.as_deref()), Some("alpha"));
+        let channel = catalog.channel("memcached-operator", "alpha").expect("channel");
+        assert_eq!(channel.entries[1].replaces.as_deref(), Some("memcached-operator.v0.0.1"));
+        let bundle = catalog.bundle("memcached-operator", "memcached-operator.v0.0.2").expect("bundle");
+        assert_eq!(bundle.version().map(|v| v.to_string()).as_deref(), Some("0.0.2"));
+        assert_eq!(bundle.provided_gvks()[0].to_string(), "cache.example.com/v1alpha1/Memcached");
+        assert_eq!(bundle.objects().expect("objects").len(), 3);
+
+        let mut read = Catalog::default();
+        read.add_text(&catalog.to_json_stream(), "stream").expect("JSON stream");
+        assert_eq!(read, catalog);
+        let gz = catalog.to_gzip().expect("gzip");
+        let from_cm =
+            Catalog::from_config_map(&BTreeMap::new(), &BTreeMap::from([(CONFIG_MAP_KEY.to_string(), gz)]), "cm")
+                .expect("config map");
+        assert_eq!(from_cm, catalog);
+    }
+
+    #[test]
+    fn validate_reports_what_opm_would() {
+        let mut catalog = Catalog::from_bundles(&fixtures()).expect("render");
+        catalog.packages[0].default_channel = Some("stable".into());
+        catalog.channels[0].entries.push(Entry { name: "memcached-operator.v9".into(), ..Default::default() });
+        let problems = catalog.validate();
+        assert!(problems.iter().any(|p| p.contains("default channel \"stable\" not found")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("bundle \"memcached-operator.v9\" not found")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("multiple channel heads")), "{problems:?}");
+    }
 }

@@ -37,6 +37,7 @@ pub mod bundle_dir;
 pub mod controllers;
 pub mod crds;
 pub mod fbc;
+pub mod install;
 pub mod objects;
 pub mod resolve;
 pub mod run_bundle;

@@ -7,9 +7,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::Scope;
-use kube::Client;
 use serde_json::Value;
 
 use crate::{FIELD_MANAGER, OlmError};
@@ -22,16 +22,21 @@ pub struct Resources {
 
 impl Resources {
     /// The resource and scope of `apiVersion`/`kind`.
-    pub async fn resolve(&self, client: &Client, api_version: &str, kind: &str) -> Result<(ApiResource, Scope), OlmError> {
+    pub async fn resolve(
+        &self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(ApiResource, Scope), OlmError> {
         let key = (api_version.to_string(), kind.to_string());
         if let Some(found) = self.known.lock().ok().and_then(|k| k.get(&key).cloned()) {
             return Ok(found);
         }
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .map_err(|e| OlmError::KindNotServed { api_version: api_version.into(), kind: kind.into(), message: e.to_string() })?;
+        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| {
+            OlmError::KindNotServed { api_version: api_version.into(), kind: kind.into(), message: e.to_string() }
+        })?;
         if let Ok(mut known) = self.known.lock() {
             known.insert(key, (resource.clone(), caps.scope.clone()));
         }

@@ -196,8 +196,9 @@ fn deadline(start: Instant, timeout: Duration) -> Instant {
     start + timeout
 }
 
-/// Writes the catalog's ConfigMap and its CatalogSource (server-side apply).
-async fn write_catalog(client: &Client, ns: &str, source: &str, catalog: &Catalog) -> Result<(), OlmError> {
+/// Writes a catalog into ConfigMap `source` (gzipped, under [`CONFIG_MAP_KEY`]) and the
+/// CatalogSource `source` serving it (server-side apply).
+pub async fn write_catalog(client: &Client, ns: &str, source: &str, catalog: &Catalog) -> Result<(), OlmError> {
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some(source.into());
@@ -237,7 +238,8 @@ async fn ensure_operator_group(
     }
     let supported = |mode: &str| {
         bundle.csv.pointer("/spec/installModes").and_then(Value::as_array).into_iter().flatten().any(|m| {
-            m.get("type").and_then(Value::as_str) == Some(mode) && m.get("supported").and_then(Value::as_bool) == Some(true)
+            m.get("type").and_then(Value::as_str) == Some(mode)
+                && m.get("supported").and_then(Value::as_bool) == Some(true)
         })
     };
     let targets = match install_mode {
@@ -260,7 +262,8 @@ async fn ensure_operator_group(
             )));
         }
     };
-    let mut group = OperatorGroup::new(OPERATOR_GROUP, OperatorGroupSpec { target_namespaces: targets, extra: Default::default() });
+    let mut group =
+        OperatorGroup::new(OPERATOR_GROUP, OperatorGroupSpec { target_namespaces: targets, extra: Default::default() });
     group.metadata.namespace = Some(ns.into());
     groups.create(&PostParams::default(), &group).await?;
     progress(&format!("OperatorGroup {OPERATOR_GROUP:?} created"));
@@ -286,10 +289,11 @@ async fn approve_plan(
                 })
         })
     };
-    let found = tokio::time::timeout_at(deadline.into(), kube::runtime::wait::await_condition(subs, subscription, planned))
-        .await
-        .map_err(|_| OlmError::Timeout(format!("an InstallPlan for {csv} in Subscription {ns}/{subscription}")))?
-        .map_err(|e| OlmError::Timeout(e.to_string()))?;
+    let found =
+        tokio::time::timeout_at(deadline.into(), kube::runtime::wait::await_condition(subs, subscription, planned))
+            .await
+            .map_err(|_| OlmError::Timeout(format!("an InstallPlan for {csv} in Subscription {ns}/{subscription}")))?
+            .map_err(|e| OlmError::Timeout(e.to_string()))?;
     let status = found.and_then(|s| s.status).unwrap_or_default();
     if status.current_csv.as_deref() != Some(csv) {
         let message = status
@@ -334,7 +338,10 @@ pub async fn wait_csv(
                 continue;
             }
             progress(&format!("  Found ClusterServiceVersion \"{ns}/{name}\" phase: {phase}"));
-            last = (phase.clone(), format!("{}: {}", status.reason.unwrap_or_default(), status.message.unwrap_or_default()));
+            last = (
+                phase.clone(),
+                format!("{}: {}", status.reason.unwrap_or_default(), status.message.unwrap_or_default()),
+            );
             if phase == PHASE_SUCCEEDED {
                 return Ok(());
             }
@@ -397,6 +404,10 @@ pub async fn cleanup(
         say(&mut removed, progress, "subscription", &sub.name_any());
         sources.push((sub.spec.source_namespace.clone(), sub.spec.source.clone()));
     }
+    for csv in &csv_objects {
+        delete(&csvs, &csv.name_any(), deadline).await?;
+        say(&mut removed, progress, "clusterserviceversion", &csv.name_any());
+    }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for csv in &csv_objects {
         for owned in csv.spec.customresourcedefinitions.iter().flat_map(|d| &d.owned) {
@@ -405,10 +416,6 @@ pub async fn cleanup(
                 say(&mut removed, progress, "customresourcedefinition", &owned.name);
             }
         }
-    }
-    for csv in &csv_objects {
-        delete(&csvs, &csv.name_any(), deadline).await?;
-        say(&mut removed, progress, "clusterserviceversion", &csv.name_any());
     }
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
     for plan in plans.list(&ListParams::default()).await? {
@@ -453,7 +460,7 @@ where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
     K::DynamicType: Default,
 {
-    match api.delete(name, &DeleteParams::foreground()).await {
+    match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(e) if opkit::status::is_not_found(&e) => return Ok(()),
         Err(e) => return Err(e.into()),

@@ -31,21 +31,47 @@ pub async fn reconcile(ctx: Context<CatalogSource, Olm>) -> ReconcileResult {
         }
         Err(e) => ("TRANSIENT_FAILURE", Some(e)),
     };
+    let ns = source.namespace().unwrap_or_default();
+    // The ConfigMap's version, so every change of the catalog changes the status and the
+    // subscriptions of this source resolve again (OLM's `configMapReference`).
+    let reference = source.spec.config_map.as_deref().and_then(|name| {
+        let cm = ctx.cache.get::<ConfigMap>(name, Some(&ns))?;
+        Some(json!({
+            "name": name, "namespace": ns, "resourceVersion": cm.resource_version(), "uid": cm.uid(),
+        }))
+    });
     let current = source.status.as_ref();
-    let current_state =
-        current.and_then(|s| s.connection_state.as_ref()).and_then(|c| c.get("lastObservedState")).and_then(Value::as_str);
-    if current_state == Some(state) && current.and_then(|s| s.message.clone()) == message {
+    let current_state = current
+        .and_then(|s| s.connection_state.as_ref())
+        .and_then(|c| c.get("lastObservedState"))
+        .and_then(Value::as_str);
+    let current_reference = current.and_then(|s| s.extra.get("configMapReference")).map(|r| {
+        let mut r = r.clone();
+        if let Some(o) = r.as_object_mut() {
+            o.remove("lastUpdateTime");
+        }
+        r
+    });
+    if current_state == Some(state)
+        && current.and_then(|s| s.message.clone()) == message
+        && current_reference == reference
+    {
         return Ok(Action::done());
     }
+    let reference = reference.map(|mut r| {
+        r["lastUpdateTime"] = json!(now());
+        r
+    });
     let address = match (&source.spec.config_map, source.annotations().get(DIRECTORY_ANNOTATION)) {
         (_, Some(dir)) => format!("file://{dir}"),
-        (Some(cm), None) => format!("configmap://{}/{cm}", source.namespace().unwrap_or_default()),
+        (Some(cm), None) => format!("configmap://{ns}/{cm}"),
         (None, None) => String::new(),
     };
     let patch = json!({"status": {
         "connectionState": {"address": address, "lastConnect": now(), "lastObservedState": state},
         "message": message,
         "reason": message.as_ref().map(|_| "CatalogUnreadable"),
+        "configMapReference": reference,
     }});
     api.patch_status(&source.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     Ok(Action::done())

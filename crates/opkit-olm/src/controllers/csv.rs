@@ -137,7 +137,8 @@ pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileRes
     let mode = install_mode(&ns, &targets);
     let supported = csv.spec.install_modes.iter().any(|m| m.type_ == mode && m.supported);
     if !supported {
-        let message = format!("{mode} InstallModeType not supported, cannot configure to watch {}", targets_text(&targets));
+        let message =
+            format!("{mode} InstallModeType not supported, cannot configure to watch {}", targets_text(&targets));
         set_phase(&ctx, &csv, PHASE_FAILED, "UnsupportedOperatorGroup", &message, None).await?;
         return Ok(Action::done());
     }
@@ -187,8 +188,15 @@ pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileRes
     }
     match waiting_deployment(&ctx, &csv) {
         None => {
-            set_phase(&ctx, &csv, PHASE_SUCCEEDED, "InstallSucceeded", "install strategy completed with no errors", None)
-                .await?;
+            set_phase(
+                &ctx,
+                &csv,
+                PHASE_SUCCEEDED,
+                "InstallSucceeded",
+                "install strategy completed with no errors",
+                None,
+            )
+            .await?;
             Ok(Action::done())
         }
         Some(message) => {
@@ -353,9 +361,8 @@ async fn install(
     let name = csv.name_any();
     let owner = opkit::owner::controller_reference(csv).ok_or("the CSV has no uid yet")?;
     let labels = json!({OWNER_LABEL: name, OWNER_NAMESPACE_LABEL: ns, OWNER_KIND_LABEL: "ClusterServiceVersion"});
-    let namespaced_meta = |object_name: &str| {
-        json!({"name": object_name, "namespace": ns, "labels": labels, "ownerReferences": [owner]})
-    };
+    let namespaced_meta =
+        |object_name: &str| json!({"name": object_name, "namespace": ns, "labels": labels, "ownerReferences": [owner]});
     let strategy = strategy(csv);
     let mut objects = Vec::new();
     for account in service_accounts(csv) {
@@ -389,7 +396,8 @@ async fn install(
         }));
     }
     for d in strategy.get("deployments").and_then(Value::as_array).into_iter().flatten() {
-        let deployment_name = d.get("name").and_then(Value::as_str).ok_or("a deployment of the install strategy has no name")?;
+        let deployment_name =
+            d.get("name").and_then(Value::as_str).ok_or("a deployment of the install strategy has no name")?;
         let mut spec = d.get("spec").cloned().unwrap_or(json!({}));
         if let Some(template) = spec.get_mut("template").and_then(Value::as_object_mut) {
             let meta = template.entry("metadata").or_insert_with(|| json!({}));
@@ -453,10 +461,14 @@ fn deployment_available(d: &Deployment) -> bool {
     let observed = status.observed_generation >= d.metadata.generation;
     let wanted = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let available = status.conditions.iter().flatten().any(|c| c.type_ == "Available" && c.status == "True");
-    observed && available && status.updated_replicas.unwrap_or(0) >= wanted && status.available_replicas.unwrap_or(0) >= wanted
+    observed
+        && available
+        && status.updated_replicas.unwrap_or(0) >= wanted
+        && status.available_replicas.unwrap_or(0) >= wanted
 }
 
-/// Deletes the cluster-scoped objects a CSV installed (labelled with its name and namespace).
+/// Deletes the cluster-scoped objects a CSV installed (labelled with its name and
+/// namespace) and its Deployments; the garbage collector removes the rest it owns.
 async fn remove_cluster_objects(
     ctx: &Context<ClusterServiceVersion, Olm>,
     ns: &str,
@@ -464,6 +476,9 @@ async fn remove_cluster_objects(
 ) -> Result<(), ReconcileError> {
     let selector = format!("{OWNER_LABEL}={name},{OWNER_NAMESPACE_LABEL}={ns}");
     let params = ListParams::default().labels(&selector);
+    // The Deployments go at once, not only when the garbage collector gets to them.
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
+    deployments.delete_collection(&DeleteParams::background(), &params).await?;
     let bindings: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
     bindings.delete_collection(&DeleteParams::default(), &params).await?;
     let roles: Api<ClusterRole> = Api::all(ctx.client.clone());

@@ -58,7 +58,8 @@ pub async fn reconcile(ctx: Context<InstallPlan, Olm>) -> ReconcileResult {
 /// Creates the plan's resources in order, marking each step `Created`.
 async fn execute(ctx: &Context<InstallPlan, Olm>, ns: &str, steps: &mut [Step]) -> Result<(), String> {
     let manifest = |step: &Step| -> Result<Value, String> {
-        let text = step.resource.manifest.as_deref().ok_or_else(|| format!("step {} has no manifest", step.resource.name))?;
+        let text =
+            step.resource.manifest.as_deref().ok_or_else(|| format!("step {} has no manifest", step.resource.name))?;
         serde_json::from_str(text).map_err(|e| format!("step {}: {e}", step.resource.name))
     };
     let order = |step: &Step| match step.resource.kind.as_str() {
@@ -88,7 +89,9 @@ async fn execute(ctx: &Context<InstallPlan, Olm>, ns: &str, steps: &mut [Step]) 
                     labels.insert(csv::OWNER_NAMESPACE_LABEL.into(), json!(ns));
                     labels.insert(csv::OWNER_KIND_LABEL.into(), json!("ClusterServiceVersion"));
                 }
-                if let Some(mut reference) = opkit::owner::owner_reference(&owner).ok().filter(|_| namespaced).map(|r| json!(r)) {
+                if let Some(mut reference) =
+                    opkit::owner::owner_reference(&owner).ok().filter(|_| namespaced).map(|r| json!(r))
+                {
                     reference["blockOwnerDeletion"] = json!(false);
                     meta.insert("ownerReferences".into(), json!([reference]));
                 }

@@ -13,8 +13,11 @@ use crate::types::OperatorGroup;
 /// Reconciles one OperatorGroup.
 pub async fn reconcile(ctx: Context<OperatorGroup, Olm>) -> ReconcileResult {
     let Some(group) = ctx.object.clone() else { return Ok(Action::done()) };
-    let namespaces =
-        if group.spec.target_namespaces.is_empty() { vec![String::new()] } else { group.spec.target_namespaces.clone() };
+    let namespaces = if group.spec.target_namespaces.is_empty() {
+        vec![String::new()]
+    } else {
+        group.spec.target_namespaces.clone()
+    };
     if group.status.as_ref().map(|s| &s.namespaces) == Some(&namespaces) {
         return Ok(Action::done());
     }

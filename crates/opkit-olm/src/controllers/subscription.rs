@@ -48,11 +48,23 @@ pub async fn reconcile(ctx: Context<Subscription, Olm>) -> ReconcileResult {
     };
     let catalog = match catalog {
         Ok(catalog) => {
-            set_condition(&mut status.conditions, "CatalogSourcesUnhealthy", "False", "AllCatalogSourcesHealthy", "all available catalogsources are healthy");
+            set_condition(
+                &mut status.conditions,
+                "CatalogSourcesUnhealthy",
+                "False",
+                "AllCatalogSourcesHealthy",
+                "all available catalogsources are healthy",
+            );
             catalog
         }
         Err(message) => {
-            set_condition(&mut status.conditions, "CatalogSourcesUnhealthy", "True", "UnhealthyCatalogSourceFound", &message);
+            set_condition(
+                &mut status.conditions,
+                "CatalogSourcesUnhealthy",
+                "True",
+                "UnhealthyCatalogSourceFound",
+                &message,
+            );
             return write_status(&ctx, &sub, status, &before).await;
         }
     };
@@ -71,7 +83,9 @@ pub async fn reconcile(ctx: Context<Subscription, Olm>) -> ReconcileResult {
                 let message = plan
                     .as_ref()
                     .and_then(|p| p.status.as_ref())
-                    .and_then(|s| s.conditions.iter().find_map(|c| c.get("message").and_then(Value::as_str).map(str::to_string)))
+                    .and_then(|s| {
+                        s.conditions.iter().find_map(|c| c.get("message").and_then(Value::as_str).map(str::to_string))
+                    })
                     .unwrap_or_default();
                 status.state = Some(STATE_UPGRADE_FAILED.into());
                 remove_condition(&mut status.conditions, "InstallPlanPending");
@@ -241,7 +255,11 @@ async fn remove_replaced<'a>(
 ) -> Result<(), ReconcileError> {
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), ns);
     for name in channel_entries.filter(|n| *n != current) {
-        if ctx.cache.get::<ClusterServiceVersion>(name, Some(ns)).is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+        if ctx
+            .cache
+            .get::<ClusterServiceVersion>(name, Some(ns))
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+        {
             match api.delete(name, &DeleteParams::background()).await {
                 Ok(_) => {}
                 Err(e) if opkit::status::is_not_found(&e) => {}
