@@ -78,6 +78,7 @@ pub mod helm_template;
 pub mod label_lists;
 pub mod load;
 pub mod memcached;
+pub mod olm_install;
 pub mod real_pods;
 pub mod report;
 pub mod runtime;

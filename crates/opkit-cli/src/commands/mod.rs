@@ -1,5 +1,7 @@
 //! Command implementations; each returns a [`CliError`] that `main` prints.
 
+mod catalog;
+mod cleanup;
 mod cluster;
 mod completion;
 mod create_api;
@@ -13,11 +15,13 @@ mod images;
 mod init;
 mod install;
 mod kubeconfig;
+mod olm;
 mod run;
+mod run_bundle;
 mod run_webhooks;
 mod version;
 
-use crate::cli::{Cli, ClusterCommand, Command, CreateCommand, HelmCommand};
+use crate::cli::{CatalogCommand, Cli, ClusterCommand, Command, CreateCommand, HelmCommand, OlmCommand, RunCommand};
 use crate::output::Output;
 
 /// A failure to report to the user. Its message names what failed and why.
@@ -74,6 +78,12 @@ pub enum CliError {
     /// The Helm operator could not start.
     #[error(transparent)]
     HelmOperator(#[from] opkit_helm_operator::OperatorError),
+    /// OLM (`olm`, `run bundle`, `cleanup`, `catalog`) failed.
+    #[error(transparent)]
+    Olm(#[from] opkit_olm::OlmError),
+    /// A file-based catalog is not valid (`catalog validate`).
+    #[error("the catalog is not valid:\n  {}", .0.join("\n  "))]
+    InvalidCatalog(Vec<String>),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -131,6 +141,8 @@ impl CliError {
             CliError::ClusterRequest(_) => "cluster-request",
             CliError::Helm(_) => "helm",
             CliError::HelmOperator(_) => "helm-operator",
+            CliError::Olm(_) => "olm",
+            CliError::InvalidCatalog(_) => "invalid-catalog",
             CliError::Io(_) => "io",
             CliError::NotRunning { .. } => "not-running",
             CliError::PortInUse { .. } => "port-in-use",
@@ -169,7 +181,18 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Edit(args) => edit::edit(args, &mut out),
         Command::Install(args) => rt()?.block_on(install::install(args, &mut out)),
         Command::Uninstall(args) => rt()?.block_on(install::uninstall(args, &mut out)),
-        Command::Run(args) => rt()?.block_on(run::run(args, &mut out)),
+        Command::Run(mut args) => match args.bundle.take() {
+            Some(RunCommand::Bundle(bundle)) => rt()?.block_on(run_bundle::bundle(bundle, &mut out)),
+            Some(RunCommand::BundleUpgrade(upgrade)) => rt()?.block_on(run_bundle::bundle_upgrade(upgrade, &mut out)),
+            None => rt()?.block_on(run::run(args, &mut out)),
+        },
+        Command::Olm(OlmCommand::Install(args)) => rt()?.block_on(olm::install(args, &mut out)),
+        Command::Olm(OlmCommand::Status(args)) => rt()?.block_on(olm::status(args, &mut out)),
+        Command::Olm(OlmCommand::Uninstall(args)) => rt()?.block_on(olm::uninstall(args, &mut out)),
+        Command::Olm(OlmCommand::Run(args)) => rt()?.block_on(olm::run(args)),
+        Command::Catalog(CatalogCommand::Render(args)) => catalog::render(args, &mut out),
+        Command::Catalog(CatalogCommand::Validate(args)) => catalog::validate(args, &mut out),
+        Command::Cleanup(args) => rt()?.block_on(cleanup::cleanup(args, &mut out)),
         Command::Deploy(args) => rt()?.block_on(deploy::deploy(args, &mut out)),
         Command::Undeploy(args) => rt()?.block_on(deploy::undeploy(args, &mut out)),
         Command::Helm(HelmCommand::Template(args)) => helm::template(args, &mut out),
