@@ -254,12 +254,18 @@ pub async fn run(args: &OlmInstallArgs) -> Result<Report, String> {
             }
             report.bundles.push(result);
         }
-        if bundles.len() >= 2 {
+        if chain_length(&bundles) >= 2 {
             eprintln!("… upgrade chain {operator}");
             report.chains.push(chain(&client, &operator, &bundles, timeout).await);
         }
     }
     Ok(report)
+}
+
+/// How many of an operator's bundles are in its default channel (a chain needs two).
+fn chain_length(bundles: &[BundleDir]) -> usize {
+    let Ok(catalog) = Catalog::from_bundles(bundles) else { return 0 };
+    opkit_olm::resolve::channel(&catalog, &bundles[0].package, None, "chain").map_or(0, |c| c.entries.len())
 }
 
 /// Installs an operator's oldest bundle of its default channel with an Automatic

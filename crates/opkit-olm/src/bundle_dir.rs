@@ -78,14 +78,16 @@ impl BundleDir {
             let text = read(&file)?;
             let docs: Vec<Value> =
                 serde_saphyr::from_multiple(&text).map_err(|e| bad(format!("{}: {e}", file.display())))?;
-            for doc in docs.into_iter().filter(|d| d.is_object()) {
+            for mut doc in docs.into_iter().filter(|d| d.is_object()) {
                 if doc.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion") {
+                    // OLM reads the CSV as its own type, whatever apiVersion the file says.
+                    doc["apiVersion"] = Value::String("operators.coreos.com/v1alpha1".into());
                     if csv.is_some() {
                         return Err(bad("manifests/ holds more than one ClusterServiceVersion".into()));
                     }
                     csv = Some(doc);
                 } else {
-                    objects.push(doc);
+                    objects.push(crate::crd_v1beta1::to_v1(&doc));
                 }
             }
         }

@@ -26,7 +26,7 @@ pub const SCHEMA_CHANNEL: &str = "olm.channel";
 pub const SCHEMA_BUNDLE: &str = "olm.bundle";
 /// The CSV annotation holding a bundle's skip range.
 pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
-/// The ConfigMap key a catalog is stored under by [`Catalog::to_config_map_data`].
+/// The ConfigMap `binaryData` key a gzipped catalog ([`Catalog::to_gzip`]) is stored under.
 pub const CONFIG_MAP_KEY: &str = "catalog.json.gz";
 
 /// A package.

@@ -35,6 +35,7 @@ use std::path::PathBuf;
 
 pub mod bundle_dir;
 pub mod controllers;
+pub mod crd_v1beta1;
 pub mod crds;
 pub mod fbc;
 pub mod install;

@@ -104,8 +104,8 @@ pub async fn run_bundle(
     sub.metadata.namespace = Some(ns.into());
     subs.create(&PostParams::default(), &sub).await?;
     progress(&format!("Created Subscription: {subscription}"));
-    approve_plan(client, ns, &subscription, &csv, deadline(start, options.timeout), progress).await?;
-    wait_csv(client, ns, &csv, deadline(start, options.timeout), progress).await?;
+    let plan = approve_plan(client, ns, &subscription, &csv, deadline(start, options.timeout), progress).await?;
+    wait_installed(client, ns, &plan, &csv, deadline(start, options.timeout), progress).await?;
     progress(&format!("OLM has successfully installed {csv:?}"));
     Ok(Installed {
         package,
@@ -173,8 +173,8 @@ pub async fn run_bundle_upgrade(
     write_catalog(client, &sub.spec.source_namespace, &source, &catalog).await?;
     progress(&format!("Updated CatalogSource: {source} with {csv}"));
     let subscription = sub.name_any();
-    approve_plan(client, ns, &subscription, &csv, deadline(start, options.timeout), progress).await?;
-    wait_csv(client, ns, &csv, deadline(start, options.timeout), progress).await?;
+    let plan = approve_plan(client, ns, &subscription, &csv, deadline(start, options.timeout), progress).await?;
+    wait_installed(client, ns, &plan, &csv, deadline(start, options.timeout), progress).await?;
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
     let gone = kube::runtime::wait::await_condition(csvs, &installed, |c: Option<&ClusterServiceVersion>| c.is_none());
     tokio::time::timeout_at(deadline(start, options.timeout).into(), gone)
@@ -270,7 +270,39 @@ async fn ensure_operator_group(
     Ok(())
 }
 
-/// Waits for the subscription's InstallPlan for `csv` and approves it.
+/// Waits until CSV `csv` has succeeded, or fails as soon as InstallPlan `plan` has.
+async fn wait_installed(
+    client: &Client,
+    ns: &str,
+    plan: &str,
+    csv: &str,
+    deadline: Instant,
+    progress: &dyn Fn(&str),
+) -> Result<(), OlmError> {
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
+    let failed = |p: Option<&InstallPlan>| p.and_then(|p| p.status.as_ref()).is_some_and(|s| s.phase == "Failed");
+    let plan_failed = async {
+        match kube::runtime::wait::await_condition(plans, plan, failed).await {
+            Ok(Some(p)) => {
+                let message = p
+                    .status
+                    .iter()
+                    .flat_map(|s| &s.conditions)
+                    .find_map(|c| c.get("message").and_then(Value::as_str).map(str::to_string))
+                    .unwrap_or_default();
+                OlmError::Install(format!("InstallPlan {ns}/{plan} failed: {message}"))
+            }
+            Ok(None) => OlmError::Install(format!("InstallPlan {ns}/{plan} was deleted")),
+            Err(e) => OlmError::Install(e.to_string()),
+        }
+    };
+    tokio::select! {
+        result = wait_csv(client, ns, csv, deadline, progress) => result,
+        error = plan_failed => Err(error),
+    }
+}
+
+/// Waits for the subscription's InstallPlan for `csv`, approves it and returns its name.
 async fn approve_plan(
     client: &Client,
     ns: &str,
@@ -278,7 +310,7 @@ async fn approve_plan(
     csv: &str,
     deadline: Instant,
     progress: &dyn Fn(&str),
-) -> Result<(), OlmError> {
+) -> Result<String, OlmError> {
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
     let planned = |s: Option<&Subscription>| {
         s.and_then(|s| s.status.as_ref()).is_some_and(|st| {
@@ -310,7 +342,7 @@ async fn approve_plan(
     let patch = json!({"spec": {"approved": true}});
     plans.patch(plan, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     progress(&format!("Approved InstallPlan {plan} for the Subscription: {subscription}"));
-    Ok(())
+    Ok(plan.to_string())
 }
 
 /// Waits until CSV `name` has succeeded, reporting each phase it passes through.

@@ -71,9 +71,11 @@ async fn execute(ctx: &Context<InstallPlan, Olm>, ns: &str, steps: &mut [Step]) 
     indices.sort_by_key(|&i| order(&steps[i]));
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), ns);
     for i in indices {
-        let object = manifest(&steps[i])?;
+        let mut object = crate::crd_v1beta1::to_v1(&manifest(&steps[i])?);
+        if steps[i].resource.kind == "ClusterServiceVersion" {
+            object["apiVersion"] = json!("operators.coreos.com/v1alpha1");
+        }
         let kind = steps[i].resource.kind.clone();
-        let mut object = object;
         let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
         let namespaced = match ctx.state.resources.resolve(&ctx.client, &api_version, &kind).await {
             Ok((_, scope)) => matches!(scope, kube::discovery::Scope::Namespaced),
