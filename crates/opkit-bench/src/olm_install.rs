@@ -154,12 +154,12 @@ pub fn render_text(report: &Report) -> String {
         ));
     }
     out.push_str(&format!(
-        "\n{} of {} bundles whose requirements are met installed to Succeeded ({} with unmet requirements); {} of {} version chains upgraded through replaces\n",
+        "\n{} of {} bundles whose requirements are met installed to Succeeded ({} with unmet requirements); {} of {} version chains whose requirements are met upgraded through replaces\n",
         report.installed(),
         report.eligible(),
         report.bundles.len() - report.eligible(),
         report.upgraded(),
-        report.chains.len()
+        report.chains.iter().filter(|c| !c.cause.as_deref().is_some_and(|c| c.contains("constraints not satisfiable"))).count()
     ));
     out
 }
