@@ -14,7 +14,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use opkit::{Manager, ManagerOptions};
 use opkit_olm::bundle_dir::BundleDir;
 use opkit_olm::run_bundle::{self, RunOptions};
-use opkit_olm::types::{ClusterServiceVersion, InstallPlan, OperatorGroup, OperatorGroupSpec, Subscription};
+use opkit_olm::types::{
+    ClusterServiceVersion, InstallPlan, OperatorCondition, OperatorGroup, OperatorGroupSpec, Subscription,
+};
 use opkit_testenv::{TestEnv, wait_for};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -97,6 +99,9 @@ async fn run_bundle_upgrade_and_cleanup() {
     assert_eq!(pod_annotations.get("olm.operatorGroup").map(String::as_str), Some("operator-sdk-og"));
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "memcached");
     assert!(accounts.get_opt("memcached-operator-controller-manager").await.expect("get sa").is_some());
+    let conditions: Api<OperatorCondition> = Api::namespaced(client.clone(), "memcached");
+    let condition = conditions.get("memcached-operator.v0.0.1").await.expect("the CSV's OperatorCondition");
+    assert_eq!(condition.spec.deployments, ["memcached-operator-controller-manager"]);
     let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
     let owned_roles = ListParams::default().labels("olm.owner=memcached-operator.v0.0.1");
     assert_eq!(cluster_roles.list(&owned_roles).await.expect("list").items.len(), 1);

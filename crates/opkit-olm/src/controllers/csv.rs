@@ -9,7 +9,8 @@
 //! - The install strategy creates the ServiceAccounts, Roles and RoleBindings
 //!   (`permissions`), ClusterRoles and ClusterRoleBindings (`clusterPermissions`) and the
 //!   Deployments; namespaced ones are owned by the CSV, cluster-scoped ones labelled
-//!   `olm.owner` and removed by the CSV's finalizer, so deleting a CSV removes them all.
+//!   `olm.owner` and removed by the CSV's finalizer, so deleting a CSV removes them all;
+//!   an OperatorCondition named after the CSV lists its Deployments and ServiceAccounts.
 //! - A CSV replaced by a newer one goes Replacing, then Deleting once the newer one has
 //!   succeeded, and is deleted.
 
@@ -418,6 +419,20 @@ async fn install(
         }
         objects.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}));
     }
+    // OLM's OperatorCondition of the CSV, through which the operator reports e.g.
+    // Upgradeable; owned by the CSV.
+    let deployment_names: Vec<Value> = strategy
+        .get("deployments")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.get("name").cloned())
+        .collect();
+    objects.push(json!({
+        "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [owner]},
+        "spec": {"deployments": deployment_names, "serviceAccounts": service_accounts(csv)},
+    }));
     for object in &objects {
         ctx.state.resources.apply(&ctx.client, object, &ns).await.map_err(|e| e.to_string())?;
     }
