@@ -114,8 +114,10 @@ pub async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliErro
     }
     if let Some((pid, host)) = status.running.as_deref().and_then(install::runner_of) {
         if host == hostname() {
-            super::cluster::terminate(pid)?;
-            out.step(&format!("OLM's controllers (pid {pid}) asked to stop"));
+            match super::cluster::terminate(pid) {
+                Ok(()) => out.step(&format!("OLM's controllers (pid {pid}) asked to stop")),
+                Err(e) => out.warn(&format!("could not stop OLM's controllers (pid {pid}): {e}")),
+            }
         } else {
             out.warn(&format!("OLM's controllers run on {host} (pid {pid}); stop them there"));
         }
