@@ -81,6 +81,7 @@ pub mod kudo;
 pub mod label_lists;
 pub mod load;
 pub mod memcached;
+pub mod olm_install;
 pub mod olm_validate;
 pub mod real_pods;
 pub mod report;

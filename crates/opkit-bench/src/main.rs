@@ -187,6 +187,9 @@ enum Command {
         #[arg(short, long)]
         quiet: bool,
     },
+    /// OLM on the local control plane over a corpus of bundles: every bundle through
+    /// `run bundle` and `cleanup`, every version chain upgraded through `replaces`.
+    OlmInstall(opkit_bench::olm_install::OlmInstallArgs),
     /// Runs an opkit manager for the memory measurement (used by `runtime`).
     #[command(hide = true)]
     RuntimeManager,
@@ -231,6 +234,7 @@ async fn main() -> ExitCode {
         }
         Command::Memcached(args) => memcached(args).await,
         Command::Ansible(args) => ansible(args).await,
+        Command::OlmInstall(args) => opkit_bench::olm_install::main(args).await,
         Command::RealPods(args) => real_pods(args).await,
         Command::Admission(args) => admission(args).await,
         Command::Charts(args) => charts(args).await,

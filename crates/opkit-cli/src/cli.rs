@@ -169,6 +169,21 @@ pub enum Command {
     ///   opkit kudo plan status --instance web
     #[command(subcommand, verbatim_doc_comment)]
     Kudo(crate::commands::kudo::args::KudoCommand),
+    /// The Operator Lifecycle Manager: install it into the cluster, see whether it runs,
+    /// remove it.
+    #[command(subcommand)]
+    Olm(OlmCommand),
+    /// File-based catalogs, as `opm`: render one from bundle directories, validate one.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+    /// Remove an operator OLM installed (`run bundle`): its Subscription, CSVs, CRDs,
+    /// InstallPlans, CatalogSource and, when nothing else uses it, `operator-sdk-og`.
+    ///
+    /// Examples:
+    ///   opkit cleanup memcached-operator
+    ///   opkit cleanup memcached-operator --namespace memcached -o json
+    #[command(verbatim_doc_comment)]
+    Cleanup(CleanupArgs),
     /// Print a shell completion script.
     ///
     /// Examples:
@@ -405,6 +420,162 @@ pub struct RunArgs {
     /// Arguments for the operator.
     #[arg(last = true)]
     pub args: Vec<String>,
+    /// Run an operator from an OLM bundle instead of the project (`run bundle`,
+    /// `run bundle-upgrade`).
+    #[command(subcommand)]
+    pub bundle: Option<RunCommand>,
+}
+
+/// `opkit run bundle|bundle-upgrade`: operator-sdk's commands, from bundle directories.
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Install an operator from a bundle directory through OLM (`opkit olm install` first):
+    /// its catalog in a ConfigMap, a CatalogSource, an OperatorGroup and a Subscription;
+    /// waits until its ClusterServiceVersion has succeeded.
+    ///
+    /// Examples:
+    ///   opkit run bundle bundle/
+    ///   opkit run bundle ../memcached-operator/bundle --namespace memcached --install-mode OwnNamespace
+    #[command(verbatim_doc_comment)]
+    Bundle(RunBundleArgs),
+    /// Upgrade an operator installed with `run bundle` to the version of a bundle
+    /// directory (it replaces the installed CSV in the subscription's channel); waits
+    /// until the new CSV has succeeded and OLM has removed the old one.
+    ///
+    /// Examples:
+    ///   opkit run bundle-upgrade bundle-0.0.2/
+    #[command(verbatim_doc_comment)]
+    BundleUpgrade(RunBundleUpgradeArgs),
+}
+
+/// Flags of `opkit run bundle`.
+#[derive(Debug, clap::Args)]
+pub struct RunBundleArgs {
+    /// The bundle directory (manifests/ and metadata/).
+    pub dir: PathBuf,
+    /// The namespace to install the operator in.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// The install mode: AllNamespaces, OwnNamespace or SingleNamespace=NS (default:
+    /// AllNamespaces when the CSV supports it, else OwnNamespace).
+    #[arg(long)]
+    pub install_mode: Option<String>,
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Flags of `opkit run bundle-upgrade`.
+#[derive(Debug, clap::Args)]
+pub struct RunBundleUpgradeArgs {
+    /// The bundle directory of the new version.
+    pub dir: PathBuf,
+    /// The namespace the operator was installed in.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Flags of `opkit cleanup`.
+#[derive(Debug, clap::Args)]
+pub struct CleanupArgs {
+    /// The operator's package.
+    pub package: String,
+    /// The namespace it was installed in.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// `opkit olm ...`
+#[derive(Debug, Subcommand)]
+pub enum OlmCommand {
+    /// Install OLM: its CRDs (CatalogSource, Subscription, InstallPlan,
+    /// ClusterServiceVersion, OperatorGroup, OperatorCondition), the olm and operators
+    /// namespaces, and its controllers, started in a background `opkit olm run`.
+    ///
+    /// Examples:
+    ///   opkit olm install
+    ///   opkit olm install --kubeconfig .opkit/cluster/kubeconfig --log-file /tmp/olm.log
+    #[command(verbatim_doc_comment)]
+    Install(OlmInstallArgs),
+    /// Show whether OLM's CRDs are installed and its controllers run (exit 3 if not).
+    ///
+    /// Examples:
+    ///   opkit olm status -o json
+    #[command(verbatim_doc_comment)]
+    Status(ClusterArgs),
+    /// Stop OLM's controllers (when they run on this machine) and delete its CRDs, every
+    /// OLM object with them, and its namespaces.
+    ///
+    /// Examples:
+    ///   opkit olm uninstall
+    #[command(verbatim_doc_comment)]
+    Uninstall(RemoveArgs),
+    /// Run OLM's controllers in the foreground until Ctrl-C or SIGTERM (what `olm install`
+    /// starts in the background).
+    ///
+    /// Examples:
+    ///   opkit olm run --kubeconfig .opkit/cluster/kubeconfig
+    #[command(verbatim_doc_comment)]
+    Run(OlmRunArgs),
+}
+
+/// Flags of `opkit olm install`.
+#[derive(Debug, clap::Args)]
+pub struct OlmInstallArgs {
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Where the background controllers write their log.
+    #[arg(long, default_value = ".opkit/olm/olm.log")]
+    pub log_file: PathBuf,
+}
+
+/// Flags of `opkit olm run`.
+#[derive(Debug, clap::Args)]
+pub struct OlmRunArgs {
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// `opkit catalog ...`
+#[derive(Debug, Subcommand)]
+pub enum CatalogCommand {
+    /// Render the file-based catalog of bundle directories (as `opm render`, plus the
+    /// package and channels the bundles' annotations and `replaces`/`skips`/`olm.skipRange`
+    /// describe).
+    ///
+    /// Examples:
+    ///   opkit catalog render bundle-0.0.1 bundle-0.0.2 > catalog/index.json
+    #[command(verbatim_doc_comment)]
+    Render(CatalogRenderArgs),
+    /// Validate a file-based catalog directory, as `opm validate`.
+    ///
+    /// Examples:
+    ///   opkit catalog validate catalog/
+    #[command(verbatim_doc_comment)]
+    Validate(CatalogValidateArgs),
+}
+
+/// Flags of `opkit catalog render`.
+#[derive(Debug, clap::Args)]
+pub struct CatalogRenderArgs {
+    /// The bundle directories.
+    #[arg(required = true)]
+    pub bundles: Vec<PathBuf>,
+}
+
+/// Flags of `opkit catalog validate`.
+#[derive(Debug, clap::Args)]
+pub struct CatalogValidateArgs {
+    /// The catalog directory.
+    pub dir: PathBuf,
 }
 
 /// Flags of `opkit deploy`.

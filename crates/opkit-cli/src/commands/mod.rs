@@ -2,6 +2,8 @@
 
 mod ansible_operator;
 mod bundle;
+mod catalog;
+mod cleanup;
 mod cluster;
 mod completion;
 mod create_api;
@@ -17,13 +19,17 @@ mod init;
 mod install;
 mod kubeconfig;
 pub mod kudo;
+mod olm;
 mod run;
+mod run_bundle;
 mod run_webhooks;
 mod scorecard;
 mod test;
 mod version;
 
-use crate::cli::{BundleCommand, Cli, ClusterCommand, Command, CreateCommand, HelmCommand};
+use crate::cli::{
+    BundleCommand, CatalogCommand, Cli, ClusterCommand, Command, CreateCommand, HelmCommand, OlmCommand, RunCommand,
+};
 use crate::output::Output;
 
 /// A failure to report to the user. Its message names what failed and why.
@@ -89,6 +95,12 @@ pub enum CliError {
     /// A KUDO package, plan or engine failed.
     #[error(transparent)]
     Kudo(#[from] opkit_kudo::KudoError),
+    /// OLM (`olm`, `run bundle`, `cleanup`, `catalog`) failed.
+    #[error(transparent)]
+    Olm(#[from] opkit_olm::OlmError),
+    /// A file-based catalog is not valid (`catalog validate`).
+    #[error("the catalog is not valid:\n  {}", .0.join("\n  "))]
+    InvalidCatalog(Vec<String>),
     /// Local I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -158,6 +170,8 @@ impl CliError {
             CliError::Kuttl(_) => "kuttl",
             CliError::AnsibleOperator(_) => "ansible-operator",
             CliError::Kudo(_) => "kudo",
+            CliError::Olm(_) => "olm",
+            CliError::InvalidCatalog(_) => "invalid-catalog",
             CliError::Io(_) => "io",
             CliError::OlmBundle(_) => "olm-bundle",
             CliError::OlmGenerate(_) => "olm-generate",
@@ -199,7 +213,18 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Edit(args) => edit::edit(args, &mut out),
         Command::Install(args) => rt()?.block_on(install::install(args, &mut out)),
         Command::Uninstall(args) => rt()?.block_on(install::uninstall(args, &mut out)),
-        Command::Run(args) => rt()?.block_on(run::run(args, &mut out)),
+        Command::Run(mut args) => match args.bundle.take() {
+            Some(RunCommand::Bundle(bundle)) => rt()?.block_on(run_bundle::bundle(bundle, &mut out)),
+            Some(RunCommand::BundleUpgrade(upgrade)) => rt()?.block_on(run_bundle::bundle_upgrade(upgrade, &mut out)),
+            None => rt()?.block_on(run::run(args, &mut out)),
+        },
+        Command::Olm(OlmCommand::Install(args)) => rt()?.block_on(olm::install(args, &mut out)),
+        Command::Olm(OlmCommand::Status(args)) => rt()?.block_on(olm::status(args, &mut out)),
+        Command::Olm(OlmCommand::Uninstall(args)) => rt()?.block_on(olm::uninstall(args, &mut out)),
+        Command::Olm(OlmCommand::Run(args)) => rt()?.block_on(olm::run(args)),
+        Command::Catalog(CatalogCommand::Render(args)) => catalog::render(args, &mut out),
+        Command::Catalog(CatalogCommand::Validate(args)) => catalog::validate(args, &mut out),
+        Command::Cleanup(args) => rt()?.block_on(cleanup::cleanup(args, &mut out)),
         Command::Deploy(args) => rt()?.block_on(deploy::deploy(args, &mut out)),
         Command::Undeploy(args) => rt()?.block_on(deploy::undeploy(args, &mut out)),
         Command::Helm(HelmCommand::Template(args)) => helm::template(args, &mut out),

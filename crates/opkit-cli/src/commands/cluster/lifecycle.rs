@@ -259,7 +259,7 @@ fn released(dir: &Path, timeout: Duration) -> Result<bool, CliError> {
 }
 
 /// Asks the cluster process `pid` to stop (SIGTERM), as Ctrl-C does.
-pub(super) fn terminate(pid: u32) -> Result<(), CliError> {
+pub(crate) fn terminate(pid: u32) -> Result<(), CliError> {
     signal(pid, StopSignal::Terminate)
 }
 

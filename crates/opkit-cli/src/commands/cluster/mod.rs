@@ -8,5 +8,6 @@ mod lifecycle;
 mod record;
 mod start;
 
+pub(crate) use lifecycle::terminate;
 pub use lifecycle::{delete, kubeconfig, status, stop};
 pub use start::start;

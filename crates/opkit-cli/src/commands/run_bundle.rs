@@ -1,0 +1,57 @@
+//! `opkit run bundle DIR` and `opkit run bundle-upgrade DIR`: operator-sdk's commands,
+//! from bundle directories instead of images (`opkit_olm::run_bundle`). OLM must be
+//! installed (`opkit olm install`); progress is printed as operator-sdk logs it.
+
+use std::time::Duration;
+
+use opkit_olm::bundle_dir::BundleDir;
+use opkit_olm::run_bundle::{self, RunOptions};
+use serde_json::json;
+
+use super::{CliError, kubeconfig};
+use crate::cli::{RunBundleArgs, RunBundleUpgradeArgs};
+use crate::output::Output;
+
+/// Installs the bundle's operator and waits for its CSV to succeed.
+pub async fn bundle(args: RunBundleArgs, out: &mut Output) -> Result<(), CliError> {
+    let bundle = BundleDir::load(&args.dir)?;
+    let client = kubeconfig::client(&args.cluster).await?;
+    ensure_olm(&client, out).await?;
+    let options = RunOptions {
+        namespace: args.namespace,
+        install_mode: args.install_mode,
+        timeout: Duration::from_secs(args.cluster.timeout),
+    };
+    let installed = run_bundle::run_bundle(&client, &bundle, &options, &|line| out.step(line)).await?;
+    out.result("", json!(installed));
+    Ok(())
+}
+
+/// Upgrades the operator `run bundle` installed to the bundle's version.
+pub async fn bundle_upgrade(args: RunBundleUpgradeArgs, out: &mut Output) -> Result<(), CliError> {
+    let bundle = BundleDir::load(&args.dir)?;
+    let client = kubeconfig::client(&args.cluster).await?;
+    ensure_olm(&client, out).await?;
+    let options = RunOptions {
+        namespace: args.namespace,
+        install_mode: None,
+        timeout: Duration::from_secs(args.cluster.timeout),
+    };
+    let installed = run_bundle::run_bundle_upgrade(&client, &bundle, &options, &|line| out.step(line)).await?;
+    out.result("", json!(installed));
+    Ok(())
+}
+
+/// Fails when OLM's CRDs are not installed, and warns when its controllers do not run.
+pub(super) async fn ensure_olm(client: &kube::Client, out: &Output) -> Result<(), CliError> {
+    let status = opkit_olm::install::status(client).await?;
+    if !status.installed() {
+        return Err(CliError::Usage("OLM is not installed on this cluster; run `opkit olm install` first".into()));
+    }
+    if status.running.is_none() {
+        out.warn(
+            "OLM's controllers do not seem to run (no fresh olm/olm-operator Lease); `opkit olm install` starts them",
+        );
+    }
+    Ok(())
+}

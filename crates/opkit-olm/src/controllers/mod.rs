@@ -1,0 +1,143 @@
+//! OLM's controllers, each an opkit controller in its own module: [`csv`] (the
+//! ClusterServiceVersion's phases and install strategy), [`operator_group`] (target
+//! namespaces), [`catalog_source`] (serving a file-based catalog), [`subscription`]
+//! (resolution into InstallPlans) and [`install_plan`] (creating a plan's resources).
+//! [`setup`] registers them all on a manager, with the state they share ([`Olm`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use opkit::{Controller, Manager, Request};
+
+use crate::OlmError;
+use crate::fbc::Catalog;
+use crate::objects::Resources;
+use crate::types::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
+
+pub mod catalog_source;
+pub mod csv;
+pub mod install_plan;
+pub mod operator_group;
+pub mod subscription;
+
+/// What OLM's controllers share: resolved kinds and the catalogs read so far.
+#[derive(Default)]
+pub struct Olm {
+    /// Kinds resolved through discovery.
+    pub resources: Resources,
+    /// Catalogs by CatalogSource `namespace/name`, with the resourceVersion of the
+    /// ConfigMap they were read from.
+    pub catalogs: Mutex<HashMap<String, (String, Arc<Catalog>)>>,
+}
+
+/// Registers OLM's controllers on `mgr`. OLM's CRDs must be installed ([`crate::crds::install`]).
+pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
+    let olm = Arc::new(Olm::default());
+    let cache = mgr.cache().clone();
+
+    let csvs_of_namespace = {
+        let cache = cache.clone();
+        move |ns: &str| -> Vec<Request> {
+            cache.list_in::<ClusterServiceVersion>(ns).iter().map(|c| Request::from_object(c.as_ref())).collect()
+        }
+    };
+    let on_group = csvs_of_namespace.clone();
+    let pending_csvs = {
+        let cache = cache.clone();
+        move |_: &CustomResourceDefinition| -> Vec<Request> {
+            cache
+                .list::<ClusterServiceVersion>()
+                .iter()
+                .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(csv::PHASE_PENDING))
+                .map(|c| Request::from_object(c.as_ref()))
+                .collect()
+        }
+    };
+    let replacing = {
+        let cache = cache.clone();
+        // The CSV a new one replaces learns of it, and of its success.
+        move |new: &ClusterServiceVersion| -> Vec<Request> {
+            let ns = new.namespace().unwrap_or_default();
+            let mut requests: Vec<Request> = new
+                .spec
+                .replaces
+                .iter()
+                .filter(|old| cache.get::<ClusterServiceVersion>(old, Some(&ns)).is_some())
+                .map(|old| Request::new(old.as_str(), Some(&ns)))
+                .collect();
+            requests.push(Request::from_object(new));
+            requests
+        }
+    };
+    Controller::new(mgr, csv::reconcile)
+        .named("clusterserviceversion")
+        .with_state(olm.clone())
+        .owns::<Deployment>()
+        .watches::<OperatorGroup>(move |g| on_group(&g.namespace().unwrap_or_default()))
+        .watches::<CustomResourceDefinition>(pending_csvs)
+        .watches::<ClusterServiceVersion>(replacing)
+        .max_concurrent_reconciles(4)
+        .build()?;
+
+    Controller::new(mgr, operator_group::reconcile).named("operatorgroup").with_state(olm.clone()).build()?;
+
+    Controller::new(mgr, catalog_source::reconcile)
+        .named("catalogsource")
+        .with_state(olm.clone())
+        .watches::<k8s_openapi::api::core::v1::ConfigMap>({
+            let cache = cache.clone();
+            move |cm| {
+                let ns = cm.namespace().unwrap_or_default();
+                cache
+                    .list_in::<CatalogSource>(&ns)
+                    .iter()
+                    .filter(|c| c.spec.config_map.as_deref() == Some(cm.name_any().as_str()))
+                    .map(|c| Request::from_object(c.as_ref()))
+                    .collect()
+            }
+        })
+        .build()?;
+
+    let subscriptions_in = {
+        let cache = cache.clone();
+        move |ns: &str| -> Vec<Request> {
+            cache.list_in::<Subscription>(ns).iter().map(|s| Request::from_object(s.as_ref())).collect()
+        }
+    };
+    let on_csv = subscriptions_in.clone();
+    let on_catalog = {
+        let cache = cache.clone();
+        move |c: &CatalogSource| -> Vec<Request> {
+            let (ns, name) = (c.namespace().unwrap_or_default(), c.name_any());
+            cache
+                .list::<Subscription>()
+                .iter()
+                .filter(|s| s.spec.source == name && s.spec.source_namespace == ns)
+                .map(|s| Request::from_object(s.as_ref()))
+                .collect()
+        }
+    };
+    Controller::new(mgr, subscription::reconcile)
+        .named("subscription")
+        .with_state(olm.clone())
+        .owns::<InstallPlan>()
+        .watches::<ClusterServiceVersion>(move |c| on_csv(&c.namespace().unwrap_or_default()))
+        .watches::<CatalogSource>(on_catalog)
+        .max_concurrent_reconciles(4)
+        .build()?;
+
+    Controller::new(mgr, install_plan::reconcile)
+        .named("installplan")
+        .with_state(olm)
+        .max_concurrent_reconciles(4)
+        .build()?;
+    Ok(())
+}
+
+/// The time now, as the API server writes times.
+pub(crate) fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}

@@ -1,0 +1,106 @@
+//! Writing the arbitrary objects a bundle carries: each one's resource found through
+//! discovery (kept per client), applied server-side as OLM's field manager, and CRDs
+//! waited on until established.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::discovery::Scope;
+use serde_json::Value;
+
+use crate::{FIELD_MANAGER, OlmError};
+
+/// Resolved kinds, so discovery is asked once per kind.
+#[derive(Default)]
+pub struct Resources {
+    known: Mutex<HashMap<(String, String), (ApiResource, Scope)>>,
+}
+
+impl Resources {
+    /// The resource and scope of `apiVersion`/`kind`.
+    pub async fn resolve(
+        &self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(ApiResource, Scope), OlmError> {
+        let key = (api_version.to_string(), kind.to_string());
+        if let Some(found) = self.known.lock().ok().and_then(|k| k.get(&key).cloned()) {
+            return Ok(found);
+        }
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| {
+            OlmError::KindNotServed { api_version: api_version.into(), kind: kind.into(), message: e.to_string() }
+        })?;
+        if let Ok(mut known) = self.known.lock() {
+            known.insert(key, (resource.clone(), caps.scope.clone()));
+        }
+        Ok((resource, caps.scope))
+    }
+
+    /// Applies `object` (server-side, forced) in `namespace` when its kind is namespaced.
+    pub async fn apply(&self, client: &Client, object: &Value, namespace: &str) -> Result<DynamicObject, OlmError> {
+        let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        if api_version.is_empty() || kind.is_empty() || name.is_empty() {
+            return Err(OlmError::Catalog(format!("an object without apiVersion, kind or name: {kind} {name:?}")));
+        }
+        let (resource, scope) = self.resolve(client, api_version, kind).await?;
+        let mut body = object.clone();
+        let api: Api<DynamicObject> = match scope {
+            Scope::Namespaced => {
+                if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("namespace".into(), Value::String(namespace.into()));
+                }
+                Api::namespaced_with(client.clone(), namespace, &resource)
+            }
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            for field in ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"] {
+                meta.remove(field);
+            }
+        }
+        if let Some(map) = body.as_object_mut() {
+            map.remove("status");
+        }
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(name, &params, &Patch::Apply(&body)).await.map_err(|e| OlmError::Apply {
+            kind: kind.into(),
+            name: name.into(),
+            message: opkit_error_text(&e),
+        })
+    }
+}
+
+/// A kube error as its Status message, else its text.
+pub fn opkit_error_text(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether CRD `name` exists and is established.
+pub fn crd_established(crd: Option<&CustomResourceDefinition>) -> bool {
+    crd.and_then(|c| c.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+}
+
+/// Waits until CRD `name` is established.
+pub async fn wait_crd_established(client: &Client, name: &str, timeout: Duration) -> Result<(), OlmError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let established = kube::runtime::wait::await_condition(api, name, crd_established);
+    tokio::time::timeout(timeout, established)
+        .await
+        .map_err(|_| OlmError::Timeout(format!("CRD {name} to be established")))?
+        .map_err(|e| OlmError::Timeout(format!("CRD {name} to be established: {e}")))?;
+    Ok(())
+}

@@ -1,0 +1,278 @@
+//! OLM on the in-process control plane: `run bundle` to Succeeded, `run bundle-upgrade`
+//! along `replaces`, `cleanup`, Manual approval, and a CSV whose required CRD is missing.
+//! Each test has its own server and OLM controllers.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use opkit::{Manager, ManagerOptions};
+use opkit_olm::bundle_dir::BundleDir;
+use opkit_olm::run_bundle::{self, RunOptions};
+use opkit_olm::types::{
+    ClusterServiceVersion, InstallPlan, OperatorCondition, OperatorGroup, OperatorGroupSpec, Subscription,
+};
+use opkit_testenv::{TestEnv, wait_for};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A control plane with OLM's CRDs and controllers; stops both when dropped.
+struct Olm {
+    env: TestEnv,
+    stop: CancellationToken,
+}
+
+impl Drop for Olm {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn start() -> Olm {
+    let env = TestEnv::start().await.expect("control plane");
+    opkit_olm::crds::install(&env.client(), WAIT).await.expect("OLM CRDs");
+    let mgr = Manager::new(env.client(), ManagerOptions::default());
+    opkit_olm::setup(&mgr).expect("OLM controllers");
+    let stop = CancellationToken::new();
+    tokio::spawn(mgr.run_until(stop.clone()));
+    Olm { env, stop }
+}
+
+fn bundle(version: &str) -> BundleDir {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memcached-operator").join(version);
+    BundleDir::load(&dir).expect("fixture bundle")
+}
+
+fn options(namespace: &str) -> RunOptions {
+    RunOptions { namespace: namespace.into(), install_mode: None, timeout: WAIT }
+}
+
+async fn namespace(olm: &Olm, name: &str) {
+    let api: Api<Namespace> = Api::all(olm.env.client());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
+    api.create(&PostParams::default(), &ns).await.expect("create namespace");
+}
+
+fn phase(csv: Option<&ClusterServiceVersion>) -> Option<String> {
+    csv.and_then(|c| c.status.as_ref()).and_then(|s| s.phase.clone())
+}
+
+#[tokio::test]
+async fn run_bundle_upgrade_and_cleanup() {
+    let olm = start().await;
+    namespace(&olm, "memcached").await;
+    let client = olm.env.client();
+    let lines = Mutex::new(Vec::new());
+    let say = |line: &str| lines.lock().expect("lines").push(line.to_string());
+
+    let installed =
+        run_bundle::run_bundle(&client, &bundle("0.0.1"), &options("memcached"), &say).await.expect("run bundle 0.0.1");
+    assert_eq!(installed.csv, "memcached-operator.v0.0.1");
+    assert_eq!(installed.subscription, "memcached-operator-v0-0-1-sub");
+    let printed = lines.lock().expect("lines").clone();
+    assert!(printed.contains(&"Created CatalogSource: memcached-operator-catalog".to_string()), "{printed:?}");
+    assert!(printed.iter().any(|l| l.contains("phase: Succeeded")), "{printed:?}");
+    assert_eq!(
+        printed.last().map(String::as_str),
+        Some("OLM has successfully installed \"memcached-operator.v0.0.1\"")
+    );
+
+    // The install strategy's objects, with the OperatorGroup's targets in the pods.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "memcached");
+    let available =
+        |d: Option<&Deployment>| d.and_then(|d| d.status.as_ref()).and_then(|s| s.available_replicas).unwrap_or(0) >= 1;
+    let deployment =
+        wait_for(&deployments, "memcached-operator-controller-manager", "to be available", available, WAIT)
+            .await
+            .expect("deployment available")
+            .expect("deployment");
+    let pod_annotations =
+        deployment.spec.and_then(|s| s.template.metadata).and_then(|m| m.annotations).unwrap_or_default();
+    assert_eq!(pod_annotations.get("olm.targetNamespaces").map(String::as_str), Some(""));
+    assert_eq!(pod_annotations.get("olm.operatorGroup").map(String::as_str), Some("operator-sdk-og"));
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "memcached");
+    assert!(accounts.get_opt("memcached-operator-controller-manager").await.expect("get sa").is_some());
+    let conditions: Api<OperatorCondition> = Api::namespaced(client.clone(), "memcached");
+    let condition = conditions.get("memcached-operator.v0.0.1").await.expect("the CSV's OperatorCondition");
+    assert_eq!(condition.spec.deployments, ["memcached-operator-controller-manager"]);
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let owned_roles = ListParams::default().labels("olm.owner=memcached-operator.v0.0.1");
+    assert_eq!(cluster_roles.list(&owned_roles).await.expect("list").items.len(), 1);
+
+    // Upgrade along `replaces`: 0.0.2 succeeds and 0.0.1 is removed.
+    let upgraded = run_bundle::run_bundle_upgrade(&client, &bundle("0.0.2"), &options("memcached"), &say)
+        .await
+        .expect("bundle-upgrade 0.0.2");
+    assert_eq!(upgraded.csv, "memcached-operator.v0.0.2");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "memcached");
+    assert!(csvs.get_opt("memcached-operator.v0.0.1").await.expect("get").is_none());
+    assert_eq!(
+        phase(csvs.get_opt("memcached-operator.v0.0.2").await.expect("get").as_ref()).as_deref(),
+        Some("Succeeded")
+    );
+    let image = |d: Option<&Deployment>| {
+        d.and_then(|d| d.spec.as_ref())
+            .and_then(|s| s.template.spec.as_ref())
+            .is_some_and(|s| s.containers[0].image.as_deref() == Some("example.com/memcached-operator:v0.0.2"))
+    };
+    wait_for(&deployments, "memcached-operator-controller-manager", "to run 0.0.2", image, WAIT)
+        .await
+        .expect("upgraded");
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), "memcached");
+    let sub = subs.get("memcached-operator-v0-0-1-sub").await.expect("subscription");
+    let status = sub.status.expect("status");
+    assert_eq!(status.installed_csv.as_deref(), Some("memcached-operator.v0.0.2"));
+    assert!(cluster_roles.list(&owned_roles).await.expect("list").items.is_empty(), "0.0.1's ClusterRole removed");
+
+    // cleanup removes everything.
+    let removed = run_bundle::cleanup(&client, "memcached-operator", "memcached", WAIT, &say).await.expect("cleanup");
+    assert!(
+        removed.deleted.contains(&"subscription \"memcached-operator-v0-0-1-sub\" deleted".to_string()),
+        "{removed:?}"
+    );
+    assert!(subs.get_opt("memcached-operator-v0-0-1-sub").await.expect("get").is_none());
+    assert!(csvs.list(&ListParams::default()).await.expect("list").items.is_empty());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    assert!(crds.get_opt("memcacheds.cache.example.com").await.expect("get").is_none());
+    let gone = |d: Option<&Deployment>| d.is_none();
+    wait_for(&deployments, "memcached-operator-controller-manager", "to be deleted", gone, WAIT)
+        .await
+        .expect("deployment gone");
+    let all_owned = ListParams::default().labels("olm.owner.namespace=memcached");
+    assert!(cluster_roles.list(&all_owned).await.expect("list").items.is_empty());
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "memcached");
+    assert!(groups.list(&ListParams::default()).await.expect("list").items.is_empty());
+}
+
+#[tokio::test]
+async fn manual_subscription_waits_for_approval() {
+    let olm = start().await;
+    namespace(&olm, "manual").await;
+    let client = olm.env.client();
+    let catalog = opkit_olm::fbc::Catalog::from_bundles(&[bundle("0.0.1"), bundle("0.0.2")]).expect("catalog");
+    assert!(catalog.validate().is_empty(), "{:?}", catalog.validate());
+    run_bundle::write_catalog(&client, "manual", "memcached-catalog", &catalog).await.expect("catalog source");
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "manual");
+    let mut group = OperatorGroup::new(
+        "og",
+        OperatorGroupSpec { target_namespaces: vec!["manual".into()], extra: Default::default() },
+    );
+    group.metadata.namespace = Some("manual".into());
+    groups.create(&PostParams::default(), &group).await.expect("operator group");
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), "manual");
+    let sub: Subscription = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "memcached", "namespace": "manual"},
+        "spec": {"source": "memcached-catalog", "sourceNamespace": "manual", "name": "memcached-operator",
+                 "channel": "alpha", "startingCSV": "memcached-operator.v0.0.1", "installPlanApproval": "Manual"},
+    }))
+    .expect("subscription");
+    subs.create(&PostParams::default(), &sub).await.expect("create subscription");
+
+    let pending = |s: Option<&Subscription>| {
+        s.and_then(|s| s.status.as_ref()).is_some_and(|st| {
+            st.state.as_deref() == Some("UpgradePending")
+                && st.conditions.iter().any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("InstallPlanPending")
+                        && c.get("reason").and_then(Value::as_str) == Some("RequiresApproval")
+                })
+        })
+    };
+    let sub = wait_for(&subs, "memcached", "to wait for approval", pending, WAIT).await.expect("pending").expect("sub");
+    let plan_name = sub
+        .status
+        .as_ref()
+        .and_then(|s| s.install_plan_ref.as_ref())
+        .and_then(|r| r.get("name"))
+        .and_then(Value::as_str)
+        .expect("plan ref")
+        .to_string();
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), "manual");
+    let plan = plans.get(&plan_name).await.expect("plan");
+    assert_eq!(plan.status.as_ref().map(|s| s.phase.as_str()), Some("RequiresApproval"));
+    assert_eq!(plan.spec.cluster_service_version_names, vec!["memcached-operator.v0.0.1".to_string()]);
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "manual");
+    assert!(
+        csvs.list(&ListParams::default()).await.expect("list").items.is_empty(),
+        "nothing installed before approval"
+    );
+
+    plans
+        .patch(&plan_name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"approved": true}})))
+        .await
+        .expect("approve");
+    let succeeded = |c: Option<&ClusterServiceVersion>| phase(c).as_deref() == Some("Succeeded");
+    let csv =
+        wait_for(&csvs, "memcached-operator.v0.0.1", "to succeed", succeeded, WAIT).await.expect("csv").expect("csv");
+    assert_eq!(
+        csv.metadata.annotations.unwrap_or_default().get("olm.targetNamespaces").map(String::as_str),
+        Some("manual")
+    );
+
+    // The next step along `replaces` is planned, and waits for approval again.
+    let next_pending = |s: Option<&Subscription>| {
+        s.and_then(|s| s.status.as_ref()).is_some_and(|st| {
+            st.current_csv.as_deref() == Some("memcached-operator.v0.0.2")
+                && st.installed_csv.as_deref() == Some("memcached-operator.v0.0.1")
+        }) && pending(s)
+    };
+    wait_for(&subs, "memcached", "to plan the upgrade to 0.0.2", next_pending, WAIT).await.expect("upgrade planned");
+    assert!(csvs.get_opt("memcached-operator.v0.0.2").await.expect("get").is_none(), "the upgrade waits for approval");
+}
+
+#[tokio::test]
+async fn csv_with_missing_required_crd_stays_pending() {
+    let olm = start().await;
+    let client = olm.env.client();
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "default");
+    let mut group = OperatorGroup::new("global", OperatorGroupSpec::default());
+    group.metadata.namespace = Some("default".into());
+    groups.create(&PostParams::default(), &group).await.expect("operator group");
+    let mut csv = bundle("0.0.1").csv;
+    csv["metadata"]["namespace"] = json!("default");
+    csv["spec"]["customresourcedefinitions"]["required"] =
+        json!([{"name": "widgets.example.com", "version": "v1", "kind": "Widget"}]);
+    csv["spec"]["customresourcedefinitions"]["owned"] = json!([]);
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "default");
+    let csv: ClusterServiceVersion = serde_json::from_value(csv).expect("csv");
+    csvs.create(&PostParams::default(), &csv).await.expect("create csv");
+    let not_met = |c: Option<&ClusterServiceVersion>| {
+        c.and_then(|c| c.status.as_ref())
+            .is_some_and(|s| s.phase.as_deref() == Some("Pending") && s.reason.as_deref() == Some("RequirementsNotMet"))
+    };
+    let pending = wait_for(&csvs, "memcached-operator.v0.0.1", "to miss its requirement", not_met, WAIT)
+        .await
+        .expect("pending")
+        .expect("csv");
+    let status = pending.status.expect("status");
+    assert_eq!(status.message.as_deref(), Some("one or more requirements couldn't be found"));
+    let requirement = status.extra["requirementStatus"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "widgets.example.com"))
+        .cloned()
+        .expect("requirement listed");
+    assert_eq!(requirement["status"], "NotPresent");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    assert!(deployments.get_opt("memcached-operator-controller-manager").await.expect("get").is_none());
+
+    // Once the CRD is there, the CSV installs.
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .expect("crd");
+    olm.env.install_crds([crd]).await.expect("install crd");
+    let succeeded = |c: Option<&ClusterServiceVersion>| phase(c).as_deref() == Some("Succeeded");
+    wait_for(&csvs, "memcached-operator.v0.0.1", "to succeed", succeeded, WAIT).await.expect("succeeded");
+}
