@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, ListParams, PostParams};
 use opkit::{Manager, ManagerOptions};
-use opkit_olm::bundle_dir::BundleDir;
 use opkit_olm::fbc::Catalog;
 use opkit_olm::run_bundle::{self, RunOptions};
 use opkit_olm::types::{ClusterServiceVersion, OperatorGroup, OperatorGroupSpec, Subscription};
+use opkit_olm_bundle::Bundle;
 use serde::Serialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -165,7 +165,7 @@ pub fn render_text(report: &Report) -> String {
 }
 
 /// An operator's bundles, oldest first.
-fn operators(corpus: &Path) -> Result<Vec<(String, Vec<BundleDir>)>, String> {
+fn operators(corpus: &Path) -> Result<Vec<(String, Vec<Bundle>)>, String> {
     let mut operators = Vec::new();
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus)
         .map_err(|e| format!("{}: {e}", corpus.display()))?
@@ -179,12 +179,10 @@ fn operators(corpus: &Path) -> Result<Vec<(String, Vec<BundleDir>)>, String> {
         for version in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?.flatten() {
             let path = version.path();
             if path.join("metadata/annotations.yaml").is_file() {
-                bundles.push(BundleDir::load(&path).map_err(|e| e.to_string())?);
+                bundles.push(Bundle::load(&path).map_err(|e| e.to_string())?);
             }
         }
-        bundles.sort_by_key(|b| {
-            b.csv.pointer("/spec/version").and_then(|v| v.as_str()).and_then(opkit_olm::semver_range::parse_version)
-        });
+        bundles.sort_by_key(|b| opkit_olm::semver_range::parse_version(&b.csv.spec.version));
         if !bundles.is_empty() {
             operators.push((name, bundles));
         }
@@ -230,7 +228,7 @@ pub async fn run(args: &OlmInstallArgs) -> Result<Report, String> {
         let client = cluster.env.client();
         for (i, bundle) in bundles.iter().enumerate() {
             let label =
-                format!("{operator}/{}", bundle.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
+                format!("{operator}/{}", bundle.dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
             eprintln!("… run bundle {label}");
             let ns = format!("bundle-{i}");
             namespace(&client, &ns).await?;
@@ -249,7 +247,9 @@ pub async fn run(args: &OlmInstallArgs) -> Result<Report, String> {
                     BundleResult { bundle: label.clone(), outcome: outcome.into(), seconds: None, cause: Some(cause) }
                 }
             };
-            if let Err(e) = run_bundle::cleanup(&client, &bundle.package, &ns, timeout, &|_| {}).await {
+            if let Err(e) =
+                run_bundle::cleanup(&client, bundle.package().unwrap_or_default(), &ns, timeout, &|_| {}).await
+            {
                 eprintln!("  cleanup of {label} failed: {e}");
             }
             report.bundles.push(result);
@@ -263,14 +263,15 @@ pub async fn run(args: &OlmInstallArgs) -> Result<Report, String> {
 }
 
 /// How many of an operator's bundles are in its default channel (a chain needs two).
-fn chain_length(bundles: &[BundleDir]) -> usize {
+fn chain_length(bundles: &[Bundle]) -> usize {
     let Ok(catalog) = Catalog::from_bundles(bundles) else { return 0 };
-    opkit_olm::resolve::channel(&catalog, &bundles[0].package, None, "chain").map_or(0, |c| c.entries.len())
+    opkit_olm::resolve::channel(&catalog, bundles[0].package().unwrap_or_default(), None, "chain")
+        .map_or(0, |c| c.entries.len())
 }
 
 /// Installs an operator's oldest bundle of its default channel with an Automatic
 /// subscription over a catalog of all its versions, and waits for the head.
-async fn chain(client: &kube::Client, operator: &str, bundles: &[BundleDir], timeout: Duration) -> ChainResult {
+async fn chain(client: &kube::Client, operator: &str, bundles: &[Bundle], timeout: Duration) -> ChainResult {
     let start = Instant::now();
     let mut result = ChainResult {
         operator: operator.into(),
@@ -290,16 +291,16 @@ async fn chain(client: &kube::Client, operator: &str, bundles: &[BundleDir], tim
 
 async fn walk_chain(
     client: &kube::Client,
-    bundles: &[BundleDir],
+    bundles: &[Bundle],
     timeout: Duration,
     result: &mut ChainResult,
 ) -> Result<(), String> {
     let catalog = Catalog::from_bundles(bundles).map_err(|e| e.to_string())?;
-    let package = bundles[0].package.clone();
+    let package = opkit_olm::fbc::package_of(&bundles[0]).map_err(|e| e.to_string())?.to_string();
     let channel = opkit_olm::resolve::channel(&catalog, &package, None, "chain").map_err(|e| e.to_string())?;
     result.channel = channel.name.clone();
-    let in_channel: Vec<&BundleDir> =
-        bundles.iter().filter(|b| channel.entries.iter().any(|e| e.name == b.csv_name())).collect();
+    let in_channel: Vec<&Bundle> =
+        bundles.iter().filter(|b| channel.entries.iter().any(|e| e.name == b.csv.name())).collect();
     let (Some(first), Some(head)) = (in_channel.first(), opkit_olm::resolve::heads(&catalog, channel).first().copied())
     else {
         return Err("the default channel has no single head".into());
@@ -310,13 +311,7 @@ async fn walk_chain(
     let ns = "chain";
     namespace(client, ns).await?;
     run_bundle::write_catalog(client, ns, "chain-catalog", &catalog).await.map_err(|e| e.to_string())?;
-    let supports = |mode: &str| {
-        first.csv.pointer("/spec/installModes").and_then(|m| m.as_array()).into_iter().flatten().any(|m| {
-            m.get("type").and_then(|t| t.as_str()) == Some(mode)
-                && m.get("supported").and_then(|s| s.as_bool()) == Some(true)
-        })
-    };
-    let targets = if supports("AllNamespaces") { Vec::new() } else { vec![ns.to_string()] };
+    let targets = if first.csv.supports_install_mode("AllNamespaces") { Vec::new() } else { vec![ns.to_string()] };
     let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns);
     let mut group =
         OperatorGroup::new("og", OperatorGroupSpec { target_namespaces: targets, extra: Default::default() });
@@ -327,7 +322,7 @@ async fn walk_chain(
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
         "metadata": {"name": package, "namespace": ns},
         "spec": {"source": "chain-catalog", "sourceNamespace": ns, "name": package, "channel": channel.name,
-                 "startingCSV": first.csv_name(), "installPlanApproval": "Automatic"},
+                 "startingCSV": first.csv.name(), "installPlanApproval": "Automatic"},
     }))
     .map_err(|e| e.to_string())?;
     subs.create(&PostParams::default(), &sub).await.map_err(|e| e.to_string())?;
@@ -361,7 +356,7 @@ async fn walk_chain(
     }
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
     let only_head = |list: Option<&ClusterServiceVersion>| list.is_none();
-    for old in in_channel.iter().map(|b| b.csv_name()).filter(|n| *n != head) {
+    for old in in_channel.iter().map(|b| b.csv.name()).filter(|n| *n != head) {
         tokio::time::timeout_at(deadline, kube::runtime::wait::await_condition(csvs.clone(), old, only_head))
             .await
             .map_err(|_| format!("{old} was not removed after the upgrade"))?

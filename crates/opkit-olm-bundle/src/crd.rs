@@ -94,7 +94,10 @@ impl BundleCrd {
     /// server converts it: the top-level version, schema, subresources and printer
     /// columns moved into each version, `JSONPath` renamed `jsonPath`, the conversion
     /// webhook's client config moved under `webhook`. A version left without a schema gets
-    /// one that keeps every field, since `v1` requires one. `status` is dropped.
+    /// one that keeps every field, since `v1` requires one; and since `v1` refuses
+    /// `preserveUnknownFields: true` (v1beta1's default), a CRD that did not set it to
+    /// `false` keeps unknown fields with `x-kubernetes-preserve-unknown-fields` on each
+    /// version's schema instead, as OLM installs old bundles. `status` is dropped.
     pub fn to_v1(&self) -> Value {
         let mut object = self.object.clone();
         if let Some(map) = object.as_object_mut() {
@@ -109,7 +112,7 @@ impl BundleCrd {
         let top_schema = spec.remove("validation").and_then(|v| v.get("openAPIV3Schema").cloned());
         let top_subresources = spec.remove("subresources");
         let top_columns = spec.remove("additionalPrinterColumns");
-        spec.remove("preserveUnknownFields");
+        let preserve = spec.remove("preserveUnknownFields").and_then(|p| p.as_bool()).unwrap_or(true);
         let mut versions = spec.remove("versions").and_then(|v| v.as_array().cloned()).unwrap_or_default();
         if versions.is_empty()
             && let Some(name) = top_version
@@ -118,11 +121,15 @@ impl BundleCrd {
         }
         for version in &mut versions {
             let Some(v) = version.as_object_mut() else { continue };
-            let schema = v
+            let mut schema = v
                 .remove("schema")
                 .and_then(|s| s.get("openAPIV3Schema").cloned())
                 .or_else(|| top_schema.clone())
                 .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+            if preserve && let Some(root) = schema.as_object_mut() {
+                root.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
+                root.entry("type").or_insert(json!("object"));
+            }
             v.insert("schema".into(), json!({ "openAPIV3Schema": schema }));
             if !v.contains_key("subresources")
                 && let Some(sub) = &top_subresources
@@ -160,4 +167,45 @@ fn rename_json_path(mut column: Value) -> Value {
         c.insert("jsonPath".into(), path);
     }
     column
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v1beta1(preserve: Option<bool>) -> BundleCrd {
+        let mut object = json!({
+            "apiVersion": CRD_V1BETA1, "kind": "CustomResourceDefinition",
+            "metadata": {"name": "keycloaks.keycloak.org"},
+            "spec": {"group": "keycloak.org", "scope": "Namespaced", "version": "v1alpha1",
+                     "names": {"kind": "Keycloak", "plural": "keycloaks"},
+                     "subresources": {"status": {}},
+                     "additionalPrinterColumns": [{"name": "Ready", "type": "string", "JSONPath": ".status.ready"}],
+                     "validation": {"openAPIV3Schema": {"properties": {"spec": {"type": "object"}}}}},
+        });
+        if let Some(preserve) = preserve {
+            object["spec"]["preserveUnknownFields"] = json!(preserve);
+        }
+        BundleCrd::from_object(PathBuf::new(), object)
+    }
+
+    #[test]
+    fn a_v1beta1_crd_keeps_unknown_fields_unless_it_said_not_to() {
+        let v1 = v1beta1(None).to_v1();
+        assert_eq!(v1["apiVersion"], CRD_V1);
+        assert!(v1["spec"].get("preserveUnknownFields").is_none(), "v1 refuses preserveUnknownFields: true");
+        let version = &v1["spec"]["versions"][0];
+        assert_eq!(version["name"], "v1alpha1");
+        assert_eq!(version["storage"], true);
+        let schema = &version["schema"]["openAPIV3Schema"];
+        assert_eq!(schema["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["properties"]["spec"]["type"], "object");
+        assert_eq!(version["subresources"], json!({"status": {}}));
+        assert_eq!(version["additionalPrinterColumns"][0]["jsonPath"], ".status.ready");
+
+        let pruned = v1beta1(Some(false)).to_v1();
+        let schema = &pruned["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        assert!(schema.get("x-kubernetes-preserve-unknown-fields").is_none(), "{schema}");
+    }
 }

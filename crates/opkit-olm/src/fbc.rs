@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::OlmError;
-use crate::bundle_dir::BundleDir;
 use crate::semver_range::parse_version;
 
 /// The schema of package documents.
@@ -297,48 +296,48 @@ impl Catalog {
     /// Renders the catalog of some bundle directories, as `run bundle` builds one: a
     /// package per bundle package, a channel per channel the bundles name (entries from
     /// each CSV's `replaces`, `skips` and `olm.skipRange`) and a bundle per directory.
-    pub fn from_bundles(bundles: &[BundleDir]) -> Result<Catalog, OlmError> {
+    pub fn from_bundles(bundles: &[opkit_olm_bundle::Bundle]) -> Result<Catalog, OlmError> {
         let mut catalog = Catalog::default();
         for bundle in bundles {
-            let csv = &bundle.csv;
-            let name = bundle.csv_name().to_string();
+            let name = csv_name(bundle)?.to_string();
+            let package = package_of(bundle)?.to_string();
             if catalog.bundles.iter().any(|b| b.name == name) {
                 return Err(OlmError::Catalog(format!("bundle {name} is given twice")));
             }
-            if !catalog.packages.iter().any(|p| p.name == bundle.package) {
+            if !catalog.packages.iter().any(|p| p.name == package) {
                 catalog.packages.push(Package {
                     schema: SCHEMA_PACKAGE.into(),
-                    name: bundle.package.clone(),
+                    name: package.clone(),
                     default_channel: None,
                     description: None,
                 });
             }
-            if let (Some(default), Some(package)) =
-                (&bundle.default_channel, catalog.packages.iter_mut().find(|p| p.name == bundle.package))
+            let annotated_default = bundle.annotations.as_ref().and_then(|a| a.default_channel());
+            if let (Some(default), Some(p)) =
+                (annotated_default, catalog.packages.iter_mut().find(|p| p.name == package))
             {
-                package.default_channel = Some(default.clone());
+                p.default_channel = Some(default.to_string());
             }
+            let spec = &bundle.csv.spec;
             let entry = Entry {
                 name: name.clone(),
-                replaces: csv.pointer("/spec/replaces").and_then(Value::as_str).map(str::to_string),
-                skips: csv
-                    .pointer("/spec/skips")
-                    .and_then(Value::as_array)
-                    .map(|s| s.iter().filter_map(Value::as_str).map(str::to_string).collect())
-                    .unwrap_or_default(),
-                skip_range: csv
-                    .pointer("/metadata/annotations")
+                replaces: Some(spec.replaces.clone()).filter(|r| !r.is_empty()),
+                skips: spec.skips.clone(),
+                skip_range: bundle
+                    .csv
+                    .metadata
+                    .annotations
+                    .as_ref()
                     .and_then(|a| a.get(SKIP_RANGE_ANNOTATION))
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
+                    .cloned(),
             };
-            for channel in &bundle.channels {
-                match catalog.channels.iter_mut().find(|c| c.package == bundle.package && &c.name == channel) {
+            for channel in channels_of(bundle)? {
+                match catalog.channels.iter_mut().find(|c| c.package == package && c.name == channel) {
                     Some(c) => c.entries.push(entry.clone()),
                     None => catalog.channels.push(Channel {
                         schema: SCHEMA_CHANNEL.into(),
-                        package: bundle.package.clone(),
-                        name: channel.clone(),
+                        package: package.clone(),
+                        name: channel,
                         entries: vec![entry.clone()],
                     }),
                 }
@@ -467,56 +466,92 @@ fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), OlmError> {
     Ok(())
 }
 
-/// The `olm.bundle` document of a bundle directory.
-fn bundle_of(bundle: &BundleDir) -> Result<Bundle, OlmError> {
+/// The name of a bundle directory's CSV, which a catalog entry needs.
+pub fn csv_name(bundle: &opkit_olm_bundle::Bundle) -> Result<&str, OlmError> {
+    Some(bundle.csv.name())
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bundle_error(bundle, "the ClusterServiceVersion has no metadata.name"))
+}
+
+/// The package a bundle directory's `metadata/annotations.yaml` names.
+pub fn package_of(bundle: &opkit_olm_bundle::Bundle) -> Result<&str, OlmError> {
+    bundle.package().ok_or_else(|| {
+        bundle_error(bundle, &format!("metadata/annotations.yaml has no {}", opkit_olm_bundle::annotations::PACKAGE))
+    })
+}
+
+/// The channels a bundle directory's `metadata/annotations.yaml` names (at least one).
+pub fn channels_of(bundle: &opkit_olm_bundle::Bundle) -> Result<Vec<String>, OlmError> {
+    let channels = bundle.channels();
+    if channels.is_empty() {
+        return Err(bundle_error(
+            bundle,
+            &format!("metadata/annotations.yaml has no {}", opkit_olm_bundle::annotations::CHANNELS),
+        ));
+    }
+    Ok(channels)
+}
+
+fn bundle_error(bundle: &opkit_olm_bundle::Bundle, message: &str) -> OlmError {
+    OlmError::Bundle { path: bundle.dir.clone(), message: message.to_string() }
+}
+
+/// The `olm.bundle` document of a bundle directory: its properties and, as
+/// `olm.bundle.object`s, its manifests as the bundle ships them (as `opm render` writes
+/// them; the InstallPlan converts v1beta1 CRDs when it applies them).
+fn bundle_of(bundle: &opkit_olm_bundle::Bundle) -> Result<Bundle, OlmError> {
     let csv = &bundle.csv;
-    let name = bundle.csv_name().to_string();
-    let version = csv.pointer("/spec/version").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = csv_name(bundle)?.to_string();
+    let package = package_of(bundle)?.to_string();
     let mut properties = vec![Property {
         type_: "olm.package".into(),
-        value: json!({"packageName": bundle.package, "version": version}),
+        value: json!({"packageName": package, "version": csv.spec.version}),
     }];
-    let crd_gvk = |d: &Value| -> Option<Value> {
-        let name = d.get("name")?.as_str()?;
-        let group = name.split_once('.').map(|(_, g)| g)?;
-        Some(json!({"group": group, "kind": d.get("kind")?.as_str()?, "version": d.get("version")?.as_str()?}))
+    let crd_gvk = |d: &opkit_olm_bundle::csv::CrdDescription| -> Option<Value> {
+        let group = d.name.split_once('.').map(|(_, g)| g)?;
+        if d.kind.is_empty() || d.version.is_empty() {
+            return None;
+        }
+        Some(json!({"group": group, "kind": d.kind, "version": d.version}))
     };
-    for (pointer, type_) in [
-        ("/spec/customresourcedefinitions/owned", "olm.gvk"),
-        ("/spec/customresourcedefinitions/required", "olm.gvk.required"),
-    ] {
-        for description in csv.pointer(pointer).and_then(Value::as_array).into_iter().flatten() {
-            if let Some(value) = crd_gvk(description) {
-                properties.push(Property { type_: type_.into(), value });
-            }
+    let described = &csv.spec.customresourcedefinitions;
+    for (descriptions, type_) in [(&described.owned, "olm.gvk"), (&described.required, "olm.gvk.required")] {
+        for value in descriptions.iter().filter_map(crd_gvk) {
+            properties.push(Property { type_: type_.into(), value });
         }
     }
-    for dependency in &bundle.dependencies {
-        let value = dependency.get("value").cloned().unwrap_or(Value::Null);
-        match dependency.get("type").and_then(Value::as_str) {
-            Some("olm.gvk") => properties.push(Property { type_: "olm.gvk.required".into(), value }),
-            Some("olm.package") => properties.push(Property {
+    for dependency in bundle.dependencies.iter().flat_map(|d| &d.dependencies) {
+        let value = dependency.value.clone();
+        match dependency.dependency_type.as_str() {
+            "olm.gvk" => properties.push(Property { type_: "olm.gvk.required".into(), value }),
+            "olm.package" => properties.push(Property {
                 type_: "olm.package.required".into(),
                 value: json!({"packageName": value.get("packageName"), "versionRange": value.get("version")}),
             }),
             _ => {}
         }
     }
+    // OLM reads the CSV as its own type, whatever apiVersion the file says.
+    let mut csv_object = bundle.csv_object.clone();
+    csv_object["apiVersion"] = json!("operators.coreos.com/v1alpha1");
+    let objects = std::iter::once(&csv_object)
+        .chain(bundle.crds.iter().map(|c| &c.object))
+        .chain(bundle.objects.iter().map(|o| &o.object));
     let engine = base64::engine::general_purpose::STANDARD;
-    for object in std::iter::once(csv).chain(&bundle.objects) {
+    for object in objects {
         let bytes = serde_json::to_vec(object).map_err(|e| OlmError::Catalog(e.to_string()))?;
         properties.push(Property { type_: "olm.bundle.object".into(), value: json!({"data": engine.encode(bytes)}) });
     }
-    Ok(Bundle { schema: SCHEMA_BUNDLE.into(), name, package: bundle.package.clone(), image: String::new(), properties })
+    Ok(Bundle { schema: SCHEMA_BUNDLE.into(), name, package, image: String::new(), properties })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn fixtures() -> Vec<BundleDir> {
+    fn fixtures() -> Vec<opkit_olm_bundle::Bundle> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memcached-operator");
-        ["0.0.1", "0.0.2"].iter().map(|v| BundleDir::load(&root.join(v)).expect("fixture")).collect()
+        ["0.0.1", "0.0.2"].iter().map(|v| opkit_olm_bundle::Bundle::load(root.join(v)).expect("fixture")).collect()
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!   ClusterServiceVersion, OperatorGroup, OperatorCondition), with OLM's own schemas;
 //!   [`types`] the typed objects.
 //! - [`fbc`]: file-based catalogs (`olm.package`, `olm.channel`, `olm.bundle`), read from a
-//!   directory or a ConfigMap, or rendered from bundle directories ([`bundle_dir`]);
+//!   directory or a ConfigMap, or rendered from bundle directories (read by
+//!   [`opkit_olm_bundle::Bundle::load`]);
 //!   [`resolve`] walks their channels one `replaces`/`skips`/`skipRange` step at a time
 //!   and resolves `olm.gvk`/`olm.package` dependencies ([`semver_range`]).
 //! - [`controllers`]: the CatalogSource, Subscription, InstallPlan, ClusterServiceVersion
@@ -18,10 +19,11 @@
 //! # Example
 //! Render a catalog from bundle directories and find the next upgrade in its channel:
 //! ```no_run
-//! use opkit_olm::{bundle_dir::BundleDir, fbc::Catalog, resolve};
+//! use opkit_olm::{fbc::Catalog, resolve};
+//! use opkit_olm_bundle::Bundle;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let bundles = [BundleDir::load("bundle-0.0.1".as_ref())?, BundleDir::load("bundle-0.0.2".as_ref())?];
+//! let bundles = [Bundle::load("bundle-0.0.1")?, Bundle::load("bundle-0.0.2")?];
 //! let catalog = Catalog::from_bundles(&bundles)?;
 //! assert!(catalog.validate().is_empty());
 //! let channel = resolve::channel(&catalog, "memcached-operator", None, "sub")?;
@@ -33,9 +35,7 @@
 
 use std::path::PathBuf;
 
-pub mod bundle_dir;
 pub mod controllers;
-pub mod crd_v1beta1;
 pub mod crds;
 pub mod fbc;
 pub mod install;

@@ -13,11 +13,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use opkit_olm_bundle::Bundle;
 use serde_json::{Value, json};
 
-use crate::bundle_dir::BundleDir;
 use crate::controllers::csv::{PHASE_FAILED, PHASE_SUCCEEDED};
-use crate::fbc::{CONFIG_MAP_KEY, Catalog, Entry};
+use crate::fbc::{self, CONFIG_MAP_KEY, Catalog, Entry};
 use crate::types::{
     CatalogSource, CatalogSourceSpec, ClusterServiceVersion, InstallPlan, OperatorGroup, OperatorGroupSpec,
     Subscription, SubscriptionSpec,
@@ -73,20 +73,23 @@ pub fn catalog_source_name(package: &str) -> String {
 /// succeed. `progress` gets operator-sdk's log lines.
 pub async fn run_bundle(
     client: &Client,
-    bundle: &BundleDir,
+    bundle: &Bundle,
     options: &RunOptions,
     progress: &dyn Fn(&str),
 ) -> Result<Installed, OlmError> {
     let start = Instant::now();
     let ns = options.namespace.as_str();
-    let package = bundle.package.clone();
     let catalog = Catalog::from_bundles(std::slice::from_ref(bundle))?;
+    let package = fbc::package_of(bundle)?.to_string();
     let source = catalog_source_name(&package);
     write_catalog(client, ns, &source, &catalog).await?;
     progress(&format!("Created CatalogSource: {source}"));
     ensure_operator_group(client, ns, bundle, options.install_mode.as_deref(), progress).await?;
-    let csv = bundle.csv_name().to_string();
-    let channel = bundle.default_channel.clone().unwrap_or_else(|| bundle.channels[0].clone());
+    let csv = fbc::csv_name(bundle)?.to_string();
+    let channel = match bundle.default_channel() {
+        Some(channel) => channel,
+        None => fbc::channels_of(bundle)?.swap_remove(0),
+    };
     let subscription = subscription_name(&csv);
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
     let mut sub = Subscription::new(
@@ -123,22 +126,22 @@ pub async fn run_bundle(
 /// (and OLM has removed the old one).
 pub async fn run_bundle_upgrade(
     client: &Client,
-    bundle: &BundleDir,
+    bundle: &Bundle,
     options: &RunOptions,
     progress: &dyn Fn(&str),
 ) -> Result<Installed, OlmError> {
     let start = Instant::now();
     let ns = options.namespace.as_str();
+    let package = fbc::package_of(bundle)?.to_string();
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
     let sub = subs
         .list(&ListParams::default())
         .await?
         .into_iter()
-        .find(|s| s.spec.name == bundle.package)
+        .find(|s| s.spec.name == package)
         .ok_or_else(|| {
             OlmError::Install(format!(
-                "no existing operator found in the cluster to upgrade: no Subscription for package {:?} in namespace {ns:?}; use `run bundle` first",
-                bundle.package
+                "no existing operator found in the cluster to upgrade: no Subscription for package {package:?} in namespace {ns:?}; use `run bundle` first"
             ))
         })?;
     let installed = sub
@@ -146,7 +149,7 @@ pub async fn run_bundle_upgrade(
         .as_ref()
         .and_then(|s| s.installed_csv.clone().or_else(|| s.current_csv.clone()))
         .ok_or_else(|| OlmError::Install(format!("subscription {} has no installed CSV yet", sub.name_any())))?;
-    let csv = bundle.csv_name().to_string();
+    let csv = fbc::csv_name(bundle)?.to_string();
     if csv == installed {
         return Err(OlmError::Install(format!("{csv} is already installed")));
     }
@@ -159,9 +162,12 @@ pub async fn run_bundle_upgrade(
     let binary = cm.binary_data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
     let mut catalog = Catalog::from_config_map(&cm.data.unwrap_or_default(), &binary, &format!("ConfigMap {source}"))?;
     let mut added = Catalog::from_bundles(std::slice::from_ref(bundle))?;
-    let channel = sub.spec.channel.clone().unwrap_or_else(|| bundle.channels[0].clone());
+    let channel = match sub.spec.channel.clone() {
+        Some(channel) => channel,
+        None => fbc::channels_of(bundle)?.swap_remove(0),
+    };
     let entry = Entry { replaces: Some(installed.clone()), ..added.channels[0].entries[0].clone() };
-    match catalog.channels.iter_mut().find(|c| c.package == bundle.package && c.name == channel) {
+    match catalog.channels.iter_mut().find(|c| c.package == package && c.name == channel) {
         Some(c) => {
             c.entries.retain(|e| e.name != csv);
             c.entries.push(entry);
@@ -183,7 +189,7 @@ pub async fn run_bundle_upgrade(
         .map_err(|e| OlmError::Timeout(e.to_string()))?;
     progress(&format!("Successfully upgraded to {csv:?}"));
     Ok(Installed {
-        package: bundle.package.clone(),
+        package,
         csv,
         namespace: ns.into(),
         catalog_source: source,
@@ -228,7 +234,7 @@ pub async fn write_catalog(client: &Client, ns: &str, source: &str, catalog: &Ca
 async fn ensure_operator_group(
     client: &Client,
     ns: &str,
-    bundle: &BundleDir,
+    bundle: &Bundle,
     install_mode: Option<&str>,
     progress: &dyn Fn(&str),
 ) -> Result<(), OlmError> {
@@ -236,12 +242,7 @@ async fn ensure_operator_group(
     if !groups.list(&ListParams::default()).await?.items.is_empty() {
         return Ok(());
     }
-    let supported = |mode: &str| {
-        bundle.csv.pointer("/spec/installModes").and_then(Value::as_array).into_iter().flatten().any(|m| {
-            m.get("type").and_then(Value::as_str) == Some(mode)
-                && m.get("supported").and_then(Value::as_bool) == Some(true)
-        })
-    };
+    let supported = |mode: &str| bundle.csv.supports_install_mode(mode);
     let targets = match install_mode {
         Some("AllNamespaces") => Vec::new(),
         Some("OwnNamespace") => vec![ns.to_string()],
@@ -258,7 +259,7 @@ async fn ensure_operator_group(
         None => {
             return Err(OlmError::Install(format!(
                 "the CSV {} supports neither AllNamespaces nor OwnNamespace; pass --install-mode",
-                bundle.csv_name()
+                bundle.csv.name()
             )));
         }
     };

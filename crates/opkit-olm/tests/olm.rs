@@ -12,11 +12,11 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use opkit::{Manager, ManagerOptions};
-use opkit_olm::bundle_dir::BundleDir;
 use opkit_olm::run_bundle::{self, RunOptions};
 use opkit_olm::types::{
     ClusterServiceVersion, InstallPlan, OperatorCondition, OperatorGroup, OperatorGroupSpec, Subscription,
 };
+use opkit_olm_bundle::Bundle;
 use opkit_testenv::{TestEnv, wait_for};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -45,9 +45,9 @@ async fn start() -> Olm {
     Olm { env, stop }
 }
 
-fn bundle(version: &str) -> BundleDir {
+fn bundle(version: &str) -> Bundle {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memcached-operator").join(version);
-    BundleDir::load(&dir).expect("fixture bundle")
+    Bundle::load(&dir).expect("fixture bundle")
 }
 
 fn options(namespace: &str) -> RunOptions {
@@ -235,7 +235,7 @@ async fn csv_with_missing_required_crd_stays_pending() {
     let mut group = OperatorGroup::new("global", OperatorGroupSpec::default());
     group.metadata.namespace = Some("default".into());
     groups.create(&PostParams::default(), &group).await.expect("operator group");
-    let mut csv = bundle("0.0.1").csv;
+    let mut csv = bundle("0.0.1").csv_object;
     csv["metadata"]["namespace"] = json!("default");
     csv["spec"]["customresourcedefinitions"]["required"] =
         json!([{"name": "widgets.example.com", "version": "v1", "kind": "Widget"}]);

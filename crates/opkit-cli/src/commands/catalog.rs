@@ -3,8 +3,8 @@
 //! `replaces`/`skips`/`olm.skipRange`, bundles carrying their manifests), and a catalog
 //! directory checked as opm checks it.
 
-use opkit_olm::bundle_dir::BundleDir;
 use opkit_olm::fbc::Catalog;
+use opkit_olm_bundle::Bundle;
 use serde_json::json;
 
 use super::CliError;
@@ -13,7 +13,7 @@ use crate::output::Output;
 
 /// Prints the catalog of the bundle directories (opm's JSON stream; `-o json`: one array).
 pub fn render(args: CatalogRenderArgs, out: &mut Output) -> Result<(), CliError> {
-    let bundles = args.bundles.iter().map(|dir| BundleDir::load(dir)).collect::<Result<Vec<_>, _>>()?;
+    let bundles = args.bundles.iter().map(Bundle::load).collect::<Result<Vec<_>, _>>()?;
     let catalog = Catalog::from_bundles(&bundles)?;
     let problems = catalog.validate();
     if !problems.is_empty() {

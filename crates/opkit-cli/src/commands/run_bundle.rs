@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use opkit_olm::bundle_dir::BundleDir;
 use opkit_olm::run_bundle::{self, RunOptions};
+use opkit_olm_bundle::Bundle;
 use serde_json::json;
 
 use super::{CliError, kubeconfig};
@@ -14,7 +14,7 @@ use crate::output::Output;
 
 /// Installs the bundle's operator and waits for its CSV to succeed.
 pub async fn bundle(args: RunBundleArgs, out: &mut Output) -> Result<(), CliError> {
-    let bundle = BundleDir::load(&args.dir)?;
+    let bundle = Bundle::load(&args.dir)?;
     let client = kubeconfig::client(&args.cluster).await?;
     ensure_olm(&client, out).await?;
     let options = RunOptions {
@@ -29,7 +29,7 @@ pub async fn bundle(args: RunBundleArgs, out: &mut Output) -> Result<(), CliErro
 
 /// Upgrades the operator `run bundle` installed to the bundle's version.
 pub async fn bundle_upgrade(args: RunBundleUpgradeArgs, out: &mut Output) -> Result<(), CliError> {
-    let bundle = BundleDir::load(&args.dir)?;
+    let bundle = Bundle::load(&args.dir)?;
     let client = kubeconfig::client(&args.cluster).await?;
     ensure_olm(&client, out).await?;
     let options = RunOptions {

@@ -71,7 +71,11 @@ async fn execute(ctx: &Context<InstallPlan, Olm>, ns: &str, steps: &mut [Step]) 
     indices.sort_by_key(|&i| order(&steps[i]));
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), ns);
     for i in indices {
-        let mut object = crate::crd_v1beta1::to_v1(&manifest(&steps[i])?);
+        let mut object = manifest(&steps[i])?;
+        if steps[i].resource.kind == "CustomResourceDefinition" {
+            // Kubernetes no longer serves v1beta1 CRDs; OLM installs them as v1.
+            object = opkit_olm_bundle::BundleCrd::from_object(std::path::PathBuf::new(), object).to_v1();
+        }
         if steps[i].resource.kind == "ClusterServiceVersion" {
             object["apiVersion"] = json!("operators.coreos.com/v1alpha1");
         }
