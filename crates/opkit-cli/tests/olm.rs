@@ -2,6 +2,7 @@
 //! user runs them, against an in-process control plane, with the bundles of
 //! `crates/opkit-olm/tests/fixtures` (memcached-operator 0.0.1 and 0.0.2, which replaces it).
 
+mod olm_support;
 #[path = "support/workflow.rs"]
 mod support;
 
@@ -34,27 +35,15 @@ fn alive(pid: u64) -> bool {
     Command::new("kill").args(["-0", &pid.to_string()]).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
-/// Stops the background OLM controllers `olm install` started, also when the test fails.
-struct Runner(u64);
-
-impl Drop for Runner {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.0.to_string()]).stderr(Stdio::null()).status();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn olm_install_run_bundle_upgrade_cleanup_and_uninstall() {
     let env = TestEnv::start().await.expect("control plane");
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let kubeconfig = env.kubeconfig_path().display().to_string();
-    let log = dir.join("olm.log").display().to_string();
 
-    let installed =
-        json(&opkit(dir, None, &["olm", "install", "--kubeconfig", &kubeconfig, "--log-file", &log, "-o", "json"]));
-    let pid = installed["pid"].as_u64().expect("the runner's pid");
-    let _runner = Runner(pid);
+    let runner = olm_support::OlmRunner::install(dir, &kubeconfig);
+    let pid = runner.pid;
     let status = json(&opkit(dir, None, &["olm", "status", "--kubeconfig", &kubeconfig, "-o", "json"]));
     assert_eq!(status["installed"], true, "{status}");
     assert!(status["running"].as_str().is_some_and(|r| r.starts_with(&format!("opkit-olm-{pid}@"))), "{status}");

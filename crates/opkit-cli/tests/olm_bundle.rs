@@ -1,103 +1,28 @@
 //! OLM bundles from the Memcached example, as operator-sdk's tutorial makes them:
 //! `make bundle VERSION=0.0.1` (generate kustomize manifests, generate bundle, bundle
 //! validate), then 0.0.2 replacing it; `bundle validate` and `scorecard` pass on both, and
-//! a broken bundle is refused with the file and field named. The example's CRDs are
-//! already generated, so `make -o manifests` skips building the operator.
+//! a broken bundle is refused with the file and field named. `olm_memcached.rs` installs
+//! the same bundles through OLM.
+
+mod olm_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use olm_support::{
+    assert_validates_and_scores, copy_dir, csv, example, json_of, make_bundle, make_memcached_bundles, opkit,
+};
 use serde_json::Value;
-
-fn opkit_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_opkit")
-}
-
-fn opkit(dir: &Path, args: &[&str]) -> Output {
-    Command::new(opkit_bin()).args(args).current_dir(dir).output().expect("run opkit")
-}
-
-fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/memcached-operator")
-}
 
 fn fixture_bundle() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../opkit-olm-bundle/tests/fixtures/memcached-0.0.1")
 }
 
-/// Copies `from` into `to`, leaving out build output and earlier bundles.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let name = entry.file_name();
-        if ["target", "bundle", "bundle.Dockerfile"].iter().any(|n| name == *n) {
-            continue;
-        }
-        let target = to.join(&name);
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy");
-        }
-    }
-}
-
-fn make_bundle(dir: &Path, version: &str) -> String {
-    let out = Command::new("make")
-        .args(["-o", "manifests", "bundle", &format!("VERSION={version}"), &format!("OPKIT={}", opkit_bin())])
-        .current_dir(dir)
-        .output()
-        .expect("run make");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "make bundle failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    stdout
-}
-
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
-fn csv(dir: &Path) -> Value {
-    let text = std::fs::read_to_string(dir.join("bundle/manifests/memcached-operator.clusterserviceversion.yaml"))
-        .expect("csv");
-    opkit_olm_bundle::yaml::first_document(&text).expect("yaml").expect("a CSV")
-}
-
-fn assert_validates_and_scores(dir: &Path) {
-    let validate = opkit(dir, &["bundle", "validate", "./bundle", "-o", "json"]);
-    let report = json_of(&validate);
-    assert_eq!(report["passed"], true, "{report:#}");
-    assert!(validate.status.success());
-    let scorecard = opkit(dir, &["scorecard", "./bundle", "-o", "json"]);
-    let list = json_of(&scorecard);
-    let items = list["items"].as_array().expect("items");
-    let names: Vec<&str> = items.iter().filter_map(|i| i["status"]["results"][0]["name"].as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "basic-check-spec",
-            "olm-bundle-validation",
-            "olm-crds-have-validation",
-            "olm-crds-have-resources",
-            "olm-spec-descriptors",
-            "olm-status-descriptors"
-        ]
-    );
-    for item in items {
-        assert_eq!(item["status"]["results"][0]["state"], "pass", "{item:#}");
-    }
-    assert!(scorecard.status.success());
-}
-
 #[test]
 fn make_bundle_on_the_memcached_example_then_an_upgrade_that_replaces_it() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path().join("memcached-operator");
-    copy_dir(&example(), &dir);
-
-    let out = make_bundle(&dir, "0.0.1");
+    let bundles = make_memcached_bundles(tmp.path());
+    let dir = &bundles.project;
+    let out = &bundles.first_output;
     assert!(out.contains("All validation tests have completed successfully"), "{out}");
     for file in [
         "bundle/manifests/memcached-operator.clusterserviceversion.yaml",
@@ -109,9 +34,10 @@ fn make_bundle_on_the_memcached_example_then_an_upgrade_that_replaces_it() {
     ] {
         assert!(dir.join(file).is_file(), "{file} missing");
     }
-    let first = csv(&dir);
+    let first = csv(&bundles.v1);
     assert_eq!(first["metadata"]["name"], "memcached-operator.v0.0.1");
     assert_eq!(first["spec"]["version"], "0.0.1");
+    assert!(first["spec"].get("replaces").is_none(), "{first:#}");
     let owned = &first["spec"]["customresourcedefinitions"]["owned"][0];
     assert_eq!(owned["specDescriptors"][0]["path"], "size");
     assert_eq!(owned["statusDescriptors"][0]["path"], "nodes");
@@ -128,26 +54,21 @@ fn make_bundle_on_the_memcached_example_then_an_upgrade_that_replaces_it() {
         serde_json::from_str(first["metadata"]["annotations"]["alm-examples"].as_str().expect("alm-examples"))
             .expect("json");
     assert_eq!(examples[0]["kind"], "Memcached");
-    let annotations = std::fs::read_to_string(dir.join("bundle/metadata/annotations.yaml")).expect("annotations");
+    let annotations = std::fs::read_to_string(bundles.v1.join("metadata/annotations.yaml")).expect("annotations");
     assert!(annotations.contains("operators.operatorframework.io.bundle.package.v1: memcached-operator"));
     assert!(annotations.contains("operators.operatorframework.io.bundle.channels.v1: alpha"));
-    assert_validates_and_scores(&dir);
+    assert_validates_and_scores(&bundles.v1);
 
     // 0.0.2 replaces 0.0.1, declared in the base as operator-sdk users do.
-    let base_path = dir.join("config/manifests/bases/memcached-operator.clusterserviceversion.yaml");
-    let base = std::fs::read_to_string(&base_path).expect("base");
-    std::fs::write(&base_path, base.replacen("\nspec:\n", "\nspec:\n  replaces: memcached-operator.v0.0.1\n", 1))
-        .expect("write");
-    make_bundle(&dir, "0.0.2");
-    let second = csv(&dir);
+    let second = csv(&bundles.v2);
     assert_eq!(second["metadata"]["name"], "memcached-operator.v0.0.2");
     assert_eq!(second["spec"]["replaces"], "memcached-operator.v0.0.1");
     assert_eq!(
         second["spec"]["customresourcedefinitions"]["owned"][0]["specDescriptors"][0]["path"], "size",
         "a second run keeps the descriptions"
     );
-    assert_validates_and_scores(&dir);
-    let loaded = opkit_olm_bundle::Bundle::load(dir.join("bundle")).expect("the one bundle reader reads it");
+    assert_validates_and_scores(&bundles.v2);
+    let loaded = opkit_olm_bundle::Bundle::load(&bundles.v2).expect("the one bundle reader reads it");
     assert_eq!(loaded.csv.spec.replaces, "memcached-operator.v0.0.1");
 }
 

@@ -400,7 +400,8 @@ pub struct Removed {
 }
 
 /// Removes an operator installed through OLM (operator-sdk's `cleanup`): its
-/// Subscriptions, CSVs, the CRDs they own, InstallPlans, its CatalogSource and catalog
+/// Subscriptions, CSVs, the CRDs they own, the subscriptions' InstallPlans (of every
+/// version installed), its CatalogSource and catalog
 /// ConfigMap, and `operator-sdk-og` when nothing else uses it; waits until they are gone.
 pub async fn cleanup(
     client: &Client,
@@ -450,9 +451,13 @@ pub async fn cleanup(
             }
         }
     }
+    // Every InstallPlan of the subscriptions (those of replaced versions too), which the
+    // garbage collector would otherwise remove some time later.
+    let sub_uids: Vec<String> = mine.iter().filter_map(|s| s.uid()).collect();
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
     for plan in plans.list(&ListParams::default()).await? {
-        if plan.spec.cluster_service_version_names.iter().any(|n| csv_names.contains(n)) {
+        let of_a_subscription = plan.owner_references().iter().any(|r| sub_uids.contains(&r.uid));
+        if of_a_subscription || plan.spec.cluster_service_version_names.iter().any(|n| csv_names.contains(n)) {
             delete(&plans, &plan.name_any(), deadline).await?;
             say(&mut removed, progress, "installplan", &plan.name_any());
         }

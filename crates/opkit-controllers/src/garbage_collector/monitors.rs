@@ -90,7 +90,15 @@ pub(super) async fn sync(shared: &Arc<Shared>, shutdown: &CancellationToken) -> 
                 mapper.insert(Mapping { resource: ar, namespaced }, v == preferred);
             }
         }
-        for (ar, caps) in group.recommended_resources() {
+        // As kube's ServerPreferredResources: each resource at the first version that
+        // serves it, the preferred one first; a kind served only at another version
+        // (ClusterServiceVersion at operators.coreos.com/v1alpha1 beside v1 and v2) too.
+        let mut seen = HashSet::new();
+        let versions = std::iter::once(preferred.as_str()).chain(group.versions().filter(|v| *v != preferred));
+        for (ar, caps) in versions.flat_map(|v| group.versioned_resources(v)) {
+            if !seen.insert(ar.plural.clone()) {
+                continue;
+            }
             if IGNORED.contains(&(ar.group.as_str(), ar.plural.as_str())) {
                 continue;
             }
