@@ -93,7 +93,7 @@ fn packages(corpus: &Path) -> Result<Vec<(String, PathBuf)>, BenchError> {
 }
 
 /// Starts the control plane and the engine in this process.
-async fn control_plane() -> Result<(TestEnv, CancellationToken), BenchError> {
+pub(crate) async fn control_plane() -> Result<(TestEnv, CancellationToken), BenchError> {
     let env = TestEnv::start().await.map_err(|e| BenchError::Setup(format!("control plane: {e}")))?;
     opkit_kudo::crds::install(&env.client()).await.map_err(|e| BenchError::Setup(e.to_string()))?;
     let mgr = Manager::new(env.client(), ManagerOptions::default());

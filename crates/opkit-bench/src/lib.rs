@@ -43,6 +43,7 @@
 //! - [`cluster`]: the 10,000-pod cluster benchmark.
 //! - [`charts`]: the chart corpus conformance run.
 //! - [`kudo`]: the KUDO corpus run and the KUDO engine's scale benchmark.
+//! - [`kudo_kuttl`]: the KUDO corpus's kuttl suites under opkit's kuttl runner.
 //!
 //! # Example
 //! From the command line (see `docs/benchmarks.md` for the flags):
@@ -78,6 +79,7 @@ pub mod config;
 pub mod etcd;
 pub mod helm_template;
 pub mod kudo;
+pub mod kudo_kuttl;
 pub mod label_lists;
 pub mod load;
 pub mod memcached;

@@ -129,6 +129,9 @@ enum Command {
     /// The KUDO engine at scale: N Instances of one package at once, time until every
     /// deploy plan is COMPLETE and the engine's memory (engine in a child process).
     KudoScale(KudoScaleArgs),
+    /// The KUDO corpus's kuttl suites with opkit's kuttl runner and the engine in process;
+    /// every failing case classified (docs/kudo.md).
+    KudoKuttl(KudoKuttlArgs),
     /// Runs the KUDO engine (used by `kudo-scale`).
     #[command(hide = true)]
     KudoEngine {
@@ -242,6 +245,7 @@ async fn main() -> ExitCode {
         Command::OlmValidate(args) => olm_validate(args),
         Command::Kudo(args) => kudo(args).await,
         Command::KudoScale(args) => kudo_scale(args).await,
+        Command::KudoKuttl(args) => kudo_kuttl(args).await,
         Command::KudoEngine { kubeconfig } => match opkit_bench::kudo::run_engine_child(&kubeconfig).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -886,6 +890,69 @@ async fn kudo_scale(args: KudoScaleArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("opkit-bench kudo-scale: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Flags of `opkit-bench kudo-kuttl`.
+#[derive(clap::Args)]
+struct KudoKuttlArgs {
+    /// The KUDO corpus (`kuttl-test.yaml`, `SOURCES.tsv`, `<name>/operator`, `<name>/tests`).
+    #[arg(long, default_value = "../shared/corpus/kudo")]
+    corpus: PathBuf,
+    /// The `opkit` binary that answers as `kubectl kudo` (default: next to this one).
+    #[arg(long)]
+    opkit: Option<PathBuf>,
+    /// Seconds per step, instead of the suite's `timeout` (300).
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// Print the kuttl log on stderr.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Exit 1 when fewer cases than this pass (CI's floor).
+    #[arg(long, value_name = "N")]
+    min_passed: Option<usize>,
+}
+
+async fn kudo_kuttl(args: KudoKuttlArgs) -> ExitCode {
+    use opkit_bench::kudo_kuttl::{KudoKuttlOptions, render, run};
+    let opkit = match args.opkit {
+        Some(path) => path,
+        None => match std::env::current_exe() {
+            Ok(exe) => exe.with_file_name(format!("opkit{}", std::env::consts::EXE_SUFFIX)),
+            Err(e) => {
+                eprintln!("opkit-bench kudo-kuttl: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let options = KudoKuttlOptions { corpus: args.corpus, opkit, timeout: args.timeout, verbose: args.verbose };
+    match run(&options).await {
+        Ok(report) => {
+            match args.output {
+                Output::Text => print!("{}", render(&report)),
+                Output::Json => match serde_json::to_string_pretty(&report) {
+                    Ok(json) => println!("{json}"),
+                    Err(e) => eprintln!("opkit-bench kudo-kuttl: {e}"),
+                },
+            }
+            match args.min_passed {
+                Some(min) if report.passed < min => {
+                    eprintln!(
+                        "opkit-bench kudo-kuttl: {} of {} cases passed; at least {min} must",
+                        report.passed, report.total
+                    );
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Err(e) => {
+            eprintln!("opkit-bench kudo-kuttl: {e}");
             ExitCode::from(2)
         }
     }

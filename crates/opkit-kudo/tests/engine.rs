@@ -413,3 +413,44 @@ async fn a_plan_triggered_while_another_runs_waits_for_it() {
     assert_eq!(runs, [("deploy", state::FATAL_ERROR), ("update", state::COMPLETE)]);
     assert!(history[1].started >= history[0].finished, "update started only after deploy ended: {history:?}");
 }
+
+/// KUDO's suites install packages once in `default` (`--skip-instance`) and create
+/// Instances in each test's namespace that name that OperatorVersion with
+/// `spec.operatorVersion.namespace: default`: the engine looks there, as KUDO does.
+#[tokio::test]
+async fn an_instance_uses_the_operator_version_of_the_namespace_it_names() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let env = TestEnv::start().await.expect("testenv");
+    let _engine = start_engine(&env).await;
+    let client = env.client();
+    let pkg = opkit_kudo::package::load(&fixture("web-0.1.0")).expect("the fixture loads");
+    let skip = InstallOptions { namespace: NS.into(), skip_instance: true, ..InstallOptions::default() };
+    let installed = client::install(&client, &pkg, &skip).await.expect("install --skip-instance");
+    let team = "team";
+    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": team}})).expect("namespace");
+    Api::<Namespace>::all(client.clone()).create(&Default::default(), &ns).await.expect("create the namespace");
+    let mut body = opkit_kudo::resources::instance(
+        &pkg.operator.name,
+        &installed.operator_version,
+        "shop",
+        team,
+        &BTreeMap::from([("REPLICAS".to_string(), "1".to_string())]),
+    );
+    body["spec"]["operatorVersion"]["namespace"] = NS.into();
+    let instances: Api<DynamicObject> = Api::namespaced_with(client.clone(), team, &api_resource("Instance"));
+    let object: DynamicObject = serde_json::from_value(body).expect("an Instance");
+    instances.create(&Default::default(), &object).await.expect("create the Instance");
+    wait_for_with(
+        &instances,
+        &api_resource("Instance"),
+        "shop",
+        "to have plan deploy COMPLETE",
+        |o: Option<&DynamicObject>| o.and_then(|o| plan_of(o, "deploy")).is_some_and(|p| p.status == state::COMPLETE),
+        WAIT,
+    )
+    .await
+    .expect("the deploy plan completes")
+    .expect("the Instance exists");
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), team);
+    sets.get("shop-web").await.expect("the StatefulSet in the Instance's namespace");
+}

@@ -304,23 +304,28 @@ impl Harness {
             work_dir: &self.work_dir,
             template_vars: &self.template_vars,
         };
-        for (dir, cases) in loaded {
-            let started = jiff::Timestamp::now();
-            let settings = &settings;
-            let mut results: Vec<_> = futures::stream::iter(cases)
-                .map(|case| async move {
-                    let result = case.run(settings).await;
-                    self.print(&format!("=== CONT  kuttl/harness/{}", result.name));
-                    if !result.log.is_empty() {
-                        self.print(&result.log);
-                    }
-                    result
-                })
-                .buffer_unordered(self.suite.effective_parallel())
-                .collect()
-                .await;
-            results.sort_by(|a, b| a.name.cmp(&b.name));
-            report.suites.push(SuiteReport { dir, started, cases: results });
+        // As kuttl's `t.Parallel()` cases under one `harness` group: the cases of every
+        // test directory share the `parallel` slots, so one directory does not wait for another.
+        let started = jiff::Timestamp::now();
+        let dirs: Vec<String> = loaded.iter().map(|(dir, _)| dir.clone()).collect();
+        let settings = &settings;
+        let cases = loaded.into_iter().enumerate().flat_map(|(i, (_, cases))| cases.into_iter().map(move |c| (i, c)));
+        let mut results: Vec<(usize, _)> = futures::stream::iter(cases)
+            .map(|(i, case)| async move {
+                let result = case.run(settings).await;
+                self.print(&format!("=== CONT  kuttl/harness/{}", result.name));
+                if !result.log.is_empty() {
+                    self.print(&result.log);
+                }
+                (i, result)
+            })
+            .buffer_unordered(self.suite.effective_parallel())
+            .collect()
+            .await;
+        results.sort_by(|(a, x), (b, y)| a.cmp(b).then_with(|| x.name.cmp(&y.name)));
+        for (i, dir) in dirs.into_iter().enumerate() {
+            let cases = results.iter().filter(|(d, _)| *d == i).map(|(_, c)| c.clone()).collect();
+            report.suites.push(SuiteReport { dir, started, cases });
         }
         self.harness_log(430, "run tests finished");
     }

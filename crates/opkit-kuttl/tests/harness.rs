@@ -119,3 +119,14 @@ async fn failures_print_kuttls_diff_and_errors() {
         "{junit}"
     );
 }
+
+/// kuttl runs the cases of every test directory in parallel (one `harness` group), not one
+/// directory after another: the two directories' cases here wait for each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cases_of_different_test_directories_run_at_once() {
+    let env = TestEnv::start().await.expect("control plane");
+    let (report, printed) = run("two-dirs", &env, |_| {}).await;
+    assert!(report.passed(), "{printed}");
+    let dirs: Vec<(&str, usize)> = report.suites.iter().map(|s| (s.dir.as_str(), s.cases.len())).collect();
+    assert_eq!(dirs, [("./first", 1), ("./second", 1)]);
+}

@@ -208,6 +208,27 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
                     default(p, "protocol", json!("TCP"));
                 }
             }
+            canonical_resources(c.get_mut("resources"));
+        }
+    }
+}
+
+/// A container's `requests` and `limits` as kube stores them: each quantity in its
+/// canonical form, a JSON number read as one (`cpu: 0.3` and `cpu: "0.3"` are `"300m"`),
+/// as `resource.Quantity` decodes and encodes them.
+fn canonical_resources(resources: Option<&mut Value>) {
+    let Some(resources) = resources else { return };
+    for list in ["requests", "limits"] {
+        let Some(values) = resources.get_mut(list).and_then(Value::as_object_mut) else { continue };
+        for value in values.values_mut() {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => continue,
+            };
+            if let Some(canonical) = opkit_apimachinery::quantity::canonical(&text) {
+                *value = Value::String(canonical);
+            }
         }
     }
 }

@@ -170,4 +170,15 @@ mod tests {
             (Some("IfNotPresent"), Some("TCP"))
         );
     }
+
+    /// KUDO's zookeeper renders `cpu: {{ .Params.CPUS }}` as a YAML number (`0.3`);
+    /// kube stores every container quantity canonically, so kuttl asserts `"300m"`.
+    #[test]
+    fn container_quantities_are_stored_canonically() {
+        let mut s = json!({"metadata": {"name": "zk"}, "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "zk:3", "resources": {"requests": {"cpu": 0.3, "memory": "256Mi"}, "limits": {"cpu": "0.25", "memory": "2048Mi", "nvidia.com/gpu": 1}}}]}}}});
+        StatefulSets.default(&mut s, true);
+        let r = &s["spec"]["template"]["spec"]["containers"][0]["resources"];
+        assert_eq!(r["requests"], json!({"cpu": "300m", "memory": "256Mi"}));
+        assert_eq!(r["limits"], json!({"cpu": "250m", "memory": "2Gi", "nvidia.com/gpu": "1"}));
+    }
 }

@@ -184,6 +184,9 @@ pub(crate) struct InstanceView {
     pub(crate) name: String,
     pub(crate) namespace: String,
     pub(crate) ov_name: String,
+    /// Where the OperatorVersion lives: `spec.operatorVersion.namespace`, else the
+    /// Instance's namespace (KUDO's `OperatorVersionNamespace`).
+    pub(crate) ov_namespace: String,
     pub(crate) parameters: BTreeMap<String, String>,
     pub(crate) plan_status: BTreeMap<String, PlanStatus>,
     pub(crate) snapshot: Option<Snapshot>,
@@ -208,11 +211,14 @@ impl InstanceView {
             .unwrap_or_default();
         let snapshot = object.annotations().get(SNAPSHOT_ANNOTATION).and_then(|s| serde_json::from_str(s).ok());
         let s = |p: &str| spec.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        let namespace = object.namespace().unwrap_or_else(|| "default".into());
+        let ov_namespace = Some(s("/operatorVersion/namespace")).filter(|n| !n.is_empty()).unwrap_or(namespace.clone());
         InstanceView {
             object: object.clone(),
             name: object.name_any(),
-            namespace: object.namespace().unwrap_or_else(|| "default".into()),
+            namespace,
             ov_name: s("/operatorVersion/name"),
+            ov_namespace,
             parameters,
             plan_status,
             snapshot,
@@ -245,7 +251,7 @@ impl Reconciler<DynamicObject> for Engine {
         };
         let mut inst = InstanceView::of(&object);
         let ovs: Api<DynamicObject> =
-            Api::namespaced_with(ctx.client.clone(), &inst.namespace, &resources::api_resource("OperatorVersion"));
+            Api::namespaced_with(ctx.client.clone(), &inst.ov_namespace, &resources::api_resource("OperatorVersion"));
         let Some(ov_object) = ovs.get_opt(&inst.ov_name).await.map_err(ReconcileError::retry)? else {
             if opkit::finalizer::is_being_deleted(&object) {
                 // Nothing can run without the OperatorVersion: let the Instance go.
