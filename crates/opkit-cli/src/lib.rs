@@ -39,6 +39,7 @@ pub mod rbac;
 pub mod scaffold;
 pub mod scaffold_ansible;
 pub mod scaffold_helm;
+mod scaffold_plugin_config;
 pub mod vendor;
 pub mod webhook_markers;
 

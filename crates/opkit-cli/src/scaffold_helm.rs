@@ -16,6 +16,7 @@ use crate::fileplan::FilePlan;
 use crate::output::Output;
 use crate::project;
 use crate::scaffold::{env, render};
+use crate::scaffold_plugin_config::{CRD_MARKER, SAMPLE_MARKER};
 
 /// Files whose presence means the directory already holds a project.
 const CONFLICTS: &[&str] = &["PROJECT", "watches.yaml", "helm-charts", "config", "Makefile"];
@@ -88,8 +89,6 @@ pub fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliErro
 
 /// Markers the kind-specific lines are inserted above (by `init` and `create api`).
 const WATCH_MARKER: &str = "# +kubebuilder:scaffold:watch";
-const CRD_MARKER: &str = "# +kubebuilder:scaffold:crdkustomizeresource";
-const SAMPLE_MARKER: &str = "# +kubebuilder:scaffold:manifestskustomizesamples";
 const RULES_MARKER: &str = "# +kubebuilder:scaffold:rules";
 const PROJECT_MARKER: &str = "version: \"3\"";
 
@@ -103,22 +102,8 @@ fn plan(root: &Path, p: &HelmProject) -> Result<FilePlan, CliError> {
         format!("# Use the 'create api' subcommand to add watches to this file.\n{WATCH_MARKER}\n"),
     )?;
     plan.create("Makefile", render(&env, "helm_Makefile", &ctx)?)?;
-    plan.create("config/crd/kustomization.yaml", format!("resources:\n{CRD_MARKER}\n"))?;
-    plan.create(
-        "config/samples/kustomization.yaml",
-        format!("## Append samples you want in your CSV to this file as resources ##\nresources:\n{SAMPLE_MARKER}\n"),
-    )?;
-    plan.create("config/rbac/role.yaml", base_role())?;
-    plan.create(
-        "config/rbac/service_account.yaml",
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: controller-manager\n  namespace: system\n",
-    )?;
-    plan.create("config/rbac/role_binding.yaml", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: manager-rolebinding\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: manager-role\nsubjects:\n- kind: ServiceAccount\n  name: controller-manager\n  namespace: system\n")?;
-    plan.create("config/rbac/leader_election_role.yaml", "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: leader-election-role\n  namespace: system\nrules:\n- apiGroups:\n  - coordination.k8s.io\n  resources:\n  - leases\n  verbs:\n  - get\n  - list\n  - watch\n  - create\n  - update\n  - patch\n  - delete\n- apiGroups:\n  - \"\"\n  resources:\n  - events\n  verbs:\n  - create\n  - patch\n")?;
-    plan.create("config/rbac/leader_election_role_binding.yaml", "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: leader-election-rolebinding\n  namespace: system\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: leader-election-role\nsubjects:\n- kind: ServiceAccount\n  name: controller-manager\n  namespace: system\n")?;
-    plan.create("config/rbac/kustomization.yaml", "resources:\n- service_account.yaml\n- role.yaml\n- role_binding.yaml\n- leader_election_role.yaml\n- leader_election_role_binding.yaml\n")?;
     plan.create("config/manager/manager.yaml", render(&env, "helm_manager.yaml", &ctx)?)?;
-    plan.create("config/manager/kustomization.yaml", "resources:\n- manager.yaml\n")?;
+    crate::scaffold_plugin_config::create_rbac_and_kustomizations(&mut plan, base_role())?;
     plan.create(
         "config/default/kustomization.yaml",
         format!("# Adds namespace to all resources.\nnamespace: {0}-system\n\n# Prefixed to the names of all resources.\nnamePrefix: {0}-\n\nresources:\n- ../crd\n- ../rbac\n- ../manager\n", p.name),
