@@ -3,8 +3,9 @@
 //! what a terminal user does by hand put in code:
 //! - the `opkit` these tests built is on PATH instead of `cargo install`;
 //! - the tutorial's edits are the files of `examples/memcached-operator`;
-//! - `make install run` runs in the background until the sample's Deployment exists (the
-//!   README runs the next command in another shell), then gets Ctrl-C;
+//! - `make install run` runs in the background; the sample is applied once its CRD is
+//!   established (the README runs it in another shell), and the run gets Ctrl-C once the
+//!   sample's Deployment exists;
 //! - the cluster takes a free port (`--port 0`), and `make cluster-load` builds the dev
 //!   profile (the README's release build is the same commands, only slower);
 //! - `kubectl logs` waits for the rollout first.
@@ -57,7 +58,12 @@ fn script_lines(line: &str, example: &Path) -> Vec<String> {
         return vec!["set -m".into(), format!("{line} > make-run.log 2>&1 &"), "RUN_PID=$!".into(), "set +m".into()];
     }
     if line == "kubectl apply -k config/samples/" {
+        // The README's reader runs this in another shell once `make install` has installed
+        // the CRD; the script waits for that instead (a loaded machine is slow to get there).
+        let crd = "crd/memcacheds.cache.example.com";
         return vec![
+            format!("kubectl wait --for=create {crd} --timeout=600s || {{ cat make-run.log; exit 1; }}"),
+            format!("kubectl wait --for=condition=Established {crd} --timeout=600s"),
             line.to_string(),
             "kubectl wait --for=create deployment/memcached-sample --timeout=600s || { cat make-run.log; exit 1; }"
                 .into(),
