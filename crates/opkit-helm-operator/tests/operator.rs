@@ -95,6 +95,12 @@ async fn create_nginx(client: &Client, name: &str, spec: Value) {
     nginxes(client).create(&PostParams::default(), &cr).await.expect("create the CR");
 }
 
+/// Creates a resource and waits until its release is installed (revision 1).
+async fn install_nginx(client: &Client, name: &str, spec: Value) {
+    create_nginx(client, name, spec).await;
+    wait_for_cr(client, name, "installed", |cr| revision(cr) == Some(1)).await;
+}
+
 fn condition<'a>(cr: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
     cr.data
         .pointer("/status/conditions")
@@ -270,8 +276,7 @@ async fn deleted_and_modified_children_are_restored() {
     let watches = format!("{WATCHES}  reconcilePeriod: 10m\n  overrideValues:\n    greeting: ${{GREETING}}-operator\n");
     let _operator = start_operator(&env, &watches, &[("GREETING", "hi")]).await;
     let client = env.client();
-    create_nginx(&client, "drift", json!({})).await;
-    wait_for_cr(&client, "drift", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "drift", json!({})).await;
 
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let greeting = |cm: &ConfigMap| cm.data.as_ref().and_then(|d| d.get("greeting")).cloned();
@@ -361,8 +366,7 @@ async fn the_real_helm_lists_the_operators_release_and_its_history() {
     let home = tempfile::tempdir().expect("helm home");
     let _operator = start_operator(&env, WATCHES, &[]).await;
     let client = env.client();
-    create_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
-    wait_for_cr(&client, "web", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
     patch_spec(&client, "web", json!({ "replicaCount": 2 })).await;
     wait_for_cr(&client, "web", "upgraded", |cr| revision(cr) == Some(2)).await;
 
@@ -416,8 +420,7 @@ async fn an_upgrade_the_api_server_refuses_changes_nothing() {
     let env = TestEnv::start().await.expect("testenv");
     let _operator = start_operator(&env, WATCHES, &[]).await;
     let client = env.client();
-    create_nginx(&client, "strict", json!({})).await;
-    wait_for_cr(&client, "strict", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "strict", json!({})).await;
 
     // The ConfigMap would change, but the Deployment is refused: the dry run fails the
     // upgrade before anything is applied.
@@ -484,12 +487,10 @@ async fn a_deleted_cluster_scoped_child_is_restored() {
     );
     let _operator = start_operator(&env, &watches, &[]).await;
     let client = env.client();
-    create_nginx(&client, "roles", json!({})).await;
-    wait_for_cr(&client, "roles", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "roles", json!({})).await;
     // One worker, in order: once a CR created now is installed, the reconciles "roles"'s
     // own writes queued are done, and nothing else would re-apply its objects.
-    create_nginx(&client, "marker", json!({})).await;
-    wait_for_cr(&client, "marker", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "marker", json!({})).await;
 
     let clusterroles: Api<ClusterRole> = Api::all(client.clone());
     let old_uid = clusterroles.get("default-roles-reader").await.expect("the ClusterRole").uid();
@@ -765,8 +766,7 @@ async fn a_new_chart_version_with_the_same_manifest_is_still_an_upgrade() {
     let env = TestEnv::start().await.expect("testenv");
     let client = env.client();
     let v1 = start_operator(&env, WATCHES, &[]).await;
-    create_nginx(&client, "same", json!({})).await;
-    wait_for_cr(&client, "same", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "same", json!({})).await;
     v1.shut_down().await;
 
     let charts = tempfile::tempdir().expect("charts dir");
@@ -890,16 +890,21 @@ async fn start_hooked_operator(env: &TestEnv) -> (tempfile::TempDir, RunningOper
     (charts, operator)
 }
 
+/// A control plane, its client and the operator running the fixture chart with [`HOOKS`].
+async fn hooked_env() -> (TestEnv, Client, tempfile::TempDir, RunningOperator) {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let (charts, operator) = start_hooked_operator(&env).await;
+    (env, client, charts, operator)
+}
+
 /// Hooks run around an install, an upgrade and an uninstall as Helm runs them, and a
 /// failing hook fails the release with Helm's message, changing nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hooks_run_as_helm_runs_them() {
-    let env = TestEnv::start().await.expect("testenv");
-    let client = env.client();
-    let (_charts, _operator) = start_hooked_operator(&env).await;
+    let (env, client, _charts, _operator) = hooked_env().await;
 
-    create_nginx(&client, "hooked", json!({})).await;
-    wait_for_cr(&client, "hooked", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "hooked", json!({})).await;
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
     let check = pods.get("hooked-check").await.expect("the pre-install hook stays (before-hook-creation)");
     assert_eq!(check.status.and_then(|s| s.phase).as_deref(), Some("Succeeded"), "waited for");
@@ -998,11 +1003,8 @@ async fn hooks_run_as_helm_runs_them() {
 /// post-rollback hooks, its objects restored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_upgrade_is_rolled_back_with_its_hooks() {
-    let env = TestEnv::start().await.expect("testenv");
-    let client = env.client();
-    let (_charts, _operator) = start_hooked_operator(&env).await;
-    create_nginx(&client, "rolling", json!({})).await;
-    wait_for_cr(&client, "rolling", "installed", |cr| revision(cr) == Some(1)).await;
+    let (_env, client, _charts, _operator) = hooked_env().await;
+    install_nginx(&client, "rolling", json!({})).await;
 
     patch_spec(&client, "rolling", json!({ "migrateExitCode": 1, "greeting": "changed" })).await;
     let cr =
@@ -1050,11 +1052,8 @@ async fn a_failed_upgrade_is_rolled_back_with_its_hooks() {
 /// only after the test lets it go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn post_delete_hooks_run_once_the_release_objects_are_gone() {
-    let env = TestEnv::start().await.expect("testenv");
-    let client = env.client();
-    let (_charts, _operator) = start_hooked_operator(&env).await;
-    create_nginx(&client, "leaving", json!({})).await;
-    wait_for_cr(&client, "leaving", "installed", |cr| revision(cr) == Some(1)).await;
+    let (_env, client, _charts, _operator) = hooked_env().await;
+    install_nginx(&client, "leaving", json!({})).await;
 
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     hold_configmap(&client, "leaving-nginx", true).await;
@@ -1083,12 +1082,9 @@ async fn post_delete_hooks_run_once_the_release_objects_are_gone() {
 /// reading the release helm rewrote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_helm_test_runs_the_releases_test_hooks() {
-    let env = TestEnv::start().await.expect("testenv");
-    let client = env.client();
+    let (env, client, _charts, _operator) = hooked_env().await;
     let home = tempfile::tempdir().expect("helm home");
-    let (_charts, _operator) = start_hooked_operator(&env).await;
-    create_nginx(&client, "tested", json!({})).await;
-    wait_for_cr(&client, "tested", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "tested", json!({})).await;
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
     assert!(pods.get_opt("tested-test").await.expect("get").is_none(), "the operator runs no test hook");
 
@@ -1114,8 +1110,7 @@ async fn upgrade_force_replaces_what_a_patch_cannot_change() {
     let env = TestEnv::start().await.expect("testenv");
     let _operator = start_operator(&env, WATCHES, &[]).await;
     let client = env.client();
-    create_nginx(&client, "forced", json!({})).await;
-    wait_for_cr(&client, "forced", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "forced", json!({})).await;
 
     patch_spec(&client, "forced", json!({ "strategy": { "type": "Recreate" } })).await;
     let cr =
@@ -1145,9 +1140,7 @@ async fn upgrade_force_replaces_what_a_patch_cannot_change() {
 /// the patch does not name stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_force_replaces_the_failed_upgrades_objects() {
-    let env = TestEnv::start().await.expect("testenv");
-    let client = env.client();
-    let (_charts, _operator) = start_hooked_operator(&env).await;
+    let (_env, client, _charts, _operator) = hooked_env().await;
     for name in ["replaced", "patched"] {
         create_nginx(&client, name, json!({})).await;
     }
