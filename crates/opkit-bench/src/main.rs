@@ -7,10 +7,13 @@
 //! `cluster`), the hidden `runtime-manager` the opkit manager whose memory is measured and
 //! the hidden `memcached-operator` the operator under test, each in a child process.
 
+mod emit;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+use emit::{Output, Verdict, benchmark, corpus, emit, own_exe};
 use opkit_bench::cluster::{ClusterOptions, ClusterWorkload};
 use opkit_bench::runtime::{RuntimeOptions, RuntimeWorkload};
 use opkit_bench::{Backend, Options, Workload, render_text, run};
@@ -20,12 +23,6 @@ use opkit_bench::{Backend, Options, Workload, render_text, run};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Output {
-    Text,
-    Json,
 }
 
 #[derive(Subcommand)]
@@ -303,21 +300,13 @@ async fn main() -> ExitCode {
             if let Some(s) = limit_secs {
                 w.limit_secs = s.max(1);
             }
-            let exe = match std::env::current_exe() {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("opkit-bench: cannot find its own executable: {e}");
-                    return ExitCode::FAILURE;
-                }
+            let exe = match own_exe() {
+                Ok(exe) => exe,
+                Err(code) => return code,
             };
             let opts = ClusterOptions { workload: w, exe, progress: !quiet };
-            match opkit_bench::cluster::run(&opts).await {
-                Ok(report) => emit(&report, output, save_json.as_deref(), opkit_bench::cluster::render_text),
-                Err(e) => {
-                    eprintln!("opkit-bench cluster: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            let result = opkit_bench::cluster::run(&opts).await;
+            benchmark("cluster", result, output, save_json.as_deref(), opkit_bench::cluster::render_text)
         }
         Command::RuntimeManager => match opkit_bench::runtime::manager_proc::run_child().await {
             Ok(()) => ExitCode::SUCCESS,
@@ -360,21 +349,13 @@ async fn main() -> ExitCode {
             if let Some(n) = memory_objects {
                 workload.memory_objects = n;
             }
-            let exe = match std::env::current_exe() {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("opkit-bench: cannot find its own executable: {e}");
-                    return ExitCode::FAILURE;
-                }
+            let exe = match own_exe() {
+                Ok(exe) => exe,
+                Err(code) => return code,
             };
             let opts = RuntimeOptions { workload, exe, progress: !quiet };
-            match opkit_bench::runtime::run(&opts).await {
-                Ok(report) => emit(&report, output, save_json.as_deref(), opkit_bench::runtime::render_text),
-                Err(e) => {
-                    eprintln!("opkit-bench runtime: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            let result = opkit_bench::runtime::run(&opts).await;
+            benchmark("runtime", result, output, save_json.as_deref(), opkit_bench::runtime::render_text)
         }
         Command::Apiserver {
             quick,
@@ -402,12 +383,9 @@ async fn main() -> ExitCode {
             if let Some(n) = memory_objects {
                 workload.memory_objects = n;
             }
-            let server_exe = match std::env::current_exe() {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("opkit-bench: cannot find its own executable: {e}");
-                    return ExitCode::FAILURE;
-                }
+            let server_exe = match own_exe() {
+                Ok(exe) => exe,
+                Err(code) => return code,
             };
             let opts = Options {
                 workload,
@@ -417,65 +395,9 @@ async fn main() -> ExitCode {
                 tmp_root: tmp_dir,
                 progress: !quiet,
             };
-            match run(&opts).await {
-                Ok(report) => {
-                    if let Some(path) = &save_json {
-                        let written = serde_json::to_string_pretty(&report)
-                            .map_err(std::io::Error::other)
-                            .and_then(|s| std::fs::write(path, s + "\n"));
-                        if let Err(e) = written {
-                            eprintln!("opkit-bench: writing {}: {e}", path.display());
-                            return ExitCode::FAILURE;
-                        }
-                    }
-                    match output {
-                        Output::Text => print!("{}", render_text(&report)),
-                        Output::Json => match serde_json::to_string_pretty(&report) {
-                            Ok(s) => println!("{s}"),
-                            Err(e) => {
-                                eprintln!("opkit-bench: {e}");
-                                return ExitCode::FAILURE;
-                            }
-                        },
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("opkit-bench apiserver: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            benchmark("apiserver", run(&opts).await, output, save_json.as_deref(), render_text)
         }
     }
-}
-
-/// Prints `report` as text or JSON, and saves the JSON to `save_json` if given.
-fn emit<R: serde::Serialize>(
-    report: &R,
-    output: Output,
-    save_json: Option<&std::path::Path>,
-    text: fn(&R) -> String,
-) -> ExitCode {
-    if let Some(path) = save_json {
-        let written = serde_json::to_string_pretty(report)
-            .map_err(std::io::Error::other)
-            .and_then(|s| std::fs::write(path, s + "\n"));
-        if let Err(e) = written {
-            eprintln!("opkit-bench: writing {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
-    }
-    match output {
-        Output::Text => print!("{}", text(report)),
-        Output::Json => match serde_json::to_string_pretty(report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("opkit-bench: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-    }
-    ExitCode::SUCCESS
 }
 
 /// Flags of `opkit-bench admission`.
@@ -599,35 +521,14 @@ fn helm_template(args: HelmTemplateArgs) -> ExitCode {
     use opkit_bench::helm_template::{HelmTemplateOptions, render_text, run};
     let options = HelmTemplateOptions { corpus: args.corpus, helm: args.helm, repeats: args.repeats, only: args.only };
     let quiet = args.quiet;
-    match run(&options, |case| {
+    let result = run(&options, |case| {
         if !quiet {
             eprintln!("… {case}");
         }
-    }) {
-        Ok(report) => {
-            match args.output {
-                Output::Text => print!("{}", render_text(&report)),
-                Output::Json => match serde_json::to_string_pretty(&report) {
-                    Ok(json) => println!("{json}"),
-                    Err(e) => eprintln!("opkit-bench helm-template: {e}"),
-                },
-            }
-            match args.min_passed {
-                Some(min) if report.passed < min => {
-                    eprintln!(
-                        "opkit-bench helm-template: {} of {} deterministic cases render as helm does; at least {min} must",
-                        report.passed, report.total
-                    );
-                    ExitCode::FAILURE
-                }
-                _ => ExitCode::SUCCESS,
-            }
-        }
-        Err(e) => {
-            eprintln!("opkit-bench helm-template: {e}");
-            ExitCode::from(2)
-        }
-    }
+    });
+    corpus("helm-template", result, args.output, render_text, |report| {
+        Verdict::at_least(report.passed, report.total, args.min_passed, "deterministic cases render as helm does")
+    })
 }
 
 async fn charts(args: ChartsArgs) -> ExitCode {
@@ -672,24 +573,14 @@ async fn charts(args: ChartsArgs) -> ExitCode {
 
 async fn admission(args: AdmissionArgs) -> ExitCode {
     let opts = opkit_bench::admission::AdmissionOptions { requests: args.requests };
-    match opkit_bench::admission::run(&opts).await {
-        Ok(report) => emit(&report, args.output, args.save_json.as_deref(), opkit_bench::admission::render_text),
-        Err(e) => {
-            eprintln!("opkit-bench admission: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let result = opkit_bench::admission::run(&opts).await;
+    benchmark("admission", result, args.output, args.save_json.as_deref(), opkit_bench::admission::render_text)
 }
 
 async fn real_pods(args: RealPodsArgs) -> ExitCode {
     let opts = opkit_bench::real_pods::RealPodsOptions { pods: args.pods, operator_binary: args.operator_binary };
-    match opkit_bench::real_pods::run(&opts).await {
-        Ok(report) => emit(&report, args.output, args.save_json.as_deref(), opkit_bench::real_pods::render_text),
-        Err(e) => {
-            eprintln!("opkit-bench real-pods: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let result = opkit_bench::real_pods::run(&opts).await;
+    benchmark("real-pods", result, args.output, args.save_json.as_deref(), opkit_bench::real_pods::render_text)
 }
 
 async fn memcached(args: MemcachedArgs) -> ExitCode {
@@ -699,21 +590,13 @@ async fn memcached(args: MemcachedArgs) -> ExitCode {
     workload.size = args.size.unwrap_or(workload.size);
     workload.nodes = args.nodes.unwrap_or(workload.nodes);
     workload.repeats = args.repeats.unwrap_or(workload.repeats);
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("opkit-bench: cannot find its own executable: {e}");
-            return ExitCode::FAILURE;
-        }
+    let exe = match own_exe() {
+        Ok(exe) => exe,
+        Err(code) => return code,
     };
     let opts = MemcachedOptions { workload, exe, progress: !args.quiet };
-    match opkit_bench::memcached::run(&opts).await {
-        Ok(report) => emit(&report, args.output, args.save_json.as_deref(), opkit_bench::memcached::render_text),
-        Err(e) => {
-            eprintln!("opkit-bench memcached: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let result = opkit_bench::memcached::run(&opts).await;
+    benchmark("memcached", result, args.output, args.save_json.as_deref(), opkit_bench::memcached::render_text)
 }
 
 #[derive(clap::Args)]
@@ -731,22 +614,8 @@ struct OlmValidateArgs {
 
 fn olm_validate(args: OlmValidateArgs) -> ExitCode {
     use opkit_bench::olm_validate::{OlmValidateOptions, render_text, run};
-    match run(&OlmValidateOptions { corpus: args.corpus, expect: args.expect }) {
-        Ok(report) => {
-            match args.output {
-                Output::Text => print!("{}", render_text(&report)),
-                Output::Json => match serde_json::to_string_pretty(&report) {
-                    Ok(json) => println!("{json}"),
-                    Err(e) => eprintln!("opkit-bench olm-validate: {e}"),
-                },
-            }
-            if report.mismatches == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
-        }
-        Err(e) => {
-            eprintln!("opkit-bench olm-validate: {e}");
-            ExitCode::from(2)
-        }
-    }
+    let result = run(&OlmValidateOptions { corpus: args.corpus, expect: args.expect });
+    corpus("olm-validate", result, args.output, render_text, |report| Verdict::from_bool(report.mismatches == 0))
 }
 
 #[derive(clap::Args)]
@@ -779,37 +648,15 @@ async fn kudo(args: KudoArgs) -> ExitCode {
         only: args.only,
     };
     let quiet = args.quiet;
-    match run_corpus(&options, |name| {
+    let result = run_corpus(&options, |name| {
         if !quiet {
             eprintln!("… {name}");
         }
     })
-    .await
-    {
-        Ok(report) => {
-            match args.output {
-                Output::Text => print!("{}", render_corpus(&report)),
-                Output::Json => match serde_json::to_string_pretty(&report) {
-                    Ok(json) => println!("{json}"),
-                    Err(e) => eprintln!("opkit-bench kudo: {e}"),
-                },
-            }
-            match args.min_complete {
-                Some(min) if report.complete < min => {
-                    eprintln!(
-                        "opkit-bench kudo: {} of {} deploy plans completed; at least {min} must",
-                        report.complete, report.total
-                    );
-                    ExitCode::FAILURE
-                }
-                _ => ExitCode::SUCCESS,
-            }
-        }
-        Err(e) => {
-            eprintln!("opkit-bench kudo: {e}");
-            ExitCode::from(2)
-        }
-    }
+    .await;
+    corpus("kudo", result, args.output, render_corpus, |report| {
+        Verdict::at_least(report.complete, report.total, args.min_complete, "deploy plans completed")
+    })
 }
 
 /// Flags of `opkit-bench ansible`.
@@ -837,13 +684,7 @@ async fn ansible(args: AnsibleArgs) -> ExitCode {
     opts.crs = args.crs.max(1);
     opts.size = args.size.max(1);
     opts.max_concurrent_reconciles = args.max_concurrent_reconciles.max(1);
-    match opkit_bench::ansible::run(&opts).await {
-        Ok(report) => emit(&report, args.output, None, opkit_bench::ansible::render_text),
-        Err(e) => {
-            eprintln!("opkit-bench ansible: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    benchmark("ansible", opkit_bench::ansible::run(&opts).await, args.output, None, opkit_bench::ansible::render_text)
 }
 
 #[derive(clap::Args)]
@@ -877,22 +718,9 @@ async fn kudo_scale(args: KudoScaleArgs) -> ExitCode {
         exe,
         timeout: std::time::Duration::from_secs(args.timeout),
     };
-    match run_scale(&options).await {
-        Ok(report) => {
-            match args.output {
-                Output::Text => print!("{}", render_scale(&report)),
-                Output::Json => match serde_json::to_string_pretty(&report) {
-                    Ok(json) => println!("{json}"),
-                    Err(e) => eprintln!("opkit-bench kudo-scale: {e}"),
-                },
-            }
-            if report.complete == report.instances { ExitCode::SUCCESS } else { ExitCode::FAILURE }
-        }
-        Err(e) => {
-            eprintln!("opkit-bench kudo-scale: {e}");
-            ExitCode::from(2)
-        }
-    }
+    corpus("kudo-scale", run_scale(&options).await, args.output, render_scale, |report| {
+        Verdict::from_bool(report.complete == report.instances)
+    })
 }
 
 /// Flags of `opkit-bench kudo-kuttl`.
@@ -931,29 +759,7 @@ async fn kudo_kuttl(args: KudoKuttlArgs) -> ExitCode {
         },
     };
     let options = KudoKuttlOptions { corpus: args.corpus, opkit, timeout: args.timeout, verbose: args.verbose };
-    match run(&options).await {
-        Ok(report) => {
-            match args.output {
-                Output::Text => print!("{}", render(&report)),
-                Output::Json => match serde_json::to_string_pretty(&report) {
-                    Ok(json) => println!("{json}"),
-                    Err(e) => eprintln!("opkit-bench kudo-kuttl: {e}"),
-                },
-            }
-            match args.min_passed {
-                Some(min) if report.passed < min => {
-                    eprintln!(
-                        "opkit-bench kudo-kuttl: {} of {} cases passed; at least {min} must",
-                        report.passed, report.total
-                    );
-                    ExitCode::FAILURE
-                }
-                _ => ExitCode::SUCCESS,
-            }
-        }
-        Err(e) => {
-            eprintln!("opkit-bench kudo-kuttl: {e}");
-            ExitCode::from(2)
-        }
-    }
+    corpus("kudo-kuttl", run(&options).await, args.output, render, |report| {
+        Verdict::at_least(report.passed, report.total, args.min_passed, "cases passed")
+    })
 }

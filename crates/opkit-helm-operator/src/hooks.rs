@@ -4,7 +4,9 @@
 //! (until Complete or Failed) or a Pod (until Succeeded or Failed), for at most
 //! [`HOOK_TIMEOUT`]; afterwards `hook-succeeded` / `hook-failed` delete them. Hooks are
 //! stored in the release as Helm's `release.Hook`, so `helm get hooks` shows them and the
-//! `pre-delete` hooks run from the release.
+//! `pre-delete` hooks run from the release; each run is recorded in its hook's `last_run`
+//! ([`record_run`]) as Helm's `execHook` records it, so `helm status -o json` shows when
+//! it ran and how it ended.
 
 use std::time::Duration;
 
@@ -37,6 +39,61 @@ impl Hook<'_> {
     /// Whether `policy` is one of the hook's deletion policies.
     pub fn has_policy(&self, policy: &str) -> bool {
         self.delete_policies.iter().any(|p| p == policy)
+    }
+}
+
+/// Helm's `release.HookPhase` of a hook that was created and is being waited for.
+pub const PHASE_RUNNING: &str = "Running";
+/// The phase of a hook that completed (a Job Complete, a Pod Succeeded, any other kind
+/// once created).
+pub const PHASE_SUCCEEDED: &str = "Succeeded";
+/// The phase of a hook that could not be created or failed.
+pub const PHASE_FAILED: &str = "Failed";
+
+/// Helm's `release.HookExecution`: when a hook last ran and how it ended. Helm's own time
+/// type writes an unset time as `""`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HookRun {
+    /// When the hook was created (RFC 3339), empty if it never ran.
+    pub started_at: String,
+    /// When its wait ended, empty while it runs.
+    pub completed_at: String,
+    /// [`PHASE_RUNNING`], [`PHASE_SUCCEEDED`], [`PHASE_FAILED`] or empty.
+    pub phase: String,
+}
+
+impl HookRun {
+    /// A run that starts now.
+    pub fn started() -> HookRun {
+        HookRun {
+            started_at: jiff::Timestamp::now().to_string(),
+            completed_at: String::new(),
+            phase: PHASE_RUNNING.into(),
+        }
+    }
+
+    /// This run, ended now in `phase`.
+    pub fn completed(self, phase: &str) -> HookRun {
+        HookRun { completed_at: jiff::Timestamp::now().to_string(), phase: phase.to_string(), ..self }
+    }
+
+    /// As Helm's JSON.
+    fn to_json(&self) -> Value {
+        json!({ "started_at": self.started_at, "completed_at": self.completed_at, "phase": self.phase })
+    }
+}
+
+/// Records `run` as the `last_run` of `hook` among a release's stored hooks (those
+/// [`release_hooks`] made; the one of the same template, kind and name).
+pub fn record_run(stored: &mut [Value], hook: &Hook<'_>, run: &HookRun) {
+    let kind = hook.object.gvk().kind;
+    let same = |h: &&mut Value| {
+        h.get("path").and_then(Value::as_str) == Some(hook.object.source.as_str())
+            && h.get("kind").and_then(Value::as_str) == Some(kind.as_str())
+            && h.get("name").and_then(Value::as_str) == Some(hook.object.name())
+    };
+    if let Some(entry) = stored.iter_mut().find(same).and_then(Value::as_object_mut) {
+        entry.insert("last_run".into(), run.to_json());
     }
 }
 
@@ -93,7 +150,7 @@ pub fn release_hooks(objects: &[RenderedObject]) -> Vec<Value> {
                 "path": object.source,
                 "manifest": manifest,
                 "events": list_annotation(object, "helm.sh/hook"),
-                "last_run": { "started_at": "", "completed_at": "", "phase": "" },
+                "last_run": HookRun::default().to_json(),
                 "weight": weight,
                 "delete_policies": list_annotation(object, "helm.sh/hook-delete-policy"),
             })
@@ -144,5 +201,16 @@ mod tests {
         assert_eq!(stored[1]["events"], json!(["pre-install"]));
         let back = crate::manifest::split(&hooks_text(&stored)).expect("splits");
         assert_eq!(back, objects);
+
+        // A run is recorded on its own hook only.
+        let mut stored = stored;
+        let run = HookRun::started();
+        assert_eq!(run.phase, PHASE_RUNNING);
+        let done = run.clone().completed(PHASE_SUCCEEDED);
+        record_run(&mut stored, &hooks[1], &done);
+        assert_eq!(stored[1]["last_run"]["phase"], "Succeeded");
+        assert_eq!(stored[1]["last_run"]["started_at"], json!(run.started_at));
+        assert!(!done.completed_at.is_empty());
+        assert_eq!(stored[0]["last_run"], json!({ "started_at": "", "completed_at": "", "phase": "" }));
     }
 }

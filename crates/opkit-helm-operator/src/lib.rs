@@ -6,6 +6,7 @@
 //! `helm history` show it. [`manifest`] splits rendered output into objects; [`crd`] is
 //! the scaffolded CustomResourceDefinition of a watched kind.
 
+pub mod annotations;
 pub mod crd;
 pub mod hooks;
 mod junctors;

@@ -4,7 +4,10 @@
 //! upgrades (the manifest changed) or re-applies the release's objects (drift repair),
 //! stores the revision as Helm does and writes operator-sdk's conditions (Initialized,
 //! Deployed, ReleaseFailed, Irreconcilable) and `status.deployedRelease`. Deleting the
-//! resource uninstalls the release through [`UNINSTALL_FINALIZER`]. A new chart version
+//! resource uninstalls the release through [`UNINSTALL_FINALIZER`]. operator-sdk's
+//! annotations on the resource ([`crate::annotations`]) upgrade and roll back with
+//! `--force` (objects replaced, [`ApplyMode::Replace`]) and keep the finalizer until
+//! every object of the release is gone. A new chart version
 //! is rolled out over the kind's releases one at a time and paused at the first failure
 //! (`Rollout`).
 
@@ -20,7 +23,10 @@ use kube::{Client, ResourceExt};
 use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult, Reconciler};
 use serde_json::{Value, json};
 
-use crate::hooks::{self, BEFORE_HOOK_CREATION, HOOK_FAILED, HOOK_SUCCEEDED, HOOK_TIMEOUT};
+use crate::annotations::{ReleaseAnnotations, UNINSTALL_WAIT_MESSAGE};
+use crate::hooks::{
+    self, BEFORE_HOOK_CREATION, HOOK_FAILED, HOOK_SUCCEEDED, HOOK_TIMEOUT, HookRun, PHASE_FAILED, PHASE_SUCCEEDED,
+};
 use crate::manifest::{RenderedObject, manifest_of, split};
 use crate::metrics::ReleaseMetrics;
 use crate::release::{self, Release, chart_json};
@@ -29,6 +35,22 @@ use crate::{OperatorError, UNINSTALL_FINALIZER};
 
 /// The field manager the operator applies objects with.
 pub const FIELD_MANAGER: &str = "helm-operator";
+
+/// How often a resource being deleted under `uninstall-wait` looks again for its
+/// release's objects (at most; the watch's reconcile period if shorter). operator-sdk
+/// waits a whole reconcile period.
+pub const UNINSTALL_WAIT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How an object of a release is written to the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyMode {
+    /// Server-side apply (force) by [`FIELD_MANAGER`]: fields other managers own are
+    /// kept, as Helm's three-way patch keeps them.
+    Patch,
+    /// `helm upgrade --force` / `helm rollback --force`: the object is replaced (PUT) with
+    /// the rendered one, created if missing; whatever the manifest does not say is gone.
+    Replace,
+}
 
 /// Condition types and reasons, as operator-sdk's `HelmAppCondition`s.
 pub mod conditions {
@@ -319,7 +341,10 @@ impl Reconciler<DynamicObject> for HelmReconciler {
             if !opkit::finalizer::contains_finalizer(object.as_ref(), UNINSTALL_FINALIZER) {
                 return Ok(Action::done());
             }
-            return match self.uninstall(&ctx.client, &secrets, &name, &namespace).await {
+            if ReleaseAnnotations::of(&object).uninstall_wait {
+                return self.uninstall_and_wait(&ctx, &object, &secrets, status, &cached_status).await;
+            }
+            return match self.uninstall(&ctx.client, &secrets, &name, &namespace, true).await {
                 Ok(()) => {
                     self.metrics.uninstalled(&self.watch.kind, &namespace, &name);
                     self.rollout.forget(&format!("{namespace}/{name}"));
@@ -493,6 +518,8 @@ impl HelmReconciler {
         config: Value,
     ) -> Result<(Outcome, String, i64), (&'static str, OperatorError)> {
         let Rendered { objects, manifest, notes, chart } = rendered;
+        let annotations = ReleaseAnnotations::of(owner);
+        let mode = if annotations.upgrade_force { ApplyMode::Replace } else { ApplyMode::Patch };
         let name = owner.name_any();
         let namespace = owner.namespace().unwrap_or_else(|| "default".to_string());
         let outcome = match deployed {
@@ -508,14 +535,14 @@ impl HelmReconciler {
         let fail = |e: OperatorError| (reason, e);
         if let (Outcome::Reconciled, Some(current)) = (&outcome, deployed) {
             for object in objects.iter().filter(|o| !o.is_hook()) {
-                self.apply(client, owner, &namespace, object, false).await.map_err(fail)?;
+                self.apply(client, owner, &namespace, object, ApplyMode::Patch, false).await.map_err(fail)?;
             }
             return Ok((outcome, manifest, current.version));
         }
         // A dry run first, as operator-sdk's install and upgrade: an object the API
         // server refuses fails the release before anything is changed.
         for object in objects.iter().filter(|o| !o.is_hook()) {
-            self.apply(client, owner, &namespace, object, true).await.map_err(fail)?;
+            self.apply(client, owner, &namespace, object, mode, true).await.map_err(fail)?;
         }
         let version = history.last().map_or(1, |r| r.version + 1);
         let first_deployed = history.first().map(|r| r.info.first_deployed.clone());
@@ -523,21 +550,26 @@ impl HelmReconciler {
             Release::deployed(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
         release.info.notes = notes;
         release.hooks = hooks::release_hooks(&objects);
-        if let Err(e) = self.perform(client, owner, &namespace, &objects, deployed).await {
+        let performed = self.perform(client, owner, &namespace, &objects, deployed, mode, &mut release.hooks).await;
+        if let Err(e) = performed {
             match deployed {
                 Some(previous) => {
                     release.info.status = "failed".to_string();
                     release.info.description =
                         format!("Upgrade {} failed: {e}", opkit_apimachinery::strconv::quote(&name));
                     release::create(secrets, &release).await.map_err(fail)?;
-                    if let Err(rollback) = self.roll_back(client, owner, secrets, &release, previous).await {
+                    let rollback_mode = if annotations.rollback_force { ApplyMode::Replace } else { ApplyMode::Patch };
+                    if let Err(rollback) =
+                        self.roll_back(client, owner, secrets, &release, previous, rollback_mode).await
+                    {
                         tracing::warn!(name, error = %rollback, "rolling back the failed upgrade");
                     }
                 }
                 None => {
                     let manifest_objects: Vec<RenderedObject> =
                         objects.iter().filter(|o| !o.is_hook()).cloned().collect();
-                    let errors = match self.remove_objects(client, &namespace, &objects, &manifest_objects).await {
+                    let errors = match self.remove_objects(client, &namespace, &objects, &manifest_objects, true).await
+                    {
                         Ok(errors) => errors,
                         Err(e) => vec![e.to_string()],
                     };
@@ -560,7 +592,9 @@ impl HelmReconciler {
     /// Installs (nothing `deployed`) or upgrades the release's objects: the `pre-install`
     /// or `pre-upgrade` hooks, every object applied, the `post-` hooks, and, for an
     /// upgrade, the deployed revision's objects the new manifest no longer has deleted
-    /// (after the post hooks; Helm deletes them first). The error is Helm's.
+    /// (after the post hooks; Helm deletes them first). Each hook's run is recorded in
+    /// `runs` (the new revision's stored hooks). The error is Helm's.
+    #[allow(clippy::too_many_arguments)]
     async fn perform(
         &self,
         client: &Client,
@@ -568,6 +602,8 @@ impl HelmReconciler {
         namespace: &str,
         objects: &[RenderedObject],
         deployed: Option<&Release>,
+        mode: ApplyMode,
+        runs: &mut [Value],
     ) -> Result<(), OperatorError> {
         let (pre, post) =
             if deployed.is_some() { ("pre-upgrade", "post-upgrade") } else { ("pre-install", "post-install") };
@@ -578,11 +614,11 @@ impl HelmReconciler {
                 format!("failed {event}: {e}")
             })
         };
-        self.run_hooks(client, namespace, objects, pre).await.map_err(|e| hook_failed(pre, e))?;
+        self.run_hooks(client, namespace, objects, pre, runs).await.map_err(|e| hook_failed(pre, e))?;
         for object in objects.iter().filter(|o| !o.is_hook()) {
-            self.apply(client, owner, namespace, object, false).await?;
+            self.apply(client, owner, namespace, object, mode, false).await?;
         }
-        self.run_hooks(client, namespace, objects, post).await.map_err(|e| hook_failed(post, e))?;
+        self.run_hooks(client, namespace, objects, post, runs).await.map_err(|e| hook_failed(post, e))?;
         if let Some(previous) = deployed {
             self.delete_dropped(client, namespace, &previous.manifest, objects).await?;
         }
@@ -611,7 +647,8 @@ impl HelmReconciler {
     /// hooks (`Rollback to N`), `target`'s `pre-rollback` hooks, its objects applied and the
     /// failed revision's others deleted, its `post-rollback` hooks; then `target` is
     /// superseded and the new revision deployed. A failure stores the new revision as
-    /// `failed` (`Rollback "NAME" failed: ...`) and `target` stays deployed.
+    /// `failed` (`Rollback "NAME" failed: ...`) and `target` stays deployed. `mode` is
+    /// [`ApplyMode::Replace`] for `--force` (operator-sdk's default, `rollback-force`).
     async fn roll_back(
         &self,
         client: &Client,
@@ -619,6 +656,7 @@ impl HelmReconciler {
         secrets: &Api<Secret>,
         failed: &Release,
         target: &Release,
+        mode: ApplyMode,
     ) -> Result<(), OperatorError> {
         let mut rolled = target.clone();
         rolled.version = failed.version + 1;
@@ -630,13 +668,16 @@ impl HelmReconciler {
         let namespace = target.namespace.as_str();
         let rolled_back = async {
             let hook_objects = split(&hooks::hooks_text(&target.hooks))?;
-            self.run_hooks(client, namespace, &hook_objects, "pre-rollback").await.map_err(OperatorError::Hook)?;
+            let runs = &mut rolled.hooks;
+            self.run_hooks(client, namespace, &hook_objects, "pre-rollback", runs)
+                .await
+                .map_err(OperatorError::Hook)?;
             let objects = split(&target.manifest)?;
             for object in &objects {
-                self.apply(client, owner, namespace, object, false).await?;
+                self.apply(client, owner, namespace, object, mode, false).await?;
             }
             self.delete_dropped(client, namespace, &failed.manifest, &objects).await?;
-            self.run_hooks(client, namespace, &hook_objects, "post-rollback").await.map_err(OperatorError::Hook)
+            self.run_hooks(client, namespace, &hook_objects, "post-rollback", runs).await.map_err(OperatorError::Hook)
         }
         .await;
         match rolled_back {
@@ -661,19 +702,21 @@ impl HelmReconciler {
     /// stored release's `pre-delete` hooks, its objects deleted and waited for until they
     /// are gone, its `post-delete` hooks, then every stored revision deleted. A failure
     /// after the objects were deleted still deletes the revisions, and is Helm's
-    /// `uninstallation completed with N error(s): ...`.
+    /// `uninstallation completed with N error(s): ...`. Without `wait` the objects are
+    /// only deleted, as `helm uninstall` without `--wait` (operator-sdk's uninstall).
     async fn uninstall(
         &self,
         client: &Client,
         secrets: &Api<Secret>,
         name: &str,
         namespace: &str,
+        wait: bool,
     ) -> Result<(), OperatorError> {
         let history = release::history(secrets, name).await?;
         let mut errors = Vec::new();
         if let Some(latest) = history.iter().rev().find(|r| r.info.status == "deployed").or(history.last()) {
             let stored_hooks = split(&hooks::hooks_text(&latest.hooks))?;
-            errors = self.remove_objects(client, namespace, &stored_hooks, &split(&latest.manifest)?).await?;
+            errors = self.remove_objects(client, namespace, &stored_hooks, &split(&latest.manifest)?, wait).await?;
         }
         release::delete_all(secrets, &history).await?;
         if errors.is_empty() {
@@ -687,21 +730,101 @@ impl HelmReconciler {
         }
     }
 
+    /// operator-sdk's deletion under `uninstall-wait`: the release is uninstalled without
+    /// waiting, Deployed becomes False (`UninstallSuccessful`, "Waiting until all
+    /// resources are deleted.") and `status.deployedRelease` stays, so later reconciles
+    /// still know the manifest; while any of its objects is left, they are deleted again
+    /// and the finalizer stays (looked at again after [`UNINSTALL_WAIT_POLL`]). Once
+    /// every one is gone the finalizer is removed.
+    async fn uninstall_and_wait(
+        &self,
+        ctx: &Context<DynamicObject>,
+        object: &DynamicObject,
+        secrets: &Api<Secret>,
+        mut status: Value,
+        cached_status: &Value,
+    ) -> ReconcileResult {
+        let api = ctx.dynamic_api();
+        let name = object.name_any();
+        let namespace = object.namespace().unwrap_or_else(|| "default".to_string());
+        let uninstall_failed = |e: OperatorError, mut status: Value| {
+            self.metrics.failed(&self.watch.kind, &namespace, &name, conditions::UNINSTALL_ERROR);
+            set_condition(&mut status, conditions::RELEASE_FAILED, true, conditions::UNINSTALL_ERROR, &e.to_string());
+            (status, e)
+        };
+        let left = match self.uninstall(&ctx.client, secrets, &name, &namespace, false).await {
+            Ok(()) => {
+                remove_condition(&mut status, conditions::RELEASE_FAILED);
+                set_condition(
+                    &mut status,
+                    conditions::DEPLOYED,
+                    false,
+                    conditions::UNINSTALL_SUCCESSFUL,
+                    UNINSTALL_WAIT_MESSAGE,
+                );
+                write_status(&api, &name, &status, cached_status).await;
+                let manifest = status.pointer("/deployedRelease/manifest").and_then(Value::as_str).unwrap_or_default();
+                self.delete_left(&ctx.client, &namespace, manifest).await
+            }
+            Err(e) => Err(e),
+        };
+        match left {
+            Ok(true) => {
+                tracing::info!(name, namespace, "uninstall wait: objects of the release are left");
+                Ok(Action::requeue_after(UNINSTALL_WAIT_POLL.min(self.watch.reconcile_period)))
+            }
+            Ok(false) => {
+                self.metrics.uninstalled(&self.watch.kind, &namespace, &name);
+                self.rollout.forget(&format!("{namespace}/{name}"));
+                opkit::finalizer::remove_finalizer(&api, object, UNINSTALL_FINALIZER)
+                    .await
+                    .map_err(ReconcileError::retry)?;
+                Ok(Action::done())
+            }
+            Err(e) => {
+                let (status, e) = uninstall_failed(e, status);
+                write_status(&api, &name, &status, cached_status).await;
+                Err(ReconcileError::retry(e))
+            }
+        }
+    }
+
+    /// operator-sdk's `CleanupRelease`: whether any object of `manifest` (but those
+    /// annotated `helm.sh/resource-policy: keep`) still exists; if one does, every one
+    /// is deleted again.
+    async fn delete_left(&self, client: &Client, namespace: &str, manifest: &str) -> Result<bool, OperatorError> {
+        let objects: Vec<RenderedObject> = split(manifest)?.into_iter().filter(|o| !keeps(o)).collect();
+        for object in &objects {
+            let (api, _) = self.api_for(client, namespace, object).await?;
+            if api.get_opt(object.name()).await?.is_some() {
+                for object in objects.iter().rev() {
+                    self.delete(client, namespace, object).await?;
+                }
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The part of `helm uninstall` that acts on the cluster: `pre-delete` hooks (a failure
     /// stops here), `objects` deleted (not those annotated `helm.sh/resource-policy:
-    /// keep`) and waited for until gone, then `post-delete` hooks. Returns the errors of
-    /// the wait and the post-delete hooks, which Helm reports once the release is purged.
+    /// keep`) and, with `wait`, waited for until gone, then `post-delete` hooks. Returns
+    /// the errors of the wait and the post-delete hooks, which Helm reports once the
+    /// release is purged.
     async fn remove_objects(
         &self,
         client: &Client,
         namespace: &str,
         hook_objects: &[RenderedObject],
         objects: &[RenderedObject],
+        wait: bool,
     ) -> Result<Vec<String>, OperatorError> {
-        self.run_hooks(client, namespace, hook_objects, "pre-delete").await.map_err(OperatorError::Hook)?;
+        // The release's records are purged afterwards: the runs are not kept.
+        let runs = &mut [];
+        self.run_hooks(client, namespace, hook_objects, "pre-delete", runs).await.map_err(OperatorError::Hook)?;
         let mut deleted = Vec::new();
         for object in objects.iter().rev() {
-            if self.delete(client, namespace, object).await? {
+            if self.delete(client, namespace, object).await? && wait {
                 deleted.push(object);
             }
         }
@@ -713,20 +836,22 @@ impl HelmReconciler {
                 break;
             }
         }
-        if let Err(e) = self.run_hooks(client, namespace, hook_objects, "post-delete").await {
+        if let Err(e) = self.run_hooks(client, namespace, hook_objects, "post-delete", runs).await {
             errors.push(e);
         }
         Ok(errors)
     }
 
-    /// Runs the hooks of `event` among `objects` as Helm's `execHook`; the error is
-    /// Helm's text (without the event's prefix, which the caller adds).
+    /// Runs the hooks of `event` among `objects` as Helm's `execHook`, recording each
+    /// run in its entry of `runs` (a release's stored hooks); the error is Helm's text
+    /// (without the event's prefix, which the caller adds).
     async fn run_hooks(
         &self,
         client: &Client,
         namespace: &str,
         objects: &[RenderedObject],
         event: &str,
+        runs: &mut [Value],
     ) -> Result<(), String> {
         let hooks = hooks::hooks_for(objects, event);
         for (i, hook) in hooks.iter().enumerate() {
@@ -743,7 +868,9 @@ impl HelmReconciler {
                 meta.insert("namespace".into(), json!(namespace));
             }
             let body: DynamicObject = serde_json::from_value(body).map_err(|e| e.to_string())?;
+            let run = HookRun::started();
             if let Err(e) = api.create(&PostParams::default(), &body).await {
+                hooks::record_run(runs, hook, &run.completed(PHASE_FAILED));
                 return Err(format!("warning: Hook {event} {} failed: {}", hook.object.source, status_message(&e)));
             }
             let hook_namespace = hook.object.namespace().unwrap_or(namespace);
@@ -752,6 +879,8 @@ impl HelmReconciler {
                 "Pod" => wait_for_pod(&Api::namespaced(client.clone(), hook_namespace), name).await,
                 _ => Ok(()),
             };
+            let phase = if waited.is_ok() { PHASE_SUCCEEDED } else { PHASE_FAILED };
+            hooks::record_run(runs, hook, &run.completed(phase));
             if let Err(message) = waited {
                 for done in hooks[..=i].iter().filter(|h| h.has_policy(HOOK_FAILED)) {
                     let (api, _) = self.api_for(client, namespace, done.object).await.map_err(|e| e.to_string())?;
@@ -794,7 +923,7 @@ impl HelmReconciler {
         })
     }
 
-    /// Server-side applies one object (only as a dry run when `dry_run`), labelled and
+    /// Writes one object as `mode` says (only as a dry run when `dry_run`), labelled and
     /// annotated as Helm does, owned by the custom resource when it is namespaced in the
     /// same namespace.
     async fn apply(
@@ -803,6 +932,7 @@ impl HelmReconciler {
         owner: &DynamicObject,
         namespace: &str,
         object: &RenderedObject,
+        mode: ApplyMode,
         dry_run: bool,
     ) -> Result<(), OperatorError> {
         let (api, namespaced) = self.api_for(client, namespace, object).await?;
@@ -838,10 +968,16 @@ impl HelmReconciler {
                 }]),
             );
         }
-        let mut params = PatchParams::apply(FIELD_MANAGER).force();
-        params.dry_run = dry_run;
-        match api.patch(object.name(), &params, &Patch::Apply(&body)).await {
-            Ok(_) => Ok(()),
+        let written = match mode {
+            ApplyMode::Patch => {
+                let mut params = PatchParams::apply(FIELD_MANAGER).force();
+                params.dry_run = dry_run;
+                api.patch(object.name(), &params, &Patch::Apply(&body)).await.map(|_| ())
+            }
+            ApplyMode::Replace => replace(&api, object.name(), body, dry_run).await,
+        };
+        match written {
+            Ok(()) => Ok(()),
             Err(kube::Error::Api(status)) => Err(OperatorError::Apply {
                 kind: object.gvk().kind,
                 name: object.name().to_string(),
@@ -854,9 +990,7 @@ impl HelmReconciler {
     /// Deletes one object of a release (background propagation) unless it is annotated
     /// `helm.sh/resource-policy: keep`; whether it was deleted (or already gone).
     async fn delete(&self, client: &Client, namespace: &str, object: &RenderedObject) -> Result<bool, OperatorError> {
-        if object.object.pointer("/metadata/annotations/helm.sh~1resource-policy").and_then(Value::as_str)
-            == Some("keep")
-        {
+        if keeps(object) {
             return Ok(false);
         }
         let (api, _) = self.api_for(client, namespace, object).await?;
@@ -868,12 +1002,35 @@ impl HelmReconciler {
     }
 }
 
+/// Whether `object` is annotated `helm.sh/resource-policy: keep` (Helm leaves it on
+/// uninstall).
+fn keeps(object: &RenderedObject) -> bool {
+    object.object.pointer("/metadata/annotations/helm.sh~1resource-policy").and_then(Value::as_str) == Some("keep")
+}
+
 /// The API server's message of a failed request, or the error's text.
 fn status_message(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) => status.message.clone(),
         e => e.to_string(),
     }
+}
+
+/// Helm's `--force` update of one object: replaced (PUT, at the live object's
+/// resourceVersion) by `body`, or created when it does not exist.
+async fn replace(api: &Api<DynamicObject>, name: &str, mut body: Value, dry_run: bool) -> Result<(), kube::Error> {
+    let post = PostParams { dry_run, field_manager: Some(FIELD_MANAGER.to_string()) };
+    let Some(live) = api.get_opt(name).await? else {
+        let body: DynamicObject = serde_json::from_value(body).map_err(kube::Error::SerdeError)?;
+        return api.create(&post, &body).await.map(|_| ());
+    };
+    if let (Some(meta), Some(version)) =
+        (body.get_mut("metadata").and_then(Value::as_object_mut), live.resource_version())
+    {
+        meta.insert("resourceVersion".into(), json!(version));
+    }
+    let body: DynamicObject = serde_json::from_value(body).map_err(kube::Error::SerdeError)?;
+    api.replace(name, &post, &body).await.map(|_| ())
 }
 
 /// Waits until `cond` holds for object `name` of `api`, for at most [`HOOK_TIMEOUT`];

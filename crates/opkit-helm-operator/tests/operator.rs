@@ -95,6 +95,12 @@ async fn create_nginx(client: &Client, name: &str, spec: Value) {
     nginxes(client).create(&PostParams::default(), &cr).await.expect("create the CR");
 }
 
+/// Creates a resource and waits until its release is installed (revision 1).
+async fn install_nginx(client: &Client, name: &str, spec: Value) {
+    create_nginx(client, name, spec).await;
+    wait_for_cr(client, name, "installed", |cr| revision(cr) == Some(1)).await;
+}
+
 fn condition<'a>(cr: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
     cr.data
         .pointer("/status/conditions")
@@ -139,6 +145,53 @@ async fn releases(client: &Client, name: &str) -> Vec<(String, Release)> {
     out
 }
 
+/// The message of the resource's condition `type_` (empty without one).
+fn condition_message<'a>(cr: &'a DynamicObject, type_: &str) -> &'a str {
+    condition(cr, type_).and_then(|c| c["message"].as_str()).unwrap_or_default()
+}
+
+/// Merges `spec` into the resource's spec.
+async fn patch_spec(client: &Client, name: &str, spec: Value) {
+    nginxes(client)
+        .patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": spec })))
+        .await
+        .expect("change the spec");
+}
+
+/// Sets the resource's annotations.
+async fn annotate(client: &Client, name: &str, annotations: Value) {
+    let patch = json!({ "metadata": { "annotations": annotations } });
+    nginxes(client).patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("annotate the CR");
+}
+
+/// Waits until the resource is gone (its finalizer removed).
+async fn wait_cr_gone(client: &Client, name: &str) {
+    wait_for_with(
+        &nginxes(client),
+        &nginx_resource(),
+        name,
+        "the CR to go",
+        |o: Option<&DynamicObject>| o.is_none(),
+        WAIT,
+    )
+    .await
+    .expect("the finalizer is removed");
+}
+
+/// Deletes the resource and waits until it is gone.
+async fn delete_cr_and_wait(client: &Client, name: &str) {
+    nginxes(client).delete(name, &DeleteParams::default()).await.expect("delete the CR");
+    wait_cr_gone(client, name).await;
+}
+
+/// Holds a ConfigMap with a test finalizer (`hold`), or lets it go.
+async fn hold_configmap(client: &Client, name: &str, hold: bool) -> ConfigMap {
+    let finalizers = if hold { json!(["opkit.dev/hold"]) } else { Value::Null };
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let patch = json!({ "metadata": { "finalizers": finalizers } });
+    configmaps.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("(un)hold the ConfigMap")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     let env = TestEnv::start().await.expect("testenv");
@@ -178,10 +231,7 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     assert_eq!((data["revision"].as_str(), data["isUpgrade"].as_str()), ("1", "false"));
 
     // A spec change upgrades the release to revision 2.
-    nginxes(&client)
-        .patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "replicaCount": 2 } })))
-        .await
-        .expect("change the spec");
+    patch_spec(&client, "web", json!({ "replicaCount": 2 })).await;
     wait_for_cr(&client, "web", "upgraded", |cr| {
         condition_is(cr, "Deployed", "True", "UpgradeSuccessful") && revision(cr) == Some(2)
     })
@@ -207,17 +257,7 @@ async fn a_cr_installs_upgrades_and_uninstalls_its_release() {
     );
 
     // Deleting the CR uninstalls the release: its objects and its Secrets go.
-    nginxes(&client).delete("web", &DeleteParams::default()).await.expect("delete the CR");
-    wait_for_with(
-        &nginxes(&client),
-        &nginx_resource(),
-        "web",
-        "the CR to go",
-        |o: Option<&DynamicObject>| o.is_none(),
-        WAIT,
-    )
-    .await
-    .expect("the finalizer is removed");
+    delete_cr_and_wait(&client, "web").await;
     assert!(deployments.get_opt("web-nginx").await.expect("get").is_none(), "the Deployment is uninstalled");
     assert!(configmaps.get_opt("web-nginx").await.expect("get").is_none(), "the ConfigMap is uninstalled");
     let clusterroles: Api<ClusterRole> = Api::all(client.clone());
@@ -236,8 +276,7 @@ async fn deleted_and_modified_children_are_restored() {
     let watches = format!("{WATCHES}  reconcilePeriod: 10m\n  overrideValues:\n    greeting: ${{GREETING}}-operator\n");
     let _operator = start_operator(&env, &watches, &[("GREETING", "hi")]).await;
     let client = env.client();
-    create_nginx(&client, "drift", json!({})).await;
-    wait_for_cr(&client, "drift", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "drift", json!({})).await;
 
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let greeting = |cm: &ConfigMap| cm.data.as_ref().and_then(|d| d.get("greeting")).cloned();
@@ -282,7 +321,7 @@ async fn a_failing_required_value_is_release_failed_with_helms_message() {
     create_nginx(&client, "broken", json!({ "image": { "repository": "" } })).await;
     let cr =
         wait_for_cr(&client, "broken", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "InstallError")).await;
-    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    let message = condition_message(&cr, "ReleaseFailed");
     assert_eq!(message, "execution error at (nginx/templates/deployment.yaml:19:21): image.repository is required");
     assert!(condition(&cr, "Deployed").is_none());
     assert!(releases(&client, "broken").await.is_empty(), "no release is stored");
@@ -293,24 +332,18 @@ async fn a_failing_required_value_is_release_failed_with_helms_message() {
     );
 
     // Fixing the value installs it.
-    nginxes(&client)
-        .patch(
-            "broken",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "image": { "repository": "nginx" } } })),
-        )
-        .await
-        .expect("fix the spec");
+    patch_spec(&client, "broken", json!({ "image": { "repository": "nginx" } })).await;
     let cr =
         wait_for_cr(&client, "broken", "installed", |cr| condition_is(cr, "Deployed", "True", "InstallSuccessful"))
             .await;
     assert!(condition(&cr, "ReleaseFailed").is_none());
 }
-/// Runs the real helm against the test's cluster, with its own config, cache and data dirs.
-fn helm(env: &TestEnv, home: &Path, args: &[&str]) -> Value {
+/// The real helm's standard output for `args` against the test's cluster, with its own
+/// config, cache and data dirs under `home`.
+fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
         .args(args)
-        .args(["-o", "json", "--kubeconfig"])
+        .arg("--kubeconfig")
         .arg(env.kubeconfig_path())
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_CACHE_HOME", home.join("cache"))
@@ -318,7 +351,13 @@ fn helm(env: &TestEnv, home: &Path, args: &[&str]) -> Value {
         .output()
         .expect("helm runs");
     assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("helm {args:?} prints JSON: {e}"))
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The real helm's JSON output (`-o json`) for `args`.
+fn helm(env: &TestEnv, home: &Path, args: &[&str]) -> Value {
+    let args = [args, &["-o", "json"]].concat();
+    serde_json::from_str(&helm_text(env, home, &args)).unwrap_or_else(|e| panic!("helm {args:?} prints JSON: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -327,12 +366,8 @@ async fn the_real_helm_lists_the_operators_release_and_its_history() {
     let home = tempfile::tempdir().expect("helm home");
     let _operator = start_operator(&env, WATCHES, &[]).await;
     let client = env.client();
-    create_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
-    wait_for_cr(&client, "web", "installed", |cr| revision(cr) == Some(1)).await;
-    nginxes(&client)
-        .patch("web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "replicaCount": 2 } })))
-        .await
-        .expect("change the spec");
+    install_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
+    patch_spec(&client, "web", json!({ "replicaCount": 2 })).await;
     wait_for_cr(&client, "web", "upgraded", |cr| revision(cr) == Some(2)).await;
 
     let list = helm(&env, home.path(), &["list", "-n", NS]);
@@ -385,22 +420,14 @@ async fn an_upgrade_the_api_server_refuses_changes_nothing() {
     let env = TestEnv::start().await.expect("testenv");
     let _operator = start_operator(&env, WATCHES, &[]).await;
     let client = env.client();
-    create_nginx(&client, "strict", json!({})).await;
-    wait_for_cr(&client, "strict", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "strict", json!({})).await;
 
     // The ConfigMap would change, but the Deployment is refused: the dry run fails the
     // upgrade before anything is applied.
-    nginxes(&client)
-        .patch(
-            "strict",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "greeting": "changed", "replicaCount": "many" } })),
-        )
-        .await
-        .expect("change the spec");
+    patch_spec(&client, "strict", json!({ "greeting": "changed", "replicaCount": "many" })).await;
     let cr =
         wait_for_cr(&client, "strict", "refused", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
-    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    let message = condition_message(&cr, "ReleaseFailed");
     assert_eq!(
         message,
         "cannot apply Deployment \"strict-nginx\": Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field Deployment.spec.replicas of type int32"
@@ -460,12 +487,10 @@ async fn a_deleted_cluster_scoped_child_is_restored() {
     );
     let _operator = start_operator(&env, &watches, &[]).await;
     let client = env.client();
-    create_nginx(&client, "roles", json!({})).await;
-    wait_for_cr(&client, "roles", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "roles", json!({})).await;
     // One worker, in order: once a CR created now is installed, the reconciles "roles"'s
     // own writes queued are done, and nothing else would re-apply its objects.
-    create_nginx(&client, "marker", json!({})).await;
-    wait_for_cr(&client, "marker", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "marker", json!({})).await;
 
     let clusterroles: Api<ClusterRole> = Api::all(client.clone());
     let old_uid = clusterroles.get("default-roles-reader").await.expect("the ClusterRole").uid();
@@ -639,10 +664,10 @@ async fn a_new_chart_version_rolls_out_one_release_at_a_time_and_stops_at_the_fi
         settled.iter().filter(|cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).collect();
     assert_eq!(failed.len(), 1, "the rollout stops at the first failure");
     let failed_name = failed[0].name_any();
-    let message = condition(failed[0], "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    let message = condition_message(failed[0], "ReleaseFailed");
     assert_eq!(message, "execution error at (nginx/templates/configmap.yaml:11:38): greeting old is gone");
     for cr in settled.iter().filter(|cr| cr.name_any() != failed_name) {
-        let paused = condition(cr, "RolloutPaused").and_then(|c| c["message"].as_str()).unwrap_or_default();
+        let paused = condition_message(cr, "RolloutPaused");
         assert_eq!(
             paused,
             format!("the rollout of chart version 0.2.0 is paused: upgrading default/{failed_name} failed")
@@ -658,10 +683,7 @@ async fn a_new_chart_version_rolls_out_one_release_at_a_time_and_stops_at_the_fi
 
     // Fixed values: the rollout resumes and every release is upgraded to 0.2.0.
     for name in names {
-        nginxes(&client)
-            .patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": { "greeting": "new" } })))
-            .await
-            .expect("fix the spec");
+        patch_spec(&client, name, json!({ "greeting": "new" })).await;
     }
     for name in names {
         let cr = wait_for_cr(&client, name, "upgraded", |cr| {
@@ -727,10 +749,7 @@ async fn a_paused_rollout_stays_paused_when_the_operator_restarts() {
     }
 
     // Once the failed resource is fixed, the rollout resumes.
-    nginxes(&client)
-        .patch("zulu", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "greeting": "new" } })))
-        .await
-        .expect("fix zulu");
+    patch_spec(&client, "zulu", json!({ "greeting": "new" })).await;
     for name in names {
         wait_for_cr(&client, name, "upgraded", |cr| {
             revision(cr) == Some(2) && condition(cr, "RolloutPaused").is_none()
@@ -747,8 +766,7 @@ async fn a_new_chart_version_with_the_same_manifest_is_still_an_upgrade() {
     let env = TestEnv::start().await.expect("testenv");
     let client = env.client();
     let v1 = start_operator(&env, WATCHES, &[]).await;
-    create_nginx(&client, "same", json!({})).await;
-    wait_for_cr(&client, "same", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "same", json!({})).await;
     v1.shut_down().await;
 
     let charts = tempfile::tempdir().expect("charts dir");
@@ -851,6 +869,18 @@ spec:
       image: busybox
 "#;
 
+/// The `last_run` of hook `name` in a release as `helm status -o json` prints it.
+fn last_run<'a>(release: &'a Value, name: &str) -> &'a Value {
+    let hooks = release["hooks"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let hook = hooks.iter().find(|h| h["name"] == name).unwrap_or_else(|| panic!("no hook {name}: {release}"));
+    &hook["last_run"]
+}
+
+/// The phase of [`last_run`] (empty when the hook never ran).
+fn last_run_phase<'a>(release: &'a Value, name: &str) -> &'a str {
+    last_run(release, name)["phase"].as_str().unwrap_or_default()
+}
+
 /// A copy of the fixture chart with [`HOOKS`], and the operator running it.
 async fn start_hooked_operator(env: &TestEnv) -> (tempfile::TempDir, RunningOperator) {
     let charts = tempfile::tempdir().expect("charts dir");
@@ -860,31 +890,21 @@ async fn start_hooked_operator(env: &TestEnv) -> (tempfile::TempDir, RunningOper
     (charts, operator)
 }
 
-/// The real helm's output (text) for `args` against the test's cluster.
-fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .output()
-        .expect("helm runs");
-    assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// A control plane, its client and the operator running the fixture chart with [`HOOKS`].
+async fn hooked_env() -> (TestEnv, Client, tempfile::TempDir, RunningOperator) {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let (charts, operator) = start_hooked_operator(&env).await;
+    (env, client, charts, operator)
 }
 
 /// Hooks run around an install, an upgrade and an uninstall as Helm runs them, and a
 /// failing hook fails the release with Helm's message, changing nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hooks_run_as_helm_runs_them() {
-    let env = TestEnv::start().await.expect("testenv");
-    let client = env.client();
-    let (_charts, _operator) = start_hooked_operator(&env).await;
+    let (env, client, _charts, _operator) = hooked_env().await;
 
-    create_nginx(&client, "hooked", json!({})).await;
-    wait_for_cr(&client, "hooked", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "hooked", json!({})).await;
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
     let check = pods.get("hooked-check").await.expect("the pre-install hook stays (before-hook-creation)");
     assert_eq!(check.status.and_then(|s| s.phase).as_deref(), Some("Succeeded"), "waited for");
@@ -913,31 +933,29 @@ async fn hooks_run_as_helm_runs_them() {
     assert!(!stored[0].1.manifest.contains("hooked-check"), "hooks stay out of the manifest");
     // The real helm reads the stored hooks.
     let home = tempfile::tempdir().expect("helm home");
-    let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
-        .args(["get", "hooks", "hooked", "-n", NS, "--kubeconfig"])
-        .arg(env.kubeconfig_path())
-        .env("HELM_CONFIG_HOME", home.path().join("config"))
-        .env("HELM_CACHE_HOME", home.path().join("cache"))
-        .env("HELM_DATA_HOME", home.path().join("data"))
-        .output()
-        .expect("helm runs");
-    assert!(out.status.success(), "helm get hooks: {}", String::from_utf8_lossy(&out.stderr));
-    let printed = String::from_utf8_lossy(&out.stdout);
+    let printed = helm_text(&env, home.path(), &["get", "hooks", "hooked", "-n", NS]);
     assert!(printed.contains("# Source: nginx/templates/hooks.yaml\napiVersion: batch/v1\nkind: Job\n"), "{printed}");
+    // Each hook's run is recorded in the release, as Helm records it: `helm status` reads it.
+    let status = helm(&env, home.path(), &["status", "hooked", "-n", NS]);
+    assert_eq!(last_run_phase(&status, "hooked-check"), "Succeeded", "{status}");
+    assert_eq!(last_run_phase(&status, "hooked-migrate"), "Succeeded", "deleted after it succeeded: {status}");
+    assert_eq!(last_run_phase(&status, "hooked-goodbye"), "", "a pre-delete hook has not run: {status}");
+    let run = last_run(&status, "hooked-check");
+    let started = run["started_at"].as_str().unwrap_or_default();
+    let completed = run["completed_at"].as_str().unwrap_or_default();
+    let parse = |t: &str| t.parse::<jiff::Timestamp>().unwrap_or_else(|e| panic!("{t:?}: {e}"));
+    assert!(parse(started) <= parse(completed), "{run}");
+    assert_eq!(last_run(&status, "hooked-goodbye")["started_at"], "", "Helm's zero time: {status}");
 
     // A failing pre-upgrade hook fails the upgrade before anything is applied.
-    nginxes(&client)
-        .patch(
-            "hooked",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "hookExitCode": 1, "greeting": "changed" } })),
-        )
-        .await
-        .expect("change the spec");
+    patch_spec(&client, "hooked", json!({ "hookExitCode": 1, "greeting": "changed" })).await;
     let cr =
         wait_for_cr(&client, "hooked", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
-    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    let message = condition_message(&cr, "ReleaseFailed");
     assert_eq!(message, "pre-upgrade hooks failed: 1 error occurred:\n\t* pod hooked-check failed\n\n");
+    // The failed revision records the failed hook.
+    let failed = helm(&env, home.path(), &["status", "hooked", "-n", NS, "--revision", "2"]);
+    assert_eq!(last_run_phase(&failed, "hooked-check"), "Failed", "{failed}");
     // Stored as a failed revision and rolled back to revision 1 (a retry may add more).
     let stored = releases(&client, "hooked").await;
     let first: Vec<(i64, &str)> = stored.iter().take(3).map(|(_, r)| (r.version, r.info.status.as_str())).collect();
@@ -950,17 +968,7 @@ async fn hooks_run_as_helm_runs_them() {
     assert_eq!(data["greeting"], "hello", "nothing was applied");
 
     // Uninstalling runs the stored pre-delete hook.
-    nginxes(&client).delete("hooked", &DeleteParams::default()).await.expect("delete the CR");
-    wait_for_with(
-        &nginxes(&client),
-        &nginx_resource(),
-        "hooked",
-        "the CR to go",
-        |o: Option<&DynamicObject>| o.is_none(),
-        WAIT,
-    )
-    .await
-    .expect("uninstalled");
+    delete_cr_and_wait(&client, "hooked").await;
     let goodbye = configmaps.get("hooked-goodbye").await.expect("the pre-delete hook ran");
     assert_eq!(goodbye.data.unwrap_or_default()["bye"], "true");
     assert!(configmaps.get_opt("hooked-nginx").await.expect("get").is_none());
@@ -971,7 +979,7 @@ async fn hooks_run_as_helm_runs_them() {
     let cr =
         wait_for_cr(&client, "migrating", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "InstallError"))
             .await;
-    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    let message = condition_message(&cr, "ReleaseFailed");
     assert_eq!(
         message,
         "failed post-install: 1 error occurred:\n\t* job migrating-migrate failed: BackoffLimitExceeded\n\n"
@@ -995,23 +1003,13 @@ async fn hooks_run_as_helm_runs_them() {
 /// post-rollback hooks, its objects restored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_upgrade_is_rolled_back_with_its_hooks() {
-    let env = TestEnv::start().await.expect("testenv");
-    let client = env.client();
-    let (_charts, _operator) = start_hooked_operator(&env).await;
-    create_nginx(&client, "rolling", json!({})).await;
-    wait_for_cr(&client, "rolling", "installed", |cr| revision(cr) == Some(1)).await;
+    let (_env, client, _charts, _operator) = hooked_env().await;
+    install_nginx(&client, "rolling", json!({})).await;
 
-    nginxes(&client)
-        .patch(
-            "rolling",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "migrateExitCode": 1, "greeting": "changed" } })),
-        )
-        .await
-        .expect("change the spec");
+    patch_spec(&client, "rolling", json!({ "migrateExitCode": 1, "greeting": "changed" })).await;
     let cr =
         wait_for_cr(&client, "rolling", "failed", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
-    let message = condition(&cr, "ReleaseFailed").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    let message = condition_message(&cr, "ReleaseFailed");
     assert_eq!(
         message,
         "post-upgrade hooks failed: 1 error occurred:\n\t* job rolling-migrate failed: BackoffLimitExceeded\n\n"
@@ -1054,15 +1052,11 @@ async fn a_failed_upgrade_is_rolled_back_with_its_hooks() {
 /// only after the test lets it go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn post_delete_hooks_run_once_the_release_objects_are_gone() {
-    let env = TestEnv::start().await.expect("testenv");
-    let client = env.client();
-    let (_charts, _operator) = start_hooked_operator(&env).await;
-    create_nginx(&client, "leaving", json!({})).await;
-    wait_for_cr(&client, "leaving", "installed", |cr| revision(cr) == Some(1)).await;
+    let (_env, client, _charts, _operator) = hooked_env().await;
+    install_nginx(&client, "leaving", json!({})).await;
 
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
-    let hold = json!({ "metadata": { "finalizers": ["opkit.dev/hold"] } });
-    configmaps.patch("leaving-nginx", &PatchParams::default(), &Patch::Merge(&hold)).await.expect("hold");
+    hold_configmap(&client, "leaving-nginx", true).await;
     nginxes(&client).delete("leaving", &DeleteParams::default()).await.expect("delete the CR");
     wait_for(
         &configmaps,
@@ -1074,21 +1068,9 @@ async fn post_delete_hooks_run_once_the_release_objects_are_gone() {
     .await
     .expect("deleted");
     configmaps.get("leaving-goodbye").await.expect("the pre-delete hook ran first");
-    let released = configmaps
-        .patch("leaving-nginx", &PatchParams::default(), &Patch::Merge(json!({ "metadata": { "finalizers": null } })))
-        .await
-        .expect("let the ConfigMap go");
+    let released = hold_configmap(&client, "leaving-nginx", false).await;
     let released_at: u64 = released.resource_version().and_then(|v| v.parse().ok()).expect("a resourceVersion");
-    wait_for_with(
-        &nginxes(&client),
-        &nginx_resource(),
-        "leaving",
-        "the CR to go",
-        |o: Option<&DynamicObject>| o.is_none(),
-        WAIT,
-    )
-    .await
-    .expect("uninstalled");
+    wait_cr_gone(&client, "leaving").await;
     let farewell = configmaps.get("leaving-farewell").await.expect("the post-delete hook ran");
     let created_at: u64 = farewell.resource_version().and_then(|v| v.parse().ok()).expect("a resourceVersion");
     assert!(created_at > released_at, "the post-delete hook ({created_at}) waited for the objects ({released_at})");
@@ -1100,12 +1082,9 @@ async fn post_delete_hooks_run_once_the_release_objects_are_gone() {
 /// reading the release helm rewrote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_helm_test_runs_the_releases_test_hooks() {
-    let env = TestEnv::start().await.expect("testenv");
-    let client = env.client();
+    let (env, client, _charts, _operator) = hooked_env().await;
     let home = tempfile::tempdir().expect("helm home");
-    let (_charts, _operator) = start_hooked_operator(&env).await;
-    create_nginx(&client, "tested", json!({})).await;
-    wait_for_cr(&client, "tested", "installed", |cr| revision(cr) == Some(1)).await;
+    install_nginx(&client, "tested", json!({})).await;
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
     assert!(pods.get_opt("tested-test").await.expect("get").is_none(), "the operator runs no test hook");
 
@@ -1118,9 +1097,118 @@ async fn the_real_helm_test_runs_the_releases_test_hooks() {
     let test_hook = stored[0].1.hooks.iter().find(|h| h["name"] == "tested-test").expect("the test hook");
     assert_eq!(test_hook["last_run"]["phase"], "Succeeded", "helm recorded its run in the release");
 
-    nginxes(&client)
-        .patch("tested", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "greeting": "again" } })))
-        .await
-        .expect("change the spec");
+    patch_spec(&client, "tested", json!({ "greeting": "again" })).await;
     wait_for_cr(&client, "tested", "upgraded", |cr| revision(cr) == Some(2)).await;
+}
+
+/// `helm.sdk.operatorframework.io/upgrade-force: "true"` upgrades as `helm upgrade --force`:
+/// objects are replaced, not patched. Switching the Deployment to `Recreate` leaves the
+/// API server's defaulted `rollingUpdate` in a patched object, which it refuses (the dry
+/// run fails the upgrade); the replaced object has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_force_replaces_what_a_patch_cannot_change() {
+    let env = TestEnv::start().await.expect("testenv");
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    install_nginx(&client, "forced", json!({})).await;
+
+    patch_spec(&client, "forced", json!({ "strategy": { "type": "Recreate" } })).await;
+    let cr =
+        wait_for_cr(&client, "forced", "refused", |cr| condition_is(cr, "ReleaseFailed", "True", "UpgradeError")).await;
+    let message = condition_message(&cr, "ReleaseFailed");
+    assert!(
+        message.ends_with(
+            "spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is 'Recreate'"
+        ),
+        "{message}"
+    );
+    assert_eq!(releases(&client, "forced").await.len(), 1, "no revision is stored");
+
+    annotate(&client, "forced", json!({ "helm.sdk.operatorframework.io/upgrade-force": "true" })).await;
+    wait_for_cr(&client, "forced", "upgraded with --force", |cr| {
+        revision(cr) == Some(2) && condition(cr, "ReleaseFailed").is_none()
+    })
+    .await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let strategy = deployments.get("forced-nginx").await.expect("the Deployment").spec.and_then(|s| s.strategy);
+    assert_eq!(strategy.map(|s| (s.type_, s.rolling_update.is_none())), Some((Some("Recreate".into()), true)));
+}
+
+/// A failed upgrade is rolled back with `--force` (operator-sdk's default): the objects are
+/// replaced by the deployed revision's, so what the failed upgrade wrote is gone; with
+/// `helm.sdk.operatorframework.io/rollback-force: "false"` they are patched, and what
+/// the patch does not name stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_force_replaces_the_failed_upgrades_objects() {
+    let (_env, client, _charts, _operator) = hooked_env().await;
+    for name in ["replaced", "patched"] {
+        create_nginx(&client, name, json!({})).await;
+    }
+    for name in ["replaced", "patched"] {
+        wait_for_cr(&client, name, "installed", |cr| revision(cr) == Some(1)).await;
+    }
+    annotate(&client, "replaced", json!({ "helm.sdk.operatorframework.io/upgrade-force": "true" })).await;
+    annotate(
+        &client,
+        "patched",
+        json!({
+            "helm.sdk.operatorframework.io/upgrade-force": "true",
+            "helm.sdk.operatorframework.io/rollback-force": "false",
+        }),
+    )
+    .await;
+    // The upgrade replaces the Deployment with a Recreate one, then its post-upgrade Job fails.
+    for name in ["replaced", "patched"] {
+        patch_spec(&client, name, json!({ "strategy": { "type": "Recreate" }, "migrateExitCode": 1 })).await;
+    }
+    for name in ["replaced", "patched"] {
+        let cr = wait_for_cr(&client, name, "rolled back", |cr| {
+            condition_is(cr, "ReleaseFailed", "True", "UpgradeError") && revision(cr).is_some_and(|r| r >= 3)
+        })
+        .await;
+        assert!(condition_message(&cr, "ReleaseFailed").starts_with("post-upgrade hooks failed"), "{cr:?}");
+        // Back to the deployed values, upgraded without --force: what the rollback left stays.
+        annotate(&client, name, json!({ "helm.sdk.operatorframework.io/upgrade-force": null })).await;
+        patch_spec(&client, name, json!({ "strategy": null, "migrateExitCode": null })).await;
+        wait_for_cr(&client, name, "settled", |cr| condition(cr, "ReleaseFailed").is_none()).await;
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let strategy = |d: &Deployment| d.spec.as_ref().and_then(|s| s.strategy.as_ref()).and_then(|s| s.type_.clone());
+    let replaced = deployments.get("replaced-nginx").await.expect("the Deployment");
+    assert_eq!(strategy(&replaced).as_deref(), Some("RollingUpdate"), "replaced by revision 1's");
+    let patched = deployments.get("patched-nginx").await.expect("the Deployment");
+    assert_eq!(strategy(&patched).as_deref(), Some("Recreate"), "a patch leaves what revision 1 does not name");
+    for name in ["replaced", "patched"] {
+        let stored = releases(&client, name).await;
+        assert_eq!(stored[2].1.info.description, "Rollback to 1", "{name}");
+        assert_eq!(stored.last().map(|(_, r)| r.info.status.as_str()), Some("deployed"), "{name}");
+    }
+}
+
+/// `helm.sdk.operatorframework.io/uninstall-wait: "true"` keeps the uninstall finalizer
+/// until every object of the release is gone: the release is uninstalled at once, the
+/// resource says it is waiting, and it goes only once a held object is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_wait_keeps_the_finalizer_until_every_object_is_gone() {
+    let env = TestEnv::start().await.expect("testenv");
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    let client = env.client();
+    create_nginx(&client, "waiting", json!({})).await;
+    annotate(&client, "waiting", json!({ "helm.sdk.operatorframework.io/uninstall-wait": "true" })).await;
+    wait_for_cr(&client, "waiting", "installed", |cr| revision(cr) == Some(1)).await;
+
+    hold_configmap(&client, "waiting-nginx", true).await;
+    nginxes(&client).delete("waiting", &DeleteParams::default()).await.expect("delete the CR");
+    let cr = wait_for_cr(&client, "waiting", "waiting for the objects", |cr| {
+        condition_is(cr, "Deployed", "False", "UninstallSuccessful")
+            && condition_message(cr, "Deployed") == "Waiting until all resources are deleted."
+    })
+    .await;
+    assert_eq!(cr.finalizers(), ["helm.sdk.operatorframework.io/uninstall-release"], "the finalizer stays");
+    assert!(releases(&client, "waiting").await.is_empty(), "the release is uninstalled");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    assert!(deployments.get_opt("waiting-nginx").await.expect("get").is_none(), "the other objects are gone");
+
+    hold_configmap(&client, "waiting-nginx", false).await;
+    wait_cr_gone(&client, "waiting").await;
 }

@@ -39,7 +39,17 @@ impl Strategy for Deployments {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_controller(obj)
+        let mut errs = validate_controller(obj);
+        // kube's ValidateDeploymentStrategy: a Recreate deployment has no rolling update
+        // (an apply that switches to Recreate keeps the defaulted one and is refused).
+        let strategy = &obj["spec"]["strategy"];
+        if strategy["type"] == "Recreate" && !strategy["rollingUpdate"].is_null() {
+            errs.push(FieldError::forbidden(
+                "spec.strategy.rollingUpdate",
+                "may not be specified when strategy `type` is 'Recreate'",
+            ));
+        }
+        errs
     }
 
     fn table(&self) -> Option<Printer> {
@@ -168,6 +178,22 @@ mod tests {
         assert_eq!(
             (c["imagePullPolicy"].as_str(), c["ports"][0]["protocol"].as_str()),
             (Some("IfNotPresent"), Some("TCP"))
+        );
+    }
+
+    #[test]
+    fn a_recreate_deployment_has_no_rolling_update() {
+        let spec = |strategy: Value| {
+            json!({"metadata": {"name": "web"}, "spec": {"strategy": strategy, "selector": {"matchLabels": {"a": "b"}},
+                "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+        };
+        let messages = |d: &Value| Deployments.validate(d).iter().map(FieldError::to_message).collect::<Vec<_>>();
+        let mut recreate = spec(json!({"type": "Recreate"}));
+        Deployments.default(&mut recreate, true);
+        assert_eq!(messages(&recreate), Vec::<String>::new());
+        assert_eq!(
+            messages(&spec(json!({"type": "Recreate", "rollingUpdate": {"maxSurge": "25%"}}))),
+            ["spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is 'Recreate'"]
         );
     }
 
