@@ -3,7 +3,10 @@
 //! `helm upgrade --force`: objects are replaced, not patched), `rollback-force` (the
 //! rollback after a failed upgrade replaces objects; on unless `"false"`) and
 //! `uninstall-wait` (the uninstall finalizer stays until every object of the deployed
-//! manifest is gone). Their values are read as Go's `strconv.ParseBool` reads them.
+//! manifest is gone), read as Go's `strconv.ParseBool` reads them; and `reconcile-period`
+//! (how often the release is reconciled, a Go duration, over the watch's period).
+
+use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -17,6 +20,9 @@ pub const ROLLBACK_FORCE: &str = "helm.sdk.operatorframework.io/rollback-force";
 /// `"true"` keeps the uninstall finalizer until every object of
 /// `status.deployedRelease.manifest` is gone, deleting them again while any is left.
 pub const UNINSTALL_WAIT: &str = "helm.sdk.operatorframework.io/uninstall-wait";
+/// A Go duration (`5s`, `1h2m`) that replaces the watch's `reconcilePeriod` for this
+/// custom resource.
+pub const RECONCILE_PERIOD: &str = "helm.sdk.operatorframework.io/reconcile-period";
 
 /// The condition message while the finalizer waits for the release's objects to go
 /// (operator-sdk's).
@@ -45,6 +51,15 @@ impl ReleaseAnnotations {
             uninstall_wait: flag(UNINSTALL_WAIT, false),
         }
     }
+}
+
+/// The [`RECONCILE_PERIOD`] of `object`, or `None` without the annotation. A value that
+/// is not a Go duration is an error, as operator-sdk's reconcile returns it.
+pub fn reconcile_period(object: &DynamicObject) -> Result<Option<Duration>, String> {
+    let Some(text) = object.annotations().get(RECONCILE_PERIOD) else { return Ok(None) };
+    opkit_apimachinery::duration::parse(text)
+        .map(Some)
+        .map_err(|e| format!("annotation {RECONCILE_PERIOD}: {text:?} is not a duration: {e}"))
 }
 
 /// Go's `strconv.ParseBool`.
@@ -82,5 +97,14 @@ mod tests {
             UPGRADE_FORCE: "yes", ROLLBACK_FORCE: "no", UNINSTALL_WAIT: "",
         })));
         assert_eq!(junk, defaults);
+    }
+
+    #[test]
+    fn the_reconcile_period_is_a_go_duration() {
+        assert_eq!(reconcile_period(&with(serde_json::json!({}))), Ok(None));
+        let set = with(serde_json::json!({ RECONCILE_PERIOD: "1m30s" }));
+        assert_eq!(reconcile_period(&set), Ok(Some(Duration::from_secs(90))));
+        let bad = reconcile_period(&with(serde_json::json!({ RECONCILE_PERIOD: "1x3m9s" }))).unwrap_err();
+        assert!(bad.starts_with("annotation helm.sdk.operatorframework.io/reconcile-period: \"1x3m9s\""), "{bad}");
     }
 }

@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -23,7 +24,7 @@ use kube::{Client, ResourceExt};
 use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult, Reconciler};
 use serde_json::{Value, json};
 
-use crate::annotations::{ReleaseAnnotations, UNINSTALL_WAIT_MESSAGE};
+use crate::annotations::{self, ReleaseAnnotations, UNINSTALL_WAIT_MESSAGE};
 use crate::hooks::{
     self, BEFORE_HOOK_CREATION, HOOK_FAILED, HOOK_SUCCEEDED, HOOK_TIMEOUT, HookRun, PHASE_FAILED, PHASE_SUCCEEDED,
 };
@@ -37,9 +38,9 @@ use crate::{OperatorError, UNINSTALL_FINALIZER};
 pub const FIELD_MANAGER: &str = "helm-operator";
 
 /// How often a resource being deleted under `uninstall-wait` looks again for its
-/// release's objects (at most; the watch's reconcile period if shorter). operator-sdk
+/// release's objects (at most; the reconcile period if shorter). operator-sdk
 /// waits a whole reconcile period.
-pub const UNINSTALL_WAIT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+pub const UNINSTALL_WAIT_POLL: Duration = Duration::from_secs(2);
 
 /// How an object of a release is written to the API server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,6 +331,9 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                 return Ok(Action::done());
             }
         }
+        let period = annotations::reconcile_period(&object)
+            .map_err(ReconcileError::retry)?
+            .unwrap_or(self.watch.reconcile_period);
         let api = ctx.dynamic_api();
         let name = object.name_any();
         let namespace = object.namespace().unwrap_or_else(|| "default".to_string());
@@ -342,7 +346,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                 return Ok(Action::done());
             }
             if ReleaseAnnotations::of(&object).uninstall_wait {
-                return self.uninstall_and_wait(&ctx, &object, &secrets, status, &cached_status).await;
+                return self.uninstall_and_wait(&ctx, &object, &secrets, status, &cached_status, period).await;
             }
             return match self.uninstall(&ctx.client, &secrets, &name, &namespace, true).await {
                 Ok(()) => {
@@ -410,7 +414,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                     &message,
                 );
                 write_status(&api, &name, &status, &cached_status).await;
-                return Ok(Action::requeue_after(self.watch.reconcile_period));
+                return Ok(Action::requeue_after(period));
             }
         }
         remove_condition(&mut status, conditions::ROLLOUT_PAUSED);
@@ -440,7 +444,7 @@ impl Reconciler<DynamicObject> for HelmReconciler {
                 }
                 status["deployedRelease"] = json!({ "name": name, "manifest": manifest, "revision": revision });
                 write_status(&api, &name, &status, &cached_status).await;
-                Ok(Action::requeue_after(self.watch.reconcile_period))
+                Ok(Action::requeue_after(period))
             }
             Err((reason, e)) => {
                 if reason == conditions::UPGRADE_ERROR {
@@ -743,6 +747,7 @@ impl HelmReconciler {
         secrets: &Api<Secret>,
         mut status: Value,
         cached_status: &Value,
+        period: Duration,
     ) -> ReconcileResult {
         let api = ctx.dynamic_api();
         let name = object.name_any();
@@ -771,7 +776,7 @@ impl HelmReconciler {
         match left {
             Ok(true) => {
                 tracing::info!(name, namespace, "uninstall wait: objects of the release are left");
-                Ok(Action::requeue_after(UNINSTALL_WAIT_POLL.min(self.watch.reconcile_period)))
+                Ok(Action::requeue_after(UNINSTALL_WAIT_POLL.min(period)))
             }
             Ok(false) => {
                 self.metrics.uninstalled(&self.watch.kind, &namespace, &name);

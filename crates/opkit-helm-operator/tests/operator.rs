@@ -466,6 +466,49 @@ async fn only_resources_matching_the_selector_are_reconciled() {
     assert!(releases(&client, "ignored").await.is_empty());
 }
 
+/// operator-sdk's `reconcile-period` annotation replaces the watch's period: with no
+/// dependent watches and a 10-minute watch period, a deleted Deployment still comes back,
+/// again and again, at the next reconcile the annotation's 1 s brings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconcile_period_annotation_replaces_the_watchs() {
+    let env = TestEnv::start().await.expect("testenv");
+    let watches = format!("{WATCHES}  reconcilePeriod: 10m\n  watchDependentResources: false\n");
+    let _operator = start_operator(&env, &watches, &[]).await;
+    let client = env.client();
+    let cr: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1alpha1",
+        "kind": "Nginx",
+        "metadata": {
+            "name": "periodic",
+            "namespace": NS,
+            "annotations": { "helm.sdk.operatorframework.io/reconcile-period": "1s" },
+        },
+        "spec": {},
+    }))
+    .expect("a CR");
+    nginxes(&client).create(&PostParams::default(), &cr).await.expect("create the CR");
+    wait_for_cr(&client, "periodic", "installed", |cr| revision(cr) == Some(1)).await;
+
+    // The reconcile that follows the operator's own status write may restore the first
+    // deletion; after that nothing but the period brings a reconcile.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    for deletion in 1..=3 {
+        let old_uid = deployments.get("periodic-nginx").await.expect("the Deployment").uid();
+        deployments.delete("periodic-nginx", &DeleteParams::default()).await.expect("delete the Deployment");
+        wait_for(
+            &deployments,
+            "periodic-nginx",
+            "to be restored by a periodic reconcile",
+            move |d: Option<&Deployment>| d.is_some_and(|d| d.uid() != old_uid),
+            WAIT,
+        )
+        .await
+        .unwrap_or_else(|e| {
+            panic!("deletion {deletion}: the Deployment comes back within the annotation's period: {e}")
+        });
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_cluster_scoped_child_is_restored() {
     // A chart of one ClusterRole: no owner reference and no status churn, so only the
