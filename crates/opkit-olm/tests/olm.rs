@@ -179,10 +179,10 @@ async fn manual_subscription_waits_for_approval() {
     let pending = |s: Option<&Subscription>| {
         s.and_then(|s| s.status.as_ref()).is_some_and(|st| {
             st.state.as_deref() == Some("UpgradePending")
-                && st.conditions.iter().any(|c| {
-                    c.get("type").and_then(Value::as_str) == Some("InstallPlanPending")
-                        && c.get("reason").and_then(Value::as_str) == Some("RequiresApproval")
-                })
+                && st
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "InstallPlanPending" && c.reason.as_deref() == Some("RequiresApproval"))
         })
     };
     let sub = wait_for(&subs, "memcached", "to wait for approval", pending, WAIT).await.expect("pending").expect("sub");
@@ -275,4 +275,76 @@ async fn csv_with_missing_required_crd_stays_pending() {
     olm.env.install_crds([crd]).await.expect("install crd");
     let succeeded = |c: Option<&ClusterServiceVersion>| phase(c).as_deref() == Some("Succeeded");
     wait_for(&csvs, "memcached-operator.v0.0.1", "to succeed", succeeded, WAIT).await.expect("succeeded");
+}
+
+/// OLM's OperatorCondition: the operator's `spec.conditions` are copied to
+/// `status.conditions`; `Upgradeable=False` on the installed CSV holds the CSV that
+/// replaces it Pending (`OperatorConditionNotUpgradeable`) until an override sets it True.
+#[tokio::test]
+async fn upgrade_waits_while_the_operator_is_not_upgradeable() {
+    let olm = start().await;
+    namespace(&olm, "held").await;
+    let client = olm.env.client();
+    let say = |_: &str| {};
+    run_bundle::run_bundle(&client, &bundle("0.0.1"), &options("held"), &say).await.expect("run bundle 0.0.1");
+
+    // The operator reports that it is not upgradeable; OLM copies that to the status.
+    let conditions: Api<OperatorCondition> = Api::namespaced(client.clone(), "held");
+    let not_upgradeable = json!({"spec": {"conditions": [{
+        "type": "Upgradeable", "status": "False", "reason": "Migrating",
+        "message": "a data migration is running", "lastTransitionTime": "2024-01-01T00:00:00Z",
+    }]}});
+    conditions
+        .patch("memcached-operator.v0.0.1", &PatchParams::default(), &Patch::Merge(&not_upgradeable))
+        .await
+        .expect("report Upgradeable=False");
+    let copied = |c: Option<&OperatorCondition>| {
+        c.is_some_and(|c| {
+            c.status.iter().flat_map(|s| &s.conditions).any(|s| {
+                s.type_ == "Upgradeable" && s.status == "False" && s.observed_generation == c.metadata.generation
+            })
+        })
+    };
+    wait_for(&conditions, "memcached-operator.v0.0.1", "to copy its conditions", copied, WAIT)
+        .await
+        .expect("status.conditions copied");
+
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "held");
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), "held");
+    let (next, held_options) = (bundle("0.0.2"), options("held"));
+    let upgrade = run_bundle::run_bundle_upgrade(&client, &next, &held_options, &say);
+    let admin = async {
+        let held = |c: Option<&ClusterServiceVersion>| {
+            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+                s.phase.as_deref() == Some("Pending") && s.reason.as_deref() == Some("OperatorConditionNotUpgradeable")
+            })
+        };
+        let csv = wait_for(&csvs, "memcached-operator.v0.0.2", "to be held", held, WAIT)
+            .await
+            .expect("0.0.2 held Pending")
+            .expect("csv");
+        assert_eq!(
+            csv.status.and_then(|s| s.message).as_deref(),
+            Some("operator is not upgradeable: the operator is not upgradeable: a data migration is running")
+        );
+        let sub = subs.get("memcached-operator-v0-0-1-sub").await.expect("subscription");
+        let status = sub.status.expect("subscription status");
+        assert_eq!(status.state.as_deref(), Some("UpgradePending"));
+        assert_eq!(status.current_csv.as_deref(), Some("memcached-operator.v0.0.2"));
+        assert!(csvs.get_opt("memcached-operator.v0.0.1").await.expect("get").is_some(), "0.0.1 stays");
+
+        // The cluster admin overrides the operator: the upgrade proceeds.
+        let allow = json!({"spec": {"overrides": [{
+            "type": "Upgradeable", "status": "True", "reason": "upgradeIsSafe",
+            "message": "the admin allows the upgrade", "lastTransitionTime": "2024-01-01T00:00:00Z",
+        }]}});
+        conditions
+            .patch("memcached-operator.v0.0.1", &PatchParams::default(), &Patch::Merge(&allow))
+            .await
+            .expect("override Upgradeable=True");
+    };
+    let (upgraded, ()) = tokio::join!(upgrade, admin);
+    assert_eq!(upgraded.expect("bundle-upgrade 0.0.2 after the override").csv, "memcached-operator.v0.0.2");
+    let gone = |c: Option<&ClusterServiceVersion>| c.is_none();
+    wait_for(&csvs, "memcached-operator.v0.0.1", "to be replaced", gone, WAIT).await.expect("0.0.1 removed");
 }
