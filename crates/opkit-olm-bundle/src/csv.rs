@@ -2,7 +2,7 @@
 //! the JSON names and omission rules of operator-framework/api's Go types, so a CSV read
 //! and written again keeps its shape. The one CSV type of the workspace: bundles are read
 //! into it, and OLM's controllers (`opkit-olm`) watch and write it on the cluster, through
-//! its [`kube::Resource`] implementation and its [`CsvStatus`].
+//! its [`kube_core::Resource`] implementation and its [`CsvStatus`].
 
 use std::collections::BTreeMap;
 
