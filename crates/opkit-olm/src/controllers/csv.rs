@@ -11,6 +11,8 @@
 //!   Deployments; namespaced ones are owned by the CSV, cluster-scoped ones labelled
 //!   `olm.owner` and removed by the CSV's finalizer, so deleting a CSV removes them all;
 //!   an OperatorCondition named after the CSV lists its Deployments and ServiceAccounts.
+//! - `spec.webhookdefinitions` become a Service, a serving certificate and webhook
+//!   configurations or CRD conversions ([`webhooks`]).
 //! - A CSV that replaces another stays Pending (`OperatorConditionNotUpgradeable`) while
 //!   the replaced CSV's OperatorCondition has `Upgradeable=False`
 //!   ([`operator_condition::not_upgradeable`]).
@@ -21,6 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -31,7 +34,7 @@ use opkit::events::EventType;
 use opkit::{Action, Context, ReconcileError, ReconcileResult};
 use serde_json::{Value, json};
 
-use super::{Olm, now, operator_condition};
+use super::{Olm, now, operator_condition, webhooks};
 use crate::types::{ClusterServiceVersion, OperatorCondition, OperatorGroup};
 
 /// The CSV waits for its requirements.
@@ -373,6 +376,7 @@ async fn install(
     let namespaced_meta =
         |object_name: &str| json!({"name": object_name, "namespace": ns, "labels": labels, "ownerReferences": [owner]});
     let strategy = &csv.spec.install.spec;
+    let webhooks = webhooks::registration(&ctx.client, csv, &ns).await?;
     let mut objects = Vec::new();
     for account in service_accounts(csv) {
         objects.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": namespaced_meta(&account)}));
@@ -421,6 +425,9 @@ async fn install(
                 }
             }
         }
+        if let Some(secret) = webhooks.mounts.get(deployment_name) {
+            webhooks::mount(&mut spec, secret);
+        }
         let mut meta = namespaced_meta(deployment_name);
         if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
             l.extend(d.label.iter().map(|(k, v)| (k.clone(), json!(v))));
@@ -435,9 +442,27 @@ async fn install(
         "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [owner]},
         "spec": {"deployments": deployment_names, "serviceAccounts": service_accounts(csv)},
     }));
+    // The webhooks' Services and Secrets are owned by the CSV, their configurations
+    // labelled with it.
+    for mut object in webhooks.objects {
+        let namespaced = matches!(object["kind"].as_str(), Some("Service" | "Secret"));
+        let meta = if namespaced { namespaced_meta("") } else { json!({"labels": labels}) };
+        if let (Some(target), Some(meta)) = (object["metadata"].as_object_mut(), meta.as_object()) {
+            for (key, value) in meta.iter().filter(|(k, _)| k.as_str() != "name") {
+                match (target.get_mut(key).and_then(Value::as_object_mut), value.as_object()) {
+                    (Some(existing), Some(extra)) => existing.extend(extra.clone()),
+                    _ => {
+                        target.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        objects.push(object);
+    }
     for object in &objects {
         ctx.state.resources.apply(&ctx.client, object, &ns).await.map_err(|e| e.to_string())?;
     }
+    webhooks::set_conversions(&ctx.client, &webhooks.conversions).await?;
     Ok(())
 }
 
@@ -485,7 +510,8 @@ fn deployment_available(d: &Deployment) -> bool {
 }
 
 /// Deletes the cluster-scoped objects a CSV installed (labelled with its name and
-/// namespace) and its Deployments; the garbage collector removes the rest it owns.
+/// namespace: roles, bindings, webhook configurations) and its Deployments; the garbage
+/// collector removes the rest it owns.
 async fn remove_cluster_objects(
     ctx: &Context<ClusterServiceVersion, Olm>,
     ns: &str,
@@ -500,6 +526,10 @@ async fn remove_cluster_objects(
     bindings.delete_collection(&DeleteParams::default(), &params).await?;
     let roles: Api<ClusterRole> = Api::all(ctx.client.clone());
     roles.delete_collection(&DeleteParams::default(), &params).await?;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(ctx.client.clone());
+    validating.delete_collection(&DeleteParams::default(), &params).await?;
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(ctx.client.clone());
+    mutating.delete_collection(&DeleteParams::default(), &params).await?;
     Ok(())
 }
 

@@ -24,6 +24,7 @@ pub mod install_plan;
 pub mod operator_condition;
 pub mod operator_group;
 pub mod subscription;
+pub mod webhooks;
 
 /// What OLM's controllers share: resolved kinds and the catalogs read so far.
 #[derive(Default)]
