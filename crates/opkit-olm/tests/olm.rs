@@ -62,6 +62,28 @@ async fn namespace(olm: &Olm, name: &str) {
     api.create(&PostParams::default(), &ns).await.expect("create namespace");
 }
 
+/// An OperatorGroup `global` for all namespaces in `ns`.
+async fn global_operator_group(olm: &Olm, ns: &str) {
+    let groups: Api<OperatorGroup> = Api::namespaced(olm.env.client(), ns);
+    let mut group = OperatorGroup::new("global", OperatorGroupSpec::default());
+    group.metadata.namespace = Some(ns.into());
+    groups.create(&PostParams::default(), &group).await.expect("operator group");
+}
+
+/// Installs the CRD `widgets.example.com` (v1, any fields).
+async fn install_widgets_crd(olm: &Olm) {
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .expect("crd");
+    olm.env.install_crds([crd]).await.expect("install crd");
+}
+
 fn phase(csv: Option<&ClusterServiceVersion>) -> Option<String> {
     csv.and_then(|c| c.status.as_ref()).and_then(|s| s.phase.clone())
 }
@@ -233,10 +255,7 @@ async fn manual_subscription_waits_for_approval() {
 async fn csv_with_missing_required_crd_stays_pending() {
     let olm = start().await;
     let client = olm.env.client();
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "default");
-    let mut group = OperatorGroup::new("global", OperatorGroupSpec::default());
-    group.metadata.namespace = Some("default".into());
-    groups.create(&PostParams::default(), &group).await.expect("operator group");
+    global_operator_group(&olm, "default").await;
     let mut csv = bundle("0.0.1").csv_object;
     csv["metadata"]["namespace"] = json!("default");
     csv["spec"]["customresourcedefinitions"]["required"] =
@@ -265,16 +284,7 @@ async fn csv_with_missing_required_crd_stays_pending() {
     assert!(deployments.get_opt("memcached-operator-controller-manager").await.expect("get").is_none());
 
     // Once the CRD is there, the CSV installs.
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-                 "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-                 "versions": [{"name": "v1", "served": true, "storage": true,
-                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
-    }))
-    .expect("crd");
-    olm.env.install_crds([crd]).await.expect("install crd");
+    install_widgets_crd(&olm).await;
     let succeeded = |c: Option<&ClusterServiceVersion>| phase(c).as_deref() == Some("Succeeded");
     wait_for(&csvs, "memcached-operator.v0.0.1", "to succeed", succeeded, WAIT).await.expect("succeeded");
 }
@@ -359,20 +369,8 @@ async fn upgrade_waits_while_the_operator_is_not_upgradeable() {
 async fn webhook_definitions_are_registered_and_removed_with_the_csv() {
     let olm = start().await;
     let client = olm.env.client();
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "default");
-    let mut group = OperatorGroup::new("global", OperatorGroupSpec::default());
-    group.metadata.namespace = Some("default".into());
-    groups.create(&PostParams::default(), &group).await.expect("operator group");
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-                 "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-                 "versions": [{"name": "v1", "served": true, "storage": true,
-                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
-    }))
-    .expect("crd");
-    olm.env.install_crds([crd]).await.expect("install crd");
+    global_operator_group(&olm, "default").await;
+    install_widgets_crd(&olm).await;
 
     let manager = "memcached-operator-controller-manager";
     let mut csv = bundle("0.0.1").csv_object;
