@@ -119,7 +119,7 @@ async fn memcached_bundles_run_upgrade_and_clean_up_through_olm() {
     assert_eq!(upgraded["csv"], V2, "{upgraded}");
     let current = csvs.get(V2).await.expect("the 0.0.2 CSV");
     assert!(succeeded(Some(&current)), "{:?}", current.status);
-    assert_eq!(current.spec.replaces.as_deref(), Some(V1));
+    assert_eq!(current.spec.replaces, V1);
     assert!(csvs.get_opt(V1).await.expect("get").is_none(), "0.0.1 is removed once 0.0.2 succeeded");
     let owned_by_v2 = |d: Option<&Deployment>| {
         available(d) && d.is_some_and(|d| d.labels().get("olm.owner").map(String::as_str) == Some(V2))
@@ -209,7 +209,7 @@ spec:
                     && st
                         .conditions
                         .iter()
-                        .any(|c| c["type"] == "InstallPlanPending" && c["reason"] == "RequiresApproval")
+                        .any(|c| c.type_ == "InstallPlanPending" && c.reason.as_deref() == Some("RequiresApproval"))
             })
         }
     };

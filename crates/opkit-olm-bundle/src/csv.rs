@@ -1,6 +1,8 @@
 //! The ClusterServiceVersion (`operators.coreos.com/v1alpha1`) as typed serde structs, with
 //! the JSON names and omission rules of operator-framework/api's Go types, so a CSV read
-//! and written again keeps its shape.
+//! and written again keeps its shape. The one CSV type of the workspace: bundles are read
+//! into it, and OLM's controllers (`opkit-olm`) watch and write it on the cluster, through
+//! its [`kube_core::Resource`] implementation and its [`CsvStatus`].
 
 use std::collections::BTreeMap;
 
@@ -9,8 +11,9 @@ use k8s_openapi::api::apps::v1::DeploymentSpec;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube_core::{NamespaceResourceScope, Resource};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The API version of a ClusterServiceVersion.
 pub const CSV_API_VERSION: &str = "operators.coreos.com/v1alpha1";
@@ -40,7 +43,58 @@ pub struct ClusterServiceVersion {
     pub spec: CsvSpec,
     /// What OLM reports; never part of a bundle, kept when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Value>,
+    pub status: Option<CsvStatus>,
+}
+
+/// `status` of a ClusterServiceVersion, as OLM's controllers write it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CsvStatus {
+    /// Pending, InstallReady, Installing, Succeeded, Failed, Replacing, Deleting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Why it is in its phase (OLM's `ConditionReason`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Every other field (conditions, requirementStatus, times), kept as it is.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+// `kube::Resource` by hand rather than `#[derive(CustomResource)]` on [`CsvSpec`]: the
+// derive would generate a second top-level struct that writes `apiVersion`/`kind` itself,
+// while bundles need the ones the file has (validation reports a wrong one), and every
+// reader of a bundle already uses this struct. The kind is fixed, so `DynamicType` is `()`.
+impl Resource for ClusterServiceVersion {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        CSV_KIND.into()
+    }
+
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "operators.coreos.com".into()
+    }
+
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1alpha1".into()
+    }
+
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "clusterserviceversions".into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 /// `spec` of a ClusterServiceVersion.

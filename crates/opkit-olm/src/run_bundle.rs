@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use crate::controllers::csv::{PHASE_FAILED, PHASE_SUCCEEDED};
 use crate::fbc::{self, CONFIG_MAP_KEY, Catalog, Entry};
 use crate::types::{
-    CatalogSource, CatalogSourceSpec, ClusterServiceVersion, InstallPlan, OperatorGroup, OperatorGroupSpec,
-    Subscription, SubscriptionSpec,
+    CatalogSource, CatalogSourceSpec, ClusterServiceVersion, Condition, InstallPlan, OperatorGroup, OperatorGroupSpec,
+    Subscription, SubscriptionSpec, find_condition,
 };
 use crate::{FIELD_MANAGER, OlmError};
 
@@ -285,12 +285,8 @@ async fn wait_installed(
     let plan_failed = async {
         match kube::runtime::wait::await_condition(plans, plan, failed).await {
             Ok(Some(p)) => {
-                let message = p
-                    .status
-                    .iter()
-                    .flat_map(|s| &s.conditions)
-                    .find_map(|c| c.get("message").and_then(Value::as_str).map(str::to_string))
-                    .unwrap_or_default();
+                let message =
+                    p.status.iter().flat_map(|s| &s.conditions).find_map(|c| c.message.clone()).unwrap_or_default();
                 OlmError::Install(format!("InstallPlan {ns}/{plan} failed: {message}"))
             }
             Ok(None) => OlmError::Install(format!("InstallPlan {ns}/{plan} was deleted")),
@@ -316,10 +312,7 @@ async fn approve_plan(
     let planned = |s: Option<&Subscription>| {
         s.and_then(|s| s.status.as_ref()).is_some_and(|st| {
             st.current_csv.as_deref() == Some(csv) && st.install_plan_ref.is_some()
-                || st.conditions.iter().any(|c| {
-                    c.get("type").and_then(Value::as_str) == Some("ResolutionFailed")
-                        && c.get("status").and_then(Value::as_str) == Some("True")
-                })
+                || find_condition(&st.conditions, "ResolutionFailed").is_some_and(Condition::is_true)
         })
     };
     let found =
@@ -329,13 +322,8 @@ async fn approve_plan(
             .map_err(|e| OlmError::Timeout(e.to_string()))?;
     let status = found.and_then(|s| s.status).unwrap_or_default();
     if status.current_csv.as_deref() != Some(csv) {
-        let message = status
-            .conditions
-            .iter()
-            .find(|c| c.get("type").and_then(Value::as_str) == Some("ResolutionFailed"))
-            .and_then(|c| c.get("message").and_then(Value::as_str))
-            .unwrap_or_default()
-            .to_string();
+        let message =
+            find_condition(&status.conditions, "ResolutionFailed").and_then(|c| c.message.clone()).unwrap_or_default();
         return Err(OlmError::Install(format!("resolution failed: {message}")));
     }
     let plan = status.install_plan_ref.as_ref().and_then(|r| r.get("name")).and_then(Value::as_str).unwrap_or_default();
@@ -444,7 +432,7 @@ pub async fn cleanup(
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for csv in &csv_objects {
-        for owned in csv.spec.customresourcedefinitions.iter().flat_map(|d| &d.owned) {
+        for owned in &csv.spec.customresourcedefinitions.owned {
             if crds.get_opt(&owned.name).await?.is_some() {
                 delete(&crds, &owned.name, deadline).await?;
                 say(&mut removed, progress, "customresourcedefinition", &owned.name);

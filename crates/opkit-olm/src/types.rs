@@ -11,96 +11,49 @@ use serde_json::{Map, Value};
 /// The API group of every OLM kind.
 pub const GROUP: &str = "operators.coreos.com";
 
-/// `ClusterServiceVersion.spec`: what an operator version installs.
-#[derive(CustomResource, Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[kube(
-    group = "operators.coreos.com",
-    version = "v1alpha1",
-    kind = "ClusterServiceVersion",
-    plural = "clusterserviceversions",
-    namespaced,
-    status = "CsvStatus",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct CsvSpec {
-    /// The operator's version (semver).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// The CSV this one upgrades.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replaces: Option<String>,
-    /// CSVs this one may replace directly.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub skips: Vec<String>,
-    /// The install strategy (`strategy: deployment`, `spec.deployments`, permissions).
-    #[serde(default)]
-    pub install: Value,
-    /// The install modes (OwnNamespace, SingleNamespace, MultiNamespace, AllNamespaces).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub install_modes: Vec<InstallMode>,
-    /// The CRDs the operator owns and requires.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub customresourcedefinitions: Option<CrdDescriptions>,
-    /// Every other field, kept as it is.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
+/// The ClusterServiceVersion is the bundle crate's type (operator-framework's Go types),
+/// so the CSV of a bundle and the CSV on the cluster are one type.
+pub use opkit_olm_bundle::csv::{ClusterServiceVersion, CsvStatus};
 
-/// One install mode and whether the operator supports it.
+/// One status condition of an OLM object, in the shape the Subscription, InstallPlan and
+/// OperatorCondition share (`metav1.Condition` and OLM's own condition types): every field
+/// but `type` and `status` is optional and left out when unset, so the JSON is as written.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct InstallMode {
-    /// `OwnNamespace`, `SingleNamespace`, `MultiNamespace` or `AllNamespaces`.
-    #[serde(rename = "type")]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The condition's type (`Upgradeable`, `InstallPlanPending`, `Installed`, ...).
+    #[serde(default, rename = "type")]
     pub type_: String,
-    /// Whether it is supported.
-    pub supported: bool,
-}
-
-/// `spec.customresourcedefinitions`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct CrdDescriptions {
-    /// CRDs the bundle ships and the operator manages.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub owned: Vec<CrdDescription>,
-    /// CRDs that must be on the cluster already (another operator's).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub required: Vec<CrdDescription>,
-}
-
-/// One CRD a CSV names.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct CrdDescription {
-    /// `<plural>.<group>`.
-    pub name: String,
-    /// The version.
+    /// `True`, `False` or `Unknown`.
     #[serde(default)]
-    pub version: String,
-    /// The kind.
-    #[serde(default)]
-    pub kind: String,
-    /// Every other field.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-/// `ClusterServiceVersion.status`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct CsvStatus {
-    /// Pending, InstallReady, Installing, Succeeded, Failed, Replacing, Deleting.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    /// Why it is in its phase (OLM's `ConditionReason`).
+    pub status: String,
+    /// A CamelCase reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// A human-readable message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// Every other field (conditions, requirementStatus, times).
+    /// When `status` last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    /// The generation of the object the condition was set from (`metav1.Condition`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Every other field (`lastUpdateTime`, `lastHeartbeatTime`, ...).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl Condition {
+    /// Whether the condition has status `True`.
+    pub fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+}
+
+/// The condition of type `type_` in `conditions`, if any (`meta.FindStatusCondition`).
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
 }
 
 /// `Subscription.spec`: keep package P of catalog C installed, from channel X.
@@ -154,7 +107,7 @@ pub struct SubscriptionStatus {
     pub install_plan_ref: Option<Value>,
     /// Conditions (CatalogSourcesUnhealthy, ResolutionFailed, InstallPlanPending, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Value>,
+    pub conditions: Vec<Condition>,
     /// Every other field.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -200,7 +153,7 @@ pub struct InstallPlanStatus {
     pub plan: Vec<Step>,
     /// Conditions (Installed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Value>,
+    pub conditions: Vec<Condition>,
     /// Every other field.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -322,6 +275,7 @@ pub struct OperatorGroupStatus {
     kind = "OperatorCondition",
     plural = "operatorconditions",
     namespaced,
+    status = "OperatorConditionStatus",
     schema = "disabled"
 )]
 #[serde(rename_all = "camelCase")]
@@ -332,9 +286,22 @@ pub struct OperatorConditionSpec {
     /// The ServiceAccounts allowed to write the conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub service_accounts: Vec<String>,
-    /// The conditions.
+    /// The conditions the operator reports; OLM copies them to `status.conditions`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Value>,
+    pub conditions: Vec<Condition>,
+    /// Conditions a cluster admin sets, which win over the operator's (e.g. to allow an
+    /// upgrade the operator reports as not upgradeable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<Condition>,
+}
+
+/// `OperatorCondition.status`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorConditionStatus {
+    /// `spec.conditions` as OLM last copied them, each with the generation copied from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 /// A string → string map, as labels and annotations are.

@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use opkit::{Manager, ManagerOptions};
 use opkit_olm::run_bundle::{self, RunOptions};
@@ -58,6 +60,28 @@ async fn namespace(olm: &Olm, name: &str) {
     let api: Api<Namespace> = Api::all(olm.env.client());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
     api.create(&PostParams::default(), &ns).await.expect("create namespace");
+}
+
+/// An OperatorGroup `global` for all namespaces in `ns`.
+async fn global_operator_group(olm: &Olm, ns: &str) {
+    let groups: Api<OperatorGroup> = Api::namespaced(olm.env.client(), ns);
+    let mut group = OperatorGroup::new("global", OperatorGroupSpec::default());
+    group.metadata.namespace = Some(ns.into());
+    groups.create(&PostParams::default(), &group).await.expect("operator group");
+}
+
+/// Installs the CRD `widgets.example.com` (v1, any fields).
+async fn install_widgets_crd(olm: &Olm) {
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .expect("crd");
+    olm.env.install_crds([crd]).await.expect("install crd");
 }
 
 fn phase(csv: Option<&ClusterServiceVersion>) -> Option<String> {
@@ -179,10 +203,10 @@ async fn manual_subscription_waits_for_approval() {
     let pending = |s: Option<&Subscription>| {
         s.and_then(|s| s.status.as_ref()).is_some_and(|st| {
             st.state.as_deref() == Some("UpgradePending")
-                && st.conditions.iter().any(|c| {
-                    c.get("type").and_then(Value::as_str) == Some("InstallPlanPending")
-                        && c.get("reason").and_then(Value::as_str) == Some("RequiresApproval")
-                })
+                && st
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "InstallPlanPending" && c.reason.as_deref() == Some("RequiresApproval"))
         })
     };
     let sub = wait_for(&subs, "memcached", "to wait for approval", pending, WAIT).await.expect("pending").expect("sub");
@@ -231,10 +255,7 @@ async fn manual_subscription_waits_for_approval() {
 async fn csv_with_missing_required_crd_stays_pending() {
     let olm = start().await;
     let client = olm.env.client();
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "default");
-    let mut group = OperatorGroup::new("global", OperatorGroupSpec::default());
-    group.metadata.namespace = Some("default".into());
-    groups.create(&PostParams::default(), &group).await.expect("operator group");
+    global_operator_group(&olm, "default").await;
     let mut csv = bundle("0.0.1").csv_object;
     csv["metadata"]["namespace"] = json!("default");
     csv["spec"]["customresourcedefinitions"]["required"] =
@@ -263,16 +284,176 @@ async fn csv_with_missing_required_crd_stays_pending() {
     assert!(deployments.get_opt("memcached-operator-controller-manager").await.expect("get").is_none());
 
     // Once the CRD is there, the CSV installs.
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-                 "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-                 "versions": [{"name": "v1", "served": true, "storage": true,
-                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
-    }))
-    .expect("crd");
-    olm.env.install_crds([crd]).await.expect("install crd");
+    install_widgets_crd(&olm).await;
     let succeeded = |c: Option<&ClusterServiceVersion>| phase(c).as_deref() == Some("Succeeded");
     wait_for(&csvs, "memcached-operator.v0.0.1", "to succeed", succeeded, WAIT).await.expect("succeeded");
+}
+
+/// OLM's OperatorCondition: the operator's `spec.conditions` are copied to
+/// `status.conditions`; `Upgradeable=False` on the installed CSV holds the CSV that
+/// replaces it Pending (`OperatorConditionNotUpgradeable`) until an override sets it True.
+#[tokio::test]
+async fn upgrade_waits_while_the_operator_is_not_upgradeable() {
+    let olm = start().await;
+    namespace(&olm, "held").await;
+    let client = olm.env.client();
+    let say = |_: &str| {};
+    run_bundle::run_bundle(&client, &bundle("0.0.1"), &options("held"), &say).await.expect("run bundle 0.0.1");
+
+    // The operator reports that it is not upgradeable; OLM copies that to the status.
+    let conditions: Api<OperatorCondition> = Api::namespaced(client.clone(), "held");
+    let not_upgradeable = json!({"spec": {"conditions": [{
+        "type": "Upgradeable", "status": "False", "reason": "Migrating",
+        "message": "a data migration is running", "lastTransitionTime": "2024-01-01T00:00:00Z",
+    }]}});
+    conditions
+        .patch("memcached-operator.v0.0.1", &PatchParams::default(), &Patch::Merge(&not_upgradeable))
+        .await
+        .expect("report Upgradeable=False");
+    let copied = |c: Option<&OperatorCondition>| {
+        c.is_some_and(|c| {
+            c.status.iter().flat_map(|s| &s.conditions).any(|s| {
+                s.type_ == "Upgradeable" && s.status == "False" && s.observed_generation == c.metadata.generation
+            })
+        })
+    };
+    wait_for(&conditions, "memcached-operator.v0.0.1", "to copy its conditions", copied, WAIT)
+        .await
+        .expect("status.conditions copied");
+
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "held");
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), "held");
+    let (next, held_options) = (bundle("0.0.2"), options("held"));
+    let upgrade = run_bundle::run_bundle_upgrade(&client, &next, &held_options, &say);
+    let admin = async {
+        let held = |c: Option<&ClusterServiceVersion>| {
+            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+                s.phase.as_deref() == Some("Pending") && s.reason.as_deref() == Some("OperatorConditionNotUpgradeable")
+            })
+        };
+        let csv = wait_for(&csvs, "memcached-operator.v0.0.2", "to be held", held, WAIT)
+            .await
+            .expect("0.0.2 held Pending")
+            .expect("csv");
+        assert_eq!(
+            csv.status.and_then(|s| s.message).as_deref(),
+            Some("operator is not upgradeable: the operator is not upgradeable: a data migration is running")
+        );
+        let sub = subs.get("memcached-operator-v0-0-1-sub").await.expect("subscription");
+        let status = sub.status.expect("subscription status");
+        assert_eq!(status.state.as_deref(), Some("UpgradePending"));
+        assert_eq!(status.current_csv.as_deref(), Some("memcached-operator.v0.0.2"));
+        assert!(csvs.get_opt("memcached-operator.v0.0.1").await.expect("get").is_some(), "0.0.1 stays");
+
+        // The cluster admin overrides the operator: the upgrade proceeds.
+        let allow = json!({"spec": {"overrides": [{
+            "type": "Upgradeable", "status": "True", "reason": "upgradeIsSafe",
+            "message": "the admin allows the upgrade", "lastTransitionTime": "2024-01-01T00:00:00Z",
+        }]}});
+        conditions
+            .patch("memcached-operator.v0.0.1", &PatchParams::default(), &Patch::Merge(&allow))
+            .await
+            .expect("override Upgradeable=True");
+    };
+    let (upgraded, ()) = tokio::join!(upgrade, admin);
+    assert_eq!(upgraded.expect("bundle-upgrade 0.0.2 after the override").csv, "memcached-operator.v0.0.2");
+    let gone = |c: Option<&ClusterServiceVersion>| c.is_none();
+    wait_for(&csvs, "memcached-operator.v0.0.1", "to be replaced", gone, WAIT).await.expect("0.0.1 removed");
+}
+
+/// A CSV's webhook definitions, registered as OLM does: a Service for the Deployment's
+/// port, a serving certificate in a Secret mounted into the Deployment, a
+/// ValidatingWebhookConfiguration and a CRD conversion pointing at that Service with the
+/// CA as caBundle; all removed with the CSV.
+#[tokio::test]
+async fn webhook_definitions_are_registered_and_removed_with_the_csv() {
+    let olm = start().await;
+    let client = olm.env.client();
+    global_operator_group(&olm, "default").await;
+    install_widgets_crd(&olm).await;
+
+    let manager = "memcached-operator-controller-manager";
+    let mut csv = bundle("0.0.1").csv_object;
+    csv["metadata"]["namespace"] = json!("default");
+    csv["spec"]["customresourcedefinitions"] = json!({});
+    csv["spec"]["webhookdefinitions"] = json!([
+        {"type": "ValidatingAdmissionWebhook", "generateName": "vwidget.kb.io", "deploymentName": manager,
+         "containerPort": 443, "targetPort": 9443, "webhookPath": "/validate-example-com-v1-widget",
+         "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore",
+         "rules": [{"apiGroups": ["example.com"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["widgets"]}]},
+        {"type": "ConversionWebhook", "generateName": "cwidget.kb.io", "deploymentName": manager,
+         "containerPort": 443, "targetPort": 9443, "webhookPath": "/convert", "sideEffects": "None",
+         "admissionReviewVersions": ["v1"], "conversionCRDs": ["widgets.example.com"]},
+    ]);
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "default");
+    let csv: ClusterServiceVersion = serde_json::from_value(csv).expect("csv");
+    csvs.create(&PostParams::default(), &csv).await.expect("create csv");
+    let succeeded = |c: Option<&ClusterServiceVersion>| phase(c).as_deref() == Some("Succeeded");
+    wait_for(&csvs, "memcached-operator.v0.0.1", "to succeed", succeeded, WAIT).await.expect("succeeded");
+
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let service = services.get("memcached-operator-controller-manager-service").await.expect("webhook service");
+    let port = &service.spec.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default()[0];
+    assert_eq!((port.port, port.target_port.clone()), (443, Some(IntOrString::Int(9443))));
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret = secrets.get("memcached-operator-controller-manager-service-cert").await.expect("serving cert");
+    let data = secret.data.unwrap_or_default();
+    assert!(data.contains_key("tls.crt") && data.contains_key("tls.key"), "{:?}", data.keys());
+    let ca = data.get("olmCAKey").expect("the CA").0.clone();
+    assert!(String::from_utf8_lossy(&ca).starts_with("-----BEGIN CERTIFICATE-----"));
+
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let owned = ListParams::default().labels("olm.owner=memcached-operator.v0.0.1");
+    let listed = configurations.list(&owned).await.expect("list").items;
+    let hook = &listed.first().and_then(|c| c.webhooks.clone()).expect("a validating configuration")[0];
+    assert_eq!(hook.name, "vwidget.kb.io");
+    let reference = hook.client_config.service.clone().expect("service reference");
+    assert_eq!(
+        (reference.namespace.as_str(), reference.name.as_str(), reference.path.as_deref(), reference.port),
+        (
+            "default",
+            "memcached-operator-controller-manager-service",
+            Some("/validate-example-com-v1-widget"),
+            Some(443)
+        )
+    );
+    assert_eq!(hook.client_config.ca_bundle.as_ref().map(|b| &b.0), Some(&ca));
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let conversion = crds.get("widgets.example.com").await.expect("crd").spec.conversion.expect("conversion");
+    assert_eq!(conversion.strategy, "Webhook");
+    let webhook = conversion.webhook.expect("conversion webhook");
+    let config = webhook.client_config.expect("client config");
+    assert_eq!(config.service.as_ref().map(|s| s.name.as_str()), Some("memcached-operator-controller-manager-service"));
+    assert_eq!(config.ca_bundle.map(|b| b.0), Some(ca));
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployment = deployments.get(manager).await.expect("deployment");
+    let pod = deployment.spec.and_then(|s| s.template.spec).expect("pod spec");
+    assert!(
+        pod.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.name == "webhook-cert" && m.mount_path == "/tmp/k8s-webhook-server/serving-certs")
+    );
+
+    // Deleting the CSV removes the configuration, the Service and the Secret.
+    csvs.delete("memcached-operator.v0.0.1", &Default::default()).await.expect("delete csv");
+    let gone = |c: Option<&ClusterServiceVersion>| c.is_none();
+    wait_for(&csvs, "memcached-operator.v0.0.1", "to be deleted", gone, WAIT).await.expect("csv deleted");
+    assert!(configurations.list(&owned).await.expect("list").items.is_empty());
+    wait_for(
+        &services,
+        "memcached-operator-controller-manager-service",
+        "to be collected",
+        |s: Option<&Service>| s.is_none(),
+        WAIT,
+    )
+    .await
+    .expect("service removed");
+    let no_secret = |s: Option<&Secret>| s.is_none();
+    wait_for(&secrets, "memcached-operator-controller-manager-service-cert", "to be collected", no_secret, WAIT)
+        .await
+        .expect("secret removed");
 }

@@ -11,6 +11,11 @@
 //!   Deployments; namespaced ones are owned by the CSV, cluster-scoped ones labelled
 //!   `olm.owner` and removed by the CSV's finalizer, so deleting a CSV removes them all;
 //!   an OperatorCondition named after the CSV lists its Deployments and ServiceAccounts.
+//! - `spec.webhookdefinitions` become a Service, a serving certificate and webhook
+//!   configurations or CRD conversions ([`webhooks`]).
+//! - A CSV that replaces another stays Pending (`OperatorConditionNotUpgradeable`) while
+//!   the replaced CSV's OperatorCondition has `Upgradeable=False`
+//!   ([`operator_condition::not_upgradeable`]).
 //! - A CSV replaced by a newer one goes Replacing, then Deleting once the newer one has
 //!   succeeded, and is deleted.
 
@@ -18,6 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -28,8 +34,8 @@ use opkit::events::EventType;
 use opkit::{Action, Context, ReconcileError, ReconcileResult};
 use serde_json::{Value, json};
 
-use super::{Olm, now};
-use crate::types::{ClusterServiceVersion, OperatorGroup};
+use super::{Olm, now, operator_condition, webhooks};
+use crate::types::{ClusterServiceVersion, OperatorCondition, OperatorGroup};
 
 /// The CSV waits for its requirements.
 pub const PHASE_PENDING: &str = "Pending";
@@ -84,7 +90,7 @@ pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileRes
         .cache
         .list_in::<ClusterServiceVersion>(&ns)
         .into_iter()
-        .find(|c| c.spec.replaces.as_deref() == Some(name.as_str()) && c.metadata.deletion_timestamp.is_none());
+        .find(|c| c.spec.replaces == name && c.metadata.deletion_timestamp.is_none());
     if let Some(newer) = newer {
         let newer_phase = newer.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default();
         if newer_phase == PHASE_SUCCEEDED {
@@ -136,8 +142,7 @@ pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileRes
     };
     let targets = target_namespaces(&group);
     let mode = install_mode(&ns, &targets);
-    let supported = csv.spec.install_modes.iter().any(|m| m.type_ == mode && m.supported);
-    if !supported {
+    if !csv.supports_install_mode(mode) {
         let message =
             format!("{mode} InstallModeType not supported, cannot configure to watch {}", targets_text(&targets));
         set_phase(&ctx, &csv, PHASE_FAILED, "UnsupportedOperatorGroup", &message, None).await?;
@@ -157,6 +162,18 @@ pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileRes
     if phase.is_empty() {
         set_phase(&ctx, &csv, PHASE_PENDING, "RequirementsUnknown", "requirements not yet checked", None).await?;
         return Ok(Action::done());
+    }
+    // An upgrade waits while the replaced operator says it is not upgradeable.
+    if phase == PHASE_PENDING
+        && !csv.spec.replaces.is_empty()
+        && let Some(replaced) = ctx.cache.get::<ClusterServiceVersion>(&csv.spec.replaces, Some(&ns))
+    {
+        let condition = ctx.cache.get::<OperatorCondition>(&csv.spec.replaces, Some(&ns));
+        if let Some(why) = operator_condition::not_upgradeable(&replaced, condition.as_deref()) {
+            let message = format!("operator is not upgradeable: {why}");
+            set_phase(&ctx, &csv, PHASE_PENDING, operator_condition::REASON_NOT_UPGRADEABLE, &message, None).await?;
+            return Ok(Action::done());
+        }
     }
     let (met, requirements) = check_requirements(&ctx, &csv).await?;
     if !met {
@@ -290,7 +307,7 @@ async fn check_requirements(
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let mut met = true;
     let mut statuses = Vec::new();
-    let descriptions = csv.spec.customresourcedefinitions.clone().unwrap_or_default();
+    let descriptions = &csv.spec.customresourcedefinitions;
     for description in descriptions.owned.iter().chain(&descriptions.required) {
         let crd = crds.get_opt(&description.name).await?;
         let (status, message) = match &crd {
@@ -326,25 +343,19 @@ async fn check_requirements(
     Ok((met, statuses))
 }
 
-/// The install strategy's `spec` (`spec.install.spec`).
-fn strategy(csv: &ClusterServiceVersion) -> &Value {
-    csv.spec.install.get("spec").unwrap_or(&Value::Null)
-}
-
 /// The service accounts the strategy names (permissions and deployments).
 fn service_accounts(csv: &ClusterServiceVersion) -> Vec<String> {
-    let strategy = strategy(csv);
-    let mut names: Vec<String> = Vec::new();
-    for key in ["permissions", "clusterPermissions"] {
-        for p in strategy.get(key).and_then(Value::as_array).into_iter().flatten() {
-            if let Some(sa) = p.get("serviceAccountName").and_then(Value::as_str) {
-                names.push(sa.to_string());
-            }
-        }
-    }
-    for d in strategy.get("deployments").and_then(Value::as_array).into_iter().flatten() {
-        if let Some(sa) = d.pointer("/spec/template/spec/serviceAccountName").and_then(Value::as_str) {
-            names.push(sa.to_string());
+    let strategy = &csv.spec.install.spec;
+    let mut names: Vec<String> = strategy
+        .permissions
+        .iter()
+        .chain(&strategy.cluster_permissions)
+        .map(|p| p.service_account_name.clone())
+        .filter(|sa| !sa.is_empty())
+        .collect();
+    for d in &strategy.deployments {
+        if let Some(sa) = d.spec.template.spec.as_ref().and_then(|s| s.service_account_name.clone()) {
+            names.push(sa);
         }
     }
     names.sort();
@@ -364,17 +375,18 @@ async fn install(
     let labels = json!({OWNER_LABEL: name, OWNER_NAMESPACE_LABEL: ns, OWNER_KIND_LABEL: "ClusterServiceVersion"});
     let namespaced_meta =
         |object_name: &str| json!({"name": object_name, "namespace": ns, "labels": labels, "ownerReferences": [owner]});
-    let strategy = strategy(csv);
+    let strategy = &csv.spec.install.spec;
+    let webhooks = webhooks::registration(&ctx.client, csv, &ns).await?;
     let mut objects = Vec::new();
     for account in service_accounts(csv) {
         objects.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": namespaced_meta(&account)}));
     }
-    for p in strategy.get("permissions").and_then(Value::as_array).into_iter().flatten() {
-        let sa = p.get("serviceAccountName").and_then(Value::as_str).unwrap_or_default();
+    for p in &strategy.permissions {
+        let sa = p.service_account_name.as_str();
         let role = generated_name(&name, sa, "");
         objects.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": namespaced_meta(&role), "rules": p.get("rules").cloned().unwrap_or(json!([])),
+            "metadata": namespaced_meta(&role), "rules": p.rules,
         }));
         objects.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": namespaced_meta(&role),
@@ -382,13 +394,13 @@ async fn install(
             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
         }));
     }
-    for p in strategy.get("clusterPermissions").and_then(Value::as_array).into_iter().flatten() {
-        let sa = p.get("serviceAccountName").and_then(Value::as_str).unwrap_or_default();
+    for p in &strategy.cluster_permissions {
+        let sa = p.service_account_name.as_str();
         let role = generated_name(&name, sa, &ns);
         let meta = json!({"name": role, "labels": labels});
         objects.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": meta, "rules": p.get("rules").cloned().unwrap_or(json!([])),
+            "metadata": meta, "rules": p.rules,
         }));
         objects.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta,
@@ -396,10 +408,12 @@ async fn install(
             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
         }));
     }
-    for d in strategy.get("deployments").and_then(Value::as_array).into_iter().flatten() {
-        let deployment_name =
-            d.get("name").and_then(Value::as_str).ok_or("a deployment of the install strategy has no name")?;
-        let mut spec = d.get("spec").cloned().unwrap_or(json!({}));
+    for d in &strategy.deployments {
+        if d.name.is_empty() {
+            return Err("a deployment of the install strategy has no name".into());
+        }
+        let deployment_name = d.name.as_str();
+        let mut spec = serde_json::to_value(&d.spec).map_err(|e| format!("deployment {deployment_name}: {e}"))?;
         if let Some(template) = spec.get_mut("template").and_then(Value::as_object_mut) {
             let meta = template.entry("metadata").or_insert_with(|| json!({}));
             if let Some(meta) = meta.as_object_mut() {
@@ -411,31 +425,44 @@ async fn install(
                 }
             }
         }
+        if let Some(secret) = webhooks.mounts.get(deployment_name) {
+            webhooks::mount(&mut spec, secret);
+        }
         let mut meta = namespaced_meta(deployment_name);
-        if let Some(extra) = d.get("label").and_then(Value::as_object)
-            && let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut)
-        {
-            l.extend(extra.clone());
+        if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+            l.extend(d.label.iter().map(|(k, v)| (k.clone(), json!(v))));
         }
         objects.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}));
     }
     // OLM's OperatorCondition of the CSV, through which the operator reports e.g.
     // Upgradeable; owned by the CSV.
-    let deployment_names: Vec<Value> = strategy
-        .get("deployments")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|d| d.get("name").cloned())
-        .collect();
+    let deployment_names: Vec<&str> = strategy.deployments.iter().map(|d| d.name.as_str()).collect();
     objects.push(json!({
         "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
         "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [owner]},
         "spec": {"deployments": deployment_names, "serviceAccounts": service_accounts(csv)},
     }));
+    // The webhooks' Services and Secrets are owned by the CSV, their configurations
+    // labelled with it.
+    for mut object in webhooks.objects {
+        let namespaced = matches!(object["kind"].as_str(), Some("Service" | "Secret"));
+        let meta = if namespaced { namespaced_meta("") } else { json!({"labels": labels}) };
+        if let (Some(target), Some(meta)) = (object["metadata"].as_object_mut(), meta.as_object()) {
+            for (key, value) in meta.iter().filter(|(k, _)| k.as_str() != "name") {
+                match (target.get_mut(key).and_then(Value::as_object_mut), value.as_object()) {
+                    (Some(existing), Some(extra)) => existing.extend(extra.clone()),
+                    _ => {
+                        target.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        objects.push(object);
+    }
     for object in &objects {
         ctx.state.resources.apply(&ctx.client, object, &ns).await.map_err(|e| e.to_string())?;
     }
+    webhooks::set_conversions(&ctx.client, &webhooks.conversions).await?;
     Ok(())
 }
 
@@ -456,8 +483,8 @@ fn generated_name(csv: &str, account: &str, namespace: &str) -> String {
 /// The first Deployment of the strategy that is not available yet, as OLM words it.
 fn waiting_deployment(ctx: &Context<ClusterServiceVersion, Olm>, csv: &ClusterServiceVersion) -> Option<String> {
     let ns = csv.namespace().unwrap_or_default();
-    for d in strategy(csv).get("deployments").and_then(Value::as_array).into_iter().flatten() {
-        let name = d.get("name").and_then(Value::as_str).unwrap_or_default();
+    for d in &csv.spec.install.spec.deployments {
+        let name = d.name.as_str();
         let Some(deployment) = ctx.cache.get::<Deployment>(name, Some(&ns)) else {
             return Some(format!("waiting for deployment {name} to become ready: deployment \"{name}\" not found"));
         };
@@ -483,7 +510,8 @@ fn deployment_available(d: &Deployment) -> bool {
 }
 
 /// Deletes the cluster-scoped objects a CSV installed (labelled with its name and
-/// namespace) and its Deployments; the garbage collector removes the rest it owns.
+/// namespace: roles, bindings, webhook configurations) and its Deployments; the garbage
+/// collector removes the rest it owns.
 async fn remove_cluster_objects(
     ctx: &Context<ClusterServiceVersion, Olm>,
     ns: &str,
@@ -498,6 +526,10 @@ async fn remove_cluster_objects(
     bindings.delete_collection(&DeleteParams::default(), &params).await?;
     let roles: Api<ClusterRole> = Api::all(ctx.client.clone());
     roles.delete_collection(&DeleteParams::default(), &params).await?;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(ctx.client.clone());
+    validating.delete_collection(&DeleteParams::default(), &params).await?;
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(ctx.client.clone());
+    mutating.delete_collection(&DeleteParams::default(), &params).await?;
     Ok(())
 }
 

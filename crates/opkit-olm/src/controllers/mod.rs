@@ -1,7 +1,8 @@
 //! OLM's controllers, each an opkit controller in its own module: [`csv`] (the
 //! ClusterServiceVersion's phases and install strategy), [`operator_group`] (target
 //! namespaces), [`catalog_source`] (serving a file-based catalog), [`subscription`]
-//! (resolution into InstallPlans) and [`install_plan`] (creating a plan's resources).
+//! (resolution into InstallPlans), [`install_plan`] (creating a plan's resources) and
+//! [`operator_condition`] (OperatorCondition status, and the `Upgradeable` check).
 //! [`setup`] registers them all on a manager, with the state they share ([`Olm`]).
 
 use std::collections::HashMap;
@@ -15,13 +16,15 @@ use opkit::{Controller, Manager, Request};
 use crate::OlmError;
 use crate::fbc::Catalog;
 use crate::objects::Resources;
-use crate::types::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
+use crate::types::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorCondition, OperatorGroup, Subscription};
 
 pub mod catalog_source;
 pub mod csv;
 pub mod install_plan;
+pub mod operator_condition;
 pub mod operator_group;
 pub mod subscription;
+pub mod webhooks;
 
 /// What OLM's controllers share: resolved kinds and the catalogs read so far.
 #[derive(Default)]
@@ -61,15 +64,25 @@ pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
         // The CSV a new one replaces learns of it, and of its success.
         move |new: &ClusterServiceVersion| -> Vec<Request> {
             let ns = new.namespace().unwrap_or_default();
-            let mut requests: Vec<Request> = new
-                .spec
-                .replaces
-                .iter()
-                .filter(|old| cache.get::<ClusterServiceVersion>(old, Some(&ns)).is_some())
+            let mut requests: Vec<Request> = std::iter::once(&new.spec.replaces)
+                .filter(|old| !old.is_empty() && cache.get::<ClusterServiceVersion>(old, Some(&ns)).is_some())
                 .map(|old| Request::new(old.as_str(), Some(&ns)))
                 .collect();
             requests.push(Request::from_object(new));
             requests
+        }
+    };
+    // The CSVs that replace the one an OperatorCondition is about learn of its changes.
+    let replacing_condition_of = {
+        let cache = cache.clone();
+        move |condition: &OperatorCondition| -> Vec<Request> {
+            let (ns, name) = (condition.namespace().unwrap_or_default(), condition.name_any());
+            cache
+                .list_in::<ClusterServiceVersion>(&ns)
+                .iter()
+                .filter(|c| c.spec.replaces == name)
+                .map(|c| Request::from_object(c.as_ref()))
+                .collect()
         }
     };
     Controller::new(mgr, csv::reconcile)
@@ -79,8 +92,11 @@ pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
         .watches::<OperatorGroup>(move |g| on_group(&g.namespace().unwrap_or_default()))
         .watches::<CustomResourceDefinition>(pending_csvs)
         .watches::<ClusterServiceVersion>(replacing)
+        .watches::<OperatorCondition>(replacing_condition_of)
         .max_concurrent_reconciles(4)
         .build()?;
+
+    Controller::new(mgr, operator_condition::reconcile).named("operatorcondition").with_state(olm.clone()).build()?;
 
     Controller::new(mgr, operator_group::reconcile).named("operatorgroup").with_state(olm.clone()).build()?;
 

@@ -19,8 +19,8 @@ use super::{Olm, csv, now};
 use crate::fbc::{Bundle, Catalog, Gvk};
 use crate::resolve;
 use crate::types::{
-    CatalogSource, ClusterServiceVersion, InstallPlan, InstallPlanSpec, InstallPlanStatus, Step, StepResource,
-    Subscription,
+    CatalogSource, ClusterServiceVersion, Condition, InstallPlan, InstallPlanSpec, InstallPlanStatus, Step,
+    StepResource, Subscription,
 };
 
 /// Subscription state: an InstallPlan is being installed or waits for approval.
@@ -83,9 +83,7 @@ pub async fn reconcile(ctx: Context<Subscription, Olm>) -> ReconcileResult {
                 let message = plan
                     .as_ref()
                     .and_then(|p| p.status.as_ref())
-                    .and_then(|s| {
-                        s.conditions.iter().find_map(|c| c.get("message").and_then(Value::as_str).map(str::to_string))
-                    })
+                    .and_then(|s| s.conditions.iter().find_map(|c| c.message.clone()))
                     .unwrap_or_default();
                 status.state = Some(STATE_UPGRADE_FAILED.into());
                 remove_condition(&mut status.conditions, "InstallPlanPending");
@@ -195,38 +193,32 @@ async fn write_status(
 
 /// Sets a condition (type, status, reason, message), keeping its transition time when
 /// its status does not change.
-fn set_condition(conditions: &mut Vec<Value>, type_: &str, status: &str, reason: &str, message: &str) {
-    let existing = conditions.iter_mut().find(|c| c.get("type").and_then(Value::as_str) == Some(type_));
-    let mut condition = json!({"type": type_, "status": status, "reason": reason});
-    if !message.is_empty() {
-        condition["message"] = json!(message);
-    }
-    match existing {
-        Some(c) => {
-            let same_status = c.get("status").and_then(Value::as_str) == Some(status);
-            let time = if same_status { c.get("lastTransitionTime").cloned() } else { None };
-            condition["lastTransitionTime"] = time.unwrap_or_else(|| json!(now()));
-            let mut old = c.clone();
-            if let Some(o) = old.as_object_mut() {
-                o.remove("lastTransitionTime");
-            }
-            let mut new = condition.clone();
-            if let Some(n) = new.as_object_mut() {
-                n.remove("lastTransitionTime");
-            }
-            if old != new {
-                *c = condition;
+fn set_condition(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str) {
+    let mut condition = Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: (!message.is_empty()).then(|| message.to_string()),
+        ..Condition::default()
+    };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(existing) => {
+            let same_status = existing.status == status;
+            let time = if same_status { existing.last_transition_time.clone() } else { None };
+            condition.last_transition_time = Some(time.unwrap_or_else(now));
+            if *existing != condition {
+                *existing = condition;
             }
         }
         None => {
-            condition["lastTransitionTime"] = json!(now());
+            condition.last_transition_time = Some(now());
             conditions.push(condition);
         }
     }
 }
 
-fn remove_condition(conditions: &mut Vec<Value>, type_: &str) {
-    conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some(type_));
+fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
+    conditions.retain(|c| c.type_ != type_);
 }
 
 /// The APIs the cluster's CRDs serve.
