@@ -99,7 +99,7 @@ pub fn log_line(level: LogEvents, verbosity: u32, event: &JobEvent) -> Option<Ev
         LogEvents::Everything => line("", false, &[("EventData", Some(&Value::Object(data.clone())))]),
         LogEvents::Tasks => {
             let task = data.get("task")?;
-            let action = event.task_action();
+            let action = short_action(event.task_action());
             if verbosity > 0 {
                 return line("", false, &[]);
             }
@@ -124,6 +124,12 @@ pub fn log_line(level: LogEvents, verbosity: u32, event: &JobEvent) -> Option<Ev
             }
         }
     }
+}
+
+/// A builtin module's short name (`ansible.builtin.debug` → `debug`), as roles name
+/// `debug` and `set_fact` either way.
+fn short_action(action: &str) -> &str {
+    action.strip_prefix("ansible.builtin.").or_else(|| action.strip_prefix("ansible.legacy.")).unwrap_or(action)
 }
 
 /// Logs what `level` logs of `event` (logger `logging_event_handler`).
@@ -156,6 +162,7 @@ mod tests {
         let fact = event("playbook_on_task_start", json!({"task": "f", "name": "f", "task_action": "set_fact"}));
         let ok = event("runner_on_ok", json!({"task": "create", "task_action": "k8s"}));
         let debug = event("runner_on_ok", json!({"task": "d", "task_action": "debug", "task_args": "msg=hi"}));
+        let fqcn = event("playbook_on_task_start", json!({"task": "d", "name": "d", "task_action": "ansible.builtin.debug"}));
         let failed = event(
             "runner_on_failed",
             json!({"task": "boom", "task_action": "fail", "task_args": "msg=no", "task_path": "/r/tasks/main.yml:3"}),
@@ -165,7 +172,7 @@ mod tests {
         let tasks = |e: &JobEvent| log_line(LogEvents::Tasks, 0, e);
         let start_line = tasks(&start).expect("task start");
         assert_eq!((start_line.message, start_line.fields["EventData.Name"].clone()), ("[playbook task start]", json!("create")));
-        assert!(tasks(&fact).is_none() && tasks(&ok).is_none() && tasks(&stats).is_none());
+        assert!(tasks(&fact).is_none() && tasks(&ok).is_none() && tasks(&stats).is_none() && tasks(&fqcn).is_none());
         assert_eq!(tasks(&debug).expect("debug").fields["EventData.TaskArgs"], "msg=hi");
         let failed_line = tasks(&failed).expect("failed");
         assert!(failed_line.error);

@@ -121,7 +121,7 @@ async fn events_metrics_and_task_logs_come_from_the_role_as_it_runs() {
     .await;
     assert!(waiting.contains("INFO") && waiting.contains("gvk=\"test.opkit.dev/v1, Kind=Probe\""), "{waiting}");
     let lines = event_lines(name);
-    assert!(lines.iter().any(|l| l.contains("[playbook debug]") && l.contains("size is {{ size }}")), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.contains("[playbook debug]") && l.contains("size is 2")), "{lines:#?}");
     assert!(!lines.iter().any(|l| l.contains("playbook_on_stats")), "the run has not ended: {lines:#?}");
     assert!(
         !lines.iter().any(|l| l.contains("[playbook task start]") && l.contains("say the size")),
