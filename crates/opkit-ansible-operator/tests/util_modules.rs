@@ -93,11 +93,11 @@ async fn create_probe(env: &TestEnv, name: &str, spec: Value) -> Api<DynamicObje
     api
 }
 
-/// Waits until the Probe's last run (of generation `generation`) succeeded.
-async fn wait_successful(api: &Api<DynamicObject>, name: &str, generation: i64) -> DynamicObject {
+/// Waits until the Probe's run for `size` succeeded (the role reports the size last).
+async fn wait_successful(api: &Api<DynamicObject>, name: &str, size: i64) -> DynamicObject {
     let done = move |o: Option<&DynamicObject>| {
         o.is_some_and(|o| {
-            o.metadata.generation == Some(generation)
+            o.data.pointer("/status/size").and_then(Value::as_i64) == Some(size)
                 && o.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| {
                     cs.iter().any(|c| c["type"] == "Running" && c["reason"] == "Successful" && c["status"] == "True")
                 })
@@ -148,12 +148,12 @@ async fn events_metrics_and_task_logs_come_from_the_role_as_it_runs() {
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     let go: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("{name}-go")}})).expect("cm");
     configmaps.create(&PostParams::default(), &go).await.expect("the go signal");
-    wait_successful(&probes, name, 1).await;
+    wait_successful(&probes, name, 2).await;
 
     // A second run counts the Event up and updates every metric.
     let patch = json!({"spec": {"size": 3}});
     probes.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("resize");
-    wait_successful(&probes, name, 2).await;
+    wait_successful(&probes, name, 3).await;
     let counted = |e: Option<&Event>| e.and_then(|e| e.count) == Some(2);
     let event =
         wait_for(&events, &format!("{name}-reconciled"), "to count 2", counted, WAIT).await.expect("counted").expect("event");
