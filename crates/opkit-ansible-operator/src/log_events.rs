@@ -162,7 +162,8 @@ mod tests {
         let fact = event("playbook_on_task_start", json!({"task": "f", "name": "f", "task_action": "set_fact"}));
         let ok = event("runner_on_ok", json!({"task": "create", "task_action": "k8s"}));
         let debug = event("runner_on_ok", json!({"task": "d", "task_action": "debug", "task_args": "msg=hi"}));
-        let fqcn = event("playbook_on_task_start", json!({"task": "d", "name": "d", "task_action": "ansible.builtin.debug"}));
+        let fqcn =
+            event("playbook_on_task_start", json!({"task": "d", "name": "d", "task_action": "ansible.builtin.debug"}));
         let failed = event(
             "runner_on_failed",
             json!({"task": "boom", "task_action": "fail", "task_args": "msg=no", "task_path": "/r/tasks/main.yml:3"}),
@@ -171,7 +172,10 @@ mod tests {
 
         let tasks = |e: &JobEvent| log_line(LogEvents::Tasks, 0, e);
         let start_line = tasks(&start).expect("task start");
-        assert_eq!((start_line.message, start_line.fields["EventData.Name"].clone()), ("[playbook task start]", json!("create")));
+        assert_eq!(
+            (start_line.message, start_line.fields["EventData.Name"].clone()),
+            ("[playbook task start]", json!("create"))
+        );
         assert!(tasks(&fact).is_none() && tasks(&ok).is_none() && tasks(&stats).is_none() && tasks(&fqcn).is_none());
         assert_eq!(tasks(&debug).expect("debug").fields["EventData.TaskArgs"], "msg=hi");
         let failed_line = tasks(&failed).expect("failed");

@@ -621,7 +621,11 @@ fn cache_hit(body: Vec<u8>) -> http::Response<Body> {
 
 /// A plain-text response, as Go's `http.Error` writes.
 fn plain_response(code: StatusCode, message: &str) -> http::Response<Body> {
-    let mut response = http::Response::new(Body::from(if message.is_empty() { Vec::new() } else { format!("{message}\n").into_bytes() }));
+    let mut response = http::Response::new(Body::from(if message.is_empty() {
+        Vec::new()
+    } else {
+        format!("{message}\n").into_bytes()
+    }));
     *response.status_mut() = code;
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response

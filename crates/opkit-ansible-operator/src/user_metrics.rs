@@ -192,7 +192,8 @@ impl UserMetrics {
     /// Creates the metric on first use and applies the change (ansible-operator's
     /// `HandleUserMetric`).
     pub fn handle(&self, metric: &UserMetric) -> Result<(), UserMetricError> {
-        let given = [metric.counter.is_some(), metric.gauge.is_some(), metric.histogram.is_some(), metric.summary.is_some()];
+        let given =
+            [metric.counter.is_some(), metric.gauge.is_some(), metric.histogram.is_some(), metric.summary.is_some()];
         match given.iter().filter(|g| **g).count() {
             0 => return Err(UserMetricError::NoMetric),
             1 => {}
@@ -306,15 +307,24 @@ mod tests {
     fn every_type_is_created_changed_and_served() {
         let registry = opkit::metrics::Metrics::new();
         let metrics = UserMetrics::new(registry.clone());
-        let counter = json!({"name": "things_total", "description": "Things", "counter": {"increment": true, "add": null}});
+        let counter =
+            json!({"name": "things_total", "description": "Things", "counter": {"increment": true, "add": null}});
         metrics.handle(&metric(counter.clone())).expect("counter");
         metrics.handle(&metric(counter)).expect("counter again");
-        metrics.handle(&metric(json!({"name": "things_total", "description": "Things", "counter": {"add": 0.5}}))).expect("add");
+        metrics
+            .handle(&metric(json!({"name": "things_total", "description": "Things", "counter": {"add": 0.5}})))
+            .expect("add");
         metrics.handle(&metric(json!({"name": "level", "description": "Level", "gauge": {"set": 7}}))).expect("gauge");
-        metrics.handle(&metric(json!({"name": "level", "description": "Level", "gauge": {"decrement": true}}))).expect("dec");
+        metrics
+            .handle(&metric(json!({"name": "level", "description": "Level", "gauge": {"decrement": true}})))
+            .expect("dec");
         for v in [0.2, 3.0] {
-            metrics.handle(&metric(json!({"name": "took", "description": "Took", "histogram": {"observe": v}}))).expect("histogram");
-            metrics.handle(&metric(json!({"name": "sizes", "description": "Sizes", "summary": {"observe": v}}))).expect("summary");
+            metrics
+                .handle(&metric(json!({"name": "took", "description": "Took", "histogram": {"observe": v}})))
+                .expect("histogram");
+            metrics
+                .handle(&metric(json!({"name": "sizes", "description": "Sizes", "summary": {"observe": v}})))
+                .expect("summary");
         }
         let text = registry.encode();
         assert!(text.contains("# TYPE things_total counter\nthings_total 2.5\n"), "{text}");
@@ -333,7 +343,10 @@ mod tests {
         assert_eq!(metrics.handle(&metric(both)), Err(UserMetricError::SeveralMetrics));
         metrics.handle(&metric(json!({"name": "c", "description": "C", "counter": {}}))).expect("counter");
         let as_gauge = metrics.handle(&metric(json!({"name": "c", "description": "C", "gauge": {"set": 1}})));
-        assert_eq!(as_gauge.expect_err("type change").to_string(), "cannot change metric type of c, which is a counter");
+        assert_eq!(
+            as_gauge.expect_err("type change").to_string(),
+            "cannot change metric type of c, which is a counter"
+        );
         let negative = metrics.handle(&metric(json!({"name": "c", "description": "C", "counter": {"add": -1}})));
         assert_eq!(negative, Err(UserMetricError::CounterDecrease));
         let bad = metrics.handle(&metric(json!({"name": "a-b", "description": "", "gauge": {}})));

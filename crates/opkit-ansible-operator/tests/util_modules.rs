@@ -103,7 +103,10 @@ async fn wait_successful(api: &Api<DynamicObject>, name: &str, size: i64) -> Dyn
                 })
         })
     };
-    wait_for_with(api, &probes(), name, "to be reconciled", done, WAIT).await.expect("the run succeeds").expect("exists")
+    wait_for_with(api, &probes(), name, "to be reconciled", done, WAIT)
+        .await
+        .expect("the run succeeds")
+        .expect("exists")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,8 +158,10 @@ async fn events_metrics_and_task_logs_come_from_the_role_as_it_runs() {
     probes.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("resize");
     wait_successful(&probes, name, 3).await;
     let counted = |e: Option<&Event>| e.and_then(|e| e.count) == Some(2);
-    let event =
-        wait_for(&events, &format!("{name}-reconciled"), "to count 2", counted, WAIT).await.expect("counted").expect("event");
+    let event = wait_for(&events, &format!("{name}-reconciled"), "to count 2", counted, WAIT)
+        .await
+        .expect("counted")
+        .expect("event");
     assert_eq!(event.message.as_deref(), Some("Reconciled with size 3"));
     assert!(event.first_timestamp.is_some());
     let metrics = operator.metrics.encode();
@@ -165,7 +170,10 @@ async fn events_metrics_and_task_logs_come_from_the_role_as_it_runs() {
     assert!(metrics.contains("# TYPE probe_size_histogram histogram\n"), "{metrics}");
     assert!(metrics.contains("probe_size_histogram_bucket{le=\"2.5\"} 1\n"), "{metrics}");
     assert!(metrics.contains("probe_size_histogram_count 2\n"), "{metrics}");
-    assert!(metrics.contains("probe_size_summary_sum 5.0\n") && metrics.contains("probe_size_summary_count 2\n"), "{metrics}");
+    assert!(
+        metrics.contains("probe_size_summary_sum 5.0\n") && metrics.contains("probe_size_summary_count 2\n"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,7 +189,9 @@ async fn everything_logs_every_event_and_nothing_logs_none() {
             LogEvents::Everything => {
                 for event_type in ["playbook_on_start", "playbook_on_task_start", "runner_on_ok", "playbook_on_stats"] {
                     assert!(
-                        lines.iter().any(|l| l.contains(&format!("event_type=\"{event_type}\"")) && l.contains("EventData")),
+                        lines
+                            .iter()
+                            .any(|l| l.contains(&format!("event_type=\"{event_type}\"")) && l.contains("EventData")),
                         "{event_type}: {lines:#?}"
                     );
                 }
