@@ -209,5 +209,5 @@ async fn make_test_kuttl_passes_against_the_scaffolded_operator() {
     let env = TestEnv::start().await.expect("testenv");
     let _operator = install_and_run(&env, &project).await;
     let out = make(&project, Some(env.kubeconfig_path()), &["test-kuttl"]);
-    assert!(out.contains("memcached"), "the scaffolded case ran:\n{out}");
+    assert!(out.contains("--- PASS: kuttl/harness/memcached"), "the scaffolded case ran and passed:\n{out}");
 }
