@@ -211,3 +211,16 @@ async fn make_test_kuttl_passes_against_the_scaffolded_operator() {
     let out = make(&project, Some(env.kubeconfig_path()), &["test-kuttl"]);
     assert!(out.contains("--- PASS: kuttl/harness/memcached"), "the scaffolded case ran and passed:\n{out}");
 }
+
+/// `--ansible-log-events` takes Tasks, Everything or Nothing (in any case) and names them
+/// when given something else, before reaching a cluster.
+#[test]
+fn ansible_log_events_names_its_values() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut cmd = command(OPKIT, tmp.path(), None);
+    cmd.args(["ansible-operator", "--ansible-log-events", "some"]);
+    let out = cmd.output().expect("opkit runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--ansible-log-events: \"some\" is not one of Tasks, Everything, Nothing"), "{stderr}");
+}
