@@ -45,6 +45,10 @@ const COLLECTION_FILES: &[(&str, &str)] = &[
     ("README.md", include_str!("../collections/ansible_collections/operator_sdk/util/README.md")),
     ("meta/runtime.yml", include_str!("../collections/ansible_collections/operator_sdk/util/meta/runtime.yml")),
     (
+        "plugins/module_utils/client.py",
+        include_str!("../collections/ansible_collections/operator_sdk/util/plugins/module_utils/client.py"),
+    ),
+    (
         "plugins/modules/k8s_status.py",
         include_str!("../collections/ansible_collections/operator_sdk/util/plugins/modules/k8s_status.py"),
     ),

@@ -61,6 +61,17 @@ async fn start_operator(env: &TestEnv, inject_owner_ref: bool) -> ProxyOperator 
     ProxyOperator { proxy, cache, metrics, _stop: stop.drop_guard(), _runner_dir: runner_dir }
 }
 
+/// The Memcached `default/owner` with `uid`, as a run's kubeconfig names it.
+fn memcached_owner(uid: &str) -> NamespacedOwner {
+    NamespacedOwner {
+        api_version: "cache.example.com/v1alpha1".into(),
+        kind: "Memcached".into(),
+        name: "owner".into(),
+        uid: uid.into(),
+        namespace: "default".into(),
+    }
+}
+
 /// A client as a run of `owner` has it: the proxy's kubeconfig, the owner as the user.
 async fn run_client(owner: &NamespacedOwner, proxy: &ProxyGuard) -> Client {
     let kubeconfig: kube::config::Kubeconfig =
@@ -75,13 +86,7 @@ async fn run_client(owner: &NamespacedOwner, proxy: &ProxyGuard) -> Client {
 async fn without_inject_owner_ref_creates_are_forwarded_as_they_are() {
     let env = TestEnv::start().await.expect("testenv");
     let operator = start_operator(&env, false).await;
-    let owner = NamespacedOwner {
-        api_version: "cache.example.com/v1alpha1".into(),
-        kind: "Memcached".into(),
-        name: "owner".into(),
-        uid: "0b1c5e1e-0000-4000-8000-000000000001".into(),
-        namespace: "default".into(),
-    };
+    let owner = memcached_owner("0b1c5e1e-0000-4000-8000-000000000001");
     let configmaps: Api<ConfigMap> = Api::namespaced(run_client(&owner, &operator.proxy).await, "default");
     let created = configmaps
         .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "plain"}})).expect("cm"))
@@ -110,13 +115,7 @@ async fn the_proxy_injects_owners_and_serves_cached_reads() {
     let owner = memcacheds.create(&PostParams::default(), &owner).await.expect("create the owner");
 
     // A client as a run has it: the proxy's kubeconfig, the owner as the user.
-    let run_owner = NamespacedOwner {
-        api_version: "cache.example.com/v1alpha1".into(),
-        kind: "Memcached".into(),
-        name: "owner".into(),
-        uid: owner.uid().expect("uid"),
-        namespace: "default".into(),
-    };
+    let run_owner = memcached_owner(&owner.uid().expect("uid"));
     let run_client = run_client(&run_owner, proxy).await;
 
     // Created in the owner's namespace: owned by it.
@@ -219,13 +218,7 @@ async fn the_proxy_injects_owners_and_serves_cached_reads() {
 async fn the_proxy_takes_user_metrics() {
     let env = TestEnv::start().await.expect("testenv");
     let operator = start_operator(&env, true).await;
-    let owner = NamespacedOwner {
-        api_version: "cache.example.com/v1alpha1".into(),
-        kind: "Memcached".into(),
-        name: "owner".into(),
-        uid: "0b1c5e1e-0000-4000-8000-000000000002".into(),
-        namespace: "default".into(),
-    };
+    let owner = memcached_owner("0b1c5e1e-0000-4000-8000-000000000002");
     let client = run_client(&owner, &operator.proxy).await;
     let post = |body: serde_json::Value| {
         http::Request::post("/metrics")

@@ -30,24 +30,17 @@ fn tutorial_role() -> PathBuf {
         .join("../opkit-ansible-operator/tests/fixtures/memcached-operator/roles/memcached")
 }
 
+/// `opkit create api` of the tutorial's Memcached kind.
+const CREATE_API: &[&str] =
+    &["create", "api", "--plugins", "ansible", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"];
+
 /// `opkit init --plugins ansible` and `opkit create api` of the tutorial's Memcached kind
 /// (with `flags`, e.g. `--generate-role`) in `tmp/memcached-operator`.
 fn scaffold(tmp: &Path, flags: &[&str]) -> PathBuf {
     let project = tmp.join("memcached-operator");
     std::fs::create_dir(&project).expect("project dir");
     opkit(&project, None, &["init", "--plugins", "ansible", "--domain", "example.com"]);
-    let mut create_api = vec![
-        "create",
-        "api",
-        "--plugins",
-        "ansible",
-        "--group",
-        "cache",
-        "--version",
-        "v1alpha1",
-        "--kind",
-        "Memcached",
-    ];
+    let mut create_api = CREATE_API.to_vec();
     create_api.extend_from_slice(flags);
     opkit(&project, None, &create_api);
     project
@@ -141,18 +134,7 @@ fn init_and_create_api_write_operator_sdks_ansible_layout() {
 
     // A second create api of the same kind is refused, naming it.
     let mut again = command(OPKIT, &project, None);
-    again.args([
-        "create",
-        "api",
-        "--plugins",
-        "ansible",
-        "--group",
-        "cache",
-        "--version",
-        "v1alpha1",
-        "--kind",
-        "Memcached",
-    ]);
+    again.args(CREATE_API);
     let out = again.output().expect("opkit runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Kind=Memcached already exists in watches.yaml"));

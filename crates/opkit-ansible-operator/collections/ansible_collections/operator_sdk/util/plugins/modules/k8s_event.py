@@ -50,10 +50,10 @@ EXAMPLES = r"""
 """
 
 import datetime
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.operator_sdk.util.plugins.module_utils.client import dynamic_client
 
 
 def now():
@@ -80,17 +80,11 @@ def main():
     )
     p = module.params
     try:
-        from kubernetes import client, config, dynamic
         from kubernetes.dynamic.exceptions import NotFoundError
     except ImportError as e:
         module.fail_json(msg="the kubernetes Python client is required: %s" % e)
-    kubeconfig = p["kubeconfig"] or os.environ.get("K8S_AUTH_KUBECONFIG") or os.environ.get("KUBECONFIG")
+    dyn = dynamic_client(module)
     try:
-        if kubeconfig or os.path.exists(os.path.expanduser("~/.kube/config")):
-            config.load_kube_config(config_file=kubeconfig, context=p["context"])
-        else:
-            config.load_incluster_config()
-        dyn = dynamic.DynamicClient(client.ApiClient())
         events = dyn.resources.get(api_version="v1", kind="Event")
     except Exception as e:  # the client raises many kinds
         module.fail_json(msg="Unable to reach the API server: %s" % e)
