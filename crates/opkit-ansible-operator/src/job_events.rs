@@ -1,9 +1,11 @@
 //! The job events `ansible-runner` writes for a run (`artifacts/<ident>/job_events/*.json`,
 //! the same events operator-sdk receives over its event API): the final
 //! `playbook_on_stats` counts and the messages of failed tasks (`runner_on_failed` not
-//! ignored nor rescued; `res.msg`, else `unknown playbook failure`).
+//! ignored nor rescued; `res.msg`, else `unknown playbook failure`). [`EventFollower`]
+//! reads them while the run writes them.
 
-use std::path::Path;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -97,27 +99,6 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    /// Reads the events of the run in `artifact_dir` (`artifacts/<ident>`).
-    pub fn read(artifact_dir: &Path) -> std::io::Result<RunSummary> {
-        let dir = artifact_dir.join("job_events");
-        let mut events = Vec::new();
-        if dir.is_dir() {
-            for entry in std::fs::read_dir(&dir)? {
-                let path = entry?.path();
-                if path.extension().is_none_or(|e| e != "json") {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&path)?;
-                match serde_json::from_str::<JobEvent>(&text) {
-                    Ok(event) => events.push(event),
-                    Err(e) => tracing::warn!(file = %path.display(), error = %e, "skipping an unreadable job event"),
-                }
-            }
-        }
-        events.sort_by_key(|e| e.counter);
-        Ok(RunSummary::from_events(events))
-    }
-
     /// Summarises `events` (in order).
     pub fn from_events(events: Vec<JobEvent>) -> RunSummary {
         let mut summary = RunSummary::default();
@@ -161,6 +142,86 @@ impl RunSummary {
     }
 }
 
+/// Follows a run's `job_events/` directory while ansible-runner writes it, handing out
+/// each event once, in the run's order (by `counter`).
+#[derive(Debug)]
+pub struct EventFollower {
+    dir: PathBuf,
+    /// Files already read.
+    seen: HashSet<PathBuf>,
+    /// Events read but not handed out (a lower counter is still missing).
+    pending: BTreeMap<i64, JobEvent>,
+    /// The counter handed out next.
+    next: i64,
+    /// Every event handed out, in order.
+    events: Vec<JobEvent>,
+}
+
+impl EventFollower {
+    /// Follows `artifact_dir/job_events` (it need not exist yet).
+    pub fn new(artifact_dir: &Path) -> EventFollower {
+        EventFollower {
+            dir: artifact_dir.join("job_events"),
+            seen: HashSet::new(),
+            pending: BTreeMap::new(),
+            next: 1,
+            events: Vec::new(),
+        }
+    }
+
+    /// The events written since the last call that follow the ones handed out. A file
+    /// still being written (not yet valid JSON) is read again next time.
+    pub fn poll(&mut self) -> Vec<JobEvent> {
+        self.read(false);
+        let mut out = Vec::new();
+        while let Some(event) = self.pending.remove(&self.next) {
+            self.next += 1;
+            out.push(event);
+        }
+        self.events.extend(out.iter().cloned());
+        out
+    }
+
+    /// After the run: every event not handed out yet, in order.
+    pub fn finish(&mut self) -> Vec<JobEvent> {
+        self.read(true);
+        let out: Vec<JobEvent> = std::mem::take(&mut self.pending).into_values().collect();
+        if let Some(last) = out.last() {
+            self.next = last.counter + 1;
+        }
+        self.events.extend(out.iter().cloned());
+        out
+    }
+
+    /// What every event handed out says.
+    pub fn summary(&self) -> RunSummary {
+        RunSummary::from_events(self.events.clone())
+    }
+
+    fn read(&mut self, last: bool) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if !name.ends_with(".json") || name.ends_with("-partial.json") || self.seen.contains(&path) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else { continue };
+            match serde_json::from_str::<JobEvent>(&text) {
+                Ok(event) => {
+                    self.seen.insert(path);
+                    self.pending.insert(event.counter, event);
+                }
+                Err(e) if last => {
+                    self.seen.insert(path.clone());
+                    tracing::warn!(file = %path.display(), error = %e, "skipping an unreadable job event");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
 /// ansible-runner's `created` (`2024-01-02T03:04:05.123456`, UTC) as operator-sdk writes
 /// `completion` (`…+00:00`).
 fn completion_time(created: &str) -> String {
@@ -201,5 +262,31 @@ mod tests {
         assert_eq!((result.ok, result.changed, result.skipped, result.failures), (3, 1, 0, 2));
         assert_eq!(result.completion, "2026-01-02T03:04:05.5+00:00");
         assert!(!summary.succeeded());
+    }
+
+    #[test]
+    fn the_follower_hands_out_events_once_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let events = dir.path().join("job_events");
+        let mut follower = EventFollower::new(dir.path());
+        assert!(follower.poll().is_empty(), "no directory yet");
+        std::fs::create_dir_all(&events).expect("job_events");
+        let write = |counter: i64, name: &str| {
+            let text = json!({"counter": counter, "event": name, "event_data": {}}).to_string();
+            std::fs::write(events.join(format!("{counter}-u{counter}.json")), text).expect("write");
+        };
+        write(2, "runner_on_ok");
+        std::fs::write(events.join("u3-partial.json"), "{}").expect("partial");
+        assert!(follower.poll().is_empty(), "1 is missing");
+        write(1, "playbook_on_start");
+        std::fs::write(events.join("3-u3.json"), "{\"counter\": 3, \"ev").expect("half written");
+        let got: Vec<i64> = follower.poll().iter().map(|e| e.counter).collect();
+        assert_eq!(got, vec![1, 2]);
+        write(3, "runner_on_failed");
+        write(5, "playbook_on_stats");
+        assert_eq!(follower.poll().iter().map(|e| e.counter).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(follower.finish().iter().map(|e| e.counter).collect::<Vec<_>>(), vec![5]);
+        assert!(follower.poll().is_empty());
+        assert_eq!(follower.summary().events.len(), 4);
     }
 }

@@ -6,8 +6,11 @@
 //! the run's job events ([`job_events`]) and writes operator-sdk's status conditions
 //! ([`status`]). The run's Kubernetes modules talk to the API server through a local
 //! proxy ([`proxy`]) that adds owner references to what they create, watches those kinds
-//! and answers reads from the cache. opkit's own `operator_sdk.util` collection (its
-//! `k8s_status` module, [`install_collection`]) is passed to every run.
+//! and answers reads from the cache, and takes the user metrics roles send
+//! ([`user_metrics`]). Job events are read while a run goes and logged per
+//! `--ansible-log-events` ([`log_events`]). opkit's own `operator_sdk.util` collection
+//! (`k8s_status`, `k8s_event`, `osdk_metric`, `requeue_after`; [`install_collection`]) is
+//! passed to every run.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,12 +24,14 @@
 //! ```
 
 pub mod job_events;
+pub mod log_events;
 pub mod metrics;
 pub mod paramconv;
 pub mod proxy;
 pub mod reconciler;
 pub mod runner;
 pub mod status;
+pub mod user_metrics;
 pub mod watches;
 
 use std::path::{Path, PathBuf};
@@ -40,8 +45,20 @@ const COLLECTION_FILES: &[(&str, &str)] = &[
     ("README.md", include_str!("../collections/ansible_collections/operator_sdk/util/README.md")),
     ("meta/runtime.yml", include_str!("../collections/ansible_collections/operator_sdk/util/meta/runtime.yml")),
     (
+        "plugins/module_utils/client.py",
+        include_str!("../collections/ansible_collections/operator_sdk/util/plugins/module_utils/client.py"),
+    ),
+    (
         "plugins/modules/k8s_status.py",
         include_str!("../collections/ansible_collections/operator_sdk/util/plugins/modules/k8s_status.py"),
+    ),
+    (
+        "plugins/modules/k8s_event.py",
+        include_str!("../collections/ansible_collections/operator_sdk/util/plugins/modules/k8s_event.py"),
+    ),
+    (
+        "plugins/modules/osdk_metric.py",
+        include_str!("../collections/ansible_collections/operator_sdk/util/plugins/modules/osdk_metric.py"),
     ),
     (
         "plugins/modules/requeue_after.py",

@@ -13,6 +13,11 @@
 //!   on creation nor on status-only updates (operator-lib's `DependentPredicate`);
 //! - answers `GET`s of watched kinds (single objects, and lists with at most a label
 //!   selector) from the operator's cache (`X-Cache: HIT`), forwarding misses.
+//!
+//! It also serves ansible-operator's own API: `POST /metrics` creates or updates a
+//! user metric ([`crate::user_metrics`], what the `osdk_metric` module sends), here and on
+//! the metrics-only listener ([`ApiProxy::start_metrics_api`], ansible-operator's
+//! `localhost:5050`).
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -34,6 +39,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::OperatorError;
+use crate::user_metrics::{UserMetric, UserMetrics};
 use crate::watches::GroupVersionKind;
 
 /// Annotation naming a dependent's owner (`namespace/name`), as operator-lib writes it.
@@ -150,17 +156,21 @@ pub struct ApiProxy {
     cached: Mutex<HashMap<String, Arc<Informer<DynamicObject>>>>,
     /// Whether creates get the owner reference (or annotations) and dependent watches.
     inject_owner_ref: bool,
+    /// Where `POST /metrics` registers user metrics.
+    user_metrics: UserMetrics,
     shutdown: CancellationToken,
 }
 
 impl ApiProxy {
     /// A proxy forwarding with `client` and reading from `cache` (the manager's); with
-    /// `inject_owner_ref` false (`--inject-owner-ref=false`) creates are forwarded as they are.
+    /// `inject_owner_ref` false (`--inject-owner-ref=false`) creates are forwarded as they
+    /// are. User metrics go to `user_metrics`.
     pub fn new(
         client: kube::Client,
         cache: opkit::Cache,
         shutdown: CancellationToken,
         inject_owner_ref: bool,
+        user_metrics: UserMetrics,
     ) -> Arc<ApiProxy> {
         Arc::new(ApiProxy {
             client,
@@ -170,6 +180,7 @@ impl ApiProxy {
             dependents: Mutex::new(HashSet::new()),
             cached: Mutex::new(HashMap::new()),
             inject_owner_ref,
+            user_metrics,
             shutdown,
         })
     }
@@ -205,6 +216,21 @@ impl ApiProxy {
     /// Listens on `address` (port 0: any free port) and serves until the shutdown token
     /// is cancelled; returns the address it listens on.
     pub async fn start(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
+        let bound = self.serve(address, false).await?;
+        tracing::info!(address = %bound, "the ansible API proxy listens");
+        Ok(bound)
+    }
+
+    /// Listens on `address` for ansible-operator's metrics API only (`POST /metrics`,
+    /// where operator-sdk's `osdk_metric` module sends by default, `localhost:5050`);
+    /// returns the address it listens on.
+    pub async fn start_metrics_api(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
+        let bound = self.serve(address, true).await?;
+        tracing::info!(address = %bound, "Starting to serve metrics listener");
+        Ok(bound)
+    }
+
+    async fn serve(self: &Arc<Self>, address: SocketAddr, metrics_only: bool) -> Result<SocketAddr, OperatorError> {
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .map_err(|source| OperatorError::ProxyListen { address: address.to_string(), source })?;
@@ -223,7 +249,7 @@ impl ApiProxy {
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let proxy = proxy.clone();
-                        async move { Ok::<_, Infallible>(proxy.handle(req).await) }
+                        async move { Ok::<_, Infallible>(proxy.handle(req, metrics_only).await) }
                     });
                     let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
                     if let Err(e) = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await {
@@ -232,16 +258,39 @@ impl ApiProxy {
                 });
             }
         });
-        tracing::info!(address = %bound, "the ansible API proxy listens");
         Ok(bound)
     }
 
-    async fn handle(&self, req: http::Request<hyper::body::Incoming>) -> http::Response<Body> {
+    /// ansible-operator's metrics API: `POST /metrics` with a [`UserMetric`].
+    fn user_metric(&self, method: &Method, body: &[u8]) -> http::Response<Body> {
+        if method != Method::POST {
+            return plain_response(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed");
+        }
+        let metric: UserMetric = match serde_json::from_slice(body) {
+            Ok(metric) => metric,
+            Err(e) => return plain_response(StatusCode::BAD_REQUEST, &e.to_string()),
+        };
+        match self.user_metrics.handle(&metric) {
+            Ok(()) => plain_response(StatusCode::OK, ""),
+            Err(e) => {
+                tracing::info!(metric = metric.name, error = %e, "refusing a user metric");
+                plain_response(StatusCode::BAD_REQUEST, &e.to_string())
+            }
+        }
+    }
+
+    async fn handle(&self, req: http::Request<hyper::body::Incoming>, metrics_only: bool) -> http::Response<Body> {
         let (parts, incoming) = req.into_parts();
         let body = match incoming.collect().await {
             Ok(collected) => collected.to_bytes(),
             Err(e) => return status_response(StatusCode::BAD_REQUEST, &format!("reading the request body: {e}")),
         };
+        if parts.uri.path() == "/metrics" && (metrics_only || parts.method == Method::POST) {
+            return self.user_metric(&parts.method, &body);
+        }
+        if metrics_only {
+            return plain_response(StatusCode::NOT_FOUND, "404 page not found");
+        }
         let owner = owner_of(&parts.headers);
         let path = parse_path(parts.uri.path());
         let mut body = body;
@@ -567,6 +616,18 @@ fn cache_hit(body: Vec<u8>) -> http::Response<Body> {
     let mut response = http::Response::new(Body::from(body));
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response.headers_mut().insert("x-cache", HeaderValue::from_static("HIT"));
+    response
+}
+
+/// A plain-text response, as Go's `http.Error` writes.
+fn plain_response(code: StatusCode, message: &str) -> http::Response<Body> {
+    let mut response = http::Response::new(Body::from(if message.is_empty() {
+        Vec::new()
+    } else {
+        format!("{message}\n").into_bytes()
+    }));
+    *response.status_mut() = code;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response
 }
 

@@ -21,10 +21,12 @@ use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResul
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::log_events::{EventSubject, LogEvents, event_verbosity, log_event};
 use crate::metrics::RunMetrics;
 use crate::proxy::{ApiProxy, NamespacedOwner, kubeconfig_for};
 use crate::runner::{self, RunnerSettings};
 use crate::status;
+use crate::user_metrics::UserMetrics;
 use crate::watches::{Runnable, Watch};
 use crate::{OperatorError, install_collection};
 
@@ -53,6 +55,12 @@ pub struct OperatorOptions {
     /// `--inject-owner-ref` (default true): the proxy adds owner references (or
     /// annotations) to what runs create and watches those kinds.
     pub inject_owner_ref: bool,
+    /// `--ansible-log-events`: what is logged of each run's events (default Tasks).
+    pub log_events: LogEvents,
+    /// Where ansible-operator's metrics API also listens (`localhost:5050`, where
+    /// operator-sdk's `osdk_metric` module sends by default); `None`: only on the proxy.
+    /// If the address is taken, a warning is logged and the proxy alone serves it.
+    pub metrics_api_address: Option<SocketAddr>,
 }
 
 impl Default for OperatorOptions {
@@ -66,6 +74,8 @@ impl Default for OperatorOptions {
             roles_paths: Vec::new(),
             collections_paths: Vec::new(),
             inject_owner_ref: true,
+            log_events: LogEvents::Tasks,
+            metrics_api_address: Some(SocketAddr::from(([127, 0, 0, 1], 5050))),
         }
     }
 }
@@ -89,8 +99,15 @@ impl Drop for ProxyGuard {
 pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions) -> Result<ProxyGuard, OperatorError> {
     let client = mgr.client();
     let stop = CancellationToken::new();
-    let proxy = ApiProxy::new(client.clone(), mgr.cache().clone(), stop.clone(), options.inject_owner_ref);
+    let user_metrics = UserMetrics::new(mgr.metrics().clone());
+    let proxy =
+        ApiProxy::new(client.clone(), mgr.cache().clone(), stop.clone(), options.inject_owner_ref, user_metrics);
     let address = proxy.start(options.proxy_address).await?;
+    if let Some(metrics_api) = options.metrics_api_address
+        && let Err(e) = proxy.start_metrics_api(metrics_api).await
+    {
+        tracing::warn!(error = %e, proxy = %address, "the metrics API is served on the proxy only");
+    }
     let guard = ProxyGuard { address, stop };
     let metrics = RunMetrics::register(mgr.metrics());
     let settings = Arc::new(RunnerSettings {
@@ -101,6 +118,7 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions)
             .chain(options.collections_paths.iter().cloned())
             .collect(),
         roles_paths: options.roles_paths.clone(),
+        metrics_url: Some(format!("http://{address}/metrics")),
     });
     for watch in watches {
         let gvk = GroupVersionKind::gvk(&watch.group, &watch.version, &watch.kind);
@@ -134,6 +152,7 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions)
             settings: settings.clone(),
             proxy: address,
             metrics: metrics.clone(),
+            log_events: options.log_events,
         };
         let controller = Controller::new_dynamic(mgr, resource.clone(), caps.scope.clone(), reconciler)
             .named(format!("{}-controller", gvk.kind.to_lowercase()))
@@ -152,6 +171,7 @@ pub struct AnsibleReconciler {
     proxy: SocketAddr,
     metrics: RunMetrics,
     reconcile_period: Duration,
+    log_events: LogEvents,
 }
 
 fn requeue(period: Duration) -> Action {
@@ -223,7 +243,20 @@ impl Reconciler<DynamicObject> for AnsibleReconciler {
             .and_then(|()| std::fs::write(&kubeconfig, kubeconfig_for(&owner, self.proxy)))
             .map_err(|e| ReconcileError::retry(format!("writing the run's kubeconfig: {e}")))?;
         let started = Instant::now();
-        let run = runner::run(&self.settings, &self.watch, &runnable, &object, finalizer_run, &kubeconfig).await;
+        let mut subject = EventSubject {
+            name: name.clone(),
+            namespace: owner.namespace.clone(),
+            gvk: gvk.clone(),
+            job: String::new(),
+        };
+        let verbosity = event_verbosity(&object);
+        let log = |ident: &str, event: &crate::job_events::JobEvent| {
+            if subject.job != ident {
+                subject.job = ident.to_string();
+            }
+            log_event(self.log_events, verbosity, &subject, event);
+        };
+        let run = runner::run(&self.settings, &self.watch, &runnable, &object, finalizer_run, &kubeconfig, log).await;
         let _ = std::fs::remove_file(&kubeconfig);
         let output = match run {
             Ok(output) => output,
@@ -237,9 +270,6 @@ impl Reconciler<DynamicObject> for AnsibleReconciler {
             }
         };
         let summary = &output.summary;
-        for event in summary.events.iter().filter(|e| e.event == "runner_on_failed") {
-            tracing::warn!(name, task = event.task(), message = %event.failure_message(), "ansible task failed");
-        }
         if let Some(p) = &summary.requeue_after {
             match opkit_apimachinery::duration::parse(p) {
                 Ok(d) => return Ok(Action::requeue_after(d)),

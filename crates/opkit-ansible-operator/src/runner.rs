@@ -7,15 +7,18 @@
 //! pointing at the API proxy, as `K8S_AUTH_KUBECONFIG` and `KUBECONFIG`). Artifacts are
 //! rotated (`--rotate-artifacts`, `maxRunnerArtifacts` or the resource's
 //! `ansible.sdk.operatorframework.io/max-runner-artifacts`) and `artifacts/latest` points
-//! at the last run.
+//! at the last run. The run's job events are read while it goes ([`EventFollower`]) and
+//! handed to a callback as they come (the operator logs them per `--ansible-log-events`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use tokio::io::AsyncReadExt;
 
 use crate::OperatorError;
-use crate::job_events::RunSummary;
+use crate::job_events::{EventFollower, JobEvent, RunSummary};
 use crate::paramconv;
 use crate::watches::{Runnable, Watch};
 
@@ -38,7 +41,17 @@ pub struct RunnerSettings {
     pub collections_paths: Vec<PathBuf>,
     /// Roles paths put before the environment's `ANSIBLE_ROLES_PATH`.
     pub roles_paths: Vec<PathBuf>,
+    /// Where the `osdk_metric` module sends user metrics (the API proxy's `/metrics`),
+    /// passed to runs as [`METRICS_URL_ENV`].
+    pub metrics_url: Option<String>,
 }
+
+/// The environment variable telling opkit's `osdk_metric` module where to send (when the
+/// task gives no `address`).
+pub const METRICS_URL_ENV: &str = "OPKIT_ANSIBLE_METRICS_URL";
+
+/// How often a running run's `job_events/` is read.
+const EVENT_POLL: Duration = Duration::from_millis(100);
 
 /// One finished run.
 #[derive(Debug)]
@@ -99,7 +112,8 @@ fn mark_unsafe(value: &Value) -> Value {
 }
 
 /// Runs `runnable` for `object` (its input directory under `settings.runner_dir`) with
-/// the kubeconfig at `kubeconfig`, and reads the run's events.
+/// the kubeconfig at `kubeconfig`, handing each job event to `on_event` while the run
+/// goes (with the run's id), in order.
 pub async fn run(
     settings: &RunnerSettings,
     watch: &Watch,
@@ -107,6 +121,7 @@ pub async fn run(
     object: &Value,
     finalizer_run: bool,
     kubeconfig: &Path,
+    mut on_event: impl FnMut(&str, &JobEvent),
 ) -> Result<RunOutput, OperatorError> {
     let meta = |field: &str| object.pointer(&format!("/metadata/{field}")).and_then(Value::as_str).unwrap_or_default();
     let annotation = |name: &str| {
@@ -153,19 +168,47 @@ pub async fn run(
     for (k, v) in &env {
         cmd.env(k, v);
     }
-    cmd.stdin(Stdio::null()).kill_on_drop(true);
-    let output = match cmd.output().await {
-        Ok(output) => output,
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(OperatorError::RunnerMissing(e.to_string()));
         }
         Err(e) => return Err(OperatorError::Runner(format!("starting ansible-runner: {e}"))),
     };
-    let mut stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    stdout.push_str(&String::from_utf8_lossy(&output.stderr));
+    let drain = |pipe: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>>| {
+        tokio::spawn(async move {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes).await;
+            }
+            bytes
+        })
+    };
+    let out = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let err = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let artifact_dir = input_dir.join("artifacts").join(&ident);
-    let summary = RunSummary::read(&artifact_dir)
-        .map_err(|e| OperatorError::Runner(format!("reading the events of run {ident}: {e}")))?;
+    let mut follower = EventFollower::new(&artifact_dir);
+    let mut tick = tokio::time::interval(EVENT_POLL);
+    let waited = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = tick.tick() => {
+                for event in follower.poll() {
+                    on_event(&ident, &event);
+                }
+            }
+        }
+    };
+    for event in follower.poll().into_iter().chain(follower.finish()) {
+        on_event(&ident, &event);
+    }
+    if let Err(e) = waited {
+        return Err(OperatorError::Runner(format!("waiting for ansible-runner: {e}")));
+    }
+    let mut stdout = String::from_utf8_lossy(&out.await.unwrap_or_default()).into_owned();
+    stdout.push_str(&String::from_utf8_lossy(&err.await.unwrap_or_default()));
+    let summary: RunSummary = follower.summary();
     link_latest(&input_dir, &ident);
     Ok(RunOutput { ident, artifact_dir, summary, stdout })
 }
@@ -182,7 +225,7 @@ fn environment(settings: &RunnerSettings, kubeconfig: &Path) -> Vec<(String, Str
     };
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".to_string());
     let kubeconfig = kubeconfig.display().to_string();
-    vec![
+    let mut env = vec![
         ("K8S_AUTH_KUBECONFIG".to_string(), kubeconfig.clone()),
         ("KUBECONFIG".to_string(), kubeconfig),
         (
@@ -205,7 +248,11 @@ fn environment(settings: &RunnerSettings, kubeconfig: &Path) -> Vec<(String, Str
                 ],
             ),
         ),
-    ]
+    ];
+    if let Some(url) = &settings.metrics_url {
+        env.push((METRICS_URL_ENV.to_string(), url.clone()));
+    }
+    env
 }
 
 /// Writes `env/extravars`, `env/envvars`, `env/settings`, `env/cmdline` and

@@ -15,10 +15,11 @@ use opkit::cache::InformerEvent;
 use opkit::{Manager, ManagerOptions};
 use opkit_ansible_operator::OperatorOptions;
 use opkit_ansible_operator::proxy::{NamespacedOwner, kubeconfig_for};
+use opkit_ansible_operator::reconciler::ProxyGuard;
 use opkit_ansible_operator::watches::parse_watches;
 use opkit_testenv::TestEnv;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Only labelled Memcacheds are reconciled, so this test runs no Ansible.
 const WATCHES: &str = "- version: v1alpha1\n  group: cache.example.com\n  kind: Memcached\n  role: memcached\n  selector:\n    matchLabels:\n      reconcile: \"yes\"\n";
@@ -27,9 +28,17 @@ fn project() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memcached-operator")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_inject_owner_ref_creates_are_forwarded_as_they_are() {
-    let env = TestEnv::start().await.expect("testenv");
+/// The operator for [`WATCHES`] in this process (stopped when dropped), its proxy adding
+/// owners or not.
+struct ProxyOperator {
+    proxy: ProxyGuard,
+    cache: opkit::Cache,
+    metrics: opkit::metrics::Metrics,
+    _stop: DropGuard,
+    _runner_dir: tempfile::TempDir,
+}
+
+async fn start_operator(env: &TestEnv, inject_owner_ref: bool) -> ProxyOperator {
     let crd: CustomResourceDefinition = serde_saphyr::from_str(
         &std::fs::read_to_string(project().join("config/crd/bases/cache.example.com_memcacheds.yaml")).expect("CRD"),
     )
@@ -40,27 +49,45 @@ async fn without_inject_owner_ref_creates_are_forwarded_as_they_are() {
     let options = OperatorOptions {
         proxy_address: "127.0.0.1:0".parse().expect("address"),
         runner_dir: runner_dir.path().to_path_buf(),
-        inject_owner_ref: false,
+        inject_owner_ref,
+        metrics_api_address: None,
         ..OperatorOptions::default()
     };
     let mgr = Manager::new(env.client(), ManagerOptions::default());
     let proxy = opkit_ansible_operator::setup(&mgr, watches, options).await.expect("set up the operator");
+    let (cache, metrics) = (mgr.cache().clone(), mgr.metrics().clone());
     let stop = CancellationToken::new();
-    let _stop = stop.clone().drop_guard();
     tokio::spawn(mgr.run_until(stop.clone()));
-    let owner = NamespacedOwner {
+    ProxyOperator { proxy, cache, metrics, _stop: stop.drop_guard(), _runner_dir: runner_dir }
+}
+
+/// The Memcached `default/owner` with `uid`, as a run's kubeconfig names it.
+fn memcached_owner(uid: &str) -> NamespacedOwner {
+    NamespacedOwner {
         api_version: "cache.example.com/v1alpha1".into(),
         kind: "Memcached".into(),
         name: "owner".into(),
-        uid: "0b1c5e1e-0000-4000-8000-000000000001".into(),
+        uid: uid.into(),
         namespace: "default".into(),
-    };
+    }
+}
+
+/// A client as a run of `owner` has it: the proxy's kubeconfig, the owner as the user.
+async fn run_client(owner: &NamespacedOwner, proxy: &ProxyGuard) -> Client {
     let kubeconfig: kube::config::Kubeconfig =
-        serde_saphyr::from_str(&kubeconfig_for(&owner, proxy.address)).expect("the run's kubeconfig");
+        serde_saphyr::from_str(&kubeconfig_for(owner, proxy.address)).expect("the run's kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
         .await
         .expect("config");
-    let configmaps: Api<ConfigMap> = Api::namespaced(Client::try_from(config).expect("client"), "default");
+    Client::try_from(config).expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_inject_owner_ref_creates_are_forwarded_as_they_are() {
+    let env = TestEnv::start().await.expect("testenv");
+    let operator = start_operator(&env, false).await;
+    let owner = memcached_owner("0b1c5e1e-0000-4000-8000-000000000001");
+    let configmaps: Api<ConfigMap> = Api::namespaced(run_client(&owner, &operator.proxy).await, "default");
     let created = configmaps
         .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "plain"}})).expect("cm"))
         .await
@@ -72,24 +99,8 @@ async fn without_inject_owner_ref_creates_are_forwarded_as_they_are() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_injects_owners_and_serves_cached_reads() {
     let env = TestEnv::start().await.expect("testenv");
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(
-        &std::fs::read_to_string(project().join("config/crd/bases/cache.example.com_memcacheds.yaml")).expect("CRD"),
-    )
-    .expect("CRD");
-    env.install_crds([crd]).await.expect("install the CRD");
-    let watches = parse_watches(WATCHES, &project(), &|_| None, 1).expect("watches");
-    let runner_dir = tempfile::tempdir().expect("runner dir");
-    let options = OperatorOptions {
-        proxy_address: "127.0.0.1:0".parse().expect("address"),
-        runner_dir: runner_dir.path().to_path_buf(),
-        ..OperatorOptions::default()
-    };
-    let mgr = Manager::new(env.client(), ManagerOptions::default());
-    let proxy = opkit_ansible_operator::setup(&mgr, watches, options).await.expect("set up the operator");
-    let cache = mgr.cache().clone();
-    let stop = CancellationToken::new();
-    let _stop = stop.clone().drop_guard();
-    tokio::spawn(mgr.run_until(stop.clone()));
+    let operator = start_operator(&env, true).await;
+    let (proxy, cache) = (&operator.proxy, &operator.cache);
 
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"),
@@ -104,19 +115,8 @@ async fn the_proxy_injects_owners_and_serves_cached_reads() {
     let owner = memcacheds.create(&PostParams::default(), &owner).await.expect("create the owner");
 
     // A client as a run has it: the proxy's kubeconfig, the owner as the user.
-    let run_owner = NamespacedOwner {
-        api_version: "cache.example.com/v1alpha1".into(),
-        kind: "Memcached".into(),
-        name: "owner".into(),
-        uid: owner.uid().expect("uid"),
-        namespace: "default".into(),
-    };
-    let kubeconfig: kube::config::Kubeconfig =
-        serde_saphyr::from_str(&kubeconfig_for(&run_owner, proxy.address)).expect("the run's kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
-    let run_client = Client::try_from(config).expect("client");
+    let run_owner = memcached_owner(&owner.uid().expect("uid"));
+    let run_client = run_client(&run_owner, proxy).await;
 
     // Created in the owner's namespace: owned by it.
     let configmaps: Api<ConfigMap> = Api::namespaced(run_client.clone(), "default");
@@ -210,4 +210,29 @@ async fn the_proxy_injects_owners_and_serves_cached_reads() {
     let response = run_client.send(get("/api/v1/namespaces/default")).await.expect("GET");
     assert_eq!(response.status(), 200);
     assert!(response.headers().get("x-cache").is_none());
+}
+
+/// ansible-operator's metrics API on the proxy: what `osdk_metric` sends creates the
+/// metric in the operator's registry; a refused change answers 400 with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_takes_user_metrics() {
+    let env = TestEnv::start().await.expect("testenv");
+    let operator = start_operator(&env, true).await;
+    let owner = memcached_owner("0b1c5e1e-0000-4000-8000-000000000002");
+    let client = run_client(&owner, &operator.proxy).await;
+    let post = |body: serde_json::Value| {
+        http::Request::post("/metrics")
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(body.to_string().into_bytes()))
+            .expect("request")
+    };
+    let gauge = json!({"name": "my_gauge", "description": "Mine", "gauge": {"set": 4.5, "increment": null}});
+    let response = client.send(post(gauge)).await.expect("POST /metrics");
+    assert_eq!(response.status(), 200);
+    assert!(operator.metrics.encode().contains("# HELP my_gauge Mine\n# TYPE my_gauge gauge\nmy_gauge 4.5\n"));
+    let as_counter = json!({"name": "my_gauge", "description": "Mine", "counter": {"increment": true}});
+    let response = client.send(post(as_counter)).await.expect("POST /metrics");
+    assert_eq!(response.status(), 400);
+    let body = http_body_util::BodyExt::collect(response.into_body()).await.expect("body").to_bytes();
+    assert_eq!(String::from_utf8_lossy(&body), "cannot change metric type of my_gauge, which is a gauge\n");
 }

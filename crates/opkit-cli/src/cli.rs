@@ -1141,6 +1141,10 @@ pub struct AnsibleOperatorArgs {
     /// ANSIBLE_COLLECTIONS_PATH (colon-separated).
     #[arg(long)]
     pub ansible_collections_path: Option<String>,
+    /// What is logged of each run's events as they come: Tasks (task starts, debug
+    /// output, failures), Everything, or Nothing.
+    #[arg(long, default_value = "Tasks")]
+    pub ansible_log_events: String,
     /// The manager's flags (controller-runtime's names).
     #[command(flatten)]
     pub manager: opkit::ManagerArgs,

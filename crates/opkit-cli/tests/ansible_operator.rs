@@ -17,7 +17,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use opkit_testenv::{TestEnv, wait_for, wait_for_with};
 use serde_json::Value;
-use support::{Background, OPKIT, command, opkit};
+use support::{Background, OPKIT, command, make, opkit};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -30,30 +30,47 @@ fn tutorial_role() -> PathBuf {
         .join("../opkit-ansible-operator/tests/fixtures/memcached-operator/roles/memcached")
 }
 
+/// `opkit create api` of the tutorial's Memcached kind.
+const CREATE_API: &[&str] =
+    &["create", "api", "--plugins", "ansible", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"];
+
+/// `opkit init --plugins ansible` and `opkit create api` of the tutorial's Memcached kind
+/// (with `flags`, e.g. `--generate-role`) in `tmp/memcached-operator`.
+fn scaffold(tmp: &Path, flags: &[&str]) -> PathBuf {
+    let project = tmp.join("memcached-operator");
+    std::fs::create_dir(&project).expect("project dir");
+    opkit(&project, None, &["init", "--plugins", "ansible", "--domain", "example.com"]);
+    let mut create_api = CREATE_API.to_vec();
+    create_api.extend_from_slice(flags);
+    opkit(&project, None, &create_api);
+    project
+}
+
+/// `make install` (waiting for the CRD) and `make run` in the background against `env`;
+/// the operator stops when the returned guard is dropped.
+async fn install_and_run(env: &TestEnv, project: &Path) -> Background {
+    make(project, Some(env.kubeconfig_path()), &["install"]);
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
+    let established = |c: Option<&CustomResourceDefinition>| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+    };
+    wait_for(&crds, "memcacheds.cache.example.com", "to be established", established, WAIT)
+        .await
+        .expect("make install installs the CRD");
+    let mut run = command("make", project, Some(env.kubeconfig_path()));
+    run.arg("run")
+        .arg(format!("OPKIT={OPKIT}"))
+        .arg("ARGS=--proxy-port 0 --metrics-bind-address 0 --health-probe-bind-address 0 --ansible-verbosity 0")
+        .stdout(Stdio::null());
+    Background::spawn(run)
+}
+
 #[test]
 fn init_and_create_api_write_operator_sdks_ansible_layout() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let project = tmp.path().join("memcached-operator");
-    std::fs::create_dir(&project).expect("project dir");
-    opkit(&project, None, &["init", "--plugins", "ansible", "--domain", "example.com"]);
-    opkit(
-        &project,
-        None,
-        &[
-            "create",
-            "api",
-            "--plugins",
-            "ansible",
-            "--group",
-            "cache",
-            "--version",
-            "v1alpha1",
-            "--kind",
-            "Memcached",
-            "--generate-role",
-            "--generate-playbook",
-        ],
-    );
+    let project = scaffold(tmp.path(), &["--generate-role", "--generate-playbook"]);
     for file in [
         "watches.yaml",
         "requirements.yml",
@@ -117,18 +134,7 @@ fn init_and_create_api_write_operator_sdks_ansible_layout() {
 
     // A second create api of the same kind is refused, naming it.
     let mut again = command(OPKIT, &project, None);
-    again.args([
-        "create",
-        "api",
-        "--plugins",
-        "ansible",
-        "--group",
-        "cache",
-        "--version",
-        "v1alpha1",
-        "--kind",
-        "Memcached",
-    ]);
+    again.args(CREATE_API);
     let out = again.output().expect("opkit runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Kind=Memcached already exists in watches.yaml"));
@@ -137,26 +143,7 @@ fn init_and_create_api_write_operator_sdks_ansible_layout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn make_run_reconciles_the_scaffolded_memcached_role() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let project = tmp.path().join("memcached-operator");
-    std::fs::create_dir(&project).expect("project dir");
-    opkit(&project, None, &["init", "--plugins", "ansible", "--domain", "example.com"]);
-    opkit(
-        &project,
-        None,
-        &[
-            "create",
-            "api",
-            "--plugins",
-            "ansible",
-            "--group",
-            "cache",
-            "--version",
-            "v1alpha1",
-            "--kind",
-            "Memcached",
-            "--generate-role",
-        ],
-    );
+    let project = scaffold(tmp.path(), &["--generate-role"]);
     // The tutorial's tasks and defaults in the scaffolded role.
     for file in ["tasks/main.yml", "defaults/main.yml"] {
         std::fs::copy(tutorial_role().join(file), project.join("roles/memcached").join(file))
@@ -164,30 +151,7 @@ async fn make_run_reconciles_the_scaffolded_memcached_role() {
     }
 
     let env = TestEnv::start().await.expect("testenv");
-    let mut install = command("make", &project, Some(env.kubeconfig_path()));
-    install.arg("install");
-    let out = install.output().expect("make runs");
-    assert!(
-        out.status.success(),
-        "make install failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
-    let established = |c: Option<&CustomResourceDefinition>| {
-        c.and_then(|c| c.status.as_ref())
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
-    };
-    wait_for(&crds, "memcacheds.cache.example.com", "to be established", established, WAIT)
-        .await
-        .expect("make install installs the CRD");
-    let mut run = command("make", &project, Some(env.kubeconfig_path()));
-    run.arg("run")
-        .arg(format!("OPKIT={OPKIT}"))
-        .arg("ARGS=--proxy-port 0 --metrics-bind-address 0 --health-probe-bind-address 0 --ansible-verbosity 0")
-        .stdout(Stdio::null());
-    let _operator = Background::spawn(run);
+    let _operator = install_and_run(&env, &project).await;
 
     let sample = read(&project, "config/samples/cache.example.com_v1alpha1_memcached.yaml")
         .replace("spec:\n  # TODO(user): Add fields here\n", "spec:\n  size: 2\n");
@@ -215,4 +179,30 @@ async fn make_run_reconciles_the_scaffolded_memcached_role() {
     wait_for_with(&memcacheds, &resource, "memcached-sample", "to be Successful", successful, WAIT)
         .await
         .expect("the sample's run succeeds");
+}
+
+/// The kuttl test the scaffold writes next to molecule (`tests/kuttl/memcached`: the
+/// sample, then operator-sdk's Running/Successful/Failure conditions) passes with
+/// `make test-kuttl` (`opkit test`) against the scaffolded operator run by `make run`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn make_test_kuttl_passes_against_the_scaffolded_operator() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = scaffold(tmp.path(), &["--generate-role"]);
+    let env = TestEnv::start().await.expect("testenv");
+    let _operator = install_and_run(&env, &project).await;
+    let out = make(&project, Some(env.kubeconfig_path()), &["test-kuttl"]);
+    assert!(out.contains("--- PASS: kuttl/harness/memcached"), "the scaffolded case ran and passed:\n{out}");
+}
+
+/// `--ansible-log-events` takes Tasks, Everything or Nothing (in any case) and names them
+/// when given something else, before reaching a cluster.
+#[test]
+fn ansible_log_events_names_its_values() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut cmd = command(OPKIT, tmp.path(), None);
+    cmd.args(["ansible-operator", "--ansible-log-events", "some"]);
+    let out = cmd.output().expect("opkit runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--ansible-log-events: \"some\" is not one of Tasks, Everything, Nothing"), "{stderr}");
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use opkit::{Manager, ManagerOptions};
 use opkit_ansible_operator::OperatorOptions;
+use opkit_ansible_operator::log_events::LogEvents;
 use opkit_ansible_operator::watches::parse_watches;
 use opkit_testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
@@ -43,6 +44,16 @@ impl Drop for RunningOperator {
 /// Installs the project's CRD (`crd_file` under `project`) and runs the operator for its
 /// watches.yaml in this process.
 pub async fn start_operator(env: &TestEnv, project: &Path, crd_file: &str) -> RunningOperator {
+    start_operator_logging(env, project, crd_file, LogEvents::Tasks).await
+}
+
+/// [`start_operator`] with `--ansible-log-events` at `log_events`.
+pub async fn start_operator_logging(
+    env: &TestEnv,
+    project: &Path,
+    crd_file: &str,
+    log_events: LogEvents,
+) -> RunningOperator {
     require_ansible();
     let crd: CustomResourceDefinition =
         serde_saphyr::from_str(&std::fs::read_to_string(project.join(crd_file)).expect("CRD file")).expect("CRD");
@@ -54,6 +65,8 @@ pub async fn start_operator(env: &TestEnv, project: &Path, crd_file: &str) -> Ru
         proxy_address: "127.0.0.1:0".parse().expect("address"),
         runner_dir: runner_dir.path().to_path_buf(),
         verbosity: 0,
+        log_events,
+        metrics_api_address: None,
         ..OperatorOptions::default()
     };
     let mgr = Manager::new(env.client(), ManagerOptions::default());

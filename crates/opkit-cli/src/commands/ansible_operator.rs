@@ -15,6 +15,10 @@ pub async fn run(args: AnsibleOperatorArgs) -> Result<(), CliError> {
     }
     let reconcile_period = opkit_apimachinery::duration::parse(&args.reconcile_period)
         .map_err(|e| CliError::Usage(format!("--reconcile-period {:?}: {e}", args.reconcile_period)))?;
+    let log_events = args
+        .ansible_log_events
+        .parse::<opkit_ansible_operator::log_events::LogEvents>()
+        .map_err(|e| CliError::Usage(format!("--ansible-log-events: {e}")))?;
     let watches = opkit_ansible_operator::load_watches(&args.watches_file, args.max_concurrent_reconciles.max(1))?;
     let project_dir = args.watches_file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let split = |paths: &Option<String>| -> Vec<PathBuf> {
@@ -30,6 +34,7 @@ pub async fn run(args: AnsibleOperatorArgs) -> Result<(), CliError> {
         roles_paths,
         collections_paths: split(&args.ansible_collections_path),
         inject_owner_ref: args.inject_owner_ref,
+        log_events,
         ..opkit_ansible_operator::OperatorOptions::default()
     };
     let manager_options = args.manager.options().map_err(|e| CliError::Usage(e.to_string()))?;

@@ -28,9 +28,9 @@ options:
 
 import copy
 import datetime
-import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.operator_sdk.util.plugins.module_utils.client import dynamic_client
 
 CONDITION_STATUSES = ("True", "False", "Unknown")
 
@@ -96,17 +96,8 @@ def main():
             module.fail_json(msg="condition %s: status must be one of %s" % (condition.get("type"), ", ".join(CONDITION_STATUSES)))
     if p["status"] and "conditions" in p["status"] and p["conditions"]:
         module.fail_json(msg="set conditions through the conditions parameter, not under status")
+    dyn = dynamic_client(module)
     try:
-        from kubernetes import client, config, dynamic
-    except ImportError as e:
-        module.fail_json(msg="the kubernetes Python client is required: %s" % e)
-    kubeconfig = p["kubeconfig"] or os.environ.get("K8S_AUTH_KUBECONFIG") or os.environ.get("KUBECONFIG")
-    try:
-        if kubeconfig or os.path.exists(os.path.expanduser("~/.kube/config")):
-            config.load_kube_config(config_file=kubeconfig, context=p["context"])
-        else:
-            config.load_incluster_config()
-        dyn = dynamic.DynamicClient(client.ApiClient())
         resource = dyn.resources.get(api_version=p["api_version"], kind=p["kind"])
         current = resource.get(name=p["name"], namespace=p["namespace"]).to_dict()
     except Exception as e:  # the client raises many kinds
