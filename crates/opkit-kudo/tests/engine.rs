@@ -65,25 +65,49 @@ fn plan_of(o: &DynamicObject, plan: &str) -> Option<PlanStatus> {
     client::plan_statuses(o).get(plan).cloned()
 }
 
+fn instances(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &api_resource("Instance"))
+}
+
+/// Waits until the Instance `name` in `namespace` (`None`: gone) satisfies `done`.
+async fn wait_instance(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    done: impl Fn(Option<&DynamicObject>) -> bool + Send + 'static,
+) -> Option<DynamicObject> {
+    wait_for_with(&instances(client, namespace), &api_resource("Instance"), name, what, done, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
 /// Waits until `plan` of `instance` is in `want` with an execution UID other than `not_uid`.
 async fn wait_plan(client: &Client, instance: &str, plan: &str, want: &'static str, not_uid: &str) -> PlanStatus {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &api_resource("Instance"));
     let not_uid = not_uid.to_string();
     let plan_name = plan.to_string();
-    let found = wait_for_with(
-        &api,
-        &api_resource("Instance"),
-        instance,
-        &format!("to have plan {plan} {want}"),
-        move |o: Option<&DynamicObject>| {
-            o.and_then(|o| plan_of(o, &plan_name)).is_some_and(|p| p.status == want && p.uid != not_uid)
-        },
-        WAIT,
-    )
+    let found = wait_instance(client, NS, instance, &format!("to have plan {plan} {want}"), move |o| {
+        o.and_then(|o| plan_of(o, &plan_name)).is_some_and(|p| p.status == want && p.uid != not_uid)
+    })
     .await
-    .expect("the plan reaches the state")
     .expect("the instance exists");
     plan_of(&found, plan).expect("plan status")
+}
+
+/// Waits until the Instance `shop`'s deploy plan runs, and `also` holds of it.
+async fn wait_deploy_running(client: &Client, what: &str, also: fn(&PlanStatus) -> bool) {
+    wait_instance(client, NS, "shop", what, move |o| {
+        o.and_then(|o| plan_of(o, "deploy")).is_some_and(|p| p.status == state::IN_PROGRESS && also(&p))
+    })
+    .await;
+}
+
+/// Labels a node `zone=blue`, the zone the `ZONE=blue` StatefulSet's pods wait for.
+async fn make_zone_blue(client: &Client) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.list(&ListParams::default()).await.expect("nodes").items.into_iter().next().expect("a node");
+    let labels = serde_json::json!({"metadata": {"labels": {"zone": "blue"}}});
+    nodes.patch(&node.name_any(), &PatchParams::default(), &Patch::Merge(&labels)).await.expect("label the node");
 }
 
 async fn update(client: &Client, instance: &str, params: &[(&str, &str)]) {
@@ -174,21 +198,11 @@ async fn cleanup_runs_on_delete_before_the_instance_goes() {
     wait_plan(&client, "shop", "deploy", state::COMPLETE, "").await;
     let roles: Api<ClusterRole> = Api::all(client.clone());
     roles.get("default-shop-reader").await.expect("the deploy plan's cluster-scoped object");
-    let instances: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &api_resource("Instance"));
-    let instance = instances.get("shop").await.expect("instance");
+    let instance = instances(&client, NS).get("shop").await.expect("instance");
     assert!(instance.finalizers().iter().any(|f| f == opkit_kudo::engine::CLEANUP_FINALIZER));
 
     client::uninstall(&client, NS, "shop").await.expect("uninstall");
-    wait_for_with(
-        &instances,
-        &api_resource("Instance"),
-        "shop",
-        "to be gone",
-        |o: Option<&DynamicObject>| o.is_none(),
-        WAIT,
-    )
-    .await
-    .expect("the Instance goes once cleanup ran");
+    wait_instance(&client, NS, "shop", "to be gone once cleanup ran", |o| o.is_none()).await;
     // The cleanup plan deleted what the owner reference could not (cluster-scoped).
     wait_for(&roles, "default-shop-reader", "to be deleted by cleanup", |o: Option<&ClusterRole>| o.is_none(), WAIT)
         .await
@@ -247,22 +261,10 @@ async fn a_plan_stuck_on_health_is_cancelled_then_retried() {
     let client = env.client();
     // No node is in zone "blue": the StatefulSet's pod cannot be scheduled.
     install(&env, "web-0.1.0", "shop", &[("ZONE", "blue")]).await;
-    let instances: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &api_resource("Instance"));
-    wait_for_with(
-        &instances,
-        &api_resource("Instance"),
-        "shop",
-        "to wait on the StatefulSet",
-        |o: Option<&DynamicObject>| {
-            o.and_then(|o| plan_of(o, "deploy")).is_some_and(|p| {
-                p.status == state::IN_PROGRESS
-                    && p.phases.iter().flat_map(|ph| &ph.steps).any(|s| s.message.contains("pods to be ready"))
-            })
-        },
-        WAIT,
-    )
-    .await
-    .expect("deploy is stuck on health");
+    wait_deploy_running(&client, "to wait on the StatefulSet", |p| {
+        p.phases.iter().flat_map(|ph| &ph.steps).any(|s| s.message.contains("pods to be ready"))
+    })
+    .await;
 
     let cancelled = client::cancel(&client, NS, "shop", None).await.expect("cancel");
     assert_eq!(cancelled, "deploy");
@@ -270,20 +272,11 @@ async fn a_plan_stuck_on_health_is_cancelled_then_retried() {
     assert_eq!(status.message, opkit_kudo::engine::CANCELLED);
 
     // Fix the cause outside the package: label a node, then retry the same execution.
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes.list(&ListParams::default()).await.expect("nodes").items.into_iter().next().expect("a node");
-    nodes
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"metadata": {"labels": {"zone": "blue"}}})),
-        )
-        .await
-        .expect("label the node");
+    make_zone_blue(&client).await;
     client::retry(&client, NS, "shop", "deploy").await.expect("retry");
     let done = wait_plan(&client, "shop", "deploy", state::COMPLETE, "").await;
     assert_eq!(done.uid, status.uid, "a retry resumes the same execution");
-    let instance = instances.get("shop").await.expect("instance");
+    let instance = instances(&client, NS).get("shop").await.expect("instance");
     let history = opkit_kudo::plan::history_of(instance.annotations());
     assert_eq!(
         history.last().map(|h| (h.plan.as_str(), h.status.as_str(), h.reason.as_str())),
@@ -377,35 +370,15 @@ async fn a_plan_triggered_while_another_runs_waits_for_it() {
     let _engine = start_engine(&env).await;
     let client = env.client();
     install(&env, "web-0.1.0", "shop", &[("ZONE", "blue")]).await;
-    let instances: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &api_resource("Instance"));
-    wait_for_with(
-        &instances,
-        &api_resource("Instance"),
-        "shop",
-        "to run deploy",
-        |o: Option<&DynamicObject>| {
-            o.and_then(|o| plan_of(o, "deploy")).is_some_and(|p| p.status == state::IN_PROGRESS)
-        },
-        WAIT,
-    )
-    .await
-    .expect("deploy runs");
+    wait_deploy_running(&client, "to run deploy", |_| true).await;
     // A parameter changes while deploy still waits on its unschedulable pod: `update` waits.
     update(&client, "shop", &[("REPLICAS", "2")]).await;
+    let instances = instances(&client, NS);
     let instance = instances.get("shop").await.expect("instance");
     assert_eq!(plan_of(&instance, "update").map(|p| p.status), Some(state::NEVER_RUN.to_string()));
     client::cancel(&client, NS, "shop", Some("deploy")).await.expect("cancel");
     // Then the zone exists (a labelled node) and `update` runs to the end.
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes.list(&ListParams::default()).await.expect("nodes").items.into_iter().next().expect("a node");
-    nodes
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"metadata": {"labels": {"zone": "blue"}}})),
-        )
-        .await
-        .expect("label the node");
+    make_zone_blue(&client).await;
     wait_plan(&client, "shop", "update", state::COMPLETE, "").await;
     let instance = instances.get("shop").await.expect("instance");
     let history = opkit_kudo::plan::history_of(instance.annotations());
@@ -437,20 +410,12 @@ async fn an_instance_uses_the_operator_version_of_the_namespace_it_names() {
         &BTreeMap::from([("REPLICAS".to_string(), "1".to_string())]),
     );
     body["spec"]["operatorVersion"]["namespace"] = NS.into();
-    let instances: Api<DynamicObject> = Api::namespaced_with(client.clone(), team, &api_resource("Instance"));
     let object: DynamicObject = serde_json::from_value(body).expect("an Instance");
-    instances.create(&Default::default(), &object).await.expect("create the Instance");
-    wait_for_with(
-        &instances,
-        &api_resource("Instance"),
-        "shop",
-        "to have plan deploy COMPLETE",
-        |o: Option<&DynamicObject>| o.and_then(|o| plan_of(o, "deploy")).is_some_and(|p| p.status == state::COMPLETE),
-        WAIT,
-    )
-    .await
-    .expect("the deploy plan completes")
-    .expect("the Instance exists");
+    instances(&client, team).create(&Default::default(), &object).await.expect("create the Instance");
+    wait_instance(&client, team, "shop", "to have plan deploy COMPLETE", |o| {
+        o.and_then(|o| plan_of(o, "deploy")).is_some_and(|p| p.status == state::COMPLETE)
+    })
+    .await;
     let sets: Api<StatefulSet> = Api::namespaced(client.clone(), team);
     sets.get("shop-web").await.expect("the StatefulSet in the Instance's namespace");
 }
