@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -173,6 +173,64 @@ async fn run_bundle_upgrade_and_cleanup() {
     assert!(cluster_roles.list(&all_owned).await.expect("list").items.is_empty());
     let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "memcached");
     assert!(groups.list(&ListParams::default()).await.expect("list").items.is_empty());
+}
+
+/// The status code of a kube error (0 when it is not an API error).
+fn status_code(e: &kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(status) => status.code,
+        _ => 0,
+    }
+}
+
+#[tokio::test]
+async fn the_operator_may_patch_its_own_operator_condition_only() {
+    let olm = start().await;
+    namespace(&olm, "memcached").await;
+    let client = olm.env.client();
+    let csv = "memcached-operator.v0.0.1";
+    run_bundle::run_bundle(&client, &bundle("0.0.1"), &options("memcached"), &|_| {}).await.expect("run bundle");
+
+    // Every container of the operator's Deployment is told its OperatorCondition's name.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "memcached");
+    let deployment = deployments.get("memcached-operator-controller-manager").await.expect("deployment");
+    let containers = deployment.spec.and_then(|s| s.template.spec).map(|s| s.containers).unwrap_or_default();
+    assert!(!containers.is_empty());
+    for container in containers {
+        let env = container.env.unwrap_or_default();
+        let named = env.iter().find(|e| e.name == "OPERATOR_CONDITION_NAME").and_then(|e| e.value.as_deref());
+        assert_eq!(named, Some(csv), "container {}", container.name);
+    }
+
+    // The Role and RoleBinding OLM makes for the OperatorCondition.
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "memcached");
+    let bound = |b: Option<&RoleBinding>| b.is_some();
+    let binding = wait_for(&bindings, csv, "to exist", bound, WAIT).await.expect("role binding").expect("binding");
+    let subjects = binding.subjects.unwrap_or_default();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0].name, "memcached-operator-controller-manager");
+    assert_eq!(binding.metadata.labels.unwrap_or_default().get("olm.managed").map(String::as_str), Some("true"));
+
+    // Another operator's OperatorCondition in the same namespace.
+    let conditions: Api<OperatorCondition> = Api::namespaced(client.clone(), "memcached");
+    let mut other = OperatorCondition::new("other-operator.v1", Default::default());
+    other.metadata.namespace = Some("memcached".into());
+    conditions.create(&PostParams::default(), &other).await.expect("other OperatorCondition");
+
+    let operator =
+        olm.env.service_account_client("memcached", "memcached-operator-controller-manager").await.expect("SA");
+    let as_operator: Api<OperatorCondition> = Api::namespaced(operator, "memcached");
+    let report = json!({"spec": {"conditions": [{
+        "type": "Upgradeable", "status": "False", "reason": "Migrating", "message": "migrating",
+        "lastTransitionTime": "2024-01-01T00:00:00Z",
+    }]}});
+    as_operator.get(csv).await.expect("the operator reads its OperatorCondition");
+    let patched =
+        as_operator.patch(csv, &PatchParams::default(), &Patch::Merge(&report)).await.expect("patch own condition");
+    assert_eq!(patched.spec.conditions[0].type_, "Upgradeable");
+    let denied = as_operator.patch("other-operator.v1", &PatchParams::default(), &Patch::Merge(&report)).await;
+    assert_eq!(denied.as_ref().err().map(status_code), Some(403), "{denied:?}");
+    assert_eq!(as_operator.get("other-operator.v1").await.err().as_ref().map(status_code), Some(403));
 }
 
 #[tokio::test]

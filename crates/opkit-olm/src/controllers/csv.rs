@@ -10,7 +10,8 @@
 //!   (`permissions`), ClusterRoles and ClusterRoleBindings (`clusterPermissions`) and the
 //!   Deployments; namespaced ones are owned by the CSV, cluster-scoped ones labelled
 //!   `olm.owner` and removed by the CSV's finalizer, so deleting a CSV removes them all;
-//!   an OperatorCondition named after the CSV lists its Deployments and ServiceAccounts.
+//!   an OperatorCondition named after the CSV lists its Deployments and ServiceAccounts,
+//!   and every container of the Deployments gets `OPERATOR_CONDITION_NAME` (the CSV's name).
 //! - `spec.webhookdefinitions` become a Service, a serving certificate and webhook
 //!   configurations or CRD conversions ([`webhooks`]).
 //! - A CSV that replaces another stays Pending (`OperatorConditionNotUpgradeable`) while
@@ -66,6 +67,9 @@ pub const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
 pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
 /// Annotation: the namespaces the operator watches (comma-separated; empty for all).
 pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+
+/// The environment variable that names the operator's OperatorCondition (the CSV's name).
+pub const OPERATOR_CONDITION_ENV: &str = "OPERATOR_CONDITION_NAME";
 
 /// Reconciles one CSV.
 pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileResult {
@@ -425,6 +429,7 @@ async fn install(
                 }
             }
         }
+        set_operator_condition_env(&mut spec, &name);
         if let Some(secret) = webhooks.mounts.get(deployment_name) {
             webhooks::mount(&mut spec, secret);
         }
@@ -464,6 +469,30 @@ async fn install(
     }
     webhooks::set_conversions(&ctx.client, &webhooks.conversions).await?;
     Ok(())
+}
+
+/// Sets `OPERATOR_CONDITION_NAME` to the CSV's name in every container of a Deployment
+/// spec, replacing a value the bundle gave (OLM's `InjectEnvIntoDeployment`): the
+/// operator finds its OperatorCondition by it.
+fn set_operator_condition_env(deployment_spec: &mut Value, csv_name: &str) {
+    let Some(containers) = deployment_spec.pointer_mut("/template/spec/containers").and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+        let env = container.entry("env").or_insert_with(|| json!([]));
+        let Some(env) = env.as_array_mut() else { continue };
+        let value = json!(csv_name);
+        match env.iter_mut().find(|e| e["name"] == OPERATOR_CONDITION_ENV) {
+            Some(existing) => {
+                existing["value"] = value;
+                if let Some(existing) = existing.as_object_mut() {
+                    existing.remove("valueFrom");
+                }
+            }
+            None => env.push(json!({"name": OPERATOR_CONDITION_ENV, "value": value})),
+        }
+    }
 }
 
 /// A name for a role OLM generates: `<csv>-<account>[-<namespace>]`, at most 63 characters.

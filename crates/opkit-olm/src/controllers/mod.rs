@@ -2,7 +2,8 @@
 //! ClusterServiceVersion's phases and install strategy), [`operator_group`] (target
 //! namespaces), [`catalog_source`] (serving a file-based catalog), [`subscription`]
 //! (resolution into InstallPlans), [`install_plan`] (creating a plan's resources) and
-//! [`operator_condition`] (OperatorCondition status, and the `Upgradeable` check).
+//! [`operator_condition`] (the operator's access to its OperatorCondition, its status,
+//! and the `Upgradeable` check).
 //! [`setup`] registers them all on a manager, with the state they share ([`Olm`]).
 
 use std::collections::HashMap;
@@ -96,7 +97,12 @@ pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
         .max_concurrent_reconciles(4)
         .build()?;
 
-    Controller::new(mgr, operator_condition::reconcile).named("operatorcondition").with_state(olm.clone()).build()?;
+    Controller::new(mgr, operator_condition::reconcile)
+        .named("operatorcondition")
+        .with_state(olm.clone())
+        .owns::<k8s_openapi::api::rbac::v1::Role>()
+        .owns::<k8s_openapi::api::rbac::v1::RoleBinding>()
+        .build()?;
 
     Controller::new(mgr, operator_group::reconcile).named("operatorgroup").with_state(olm.clone()).build()?;
 

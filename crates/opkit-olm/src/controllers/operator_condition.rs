@@ -1,13 +1,17 @@
-//! The OperatorCondition controller and the `Upgradeable` check, as OLM's: the conditions
-//! an operator reports in `spec.conditions` are copied to `status.conditions`, each with
-//! the generation it was copied from; a CSV that replaces another is held `Pending`
+//! The OperatorCondition controller and the `Upgradeable` check, as OLM's: a Role and a
+//! RoleBinding named after the OperatorCondition (controlled by it, labelled
+//! `olm.managed=true`) let the ServiceAccounts in `spec.serviceAccounts` get, update and
+//! patch that one OperatorCondition; the conditions an operator reports in
+//! `spec.conditions` are copied to `status.conditions`, each with the generation it was
+//! copied from; a CSV that replaces another is held `Pending`
 //! (`OperatorConditionNotUpgradeable`) while the replaced CSV's OperatorCondition says
 //! `Upgradeable=False` — in `spec.overrides`, which win, or in `status.conditions`.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use opkit::{Action, Context, ReconcileResult};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{Olm, now};
 use crate::types::{ClusterServiceVersion, Condition, OperatorCondition, find_condition};
@@ -21,6 +25,9 @@ pub const REASON_NOT_UPGRADEABLE: &str = "OperatorConditionNotUpgradeable";
 /// (OLM's `syncOperatorConditionStatus`).
 pub async fn reconcile(ctx: Context<OperatorCondition, Olm>) -> ReconcileResult {
     let Some(condition) = ctx.object.clone() else { return Ok(Action::done()) };
+    for object in access_objects(&condition) {
+        ctx.state.resources.apply(&ctx.client, &object, &condition.namespace().unwrap_or_default()).await?;
+    }
     let generation = condition.metadata.generation.unwrap_or_default();
     let mut conditions = condition.status.clone().unwrap_or_default().conditions;
     let mut changed = false;
@@ -40,6 +47,41 @@ pub async fn reconcile(ctx: Context<OperatorCondition, Olm>) -> ReconcileResult 
         api.patch_status(&condition.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }
     Ok(Action::done())
+}
+
+/// The label OLM puts on the objects it manages, with the value `true`.
+pub const MANAGED_LABEL: &str = "olm.managed";
+
+/// The Role and RoleBinding that give the operator's ServiceAccounts `get`, `update` and
+/// `patch` on its own OperatorCondition (OLM's `ensureOperatorConditionRole` and
+/// `ensureOperatorConditionRoleBinding`): both named after the OperatorCondition and
+/// controlled by it. The subjects name no namespace: a RoleBinding's own is meant.
+fn access_objects(condition: &OperatorCondition) -> Vec<Value> {
+    let name = condition.name_any();
+    let owner = opkit::owner::owner_reference(condition).ok().map(|r| OwnerReference {
+        controller: Some(true),
+        block_owner_deletion: Some(false),
+        ..r
+    });
+    let metadata = json!({"name": name, "labels": {MANAGED_LABEL: "true"}, "ownerReferences": owner.into_iter().collect::<Vec<_>>()});
+    let subjects: Vec<Value> = condition
+        .spec
+        .service_accounts
+        .iter()
+        .map(|account| json!({"kind": "ServiceAccount", "apiGroup": "", "name": account}))
+        .collect();
+    vec![
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
+            "rules": [{"verbs": ["get", "update", "patch"], "apiGroups": ["operators.coreos.com"],
+                       "resources": ["operatorconditions"], "resourceNames": [name]}],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": subjects,
+        }),
+    ]
 }
 
 /// Sets `new` in `conditions` as `meta.SetStatusCondition` does: the transition time is
