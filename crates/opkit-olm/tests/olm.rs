@@ -233,6 +233,78 @@ async fn the_operator_may_patch_its_own_operator_condition_only() {
     assert_eq!(as_operator.get("other-operator.v1").await.err().as_ref().map(status_code), Some(403));
 }
 
+/// Sets `key=value` on the namespace `name`.
+async fn label_namespace(olm: &Olm, name: &str, key: &str, value: &str) {
+    let api: Api<Namespace> = Api::all(olm.env.client());
+    let patch = json!({"metadata": {"labels": {key: value}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("label namespace");
+}
+
+#[tokio::test]
+async fn an_operator_group_selector_picks_the_labelled_namespaces() {
+    let olm = start().await;
+    let client = olm.env.client();
+    for ns in ["ops", "team-a", "team-b"] {
+        namespace(&olm, ns).await;
+    }
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "ops");
+    let spec = serde_json::from_value(json!({"selector": {"matchLabels": {"team": "x"}}})).expect("spec");
+    let mut group = OperatorGroup::new("selecting", spec);
+    group.metadata.namespace = Some("ops".into());
+    groups.create(&PostParams::default(), &group).await.expect("operator group");
+    let resolved_to = |want: &'static [&'static str]| {
+        move |g: Option<&OperatorGroup>| {
+            g.and_then(|g| g.status.as_ref()).is_some_and(|s| s.last_updated.is_some() && s.namespaces == want)
+        }
+    };
+    wait_for(&groups, "selecting", "to select no namespace", resolved_to(&[]), WAIT).await.expect("resolved");
+
+    // A CSV (that may watch several namespaces) fails while nothing is selected.
+    let mut csv = bundle("0.0.1").csv_object;
+    csv["metadata"]["namespace"] = json!("ops");
+    csv["spec"]["customresourcedefinitions"] = json!({});
+    csv["spec"]["installModes"] = json!([
+        {"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true},
+        {"type": "MultiNamespace", "supported": true}, {"type": "AllNamespaces", "supported": false},
+    ]);
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "ops");
+    let csv: ClusterServiceVersion = serde_json::from_value(csv).expect("csv");
+    csvs.create(&PostParams::default(), &csv).await.expect("create csv");
+    let name = "memcached-operator.v0.0.1";
+    let no_targets = |c: Option<&ClusterServiceVersion>| {
+        c.and_then(|c| c.status.as_ref()).is_some_and(|s| s.reason.as_deref() == Some("NoTargetNamespaces"))
+    };
+    let failed =
+        wait_for(&csvs, name, "to have no target namespaces", no_targets, WAIT).await.expect("csv").expect("csv");
+    assert_eq!(phase(Some(&failed)).as_deref(), Some("Failed"));
+
+    // Namespaces labelled later are picked up, by the group and by its operator.
+    label_namespace(&olm, "team-a", "team", "x").await;
+    wait_for(&groups, "selecting", "to select team-a", resolved_to(&["team-a"]), WAIT).await.expect("team-a");
+    let succeeded_for = |targets: &'static str| {
+        move |c: Option<&ClusterServiceVersion>| {
+            phase(c).as_deref() == Some("Succeeded")
+                && c.and_then(|c| c.metadata.annotations.as_ref())
+                    .and_then(|a| a.get("olm.targetNamespaces"))
+                    .is_some_and(|t| t == targets)
+        }
+    };
+    wait_for(&csvs, name, "to succeed for team-a", succeeded_for("team-a"), WAIT).await.expect("team-a csv");
+    label_namespace(&olm, "team-b", "team", "x").await;
+    wait_for(&groups, "selecting", "to select both", resolved_to(&["team-a", "team-b"]), WAIT).await.expect("both");
+    wait_for(&csvs, name, "to watch both", succeeded_for("team-a,team-b"), WAIT).await.expect("both csv");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "ops");
+    let targets_in_pods = |d: Option<&Deployment>| {
+        d.and_then(|d| d.spec.as_ref())
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .is_some_and(|a| a.get("olm.targetNamespaces").map(String::as_str) == Some("team-a,team-b"))
+    };
+    wait_for(&deployments, "memcached-operator-controller-manager", "to target both", targets_in_pods, WAIT)
+        .await
+        .expect("pods target both");
+}
+
 #[tokio::test]
 async fn manual_subscription_waits_for_approval() {
     let olm = start().await;

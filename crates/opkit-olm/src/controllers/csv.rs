@@ -3,7 +3,8 @@
 //!
 //! - Its namespace's OperatorGroup decides the target namespaces (annotations
 //!   `olm.operatorGroup`, `olm.operatorNamespace`, `olm.targetNamespaces` on the CSV and
-//!   its Deployments' pods) and must match a supported install mode.
+//!   its Deployments' pods) and must match a supported install mode; a group whose
+//!   selector matches no namespace fails the CSV (`NoTargetNamespaces`).
 //! - Requirements: every owned and required CRD present, established and serving the
 //!   version (`status.requirementStatus`, OLM's `RequirementsNotMet`).
 //! - The install strategy creates the ServiceAccounts, Roles and RoleBindings
@@ -35,7 +36,7 @@ use opkit::events::EventType;
 use opkit::{Action, Context, ReconcileError, ReconcileResult};
 use serde_json::{Value, json};
 
-use super::{Olm, now, operator_condition, webhooks};
+use super::{Olm, now, operator_condition, operator_group, webhooks};
 use crate::types::{ClusterServiceVersion, OperatorCondition, OperatorGroup};
 
 /// The CSV waits for its requirements.
@@ -144,7 +145,21 @@ pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileRes
             return Ok(Action::done());
         }
     };
-    let targets = target_namespaces(&group);
+    // A group with a selector is resolved by the OperatorGroup controller first; its
+    // status update brings the CSV back.
+    let Some(targets) = target_namespaces(&group) else { return Ok(Action::done()) };
+    if targets.is_empty() {
+        set_phase(
+            &ctx,
+            &csv,
+            PHASE_FAILED,
+            "NoTargetNamespaces",
+            "no targetNamespaces are matched operatorgroups namespace selection",
+            None,
+        )
+        .await?;
+        return Ok(Action::done());
+    }
     let mode = install_mode(&ns, &targets);
     if !csv.supports_install_mode(mode) {
         let message =
@@ -229,12 +244,20 @@ pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileRes
     }
 }
 
-/// The OperatorGroup's target namespaces (`[""]` for all namespaces).
-pub fn target_namespaces(group: &OperatorGroup) -> Vec<String> {
-    match group.status.as_ref().map(|s| &s.namespaces) {
-        Some(namespaces) if !namespaces.is_empty() => namespaces.clone(),
-        _ if group.spec.target_namespaces.is_empty() => vec![String::new()],
-        _ => group.spec.target_namespaces.clone(),
+/// The OperatorGroup's target namespaces (`[""]` for all namespaces): its
+/// `status.namespaces` once resolved (empty when its selector matches no namespace), else
+/// its `spec.targetNamespaces`, else all namespaces unless it has a selector; `None` while
+/// a selecting group is not resolved yet (or its selector is not valid).
+pub fn target_namespaces(group: &OperatorGroup) -> Option<Vec<String>> {
+    if let Some(status) = group.status.as_ref().filter(|s| s.last_updated.is_some() || !s.namespaces.is_empty()) {
+        return Some(status.namespaces.clone());
+    }
+    if !group.spec.target_namespaces.is_empty() {
+        return Some(group.spec.target_namespaces.clone());
+    }
+    match operator_group::namespace_selector(group) {
+        Ok(None) => Some(vec![String::new()]),
+        _ => None,
     }
 }
 

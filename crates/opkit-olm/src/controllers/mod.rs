@@ -104,7 +104,26 @@ pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
         .owns::<k8s_openapi::api::rbac::v1::RoleBinding>()
         .build()?;
 
-    Controller::new(mgr, operator_group::reconcile).named("operatorgroup").with_state(olm.clone()).build()?;
+    // A namespace created, labelled or deleted may change what a group's selector selects.
+    let selecting_groups = {
+        let cache = cache.clone();
+        move |_: &k8s_openapi::api::core::v1::Namespace| -> Vec<Request> {
+            cache
+                .list::<OperatorGroup>()
+                .iter()
+                .filter(|g| {
+                    g.spec.target_namespaces.is_empty()
+                        && operator_group::namespace_selector(g).is_ok_and(|s| s.is_some())
+                })
+                .map(|g| Request::from_object(g.as_ref()))
+                .collect()
+        }
+    };
+    Controller::new(mgr, operator_group::reconcile)
+        .named("operatorgroup")
+        .with_state(olm.clone())
+        .watches::<k8s_openapi::api::core::v1::Namespace>(selecting_groups)
+        .build()?;
 
     Controller::new(mgr, catalog_source::reconcile)
         .named("catalogsource")
