@@ -506,7 +506,7 @@ async fn webhook_definitions_are_registered_and_removed_with_the_csv() {
     let mut csv = bundle("0.0.1").csv_object;
     csv["metadata"]["namespace"] = json!("default");
     csv["spec"]["customresourcedefinitions"] = json!({});
-    csv["spec"]["webhookdefinitions"] = json!([
+    let definitions = json!([
         {"type": "ValidatingAdmissionWebhook", "generateName": "vwidget.kb.io", "deploymentName": manager,
          "containerPort": 443, "targetPort": 9443, "webhookPath": "/validate-example-com-v1-widget",
          "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore",
@@ -515,6 +515,7 @@ async fn webhook_definitions_are_registered_and_removed_with_the_csv() {
          "containerPort": 443, "targetPort": 9443, "webhookPath": "/convert", "sideEffects": "None",
          "admissionReviewVersions": ["v1"], "conversionCRDs": ["widgets.example.com"]},
     ]);
+    csv["spec"]["webhookdefinitions"] = definitions.clone();
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "default");
     let csv: ClusterServiceVersion = serde_json::from_value(csv).expect("csv");
     csvs.create(&PostParams::default(), &csv).await.expect("create csv");
@@ -535,6 +536,12 @@ async fn webhook_definitions_are_registered_and_removed_with_the_csv() {
     let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let owned = ListParams::default().labels("olm.owner=memcached-operator.v0.0.1");
     let listed = configurations.list(&owned).await.expect("list").items;
+    assert_eq!(listed.len(), 1);
+    let configuration_name = listed[0].metadata.name.clone().expect("name");
+    assert!(
+        configuration_name.starts_with("vwidget.kb.io-") && configuration_name.len() > "vwidget.kb.io-".len(),
+        "the API server completes generateName: {configuration_name}"
+    );
     let hook = &listed.first().and_then(|c| c.webhooks.clone()).expect("a validating configuration")[0];
     assert_eq!(hook.name, "vwidget.kb.io");
     let reference = hook.client_config.service.clone().expect("service reference");
@@ -567,6 +574,19 @@ async fn webhook_definitions_are_registered_and_removed_with_the_csv() {
             .flatten()
             .any(|m| m.name == "webhook-cert" && m.mount_path == "/tmp/k8s-webhook-server/serving-certs")
     );
+
+    // A changed definition updates the configuration found by its labels, not a new one.
+    let mut definitions = definitions;
+    definitions[0]["failurePolicy"] = json!("Fail");
+    let patch = json!({"spec": {"webhookdefinitions": definitions}});
+    csvs.patch("memcached-operator.v0.0.1", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("patch csv");
+    let failing = |c: Option<&ValidatingWebhookConfiguration>| {
+        c.and_then(|c| c.webhooks.as_ref())
+            .and_then(|w| w.first())
+            .is_some_and(|w| w.failure_policy.as_deref() == Some("Fail"))
+    };
+    wait_for(&configurations, &configuration_name, "to fail closed", failing, WAIT).await.expect("updated");
+    assert_eq!(configurations.list(&owned).await.expect("list").items.len(), 1);
 
     // Deleting the CSV removes the configuration, the Service and the Secret.
     csvs.delete("memcached-operator.v0.0.1", &Default::default()).await.expect("delete csv");

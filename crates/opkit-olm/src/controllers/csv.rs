@@ -403,7 +403,7 @@ async fn install(
     let namespaced_meta =
         |object_name: &str| json!({"name": object_name, "namespace": ns, "labels": labels, "ownerReferences": [owner]});
     let strategy = &csv.spec.install.spec;
-    let webhooks = webhooks::registration(&ctx.client, csv, &ns).await?;
+    let mut webhooks = webhooks::registration(&ctx.client, csv, &ns).await?;
     let mut objects = Vec::new();
     for account in service_accounts(csv) {
         objects.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": namespaced_meta(&account)}));
@@ -472,7 +472,8 @@ async fn install(
     }));
     // The webhooks' Services and Secrets are owned by the CSV, their configurations
     // labelled with it.
-    for mut object in webhooks.objects {
+    let mut configurations = webhooks.configurations;
+    for object in webhooks.objects.iter_mut().chain(configurations.iter_mut()) {
         let namespaced = matches!(object["kind"].as_str(), Some("Service" | "Secret"));
         let meta = if namespaced { namespaced_meta("") } else { json!({"labels": labels}) };
         if let (Some(target), Some(meta)) = (object["metadata"].as_object_mut(), meta.as_object()) {
@@ -485,10 +486,13 @@ async fn install(
                 }
             }
         }
-        objects.push(object);
     }
+    objects.extend(webhooks.objects);
     for object in &objects {
         ctx.state.resources.apply(&ctx.client, object, &ns).await.map_err(|e| e.to_string())?;
+    }
+    for configuration in &configurations {
+        webhooks::register(&ctx.client, configuration).await?;
     }
     webhooks::set_conversions(&ctx.client, &webhooks.conversions).await?;
     Ok(())

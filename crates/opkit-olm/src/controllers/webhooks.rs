@@ -6,18 +6,26 @@
 //! ValidatingWebhookConfiguration or MutatingWebhookConfiguration per definition, or, for a
 //! ConversionWebhook, the `spec.conversion` of each CRD it names, pointing at that Service
 //! with the CA as `caBundle`. The Service and Secret are owned by the CSV and the webhook
-//! configurations labelled `olm.owner`, so they go when the CSV goes.
+//! configurations labelled `olm.owner`, so they go when the CSV goes. As OLM's, a
+//! configuration is created with `generateName: <definition's generateName>-` (the API
+//! server adds the suffix) and found again by its labels (the owner's and
+//! `olm.webhook-description-generate-name`), then updated in place.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use k8s_openapi::ClusterResourceScope;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
 use opkit_olm_bundle::csv::{ClusterServiceVersion, WebhookDescription};
 use opkit_serve::tls::DevCa;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 /// Label on a webhook configuration: the definition's `generateName`.
@@ -42,8 +50,11 @@ pub fn secret_name(deployment: &str) -> String {
 /// The objects that register a CSV's webhooks, and the CRD conversions to set.
 #[derive(Debug, Default)]
 pub struct Registration {
-    /// Services, Secrets and webhook configurations, to apply (metadata without owner).
+    /// Services and Secrets, to apply (metadata without owner).
     pub objects: Vec<Value>,
+    /// Webhook configurations, with `generateName` and no name, for [`register`]
+    /// (metadata without the owner's labels).
+    pub configurations: Vec<Value>,
     /// `(crd name, spec.conversion)` for each ConversionWebhook's CRDs.
     pub conversions: Vec<(String, Value)>,
     /// The Deployments serving webhooks, by name: the Secret to mount.
@@ -106,10 +117,10 @@ pub async fn registration(client: &Client, csv: &ClusterServiceVersion, ns: &str
                 } else {
                     "MutatingWebhookConfiguration"
                 };
-                out.objects.push(json!({
+                out.configurations.push(json!({
                     "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
                     "metadata": {
-                        "name": configuration_name(d, ns),
+                        "generateName": format!("{}-", d.generate_name),
                         "labels": {WEBHOOK_DESCRIPTION_LABEL: d.generate_name},
                     },
                     "webhooks": [webhook(d, kind, client_config)],
@@ -129,11 +140,38 @@ pub async fn registration(client: &Client, csv: &ClusterServiceVersion, ns: &str
     Ok(out)
 }
 
-/// The configuration's name: OLM lets the API server add a suffix to `generateName`; a
-/// fixed one (the definition's name and the namespace) lets it be applied again.
-fn configuration_name(d: &WebhookDescription, ns: &str) -> String {
-    let name: String = format!("{}-{ns}", d.generate_name).chars().take(253).collect();
-    name.trim_end_matches(['-', '.']).to_string()
+/// Registers one webhook configuration built by [`registration`] (with the owner's labels
+/// added): those already labelled as it is get its webhooks and labels; when there are
+/// none it is created, the API server completing its `generateName`.
+pub async fn register(client: &Client, configuration: &Value) -> Result<(), String> {
+    match configuration["kind"].as_str() {
+        Some("MutatingWebhookConfiguration") => {
+            register_as::<MutatingWebhookConfiguration>(client, configuration).await
+        }
+        _ => register_as::<ValidatingWebhookConfiguration>(client, configuration).await,
+    }
+}
+
+async fn register_as<K>(client: &Client, configuration: &Value) -> Result<(), String>
+where
+    K: Resource<DynamicType = (), Scope = ClusterResourceScope> + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let text = |e: kube::Error| format!("registering a {}: {}", K::kind(&()), crate::objects::opkit_error_text(&e));
+    let labels: BTreeMap<String, String> =
+        serde_json::from_value(configuration["metadata"]["labels"].clone()).map_err(|e| e.to_string())?;
+    let selector = labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+    let api: Api<K> = Api::all(client.clone());
+    let existing = api.list(&ListParams::default().labels(&selector)).await.map_err(text)?;
+    if existing.items.is_empty() {
+        let object: K = serde_json::from_value(configuration.clone()).map_err(|e| e.to_string())?;
+        api.create(&PostParams::default(), &object).await.map_err(text)?;
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"labels": labels}, "webhooks": configuration["webhooks"]});
+    for found in &existing.items {
+        api.patch(&found.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(text)?;
+    }
+    Ok(())
 }
 
 /// One admission webhook of a configuration, from its definition.
