@@ -599,3 +599,24 @@ pub fn reference(csv: &ClusterServiceVersion) -> Value {
         "uid": csv.uid(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_container_is_told_its_operator_condition() {
+        let mut spec = json!({"template": {"spec": {"containers": [
+            {"name": "manager", "env": [{"name": "A", "value": "1"},
+                                        {"name": OPERATOR_CONDITION_ENV, "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]},
+            {"name": "proxy"},
+        ]}}});
+        set_operator_condition_env(&mut spec, "op.v1");
+        let containers = &spec["template"]["spec"]["containers"];
+        assert_eq!(
+            containers[0]["env"],
+            json!([{"name": "A", "value": "1"}, {"name": OPERATOR_CONDITION_ENV, "value": "op.v1"}])
+        );
+        assert_eq!(containers[1]["env"], json!([{"name": OPERATOR_CONDITION_ENV, "value": "op.v1"}]));
+    }
+}
