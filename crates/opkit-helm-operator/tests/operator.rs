@@ -338,10 +338,10 @@ async fn a_failing_required_value_is_release_failed_with_helms_message() {
             .await;
     assert!(condition(&cr, "ReleaseFailed").is_none());
 }
-/// The real helm's standard output for `args` against the test's cluster, with its own
-/// config, cache and data dirs under `home`.
-fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
+/// The real helm run with `args` against the test's cluster, with its own config, cache
+/// and data dirs under `home`.
+fn helm_output(env: &TestEnv, home: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
         .args(args)
         .arg("--kubeconfig")
         .arg(env.kubeconfig_path())
@@ -349,7 +349,12 @@ fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
         .env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_DATA_HOME", home.join("data"))
         .output()
-        .expect("helm runs");
+        .expect("helm runs")
+}
+
+/// The real helm's standard output for `args` ([`helm_output`]); it must succeed.
+fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
+    let out = helm_output(env, home, args);
     assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -1254,4 +1259,150 @@ async fn uninstall_wait_keeps_the_finalizer_until_every_object_is_gone() {
 
     hold_configmap(&client, "waiting-nginx", false).await;
     wait_cr_gone(&client, "waiting").await;
+}
+
+/// A pre-install hook Job whose pod no node can run (its node selector matches none): it
+/// runs until the test marks the pod Succeeded.
+const HELD_HOOK: &str = r#"apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-wait
+  annotations:
+    helm.sh/hook: pre-install
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector:
+        opkit.dev/no-such-node: "true"
+      containers:
+        - name: wait
+          image: busybox
+"#;
+
+/// `helm history` as (revision, status, description) rows.
+fn history_rows(history: &Value) -> Vec<(i64, String, String)> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    history
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| (r["revision"].as_i64().unwrap_or_default(), text(&r["status"]), text(&r["description"])))
+        .collect()
+}
+
+/// As Helm stores it, an install is `pending-install` while its hooks run (the running
+/// hook's `last_run` `Running`), before any object is created, and the same revision
+/// becomes `deployed` once they are done: the real `helm history` and `helm status` show
+/// both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_pending_while_its_pre_install_hook_runs() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let home = tempfile::tempdir().expect("helm home");
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(&charts.path().join("nginx"), "0.1.0", "");
+    std::fs::write(charts.path().join("nginx/templates/hooks.yaml"), HELD_HOOK).expect("hooks");
+    let _operator = start_operator_in(&env, WATCHES, charts.path(), &[]).await;
+
+    create_nginx(&client, "slow", json!({})).await;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), NS);
+    wait_for(
+        &jobs,
+        "slow-wait",
+        "the pre-install hook's pod",
+        |j: Option<&k8s_openapi::api::batch::v1::Job>| {
+            j.and_then(|j| j.status.as_ref()).and_then(|s| s.active).is_some_and(|a| a > 0)
+        },
+        WAIT,
+    )
+    .await
+    .expect("the hook Job runs");
+
+    let history = helm(&env, home.path(), &["history", "slow", "-n", NS]);
+    assert_eq!(history_rows(&history), [(1, "pending-install".into(), "Initial install underway".into())], "{history}");
+    let status = helm(&env, home.path(), &["status", "slow", "-n", NS]);
+    assert_eq!(status.pointer("/info/status"), Some(&json!("pending-install")), "{status}");
+    assert_eq!(last_run_phase(&status, "slow-wait"), "Running", "{status}");
+    assert!(!last_run(&status, "slow-wait")["started_at"].as_str().unwrap_or_default().is_empty(), "{status}");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    assert!(configmaps.get_opt("slow-nginx").await.expect("get").is_none(), "no object before the pre-install hook");
+    let cr = nginxes(&client).get("slow").await.expect("the CR");
+    assert_eq!(revision(&cr), None, "nothing is deployed yet");
+    // The real helm refuses another operation on the pending release.
+    let chart = charts.path().join("nginx");
+    let upgrade = helm_output(&env, home.path(), &["upgrade", "slow", &chart.to_string_lossy(), "-n", NS]);
+    let stderr = String::from_utf8_lossy(&upgrade.stderr);
+    assert!(!upgrade.status.success(), "helm upgrade of a pending release: {stderr}");
+    assert!(stderr.contains("another operation (install/upgrade/rollback) is in progress"), "{stderr}");
+
+    // The test lets the hook's pod succeed.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let held = pods.list(&ListParams::default().labels("batch.kubernetes.io/job-name=slow-wait")).await.expect("list");
+    assert_eq!(held.items.len(), 1, "one pod of the hook Job");
+    let succeeded = json!({ "status": { "phase": "Succeeded" } });
+    pods.patch_status(&held.items[0].name_any(), &PatchParams::default(), &Patch::Merge(&succeeded))
+        .await
+        .expect("mark the pod succeeded");
+
+    wait_for_cr(&client, "slow", "installed", |cr| revision(cr) == Some(1)).await;
+    let history = helm(&env, home.path(), &["history", "slow", "-n", NS]);
+    assert_eq!(history_rows(&history), [(1, "deployed".into(), "Install complete".into())], "{history}");
+    let status = helm(&env, home.path(), &["status", "slow", "-n", NS]);
+    assert_eq!(last_run_phase(&status, "slow-wait"), "Succeeded", "{status}");
+    configmaps.get("slow-nginx").await.expect("the release's objects are created after the hook");
+}
+
+/// A release left pending by an operator stopped in the middle of an install or upgrade
+/// (here written as that operator left it) is handled as operator-sdk handles it: the
+/// pending revision is deleted and the install or upgrade made again as that revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_release_left_by_a_stopped_operator_is_made_again() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let home = tempfile::tempdir().expect("helm home");
+    let operator = start_operator(&env, WATCHES, &[]).await;
+    install_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
+    operator.shut_down().await;
+
+    // What a stopped operator leaves: `web` upgrading to revision 2, `fresh` installing.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let stored = releases(&client, "web").await;
+    let mut upgrading = stored[0].1.clone();
+    upgrading.version = 2;
+    upgrading.info.status = "pending-upgrade".into();
+    upgrading.info.description = "Preparing upgrade".into();
+    secrets.create(&PostParams::default(), &upgrading.to_secret().expect("encodes")).await.expect("store");
+    patch_spec(&client, "web", json!({ "replicaCount": 2 })).await;
+    let mut installing = stored[0].1.clone();
+    installing.name = "fresh".into();
+    installing.info.status = "pending-install".into();
+    installing.info.description = "Initial install underway".into();
+    secrets.create(&PostParams::default(), &installing.to_secret().expect("encodes")).await.expect("store");
+    create_nginx(&client, "fresh", json!({})).await;
+    let history = helm(&env, home.path(), &["history", "web", "-n", NS]);
+    assert_eq!(
+        history_rows(&history),
+        [(1, "deployed".into(), "Install complete".into()), (2, "pending-upgrade".into(), "Preparing upgrade".into())],
+        "{history}"
+    );
+
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    wait_for_cr(&client, "web", "upgraded", |cr| revision(cr) == Some(2)).await;
+    let history = helm(&env, home.path(), &["history", "web", "-n", NS]);
+    assert_eq!(
+        history_rows(&history),
+        [(1, "superseded".into(), "Install complete".into()), (2, "deployed".into(), "Upgrade complete".into())],
+        "{history}"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let replicas = deployments.get("web-nginx").await.expect("the Deployment").spec.and_then(|s| s.replicas);
+    assert_eq!(replicas, Some(2));
+
+    wait_for_cr(&client, "fresh", "installed", |cr| revision(cr) == Some(1)).await;
+    let history = helm(&env, home.path(), &["history", "fresh", "-n", NS]);
+    assert_eq!(history_rows(&history), [(1, "deployed".into(), "Install complete".into())], "{history}");
+    deployments.get("fresh-nginx").await.expect("the release's objects are created");
 }
