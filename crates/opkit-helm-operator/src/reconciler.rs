@@ -2,14 +2,16 @@
 //! `internal/helm/controller`): a custom resource's spec is the chart's values and its
 //! name the release's. Each reconcile renders the chart, installs (no release yet),
 //! upgrades (the manifest changed) or re-applies the release's objects (drift repair),
-//! stores the revision as Helm does and writes operator-sdk's conditions (Initialized,
-//! Deployed, ReleaseFailed, Irreconcilable) and `status.deployedRelease`. Deleting the
-//! resource uninstalls the release through [`UNINSTALL_FINALIZER`]. operator-sdk's
-//! annotations on the resource ([`crate::annotations`]) upgrade and roll back with
-//! `--force` (objects replaced, [`ApplyMode::Replace`]) and keep the finalizer until
-//! every object of the release is gone. A new chart version
-//! is rolled out over the kind's releases one at a time and paused at the first failure
-//! (`Rollout`).
+//! stores the revision as Helm does (`pending-install` / `pending-upgrade` while its
+//! hooks and objects are created, then `deployed` or `failed`; a pending revision left by
+//! an operator stopped in the middle is deleted and made again, as operator-sdk does) and
+//! writes operator-sdk's conditions (Initialized, Deployed, ReleaseFailed,
+//! Irreconcilable) and `status.deployedRelease`. Deleting the resource uninstalls the
+//! release through [`UNINSTALL_FINALIZER`]. operator-sdk's annotations on the resource
+//! ([`crate::annotations`]) upgrade and roll back with `--force` (objects replaced,
+//! [`ApplyMode::Replace`]) and keep the finalizer until every object of the release is
+//! gone. A new chart version is rolled out over the kind's releases one at a time and
+//! paused at the first failure (`Rollout`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -574,11 +576,14 @@ impl HelmReconciler {
                     }
                 }
                 None => {
-                    // Helm stores the failed install; operator-sdk then uninstalls it,
-                    // which purges the record.
+                    // Helm stores the failed install (a failed write is logged, as Helm's
+                    // `recordRelease`); operator-sdk then uninstalls it, which purges the
+                    // record.
                     release.info.status = "failed".to_string();
                     release.info.description = format!("failed: {e}");
-                    release::replace(secrets, &release).await.map_err(fail)?;
+                    if let Err(e) = release::replace(secrets, &release).await {
+                        tracing::warn!(name, error = %e, "recording the failed install");
+                    }
                     let manifest_objects: Vec<RenderedObject> =
                         objects.iter().filter(|o| !o.is_hook()).cloned().collect();
                     let mut errors =
