@@ -2,14 +2,16 @@
 //! `internal/helm/controller`): a custom resource's spec is the chart's values and its
 //! name the release's. Each reconcile renders the chart, installs (no release yet),
 //! upgrades (the manifest changed) or re-applies the release's objects (drift repair),
-//! stores the revision as Helm does and writes operator-sdk's conditions (Initialized,
-//! Deployed, ReleaseFailed, Irreconcilable) and `status.deployedRelease`. Deleting the
-//! resource uninstalls the release through [`UNINSTALL_FINALIZER`]. operator-sdk's
-//! annotations on the resource ([`crate::annotations`]) upgrade and roll back with
-//! `--force` (objects replaced, [`ApplyMode::Replace`]) and keep the finalizer until
-//! every object of the release is gone. A new chart version
-//! is rolled out over the kind's releases one at a time and paused at the first failure
-//! (`Rollout`).
+//! stores the revision as Helm does (`pending-install` / `pending-upgrade` while its
+//! hooks and objects are created, then `deployed` or `failed`; a pending revision left by
+//! an operator stopped in the middle is deleted and made again, as operator-sdk does) and
+//! writes operator-sdk's conditions (Initialized, Deployed, ReleaseFailed,
+//! Irreconcilable) and `status.deployedRelease`. Deleting the resource uninstalls the
+//! release through [`UNINSTALL_FINALIZER`]. operator-sdk's annotations on the resource
+//! ([`crate::annotations`]) upgrade and roll back with `--force` (objects replaced,
+//! [`ApplyMode::Replace`]) and keep the finalizer until every object of the release is
+//! gone. A new chart version is rolled out over the kind's releases one at a time and
+//! paused at the first failure (`Rollout`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -384,6 +386,9 @@ impl Reconciler<DynamicObject> for HelmReconciler {
             .map_err(ReconcileError::retry)?;
 
         let history = release::history(&secrets, &name).await.map_err(ReconcileError::retry)?;
+        // No operation of this release runs now: a pending revision was left by an
+        // operator stopped in the middle of one, and is cleared as operator-sdk clears it.
+        let history = release::delete_pending(&secrets, history).await.map_err(ReconcileError::retry)?;
         let deployed = history.iter().rev().find(|r| r.info.status == "deployed").cloned();
         let spec = object.data.get("spec").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
         let failure_reason = if deployed.is_some() { conditions::UPGRADE_ERROR } else { conditions::INSTALL_ERROR };
@@ -550,18 +555,19 @@ impl HelmReconciler {
         }
         let version = history.last().map_or(1, |r| r.version + 1);
         let first_deployed = history.first().map(|r| r.info.first_deployed.clone());
-        let mut release =
-            Release::deployed(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
+        // Stored pending before any hook or object is created, as Helm stores it.
+        let mut release = Release::pending(&name, &namespace, version, first_deployed, chart, config, manifest.clone());
         release.info.notes = notes;
         release.hooks = hooks::release_hooks(&objects);
-        let performed = self.perform(client, owner, &namespace, &objects, deployed, mode, &mut release.hooks).await;
+        release::create(secrets, &release).await.map_err(fail)?;
+        let performed = self.perform(client, owner, secrets, &mut release, &objects, deployed, mode).await;
         if let Err(e) = performed {
             match deployed {
                 Some(previous) => {
                     release.info.status = "failed".to_string();
                     release.info.description =
                         format!("Upgrade {} failed: {e}", opkit_apimachinery::strconv::quote(&name));
-                    release::create(secrets, &release).await.map_err(fail)?;
+                    release::replace(secrets, &release).await.map_err(fail)?;
                     let rollback_mode = if annotations.rollback_force { ApplyMode::Replace } else { ApplyMode::Patch };
                     if let Err(rollback) =
                         self.roll_back(client, owner, secrets, &release, previous, rollback_mode).await
@@ -570,13 +576,24 @@ impl HelmReconciler {
                     }
                 }
                 None => {
+                    // Helm stores the failed install (a failed write is logged, as Helm's
+                    // `recordRelease`); operator-sdk then uninstalls it, which purges the
+                    // record.
+                    release.info.status = "failed".to_string();
+                    release.info.description = format!("failed: {e}");
+                    if let Err(e) = release::replace(secrets, &release).await {
+                        tracing::warn!(name, error = %e, "recording the failed install");
+                    }
                     let manifest_objects: Vec<RenderedObject> =
                         objects.iter().filter(|o| !o.is_hook()).cloned().collect();
-                    let errors = match self.remove_objects(client, &namespace, &objects, &manifest_objects, true).await
-                    {
-                        Ok(errors) => errors,
-                        Err(e) => vec![e.to_string()],
-                    };
+                    let mut errors =
+                        match self.remove_objects(client, &namespace, &objects, &manifest_objects, true).await {
+                            Ok(errors) => errors,
+                            Err(e) => vec![e.to_string()],
+                        };
+                    if let Err(e) = release::delete_all(secrets, std::slice::from_ref(&release)).await {
+                        errors.push(e.to_string());
+                    }
                     if !errors.is_empty() {
                         tracing::warn!(name, errors = errors.join("; "), "uninstalling the failed install");
                     }
@@ -589,7 +606,8 @@ impl HelmReconciler {
             superseded.info.status = "superseded".to_string();
             release::replace(secrets, &superseded).await.map_err(fail)?;
         }
-        release::create(secrets, &release).await.map_err(fail)?;
+        release.mark_deployed();
+        release::replace(secrets, &release).await.map_err(fail)?;
         Ok((outcome, manifest, version))
     }
 
@@ -597,18 +615,21 @@ impl HelmReconciler {
     /// or `pre-upgrade` hooks, every object applied, the `post-` hooks, and, for an
     /// upgrade, the deployed revision's objects the new manifest no longer has deleted
     /// (after the post hooks; Helm deletes them first). Each hook's run is recorded in
-    /// `runs` (the new revision's stored hooks). The error is Helm's.
+    /// `release` (the new, pending revision), stored in `secrets` as each hook starts.
+    /// The error is Helm's.
     #[allow(clippy::too_many_arguments)]
     async fn perform(
         &self,
         client: &Client,
         owner: &DynamicObject,
-        namespace: &str,
+        secrets: &Api<Secret>,
+        release: &mut Release,
         objects: &[RenderedObject],
         deployed: Option<&Release>,
         mode: ApplyMode,
-        runs: &mut [Value],
     ) -> Result<(), OperatorError> {
+        let namespace = release.namespace.clone();
+        let namespace = namespace.as_str();
         let (pre, post) =
             if deployed.is_some() { ("pre-upgrade", "post-upgrade") } else { ("pre-install", "post-install") };
         let hook_failed = |event: &str, e: String| {
@@ -618,11 +639,13 @@ impl HelmReconciler {
                 format!("failed {event}: {e}")
             })
         };
-        self.run_hooks(client, namespace, objects, pre, runs).await.map_err(|e| hook_failed(pre, e))?;
+        let record = Some((secrets, &mut *release));
+        self.run_hooks(client, namespace, objects, pre, record).await.map_err(|e| hook_failed(pre, e))?;
         for object in objects.iter().filter(|o| !o.is_hook()) {
             self.apply(client, owner, namespace, object, mode, false).await?;
         }
-        self.run_hooks(client, namespace, objects, post, runs).await.map_err(|e| hook_failed(post, e))?;
+        let record = Some((secrets, &mut *release));
+        self.run_hooks(client, namespace, objects, post, record).await.map_err(|e| hook_failed(post, e))?;
         if let Some(previous) = deployed {
             self.delete_dropped(client, namespace, &previous.manifest, objects).await?;
         }
@@ -672,8 +695,7 @@ impl HelmReconciler {
         let namespace = target.namespace.as_str();
         let rolled_back = async {
             let hook_objects = split(&hooks::hooks_text(&target.hooks))?;
-            let runs = &mut rolled.hooks;
-            self.run_hooks(client, namespace, &hook_objects, "pre-rollback", runs)
+            self.run_hooks(client, namespace, &hook_objects, "pre-rollback", Some((secrets, &mut rolled)))
                 .await
                 .map_err(OperatorError::Hook)?;
             let objects = split(&target.manifest)?;
@@ -681,7 +703,9 @@ impl HelmReconciler {
                 self.apply(client, owner, namespace, object, mode, false).await?;
             }
             self.delete_dropped(client, namespace, &failed.manifest, &objects).await?;
-            self.run_hooks(client, namespace, &hook_objects, "post-rollback", runs).await.map_err(OperatorError::Hook)
+            self.run_hooks(client, namespace, &hook_objects, "post-rollback", Some((secrets, &mut rolled)))
+                .await
+                .map_err(OperatorError::Hook)
         }
         .await;
         match rolled_back {
@@ -824,9 +848,8 @@ impl HelmReconciler {
         objects: &[RenderedObject],
         wait: bool,
     ) -> Result<Vec<String>, OperatorError> {
-        // The release's records are purged afterwards: the runs are not kept.
-        let runs = &mut [];
-        self.run_hooks(client, namespace, hook_objects, "pre-delete", runs).await.map_err(OperatorError::Hook)?;
+        // The release's records are purged afterwards: the runs are not recorded.
+        self.run_hooks(client, namespace, hook_objects, "pre-delete", None).await.map_err(OperatorError::Hook)?;
         let mut deleted = Vec::new();
         for object in objects.iter().rev() {
             if self.delete(client, namespace, object).await? && wait {
@@ -841,22 +864,24 @@ impl HelmReconciler {
                 break;
             }
         }
-        if let Err(e) = self.run_hooks(client, namespace, hook_objects, "post-delete", runs).await {
+        if let Err(e) = self.run_hooks(client, namespace, hook_objects, "post-delete", None).await {
             errors.push(e);
         }
         Ok(errors)
     }
 
     /// Runs the hooks of `event` among `objects` as Helm's `execHook`, recording each
-    /// run in its entry of `runs` (a release's stored hooks); the error is Helm's text
-    /// (without the event's prefix, which the caller adds).
+    /// run in its entry of `record`'s release (a pending revision), which is stored as
+    /// each hook starts (its `last_run` `Running`), so `helm status` shows the hook
+    /// running; the error is Helm's text (without the event's prefix, which the caller
+    /// adds).
     async fn run_hooks(
         &self,
         client: &Client,
         namespace: &str,
         objects: &[RenderedObject],
         event: &str,
-        runs: &mut [Value],
+        mut record: Option<(&Api<Secret>, &mut Release)>,
     ) -> Result<(), String> {
         let hooks = hooks::hooks_for(objects, event);
         for (i, hook) in hooks.iter().enumerate() {
@@ -874,8 +899,17 @@ impl HelmReconciler {
             }
             let body: DynamicObject = serde_json::from_value(body).map_err(|e| e.to_string())?;
             let run = HookRun::started();
+            if let Some((secrets, release)) = record.as_mut() {
+                hooks::record_run(&mut release.hooks, hook, &run);
+                // As Helm's `recordRelease`, a failed write is logged, not fatal.
+                if let Err(e) = release::replace(secrets, release).await {
+                    tracing::warn!(release = %release.name, error = %e, "recording a hook's run");
+                }
+            }
             if let Err(e) = api.create(&PostParams::default(), &body).await {
-                hooks::record_run(runs, hook, &run.completed(PHASE_FAILED));
+                if let Some((_, release)) = record.as_mut() {
+                    hooks::record_run(&mut release.hooks, hook, &run.completed(PHASE_FAILED));
+                }
                 return Err(format!("warning: Hook {event} {} failed: {}", hook.object.source, status_message(&e)));
             }
             let hook_namespace = hook.object.namespace().unwrap_or(namespace);
@@ -885,7 +919,9 @@ impl HelmReconciler {
                 _ => Ok(()),
             };
             let phase = if waited.is_ok() { PHASE_SUCCEEDED } else { PHASE_FAILED };
-            hooks::record_run(runs, hook, &run.completed(phase));
+            if let Some((_, release)) = record.as_mut() {
+                hooks::record_run(&mut release.hooks, hook, &run.completed(phase));
+            }
             if let Err(message) = waited {
                 for done in hooks[..=i].iter().filter(|h| h.has_policy(HOOK_FAILED)) {
                     let (api, _) = self.api_for(client, namespace, done.object).await.map_err(|e| e.to_string())?;

@@ -2,7 +2,9 @@
 //! `sh.helm.release.v1.<name>.v<revision>` of type `helm.sh/release.v1`, labelled
 //! `owner=helm`, `name`, `status` and `version`, whose `release` key holds
 //! base64(gzip(JSON of Helm's `release.Release`)), so `helm list` and `helm history` read
-//! them.
+//! them. A revision is stored `pending-install` / `pending-upgrade` before its hooks and
+//! objects are created and rewritten `deployed` or `failed` once they are, as Helm's
+//! install and upgrade actions store it ([`Release::pending`], [`Release::mark_deployed`]).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -20,6 +22,15 @@ use crate::OperatorError;
 
 /// The Secret type Helm's storage driver writes.
 pub const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
+
+/// The status of a revision whose install is under way.
+pub const STATUS_PENDING_INSTALL: &str = "pending-install";
+/// The status of a revision whose upgrade is under way.
+pub const STATUS_PENDING_UPGRADE: &str = "pending-upgrade";
+/// The status of a revision whose rollback is under way.
+pub const STATUS_PENDING_ROLLBACK: &str = "pending-rollback";
+/// The status of the revision in use.
+pub const STATUS_DEPLOYED: &str = "deployed";
 
 /// Go's zero `time.Time`, as Helm's JSON carries an unset `deleted`.
 const GO_ZERO_TIME: &str = "0001-01-01T00:00:00Z";
@@ -79,15 +90,37 @@ impl Release {
         config: Value,
         manifest: String,
     ) -> Release {
+        let mut release = Release::pending(name, namespace, version, first_deployed, chart, config, manifest);
+        release.mark_deployed();
+        release
+    }
+
+    /// A new revision as Helm stores it before running its hooks and creating its
+    /// objects: revision 1 `pending-install` ("Initial install underway"), a later one
+    /// `pending-upgrade` ("Preparing upgrade").
+    pub fn pending(
+        name: &str,
+        namespace: &str,
+        version: i64,
+        first_deployed: Option<String>,
+        chart: Value,
+        config: Value,
+        manifest: String,
+    ) -> Release {
         let now = jiff::Timestamp::now().to_string();
+        let (status, description) = if version == 1 {
+            (STATUS_PENDING_INSTALL, "Initial install underway")
+        } else {
+            (STATUS_PENDING_UPGRADE, "Preparing upgrade")
+        };
         Release {
             name: name.to_string(),
             info: ReleaseInfo {
                 first_deployed: first_deployed.unwrap_or_else(|| now.clone()),
                 last_deployed: now,
                 deleted: GO_ZERO_TIME.to_string(),
-                description: if version == 1 { "Install complete" } else { "Upgrade complete" }.to_string(),
-                status: "deployed".to_string(),
+                description: description.to_string(),
+                status: status.to_string(),
                 notes: String::new(),
             },
             chart,
@@ -97,6 +130,20 @@ impl Release {
             version,
             namespace: namespace.to_string(),
         }
+    }
+
+    /// The revision's install or upgrade completed: `deployed`, "Install complete" or
+    /// "Upgrade complete".
+    pub fn mark_deployed(&mut self) {
+        self.info.status = STATUS_DEPLOYED.to_string();
+        self.info.description = if self.version == 1 { "Install complete" } else { "Upgrade complete" }.to_string();
+    }
+
+    /// Whether an install, upgrade or rollback of this revision is under way (Helm's
+    /// `Status.IsPending`); found at the start of a reconcile, it was left by an operator
+    /// stopped in the middle.
+    pub fn is_pending(&self) -> bool {
+        [STATUS_PENDING_INSTALL, STATUS_PENDING_UPGRADE, STATUS_PENDING_ROLLBACK].contains(&self.info.status.as_str())
     }
 
     /// The Secret's name: `sh.helm.release.v1.<name>.v<revision>`.
@@ -198,6 +245,19 @@ pub async fn replace(secrets: &Api<Secret>, release: &Release) -> Result<(), Ope
     Ok(())
 }
 
+/// Deletes the pending revisions of `history` (left by an operator stopped during an
+/// install, upgrade or rollback) and returns the others, as operator-sdk's release
+/// manager clears the revisions that are not deployed before it reconciles (`Sync`): the
+/// install or upgrade is then made again, as the same revision number.
+pub async fn delete_pending(secrets: &Api<Secret>, history: Vec<Release>) -> Result<Vec<Release>, OperatorError> {
+    let (pending, kept): (Vec<Release>, Vec<Release>) = history.into_iter().partition(Release::is_pending);
+    for stale in &pending {
+        tracing::info!(release = %stale.name, revision = stale.version, status = %stale.info.status, "deleting a pending revision an interrupted operation left");
+    }
+    delete_all(secrets, &pending).await?;
+    Ok(kept)
+}
+
 /// Deletes every stored revision, as `helm uninstall` does without `--keep-history`.
 pub async fn delete_all(secrets: &Api<Secret>, releases: &[Release]) -> Result<(), OperatorError> {
     for release in releases {
@@ -235,5 +295,31 @@ mod tests {
         assert_eq!(Release::from_secret(&secret).expect("decodes"), release);
         let raw = STANDARD.decode(&secret.data.as_ref().expect("data")["release"].0).expect("base64");
         assert_eq!(&raw[..2], &[0x1f, 0x8b], "gzip, as Helm writes it");
+    }
+
+    #[test]
+    fn a_new_revision_is_pending_until_it_is_deployed() {
+        let chart = serde_json::json!({});
+        let mut install = Release::pending("web", "team", 1, None, chart.clone(), Value::Null, String::new());
+        assert_eq!(
+            (install.info.status.as_str(), install.info.description.as_str()),
+            ("pending-install", "Initial install underway")
+        );
+        assert!(install.is_pending());
+        let labels = install.to_secret().expect("encodes").metadata.labels.unwrap_or_default();
+        assert_eq!(labels.get("status").map(String::as_str), Some("pending-install"));
+        install.mark_deployed();
+        assert_eq!((install.info.status.as_str(), install.info.description.as_str()), ("deployed", "Install complete"));
+        assert!(!install.is_pending());
+
+        let mut upgrade = Release::pending("web", "team", 2, None, chart, Value::Null, String::new());
+        assert_eq!(
+            (upgrade.info.status.as_str(), upgrade.info.description.as_str()),
+            ("pending-upgrade", "Preparing upgrade")
+        );
+        upgrade.mark_deployed();
+        assert_eq!(upgrade.info.description, "Upgrade complete");
+        upgrade.info.status = STATUS_PENDING_ROLLBACK.to_string();
+        assert!(upgrade.is_pending());
     }
 }

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
@@ -338,10 +339,10 @@ async fn a_failing_required_value_is_release_failed_with_helms_message() {
             .await;
     assert!(condition(&cr, "ReleaseFailed").is_none());
 }
-/// The real helm's standard output for `args` against the test's cluster, with its own
-/// config, cache and data dirs under `home`.
-fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
+/// The real helm run with `args` against the test's cluster, with its own config, cache
+/// and data dirs under `home`.
+fn helm_output(env: &TestEnv, home: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
         .args(args)
         .arg("--kubeconfig")
         .arg(env.kubeconfig_path())
@@ -349,7 +350,12 @@ fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
         .env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_DATA_HOME", home.join("data"))
         .output()
-        .expect("helm runs");
+        .expect("helm runs")
+}
+
+/// The real helm's standard output for `args` ([`helm_output`]); it must succeed.
+fn helm_text(env: &TestEnv, home: &Path, args: &[&str]) -> String {
+    let out = helm_output(env, home, args);
     assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -948,10 +954,10 @@ async fn hooks_run_as_helm_runs_them() {
     let (env, client, _charts, _operator) = hooked_env().await;
 
     install_nginx(&client, "hooked", json!({})).await;
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let check = pods.get("hooked-check").await.expect("the pre-install hook stays (before-hook-creation)");
     assert_eq!(check.status.and_then(|s| s.phase).as_deref(), Some("Succeeded"), "waited for");
-    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), NS);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     assert!(jobs.get_opt("hooked-migrate").await.expect("get").is_none(), "hook-succeeded deletes the Job");
     let stored = releases(&client, "hooked").await;
     let mut hooks: Vec<(&str, &str)> = stored[0]
@@ -1128,7 +1134,7 @@ async fn the_real_helm_test_runs_the_releases_test_hooks() {
     let (env, client, _charts, _operator) = hooked_env().await;
     let home = tempfile::tempdir().expect("helm home");
     install_nginx(&client, "tested", json!({})).await;
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     assert!(pods.get_opt("tested-test").await.expect("get").is_none(), "the operator runs no test hook");
 
     let printed = helm_text(&env, home.path(), &["test", "tested", "-n", NS]);
@@ -1254,4 +1260,175 @@ async fn uninstall_wait_keeps_the_finalizer_until_every_object_is_gone() {
 
     hold_configmap(&client, "waiting-nginx", false).await;
     wait_cr_gone(&client, "waiting").await;
+}
+
+/// A pre-install and pre-upgrade hook Job whose pod no node can run (its node selector
+/// matches none): it runs until the test marks the pod Succeeded
+/// ([`let_the_held_hook_succeed`]).
+const HELD_HOOK: &str = r#"apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-wait
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector:
+        opkit.dev/no-such-node: "true"
+      containers:
+        - name: wait
+          image: busybox
+"#;
+
+/// `helm history` as (revision, status, description) rows.
+fn history_rows(history: &Value) -> Vec<(i64, String, String)> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    history
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| (r["revision"].as_i64().unwrap_or_default(), text(&r["status"]), text(&r["description"])))
+        .collect()
+}
+
+/// Waits until [`HELD_HOOK`]'s Job for release `name` has a running pod.
+async fn wait_for_the_held_hook(client: &Client, name: &str) {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    let running = |j: Option<&Job>| j.and_then(|j| j.status.as_ref()).and_then(|s| s.active).is_some_and(|a| a > 0);
+    wait_for(&jobs, &format!("{name}-wait"), "the held hook's pod", running, WAIT).await.expect("the hook Job runs");
+}
+
+/// Marks the running pod of [`HELD_HOOK`]'s Job for release `name` Succeeded, as a
+/// kubelet would once its container exited 0.
+async fn let_the_held_hook_succeed(client: &Client, name: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let selector = format!("batch.kubernetes.io/job-name={name}-wait");
+    let listed = pods.list(&ListParams::default().labels(&selector)).await.expect("list the hook's pods");
+    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let held: Vec<&Pod> = listed.items.iter().filter(|p| phase(p) != "Succeeded").collect();
+    assert_eq!(held.len(), 1, "one running pod of the hook Job: {:?}", listed.items);
+    let succeeded = json!({ "status": { "phase": "Succeeded" } });
+    pods.patch_status(&held[0].name_any(), &PatchParams::default(), &Patch::Merge(&succeeded))
+        .await
+        .expect("mark the pod succeeded");
+}
+
+/// As Helm stores it, an install is `pending-install` while its hooks run (the running
+/// hook's `last_run` `Running`), before any object is created, and the same revision
+/// becomes `deployed` once they are done; an upgrade is `pending-upgrade` the same way,
+/// the deployed revision staying deployed meanwhile. The real `helm history` and
+/// `helm status` show each state, and the real `helm upgrade` refuses to run meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_pending_while_its_hooks_run() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let home = tempfile::tempdir().expect("helm home");
+    let charts = tempfile::tempdir().expect("charts dir");
+    copy_fixture_chart(&charts.path().join("nginx"), "0.1.0", "");
+    std::fs::write(charts.path().join("nginx/templates/hooks.yaml"), HELD_HOOK).expect("hooks");
+    let _operator = start_operator_in(&env, WATCHES, charts.path(), &[]).await;
+    let row = |revision: i64, status: &str, description: &str| (revision, status.to_string(), description.to_string());
+
+    create_nginx(&client, "slow", json!({})).await;
+    wait_for_the_held_hook(&client, "slow").await;
+    let history = helm(&env, home.path(), &["history", "slow", "-n", NS]);
+    assert_eq!(history_rows(&history), [row(1, "pending-install", "Initial install underway")], "{history}");
+    let status = helm(&env, home.path(), &["status", "slow", "-n", NS]);
+    assert_eq!(status.pointer("/info/status"), Some(&json!("pending-install")), "{status}");
+    assert_eq!(last_run_phase(&status, "slow-wait"), "Running", "{status}");
+    assert!(!last_run(&status, "slow-wait")["started_at"].as_str().unwrap_or_default().is_empty(), "{status}");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    assert!(configmaps.get_opt("slow-nginx").await.expect("get").is_none(), "no object before the pre-install hook");
+    let cr = nginxes(&client).get("slow").await.expect("the CR");
+    assert_eq!(revision(&cr), None, "nothing is deployed yet");
+    // The real helm refuses another operation on the pending release.
+    let chart = charts.path().join("nginx");
+    let upgrade = helm_output(&env, home.path(), &["upgrade", "slow", &chart.to_string_lossy(), "-n", NS]);
+    let stderr = String::from_utf8_lossy(&upgrade.stderr);
+    assert!(!upgrade.status.success(), "helm upgrade of a pending release: {stderr}");
+    assert!(stderr.contains("another operation (install/upgrade/rollback) is in progress"), "{stderr}");
+
+    let_the_held_hook_succeed(&client, "slow").await;
+    wait_for_cr(&client, "slow", "installed", |cr| revision(cr) == Some(1)).await;
+    let history = helm(&env, home.path(), &["history", "slow", "-n", NS]);
+    assert_eq!(history_rows(&history), [row(1, "deployed", "Install complete")], "{history}");
+    let status = helm(&env, home.path(), &["status", "slow", "-n", NS]);
+    assert_eq!(last_run_phase(&status, "slow-wait"), "Succeeded", "{status}");
+    configmaps.get("slow-nginx").await.expect("the release's objects are created after the hook");
+
+    // An upgrade: pending-upgrade while its pre-upgrade hook runs.
+    patch_spec(&client, "slow", json!({ "greeting": "later" })).await;
+    wait_for_the_held_hook(&client, "slow").await;
+    let history = helm(&env, home.path(), &["history", "slow", "-n", NS]);
+    assert_eq!(
+        history_rows(&history),
+        [row(1, "deployed", "Install complete"), row(2, "pending-upgrade", "Preparing upgrade")],
+        "{history}"
+    );
+    let status = helm(&env, home.path(), &["status", "slow", "-n", NS, "--revision", "2"]);
+    assert_eq!(last_run_phase(&status, "slow-wait"), "Running", "{status}");
+    let_the_held_hook_succeed(&client, "slow").await;
+    wait_for_cr(&client, "slow", "upgraded", |cr| revision(cr) == Some(2)).await;
+    let history = helm(&env, home.path(), &["history", "slow", "-n", NS]);
+    assert_eq!(
+        history_rows(&history),
+        [row(1, "superseded", "Install complete"), row(2, "deployed", "Upgrade complete")],
+        "{history}"
+    );
+}
+
+/// A release left pending by an operator stopped in the middle of an install or upgrade
+/// (here written as that operator left it) is handled as operator-sdk handles it: the
+/// pending revision is deleted and the install or upgrade made again as that revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_release_left_by_a_stopped_operator_is_made_again() {
+    let env = TestEnv::start().await.expect("testenv");
+    let client = env.client();
+    let home = tempfile::tempdir().expect("helm home");
+    let operator = start_operator(&env, WATCHES, &[]).await;
+    install_nginx(&client, "web", json!({ "replicaCount": 1 })).await;
+    operator.shut_down().await;
+
+    // What a stopped operator leaves: `web` upgrading to revision 2, `fresh` installing.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let stored = releases(&client, "web").await;
+    let mut upgrading = stored[0].1.clone();
+    upgrading.version = 2;
+    upgrading.info.status = "pending-upgrade".into();
+    upgrading.info.description = "Preparing upgrade".into();
+    secrets.create(&PostParams::default(), &upgrading.to_secret().expect("encodes")).await.expect("store");
+    patch_spec(&client, "web", json!({ "replicaCount": 2 })).await;
+    let mut installing = stored[0].1.clone();
+    installing.name = "fresh".into();
+    installing.info.status = "pending-install".into();
+    installing.info.description = "Initial install underway".into();
+    secrets.create(&PostParams::default(), &installing.to_secret().expect("encodes")).await.expect("store");
+    create_nginx(&client, "fresh", json!({})).await;
+    let history = helm(&env, home.path(), &["history", "web", "-n", NS]);
+    assert_eq!(
+        history_rows(&history),
+        [(1, "deployed".into(), "Install complete".into()), (2, "pending-upgrade".into(), "Preparing upgrade".into())],
+        "{history}"
+    );
+
+    let _operator = start_operator(&env, WATCHES, &[]).await;
+    wait_for_cr(&client, "web", "upgraded", |cr| revision(cr) == Some(2)).await;
+    let history = helm(&env, home.path(), &["history", "web", "-n", NS]);
+    assert_eq!(
+        history_rows(&history),
+        [(1, "superseded".into(), "Install complete".into()), (2, "deployed".into(), "Upgrade complete".into())],
+        "{history}"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let replicas = deployments.get("web-nginx").await.expect("the Deployment").spec.and_then(|s| s.replicas);
+    assert_eq!(replicas, Some(2));
+
+    wait_for_cr(&client, "fresh", "installed", |cr| revision(cr) == Some(1)).await;
+    let history = helm(&env, home.path(), &["history", "fresh", "-n", NS]);
+    assert_eq!(history_rows(&history), [(1, "deployed".into(), "Install complete".into())], "{history}");
+    deployments.get("fresh-nginx").await.expect("the release's objects are created");
 }
