@@ -156,10 +156,15 @@ async fn terminating_namespace_deletes_content_and_waits_for_finalizers() -> Res
     // Nothing new may be created in a terminating namespace.
     let mut late = ConfigMap::default();
     late.metadata.name = Some("late".into());
-    match cms.create(&pp, &late).await {
-        Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
-        other => return Err(format!("expected 403, got {other:?}").into()),
-    }
+    // kube's NamespaceLifecycle words it so, with the cause controllers look for.
+    let refused = cms.create(&pp, &late).await.expect_err("a create in a terminating namespace");
+    assert!(opkit::status::is_namespace_terminating(&refused), "{refused:?}");
+    let kube::Error::Api(s) = &refused else { return Err(format!("expected a Status, got {refused:?}").into()) };
+    assert_eq!(s.code, 403, "{s:?}");
+    assert_eq!(
+        s.message,
+        "configmaps \"late\" is forbidden: unable to create new content in namespace doomed because it is being terminated"
+    );
     let still = namespaces.get("doomed").await?;
     assert_eq!(still.spec.and_then(|s| s.finalizers), Some(vec!["kubernetes".to_string()]));
 

@@ -145,6 +145,15 @@ pub fn is_not_found(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(s) if s.is_not_found())
 }
 
+/// Whether a create was refused because its namespace is being deleted (the Status
+/// carries the `NamespaceTerminating` cause, as client-go's
+/// `HasStatusCause(err, v1.NamespaceTerminatingCause)` checks). Nothing can be created
+/// there any more, so a controller has nothing to retry.
+pub fn is_namespace_terminating(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(s) if s.details.as_ref()
+        .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
+}
+
 /// Runs `attempt` until it succeeds or fails with something other than a conflict, at most
 /// [`CONFLICT_RETRIES`] times with a short jittered pause between tries (client-go's
 /// `retry.RetryOnConflict(retry.DefaultRetry, ..)`). The attempt number starts at 0.

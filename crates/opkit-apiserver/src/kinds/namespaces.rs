@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::Strategy;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Cause};
 use crate::registry::meta::{meta_mut, validate_label};
 use crate::registry::{Registry, Target, WriteOptions, parse_stored};
 use crate::schema::FieldError;
@@ -79,8 +79,10 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
 }
 
 /// Refuses to create objects of a namespaced `target` in a namespace that does not
-/// exist or is being terminated (kube's NamespaceLifecycle admission).
-pub(crate) async fn check_open(registry: &Registry, target: &Target) -> ApiResult<()> {
+/// exist or is being terminated (kube's NamespaceLifecycle admission: a 403 naming the
+/// object `name`, empty for a generated name, with the `NamespaceTerminating` cause
+/// controllers look for).
+pub(crate) async fn check_open(registry: &Registry, target: &Target, name: &str) -> ApiResult<()> {
     if !target.info.namespaced {
         return Ok(());
     }
@@ -90,12 +92,14 @@ pub(crate) async fn check_open(registry: &Registry, target: &Target) -> ApiResul
         return Err(ApiError::not_found("", "namespaces", &ns));
     };
     if parse_stored(&entry.value)?["metadata"]["deletionTimestamp"].is_string() {
-        return Err(ApiError::forbidden(
-            &target.info.group,
-            &target.info.resource,
-            "",
-            format!("unable to create new content in namespace {ns} because it is being terminated"),
-        ));
+        let why = format!("unable to create new content in namespace {ns} because it is being terminated");
+        let mut refused = ApiError::forbidden_object(&target.info.group, &target.info.resource, name, &why);
+        refused.details.causes.push(Cause {
+            reason: "NamespaceTerminating".into(),
+            message: format!("namespace {ns} is being terminated"),
+            field: "metadata.namespace".into(),
+        });
+        return Err(refused);
     }
     Ok(())
 }

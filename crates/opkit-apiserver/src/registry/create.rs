@@ -128,7 +128,7 @@ impl Registry {
         }
         place_in_namespace(target, &mut obj)?;
         let request = NameRequest::of(target, &obj)?;
-        kinds::namespaces::check_open(self, target).await?;
+        kinds::namespaces::check_open(self, target, obj["metadata"]["name"].as_str().unwrap_or_default()).await?;
         let mut name = request.pick();
         let _allocating = self.allocation_guard(target).await;
         for attempt in 1..=GENERATE_ATTEMPTS {

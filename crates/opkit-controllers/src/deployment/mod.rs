@@ -114,6 +114,20 @@ async fn reconcile(ctx: Context<Deployment>, st: &State) -> ReconcileResult {
     };
     s.rss = into_result(claim_replicasets(&ctx, &d, &sel).await.map_err(SyncError::from))?;
     let result = run(&mut s).await;
+    if let Err(SyncError::Kube(e)) = &result {
+        // kube-controller-manager logs these at V(2), not as errors. A conflict: the
+        // Deployment or a ReplicaSet changed since the cache saw it, so sync again from the
+        // newer state. Not found: the Deployment went meanwhile. A terminating namespace:
+        // nothing can be created there any more, and its deletion takes the Deployment.
+        if opkit::status::is_conflict(e) {
+            tracing::debug!(deployment = %ctx.request, error = %e, "conflict, synced again");
+            return Ok(Action::requeue());
+        }
+        if opkit::status::is_not_found(e) || opkit::status::is_namespace_terminating(e) {
+            tracing::debug!(deployment = %ctx.request, error = %e, "deployment or its namespace going");
+            return Ok(Action::done());
+        }
+    }
     into_result(result)?;
     let deadline = util::progress_deadline(&s.d);
     let status = s.d.status.clone().unwrap_or_default();

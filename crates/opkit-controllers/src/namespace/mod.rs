@@ -98,6 +98,9 @@ async fn finalize(api: &Api<Namespace>, ns: &Namespace) -> ReconcileResult {
     match api.replace_subresource("finalize", &name, &PostParams::default(), &body).await {
         Ok(_) => Ok(Action::done()),
         Err(e) if matches!(code(&e), Some(404)) => Ok(Action::done()),
+        // Another controller changed the namespace since it was read: finalize again from
+        // the newer state (an expected race, not an error to log).
+        Err(e) if matches!(code(&e), Some(409)) => Ok(Action::requeue()),
         Err(e) => Err(ReconcileError::retry(NamespaceError::from(e))),
     }
 }

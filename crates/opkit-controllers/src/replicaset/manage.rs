@@ -88,7 +88,11 @@ pub(super) async fn manage_replicas(
                             "Create",
                             &format!("Error creating: {msg}"),
                         );
-                        failure = Some(ManageError::Create(msg));
+                        // In a namespace being deleted every create fails: nothing to
+                        // retry (kube's ReplicaSet controller counts these as done).
+                        if !opkit::status::is_namespace_terminating(&e) {
+                            failure = Some(ManageError::Create(msg));
+                        }
                     }
                 }
             }
