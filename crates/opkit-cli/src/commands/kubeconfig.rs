@@ -2,6 +2,8 @@
 //! `--context`, else `$KUBECONFIG` / `~/.kube/config` as kubectl reads them; and the
 //! kubeconfig `opkit run` hands the operator, which impersonates its ServiceAccount.
 
+use std::path::Path;
+
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -10,22 +12,28 @@ use crate::cli::ClusterArgs;
 
 /// A client for the cluster the flags (or the environment) name.
 pub async fn client(args: &ClusterArgs) -> Result<Client, CliError> {
-    let options = KubeConfigOptions { context: args.context.clone(), ..KubeConfigOptions::default() };
-    let config = match &args.kubeconfig {
+    let config = config(args.kubeconfig.as_deref(), args.context.clone()).await?;
+    Client::try_from(config).map_err(|e| CliError::Kubeconfig(e.to_string()))
+}
+
+/// The client configuration of `kubeconfig` (else `$KUBECONFIG` / `~/.kube/config`, as
+/// kubectl reads them) at `context` (else the current one).
+pub async fn config(kubeconfig: Option<&Path>, context: Option<String>) -> Result<Config, CliError> {
+    let options = KubeConfigOptions { context, ..KubeConfigOptions::default() };
+    match kubeconfig {
         Some(path) => {
             let kc =
                 Kubeconfig::read_from(path).map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display())))?;
             Config::from_custom_kubeconfig(kc, &options)
                 .await
-                .map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display())))?
+                .map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display())))
         }
         None => Config::from_kubeconfig(&options).await.map_err(|e| {
             CliError::Kubeconfig(format!(
                 "{e} (set KUBECONFIG, pass --kubeconfig, or start a local cluster with `opkit cluster start`)"
             ))
-        })?,
-    };
-    Client::try_from(config).map_err(|e| CliError::Kubeconfig(e.to_string()))
+        }),
+    }
 }
 
 /// The kubeconfig the flags (or the environment) name, as kubectl reads it (the files of

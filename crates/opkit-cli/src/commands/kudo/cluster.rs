@@ -1,8 +1,7 @@
 //! `opkit kudo install|upgrade|update|uninstall` and the cluster client all `kudo`
 //! commands use (`--kubeconfig`, `--context`, `--namespace`).
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::Client;
 use opkit_kudo::client::{self, InstallOptions};
 use opkit_kudo::plan::state;
 use serde_json::json;
@@ -14,21 +13,7 @@ use crate::output::Output;
 
 /// A client and the namespace (`--namespace`, else the context's, else `default`).
 pub async fn client(args: &KudoClusterArgs) -> Result<(Client, String), CliError> {
-    let options = KubeConfigOptions { context: args.context.clone(), ..KubeConfigOptions::default() };
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kc =
-                Kubeconfig::read_from(path).map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(kc, &options)
-                .await
-                .map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display())))?
-        }
-        None => Config::from_kubeconfig(&options).await.map_err(|e| {
-            CliError::Kubeconfig(format!(
-                "{e} (set KUBECONFIG, pass --kubeconfig, or start a local cluster with `opkit cluster start`)"
-            ))
-        })?,
-    };
+    let config = crate::commands::kubeconfig::config(args.kubeconfig.as_deref(), args.context.clone()).await?;
     let namespace = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
     let client = Client::try_from(config).map_err(|e| CliError::Kubeconfig(e.to_string()))?;
     Ok((client, namespace))
