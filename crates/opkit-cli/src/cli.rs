@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 
+use crate::duration_flag::DurationFlag;
+
 /// opkit: build, test and run Kubernetes operators in Rust.
 ///
 /// The workflow of operator-sdk / kubebuilder:
@@ -22,6 +24,22 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The log level when neither `OPKIT_LOG` nor `RUST_LOG` says: `info` for the commands
+    /// that run an operator or a cluster until stopped (what they do is their output, as
+    /// operator-sdk's helm and ansible operators log it), `warn` for the others.
+    pub fn default_log_level(&self) -> &'static str {
+        let long_running = match &self.command {
+            Command::HelmOperator(_) | Command::AnsibleOperator(_) => true,
+            Command::Kudo(crate::commands::kudo::args::KudoCommand::Manager(_)) => true,
+            Command::Olm(OlmCommand::Run(_)) => true,
+            Command::Cluster(ClusterCommand::Start(start)) => !start.detach,
+            _ => false,
+        };
+        if long_running { "info" } else { "warn" }
+    }
 }
 
 /// How results are printed.
@@ -388,9 +406,10 @@ pub struct ClusterArgs {
     /// The kubeconfig context (default: the current one).
     #[arg(long)]
     pub context: Option<String>,
-    /// How long to wait for objects to become ready or go away, in seconds.
-    #[arg(long, default_value_t = 120)]
-    pub timeout: u64,
+    /// How long to wait for objects to become ready or go away (a Go duration such as
+    /// `2m0s`, or seconds).
+    #[arg(long, default_value_t = DurationFlag::from_secs(120))]
+    pub timeout: DurationFlag,
 }
 
 /// Flags of `opkit uninstall` and `opkit undeploy`.
@@ -682,9 +701,10 @@ pub struct StopArgs {
     /// The cluster's data directory (as given to `opkit cluster start`).
     #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
     pub data_dir: PathBuf,
-    /// Seconds to wait after SIGTERM before the cluster is killed (SIGKILL).
-    #[arg(long, default_value_t = 60)]
-    pub timeout: u64,
+    /// How long to wait after SIGTERM before the cluster is killed (SIGKILL): a Go
+    /// duration such as `1m0s`, or seconds.
+    #[arg(long, default_value_t = DurationFlag::from_secs(60))]
+    pub timeout: DurationFlag,
     /// Succeed when no cluster runs from the data directory.
     #[arg(long)]
     pub ignore_not_running: bool,
@@ -704,9 +724,10 @@ pub struct DeleteArgs {
     /// The cluster's data directory (as given to `opkit cluster start`).
     #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
     pub data_dir: PathBuf,
-    /// Seconds to wait for a running cluster to stop before it is killed.
-    #[arg(long, default_value_t = 60)]
-    pub timeout: u64,
+    /// How long to wait for a running cluster to stop before it is killed: a Go duration
+    /// such as `1m0s`, or seconds.
+    #[arg(long, default_value_t = DurationFlag::from_secs(60))]
+    pub timeout: DurationFlag,
 }
 
 /// Flags of `opkit cluster kubeconfig`.
@@ -814,9 +835,10 @@ pub struct StartArgs {
     /// DATA_DIR/cluster.log; `opkit cluster stop` stops it.
     #[arg(long)]
     pub detach: bool,
-    /// With --detach: seconds to wait for the cluster to become ready.
-    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
-    pub ready_timeout: u64,
+    /// With --detach: how long to wait for the cluster to become ready (a Go duration such
+    /// as `2m0s`, or seconds).
+    #[arg(long, value_name = "DURATION", default_value_t = DurationFlag::from_secs(120))]
+    pub ready_timeout: DurationFlag,
     /// The log file of a cluster started with --detach (set by opkit for the background
     /// process, which records it for `opkit cluster status`).
     #[arg(long, hide = true)]
@@ -898,9 +920,10 @@ pub struct TestArgs {
     /// How many test cases run at once (default: the suite's, else 8).
     #[arg(long)]
     pub parallel: Option<usize>,
-    /// The default step timeout in seconds (default: the suite's, else 30).
+    /// The default step timeout: a Go duration such as `30s`, or seconds (default: the
+    /// suite's, else 30s).
     #[arg(long)]
-    pub timeout: Option<u64>,
+    pub timeout: Option<DurationFlag>,
     /// Write a report: `junit` (or `xml`) or `json`.
     #[arg(long, value_parser = ["junit", "xml", "json"])]
     pub report: Option<String>,

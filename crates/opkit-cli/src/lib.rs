@@ -31,6 +31,7 @@
 pub mod cli;
 pub mod cluster_ops;
 pub mod commands;
+pub mod duration_flag;
 pub mod fileplan;
 pub mod kustomize;
 pub mod output;

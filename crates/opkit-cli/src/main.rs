@@ -1,5 +1,6 @@
 //! The `opkit` command: parses the command line and runs it (see the `opkit_cli` library);
-//! a failure is printed as `error: ...`, or as JSON with `-o json`.
+//! a failure is printed as `error: ...`, or as JSON with `-o json`; logs go to stderr at
+//! `OPKIT_LOG`, else `RUST_LOG`, else the command's default level.
 
 use clap::Parser;
 use opkit_cli::cli::OutputFormat;
@@ -26,8 +27,17 @@ fn main() -> std::process::ExitCode {
         }
         Err(e) => e.exit(),
     };
+    // `opkit ... | head`: the reader going away ends opkit quietly, as it ends kubectl, instead
+    // of a panic on the next print.
+    sigpipe::reset();
+    // OPKIT_LOG, else RUST_LOG (as kube-rs operators read it), else the command's default;
+    // colours only on a terminal.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OPKIT_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| args.default_log_level().into());
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("OPKIT_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let format = args.output;

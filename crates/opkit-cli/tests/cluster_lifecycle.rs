@@ -503,3 +503,41 @@ fn delete_refuses_a_directory_that_is_no_clusters() {
     );
     assert!(precious.join("main.rs").exists(), "nothing was deleted");
 }
+
+#[test]
+fn timeouts_take_go_durations_and_bare_seconds() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("none");
+    // operator-sdk, kubectl and helm users write `60s` or `2m0s`; opkit's own `60` stays.
+    for timeout in ["60s", "2m0s", "1m30s", "60"] {
+        let out = run(opkit(tmp.path())
+            .args(["cluster", "stop", "--ignore-not-running", "--timeout", timeout])
+            .arg("--data-dir")
+            .arg(&data));
+        assert!(out.status.success(), "--timeout {timeout}: {}", stderr(&out));
+    }
+    for flag in [&["cluster", "stop", "--timeout", "soon"][..], &["run", "bundle", "b1", "--timeout", "5 minutes"][..]]
+    {
+        let out = run(opkit(tmp.path()).args(flag));
+        assert_eq!(out.status.code(), Some(2), "{flag:?} must be refused as a usage error: {}", stderr(&out));
+        assert!(stderr(&out).contains("expected a Go duration such as 90s"), "{flag:?}: {}", stderr(&out));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_opkit_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().expect("tmp");
+    // `opkit completion bash | head -0`: the reader is gone before opkit prints.
+    let mut child = opkit(tmp.path())
+        .args(["completion", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn opkit");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait for opkit");
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE, as kubectl is: {:?} {}", out.status, stderr(&out));
+}

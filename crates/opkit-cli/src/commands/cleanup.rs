@@ -2,8 +2,6 @@
 //! (`opkit_olm::run_bundle::cleanup`): its Subscription, CSVs, owned CRDs, InstallPlans,
 //! CatalogSource and catalog ConfigMap, and `operator-sdk-og` when nothing else uses it.
 
-use std::time::Duration;
-
 use serde_json::json;
 
 use super::{CliError, kubeconfig};
@@ -14,7 +12,7 @@ use crate::output::Output;
 pub async fn cleanup(args: CleanupArgs, out: &mut Output) -> Result<(), CliError> {
     let client = kubeconfig::client(&args.cluster).await?;
     super::run_bundle::ensure_olm(&client, out).await?;
-    let timeout = Duration::from_secs(args.cluster.timeout);
+    let timeout = args.cluster.timeout.get();
     let removed =
         opkit_olm::run_bundle::cleanup(&client, &args.package, &args.namespace, timeout, &|line| out.step(line))
             .await?;

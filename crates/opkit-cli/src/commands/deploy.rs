@@ -2,8 +2,6 @@
 //! Rust, kubectl is not needed), with the manager image set, applied to or deleted from
 //! the cluster; `opkit build-installer` writes the same rendering to dist/install.yaml.
 
-use std::time::Duration;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
@@ -80,7 +78,7 @@ pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> 
 async fn deploy_steps(args: &DeployArgs, out: &mut Output, steps: &Steps) -> Result<(String, Value), CliError> {
     let objs = render(Some(&args.image))?;
     let client = kubeconfig::client(&args.cluster).await?;
-    let timeout = Duration::from_secs(args.cluster.timeout);
+    let timeout = args.cluster.timeout.get();
     out.waiting("applying config/default");
     let applied = cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| steps.record(m), timeout).await?;
     let deployments: Vec<(String, String)> = objs

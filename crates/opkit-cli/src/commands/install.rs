@@ -4,7 +4,6 @@
 //! the whole command succeeded).
 
 use std::cell::RefCell;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -72,7 +71,7 @@ pub async fn install_crds(args: &ClusterArgs, out: &mut Output) -> Result<Vec<St
     out.waiting("applying the CRDs and waiting until they are established");
     // apply returns once every CRD it applied is Established.
     let steps = Steps::default();
-    let timeout = Duration::from_secs(args.timeout);
+    let timeout = args.timeout.get();
     if let Err(e) = cluster_ops::apply(&client, &objs, FIELD_MANAGER, &|m: &str| steps.record(m), timeout).await {
         out.done_waiting();
         return Err(steps.fail(out, e));

@@ -23,7 +23,7 @@ const POLL: Duration = Duration::from_millis(200);
 /// in a background `opkit olm run`.
 pub async fn install(args: OlmInstallArgs, out: &mut Output) -> Result<(), CliError> {
     let client = kubeconfig::client(&args.cluster).await?;
-    let timeout = Duration::from_secs(args.cluster.timeout);
+    let timeout = args.cluster.timeout.get();
     out.waiting("applying OLM's CRDs");
     install::install(&client, timeout).await?;
     out.step("OLM's CRDs, the olm and operators namespaces and OperatorGroup operators/global-operators applied");
@@ -69,7 +69,7 @@ pub async fn install(args: OlmInstallArgs, out: &mut Output) -> Result<(), CliEr
         }
         if Instant::now() >= deadline {
             return Err(CliError::Build(format!(
-                "OLM's controllers (pid {pid}) did not start within {}s; see {}",
+                "OLM's controllers (pid {pid}) did not start within {}; see {}",
                 args.cluster.timeout,
                 log_file.display()
             )));
@@ -123,7 +123,7 @@ pub async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliErro
         }
     }
     out.waiting("deleting OLM's CRDs");
-    install::uninstall(&client, Duration::from_secs(args.cluster.timeout)).await?;
+    install::uninstall(&client, args.cluster.timeout.get()).await?;
     out.result("OLM uninstalled", json!({"uninstalled": true}));
     Ok(())
 }

@@ -15,7 +15,6 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -71,7 +70,7 @@ pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
         }
         None => {}
     }
-    let timeout = Duration::from_secs(args.cluster.timeout);
+    let timeout = args.cluster.timeout.get();
     let client = match &webhooks {
         Some(_) => Some(kubeconfig::client(&args.cluster).await?),
         None => None,
@@ -141,7 +140,7 @@ async fn run_as_service_account(args: &RunArgs, root: &Path, out: &mut Output) -
     let rbac: Vec<Value> =
         rendered.into_iter().filter(|o| o["kind"].as_str().is_some_and(|k| RBAC_KINDS.contains(&k))).collect();
     let client = kubeconfig::client(&args.cluster).await?;
-    let timeout = Duration::from_secs(args.cluster.timeout);
+    let timeout = args.cluster.timeout.get();
     cluster_ops::apply(&client, &rbac, FIELD_MANAGER, &|m: &str| out.step(m), timeout).await?;
     let user = format!("system:serviceaccount:{namespace}:{account}");
     let impersonating =

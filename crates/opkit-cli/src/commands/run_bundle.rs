@@ -2,8 +2,6 @@
 //! from bundle directories instead of images (`opkit_olm::run_bundle`). OLM must be
 //! installed (`opkit olm install`); progress is printed as operator-sdk logs it.
 
-use std::time::Duration;
-
 use opkit_olm::run_bundle::{self, RunOptions};
 use opkit_olm_bundle::Bundle;
 use serde_json::json;
@@ -17,11 +15,8 @@ pub async fn bundle(args: RunBundleArgs, out: &mut Output) -> Result<(), CliErro
     let bundle = Bundle::load(&args.dir)?;
     let client = kubeconfig::client(&args.cluster).await?;
     ensure_olm(&client, out).await?;
-    let options = RunOptions {
-        namespace: args.namespace,
-        install_mode: args.install_mode,
-        timeout: Duration::from_secs(args.cluster.timeout),
-    };
+    let options =
+        RunOptions { namespace: args.namespace, install_mode: args.install_mode, timeout: args.cluster.timeout.get() };
     let installed = run_bundle::run_bundle(&client, &bundle, &options, &|line| out.step(line)).await?;
     out.result("", json!(installed));
     Ok(())
@@ -32,11 +27,7 @@ pub async fn bundle_upgrade(args: RunBundleUpgradeArgs, out: &mut Output) -> Res
     let bundle = Bundle::load(&args.dir)?;
     let client = kubeconfig::client(&args.cluster).await?;
     ensure_olm(&client, out).await?;
-    let options = RunOptions {
-        namespace: args.namespace,
-        install_mode: None,
-        timeout: Duration::from_secs(args.cluster.timeout),
-    };
+    let options = RunOptions { namespace: args.namespace, install_mode: None, timeout: args.cluster.timeout.get() };
     let installed = run_bundle::run_bundle_upgrade(&client, &bundle, &options, &|line| out.step(line)).await?;
     out.result("", json!(installed));
     Ok(())

@@ -77,7 +77,8 @@ fn suite(args: &TestArgs, out: &Output) -> Result<TestSuite, CliError> {
         suite.parallel = parallel;
     }
     if let Some(timeout) = args.timeout {
-        suite.timeout = timeout;
+        // kuttl's timeouts are whole seconds: a fraction rounds up.
+        suite.timeout = timeout.get().as_millis().div_ceil(1000) as u64;
     }
     if let Some(report) = &args.report {
         let format =

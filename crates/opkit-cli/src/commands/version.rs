@@ -44,11 +44,11 @@ async fn server_version(args: &ClusterArgs) -> Result<(String, k8s_openapi::apim
         kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(|e| format!("kubeconfig: {e}"))?;
     let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
     let client = kube::Client::try_from(config).map_err(|e| format!("kubeconfig: {e}"))?;
-    let timeout = std::time::Duration::from_secs(args.timeout);
+    let timeout = args.timeout.get();
     match tokio::time::timeout(timeout, client.apiserver_version()).await {
         Ok(Ok(info)) => Ok((server, info)),
         Ok(Err(e)) => Err(format!("{server}: {}", causes(&e))),
-        Err(_) => Err(format!("{server}: no answer within {}s", args.timeout)),
+        Err(_) => Err(format!("{server}: no answer within {}", args.timeout)),
     }
 }
 

@@ -56,7 +56,7 @@ pub async fn start_detached(args: &StartArgs, output: OutputFormat) -> Result<()
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let mut child = command.spawn()?;
     let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(args.ready_timeout);
+    let deadline = Instant::now() + args.ready_timeout.get();
     let record = loop {
         if let Some(status) = child.try_wait()? {
             return Err(CliError::Detached(format!(
@@ -73,7 +73,7 @@ pub async fn start_detached(args: &StartArgs, output: OutputFormat) -> Result<()
         if Instant::now() >= deadline {
             super::lifecycle::terminate(pid)?;
             return Err(CliError::Detached(format!(
-                "the cluster (pid {pid}) was not ready within {}s (--ready-timeout) and was stopped; the end of its log {}:\n{}",
+                "the cluster (pid {pid}) was not ready within {} (--ready-timeout) and was stopped; the end of its log {}:\n{}",
                 args.ready_timeout,
                 log_path.display(),
                 log_tail(&log_path)

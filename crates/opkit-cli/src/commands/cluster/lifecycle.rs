@@ -37,10 +37,10 @@ struct Stopped {
 /// `opkit cluster stop`.
 pub fn stop(args: StopArgs, out: &mut Output) -> Result<(), CliError> {
     let dir = std::path::absolute(&args.data_dir)?;
-    match stop_running(&dir, Duration::from_secs(args.timeout), out)? {
+    match stop_running(&dir, args.timeout.get(), out)? {
         Some(Stopped { pid, killed }) => {
             let how = if killed {
-                format!("killed (SIGKILL) after it did not stop within {}s", args.timeout)
+                format!("killed (SIGKILL) after it did not stop within {}", args.timeout)
             } else {
                 "stopped".into()
             };
@@ -126,7 +126,7 @@ pub fn delete(args: DeleteArgs, out: &mut Output) -> Result<(), CliError> {
             DATA_DIR_MARKERS.join(", ")
         )));
     }
-    let stopped = stop_running(&dir, Duration::from_secs(args.timeout), out)?;
+    let stopped = stop_running(&dir, args.timeout.get(), out)?;
     let record = ClusterRecord::load(&dir).ok().flatten();
     let kubeconfig = record.filter(|r| !r.kubeconfig.starts_with(&dir) && wrote(r)).map(|r| r.kubeconfig);
     std::fs::remove_dir_all(&dir)
@@ -235,7 +235,10 @@ fn stop_running(dir: &Path, timeout: Duration, out: &mut Output) -> Result<Optio
         out.done_waiting();
         return Ok(Some(Stopped { pid, killed: false }));
     }
-    out.warn(&format!("the cluster (pid {pid}) did not stop within {}s; killing it", timeout.as_secs()));
+    out.warn(&format!(
+        "the cluster (pid {pid}) did not stop within {}; killing it",
+        opkit_apimachinery::duration::format(timeout)
+    ));
     signal(pid, StopSignal::Kill)?;
     if released(dir, KILL_GRACE)? {
         out.done_waiting();

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use crate::duration_flag::DurationFlag;
+
 /// `opkit kudo ...` (also `kubectl kudo ...` through the `kubectl-kudo` shim).
 #[derive(Debug, Subcommand)]
 pub enum KudoCommand {
@@ -126,9 +128,9 @@ pub struct KudoWaitArgs {
     /// Wait until the plan ends (COMPLETE; FATAL_ERROR fails the command).
     #[arg(long)]
     pub wait: bool,
-    /// How long --wait waits, in seconds.
-    #[arg(long, default_value_t = 300)]
-    pub wait_time: u64,
+    /// How long --wait waits: a Go duration such as `5m0s`, or seconds.
+    #[arg(long, default_value_t = DurationFlag::from_secs(300))]
+    pub wait_time: DurationFlag,
 }
 
 /// Flags of `opkit kudo install`.

@@ -1,13 +1,15 @@
 //! `opkit kudo install|upgrade|update|uninstall` and the cluster client all `kudo`
 //! commands use (`--kubeconfig`, `--context`, `--namespace`).
 
+use std::time::Duration;
+
 use kube::Client;
 use opkit_kudo::client::{self, InstallOptions};
 use opkit_kudo::plan::state;
 use serde_json::json;
 
 use super::args::{KudoClusterArgs, KudoInstallArgs, KudoUninstallArgs, KudoUpdateArgs, KudoUpgradeArgs};
-use super::{parameters, wait_time};
+use super::parameters;
 use crate::commands::CliError;
 use crate::output::Output;
 
@@ -26,11 +28,11 @@ async fn wait_plan(
     instance: &str,
     plan: &str,
     previous: Option<&str>,
-    seconds: u64,
+    wait_time: Duration,
     out: &mut Output,
 ) -> Result<(), CliError> {
     out.waiting(&format!("waiting for plan {plan} of {ns}/{instance}"));
-    let status = client::wait_for_plan(client, ns, instance, plan, previous, wait_time(seconds)).await?;
+    let status = client::wait_for_plan(client, ns, instance, plan, previous, wait_time).await?;
     out.done_waiting();
     if status.status == state::FATAL_ERROR {
         return Err(CliError::ClusterRequest(format!(
@@ -63,7 +65,7 @@ pub async fn install(args: KudoInstallArgs, out: &mut Output) -> Result<(), CliE
     if let Some(instance) = &installed.instance {
         lines.push(format!("instance.kudo.dev/{instance} created"));
         if args.wait.wait {
-            wait_plan(&client, &namespace, instance, "deploy", None, args.wait.wait_time, out).await?;
+            wait_plan(&client, &namespace, instance, "deploy", None, args.wait.wait_time.get(), out).await?;
         }
     }
     out.result(&lines.join("\n"), json!({"namespace": namespace, "installed": installed}));
@@ -86,7 +88,8 @@ pub async fn upgrade(args: KudoUpgradeArgs, out: &mut Output) -> Result<(), CliE
             .find(|p| pkg.operator.plans.contains_key(*p))
             .unwrap_or("deploy");
         let previous = before.get(plan).map(|p| p.uid.clone());
-        wait_plan(&client, &namespace, &args.instance, plan, previous.as_deref(), args.wait.wait_time, out).await?;
+        wait_plan(&client, &namespace, &args.instance, plan, previous.as_deref(), args.wait.wait_time.get(), out)
+            .await?;
     }
     out.result(
         &format!("instance.kudo.dev/{} upgraded to operatorversion.kudo.dev/{ov}", args.instance),
@@ -122,7 +125,8 @@ pub async fn update(args: KudoUpdateArgs, out: &mut Output) -> Result<(), CliErr
             .next()
             .unwrap_or_else(|| "update".into());
         let previous = before.get(&plan).map(|p| p.uid.clone());
-        wait_plan(&client, &namespace, &args.instance, &plan, previous.as_deref(), args.wait.wait_time, out).await?;
+        wait_plan(&client, &namespace, &args.instance, &plan, previous.as_deref(), args.wait.wait_time.get(), out)
+            .await?;
     }
     out.result(
         &format!("instance.kudo.dev/{} updated", args.instance),
@@ -142,7 +146,7 @@ pub async fn uninstall(args: KudoUninstallArgs, out: &mut Output) -> Result<(), 
         let gone = kube::runtime::wait::await_condition(api, &args.instance, |o: Option<&kube::api::DynamicObject>| {
             o.is_none()
         });
-        tokio::time::timeout(wait_time(300), gone)
+        tokio::time::timeout(Duration::from_secs(300), gone)
             .await
             .map_err(|_| {
                 CliError::ClusterRequest(format!("instance {namespace}/{} was not deleted within 300s", args.instance))

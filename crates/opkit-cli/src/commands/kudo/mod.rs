@@ -11,7 +11,6 @@ mod package;
 mod plan;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde_json::json;
 
@@ -114,11 +113,6 @@ fn parameters(args: &KudoParamArgs) -> Result<BTreeMap<String, String>, CliError
         out.insert(k.to_string(), v.to_string());
     }
     Ok(out)
-}
-
-/// `--wait-time` as a duration.
-fn wait_time(seconds: u64) -> Duration {
-    Duration::from_secs(seconds)
 }
 
 /// The name the binary answers `kubectl kudo` under (a kubectl plugin on `PATH`).

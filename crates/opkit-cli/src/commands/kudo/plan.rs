@@ -82,15 +82,9 @@ pub async fn trigger(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), Cli
     client::trigger(&client, &ns, &args.instance, &plan).await?;
     if args.wait.wait {
         let previous = before.get(&plan).map(|p| p.uid.clone());
-        let status = client::wait_for_plan(
-            &client,
-            &ns,
-            &args.instance,
-            &plan,
-            previous.as_deref(),
-            std::time::Duration::from_secs(args.wait.wait_time),
-        )
-        .await?;
+        let status =
+            client::wait_for_plan(&client, &ns, &args.instance, &plan, previous.as_deref(), args.wait.wait_time.get())
+                .await?;
         if status.status != opkit_kudo::plan::state::COMPLETE {
             return Err(CliError::ClusterRequest(format!(
                 "plan {plan} of {ns}/{} ended {}: {}",
@@ -110,15 +104,7 @@ pub async fn cancel(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), CliE
     let (client, ns) = cluster_client(&args.cluster).await?;
     let plan = client::cancel(&client, &ns, &args.instance, args.name.as_deref()).await?;
     if args.wait.wait {
-        client::wait_for_plan(
-            &client,
-            &ns,
-            &args.instance,
-            &plan,
-            None,
-            std::time::Duration::from_secs(args.wait.wait_time),
-        )
-        .await?;
+        client::wait_for_plan(&client, &ns, &args.instance, &plan, None, args.wait.wait_time.get()).await?;
     }
     out.result(
         &format!("Cancelled {plan} plan of {ns}/{} instance", args.instance),
