@@ -14,12 +14,19 @@ mod support;
 
 use support::*;
 
-/// `opkit init` + `create api` in `<tmp>/<name>`.
-fn scaffold(tmp: &Path, name: &str) -> PathBuf {
+/// `opkit init` + `create api` in `<tmp>/<name>`, with the opkit crates vendored as for a
+/// user (`OPKIT_PATH`, which the suites' commands set, is removed) or, where the test is
+/// not about vendoring, built from this checkout (compiled once for every suite).
+fn scaffold(tmp: &Path, name: &str, vendored: bool) -> PathBuf {
     let project = tmp.join(name);
     std::fs::create_dir(&project).expect("mkdir");
     let repo = format!("github.com/example/{name}");
-    opkit(&project, None, &["init", "--domain", "example.com", "--repo", &repo]);
+    let mut init = command(OPKIT, &project, None);
+    if vendored {
+        init.env_remove("OPKIT_PATH");
+    }
+    init.args(["init", "--domain", "example.com", "--repo", &repo]);
+    run_ok(init, "opkit init");
     opkit(&project, None, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"]);
     project
 }
@@ -27,7 +34,7 @@ fn scaffold(tmp: &Path, name: &str) -> PathBuf {
 #[test]
 fn init_vendors_opkit_and_the_dockerfile_commands_build_the_context_elsewhere() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let project = scaffold(tmp.path(), "portable-operator");
+    let project = scaffold(tmp.path(), "portable-operator", true);
 
     // Nothing points outside the project: the opkit crates are vendored, with their
     // manifests made standalone, and the lock file is already settled.
@@ -73,7 +80,7 @@ fn init_vendors_opkit_and_the_dockerfile_commands_build_the_context_elsewhere() 
 #[test]
 fn generate_shows_cargos_progress() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let project = scaffold(tmp.path(), "progress-operator");
+    let project = scaffold(tmp.path(), "progress-operator", false);
     let out = command(OPKIT, &project, None).arg("generate").output().expect("opkit generate");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "opkit generate failed: {stderr}");
@@ -85,7 +92,7 @@ fn generate_shows_cargos_progress() {
 #[test]
 fn a_scaffolded_projects_test_build_asks_the_same_features_as_its_build() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let project = scaffold(tmp.path(), "features-operator");
+    let project = scaffold(tmp.path(), "features-operator", true);
     let differ = feature_drift(&project, &[]);
     assert!(differ.is_empty(), "`make test` would rebuild these with other features: {differ:#?}");
 }

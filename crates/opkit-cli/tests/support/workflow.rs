@@ -2,6 +2,10 @@
 //! `opkit`, `make` and kubectl in a scaffolded project against the workspace's target
 //! directory (so the opkit crates are not built twice), processes stopped with their group
 //! when dropped, and `opkit cluster start` in the background.
+//!
+//! Projects are scaffolded against this checkout (`OPKIT_PATH`, as `--opkit-path`), so
+//! every scaffolded project of a run builds the same opkit crates at the same paths and
+//! compiles them once; `portable.rs` unsets it to test the vendored crates.
 
 #![allow(dead_code)]
 
@@ -26,6 +30,7 @@ pub fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command 
     cmd.current_dir(dir)
         .env("OPKIT", OPKIT)
         .env("CARGO_TARGET_DIR", target_dir())
+        .env("OPKIT_PATH", workspace())
         .env_remove("CARGO_MANIFEST_DIR")
         .env_remove("RUSTFLAGS")
         .stdin(Stdio::null());
