@@ -59,7 +59,8 @@ pub(super) async fn proxy(
         request.body(kube::client::Body::from(body.to_vec())).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let response = client.send(request).await.map_err(|e| {
         let (group, version) = group_version(apiservice);
-        ApiError::unavailable(format!("error trying to reach service {group}/{version}: {e}"))
+        let why = crate::webhook_client::transport_message(&e, &backend.address);
+        ApiError::unavailable(format!("error trying to reach service {group}/{version}: {why}"))
     })?;
     Ok(stream_back(response))
 }

@@ -46,3 +46,4 @@ mod schema_causes;
 mod status;
 mod watch;
 mod watch_history;
+mod webhook_certificates;
