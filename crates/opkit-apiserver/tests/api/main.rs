@@ -38,6 +38,7 @@ mod no_500;
 mod pagination;
 mod pod_security;
 mod pod_streaming;
+mod pod_streams_as_kube;
 mod priority;
 mod rbac;
 mod restart;
