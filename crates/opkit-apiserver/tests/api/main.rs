@@ -44,6 +44,7 @@ mod rbac;
 mod restart;
 mod runtimeclasses;
 mod schema_causes;
+mod stale_discovery;
 mod status;
 mod watch;
 mod watch_history;
