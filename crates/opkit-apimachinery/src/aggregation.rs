@@ -2,18 +2,25 @@
 //! APIService availability controller (kube-aggregator's `ServiceResolver` and its
 //! availability checks): which endpoint serves a service-backed APIService, why none
 //! does (with kube's condition reasons), and a client that reaches it over TLS, verified
-//! against the APIService's `caBundle` for the name `<service>.<namespace>.svc`.
+//! against the APIService's `caBundle` for the name `<service>.<namespace>.svc` by
+//! [`verifier::CaBundleVerifier`], which webhooks use too.
 //!
 //! Only endpoints on this machine's loopback are ever reached: the local control plane
 //! sends no traffic off the machine, and a simulated pod's address leads nowhere.
 
+pub mod verifier;
+
+use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Service};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use serde_json::json;
+use kube::client::middleware::BaseUriLayer;
+use tower::Layer as _;
+
+pub use verifier::CaBundleVerifier;
 
 /// Why no endpoint can serve an APIService: a reason of kube's `Available` condition and
 /// its message.
@@ -116,29 +123,38 @@ pub fn service_endpoint(
 pub struct BackendClientError(String);
 
 impl Backend {
-    /// A client for this backend, without credentials of its own, whose connections and
-    /// reads give up after `deadline`.
+    /// A client for this backend, without credentials of its own, whose connections
+    /// give up after `deadline`. Its certificate is verified by [`CaBundleVerifier`]
+    /// (as kube-apiserver's Go client verifies it), or not at all when the APIService
+    /// says `insecureSkipTLSVerify`.
     pub async fn client(&self, deadline: Option<Duration>) -> Result<kube::Client, BackendClientError> {
         let error = |e: &dyn std::fmt::Display| BackendClientError(e.to_string());
-        let ca = self.ca_bundle.as_ref().map(|pem| base64::engine::general_purpose::STANDARD.encode(pem));
-        let kubeconfig: Kubeconfig = serde_json::from_value(json!({
-            "clusters": [{"name": "backend", "cluster": {
-                "server": format!("https://{}", self.address),
-                "certificate-authority-data": ca,
-                "insecure-skip-tls-verify": self.insecure.then_some(true),
-                "tls-server-name": (!self.insecure).then(|| self.server_name.clone()),
-            }}],
-            "users": [{"name": "aggregator", "user": {}}],
-            "contexts": [{"name": "backend", "context": {"cluster": "backend", "user": "aggregator"}}],
-            "current-context": "backend",
-        }))
-        .map_err(|e| error(&e))?;
-        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|e| error(&e))?;
-        config.connect_timeout = deadline;
-        config.read_timeout = deadline;
-        kube::Client::try_from(config).map_err(|e| error(&e))
+        let tls = if self.insecure {
+            rustls::ClientConfig::builder_with_provider(verifier::crypto_provider())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| error(&e))?
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier::SkipVerification))
+                .with_no_client_auth()
+        } else {
+            CaBundleVerifier::new(self.ca_bundle.as_deref())
+                .and_then(CaBundleVerifier::client_config)
+                .map_err(|e| error(&e))?
+        };
+        let server_name = rustls_pki_types::ServerName::try_from(self.server_name.clone()).map_err(|e| error(&e))?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(deadline);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_only()
+            .with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(server_name))
+            .enable_http1()
+            .wrap_connector(http);
+        let base: http::Uri = format!("https://{}", self.address).parse().map_err(|e| error(&e))?;
+        let hyper = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
+        let service = BaseUriLayer::new(base).layer(hyper);
+        Ok(kube::Client::new(service, "default"))
     }
 }
 

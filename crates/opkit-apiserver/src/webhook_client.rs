@@ -5,7 +5,9 @@
 //! A `clientConfig` names a URL or a Service. A Service is resolved through its
 //! Endpoints to one address, as kube's endpoint service resolver does (there is no
 //! kube-proxy in front of cluster IPs here), and TLS is verified against `caBundle` for
-//! the name `<service>.<namespace>.svc`. Only addresses on this machine are ever
+//! the name `<service>.<namespace>.svc` as Go's crypto/x509 verifies it (the shared
+//! `CaBundleVerifier` of `opkit_apimachinery::aggregation`, which accepts the usual
+//! self-signed `CA:TRUE` certificate given as its own bundle). Only addresses on this machine are ever
 //! reached: loopback, or the address of a pod the local kubelet runs for real (its
 //! container IDs start with `opkit://`); a simulated pod's address leads nowhere.
 //!
@@ -16,6 +18,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Pod, Service};
+use opkit_apimachinery::aggregation::verifier::go_tls_message;
 use opkit_apimachinery::aggregation::{Backend, service_endpoint};
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -282,10 +285,13 @@ impl Registry {
 }
 
 /// A failed send worded as Go's client words the common cases (`dial tcp ADDR: connect:
-/// connection refused`), else the innermost cause.
-fn transport_message(error: &kube::Error, address: &str) -> String {
+/// connection refused`, a refused certificate), else the innermost cause.
+pub(crate) fn transport_message(error: &kube::Error, address: &str) -> String {
     let mut innermost: &dyn std::error::Error = error;
     while let Some(source) = innermost.source() {
+        if let Some(message) = tls_error(source).and_then(go_tls_message) {
+            return message;
+        }
         if let Some(io) = source.downcast_ref::<std::io::Error>() {
             match io.kind() {
                 std::io::ErrorKind::ConnectionRefused => {
@@ -298,6 +304,19 @@ fn transport_message(error: &kube::Error, address: &str) -> String {
         innermost = source;
     }
     innermost.to_string()
+}
+
+/// The TLS error `error` is or wraps: io errors keep theirs inside (`get_ref`), not as
+/// their `source`, and may be nested.
+fn tls_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut current: &(dyn std::error::Error + 'static) = error;
+    loop {
+        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        let inner = current.downcast_ref::<std::io::Error>()?.get_ref()?;
+        current = inner;
+    }
 }
 
 /// Whether every container of `pod` runs as a real process.

@@ -3,7 +3,8 @@
 //! `array` and `map` values are YAML inside those strings and reach templates as lists and
 //! maps, every other type reaches them as the string. A declared type checks defaults and
 //! given values (`integer`, `number`, `boolean`); a parameter is required unless written
-//! `required: false`, and a default satisfies it.
+//! `required: false`, and a default satisfies it (an `array` or `map` parameter always
+//! has one: KUDO writes a missing default as YAML `null`).
 
 use std::collections::BTreeMap;
 
@@ -43,14 +44,17 @@ pub fn check_declaration(p: &Parameter) -> Result<(), String> {
 }
 
 /// KUDO's `WrapParamValue`: a YAML value as the string stored in the API (`array`/`map`
-/// as YAML, anything else as Go's `%v`).
+/// as YAML, anything else as Go's `%v`). An `array` or `map` is always written, `null`
+/// when there is no value, so such a parameter always has a default and is never
+/// required; for any other type no value is no default.
 pub fn wrap(p: &Parameter, value: Option<&Value>) -> Result<Option<String>, String> {
+    if is_structured(&p.type_) {
+        let value = value.unwrap_or(&Value::Null);
+        return serde_saphyr::to_string(value).map(Some).map_err(|e| format!("cannot write the default as YAML: {e}"));
+    }
     let Some(value) = value else { return Ok(None) };
     if value.is_null() {
         return Ok(None);
-    }
-    if is_structured(&p.type_) {
-        return serde_saphyr::to_string(value).map(Some).map_err(|e| format!("cannot write the default as YAML: {e}"));
     }
     Ok(Some(match value {
         Value::String(s) => s.clone(),
@@ -138,17 +142,26 @@ pub fn to_api(p: &Parameter) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-/// A parameter read back from an OperatorVersion's `spec.parameters[]`.
+/// A parameter read back from an OperatorVersion's `spec.parameters[]` (an `array` or
+/// `map` default, stored as YAML text, read back as the value it writes).
 pub fn from_api(v: &Value) -> Parameter {
     let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let type_ = if v.get("value-type").is_some() { s("value-type") } else { s("type") };
+    let stored = v.get("default").filter(|d| !d.is_null());
+    let default = match stored {
+        Some(Value::String(text)) if is_structured(&type_) => {
+            Some(template_value(&type_, Some(text))).filter(|d| !d.is_null())
+        }
+        other => other.cloned(),
+    };
     Parameter {
         name: s("name"),
         display_name: s("displayName"),
         description: s("description"),
-        default: v.get("default").filter(|d| !d.is_null()).cloned(),
+        default,
         required: v.get("required").and_then(Value::as_bool),
         trigger: s("trigger"),
-        type_: if v.get("value-type").is_some() { s("value-type") } else { s("type") },
+        type_,
         immutable: v.get("immutable").and_then(Value::as_bool),
         enum_values: v.get("enum").and_then(Value::as_array).cloned(),
     }
@@ -214,6 +227,15 @@ mod tests {
         let list = wrap(&param("a", "array", None), Some(&json!(["x", "y"]))).unwrap().unwrap();
         assert_eq!(template_value("array", Some(&list)), json!(["x", "y"]));
         assert_eq!(template_value("string", Some("3")), json!("3"));
+    }
+
+    #[test]
+    fn structured_defaults_survive_the_operator_version() {
+        for default in [None, Some(json!(["x", "y"]))] {
+            let p = param("a", "array", default);
+            let back = from_api(&to_api(&p).unwrap());
+            assert_eq!(wrap(&back, back.default.as_ref()).unwrap(), wrap(&p, p.default.as_ref()).unwrap());
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! identity in kube's front-proxy headers (`X-Remote-User`, `X-Remote-Group`); an
 //! APIService that is not `Available` answers 503. Discovery lists those groups in
 //! `/apis` and `/apis/{group}`, and aggregated discovery includes the resources each
-//! available backend reports.
+//! available backend reports, or marks the version `Stale` when there are none to report.
 
 use std::time::Duration;
 
@@ -59,7 +59,8 @@ pub(super) async fn proxy(
         request.body(kube::client::Body::from(body.to_vec())).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let response = client.send(request).await.map_err(|e| {
         let (group, version) = group_version(apiservice);
-        ApiError::unavailable(format!("error trying to reach service {group}/{version}: {e}"))
+        let why = crate::webhook_client::transport_message(&e, &backend.address);
+        ApiError::unavailable(format!("error trying to reach service {group}/{version}: {why}"))
     })?;
     Ok(stream_back(response))
 }
@@ -124,17 +125,28 @@ pub(super) fn group(registry: &Registry, name: &str) -> Option<Value> {
 }
 
 /// The aggregated discovery entries (`apidiscovery.k8s.io` APIGroupDiscovery) of the
-/// aggregated groups whose APIServices are available and whose backends answer.
+/// aggregated groups, as kube-aggregator's discovery manager merges them: a version whose
+/// backend answers lists its resources with `freshness: Current`; one whose APIService is
+/// not available, or whose backend does not answer, is still listed, without resources
+/// and with `freshness: Stale`, which clients report as `stale GroupVersion discovery`.
 pub(super) async fn discovery_items(registry: &Registry) -> Vec<Value> {
     let catalog = registry.catalog().snapshot();
     let mut items: Vec<Value> = Vec::new();
-    for apiservice in registry.aggregated_apiservices().into_iter().filter(is_available) {
+    for apiservice in registry.aggregated_apiservices() {
         let (group, version) = group_version(&apiservice);
         if catalog.serves(&group, &version) {
             continue;
         }
-        let Some(list) = fetch_resource_list(registry, &apiservice).await else { continue };
-        let entry = json!({"version": version, "resources": version_discovery(&group, &version, &list), "freshness": "Current"});
+        let fetched = match is_available(&apiservice) {
+            true => fetch_resource_list(registry, &apiservice).await,
+            false => None,
+        };
+        let entry = match fetched {
+            Some(list) => {
+                json!({"version": version, "resources": version_discovery(&group, &version, &list), "freshness": "Current"})
+            }
+            None => json!({"version": version, "freshness": "Stale"}),
+        };
         match items.iter_mut().find(|i| i["metadata"]["name"] == group.as_str()) {
             Some(item) => {
                 if let Some(versions) = item["versions"].as_array_mut() {

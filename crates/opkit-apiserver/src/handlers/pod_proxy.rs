@@ -2,7 +2,8 @@
 //! kubelet: `pods/log` (GET) is forwarded to `/containerLogs/...` with kube's log options
 //! and its body streamed back as it arrives (a `follow` ends when the kubelet ends or the
 //! client goes away); `pods/exec`, `pods/attach` (GET and POST) and `pods/portforward`
-//! are forwarded with their query and upgrade headers, and on the kubelet's 101 the
+//! are forwarded with their query (port-forward's `ports` turned into the kubelet's
+//! `port`, as kube does) and upgrade headers, and on the kubelet's 101 the
 //! client's upgraded connection is spliced with the kubelet's, byte for byte, both ways.
 //! Any other answer of the kubelet is passed on; one that cannot be reached is kube's 500
 //! with the dial error. Spliced streams end when the server stops. The checks before any of it are the registry's
@@ -21,7 +22,7 @@ use super::AppState;
 use super::codec::Body;
 use super::route::{ResourceRequest, parse_query};
 use crate::error::{ApiError, ApiResult};
-use crate::registry::pod_streaming::{KubeletLocation, LOG_OPTIONS, PodStream};
+use crate::registry::pod_streaming::{KubeletLocation, LOG_OPTIONS, PodStream, kubelet_port_forward_query};
 
 /// The most bytes of a kubelet's error answer read to pass it on.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -65,12 +66,18 @@ pub(super) async fn serve(
         return Err(ApiError::no_route());
     };
     let query = parse_query(parts.uri.query());
+    // The kubelet's query: kube's `streamParams` of the decoded options. Port-forward's
+    // `ports` becomes the kubelet's `port`; exec and attach keep the client's names.
+    let kubelet_query = match kind {
+        PodStream::PortForward => kubelet_port_forward_query(parts.uri.query())?,
+        _ => parts.uri.query().map(str::to_owned),
+    };
     let Some(location) = state.registry.pod_stream_location(kind, namespace, name, &query).await? else {
         return Ok(plain_text(StatusCode::OK, Bytes::new()));
     };
     match kind {
         PodStream::Log => logs(state, location, &query).await,
-        _ => upgrade(state, location, Request::from_parts(parts, body)).await,
+        _ => upgrade(state, location, kubelet_query, Request::from_parts(parts, body)).await,
     }
 }
 
@@ -112,12 +119,13 @@ async fn logs(
 async fn upgrade(
     state: &AppState,
     location: KubeletLocation,
+    query: Option<String>,
     mut client: Request<Incoming>,
 ) -> ApiResult<Response<Body>> {
     let mut uri = location.path.clone();
-    if let Some(query) = client.uri().query() {
+    if let Some(query) = query {
         uri.push('?');
-        uri.push_str(query);
+        uri.push_str(&query);
     }
     let mut request =
         Request::builder().method(client.method().clone()).uri(&uri).header(header::HOST, &location.address);

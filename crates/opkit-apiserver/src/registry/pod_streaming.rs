@@ -105,6 +105,9 @@ impl Registry {
         {
             check_started(&pod, name, container)?;
         }
+        if kind != PodStream::Log {
+            check_runs_for_real(&pod, name, kind, container.as_deref())?;
+        }
         let address = self.kubelet_address(node).await?;
         let mut path = format!("/{}/{namespace}/{name}", kind.kubelet_path());
         if let Some(container) = container {
@@ -227,6 +230,92 @@ fn check_started(pod: &Value, pod_name: &str, container: &str) -> ApiResult<()> 
     }
 }
 
+/// The container ID prefix of containers the local kubelet runs as real processes
+/// (opkit-controllers' `REAL_CONTAINER_ID_PREFIX`; the API server does not depend on it).
+/// A simulated container's ID has another runtime's prefix.
+const REAL_CONTAINER_ID_PREFIX: &str = "opkit://";
+
+/// Refuses an exec, attach or port-forward to a simulated pod, which the kubelet shows as
+/// Running but runs no process: the answer says so and names the images `opkit cluster
+/// load` would have to load (the kubelet itself would only say the pod does not exist).
+/// A pod whose containers have no ID yet is left to the kubelet.
+fn check_runs_for_real(pod: &Value, pod_name: &str, kind: PodStream, container: Option<&str>) -> ApiResult<()> {
+    let statuses: Vec<&Value> = ["containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"]
+        .iter()
+        .filter_map(|list| pod["status"][list].as_array())
+        .flatten()
+        .collect();
+    let simulated = |s: &&Value| {
+        s["containerID"].as_str().is_some_and(|id| !id.is_empty() && !id.starts_with(REAL_CONTAINER_ID_PREFIX))
+    };
+    if !statuses.iter().any(simulated) {
+        return Ok(());
+    }
+    let spec = &pod["spec"];
+    let image_of = |name: &str| {
+        ["containers", "initContainers", "ephemeralContainers"]
+            .iter()
+            .filter_map(|list| spec[list].as_array())
+            .flatten()
+            .find(|c| c["name"] == name)
+            .and_then(|c| c["image"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut images: Vec<String> = match container {
+        Some(c) => vec![image_of(c)],
+        None => names(&spec["containers"]).into_iter().map(image_of).collect(),
+    };
+    images.retain(|i| !i.is_empty());
+    images.dedup();
+    let what = match kind {
+        PodStream::PortForward => "port-forward",
+        PodStream::Attach => "attach",
+        _ => "exec",
+    };
+    let subject = match container {
+        Some(c) => format!("container {c:?} of pod {pod_name:?} is simulated: it runs no process to {what} to"),
+        None => format!("pod {pod_name:?} is simulated: it runs no process to {what} to"),
+    };
+    let load = match images.as_slice() {
+        [] => String::new(),
+        [image] => format!(
+            "; to run it for real, load its image with `opkit cluster load {image} --binary PATH` and recreate the pod"
+        ),
+        many => format!(
+            "; to run it for real, load its images ({}) with `opkit cluster load IMAGE --binary PATH` and recreate the pod",
+            many.join(", ")
+        ),
+    };
+    Err(ApiError::bad_request(format!("{subject}{load}")))
+}
+
+/// kube's `PodPortForwardOptions` read from a `pods/portforward` query (`ports`, repeated
+/// or comma-separated) and written as the kubelet's query, as kube's `streamParams` does:
+/// one `port` with the ports comma-separated, nothing else. None when no port is named
+/// (a SPDY client names them in its streams instead).
+pub(crate) fn kubelet_port_forward_query(raw_query: Option<&str>) -> ApiResult<Option<String>> {
+    let mut ports: Vec<String> = Vec::new();
+    for pair in raw_query.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != "ports" {
+            continue;
+        }
+        let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+        for port in value.split(',') {
+            let parsed: i32 = port.trim().parse().map_err(|e: std::num::ParseIntError| {
+                let why = match e.kind() {
+                    std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => "value out of range",
+                    _ => "invalid syntax",
+                };
+                ApiError::bad_request(format!("strconv.ParseInt: parsing {port:?}: {why}"))
+            })?;
+            ports.push(parsed.to_string());
+        }
+    }
+    Ok((!ports.is_empty()).then(|| format!("port={}", ports.join("%2C"))))
+}
+
 /// kube's `ValidatePodLogOptions`, after its query decoding (a value that is not a number
 /// or a time is a 400).
 fn validate_log_options(name: &str, query: &HashMap<String, String>) -> ApiResult<()> {
@@ -298,6 +387,37 @@ mod tests {
         let err = check_started(&pod(), "p", "a").expect_err("waiting");
         assert_eq!(err.message, "container \"a\" in pod \"p\" is waiting to start: ContainerCreating");
         check_started(&pod(), "p", "b").expect("running");
+    }
+
+    #[test]
+    fn the_clients_ports_become_the_kubelets_port() {
+        assert_eq!(kubelet_port_forward_query(Some("ports=8080")).expect("one"), Some("port=8080".to_owned()));
+        assert_eq!(
+            kubelet_port_forward_query(Some("ports=80%2C443&ports=9000&other=x")).expect("several"),
+            Some("port=80%2C443%2C9000".to_owned())
+        );
+        assert_eq!(kubelet_port_forward_query(None).expect("none"), None);
+        assert_eq!(kubelet_port_forward_query(Some("port=80")).expect("the kubelet's own name is not kube's"), None);
+        let err = kubelet_port_forward_query(Some("ports=http")).expect_err("not a number");
+        assert_eq!((err.code, err.message.as_str()), (400, r#"strconv.ParseInt: parsing "http": invalid syntax"#));
+    }
+
+    #[test]
+    fn a_simulated_pod_says_so_and_names_its_image() {
+        let pod = json!({"spec": {"containers": [{"name": "app", "image": "nginx:1.25"}]},
+            "status": {"containerStatuses": [{"name": "app", "containerID": "containerd://0123"}]}});
+        let err = check_runs_for_real(&pod, "web", PodStream::Exec, Some("app")).expect_err("simulated");
+        assert_eq!(err.code, 400);
+        assert_eq!(
+            err.message,
+            "container \"app\" of pod \"web\" is simulated: it runs no process to exec to; to run it for real, load its image with `opkit cluster load nginx:1.25 --binary PATH` and recreate the pod"
+        );
+        let err = check_runs_for_real(&pod, "web", PodStream::PortForward, None).expect_err("simulated");
+        assert!(err.message.starts_with("pod \"web\" is simulated: it runs no process to port-forward to"));
+        let real = json!({"spec": pod["spec"], "status": {"containerStatuses": [{"name": "app", "containerID": "opkit://0123"}]}});
+        check_runs_for_real(&real, "web", PodStream::Exec, Some("app")).expect("a real pod");
+        let starting = json!({"spec": pod["spec"], "status": {"containerStatuses": [{"name": "app"}]}});
+        check_runs_for_real(&starting, "web", PodStream::Exec, Some("app")).expect("left to the kubelet");
     }
 
     #[test]

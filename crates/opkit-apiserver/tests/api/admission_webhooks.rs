@@ -32,11 +32,11 @@ use crate::pod_streaming::run_kubectl;
 type Answer = Arc<dyn Fn(&str, &Value) -> Option<Value> + Send + Sync>;
 
 /// A webhook server on 127.0.0.1 that records the AdmissionReviews it receives.
-struct TestWebhook {
+pub(crate) struct TestWebhook {
     /// `https://127.0.0.1:PORT`.
     base: String,
     /// The port it listens on.
-    port: u16,
+    pub(crate) port: u16,
     /// Its CA (PEM), for `caBundle`.
     ca_pem: String,
     /// (path, AdmissionReview) of every call, in order.
@@ -47,12 +47,23 @@ struct TestWebhook {
 impl TestWebhook {
     /// Serves `answer` with a certificate for 127.0.0.1 and `names`.
     async fn start(names: &[&str], answer: impl Fn(&str, &Value) -> Option<Value> + Send + Sync + 'static) -> Self {
-        let answer: Answer = Arc::new(answer);
         let ca = DevCa::generate("test webhook CA").expect("ca");
         let mut hosts = vec!["127.0.0.1".to_owned()];
         hosts.extend(names.iter().map(|n| n.to_string()));
         let serving = ca.issue_serving_cert("webhook", &hosts).expect("serving cert");
-        let config = opkit_serve::tls::server_config(&serving.cert_pem, &serving.key_pem).expect("tls config");
+        TestWebhook::serve(&serving.cert_pem, &serving.key_pem, ca.cert_pem(), answer).await
+    }
+
+    /// Serves `answer` with the certificate `cert_pem` (key `key_pem`); `ca_pem` is what
+    /// [`TestWebhook::url`] gives as `caBundle`.
+    pub(crate) async fn serve(
+        cert_pem: &str,
+        key_pem: &str,
+        ca_pem: &str,
+        answer: impl Fn(&str, &Value) -> Option<Value> + Send + Sync + 'static,
+    ) -> Self {
+        let answer: Answer = Arc::new(answer);
+        let config = opkit_serve::tls::server_config(cert_pem, key_pem).expect("tls config");
         let mut config = (*config).clone();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
@@ -78,22 +89,16 @@ impl TestWebhook {
                 }
             }
         });
-        TestWebhook {
-            base: format!("https://127.0.0.1:{port}"),
-            port,
-            ca_pem: ca.cert_pem().to_owned(),
-            seen,
-            _task: task,
-        }
+        TestWebhook { base: format!("https://127.0.0.1:{port}"), port, ca_pem: ca_pem.to_owned(), seen, _task: task }
     }
 
     /// A `clientConfig` calling `path` by URL.
-    fn url(&self, path: &str) -> Value {
+    pub(crate) fn url(&self, path: &str) -> Value {
         json!({"url": format!("{}{path}", self.base), "caBundle": b64(&self.ca_pem)})
     }
 
     /// The reviews received on `path`.
-    fn calls(&self, path: &str) -> Vec<Value> {
+    pub(crate) fn calls(&self, path: &str) -> Vec<Value> {
         self.seen.lock().iter().filter(|(p, _)| p == path).map(|(_, r)| r.clone()).collect()
     }
 }
@@ -131,7 +136,7 @@ fn patch_answer(ops: Value) -> Value {
 }
 
 /// A webhook entry for `configmaps` CREATE (rules and other fields may be overridden).
-fn hook(name: &str, client_config: Value, extra: Value) -> Value {
+pub(crate) fn hook(name: &str, client_config: Value, extra: Value) -> Value {
     let mut w = json!({
         "name": name,
         "clientConfig": client_config,
@@ -147,7 +152,7 @@ fn hook(name: &str, client_config: Value, extra: Value) -> Value {
     w
 }
 
-async fn validating(client: &Client, name: &str, webhooks: Vec<Value>) {
+pub(crate) async fn validating(client: &Client, name: &str, webhooks: Vec<Value>) {
     let config: ValidatingWebhookConfiguration =
         serde_json::from_value(json!({"metadata": {"name": name}, "webhooks": webhooks})).expect("config");
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
@@ -176,7 +181,7 @@ fn labelled(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
 }
 
 /// A webhook that allows everything and one that denies everything.
-fn allow_or_deny(path: &str, _: &Value) -> Option<Value> {
+pub(crate) fn allow_or_deny(path: &str, _: &Value) -> Option<Value> {
     Some(match path {
         "/deny" => json!({"allowed": false, "status": {"code": 403, "reason": "Forbidden", "message": "no thanks"}}),
         _ => json!({"allowed": true}),

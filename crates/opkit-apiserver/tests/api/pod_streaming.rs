@@ -41,20 +41,20 @@ type TestBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// What the test kubelet saw.
 #[derive(Default)]
-struct Seen {
+pub(crate) struct Seen {
     /// The common names of the client certificates that connected.
     client_names: Vec<String>,
     /// Method, path and query of each request.
-    requests: Vec<String>,
+    pub(crate) requests: Vec<String>,
 }
 
 /// How many upgraded streams the test kubelet has seen end.
 type ClosedStreams = watch::Sender<usize>;
 
 /// An HTTPS kubelet on loopback serving canned logs and echoing upgraded streams.
-struct TestKubelet {
-    address: String,
-    seen: Arc<Mutex<Seen>>,
+pub(crate) struct TestKubelet {
+    pub(crate) address: String,
+    pub(crate) seen: Arc<Mutex<Seen>>,
     /// Set to true to let a followed log write its second line and end.
     release: watch::Sender<bool>,
     closed: Arc<ClosedStreams>,
@@ -62,7 +62,7 @@ struct TestKubelet {
 }
 
 impl TestKubelet {
-    async fn start(server: &RunningServer) -> TestKubelet {
+    pub(crate) async fn start(server: &RunningServer) -> TestKubelet {
         let ca = DevCa::from_pem(server.ca_pem(), server.ca_key_pem()).expect("the server's CA");
         let serving = ca.issue_serving_cert("kubelet", &["127.0.0.1".to_owned()]).expect("serving cert");
         let mut roots = rustls::RootCertStore::empty();
@@ -202,7 +202,7 @@ async fn kubelet_answer(
 }
 
 /// A Node whose kubelet is at `endpoint`.
-async fn node(client: &Client, name: &str, endpoint: &str) {
+pub(crate) async fn node(client: &Client, name: &str, endpoint: &str) {
     let node: Node = serde_json::from_value(json!({"metadata": {"name": name,
         "annotations": {"opkit.dev/kubelet-endpoint": endpoint}}}))
     .expect("node");
@@ -396,7 +396,7 @@ async fn an_unreachable_kubelet_is_kubes_500_with_the_dial_error() {
 }
 
 /// A raw HTTP/1.1 connection to the API server over TLS, verified for `server_name`.
-async fn tls_to_server(
+pub(crate) async fn tls_to_server(
     server: &RunningServer,
     server_name: ServerName<'static>,
 ) -> tokio_rustls::client::TlsStream<TcpStream> {
@@ -415,7 +415,7 @@ async fn tls_to_server(
 }
 
 /// Sends an upgrade request line and headers; returns the response head.
-async fn send_upgrade(
+pub(crate) async fn send_upgrade(
     stream: &mut tokio_rustls::client::TlsStream<TcpStream>,
     method: &str,
     path: &str,
