@@ -55,6 +55,7 @@ pub(crate) mod volume;
 pub use config::ControllersConfig;
 pub use kubelet::network::NetworkMode;
 pub use kubelet::runtime::CONTAINER_ID_PREFIX as REAL_CONTAINER_ID_PREFIX;
+pub use kubelet::runtime::container::PodIsolation;
 #[cfg(unix)]
 pub use kubelet::server::{exec, port_forward};
 pub use node::SIMULATED_ANNOTATION as SIMULATED_NODE_ANNOTATION;
