@@ -98,6 +98,17 @@ pub fn pod_network_mode(requested: Option<NetworkMode>) -> (NetworkMode, Option<
     (networks.mode(), networks.fallback_reason().map(str::to_string))
 }
 
+/// How the kubelet isolates real pods' containers on this machine when `requested` is
+/// asked for (`None`: contained where the host can): the mode, and why containers are not
+/// contained when that was wanted and is not possible (for `cluster start` and `status`).
+pub fn pod_isolation_mode(requested: Option<PodIsolation>) -> (PodIsolation, Option<String>) {
+    let reason = match requested {
+        Some(PodIsolation::Host) => None,
+        None | Some(PodIsolation::Contained) => kubelet::runtime::container::containment_available().err(),
+    };
+    (kubelet::runtime::isolation(requested), reason)
+}
+
 /// Registers every enabled controller with `mgr`. Fails if one of them is already
 /// registered with it.
 pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {

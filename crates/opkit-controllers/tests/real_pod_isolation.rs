@@ -30,6 +30,7 @@ echo "PIDS $(ls /proc | grep -E '^[0-9]+$' | tr '\n' ' ')"
 echo "PID1 $(tr '\0' ' ' < /proc/1/cmdline)"
 grep -E '^(Uid|Gid|Groups|CapEff|CapBnd|NoNewPrivs):' /proc/self/status
 echo "SA $(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"
+if cat /var/run/secrets/kubernetes.io/serviceaccount/token > /dev/null; then echo "TOKEN readable"; fi
 echo "HOSTNAME $(cat /etc/hostname)"
 echo DONE
 exec sleep 3600
@@ -163,7 +164,10 @@ async fn a_pod_runs_with_the_user_and_capabilities_its_security_context_asks_for
         "runAsUser": 1000, "runAsGroup": 3000, "allowPrivilegeEscalation": false,
         "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]},
     });
-    pods.create(&PostParams::default(), &probe_pod("restricted", &vars, restricted)?).await?;
+    let mut restricted = probe_pod("restricted", &vars, restricted)?;
+    restricted.spec.as_mut().ok_or("no spec")?.security_context =
+        Some(serde_json::from_value(json!({"fsGroup": 2000}))?);
+    pods.create(&PostParams::default(), &restricted).await?;
     let log = report(&pods, "restricted").await?;
     assert_eq!(field(&log, "Uid:"), "1000 1000 1000 1000", "{log}");
     assert_eq!(field(&log, "Gid:"), "3000 3000 3000 3000", "{log}");
@@ -172,8 +176,10 @@ async fn a_pod_runs_with_the_user_and_capabilities_its_security_context_asks_for
     assert_eq!(field(&log, "NoNewPrivs:"), "1", "{log}");
     assert!(log.contains("ROOT read-only"), "{log}");
     assert!(!log.contains("READ "), "{log}");
+    assert_eq!(field(&log, "Groups:"), "2000", "fsGroup is a supplementary group:\n{log}");
     // Its token is readable by its user: in-cluster clients work as uid 1000.
     assert_eq!(field(&log, "SA "), "default", "{log}");
+    assert!(log.contains("TOKEN readable"), "{log}");
 
     // Added and dropped capabilities, as containerd applies them.
     let tuned = json!({"capabilities": {"add": ["NET_ADMIN"], "drop": ["CHOWN", "NET_RAW"]}});

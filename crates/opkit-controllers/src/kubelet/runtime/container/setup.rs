@@ -136,7 +136,10 @@ fn fork_into_namespaces() -> std::io::Result<()> {
         if libc::sigprocmask(libc::SIG_BLOCK, &all, &mut previous) != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let pid = libc::syscall(libc::SYS_clone, libc::c_long::from(libc::SIGCHLD), 0, 0, 0, 0);
+        // Every argument a full `long`, as the variadic `syscall` reads them: no stack, no
+        // thread-id pointers, no TLS — a plain fork.
+        let none: libc::c_long = 0;
+        let pid = libc::syscall(libc::SYS_clone, libc::c_long::from(libc::SIGCHLD), none, none, none, none);
         if pid < 0 {
             let error = std::io::Error::last_os_error();
             libc::sigprocmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
@@ -149,7 +152,9 @@ fn fork_into_namespaces() -> std::io::Result<()> {
             return Ok(());
         }
         let pid = pid as libc::pid_t;
-        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+        // close_range(0, ~0U, 0): the kernel reads the low 32 bits of each argument.
+        let (first, last): (libc::c_long, libc::c_long) = (0, -1);
+        if libc::syscall(libc::SYS_close_range, first, last, none) != 0 {
             for fd in 0..1024 {
                 libc::close(fd);
             }
