@@ -45,6 +45,10 @@ pub struct ControllersConfig {
     /// How real pods are networked; `None` picks network namespaces where this machine
     /// can make them, else the host network.
     pub pod_network: Option<crate::NetworkMode>,
+    /// How real pods' containers are isolated; `None` contains them (own namespaces, root
+    /// file system, `securityContext`) where this host can, else runs them as today's
+    /// host processes with a warning.
+    pub pod_isolation: Option<crate::PodIsolation>,
     /// The first CrashLoopBackOff delay of real containers (kube's 10 s; the first
     /// restart is immediate), doubling per restart up to 30 times this.
     pub crash_loop_backoff: Duration,
@@ -94,6 +98,7 @@ impl Default for ControllersConfig {
             images: None,
             pod_root: None,
             pod_network: None,
+            pod_isolation: None,
             crash_loop_backoff: crate::kubelet::runtime::backoff::DEFAULT_BASE,
             cert_manager: false,
         }

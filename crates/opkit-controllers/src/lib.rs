@@ -55,6 +55,7 @@ pub(crate) mod volume;
 pub use config::ControllersConfig;
 pub use kubelet::network::NetworkMode;
 pub use kubelet::runtime::CONTAINER_ID_PREFIX as REAL_CONTAINER_ID_PREFIX;
+pub use kubelet::runtime::container::PodIsolation;
 #[cfg(unix)]
 pub use kubelet::server::{exec, port_forward};
 pub use node::SIMULATED_ANNOTATION as SIMULATED_NODE_ANNOTATION;
@@ -95,6 +96,17 @@ pub const ALL: &[&str] = &[
 pub fn pod_network_mode(requested: Option<NetworkMode>) -> (NetworkMode, Option<String>) {
     let networks = kubelet::network::PodNetworks::new(requested, std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     (networks.mode(), networks.fallback_reason().map(str::to_string))
+}
+
+/// How the kubelet isolates real pods' containers on this machine when `requested` is
+/// asked for (`None`: contained where the host can): the mode, and why containers are not
+/// contained when that was wanted and is not possible (for `cluster start` and `status`).
+pub fn pod_isolation_mode(requested: Option<PodIsolation>) -> (PodIsolation, Option<String>) {
+    let reason = match requested {
+        Some(PodIsolation::Host) => None,
+        None | Some(PodIsolation::Contained) => kubelet::runtime::container::containment_available().err(),
+    };
+    (kubelet::runtime::isolation(requested), reason)
 }
 
 /// Registers every enabled controller with `mgr`. Fails if one of them is already

@@ -625,6 +625,8 @@ async fn a_restarted_kubelet_runs_its_running_pods_again() -> Result<(), Error> 
         nodes: 1,
         images: Some(images),
         pod_root: Some(tmp.path().join("pods")),
+        // The program reports its pid through a file on the host.
+        pod_isolation: Some(opkit_controllers::PodIsolation::Host),
         ..Default::default()
     }
     .root_ca(server.ca_pem())

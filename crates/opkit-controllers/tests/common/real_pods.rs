@@ -6,14 +6,26 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
-use opkit_controllers::ControllersConfig;
+use opkit_controllers::{ControllersConfig, PodIsolation};
 use opkit_testenv::TestEnv;
 
 use super::{Error, WAIT};
 
-/// A TestEnv with one simulated node running real pods, CrashLoopBackOff from 1 s.
+/// A TestEnv with one simulated node running real pods, CrashLoopBackOff from 1 s, its
+/// containers uncontained (these suites' programs report through files on the host; the
+/// contained mode has its own suite, `real_pod_isolation.rs`).
 pub async fn real_env() -> Result<TestEnv, Error> {
-    let cfg = ControllersConfig { nodes: 1, crash_loop_backoff: Duration::from_secs(1), ..Default::default() };
+    real_env_with(PodIsolation::Host).await
+}
+
+/// [`real_env`] with its containers isolated as `isolation`.
+pub async fn real_env_with(isolation: PodIsolation) -> Result<TestEnv, Error> {
+    let cfg = ControllersConfig {
+        nodes: 1,
+        crash_loop_backoff: Duration::from_secs(1),
+        pod_isolation: Some(isolation),
+        ..Default::default()
+    };
     Ok(TestEnv::builder().controllers(cfg).real_pods().start().await?)
 }
 

@@ -1,5 +1,6 @@
-//! The sandbox holder, as the pause container is: a process sitting in a new network and
-//! UTS namespace (hostname = the pod's) that keeps them alive for the pod's processes to
+//! The sandbox holder, as the pause container is: a process sitting in new network, UTS
+//! (hostname = the pod's) and IPC namespaces, which the pod's containers share, that
+//! keeps them alive for the pod's processes to
 //! enter, and dies with the kubelet's process (`PR_SET_PDEATHSIG` `SIGKILL`), taking the
 //! namespaces and the pod's end of its veth pair with it.
 
@@ -26,6 +27,8 @@ pub(super) struct Holder {
     net: Arc<OwnedFd>,
     /// `/proc/<pid>/ns/uts`, opened.
     uts: Arc<OwnedFd>,
+    /// `/proc/<pid>/ns/ipc`, opened.
+    ipc: Arc<OwnedFd>,
 }
 
 impl Holder {
@@ -42,7 +45,7 @@ impl Holder {
             .map_err(|_| NetworkError::Setup("the sandbox spawner thread is gone".to_string()))?
             .map_err(|source| NetworkError::Io { step: "starting the sandbox holder (sleep)".to_string(), source })?;
         match open_namespaces(child.id()) {
-            Ok((net, uts)) => Ok(Holder { child, net: Arc::new(net), uts: Arc::new(uts) }),
+            Ok((net, uts, ipc)) => Ok(Holder { child, net: Arc::new(net), uts: Arc::new(uts), ipc: Arc::new(ipc) }),
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -78,11 +81,11 @@ impl Holder {
         })
     }
 
-    /// Makes `cmd` start inside the sandbox's network and UTS namespaces.
+    /// Makes `cmd` start inside the sandbox's network, UTS and IPC namespaces.
     #[allow(unsafe_code)]
     pub(super) fn enter(&self, cmd: &mut Command) {
-        let (net, uts) = (self.net.clone(), self.uts.clone());
-        // SAFETY: the closure runs in the forked child before exec; it only makes two
+        let (net, uts, ipc) = (self.net.clone(), self.uts.clone(), self.ipc.clone());
+        // SAFETY: the closure runs in the forked child before exec; it only makes three
         // `setns` system calls on descriptors opened before the fork (no allocation, no
         // lock), which is async-signal-safe.
         unsafe {
@@ -91,6 +94,10 @@ impl Holder {
                 rustix::thread::move_into_link_name_space(
                     uts.as_fd(),
                     Some(LinkNameSpaceType::HostNameAndNISDomainName),
+                )?;
+                rustix::thread::move_into_link_name_space(
+                    ipc.as_fd(),
+                    Some(LinkNameSpaceType::InterProcessCommunication),
                 )?;
                 Ok(())
             });
@@ -119,9 +126,9 @@ fn pod_hostname(hostname: &str) -> String {
     hostname[..cut].trim_end_matches(['-', '.']).to_string()
 }
 
-/// Opens the network and UTS namespaces of holder `pid`, after checking that they are
-/// new ones: the host's network must never be configured as a pod's by mistake.
-fn open_namespaces(pid: u32) -> Result<(OwnedFd, OwnedFd), NetworkError> {
+/// Opens the network, UTS and IPC namespaces of holder `pid`, after checking that they
+/// are new ones: the host's network must never be configured as a pod's by mistake.
+fn open_namespaces(pid: u32) -> Result<(OwnedFd, OwnedFd, OwnedFd), NetworkError> {
     let io = |step: String| move |source| NetworkError::Io { step, source };
     let ours = std::fs::metadata("/proc/self/ns/net").map_err(io("reading this process's network namespace".into()))?;
     let net_path = format!("/proc/{pid}/ns/net");
@@ -132,7 +139,9 @@ fn open_namespaces(pid: u32) -> Result<(OwnedFd, OwnedFd), NetworkError> {
     let net = std::fs::File::open(&net_path).map_err(io(format!("opening {net_path}")))?;
     let uts_path = format!("/proc/{pid}/ns/uts");
     let uts = std::fs::File::open(&uts_path).map_err(io(format!("opening {uts_path}")))?;
-    Ok((net.into(), uts.into()))
+    let ipc_path = format!("/proc/{pid}/ns/ipc");
+    let ipc = std::fs::File::open(&ipc_path).map_err(io(format!("opening {ipc_path}")))?;
+    Ok((net.into(), uts.into(), ipc.into()))
 }
 
 /// A request to the spawner thread.
@@ -164,7 +173,7 @@ fn spawner() -> Result<&'static mpsc::Sender<SpawnRequest>, NetworkError> {
         .map_err(|e| NetworkError::Setup(e.clone()))
 }
 
-/// Forks `sleep infinity` into new network and UTS namespaces named `hostname`.
+/// Forks `sleep infinity` into new network, UTS (named `hostname`) and IPC namespaces.
 #[allow(unsafe_code)]
 fn spawn_holder(hostname: &str) -> std::io::Result<Child> {
     let parent = rustix::process::getpid();
@@ -188,7 +197,7 @@ fn spawn_holder(hostname: &str) -> std::io::Result<Child> {
             if rustix::process::getppid() != Some(parent) {
                 return Err(std::io::Error::other("the kubelet exited"));
             }
-            rustix::thread::unshare_unsafe(UnshareFlags::NEWNET | UnshareFlags::NEWUTS)?;
+            rustix::thread::unshare_unsafe(UnshareFlags::NEWNET | UnshareFlags::NEWUTS | UnshareFlags::NEWIPC)?;
             rustix::system::sethostname(&hostname)?;
             Ok(())
         });

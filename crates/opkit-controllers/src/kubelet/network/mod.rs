@@ -211,8 +211,9 @@ impl PodSandbox {
         self.namespaced.as_ref().map(|n| n.link.name())
     }
 
-    /// Makes `cmd` start inside this sandbox: in its network namespace, and in its UTS
-    /// namespace (so `hostname` is the pod's). Nothing changes on the host network.
+    /// Makes `cmd` start inside this sandbox: in its network namespace, its UTS
+    /// namespace (so `hostname` is the pod's) and its IPC namespace (shared by the pod's
+    /// containers). Nothing changes on the host network.
     pub fn enter(&self, cmd: &mut tokio::process::Command) {
         #[cfg(target_os = "linux")]
         if let Some(namespaced) = &self.namespaced {

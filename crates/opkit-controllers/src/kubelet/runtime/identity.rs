@@ -82,7 +82,16 @@ pub async fn write_token(client: &kube::Client, pod: &Pod, files: &IdentityFiles
         .create_token_request(&sa, &PostParams::default(), &request)
         .await?;
     let token = issued.status.map(|s| s.token).unwrap_or_default();
-    write_atomic(&files.dir.join("token"), token.as_bytes(), FileAccess::Private)?;
+    let path = files.dir.join("token");
+    write_atomic(&path, token.as_bytes(), FileAccess::Private)?;
+    // kube's projected token is 0644: a container running as another user than root
+    // reads it (inside its own root; on the host the pod directory is the kubelet's).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+            .map_err(|source| opkit_serve::files::WriteError { path: path.clone(), source })?;
+    }
     let ttl = issued.spec.expiration_seconds.unwrap_or(TOKEN_SECONDS).max(60);
     Ok(Duration::from_secs(ttl.unsigned_abs()))
 }

@@ -1,10 +1,13 @@
 //! The kubelet's process runtime: a pod bound to a simulated node whose every image (and
 //! init container image) is loaded in the image store runs for real — each container a
-//! process in the pod's network sandbox (see [`pod`]); every other pod stays simulated.
+//! process in the pod's network sandbox (see [`pod`]), contained in namespaces and a root
+//! file system of its own where the host allows it (see [`container`]); every other pod
+//! stays simulated.
 //! [`Runtime`] keeps the real pods of this kubelet, starts and stops them, stops them all
 //! when the manager stops, and answers the kubelet server's questions about them.
 
 pub mod backoff;
+pub mod container;
 pub mod env;
 pub mod identity;
 pub mod logs;
@@ -32,6 +35,7 @@ use super::PodEvents;
 use super::network::PodNetworks;
 use crate::ControllersConfig;
 use crate::images::ImageStore;
+use container::{JoinPlan, PodIsolation};
 use pod::{NodeFacts, PodShared, StopRequest};
 use status::{ContainerView, PodView, State, Terminated};
 
@@ -48,6 +52,8 @@ pub struct RuntimeShared {
     pub backoff_base: Duration,
     /// Where events go.
     pub events: Arc<PodEvents>,
+    /// How containers are isolated.
+    pub isolation: PodIsolation,
 }
 
 impl RuntimeShared {
@@ -86,6 +92,8 @@ pub struct ExecTargetData {
     pub netns: Option<PathBuf>,
     /// The pod's IP.
     pub pod_ip: IpAddr,
+    /// The contained container to join (`None`: host mode or a privileged container).
+    pub container: Option<JoinPlan>,
 }
 
 /// Why a container could not be found for the kubelet server.
@@ -143,8 +151,11 @@ impl Runtime {
         if let Some(reason) = networks.fallback_reason() {
             tracing::warn!(reason, "real pods use the host network");
         }
+        let isolation = isolation(cfg.pod_isolation);
+        tracing::info!(isolation = %isolation, "real pods' containers");
         let pod_root = cfg.pod_root.clone().unwrap_or_else(|| std::env::temp_dir().join("opkit-pods"));
         let shared = RuntimeShared {
+            isolation,
             client,
             networks,
             images,
@@ -340,7 +351,15 @@ impl Runtime {
             (Some(spec), Some(sandbox)) if running => (spec, sandbox),
             _ => return Err(not_running()),
         };
-        Ok(ExecTargetData { env: spec.env, working_dir: spec.working_dir, netns, pod_ip: ip })
+        let container = match &spec.containment {
+            Some(process::Containment::New(plan)) => Some(JoinPlan {
+                waiter: rt.waiter.ok_or_else(not_running)?,
+                working_dir: plan.working_dir.clone(),
+                privileges: plan.privileges.clone(),
+            }),
+            _ => None,
+        };
+        Ok(ExecTargetData { env: spec.env, working_dir: spec.working_dir, netns, pod_ip: ip, container })
     }
 
     /// The IP of the real pod `namespace/name` (for `portForward`).
@@ -348,6 +367,28 @@ impl Runtime {
     pub fn pod_ip(&self, namespace: &str, name: &str) -> Result<IpAddr, LookupError> {
         let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
         pod.sandbox().map(|(ip, _)| ip).ok_or_else(|| LookupError::PodNotFound(name.to_string()))
+    }
+}
+
+/// The isolation of this kubelet's containers when `requested` is asked for (`None`:
+/// contained where the host allows it). Falling back says why, once, as a warning.
+pub fn isolation(requested: Option<PodIsolation>) -> PodIsolation {
+    match requested {
+        Some(PodIsolation::Host) => PodIsolation::Host,
+        None | Some(PodIsolation::Contained) => match container::containment_available() {
+            Ok(()) => PodIsolation::Contained,
+            Err(reason) => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        reason,
+                        "real pods are NOT contained: their processes run as the kubelet's user on the host's \
+                         file system and see the host's processes"
+                    );
+                });
+                PodIsolation::Host
+            }
+        },
     }
 }
 

@@ -22,11 +22,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::RuntimeShared;
 use super::backoff::RestartBackoff;
+use super::container::{self, PodIsolation, RootPlan, Security};
 use super::env::{self, EnvInputs};
 use super::identity::{self, IdentityFiles};
 use super::logs::{LogDir, LogProgress};
 use super::probes::{self, ProbeKind, ProbeTarget, ProbeTiming, Thresholds};
-use super::process::{ContainerProcess, ExitInfo, ProcessSpec};
+use super::process::{ContainerProcess, Containment, ExitInfo, ProcessSpec};
 use super::status::{self, ContainerView, PodView, State, Terminated};
 use super::volumes;
 use crate::kubelet::network::PodSandbox;
@@ -76,6 +77,8 @@ pub struct ContainerRuntime {
     pub progress: Option<watch::Receiver<LogProgress>>,
     /// How its current instance was started (environment, working directory).
     pub spec: Option<ProcessSpec>,
+    /// The pid of its current instance (a contained container's waiter).
+    pub waiter: Option<u32>,
 }
 
 /// One real pod, shared between its task, the kubelet and the kubelet server.
@@ -116,6 +119,7 @@ impl PodShared {
                     instance: None,
                     progress: None,
                     spec: None,
+                    waiter: None,
                 };
                 (n.clone(), rt)
             })
@@ -463,8 +467,9 @@ impl ContainerRun<'_> {
         }
     }
 
-    /// The environment of an instance of `c`.
-    async fn environment(&self, c: &Container) -> Result<Vec<(String, String)>, env::EnvError> {
+    /// The environment of an instance of `c` (`contained`: no `KUBECONFIG`, whose paths
+    /// are the host's; in-cluster configuration reads the mounted ServiceAccount).
+    async fn environment(&self, c: &Container, contained: bool) -> Result<Vec<(String, String)>, env::EnvError> {
         let inputs = EnvInputs {
             pod_ip: self.sandbox.ip().to_string(),
             host_ip: self.node.host_ip.clone(),
@@ -473,7 +478,7 @@ impl ContainerRun<'_> {
         };
         let mut vars = env::container_env(&self.rt.client, self.pod, c, &inputs).await?;
         let mut extra = vec![("HOSTNAME".to_string(), self.shared.name.clone())];
-        if identity::automounts(self.pod) {
+        if identity::automounts(self.pod) && !contained {
             extra.push(("KUBECONFIG".to_string(), self.files.kubeconfig.display().to_string()));
         }
         extra.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
@@ -483,6 +488,45 @@ impl ContainerRun<'_> {
             }
         }
         Ok(vars)
+    }
+
+    /// The root file system of a contained instance of `c` whose image's entrypoint is
+    /// `program`: the pod's `/etc` (written now), the entrypoint, the ServiceAccount and
+    /// the volumes at their paths.
+    fn root_plan(
+        &self,
+        c: &Container,
+        program: &std::path::Path,
+        privileges: container::Privileges,
+        read_only_root: bool,
+    ) -> std::io::Result<RootPlan> {
+        let etc_dir = self.shared.dir.join("etc");
+        container::write_etc(&etc_dir, &self.shared.name, &self.sandbox.ip().to_string())?;
+        let mut mounts = vec![volumes::BindMount {
+            source: program.to_path_buf(),
+            target: PathBuf::from(container::ENTRYPOINT),
+            read_only: true,
+        }];
+        if identity::automounts(self.pod) {
+            mounts.push(volumes::BindMount {
+                source: self.files.dir.clone(),
+                target: PathBuf::from(container::SERVICE_ACCOUNT_MOUNT),
+                read_only: true,
+            });
+        }
+        mounts.extend(volumes::mounts(self.pod, c, &self.shared.dir));
+        let host_network = self.pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+        let sandbox_namespaces = self.sandbox.netns().is_some();
+        Ok(RootPlan {
+            root_dir: self.shared.dir.join("rootfs").join(&c.name),
+            etc_dir,
+            mounts,
+            working_dir: PathBuf::from(c.working_dir.as_deref().filter(|w| !w.is_empty()).unwrap_or("/")),
+            hostname: (!sandbox_namespaces && !host_network).then(|| self.shared.name.clone()),
+            sandbox_namespaces,
+            read_only_root,
+            privileges,
+        })
     }
 
     /// Runs `c` (restarting it per the restart policy) until it ends for good or the pod
@@ -508,7 +552,28 @@ impl ContainerRun<'_> {
         };
         let working_dir = working_dir(&shared.dir.join("containers").join(&c.name), c.working_dir.as_deref());
         loop {
-            let env = match self.environment(c).await {
+            let security = match container::privileges(self.pod, c) {
+                Ok(security) => security,
+                Err(e) => {
+                    let msg = e.to_string();
+                    self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
+                    shared.update_container(slot, |v| {
+                        v.state = State::Waiting { reason: "CreateContainerConfigError".into(), message: Some(msg) };
+                    });
+                    let retry = config_backoff.next(Duration::ZERO).max(SETUP_RETRY);
+                    tokio::select! {
+                        _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
+                        () = tokio::time::sleep(retry) => continue,
+                    }
+                }
+            };
+            let contained = match security {
+                Security::Contained { privileges, read_only_root } if self.rt.isolation == PodIsolation::Contained => {
+                    Some((privileges, read_only_root))
+                }
+                _ => None,
+            };
+            let env = match self.environment(c, contained.is_some()).await {
                 Ok(env) => env,
                 Err(e) => {
                     let msg = e.to_string();
@@ -523,13 +588,40 @@ impl ContainerRun<'_> {
                     }
                 }
             };
-            let spec = ProcessSpec {
-                program: program.clone(),
-                args: argv(c, &env),
-                env,
-                working_dir: working_dir.clone(),
-                service_account: identity::automounts(self.pod).then(|| self.files.dir.clone()),
-                mounts: volumes::mounts(self.pod, c, &shared.dir),
+            let spec = match contained {
+                None => ProcessSpec {
+                    program: program.clone(),
+                    args: argv(c, &env),
+                    env,
+                    working_dir: working_dir.clone(),
+                    service_account: identity::automounts(self.pod).then(|| self.files.dir.clone()),
+                    mounts: volumes::mounts(self.pod, c, &shared.dir),
+                    containment: None,
+                },
+                Some((privileges, read_only_root)) => match self.root_plan(c, &program, privileges, read_only_root) {
+                    Ok(plan) => ProcessSpec {
+                        program: PathBuf::from(container::ENTRYPOINT),
+                        args: argv(c, &env),
+                        env,
+                        working_dir: plan.working_dir.clone(),
+                        service_account: None,
+                        mounts: Vec::new(),
+                        containment: Some(Containment::New(Box::new(plan))),
+                    },
+                    Err(e) => {
+                        tracing::warn!(container = %c.name, error = %e, "preparing a container's root failed");
+                        let msg = format!("preparing the container's root file system: {e}");
+                        self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
+                        shared.update_container(slot, |v| {
+                            v.state = State::Waiting { reason: "CreateContainerError".into(), message: Some(msg) };
+                        });
+                        let retry = config_backoff.next(Duration::ZERO).max(SETUP_RETRY);
+                        tokio::select! {
+                            _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
+                            () = tokio::time::sleep(retry) => continue,
+                        }
+                    }
+                },
             };
             // As the kubelet, before every start.
             let image = c.image.clone().unwrap_or_default();
@@ -576,6 +668,7 @@ impl ContainerRun<'_> {
                             rt.instance = Some(restarts);
                             rt.progress = log.as_ref().map(|l| l.subscribe());
                             rt.spec = Some(spec.clone());
+                            rt.waiter = process.id();
                         }
                     }
                     let has_startup = c.startup_probe.is_some() && !slot.init;
@@ -605,10 +698,11 @@ impl ContainerRun<'_> {
                         }
                     };
                     let copying = tokio::spawn(copy);
+                    let waiter = process.id();
                     let interrupt = tokio::select! {
                         exit = process.wait() => Err(exit),
                         req = stop_requested(&mut stop_rx) => Ok(Interrupt::Stop(req)),
-                        kind = self.probe(c, slot, &spec) => Ok(Interrupt::Unhealthy(kind)),
+                        kind = self.probe(c, slot, &spec, waiter) => Ok(Interrupt::Unhealthy(kind)),
                     };
                     let (exit, interrupted) = match interrupt {
                         Err(exit) => (exit, None),
@@ -706,11 +800,20 @@ impl ContainerRun<'_> {
 
     /// Probes a running instance; returns only when a startup or liveness probe failed
     /// for good (readiness results update the view).
-    async fn probe(&self, c: &Container, slot: Slot, spec: &ProcessSpec) -> ProbeKind {
+    async fn probe(&self, c: &Container, slot: Slot, spec: &ProcessSpec, waiter: Option<u32>) -> ProbeKind {
         if slot.init {
             return std::future::pending().await;
         }
-        let target = ProbeTarget { container: c, pod_ip: self.sandbox.ip(), exec: spec, sandbox: self.sandbox };
+        // Exec probes of a contained container run inside it.
+        let join = match (&spec.containment, waiter) {
+            (Some(Containment::New(plan)), Some(waiter)) => Some(container::JoinPlan {
+                waiter,
+                working_dir: plan.working_dir.clone(),
+                privileges: plan.privileges.clone(),
+            }),
+            _ => None,
+        };
+        let target = ProbeTarget { container: c, pod_ip: self.sandbox.ip(), exec: spec, sandbox: self.sandbox, join };
         if let Some(p) = &c.startup_probe {
             match self.probe_loop(c, p, ProbeKind::Startup, &target, slot).await {
                 Some(kind) => return kind,

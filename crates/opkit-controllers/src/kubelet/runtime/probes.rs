@@ -10,7 +10,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::process::{ContainerProcess, ProcessSpec};
+use super::container::JoinPlan;
+use super::process::{ContainerProcess, Containment, ProcessSpec};
 use crate::kubelet::network::PodSandbox;
 
 /// Which probe.
@@ -101,6 +102,8 @@ pub struct ProbeTarget<'a> {
     pub exec: &'a ProcessSpec,
     /// The pod's sandbox, for exec probes.
     pub sandbox: &'a PodSandbox,
+    /// The contained container exec probes run in (`None`: uncontained).
+    pub join: Option<JoinPlan>,
 }
 
 /// A port given as a number or as the name of one of the container's ports.
@@ -189,6 +192,7 @@ async fn run_other(probe: &Probe, target: &ProbeTarget<'_>, timeout: Duration) -
             working_dir: target.exec.working_dir.clone(),
             service_account: None,
             mounts: Vec::new(),
+            containment: target.join.clone().map(Containment::Join),
         };
         let (mut process, stdout, stderr) =
             ContainerProcess::spawn(&spec, target.sandbox).map_err(|e| format!("exec {program:?}: {e}"))?;

@@ -2,7 +2,9 @@
 //! `PR_SET_PDEATHSIG` SIGKILL as the backstop so it never outlives the kubelet, inside
 //! the pod's network sandbox; stopped as the kubelet stops containers (SIGTERM to the
 //! group, SIGKILL after the grace period), and whatever is left of its group is killed
-//! once it ends, as a container's PID namespace would.
+//! once it ends, as a container's PID namespace would. A contained process (see
+//! [`super::container`]) gets its own namespaces, root and privileges, or joins a running
+//! container's.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -12,6 +14,7 @@ use std::time::Duration;
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
+use super::container::{JoinPlan, RootPlan};
 use super::volumes::BindMount;
 use crate::kubelet::network::PodSandbox;
 
@@ -36,6 +39,19 @@ pub struct ProcessSpec {
     /// The container's volume mounts (see `volumes.rs`), bound into its mount namespace
     /// when it runs in a pod network namespace, as the ServiceAccount is.
     pub mounts: Vec<BindMount>,
+    /// How the process is contained; `None` runs it as above (host mode, or a
+    /// `privileged` container), `program` and `working_dir` being host paths.
+    pub containment: Option<Containment>,
+}
+
+/// How a contained process starts.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub enum Containment {
+    /// As a new container: `program` and `working_dir` are paths inside its root.
+    New(Box<RootPlan>),
+    /// Inside a running container (exec probes).
+    Join(JoinPlan),
 }
 
 /// How a process ended.
@@ -179,21 +195,40 @@ impl ContainerProcess {
         if cfg!(not(unix)) {
             return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "real pods need a Unix kubelet"));
         }
-        std::fs::create_dir_all(&spec.working_dir)?;
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args)
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(&spec.working_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if spec.containment.is_none() {
+            std::fs::create_dir_all(&spec.working_dir)?;
+            cmd.current_dir(&spec.working_dir);
+        }
         #[cfg(unix)]
         detach(&mut cmd);
-        sandbox.enter(&mut cmd);
-        #[cfg(target_os = "linux")]
-        if sandbox.netns().is_some() && (spec.service_account.is_some() || !spec.mounts.is_empty()) {
-            enter_mount_namespace(&mut cmd, spec.service_account.as_deref(), &spec.mounts)?;
+        match &spec.containment {
+            None => {
+                sandbox.enter(&mut cmd);
+                #[cfg(target_os = "linux")]
+                if sandbox.netns().is_some() && (spec.service_account.is_some() || !spec.mounts.is_empty()) {
+                    enter_mount_namespace(&mut cmd, spec.service_account.as_deref(), &spec.mounts)?;
+                }
+            }
+            #[cfg(target_os = "linux")]
+            Some(Containment::New(plan)) => {
+                sandbox.enter(&mut cmd);
+                super::container::create(cmd.as_std_mut(), plan)?;
+            }
+            #[cfg(target_os = "linux")]
+            Some(Containment::Join(plan)) => {
+                super::container::join(cmd.as_std_mut(), plan).map_err(std::io::Error::other)?;
+            }
+            #[cfg(not(target_os = "linux"))]
+            Some(_) => {
+                return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "containers need Linux"));
+            }
         }
         let mut child = cmd.spawn()?;
         #[cfg(unix)]
@@ -202,6 +237,11 @@ impl ContainerProcess {
         let group = child.id();
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         Ok((ContainerProcess { child, group, exited: None }, stdout, stderr))
+    }
+
+    /// The process's id (a contained container's waiter: its init is the only child).
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// Sends `stop` to the process group.

@@ -4,7 +4,8 @@
 //! `projected` volumes of secrets and ConfigMaps, `emptyDir` (a directory of the pod's
 //! own) and `hostPath` (the host's path itself). Each lives in `<pod dir>/volumes/<name>`
 //! and is refreshed while the pod runs, as the kubelet syncs Secret and ConfigMap
-//! volumes, so a reissued certificate reaches the container. The container's
+//! volumes, so a reissued certificate reaches the container. A pod's `fsGroup` owns its
+//! volumes (hostPath excepted), as the kubelet's volume ownership does. The container's
 //! `volumeMounts` are bound into its own mount namespace (`process.rs`).
 //!
 //! `downwardAPI` volumes, projected ServiceAccount tokens other than the automounted
@@ -194,11 +195,71 @@ pub async fn set_up(client: &kube::Client, pod: &Pod, pod_dir: &Path) -> Result<
         let dir = volume_dir(pod_dir, volume);
         match sources.files(volume).await? {
             Some(files) => write_files(&volume.name, &dir, &files)?,
-            None if volume.empty_dir.is_some() => std::fs::create_dir_all(&dir)
-                .map_err(|e| VolumeError { volume: volume.name.clone(), why: e.to_string() })?,
+            None if volume.empty_dir.is_some() => {
+                make_empty_dir(&dir).map_err(|e| VolumeError { volume: volume.name.clone(), why: e.to_string() })?
+            }
             None => {}
         }
+        if let Some(group) = fs_group(pod)
+            && volume.host_path.is_none()
+        {
+            set_group(&dir, group, volume.empty_dir.is_some())
+                .map_err(|e| VolumeError { volume: volume.name.clone(), why: e.to_string() })?;
+        }
     }
+    Ok(())
+}
+
+/// An emptyDir's directory: writable by every user (0777), as kube makes it, so a
+/// container running as any user can use it.
+fn make_empty_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))?;
+    }
+    Ok(())
+}
+
+/// The pod's `fsGroup`.
+fn fs_group(pod: &Pod) -> Option<u32> {
+    let group = pod.spec.as_ref()?.security_context.as_ref()?.fs_group?;
+    u32::try_from(group).ok()
+}
+
+/// Gives the files of a volume to `group`, as the kubelet applies `fsGroup`: group
+/// ownership, group read (and write, with the setgid bit on directories, when
+/// `writable`).
+#[cfg(unix)]
+fn set_group(dir: &Path, group: u32, writable: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if meta.file_type().is_symlink() {
+        return Ok(());
+    }
+    std::os::unix::fs::lchown(dir, None, Some(group))?;
+    let mode = meta.permissions().mode() & 0o7777;
+    let wanted = match (meta.is_dir(), writable) {
+        (true, true) => mode | 0o2070,
+        (true, false) => mode | 0o050,
+        (false, true) => mode | 0o060,
+        (false, false) => mode | 0o040,
+    };
+    if wanted != mode {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(wanted))?;
+    }
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(dir)? {
+            set_group(&entry?.path(), group, writable)?;
+        }
+    }
+    Ok(())
+}
+
+/// Groups are Unix's.
+#[cfg(not(unix))]
+fn set_group(_dir: &Path, _group: u32, _writable: bool) -> std::io::Result<()> {
     Ok(())
 }
 

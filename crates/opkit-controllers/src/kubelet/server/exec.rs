@@ -1,5 +1,7 @@
 //! The kubelet's `exec` endpoint (`/exec/{namespace}/{pod}/{container}`): runs a command in
-//! a real pod's container (its environment, working directory and network namespace) and
+//! a real pod's container — inside a contained container's namespaces and root, as its
+//! user with its capabilities; else in its environment, working directory and network
+//! namespace — and
 //! streams stdin, stdout, stderr and terminal resizes over the protocol kubectl chose —
 //! WebSocket channels (`v5.channel.k8s.io` … `channel.k8s.io`, kubectl 1.30+) or SPDY/3.1
 //! (`v4.channel.k8s.io` … `channel.k8s.io`, kubectl 1.27–1.29) — then reports the exit
@@ -24,6 +26,7 @@ use super::stream::websocket::{ChannelConnection, Handshake};
 use super::stream::{
     OutputSink, Refusal, go_error_text, internal_error_status, is_websocket_request, query_flag, query_pairs,
 };
+use crate::kubelet::runtime::container::JoinPlan;
 
 /// The remote-command protocols spoken over SPDY (v5 is v4 there: its close signal is a
 /// WebSocket feature), in the kubelet's order.
@@ -135,7 +138,17 @@ struct ExecStreams {
 /// in the background until the command ends) or a `metav1.Status` failure — `400` for a
 /// query or upgrade that is not an exec, `403` when no protocol is shared. The body is
 /// [`http_body_util::Full`]: empty on success, the Status JSON on failure.
-pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<http_body_util::Full<Bytes>> {
+pub async fn serve(req: Request<Incoming>, target: ExecTarget) -> Response<http_body_util::Full<Bytes>> {
+    serve_in(req, target, None).await
+}
+
+/// Serves an exec request as [`serve`] does, inside the contained container `container`
+/// (its namespaces, root, user and capabilities) when one is given.
+pub(crate) async fn serve_in(
+    mut req: Request<Incoming>,
+    target: ExecTarget,
+    container: Option<JoinPlan>,
+) -> Response<http_body_util::Full<Bytes>> {
     let options = match ExecOptions::from_uri(req.uri()) {
         Ok(options) => options,
         Err(refusal) => return refusal.into_response(),
@@ -173,7 +186,7 @@ pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<h
             };
             // Channels nobody reads (resize without a terminal) are dropped, not buffered.
             conn.inputs.clear();
-            run(streams, &options, &target, StatusFormat::of(&protocol)).await;
+            run(streams, &options, (&target, container.as_ref()), StatusFormat::of(&protocol)).await;
             conn.close().await;
         });
         return handshake.switching_protocols();
@@ -191,7 +204,7 @@ pub async fn serve(mut req: Request<Incoming>, target: ExecTarget) -> Response<h
             session.close().await;
             return;
         };
-        run(streams, &options, &target, StatusFormat::of(&protocol)).await;
+        run(streams, &options, (&target, container.as_ref()), StatusFormat::of(&protocol)).await;
         session.close().await;
     });
     response
@@ -243,8 +256,13 @@ async fn accept_spdy_streams(session: &mut Session, options: &ExecOptions, proto
 
 /// Runs the command over the streams, then reports its status on the error stream and
 /// ends every outgoing stream.
-async fn run(mut streams: ExecStreams, options: &ExecOptions, target: &ExecTarget, format: StatusFormat) {
-    let status = execute(&mut streams, options, target).await;
+async fn run(
+    mut streams: ExecStreams,
+    options: &ExecOptions,
+    (target, container): (&ExecTarget, Option<&JoinPlan>),
+    format: StatusFormat,
+) {
+    let status = execute(&mut streams, options, target, container).await;
     if let Some(error) = &streams.error {
         let payload = match format {
             StatusFormat::Json => serde_json::to_vec(&status).ok(),
@@ -316,6 +334,7 @@ impl Pty {
 fn command_for(
     options: &ExecOptions,
     target: &ExecTarget,
+    container: Option<&JoinPlan>,
     namespaces: Option<(OwnedFd, Option<OwnedFd>)>,
     pty: Option<&Pty>,
 ) -> std::io::Result<tokio::process::Command> {
@@ -324,7 +343,11 @@ fn command_for(
     if !target.env.iter().any(|(k, _)| k == "PATH") {
         command.env("PATH", DEFAULT_PATH);
     }
-    command.current_dir(&target.working_dir).kill_on_drop(true);
+    command.kill_on_drop(true);
+    // A contained command changes to its directory inside the container (`join`).
+    if container.is_none() {
+        command.current_dir(&target.working_dir);
+    }
     let terminal = match pty {
         Some(pty) => {
             command
@@ -341,10 +364,26 @@ fn command_for(
             None
         }
     };
+    // Joining comes first: the terminal's session is the joined process's.
+    if let Some(plan) = container {
+        join_container(&mut command, plan)?;
+    }
     if namespaces.is_some() || terminal.is_some() {
         enter_sandbox(&mut command, namespaces, terminal);
     }
     Ok(command)
+}
+
+/// Makes the child join the contained container of `plan`.
+#[cfg(target_os = "linux")]
+fn join_container(command: &mut tokio::process::Command, plan: &JoinPlan) -> std::io::Result<()> {
+    crate::kubelet::runtime::container::join(command.as_std_mut(), plan).map_err(std::io::Error::other)
+}
+
+/// Containers are Linux's.
+#[cfg(not(target_os = "linux"))]
+fn join_container(_command: &mut tokio::process::Command, _plan: &JoinPlan) -> std::io::Result<()> {
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "containers need Linux"))
 }
 
 /// Makes the child join the pod's network (and UTS) namespace and, with a terminal, start
@@ -444,7 +483,12 @@ async fn pump_resizes(mut input: mpsc::Receiver<Bytes>, controller: OwnedFd) {
 }
 
 /// Runs the command, wiring the streams to it, and returns the status to report.
-async fn execute(streams: &mut ExecStreams, options: &ExecOptions, target: &ExecTarget) -> Status {
+async fn execute(
+    streams: &mut ExecStreams,
+    options: &ExecOptions,
+    target: &ExecTarget,
+    container: Option<&JoinPlan>,
+) -> Status {
     let pty = if options.tty {
         match Pty::open() {
             Ok(pty) => Some(pty),
@@ -453,7 +497,7 @@ async fn execute(streams: &mut ExecStreams, options: &ExecOptions, target: &Exec
     } else {
         None
     };
-    let netns = match target.netns.as_deref().map(std::fs::File::open).transpose() {
+    let netns = match target.netns.as_deref().filter(|_| container.is_none()).map(std::fs::File::open).transpose() {
         Ok(netns) => netns.map(OwnedFd::from),
         Err(e) => {
             let path = target.netns.as_deref().unwrap_or(std::path::Path::new("")).display();
@@ -468,10 +512,11 @@ async fn execute(streams: &mut ExecStreams, options: &ExecOptions, target: &Exec
     let uts = target
         .netns
         .as_deref()
+        .filter(|_| container.is_none())
         .and_then(|net| net.parent())
         .and_then(|dir| std::fs::File::open(dir.join("uts")).ok())
         .map(OwnedFd::from);
-    let mut command = match command_for(options, target, netns.map(|net| (net, uts)), pty.as_ref()) {
+    let mut command = match command_for(options, target, container, netns.map(|net| (net, uts)), pty.as_ref()) {
         Ok(command) => command,
         Err(e) => {
             return internal_error_status(&format!("error executing command in container: {}", go_error_text(&e)));

@@ -199,7 +199,7 @@ impl Handler {
             ["exec", ns, pod, container] => match self.exec_target(ns, pod, container) {
                 Ok(t) => {
                     let target = exec::ExecTarget { env: t.env, working_dir: t.working_dir, netns: t.netns };
-                    boxed(exec::serve(req, target).await)
+                    boxed(exec::serve_in(req, target, t.container).await)
                 }
                 Err(e) => lookup_error(&e),
             },
