@@ -31,12 +31,15 @@ fn opkit_binary() -> PathBuf {
     let bin = profile_dir.join("opkit");
     let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut build = std::process::Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "-p", "opkit-cli", "--bin", "opkit"]).current_dir(&workspace);
+    // With the whole workspace selected, as the test build was: `-p opkit-cli` would ask
+    // other features of shared crates, rebuild them and relink the `opkit` that other
+    // tests running beside this one are executing.
+    build.args(["build", "--quiet", "--workspace", "--bin", "opkit"]).current_dir(&workspace);
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         build.arg("--release");
     }
-    let status = build.status().expect("running cargo build -p opkit-cli");
-    assert!(status.success(), "cargo build -p opkit-cli failed");
+    let status = build.status().expect("running cargo build --bin opkit");
+    assert!(status.success(), "cargo build --workspace --bin opkit failed");
     assert!(bin.exists(), "opkit binary not found at {}", bin.display());
     bin
 }

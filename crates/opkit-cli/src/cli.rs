@@ -27,18 +27,17 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// Whether the command serves until it is stopped (an operator run by opkit): it logs
+    /// what it does at `info` by default, as operator-sdk's helm and ansible operators do,
+    /// and a reader of its output going away does not end it.
+    pub fn serves_until_stopped(&self) -> bool {
+        matches!(self.command, Command::HelmOperator(_) | Command::AnsibleOperator(_))
+    }
+
     /// The log level when neither `OPKIT_LOG` nor `RUST_LOG` says: `info` for the commands
-    /// that run an operator or a cluster until stopped (what they do is their output, as
-    /// operator-sdk's helm and ansible operators log it), `warn` for the others.
+    /// that serve until stopped, `warn` for the others.
     pub fn default_log_level(&self) -> &'static str {
-        let long_running = match &self.command {
-            Command::HelmOperator(_) | Command::AnsibleOperator(_) => true,
-            Command::Kudo(crate::commands::kudo::args::KudoCommand::Manager(_)) => true,
-            Command::Olm(OlmCommand::Run(_)) => true,
-            Command::Cluster(ClusterCommand::Start(start)) => !start.detach,
-            _ => false,
-        };
-        if long_running { "info" } else { "warn" }
+        if self.serves_until_stopped() { "info" } else { "warn" }
     }
 }
 

@@ -39,6 +39,9 @@ impl FromStr for DurationFlag {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
+        if s.is_empty() {
+            return Err(DurationFlagError(s.to_string()));
+        }
         if let Ok(seconds) = s.parse::<u64>() {
             return Ok(DurationFlag::from_secs(seconds));
         }

@@ -27,9 +27,11 @@ fn main() -> std::process::ExitCode {
         }
         Err(e) => e.exit(),
     };
-    // `opkit ... | head`: the reader going away ends opkit quietly, as it ends kubectl, instead
-    // of a panic on the next print.
-    sigpipe::reset();
+    // `opkit ... | head`: the reader going away ends a command quietly, as it ends kubectl,
+    // instead of a panic on the next print. An operator serving until stopped keeps going.
+    if !args.serves_until_stopped() {
+        sigpipe::reset();
+    }
     // OPKIT_LOG, else RUST_LOG (as kube-rs operators read it), else the command's default;
     // colours only on a terminal.
     let filter = tracing_subscriber::EnvFilter::try_from_env("OPKIT_LOG")
