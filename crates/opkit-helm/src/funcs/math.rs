@@ -1,9 +1,11 @@
 //! Sprig's numbers (`numeric.go` and its part of `funcMap()`): integer and float
 //! arithmetic, `max`/`min`, `floor`/`ceil`/`round`, the conversions (`int`, `int64`,
 //! `float64`, `atoi`, `toDecimal`), the sequences (`until`, `untilStep`, `seq`) and
-//! `randInt` (not implemented yet).
+//! `randInt`.
 
-use super::{ANY, Args, Func, FuncResult, func, to_float64, to_int64, unsupported};
+use ring::rand::SecureRandom as _;
+
+use super::{ANY, Args, Func, FuncResult, func, to_float64, to_int64};
 use crate::template::Exec;
 use crate::value::Value;
 
@@ -36,7 +38,7 @@ pub(super) const FUNCS: &[Func] = &[
     func("until", 1, ANY, until),
     func("untilStep", 3, ANY, until_step),
     func("seq", 0, ANY, seq),
-    func("randInt", 0, ANY, unsupported),
+    func("randInt", 2, 2, rand_int),
 ];
 
 fn ints(a: &Args<'_>) -> impl Iterator<Item = i64> {
@@ -173,4 +175,17 @@ fn seq(_: &mut Exec<'_>, a: Args<'_>) -> FuncResult {
         }
     }
     Ok(Value::str(out.join(" ")))
+}
+
+/// A random integer in `[min, max)`, as Sprig's `randInt` (Go panics when `max <= min`;
+/// here that is an error).
+fn rand_int(_: &mut Exec<'_>, a: Args<'_>) -> FuncResult {
+    let (lo, hi) = (a.int(0), a.int(1));
+    if hi <= lo {
+        return Err("invalid argument to Intn".into());
+    }
+    let mut bytes = [0u8; 8];
+    ring::rand::SystemRandom::new().fill(&mut bytes).map_err(|_| "no random source")?;
+    let span = hi.wrapping_sub(lo) as u64;
+    Ok(Value::int(lo.wrapping_add((u64::from_le_bytes(bytes) % span) as i64)))
 }

@@ -4,10 +4,11 @@
 //! Every function is one row of [`FUNCS`]: its name, how many arguments it takes and its
 //! implementation. The rows live in one file per category, laid out as Sprig's and Helm's
 //! `funcMap()` are: [`builtins`] (Go's), [`helm`], [`strings`], [`regex`], [`lists`],
-//! [`dicts`], [`math`], [`encoding`], [`crypto`], [`dates`], [`semver`],
+//! [`dicts`], [`math`], [`encoding`], [`crypto`] and [`certs`], [`dates`], [`semver`],
 //! [`reflect`], [`defaults`], [`paths`] and [`network`].
 
 mod builtins;
+mod certs;
 mod crypto;
 mod dates;
 mod defaults;
@@ -87,6 +88,7 @@ pub(crate) const FUNCS: &[&[Func]] = &[
     math::FUNCS,
     encoding::FUNCS,
     crypto::FUNCS,
+    certs::FUNCS,
     dates::FUNCS,
     semver::FUNCS,
     reflect::FUNCS,
@@ -294,6 +296,13 @@ pub fn parse_version(version: &str) -> Result<(u64, u64, u64), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Renders `source` as a template of its own, with no data.
+    pub(super) fn render(source: &str) -> Result<String, TemplateError> {
+        let mut set = crate::template::Templates::new();
+        set.add("t", source)?;
+        Exec::new(&set).execute("t", &Value::Nil)
+    }
 
     /// Calls `name` as a template would, outside any template.
     pub(super) fn run(name: &str, args: Vec<Value>) -> FuncResult {
