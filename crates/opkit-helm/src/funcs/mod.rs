@@ -341,7 +341,9 @@ mod tests {
         let set = crate::template::Templates::new();
         let mut ex = Exec::new(&set);
         for f in FUNCS.iter().flat_map(|t| t.iter()) {
-            if matches!(f.name, "and" | "or" | "include" | "tpl") {
+            // `genPrivateKey` of nil makes an RSA 4096 key, which takes long in a debug
+            // build; its arguments are tested in `certs`.
+            if matches!(f.name, "and" | "or" | "include" | "tpl" | "genPrivateKey") {
                 continue;
             }
             for n in 0..3 {
