@@ -5,7 +5,20 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use super::{ANY, Args, Func, FuncError, FuncResult, func};
+use crate::template::Exec;
 use crate::value::{IntType, Value};
+
+/// Sprig's semver functions.
+pub(super) const FUNCS: &[Func] = &[func("semver", 0, ANY, semver), func("semverCompare", 2, 2, semver_compare)];
+
+fn semver(_: &mut Exec<'_>, a: Args<'_>) -> FuncResult {
+    Ok(Version::parse(&a.str(0)).map_err(FuncError::Message)?.to_value())
+}
+
+fn semver_compare(_: &mut Exec<'_>, a: Args<'_>) -> FuncResult {
+    Ok(Value::Bool(compare(&a.str(0), &a.str(1)).map_err(FuncError::Message)?))
+}
 
 /// A parsed version.
 #[derive(Debug, Clone, PartialEq, Eq)]
