@@ -307,10 +307,7 @@ impl Reconciler<DynamicObject> for AnsibleReconciler {
             let note = summary.failures.join("\n");
             if let Some(resource) = ctx.resource() {
                 let reference = fresh.object_ref(resource);
-                if let Err(e) = ctx.recorder.publish(&reference, EventType::Warning, "Failed", "Reconcile", &note).await
-                {
-                    tracing::debug!(error = %e, "recording the failure event");
-                }
+                ctx.recorder.publish(&reference, EventType::Warning, "Failed", "Reconcile", &note).await;
             }
         }
         if self.watch.manage_status && !(finalizer_run && succeeded) {

@@ -149,14 +149,12 @@ impl Recorder {
 
     /// Records an event about `regarding`: `reason` says why (CamelCase, e.g. `Scaled`),
     /// `action` what was done or failed (e.g. `Scale`), `note` is the human-readable detail.
-    pub async fn publish(
-        &self,
-        regarding: &ObjectReference,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: &str,
-    ) -> kube::Result<()> {
+    ///
+    /// Best-effort, as client-go's recorder is: an event the API server refuses (a
+    /// namespace being deleted, a lost connection) is logged, never returned, so that a
+    /// reconcile or a finalizer's cleanup does not fail on its events.
+    /// [`Recorder::try_publish_with_related`] returns the error instead.
+    pub async fn publish(&self, regarding: &ObjectReference, type_: EventType, reason: &str, action: &str, note: &str) {
         self.publish_with_related(regarding, None, type_, reason, action, note).await
     }
 
@@ -168,12 +166,51 @@ impl Recorder {
         reason: &str,
         action: &str,
         note: &str,
-    ) -> kube::Result<()> {
+    ) {
         self.publish(&obj.object_ref(&()), type_, reason, action, note).await
     }
 
-    /// Records an event about `regarding` that also involves a secondary `related` object.
+    /// Records an event about `regarding` that also involves a secondary `related` object
+    /// (best-effort, see [`Recorder::publish`]).
     pub async fn publish_with_related(
+        &self,
+        regarding: &ObjectReference,
+        related: Option<&ObjectReference>,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        let Err(e) = self.try_publish_with_related(regarding, related, type_, reason, action, note).await else {
+            return;
+        };
+        let object = format!(
+            "{}/{}",
+            regarding.kind.as_deref().unwrap_or_default(),
+            regarding.name.as_deref().unwrap_or_default()
+        );
+        if crate::status::is_namespace_terminating(&e) {
+            tracing::debug!(error = %e, reason, object, "event dropped: its namespace is being deleted");
+        } else {
+            tracing::warn!(error = %e, reason, object, "the API server refused an event (it is not retried)");
+        }
+    }
+
+    /// Records an event about object `obj`, returning what the API server answered.
+    pub async fn try_publish_for<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) -> kube::Result<()> {
+        self.try_publish_with_related(&obj.object_ref(&()), None, type_, reason, action, note).await
+    }
+
+    /// Records an event about `regarding` (and a secondary `related` object), returning
+    /// what the API server answered.
+    pub async fn try_publish_with_related(
         &self,
         regarding: &ObjectReference,
         related: Option<&ObjectReference>,
@@ -375,7 +412,7 @@ mod tests {
         let events: Api<Event> = Api::namespaced(env.client(), "default");
         let recorder = Recorder::new(env.client(), "opkit.test/widget-controller", "widget-0");
 
-        recorder.publish_for(&cm, EventType::Normal, "Synced", "Sync", "synced the config").await.expect("first");
+        recorder.try_publish_for(&cm, EventType::Normal, "Synced", "Sync", "synced the config").await.expect("first");
         let list = events.list(&ListParams::default()).await.expect("list").items;
         assert_eq!(list.len(), 1);
         let ev = &list[0];
@@ -392,21 +429,25 @@ mod tests {
         assert!(ev.series.is_none());
 
         for _ in 0..2 {
-            recorder.publish_for(&cm, EventType::Normal, "Synced", "Sync", "synced the config").await.expect("repeat");
+            recorder
+                .try_publish_for(&cm, EventType::Normal, "Synced", "Sync", "synced the config")
+                .await
+                .expect("repeat");
         }
         let list = events.list(&ListParams::default()).await.expect("list").items;
         assert_eq!(list.len(), 1, "repeats reuse the event object");
         assert_eq!(list[0].series.as_ref().map(|s| s.count), Some(3));
 
         recorder
-            .publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync")
+            .try_publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync")
             .await
             .expect("different reason");
         let list = events.list(&ListParams::default()).await.expect("list").items;
         assert_eq!(list.len(), 2);
 
         // Concurrent repeats land on the same object with every occurrence counted.
-        let burst = (0..5).map(|_| recorder.publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync"));
+        let burst =
+            (0..5).map(|_| recorder.try_publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync"));
         for res in futures::future::join_all(burst).await {
             res.expect("burst");
         }
@@ -418,7 +459,10 @@ mod tests {
         // An event that expired on the server is recorded again, its series intact.
         let failed_name = failed.metadata.name.clone().expect("name");
         events.delete(&failed_name, &Default::default()).await.expect("expire the event");
-        recorder.publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync").await.expect("after expiry");
+        recorder
+            .try_publish_for(&cm, EventType::Warning, "Failed", "Sync", "could not sync")
+            .await
+            .expect("after expiry");
         let again = events.get(&failed_name).await.expect("re-created under its name");
         assert_eq!(again.series.as_ref().map(|s| s.count), Some(7));
         assert_eq!(again.reason.as_deref(), Some("Failed"));
@@ -426,9 +470,42 @@ mod tests {
         // Without a series window every occurrence is a new object.
         let plain = Recorder::new(env.client(), "opkit.test/other", "other-0").with_series_window(Duration::ZERO);
         for _ in 0..2 {
-            plain.publish_for(&cm, EventType::Normal, "Seen", "Look", "").await.expect("plain");
+            plain.try_publish_for(&cm, EventType::Normal, "Seen", "Look", "").await.expect("plain");
         }
         let list = events.list(&ListParams::default()).await.expect("list").items;
         assert_eq!(list.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn events_in_a_terminating_namespace_are_dropped_not_returned() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+        use kube::api::DeleteParams;
+
+        let env = opkit_testenv::TestEnv::start().await.expect("test env");
+        let namespaces: Api<Namespace> = Api::all(env.client());
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some("doomed".into());
+        namespaces.create(&PostParams::default(), &ns).await.expect("namespace");
+        let cms: Api<ConfigMap> = Api::namespaced(env.client(), "doomed");
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("held".into());
+        cm.metadata.finalizers = Some(vec!["opkit.test/cleanup".into()]);
+        let cm = cms.create(&PostParams::default(), &cm).await.expect("configmap");
+        namespaces.delete("doomed", &DeleteParams::default()).await.expect("delete the namespace");
+        let terminating =
+            kube::runtime::wait::await_condition(namespaces.clone(), "doomed", |n: Option<&Namespace>| {
+                n.and_then(|n| n.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some("Terminating")
+            });
+        tokio::time::timeout(std::time::Duration::from_secs(30), terminating)
+            .await
+            .expect("the namespace is terminating within 30 s")
+            .expect("watch");
+
+        // A finalizer's cleanup publishes, and goes on: nothing to return, nothing to `?`.
+        let recorder = Recorder::new(env.client(), "opkit.test/widget-controller", "widget-0");
+        recorder.publish_for(&cm, EventType::Normal, "CleanedUp", "Finalize", "released").await;
+        let refused = recorder.try_publish_for(&cm, EventType::Normal, "CleanedUp", "Finalize", "released").await;
+        let err = refused.expect_err("the API server refuses new content in a terminating namespace");
+        assert!(crate::status::is_namespace_terminating(&err), "{err}");
     }
 }

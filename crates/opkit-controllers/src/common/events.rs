@@ -12,7 +12,5 @@ pub(crate) async fn publish<K: kube::Resource<DynamicType = ()>>(
     action: &str,
     note: &str,
 ) {
-    if let Err(e) = rec.publish_for(obj, t, reason, action, note).await {
-        tracing::debug!(error = %e, reason, "recording event failed");
-    }
+    rec.publish_for(obj, t, reason, action, note).await;
 }

@@ -44,9 +44,7 @@ impl SyncingDeployment<'_> {
         let recorder = self.st.recorder.clone();
         let regarding = kube::Resource::object_ref(&self.d, &());
         tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&regarding, type_, reason, action, &note).await {
-                tracing::debug!(error = %e, reason, "recording a Deployment event failed");
-            }
+            recorder.publish(&regarding, type_, reason, action, &note).await;
         });
     }
 

@@ -138,13 +138,7 @@ async fn invalid_namespace_event(shared: &Shared, dep: &Node, owner: &OwnerRef) 
         "ownerRef [{}/{}, namespace: {ns}, name: {}, uid: {}] does not exist in namespace {ns:?}",
         owner.api_version, owner.kind, owner.name, owner.uid
     );
-    let r = shared
-        .recorder
-        .publish(&regarding, EventType::Warning, "OwnerRefInvalidNamespace", "GarbageCollect", &note)
-        .await;
-    if let Err(e) = r {
-        tracing::debug!(error = %e, "garbage collector: recording an event failed");
-    }
+    shared.recorder.publish(&regarding, EventType::Warning, "OwnerRefInvalidNamespace", "GarbageCollect", &note).await;
 }
 
 async fn attempt_to_delete(shared: &Shared, uid: &str) -> Result<Done, GcError> {

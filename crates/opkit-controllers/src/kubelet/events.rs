@@ -49,10 +49,8 @@ impl EventSink {
         }
         let (recorder, sink) = (recorder.clone(), self.clone());
         tokio::spawn(async move {
-            if let Ok(_permit) = sink.writers.acquire().await
-                && let Err(e) = recorder.publish(&regarding, type_, reason, action, &note).await
-            {
-                tracing::debug!(error = %e, reason, "publishing an event failed");
+            if let Ok(_permit) = sink.writers.acquire().await {
+                recorder.publish(&regarding, type_, reason, action, &note).await;
             }
             sink.pending.fetch_sub(1, Ordering::SeqCst);
         });

@@ -141,8 +141,6 @@ fn publish(st: &State, rs: &ReplicaSet, type_: EventType, reason: &'static str, 
     let regarding = kube::Resource::object_ref(rs, &());
     let note = note.to_string();
     tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&regarding, type_, reason, action, &note).await {
-            tracing::debug!(error = %e, reason, "recording a ReplicaSet event failed");
-        }
+        recorder.publish(&regarding, type_, reason, action, &note).await;
     });
 }

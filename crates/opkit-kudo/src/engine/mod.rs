@@ -390,7 +390,7 @@ impl Engine {
             let reference = inst.object.object_ref(&resources::api_resource("Instance"));
             let note = format!("plan {:?} is not defined by {}", trigger.plan, ov.name);
             tokio::spawn(async move {
-                let _ = recorder.publish(&reference, EventType::Warning, "UnknownPlan", "TriggerPlan", &note).await;
+                recorder.publish(&reference, EventType::Warning, "UnknownPlan", "TriggerPlan", &note).await;
             });
             return;
         };
@@ -715,9 +715,7 @@ pub(crate) fn publish(
     let recorder = ctx.recorder.clone();
     let reference = instance.object_ref(&resources::api_resource("Instance"));
     tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&reference, type_, reason, action, &note).await {
-            tracing::debug!(error = %e, "publishing an event");
-        }
+        recorder.publish(&reference, type_, reason, action, &note).await;
     });
 }
 

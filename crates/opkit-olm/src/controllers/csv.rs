@@ -319,9 +319,7 @@ async fn set_phase(
     }
     api.patch_status(&csv.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await?;
     let type_ = if phase == PHASE_FAILED { EventType::Warning } else { EventType::Normal };
-    if let Err(e) = ctx.recorder.publish_for(csv.as_ref(), type_, reason, phase, message).await {
-        tracing::debug!(error = %e, "recording a CSV event");
-    }
+    ctx.recorder.publish_for(csv.as_ref(), type_, reason, phase, message).await;
     Ok(())
 }
 
