@@ -6,7 +6,9 @@
 //! - `make install run` runs in the background; the sample is applied once its CRD is
 //!   established (the README runs it in another shell), and the run gets Ctrl-C once the
 //!   sample's Deployment exists;
-//! - the cluster takes a free port (`--port 0`), and `make cluster-load` builds the dev
+//! - the cluster takes a free port (`--port 0`), `make run`'s manager serves no metrics or
+//!   probe port (its environment, as other suites may run operators beside it), and
+//!   `make cluster-load` builds the dev
 //!   profile (the README's release build is the same commands, only slower);
 //! - `kubectl logs` waits for the rollout first.
 //!
@@ -114,7 +116,14 @@ fn the_readme_workflow_runs_as_written() {
 
     let mut cmd = command("bash", tmp.path(), None);
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    cmd.env("PATH", path).env_remove("KUBECONFIG").args(["-euxo", "pipefail", "-c", &script.join("\n")]);
+    // `make run`'s manager takes no fixed port (the README's reader has :8080 and :8081 to
+    // itself; here other suites' operators may run beside it): set by the manager's own
+    // environment variables, so the commands stay as written.
+    cmd.env("PATH", path)
+        .env("METRICS_BIND_ADDRESS", "0")
+        .env("HEALTH_PROBE_BIND_ADDRESS", "0")
+        .env_remove("KUBECONFIG")
+        .args(["-euxo", "pipefail", "-c", &script.join("\n")]);
     let out = cmd.output().expect("run the README's workflow");
     assert!(
         out.status.success(),
