@@ -2,7 +2,10 @@
 //! `internal/ansible/proxy`): a local HTTP server forwarding every request to the API
 //! server with the operator's credentials. The run's kubeconfig ([`kubeconfig_for`])
 //! carries the owning custom resource as its basic-auth user name (base64 JSON of an
-//! owner reference and its namespace), from which the proxy
+//! owner reference and its namespace) and the proxy's token ([`proxy_token`], random per
+//! operator process) as its password: the proxy answers 401 to any other request, so no
+//! other local process can act with the operator's credentials through it. From the
+//! owner, the proxy
 //!
 //! - adds an owner reference to what a run creates (`POST`), or, for a cluster-scoped
 //!   object of a namespaced owner or one in another namespace, the annotations
@@ -22,7 +25,7 @@
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use base64::Engine;
 use bytes::Bytes;
@@ -71,12 +74,35 @@ impl NamespacedOwner {
     }
 }
 
-/// The kubeconfig a run uses: the proxy at `proxy`, the owner as the user name.
+/// The secret a run's kubeconfig carries as its basic-auth password, which the proxy
+/// requires of every request it forwards: 32 random bytes (URL-safe base64), made once
+/// per operator process.
+pub fn proxy_token() -> &'static str {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN.get_or_init(|| {
+        let bytes: [u8; 32] = rand::random();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    })
+}
+
+/// Whether a request's basic-auth password is [`proxy_token`] (compared in constant time).
+fn presents_token(headers: &http::HeaderMap) -> bool {
+    let Some(value) = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
+    let Some(encoded) = value.strip_prefix("Basic ") else { return false };
+    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else { return false };
+    let Some(colon) = decoded.iter().position(|b| *b == b':') else { return false };
+    let (given, expected) = (&decoded[colon + 1..], proxy_token().as_bytes());
+    given.len() == expected.len() && given.iter().zip(expected).fold(0u8, |diff, (a, b)| diff | (a ^ b)) == 0
+}
+
+/// The kubeconfig a run uses: the proxy at `proxy`, the owner as the user name and
+/// [`proxy_token`] as the password.
 pub fn kubeconfig_for(owner: &NamespacedOwner, proxy: SocketAddr) -> String {
     let user = base64::engine::general_purpose::URL_SAFE.encode(serde_json::to_vec(owner).unwrap_or_default());
     let ns = if owner.namespace.is_empty() { "default" } else { owner.namespace.as_str() };
     format!(
-        "---\napiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    insecure-skip-tls-verify: true\n    server: http://{proxy}\n  name: proxy-server\ncontexts:\n- context:\n    cluster: proxy-server\n    user: admin/proxy-server\n    namespace: {ns}\n  name: {ns}/proxy-server\ncurrent-context: {ns}/proxy-server\npreferences: {{}}\nusers:\n- name: admin/proxy-server\n  user:\n    username: {user}\n    password: unused\n"
+        "---\napiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    insecure-skip-tls-verify: true\n    server: http://{proxy}\n  name: proxy-server\ncontexts:\n- context:\n    cluster: proxy-server\n    user: admin/proxy-server\n    namespace: {ns}\n  name: {ns}/proxy-server\ncurrent-context: {ns}/proxy-server\npreferences: {{}}\nusers:\n- name: admin/proxy-server\n  user:\n    username: {user}\n    password: {token}\n",
+        token = proxy_token()
     )
 }
 
@@ -290,6 +316,9 @@ impl ApiProxy {
         }
         if metrics_only {
             return plain_response(StatusCode::NOT_FOUND, "404 page not found");
+        }
+        if !presents_token(&parts.headers) {
+            return status_response(StatusCode::UNAUTHORIZED, "Unauthorized");
         }
         let owner = owner_of(&parts.headers);
         let path = parse_path(parts.uri.path());
@@ -682,6 +711,14 @@ mod tests {
         let mut headers = http::HeaderMap::new();
         headers.insert(http::header::AUTHORIZATION, HeaderValue::from_str(&format!("Basic {basic}")).expect("header"));
         assert_eq!(owner_of(&headers), Some(owner));
+        assert!(!presents_token(&headers), "the password `unused` is not the proxy's token");
+        let password = config.split("password: ").nth(1).and_then(|r| r.lines().next()).expect("password");
+        assert_eq!(password, proxy_token());
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        headers.insert(http::header::AUTHORIZATION, HeaderValue::from_str(&format!("Basic {basic}")).expect("header"));
+        assert!(presents_token(&headers));
+        assert_eq!(proxy_token().len(), 43, "32 bytes of URL-safe base64");
+        assert!(!presents_token(&http::HeaderMap::new()));
         let json: Value =
             serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE.decode(user).expect("base64"))
                 .expect("json");

@@ -1,7 +1,9 @@
 //! TLS material: a CA and a serving certificate for 127.0.0.1/localhost and the in-cluster
 //! names of the `kubernetes` Service, generated with opkit-serve's development CA,
 //! persisted in the data directory and reused on restart (a stored serving certificate
-//! that lacks one of those names is replaced by one the same CA signs); the admin's client
+//! that lacks one of those names, or has less than [`RENEW_BEFORE`] of validity left, is
+//! replaced by one the same CA signs); the CA is valid for ten years and every certificate
+//! it issues for one, as kubeadm and kind issue them; the admin's client
 //! certificate (CN `kubernetes-admin`, O `system:masters`, as kind and envtest write it)
 //! and the client certificate the server presents to kubelets (kube-apiserver's
 //! `--kubelet-client-certificate`) issued by that CA at each start; and the rustls
@@ -17,6 +19,10 @@ use opkit_serve::tls::{CertGenError, DevCa, IssuedCert, TlsConfigError};
 /// The common name of the client certificate the server presents to kubelets, as
 /// kubeadm names kube-apiserver's `--kubelet-client-certificate`.
 pub const KUBELET_CLIENT: &str = "kube-apiserver-kubelet-client";
+
+/// A stored serving certificate with less validity left than this is renewed at start
+/// (kubeadm renews certificates on upgrade when they are this close to expiring).
+pub const RENEW_BEFORE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 60 * 60);
 
 /// The names and addresses the serving certificate carries: loopback, and the
 /// `kubernetes` Service's cluster IP and DNS names, as kube-apiserver's self-signed
@@ -101,7 +107,8 @@ impl TlsMaterial {
     /// Loads `ca.crt`, `ca.key`, `apiserver.crt` and `apiserver.key` from `dir` and issues
     /// fresh client certificates; generates and saves all four first if any is missing (a
     /// directory from before the CA key was kept gets a new CA). A stored serving
-    /// certificate that lacks one of [`SERVING_HOSTS`] is replaced by one the same CA signs.
+    /// certificate that lacks one of [`SERVING_HOSTS`], or expires within [`RENEW_BEFORE`],
+    /// is replaced by one the same CA signs.
     pub fn load_or_generate(dir: &Path) -> Result<TlsMaterial, CertError> {
         fn io(p: &Path) -> impl FnOnce(std::io::Error) -> CertError + '_ {
             move |source| CertError::Io { path: p.display().to_string(), source }
@@ -113,7 +120,10 @@ impl TlsMaterial {
             let ca_key_pem = std::fs::read_to_string(&ca_key).map_err(io(&ca_key))?;
             let dev_ca = DevCa::from_pem(&ca_pem, &ca_key_pem)?;
             let cert_pem = std::fs::read_to_string(&crt).map_err(io(&crt))?;
-            let serving = if names_every_serving_host(&cert_pem) {
+            if expires_within(&ca_pem, RENEW_BEFORE) {
+                tracing::warn!(ca = %ca.display(), "the cluster CA expires within 30 days (or has); certificates it signs stop being trusted then");
+            }
+            let serving = if names_every_serving_host(&cert_pem) && !expires_within(&cert_pem, RENEW_BEFORE) {
                 IssuedCert { cert_pem, key_pem: std::fs::read_to_string(&key).map_err(io(&key))? }
             } else {
                 let serving = issue_serving(&dev_ca)?;
@@ -151,6 +161,12 @@ fn save(files: &[(&Path, &String, FileAccess)]) -> Result<(), CertError> {
             .map_err(|e| CertError::Io { path: e.path.display().to_string(), source: e.source })?;
     }
     Ok(())
+}
+
+/// Whether the first certificate of `cert_pem` expires within `window` from now, or has
+/// expired (true when it does not parse).
+fn expires_within(cert_pem: &str, window: std::time::Duration) -> bool {
+    opkit_serve::tls::not_after(cert_pem).is_none_or(|end| end < std::time::SystemTime::now() + window)
 }
 
 /// Whether the first certificate of `cert_pem` names every one of [`SERVING_HOSTS`] in its
@@ -211,5 +227,61 @@ mod tests {
         b.server_config().expect("rustls accepts the new pair");
         let stored = std::fs::read_to_string(dir.path().join("apiserver.crt")).expect("read crt");
         assert_eq!(stored, b.cert_pem, "the new certificate is saved");
+    }
+
+    /// How long from now until the first certificate of `pem` expires (zero if it has).
+    fn left(pem: &str) -> std::time::Duration {
+        let end = opkit_serve::tls::not_after(pem).expect("the certificate parses");
+        end.duration_since(std::time::SystemTime::now()).unwrap_or_default()
+    }
+
+    const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+    #[test]
+    fn the_ca_lasts_ten_years_and_the_certificates_it_issues_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let m = TlsMaterial::load_or_generate(dir.path()).expect("generate");
+        let ca = left(&m.ca_pem);
+        assert!(ca > 3649 * DAY && ca <= 3650 * DAY, "the CA is valid for {} days", ca.as_secs() / 86400);
+        for (what, pem) in
+            [("serving", &m.cert_pem), ("admin", &m.admin.cert_pem), ("kubelet client", &m.kubelet_client.cert_pem)]
+        {
+            let leaf = left(pem);
+            assert!(
+                leaf > 364 * DAY && leaf <= 365 * DAY,
+                "the {what} certificate is valid for {} days",
+                leaf.as_secs() / 86400
+            );
+        }
+    }
+
+    #[test]
+    fn a_stored_serving_certificate_close_to_expiry_or_expired_is_renewed_at_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = TlsMaterial::load_or_generate(dir.path()).expect("generate");
+        let ca = DevCa::from_pem(&a.ca_pem, &a.ca_key_pem).expect("ca");
+        let now = std::time::SystemTime::now();
+        for not_after in [now + 10 * DAY, now - DAY] {
+            let request = opkit_serve::tls::CertificateRequest {
+                common_name: Some("opkit-apiserver".into()),
+                hosts: SERVING_HOSTS.map(String::from).to_vec(),
+                is_ca: false,
+                not_before: now - 30 * DAY,
+                not_after,
+            };
+            let old = ca.issue_requested(&request).expect("old cert");
+            std::fs::write(dir.path().join("apiserver.crt"), &old.cert_pem).expect("write crt");
+            std::fs::write(dir.path().join("apiserver.key"), &old.key_pem).expect("write key");
+            let b = TlsMaterial::load_or_generate(dir.path()).expect("load");
+            assert_eq!(a.ca_pem, b.ca_pem, "the same CA");
+            assert_ne!(b.cert_pem, old.cert_pem, "renewed");
+            assert!(left(&b.cert_pem) > 364 * DAY);
+            let stored = std::fs::read_to_string(dir.path().join("apiserver.crt")).expect("read crt");
+            assert_eq!(stored, b.cert_pem, "the renewed certificate is saved");
+        }
+        // One with most of its year left is kept.
+        let c = TlsMaterial::load_or_generate(dir.path()).expect("load");
+        let d = TlsMaterial::load_or_generate(dir.path()).expect("load");
+        assert_eq!(c.cert_pem, d.cert_pem);
     }
 }

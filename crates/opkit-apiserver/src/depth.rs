@@ -37,17 +37,28 @@ pub fn too_deep(value: &Value) -> bool {
     nesting_depth(value, MAX_OBJECT_DEPTH) > MAX_OBJECT_DEPTH
 }
 
-/// The field (top-level key, e.g. `spec` or `metadata`) under which `object` nests
-/// deeper than the limit, for error messages; empty if it is not too deep there.
+/// The field (top-level key, e.g. `spec`) whose content makes `object` too deep, for
+/// error messages: the deepest one, where `metadata` is measured without its
+/// `managedFields` (which mirror the other fields' structure a few levels deeper, so
+/// they are deepest whenever the client's own field is deep); empty if `object` is not an
+/// object.
 pub fn too_deep_field(object: &Value) -> String {
-    match object {
-        Value::Object(m) => m
-            .iter()
-            .find(|(_, v)| nesting_depth(v, MAX_OBJECT_DEPTH - 1) > MAX_OBJECT_DEPTH - 1)
-            .map(|(k, _)| k.clone())
-            .unwrap_or_default(),
-        _ => String::new(),
-    }
+    let Value::Object(m) = object else { return String::new() };
+    // Deep enough to rank every field of an object the limit refused.
+    let cutoff = 4 * MAX_OBJECT_DEPTH;
+    let depth_of = |key: &str, v: &Value| match (key, v) {
+        ("metadata", Value::Object(meta)) => {
+            let own = meta.iter().filter(|(k, _)| *k != "managedFields").map(|(_, v)| nesting_depth(v, cutoff));
+            own.max().map_or(1, |d| d + 1)
+        }
+        _ => nesting_depth(v, cutoff),
+    };
+    let deepest =
+        m.iter().map(|(k, v)| (depth_of(k, v), k)).fold(None, |best: Option<(usize, &String)>, cur| match best {
+            Some(b) if b.0 >= cur.0 => Some(b),
+            _ => Some(cur),
+        });
+    deepest.map(|(_, key)| key.clone()).unwrap_or_default()
 }
 
 /// The message of a refused too-deep object.
@@ -83,6 +94,14 @@ mod tests {
         assert!(!too_deep(&nested(MAX_OBJECT_DEPTH)));
         assert!(too_deep(&nested(MAX_OBJECT_DEPTH + 1)));
         let obj = json!({"metadata": {"name": "x"}, "spec": nested(MAX_OBJECT_DEPTH)});
+        assert_eq!(too_deep_field(&obj), "spec");
+        // managedFields mirror spec a few levels deeper, and come first: still `spec`.
+        let mirrored = json!({"f:spec": nested(MAX_OBJECT_DEPTH - 2)});
+        let obj = json!({
+            "metadata": {"name": "x", "managedFields": [{"manager": "m", "fieldsV1": mirrored}]},
+            "spec": nested(MAX_OBJECT_DEPTH - 3),
+        });
+        assert!(too_deep(&obj));
         assert_eq!(too_deep_field(&obj), "spec");
     }
 

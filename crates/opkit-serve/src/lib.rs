@@ -16,6 +16,6 @@ pub mod tls;
 
 pub use backoff::AcceptBackoff;
 pub use server::{
-    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TLS_HANDSHAKE_TIMEOUT, PeerCertificates, RemoteAddr,
-    Server,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+    PeerCertificates, RemoteAddr, Server,
 };

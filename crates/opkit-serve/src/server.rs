@@ -1,12 +1,19 @@
 //! [`Server`]: the accept loop. Each accepted connection gets its own task: an optional TLS
 //! handshake bounded by a timeout, then hyper-util's auto builder serving HTTP/1.1 (with a
-//! header-read timeout and upgrades) or HTTP/2. On shutdown the listener closes, connections
+//! header-read timeout and upgrades) or HTTP/2. A watchdog per connection closes it when no
+//! request is in flight for too long, as Go's `http.Server` does with `ReadHeaderTimeout` and
+//! `IdleTimeout`: before its first request (a client that connects, or finishes TLS, and
+//! sends nothing) after the header-read timeout, and between requests (idle keep-alive and
+//! HTTP/2 connections) after the idle timeout. On shutdown the listener closes, connections
 //! are asked to finish their in-flight requests and close, and whatever is still open after
 //! the grace period is aborted.
 
 use std::error::Error as StdError;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -17,7 +24,7 @@ use hyper_util::server::conn::auto;
 use rustls_pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -26,9 +33,17 @@ use crate::backoff::{AcceptBackoff, is_connection_error};
 
 /// How long a client may take to complete the TLS handshake.
 pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long an HTTP/1 client may take to send a request's headers (also the idle time after
-/// which a kept-alive HTTP/1 connection is closed).
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take to send its first request's headers once connected (and an
+/// HTTP/1 client each request's headers, which also bounds how long a kept-alive HTTP/1
+/// connection may sit idle): kube-apiserver's `ReadHeaderTimeout`.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+/// How long a connection may stay open with no request in flight after its last one ended:
+/// kube-apiserver's `IdleTimeout`. Bounds idle HTTP/2 connections, which answering pings
+/// would otherwise keep open for good.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long an idle connection being closed may take to say goodbye (HTTP/2's GOAWAY and
+/// ping) before it is cut.
+const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// How often an idle HTTP/2 connection is pinged.
 pub const HTTP2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a ping may go unanswered before its HTTP/2 connection is closed.
@@ -62,6 +77,7 @@ pub struct Server {
     tls: Option<TlsAcceptor>,
     tls_handshake_timeout: Duration,
     header_read_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
     max_connections: Option<usize>,
     shutdown_grace: Option<Duration>,
 }
@@ -73,6 +89,7 @@ impl std::fmt::Debug for Server {
             .field("tls", &self.tls.is_some())
             .field("tls_handshake_timeout", &self.tls_handshake_timeout)
             .field("header_read_timeout", &self.header_read_timeout)
+            .field("idle_timeout", &self.idle_timeout)
             .field("max_connections", &self.max_connections)
             .field("shutdown_grace", &self.shutdown_grace)
             .finish()
@@ -80,7 +97,8 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Plain HTTP on `listener` with the default timeouts, no connection cap and a
+    /// Plain HTTP on `listener` with the default timeouts ([`DEFAULT_TLS_HANDSHAKE_TIMEOUT`],
+    /// [`DEFAULT_HEADER_READ_TIMEOUT`], [`DEFAULT_IDLE_TIMEOUT`]), no connection cap and a
     /// [`DEFAULT_SHUTDOWN_GRACE`].
     pub fn new(listener: TcpListener) -> Self {
         Server {
@@ -88,6 +106,7 @@ impl Server {
             tls: None,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             max_connections: None,
             shutdown_grace: Some(DEFAULT_SHUTDOWN_GRACE),
         }
@@ -106,10 +125,18 @@ impl Server {
         self
     }
 
-    /// Closes HTTP/1 connections that have not sent a request's headers within `timeout`
-    /// (`None`: never).
+    /// Closes connections that have not sent their first request's headers within `timeout`
+    /// of being accepted (or of finishing TLS), and HTTP/1 connections that take longer than
+    /// that to send any request's headers (`None`: never).
     pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.header_read_timeout = timeout;
+        self
+    }
+
+    /// Closes connections (HTTP/1 kept alive, HTTP/2) that have had no request in flight for
+    /// `timeout` since their last one ended (`None`: never).
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.idle_timeout = timeout;
         self
     }
 
@@ -148,6 +175,8 @@ impl Server {
         let connection = Arc::new(ConnectionSettings {
             tls: self.tls,
             tls_handshake_timeout: self.tls_handshake_timeout,
+            header_read_timeout: self.header_read_timeout,
+            idle_timeout: self.idle_timeout,
             http: http_builder(self.header_read_timeout),
         });
         let limit = self.max_connections.map(|max| Arc::new(Semaphore::new(max)));
@@ -196,6 +225,8 @@ impl Server {
 struct ConnectionSettings {
     tls: Option<TlsAcceptor>,
     tls_handshake_timeout: Duration,
+    header_read_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
     http: auto::Builder<TokioExecutor>,
 }
 
@@ -203,7 +234,8 @@ struct ConnectionSettings {
 fn http_builder(header_read_timeout: Option<Duration>) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
-    // HTTP/2 has no header-read timeout: pings find peers that went away.
+    // HTTP/2 has no header-read timeout: pings find peers that went away, the connection's
+    // idle watchdog closes those that stay but send nothing.
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -268,8 +300,8 @@ async fn serve_connection<S, B>(
         tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
     }
     let Some(acceptor) = &settings.tls else {
-        let service = WithConnectionInfo { inner: service, peer, certificates: None };
-        return serve_http(stream, peer, &settings.http, service, shutdown).await;
+        let service = WithConnectionInfo::new(service, peer, None);
+        return serve_http(stream, peer, &settings, service, shutdown).await;
     };
     let handshake = tokio::select! {
         () = shutdown.cancelled() => return,
@@ -279,8 +311,8 @@ async fn serve_connection<S, B>(
         Ok(Ok(tls)) => {
             let certificates =
                 tls.get_ref().1.peer_certificates().map(|chain| PeerCertificates(Arc::new(chain.to_vec())));
-            let service = WithConnectionInfo { inner: service, peer, certificates };
-            serve_http(tls, peer, &settings.http, service, shutdown).await
+            let service = WithConnectionInfo::new(service, peer, certificates);
+            serve_http(tls, peer, &settings, service, shutdown).await
         }
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -305,37 +337,119 @@ impl PeerCertificates {
 pub struct RemoteAddr(pub SocketAddr);
 
 /// A service that adds the connection's [`RemoteAddr`] and [`PeerCertificates`] (when
-/// the client presented any) to each request before passing it on.
-#[derive(Clone)]
+/// the client presented any) to each request before passing it on, and counts the
+/// connection's requests in flight (until their response bodies end) for its idle watchdog.
 struct WithConnectionInfo<S> {
     inner: S,
     peer: SocketAddr,
     certificates: Option<PeerCertificates>,
+    in_flight: Arc<watch::Sender<usize>>,
 }
 
-impl<S> Service<Request<Incoming>> for WithConnectionInfo<S>
+impl<S> WithConnectionInfo<S> {
+    fn new(inner: S, peer: SocketAddr, certificates: Option<PeerCertificates>) -> Self {
+        WithConnectionInfo { inner, peer, certificates, in_flight: Arc::new(watch::Sender::new(0)) }
+    }
+}
+
+impl<S, B> Service<Request<Incoming>> for WithConnectionInfo<S>
 where
-    S: Service<Request<Incoming>>,
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Future: Send + 'static,
+    B: Send + 'static,
 {
-    type Response = S::Response;
+    type Response = Response<InFlightBody<B>>;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+        let guard = InFlight::enter(self.in_flight.clone());
         request.extensions_mut().insert(RemoteAddr(self.peer));
         if let Some(certificates) = &self.certificates {
             request.extensions_mut().insert(certificates.clone());
         }
-        self.inner.call(request)
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(response.map(|body| InFlightBody { body, _in_flight: guard }))
+        })
     }
 }
 
-/// Serves HTTP on an established stream; on shutdown, lets in-flight requests finish.
+/// One request in flight on a connection: counted from the moment the service is called
+/// until the response body is dropped (sent in full, or the connection closed).
+struct InFlight(Arc<watch::Sender<usize>>);
+
+impl InFlight {
+    fn enter(count: Arc<watch::Sender<usize>>) -> Self {
+        count.send_modify(|n| *n += 1);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that keeps its request counted as in flight while it lives.
+    struct InFlightBody<B> {
+        #[pin]
+        body: B,
+        _in_flight: InFlight,
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for InFlightBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Resolves once the connection has had no request in flight for its timeout: the
+/// header-read timeout before its first request, the idle timeout after (a `None` timeout:
+/// never).
+async fn idle(in_flight: &watch::Sender<usize>, header_read_timeout: Option<Duration>, idle_timeout: Option<Duration>) {
+    let mut count = in_flight.subscribe();
+    let mut timeout = header_read_timeout;
+    loop {
+        if count.wait_for(|n| *n == 0).await.is_err() {
+            return std::future::pending().await;
+        }
+        let Some(limit) = timeout else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            () = tokio::time::sleep(limit) => return,
+            _ = count.changed() => {}
+        }
+        timeout = idle_timeout;
+    }
+}
+
+/// Serves HTTP on an established stream until the client closes it, its idle watchdog
+/// fires or shutdown asks it to close; in the last two cases in-flight requests may finish.
 async fn serve_http<I, S, B>(
     io: I,
     peer: SocketAddr,
-    http: &auto::Builder<TokioExecutor>,
-    service: S,
+    settings: &ConnectionSettings,
+    service: WithConnectionInfo<S>,
     shutdown: CancellationToken,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -346,10 +460,20 @@ async fn serve_http<I, S, B>(
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    let conn = http.serve_connection_with_upgrades(TokioIo::new(io), service);
+    let in_flight = service.in_flight.clone();
+    let watchdog = idle(&in_flight, settings.header_read_timeout, settings.idle_timeout);
+    let conn = settings.http.serve_connection_with_upgrades(TokioIo::new(io), service);
     let mut conn = std::pin::pin!(conn);
     let result = tokio::select! {
         result = conn.as_mut() => result,
+        () = watchdog => {
+            tracing::debug!(%peer, "closing a connection with no request in flight");
+            conn.as_mut().graceful_shutdown();
+            match tokio::time::timeout(IDLE_CLOSE_GRACE, conn.as_mut()).await {
+                Ok(result) => result,
+                Err(_) => Ok(()),
+            }
+        }
         () = shutdown.cancelled() => {
             conn.as_mut().graceful_shutdown();
             conn.await

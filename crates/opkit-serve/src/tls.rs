@@ -1,13 +1,16 @@
 //! Certificates and rustls configurations for serving: [`DevCa`], a self-signed ECDSA P-256
-//! certificate authority generated with rcgen (or loaded from its PEM files) that issues
-//! [`IssuedCert`]s, serving certificates for DNS names and IP addresses and client
+//! certificate authority generated with rcgen (or loaded from its PEM files), valid for
+//! [`CA_VALIDITY`], that issues [`IssuedCert`]s valid for [`LEAF_VALIDITY`] (as kubeadm
+//! and kind issue them), serving certificates for DNS names and IP addresses and client
 //! certificates for a user and its groups (all PEM), and certificates as a
-//! [`CertificateRequest`] asks (self-signed or CA-signed); and [`server_config`] /
+//! [`CertificateRequest`] asks (self-signed or CA-signed); what a certificate says
+//! ([`not_after`], [`CertificateSubject`]); and [`server_config`] /
 //! [`server_config_with_resolver`], rustls server configurations on the ring provider
 //! offering `h2` and `http/1.1`, optionally verifying client certificates against a CA.
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair};
 use rustls::crypto::CryptoProvider;
@@ -19,6 +22,52 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 pub use rcgen::Error as CertGenError;
 /// The key usages and extended key usages a signed request may be given.
 pub use rcgen::{ExtendedKeyUsagePurpose, KeyUsagePurpose};
+
+/// How long the certificates a [`DevCa`] issues (serving and client) are valid: a year, as
+/// kubeadm and kind issue them.
+pub const LEAF_VALIDITY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+/// How long a generated [`DevCa`] is valid: ten years, as kubeadm's CA.
+pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+/// How far before its issue a certificate's validity starts, for clocks slightly behind
+/// (kubeadm's `CertificateBackdate`).
+const BACKDATE: Duration = Duration::from_secs(5 * 60);
+
+/// Sets `params`' validity to start now (less [`BACKDATE`]) and last `lifetime`.
+fn set_validity(params: &mut CertificateParams, lifetime: Duration) {
+    let now = SystemTime::now();
+    params.not_before = time::OffsetDateTime::from(now.checked_sub(BACKDATE).unwrap_or(now));
+    params.not_after = time::OffsetDateTime::from(now + lifetime);
+}
+
+/// The end of validity (`notAfter`) of the first certificate in `cert_pem`; `None` when
+/// it does not parse.
+pub fn not_after(cert_pem: &str) -> Option<SystemTime> {
+    let pem = x509_parser::pem::Pem::iter_from_buffer(cert_pem.as_bytes()).next()?.ok()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&pem.contents).ok()?;
+    let seconds = u64::try_from(cert.validity().not_after.timestamp()).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
+}
+
+/// The subject of a client certificate as Kubernetes reads it: the common name (CN) is the
+/// user, each organization (O) a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateSubject {
+    /// The common name.
+    pub common_name: String,
+    /// The organizations, in order.
+    pub organizations: Vec<String>,
+}
+
+impl CertificateSubject {
+    /// The subject of the certificate `der`; `None` when it does not parse.
+    pub fn of_der(der: &[u8]) -> Option<CertificateSubject> {
+        let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = certificate.subject();
+        let common_name = subject.iter_common_name().next().and_then(|cn| cn.as_str().ok()).unwrap_or_default();
+        let organizations = subject.iter_organization().filter_map(|o| o.as_str().ok()).map(String::from).collect();
+        Some(CertificateSubject { common_name: common_name.to_owned(), organizations })
+    }
+}
 
 /// Errors turning PEM material into a rustls configuration.
 #[derive(Debug, thiserror::Error)]
@@ -52,10 +101,11 @@ impl fmt::Debug for DevCa {
 
 impl DevCa {
     /// Generates a fresh self-signed CA named `common_name` (ECDSA P-256, unconstrained,
-    /// key usages certificate and CRL signing).
+    /// key usages certificate and CRL signing), valid for [`CA_VALIDITY`].
     pub fn generate(common_name: &str) -> Result<Self, CertGenError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
+        set_validity(&mut params, CA_VALIDITY);
         params.distinguished_name = DistinguishedName::new();
         params.distinguished_name.push(DnType::CommonName, common_name);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -85,7 +135,7 @@ impl DevCa {
 
     /// Issues a server certificate named `common_name` for `hosts` (DNS names or IP addresses,
     /// as subject alternative names), with a fresh ECDSA P-256 key, extended key usage
-    /// `serverAuth` and the CA's key identifier.
+    /// `serverAuth` and the CA's key identifier, valid for [`LEAF_VALIDITY`].
     pub fn issue_serving_cert(&self, common_name: &str, hosts: &[String]) -> Result<IssuedCert, CertGenError> {
         let mut params = CertificateParams::new(hosts.to_vec())?;
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
@@ -95,7 +145,7 @@ impl DevCa {
     /// Issues a client certificate for user `common_name` in group `organization` (the
     /// subject's CN and O, which Kubernetes reads as the user name and a group; rcgen
     /// keeps one value per attribute type), with a fresh ECDSA P-256 key and extended
-    /// key usage `clientAuth`.
+    /// key usage `clientAuth`, valid for [`LEAF_VALIDITY`].
     pub fn issue_client_cert(&self, common_name: &str, organization: &str) -> Result<IssuedCert, CertGenError> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
@@ -103,9 +153,11 @@ impl DevCa {
     }
 
     /// Signs `params` (names and extended key usages set) for `subject`, with a fresh key,
-    /// the usages of a TLS leaf and the CA's key identifier.
+    /// the usages of a TLS leaf, the CA's key identifier and a validity of
+    /// [`LEAF_VALIDITY`].
     fn issue(&self, mut params: CertificateParams, subject: &[(DnType, &str)]) -> Result<IssuedCert, CertGenError> {
         let key = KeyPair::generate()?;
+        set_validity(&mut params, LEAF_VALIDITY);
         params.distinguished_name = DistinguishedName::new();
         for (kind, value) in subject {
             params.distinguished_name.push(kind.clone(), *value);
@@ -322,5 +374,39 @@ mod tests {
         assert!(matches!(server_config(&a.cert_pem, &b.key_pem), Err(TlsConfigError::Rustls(_))));
         assert!(matches!(server_config("nope", &a.key_pem), Err(TlsConfigError::Certificate(_))));
         assert!(matches!(server_config(&a.cert_pem, "nope"), Err(TlsConfigError::Key(_))));
+    }
+
+    /// Whether `when` lies within a minute of `now + lifetime`.
+    fn about(when: SystemTime, lifetime: Duration) -> bool {
+        let expected = SystemTime::now() + lifetime;
+        let gap = match expected.duration_since(when) {
+            Ok(gap) => gap,
+            Err(e) => e.duration(),
+        };
+        gap < Duration::from_secs(60)
+    }
+
+    #[test]
+    fn the_ca_lasts_ten_years_and_what_it_issues_one() {
+        let ca = DevCa::generate("test CA").expect("ca");
+        let ca_end = not_after(ca.cert_pem()).expect("the CA parses");
+        assert!(about(ca_end, CA_VALIDITY), "CA valid until {ca_end:?}");
+        let serving = ca.issue_serving_cert("localhost", &["localhost".to_owned()]).expect("serving");
+        let client = ca.issue_client_cert("jane", "dev").expect("client");
+        for cert in [&serving, &client] {
+            let end = not_after(&cert.cert_pem).expect("the certificate parses");
+            assert!(about(end, LEAF_VALIDITY), "valid until {end:?}");
+        }
+        assert_eq!(not_after("not a certificate"), None);
+    }
+
+    #[test]
+    fn a_client_certificate_names_its_user_and_group() {
+        let ca = DevCa::generate("test CA").expect("ca");
+        let client = ca.issue_client_cert("jane", "dev").expect("client");
+        let der = CertificateDer::from_pem_slice(client.cert_pem.as_bytes()).expect("pem");
+        let subject = CertificateSubject::of_der(&der).expect("parses");
+        assert_eq!(subject, CertificateSubject { common_name: "jane".into(), organizations: vec!["dev".into()] });
+        assert_eq!(CertificateSubject::of_der(b"garbage"), None);
     }
 }

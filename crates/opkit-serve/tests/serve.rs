@@ -313,3 +313,190 @@ async fn client_certificates_are_verified_and_reach_the_service() {
     stop.cancel();
     finished(task).await;
 }
+
+/// Raises this process's soft file-descriptor limit to at least `wanted` (within the hard
+/// limit), so that a flood of connections with both ends in this process fits.
+fn raise_descriptor_limit(wanted: u64) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some_and(|current| current < wanted) {
+        limit.current = Some(limit.maximum.map_or(wanted, |max| max.min(wanted)));
+        setrlimit(Resource::Nofile, limit).expect("raising RLIMIT_NOFILE");
+    }
+}
+
+/// A TLS client trusting `ca` and offering `alpn`.
+fn tls_connector(ca: &DevCa, alpn: &[u8]) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls_pki_types::CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).expect("pem")).expect("root");
+    let mut config = rustls::ClientConfig::builder_with_provider(opkit_serve::tls::crypto_provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// One HTTPS GET of `path` over HTTP/1.1 on a new connection; the status, or the error.
+async fn https_get(addr: SocketAddr, connector: &tokio_rustls::TlsConnector, path: &str) -> Result<u16, String> {
+    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("localhost").expect("name");
+    let tls = connector.connect(name, tcp).await.map_err(|e| e.to_string())?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let req = Request::get(format!("https://localhost{path}")).body(Full::new(Bytes::new())).expect("request");
+    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    Ok(resp.status().as_u16())
+}
+
+/// Waits until the server closes a TLS stream (EOF or error); false if it is still open at
+/// `deadline`.
+async fn tls_closed_by(
+    stream: &mut tokio_rustls::client::TlsStream<TcpStream>,
+    deadline: tokio::time::Instant,
+) -> bool {
+    let mut buf = [0u8; 64];
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_silent_tls_connections_is_closed_and_healthz_keeps_answering() {
+    const SILENT: usize = 1_000;
+    // Both ends of every connection live in this process, plus the checks' and the runtime's.
+    raise_descriptor_limit(2 * SILENT as u64 + 256);
+    let ca = DevCa::generate("test CA").expect("ca");
+    let cert = ca.issue_serving_cert("localhost", &["localhost".to_owned()]).expect("cert");
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let header_timeout = Duration::from_secs(2);
+    let (service, _, _) = TestService::new();
+    // The cap is what the flood fills: only closing silent connections frees slots for others.
+    let server = Server::new(listener)
+        .tls(server_config(&cert.cert_pem, &cert.key_pem).expect("config"))
+        .header_read_timeout(Some(header_timeout))
+        .max_connections(SILENT);
+    let task = tokio::spawn(server.serve(service, stop.clone()));
+
+    // Health checks on new connections run throughout the flood, each answered in time.
+    let checking = CancellationToken::new();
+    let checker = {
+        let connector = tls_connector(&ca, b"http/1.1");
+        let checking = checking.clone();
+        tokio::spawn(async move {
+            let mut answered = 0usize;
+            while !checking.is_cancelled() {
+                let status = tokio::time::timeout(WAIT, https_get(addr, &connector, "/healthz"))
+                    .await
+                    .unwrap_or_else(|_| panic!("/healthz unanswered for {WAIT:?} after {answered} answers"));
+                assert_eq!(status, Ok(200), "/healthz after {answered} answers");
+                answered += 1;
+            }
+            answered
+        })
+    };
+
+    let mut flood = Vec::with_capacity(SILENT);
+    let connector = tls_connector(&ca, b"h2");
+    for i in 0..SILENT {
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let name = ServerName::try_from("localhost").expect("name");
+        let tls = tokio::time::timeout(WAIT, connector.connect(name, tcp))
+            .await
+            .unwrap_or_else(|_| panic!("TLS handshake {i} in time"))
+            .expect("handshake");
+        flood.push(tls);
+    }
+    // Every silent connection is closed by the server within the header timeout (the deadline
+    // leaves room for a loaded machine).
+    let deadline = tokio::time::Instant::now() + header_timeout + WAIT;
+    let closed = futures_closed(flood, deadline).await;
+    assert_eq!(closed, SILENT, "silent connections closed by the server before the deadline");
+
+    checking.cancel();
+    let answered = tokio::time::timeout(WAIT, checker).await.expect("checker finished").expect("checker task");
+    assert!(answered > 0, "no health check completed");
+    stop.cancel();
+    finished(task).await;
+}
+
+/// How many of `streams` the server closes before `deadline`.
+async fn futures_closed(
+    streams: Vec<tokio_rustls::client::TlsStream<TcpStream>>,
+    deadline: tokio::time::Instant,
+) -> usize {
+    let mut waits = tokio::task::JoinSet::new();
+    for mut stream in streams {
+        waits.spawn(async move { tls_closed_by(&mut stream, deadline).await });
+    }
+    let mut closed = 0;
+    while let Some(result) = waits.join_next().await {
+        closed += usize::from(result.expect("wait task"));
+    }
+    closed
+}
+
+#[tokio::test]
+async fn a_silent_plain_http_connection_is_closed_after_the_header_timeout() {
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let (service, _, _) = TestService::new();
+    let server = Server::new(listener).header_read_timeout(Some(Duration::from_millis(300)));
+    let task = tokio::spawn(server.serve(service, stop.clone()));
+
+    let mut silent = TcpStream::connect(addr).await.expect("connect");
+    closed_by_server(&mut silent).await;
+
+    stop.cancel();
+    finished(task).await;
+}
+
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_after_the_idle_timeout_but_not_during_a_request() {
+    let ca = DevCa::generate("test CA").expect("ca");
+    let cert = ca.issue_serving_cert("localhost", &["localhost".to_owned()]).expect("cert");
+    let (listener, addr) = listener().await;
+    let stop = CancellationToken::new();
+    let idle = Duration::from_millis(300);
+    let (service, mut entered, release) = TestService::new();
+    let server = Server::new(listener)
+        .tls(server_config(&cert.cert_pem, &cert.key_pem).expect("config"))
+        .idle_timeout(Some(idle));
+    let task = tokio::spawn(server.serve(service, stop.clone()));
+
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from("localhost").expect("name");
+    let tls = tls_connector(&ca, b"h2").connect(name, tcp).await.expect("handshake");
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.expect("h2");
+    let conn = tokio::spawn(conn);
+    // A request outlasting the idle timeout is not cut: the connection is busy, not idle.
+    let slow = sender.send_request(Request::get("https://localhost/slow").body(Full::new(Bytes::new())).expect("req"));
+    let slow = tokio::spawn(slow);
+    tokio::time::timeout(WAIT, entered.recv()).await.expect("handler entered").expect("channel open");
+    let started = Instant::now();
+    tokio::time::timeout(WAIT, async {
+        while started.elapsed() < 3 * idle {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(idle / 10).await;
+        }
+    })
+    .await
+    .expect("waited");
+    release.add_permits(1);
+    let resp = tokio::time::timeout(WAIT, slow).await.expect("response").expect("task").expect("slow response");
+    assert_eq!(resp.status(), 200);
+    // Then, idle, the server closes the connection.
+    let ended = tokio::time::timeout(WAIT, conn).await.expect("the server closed the idle HTTP/2 connection");
+    ended.expect("client connection task").expect("clean close");
+
+    stop.cancel();
+    finished(task).await;
+}

@@ -45,6 +45,7 @@ mod runtimeclasses;
 mod secrets;
 mod services;
 mod storage;
+mod webhook_configurations;
 mod workloads;
 
 use serde_json::Value;
@@ -317,16 +318,8 @@ static BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("node.k8s.io", "runtimeclasses", &runtimeclasses::RuntimeClasses),
     ("flowcontrol.apiserver.k8s.io", "flowschemas", &flowcontrol::FlowSchemas),
     ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations", &flowcontrol::PriorityLevelConfigurations),
-    (
-        "admissionregistration.k8s.io",
-        "mutatingwebhookconfigurations",
-        &Printed(table::admission::webhook_configurations),
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "validatingwebhookconfigurations",
-        &Printed(table::admission::webhook_configurations),
-    ),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", &webhook_configurations::WebhookConfigurations),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", &webhook_configurations::WebhookConfigurations),
     ("admissionregistration.k8s.io", "validatingadmissionpolicies", &admission_policies::ValidatingAdmissionPolicies),
     (
         "admissionregistration.k8s.io",

@@ -1,8 +1,11 @@
-//! Secrets: `stringData` folded into `data`, `type` defaulted, and the Table printer.
+//! Secrets: `stringData` folded into `data`, `type` defaulted, kube's limit on the decoded
+//! bytes of `data`, and the Table printer.
 
 use serde_json::Value;
 
 use super::Strategy;
+use super::configmaps::{MAX_DATA_BYTES, decoded_len};
+use crate::schema::FieldError;
 use crate::table::{self, Printer};
 
 /// The strategy of core/v1 secrets.
@@ -25,6 +28,16 @@ impl Strategy for Secrets {
         if obj["type"].as_str().is_none_or(str::is_empty) {
             obj["type"] = Value::String("Opaque".into());
         }
+    }
+
+    /// The decoded values of `data` add up to at most [`MAX_DATA_BYTES`].
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let total: usize =
+            obj["data"].as_object().map_or(0, |m| m.values().filter_map(Value::as_str).map(decoded_len).sum());
+        if total > MAX_DATA_BYTES {
+            return vec![FieldError::too_long("data", MAX_DATA_BYTES as i64)];
+        }
+        Vec::new()
     }
 
     fn table(&self) -> Option<Printer> {

@@ -141,10 +141,70 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
 /// one object may add up to.
 pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
-/// Checks that labels and annotations are string maps with valid keys, and that the
-/// annotations stay within [`TOTAL_ANNOTATION_SIZE_LIMIT`].
-pub fn validate_meta_maps(obj: &Value) -> Vec<FieldError> {
+/// kube's `ValidateOwnerReferences`: every entry names its owner's apiVersion (with a
+/// version), kind, name and uid; errors on `metadata.ownerReferences.<field>`, as kube
+/// reports them (without the entry's index).
+fn validate_owner_references(obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
+    let Some(refs) = obj["metadata"]["ownerReferences"].as_array() else { return errs };
+    for r in refs {
+        let text = |field: &str| r[field].as_str().unwrap_or_default();
+        let api_version = text("apiVersion");
+        // schema.FromAPIVersionAndKind: `v1`, `group/v1`; anything else has no version.
+        let version = match api_version.split('/').collect::<Vec<_>>().as_slice() {
+            [version] | [_, version] => *version,
+            _ => "",
+        };
+        if version.is_empty() {
+            errs.push(FieldError::invalid_str(
+                "metadata.ownerReferences.apiVersion",
+                api_version,
+                "version must not be empty",
+            ));
+        }
+        for field in ["kind", "name", "uid"] {
+            if text(field).is_empty() {
+                errs.push(FieldError::invalid_str(
+                    &format!("metadata.ownerReferences.{field}"),
+                    text(field),
+                    "must not be empty",
+                ));
+            }
+        }
+    }
+    errs
+}
+
+/// kube's `ValidateFinalizers`: each finalizer is a qualified name
+/// (`ValidateFinalizerName`), and `orphan` and `foregroundDeletion` are not both set.
+fn validate_finalizers(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let names = finalizers(obj);
+    for name in &names {
+        for problem in opkit_apimachinery::selector::qualified_name_errors(name) {
+            errs.push(FieldError::invalid_str("metadata.finalizers", name, &problem));
+        }
+    }
+    if names.iter().any(|f| f == "orphan") && names.iter().any(|f| f == "foregroundDeletion") {
+        let listed: Vec<String> = names.iter().map(|f| format!("{f:?}")).collect();
+        errs.push(FieldError {
+            field: "metadata.finalizers".into(),
+            reason: FieldErrorReason::Invalid,
+            message: format!(
+                "Invalid value: []string{{{}}}: finalizer orphan and foregroundDeletion cannot be both set",
+                listed.join(", ")
+            ),
+        });
+    }
+    errs
+}
+
+/// Checks that labels and annotations are string maps with valid keys, that the
+/// annotations stay within [`TOTAL_ANNOTATION_SIZE_LIMIT`], and that owner references
+/// and finalizers are valid as kube's object-meta validation requires.
+pub fn validate_meta_maps(obj: &Value) -> Vec<FieldError> {
+    let mut errs = validate_owner_references(obj);
+    errs.extend(validate_finalizers(obj));
     if let Some(annotations) = obj["metadata"]["annotations"].as_object() {
         let total: usize = annotations.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
         if total > TOTAL_ANNOTATION_SIZE_LIMIT {

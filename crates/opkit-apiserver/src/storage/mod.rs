@@ -337,6 +337,12 @@ impl Store {
     pub fn open(backend: Box<dyn Backend>, opts: StoreOptions) -> Result<Store, StorageError> {
         let mut loaded = backend.load()?;
         loaded.objects.retain(readable);
+        // A corrupt event is quarantined as a corrupt row is: never streamed. The history
+        // must stay gap-free, so it resumes only after the last such event (watches from
+        // before it get 410 and relist).
+        if let Some(last_corrupt) = loaded.history.iter().rposition(|e| !readable_event(e)) {
+            loaded.history.drain(..=last_corrupt);
+        }
         if let Some(first) = loaded.history.first()
             && (first.rev == 0 || loaded.history.last().map(|e| e.rev) != Some(loaded.rev))
         {
@@ -628,6 +634,26 @@ fn readable(o: &LoadedObject) -> bool {
                 name = %o.name,
                 error = %e,
                 "stored object cannot be read; quarantined (not served)"
+            );
+            false
+        }
+    }
+}
+
+/// Whether a persisted event is one watches can be served: its objects (after and, if
+/// any, before the write) are JSON objects. One that is not is reported and dropped.
+fn readable_event(e: &Event) -> bool {
+    let object = |b: &Bytes| serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(b).err();
+    match object(&e.value).or_else(|| e.prev.as_ref().and_then(object)) {
+        None => true,
+        Some(error) => {
+            tracing::error!(
+                resource = e.resource.as_str(),
+                namespace = %e.key.0,
+                name = %e.key.1,
+                revision = e.rev,
+                %error,
+                "stored watch event cannot be read; quarantined (not streamed)"
             );
             false
         }

@@ -5,6 +5,9 @@
 //! Next to the objects, the `events` table keeps a bounded window of recent events
 //! ([`HistoryWindow`]), written in the same transaction, so the store can refill its watch
 //! log after a restart (kine likewise serves watches from its log table).
+//!
+//! At start the recorded revision (`meta.revision`) must be at least every stored one: a
+//! rolled-back counter is refused rather than trusted.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -125,6 +128,23 @@ impl Backend for SqliteBackend {
                 rusqlite::Error::QueryReturnedNoRows => Ok(0),
                 e => Err(db_err(e)),
             })?;
+        // The recorded revision is the newest ever written; a lower one (a database restored
+        // from an older copy of `meta`, or edited) would hand out revisions clients have
+        // already seen, so the server refuses to start on it, as it refuses an empty database.
+        let stored: u64 = conn
+            .query_row(
+                "SELECT max(coalesce((SELECT max(rev) FROM objects), 0), coalesce((SELECT max(rev) FROM events), 0))",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|v| v as u64)
+            .map_err(db_err)?;
+        if stored > rev {
+            return Err(StorageError::Backend(format!(
+                "the database records revision {rev} as its newest, but holds writes up to revision {stored}; \
+                 it was rolled back or damaged, and serving it would repeat resourceVersions clients have seen"
+            )));
+        }
         let mut stmt = conn.prepare("SELECT resource, namespace, name, rev, value FROM objects").map_err(db_err)?;
         let rows = stmt
             .query_map([], |r| {

@@ -116,6 +116,64 @@ async fn reopening_quarantines_rows_that_are_not_readable_objects() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_revision_counter_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("state.db");
+    let s = Store::open(Box::new(SqliteBackend::open(&path).expect("open")), StoreOptions::default()).expect("store");
+    for i in 0..5 {
+        put(&s, &format!("n{i}"), "{}").await;
+    }
+    let last = s.revision();
+    drop(s);
+    let db = rusqlite::Connection::open(&path).expect("open the database");
+    db.execute("UPDATE meta SET value = ?1 WHERE key = 'revision'", rusqlite::params![(last - 2) as i64])
+        .expect("roll the counter back");
+    let refused = Store::open(Box::new(SqliteBackend::open(&path).expect("reopen")), StoreOptions::default());
+    match refused {
+        Err(StorageError::Backend(message)) => {
+            assert!(message.contains(&format!("holds writes up to revision {last}")), "{message}")
+        }
+        Err(other) => panic!("refused with {other}"),
+        Ok(_) => panic!("a rolled-back revision was trusted"),
+    }
+    // Once the counter is right again, the store opens and continues after it.
+    db.execute("UPDATE meta SET value = ?1 WHERE key = 'revision'", rusqlite::params![last as i64]).expect("restore");
+    let reopened =
+        Store::open(Box::new(SqliteBackend::open(&path).expect("reopen")), StoreOptions::default()).expect("store");
+    assert!(put(&reopened, "after", "{}").await > last);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_persisted_watch_event_is_quarantined_not_streamed() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("state.db");
+    let open =
+        || Store::open(Box::new(SqliteBackend::open(&path).expect("open")), StoreOptions::default()).expect("store");
+    let s = open();
+    let mut revs = Vec::new();
+    for i in 0..6 {
+        revs.push(put(&s, &format!("n{i}"), "{}").await);
+    }
+    drop(s);
+    {
+        let db = rusqlite::Connection::open(&path).expect("open the database");
+        db.execute("UPDATE events SET value = ?1 WHERE rev = ?2", rusqlite::params![&b"{oops"[..], revs[3] as i64])
+            .expect("corrupt one event");
+    }
+    let reopened = open();
+    // From before the corrupt event: gone (410, the client relists), never its bytes.
+    assert!(matches!(reopened.watch(&rid(), revs[1]), Err(StorageError::Expired { .. })));
+    // From the corrupt event on: the events after it, all readable.
+    let mut sub = reopened.watch(&rid(), revs[3]).expect("after the corrupt event");
+    for want in &revs[4..] {
+        let e =
+            tokio::time::timeout(Duration::from_secs(5), sub.next()).await.expect("event").expect("ok").expect("some");
+        assert_eq!(e.rev, *want);
+        serde_json::from_slice::<serde_json::Value>(&e.value).expect("valid JSON");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reopened_store_resumes_watches_from_the_persisted_window() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("state.db");

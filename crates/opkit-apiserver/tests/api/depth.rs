@@ -67,6 +67,10 @@ fn assert_too_deep(res: &crate::common::RawResponse, what: &str) {
     assert_eq!(res.json["kind"], "Status", "{what}: {}", res.text);
     assert_eq!(res.json["reason"], "Invalid", "{what}: {}", res.text);
     assert!(res.text.contains("nesting depth exceeds the maximum of 100"), "{what}: {}", res.text);
+    if what != "json patch" && what != "json patch move" {
+        // The client's field, not the managedFields mirroring it.
+        assert_eq!(res.json["details"]["causes"][0]["field"], "spec", "{what}: {}", res.text);
+    }
 }
 
 #[tokio::test]

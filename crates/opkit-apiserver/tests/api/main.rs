@@ -33,6 +33,7 @@ mod hostile;
 mod kind_defaults;
 mod kubernetes_service;
 mod limits;
+mod meta_validation;
 mod names;
 mod no_500;
 mod pagination;

@@ -1,11 +1,14 @@
 //! The kubelet server: HTTPS on `127.0.0.1:<random port>` with a serving certificate the
 //! cluster CA signs, answering only clients with a certificate from that CA (the API
-//! server's), at the real kubelet's paths. Every simulated Node advertises it (the
+//! server's), each request authorized as kube's kubelet in `Webhook` mode authorizes it
+//! ([`authorize`]: a SubjectAccessReview on `nodes/proxy` and the other node subresources),
+//! at the real kubelet's paths. Every simulated Node advertises it (the
 //! `opkit.dev/kubelet-endpoint` annotation and `daemonEndpoints.kubeletEndpoint.port`).
 //! `containerLogs` is served here ([`logs`]), `exec` ([`exec`]) and `portForward`
 //! ([`port_forward`]) over the streaming protocols kubectl speaks ([`stream`]); errors are
 //! a `metav1.Status` with kube's code.
 
+pub mod authorize;
 #[cfg(unix)]
 pub mod exec;
 pub mod logs;
@@ -24,7 +27,9 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use kube::api::Api;
 use opkit::{Runnable, RunnableError};
 use opkit_serve::PeerCertificates;
 use tokio_util::sync::CancellationToken;
@@ -96,7 +101,8 @@ impl KubeletServer {
     /// Serves `listener` for the real pods of `runtime` (if any), looking simulated pods
     /// up with `client`.
     pub fn new(listener: KubeletListener, runtime: Option<Arc<Runtime>>, client: kube::Client) -> KubeletServer {
-        KubeletServer { listener, handler: Arc::new(Handler { runtime, client }) }
+        let authorizer = authorize::Authorizer::new(client.clone());
+        KubeletServer { listener, handler: Arc::new(Handler { runtime, client, authorizer }) }
     }
 }
 
@@ -106,6 +112,8 @@ pub struct Handler {
     pub runtime: Option<Arc<Runtime>>,
     /// The kubelet's client.
     pub client: kube::Client,
+    /// Decides whether a client may do what it asks.
+    pub authorizer: authorize::Authorizer,
 }
 
 /// A failure `metav1.Status` with kube's code, reason and message.
@@ -176,14 +184,37 @@ impl Handler {
         rt.pod_ip(ns, pod)
     }
 
+    /// The node pod `ns/pod` is bound to (empty when it is not found or not bound): the
+    /// node name a request about the pod is authorized on.
+    async fn node_of(&self, ns: &str, pod: &str) -> String {
+        match Api::<Pod>::namespaced(self.client.clone(), ns).get_opt(pod).await {
+            Ok(found) => found.and_then(|p| p.spec).and_then(|s| s.node_name).unwrap_or_default(),
+            Err(e) => {
+                tracing::debug!(error = %e, %ns, %pod, "kubelet: looking up the pod's node failed");
+                String::new()
+            }
+        }
+    }
+
     /// Answers one request.
     pub async fn handle(&self, req: Request<Incoming>) -> Response<ResponseBody> {
-        let authenticated = req.extensions().get::<PeerCertificates>().is_some_and(|c| c.leaf().is_some());
-        if !authenticated {
+        let Some(requester) =
+            req.extensions().get::<PeerCertificates>().and_then(authorize::Requester::of_certificates)
+        else {
             return status_response(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
-        }
+        };
         let path = req.uri().path().to_string();
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let node = match segments.as_slice() {
+            ["containerLogs" | "exec" | "attach" | "run", ns, pod, ..] | ["portForward", ns, pod, ..] => {
+                self.node_of(ns, pod).await
+            }
+            _ => String::new(),
+        };
+        let attributes = authorize::attributes(req.method(), &path);
+        if let Err(denied) = self.authorizer.authorize(&requester, &attributes, &node).await {
+            return denied;
+        }
         match segments.as_slice() {
             ["containerLogs", ns, pod, container] => {
                 if req.method() != http::Method::GET {
