@@ -76,6 +76,7 @@ pub mod charts;
 pub mod client;
 pub mod cluster;
 pub mod config;
+pub mod crds;
 pub mod etcd;
 pub mod helm_template;
 pub mod kudo;

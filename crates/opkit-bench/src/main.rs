@@ -117,6 +117,11 @@ enum Command {
     /// `helm template` output (CASES.tsv), timed against a helm binary when given.
     /// Reports failing cases; fails only on a usage error.
     HelmTemplate(HelmTemplateArgs),
+    /// The CRD corpus conformance run: every CRD of the corpus created on an API server
+    /// in this process and waited for until Established, then every example object
+    /// created; each verdict compared with a real cluster's (tools/crds/expected.tsv).
+    /// Fails when a CRD is refused or a verdict differs.
+    Crds(CrdsArgs),
     /// `opkit bundle validate` over every bundle of the OLM corpus, compared with what
     /// operator-sdk says where it is established (tools/olm/validate-expected.tsv).
     OlmValidate(OlmValidateArgs),
@@ -240,6 +245,7 @@ async fn main() -> ExitCode {
         Command::Charts(args) => charts(args).await,
         Command::HelmTemplate(args) => helm_template(args),
         Command::OlmValidate(args) => olm_validate(args),
+        Command::Crds(args) => crds(args).await,
         Command::Kudo(args) => kudo(args).await,
         Command::KudoScale(args) => kudo_scale(args).await,
         Command::KudoKuttl(args) => kudo_kuttl(args).await,
@@ -616,6 +622,34 @@ fn olm_validate(args: OlmValidateArgs) -> ExitCode {
     use opkit_bench::olm_validate::{OlmValidateOptions, render_text, run};
     let result = run(&OlmValidateOptions { corpus: args.corpus, expect: args.expect });
     corpus("olm-validate", result, args.output, render_text, |report| Verdict::from_bool(report.mismatches == 0))
+}
+
+#[derive(clap::Args)]
+struct CrdsArgs {
+    /// The CRD corpus (CRD folders, and `*-examples*` folders and files).
+    #[arg(long, default_value = "../shared/corpus/crds")]
+    corpus: PathBuf,
+    /// A real cluster's verdicts (object, accepted|status code, comment); any other fails the run.
+    #[arg(long)]
+    expect: Option<PathBuf>,
+    /// Seconds a CRD may take to be Established and served.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+}
+
+async fn crds(args: CrdsArgs) -> ExitCode {
+    use opkit_bench::crds::{CrdsOptions, render_text, run};
+    let options =
+        CrdsOptions { corpus: args.corpus, expect: args.expect, timeout: std::time::Duration::from_secs(args.timeout) };
+    corpus("crds", run(&options).await, args.output, render_text, |report| {
+        if args.output == Output::Json {
+            eprintln!("{}", report.summary());
+        }
+        if report.passed() { Verdict::Passed } else { Verdict::Failed(Some(report.summary())) }
+    })
 }
 
 #[derive(clap::Args)]

@@ -13,6 +13,7 @@ mod audit;
 mod autoscaling_v1;
 mod builtin_validation;
 mod cel_cost;
+mod cel_cost_real;
 mod cel_depth;
 mod certificates;
 mod concurrency;
