@@ -1624,7 +1624,6 @@ mod tests {
     }
 
     fn check(name: &str, node: &Value, cases: &[(&str, u64)]) {
-        eprintln!("TMPCOUNT {}", cases.len());
         let mismatches: Vec<String> = cases
             .iter()
             .filter_map(|(rule, want)| {
