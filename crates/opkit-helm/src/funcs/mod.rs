@@ -1,11 +1,11 @@
 //! The template functions: Go's builtins, Sprig's (as Helm ships them: without `env` and
 //! `expandenv`) and Helm's own (`include`, `tpl`, `required`, `toYaml`, `lookup`, ...).
 //!
-//! Every function is one row of [`FUNCS`]: its name, how many arguments it takes and its
+//! Every function is one row of `FUNCS`: its name, how many arguments it takes and its
 //! implementation. The rows live in one file per category, laid out as Sprig's and Helm's
-//! `funcMap()` are: [`builtins`] (Go's), [`helm`], [`strings`], [`regex`], [`lists`],
-//! [`dicts`], [`math`], [`encoding`], [`crypto`] and [`certs`], [`dates`], [`semver`],
-//! [`reflect`], [`defaults`], [`paths`] and [`network`].
+//! `funcMap()` are: `builtins` (Go's), `helm`, `strings`, `regex`, `lists`,
+//! `dicts`, `math`, `encoding`, `crypto` and `certs`, `dates`, `semver`,
+//! `reflect`, `defaults`, `paths` and `network`.
 
 mod builtins;
 mod certs;
