@@ -402,35 +402,37 @@ impl<'a> Decl<'a> {
     }
 }
 
+/// Words CEL reserves: no variable or property may be named one as it is.
+pub(crate) const CEL_RESERVED: [&str; 21] = [
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
 /// kube's `Escape`: the CEL name of a property (`None`: it has none and is not visible).
 fn escape(ident: &str) -> Option<String> {
-    const RESERVED: [&str; 21] = [
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
     if ident.is_empty() || ident.as_bytes()[0].is_ascii_digit() {
         return None;
     }
-    if RESERVED.contains(&ident) {
+    if CEL_RESERVED.contains(&ident) {
         return Some(format!("__{ident}__"));
     }
     if !ident.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/')) {

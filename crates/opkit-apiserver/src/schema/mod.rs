@@ -5,6 +5,8 @@
 
 mod cel;
 mod cel_cost;
+
+pub(crate) use cel_cost::CEL_RESERVED;
 pub(crate) mod cel_depth;
 mod crd;
 mod crd_schema;

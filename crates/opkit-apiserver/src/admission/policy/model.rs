@@ -6,6 +6,7 @@ use opkit_apimachinery::selector::LabelSelector;
 use serde_json::Value;
 
 use super::expr::{Declarations, Expression};
+use crate::schema::CEL_RESERVED;
 use crate::schema::FieldError;
 
 /// `NamedRuleWithOperations`: which requests a rule matches.
@@ -141,30 +142,6 @@ fn str_of(v: &Value) -> Option<String> {
 const OPERATIONS: [&str; 5] = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
 /// The reasons a validation may give.
 const REASONS: [&str; 3] = ["Forbidden", "Invalid", "RequestEntityTooLarge"];
-/// Words CEL reserves, which a variable may not be named.
-const CEL_RESERVED: [&str; 21] = [
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
 
 fn supported(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
