@@ -27,17 +27,26 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Whether the command serves until it is stopped (an operator run by opkit): it logs
-    /// what it does at `info` by default, as operator-sdk's helm and ansible operators do,
-    /// and a reader of its output going away does not end it.
+    /// Whether the command serves until it is stopped (a cluster, an operator, OLM's or
+    /// KUDO's controllers): a reader of its output going away does not end it, as it does
+    /// end a command that prints a result.
     pub fn serves_until_stopped(&self) -> bool {
-        matches!(self.command, Command::HelmOperator(_) | Command::AnsibleOperator(_))
+        use crate::commands::kudo::args::KudoCommand;
+        match &self.command {
+            Command::HelmOperator(_) | Command::AnsibleOperator(_) => true,
+            Command::Run(run) => run.bundle.is_none(),
+            Command::Cluster(ClusterCommand::Start(_)) | Command::Olm(OlmCommand::Run(_)) => true,
+            Command::Kudo(KudoCommand::Manager(_)) => true,
+            Command::Kudo(KudoCommand::Init(init)) => init.manager,
+            _ => false,
+        }
     }
 
-    /// The log level when neither `OPKIT_LOG` nor `RUST_LOG` says: `info` for the commands
-    /// that serve until stopped, `warn` for the others.
+    /// The log level when neither `OPKIT_LOG` nor `RUST_LOG` says: `info` for the operators
+    /// opkit runs itself (as operator-sdk's helm and ansible operators log), `warn` for the
+    /// other commands.
     pub fn default_log_level(&self) -> &'static str {
-        if self.serves_until_stopped() { "info" } else { "warn" }
+        if matches!(self.command, Command::HelmOperator(_) | Command::AnsibleOperator(_)) { "info" } else { "warn" }
     }
 }
 
