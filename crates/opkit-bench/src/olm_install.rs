@@ -36,6 +36,9 @@ pub struct OlmInstallArgs {
     /// Seconds each install or upgrade chain may take.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// How many operators run at once, each on its own control plane.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub jobs: usize,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -219,47 +222,71 @@ async fn namespace(client: &kube::Client, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the corpus.
+/// Runs the corpus: `--jobs` operators at a time, each on its own control plane (their
+/// installs mostly wait on controllers), with the results in the corpus's order.
 pub async fn run(args: &OlmInstallArgs) -> Result<Report, String> {
+    use futures::StreamExt;
     let timeout = Duration::from_secs(args.timeout);
+    let operators = operators(&args.corpus)?;
+    let results: Vec<Result<OperatorResult, String>> =
+        futures::stream::iter(operators.iter().map(|(operator, bundles)| run_operator(operator, bundles, timeout)))
+            .buffered(args.jobs.max(1))
+            .collect()
+            .await;
     let mut report = Report::default();
-    for (operator, bundles) in operators(&args.corpus)? {
-        let cluster = cluster().await?;
-        let client = cluster.env.client();
-        for (i, bundle) in bundles.iter().enumerate() {
-            let label =
-                format!("{operator}/{}", bundle.dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
-            eprintln!("… run bundle {label}");
-            let ns = format!("bundle-{i}");
-            namespace(&client, &ns).await?;
-            let options = RunOptions { namespace: ns.clone(), install_mode: None, timeout };
-            let result = match run_bundle::run_bundle(&client, bundle, &options, &|_| {}).await {
-                Ok(installed) => BundleResult {
-                    bundle: label.clone(),
-                    outcome: "succeeded".into(),
-                    seconds: Some(installed.seconds),
-                    cause: None,
-                },
-                Err(e) => {
-                    let cause = e.to_string();
-                    let outcome =
-                        if cause.contains("constraints not satisfiable") { "requirements-not-met" } else { "failed" };
-                    BundleResult { bundle: label.clone(), outcome: outcome.into(), seconds: None, cause: Some(cause) }
-                }
-            };
-            if let Err(e) =
-                run_bundle::cleanup(&client, bundle.package().unwrap_or_default(), &ns, timeout, &|_| {}).await
-            {
-                eprintln!("  cleanup of {label} failed: {e}");
-            }
-            report.bundles.push(result);
-        }
-        if chain_length(&bundles) >= 2 {
-            eprintln!("… upgrade chain {operator}");
-            report.chains.push(chain(&client, &operator, &bundles, timeout).await);
-        }
+    for result in results {
+        let result = result?;
+        report.bundles.extend(result.bundles);
+        report.chains.extend(result.chain);
     }
     Ok(report)
+}
+
+/// What one operator's bundles and chain gave.
+struct OperatorResult {
+    bundles: Vec<BundleResult>,
+    chain: Option<ChainResult>,
+}
+
+/// Installs and removes each of an operator's bundles, then walks its upgrade chain, on a
+/// control plane of its own.
+async fn run_operator(operator: &str, bundles: &[Bundle], timeout: Duration) -> Result<OperatorResult, String> {
+    let cluster = cluster().await?;
+    let client = cluster.env.client();
+    let mut results = Vec::new();
+    for (i, bundle) in bundles.iter().enumerate() {
+        let label = format!("{operator}/{}", bundle.dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
+        eprintln!("… run bundle {label}");
+        let ns = format!("bundle-{i}");
+        namespace(&client, &ns).await?;
+        let options = RunOptions { namespace: ns.clone(), install_mode: None, timeout };
+        let result = match run_bundle::run_bundle(&client, bundle, &options, &|_| {}).await {
+            Ok(installed) => BundleResult {
+                bundle: label.clone(),
+                outcome: "succeeded".into(),
+                seconds: Some(installed.seconds),
+                cause: None,
+            },
+            Err(e) => {
+                let cause = e.to_string();
+                let outcome =
+                    if cause.contains("constraints not satisfiable") { "requirements-not-met" } else { "failed" };
+                BundleResult { bundle: label.clone(), outcome: outcome.into(), seconds: None, cause: Some(cause) }
+            }
+        };
+        if let Err(e) = run_bundle::cleanup(&client, bundle.package().unwrap_or_default(), &ns, timeout, &|_| {}).await
+        {
+            eprintln!("  cleanup of {label} failed: {e}");
+        }
+        results.push(result);
+    }
+    let chain = if chain_length(bundles) >= 2 {
+        eprintln!("… upgrade chain {operator}");
+        Some(chain(&client, operator, bundles, timeout).await)
+    } else {
+        None
+    };
+    Ok(OperatorResult { bundles: results, chain })
 }
 
 /// How many of an operator's bundles are in its default channel (a chain needs two).
