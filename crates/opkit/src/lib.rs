@@ -20,6 +20,8 @@
 //! - Helpers for reconcilers: [`owner`] references, [`finalizer`]s, [`status`] conditions
 //!   and updates, an [`events`] recorder and server-side [`apply`].
 //! - A [`webhook`] server for admission and conversion, and [`crd`] helpers.
+//! - A lazy, shared kind ↔ resource map ([`discovery::RestMapper`]) for operators that
+//!   learn their kinds at run time.
 //! - Saying clearly when the operator cannot work: at start the manager checks that the
 //!   API server answers and serves each controller's kind ([`ManagerError::Unreachable`],
 //!   [`ManagerError::KindNotServed`]); a failed reconcile is logged at ERROR as
@@ -73,6 +75,7 @@ pub mod apply;
 pub mod cache;
 pub mod controller;
 pub mod crd;
+pub mod discovery;
 mod error_text;
 pub mod events;
 pub mod finalizer;
