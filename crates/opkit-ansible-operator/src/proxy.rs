@@ -1,6 +1,6 @@
 //! The API proxy a run's Kubernetes modules talk to (operator-sdk's
-//! `internal/ansible/proxy`): a local HTTP server forwarding every request to the API
-//! server with the operator's credentials. The run's kubeconfig ([`kubeconfig_for`])
+//! `internal/ansible/proxy`): a local HTTP server (`opkit_serve::Server`) forwarding every
+//! request to the API server with the operator's credentials. The run's kubeconfig ([`kubeconfig_for`])
 //! carries the owning custom resource as its basic-auth user name (base64 JSON of an
 //! owner reference and its namespace) and the proxy's token ([`proxy_token`], random per
 //! operator process) as its password: the proxy answers 401 to any other request, so no
@@ -271,26 +271,11 @@ impl ApiProxy {
             .local_addr()
             .map_err(|source| OperatorError::ProxyListen { address: address.to_string(), source })?;
         let proxy = self.clone();
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    () = proxy.shutdown.cancelled() => return,
-                    accepted = listener.accept() => accepted,
-                };
-                let Ok((stream, _)) = accepted else { continue };
-                let proxy = proxy.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let proxy = proxy.clone();
-                        async move { Ok::<_, Infallible>(proxy.handle(req, metrics_only).await) }
-                    });
-                    let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-                    if let Err(e) = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await {
-                        tracing::debug!(error = %e, "proxy connection ended");
-                    }
-                });
-            }
+        let service = hyper::service::service_fn(move |req| {
+            let proxy = proxy.clone();
+            async move { Ok::<_, Infallible>(proxy.handle(req, metrics_only).await) }
         });
+        tokio::spawn(opkit_serve::Server::new(listener).serve(service, self.shutdown.clone()));
         Ok(bound)
     }
 
