@@ -40,7 +40,7 @@ pub enum WatchesError {
         /// The kind.
         kind: String,
         /// The mapper's answer.
-        source: MappingError,
+        source: Box<MappingError>,
     },
 }
 
@@ -61,7 +61,12 @@ pub async fn served_kind(
     kind: &str,
 ) -> Result<(ApiResource, ApiCapabilities), WatchesError> {
     mapper.rest_mapping(&GroupVersionKind::gvk(group, version, kind)).await.map_err(|source| {
-        WatchesError::KindNotServed { group: group.into(), version: version.into(), kind: kind.into(), source }
+        WatchesError::KindNotServed {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            source: Box::new(source),
+        }
     })
 }
 
