@@ -84,34 +84,9 @@ pub fn install_collection(dir: &Path) -> Result<PathBuf, OperatorError> {
 /// Why the Ansible operator could not start or reconcile.
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
-    /// The watches file could not be read.
-    #[error("reading watches file {path}: {source}")]
-    ReadWatches {
-        /// The file.
-        path: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The watches file is not valid.
-    #[error("watches file {path}: {message}")]
-    InvalidWatches {
-        /// The file.
-        path: String,
-        /// What is wrong, naming the entry and field.
-        message: String,
-    },
-    /// The API server does not serve a watched kind (its CRD is not installed).
-    #[error("the API server does not serve {group}/{version} {kind}; install its CRD first (make install): {source}")]
-    KindNotServed {
-        /// The group.
-        group: String,
-        /// The version.
-        version: String,
-        /// The kind.
-        kind: String,
-        /// The discovery error.
-        source: Box<kube::Error>,
-    },
+    /// The watches file could not be read or is not valid, or a watched kind is not served.
+    #[error(transparent)]
+    Watches(#[from] opkit::watches_file::WatchesError),
     /// `ansible-runner` is not installed.
     #[error(
         "ansible-runner was not found on PATH ({0}); install it with crates/opkit-ansible-operator/install-ansible.sh (what .ci/run does) or `pip install ansible-runner ansible-core kubernetes`"

@@ -1,6 +1,6 @@
 //! The API proxy a run's Kubernetes modules talk to (operator-sdk's
-//! `internal/ansible/proxy`): a local HTTP server forwarding every request to the API
-//! server with the operator's credentials. The run's kubeconfig ([`kubeconfig_for`])
+//! `internal/ansible/proxy`): a local HTTP server (`opkit_serve::Server`) forwarding every
+//! request to the API server with the operator's credentials. The run's kubeconfig ([`kubeconfig_for`])
 //! carries the owning custom resource as its basic-auth user name (base64 JSON of an
 //! owner reference and its namespace) and the proxy's token ([`proxy_token`], random per
 //! operator process) as its password: the proxy answers 401 to any other request, so no
@@ -33,9 +33,11 @@ use http::{HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::client::Body;
-use kube::discovery::Scope;
+use kube::core::gvk::GroupVersionResource;
+use kube::discovery::{Scope, verbs};
 use kube::runtime::reflector::ObjectRef;
 use opkit::cache::{Informer, InformerEvent};
+use opkit::discovery::{MappingError, RestMapper};
 use opkit::{ControllerHandle, Request};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -174,7 +176,7 @@ fn parse_path(path: &str) -> Option<ResourcePath> {
 pub struct ApiProxy {
     client: kube::Client,
     cache: opkit::Cache,
-    resources: Mutex<HashMap<(String, String, String), ResourceInfo>>,
+    mapper: RestMapper,
     owners: Mutex<HashMap<(String, String), OwnerController>>,
     /// Dependent watches already set up: (owner group, owner kind, child api version, child plural).
     dependents: Mutex<HashSet<(String, String, String, String)>>,
@@ -199,9 +201,9 @@ impl ApiProxy {
         user_metrics: UserMetrics,
     ) -> Arc<ApiProxy> {
         Arc::new(ApiProxy {
+            mapper: RestMapper::new(client.clone()),
             client,
             cache,
-            resources: Mutex::new(HashMap::new()),
             owners: Mutex::new(HashMap::new()),
             dependents: Mutex::new(HashSet::new()),
             cached: Mutex::new(HashMap::new()),
@@ -209,6 +211,11 @@ impl ApiProxy {
             user_metrics,
             shutdown,
         })
+    }
+
+    /// The kinds' resources, as the proxy resolves them; shared with its operator.
+    pub fn rest_mapper(&self) -> &RestMapper {
+        &self.mapper
     }
 
     /// Registers the controller of a watched kind: its objects are served from the cache
@@ -264,26 +271,11 @@ impl ApiProxy {
             .local_addr()
             .map_err(|source| OperatorError::ProxyListen { address: address.to_string(), source })?;
         let proxy = self.clone();
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    () = proxy.shutdown.cancelled() => return,
-                    accepted = listener.accept() => accepted,
-                };
-                let Ok((stream, _)) = accepted else { continue };
-                let proxy = proxy.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let proxy = proxy.clone();
-                        async move { Ok::<_, Infallible>(proxy.handle(req, metrics_only).await) }
-                    });
-                    let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-                    if let Err(e) = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await {
-                        tracing::debug!(error = %e, "proxy connection ended");
-                    }
-                });
-            }
+        let service = hyper::service::service_fn(move |req| {
+            let proxy = proxy.clone();
+            async move { Ok::<_, Infallible>(proxy.handle(req, metrics_only).await) }
         });
+        tokio::spawn(opkit_serve::Server::new(listener).serve(service, self.shutdown.clone()));
         Ok(bound)
     }
 
@@ -376,42 +368,20 @@ impl ApiProxy {
         }
     }
 
-    /// Resolves `group/version` `plural` through discovery (cached; a miss refreshes).
+    /// Resolves `group/version` `plural` through the mapper (a miss refreshes).
     async fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<ResourceInfo> {
-        let key = (group.to_string(), version.to_string(), plural.to_string());
-        if let Some(found) = self.resources.lock().ok().and_then(|r| r.get(&key).cloned()) {
-            return Some(found);
-        }
-        let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-        let list = if group.is_empty() {
-            self.client.list_core_api_resources(version).await
-        } else {
-            self.client.list_api_group_resources(&api_version).await
-        };
-        let list = match list {
-            Ok(list) => list,
-            Err(e) => {
-                tracing::warn!(api_version, error = %e, "discovery through the proxy failed");
-                return None;
+        match self.mapper.kind_for(&GroupVersionResource::gvr(group, version, plural)).await {
+            Ok((resource, caps)) => Some(ResourceInfo {
+                is_virtual: ![verbs::GET, verbs::LIST, verbs::WATCH].iter().all(|verb| caps.supports_operation(verb)),
+                resource,
+                scope: caps.scope,
+            }),
+            Err(MappingError::Discovery { api_version, source }) => {
+                tracing::warn!(api_version, error = %source, "discovery through the proxy failed");
+                None
             }
-        };
-        let mut resources = self.resources.lock().ok()?;
-        for r in list.resources.iter().filter(|r| !r.name.contains('/')) {
-            let verbs = |v: &str| r.verbs.iter().any(|x| x == v);
-            let info = ResourceInfo {
-                resource: ApiResource {
-                    group: group.to_string(),
-                    version: version.to_string(),
-                    api_version: api_version.clone(),
-                    kind: r.kind.clone(),
-                    plural: r.name.clone(),
-                },
-                scope: if r.namespaced { Scope::Namespaced } else { Scope::Cluster },
-                is_virtual: !(verbs("get") && verbs("list") && verbs("watch")),
-            };
-            resources.insert((group.to_string(), version.to_string(), r.name.clone()), info);
+            Err(_) => None,
         }
-        resources.get(&key).cloned()
     }
 
     fn owner_controller(&self, owner: &NamespacedOwner) -> Option<OwnerController> {

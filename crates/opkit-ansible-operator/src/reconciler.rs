@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::SelectorExt;
 use kube::{Resource, ResourceExt};
 use opkit::events::EventType;
@@ -121,14 +121,8 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions)
         metrics_url: Some(format!("http://{address}/metrics")),
     });
     for watch in watches {
-        let gvk = GroupVersionKind::gvk(&watch.group, &watch.version, &watch.kind);
         let (resource, caps) =
-            kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| OperatorError::KindNotServed {
-                group: watch.group.clone(),
-                version: watch.version.clone(),
-                kind: watch.kind.clone(),
-                source: Box::new(source),
-            })?;
+            opkit::watches_file::served_kind(proxy.rest_mapper(), &watch.group, &watch.version, &watch.kind).await?;
         let annotations = watch.watch_annotations_changes;
         let filter = move |event: &Event<'_>| match event {
             Event::Update { old, new } => {
@@ -155,7 +149,7 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions)
             log_events: options.log_events,
         };
         let controller = Controller::new_dynamic(mgr, resource.clone(), caps.scope.clone(), reconciler)
-            .named(format!("{}-controller", gvk.kind.to_lowercase()))
+            .named(format!("{}-controller", resource.kind.to_lowercase()))
             .with_event_filter(filter)
             .max_concurrent_reconciles(concurrency);
         proxy.register_owner(&resource, caps.scope.clone(), controller.handle(), dependents, cluster_scoped, blacklist);

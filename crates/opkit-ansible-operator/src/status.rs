@@ -40,8 +40,9 @@ fn condition(type_: &str, status: bool, result: Option<&AnsibleResult>, reason: 
     c
 }
 
+/// Now, as RFC 3339 in UTC to the second (as `metav1.Time` is written).
 fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    opkit::status::now().0.to_string()
 }
 
 fn conditions(status: &mut Map<String, Value>) -> Option<&mut Vec<Value>> {

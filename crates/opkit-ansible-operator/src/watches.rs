@@ -129,15 +129,12 @@ impl Watch {
 /// Reads `watches.yaml`; relative role and playbook paths are resolved against its
 /// directory, and `max_concurrent_reconciles` is the default for every kind.
 pub fn load_watches(path: &Path, max_concurrent_reconciles: usize) -> Result<Vec<Watch>, OperatorError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| OperatorError::ReadWatches { path: path.display().to_string(), source })?;
     let base = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
     let env = |name: &str| std::env::var(name).ok();
-    parse_watches(&text, &base, &env, max_concurrent_reconciles)
-        .map_err(|message| OperatorError::InvalidWatches { path: path.display().to_string(), message })
+    Ok(opkit::watches_file::load(path, |text| parse_watches(text, &base, &env, max_concurrent_reconciles))?)
 }
 
 /// Parses the text of a watches file. `env` expands `${VAR}`; relative paths are taken
@@ -363,33 +360,7 @@ fn concurrency_from_env(group: &str, kind: &str, env: &dyn Fn(&str) -> Option<St
 /// Go's `os.Expand` as operator-sdk uses it: `$VAR` and `${VAR}` replaced by the
 /// variable, kept as `${VAR}` when it is unset.
 pub fn expand_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        let (name, len) = if let Some(braced) = after.strip_prefix('{') {
-            match braced.find('}') {
-                Some(end) => (&braced[..end], end + 2),
-                None => ("", 0),
-            }
-        } else {
-            let n = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
-            (&after[..n], n)
-        };
-        if name.is_empty() {
-            out.push('$');
-            rest = after;
-            continue;
-        }
-        match env(name) {
-            Some(value) => out.push_str(&value),
-            None => out.push_str(&format!("${{{name}}}")),
-        }
-        rest = &after[len..];
-    }
-    out.push_str(rest);
-    out
+    opkit::watches_file::expand(text, &|name| env(name).unwrap_or_else(|| format!("${{{name}}}")))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::time::Duration;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
+use opkit::discovery::{MappingError, RestMapper};
 use serde_json::Value;
 
 /// How long [`apply`] waits for the CRDs it applied to become Established, and [`delete`] with
@@ -145,16 +146,18 @@ fn is_crd(r: &ObjectRef) -> bool {
     r.kind == "CustomResourceDefinition" && r.group() == "apiextensions.k8s.io"
 }
 
-/// Resolves object kinds to API resources, caching discovery answers and knowing the kinds
+/// Resolves object kinds to API resources through a [`RestMapper`], knowing the kinds
 /// defined by CRDs in the same stream (so they need no discovery round-trip).
 struct Resolver<'a> {
     client: &'a kube::Client,
-    cache: HashMap<(String, String), (ApiResource, bool)>,
+    mapper: RestMapper,
+    /// The kinds of the stream's CRDs, by `(apiVersion, kind)`, with whether each is namespaced.
+    stream_kinds: HashMap<(String, String), (ApiResource, bool)>,
 }
 
 impl<'a> Resolver<'a> {
     fn new(client: &'a kube::Client) -> Self {
-        Resolver { client, cache: HashMap::new() }
+        Resolver { client, mapper: RestMapper::new(client.clone()), stream_kinds: HashMap::new() }
     }
 
     /// Registers every served version of a CRD object's kind.
@@ -166,30 +169,24 @@ impl<'a> Resolver<'a> {
             let Some(version) = v.get("name").and_then(Value::as_str) else { continue };
             let gvk = GroupVersionKind::gvk(&group, version, &kind);
             let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
-            self.cache.insert((ar.api_version.clone(), kind.clone()), (ar, namespaced));
+            self.stream_kinds.insert((ar.api_version.clone(), kind.clone()), (ar, namespaced));
         }
     }
 
     /// `Ok(None)` when the kind is not served.
-    async fn resolve(&mut self, r: &ObjectRef) -> Result<Option<(ApiResource, bool)>, String> {
-        let key = (r.api_version.clone(), r.kind.clone());
-        if let Some(hit) = self.cache.get(&key) {
+    async fn resolve(&self, r: &ObjectRef) -> Result<Option<(ApiResource, bool)>, String> {
+        if let Some(hit) = self.stream_kinds.get(&(r.api_version.clone(), r.kind.clone())) {
             return Ok(Some(hit.clone()));
         }
-        match kube::discovery::pinned_kind(self.client, &r.gvk()).await {
-            Ok((ar, caps)) => {
-                let entry = (ar, caps.scope == Scope::Namespaced);
-                self.cache.insert(key, entry.clone());
-                Ok(Some(entry))
-            }
-            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(None),
-            Err(kube::Error::Discovery(_)) => Ok(None),
-            Err(e) => Err(e.to_string()),
+        match self.mapper.rest_mapping(&r.gvk()).await {
+            Ok((ar, caps)) => Ok(Some((ar, caps.scope == Scope::Namespaced))),
+            Err(MappingError::Discovery { source, .. }) => Err(source.to_string()),
+            Err(_) => Ok(None),
         }
     }
 
     async fn api_for(
-        &mut self,
+        &self,
         verb: &'static str,
         r: &mut ObjectRef,
     ) -> Result<Option<Api<DynamicObject>>, ClusterOpsError> {
@@ -285,7 +282,7 @@ pub async fn delete(
     wait: bool,
 ) -> Result<Vec<ObjectRef>, ClusterOpsError> {
     let refs = refs_of(objs)?;
-    let mut resolver = Resolver::new(client);
+    let resolver = Resolver::new(client);
     let params = DeleteParams::background();
     let mut deleted = Vec::new();
     let mut pending = Vec::new();

@@ -25,34 +25,12 @@ pub const UNINSTALL_FINALIZER: &str = "helm.sdk.operatorframework.io/uninstall-r
 /// Why the Helm operator could not start or reconcile.
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
-    /// The watches file could not be read.
-    #[error("reading watches file {path}: {source}")]
-    ReadWatches {
-        /// The file.
-        path: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The watches file is not valid.
-    #[error("watches file {path}: {message}")]
-    InvalidWatches {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The API server does not serve a watched kind (its CRD is not installed).
-    #[error("the API server does not serve {group}/{version} {kind}; install its CRD first (make install): {source}")]
-    KindNotServed {
-        /// The group.
-        group: String,
-        /// The version.
-        version: String,
-        /// The kind.
-        kind: String,
-        /// The discovery error.
-        source: Box<kube::Error>,
-    },
+    /// The watches file could not be read or is not valid, or a watched kind is not served.
+    #[error(transparent)]
+    Watches(#[from] opkit::watches_file::WatchesError),
+    /// The API server does not serve the kind of an object of the release.
+    #[error(transparent)]
+    Mapping(#[from] opkit::discovery::MappingError),
     /// A request to the API server failed.
     #[error(transparent)]
     Kube(Box<kube::Error>),

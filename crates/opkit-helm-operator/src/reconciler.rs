@@ -13,7 +13,7 @@
 //! gone. A new chart version is rolled out over the kind's releases one at a time and
 //! paused at the first failure (`Rollout`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -23,6 +23,8 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use kube::core::SelectorExt;
 use kube::discovery::Scope;
 use kube::{Client, ResourceExt};
+use opkit::discovery::RestMapper;
+use opkit::watches_file;
 use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult, Reconciler};
 use serde_json::{Value, json};
 
@@ -85,13 +87,11 @@ pub mod conditions {
     pub const CHART_UPGRADE_FAILED: &str = "ChartUpgradeFailed";
 }
 
-/// Resolved resources by group/version/kind, shared by the reconciles of one kind.
-type ResourceCache = Mutex<HashMap<(String, String, String), (ApiResource, Scope)>>;
-
 /// Reconciles the custom resources of one watched kind.
 pub struct HelmReconciler {
     watch: Watch,
-    resources: ResourceCache,
+    /// The kinds' resources, shared by every watched kind's reconciler.
+    mapper: RestMapper,
     metrics: ReleaseMetrics,
     /// The version in the watched chart's `Chart.yaml` when the operator started.
     chart_version: String,
@@ -201,16 +201,10 @@ fn chart_version(chart: &Value) -> &str {
 /// is restored at once.
 pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorError> {
     let client = mgr.client();
+    let mapper = RestMapper::new(client.clone());
     let metrics = ReleaseMetrics::register(mgr.metrics());
     for watch in watches {
-        let gvk = GroupVersionKind::gvk(&watch.group, &watch.version, &watch.kind);
-        let (resource, caps) =
-            kube::discovery::pinned_kind(&client, &gvk).await.map_err(|source| OperatorError::KindNotServed {
-                group: watch.group.clone(),
-                version: watch.version.clone(),
-                kind: watch.kind.clone(),
-                source: Box::new(source),
-            })?;
+        let (resource, caps) = watches_file::served_kind(&mapper, &watch.group, &watch.version, &watch.kind).await?;
         let mut dependents = Vec::new();
         if watch.watch_dependent_resources {
             match render(&watch, "helm-operator-probe", "default", &json!({}), 1, false) {
@@ -222,7 +216,7 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
                             continue;
                         }
                         seen.push(gvk.clone());
-                        match kube::discovery::pinned_kind(&client, &gvk).await {
+                        match mapper.rest_mapping(&gvk).await {
                             Ok((child, child_caps)) => dependents.push((child, child_caps.scope)),
                             Err(e) => {
                                 tracing::warn!(kind = %gvk.kind, error = %e, "not watching a kind the chart renders")
@@ -245,15 +239,11 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>) -> Result<(), OperatorErr
         let selector: Option<kube::core::Selector> =
             watch.selector.clone().and_then(|selector| selector.try_into().ok());
         let rollout = Rollout::resume(&client, &resource, &chart_version, selector.as_ref()).await;
-        let reconciler = HelmReconciler {
-            watch,
-            resources: Mutex::new(HashMap::new()),
-            metrics: metrics.clone(),
-            chart_version,
-            rollout,
-        };
+        let reconciler =
+            HelmReconciler { watch, mapper: mapper.clone(), metrics: metrics.clone(), chart_version, rollout };
+        let name = format!("{}-helm-controller", resource.kind.to_lowercase());
         let mut controller = Controller::new_dynamic(mgr, resource, caps.scope, reconciler)
-            .named(format!("{}-helm-controller", gvk.kind.to_lowercase()))
+            .named(name)
             .max_concurrent_reconciles(concurrency);
         for (child, scope) in &dependents {
             controller = match scope {
@@ -937,26 +927,14 @@ impl HelmReconciler {
         Ok(())
     }
 
-    async fn resolve(&self, client: &Client, gvk: &GroupVersionKind) -> Result<(ApiResource, Scope), OperatorError> {
-        let key = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
-        if let Some(found) = self.resources.lock().ok().and_then(|cache| cache.get(&key).cloned()) {
-            return Ok(found);
-        }
-        let (resource, caps) = kube::discovery::pinned_kind(client, gvk).await?;
-        if let Ok(mut cache) = self.resources.lock() {
-            cache.insert(key, (resource.clone(), caps.scope.clone()));
-        }
-        Ok((resource, caps.scope))
-    }
-
     async fn api_for(
         &self,
         client: &Client,
         namespace: &str,
         object: &RenderedObject,
     ) -> Result<(Api<DynamicObject>, bool), OperatorError> {
-        let (resource, scope) = self.resolve(client, &object.gvk()).await?;
-        Ok(match scope {
+        let (resource, caps) = self.mapper.rest_mapping(&object.gvk()).await?;
+        Ok(match caps.scope {
             Scope::Namespaced => {
                 (Api::namespaced_with(client.clone(), object.namespace().unwrap_or(namespace), &resource), true)
             }
@@ -1137,7 +1115,7 @@ fn deployed_reason(revision: i64) -> &'static str {
 fn set_condition(status: &mut Value, type_: &str, value: bool, reason: &str, message: &str) {
     let value = if value { "True" } else { "False" };
     let Some(conditions) = conditions_of(status) else { return };
-    let now = jiff::Timestamp::now().to_string();
+    let now = opkit::status::now();
     let mut condition =
         BTreeMap::from([("type", json!(type_)), ("status", json!(value)), ("lastTransitionTime", json!(now))]);
     if !reason.is_empty() {

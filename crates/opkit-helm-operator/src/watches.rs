@@ -55,11 +55,8 @@ pub struct Watch {
 
 /// Reads `watches.yaml`.
 pub fn load_watches(path: &Path) -> Result<Vec<Watch>, OperatorError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| OperatorError::ReadWatches { path: path.display().to_string(), source })?;
     let base = path.parent().unwrap_or(Path::new("."));
-    parse_watches(&text, base, &|name| std::env::var(name).ok())
-        .map_err(|message| OperatorError::InvalidWatches { path: path.display().to_string(), message })
+    Ok(opkit::watches_file::load(path, |text| parse_watches(text, base, &|name| std::env::var(name).ok()))?)
 }
 
 /// Parses the text of a watches file; relative chart paths are taken from `base`, and
@@ -110,31 +107,7 @@ pub fn parse_watches(text: &str, base: &Path, env: &dyn Fn(&str) -> Option<Strin
 
 /// Go's `os.ExpandEnv`: `$VAR` and `${VAR}` replaced by the variable (empty when unset).
 pub fn expand_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        if let Some(braced) = after.strip_prefix('{') {
-            if let Some(end) = braced.find('}') {
-                out.push_str(&env(&braced[..end]).unwrap_or_default());
-                rest = &braced[end + 1..];
-                continue;
-            }
-            out.push('$');
-            rest = after;
-            continue;
-        }
-        let len = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
-        if len == 0 {
-            out.push('$');
-        } else {
-            out.push_str(&env(&after[..len]).unwrap_or_default());
-        }
-        rest = &after[len..];
-    }
-    out.push_str(rest);
-    out
+    opkit::watches_file::expand(text, &|name| env(name).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -216,8 +216,7 @@ pub fn record(mut history: Vec<HistoryEntry>, entry: HistoryEntry) -> Vec<Histor
 
 /// Now, as RFC 3339 in UTC to the second.
 pub fn now() -> String {
-    let ts = jiff::Timestamp::now();
-    jiff::Timestamp::from_second(ts.as_second()).unwrap_or(ts).to_string()
+    opkit::status::now().0.to_string()
 }
 
 fn strategy(s: Ordering) -> &'static str {

@@ -1,16 +1,17 @@
-//! The cluster a run talks to: a kube client with a cache of resolved kinds (refreshed
-//! when a kind is missing, so CRDs created by a step are found), the kubeconfig path
+//! The cluster a run talks to: a kube client with a map of resolved kinds (an
+//! [`opkit::discovery::RestMapper`], refreshed when a kind is missing, so CRDs created by
+//! a step are found), the kubeconfig path
 //! commands get as `$KUBECONFIG`, and the object operations kuttl makes: create or
 //! merge-patch, get, list by labels and delete.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
 use kube::{Client, Config};
+use opkit::discovery::{MappingError, RestMapper};
 use serde_json::Value;
 
 use crate::KuttlError;
@@ -28,13 +29,13 @@ pub struct Kind {
 pub struct Cluster {
     client: Client,
     kubeconfig: PathBuf,
-    kinds: Mutex<HashMap<(String, String), Kind>>,
+    mapper: RestMapper,
 }
 
 impl Cluster {
     /// A cluster reached with `client`; commands get `kubeconfig` as `$KUBECONFIG`.
     pub fn new(client: Client, kubeconfig: impl Into<PathBuf>) -> Cluster {
-        Cluster { client, kubeconfig: kubeconfig.into(), kinds: Mutex::new(HashMap::new()) }
+        Cluster { mapper: RestMapper::new(client.clone()), client, kubeconfig: kubeconfig.into() }
     }
 
     /// A cluster from a kubeconfig file (its current context).
@@ -59,22 +60,18 @@ impl Cluster {
         &self.kubeconfig
     }
 
-    /// Resolves `apiVersion`/`kind` through discovery (cached once found).
+    /// Resolves `apiVersion`/`kind` through discovery (kept once found).
     pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Kind, String> {
-        let key = (api_version.to_string(), kind.to_string());
-        if let Some(found) = self.kinds.lock().ok().and_then(|k| k.get(&key).cloned()) {
-            return Ok(found);
-        }
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (resource, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
-            .await
-            .map_err(|e| format!("retrieving API resource for {} failed: {}", go_gvk(api_version, kind), short(&e)))?;
-        let found = Kind { resource, namespaced: caps.scope == Scope::Namespaced };
-        if let Ok(mut kinds) = self.kinds.lock() {
-            kinds.insert(key, found.clone());
-        }
-        Ok(found)
+        let (resource, caps) = self.mapper.rest_mapping(&gvk).await.map_err(|e| {
+            let why = match &e {
+                MappingError::Discovery { source, .. } => short(source),
+                other => other.to_string(),
+            };
+            format!("retrieving API resource for {} failed: {why}", go_gvk(api_version, kind))
+        })?;
+        Ok(Kind { resource, namespaced: caps.scope == Scope::Namespaced })
     }
 
     /// kuttl's `Namespaced`: resolves the object's kind and, when it is namespaced and

@@ -1,45 +1,38 @@
 //! Writing the arbitrary objects a bundle carries: each one's resource found through
-//! discovery (kept per client), applied server-side as OLM's field manager, and CRDs
+//! discovery (a [`RestMapper`]), applied server-side as OLM's field manager, and CRDs
 //! waited on until established.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::Scope;
+use opkit::discovery::RestMapper;
 use serde_json::Value;
 
 use crate::{FIELD_MANAGER, OlmError};
 
-/// Resolved kinds, so discovery is asked once per kind.
-#[derive(Default)]
+/// The kinds' resources, learnt from discovery as objects of them are written.
 pub struct Resources {
-    known: Mutex<HashMap<(String, String), (ApiResource, Scope)>>,
+    mapper: RestMapper,
 }
 
 impl Resources {
+    /// Resources resolved through `client`'s discovery.
+    pub fn new(client: Client) -> Resources {
+        Resources { mapper: RestMapper::new(client) }
+    }
+
     /// The resource and scope of `apiVersion`/`kind`.
-    pub async fn resolve(
-        &self,
-        client: &Client,
-        api_version: &str,
-        kind: &str,
-    ) -> Result<(ApiResource, Scope), OlmError> {
-        let key = (api_version.to_string(), kind.to_string());
-        if let Some(found) = self.known.lock().ok().and_then(|k| k.get(&key).cloned()) {
-            return Ok(found);
-        }
+    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<(ApiResource, Scope), OlmError> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| {
-            OlmError::KindNotServed { api_version: api_version.into(), kind: kind.into(), message: e.to_string() }
+        let (resource, caps) = self.mapper.rest_mapping(&gvk).await.map_err(|e| OlmError::KindNotServed {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            message: e.to_string(),
         })?;
-        if let Ok(mut known) = self.known.lock() {
-            known.insert(key, (resource.clone(), caps.scope.clone()));
-        }
         Ok((resource, caps.scope))
     }
 
@@ -51,7 +44,7 @@ impl Resources {
         if api_version.is_empty() || kind.is_empty() || name.is_empty() {
             return Err(OlmError::Catalog(format!("an object without apiVersion, kind or name: {kind} {name:?}")));
         }
-        let (resource, scope) = self.resolve(client, api_version, kind).await?;
+        let (resource, scope) = self.resolve(api_version, kind).await?;
         let mut body = object.clone();
         let api: Api<DynamicObject> = match scope {
             Scope::Namespaced => {

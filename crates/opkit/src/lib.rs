@@ -20,6 +20,9 @@
 //! - Helpers for reconcilers: [`owner`] references, [`finalizer`]s, [`status`] conditions
 //!   and updates, an [`events`] recorder and server-side [`apply`].
 //! - A [`webhook`] server for admission and conversion, and [`crd`] helpers.
+//! - A lazy, shared kind ↔ resource map ([`discovery::RestMapper`]) for operators that
+//!   learn their kinds at run time, and what the operators driven by an operator-sdk
+//!   `watches.yaml` share ([`watches_file`]).
 //! - Saying clearly when the operator cannot work: at start the manager checks that the
 //!   API server answers and serves each controller's kind ([`ManagerError::Unreachable`],
 //!   [`ManagerError::KindNotServed`]); a failed reconcile is logged at ERROR as
@@ -73,6 +76,7 @@ pub mod apply;
 pub mod cache;
 pub mod controller;
 pub mod crd;
+pub mod discovery;
 mod error_text;
 pub mod events;
 pub mod finalizer;
@@ -88,6 +92,7 @@ pub mod predicate;
 pub mod reconcile;
 pub mod signal;
 pub mod status;
+pub mod watches_file;
 pub mod webhook;
 
 pub use cache::{Cache, CacheScope};

@@ -34,16 +34,16 @@ mod pipe_script;
 mod removed_apis;
 mod tasks;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::Scope;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
+use opkit::discovery::RestMapper;
 use opkit::events::EventType;
 use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResult, Reconciler};
 use serde_json::{Value, json};
@@ -96,12 +96,12 @@ pub async fn setup(mgr: &Manager) -> Result<(), KudoError> {
 /// deploy (Deployments, StatefulSets, Services, ConfigMaps, Secrets, Pods, Jobs and child
 /// Instances), so a change to one of them reconciles its Instance at once.
 pub async fn setup_with(mgr: &Manager, options: EngineOptions) -> Result<(), KudoError> {
-    let client = mgr.client();
+    let mapper = RestMapper::new(mgr.client());
     let gvk = GroupVersionKind::gvk(resources::GROUP, resources::VERSION, "Instance");
-    let (instance, caps) = kube::discovery::pinned_kind(&client, &gvk).await.map_err(|e| {
+    let (instance, caps) = mapper.rest_mapping(&gvk).await.map_err(|e| {
         KudoError::Crd(format!("the API server does not serve kudo.dev/v1beta1 Instance; run `opkit kudo init`: {e}"))
     })?;
-    let engine = Engine { resources: Mutex::new(HashMap::new()), drift_repair: options.drift_repair };
+    let engine = Engine { mapper, drift_repair: options.drift_repair };
     Controller::new_dynamic(mgr, instance.clone(), caps.scope, engine)
         .named("kudo-instance")
         .max_concurrent_reconciles(options.concurrency)
@@ -117,12 +117,10 @@ pub async fn setup_with(mgr: &Manager, options: EngineOptions) -> Result<(), Kud
     Ok(())
 }
 
-/// Resolved resources by group/version/kind.
-type ResourceCache = Mutex<HashMap<(String, String, String), (ApiResource, Scope)>>;
-
 /// The Instance reconciler.
 pub struct Engine {
-    resources: ResourceCache,
+    /// The resources of the kinds plans deploy.
+    pub(crate) mapper: RestMapper,
     drift_repair: bool,
 }
 
@@ -658,23 +656,6 @@ impl Engine {
             status.touch();
         }
         inst.plan_status.insert(plan_name.to_string(), status);
-    }
-
-    /// The resource and scope of a kind (discovery, cached).
-    pub(crate) async fn resolve(
-        &self,
-        client: &Client,
-        gvk: &GroupVersionKind,
-    ) -> Result<(ApiResource, Scope), kube::Error> {
-        let key = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
-        if let Some(found) = self.resources.lock().ok().and_then(|cache| cache.get(&key).cloned()) {
-            return Ok(found);
-        }
-        let (resource, caps) = kube::discovery::pinned_kind(client, gvk).await?;
-        if let Ok(mut cache) = self.resources.lock() {
-            cache.insert(key, (resource.clone(), caps.scope.clone()));
-        }
-        Ok((resource, caps.scope))
     }
 }
 

@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, Patch
 use kube::discovery::Scope;
 use kube::{Client, ResourceExt};
 use opkit::Context;
+use opkit::discovery::MappingError;
 use serde_json::{Value, json};
 
 use super::{Engine, FIELD_MANAGER, OperatorVersion};
@@ -161,11 +162,15 @@ pub(crate) async fn api_for(
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let (resource, scope) = engine
-        .resolve(client, &GroupVersionKind::gvk(group, version, kind))
-        .await
-        .map_err(|e| format!("{api_version} {kind} is not served by the API server ({})", api_message(&e)))?;
-    Ok(match scope {
+    let (resource, caps) =
+        engine.mapper.rest_mapping(&GroupVersionKind::gvk(group, version, kind)).await.map_err(|e| {
+            let why = match &e {
+                MappingError::Discovery { source, .. } => api_message(source),
+                other => other.to_string(),
+            };
+            format!("{api_version} {kind} is not served by the API server ({why})")
+        })?;
+    Ok(match caps.scope {
         Scope::Namespaced => (Api::namespaced_with(client.clone(), namespace, &resource), true),
         Scope::Cluster => (Api::all_with(client.clone(), &resource), false),
     })

@@ -81,7 +81,7 @@ async fn execute(ctx: &Context<InstallPlan, Olm>, ns: &str, steps: &mut [Step]) 
         }
         let kind = steps[i].resource.kind.clone();
         let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        let namespaced = match ctx.state.resources.resolve(&ctx.client, &api_version, &kind).await {
+        let namespaced = match ctx.state.resources.resolve(&api_version, &kind).await {
             Ok((_, scope)) => matches!(scope, kube::discovery::Scope::Namespaced),
             Err(e) => return Err(e.to_string()),
         };

@@ -17,7 +17,9 @@ use opkit::{Controller, Manager, Request};
 use crate::OlmError;
 use crate::fbc::Catalog;
 use crate::objects::Resources;
-use crate::types::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorCondition, OperatorGroup, Subscription};
+use crate::types::{
+    CatalogSource, ClusterServiceVersion, Condition, InstallPlan, OperatorCondition, OperatorGroup, Subscription,
+};
 
 pub mod catalog_source;
 pub mod csv;
@@ -28,7 +30,6 @@ pub mod subscription;
 pub mod webhooks;
 
 /// What OLM's controllers share: resolved kinds and the catalogs read so far.
-#[derive(Default)]
 pub struct Olm {
     /// Kinds resolved through discovery.
     pub resources: Resources,
@@ -39,7 +40,7 @@ pub struct Olm {
 
 /// Registers OLM's controllers on `mgr`. OLM's CRDs must be installed ([`crate::crds::install`]).
 pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
-    let olm = Arc::new(Olm::default());
+    let olm = Arc::new(Olm { resources: Resources::new(mgr.client()), catalogs: Mutex::default() });
     let cache = mgr.cache().clone();
 
     let csvs_of_namespace = {
@@ -178,7 +179,29 @@ pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
     Ok(())
 }
 
-/// The time now, as the API server writes times.
+/// The time now, as the API server writes times (RFC 3339 to the second).
 pub(crate) fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    opkit::status::now().0.to_string()
+}
+
+/// Sets `new` in `conditions` as `meta.SetStatusCondition` does: the transition time is
+/// kept while the status stays, else taken from `new` or set to now.
+pub(crate) fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        Some(existing) => {
+            if existing.status == new.status {
+                new.last_transition_time = existing.last_transition_time.clone();
+            }
+            if new.last_transition_time.is_none() {
+                new.last_transition_time = Some(now());
+            }
+            *existing = new;
+        }
+        None => {
+            if new.last_transition_time.is_none() {
+                new.last_transition_time = Some(now());
+            }
+            conditions.push(new);
+        }
+    }
 }

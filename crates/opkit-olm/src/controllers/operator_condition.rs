@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams};
 use opkit::{Action, Context, ReconcileResult};
 use serde_json::{Value, json};
 
-use super::{Olm, now};
+use super::{Olm, set_condition};
 use crate::types::{ClusterServiceVersion, Condition, OperatorCondition, find_condition};
 
 /// The condition type through which an operator allows or blocks its upgrade.
@@ -38,7 +38,7 @@ pub async fn reconcile(ctx: Context<OperatorCondition, Olm>) -> ReconcileResult 
         {
             continue;
         }
-        set_status_condition(&mut conditions, Condition { observed_generation: Some(generation), ..reported.clone() });
+        set_condition(&mut conditions, Condition { observed_generation: Some(generation), ..reported.clone() });
         changed = true;
     }
     if changed {
@@ -82,28 +82,6 @@ fn access_objects(condition: &OperatorCondition) -> Vec<Value> {
             "subjects": subjects,
         }),
     ]
-}
-
-/// Sets `new` in `conditions` as `meta.SetStatusCondition` does: the transition time is
-/// kept while the status stays, else taken from `new` or set to now.
-fn set_status_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
-    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
-        Some(existing) => {
-            if existing.status == new.status {
-                new.last_transition_time = existing.last_transition_time.clone();
-            }
-            if new.last_transition_time.is_none() {
-                new.last_transition_time = Some(now());
-            }
-            *existing = new;
-        }
-        None => {
-            if new.last_transition_time.is_none() {
-                new.last_transition_time = Some(now());
-            }
-            conditions.push(new);
-        }
-    }
 }
 
 /// Why the operator of `replaced` may not be upgraded now, or `None` when it may (OLM's
@@ -186,10 +164,10 @@ mod tests {
     fn copied_condition_keeps_its_transition_time_while_the_status_stays() {
         let mut conditions =
             vec![Condition { last_transition_time: Some("t0".into()), ..upgradeable("False", "a", 1) }];
-        set_status_condition(&mut conditions, upgradeable("False", "b", 2));
+        set_condition(&mut conditions, upgradeable("False", "b", 2));
         assert_eq!(conditions[0].last_transition_time.as_deref(), Some("t0"));
         assert_eq!(conditions[0].message.as_deref(), Some("b"));
-        set_status_condition(&mut conditions, upgradeable("True", "c", 3));
+        set_condition(&mut conditions, upgradeable("True", "c", 3));
         assert_ne!(conditions[0].last_transition_time.as_deref(), Some("t0"));
     }
 }

@@ -194,27 +194,14 @@ async fn write_status(
 /// Sets a condition (type, status, reason, message), keeping its transition time when
 /// its status does not change.
 fn set_condition(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str) {
-    let mut condition = Condition {
+    let condition = Condition {
         type_: type_.into(),
         status: status.into(),
         reason: Some(reason.into()),
         message: (!message.is_empty()).then(|| message.to_string()),
         ..Condition::default()
     };
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(existing) => {
-            let same_status = existing.status == status;
-            let time = if same_status { existing.last_transition_time.clone() } else { None };
-            condition.last_transition_time = Some(time.unwrap_or_else(now));
-            if *existing != condition {
-                *existing = condition;
-            }
-        }
-        None => {
-            condition.last_transition_time = Some(now());
-            conditions.push(condition);
-        }
-    }
+    super::set_condition(conditions, condition);
 }
 
 fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
