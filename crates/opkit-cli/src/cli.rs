@@ -787,6 +787,16 @@ pub enum PodNetworkFlag {
     Host,
 }
 
+/// How `opkit cluster start` isolates the containers of the pods it runs for real.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodIsolationFlag {
+    /// Contained (own namespaces and root file system) where this machine can (it needs
+    /// root), else the host mode, said at start and in `opkit cluster status`.
+    Auto,
+    /// The host mode: containers run as the cluster's user on the host's file system.
+    Host,
+}
+
 /// Flags of `opkit cluster start`.
 #[derive(Debug, clap::Args)]
 pub struct StartArgs {
@@ -830,6 +840,10 @@ pub struct StartArgs {
     /// networked.
     #[arg(long, value_enum, default_value_t = PodNetworkFlag::Auto)]
     pub pod_network: PodNetworkFlag,
+    /// How the containers of pods that run for real are isolated from the host
+    /// (docs/security.md).
+    #[arg(long, value_enum, default_value_t = PodIsolationFlag::Auto)]
+    pub pod_isolation: PodIsolationFlag,
     /// Serve cert-manager's Issuers and Certificates with opkit's stand-in, so the
     /// webhook layout operator-sdk scaffolds (`config/certmanager`, CA injection) deploys
     /// unchanged; `--cert-manager=false` leaves `cert-manager.io` free for a real one.

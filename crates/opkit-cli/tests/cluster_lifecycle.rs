@@ -541,3 +541,35 @@ fn a_closed_pipe_ends_opkit_quietly() {
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE, as kubectl is: {:?} {}", out.status, stderr(&out));
 }
+
+#[test]
+fn a_cluster_whose_pods_are_not_contained_says_so_in_status_and_on_its_node() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("cluster");
+    let (_guard, info) = start_detached(tmp.path(), Some(&data), &["--pod-isolation", "host"]);
+    assert_eq!(str_of(&info, "podIsolation"), "host", "{info}");
+    let (code, running) = status(tmp.path(), &data);
+    assert_eq!(code, Some(0), "{running}");
+    assert_eq!(running["podIsolation"], "host", "{running}");
+    assert_eq!(running["podIsolationFallbackReason"], Value::Null, "asked for, not fallen back to");
+    let text = run(opkit(tmp.path()).args(["cluster", "status", "--data-dir"]).arg(&data));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("real pods:  NOT contained (host mode, as asked)"), "{text}");
+
+    // The node's Ready condition says it too, as kube's kubelet says "AppArmor enabled".
+    let kubeconfig = str_of(&info, "kubeconfig");
+    let jsonpath = "-o=jsonpath={.status.conditions[?(@.type==\"Ready\")].message}";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let message = loop {
+        let out = kubectl(kubeconfig, &["get", "node", "opkit-worker-0", jsonpath]);
+        let message = String::from_utf8_lossy(&out.stdout).into_owned();
+        if message.contains("NOT contained") || Instant::now() > deadline {
+            break message;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        message,
+        "kubelet is posting ready status. Real pods are NOT contained (host mode): host isolation is configured"
+    );
+}

@@ -1,8 +1,9 @@
 //! The kubelet server authorizes as kube's kubelet in `Webhook` mode: a client certificate
 //! from the cluster CA for a user without rights on `nodes/proxy` is answered 403 with
 //! kube's message at the kubelet itself (container logs and exec, whatever the pod), a
-//! user allowed only `get` may read logs but not exec (`create`), and the API server's
-//! own kubelet client keeps serving `kubectl logs` and `kubectl exec`.
+//! user allowed only `get` may read logs but not exec (`create`), the API server's kubelet
+//! client identity is allowed by kube's `system:kubelet-api-admin` role (without
+//! `system:masters`), and the API server keeps serving `kubectl logs` and `kubectl exec`.
 
 mod common;
 #[path = "../../opkit-testenv/tests/support/kubectl.rs"]
@@ -11,6 +12,7 @@ mod kubectl;
 use common::real_pods::{load_script, real_env};
 use common::{Error, wait};
 use http_body_util::BodyExt;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, PostParams};
@@ -96,6 +98,20 @@ async fn the_kubelet_forbids_clients_without_rights_and_serves_the_api_server() 
         call(&reader, http::Method::POST, exec).await?,
         (403, "Forbidden (user=reader, verb=create, resource=nodes, subresource(s)=[proxy])\n".to_owned())
     );
+
+    // The API server's kubelet client identity is allowed through kube's
+    // `system:kubelet-api-admin` ClusterRole, not only as a member of system:masters.
+    let apiserver = kubelet_client_as(&env, &endpoint, "kube-apiserver-kubelet-client", "dev")?;
+    let (code, body) = call(&apiserver, http::Method::GET, logs).await?;
+    assert_eq!((code, body.as_str()), (200, "hello from the pod\n"));
+    let review: SubjectAccessReview = serde_json::from_value(json!({"spec": {
+        "user": "kube-apiserver-kubelet-client", "groups": ["system:authenticated"],
+        "resourceAttributes": {"verb": "create", "resource": "nodes", "subresource": "proxy", "name": "opkit-worker-0"},
+    }}))?;
+    let answer = Api::<SubjectAccessReview>::all(env.client()).create(&PostParams::default(), &review).await?;
+    let status = answer.status.ok_or("no status")?;
+    assert!(status.allowed, "{status:?}");
+    assert!(status.reason.unwrap_or_default().contains("system:kubelet-api-admin"), "allowed by the role");
 
     // Through the API server, as the admin: its kubelet client certificate is allowed.
     let kubectl = kubectl::Kubectl::new("1.33", &env);

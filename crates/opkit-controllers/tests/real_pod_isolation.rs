@@ -2,7 +2,9 @@
 //! control plane's data directory, another pod's files or the host's `/etc/shadow`, and
 //! sees only its own processes; it runs with the uid, capabilities and `no_new_privs`
 //! its `securityContext` asks for (containerd's 14 default capabilities otherwise), a
-//! `runAsNonRoot` breach is refused; `pods/exec` runs inside the container, as its user.
+//! `runAsNonRoot` breach is refused; `pods/exec` runs inside the container, as its user;
+//! `seccompProfile: RuntimeDefault` refuses the calls containerd's profile refuses; a
+//! node whose real pods are not contained says so on its Ready condition.
 //! The programs report on their standard output, read back through `pods/log`.
 //! These tests need root (namespaces, mounts), as the real-pod suites do.
 
@@ -237,5 +239,98 @@ async fn exec_runs_inside_the_container_as_its_user() -> Result<(), Error> {
     // From pod-b's own container, its Secret is where it was mounted.
     let password = kubectl(&env, &["exec", "pod-b", "--", "cat", "/secret/password"]).await?;
     assert_eq!(password, "pod-b-password");
+    Ok(())
+}
+
+/// A program reporting its seccomp mode and whether it may make a user namespace
+/// (`unshare`, refused by the runtime's default profile), then sleeping.
+const SECCOMP_PROBE: &str = r#"
+grep -E '^Seccomp:' /proc/self/status
+if unshare -U true 2> /tmp/unshare.err; then echo "UNSHARE allowed"; else echo "UNSHARE refused $(cat /tmp/unshare.err)"; fi
+echo DONE
+exec sleep 3600
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_default_seccomp_refuses_what_containerds_profile_refuses() -> Result<(), Error> {
+    let (env, _) = contained_env().await?;
+    let tmp = tempfile::tempdir()?;
+    load_script(&env, tmp.path(), "example.com/seccomp:v1", SECCOMP_PROBE)?;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let with = |name: &str, pod_sc: serde_json::Value, container_sc: serde_json::Value| {
+        pod(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "securityContext": pod_sc,
+                "containers": [{"name": "c", "image": "example.com/seccomp:v1", "securityContext": container_sc}],
+            },
+        }))
+    };
+    let default = json!({"seccompProfile": {"type": "RuntimeDefault"}});
+    let unconfined = json!({"seccompProfile": {"type": "Unconfined"}});
+    pods.create(&PostParams::default(), &with("confined", default.clone(), json!({}))?).await?;
+    pods.create(&PostParams::default(), &with("free", json!({}), json!({}))?).await?;
+    // The container's profile wins over the pod's.
+    pods.create(&PostParams::default(), &with("overridden", default.clone(), unconfined)?).await?;
+
+    let confined = report(&pods, "confined").await?;
+    assert_eq!(field(&confined, "Seccomp:"), "2", "a RuntimeDefault pod runs under a filter:\n{confined}");
+    assert!(confined.contains("UNSHARE refused"), "unshare is refused:\n{confined}");
+    assert!(confined.contains("Operation not permitted"), "with EPERM:\n{confined}");
+    for name in ["free", "overridden"] {
+        let log = report(&pods, name).await?;
+        assert_eq!(field(&log, "Seccomp:"), "0", "{name} has no filter:\n{log}");
+        assert!(log.contains("UNSHARE allowed"), "{name}:\n{log}");
+    }
+    // Exec joins the container under its profile.
+    let out = kubectl(&env, &["exec", "confined", "--", "grep", "Seccomp:", "/proc/self/status"]).await?;
+    assert_eq!(field(&out, "Seccomp:"), "2", "{out}");
+
+    // A Localhost profile is not loaded: the container is refused, as kube refuses one
+    // whose profile it cannot load.
+    let local = json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/audit.json"}});
+    pods.create(&PostParams::default(), &with("local", json!({}), local)?).await?;
+    let refused = wait(&pods, "local", |p: Option<&Pod>| {
+        let waiting =
+            p.and_then(|p| p.status.as_ref()?.container_statuses.as_ref()?.first()?.state.as_ref()?.waiting.clone());
+        waiting.is_some_and(|w| w.reason.as_deref() == Some("CreateContainerConfigError"))
+    })
+    .await?;
+    let message = refused
+        .status
+        .and_then(|s| s.container_statuses?.first()?.state.as_ref()?.waiting.as_ref()?.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("cannot load seccomp profile \"/var/lib/kubelet/seccomp/profiles/audit.json\""),
+        "{message}"
+    );
+    Ok(())
+}
+
+/// The Ready condition's message of the test environment's node, once it says `wanted`
+/// (or whatever it says when the wait times out).
+async fn ready_message(env: &TestEnv, wanted: impl Fn(&str) -> bool) -> Result<String, Error> {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes: Api<Node> = Api::all(env.client());
+    let message = |n: Option<&Node>| {
+        let conditions = n.and_then(|n| n.status.as_ref()?.conditions.clone()).unwrap_or_default();
+        conditions.into_iter().find(|c| c.type_ == "Ready").and_then(|c| c.message)
+    };
+    let node = wait(&nodes, "opkit-worker-0", |n: Option<&Node>| message(n).is_some_and(|m| wanted(&m))).await?;
+    Ok(message(Some(&node)).unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_says_when_real_pods_are_not_contained() -> Result<(), Error> {
+    let host = real_env_with(PodIsolation::Host).await?;
+    let message = ready_message(&host, |m| m.contains("NOT contained")).await?;
+    assert_eq!(
+        message,
+        "kubelet is posting ready status. Real pods are NOT contained (host mode): host isolation is configured"
+    );
+    let (contained, _) = contained_env().await?;
+    let message = ready_message(&contained, |m| m.starts_with("kubelet is posting ready status")).await?;
+    assert_eq!(message, "kubelet is posting ready status");
     Ok(())
 }

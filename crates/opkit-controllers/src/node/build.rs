@@ -98,13 +98,19 @@ pub fn default_capacity() -> BTreeMap<String, Quantity> {
     ])
 }
 
-/// The four conditions a healthy kubelet reports, in kubelet's order.
-fn healthy_conditions(now: &Time) -> Vec<NodeCondition> {
+/// The four conditions a healthy kubelet reports, in kubelet's order; `ready_note` is
+/// appended to the Ready condition's message, as kube's kubelet appends ". AppArmor
+/// enabled" there.
+fn healthy_conditions(now: &Time, ready_note: Option<&str>) -> Vec<NodeCondition> {
+    let ready = match ready_note {
+        Some(note) => format!("kubelet is posting ready status. {note}"),
+        None => "kubelet is posting ready status".to_string(),
+    };
     [
         ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
         ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
         ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+        ("Ready", "True", "KubeletReady", ready.as_str()),
     ]
     .into_iter()
     .map(|(type_, status, reason, message)| NodeCondition {
@@ -153,13 +159,15 @@ fn node_info(name: &str) -> NodeSystemInfo {
 /// healthy (keeping transition times of unchanged conditions; heartbeats are refreshed
 /// every [`STATUS_REPORT_SECONDS`]); the kubelet endpoint's port is `kubelet_port` when
 /// the kubelet server runs, else 10250; `images` are the images loaded into the local
-/// cluster (reported as a kubelet reports the images on its machine). Returns `None`
-/// when nothing needs writing.
+/// cluster (reported as a kubelet reports the images on its machine); `ready_note` ends
+/// the Ready condition's message (how real pods are isolated, when they are not
+/// contained). Returns `None` when nothing needs writing.
 pub fn desired_status(
     node: &Node,
     now: Timestamp,
     kubelet_port: Option<u16>,
     images: &[ContainerImage],
+    ready_note: Option<&str>,
 ) -> Option<NodeStatus> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let current = node.status.clone().unwrap_or_default();
@@ -193,7 +201,7 @@ pub fn desired_status(
     let stale = |c: &NodeCondition| {
         c.last_heartbeat_time.as_ref().is_none_or(|t| now.as_second() - t.0.as_second() >= STATUS_REPORT_SECONDS)
     };
-    let conditions = healthy_conditions(&now_t)
+    let conditions = healthy_conditions(&now_t, ready_note)
         .into_iter()
         .map(|mut want| {
             if let Some(have) = old.iter().find(|c| c.type_ == want.type_)
@@ -297,11 +305,11 @@ mod tests {
         assert_eq!(names[1], "example.com/op:v1");
         let now = Timestamp::from_second(1_700_000_000)?;
         let mut n = new_node(0);
-        n.status = desired_status(&n, now, None, &[]);
-        let with_images = desired_status(&n, now, None, &images).ok_or("the new image is written")?;
+        n.status = desired_status(&n, now, None, &[], None);
+        let with_images = desired_status(&n, now, None, &images, None).ok_or("the new image is written")?;
         assert_eq!(with_images.images.as_deref(), Some(&images[..]));
         n.status = Some(with_images);
-        assert!(desired_status(&n, now, None, &images).is_none(), "unchanged images are not rewritten");
+        assert!(desired_status(&n, now, None, &images, None).is_none(), "unchanged images are not rewritten");
         Ok(())
     }
 
@@ -309,7 +317,7 @@ mod tests {
     fn status_is_filled_then_stable() {
         let mut n = new_node(1);
         let now = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
-        let st = desired_status(&n, now, None, &[]);
+        let st = desired_status(&n, now, None, &[], None);
         let Some(st) = st else { panic!("expected a status") };
         let ready = st.conditions.iter().flatten().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
         assert_eq!(ready.as_deref(), Some("True"));
@@ -317,23 +325,23 @@ mod tests {
         assert_eq!(st.node_info.as_ref().map(|i| i.kubelet_version.as_str()), Some("v1.33.0"));
         n.status = Some(st);
         let later = Timestamp::from_second(1_700_000_010).unwrap_or(Timestamp::UNIX_EPOCH);
-        assert!(desired_status(&n, later, None, &[]).is_none(), "no write within the report period");
+        assert!(desired_status(&n, later, None, &[], None).is_none(), "no write within the report period");
         let much_later = Timestamp::from_second(1_700_000_400).unwrap_or(Timestamp::UNIX_EPOCH);
-        assert!(desired_status(&n, much_later, None, &[]).is_some(), "heartbeat refreshed after 5 minutes");
+        assert!(desired_status(&n, much_later, None, &[], None).is_some(), "heartbeat refreshed after 5 minutes");
     }
 
     #[test]
     fn unhealthy_condition_is_repaired() {
         let mut n = new_node(0);
         let now = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
-        let mut st = desired_status(&n, now, None, &[]).unwrap_or_default();
+        let mut st = desired_status(&n, now, None, &[], None).unwrap_or_default();
         for c in st.conditions.iter_mut().flatten() {
             if c.type_ == "Ready" {
                 c.status = "False".into();
             }
         }
         n.status = Some(st);
-        assert!(desired_status(&n, now, None, &[]).is_some());
+        assert!(desired_status(&n, now, None, &[], None).is_some());
     }
 
     #[test]

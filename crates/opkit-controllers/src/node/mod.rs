@@ -52,9 +52,10 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig, kubelet_port: Option<u16
     mgr.add(Registrar { client: crate::identity::client_for(mgr, cfg, "nodes"), count: cfg.nodes });
     let heartbeat = cfg.node_heartbeat.max(Duration::from_millis(100));
     let images = Arc::new(cfg.images.clone().map(crate::images::ImageStore::new));
+    let note: Arc<Option<String>> = Arc::new(isolation_note(cfg));
     Controller::new(mgr, move |ctx: Context<Node>| {
-        let images = images.clone();
-        async move { reconcile(ctx, heartbeat, kubelet_port, images.as_ref().as_ref()).await }
+        let (images, note) = (images.clone(), note.clone());
+        async move { reconcile(ctx, heartbeat, kubelet_port, images.as_ref().as_ref(), note.as_deref()).await }
     })
     .client(crate::identity::client_for(mgr, cfg, "nodes"))
     .named("nodes")
@@ -68,6 +69,22 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig, kubelet_port: Option<u16
     .max_concurrent_reconciles(4)
     .without_leader_election()
     .build()
+}
+
+/// What the nodes' Ready condition says of real pods when they run and are not contained
+/// (`None` when they are, or when every pod is simulated): kube's kubelet tells a node's
+/// security features in the same place (". AppArmor enabled").
+fn isolation_note(cfg: &ControllersConfig) -> Option<String> {
+    if cfg.images.is_none() || !cfg.enabled("kubelet") {
+        return None;
+    }
+    match crate::pod_isolation_mode(cfg.pod_isolation) {
+        (crate::PodIsolation::Contained, _) => None,
+        (crate::PodIsolation::Host, reason) => Some(format!(
+            "Real pods are NOT contained (host mode): {}",
+            reason.as_deref().unwrap_or("host isolation is configured")
+        )),
+    }
 }
 
 /// Creates the configured nodes once, then ends (a runnable that returns `Ok` leaves the
@@ -121,6 +138,7 @@ async fn reconcile(
     heartbeat: Duration,
     kubelet_port: Option<u16>,
     images: Option<&crate::images::ImageStore>,
+    ready_note: Option<&str>,
 ) -> ReconcileResult {
     let Some(node) = ctx.object.clone() else { return Ok(Action::done()) };
     if !is_simulated(&node) || node.metadata.deletion_timestamp.is_some() {
@@ -143,7 +161,7 @@ async fn reconcile(
         }
     }
     let loaded = images.map(build::loaded_images).unwrap_or_default();
-    if let Some(status) = build::desired_status(&node, now, kubelet_port, &loaded) {
+    if let Some(status) = build::desired_status(&node, now, kubelet_port, &loaded, ready_note) {
         let api: Api<Node> = Api::all(ctx.client.clone());
         let patch = json!({"status": status});
         api.patch_status(

@@ -88,6 +88,13 @@ pub fn status(args: StatusArgs, out: &mut Output) -> Result<(), CliError> {
             if let Some(log) = &r.log_file {
                 text.push(format!("  log:        {}", log.display()));
             }
+            match (r.pod_isolation.as_str(), &r.pod_isolation_fallback_reason) {
+                // A record written before isolation was recorded.
+                ("", _) => {}
+                ("contained", _) => text.push("  real pods:  contained".into()),
+                (_, Some(reason)) => text.push(format!("  real pods:  NOT contained (host mode): {reason}")),
+                _ => text.push("  real pods:  NOT contained (host mode, as asked)".into()),
+            }
         }
         None => text.push("  (still starting: its kubeconfig is not written yet)".into()),
     }
@@ -103,6 +110,8 @@ pub fn status(args: StatusArgs, out: &mut Output) -> Result<(), CliError> {
             "startedAt": record.as_ref().map(|r| r.started_at),
             "uptimeSeconds": uptime.map(|u| u.as_secs()),
             "logFile": record.as_ref().and_then(|r| r.log_file.as_ref()),
+            "podIsolation": record.as_ref().map(|r| &r.pod_isolation),
+            "podIsolationFallbackReason": record.as_ref().and_then(|r| r.pod_isolation_fallback_reason.as_ref()),
         }),
     );
     Ok(())

@@ -43,6 +43,12 @@ pub struct ClusterRecord {
     pub pod_network: String,
     /// Why network namespaces are not used, when they were wanted.
     pub pod_network_fallback_reason: Option<String>,
+    /// How real pods' containers are isolated: `contained` or `host` (docs/security.md).
+    #[serde(default)]
+    pub pod_isolation: String,
+    /// Why they are not contained, when that was wanted (the host cannot).
+    #[serde(default)]
+    pub pod_isolation_fallback_reason: Option<String>,
     /// The image store (`opkit cluster load`).
     pub images: PathBuf,
     /// Whether the cert-manager stand-in runs.
@@ -94,6 +100,15 @@ impl ClusterRecord {
         lines.push(format!("Pods whose images are loaded (`opkit cluster load`) run as processes on: {pod_network}"));
         if let Some(reason) = &self.pod_network_fallback_reason {
             lines.push(format!("  (network namespaces are not available: {reason})"));
+        }
+        match (self.pod_isolation.as_str(), &self.pod_isolation_fallback_reason) {
+            // A record written before isolation was recorded.
+            ("", _) => {}
+            ("contained", _) => {
+                lines.push("  their containers are contained (own namespaces and root file system)".into())
+            }
+            (_, Some(reason)) => lines.push(format!("  their containers are NOT contained (host mode): {reason}")),
+            _ => lines.push("  their containers are NOT contained (host mode, as asked)".into()),
         }
         lines.push("Other pods are simulated.".into());
         if self.cert_manager {

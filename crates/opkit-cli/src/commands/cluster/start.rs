@@ -8,11 +8,11 @@ use std::path::Path;
 use kube::config::KubeConfigOptions;
 use opkit_apiserver::data_dir::DataDir;
 use opkit_apiserver::{ApiServer, RunningServer, ServerConfig, ServerError, StorageConfig};
-use opkit_controllers::{ControllersConfig, NetworkMode};
+use opkit_controllers::{ControllersConfig, NetworkMode, PodIsolation};
 use tokio_util::sync::CancellationToken;
 
 use super::record::ClusterRecord;
-use crate::cli::{OutputFormat, PodNetworkFlag, StartArgs};
+use crate::cli::{OutputFormat, PodIsolationFlag, PodNetworkFlag, StartArgs};
 use crate::commands::CliError;
 
 /// The data directory `opkit cluster start` uses without `--data-dir`.
@@ -57,6 +57,12 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     };
     let (pod_network, fallback) = opkit_controllers::pod_network_mode(requested);
     controllers.pod_network = Some(pod_network);
+    let requested = match args.pod_isolation {
+        PodIsolationFlag::Auto => None,
+        PodIsolationFlag::Host => Some(PodIsolation::Host),
+    };
+    let (pod_isolation, isolation_fallback) = opkit_controllers::pod_isolation_mode(requested);
+    controllers.pod_isolation = requested;
     controllers.cert_manager = args.cert_manager;
     let mut cfg = ServerConfig::durable(&data_dir);
     cfg.bind = SocketAddr::from(([127, 0, 0, 1], args.port));
@@ -89,6 +95,12 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
         }
         .into(),
         pod_network_fallback_reason: fallback,
+        pod_isolation: match pod_isolation {
+            PodIsolation::Contained => "contained",
+            PodIsolation::Host => "host",
+        }
+        .into(),
+        pod_isolation_fallback_reason: isolation_fallback,
         images: data_dir.join("images"),
         cert_manager: args.cert_manager,
         pid: std::process::id(),

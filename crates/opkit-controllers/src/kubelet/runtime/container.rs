@@ -7,7 +7,8 @@
 //!   `supplementalGroups`/`fsGroup`, the capabilities (containerd's default set with
 //!   `add`/`drop`) and `allowPrivilegeEscalation: false` (`PR_SET_NO_NEW_PRIVS`), read
 //!   from the pod by [`privileges`], which also refuses `runAsNonRoot` breaches with
-//!   kube's words.
+//!   kube's words, and the seccomp profile ([`SeccompProfile`]: `RuntimeDefault` is
+//!   containerd's default profile, compiled in `seccomp`).
 //! - The root file system ([`RootPlan`]): a tmpfs with read-only binds of the host's
 //!   `/usr`, `/lib*`, `/bin`, `/sbin` (what a loaded binary needs to run), a minimal
 //!   `/etc` the kubelet writes ([`write_etc`]; not the host's: no `shadow`), a fresh
@@ -29,6 +30,8 @@
 //! between `fork` and `exec` is raw system calls on memory prepared before the first
 //! fork.
 
+#[cfg(target_os = "linux")]
+mod seccomp;
 #[cfg(target_os = "linux")]
 mod setup;
 
@@ -164,6 +167,51 @@ pub struct Privileges {
     pub capabilities: u64,
     /// `allowPrivilegeEscalation: false`: `PR_SET_NO_NEW_PRIVS`.
     pub no_new_privs: bool,
+    /// `seccompProfile`: the system calls the process may make.
+    pub seccomp: SeccompProfile,
+}
+
+/// A container's seccomp profile (`securityContext.seccompProfile.type`, the
+/// container's over the pod's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SeccompProfile {
+    /// No filter (`Unconfined`, and kube's default without `seccompProfile`).
+    #[default]
+    Unconfined,
+    /// containerd's default profile: a filter refusing the system calls it refuses (with
+    /// `EPERM`), lifted by the capabilities that guard them. Installed before the
+    /// container drops its capabilities, so it needs no `no_new_privs`, as runc does.
+    RuntimeDefault,
+}
+
+/// Where the kubelet looks for `Localhost` seccomp profiles (kube's `--root-dir`'s
+/// `seccomp` directory); opkit's kubelet loads none of them.
+const LOCALHOST_SECCOMP_DIR: &str = "/var/lib/kubelet/seccomp";
+
+/// The seccomp profile of container `c` (the container's `seccompProfile` over the
+/// pod's). A `Localhost` profile is refused, with containerd's words: opkit compiles only
+/// the runtime's default profile.
+fn seccomp_profile(
+    pod_sc: Option<&k8s_openapi::api::core::v1::PodSecurityContext>,
+    c: &Container,
+) -> Result<SeccompProfile, SecurityError> {
+    let profile = c.security_context.as_ref().and_then(|s| s.seccomp_profile.as_ref());
+    let Some(profile) = profile.or(pod_sc.and_then(|s| s.seccomp_profile.as_ref())) else {
+        return Ok(SeccompProfile::Unconfined);
+    };
+    match profile.type_.as_str() {
+        "Unconfined" => Ok(SeccompProfile::Unconfined),
+        "RuntimeDefault" => Ok(SeccompProfile::RuntimeDefault),
+        "Localhost" => {
+            let file = profile.localhost_profile.as_deref().unwrap_or_default();
+            Err(SecurityError(format!(
+                "failed to generate seccomp spec opts: cannot load seccomp profile \"{LOCALHOST_SECCOMP_DIR}/{file}\": \
+                 opkit's kubelet loads no Localhost profiles, only RuntimeDefault (container: {})",
+                c.name
+            )))
+        }
+        other => Err(SecurityError(format!("unknown seccomp profile type {other:?} (container: {})", c.name))),
+    }
 }
 
 /// How a container's `securityContext` (with its pod's) asks it to run.
@@ -256,6 +304,7 @@ pub fn privileges(pod: &Pod, c: &Container) -> Result<Security, SecurityError> {
             groups,
             capabilities: capabilities & all_capabilities(),
             no_new_privs: sc.and_then(|s| s.allow_privilege_escalation) == Some(false),
+            seccomp: seccomp_profile(pod_sc, c)?,
         },
         read_only_root: sc.and_then(|s| s.read_only_root_filesystem) == Some(true),
     })
@@ -347,6 +396,10 @@ pub enum JoinError {
         /// The error.
         source: std::io::Error,
     },
+    /// Its seccomp profile could not be compiled.
+    #[cfg(target_os = "linux")]
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::CompileError),
 }
 
 /// How the kubelet isolates real pods' containers.
@@ -433,5 +486,23 @@ mod tests {
         };
         assert_eq!((privileges.uid, privileges.gid), (NONROOT_USER, NONROOT_USER));
         assert_eq!(of(&pod(json!({"privileged": true}), json!({}))), Ok(Security::Privileged));
+    }
+
+    #[test]
+    fn the_containers_seccomp_profile_wins_and_localhost_is_refused() {
+        let seccomp = |c: serde_json::Value, p: serde_json::Value| match of(&pod(c, p)) {
+            Ok(Security::Contained { privileges, .. }) => Ok(privileges.seccomp),
+            Ok(Security::Privileged) => Err("privileged".to_string()),
+            Err(e) => Err(e.0),
+        };
+        let default = json!({"seccompProfile": {"type": "RuntimeDefault"}});
+        let unconfined = json!({"seccompProfile": {"type": "Unconfined"}});
+        assert_eq!(seccomp(json!({}), json!({})), Ok(SeccompProfile::Unconfined));
+        assert_eq!(seccomp(json!({}), default.clone()), Ok(SeccompProfile::RuntimeDefault));
+        assert_eq!(seccomp(unconfined.clone(), default.clone()), Ok(SeccompProfile::Unconfined));
+        assert_eq!(seccomp(default, unconfined), Ok(SeccompProfile::RuntimeDefault));
+        let local = json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/audit.json"}});
+        let err = seccomp(json!({}), local).expect_err("refused");
+        assert!(err.contains("cannot load seccomp profile \"/var/lib/kubelet/seccomp/profiles/audit.json\""), "{err}");
     }
 }

@@ -1,21 +1,36 @@
 //! Container logs in the CRI format the kubelet reads (`<RFC3339Nano> stdout|stderr F|P
 //! <line>`), one file per container instance (`<pod dir>/logs/<container>/<n>.log`, `n`
 //! the restart count), rotated at a size cap (kube's `containerLogMaxSize` 10Mi and
-//! `containerLogMaxFiles` 5), and read back for `containerLogs`.
+//! `containerLogMaxFiles` 5), and read back for `containerLogs`; what is written is also
+//! broadcast as it is read ([`InstanceLog::output`]), for `attach`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
-use tokio::sync::{Mutex, watch};
+use tokio::sync::{Mutex, broadcast, watch};
 
 /// kube's `containerLogMaxSize` default (10Mi).
 pub const MAX_LOG_SIZE: u64 = 10 * 1024 * 1024;
 /// kube's `containerLogMaxFiles` default: the live file and four rotated ones.
 pub const MAX_LOG_FILES: usize = 5;
+/// How many chunks of output an attached client may fall behind before it misses some
+/// (it then goes on with the newest, as a slow reader of a runtime's attach would).
+const ATTACH_BACKLOG: usize = 256;
 /// The longest line written as one entry; longer lines are split into partial (`P`)
 /// entries, as the CRI runtimes do.
 const MAX_ENTRY: usize = 16 * 1024;
+
+/// A piece of a container's output as it was read: a line with its newline (or the last
+/// bytes before the stream closed).
+#[derive(Debug, Clone)]
+pub struct OutputChunk {
+    /// `stdout` or `stderr`.
+    pub stream: &'static str,
+    /// The bytes.
+    pub bytes: Bytes,
+}
 
 /// Where one container's log files live, and how large they grow.
 #[derive(Debug, Clone)]
@@ -78,6 +93,7 @@ impl LogDir {
             dir: self.clone(),
             n,
             progress: Arc::new(progress),
+            output: broadcast::channel(ATTACH_BACKLOG).0,
         })
     }
 
@@ -112,9 +128,16 @@ pub struct InstanceLog {
     dir: LogDir,
     n: i32,
     progress: Arc<watch::Sender<LogProgress>>,
+    output: broadcast::Sender<OutputChunk>,
 }
 
 impl InstanceLog {
+    /// The output as it is read from now on (for `attach`); the instance has ended when
+    /// [`Self::subscribe`]'s progress says so, every chunk having been sent before.
+    pub fn output(&self) -> broadcast::Sender<OutputChunk> {
+        self.output.clone()
+    }
+
     /// Follows the progress of this instance's log.
     pub fn subscribe(&self) -> watch::Receiver<LogProgress> {
         self.progress.subscribe()
@@ -135,6 +158,8 @@ impl InstanceLog {
             match reader.read_until(b'\n', &mut line).await {
                 Ok(0) => return,
                 Ok(_) => {
+                    // Nobody attached is no error.
+                    let _ = self.output.send(OutputChunk { stream: name, bytes: Bytes::copy_from_slice(&line) });
                     if line.last() == Some(&b'\n') {
                         line.pop();
                     }

@@ -362,11 +362,31 @@ impl Runtime {
         Ok(ExecTargetData { env: spec.env, working_dir: spec.working_dir, netns, pod_ip: ip, container })
     }
 
-    /// The IP of the real pod `namespace/name` (for `portForward`).
+    /// What `attach` to `container` of the real pod `namespace/name` joins: its running
+    /// instance's output and stdin.
     #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-    pub fn pod_ip(&self, namespace: &str, name: &str) -> Result<IpAddr, LookupError> {
+    pub fn attach_target(&self, namespace: &str, name: &str, container: &str) -> Result<pod::Attachment, LookupError> {
         let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
-        pod.sandbox().map(|(ip, _)| ip).ok_or_else(|| LookupError::PodNotFound(name.to_string()))
+        let rt = pod.container(container).ok_or_else(|| LookupError::ContainerNotFound {
+            pod: name.to_string(),
+            container: container.to_string(),
+        })?;
+        let running = pod
+            .view()
+            .containers
+            .iter()
+            .chain(pod.view().init.iter())
+            .any(|c| c.name == container && matches!(c.state, State::Running { .. }));
+        let not_running = || LookupError::NotRunning { pod: name.to_string(), container: container.to_string() };
+        rt.attach.filter(|a| running && !a.progress.borrow().ended).ok_or_else(not_running)
+    }
+
+    /// The IP and network namespace (`None` on the host network) of the real pod
+    /// `namespace/name` (for `portForward`).
+    #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
+    pub fn pod_sandbox(&self, namespace: &str, name: &str) -> Result<(IpAddr, Option<PathBuf>), LookupError> {
+        let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
+        pod.sandbox().ok_or_else(|| LookupError::PodNotFound(name.to_string()))
     }
 }
 

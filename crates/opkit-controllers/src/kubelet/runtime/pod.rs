@@ -79,6 +79,22 @@ pub struct ContainerRuntime {
     pub spec: Option<ProcessSpec>,
     /// The pid of its current instance (a contained container's waiter).
     pub waiter: Option<u32>,
+    /// What `attach` joins in its current instance.
+    pub attach: Option<Attachment>,
+}
+
+/// What `attach` joins in a running container instance: its output as it is read, and
+/// its stdin when the container has one (`stdin: true`).
+#[derive(Debug, Clone)]
+pub struct Attachment {
+    /// The instance's output from now on.
+    pub output: tokio::sync::broadcast::Sender<super::logs::OutputChunk>,
+    /// The progress of its log: `ended` once all output was sent.
+    pub progress: watch::Receiver<LogProgress>,
+    /// Its stdin pipe; `None` inside once closed (`stdinOnce` after the first attach).
+    pub stdin: Option<Arc<tokio::sync::Mutex<Option<tokio::process::ChildStdin>>>>,
+    /// `stdinOnce`: the first attached client's end of input closes the container's stdin.
+    pub stdin_once: bool,
 }
 
 /// One real pod, shared between its task, the kubelet and the kubelet server.
@@ -120,6 +136,7 @@ impl PodShared {
                     progress: None,
                     spec: None,
                     waiter: None,
+                    attach: None,
                 };
                 (n.clone(), rt)
             })
@@ -596,6 +613,7 @@ impl ContainerRun<'_> {
                     working_dir: working_dir.clone(),
                     service_account: identity::automounts(self.pod).then(|| self.files.dir.clone()),
                     mounts: volumes::mounts(self.pod, c, &shared.dir),
+                    stdin: c.stdin == Some(true),
                     containment: None,
                 },
                 Some((privileges, read_only_root)) => match self.root_plan(c, &program, privileges, read_only_root) {
@@ -606,6 +624,7 @@ impl ContainerRun<'_> {
                         working_dir: plan.working_dir.clone(),
                         service_account: None,
                         mounts: Vec::new(),
+                        stdin: c.stdin == Some(true),
                         containment: Some(Containment::New(Box::new(plan))),
                     },
                     Err(e) => {
@@ -669,6 +688,13 @@ impl ContainerRun<'_> {
                             rt.progress = log.as_ref().map(|l| l.subscribe());
                             rt.spec = Some(spec.clone());
                             rt.waiter = process.id();
+                            let stdin = process.take_stdin().map(|s| Arc::new(tokio::sync::Mutex::new(Some(s))));
+                            rt.attach = log.as_ref().map(|l| Attachment {
+                                output: l.output(),
+                                progress: l.subscribe(),
+                                stdin,
+                                stdin_once: c.stdin_once == Some(true),
+                            });
                         }
                     }
                     let has_startup = c.startup_probe.is_some() && !slot.init;

@@ -192,6 +192,7 @@ async fn run_other(probe: &Probe, target: &ProbeTarget<'_>, timeout: Duration) -
             working_dir: target.exec.working_dir.clone(),
             service_account: None,
             mounts: Vec::new(),
+            stdin: false,
             containment: target.join.clone().map(Containment::Join),
         };
         let (mut process, stdout, stderr) =

@@ -39,6 +39,9 @@ pub struct ProcessSpec {
     /// The container's volume mounts (see `volumes.rs`), bound into its mount namespace
     /// when it runs in a pod network namespace, as the ServiceAccount is.
     pub mounts: Vec<BindMount>,
+    /// Whether the process gets a stdin pipe (the container's `stdin: true`, written by
+    /// `attach`; [`ContainerProcess::take_stdin`]); else its stdin is `/dev/null`.
+    pub stdin: bool,
     /// How the process is contained; `None` runs it as above (host mode, or a
     /// `privileged` container), `program` and `working_dir` being host paths.
     pub containment: Option<Containment>,
@@ -199,7 +202,7 @@ impl ContainerProcess {
         cmd.args(&spec.args)
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::null())
+            .stdin(if spec.stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if spec.containment.is_none() {
@@ -237,6 +240,11 @@ impl ContainerProcess {
         let group = child.id();
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         Ok((ContainerProcess { child, group, exited: None }, stdout, stderr))
+    }
+
+    /// The process's stdin pipe, when it was started with one ([`ProcessSpec::stdin`]).
+    pub fn take_stdin(&mut self) -> Option<tokio::process::ChildStdin> {
+        self.child.stdin.take()
     }
 
     /// The process's id (a contained container's waiter: its init is the only child).

@@ -6,6 +6,12 @@
 //! WebSocket channels (`v5.channel.k8s.io` … `channel.k8s.io`, kubectl 1.30+) or SPDY/3.1
 //! (`v4.channel.k8s.io` … `channel.k8s.io`, kubectl 1.27–1.29) — then reports the exit
 //! status on the error stream as kube does, so kubectl exits with the command's code.
+//!
+//! The `attach` endpoint (`/attach/{namespace}/{pod}/{container}`) speaks the same
+//! protocols to the container's own process instead of a new one, as the CRI runtimes'
+//! attach does: its output from then on (what its log gets), and its stdin when the
+//! container has one (`stdin: true`; with `stdinOnce` the first client's end of input
+//! closes it). It ends when the container's process does, reported as `Success`.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -27,6 +33,7 @@ use super::stream::{
     OutputSink, Refusal, go_error_text, internal_error_status, is_websocket_request, query_flag, query_pairs,
 };
 use crate::kubelet::runtime::container::JoinPlan;
+use crate::kubelet::runtime::pod::Attachment;
 
 /// The remote-command protocols spoken over SPDY (v5 is v4 there: its close signal is a
 /// WebSocket feature), in the kubelet's order.
@@ -77,8 +84,9 @@ struct ExecOptions {
 }
 
 impl ExecOptions {
-    /// Reads the query as the kubelet does (`tty` drops `stderr`; one stream is required).
-    fn from_uri(uri: &http::Uri) -> Result<ExecOptions, Refusal> {
+    /// Reads the query as the kubelet does (`tty` drops `stderr`; one stream is required,
+    /// and a command unless it is an attach).
+    fn from_uri(uri: &http::Uri, attach: bool) -> Result<ExecOptions, Refusal> {
         let pairs = query_pairs(uri);
         let command: Vec<String> = pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
         let tty = query_flag(&pairs, "tty");
@@ -92,7 +100,7 @@ impl ExecOptions {
         if !options.stdin && !options.stdout && !options.stderr {
             return Err(Refusal::bad_request("you must specify at least 1 of stdin, stdout, stderr"));
         }
-        if options.command.is_empty() {
+        if options.command.is_empty() && !attach {
             return Err(Refusal::bad_request("you must specify at least one command for the container"));
         }
         Ok(options)
@@ -142,14 +150,37 @@ pub async fn serve(req: Request<Incoming>, target: ExecTarget) -> Response<http_
     serve_in(req, target, None).await
 }
 
+/// What a remote-command session runs: a new command, or an attach to the container's
+/// running process.
+enum Work {
+    /// A command in `target`, inside the contained container `container` if given.
+    Exec { target: ExecTarget, container: Option<JoinPlan> },
+    /// The container's own process.
+    Attach(Attachment),
+}
+
 /// Serves an exec request as [`serve`] does, inside the contained container `container`
 /// (its namespaces, root, user and capabilities) when one is given.
 pub(crate) async fn serve_in(
-    mut req: Request<Incoming>,
+    req: Request<Incoming>,
     target: ExecTarget,
     container: Option<JoinPlan>,
 ) -> Response<http_body_util::Full<Bytes>> {
-    let options = match ExecOptions::from_uri(req.uri()) {
+    serve_session(req, Work::Exec { target, container }).await
+}
+
+/// Serves an attach request to the running container instance `attachment` (see the
+/// module's comment), with exec's protocols and answers.
+pub(crate) async fn serve_attach(
+    req: Request<Incoming>,
+    attachment: Attachment,
+) -> Response<http_body_util::Full<Bytes>> {
+    serve_session(req, Work::Attach(attachment)).await
+}
+
+/// Negotiates the protocol of an exec or attach and serves its streams in the background.
+async fn serve_session(mut req: Request<Incoming>, work: Work) -> Response<http_body_util::Full<Bytes>> {
+    let options = match ExecOptions::from_uri(req.uri(), matches!(work, Work::Attach(_))) {
         Ok(options) => options,
         Err(refusal) => return refusal.into_response(),
     };
@@ -186,7 +217,7 @@ pub(crate) async fn serve_in(
             };
             // Channels nobody reads (resize without a terminal) are dropped, not buffered.
             conn.inputs.clear();
-            run(streams, &options, (&target, container.as_ref()), StatusFormat::of(&protocol)).await;
+            run(streams, &options, &work, StatusFormat::of(&protocol)).await;
             conn.close().await;
         });
         return handshake.switching_protocols();
@@ -204,7 +235,7 @@ pub(crate) async fn serve_in(
             session.close().await;
             return;
         };
-        run(streams, &options, (&target, container.as_ref()), StatusFormat::of(&protocol)).await;
+        run(streams, &options, &work, StatusFormat::of(&protocol)).await;
         session.close().await;
     });
     response
@@ -254,15 +285,13 @@ async fn accept_spdy_streams(session: &mut Session, options: &ExecOptions, proto
     Some(streams)
 }
 
-/// Runs the command over the streams, then reports its status on the error stream and
-/// ends every outgoing stream.
-async fn run(
-    mut streams: ExecStreams,
-    options: &ExecOptions,
-    (target, container): (&ExecTarget, Option<&JoinPlan>),
-    format: StatusFormat,
-) {
-    let status = execute(&mut streams, options, target, container).await;
+/// Runs the command (or attaches) over the streams, then reports its status on the error
+/// stream and ends every outgoing stream.
+async fn run(mut streams: ExecStreams, options: &ExecOptions, work: &Work, format: StatusFormat) {
+    let status = match work {
+        Work::Exec { target, container } => execute(&mut streams, options, target, container.as_ref()).await,
+        Work::Attach(attachment) => attach(&mut streams, attachment).await,
+    };
     if let Some(error) = &streams.error {
         let payload = match format {
             StatusFormat::Json => serde_json::to_vec(&status).ok(),
@@ -581,4 +610,67 @@ async fn execute(
         Ok(status) => exit_status(&options.command, status),
         Err(e) => internal_error_status(&format!("error executing command in container: {e}")),
     }
+}
+
+/// Joins the streams to the container's running process until it ends (or the client
+/// hangs up): its output from now on to stdout and stderr, the client's stdin to its stdin.
+async fn attach(streams: &mut ExecStreams, attachment: &Attachment) -> Status {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+    let mut output = attachment.output.subscribe();
+    let mut progress = attachment.progress.clone();
+    let mut pumps = tokio::task::JoinSet::new();
+    if let (Some(mut input), Some(stdin)) = (streams.stdin.take(), attachment.stdin.clone()) {
+        let once = attachment.stdin_once;
+        pumps.spawn(async move {
+            while let Some(data) = input.recv().await {
+                let mut pipe = stdin.lock().await;
+                let Some(pipe) = pipe.as_mut() else { return };
+                if pipe.write_all(&data).await.is_err() {
+                    return;
+                }
+            }
+            if once {
+                // Dropping the pipe is the container's end of input.
+                stdin.lock().await.take();
+            }
+        });
+    }
+    let sink_of = |chunk: &crate::kubelet::runtime::logs::OutputChunk| {
+        if chunk.stream == "stderr" { streams.stderr.clone() } else { streams.stdout.clone() }
+    };
+    let mut ended = progress.borrow().ended;
+    while !ended {
+        tokio::select! {
+            chunk = output.recv() => match chunk {
+                Ok(chunk) => {
+                    if let Some(sink) = sink_of(&chunk)
+                        && sink.write(chunk.bytes).await.is_err()
+                    {
+                        break;
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => ended = true,
+            },
+            changed = progress.changed() => ended = changed.is_err() || progress.borrow().ended,
+            () = streams.hung_up.cancelled() => {
+                pumps.abort_all();
+                return internal_error_status("error attaching to container: the client hung up");
+            }
+        }
+    }
+    // The process ended: what it wrote last was sent before its log was marked ended.
+    loop {
+        match output.try_recv() {
+            Ok(chunk) => {
+                if let Some(sink) = sink_of(&chunk) {
+                    let _ = sink.write(chunk.bytes).await;
+                }
+            }
+            Err(TryRecvError::Lagged(_)) => {}
+            Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+        }
+    }
+    pumps.abort_all();
+    Status { status: Some("Success".to_owned()), ..Status::default() }
 }

@@ -4,9 +4,9 @@
 //! ([`authorize`]: a SubjectAccessReview on `nodes/proxy` and the other node subresources),
 //! at the real kubelet's paths. Every simulated Node advertises it (the
 //! `opkit.dev/kubelet-endpoint` annotation and `daemonEndpoints.kubeletEndpoint.port`).
-//! `containerLogs` is served here ([`logs`]), `exec` ([`exec`]) and `portForward`
-//! ([`port_forward`]) over the streaming protocols kubectl speaks ([`stream`]); errors are
-//! a `metav1.Status` with kube's code.
+//! `containerLogs` is served here ([`logs`]), `exec` and `attach` ([`exec`]) and
+//! `portForward` ([`port_forward`]) over the streaming protocols kubectl speaks
+//! ([`stream`]); errors are a `metav1.Status` with kube's code.
 
 pub mod authorize;
 #[cfg(unix)]
@@ -177,11 +177,12 @@ impl Handler {
         rt.exec_target(ns, pod, container)
     }
 
-    /// The IP of pod `ns/pod`, for `/portForward`.
-    #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-    pub fn pod_ip(&self, ns: &str, pod: &str) -> Result<std::net::IpAddr, LookupError> {
+    /// Where `/portForward` to pod `ns/pod` connects: its IP and network namespace.
+    #[cfg(unix)]
+    pub fn forward_target(&self, ns: &str, pod: &str) -> Result<port_forward::ForwardTarget, LookupError> {
         let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
-        rt.pod_ip(ns, pod)
+        let (ip, netns) = rt.pod_sandbox(ns, pod)?;
+        Ok(port_forward::ForwardTarget { ip, netns })
     }
 
     /// The node pod `ns/pod` is bound to (empty when it is not found or not bound): the
@@ -235,8 +236,16 @@ impl Handler {
                 Err(e) => lookup_error(&e),
             },
             #[cfg(unix)]
-            ["portForward", ns, pod] => match self.pod_ip(ns, pod) {
-                Ok(ip) => boxed(port_forward::serve(req, ip).await),
+            ["attach", ns, pod, container] => {
+                match self.runtime.as_ref().map(|rt| rt.attach_target(ns, pod, container)) {
+                    Some(Ok(attachment)) => boxed(exec::serve_attach(req, attachment).await),
+                    Some(Err(e)) => lookup_error(&e),
+                    None => lookup_error(&LookupError::PodNotFound((*pod).to_string())),
+                }
+            }
+            #[cfg(unix)]
+            ["portForward", ns, pod] => match self.forward_target(ns, pod) {
+                Ok(target) => boxed(port_forward::serve_in(req, target).await),
                 Err(e) => lookup_error(&e),
             },
             _ => status_response(

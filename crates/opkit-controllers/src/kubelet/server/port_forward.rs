@@ -1,8 +1,10 @@
 //! The kubelet's `portForward` endpoint (`/portForward/{namespace}/{pod}`): over a SPDY/3.1
 //! session (`portforward.k8s.io`) the client opens, for each connection it forwards, an
 //! error stream and a data stream carrying the same `port` and `requestID` headers; the
-//! data stream is joined to a TCP connection to the pod's IP and port, and a failure is
-//! reported on the error stream in the kubelet's words.
+//! data stream is joined to a TCP connection to the pod's port, and a failure is
+//! reported on the error stream in the kubelet's words. In a pod's network namespace the
+//! connection is made from inside it to `127.0.0.1`, as containerd's port-forward dials
+//! `localhost` in the sandbox: a server listening on the pod's loopback only is reached.
 //!
 //! Over a WebSocket (`v4.channel.k8s.io`, the ports in the `port` query, as other clients
 //! than kubectl use it) each port gets a data channel (2n) and an error channel (2n+1), each
@@ -12,7 +14,9 @@
 //! refuses it (`400`), and kubectl falls back to SPDY.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -44,12 +48,80 @@ struct StreamPair {
 /// The WebSocket subprotocols of port-forward (`""`: the client named none).
 const WEBSOCKET_PROTOCOLS: [&str; 3] = ["v4.channel.k8s.io", "v4.base64.channel.k8s.io", ""];
 
+/// Where forwarded connections go: a pod's IP, or its network namespace.
+#[derive(Debug, Clone)]
+pub struct ForwardTarget {
+    /// The pod's IP (dialled from the kubelet's namespace when there is no `netns`).
+    pub ip: IpAddr,
+    /// The pod's network namespace (`/proc/<pid>/ns/net`); `None` on the host network.
+    pub netns: Option<PathBuf>,
+}
+
+/// How long dialling a port inside a pod's namespace may take (the loopback answers at
+/// once; this bounds a namespace whose stack is gone).
+const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl ForwardTarget {
+    /// The address port `port` is dialled at (as error messages name it).
+    fn address(&self, port: u16) -> SocketAddr {
+        match self.netns {
+            Some(_) => SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            None => SocketAddr::new(self.ip, port),
+        }
+    }
+
+    /// A connection to `port`: made inside the pod's network namespace when it has one.
+    async fn dial(&self, port: u16) -> std::io::Result<TcpStream> {
+        let address = self.address(port);
+        match &self.netns {
+            None => TcpStream::connect(address).await,
+            Some(netns) => TcpStream::from_std(dial_inside(netns.clone(), address).await?),
+        }
+    }
+}
+
+/// Connects to `address` from inside the network namespace `netns`. A socket belongs to
+/// the namespace it was made in, so a short-lived thread enters the namespace (only that
+/// thread moves), connects, and hands the connection back.
+#[cfg(target_os = "linux")]
+async fn dial_inside(netns: PathBuf, address: SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    use std::os::fd::AsFd;
+    let namespace = std::fs::File::open(&netns)?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new().name("kubelet-port-forward".into()).spawn(move || {
+        let connect = || -> std::io::Result<std::net::TcpStream> {
+            rustix::thread::move_into_link_name_space(
+                namespace.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )?;
+            let stream = std::net::TcpStream::connect_timeout(&address, DIAL_TIMEOUT)?;
+            stream.set_nonblocking(true)?;
+            Ok(stream)
+        };
+        let _ = reply.send(connect());
+    })?;
+    answer.await.map_err(|_| std::io::Error::other("the port-forward dialling thread ended"))?
+}
+
+/// Network namespaces are Linux's.
+#[cfg(not(target_os = "linux"))]
+async fn dial_inside(_netns: PathBuf, _address: SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "network namespaces need Linux"))
+}
+
 /// Serves a port-forward request: answers `101 Switching Protocols` and forwards in the
 /// background — each stream pair a SPDY client opens, or each port of the `port` query
 /// over WebSocket — to `pod_ip`; or answers a `metav1.Status` failure (`400` for a request
 /// that is no upgrade or a WebSocket without ports, `403` when no protocol is shared). The
 /// body is [`http_body_util::Full`]: empty on success, the Status JSON on failure.
-pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_body_util::Full<Bytes>> {
+pub async fn serve(req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_body_util::Full<Bytes>> {
+    serve_in(req, ForwardTarget { ip: pod_ip, netns: None }).await
+}
+
+/// Serves a port-forward request as [`serve`] does, to `target` (inside its network
+/// namespace when it has one).
+pub async fn serve_in(mut req: Request<Incoming>, target: ForwardTarget) -> Response<http_body_util::Full<Bytes>> {
+    let target = Arc::new(target);
     let pod = pod_full_name(req.uri().path());
     if is_websocket_request(req.headers()) {
         let ports = match websocket_ports(req.uri()) {
@@ -64,7 +136,7 @@ pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_
         let handshake_protocol = handshake.protocol.clone();
         tokio::spawn(async move {
             let Ok(upgraded) = on_upgrade.await else { return };
-            forward_websocket(upgraded, &handshake_protocol, pod_ip, &pod, &ports).await;
+            forward_websocket(upgraded, &handshake_protocol, target, &pod, &ports).await;
         });
         return handshake.switching_protocols();
     }
@@ -75,7 +147,7 @@ pub async fn serve(mut req: Request<Incoming>, pod_ip: IpAddr) -> Response<http_
     tokio::spawn(async move {
         let Ok(upgraded) = on_upgrade.await else { return };
         let session = Session::start(TokioIo::new(upgraded));
-        handle_streams(session, pod_ip, &pod).await;
+        handle_streams(session, target, &pod).await;
     });
     spdy::switching_protocols(PORT_FORWARD_PROTOCOL)
 }
@@ -108,7 +180,7 @@ fn websocket_ports(uri: &http::Uri) -> Result<Vec<u16>, Refusal> {
 async fn forward_websocket(
     upgraded: hyper::upgrade::Upgraded,
     protocol: &str,
-    pod_ip: IpAddr,
+    target: Arc<ForwardTarget>,
     pod: &str,
     ports: &[u16],
 ) {
@@ -123,11 +195,11 @@ async fn forward_websocket(
             let _ = sink.write(Bytes::copy_from_slice(&port.to_le_bytes())).await;
         }
         let Some(incoming) = conn.inputs.remove(&data) else { continue };
-        let target = SocketAddr::new(pod_ip, port);
-        let pod = pod.to_owned();
+        let (target, pod) = (target.clone(), pod.to_owned());
         forwards.spawn(async move {
-            if let Err(failure) = copy_both_ways(target, incoming, &data_sink).await {
-                let message = format!("error forwarding port {port} to pod {pod}, uid : {}", failure.describe(target));
+            if let Err(failure) = copy_both_ways(&target, port, incoming, &data_sink).await {
+                let address = target.address(port);
+                let message = format!("error forwarding port {port} to pod {pod}, uid : {}", failure.describe(address));
                 let _ = error_sink.write(Bytes::from(message)).await;
             }
         });
@@ -157,7 +229,7 @@ fn pod_full_name(path: &str) -> String {
 
 /// Pairs the client's streams by request id and forwards each complete pair, until the
 /// client hangs up.
-async fn handle_streams(mut session: Session, pod_ip: IpAddr, pod: &str) {
+async fn handle_streams(mut session: Session, target: Arc<ForwardTarget>, pod: &str) {
     let mut pairs: HashMap<String, StreamPair> = HashMap::new();
     loop {
         let next_deadline = pairs.values().map(|p| p.deadline).min();
@@ -213,12 +285,12 @@ async fn handle_streams(mut session: Session, pod_ip: IpAddr, pod: &str) {
             && pair.data.is_some()
             && let Some(StreamPair { port, error: Some(error), data: Some(data), .. }) = pairs.remove(&request_id)
         {
-            let pod = pod.to_owned();
+            let (target, pod) = (target.clone(), pod.to_owned());
             let hung_up = session.hung_up();
             tokio::spawn(async move {
                 // A forward ends with the session: nobody would read what the pod sends.
                 tokio::select! {
-                    () = forward(SocketAddr::new(pod_ip, port), &pod, error, data) => {}
+                    () = forward(&target, port, &pod, error, data) => {}
                     () = hung_up.cancelled() => {}
                 }
             });
@@ -272,13 +344,13 @@ fn request_id(stream: &IncomingStream, kind: StreamKind) -> String {
     }
 }
 
-/// Joins the data stream to a TCP connection to `target`. As the kubelet does, a failure
-/// is written on the error stream and both streams end, except when the pod reset the
-/// connection or stopped reading (ECONNRESET, EPIPE): then both streams are reset.
-async fn forward(target: SocketAddr, pod: &str, error: IncomingStream, data: IncomingStream) {
+/// Joins the data stream to a TCP connection to `port` of `target`. As the kubelet does, a
+/// failure is written on the error stream and both streams end, except when the pod reset
+/// the connection or stopped reading (ECONNRESET, EPIPE): then both streams are reset.
+async fn forward(target: &ForwardTarget, port: u16, pod: &str, error: IncomingStream, data: IncomingStream) {
     let IncomingStream { data: incoming, writer, .. } = data;
     let data_sink = OutputSink::Spdy(writer.clone());
-    match copy_both_ways(target, incoming, &data_sink).await {
+    match copy_both_ways(target, port, incoming, &data_sink).await {
         Ok(()) => {}
         Err(failure) if failure.is_reset() => {
             writer.reset(RST_CANCEL).await;
@@ -287,7 +359,7 @@ async fn forward(target: SocketAddr, pod: &str, error: IncomingStream, data: Inc
         }
         Err(failure) => {
             let message =
-                format!("error forwarding port {} to pod {pod}, uid : {}", target.port(), failure.describe(target));
+                format!("error forwarding port {port} to pod {pod}, uid : {}", failure.describe(target.address(port)));
             let _ = error.writer.write(Bytes::from(message)).await;
         }
     }
@@ -319,14 +391,15 @@ impl Failure {
     }
 }
 
-/// Copies between a client's stream and a new TCP connection to `target` until the pod's
-/// side ends.
+/// Copies between a client's stream and a new TCP connection to `port` of `target` until
+/// the pod's side ends.
 async fn copy_both_ways(
-    target: SocketAddr,
+    target: &ForwardTarget,
+    port: u16,
     mut incoming: mpsc::Receiver<Bytes>,
     sink: &OutputSink,
 ) -> Result<(), Failure> {
-    let connection = TcpStream::connect(target).await.map_err(Failure::Dial)?;
+    let connection = target.dial(port).await.map_err(Failure::Dial)?;
     let (mut read, mut write) = connection.into_split();
     let to_pod = tokio::spawn(async move {
         while let Some(chunk) = incoming.recv().await {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::super::volumes::BindMount;
 use super::{
     ETC_DIRS, JoinError, JoinPlan, OLD_ROOT, OLD_ROOT_C, OLD_ROOT_RELATIVE, PROC_MASKED, PROC_READ_ONLY, Privileges,
-    RootPlan, SYSTEM_DIRS, all_capabilities,
+    RootPlan, SYSTEM_DIRS, SeccompProfile, all_capabilities, seccomp,
 };
 /// The pid of the container init process under `waiter` (its only child).
 fn init_pid(waiter: u32) -> Option<u32> {
@@ -73,24 +73,34 @@ struct PreparedPrivileges {
     /// Every capability bit the kernel knows (those not kept leave the bounding set).
     known: u64,
     no_new_privs: bool,
+    /// The compiled seccomp filters (none when unconfined).
+    seccomp: Vec<seccompiler::BpfProgram>,
 }
 
-fn prepare_privileges(p: &Privileges) -> PreparedPrivileges {
-    PreparedPrivileges {
+fn prepare_privileges(p: &Privileges) -> Result<PreparedPrivileges, seccomp::CompileError> {
+    Ok(PreparedPrivileges {
         uid: rustix::process::Uid::from_raw(p.uid),
         gid: rustix::process::Gid::from_raw(p.gid),
         groups: p.groups.iter().map(|g| rustix::process::Gid::from_raw(*g)).collect(),
         keep: p.capabilities,
         known: all_capabilities(),
         no_new_privs: p.no_new_privs,
-    }
+        seccomp: match p.seccomp {
+            SeccompProfile::Unconfined => Vec::new(),
+            SeccompProfile::RuntimeDefault => seccomp::runtime_default(p.capabilities)?,
+        },
+    })
 }
 
-/// Drops to `p`: the bounding set first (while every capability is still effective),
-/// `no_new_privs`, the groups and user (capabilities kept across it), then the
-/// capability sets themselves, with no ambient ones.
+/// Drops to `p`: the seccomp filters first (while `CAP_SYS_ADMIN` lets them in without
+/// `no_new_privs`; the calls below are none they refuse), the bounding set (while every
+/// capability is still effective), `no_new_privs`, the groups and user (capabilities
+/// kept across it), then the capability sets themselves, with no ambient ones.
 fn apply_privileges(p: &PreparedPrivileges) -> std::io::Result<()> {
     use rustix::thread::{CapabilitySet, CapabilitySets};
+    for program in &p.seccomp {
+        seccomp::install(program)?;
+    }
     for bit in 0..64 {
         let cap = 1u64 << bit;
         if p.known & cap != 0 && p.keep & cap == 0 {
@@ -293,7 +303,7 @@ fn prepare_root(plan: &RootPlan) -> std::io::Result<PreparedRoot> {
         hostname: plan.hostname.as_ref().map(|h| h.as_bytes().to_vec()),
         sandbox_namespaces: plan.sandbox_namespaces,
         read_only_root: plan.read_only_root,
-        privileges: prepare_privileges(&plan.privileges),
+        privileges: prepare_privileges(&plan.privileges).map_err(std::io::Error::other)?,
     })
 }
 
@@ -486,7 +496,7 @@ pub fn join(cmd: &mut std::process::Command, plan: &JoinPlan) -> Result<(), Join
         return Err(JoinError::NotReady(plan.waiter));
     }
     let working_dir = c_path(&Path::new("/").join(&plan.working_dir)).unwrap_or_else(|_| c"/".to_owned());
-    let privileges = prepare_privileges(&plan.privileges);
+    let privileges = prepare_privileges(&plan.privileges)?;
     // SAFETY: the hook runs in the forked child before exec: `setns` on descriptors
     // opened above, the second fork (`fork_into_namespaces`), `chdir` and the
     // privilege calls, all raw system calls on memory prepared before the fork.
