@@ -65,6 +65,14 @@ pub enum CliError {
     /// Talking to the cluster failed.
     #[error(transparent)]
     Cluster(#[from] crate::cluster_ops::ClusterOpsError),
+    /// Deleting timed out; these objects are still held, by their finalizers.
+    #[error("{timeout}; still held: {}", if held.is_empty() { "nothing (they went after the timeout)".to_string() } else { held.join("; ") })]
+    Held {
+        /// The wait that timed out.
+        timeout: crate::cluster_ops::ClusterOpsError,
+        /// Each object being deleted that still exists, with its finalizers.
+        held: Vec<String>,
+    },
     /// The kubeconfig could not be used.
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
@@ -160,6 +168,7 @@ impl CliError {
             CliError::WebhookMarker(_) => "webhook-marker",
             CliError::Kustomize(_) => "kustomize",
             CliError::Cluster(_) => "cluster",
+            CliError::Held { .. } => "held",
             CliError::Kubeconfig(_) => "kubeconfig",
             CliError::Build(_) => "build",
             CliError::OutOfDate(_) => "out-of-date",
