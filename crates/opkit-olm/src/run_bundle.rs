@@ -355,14 +355,18 @@ pub async fn wait_csv(
             let csv = event.map_err(|e| OlmError::Install(e.to_string()))?;
             let status = csv.status.unwrap_or_default();
             let phase = status.phase.unwrap_or_default();
-            if phase.is_empty() || phase == last.0 {
+            if phase.is_empty() {
+                continue;
+            }
+            // The reason and message change within a phase (Installing names what it waits
+            // for): a timeout reports the latest.
+            let reason = format!("{}: {}", status.reason.unwrap_or_default(), status.message.unwrap_or_default());
+            if phase == last.0 {
+                last.1 = reason;
                 continue;
             }
             progress(&format!("  Found ClusterServiceVersion \"{ns}/{name}\" phase: {phase}"));
-            last = (
-                phase.clone(),
-                format!("{}: {}", status.reason.unwrap_or_default(), status.message.unwrap_or_default()),
-            );
+            last = (phase.clone(), reason);
             if phase == PHASE_SUCCEEDED {
                 return Ok(());
             }

@@ -491,6 +491,38 @@ async fn upgrade_waits_while_the_operator_is_not_upgradeable() {
     wait_for(&csvs, "memcached-operator.v0.0.1", "to be replaced", gone, WAIT).await.expect("0.0.1 removed");
 }
 
+/// An upgrade whose new pod never becomes Ready does not succeed: the old pod keeps the
+/// Deployment available, but OLM (as `kubectl rollout status`) waits until no old replica
+/// is left, so `run bundle-upgrade` times out saying so, and the old CSV stays.
+#[tokio::test]
+async fn upgrade_waits_until_the_new_pod_is_ready() {
+    let olm = start().await;
+    namespace(&olm, "rolling").await;
+    let client = olm.env.client();
+    let say = |_: &str| {};
+    run_bundle::run_bundle(&client, &bundle("0.0.1"), &options("rolling"), &say).await.expect("run bundle 0.0.1");
+
+    let mut next = bundle("0.0.2");
+    let template = next
+        .csv_object
+        .pointer_mut("/spec/install/spec/deployments/0/spec/template")
+        .and_then(Value::as_object_mut)
+        .expect("the CSV's pod template");
+    let metadata = template.entry("metadata").or_insert_with(|| json!({}));
+    metadata["annotations"] = json!({"opkit.dev/never-ready": "true"});
+    let short = RunOptions { timeout: Duration::from_secs(5), ..options("rolling") };
+    let err = run_bundle::run_bundle_upgrade(&client, &next, &short, &say)
+        .await
+        .expect_err("the upgrade succeeded before its new pod was Ready");
+    assert!(err.to_string().contains("old replicas are pending termination"), "{err}");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "rolling");
+    assert_ne!(
+        phase(csvs.get_opt("memcached-operator.v0.0.2").await.expect("get").as_ref()).as_deref(),
+        Some("Succeeded")
+    );
+    assert!(csvs.get_opt("memcached-operator.v0.0.1").await.expect("get").is_some(), "0.0.1 was replaced");
+}
+
 /// A CSV's webhook definitions, registered as OLM does: a Service for the Deployment's
 /// port, a serving certificate in a Secret mounted into the Deployment, a
 /// ValidatingWebhookConfiguration and a CRD conversion pointing at that Service with the
