@@ -766,6 +766,12 @@ pub fn webhook_plan(
         if let Some(makefile) = plan.current(Path::new("Makefile"))? {
             plan.write("Makefile", makefile.replace("ENABLE_WEBHOOKS ?= false", "ENABLE_WEBHOOKS ?= true"));
         }
+        // The bundle's Deployment leaves the cert-manager volume to OLM (operator-sdk's
+        // [WEBHOOK] patch in config/manifests, here enabled).
+        let manifests = "config/manifests/kustomization.yaml";
+        if let Some(text) = plan.current(Path::new(manifests))? {
+            plan.write(manifests, with_manifests_webhook_patch(&text));
+        }
         let default = "config/default/kustomization.yaml";
         let text = plan.current(Path::new(default))?.unwrap_or_default();
         let text = replace_anchor(&text, default, "- ../manager\n", "- ../webhook\n- ../certmanager\n")?;
@@ -799,6 +805,26 @@ pub fn webhook_plan(
     }
     plan.write(project::FILE, updated.render());
     Ok((plan, updated))
+}
+
+/// config/manifests/kustomization.yaml's patches for a project with webhooks: the bundle's
+/// Deployment without config/default's cert-manager `cert` volume and its mount, which OLM
+/// replaces with a certificate of its own.
+const MANIFESTS_WEBHOOK_PATCH: &str = include_str!("../templates/webhook/config/manifests_webhook_patch.yaml.j2");
+
+/// config/manifests/kustomization.yaml `text` with [`MANIFESTS_WEBHOOK_PATCH`] appended,
+/// unless it has the `[WEBHOOK]` section already or patches of its own (which the user
+/// then edits, as in operator-sdk).
+pub fn with_manifests_webhook_patch(text: &str) -> String {
+    if text.contains("[WEBHOOK]") || text.lines().any(|l| l.starts_with("patches:")) {
+        return text.to_owned();
+    }
+    let mut out = text.to_owned();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(MANIFESTS_WEBHOOK_PATCH);
+    out
 }
 
 /// config/default/kustomization.yaml with the patch `entries` listed (once each).

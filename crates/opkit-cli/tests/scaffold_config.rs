@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Event, Service};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -403,6 +403,58 @@ async fn undeploy_deletes_the_custom_resources_while_the_controller_runs_and_nam
     );
     assert!(deployments.get_opt("fleet-controller-manager").await.unwrap().is_none());
     controller.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_that_times_out_names_the_pods_last_warning_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    project(&dir, &["Frigate"]);
+    write_crd_base(&dir, "Frigate");
+    // The manager's container crashes at once on every start (a simulated pod's failure).
+    let manager = dir.join("config/manager/manager.yaml");
+    let text = std::fs::read_to_string(&manager).unwrap();
+    let text = text.replace(
+        "        kubectl.kubernetes.io/default-container: manager\n",
+        "        kubectl.kubernetes.io/default-container: manager\n        opkit.dev/crash-loop: \"true\"\n",
+    );
+    std::fs::write(&manager, text).unwrap();
+    let env = TestEnv::start().await.expect("test env");
+    let kubeconfig = env.kubeconfig_path().to_path_buf();
+    let opkit = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_opkit"));
+        cmd.args(args).current_dir(&dir).env("KUBECONFIG", &kubeconfig);
+        async move {
+            let out = tokio::task::spawn_blocking(move || run(&mut cmd)).await.expect("opkit");
+            (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    };
+    let (done, stderr) = opkit(&["deploy", "--image", IMAGE, "--no-wait"]).await;
+    assert!(done, "{stderr}");
+    // Once the kubelet has warned about the pod, a deploy that waits times out naming it.
+    let events: Api<Event> = Api::namespaced(env.client(), "fleet-system");
+    let warned = events.clone();
+    let stream = watcher::watcher(warned, watcher::Config::default()).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    let backoff = async {
+        while let Some(event) = stream.try_next().await.expect("watch events") {
+            if let watcher::Event::Apply(e) | watcher::Event::InitApply(e) = event
+                && e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("BackOff")
+            {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(120), backoff).await.expect("a BackOff warning");
+    let (done, stderr) = opkit(&["deploy", "--image", IMAGE, "--timeout", "2s"]).await;
+    assert!(!done, "{stderr}");
+    assert!(
+        stderr.contains("timed out after 2s waiting for deployment fleet-system/fleet-controller-manager"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the pods' last Warning event: pod fleet-controller-manager-"), "{stderr}");
+    assert!(stderr.contains(": BackOff: "), "{stderr}");
 }
 
 #[test]
