@@ -263,13 +263,19 @@ pub struct InitArgs {
     pub kind: Option<String>,
 }
 
-/// Project plugins `opkit init --plugins` knows.
+/// Project plugins `opkit init --plugins` knows, by opkit's names or operator-sdk's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum InitPlugin {
+    /// The Rust operator layout (`rust.opkit.dev/v1`), opkit's counterpart of operator-sdk's
+    /// `go/v4` (the default).
+    #[value(name = "go/v4", aliases = ["go", "go.kubebuilder.io/v4", "rust", "rust.opkit.dev/v1"])]
+    Go,
     /// A Helm-chart operator, as operator-sdk's `helm.sdk.operatorframework.io/v1`.
+    #[value(aliases = ["helm/v1", "helm.sdk.operatorframework.io/v1"])]
     Helm,
     /// An Ansible operator (roles and playbooks), as operator-sdk's
     /// `ansible.sdk.operatorframework.io/v1`.
+    #[value(aliases = ["ansible/v1", "ansible.sdk.operatorframework.io/v1"])]
     Ansible,
 }
 
@@ -379,18 +385,20 @@ pub struct CreateApiArgs {
     /// cert-manager` makes the group `cert-manager.io`), used in RBAC rules and PROJECT.
     #[arg(long, requires = "external_api_path")]
     pub external_api_domain: Option<String>,
-    /// `helm` adds a chart and its kind to a Helm operator project (`opkit init --plugins helm`).
+    /// The project's plugin (default: the one PROJECT's `layout` names, as operator-sdk
+    /// reads it): `helm` adds a chart and its kind to a Helm operator project, `ansible` a
+    /// kind and its role to an Ansible one.
     #[arg(long, value_enum)]
     pub plugins: Option<InitPlugin>,
-    /// With `--plugins helm`: the chart directory the new kind deploys.
-    #[arg(long, requires = "plugins")]
+    /// In a Helm operator project: the chart directory the new kind deploys.
+    #[arg(long)]
     pub helm_chart: Option<PathBuf>,
-    /// With `--plugins ansible`: scaffold the kind's role under `roles/<kind>`.
-    #[arg(long, requires = "plugins")]
+    /// In an Ansible operator project: scaffold the kind's role under `roles/<kind>`.
+    #[arg(long)]
     pub generate_role: bool,
-    /// With `--plugins ansible`: scaffold a playbook `playbooks/<kind>.yml` (running the
-    /// role with `--generate-role`) and point the watch at it.
-    #[arg(long, requires = "plugins")]
+    /// In an Ansible operator project: scaffold a playbook `playbooks/<kind>.yml` (running
+    /// the role with `--generate-role`) and point the watch at it.
+    #[arg(long)]
     pub generate_playbook: bool,
 }
 

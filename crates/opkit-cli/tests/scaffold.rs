@@ -9,8 +9,12 @@ mod support;
 
 use support::*;
 
+/// `opkit init` of the Rust layout, by operator-sdk's name for the Go one.
 fn init(dir: &Path) {
-    ok(dir, &["init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator"]);
+    ok(
+        dir,
+        &["init", "--plugins", "go/v4", "--domain", "example.com", "--repo", "github.com/example/memcached-operator"],
+    );
 }
 
 #[test]
@@ -140,6 +144,12 @@ fn create_api_adds_kinds_and_refuses_bad_input() {
         "is not an opkit project",
     );
     init(&dir);
+    // The Rust layout has no roles to generate.
+    refused(
+        &dir,
+        &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached", "--generate-role"],
+        "--generate-role is for an Ansible operator project",
+    );
     let out =
         ok(&dir, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached", "-o", "json"]);
     let json: serde_json::Value = serde_json::from_str(&out).expect("json output");
