@@ -771,17 +771,36 @@ pub struct LoadArgs {
     /// Without --binary: the cargo profile the project's binary was built with.
     #[arg(long, default_value = "release", conflicts_with = "binary")]
     pub profile: String,
-    /// The cluster's data directory (as given to `opkit cluster start`).
-    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
-    pub data_dir: PathBuf,
+    /// Which cluster.
+    #[command(flatten)]
+    pub target: ImageStoreArgs,
 }
 
 /// Flags of `opkit cluster images`.
 #[derive(Debug, clap::Args)]
 pub struct ImagesArgs {
-    /// The cluster's data directory (as given to `opkit cluster start`).
-    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
-    pub data_dir: PathBuf,
+    /// Which cluster.
+    #[command(flatten)]
+    pub target: ImageStoreArgs,
+}
+
+/// The cluster whose image store `opkit cluster load` and `images` use: the opkit cluster
+/// the kubeconfig's context names (as `kind load` targets a cluster), unless `--data-dir`
+/// names one.
+#[derive(Debug, clap::Args)]
+pub struct ImageStoreArgs {
+    /// The cluster's data directory (as given to `opkit cluster start`; default: that of
+    /// the opkit cluster the kubeconfig's current context names, else .opkit/cluster when
+    /// there is no kubeconfig).
+    #[arg(long, env = "OPKIT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The kubeconfig whose context names the cluster (default: $KUBECONFIG, then
+    /// ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context naming the cluster (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
 }
 
 /// How `opkit cluster start` networks the pods it runs for real.
