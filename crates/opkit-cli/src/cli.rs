@@ -341,6 +341,14 @@ pub struct CreateWebhookArgs {
     /// The versions converted to and from the hub (comma-separated), with --conversion.
     #[arg(long, value_delimiter = ',')]
     pub spoke: Vec<String>,
+    /// The resource's plural (kubebuilder's `--plural`); it must be the one PROJECT records
+    /// for the API.
+    #[arg(long)]
+    pub plural: Option<String>,
+    /// Create the webhooks even if the API has some: their files are written again and
+    /// PROJECT records the webhooks asked for now (as kubebuilder's `--force`).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Flags of `opkit edit`.
@@ -390,6 +398,14 @@ pub struct CreateApiArgs {
     /// kind and its role to an Ansible one.
     #[arg(long, value_enum)]
     pub plugins: Option<InitPlugin>,
+    /// Create the API even if it exists: its scaffolded files are written again (as
+    /// kubebuilder's `--force`), PROJECT keeps one entry.
+    #[arg(long)]
+    pub force: bool,
+    /// Run `make generate` after the files are written, as operator-sdk does by default
+    /// (off by default here: `make generate` builds the project).
+    #[arg(long, action = ArgAction::Set, default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    pub make: bool,
     /// In a Helm operator project: the chart directory the new kind deploys.
     #[arg(long)]
     pub helm_chart: Option<PathBuf>,

@@ -206,3 +206,29 @@ fn the_bundle_leaves_the_webhook_certificate_to_olm() {
     assert!(mounts.iter().all(|m| m["name"] != "cert"), "{pod:#}");
     assert_eq!(pod["containers"][0]["ports"][0]["containerPort"], 9443, "the webhook port stays: {pod:#}");
 }
+
+/// kubebuilder's `--plural` (the API's own plural, else refused) and `--force` (the webhooks
+/// of an API that has some scaffolded again, as now asked for).
+#[test]
+fn plural_and_force_behave_as_kubebuilders() {
+    let tmp = project();
+    let dir = tmp.path();
+    refused(
+        dir,
+        &with(&["--defaulting", "--plural", "frigatez"]),
+        "--plural frigatez: ship.example.com/v1, Kind=Frigate is served as frigates",
+    );
+    ok(dir, &with(&["--defaulting", "--plural", "frigates"]));
+    refused(dir, &with(&["--programmatic-validation"]), "--force scaffolds its webhooks again");
+    ok(dir, &with(&["--programmatic-validation", "--force"]));
+    let source = read(dir, "src/webhook/ship_v1_frigate.rs");
+    assert!(
+        source.contains("impl CustomValidator<Frigate>") && !source.contains("CustomDefaulter<Frigate> for"),
+        "{source}"
+    );
+    let project = read(dir, "PROJECT");
+    assert!(!project.contains("defaulting: true") && project.contains("    validation: true\n"), "{project}");
+    assert_eq!(project.matches("kind: Frigate\n").count(), 2, "one entry per version: {project}");
+    let module = read(dir, "src/webhook/mod.rs");
+    assert_eq!(module.matches("pub mod ship_v1_frigate;").count(), 1, "{module}");
+}

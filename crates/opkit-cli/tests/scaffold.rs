@@ -196,6 +196,42 @@ fn create_api_adds_kinds_and_refuses_bad_input() {
         ["create", "api", "--group", g, "--version", v, "--kind", k]
     };
     refused(&dir, &api("cache", "v1alpha1", "Memcached"), "already exists");
+    // --force writes the kind's files again (an edit is undone) and keeps one PROJECT entry.
+    std::fs::write(dir.join("src/api/cache_v1alpha1/memcached.rs"), "// edited\n").unwrap();
+    let mut force = api("cache", "v1alpha1", "Memcached").to_vec();
+    force.push("--force");
+    ok(&dir, &force);
+    assert!(read(&dir, "src/api/cache_v1alpha1/memcached.rs").contains("pub struct MemcachedSpec"));
+    assert_eq!(read(&dir, "PROJECT").matches("kind: Memcached\n").count(), 1);
+    assert_eq!(read(&dir, "src/controller/mod.rs").matches("memcached::setup(mgr)?;").count(), 1);
+    // --make runs `make generate` afterwards (here a stand-in `make` on PATH records it).
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let log = tmp.path().join("make.log");
+    std::fs::write(bin.join("make"), format!("#!/bin/sh\necho \"$@\" >> {}\n", log.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(bin.join("make"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut made = force.clone();
+    made.push("--make");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opkit"))
+        .args(&made)
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "generate\n");
+    made.push("--make=false");
+    made.retain(|a| *a != "--make");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opkit"))
+        .args(&made)
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "generate\n", "--make=false runs nothing");
     refused(&dir, &api("Cache", "v1", "Thing"), "invalid group \"Cache\"");
     refused(&dir, &api("cache_x", "v1", "Thing"), "invalid group");
     refused(&dir, &api("cache", "1", "Thing"), "invalid version \"1\"");

@@ -39,7 +39,7 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
     }
     let (origin, group, plural) = origin_and_plural(&args)?;
     project::validate_plural(&plural)?;
-    if let Some(existing) = project.find(&group, &args.version, &args.kind) {
+    if let Some(existing) = project.find(&group, &args.version, &args.kind).filter(|_| !args.force) {
         return Err(CliError::Usage(format!(
             "API {}/{}, Kind={} already exists in PROJECT",
             existing.full_group(),
@@ -64,6 +64,7 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
         controller: args.controller,
         namespaced: args.namespaced,
         origin: origin.clone(),
+        force: args.force,
     };
     let (plan, updated) = scaffold::api_plan(&root, &project, &opts)?;
     let written = plan.commit()?;
@@ -86,6 +87,9 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
             args.kind
         ),
     };
+    if args.make {
+        run_make_generate(&root, out)?;
+    }
     let text = format!("Created API {shown_group}/{}, Kind={} (resource {plural}).\n{next}", args.version, args.kind);
     out.result(
         &text,
@@ -93,6 +97,21 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
                "external": matches!(origin, TypeOrigin::External { .. }), "path": resource.map(|r| r.path.clone()),
                "files": written}),
     );
+    Ok(())
+}
+
+/// `make generate` in the project, as kubebuilder runs it after `create api --make`.
+fn run_make_generate(root: &std::path::Path, out: &Output) -> Result<(), CliError> {
+    out.step("Running make generate");
+    let status = std::process::Command::new("make")
+        .arg("generate")
+        .current_dir(root)
+        .stdout(std::io::stderr())
+        .status()
+        .map_err(|e| CliError::Build(format!("running make generate: {e}")))?;
+    if !status.success() {
+        return Err(CliError::Build(format!("make generate failed ({status})")));
+    }
     Ok(())
 }
 
