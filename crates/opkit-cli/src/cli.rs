@@ -537,6 +537,16 @@ pub struct CleanupArgs {
     /// The namespace it was installed in.
     #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,
+    /// Delete everything the other --delete flags name, whatever they say (operator-sdk's
+    /// default).
+    #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub delete_all: bool,
+    /// Delete the CRDs the operator owns, and so their objects.
+    #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub delete_crds: bool,
+    /// Delete the OperatorGroup `run bundle` made, when nothing else uses it.
+    #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub delete_operator_groups: bool,
     /// Cluster access.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -559,14 +569,14 @@ pub enum OlmCommand {
     /// Examples:
     ///   opkit olm status -o json
     #[command(verbatim_doc_comment)]
-    Status(ClusterArgs),
+    Status(OlmStatusArgs),
     /// Stop OLM's controllers (when they run on this machine) and delete its CRDs, every
     /// OLM object with them, and its namespaces.
     ///
     /// Examples:
     ///   opkit olm uninstall
     #[command(verbatim_doc_comment)]
-    Uninstall(RemoveArgs),
+    Uninstall(OlmUninstallArgs),
     /// Run OLM's controllers in the foreground until Ctrl-C or SIGTERM (what `olm install`
     /// starts in the background).
     ///
@@ -585,6 +595,34 @@ pub struct OlmInstallArgs {
     /// Where the background controllers write their log.
     #[arg(long, default_value = ".opkit/olm/olm.log")]
     pub log_file: PathBuf,
+    /// The OLM version to install (operator-sdk's flag). opkit's OLM is built in: one
+    /// version, so anything but `latest` is noted and installs that one.
+    #[arg(long, default_value = "latest")]
+    pub version: String,
+}
+
+/// Flags of `opkit olm status`.
+#[derive(Debug, clap::Args)]
+pub struct OlmStatusArgs {
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The OLM version expected (operator-sdk's flag; opkit's OLM is built in, so this is
+    /// only noted when it is not `latest`).
+    #[arg(long, default_value = "latest")]
+    pub version: String,
+}
+
+/// Flags of `opkit olm uninstall`.
+#[derive(Debug, clap::Args)]
+pub struct OlmUninstallArgs {
+    /// Cluster access and --ignore-not-found.
+    #[command(flatten)]
+    pub remove: RemoveArgs,
+    /// The OLM version to uninstall (operator-sdk's flag; opkit's OLM is built in, so this
+    /// is only noted when it is not `latest`).
+    #[arg(long, default_value = "latest")]
+    pub version: String,
 }
 
 /// Flags of `opkit olm run`.

@@ -175,6 +175,30 @@ async fn run_bundle_upgrade_and_cleanup() {
     assert!(groups.list(&ListParams::default()).await.expect("list").items.is_empty());
 }
 
+/// operator-sdk's `cleanup --delete-all=false --delete-crds=false
+/// --delete-operator-groups=false`: the operator goes, its CRDs and OperatorGroup stay.
+#[tokio::test]
+async fn cleanup_keeps_the_crds_and_operator_group_when_asked() {
+    let olm = start().await;
+    namespace(&olm, "kept").await;
+    let client = olm.env.client();
+    let say = |_: &str| {};
+    run_bundle::run_bundle(&client, &bundle("0.0.1"), &options("kept"), &say).await.expect("run bundle 0.0.1");
+    let keep = run_bundle::CleanupOptions { delete_crds: false, delete_operator_groups: false };
+    let removed =
+        run_bundle::cleanup_with(&client, "memcached-operator", "kept", WAIT, &keep, &say).await.expect("cleanup");
+    assert!(
+        removed.deleted.iter().all(|d| !d.starts_with("customresourcedefinition") && !d.starts_with("operatorgroup")),
+        "{removed:?}"
+    );
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "kept");
+    assert!(csvs.list(&ListParams::default()).await.expect("list").items.is_empty(), "the operator stays");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    assert!(crds.get_opt("memcacheds.cache.example.com").await.expect("get").is_some(), "the CRD went");
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "kept");
+    assert!(groups.get_opt(run_bundle::OPERATOR_GROUP).await.expect("get").is_some(), "the OperatorGroup went");
+}
+
 /// The status code of a kube error (0 when it is not an API error).
 fn status_code(e: &kube::Error) -> u16 {
     match e {
