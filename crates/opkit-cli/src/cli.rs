@@ -228,9 +228,13 @@ pub struct InitArgs {
     /// The domain of the API groups (`cache` becomes `cache.<domain>`).
     #[arg(long)]
     pub domain: String,
-    /// The source repository, e.g. github.com/example/memcached-operator (not used by
-    /// `--plugins helm`).
-    #[arg(long, required_unless_present = "plugins")]
+    /// [required] The source repository, e.g. github.com/example/memcached-operator (not
+    /// used by `--plugins helm` or `ansible`).
+    #[arg(
+        long,
+        required_unless_present = "plugins",
+        required_if_eq_any = [("plugins", "go/v4"), ("plugins", "go"), ("plugins", "go.kubebuilder.io/v4"), ("plugins", "rust"), ("plugins", "rust.opkit.dev/v1")]
+    )]
     pub repo: Option<String>,
     /// The project (and crate) name (default: the directory's name).
     #[arg(long)]

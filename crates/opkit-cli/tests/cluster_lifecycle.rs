@@ -349,6 +349,25 @@ async fn version_reports_client_commit_and_server() {
     let commit = str_of(&client["clientVersion"], "gitCommit");
     assert!(commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit()), "built in a git checkout: {commit}");
     assert_eq!(client.get("serverVersion"), None);
+    // The Kubernetes version the client is built for, as operator-sdk reports client-go's.
+    assert_eq!(client["clientVersion"]["kubernetesVersion"], "v1.33");
+    let out = version(vec!["--client".into()]).await.expect("join");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\nKubernetes Version: v1.33"), "{out:?}");
+
+    // A kubeconfig that cannot be read is named once, unquoted.
+    let missing = tmp.path().join("missing.kubeconfig");
+    let out = version(vec!["--kubeconfig".into(), missing.display().to_string()]).await.expect("join");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches(&missing.display().to_string()).count(), 1, "{text}");
+    assert!(
+        text.contains(&format!(
+            "Server Version: unreachable: kubeconfig: {}: No such file or directory",
+            missing.display()
+        )),
+        "{text}"
+    );
+    assert!(!text.contains('"') && !text.contains('\''), "{text}");
 
     // No server: the client part, the server unreachable, and success.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");

@@ -309,6 +309,11 @@ fn help_and_completion() {
         ok(tmp.path(), &["create", "api", "--help"])
             .contains("opkit create api --group cache --version v1alpha1 --kind Memcached")
     );
+    // --repo is required for the Rust layout, and init's help says so.
+    let init_help = ok(tmp.path(), &["init", "--help"]);
+    let repo = init_help.lines().skip_while(|l| !l.contains("--repo <REPO>")).nth(1).unwrap_or_default();
+    assert!(repo.trim_start().starts_with("[required]"), "{init_help}");
+    refused(tmp.path(), &["init", "--plugins", "go/v4", "--domain", "example.com"], "--repo <REPO>");
     assert!(ok(tmp.path(), &["completion", "bash"]).contains("_opkit"));
     assert!(ok(tmp.path(), &["completion", "zsh"]).contains("#compdef opkit"));
 }
