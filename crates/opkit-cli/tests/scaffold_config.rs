@@ -465,6 +465,16 @@ fn repository_readme_workflow_uses_the_working_commands() {
     assert!(readme.contains("kubectl apply -k config/samples/"));
     assert!(!readme.contains("kubectl apply -f config/samples"), "config/samples holds a kustomization: -k");
     assert!(readme.contains("make build-installer"));
+    // Every code block is closed: no heading is inside one.
+    let mut in_block = false;
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            in_block = !in_block;
+        } else if line.starts_with("## ") {
+            assert!(!in_block, "{line:?} is inside an unclosed code block");
+        }
+    }
+    assert!(!in_block, "the README ends inside a code block");
     // `opkit cluster start` in the checkout writes .opkit/, which git must not offer to track.
     let gitignore = read(&root, ".gitignore");
     assert!(gitignore.lines().any(|l| l.trim() == ".opkit/" || l.trim() == "/.opkit/"), "{gitignore}");
