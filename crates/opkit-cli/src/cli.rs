@@ -228,9 +228,13 @@ pub struct InitArgs {
     /// The domain of the API groups (`cache` becomes `cache.<domain>`).
     #[arg(long)]
     pub domain: String,
-    /// The source repository, e.g. github.com/example/memcached-operator (not used by
-    /// `--plugins helm`).
-    #[arg(long, required_unless_present = "plugins")]
+    /// [required] The source repository, e.g. github.com/example/memcached-operator (not
+    /// used by `--plugins helm` or `ansible`).
+    #[arg(
+        long,
+        required_unless_present = "plugins",
+        required_if_eq_any = [("plugins", "go/v4"), ("plugins", "go"), ("plugins", "go.kubebuilder.io/v4"), ("plugins", "rust"), ("plugins", "rust.opkit.dev/v1")]
+    )]
     pub repo: Option<String>,
     /// The project (and crate) name (default: the directory's name).
     #[arg(long)]
@@ -263,13 +267,19 @@ pub struct InitArgs {
     pub kind: Option<String>,
 }
 
-/// Project plugins `opkit init --plugins` knows.
+/// Project plugins `opkit init --plugins` knows, by opkit's names or operator-sdk's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum InitPlugin {
+    /// The Rust operator layout (`rust.opkit.dev/v1`), opkit's counterpart of operator-sdk's
+    /// `go/v4` (the default).
+    #[value(name = "go/v4", aliases = ["go", "go.kubebuilder.io/v4", "rust", "rust.opkit.dev/v1"])]
+    Go,
     /// A Helm-chart operator, as operator-sdk's `helm.sdk.operatorframework.io/v1`.
+    #[value(aliases = ["helm/v1", "helm.sdk.operatorframework.io/v1"])]
     Helm,
     /// An Ansible operator (roles and playbooks), as operator-sdk's
     /// `ansible.sdk.operatorframework.io/v1`.
+    #[value(aliases = ["ansible/v1", "ansible.sdk.operatorframework.io/v1"])]
     Ansible,
 }
 
@@ -335,6 +345,14 @@ pub struct CreateWebhookArgs {
     /// The versions converted to and from the hub (comma-separated), with --conversion.
     #[arg(long, value_delimiter = ',')]
     pub spoke: Vec<String>,
+    /// The resource's plural (kubebuilder's `--plural`); it must be the one PROJECT records
+    /// for the API.
+    #[arg(long)]
+    pub plural: Option<String>,
+    /// Create the webhooks even if the API has some: their files are written again and
+    /// PROJECT records the webhooks asked for now (as kubebuilder's `--force`).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Flags of `opkit edit`.
@@ -379,18 +397,28 @@ pub struct CreateApiArgs {
     /// cert-manager` makes the group `cert-manager.io`), used in RBAC rules and PROJECT.
     #[arg(long, requires = "external_api_path")]
     pub external_api_domain: Option<String>,
-    /// `helm` adds a chart and its kind to a Helm operator project (`opkit init --plugins helm`).
+    /// The project's plugin (default: the one PROJECT's `layout` names, as operator-sdk
+    /// reads it): `helm` adds a chart and its kind to a Helm operator project, `ansible` a
+    /// kind and its role to an Ansible one.
     #[arg(long, value_enum)]
     pub plugins: Option<InitPlugin>,
-    /// With `--plugins helm`: the chart directory the new kind deploys.
-    #[arg(long, requires = "plugins")]
+    /// Create the API even if it exists: its scaffolded files are written again (as
+    /// kubebuilder's `--force`), PROJECT keeps one entry.
+    #[arg(long)]
+    pub force: bool,
+    /// Run `make generate` after the files are written, as operator-sdk does by default
+    /// (off by default here: `make generate` builds the project).
+    #[arg(long, action = ArgAction::Set, default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    pub make: bool,
+    /// In a Helm operator project: the chart directory the new kind deploys.
+    #[arg(long)]
     pub helm_chart: Option<PathBuf>,
-    /// With `--plugins ansible`: scaffold the kind's role under `roles/<kind>`.
-    #[arg(long, requires = "plugins")]
+    /// In an Ansible operator project: scaffold the kind's role under `roles/<kind>`.
+    #[arg(long)]
     pub generate_role: bool,
-    /// With `--plugins ansible`: scaffold a playbook `playbooks/<kind>.yml` (running the
-    /// role with `--generate-role`) and point the watch at it.
-    #[arg(long, requires = "plugins")]
+    /// In an Ansible operator project: scaffold a playbook `playbooks/<kind>.yml` (running
+    /// the role with `--generate-role`) and point the watch at it.
+    #[arg(long)]
     pub generate_playbook: bool,
 }
 
@@ -513,6 +541,16 @@ pub struct CleanupArgs {
     /// The namespace it was installed in.
     #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,
+    /// Delete everything the other --delete flags name, whatever they say (operator-sdk's
+    /// default).
+    #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub delete_all: bool,
+    /// Delete the CRDs the operator owns, and so their objects.
+    #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub delete_crds: bool,
+    /// Delete the OperatorGroup `run bundle` made, when nothing else uses it.
+    #[arg(long, action = ArgAction::Set, default_value_t = true, num_args = 0..=1, default_missing_value = "true")]
+    pub delete_operator_groups: bool,
     /// Cluster access.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -535,14 +573,14 @@ pub enum OlmCommand {
     /// Examples:
     ///   opkit olm status -o json
     #[command(verbatim_doc_comment)]
-    Status(ClusterArgs),
+    Status(OlmStatusArgs),
     /// Stop OLM's controllers (when they run on this machine) and delete its CRDs, every
     /// OLM object with them, and its namespaces.
     ///
     /// Examples:
     ///   opkit olm uninstall
     #[command(verbatim_doc_comment)]
-    Uninstall(RemoveArgs),
+    Uninstall(OlmUninstallArgs),
     /// Run OLM's controllers in the foreground until Ctrl-C or SIGTERM (what `olm install`
     /// starts in the background).
     ///
@@ -561,6 +599,34 @@ pub struct OlmInstallArgs {
     /// Where the background controllers write their log.
     #[arg(long, default_value = ".opkit/olm/olm.log")]
     pub log_file: PathBuf,
+    /// The OLM version to install (operator-sdk's flag). opkit's OLM is built in: one
+    /// version, so anything but `latest` is noted and installs that one.
+    #[arg(long, default_value = "latest")]
+    pub version: String,
+}
+
+/// Flags of `opkit olm status`.
+#[derive(Debug, clap::Args)]
+pub struct OlmStatusArgs {
+    /// Cluster access.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The OLM version expected (operator-sdk's flag; opkit's OLM is built in, so this is
+    /// only noted when it is not `latest`).
+    #[arg(long, default_value = "latest")]
+    pub version: String,
+}
+
+/// Flags of `opkit olm uninstall`.
+#[derive(Debug, clap::Args)]
+pub struct OlmUninstallArgs {
+    /// Cluster access and --ignore-not-found.
+    #[command(flatten)]
+    pub remove: RemoveArgs,
+    /// The OLM version to uninstall (operator-sdk's flag; opkit's OLM is built in, so this
+    /// is only noted when it is not `latest`).
+    #[arg(long, default_value = "latest")]
+    pub version: String,
 }
 
 /// Flags of `opkit olm run`.
@@ -763,17 +829,36 @@ pub struct LoadArgs {
     /// Without --binary: the cargo profile the project's binary was built with.
     #[arg(long, default_value = "release", conflicts_with = "binary")]
     pub profile: String,
-    /// The cluster's data directory (as given to `opkit cluster start`).
-    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
-    pub data_dir: PathBuf,
+    /// Which cluster.
+    #[command(flatten)]
+    pub target: ImageStoreArgs,
 }
 
 /// Flags of `opkit cluster images`.
 #[derive(Debug, clap::Args)]
 pub struct ImagesArgs {
-    /// The cluster's data directory (as given to `opkit cluster start`).
-    #[arg(long, env = "OPKIT_DATA_DIR", default_value = ".opkit/cluster")]
-    pub data_dir: PathBuf,
+    /// Which cluster.
+    #[command(flatten)]
+    pub target: ImageStoreArgs,
+}
+
+/// The cluster whose image store `opkit cluster load` and `images` use: the opkit cluster
+/// the kubeconfig's context names (as `kind load` targets a cluster), unless `--data-dir`
+/// names one.
+#[derive(Debug, clap::Args)]
+pub struct ImageStoreArgs {
+    /// The cluster's data directory (as given to `opkit cluster start`; default: that of
+    /// the opkit cluster the kubeconfig's current context names, else .opkit/cluster when
+    /// there is no kubeconfig).
+    #[arg(long, env = "OPKIT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The kubeconfig whose context names the cluster (default: $KUBECONFIG, then
+    /// ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context naming the cluster (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
 }
 
 /// How `opkit cluster start` networks the pods it runs for real.

@@ -273,13 +273,13 @@ pub async fn apply(
 /// Deletes the objects in the reverse of [`apply`]'s order (so CRDs and Namespaces go last) with
 /// background propagation. Objects already gone, and
 /// objects whose kind is no longer served (their CRD was deleted first), are skipped without
-/// error. With `wait`, returns only once every deleted object has disappeared (up to
-/// [`DEFAULT_TIMEOUT`] each). Returns the objects a delete was issued for.
+/// error. With `wait`, returns only once every deleted object has disappeared (up to that
+/// long each). Returns the objects a delete was issued for.
 pub async fn delete(
     client: &kube::Client,
     objs: &[Value],
     progress: &dyn Fn(&str),
-    wait: bool,
+    wait: Option<Duration>,
 ) -> Result<Vec<ObjectRef>, ClusterOpsError> {
     let refs = refs_of(objs)?;
     let resolver = Resolver::new(client);
@@ -303,9 +303,9 @@ pub async fn delete(
             Err(e) => return Err(ClusterOpsError::from_kube("delete", &r, e)),
         }
     }
-    if wait {
+    if let Some(timeout) = wait {
         for (api, r) in pending {
-            wait::wait_gone(api, &r, DEFAULT_TIMEOUT).await?;
+            wait::wait_gone(api, &r, timeout).await?;
         }
     }
     Ok(deleted)

@@ -37,6 +37,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PlanError + '_ {
 pub struct FilePlan {
     root: PathBuf,
     files: Vec<(PathBuf, String)>,
+    overwrite: bool,
 }
 
 /// What [`FilePlan::commit`] did to one file.
@@ -51,13 +52,23 @@ pub struct Written {
 impl FilePlan {
     /// An empty plan for files under `root`.
     pub fn new(root: impl Into<PathBuf>) -> FilePlan {
-        FilePlan { root: root.into(), files: Vec::new() }
+        FilePlan { root: root.into(), files: Vec::new(), overwrite: false }
     }
 
-    /// Plans a new file; errors if it exists on disk.
+    /// With `overwrite`, [`FilePlan::create`] replaces a file that exists (kubebuilder's
+    /// `--force`) instead of refusing.
+    pub fn set_overwrite(&mut self, overwrite: bool) {
+        self.overwrite = overwrite;
+    }
+
+    /// Plans a new file; errors if it exists on disk (unless overwriting).
     pub fn create(&mut self, rel: impl Into<PathBuf>, contents: impl Into<String>) -> Result<(), PlanError> {
         let rel = rel.into();
         let abs = self.root.join(&rel);
+        if self.overwrite {
+            self.write(rel, contents);
+            return Ok(());
+        }
         if abs.exists() || self.files.iter().any(|(p, _)| *p == rel) {
             return Err(PlanError::Exists(rel));
         }

@@ -332,6 +332,8 @@ pub struct ApiOptions {
     pub namespaced: bool,
     /// Where the type comes from.
     pub origin: TypeOrigin,
+    /// Overwrite the files of a kind that exists (kubebuilder's `--force`).
+    pub force: bool,
 }
 
 /// Where the Rust type of an API comes from.
@@ -455,7 +457,15 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
     };
 
     let mut updated = project.clone();
-    updated.resources.push(resource);
+    let key = (resource.group.clone(), resource.version.clone(), resource.kind.clone());
+    match updated.resources.iter_mut().find(|r| (&r.group, &r.version, &r.kind) == (&key.0, &key.1, &key.2)) {
+        // --force: the kind keeps its place (and webhooks) in PROJECT.
+        Some(existing) => {
+            let webhooks = existing.webhooks.take();
+            *existing = Resource { webhooks, ..resource };
+        }
+        None => updated.resources.push(resource),
+    }
     let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();
     let mut crd_files: Vec<String> = with_api.iter().map(|r| format!("{}_{}.yaml", r.full_group(), r.plural)).collect();
     crd_files.sort();
@@ -488,6 +498,7 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         conversion_patches => conversion_patches(&updated),
     };
     let mut plan = FilePlan::new(root);
+    plan.set_overwrite(opts.force);
     if opts.resource {
         let gv_dir = &layout.gv_dir;
         let gv_mod = format!("{gv_dir}/mod.rs");
@@ -634,6 +645,8 @@ pub struct WebhookOptions {
     pub validation: bool,
     /// Scaffold conversion from and to these versions (empty: no conversion).
     pub spokes: Vec<String>,
+    /// Write the webhooks' files again though the API has webhooks (kubebuilder's `--force`).
+    pub force: bool,
 }
 
 /// src/api/mod.rs imports the CRD type; the trait that makes a kind's CRD is imported with the
@@ -727,6 +740,7 @@ pub fn webhook_plan(
     };
     let mut plan = FilePlan::new(root);
     let first = plan.current(Path::new("src/webhook/mod.rs"))?.is_none();
+    plan.set_overwrite(opts.force);
     if first {
         plan.create("src/webhook/mod.rs", render(&env, "webhook_mod.rs", &ctx)?)?;
         let lib = plan.current(Path::new("src/lib.rs"))?.unwrap_or_default();
@@ -766,6 +780,12 @@ pub fn webhook_plan(
         if let Some(makefile) = plan.current(Path::new("Makefile"))? {
             plan.write("Makefile", makefile.replace("ENABLE_WEBHOOKS ?= false", "ENABLE_WEBHOOKS ?= true"));
         }
+        // The bundle's Deployment leaves the cert-manager volume to OLM (operator-sdk's
+        // [WEBHOOK] patch in config/manifests, here enabled).
+        let manifests = "config/manifests/kustomization.yaml";
+        if let Some(text) = plan.current(Path::new(manifests))? {
+            plan.write(manifests, with_manifests_webhook_patch(&text));
+        }
         let default = "config/default/kustomization.yaml";
         let text = plan.current(Path::new(default))?.unwrap_or_default();
         let text = replace_anchor(&text, default, "- ../manager\n", "- ../webhook\n- ../certmanager\n")?;
@@ -799,6 +819,26 @@ pub fn webhook_plan(
     }
     plan.write(project::FILE, updated.render());
     Ok((plan, updated))
+}
+
+/// config/manifests/kustomization.yaml's patches for a project with webhooks: the bundle's
+/// Deployment without config/default's cert-manager `cert` volume and its mount, which OLM
+/// replaces with a certificate of its own.
+const MANIFESTS_WEBHOOK_PATCH: &str = include_str!("../templates/webhook/config/manifests_webhook_patch.yaml.j2");
+
+/// config/manifests/kustomization.yaml `text` with [`MANIFESTS_WEBHOOK_PATCH`] appended,
+/// unless it has the `[WEBHOOK]` section already or patches of its own (which the user
+/// then edits, as in operator-sdk).
+pub fn with_manifests_webhook_patch(text: &str) -> String {
+    if text.contains("[WEBHOOK]") || text.lines().any(|l| l.starts_with("patches:")) {
+        return text.to_owned();
+    }
+    let mut out = text.to_owned();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(MANIFESTS_WEBHOOK_PATCH);
+    out
 }
 
 /// config/default/kustomization.yaml with the patch `entries` listed (once each).

@@ -24,7 +24,7 @@ use crate::scaffold_plugin_config::{CRD_MARKER, SAMPLE_MARKER};
 const CONFLICTS: &[&str] = &["PROJECT", "watches.yaml", "roles", "config", "Makefile"];
 
 /// PROJECT's layout for this plugin.
-const LAYOUT: &str = "ansible.sdk.operatorframework.io/v1";
+pub const LAYOUT: &str = "ansible.sdk.operatorframework.io/v1";
 
 /// Markers the kind-specific lines are inserted above.
 const WATCH_MARKER: &str = "# +kubebuilder:scaffold:watch";

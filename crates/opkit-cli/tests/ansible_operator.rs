@@ -1,4 +1,4 @@
-//! `opkit init --plugins ansible`, `opkit create api --plugins ansible` and `make run`
+//! `opkit init --plugins ansible`, `opkit create api` (its plugin read from PROJECT) and `make run`
 //! (`opkit ansible-operator`) as a user runs them: the scaffold has operator-sdk's
 //! layout, config/default renders, and with the role of operator-sdk's Ansible tutorial
 //! in `roles/memcached`, `make install run` against an in-process control plane deploys
@@ -30,9 +30,9 @@ fn tutorial_role() -> PathBuf {
         .join("../opkit-ansible-operator/tests/fixtures/memcached-operator/roles/memcached")
 }
 
-/// `opkit create api` of the tutorial's Memcached kind.
-const CREATE_API: &[&str] =
-    &["create", "api", "--plugins", "ansible", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"];
+/// `opkit create api` of the tutorial's Memcached kind, as operator-sdk's Ansible tutorial
+/// writes it: the plugin comes from PROJECT's layout.
+const CREATE_API: &[&str] = &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached"];
 
 /// `opkit init --plugins ansible` and `opkit create api` of the tutorial's Memcached kind
 /// (with `flags`, e.g. `--generate-role`) in `tmp/memcached-operator`.
@@ -132,9 +132,10 @@ fn init_and_create_api_write_operator_sdks_ansible_layout() {
     let manager = find("Deployment", "memcached-operator-controller-manager");
     assert_eq!(manager["spec"]["template"]["spec"]["containers"][0]["args"][0], "ansible-operator");
 
-    // A second create api of the same kind is refused, naming it.
+    // A second create api of the same kind is refused, naming it; operator-sdk's plugin name
+    // is taken too.
     let mut again = command(OPKIT, &project, None);
-    again.args(CREATE_API);
+    again.args(CREATE_API).args(["--plugins", "ansible.sdk.operatorframework.io/v1"]);
     let out = again.output().expect("opkit runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Kind=Memcached already exists in watches.yaml"));

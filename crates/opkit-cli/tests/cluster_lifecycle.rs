@@ -349,6 +349,25 @@ async fn version_reports_client_commit_and_server() {
     let commit = str_of(&client["clientVersion"], "gitCommit");
     assert!(commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit()), "built in a git checkout: {commit}");
     assert_eq!(client.get("serverVersion"), None);
+    // The Kubernetes version the client is built for, as operator-sdk reports client-go's.
+    assert_eq!(client["clientVersion"]["kubernetesVersion"], "v1.33");
+    let out = version(vec!["--client".into()]).await.expect("join");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\nKubernetes Version: v1.33"), "{out:?}");
+
+    // A kubeconfig that cannot be read is named once, unquoted.
+    let missing = tmp.path().join("missing.kubeconfig");
+    let out = version(vec!["--kubeconfig".into(), missing.display().to_string()]).await.expect("join");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches(&missing.display().to_string()).count(), 1, "{text}");
+    assert!(
+        text.contains(&format!(
+            "Server Version: unreachable: kubeconfig: {}: No such file or directory",
+            missing.display()
+        )),
+        "{text}"
+    );
+    assert!(!text.contains('"') && !text.contains('\''), "{text}");
 
     // No server: the client part, the server unreachable, and success.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
@@ -572,4 +591,63 @@ fn a_cluster_whose_pods_are_not_contained_says_so_in_status_and_on_its_node() {
         message,
         "kubelet is posting ready status. Real pods are NOT contained (host mode): host isolation is configured"
     );
+}
+
+/// `cluster load` and `cluster images` use the opkit cluster the kubeconfig's current
+/// context names, as `kind load docker-image` targets a cluster: the mark `cluster start`
+/// leaves in its kubeconfig survives a merge, another cluster's context is refused, and
+/// `--data-dir` overrides.
+#[test]
+fn cluster_load_targets_the_cluster_of_the_current_context() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("dev");
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    let kubeconfig = elsewhere.join("dev.kubeconfig");
+    let flag = kubeconfig.to_str().expect("utf-8");
+    let (_guard, _) = start_detached(tmp.path(), Some(&data), &["--in-memory", "--kubeconfig", flag]);
+    let binary = tmp.path().join("manager");
+    std::fs::write(&binary, "#!/bin/sh\nexit 0\n").expect("write");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let load = |kubeconfig: &Path, extra: &[&str]| {
+        run(opkit(tmp.path())
+            .env("KUBECONFIG", kubeconfig)
+            .args(["cluster", "load", "example.com/op:v1", "-o", "json", "--binary"])
+            .arg(&binary)
+            .args(extra))
+    };
+    let out = load(&kubeconfig, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["store"], data.join("images").display().to_string());
+    assert!(!tmp.path().join(".opkit").exists(), "loaded into the default data directory");
+
+    // Merged into another kubeconfig, the context still names the cluster.
+    let merged = tmp.path().join("merged.kubeconfig");
+    std::fs::write(&merged, kubectl_ok(flag, &["config", "view", "--flatten"])).expect("write");
+    let out = run(opkit(tmp.path()).env("KUBECONFIG", &merged).args(["cluster", "images", "-o", "json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["images"][0]["reference"], "example.com/op:v1");
+
+    // A context naming a cluster that is not opkit's is refused.
+    let other = tmp.path().join("other.kubeconfig");
+    std::fs::write(
+        &other,
+        "apiVersion: v1\nkind: Config\ncurrent-context: kind-kind\nclusters:\n- name: kind-kind\n  cluster:\n    \
+         server: https://127.0.0.1:1\ncontexts:\n- name: kind-kind\n  context:\n    cluster: kind-kind\n    user: kind\n\
+         users:\n- name: kind\n  user: {}\n",
+    )
+    .expect("write");
+    let out = load(&other, &[]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("names cluster \\\"kind-kind\\\" (https://127.0.0.1:1), which is not an opkit cluster"),
+        "{}",
+        stderr(&out)
+    );
+    // --data-dir overrides the kubeconfig.
+    let chosen = tmp.path().join("chosen");
+    let out = load(&other, &["--data-dir", chosen.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["store"], chosen.join("images").display().to_string());
 }

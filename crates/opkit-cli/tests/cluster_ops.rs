@@ -99,7 +99,8 @@ async fn apply_crd_and_cr_reapply_errors_and_delete() {
 
     // Delete everything and wait until it is gone; the CR goes first (reverse order).
     lines.lock().expect("lock").clear();
-    let deleted = cluster_ops::delete(&client, &objs, &progress, true).await.expect("delete");
+    let deleted =
+        cluster_ops::delete(&client, &objs, &progress, Some(cluster_ops::DEFAULT_TIMEOUT)).await.expect("delete");
     assert_eq!(deleted.len(), 2);
     assert_eq!(deleted[0].kind, "Memcached");
     assert_eq!(deleted[1].kind, "CustomResourceDefinition");
@@ -112,7 +113,8 @@ async fn apply_crd_and_cr_reapply_errors_and_delete() {
         .expect("already gone");
 
     // Deleting again is fine: the CR's kind is not served any more, the CRD is NotFound.
-    let again = cluster_ops::delete(&client, &objs, &progress, true).await.expect("delete again");
+    let again =
+        cluster_ops::delete(&client, &objs, &progress, Some(cluster_ops::DEFAULT_TIMEOUT)).await.expect("delete again");
     assert!(again.is_empty());
     let lines = lines.lock().expect("lock").clone();
     assert!(lines.iter().any(|l| l.contains("skipped")), "{lines:?}");

@@ -169,3 +169,66 @@ fn conversion_alone_renders_without_admission_configurations() {
         "{injection}"
     );
 }
+
+/// OLM makes and mounts the webhook server's certificate itself: the bundle's Deployment of a
+/// project with webhooks keeps no cert-manager `cert` volume (its pod would wait for the
+/// Secret `webhook-server-cert` forever), as operator-sdk's [WEBHOOK] patch does.
+#[test]
+fn the_bundle_leaves_the_webhook_certificate_to_olm() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    ok(dir, &["init", "--domain", "example.com", "--repo", "github.com/example/fleet", "--project-name", "fleet"]);
+    ok(dir, &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Frigate"]);
+    ok(dir, &with(&["--defaulting"]));
+    let manifests = read(dir, "config/manifests/kustomization.yaml");
+    assert!(manifests.contains("[WEBHOOK]"), "{manifests}");
+    // Stand-ins for what `make manifests` generates (it builds the project: minutes).
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: frigates.ship.example.com\n\
+               spec:\n  group: ship.example.com\n  names:\n    kind: Frigate\n    listKind: FrigateList\n    plural: frigates\n    \
+               singular: frigate\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    \
+               schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n";
+    std::fs::create_dir_all(dir.join("config/crd/bases")).expect("bases");
+    std::fs::write(dir.join("config/crd/bases/ship.example.com_frigates.yaml"), crd).expect("crd");
+    let webhook = "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata:\n  \
+                   name: mutating-webhook-configuration\nwebhooks:\n- admissionReviewVersions: [v1]\n  clientConfig:\n    \
+                   service:\n      name: webhook-service\n      namespace: system\n      path: /mutate-ship-example-com-v1-frigate\n  \
+                   failurePolicy: Fail\n  name: mfrigate-v1.kb.io\n  rules:\n  - apiGroups: [ship.example.com]\n    \
+                   apiVersions: [v1]\n    operations: [CREATE, UPDATE]\n    resources: [frigates]\n  sideEffects: None\n";
+    std::fs::write(dir.join("config/webhook/manifests.yaml"), webhook).expect("webhook manifests");
+    ok(dir, &["generate", "kustomize", "manifests", "--interactive=false", "-q"]);
+    ok(dir, &["generate", "bundle", "--version", "0.0.1", "-q"]);
+    let text = read(dir, "bundle/manifests/fleet.clusterserviceversion.yaml");
+    let csv = opkit_olm_bundle::yaml::first_document(&text).expect("yaml").expect("a CSV");
+    assert_eq!(csv["spec"]["webhookdefinitions"][0]["generateName"], "mfrigate-v1.kb.io", "{csv:#}");
+    let pod = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"];
+    assert!(!text.contains("webhook-server-cert"), "the cert-manager volume is left in:\n{pod:#}");
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().cloned().unwrap_or_default();
+    assert!(mounts.iter().all(|m| m["name"] != "cert"), "{pod:#}");
+    assert_eq!(pod["containers"][0]["ports"][0]["containerPort"], 9443, "the webhook port stays: {pod:#}");
+}
+
+/// kubebuilder's `--plural` (the API's own plural, else refused) and `--force` (the webhooks
+/// of an API that has some scaffolded again, as now asked for).
+#[test]
+fn plural_and_force_behave_as_kubebuilders() {
+    let tmp = project();
+    let dir = tmp.path();
+    refused(
+        dir,
+        &with(&["--defaulting", "--plural", "frigatez"]),
+        "--plural frigatez: ship.example.com/v1, Kind=Frigate is served as frigates",
+    );
+    ok(dir, &with(&["--defaulting", "--plural", "frigates"]));
+    refused(dir, &with(&["--programmatic-validation"]), "--force scaffolds its webhooks again");
+    ok(dir, &with(&["--programmatic-validation", "--force"]));
+    let source = read(dir, "src/webhook/ship_v1_frigate.rs");
+    assert!(
+        source.contains("impl CustomValidator<Frigate>") && !source.contains("CustomDefaulter<Frigate> for"),
+        "{source}"
+    );
+    let project = read(dir, "PROJECT");
+    assert!(!project.contains("defaulting: true") && project.contains("    validation: true\n"), "{project}");
+    assert_eq!(project.matches("kind: Frigate\n").count(), 2, "one entry per version: {project}");
+    let module = read(dir, "src/webhook/mod.rs");
+    assert_eq!(module.matches("pub mod ship_v1_frigate;").count(), 1, "{module}");
+}

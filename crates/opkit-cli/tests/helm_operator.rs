@@ -255,7 +255,17 @@ fn create_api_adds_a_second_chart_and_kind() {
     opkit(
         &project,
         None,
-        &["init", "--plugins", "helm", "--helm-chart", &nginx, "--domain", "example.com", "--group", "demo"],
+        &[
+            "init",
+            "--plugins",
+            "helm.sdk.operatorframework.io/v1",
+            "--helm-chart",
+            &nginx,
+            "--domain",
+            "example.com",
+            "--group",
+            "demo",
+        ],
     );
 
     // A second chart of its own: a ConfigMap.
@@ -275,20 +285,8 @@ fn create_api_adds_a_second_chart_and_kind() {
     )
     .expect("template");
     let greeter = greeter.display().to_string();
-    let args = [
-        "create",
-        "api",
-        "--plugins",
-        "helm",
-        "--helm-chart",
-        &greeter,
-        "--group",
-        "demo",
-        "--version",
-        "v1",
-        "--kind",
-        "Greeter",
-    ];
+    // The plugin comes from PROJECT's layout, as in operator-sdk.
+    let args = ["create", "api", "--helm-chart", &greeter, "--group", "demo", "--version", "v1", "--kind", "Greeter"];
     opkit(&project, None, &args);
 
     let watches = opkit_helm_operator::watches::parse_watches(&read(&project, "watches.yaml"), &project, &|_| None)

@@ -44,8 +44,16 @@ async fn olm_install_run_bundle_upgrade_cleanup_and_uninstall() {
 
     let runner = olm_support::OlmRunner::install(dir, &kubeconfig);
     let pid = runner.pid;
-    let status = json(&opkit(dir, None, &["olm", "status", "--kubeconfig", &kubeconfig, "-o", "json"]));
+    let status =
+        json(&opkit(dir, None, &["olm", "status", "--version", "latest", "--kubeconfig", &kubeconfig, "-o", "json"]));
     assert_eq!(status["installed"], true, "{status}");
+    // operator-sdk's --version names the OLM release to fetch; opkit's OLM is built in.
+    let versioned = command(OPKIT, dir, None)
+        .args(["olm", "status", "--version", "0.28.0", "--kubeconfig", &kubeconfig])
+        .output()
+        .expect("olm status --version");
+    assert!(versioned.status.success());
+    assert!(String::from_utf8_lossy(&versioned.stderr).contains("--version 0.28.0: opkit's OLM is built in"));
     assert!(status["running"].as_str().is_some_and(|r| r.starts_with(&format!("opkit-olm-{pid}@"))), "{status}");
 
     // A catalog rendered from both bundles validates.
@@ -79,14 +87,25 @@ async fn olm_install_run_bundle_upgrade_cleanup_and_uninstall() {
     );
     assert!(stderr.contains("Successfully upgraded to \"memcached-operator.v0.0.2\""), "{stderr}");
 
-    let cleaned =
-        json(&opkit(dir, None, &["cleanup", "memcached-operator", "--kubeconfig", &kubeconfig, "-o", "json"]));
+    // operator-sdk's flags, as its defaults are.
+    let cleanup = [
+        "cleanup",
+        "memcached-operator",
+        "--delete-all",
+        "--delete-crds",
+        "--delete-operator-groups",
+        "--kubeconfig",
+        &kubeconfig,
+        "-o",
+        "json",
+    ];
+    let cleaned = json(&opkit(dir, None, &cleanup));
     let deleted: Vec<&str> = cleaned["deleted"].as_array().expect("deleted").iter().filter_map(Value::as_str).collect();
     assert!(deleted.contains(&"clusterserviceversion \"memcached-operator.v0.0.2\" deleted"), "{cleaned}");
     assert!(deleted.contains(&"customresourcedefinition \"memcacheds.cache.example.com\" deleted"), "{cleaned}");
     assert!(deleted.contains(&"operatorgroup \"operator-sdk-og\" deleted"), "{cleaned}");
 
-    opkit(dir, None, &["olm", "uninstall", "--kubeconfig", &kubeconfig]);
+    opkit(dir, None, &["olm", "uninstall", "--version", "latest", "--kubeconfig", &kubeconfig]);
     let deadline = Instant::now() + WAIT;
     while alive(pid) {
         assert!(Instant::now() < deadline, "the OLM controllers (pid {pid}) did not stop");

@@ -9,8 +9,12 @@ mod support;
 
 use support::*;
 
+/// `opkit init` of the Rust layout, by operator-sdk's name for the Go one.
 fn init(dir: &Path) {
-    ok(dir, &["init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator"]);
+    ok(
+        dir,
+        &["init", "--plugins", "go/v4", "--domain", "example.com", "--repo", "github.com/example/memcached-operator"],
+    );
 }
 
 #[test]
@@ -140,6 +144,12 @@ fn create_api_adds_kinds_and_refuses_bad_input() {
         "is not an opkit project",
     );
     init(&dir);
+    // The Rust layout has no roles to generate.
+    refused(
+        &dir,
+        &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached", "--generate-role"],
+        "--generate-role is for an Ansible operator project",
+    );
     let out =
         ok(&dir, &["create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached", "-o", "json"]);
     let json: serde_json::Value = serde_json::from_str(&out).expect("json output");
@@ -186,6 +196,42 @@ fn create_api_adds_kinds_and_refuses_bad_input() {
         ["create", "api", "--group", g, "--version", v, "--kind", k]
     };
     refused(&dir, &api("cache", "v1alpha1", "Memcached"), "already exists");
+    // --force writes the kind's files again (an edit is undone) and keeps one PROJECT entry.
+    std::fs::write(dir.join("src/api/cache_v1alpha1/memcached.rs"), "// edited\n").unwrap();
+    let mut force = api("cache", "v1alpha1", "Memcached").to_vec();
+    force.push("--force");
+    ok(&dir, &force);
+    assert!(read(&dir, "src/api/cache_v1alpha1/memcached.rs").contains("pub struct MemcachedSpec"));
+    assert_eq!(read(&dir, "PROJECT").matches("kind: Memcached\n").count(), 1);
+    assert_eq!(read(&dir, "src/controller/mod.rs").matches("memcached::setup(mgr)?;").count(), 1);
+    // --make runs `make generate` afterwards (here a stand-in `make` on PATH records it).
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let log = tmp.path().join("make.log");
+    std::fs::write(bin.join("make"), format!("#!/bin/sh\necho \"$@\" >> {}\n", log.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(bin.join("make"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut made = force.clone();
+    made.push("--make");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opkit"))
+        .args(&made)
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "generate\n");
+    made.push("--make=false");
+    made.retain(|a| *a != "--make");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opkit"))
+        .args(&made)
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "generate\n", "--make=false runs nothing");
     refused(&dir, &api("Cache", "v1", "Thing"), "invalid group \"Cache\"");
     refused(&dir, &api("cache_x", "v1", "Thing"), "invalid group");
     refused(&dir, &api("cache", "1", "Thing"), "invalid version \"1\"");
@@ -263,6 +309,11 @@ fn help_and_completion() {
         ok(tmp.path(), &["create", "api", "--help"])
             .contains("opkit create api --group cache --version v1alpha1 --kind Memcached")
     );
+    // --repo is required for the Rust layout, and init's help says so.
+    let init_help = ok(tmp.path(), &["init", "--help"]);
+    let repo = init_help.lines().skip_while(|l| !l.contains("--repo <REPO>")).nth(1).unwrap_or_default();
+    assert!(repo.trim_start().starts_with("[required]"), "{init_help}");
+    refused(tmp.path(), &["init", "--plugins", "go/v4", "--domain", "example.com"], "--repo <REPO>");
     assert!(ok(tmp.path(), &["completion", "bash"]).contains("_opkit"));
     assert!(ok(tmp.path(), &["completion", "zsh"]).contains("#compdef opkit"));
 }

@@ -1,17 +1,20 @@
 //! The scaffold's Makefile and config/ as operator-sdk (kubebuilder go/v4) has them: the
 //! metrics Service with its authn/authz RBAC, config/prometheus, config/network-policy,
 //! `make build-installer` (dist/install.yaml applied to an in-process cluster), `make
-//! undeploy uninstall`, no ✓ before an error, and scaffolded Rust that is rustfmt-clean.
+//! undeploy uninstall`, undeploy deleting the CRs while the controller runs, no ✓ before an
+//! error, and scaffolded Rust that is rustfmt-clean.
 //! config/ is rendered by opkit's kustomize and by `kubectl kustomize`, which must agree.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Event, Service};
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::Api;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use opkit_testenv::TestEnv;
 use serde_json::Value;
 
@@ -312,6 +315,148 @@ async fn install_yaml_applies_and_removal_reports_no_check_before_an_error() {
     assert!(stderr.contains("zbroken.ship.example.com"), "{stderr}");
 }
 
+/// A stand-in for the deployed controller: while its Deployment exists (the manager runs),
+/// it removes the finalizer `ship.example.com/finalizer` of every Frigate being deleted.
+async fn frigate_finalizer_controller(client: kube::Client, frigates: ApiResource) {
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &frigates);
+    let deployments = Api::<Deployment>::namespaced(client.clone(), "fleet-system");
+    let mut events = std::pin::pin!(watcher::watcher(all, watcher::Config::default()).default_backoff());
+    while let Ok(Some(event)) = events.try_next().await {
+        let (watcher::Event::Apply(frigate) | watcher::Event::InitApply(frigate)) = event else { continue };
+        let finalizers = frigate.metadata.finalizers.clone().unwrap_or_default();
+        if frigate.metadata.deletion_timestamp.is_none()
+            || !finalizers.iter().any(|f| f == "ship.example.com/finalizer")
+        {
+            continue;
+        }
+        let running = deployments.get_opt("fleet-controller-manager").await.ok().flatten();
+        if running.is_none_or(|d| d.metadata.deletion_timestamp.is_some()) {
+            continue; // the manager is gone: nobody removes the finalizer
+        }
+        let kept: Vec<&String> = finalizers.iter().filter(|f| *f != "ship.example.com/finalizer").collect();
+        let ns = frigate.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &frigates);
+        let patch = serde_json::json!({"metadata": {"finalizers": kept}});
+        let name = frigate.metadata.name.clone().unwrap_or_default();
+        let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeploy_deletes_the_custom_resources_while_the_controller_runs_and_names_what_holds_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    project(&dir, &["Frigate"]);
+    write_crd_base(&dir, "Frigate");
+    let env = TestEnv::start().await.expect("test env");
+    let kubeconfig = env.kubeconfig_path().to_path_buf();
+    let opkit = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_opkit"));
+        cmd.args(args).current_dir(&dir).env("KUBECONFIG", &kubeconfig);
+        async move {
+            let out = tokio::task::spawn_blocking(move || run(&mut cmd)).await.expect("opkit");
+            (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    };
+    let (done, stderr) = opkit(&["deploy", "--image", IMAGE, "--no-wait"]).await;
+    assert!(done, "{stderr}");
+    let client = env.client();
+    let frigates =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ship.example.com", "v1", "Frigate"), "frigates");
+    let controller = tokio::spawn(frigate_finalizer_controller(client.clone(), frigates.clone()));
+    let create = |name: &str, finalizer: &str| {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &frigates);
+        let frigate: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ship.example.com/v1", "kind": "Frigate",
+            "metadata": {"name": name, "finalizers": [finalizer]}, "spec": {}
+        }))
+        .expect("frigate");
+        async move { api.create(&PostParams::default(), &frigate).await.expect("create the frigate") }
+    };
+    create("sample", "ship.example.com/finalizer").await;
+    // A finalizer nobody removes: undeploy times out, names it, and keeps the controller.
+    create("stuck", "example.com/kept").await;
+
+    let (done, stderr) = opkit(&["undeploy", "--timeout", "3s"]).await;
+    assert!(!done, "{stderr}");
+    assert!(stderr.contains("timed out after 3s"), "{stderr}");
+    assert!(
+        stderr.contains("still held: frigate.ship.example.com/stuck in default (finalizers: example.com/kept)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('✓'), "a ✓ before the error:\n{stderr}");
+    let deployments = Api::<Deployment>::namespaced(client.clone(), "fleet-system");
+    assert!(deployments.get_opt("fleet-controller-manager").await.unwrap().is_some(), "the controller went first");
+    let defaults: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &frigates);
+    assert!(defaults.get_opt("sample").await.unwrap().is_none(), "the controller did not finalize the sample");
+
+    // Once the stuck one is released, undeploy removes the rest, the CRD included.
+    let release = serde_json::json!({"metadata": {"finalizers": null}});
+    defaults.patch("stuck", &PatchParams::default(), &Patch::Merge(&release)).await.expect("release");
+    create("sample", "ship.example.com/finalizer").await;
+    let (done, stderr) = opkit(&["undeploy", "--timeout", "30s"]).await;
+    assert!(done, "{stderr}");
+    assert!(stderr.contains("✓ frigate.ship.example.com/sample deleted"), "{stderr}");
+    assert!(
+        stderr.contains("✓ customresourcedefinition.apiextensions.k8s.io/frigates.ship.example.com deleted"),
+        "{stderr}"
+    );
+    assert!(deployments.get_opt("fleet-controller-manager").await.unwrap().is_none());
+    controller.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_that_times_out_names_the_pods_last_warning_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    project(&dir, &["Frigate"]);
+    write_crd_base(&dir, "Frigate");
+    // The manager's container crashes at once on every start (a simulated pod's failure).
+    let manager = dir.join("config/manager/manager.yaml");
+    let text = std::fs::read_to_string(&manager).unwrap();
+    let text = text.replace(
+        "        kubectl.kubernetes.io/default-container: manager\n",
+        "        kubectl.kubernetes.io/default-container: manager\n        opkit.dev/crash-loop: \"true\"\n",
+    );
+    std::fs::write(&manager, text).unwrap();
+    let env = TestEnv::start().await.expect("test env");
+    let kubeconfig = env.kubeconfig_path().to_path_buf();
+    let opkit = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_opkit"));
+        cmd.args(args).current_dir(&dir).env("KUBECONFIG", &kubeconfig);
+        async move {
+            let out = tokio::task::spawn_blocking(move || run(&mut cmd)).await.expect("opkit");
+            (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    };
+    let (done, stderr) = opkit(&["deploy", "--image", IMAGE, "--no-wait"]).await;
+    assert!(done, "{stderr}");
+    // Once the kubelet has warned about the pod, a deploy that waits times out naming it.
+    let events: Api<Event> = Api::namespaced(env.client(), "fleet-system");
+    let warned = events.clone();
+    let stream = watcher::watcher(warned, watcher::Config::default()).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    let backoff = async {
+        while let Some(event) = stream.try_next().await.expect("watch events") {
+            if let watcher::Event::Apply(e) | watcher::Event::InitApply(e) = event
+                && e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("BackOff")
+            {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(120), backoff).await.expect("a BackOff warning");
+    let (done, stderr) = opkit(&["deploy", "--image", IMAGE, "--timeout", "2s"]).await;
+    assert!(!done, "{stderr}");
+    assert!(
+        stderr.contains("timed out after 2s waiting for deployment fleet-system/fleet-controller-manager"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the pods' last Warning event: pod fleet-controller-manager-"), "{stderr}");
+    assert!(stderr.contains(": BackOff: "), "{stderr}");
+}
+
 #[test]
 fn repository_readme_workflow_uses_the_working_commands() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -320,6 +465,16 @@ fn repository_readme_workflow_uses_the_working_commands() {
     assert!(readme.contains("kubectl apply -k config/samples/"));
     assert!(!readme.contains("kubectl apply -f config/samples"), "config/samples holds a kustomization: -k");
     assert!(readme.contains("make build-installer"));
+    // Every code block is closed: no heading is inside one.
+    let mut in_block = false;
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            in_block = !in_block;
+        } else if line.starts_with("## ") {
+            assert!(!in_block, "{line:?} is inside an unclosed code block");
+        }
+    }
+    assert!(!in_block, "the README ends inside a code block");
     // `opkit cluster start` in the checkout writes .opkit/, which git must not offer to track.
     let gitignore = read(&root, ".gitignore");
     assert!(gitignore.lines().any(|l| l.trim() == ".opkit/" || l.trim() == "/.opkit/"), "{gitignore}");

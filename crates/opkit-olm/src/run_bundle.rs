@@ -355,14 +355,18 @@ pub async fn wait_csv(
             let csv = event.map_err(|e| OlmError::Install(e.to_string()))?;
             let status = csv.status.unwrap_or_default();
             let phase = status.phase.unwrap_or_default();
-            if phase.is_empty() || phase == last.0 {
+            if phase.is_empty() {
+                continue;
+            }
+            // The reason and message change within a phase (Installing names what it waits
+            // for): a timeout reports the latest.
+            let reason = format!("{}: {}", status.reason.unwrap_or_default(), status.message.unwrap_or_default());
+            if phase == last.0 {
+                last.1 = reason;
                 continue;
             }
             progress(&format!("  Found ClusterServiceVersion \"{ns}/{name}\" phase: {phase}"));
-            last = (
-                phase.clone(),
-                format!("{}: {}", status.reason.unwrap_or_default(), status.message.unwrap_or_default()),
-            );
+            last = (phase.clone(), reason);
             if phase == PHASE_SUCCEEDED {
                 return Ok(());
             }
@@ -398,6 +402,34 @@ pub async fn cleanup(
     timeout: Duration,
     progress: &dyn Fn(&str),
 ) -> Result<Removed, OlmError> {
+    cleanup_with(client, package, ns, timeout, &CleanupOptions::default(), progress).await
+}
+
+/// What [`cleanup_with`] deletes besides the operator itself, as operator-sdk's `cleanup`
+/// flags choose (both by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupOptions {
+    /// The CRDs the CSVs own, and so their objects (`--delete-crds`).
+    pub delete_crds: bool,
+    /// `operator-sdk-og`, when nothing else uses it (`--delete-operator-groups`).
+    pub delete_operator_groups: bool,
+}
+
+impl Default for CleanupOptions {
+    fn default() -> Self {
+        CleanupOptions { delete_crds: true, delete_operator_groups: true }
+    }
+}
+
+/// [`cleanup`], deleting the CRDs and the OperatorGroup only as `options` say.
+pub async fn cleanup_with(
+    client: &Client,
+    package: &str,
+    ns: &str,
+    timeout: Duration,
+    options: &CleanupOptions,
+    progress: &dyn Fn(&str),
+) -> Result<Removed, OlmError> {
     let deadline = Instant::now() + timeout;
     let mut removed = Removed::default();
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
@@ -431,7 +463,7 @@ pub async fn cleanup(
         say(&mut removed, progress, "clusterserviceversion", &csv.name_any());
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for csv in &csv_objects {
+    for csv in csv_objects.iter().filter(|_| options.delete_crds) {
         for owned in &csv.spec.customresourcedefinitions.owned {
             if crds.get_opt(&owned.name).await?.is_some() {
                 delete(&crds, &owned.name, deadline).await?;
@@ -466,7 +498,7 @@ pub async fn cleanup(
     }
     let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns);
     let others = csvs.list(&ListParams::default()).await?.items.len();
-    if others == 0 && groups.get_opt(OPERATOR_GROUP).await?.is_some() {
+    if options.delete_operator_groups && others == 0 && groups.get_opt(OPERATOR_GROUP).await?.is_some() {
         delete(&groups, OPERATOR_GROUP, deadline).await?;
         say(&mut removed, progress, "operatorgroup", OPERATOR_GROUP);
     }

@@ -175,6 +175,30 @@ async fn run_bundle_upgrade_and_cleanup() {
     assert!(groups.list(&ListParams::default()).await.expect("list").items.is_empty());
 }
 
+/// operator-sdk's `cleanup --delete-all=false --delete-crds=false
+/// --delete-operator-groups=false`: the operator goes, its CRDs and OperatorGroup stay.
+#[tokio::test]
+async fn cleanup_keeps_the_crds_and_operator_group_when_asked() {
+    let olm = start().await;
+    namespace(&olm, "kept").await;
+    let client = olm.env.client();
+    let say = |_: &str| {};
+    run_bundle::run_bundle(&client, &bundle("0.0.1"), &options("kept"), &say).await.expect("run bundle 0.0.1");
+    let keep = run_bundle::CleanupOptions { delete_crds: false, delete_operator_groups: false };
+    let removed =
+        run_bundle::cleanup_with(&client, "memcached-operator", "kept", WAIT, &keep, &say).await.expect("cleanup");
+    assert!(
+        removed.deleted.iter().all(|d| !d.starts_with("customresourcedefinition") && !d.starts_with("operatorgroup")),
+        "{removed:?}"
+    );
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "kept");
+    assert!(csvs.list(&ListParams::default()).await.expect("list").items.is_empty(), "the operator stays");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    assert!(crds.get_opt("memcacheds.cache.example.com").await.expect("get").is_some(), "the CRD went");
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), "kept");
+    assert!(groups.get_opt(run_bundle::OPERATOR_GROUP).await.expect("get").is_some(), "the OperatorGroup went");
+}
+
 /// The status code of a kube error (0 when it is not an API error).
 fn status_code(e: &kube::Error) -> u16 {
     match e {
@@ -489,6 +513,38 @@ async fn upgrade_waits_while_the_operator_is_not_upgradeable() {
     assert_eq!(upgraded.expect("bundle-upgrade 0.0.2 after the override").csv, "memcached-operator.v0.0.2");
     let gone = |c: Option<&ClusterServiceVersion>| c.is_none();
     wait_for(&csvs, "memcached-operator.v0.0.1", "to be replaced", gone, WAIT).await.expect("0.0.1 removed");
+}
+
+/// An upgrade whose new pod never becomes Ready does not succeed: the old pod keeps the
+/// Deployment available, but OLM (as `kubectl rollout status`) waits until no old replica
+/// is left, so `run bundle-upgrade` times out saying so, and the old CSV stays.
+#[tokio::test]
+async fn upgrade_waits_until_the_new_pod_is_ready() {
+    let olm = start().await;
+    namespace(&olm, "rolling").await;
+    let client = olm.env.client();
+    let say = |_: &str| {};
+    run_bundle::run_bundle(&client, &bundle("0.0.1"), &options("rolling"), &say).await.expect("run bundle 0.0.1");
+
+    let mut next = bundle("0.0.2");
+    let template = next
+        .csv_object
+        .pointer_mut("/spec/install/spec/deployments/0/spec/template")
+        .and_then(Value::as_object_mut)
+        .expect("the CSV's pod template");
+    let metadata = template.entry("metadata").or_insert_with(|| json!({}));
+    metadata["annotations"] = json!({"opkit.dev/never-ready": "true"});
+    let short = RunOptions { timeout: Duration::from_secs(5), ..options("rolling") };
+    let err = run_bundle::run_bundle_upgrade(&client, &next, &short, &say)
+        .await
+        .expect_err("the upgrade succeeded before its new pod was Ready");
+    assert!(err.to_string().contains("old replicas are pending termination"), "{err}");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), "rolling");
+    assert_ne!(
+        phase(csvs.get_opt("memcached-operator.v0.0.2").await.expect("get").as_ref()).as_deref(),
+        Some("Succeeded")
+    );
+    assert!(csvs.get_opt("memcached-operator.v0.0.1").await.expect("get").is_some(), "0.0.1 was replaced");
 }
 
 /// A CSV's webhook definitions, registered as OLM does: a Service for the Deployment's

@@ -13,13 +13,23 @@ use crate::scaffold::{self, ApiOptions, TypeOrigin};
 
 /// Scaffolds the API; refuses (writing nothing) on invalid names or an existing kind.
 pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError> {
-    if args.plugins == Some(InitPlugin::Helm) {
-        return crate::scaffold_helm::create_api(args, &project_dir()?, out);
-    }
-    if args.plugins == Some(InitPlugin::Ansible) {
-        return crate::scaffold_ansible::create_api(args, &project_dir()?, out);
-    }
     let root = project_dir()?;
+    match args.plugins.or_else(|| layout_plugin(&root)) {
+        Some(InitPlugin::Helm) => return crate::scaffold_helm::create_api(args, &root, out),
+        Some(InitPlugin::Ansible) => return crate::scaffold_ansible::create_api(args, &root, out),
+        Some(InitPlugin::Go) | None => {}
+    }
+    let plugin_flag = [
+        (args.helm_chart.is_some(), "--helm-chart", "a Helm"),
+        (args.generate_role, "--generate-role", "an Ansible"),
+        (args.generate_playbook, "--generate-playbook", "an Ansible"),
+    ];
+    if let Some((_, flag, kind)) = plugin_flag.iter().find(|(given, _, _)| *given) {
+        return Err(CliError::Usage(format!(
+            "{flag} is for {kind} operator project (`opkit init --plugins {}`)",
+            if kind.contains("Helm") { "helm" } else { "ansible" }
+        )));
+    }
     let project = Project::load(&root)?;
     project::validate_group(&args.group, &project.domain)?;
     project::validate_version(&args.version)?;
@@ -29,7 +39,7 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
     }
     let (origin, group, plural) = origin_and_plural(&args)?;
     project::validate_plural(&plural)?;
-    if let Some(existing) = project.find(&group, &args.version, &args.kind) {
+    if let Some(existing) = project.find(&group, &args.version, &args.kind).filter(|_| !args.force) {
         return Err(CliError::Usage(format!(
             "API {}/{}, Kind={} already exists in PROJECT",
             existing.full_group(),
@@ -54,6 +64,7 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
         controller: args.controller,
         namespaced: args.namespaced,
         origin: origin.clone(),
+        force: args.force,
     };
     let (plan, updated) = scaffold::api_plan(&root, &project, &opts)?;
     let written = plan.commit()?;
@@ -76,6 +87,9 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
             args.kind
         ),
     };
+    if args.make {
+        run_make_generate(&root, out)?;
+    }
     let text = format!("Created API {shown_group}/{}, Kind={} (resource {plural}).\n{next}", args.version, args.kind);
     out.result(
         &text,
@@ -84,6 +98,35 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
                "files": written}),
     );
     Ok(())
+}
+
+/// `make generate` in the project, as kubebuilder runs it after `create api --make`.
+fn run_make_generate(root: &std::path::Path, out: &Output) -> Result<(), CliError> {
+    out.step("Running make generate");
+    let status = std::process::Command::new("make")
+        .arg("generate")
+        .current_dir(root)
+        .stdout(std::io::stderr())
+        .status()
+        .map_err(|e| CliError::Build(format!("running make generate: {e}")))?;
+    if !status.success() {
+        return Err(CliError::Build(format!("make generate failed ({status})")));
+    }
+    Ok(())
+}
+
+/// The plugin PROJECT's `layout` names, as operator-sdk picks the plugin of `create api`:
+/// Helm or Ansible for their layouts, else none (the Rust layout, or no readable PROJECT,
+/// which the Rust layout's own check reports).
+fn layout_plugin(root: &std::path::Path) -> Option<InitPlugin> {
+    let text = std::fs::read_to_string(root.join(project::FILE)).ok()?;
+    let project: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
+    let layouts = project.get("layout")?.as_array()?;
+    layouts.iter().filter_map(serde_json::Value::as_str).find_map(|layout| match layout {
+        crate::scaffold_helm::LAYOUT => Some(InitPlugin::Helm),
+        crate::scaffold_ansible::LAYOUT => Some(InitPlugin::Ansible),
+        _ => None,
+    })
 }
 
 /// Where the type comes from, its group as PROJECT records it, and its plural resource

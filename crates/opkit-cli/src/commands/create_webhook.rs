@@ -69,15 +69,21 @@ fn check(project: &Project, args: &CreateWebhookArgs) -> Result<WebhookOptions, 
             "{gvk} has no type in this project (created with --resource=false): webhooks are scaffolded for the project's own types"
         )));
     }
-    if resource.webhooks.is_some() {
-        return Err(CliError::Usage(format!("webhook resource already exists for {gvk}")));
+    if let Some(plural) = args.plural.as_ref().filter(|p| **p != resource.plural) {
+        return Err(CliError::Usage(format!("--plural {plural}: {gvk} is served as {} (PROJECT)", resource.plural)));
     }
-    if args.conversion
-        && project
-            .resources
-            .iter()
-            .any(|r| r.group == args.group && r.kind == args.kind && r.webhooks.as_ref().is_some_and(|w| w.conversion))
-    {
+    if resource.webhooks.is_some() && !args.force {
+        return Err(CliError::Usage(format!(
+            "webhook resource already exists for {gvk} (--force scaffolds its webhooks again)"
+        )));
+    }
+    let other_conversion = |r: &project::Resource| {
+        r.group == args.group
+            && r.kind == args.kind
+            && r.webhooks.as_ref().is_some_and(|w| w.conversion)
+            && !(args.force && r.version == args.version)
+    };
+    if args.conversion && project.resources.iter().any(other_conversion) {
         return Err(CliError::Usage(format!(
             "{full_group}, Kind={} already has a conversion webhook: its hub is the version it was created for",
             args.kind
@@ -106,5 +112,6 @@ fn check(project: &Project, args: &CreateWebhookArgs) -> Result<WebhookOptions, 
         defaulting: args.defaulting,
         validation: args.programmatic_validation,
         spokes,
+        force: args.force,
     })
 }

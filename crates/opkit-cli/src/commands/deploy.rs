@@ -2,6 +2,8 @@
 //! Rust, kubectl is not needed), with the manager image set, applied to or deleted from
 //! the cluster; `opkit build-installer` writes the same rendering to dist/install.yaml.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
@@ -102,7 +104,11 @@ async fn deploy_steps(args: &DeployArgs, out: &mut Output, steps: &Steps) -> Res
     } else {
         for (ns, name) in &deployments {
             out.waiting(&format!("waiting for deployment {ns}/{name} to become available"));
-            cluster_ops::wait_deployment_available(&client, ns, name, timeout).await?;
+            if let Err(e) = cluster_ops::wait_deployment_available(&client, ns, name, timeout).await {
+                return Err(
+                    super::pod_warnings::explain_timeout(&client, ns, &[selector(&objs, ns, name)], e.into()).await
+                );
+            }
             if opkit_cluster && !runs_for_real(&client, ns, name).await? {
                 simulated = true;
                 out.warn(&format!("deployment {ns}/{name} reports available, but its pods are simulated"));
@@ -125,6 +131,19 @@ async fn deploy_steps(args: &DeployArgs, out: &mut Output, steps: &Steps) -> Res
         format!("Deployed {} object(s) with image {}.", names.len(), args.image)
     };
     Ok((text, json!({"applied": names, "image": args.image, "imageLoaded": !simulated})))
+}
+
+/// The `matchLabels` of Deployment `ns/name` among `objs`.
+fn selector(objs: &[Value], ns: &str, name: &str) -> BTreeMap<String, String> {
+    objs.iter()
+        .find(|o| {
+            o.get("kind").and_then(Value::as_str) == Some("Deployment")
+                && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+                && o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default") == ns
+        })
+        .and_then(|o| o.pointer("/spec/selector/matchLabels"))
+        .and_then(|l| serde_json::from_value(l.clone()).ok())
+        .unwrap_or_default()
 }
 
 /// What to do when the manager's image is not loaded into the local cluster.

@@ -64,7 +64,9 @@ fn kustomize_manifests(args: GenerateKustomizeManifestsArgs, out: &mut Output) -
     plan.write(&base_rel, opkit_olm_bundle::yaml::to_yaml(&value));
     let kustomization = args.output_dir.join("kustomization.yaml");
     if !root.join(&kustomization).is_file() {
-        plan.write(&kustomization, MANIFESTS_KUSTOMIZATION.replace("{{ project_name }}", &package));
+        let text = MANIFESTS_KUSTOMIZATION.replace("{{ project_name }}", &package);
+        let webhooks = project.resources.iter().any(|r| r.webhooks.is_some());
+        plan.write(&kustomization, if webhooks { crate::scaffold::with_manifests_webhook_patch(&text) } else { text });
     }
     let written = plan.commit()?;
     if !args.quiet {

@@ -7,12 +7,21 @@ use opkit_controllers::images::{ImageStore, LoadedImage};
 use serde_json::json;
 
 use super::{CliError, project_dir};
-use crate::cli::{ImagesArgs, LoadArgs};
+use crate::cli::{ImageStoreArgs, ImagesArgs, LoadArgs};
 use crate::output::Output;
 use crate::project::Project;
 
-/// The image store of the cluster whose data directory is `data_dir`.
-fn store(data_dir: &Path) -> Result<ImageStore, CliError> {
+/// The image store of the cluster `target` names: `--data-dir`, else the opkit cluster of
+/// the kubeconfig's context.
+fn store(target: &ImageStoreArgs) -> Result<ImageStore, CliError> {
+    let data_dir = match &target.data_dir {
+        Some(dir) => dir.clone(),
+        None => super::cluster::context::data_dir(
+            target.kubeconfig.as_deref(),
+            target.context.as_deref(),
+            Path::new(super::cluster::DEFAULT_DATA_DIR),
+        )?,
+    };
     Ok(ImageStore::new(std::path::absolute(data_dir)?.join("images")))
 }
 
@@ -22,7 +31,7 @@ pub fn load(args: LoadArgs, out: &mut Output) -> Result<(), CliError> {
         Some(path) => path,
         None => project_binary(&args.profile)?,
     };
-    let store = store(&args.data_dir)?;
+    let store = store(&args.target)?;
     out.waiting(&format!("loading {} as {}", binary.display(), args.image));
     let image = store.load(&args.image, &binary)?;
     out.result(
@@ -41,7 +50,7 @@ pub fn load(args: LoadArgs, out: &mut Output) -> Result<(), CliError> {
 
 /// `opkit cluster images`.
 pub fn list(args: ImagesArgs, out: &mut Output) -> Result<(), CliError> {
-    let store = store(&args.data_dir)?;
+    let store = store(&args.target)?;
     let images = store.list()?;
     out.result(&table(&images), json!({"images": images}));
     Ok(())

@@ -5,6 +5,9 @@
 
 use std::cell::RefCell;
 
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::Scope;
 use serde_json::{Value, json};
 
 use super::{CliError, kubeconfig, project_dir};
@@ -99,8 +102,12 @@ pub async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliErro
 }
 
 /// Deletes `objs` (reverse order, waiting until gone) and returns what was deleted; an
-/// error names the objects that did not exist unless `--ignore-not-found` is set. A ✓ is
-/// printed for each deleted object only when no error follows.
+/// error names the objects that did not exist unless `--ignore-not-found` is set. The
+/// custom resources of the CRDs among `objs` go first, each waited for, while the
+/// controller that removes their finalizers still runs (operator-sdk's tutorial ends with
+/// `make undeploy` while the sample exists). A wait that times out names every object still
+/// held and its finalizers. A ✓ is printed for each deleted object only when no error
+/// follows.
 pub async fn delete_objects(
     objs: &[Value],
     args: &RemoveArgs,
@@ -108,10 +115,26 @@ pub async fn delete_objects(
     what: &str,
 ) -> Result<Vec<String>, CliError> {
     let client = kubeconfig::client(&args.cluster).await?;
+    let timeout = args.cluster.timeout.get();
     out.waiting(what);
     let progress = Steps::default();
-    let deleted = match cluster_ops::delete(&client, objs, &|m: &str| progress.record(m), true).await {
+    let record = |m: &str| progress.record(m);
+    let result = async {
+        let resources = custom_resources(&client, objs).await?;
+        let mut deleted = cluster_ops::delete(&client, &resources, &record, Some(timeout)).await?;
+        deleted.extend(cluster_ops::delete(&client, objs, &record, Some(timeout)).await?);
+        Ok::<_, CliError>(deleted)
+    }
+    .await;
+    let deleted = match result {
         Ok(deleted) => deleted,
+        Err(CliError::Cluster(timeout @ cluster_ops::ClusterOpsError::Timeout { .. })) => {
+            out.done_waiting();
+            let mut held = custom_resources(&client, objs).await.unwrap_or_default();
+            held.extend(objs.iter().cloned());
+            let held = held_objects(&client, &held).await;
+            return Err(progress.fail(out, CliError::Held { timeout, held }));
+        }
         Err(e) => {
             out.done_waiting();
             return Err(progress.fail(out, e));
@@ -139,4 +162,83 @@ pub async fn delete_objects(
     }
     steps.succeeded(out);
     Ok(deleted.iter().map(ToString::to_string).collect())
+}
+
+/// Every custom resource of the CRDs among `objs` that the cluster holds, in every
+/// namespace, as `{apiVersion, kind, metadata: {name, namespace}}` for
+/// [`cluster_ops::delete`]. A CRD the cluster does not serve has none.
+async fn custom_resources(client: &kube::Client, objs: &[Value]) -> Result<Vec<Value>, CliError> {
+    let mut found = Vec::new();
+    for crd in objs.iter().filter(|o| is_crd(o)) {
+        let Some(resource) = crd_resource(crd) else { continue };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let list = match api.list(&ListParams::default()).await {
+            Ok(list) => list,
+            Err(kube::Error::Api(s)) if s.is_not_found() => continue,
+            Err(e) => return Err(CliError::ClusterRequest(format!("listing {}: {e}", resource.plural))),
+        };
+        for item in list.items {
+            let mut metadata = json!({"name": item.metadata.name});
+            if let Some(ns) = item.metadata.namespace {
+                metadata["namespace"] = json!(ns);
+            }
+            found.push(json!({"apiVersion": resource.api_version, "kind": resource.kind, "metadata": metadata}));
+        }
+    }
+    Ok(found)
+}
+
+fn is_crd(obj: &Value) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")
+        && obj.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+}
+
+/// The API resource of a CRD's kind at its storage version (else its first version).
+fn crd_resource(crd: &Value) -> Option<ApiResource> {
+    let s = |p: &str| crd.pointer(p).and_then(Value::as_str);
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array)?;
+    let version = versions
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .or_else(|| versions.first())
+        .and_then(|v| v.get("name").and_then(Value::as_str))?;
+    let gvk = GroupVersionKind::gvk(s("/spec/group")?, version, s("/spec/names/kind")?);
+    Some(ApiResource::from_gvk_with_plural(&gvk, s("/spec/names/plural")?))
+}
+
+/// The objects among `objs` that are being deleted but still exist, each as
+/// `kind.group/name in NAMESPACE (finalizers: ...)`. An object that cannot be read is left
+/// out: this only explains a timeout.
+async fn held_objects(client: &kube::Client, objs: &[Value]) -> Vec<String> {
+    let mut held = Vec::new();
+    for obj in objs {
+        let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        let (api_version, kind, name) = (s("/apiVersion"), s("/kind"), s("/metadata/name"));
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+        let Ok((resource, caps)) =
+            kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, &kind)).await
+        else {
+            continue;
+        };
+        let namespace = (caps.scope == Scope::Namespaced)
+            .then(|| obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(client.default_namespace()));
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let Ok(Some(current)) = api.get_opt(&name).await else { continue };
+        if current.metadata.deletion_timestamp.is_none() {
+            continue;
+        }
+        let object = cluster_ops::ObjectRef { api_version, kind, name, namespace: namespace.map(String::from) };
+        let place = namespace.map(|ns| format!(" in {ns}")).unwrap_or_default();
+        let finalizers = current.metadata.finalizers.unwrap_or_default();
+        let finalizers = if finalizers.is_empty() {
+            "no finalizers".to_string()
+        } else {
+            format!("finalizers: {}", finalizers.join(", "))
+        };
+        held.push(format!("{object}{place} ({finalizers})"));
+    }
+    held
 }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Client, Config};
 
 use super::CliError;
@@ -22,17 +22,34 @@ pub async fn config(kubeconfig: Option<&Path>, context: Option<String>) -> Resul
     let options = KubeConfigOptions { context, ..KubeConfigOptions::default() };
     match kubeconfig {
         Some(path) => {
-            let kc =
-                Kubeconfig::read_from(path).map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display())))?;
+            let kc = Kubeconfig::read_from(path).map_err(|e| read_error(Some(path), e))?;
             Config::from_custom_kubeconfig(kc, &options)
                 .await
                 .map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display())))
         }
         None => Config::from_kubeconfig(&options).await.map_err(|e| {
             CliError::Kubeconfig(format!(
-                "{e} (set KUBECONFIG, pass --kubeconfig, or start a local cluster with `opkit cluster start`)"
+                "{} (set KUBECONFIG, pass --kubeconfig, or start a local cluster with `opkit cluster start`)",
+                describe(&e)
             ))
         }),
+    }
+}
+
+/// A kubeconfig error naming the file once, unquoted, as kubectl does (kube's own text
+/// quotes it, and `path` would name it again).
+fn read_error(path: Option<&Path>, error: KubeconfigError) -> CliError {
+    match (&error, path) {
+        (KubeconfigError::ReadConfig(..), _) | (_, None) => CliError::Kubeconfig(describe(&error)),
+        (_, Some(path)) => CliError::Kubeconfig(format!("{}: {error}", path.display())),
+    }
+}
+
+/// kube's text of `error`, but a file that cannot be read as `PATH: WHY`.
+fn describe(error: &KubeconfigError) -> String {
+    match error {
+        KubeconfigError::ReadConfig(io, path) => format!("{}: {io}", path.display()),
+        other => other.to_string(),
     }
 }
 
@@ -40,8 +57,8 @@ pub async fn config(kubeconfig: Option<&Path>, context: Option<String>) -> Resul
 /// `$KUBECONFIG` merged).
 pub fn read(args: &ClusterArgs) -> Result<Kubeconfig, CliError> {
     match &args.kubeconfig {
-        Some(path) => Kubeconfig::read_from(path).map_err(|e| CliError::Kubeconfig(format!("{}: {e}", path.display()))),
-        None => Kubeconfig::read().map_err(|e| CliError::Kubeconfig(e.to_string())),
+        Some(path) => Kubeconfig::read_from(path).map_err(|e| read_error(Some(path), e)),
+        None => Kubeconfig::read().map_err(|e| read_error(None, e)),
     }
 }
 

@@ -20,6 +20,7 @@ mod install;
 mod kubeconfig;
 pub mod kudo;
 mod olm;
+mod pod_warnings;
 mod run;
 mod run_bundle;
 mod run_webhooks;
@@ -65,6 +66,22 @@ pub enum CliError {
     /// Talking to the cluster failed.
     #[error(transparent)]
     Cluster(#[from] crate::cluster_ops::ClusterOpsError),
+    /// A wait timed out; the pods it waited for last warned this.
+    #[error("{error}; the pods' last Warning event: {warning}")]
+    PodWarning {
+        /// The timeout.
+        error: Box<CliError>,
+        /// `pod NAME: REASON: MESSAGE`.
+        warning: String,
+    },
+    /// Deleting timed out; these objects are still held, by their finalizers.
+    #[error("{timeout}; still held: {}", if held.is_empty() { "nothing (they went after the timeout)".to_string() } else { held.join("; ") })]
+    Held {
+        /// The wait that timed out.
+        timeout: crate::cluster_ops::ClusterOpsError,
+        /// Each object being deleted that still exists, with its finalizers.
+        held: Vec<String>,
+    },
     /// The kubeconfig could not be used.
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
@@ -160,6 +177,8 @@ impl CliError {
             CliError::WebhookMarker(_) => "webhook-marker",
             CliError::Kustomize(_) => "kustomize",
             CliError::Cluster(_) => "cluster",
+            CliError::Held { .. } => "held",
+            CliError::PodWarning { error, .. } => error.kind(),
             CliError::Kubeconfig(_) => "kubeconfig",
             CliError::Build(_) => "build",
             CliError::OutOfDate(_) => "out-of-date",

@@ -13,7 +13,7 @@ use opkit_olm::install::{self, LEASE, OLM_NAMESPACE};
 use serde_json::json;
 
 use super::{CliError, kubeconfig};
-use crate::cli::{OlmInstallArgs, OlmRunArgs, RemoveArgs};
+use crate::cli::{OlmInstallArgs, OlmRunArgs, OlmStatusArgs, OlmUninstallArgs};
 use crate::output::Output;
 
 /// How often `install` looks whether the runner it started holds the Lease.
@@ -22,6 +22,7 @@ const POLL: Duration = Duration::from_millis(200);
 /// `opkit olm install`: CRDs, namespaces, the global OperatorGroup, then the controllers
 /// in a background `opkit olm run`.
 pub async fn install(args: OlmInstallArgs, out: &mut Output) -> Result<(), CliError> {
+    note_version(&args.version, out);
     let client = kubeconfig::client(&args.cluster).await?;
     let timeout = args.cluster.timeout.get();
     out.waiting("applying OLM's CRDs");
@@ -85,8 +86,9 @@ pub async fn install(args: OlmInstallArgs, out: &mut Output) -> Result<(), CliEr
 
 /// `opkit olm status`: the CRDs and whether the controllers run; exits 3 when OLM is not
 /// installed or not running.
-pub async fn status(args: crate::cli::ClusterArgs, out: &mut Output) -> Result<(), CliError> {
-    let client = kubeconfig::client(&args).await?;
+pub async fn status(args: OlmStatusArgs, out: &mut Output) -> Result<(), CliError> {
+    note_version(&args.version, out);
+    let client = kubeconfig::client(&args.cluster).await?;
     let status = install::status(&client).await?;
     let mut text = String::from("NAME                                             INSTALLED\n");
     for (name, ok) in &status.crds {
@@ -104,7 +106,9 @@ pub async fn status(args: crate::cli::ClusterArgs, out: &mut Output) -> Result<(
 
 /// `opkit olm uninstall`: stops a runner on this machine, deletes the CRDs (and so every
 /// OLM object) and OLM's namespaces.
-pub async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliError> {
+pub async fn uninstall(args: OlmUninstallArgs, out: &mut Output) -> Result<(), CliError> {
+    note_version(&args.version, out);
+    let args = args.remove;
     let client = kubeconfig::client(&args.cluster).await?;
     let status = install::status(&client).await?;
     if !args.ignore_not_found && status.crds.iter().all(|(_, ok)| !ok) {
@@ -140,6 +144,16 @@ pub async fn run(args: OlmRunArgs) -> Result<(), CliError> {
     opkit_olm::setup(&mgr).map_err(|e| CliError::Build(e.to_string()))?;
     tracing::info!("starting OLM's controllers");
     mgr.run().await.map_err(|e| CliError::Build(e.to_string()))
+}
+
+/// Notes that `--version` cannot choose another OLM: opkit's is built in (operator-sdk
+/// fetches the version's manifests).
+fn note_version(version: &str, out: &Output) {
+    if version != "latest" {
+        out.warn(&format!(
+            "--version {version}: opkit's OLM is built in (its CRDs and controllers are part of opkit), so this is the version there is"
+        ));
+    }
 }
 
 /// This machine's name, for the runner's identity.

@@ -107,7 +107,7 @@ impl LocalWebhooks {
 
     /// Deletes the configurations and re-applies the CRDs as `opkit install` did.
     pub async fn remove(&self, client: &kube::Client, timeout: Duration) -> Result<(), CliError> {
-        cluster_ops::delete(client, &self.configurations, &|_: &str| {}, false).await?;
+        cluster_ops::delete(client, &self.configurations, &|_: &str| {}, None).await?;
         if !self.conversions.is_empty() {
             cluster_ops::apply(client, &self.crds, FIELD_MANAGER, &|_: &str| {}, timeout).await?;
         }

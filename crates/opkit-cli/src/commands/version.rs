@@ -14,11 +14,27 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The git commit opkit was built from ("unknown" outside a git checkout).
 pub const GIT_COMMIT: &str = env!("OPKIT_GIT_COMMIT");
 
+/// The Kubernetes API version opkit's client is built for (k8s-openapi's enabled version),
+/// as operator-sdk reports the client-go it is built with.
+pub const KUBERNETES_VERSION: &str = kubernetes_version();
+
+#[allow(unreachable_code)]
+const fn kubernetes_version() -> &'static str {
+    k8s_openapi::k8s_if_1_33! { return "v1.33"; }
+    k8s_openapi::k8s_if_1_34! { return "v1.34"; }
+    k8s_openapi::k8s_if_1_35! { return "v1.35"; }
+    "unknown"
+}
+
 /// Prints the client's version and, unless `--client`, the server's (or why it cannot be
 /// reached: that is not an error).
 pub async fn version(args: VersionArgs, out: &mut Output) -> Result<(), CliError> {
-    let client = json!({"opkitVersion": VERSION, "gitCommit": GIT_COMMIT});
-    let mut text = vec![format!("opkit Version: {VERSION}"), format!("Git Commit: {GIT_COMMIT}")];
+    let client = json!({"opkitVersion": VERSION, "gitCommit": GIT_COMMIT, "kubernetesVersion": KUBERNETES_VERSION});
+    let mut text = vec![
+        format!("opkit Version: {VERSION}"),
+        format!("Git Commit: {GIT_COMMIT}"),
+        format!("Kubernetes Version: {KUBERNETES_VERSION}"),
+    ];
     if args.client {
         out.result(&text.join("\n"), json!({ "clientVersion": client }));
         return Ok(());

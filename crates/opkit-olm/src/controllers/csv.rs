@@ -534,7 +534,7 @@ fn generated_name(csv: &str, account: &str, namespace: &str) -> String {
     name
 }
 
-/// The first Deployment of the strategy that is not available yet, as OLM words it.
+/// The first Deployment of the strategy that is not rolled out yet, as OLM words it.
 fn waiting_deployment(ctx: &Context<ClusterServiceVersion, Olm>, csv: &ClusterServiceVersion) -> Option<String> {
     let ns = csv.namespace().unwrap_or_default();
     for d in &csv.spec.install.spec.deployments {
@@ -542,25 +542,50 @@ fn waiting_deployment(ctx: &Context<ClusterServiceVersion, Olm>, csv: &ClusterSe
         let Some(deployment) = ctx.cache.get::<Deployment>(name, Some(&ns)) else {
             return Some(format!("waiting for deployment {name} to become ready: deployment \"{name}\" not found"));
         };
-        if !deployment_available(&deployment) {
-            return Some(format!(
-                "waiting for deployment {name} to become ready: deployment \"{name}\" not available: Deployment does not have minimum availability."
-            ));
+        if let Some(reason) = rollout_pending(&deployment) {
+            return Some(format!("waiting for deployment {name} to become ready: {reason}"));
         }
     }
     None
 }
 
-/// Whether a Deployment has rolled out its current generation and is available.
-fn deployment_available(d: &Deployment) -> bool {
-    let Some(status) = &d.status else { return false };
-    let observed = status.observed_generation >= d.metadata.generation;
+/// Why a Deployment has not rolled out its current generation yet, as OLM's
+/// `DeploymentStatus` (kubectl's `rollout status`) says it; `None` once it has: the
+/// generation observed, every replica updated, no old replica left (an upgrade's old pod
+/// still counts as available until it goes), `Available=True`, and every updated replica
+/// available.
+fn rollout_pending(d: &Deployment) -> Option<String> {
+    let name = d.metadata.name.as_deref().unwrap_or_default();
+    let Some(status) = &d.status else { return Some("Waiting for deployment spec update to be observed...".into()) };
+    if status.observed_generation < d.metadata.generation {
+        return Some("Waiting for deployment spec update to be observed...".into());
+    }
     let wanted = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let available = status.conditions.iter().flatten().any(|c| c.type_ == "Available" && c.status == "True");
-    observed
-        && available
-        && status.updated_replicas.unwrap_or(0) >= wanted
-        && status.available_replicas.unwrap_or(0) >= wanted
+    let replicas = status.replicas.unwrap_or(0);
+    let updated = status.updated_replicas.unwrap_or(0);
+    let available = status.available_replicas.unwrap_or(0);
+    if updated < wanted {
+        return Some(format!(
+            "Waiting for rollout to finish: {updated} out of {wanted} new replicas have been updated..."
+        ));
+    }
+    if replicas > updated {
+        return Some(format!(
+            "Waiting for rollout to finish: {} old replicas are pending termination...",
+            replicas - updated
+        ));
+    }
+    let condition = status.conditions.iter().flatten().find(|c| c.type_ == "Available");
+    if condition.is_none_or(|c| c.status != "True") {
+        let message = condition.and_then(|c| c.message.as_deref()).map(|m| format!(": {m}")).unwrap_or_default();
+        return Some(format!("deployment \"{name}\" not available{message}"));
+    }
+    if available < updated {
+        return Some(format!(
+            "Waiting for rollout to finish: {available} of {updated} updated replicas are available..."
+        ));
+    }
+    None
 }
 
 /// Deletes the cluster-scoped objects a CSV installed (labelled with its name and
@@ -601,6 +626,39 @@ pub fn reference(csv: &ClusterServiceVersion) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rollout_is_pending_while_an_old_pod_is_left() {
+        let deployment = |status: Value| -> Deployment {
+            serde_json::from_value(json!({
+                "metadata": {"name": "op", "generation": 2},
+                "spec": {"replicas": 1, "selector": {}, "template": {}},
+                "status": status,
+            }))
+            .expect("deployment")
+        };
+        let available = json!([{"type": "Available", "status": "True"}]);
+        // An upgrade's new pod is not Ready: the old one keeps the Deployment available.
+        let upgrading = deployment(json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1,
+            "availableReplicas": 1, "conditions": available}));
+        assert_eq!(
+            rollout_pending(&upgrading).as_deref(),
+            Some("Waiting for rollout to finish: 1 old replicas are pending termination...")
+        );
+        let rolled_out = deployment(json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1,
+            "availableReplicas": 1, "conditions": available}));
+        assert_eq!(rollout_pending(&rolled_out), None);
+        let unobserved = deployment(json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+            "availableReplicas": 1, "conditions": available}));
+        assert!(rollout_pending(&unobserved).is_some_and(|r| r.contains("spec update to be observed")));
+        let unavailable = deployment(json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1,
+            "availableReplicas": 0, "conditions": [{"type": "Available", "status": "False",
+            "message": "Deployment does not have minimum availability."}]}));
+        assert_eq!(
+            rollout_pending(&unavailable).as_deref(),
+            Some("deployment \"op\" not available: Deployment does not have minimum availability.")
+        );
+    }
 
     #[test]
     fn every_container_is_told_its_operator_condition() {

@@ -3,6 +3,7 @@
 //! lock file says which process runs it (`opkit_apiserver::data_dir`), and
 //! `DATA_DIR/cluster.json` what that process started ([`record`]).
 
+pub(crate) mod context;
 mod detach;
 mod lifecycle;
 mod record;
@@ -10,4 +11,4 @@ mod start;
 
 pub(crate) use lifecycle::terminate;
 pub use lifecycle::{delete, kubeconfig, status, stop};
-pub use start::start;
+pub use start::{DEFAULT_DATA_DIR, start};

@@ -16,7 +16,7 @@ use crate::cli::{OutputFormat, PodIsolationFlag, PodNetworkFlag, StartArgs};
 use crate::commands::CliError;
 
 /// The data directory `opkit cluster start` uses without `--data-dir`.
-const DEFAULT_DATA_DIR: &str = ".opkit/cluster";
+pub const DEFAULT_DATA_DIR: &str = ".opkit/cluster";
 
 /// Starts the control plane and serves until a signal arrives; with `--detach`, starts
 /// it in the background and returns once it is ready.
@@ -81,7 +81,9 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     let stop_controllers = CancellationToken::new();
     let controllers_task = run_controllers(&server, controllers, stop_controllers.clone()).await?;
     let kubeconfig = std::path::absolute(args.kubeconfig.unwrap_or_else(|| data_dir.join("kubeconfig")))?;
-    server.write_kubeconfig(&kubeconfig, &args.context_name)?;
+    let mut config = server.kubeconfig(&args.context_name);
+    super::context::mark(&mut config, &data_dir);
+    opkit_apiserver::kubeconfig::write(&config, &kubeconfig).map_err(ServerError::from)?;
     let record = ClusterRecord {
         server: server.url(),
         kubeconfig,
