@@ -18,8 +18,8 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::auth::UserInfo;
-use crate::authz::{Action, Object};
+use crate::auth::user::UserInfo;
+use crate::authz::attributes::{Action, Object};
 
 /// Where audit events go: an append-only file, one JSON object per line.
 pub struct AuditLog {

@@ -13,9 +13,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::ApiResult;
-use crate::registry::{Registry, Subresource, Target, WriteOptions};
+use crate::registry::{Registry, Subresource, WriteOptions};
 use crate::storage::{ResourceId, WatchSubscription};
 
 /// The `kubernetes` Service's cluster IP: the first address of the Service range.
@@ -158,7 +158,7 @@ async fn keep(registry: &Registry, group: &str, resource: &str, want: &Value, fi
     let Some(info) = catalog.lookup(group, "v1", resource) else {
         return Ok(());
     };
-    let target = Target::new(info, "v1".into(), Some(NAMESPACE.into()));
+    let target = registry.target(info, "v1".into(), Some(NAMESPACE.into()));
     let opts = WriteOptions { field_manager: FIELD_MANAGER.into(), user: UserInfo::apiserver(), ..Default::default() };
     let Some(stored) = registry.stored(&target.info.id, NAMESPACE, SERVICE_NAME).await? else {
         return match registry.create(&target, want.clone(), &opts).await {

@@ -11,7 +11,11 @@
 //! The public surface is the server itself ([`ApiServer`], [`ServerConfig`], [`RunningServer`])
 //! and [`kubeconfig`]; the modules below are internal.
 //!
-//! Data flows one way: HTTP (`handlers`) → `registry` → `storage`.
+//! Data flows one way: HTTP (`handlers`) → `registry` → `storage`. The registry sits
+//! below what plugs into it (the per-kind strategies in `kinds`, the admission chain in
+//! `admission`, start-up in `bootstrap`), as kube's generic store sits below its
+//! strategies and admission: it declares the interfaces (`registry::strategy`,
+//! `registry::admission`, `registry::view`) and `server` hands the implementations in.
 //! - `audit`: kube's audit events (level Metadata) as JSON lines, when configured.
 //! - `auth`: who a request comes from (client certificates, ServiceAccount JWTs and
 //!   their signing key, the admin token, anonymous).
@@ -19,7 +23,10 @@
 //!   bindings rebuilt only when one is written, kube's bootstrap policy, escalation
 //!   prevention.
 //! - `kinds`: each kind's strategy, the per-kind behaviour the generic
-//!   `registry` calls (defaults, validation, hooks, deletion rules, Table printer).
+//!   `registry` calls (defaults, validation, hooks, deletion rules, field labels, Table
+//!   printer), and the objects each kind creates at start.
+//! - `bootstrap`: what the server does before it serves (stored CRDs, the objects every
+//!   cluster starts with).
 //! - `catalog`: which resources are served (built-ins and CRDs).
 //! - `schema`: CRD structural schemas: validation, defaulting, pruning, CEL.
 //! - `patch`: JSON, merge and strategic merge patches; server-side apply.
@@ -29,8 +36,9 @@
 //! - `kubernetes_service`: the `kubernetes` Service in `default` and its endpoints,
 //!   kept true while the server runs.
 //! - `kubelet_client`: the TLS client the pod streaming subresources reach kubelets with.
-//! - `admission`: the admission chain after a kind's own rules: built-in plugins,
-//!   ValidatingAdmissionPolicies and admission webhooks.
+//! - `admission`: the admission chain the registry is handed: NamespaceLifecycle, then,
+//!   after a kind's own rules, built-in plugins, ValidatingAdmissionPolicies and
+//!   admission webhooks, with their caches.
 //! - `webhook_client`: the client of admission and conversion webhooks (URL or Service,
 //!   `caBundle`, timeouts).
 //!
@@ -81,6 +89,7 @@ pub(crate) mod admission;
 pub(crate) mod audit;
 pub(crate) mod auth;
 pub(crate) mod authz;
+pub(crate) mod bootstrap;
 pub(crate) mod catalog;
 pub(crate) mod certs;
 pub mod data_dir;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::ApiError;
 
 /// kube-apiserver's default `--max-requests-inflight`.

@@ -11,13 +11,16 @@ use opkit_serve::files::{FileAccess, write_atomic};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::AdmissionChain;
 use crate::audit::AuditLog;
 use crate::auth::tokens::{TokenKeyError, TokenSigner};
 use crate::auth::{Authenticator, random_token};
+use crate::bootstrap;
 use crate::catalog::Catalog;
 use crate::certs::{CertError, TlsMaterial};
 use crate::data_dir::{DataDir, DataDirError, owner_only};
 use crate::handlers::{self, AppState};
+use crate::kinds;
 use crate::kubeconfig::{self, KubeconfigError};
 use crate::kubelet_client::KubeletClient;
 use crate::limits::ServingLimits;
@@ -26,6 +29,7 @@ use crate::storage::{
     Backend, EncryptingBackend, EncryptionConfig, EncryptionConfigError, SqliteBackend, StorageError, Store,
     StoreOptions,
 };
+use crate::webhook_client::WebhookClients;
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -197,9 +201,13 @@ impl ApiServer {
             }
             (None, None) => random_token(),
         };
-        let registry = Registry::new(store, Arc::new(Catalog::new()));
-        registry.restore_crds().await.map_err(|e| ServerError::Bootstrap(e.message))?;
-        registry.bootstrap().await.map_err(|e| ServerError::Bootstrap(e.message))?;
+        // The registry is configured with the built-in kinds' strategies, as kube's
+        // generic store is configured per resource.
+        let webhook_clients = Arc::new(WebhookClients::default());
+        let admission = Arc::new(AdmissionChain::new(webhook_clients.clone()));
+        let registry = Registry::new(store, Arc::new(Catalog::new()), kinds::STRATEGIES, admission, webhook_clients);
+        bootstrap::restore_crds(&registry).await.map_err(|e| ServerError::Bootstrap(e.message))?;
+        bootstrap::create_initial_objects(&registry).await.map_err(|e| ServerError::Bootstrap(e.message))?;
         let listener = TcpListener::bind(cfg.bind).await.map_err(io(format!("binding {}", cfg.bind)))?;
         let addr = listener.local_addr().map_err(io("reading the bound address"))?;
         if let Some(dir) = data_dir.as_mut() {

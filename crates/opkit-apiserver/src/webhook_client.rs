@@ -18,12 +18,14 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Pod, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookClientConfig as ConversionClientConfig;
 use opkit_apimachinery::aggregation::verifier::go_tls_message;
 use opkit_apimachinery::aggregation::{Backend, service_endpoint};
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::registry::Registry;
+use crate::registry::conversion::{ConversionFuture, ConversionWebhooks};
+use crate::registry::view::StoreView;
 use crate::storage::ResourceId;
 
 /// The container ID prefix of containers the local kubelet runs as real processes
@@ -146,17 +148,18 @@ struct Resolved {
     url: String,
 }
 
-impl Registry {
+impl WebhookClients {
     /// POSTs `body` (an AdmissionReview or ConversionReview) to the webhook `config`
     /// names and returns its JSON answer, giving up after `timeout`.
-    pub(crate) async fn call_webhook(
+    pub(crate) async fn call(
         &self,
+        view: &StoreView<'_>,
         config: &ClientConfig,
         body: &Value,
         timeout: Duration,
     ) -> Result<Value, CallError> {
-        let resolved = self.resolve_webhook(config, timeout).await?;
-        let client = self.webhook_client(&resolved.backend, timeout).await?;
+        let resolved = resolve(view, config, timeout).await?;
+        let client = self.client(&resolved.backend, timeout).await?;
         let path = format!("{}?timeout={}s", resolved.path, timeout.as_secs().max(1));
         let bytes = serde_json::to_vec(body).map_err(|e| CallError::Decode(e.to_string()))?;
         let request = http::Request::post(path)
@@ -186,101 +189,116 @@ impl Registry {
         serde_json::from_slice(&data).map_err(|e| CallError::Decode(format!("the server's answer is not JSON: {e}")))
     }
 
-    /// Where `config` points: a URL's host and port (on this machine only), or the
-    /// Service's endpoint.
-    async fn resolve_webhook(&self, config: &ClientConfig, timeout: Duration) -> Result<Resolved, CallError> {
-        let ca_bundle = config.ca_bundle.clone().filter(|b| !b.is_empty());
-        if let Some(url) = &config.url {
-            let uri: http::Uri = url.parse().map_err(|e| CallError::Unreachable(format!("parse {url:?}: {e}")))?;
-            if uri.scheme_str() != Some("https") {
-                return Err(CallError::Unreachable(format!("webhook URL {url:?} is not https")));
-            }
-            let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_string();
-            let port = uri.port_u16().unwrap_or(443);
-            let local = host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-            if !local && !self.is_real_pod_ip(&host).await {
-                return Err(CallError::Unreachable(format!(
-                    "Post \"{url}\": the local control plane sends no traffic off this machine, and {host} is neither loopback nor a pod it runs"
-                )));
-            }
-            let address = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-            let path = uri.path_and_query().map(|p| p.to_string()).unwrap_or_else(|| "/".into());
-            let backend = Backend { address, server_name: host, ca_bundle, insecure: false };
-            // Errors name the URL with its timeout, as Go's client prints the request's URL.
-            let separator = if uri.query().is_some() { '&' } else { '?' };
-            let url = format!("{url}{separator}timeout={}s", timeout.as_secs().max(1));
-            return Ok(Resolved { backend, path, url });
-        }
-        let Some(svc) = &config.service else {
-            return Err(CallError::Unreachable("the webhook's clientConfig names neither a url nor a service".into()));
-        };
-        let path = svc.path.clone().filter(|p| !p.is_empty()).unwrap_or_else(|| "/".into());
-        let server_name = format!("{}.{}.svc", svc.name, svc.namespace);
-        let url = format!("https://{server_name}:{}{path}?timeout={}s", svc.port, timeout.as_secs().max(1));
-        let key = (svc.namespace.clone(), svc.name.clone());
-        let service: Option<Service> = self.read_typed(ResourceId::new("", "services"), &key).await;
-        if service.is_none() {
-            return Err(CallError::Unreachable(format!("service \"{}\" not found", svc.name)));
-        }
-        let endpoints: Option<Endpoints> = self.read_typed(ResourceId::new("", "endpoints"), &key).await;
-        let (address, port) =
-            service_endpoint(&svc.namespace, &svc.name, svc.port, service.as_ref(), endpoints.as_ref()).map_err(
-                |why| match why.reason {
-                    "MissingEndpoints" => CallError::Unreachable(format!(
-                        "Post \"{url}\": no endpoints available for service \"{}\"",
-                        svc.name
-                    )),
-                    _ => CallError::Unreachable(format!("Post \"{url}\": {}", why.message)),
-                },
-            )?;
-        if !self.is_reachable(&address).await {
-            return Err(CallError::Unreachable(format!(
-                "Post \"{url}\": the local control plane sends no traffic off this machine, and {} is the address of a simulated pod",
-                address.ip
-            )));
-        }
-        let host = &address.ip;
-        let address = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-        let backend = Backend { address, server_name, ca_bundle, insecure: false };
-        Ok(Resolved { backend, path, url })
-    }
-
-    /// Whether an endpoint address is on this machine: loopback, or a real pod's.
-    async fn is_reachable(&self, address: &EndpointAddress) -> bool {
-        if address.ip.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
-            return true;
-        }
-        let Some(target) = address.target_ref.as_ref().filter(|r| r.kind.as_deref() == Some("Pod")) else {
-            return false;
-        };
-        let key = (target.namespace.clone().unwrap_or_default(), target.name.clone().unwrap_or_default());
-        let pod: Option<Pod> = self.read_typed(ResourceId::new("", "pods"), &key).await;
-        pod.as_ref().is_some_and(|p| runs_for_real(p) && pod_has_ip(p, &address.ip))
-    }
-
-    /// Whether `ip` is the address of a pod the local kubelet runs for real.
-    async fn is_real_pod_ip(&self, ip: &str) -> bool {
-        if ip.parse::<IpAddr>().is_err() {
-            return false;
-        }
-        let pods = self.store.values(&ResourceId::new("", "pods"));
-        pods.iter()
-            .filter_map(|(_, bytes)| serde_json::from_slice::<Pod>(bytes).ok())
-            .any(|p| runs_for_real(&p) && pod_has_ip(&p, ip))
-    }
-
     /// The cached client of `backend`, made on first use.
-    async fn webhook_client(&self, backend: &Backend, timeout: Duration) -> Result<kube::Client, CallError> {
+    async fn client(&self, backend: &Backend, timeout: Duration) -> Result<kube::Client, CallError> {
         let key = (backend.address.clone(), backend.server_name.clone(), backend.ca_bundle.clone());
-        if let Some(client) = self.webhook_clients.clients.lock().get(&key) {
+        if let Some(client) = self.clients.lock().get(&key) {
             return Ok(client.clone());
         }
         let client = backend
             .client(Some(timeout.max(Duration::from_secs(30))))
             .await
             .map_err(|e| CallError::Unreachable(e.to_string()))?;
-        self.webhook_clients.clients.lock().insert(key, client.clone());
+        self.clients.lock().insert(key, client.clone());
         Ok(client)
+    }
+}
+
+/// Where `config` points: a URL's host and port (on this machine only), or the
+/// Service's endpoint.
+async fn resolve(view: &StoreView<'_>, config: &ClientConfig, timeout: Duration) -> Result<Resolved, CallError> {
+    let ca_bundle = config.ca_bundle.clone().filter(|b| !b.is_empty());
+    if let Some(url) = &config.url {
+        let uri: http::Uri = url.parse().map_err(|e| CallError::Unreachable(format!("parse {url:?}: {e}")))?;
+        if uri.scheme_str() != Some("https") {
+            return Err(CallError::Unreachable(format!("webhook URL {url:?} is not https")));
+        }
+        let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_string();
+        let port = uri.port_u16().unwrap_or(443);
+        let local = host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        if !local && !is_real_pod_ip(view, &host) {
+            return Err(CallError::Unreachable(format!(
+                "Post \"{url}\": the local control plane sends no traffic off this machine, and {host} is neither loopback nor a pod it runs"
+            )));
+        }
+        let address = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+        let path = uri.path_and_query().map(|p| p.to_string()).unwrap_or_else(|| "/".into());
+        let backend = Backend { address, server_name: host, ca_bundle, insecure: false };
+        // Errors name the URL with its timeout, as Go's client prints the request's URL.
+        let separator = if uri.query().is_some() { '&' } else { '?' };
+        let url = format!("{url}{separator}timeout={}s", timeout.as_secs().max(1));
+        return Ok(Resolved { backend, path, url });
+    }
+    let Some(svc) = &config.service else {
+        return Err(CallError::Unreachable("the webhook's clientConfig names neither a url nor a service".into()));
+    };
+    let path = svc.path.clone().filter(|p| !p.is_empty()).unwrap_or_else(|| "/".into());
+    let server_name = format!("{}.{}.svc", svc.name, svc.namespace);
+    let url = format!("https://{server_name}:{}{path}?timeout={}s", svc.port, timeout.as_secs().max(1));
+    let key = (svc.namespace.clone(), svc.name.clone());
+    let service: Option<Service> = view.read_typed(ResourceId::new("", "services"), &key).await;
+    if service.is_none() {
+        return Err(CallError::Unreachable(format!("service \"{}\" not found", svc.name)));
+    }
+    let endpoints: Option<Endpoints> = view.read_typed(ResourceId::new("", "endpoints"), &key).await;
+    let (address, port) = service_endpoint(&svc.namespace, &svc.name, svc.port, service.as_ref(), endpoints.as_ref())
+        .map_err(|why| match why.reason {
+        "MissingEndpoints" => {
+            CallError::Unreachable(format!("Post \"{url}\": no endpoints available for service \"{}\"", svc.name))
+        }
+        _ => CallError::Unreachable(format!("Post \"{url}\": {}", why.message)),
+    })?;
+    if !is_reachable(view, &address).await {
+        return Err(CallError::Unreachable(format!(
+            "Post \"{url}\": the local control plane sends no traffic off this machine, and {} is the address of a simulated pod",
+            address.ip
+        )));
+    }
+    let host = &address.ip;
+    let address = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    let backend = Backend { address, server_name, ca_bundle, insecure: false };
+    Ok(Resolved { backend, path, url })
+}
+
+/// Whether an endpoint address is on this machine: loopback, or a real pod's.
+async fn is_reachable(view: &StoreView<'_>, address: &EndpointAddress) -> bool {
+    if address.ip.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
+        return true;
+    }
+    let Some(target) = address.target_ref.as_ref().filter(|r| r.kind.as_deref() == Some("Pod")) else {
+        return false;
+    };
+    let key = (target.namespace.clone().unwrap_or_default(), target.name.clone().unwrap_or_default());
+    let pod: Option<Pod> = view.read_typed(ResourceId::new("", "pods"), &key).await;
+    pod.as_ref().is_some_and(|p| runs_for_real(p) && pod_has_ip(p, &address.ip))
+}
+
+/// Whether `ip` is the address of a pod the local kubelet runs for real.
+fn is_real_pod_ip(view: &StoreView<'_>, ip: &str) -> bool {
+    if ip.parse::<IpAddr>().is_err() {
+        return false;
+    }
+    let pods = view.values(&ResourceId::new("", "pods"));
+    pods.iter()
+        .filter_map(|(_, bytes)| serde_json::from_slice::<Pod>(bytes).ok())
+        .any(|p| runs_for_real(&p) && pod_has_ip(&p, ip))
+}
+
+impl ConversionWebhooks for WebhookClients {
+    fn call<'a>(
+        &'a self,
+        view: StoreView<'a>,
+        config: Option<&'a ConversionClientConfig>,
+        review: &'a Value,
+        timeout: Duration,
+    ) -> ConversionFuture<'a> {
+        Box::pin(async move {
+            let config = match config {
+                Some(c) => ClientConfig::from(c),
+                None => ClientConfig { url: None, service: None, ca_bundle: None },
+            };
+            WebhookClients::call(self, &view, &config, review, timeout).await.map_err(|e| e.to_string())
+        })
     }
 }
 

@@ -6,9 +6,9 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::Value;
 
 use super::{Action, ResourceAttributes, rules};
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, ApiResult};
-use crate::registry::Registry;
+use crate::registry::view::StoreView;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -25,7 +25,7 @@ fn namespace_of(obj: &Value) -> &str {
 }
 
 /// Whether the authorizer lets `user` use `verb` on the role `resource`/`name`.
-fn may(registry: &Registry, user: &UserInfo, verb: &str, resource: &str, namespace: &str, name: &str) -> bool {
+fn may(view: &StoreView<'_>, user: &UserInfo, verb: &str, resource: &str, namespace: &str, name: &str) -> bool {
     let attributes = ResourceAttributes {
         namespace: namespace.into(),
         group: GROUP.into(),
@@ -34,18 +34,18 @@ fn may(registry: &Registry, user: &UserInfo, verb: &str, resource: &str, namespa
         name: name.into(),
         ..Default::default()
     };
-    registry.authorizer().authorize(registry.store(), user, &Action::resource(verb, attributes)).allowed
+    view.authorize(user, &Action::resource(verb, attributes)).allowed
 }
 
 /// Refuses `wanted` unless `user` holds all of it in `namespace`.
 fn confirm_held(
-    registry: &Registry,
+    view: &StoreView<'_>,
     user: &UserInfo,
     namespace: &str,
     wanted: &[PolicyRule],
     (resource, name): (&str, &str),
 ) -> ApiResult<()> {
-    let (held, errors) = registry.authorizer().rules_for(registry.store(), user, namespace);
+    let (held, errors) = view.rules_for(user, namespace);
     let missing = rules::uncovered(&held, wanted);
     if missing.is_empty() {
         return Ok(());
@@ -66,14 +66,14 @@ fn confirm_held(
 
 /// A Role or ClusterRole (`resource`) written by `user`.
 pub fn check_role(
-    registry: &Registry,
+    view: &StoreView<'_>,
     user: &UserInfo,
     resource: &str,
     obj: &Value,
     old: Option<&Value>,
 ) -> ApiResult<()> {
     let (name, namespace) = (name_of(obj), namespace_of(obj));
-    if user.is_master() || may(registry, user, "escalate", resource, namespace, name) {
+    if user.is_master() || may(view, user, "escalate", resource, namespace, name) {
         return Ok(());
     }
     if !obj["aggregationRule"].is_null() {
@@ -86,7 +86,7 @@ pub fn check_role(
             },
             PolicyRule { non_resource_urls: Some(vec!["*".into()]), verbs: vec!["*".into()], ..Default::default() },
         ];
-        if confirm_held(registry, user, "", &full, (resource, name)).is_err() {
+        if confirm_held(view, user, "", &full, (resource, name)).is_err() {
             return Err(ApiError::forbidden_object(
                 GROUP,
                 resource,
@@ -99,22 +99,22 @@ pub fn check_role(
     if old.is_some_and(|o| o["rules"] == obj["rules"]) {
         return Ok(());
     }
-    confirm_held(registry, user, namespace, &policy_rules(&obj["rules"]), (resource, name))
+    confirm_held(view, user, namespace, &policy_rules(&obj["rules"]), (resource, name))
 }
 
 /// A RoleBinding or ClusterRoleBinding (`resource`) written by `user`.
-pub fn check_binding(registry: &Registry, user: &UserInfo, resource: &str, obj: &Value) -> ApiResult<()> {
+pub fn check_binding(view: &StoreView<'_>, user: &UserInfo, resource: &str, obj: &Value) -> ApiResult<()> {
     let (name, namespace) = (name_of(obj), namespace_of(obj));
     let role_kind = obj["roleRef"]["kind"].as_str().unwrap_or_default();
     let role_name = obj["roleRef"]["name"].as_str().unwrap_or_default();
     let role_resource = if role_kind == "Role" { "roles" } else { "clusterroles" };
-    if user.is_master() || may(registry, user, "bind", role_resource, namespace, role_name) {
+    if user.is_master() || may(view, user, "bind", role_resource, namespace, role_name) {
         return Ok(());
     }
     let role_namespace = if role_kind == "Role" { namespace } else { "" };
-    let Some(wanted) = registry.authorizer().role_rules(registry.store(), role_kind, role_namespace, role_name) else {
+    let Some(wanted) = view.role_rules(role_kind, role_namespace, role_name) else {
         let missing = format!("{}.{GROUP} {role_name:?} not found", role_kind.to_lowercase());
         return Err(ApiError::forbidden_object(GROUP, resource, name, &missing));
     };
-    confirm_held(registry, user, namespace, &wanted, (resource, name))
+    confirm_held(view, user, namespace, &wanted, (resource, name))
 }

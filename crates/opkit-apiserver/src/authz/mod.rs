@@ -4,80 +4,16 @@
 //! ([`policy`]) created at start-up. [`escalation`] is kube's escalation prevention for
 //! writes of roles and bindings.
 
+pub mod attributes;
 pub mod escalation;
 pub mod policy;
 pub mod rbac;
 pub mod rules;
 
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::ApiError;
 
-/// The resource attributes of a request (kube's `ResourceAttributes`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ResourceAttributes {
-    /// The namespace ("" for cluster scope or all namespaces).
-    pub namespace: String,
-    /// The API group ("" for core).
-    pub group: String,
-    /// The API version.
-    pub version: String,
-    /// The resource, e.g. `pods`.
-    pub resource: String,
-    /// The subresource, e.g. `status` ("" for none).
-    pub subresource: String,
-    /// The object's name ("" for collections).
-    pub name: String,
-}
-
-impl ResourceAttributes {
-    /// `pods` or `pods/status`.
-    pub fn combined_resource(&self) -> String {
-        if self.subresource.is_empty() {
-            self.resource.clone()
-        } else {
-            format!("{}/{}", self.resource, self.subresource)
-        }
-    }
-}
-
-/// What an action addresses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Object {
-    /// A resource, collection or subresource.
-    Resource(ResourceAttributes),
-    /// A path outside the resource API, e.g. `/healthz`.
-    NonResource {
-        /// The request path.
-        path: String,
-    },
-}
-
-/// A verb on an object: what is authorized.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Action {
-    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`,
-    /// `impersonate`, `bind`, `escalate`, …; for non-resource paths, the lowercase method.
-    pub verb: String,
-    /// What the verb applies to.
-    pub object: Object,
-}
-
-impl Action {
-    /// A verb on a resource.
-    pub fn resource(verb: &str, attributes: ResourceAttributes) -> Action {
-        Action { verb: verb.to_string(), object: Object::Resource(attributes) }
-    }
-}
-
-/// The authorizer's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    /// Whether the action is allowed.
-    pub allowed: bool,
-    /// Why (kube's reason text: the binding that allowed it, or the roles that were
-    /// missing); may be empty.
-    pub reason: String,
-}
+pub use attributes::{Action, Decision, Object, ResourceAttributes};
 
 /// Authorizes actions: `system:masters` first, then RBAC.
 #[derive(Default)]

@@ -11,9 +11,9 @@ use k8s_openapi::api::rbac::v1::{AggregationRule, ClusterRole, ClusterRoleBindin
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{Registry, Target, WriteOptions};
+use crate::registry::{Registry, WriteOptions};
 
 const POLICY: &str = include_str!("bootstrap-policy.yaml");
 const CONTROLLER_POLICY: &str = include_str!("controller-policy.yaml");
@@ -139,7 +139,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
     let target = |resource: &str| {
         catalog
             .lookup(GROUP, "v1", resource)
-            .map(|info| Target::new(info, "v1".into(), None))
+            .map(|info| registry.target(info, "v1".into(), None))
             .ok_or_else(ApiError::no_route)
     };
     let (role_target, binding_target) = (target("clusterroles")?, target("clusterrolebindings")?);

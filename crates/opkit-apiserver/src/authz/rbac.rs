@@ -10,7 +10,7 @@ use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
 
 use super::{Action, Decision, Object, rules};
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::storage::{ResourceId, Revision, Store};
 
 const GROUP: &str = "rbac.authorization.k8s.io";

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::codec::Body;
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::Registry;
 use crate::registry::aggregation::is_available;

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::catalog::{CatalogSnapshot, ResourceInfo};
+use crate::registry::strategy::Strategies;
 
 /// The Kubernetes version this server reports (kubectl's dispatcher picks its client by it).
 pub const KUBE_MINOR: &str = "33";
@@ -63,7 +64,7 @@ fn scope(r: &ResourceInfo) -> &'static str {
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`, if served.
-pub fn resource_list(cat: &CatalogSnapshot, group: &str, version: &str) -> Option<Value> {
+pub fn resource_list(cat: &CatalogSnapshot, strategies: &Strategies, group: &str, version: &str) -> Option<Value> {
     let resources = cat.resources(group, version);
     if resources.is_empty() {
         return None;
@@ -88,16 +89,16 @@ pub fn resource_list(cat: &CatalogSnapshot, group: &str, version: &str) -> Optio
         if v.scale.is_some() {
             out.push(json!({"name": format!("{}/scale", r.resource), "singularName": "", "namespaced": r.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
         }
-        if crate::kinds::strategy_for(r).has_eviction() {
+        if strategies.for_resource(r).has_eviction() {
             out.push(json!({"name": format!("{}/eviction", r.resource), "singularName": "", "namespaced": r.namespaced, "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
         }
-        for sub in crate::kinds::strategy_for(r).update_subresources() {
+        for sub in strategies.for_resource(r).update_subresources() {
             out.push(json!({"name": format!("{}/{sub}", r.resource), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
         }
-        for sub in crate::kinds::strategy_for(r).kubelet_subresources() {
+        for sub in strategies.for_resource(r).kubelet_subresources() {
             out.push(json!({"name": format!("{}/{}", r.resource, sub.name), "singularName": "", "namespaced": r.namespaced, "kind": sub.kind, "verbs": sub.verbs}));
         }
-        if crate::kinds::strategy_for(r).has_finalize() {
+        if strategies.for_resource(r).has_finalize() {
             out.push(json!({"name": format!("{}/finalize", r.resource), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["update"]}));
         }
     }
@@ -106,7 +107,7 @@ pub fn resource_list(cat: &CatalogSnapshot, group: &str, version: &str) -> Optio
 }
 
 /// Aggregated discovery for `/api` (core only) or `/apis` (every other group).
-pub fn aggregated(cat: &CatalogSnapshot, core: bool, api_version: &str) -> Value {
+pub fn aggregated(cat: &CatalogSnapshot, strategies: &Strategies, core: bool, api_version: &str) -> Value {
     let mut items = Vec::new();
     for (g, versions) in cat.groups() {
         if g.is_empty() != core {
@@ -122,13 +123,13 @@ pub fn aggregated(cat: &CatalogSnapshot, core: bool, api_version: &str) -> Value
                 if vi.scale.is_some() {
                     subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
                 }
-                if crate::kinds::strategy_for(&r).has_eviction() {
+                if strategies.for_resource(&r).has_eviction() {
                     subs.push(json!({"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}, "verbs": ["create"]}));
                 }
-                for sub in crate::kinds::strategy_for(&r).update_subresources() {
+                for sub in strategies.for_resource(&r).update_subresources() {
                     subs.push(json!({"subresource": sub, "responseKind": kind, "verbs": ["get", "patch", "update"]}));
                 }
-                for sub in crate::kinds::strategy_for(&r).kubelet_subresources() {
+                for sub in strategies.for_resource(&r).kubelet_subresources() {
                     let response_kind = json!({"group": g, "version": v, "kind": sub.kind});
                     subs.push(json!({"subresource": sub.name, "responseKind": response_kind, "verbs": sub.verbs}));
                 }

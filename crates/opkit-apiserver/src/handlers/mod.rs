@@ -166,14 +166,14 @@ async fn dispatch(
         Route::Health => health::answer(state.registry.store(), parts.uri.path(), parts.uri.query()),
         Route::LegacyApi => get_only(Ok(match codec::aggregated_discovery(&parts.headers) {
             Some(v) => codec::respond_typed(
-                &discovery::aggregated(&cat, true, v),
+                &discovery::aggregated(&cat, &state.registry.strategies(), true, v),
                 &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
             ),
             None => codec::respond(200, &discovery::legacy_versions(&state.address), codec::Output::Json, &[]),
         })),
         Route::Apis => get_only(Ok(match codec::aggregated_discovery(&parts.headers) {
             Some(v) => {
-                let mut list = discovery::aggregated(&cat, false, v);
+                let mut list = discovery::aggregated(&cat, &state.registry.strategies(), false, v);
                 if let Some(items) = list["items"].as_array_mut() {
                     items.extend(aggregation::discovery_items(&state.registry).await);
                 }
@@ -202,7 +202,7 @@ async fn dispatch(
                 aggregation::proxy(&state.registry, &apiservice, parts, body, &user).await
             }
             None => get_only(
-                discovery::resource_list(&cat, &g, &v)
+                discovery::resource_list(&cat, &state.registry.strategies(), &g, &v)
                     .map(|v| codec::respond(200, &v, codec::Output::Json, &[]))
                     .ok_or_else(ApiError::no_route),
             ),

@@ -41,7 +41,7 @@ pub(super) fn stream_of(state: &AppState, req: &ResourceRequest) -> Option<PodSt
     let sub = req.subresource.as_deref()?;
     req.name.as_ref()?;
     let info = state.registry.catalog().snapshot().lookup(&req.group, &req.version, &req.resource)?;
-    let served = crate::kinds::strategy_for(&info).kubelet_subresources().iter().any(|s| s.name == sub);
+    let served = state.registry.strategy_for(&info).kubelet_subresources().iter().any(|s| s.name == sub);
     if served { PodStream::of(sub) } else { None }
 }
 

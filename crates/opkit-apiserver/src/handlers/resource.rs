@@ -11,13 +11,13 @@ use serde_json::{Value, json};
 use super::codec::{self, Body, Output};
 use super::route::ResourceRequest;
 use super::{AppState, watch};
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::{
     FieldValidation, ListOptions, PatchType, ScaleChange, Subresource, Target, WatchOptions, WriteOptions,
 };
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::table::{self, Columns, IncludeObject, TableContext};
+use crate::table::{self, IncludeObject, TableContext};
 
 /// A parsed request, ready for the registry.
 pub struct Call<'a> {
@@ -135,7 +135,7 @@ impl Call<'_> {
         if !info.namespaced && self.req.namespace.is_some() {
             return Err(ApiError::no_route());
         }
-        Ok(Target::new(info, self.req.version.clone(), self.req.namespace.clone()))
+        Ok(self.state.registry.target(info, self.req.version.clone(), self.req.namespace.clone()))
     }
 
     /// Whether a delete is a dry run: `?dryRun=All`, or `dryRun: ["All"]` in the body's
@@ -252,7 +252,7 @@ impl Call<'_> {
                 resource_version: &rv,
                 continue_token: page.continue_token.as_deref(),
             };
-            let t = table::render(table_columns(target), &page.items, &ctx);
+            let t = table::render(target.table_columns(), &page.items, &ctx);
             return Ok(codec::respond(200, &t, Output::Json, &[]));
         }
         let mut meta = json!({"resourceVersion": rv});
@@ -370,7 +370,7 @@ impl Call<'_> {
                 resource_version: obj["metadata"]["resourceVersion"].as_str().unwrap_or_default(),
                 continue_token: None,
             };
-            let t = table::render(table_columns(target), std::slice::from_ref(&obj), &ctx);
+            let t = table::render(target.table_columns(), std::slice::from_ref(&obj), &ctx);
             return Ok(codec::respond(code, &t, Output::Json, warnings));
         }
         Ok(codec::respond(code, &obj, if output == Output::Table { Output::Json } else { output }, warnings))
@@ -408,16 +408,6 @@ fn raw_list(target: &Target, page: crate::registry::RawListResult) -> Bytes {
 /// The kind's own subresource called `sub`, if its strategy has one.
 fn subresource_of_kind(target: &Target, sub: &str) -> Option<Subresource> {
     target.strategy.update_subresources().iter().find(|s| **s == sub).map(|s| Subresource::OfKind(s))
-}
-
-pub(super) fn table_columns(target: &Target) -> Columns<'_> {
-    if !target.info.builtin {
-        return Columns::Custom(target.version_info().map(|v| v.columns.as_slice()).unwrap_or_default());
-    }
-    match target.strategy.table() {
-        Some(printer) => Columns::Builtin(printer),
-        None => Columns::Default,
-    }
 }
 
 /// `includeObject` for tables.

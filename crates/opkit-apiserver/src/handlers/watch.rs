@@ -39,7 +39,7 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
                 resource_version: obj["metadata"]["resourceVersion"].as_str().unwrap_or_default(),
                 continue_token: None,
             };
-            let t = table::render(super::resource::table_columns(target), std::slice::from_ref(&obj), &ctx);
+            let t = table::render(target.table_columns(), std::slice::from_ref(&obj), &ctx);
             buf.put_slice(&crate::json::to_vec(&t));
         }
     }

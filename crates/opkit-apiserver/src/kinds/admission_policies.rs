@@ -1,6 +1,7 @@
 //! ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding: kube's defaults and
-//! validation of the objects, and, once one is written or removed, the compiled
-//! policies rebuilt (`admission::policy`) and a policy's type checking written.
+//! validation of the objects, and, once a policy is written, its type checking written
+//! (`admission::policy::type_check`). The compiled policies (`admission::policy`'s
+//! cache) are rebuilt when the next request sees a newer write to either resource.
 
 use serde_json::Value;
 
@@ -33,14 +34,7 @@ impl Strategy for ValidatingAdmissionPolicies {
     }
 
     fn before_commit(&self, _obj: &mut Value, _old: Option<&Value>, _now: &str) -> ApiResult<Option<AfterCommit>> {
-        Ok(Some(Box::new(|registry: &Registry, stored: &Value| {
-            registry.admission_policies.invalidate();
-            spawn_status_update(registry, stored);
-        })))
-    }
-
-    fn after_remove(&self, registry: &Registry, _stored: &Value) {
-        registry.admission_policies.invalidate();
+        Ok(Some(Box::new(|registry: &Registry, stored: &Value| spawn_status_update(registry, stored))))
     }
 
     fn table(&self) -> Option<Printer> {
@@ -58,14 +52,6 @@ impl Strategy for ValidatingAdmissionPolicyBindings {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         read_binding(obj).1
-    }
-
-    fn before_commit(&self, _obj: &mut Value, _old: Option<&Value>, _now: &str) -> ApiResult<Option<AfterCommit>> {
-        Ok(Some(Box::new(|registry: &Registry, _stored: &Value| registry.admission_policies.invalidate())))
-    }
-
-    fn after_remove(&self, registry: &Registry, _stored: &Value) {
-        registry.admission_policies.invalidate();
     }
 
     fn table(&self) -> Option<Printer> {

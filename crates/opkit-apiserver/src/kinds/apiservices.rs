@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::Strategy;
 use crate::error::ApiResult;
 use crate::registry::meta::{now_rfc3339, validate_path_segment};
-use crate::registry::{Registry, Target, WriteOptions};
+use crate::registry::{Registry, WriteOptions};
 use crate::schema::FieldError;
 use crate::table::{self, Printer};
 
@@ -119,7 +119,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
     let Some(info) = catalog.lookup("apiregistration.k8s.io", "v1", "apiservices") else {
         return Ok(());
     };
-    let target = Target::new(info, "v1".into(), None);
+    let target = registry.target(info, "v1".into(), None);
     let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
     for (group, versions) in catalog.groups() {
         for version in versions {

@@ -9,6 +9,7 @@ use super::pod_spec::validate_pod_spec;
 use super::pods::default_template;
 use crate::registry::meta::validate_subdomain;
 use crate::schema::{FieldError, FieldErrorReason};
+use crate::selector::{FieldLabels, scalar_at_or};
 use crate::table::{self, Printer};
 
 /// The longest CronJob name kube accepts: a DNS-1035 label's 63 less the 11 characters
@@ -46,6 +47,10 @@ impl Strategy for Jobs {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         validate_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec")
+    }
+
+    fn field_labels(&self) -> FieldLabels {
+        JOB_FIELD_LABELS
     }
 
     fn table(&self) -> Option<Printer> {
@@ -105,6 +110,14 @@ impl Strategy for CronJobs {
         Some(table::workloads::cronjobs())
     }
 }
+
+/// The field labels of jobs (`status.successful` is `status.succeeded`), with kube's
+/// own wording for one it does not support.
+const JOB_FIELD_LABELS: FieldLabels = FieldLabels {
+    names: Some(&["metadata.name", "metadata.namespace", "status.successful"]),
+    value: |obj, field| (field == "status.successful").then(|| scalar_at_or(obj, "status.succeeded", "0")),
+    unsupported: Some(|field| format!("field label {field:?} not supported for batchv1.Job")),
+};
 
 #[cfg(test)]
 mod tests {

@@ -9,11 +9,12 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::{Strategy, keep_stored_status, stored_with_new_status};
-use crate::auth::{MASTERS, UserInfo};
-use crate::authz::{Action, ResourceAttributes};
+use crate::auth::user::{MASTERS, UserInfo};
+use crate::authz::attributes::{Action, ResourceAttributes};
 use crate::error::{ApiError, ApiResult};
-use crate::registry::Registry;
+use crate::registry::view::StoreView;
 use crate::schema::FieldError;
+use crate::selector::{FieldLabels, scalar_at};
 use crate::table::{self, Printer};
 
 /// The strategy of certificates.k8s.io certificatesigningrequests.
@@ -212,7 +213,7 @@ fn certificate_errors(new: &Value, old: &Value) -> Vec<FieldError> {
 
 /// Whether `user` may `verb` (`approve` or `sign`) requests for `signer`: the signer's
 /// name, or its domain's wildcard `<domain>/*`, as a `signers` resource name.
-fn may(registry: &Registry, user: &UserInfo, verb: &str, signer: &str) -> bool {
+fn may(view: &StoreView<'_>, user: &UserInfo, verb: &str, signer: &str) -> bool {
     let mut names = vec![signer.to_string()];
     if let Some((domain, _)) = signer.split_once('/') {
         names.push(format!("{domain}/*"));
@@ -225,22 +226,22 @@ fn may(registry: &Registry, user: &UserInfo, verb: &str, signer: &str) -> bool {
             name,
             ..Default::default()
         };
-        registry.authorizer().authorize(registry.store(), user, &Action::resource(verb, attributes)).allowed
+        view.authorize(user, &Action::resource(verb, attributes)).allowed
     })
 }
 
 /// kube's CertificateApproval and CertificateSigning admission plugins: adding an
 /// Approved or Denied condition needs `approve`, setting the certificate `sign`, on the
 /// request's signer.
-fn check_signer_permission(registry: &Registry, new: &Value, old: &Value, user: &UserInfo) -> ApiResult<()> {
+fn check_signer_permission(view: &StoreView<'_>, new: &Value, old: &Value, user: &UserInfo) -> ApiResult<()> {
     let signer = new["spec"]["signerName"].as_str().unwrap_or_default();
     let (before, after) = (approval_conditions(old), approval_conditions(new));
     let approving = after.iter().any(|t| !before.contains(t));
     let signing =
         !new["status"]["certificate"].is_null() && new["status"]["certificate"] != old["status"]["certificate"];
     let refused = match () {
-        () if approving && !may(registry, user, "approve", signer) => "approve",
-        () if signing && !may(registry, user, "sign", signer) => "sign",
+        () if approving && !may(view, user, "approve", signer) => "approve",
+        () if signing && !may(view, user, "sign", signer) => "sign",
         () => return Ok(()),
     };
     let name = new["metadata"]["name"].as_str().unwrap_or_default();
@@ -288,9 +289,9 @@ impl Strategy for CertificateSigningRequests {
     /// CertificateSubjectRestriction admission plugin (no API server client certificate
     /// for `system:masters`) on create; the CertificateApproval and CertificateSigning
     /// plugins on updates.
-    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>, user: &UserInfo) -> ApiResult<()> {
+    fn admit(&self, view: &StoreView<'_>, obj: &mut Value, old: Option<&Value>, user: &UserInfo) -> ApiResult<()> {
         if let Some(old) = old {
-            return check_signer_permission(registry, obj, old, user);
+            return check_signer_permission(view, obj, old, user);
         }
         if obj["spec"]["signerName"] == KUBE_APISERVER_CLIENT
             && parse_request(&obj["spec"]["request"]).is_ok_and(|orgs| orgs.iter().any(|o| o == MASTERS))
@@ -397,10 +398,21 @@ impl Strategy for CertificateSigningRequests {
         Ok(None)
     }
 
+    fn field_labels(&self) -> FieldLabels {
+        CSR_FIELD_LABELS
+    }
+
     fn table(&self) -> Option<Printer> {
         Some(table::certificates::certificatesigningrequests())
     }
 }
+
+/// The field labels of CertificateSigningRequests.
+const CSR_FIELD_LABELS: FieldLabels = FieldLabels {
+    names: Some(&["metadata.name", "spec.signerName"]),
+    value: |obj, field| (field == "spec.signerName").then(|| scalar_at(obj, field)),
+    unsupported: None,
+};
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::Strategy;
 use crate::error::ApiResult;
-use crate::registry::{Registry, Target, WriteOptions};
+use crate::registry::{Registry, WriteOptions};
 use crate::table::{self, Printer};
 
 /// The strategy of core/v1 componentstatuses.
@@ -22,7 +22,7 @@ impl Strategy for ComponentStatuses {
 /// Writes the component statuses kube reports: each component healthy.
 pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
     let Some(info) = registry.catalog().snapshot().lookup("", "v1", "componentstatuses") else { return Ok(()) };
-    let target = Target::new(info, "v1".into(), None);
+    let target = registry.target(info, "v1".into(), None);
     let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
     for name in ["scheduler", "controller-manager", "etcd-0"] {
         let body = json!({"apiVersion": "v1", "kind": "ComponentStatus", "metadata": {"name": name},

@@ -10,7 +10,7 @@ use super::{AfterCommit, Strategy};
 use crate::catalog::{crd_status, resource_from_crd};
 use crate::error::{ApiError, ApiResult};
 use crate::registry::meta::{finalizers, meta_mut};
-use crate::registry::{PatchType, Registry, Subresource, Target, WriteOptions, parse_stored};
+use crate::registry::{PatchType, Registry, Subresource, WriteOptions, parse_stored};
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::storage::{ListRange, ResourceId};
 
@@ -129,7 +129,7 @@ async fn delete_objects(registry: &Registry, crd: &Value) -> bool {
             break;
         }
         for (ns, name) in keys {
-            let t = Target::new(info.clone(), version.clone(), Some(ns));
+            let t = registry.target(info.clone(), version.clone(), Some(ns));
             let _ = registry.delete(&t, &name, &Value::Null, false, None).await;
         }
         // Objects with finalizers stay until their controllers remove them: wait for
@@ -146,7 +146,7 @@ async fn delete_objects(registry: &Registry, crd: &Value) -> bool {
 async fn drop_cleanup_finalizer(registry: &Registry, crd_name: &str) {
     let crds = registry.catalog.snapshot().lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions");
     let Some(crd_info) = crds else { return };
-    let t = Target::new(crd_info, "v1".into(), None);
+    let t = registry.target(crd_info, "v1".into(), None);
     let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
     for _ in 0..16 {
         let Ok((cur, _)) = registry.current(&t, crd_name).await else {

@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::Strategy;
+use crate::selector::{FieldLabels, scalar_at};
 use crate::table::{self, Printer};
 
 /// The strategy of core/v1 events.
@@ -48,6 +49,10 @@ fn rename(obj: &mut Value, direction: Direction) {
 }
 
 impl Strategy for CoreEvents {
+    fn field_labels(&self) -> FieldLabels {
+        CORE_EVENT_FIELD_LABELS
+    }
+
     fn table(&self) -> Option<Printer> {
         Some(table::events::core_events())
     }
@@ -67,9 +72,76 @@ impl Strategy for EventsV1 {
         rename(obj, Direction::ToEventsV1);
     }
 
+    fn field_labels(&self) -> FieldLabels {
+        EVENT_V1_FIELD_LABELS
+    }
+
     fn table(&self) -> Option<Printer> {
         Some(table::events::events_v1())
     }
+}
+
+/// The field labels of core/v1 Events (`source` is `source.component`, else
+/// `reportingComponent`).
+const CORE_EVENT_FIELD_LABELS: FieldLabels = FieldLabels {
+    names: Some(&[
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+        "metadata.namespace",
+        "metadata.name",
+    ]),
+    value: core_event_field_value,
+    unsupported: None,
+};
+
+fn core_event_field_value(obj: &Value, field: &str) -> Option<String> {
+    match field {
+        "source" => {
+            let component = scalar_at(obj, "source.component");
+            Some(if component.is_empty() { scalar_at(obj, "reportingComponent") } else { component })
+        }
+        f if f.starts_with("involvedObject.") || matches!(f, "reason" | "reportingComponent" | "type") => {
+            Some(scalar_at(obj, f))
+        }
+        _ => None,
+    }
+}
+
+/// The field labels of events.k8s.io Events; the core names (`involvedObject.*`,
+/// `reportingComponent`) read their events.k8s.io fields.
+const EVENT_V1_FIELD_LABELS: FieldLabels = FieldLabels {
+    names: Some(&[
+        "reason",
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "regarding.apiVersion",
+        "regarding.resourceVersion",
+        "regarding.fieldPath",
+        "reportingController",
+        "type",
+        "metadata.namespace",
+        "metadata.name",
+    ]),
+    value: event_v1_field_value,
+    unsupported: None,
+};
+
+fn event_v1_field_value(obj: &Value, field: &str) -> Option<String> {
+    let f = field.strip_prefix("involvedObject.").map(|r| format!("regarding.{r}")).unwrap_or(field.to_string());
+    let f = if f == "reportingComponent" { "reportingController".to_string() } else { f };
+    (f.starts_with("regarding.") || matches!(f.as_str(), "reason" | "reportingController" | "type"))
+        .then(|| scalar_at(obj, &f))
 }
 
 #[cfg(test)]

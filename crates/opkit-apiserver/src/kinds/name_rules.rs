@@ -3,7 +3,7 @@
 //! `Validate<Kind>Name` in kube 1.33), checked against the kind's strategy. A new
 //! built-in fails this test until its rule is written here.
 
-use super::strategy_for;
+use super::STRATEGIES;
 use crate::catalog::Catalog;
 
 /// kube's name rules.
@@ -111,7 +111,7 @@ fn every_builtin_names_its_objects_by_kubes_rule() {
                 let Some((_, _, rule)) = rule else {
                     panic!("{}/{}: write kube's name rule in KUBE_RULES", info.group, info.resource);
                 };
-                let strategy = strategy_for(&info);
+                let strategy = STRATEGIES.for_resource(&info);
                 for (name, probe) in PROBES {
                     let accepted = strategy.validate_name(name).is_none();
                     assert_eq!(accepted, accepts(*rule, probe), "{}/{} {name:?} ({rule:?})", info.group, info.resource);

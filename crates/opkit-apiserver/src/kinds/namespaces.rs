@@ -1,16 +1,17 @@
 //! Namespaces: create-time status, spec finalizers and name label, DNS-label names,
 //! staged deletion (Terminating until the namespace controller empties and finalizes
-//! them), the `finalize` subresource, the namespaces every cluster starts with, and
-//! the rule that no new content is created in a missing or terminating namespace.
+//! them), the `finalize` subresource and the namespaces every cluster starts with. That
+//! no new content is created in a missing or terminating namespace is the
+//! NamespaceLifecycle admission plugin's rule (`admission/builtin/namespace_lifecycle.rs`).
 
 use serde_json::{Value, json};
 
 use super::Strategy;
-use crate::error::{ApiError, ApiResult, Cause};
+use crate::error::ApiResult;
 use crate::registry::meta::{meta_mut, validate_label};
-use crate::registry::{Registry, Target, WriteOptions, parse_stored};
+use crate::registry::{Registry, WriteOptions};
 use crate::schema::FieldError;
-use crate::storage::ResourceId;
+use crate::selector::{FieldLabels, scalar_at};
 use crate::table::{self, Printer};
 
 /// The strategy of core/v1 namespaces.
@@ -56,6 +57,10 @@ impl Strategy for Namespaces {
         true
     }
 
+    fn field_labels(&self) -> FieldLabels {
+        NAMESPACE_FIELD_LABELS
+    }
+
     fn table(&self) -> Option<Printer> {
         Some(table::core::namespaces())
     }
@@ -66,7 +71,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
     let Some(info) = registry.catalog.snapshot().lookup("", "v1", "namespaces") else {
         return Ok(());
     };
-    let target = Target::new(info, "v1".into(), None);
+    let target = registry.target(info, "v1".into(), None);
     for ns in INITIAL {
         if registry.store.get(&target.info.id, &target.key(ns)).await?.is_some() {
             continue;
@@ -78,28 +83,9 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
     Ok(())
 }
 
-/// Refuses to create objects of a namespaced `target` in a namespace that does not
-/// exist or is being terminated (kube's NamespaceLifecycle admission: a 403 naming the
-/// object `name`, empty for a generated name, with the `NamespaceTerminating` cause
-/// controllers look for).
-pub(crate) async fn check_open(registry: &Registry, target: &Target, name: &str) -> ApiResult<()> {
-    if !target.info.namespaced {
-        return Ok(());
-    }
-    let ns = target.namespace.clone().unwrap_or_default();
-    let id = ResourceId::new("", "namespaces");
-    let Some(entry) = registry.store.get(&id, &(String::new(), ns.clone())).await? else {
-        return Err(ApiError::not_found("", "namespaces", &ns));
-    };
-    if parse_stored(&entry.value)?["metadata"]["deletionTimestamp"].is_string() {
-        let why = format!("unable to create new content in namespace {ns} because it is being terminated");
-        let mut refused = ApiError::forbidden_object(&target.info.group, &target.info.resource, name, &why);
-        refused.details.causes.push(Cause {
-            reason: "NamespaceTerminating".into(),
-            message: format!("namespace {ns} is being terminated"),
-            field: "metadata.namespace".into(),
-        });
-        return Err(refused);
-    }
-    Ok(())
-}
+/// The field labels of namespaces.
+const NAMESPACE_FIELD_LABELS: FieldLabels = FieldLabels {
+    names: Some(&["status.phase", "metadata.name"]),
+    value: |obj, field| (field == "status.phase").then(|| scalar_at(obj, field)),
+    unsupported: None,
+};

@@ -5,10 +5,11 @@ use serde_json::{Value, json};
 
 use super::defaulting::default;
 use super::{KubeletSubresource, Strategy, keep_stored_status};
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, ApiResult};
-use crate::registry::Registry;
+use crate::registry::view::StoreView;
 use crate::schema::{FieldError, FieldErrorReason};
+use crate::selector::{FieldLabels, scalar_at, scalar_at_or};
 use crate::table::{self, Printer};
 
 /// The strategy of core/v1 pods.
@@ -62,7 +63,7 @@ impl Strategy for Pods {
 
     /// kube's Priority admission, for new pods; a new pod cannot have ephemeral
     /// containers (they are added through the subresource).
-    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>, _user: &UserInfo) -> ApiResult<()> {
+    fn admit(&self, view: &StoreView<'_>, obj: &mut Value, old: Option<&Value>, _user: &UserInfo) -> ApiResult<()> {
         if old.is_some() {
             return Ok(());
         }
@@ -71,7 +72,7 @@ impl Strategy for Pods {
             let err = FieldError::forbidden("spec.ephemeralContainers", "cannot be set on create");
             return Err(ApiError::invalid("", "Pod", name, &[err]));
         }
-        super::priorityclasses::admit_pod(registry, obj)
+        super::priorityclasses::admit_pod(view, obj)
     }
 
     /// The generic rule (the stored status is kept), and the stored ephemeral
@@ -143,6 +144,10 @@ impl Strategy for Pods {
     /// A terminating pod goes away when its kubelet confirms (a delete with grace 0).
     fn holds_removal(&self, obj: &Value) -> bool {
         obj["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) != 0
+    }
+
+    fn field_labels(&self) -> FieldLabels {
+        POD_FIELD_LABELS
     }
 
     fn table(&self) -> Option<Printer> {
@@ -243,4 +248,44 @@ pub(super) fn default_template(spec: &mut Value) {
 /// A `Required value` error at `field`.
 pub(super) fn required(field: &str) -> FieldError {
     FieldError { field: field.into(), reason: FieldErrorReason::Required, message: "Required value".into() }
+}
+
+/// The field labels of pods (kube's `PodToSelectableFields` and field-label conversion).
+const POD_FIELD_LABELS: FieldLabels = FieldLabels {
+    names: Some(&[
+        "metadata.name",
+        "metadata.namespace",
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.podIPs",
+        "status.nominatedNodeName",
+        "spec.host",
+    ]),
+    value: pod_field_value,
+    unsupported: None,
+};
+
+/// A pod's value of a field label (`spec.host` is `spec.nodeName`, `status.podIP` the
+/// first of `status.podIPs`, `status.podIPs` itself never matches a value).
+fn pod_field_value(obj: &Value, field: &str) -> Option<String> {
+    Some(match field {
+        "spec.nodeName" | "spec.host" => scalar_at(obj, "spec.nodeName"),
+        "spec.restartPolicy"
+        | "spec.schedulerName"
+        | "spec.serviceAccountName"
+        | "status.phase"
+        | "status.nominatedNodeName" => scalar_at(obj, field),
+        "spec.hostNetwork" => scalar_at_or(obj, "spec.hostNetwork", "false"),
+        "status.podIP" => obj["status"]["podIPs"]
+            .get(0)
+            .map(|ip| scalar_at(ip, "ip"))
+            .unwrap_or_else(|| scalar_at(obj, "status.podIP")),
+        "status.podIPs" => String::new(),
+        _ => return None,
+    })
 }

@@ -9,9 +9,10 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{Registry, Target, WriteOptions, parse_stored};
+use crate::registry::view::StoreView;
+use crate::registry::{Registry, WriteOptions, parse_stored};
 use crate::schema::FieldError;
 use crate::storage::ResourceId;
 use crate::table::{self, Printer};
@@ -76,7 +77,7 @@ impl Strategy for PriorityClasses {
 
     /// The value and preemption policy are immutable; only one class may be the default
     /// (kube's Priority admission answers Forbidden).
-    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>, _user: &UserInfo) -> ApiResult<()> {
+    fn admit(&self, view: &StoreView<'_>, obj: &mut Value, old: Option<&Value>, _user: &UserInfo) -> ApiResult<()> {
         let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
         if let Some(old) = old {
             for field in ["value", "preemptionPolicy"] {
@@ -87,9 +88,8 @@ impl Strategy for PriorityClasses {
             }
         }
         if obj["globalDefault"] == true
-            && let Some(other) = classes(registry)
-                .into_iter()
-                .find(|c| c["globalDefault"] == true && c["metadata"]["name"] != name.as_str())
+            && let Some(other) =
+                classes(view).into_iter().find(|c| c["globalDefault"] == true && c["metadata"]["name"] != name.as_str())
         {
             let other = other["metadata"]["name"].as_str().unwrap_or_default();
             return Err(forbidden(
@@ -114,16 +114,16 @@ fn forbidden((group, resource): (&str, &str), name: &str, why: &str) -> ApiError
 const PODS: (&str, &str) = ("", "pods");
 const CLASSES: (&str, &str) = ("scheduling.k8s.io", "priorityclasses");
 
-fn classes(registry: &Registry) -> Vec<Value> {
-    let stored = registry.store().values(&ResourceId::new("scheduling.k8s.io", "priorityclasses"));
+fn classes(view: &StoreView<'_>) -> Vec<Value> {
+    let stored = view.values(&ResourceId::new("scheduling.k8s.io", "priorityclasses"));
     stored.into_iter().filter_map(|(_, bytes)| parse_stored(&bytes).ok()).collect()
 }
 
 /// kube's Priority admission of a new pod: resolves `spec.priorityClassName` (or the
 /// global default class) into `spec.priority` and `spec.preemptionPolicy`.
-pub(super) fn admit_pod(registry: &Registry, pod: &mut Value) -> ApiResult<()> {
+pub(super) fn admit_pod(view: &StoreView<'_>, pod: &mut Value) -> ApiResult<()> {
     let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let classes = classes(registry);
+    let classes = classes(view);
     let class_name = pod["spec"]["priorityClassName"].as_str().unwrap_or_default().to_string();
     let (class_name, priority, policy) = if class_name.is_empty() {
         let default =
@@ -170,7 +170,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
     let Some(info) = registry.catalog().snapshot().lookup("scheduling.k8s.io", "v1", "priorityclasses") else {
         return Ok(());
     };
-    let target = Target::new(info, "v1".into(), None);
+    let target = registry.target(info, "v1".into(), None);
     let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
     for (name, value, description) in SYSTEM_CLASSES {
         let body = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},

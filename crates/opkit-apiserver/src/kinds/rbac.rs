@@ -6,11 +6,11 @@
 use serde_json::Value;
 
 use super::Strategy;
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::authz::escalation;
 use crate::error::ApiResult;
-use crate::registry::Registry;
 use crate::registry::meta::validate_path_segment;
+use crate::registry::view::StoreView;
 use crate::schema::FieldError;
 use crate::table::Printer;
 
@@ -38,11 +38,11 @@ impl Strategy for RbacObjects {
         validate_path_segment("metadata.name", name)
     }
 
-    fn admit(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>, user: &UserInfo) -> ApiResult<()> {
+    fn admit(&self, view: &StoreView<'_>, obj: &mut Value, old: Option<&Value>, user: &UserInfo) -> ApiResult<()> {
         if self.binding {
-            escalation::check_binding(registry, user, self.resource, obj)
+            escalation::check_binding(view, user, self.resource, obj)
         } else {
-            escalation::check_role(registry, user, self.resource, obj, old)
+            escalation::check_role(view, user, self.resource, obj, old)
         }
     }
 

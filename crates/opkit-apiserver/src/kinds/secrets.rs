@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::Strategy;
 use super::configmaps::{MAX_DATA_BYTES, decoded_len};
 use crate::schema::FieldError;
+use crate::selector::{FieldLabels, scalar_at};
 use crate::table::{self, Printer};
 
 /// The strategy of core/v1 secrets.
@@ -40,7 +41,18 @@ impl Strategy for Secrets {
         Vec::new()
     }
 
+    fn field_labels(&self) -> FieldLabels {
+        SECRET_FIELD_LABELS
+    }
+
     fn table(&self) -> Option<Printer> {
         Some(table::core::secrets())
     }
 }
+
+/// The field labels of secrets.
+const SECRET_FIELD_LABELS: FieldLabels = FieldLabels {
+    names: Some(&["type", "metadata.namespace", "metadata.name"]),
+    value: |obj, field| (field == "type").then(|| scalar_at(obj, field)),
+    unsupported: None,
+};

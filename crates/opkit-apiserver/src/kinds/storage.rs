@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
 use crate::registry::meta::meta_mut;
-use crate::registry::{Registry, parse_stored};
+use crate::registry::parse_stored;
+use crate::registry::view::StoreView;
 use crate::schema::FieldError;
 use crate::storage::ResourceId;
 use crate::table::{self, Printer};
@@ -51,11 +52,11 @@ impl Strategy for PersistentVolumeClaims {
 
     /// kube's DefaultStorageClass admission: a new claim that names no class (the field
     /// absent, not `""`) gets the default class, the newest if several are marked.
-    fn allocate(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+    fn allocate(&self, view: &StoreView<'_>, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
         if old.is_some() || obj["spec"].get("storageClassName").is_some() {
             return Vec::new();
         }
-        if let Some(class) = default_class(registry) {
+        if let Some(class) = default_class(view) {
             obj_mut(obj, "spec").insert("storageClassName".into(), json!(class));
         }
         Vec::new()
@@ -67,8 +68,8 @@ impl Strategy for PersistentVolumeClaims {
 }
 
 /// The name of the default StorageClass: the most recently created of those marked.
-fn default_class(registry: &Registry) -> Option<String> {
-    let classes = registry.store().values(&ResourceId::new("storage.k8s.io", "storageclasses"));
+fn default_class(view: &StoreView<'_>) -> Option<String> {
+    let classes = view.values(&ResourceId::new("storage.k8s.io", "storageclasses"));
     classes
         .into_iter()
         .filter_map(|(_, bytes)| parse_stored(&bytes).ok())

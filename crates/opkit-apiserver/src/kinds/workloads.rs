@@ -1,5 +1,6 @@
 //! apps/v1 workload controllers (deployments, replica sets, stateful sets, daemon sets):
-//! rollout defaults, selector and template validation, and their Table printers.
+//! rollout defaults, selector and template validation, and their Table printers; and
+//! core/v1 replication controllers' printer and field labels.
 
 use serde_json::{Value, json};
 
@@ -9,6 +10,7 @@ use super::pod_spec::validate_pod_spec_with_claims;
 use super::pods::{default_template, required};
 use crate::registry::meta::validate_label;
 use crate::schema::{FieldError, FieldErrorReason};
+use crate::selector::{FieldLabels, scalar_at_or};
 use crate::table::{self, Printer};
 
 /// The strategy of apps/v1 deployments.
@@ -19,6 +21,22 @@ pub(super) struct ReplicaSets;
 pub(super) struct StatefulSets;
 /// The strategy of apps/v1 daemon sets.
 pub(super) struct DaemonSets;
+/// The strategy of core/v1 replication controllers.
+pub(super) struct ReplicationControllers;
+
+impl Strategy for ReplicationControllers {
+    fn field_labels(&self) -> FieldLabels {
+        FieldLabels {
+            names: Some(&["metadata.name", "metadata.namespace", "status.replicas"]),
+            value: |obj, field| (field == "status.replicas").then(|| scalar_at_or(obj, field, "0")),
+            unsupported: None,
+        }
+    }
+
+    fn table(&self) -> Option<Printer> {
+        Some(table::workloads::replicationcontrollers())
+    }
+}
 
 impl Strategy for Deployments {
     fn default(&self, obj: &mut Value, _creating: bool) {

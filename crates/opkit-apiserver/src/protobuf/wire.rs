@@ -1,7 +1,7 @@
 //! The protobuf wire format at the lowest level: a bounds-checked reader over a byte slice
 //! yielding field keys, varints, fixed-width values and length-delimited payloads.
 
-use super::ProtobufError;
+use super::error::ProtobufError;
 
 /// How a field's value is laid out on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,6 @@
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use opkit_apimachinery::aggregation::{self, Backend, Unavailable};
-use serde::de::DeserializeOwned;
 
 use super::{Registry, parse_stored};
 use crate::storage::ResourceId;
@@ -44,14 +43,9 @@ impl Registry {
     pub async fn aggregation_backend(&self, apiservice: &APIService) -> Result<Backend, Unavailable> {
         let reference = apiservice.spec.as_ref().and_then(|s| s.service.clone()).unwrap_or_default();
         let key = (reference.namespace.unwrap_or_default(), reference.name.unwrap_or_default());
-        let service: Option<Service> = self.read_typed(ResourceId::new("", "services"), &key).await;
-        let endpoints: Option<Endpoints> = self.read_typed(ResourceId::new("", "endpoints"), &key).await;
+        let service: Option<Service> = self.view().read_typed(ResourceId::new("", "services"), &key).await;
+        let endpoints: Option<Endpoints> = self.view().read_typed(ResourceId::new("", "endpoints"), &key).await;
         aggregation::resolve(apiservice, service.as_ref(), endpoints.as_ref())
-    }
-
-    pub(crate) async fn read_typed<T: DeserializeOwned>(&self, id: ResourceId, key: &(String, String)) -> Option<T> {
-        let entry = self.store.get(&id, key).await.ok()??;
-        serde_json::from_value(parse_stored(&entry.value).ok()?).ok()
     }
 }
 

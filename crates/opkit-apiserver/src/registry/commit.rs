@@ -7,10 +7,10 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::admission::{Attributes, Operation};
 use super::meta::{finalizers, meta_mut, now_rfc3339, same_object, spec_part};
 use super::validate::check_depth;
 use super::{Outcome, Registry, Subresource, Target, WriteOptions, parse_stored};
-use crate::admission::{Attributes, Operation};
 use crate::catalog::VersionInfo;
 use crate::error::ApiError;
 use crate::patch::{self, FieldManager, ListSemantics};
@@ -236,11 +236,11 @@ impl Registry {
             Subresource::Main => Vec::new(),
             Subresource::OfKind(sub) => {
                 target.strategy.default(new, false);
-                target.strategy.admit(self, new, Some(old), &opts.user)?;
+                target.strategy.admit(&self.view(), new, Some(old), &opts.user)?;
                 target.strategy.validate_subresource_update(sub, new, old)
             }
             Subresource::Status if target.info.builtin => {
-                target.strategy.admit(self, new, Some(old), &opts.user)?;
+                target.strategy.admit(&self.view(), new, Some(old), &opts.user)?;
                 target.strategy.validate_status_update(new, old)
             }
             Subresource::Status => version.schema.as_ref().map(|s| s.validate(new, Some(old))).unwrap_or_default(),
@@ -249,7 +249,7 @@ impl Registry {
             return Err(ApiError::invalid(&target.info.group, &target.info.kind, name, &errs));
         }
         verdict.merge(self.admission_validate(&attrs, new).await?);
-        crate::audit::annotate(&verdict.audit_annotations);
+        self.admission.record(&verdict);
         Ok(verdict.warnings)
     }
 

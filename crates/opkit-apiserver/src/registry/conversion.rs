@@ -11,17 +11,40 @@
 //! stored, and the stored object back for the answer. Objects stay at the version they
 //! were stored in until they are written again. Built-in kinds convert in their strategy
 //! (`convert_to_storage` / `convert_from_storage`) instead.
+//!
+//! The registry does not call webhooks itself: the server hands it a
+//! [`ConversionWebhooks`] (the webhook client it shares with admission).
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::Bytes;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookConversion;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{WebhookClientConfig, WebhookConversion};
 use serde_json::{Value, json};
 
+use super::view::StoreView;
 use super::{Registry, Target, parse_stored};
 use crate::error::{ApiError, ApiResult};
-use crate::webhook_client::ClientConfig;
+
+/// The answer of a conversion webhook: its JSON, or why the call failed.
+pub(crate) type ConversionFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, String>> + Send + 'a>>;
+
+/// How the registry reaches a CRD's conversion webhook (kube's webhook converter's
+/// client).
+pub(crate) trait ConversionWebhooks: Send + Sync {
+    /// POSTs `review` (a ConversionReview) to the webhook `config` names (None: a
+    /// conversion with no client config), reading the Services and pods it resolves
+    /// through `view`, and gives up after `timeout`.
+    fn call<'a>(
+        &'a self,
+        view: StoreView<'a>,
+        config: Option<&'a WebhookClientConfig>,
+        review: &'a Value,
+        timeout: Duration,
+    ) -> ConversionFuture<'a>;
+}
 
 /// How long a conversion webhook may take: kube's webhook client timeout (`?timeout=30s`).
 const CONVERSION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -135,10 +158,6 @@ impl Registry {
             .iter()
             .find(|v| matches!(v.as_str(), "v1" | "v1beta1"))
             .ok_or_else(|| ApiError::unclassified("no supported conversion review versions"))?;
-        let config = match &webhook.client_config {
-            Some(c) => ClientConfig::from(c),
-            None => ClientConfig { url: None, service: None, ca_bundle: None },
-        };
         let uid = uuid::Uuid::new_v4().to_string();
         let sent = objects.len();
         let review = json!({
@@ -148,9 +167,12 @@ impl Registry {
         });
         let failed = |why: String| ApiError::unclassified(format!("conversion webhook for {gvk} failed: {why}"));
         let started = std::time::Instant::now();
-        let answer = self.call_webhook(&config, &review, CONVERSION_TIMEOUT).await;
+        let answer = self
+            .conversion_webhooks
+            .call(self.view(), webhook.client_config.as_ref(), &review, CONVERSION_TIMEOUT)
+            .await;
         tracing::debug!(%gvk, desired, objects = sent, elapsed = ?started.elapsed(), ok = answer.is_ok(), "conversion webhook called");
-        let answer = answer.map_err(|e| failed(e.to_string()))?;
+        let answer = answer.map_err(failed)?;
         let converted = converted_objects(answer, &uid, review_version).map_err(failed)?;
         if converted.len() != sent {
             return Err(ApiError::unclassified(format!(

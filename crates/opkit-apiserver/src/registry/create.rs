@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 
 use super::commit::{field_manager, list_semantics, serialize_with_rev};
 use super::meta::{meta_mut, now_rfc3339, random_suffix};
+use super::strategy::AfterCommit;
 use super::validate::check_depth;
 use super::{Outcome, Registry, Subresource, Target, WriteOptions, at_version, parse_stored};
 use crate::error::{ApiError, ApiResult};
-use crate::kinds::{self, AfterCommit};
 use crate::patch;
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::storage::Write;
@@ -128,7 +128,8 @@ impl Registry {
         }
         place_in_namespace(target, &mut obj)?;
         let request = NameRequest::of(target, &obj)?;
-        kinds::namespaces::check_open(self, target, obj["metadata"]["name"].as_str().unwrap_or_default()).await?;
+        let requested = obj["metadata"]["name"].as_str().unwrap_or_default();
+        self.admission.admit_create(self.view(), target, requested).await?;
         let mut name = request.pick();
         let _allocating = self.allocation_guard(target).await;
         for attempt in 1..=GENERATE_ATTEMPTS {

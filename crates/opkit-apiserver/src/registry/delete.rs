@@ -5,12 +5,12 @@
 
 use serde_json::{Value, json};
 
+use super::admission::{Attributes, Operation};
 use super::commit::serialize_with_rev;
 use super::meta::{finalizers, meta_mut, now_rfc3339};
 use super::read::ListOptions;
 use super::{Outcome, Registry, Target, WriteOptions, at_version, parse_stored};
-use crate::admission::{Attributes, Operation};
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, ApiResult};
 use crate::storage::{Revision, Write};
 
@@ -228,7 +228,7 @@ impl Registry {
             Attributes { target, operation: Operation::Delete, name, subresource: None, old: Some(&old), opts: &opts };
         let mut verdict = self.admission_mutate(&attrs, &mut old.clone()).await?;
         verdict.merge(self.admission_validate(&attrs, &old).await?);
-        crate::audit::annotate(&verdict.audit_annotations);
+        self.admission.record(&verdict);
         Ok(verdict.warnings)
     }
 

@@ -62,7 +62,7 @@ impl Registry {
         let Some(info) = self.catalog.snapshot().lookup("policy", "v1", "poddisruptionbudgets") else {
             return Ok(());
         };
-        let budgets = Target::new(info, "v1".into(), pods.namespace.clone());
+        let budgets = self.target(info, "v1".into(), pods.namespace.clone());
         let namespace = pods.namespace.clone().unwrap_or_default();
         loop {
             let stored = self.store.values(&ResourceId::new("policy", "poddisruptionbudgets"));

@@ -2,17 +2,25 @@
 //! Handlers call it with parsed requests; it validates, applies Kubernetes' object
 //! semantics (metadata, generation, status subresource, finalizers, field management)
 //! and reads and writes the [`Store`]. It never names a kind: what differs from kind to
-//! kind comes from the strategy each [`Target`] carries (the crate-private `kinds` module).
+//! kind comes from the strategy each [`Target`] carries (the server hands in the table
+//! of the built-in kinds' strategies, which live above the registry in `kinds`).
 //!
 //! One file per verb or step: `create`, `update` (update, patch, finalize), `commit`
 //! (the shared update step), `delete`, `read` (get, list, watch), `scale`, `validate`
 //! (admission); `conversion` brings custom resources to the version read or stored
-//! (through a CRD's conversion webhook); `pod_streaming` checks the pod subresources
-//! served by kubelets.
+//! (through a CRD's conversion webhook, reached through the [`conversion::ConversionWebhooks`]
+//! the server hands in); `pod_streaming` checks the pod subresources served by kubelets.
+//!
+//! What plugs into the registry is declared here and implemented above it: `strategy`
+//! (the per-kind [`strategy::Strategy`] and the table of them), `admission` (the
+//! [`admission::Admission`] chain run around validation) and `view` (the read-only
+//! [`view::StoreView`] both read other objects through). The registry imports none of
+//! their implementations.
 
+pub(crate) mod admission;
 pub(crate) mod aggregation;
 mod commit;
-mod conversion;
+pub(crate) mod conversion;
 mod create;
 mod delete;
 mod eviction;
@@ -20,20 +28,26 @@ pub(crate) mod meta;
 pub(crate) mod pod_streaming;
 mod read;
 mod scale;
+pub(crate) mod strategy;
 mod update;
 mod validate;
+pub(crate) mod view;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::authz::Authorizer;
 use crate::catalog::{Catalog, ResourceInfo, VersionInfo};
 use crate::error::{ApiError, ApiResult};
-use crate::kinds::{self, Strategy};
 use crate::storage::{ObjectName, Store};
+use crate::table::Columns;
+use admission::{Admission, Attributes, Verdict};
+use conversion::ConversionWebhooks;
+use strategy::{Strategies, Strategy};
+use view::StoreView;
 
 pub use meta::now_unix;
 pub use read::{ListOptions, RawListResult, WatchEvent, WatchOptions, WatchPayload, WatchStream};
@@ -105,9 +119,14 @@ pub struct Target {
 }
 
 impl Target {
-    /// A request for `version` of `info` in `namespace`.
-    pub fn new(info: Arc<ResourceInfo>, version: String, namespace: Option<String>) -> Target {
-        let strategy = kinds::strategy_for(&info);
+    /// A request for `version` of `info` in `namespace`, whose kind behaves as `strategy`
+    /// says (see [`Registry::target`]).
+    pub(crate) fn new(
+        info: Arc<ResourceInfo>,
+        version: String,
+        namespace: Option<String>,
+        strategy: &'static dyn Strategy,
+    ) -> Target {
         Target { info, version, namespace, strategy }
     }
     /// The version's details.
@@ -118,6 +137,18 @@ impl Target {
     pub fn api_version(&self) -> String {
         self.info.api_version(&self.version)
     }
+    /// The columns of a Table of the target's objects: a CRD's printer columns, the
+    /// kind's printer, or kube's default table.
+    pub(crate) fn table_columns(&self) -> Columns<'_> {
+        if !self.info.builtin {
+            return Columns::Custom(self.version_info().map(|v| v.columns.as_slice()).unwrap_or_default());
+        }
+        match self.strategy.table() {
+            Some(printer) => Columns::Builtin(printer),
+            None => Columns::Default,
+        }
+    }
+
     /// The storage key of `name`.
     pub fn key(&self, name: &str) -> ObjectName {
         let ns = if self.info.namespaced { self.namespace.clone().unwrap_or_default() } else { String::new() };
@@ -174,28 +205,36 @@ pub struct Registry {
     pub(crate) store: Store,
     pub(crate) catalog: Arc<Catalog>,
     authorizer: Arc<Authorizer>,
+    /// Each resource's strategy.
+    strategies: Strategies,
     /// Held from a kind's allocation to its commit (kube's allocators are atomic), so two
     /// writes never take the same node port or cluster IP.
     allocations: Arc<tokio::sync::Mutex<()>>,
-    /// The clients of admission and conversion webhooks, kept so connections are reused.
-    pub(crate) webhook_clients: Arc<crate::webhook_client::WebhookClients>,
-    /// The admission webhooks of the stored configurations, compiled once per change.
-    pub(crate) webhook_cache: Arc<crate::admission::webhook::WebhookCache>,
-    /// The compiled ValidatingAdmissionPolicies and their bindings.
-    pub(crate) admission_policies: Arc<crate::admission::policy::PolicyCache>,
+    /// The admission chain run around validation.
+    admission: Arc<dyn Admission>,
+    /// The client of CRDs' conversion webhooks.
+    conversion_webhooks: Arc<dyn ConversionWebhooks>,
 }
 
 impl Registry {
-    /// A registry over `store`, serving `catalog`.
-    pub fn new(store: Store, catalog: Arc<Catalog>) -> Registry {
+    /// A registry over `store`, serving `catalog`, whose resources behave as
+    /// `strategies` say, whose writes pass `admission` and whose custom resources are
+    /// converted through `conversion_webhooks` when their CRD says so.
+    pub(crate) fn new(
+        store: Store,
+        catalog: Arc<Catalog>,
+        strategies: Strategies,
+        admission: Arc<dyn Admission>,
+        conversion_webhooks: Arc<dyn ConversionWebhooks>,
+    ) -> Registry {
         Registry {
             store,
             catalog,
             authorizer: Arc::default(),
+            strategies,
             allocations: Arc::default(),
-            webhook_clients: Arc::default(),
-            webhook_cache: Arc::default(),
-            admission_policies: Arc::default(),
+            admission,
+            conversion_webhooks,
         }
     }
 
@@ -209,8 +248,29 @@ impl Registry {
         &self.catalog
     }
 
+    /// Which strategy each resource has.
+    pub(crate) fn strategies(&self) -> Strategies {
+        self.strategies
+    }
+
+    /// The strategy of a served resource.
+    pub(crate) fn strategy_for(&self, info: &ResourceInfo) -> &'static dyn Strategy {
+        self.strategies.for_resource(info)
+    }
+
+    /// A request for `version` of `info` in `namespace`, with the resource's strategy.
+    pub(crate) fn target(&self, info: Arc<ResourceInfo>, version: String, namespace: Option<String>) -> Target {
+        let strategy = self.strategy_for(&info);
+        Target::new(info, version, namespace, strategy)
+    }
+
+    /// The read-only view strategies and admission plugins read other objects through.
+    pub(crate) fn view(&self) -> StoreView<'_> {
+        StoreView::new(&self.store, &self.catalog, &self.authorizer)
+    }
+
     /// The allocation lock, when `target`'s kind allocates from shared pools (see
-    /// [`crate::kinds::Strategy::allocates`]): the caller holds it until its write is committed.
+    /// [`Strategy::allocates`]): the caller holds it until its write is committed.
     pub(crate) async fn allocation_guard(&self, target: &Target) -> Option<tokio::sync::OwnedMutexGuard<()>> {
         if target.strategy.allocates() { Some(self.allocations.clone().lock_owned().await) } else { None }
     }
@@ -220,21 +280,14 @@ impl Registry {
         &self.store
     }
 
-    /// Re-serves every CRD found in storage (after a restart).
-    pub async fn restore_crds(&self) -> ApiResult<()> {
-        kinds::crds::restore(self).await
+    /// The mutating admission phase (see [`Admission::mutate`]).
+    pub(crate) async fn admission_mutate(&self, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<Verdict> {
+        self.admission.mutate(self, attrs, obj).await
     }
 
-    /// Creates the namespaces every cluster starts with, the system PriorityClasses, the
-    /// component statuses, the local APIServices of the built-in group/versions, kube's
-    /// API Priority and Fairness configuration and its bootstrap RBAC policy.
-    pub async fn bootstrap(&self) -> ApiResult<()> {
-        kinds::namespaces::bootstrap(self).await?;
-        kinds::bootstrap_priority_classes(self).await?;
-        kinds::bootstrap_component_statuses(self).await?;
-        kinds::bootstrap_apiservices(self).await?;
-        kinds::bootstrap_flowcontrol(self).await?;
-        crate::authz::policy::bootstrap(self).await
+    /// The validating admission phase (see [`Admission::validate`]).
+    pub(crate) async fn admission_validate(&self, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<Verdict> {
+        self.admission.validate(self, attrs, obj).await
     }
 }
 

@@ -127,11 +127,11 @@ fn matcher(target: &Target, opts: &ListOptions) -> impl FnMut(&Value) -> bool + 
     let labels = opts.labels.clone().filter(|l| !l.is_empty());
     let fields = opts.fields.clone().filter(|f| !f.is_empty());
     let group = target.info.group.clone();
-    let resource = target.info.resource.clone();
+    let field_labels = target.strategy.field_labels();
     let extra = target.version_info().map(|v| v.selectable_fields.clone()).unwrap_or_default();
     move |obj: &Value| {
         labels.as_ref().is_none_or(|l| l.matches(obj["metadata"]["labels"].as_object()))
-            && fields.as_ref().is_none_or(|f| f.matches(&group, &resource, obj, &extra).unwrap_or(false))
+            && fields.as_ref().is_none_or(|f| f.matches(&group, &field_labels, obj, &extra).unwrap_or(false))
     }
 }
 
@@ -167,8 +167,7 @@ impl Registry {
     /// Reads one object as stored, by storage id (for checks that another object exists,
     /// such as a token's ServiceAccount); `namespace` is empty for cluster-scoped ones.
     pub(crate) async fn stored(&self, resource: &ResourceId, namespace: &str, name: &str) -> ApiResult<Option<Value>> {
-        let entry = self.store.get(resource, &(namespace.to_string(), name.to_string())).await?;
-        entry.map(|e| parse_stored(&e.value)).transpose()
+        self.view().stored(resource, namespace, name).await
     }
 
     /// The uid of a stored object, or `None` when there is none: reads only
@@ -207,7 +206,7 @@ impl Registry {
     fn validate_selectors(&self, target: &Target, opts: &ListOptions) -> ApiResult<()> {
         if let Some(f) = &opts.fields {
             let extra = target.version_info()?.selectable_fields.clone();
-            f.validate_fields(&target.info.group, &target.info.resource, &extra)
+            f.validate_fields(&target.info.group, &target.strategy.field_labels(), &extra)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! Admission of incoming objects: type checks, unknown-field handling (`fieldValidation`),
-//! pruning and defaulting, schema and CEL validation, and the kind's own rules (its
-//! [`crate::kinds::Strategy`]).
+//! pruning and defaulting, schema and CEL validation, the kind's own rules (its
+//! [`super::strategy::Strategy`]) and the admission chain the registry was given
+//! ([`super::admission::Admission`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -8,9 +9,9 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use serde_json::Value;
 
+use super::admission::{Attributes, Operation};
 use super::meta::validate_meta_maps;
 use super::{FieldValidation, Registry, Target, WriteOptions};
-use crate::admission::{Attributes, Operation};
 use crate::depth;
 use crate::error::{ApiError, ApiResult};
 use crate::schema::{CrdSchema, FieldError, FieldErrorReason};
@@ -68,7 +69,7 @@ impl Registry {
             None => None,
         };
         let mut warnings = normalize(target, schema.as_deref(), obj, old, opts)?;
-        target.strategy.admit(self, obj, old, &opts.user)?;
+        target.strategy.admit(&self.view(), obj, old, &opts.user)?;
         let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let operation = if old.is_some() { Operation::Update } else { Operation::Create };
         let attrs = Attributes { target, operation, name: &name, subresource: None, old, opts };
@@ -78,17 +79,17 @@ impl Registry {
             // kube decodes a patched object (type checks, pruning, defaults).
             warnings.extend(normalize(target, schema.as_deref(), obj, old, opts)?);
         }
-        crate::audit::annotate(&mutated.audit_annotations);
+        self.admission.record(&mutated);
         warnings.extend(mutated.warnings);
         let mut errors = validate(target, schema.as_deref(), obj, old);
         if errors.is_empty() {
-            errors = target.strategy.allocate(self, obj, old);
+            errors = target.strategy.allocate(&self.view(), obj, old);
         }
         if !errors.is_empty() {
             return Err(ApiError::invalid(&info.group, &info.kind, &name, &errors));
         }
         let validated = self.admission_validate(&attrs, obj).await?;
-        crate::audit::annotate(&validated.audit_annotations);
+        self.admission.record(&validated);
         warnings.extend(validated.warnings);
         Ok(warnings)
     }

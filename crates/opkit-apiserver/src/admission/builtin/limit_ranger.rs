@@ -10,17 +10,16 @@ use serde_json::{Map, Value, json};
 
 use super::super::{Attributes, Operation, Verdict};
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{Registry, parse_stored};
+use crate::registry::parse_stored;
+use crate::registry::view::StoreView;
 use crate::storage::ResourceId;
 
 /// The annotation naming what LimitRanger set on a pod.
 const ANNOTATION: &str = "kubernetes.io/limit-ranger";
 
 /// The LimitRanges of the request's namespace, by name.
-fn limit_ranges(registry: &Registry, namespace: &str) -> Vec<Value> {
-    registry
-        .store()
-        .values(&ResourceId::new("", "limitranges"))
+fn limit_ranges(view: StoreView<'_>, namespace: &str) -> Vec<Value> {
+    view.values(&ResourceId::new("", "limitranges"))
         .into_iter()
         .filter(|((ns, _), _)| ns == namespace)
         .filter_map(|(_, bytes)| parse_stored(&bytes).ok())
@@ -37,11 +36,11 @@ fn is(attrs: &Attributes<'_>, resource: &str) -> bool {
 }
 
 /// Sets the defaults of the namespace's LimitRanges on a new pod's containers.
-pub(super) fn mutate(registry: &Registry, attrs: &Attributes<'_>, pod: &mut Value) -> Verdict {
+pub(super) fn mutate(view: StoreView<'_>, attrs: &Attributes<'_>, pod: &mut Value) -> Verdict {
     if attrs.operation != Operation::Create || !is(attrs, "pods") {
         return Verdict::default();
     }
-    let ranges = limit_ranges(registry, attrs.target.namespace.as_deref().unwrap_or_default());
+    let ranges = limit_ranges(view, attrs.target.namespace.as_deref().unwrap_or_default());
     let mut notes = Vec::new();
     for range in &ranges {
         let (mut requests, mut limits) = (Map::new(), Map::new());
@@ -142,14 +141,14 @@ fn amounts(list: &Value) -> Amounts {
 }
 
 /// Refuses pods and PersistentVolumeClaims outside the namespace's LimitRanges.
-pub(super) fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<()> {
+pub(super) fn validate(view: StoreView<'_>, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<()> {
     let pods = is(attrs, "pods") && attrs.operation == Operation::Create;
     let claims =
         is(attrs, "persistentvolumeclaims") && matches!(attrs.operation, Operation::Create | Operation::Update);
     if !pods && !claims {
         return Ok(());
     }
-    let ranges = limit_ranges(registry, attrs.target.namespace.as_deref().unwrap_or_default());
+    let ranges = limit_ranges(view, attrs.target.namespace.as_deref().unwrap_or_default());
     if ranges.is_empty() {
         return Ok(());
     }

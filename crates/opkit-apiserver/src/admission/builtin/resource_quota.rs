@@ -9,9 +9,9 @@ use opkit_apimachinery::quota::{self, Usage, format_amount};
 use serde_json::{Value, json};
 
 use super::super::{Attributes, Operation, Verdict};
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{Registry, Subresource, Target, WriteOptions, parse_stored};
+use crate::registry::{Registry, Subresource, WriteOptions, parse_stored};
 use crate::storage::ResourceId;
 
 /// How often a charge is retried when a quota's status changed meanwhile. Each round
@@ -143,7 +143,7 @@ async fn charge(registry: &Registry, namespace: &str, charges: Vec<(Value, Usage
     let Some(info) = catalog.lookup("", "v1", "resourcequotas") else {
         return Ok(true);
     };
-    let target = Target::new(info, "v1".into(), Some(namespace.to_string()));
+    let target = registry.target(info, "v1".into(), Some(namespace.to_string()));
     let opts = WriteOptions {
         field_manager: "resourcequota-admission".into(),
         user: UserInfo::apiserver(),

@@ -14,8 +14,8 @@ use kube_cel::cel::extractors::This;
 use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{Context, ExecutionError, Value as Cel};
 
-use crate::auth::UserInfo;
-use crate::authz::{Action, Object, ResourceAttributes};
+use crate::auth::user::UserInfo;
+use crate::authz::attributes::{Action, Object, ResourceAttributes};
 use crate::registry::Registry;
 
 type CelResult = Result<Cel, ExecutionError>;

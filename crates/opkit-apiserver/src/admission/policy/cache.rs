@@ -1,15 +1,15 @@
 //! The compiled policies and bindings, shared by every request and rebuilt only after
-//! a policy or binding is written (their strategy calls [`PolicyCache::invalidate`]).
+//! a policy or binding is written (the revisions of the last writes to either resource
+//! tell, as the webhook configurations' cache tells its own).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::model::{Binding, Policy, read_binding, read_policy};
+use super::model::{BINDINGS, Binding, POLICIES, Policy, read_binding, read_policy};
 use crate::error::ApiResult;
 use crate::registry::{Registry, parse_stored};
-use crate::storage::{ListRange, ResourceId};
+use crate::storage::{ListRange, ResourceId, Revision};
 
 /// Every policy with the bindings that name it, compiled.
 #[derive(Debug, Default)]
@@ -18,27 +18,20 @@ pub(crate) struct Snapshot {
     pub policies: Vec<(Policy, Vec<Binding>)>,
 }
 
-/// The compiled snapshot and the write generation it was built at.
+/// The compiled snapshot and the revisions of the last writes to policies and bindings
+/// it was built at.
 #[derive(Debug, Default)]
-pub struct PolicyCache {
-    written: AtomicU64,
-    built: Mutex<Option<(u64, Arc<Snapshot>)>>,
+pub(crate) struct PolicyCache {
+    built: Mutex<Option<([Revision; 2], Arc<Snapshot>)>>,
 }
 
-/// The stored policies' resource.
-pub(crate) const POLICIES: (&str, &str) = ("admissionregistration.k8s.io", "validatingadmissionpolicies");
-/// The stored bindings' resource.
-pub(crate) const BINDINGS: (&str, &str) = ("admissionregistration.k8s.io", "validatingadmissionpolicybindings");
-
 impl PolicyCache {
-    /// Marks the snapshot stale: a policy or binding was written or removed.
-    pub(crate) fn invalidate(&self) {
-        self.written.fetch_add(1, Ordering::SeqCst);
-    }
-
     /// The current snapshot, rebuilt from the store when stale.
     pub(crate) async fn snapshot(&self, registry: &Registry) -> ApiResult<Arc<Snapshot>> {
-        let generation = self.written.load(Ordering::SeqCst);
+        // Read before the objects: a write in between only makes the next request rebuild.
+        let generation = registry
+            .view()
+            .last_writes(&[ResourceId::new(POLICIES.0, POLICIES.1), ResourceId::new(BINDINGS.0, BINDINGS.1)]);
         if let Some((built_at, snap)) = self.built.lock().as_ref()
             && *built_at == generation
         {

@@ -22,7 +22,7 @@ pub(crate) mod model;
 mod params;
 pub(crate) mod type_check;
 
-pub use cache::PolicyCache;
+pub(crate) use cache::PolicyCache;
 
 use std::collections::BTreeMap;
 
@@ -30,7 +30,7 @@ use kube_cel::cel::Value as Cel;
 use serde_json::{Value, json};
 
 use super::{Attributes, Operation, Verdict};
-use crate::authz::ResourceAttributes;
+use crate::authz::attributes::ResourceAttributes;
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::registry::Registry;
 use crate::storage::ResourceId;
@@ -50,8 +50,13 @@ struct Denial {
 }
 
 /// Evaluates the bound policies that match the request.
-pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<Verdict> {
-    let snapshot = registry.admission_policies.snapshot(registry).await?;
+pub(crate) async fn validate(
+    policies: &PolicyCache,
+    registry: &Registry,
+    attrs: &Attributes<'_>,
+    obj: &Value,
+) -> ApiResult<Verdict> {
+    let snapshot = policies.snapshot(registry).await?;
     if snapshot.policies.is_empty() {
         return Ok(Verdict::default());
     }
@@ -65,7 +70,7 @@ pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &
     let namespace_object = if namespace.is_empty() {
         None
     } else {
-        registry.stored(&ResourceId::new("", "namespaces"), "", &namespace).await?
+        registry.view().stored(&ResourceId::new("", "namespaces"), "", &namespace).await?
     };
     let name = if attrs.name.is_empty() {
         labelled["metadata"]["name"].as_str().unwrap_or_default().to_string()
@@ -119,7 +124,7 @@ pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &
             {
                 continue;
             }
-            let params = match params::collect(registry, policy, binding, &namespace).await {
+            let params = match params::collect(registry.view(), policy, binding, &namespace).await {
                 Ok(p) => p,
                 Err(why) => {
                     config_error(policy, Some(binding), &format!("failed to configure binding: {why}"), &mut denials);

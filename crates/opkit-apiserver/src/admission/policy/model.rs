@@ -9,6 +9,11 @@ use super::expr::{Declarations, Expression};
 use crate::schema::CEL_RESERVED;
 use crate::schema::FieldError;
 
+/// The stored policies' resource.
+pub(crate) const POLICIES: (&str, &str) = ("admissionregistration.k8s.io", "validatingadmissionpolicies");
+/// The stored bindings' resource.
+pub(crate) const BINDINGS: (&str, &str) = ("admissionregistration.k8s.io", "validatingadmissionpolicybindings");
+
 /// `NamedRuleWithOperations`: which requests a rule matches.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Rule {

@@ -5,13 +5,14 @@ use opkit_apimachinery::selector::LabelSelector;
 use serde_json::Value;
 
 use super::model::{Binding, Policy};
-use crate::registry::{Registry, parse_stored};
+use crate::registry::parse_stored;
+use crate::registry::view::StoreView;
 use crate::storage::ListRange;
 
 /// The params to evaluate the policy with: `[None]` for a policy without params;
 /// empty when none is found and the binding allows that. The error is kube's.
 pub(crate) async fn collect(
-    registry: &Registry,
+    view: StoreView<'_>,
     policy: &Policy,
     binding: &Binding,
     request_namespace: &str,
@@ -20,7 +21,7 @@ pub(crate) async fn collect(
         return Ok(vec![None]);
     };
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version.as_str()));
-    let Some(info) = registry.catalog().snapshot().by_kind(group, version, kind) else {
+    let Some(info) = view.catalog().snapshot().by_kind(group, version, kind) else {
         return Err(format!("failed to find resource referenced by paramKind: '{api_version}, Kind={kind}'"));
     };
     let namespace = if !info.namespaced {
@@ -34,13 +35,13 @@ pub(crate) async fn collect(
     };
     let mut params = Vec::new();
     if let Some(name) = &param_ref.name {
-        if let Some(p) = registry.stored(&info.id, &namespace, name).await.map_err(|e| e.message)? {
+        if let Some(p) = view.stored(&info.id, &namespace, name).await.map_err(|e| e.message)? {
             params.push(Some(p));
         }
     } else {
         let selector = param_ref.selector.clone().unwrap_or_else(LabelSelector::default);
         let range = ListRange { namespace: info.namespaced.then(|| namespace.clone()), ..Default::default() };
-        let page = registry.store().list(&info.id, &range, &mut |_| true).await.map_err(|e| e.to_string())?;
+        let page = view.list(&info.id, &range, &mut |_| true).await.map_err(|e| e.to_string())?;
         for raw in &page.items {
             let p = parse_stored(raw).map_err(|e| e.message)?;
             if selector.matches(p["metadata"]["labels"].as_object()) {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::expr::{object_paths, parse};
 use crate::catalog::ResourceInfo;
-use crate::registry::{Registry, Subresource, Target, WriteOptions};
+use crate::registry::{Registry, Subresource, WriteOptions};
 
 /// The kinds a policy's `matchConstraints` name without wildcards, with their schemas.
 fn matched_schemas(registry: &Registry, policy: &Value) -> Vec<(String, Arc<Value>)> {
@@ -137,9 +137,9 @@ pub(crate) fn spawn_status_update(registry: &Registry, stored: &Value) {
     let registry = registry.clone();
     let name = stored["metadata"]["name"].as_str().unwrap_or_default().to_string();
     tokio::spawn(async move {
-        let (group, resource) = super::cache::POLICIES;
+        let (group, resource) = super::model::POLICIES;
         let Some(info) = registry.catalog().snapshot().by_resource(group, resource) else { return };
-        let target = Target::new(info, "v1".into(), None);
+        let target = registry.target(info, "v1".into(), None);
         let opts = WriteOptions { field_manager: "kube-apiserver".into(), ..Default::default() };
         for _ in 0..8 {
             let Ok(current) = registry.get(&target, &name).await else { return };

@@ -13,7 +13,8 @@ use kube_cel::cel::Program;
 use opkit_apimachinery::selector::LabelSelector;
 use parking_lot::RwLock;
 
-use crate::registry::{Registry, parse_stored};
+use crate::registry::parse_stored;
+use crate::registry::view::StoreView;
 use crate::storage::{ResourceId, Revision};
 use crate::webhook_client::ClientConfig;
 
@@ -142,84 +143,83 @@ pub(crate) struct WebhookCache {
     validating: RwLock<Cached>,
 }
 
-impl Registry {
+impl WebhookCache {
     /// The webhooks of `phase`, in calling order.
-    pub(crate) fn admission_webhooks(&self, phase: Phase) -> Arc<Vec<Hook>> {
+    pub(crate) fn hooks(&self, view: StoreView<'_>, phase: Phase) -> Arc<Vec<Hook>> {
         let cache = match phase {
-            Phase::Mutating => &self.webhook_cache.mutating,
-            Phase::Validating => &self.webhook_cache.validating,
+            Phase::Mutating => &self.mutating,
+            Phase::Validating => &self.validating,
         };
         let resource = phase.resource();
         // Read before the objects: a write in between only makes the next request rebuild.
-        let rev = self.store.last_write(&resource);
+        let rev = view.last_write(&resource);
         if let Some((at, hooks)) = cache.read().as_ref()
             && *at == rev
         {
             return hooks.clone();
         }
-        let hooks = Arc::new(self.read_webhooks(phase, &resource));
+        let hooks = Arc::new(read_webhooks(view, phase, &resource));
         *cache.write() = Some((rev, hooks.clone()));
         hooks
     }
+}
 
-    /// Reads and compiles every webhook of `phase` from the store.
-    fn read_webhooks(&self, phase: Phase, resource: &ResourceId) -> Vec<Hook> {
-        let mut stored: Vec<_> = self
-            .store
-            .values(resource)
-            .into_iter()
-            .filter_map(|(key, bytes)| Some((key.1, parse_stored(&bytes).ok()?)))
-            .collect();
-        stored.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut hooks = Vec::new();
-        for (name, value) in stored {
-            match phase {
-                Phase::Mutating => {
-                    let Ok(config) = serde_json::from_value::<MutatingWebhookConfiguration>(value) else { continue };
-                    for w in config.webhooks.iter().flatten() {
-                        hooks.push(Hook::new(
-                            &name,
-                            Common {
-                                name: &w.name,
-                                rules: w.rules.as_ref(),
-                                match_policy: w.match_policy.as_deref(),
-                                namespace_selector: w.namespace_selector.as_ref(),
-                                object_selector: w.object_selector.as_ref(),
-                                conditions: w.match_conditions.as_ref(),
-                                client: &w.client_config,
-                                timeout_seconds: w.timeout_seconds,
-                                failure_policy: w.failure_policy.as_deref(),
-                                side_effects: &w.side_effects,
-                                review_versions: &w.admission_review_versions,
-                                reinvocation_policy: w.reinvocation_policy.as_deref(),
-                            },
-                        ));
-                    }
+/// Reads and compiles every webhook of `phase` from the store.
+fn read_webhooks(view: StoreView<'_>, phase: Phase, resource: &ResourceId) -> Vec<Hook> {
+    let mut stored: Vec<_> = view
+        .values(resource)
+        .into_iter()
+        .filter_map(|(key, bytes)| Some((key.1, parse_stored(&bytes).ok()?)))
+        .collect();
+    stored.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut hooks = Vec::new();
+    for (name, value) in stored {
+        match phase {
+            Phase::Mutating => {
+                let Ok(config) = serde_json::from_value::<MutatingWebhookConfiguration>(value) else { continue };
+                for w in config.webhooks.iter().flatten() {
+                    hooks.push(Hook::new(
+                        &name,
+                        Common {
+                            name: &w.name,
+                            rules: w.rules.as_ref(),
+                            match_policy: w.match_policy.as_deref(),
+                            namespace_selector: w.namespace_selector.as_ref(),
+                            object_selector: w.object_selector.as_ref(),
+                            conditions: w.match_conditions.as_ref(),
+                            client: &w.client_config,
+                            timeout_seconds: w.timeout_seconds,
+                            failure_policy: w.failure_policy.as_deref(),
+                            side_effects: &w.side_effects,
+                            review_versions: &w.admission_review_versions,
+                            reinvocation_policy: w.reinvocation_policy.as_deref(),
+                        },
+                    ));
                 }
-                Phase::Validating => {
-                    let Ok(config) = serde_json::from_value::<ValidatingWebhookConfiguration>(value) else { continue };
-                    for w in config.webhooks.iter().flatten() {
-                        hooks.push(Hook::new(
-                            &name,
-                            Common {
-                                name: &w.name,
-                                rules: w.rules.as_ref(),
-                                match_policy: w.match_policy.as_deref(),
-                                namespace_selector: w.namespace_selector.as_ref(),
-                                object_selector: w.object_selector.as_ref(),
-                                conditions: w.match_conditions.as_ref(),
-                                client: &w.client_config,
-                                timeout_seconds: w.timeout_seconds,
-                                failure_policy: w.failure_policy.as_deref(),
-                                side_effects: &w.side_effects,
-                                review_versions: &w.admission_review_versions,
-                                reinvocation_policy: None,
-                            },
-                        ));
-                    }
+            }
+            Phase::Validating => {
+                let Ok(config) = serde_json::from_value::<ValidatingWebhookConfiguration>(value) else { continue };
+                for w in config.webhooks.iter().flatten() {
+                    hooks.push(Hook::new(
+                        &name,
+                        Common {
+                            name: &w.name,
+                            rules: w.rules.as_ref(),
+                            match_policy: w.match_policy.as_deref(),
+                            namespace_selector: w.namespace_selector.as_ref(),
+                            object_selector: w.object_selector.as_ref(),
+                            conditions: w.match_conditions.as_ref(),
+                            client: &w.client_config,
+                            timeout_seconds: w.timeout_seconds,
+                            failure_policy: w.failure_policy.as_deref(),
+                            side_effects: &w.side_effects,
+                            review_versions: &w.admission_review_versions,
+                            reinvocation_policy: None,
+                        },
+                    ));
                 }
             }
         }
-        hooks
     }
+    hooks
 }

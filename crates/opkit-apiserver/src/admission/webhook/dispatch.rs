@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use super::Caller;
 use super::config::Hook;
 use super::matching::{conditions_match, matching_version, namespace_selector_matches, object_selector_matches};
 use super::review::{Response, parse_response, rejection, request, review, review_version};
 use crate::admission::Attributes;
 use crate::error::{ApiError, ApiResult};
-use crate::registry::Registry;
 
 /// What calling a webhook came to, when it did not reject the request.
 pub(crate) enum Called {
@@ -39,7 +39,7 @@ struct CallFailure(String);
 /// request: a denial, a failed call under `failurePolicy: Fail`, a dry run the webhook
 /// cannot take.
 pub(crate) async fn call_hook(
-    registry: &Registry,
+    caller: Caller<'_>,
     hook: &Hook,
     attrs: &Attributes<'_>,
     object: Option<&Value>,
@@ -73,7 +73,7 @@ pub(crate) async fn call_hook(
         Err(e) => return failed(hook, CallFailure(e)),
     };
     let started = Instant::now();
-    let answer = registry.call_webhook(&hook.client, &review(review_version, request), hook.timeout).await;
+    let answer = caller.clients.call(&caller.view, &hook.client, &review(review_version, request), hook.timeout).await;
     let latency = started.elapsed();
     let answer = match answer {
         Ok(answer) => answer,

@@ -15,45 +15,84 @@ mod mutating;
 mod review;
 mod validating;
 
-pub(crate) use config::WebhookCache;
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::{Attributes, Operation, Verdict};
 use crate::error::ApiResult;
-use crate::registry::{Registry, parse_stored};
+use crate::registry::parse_stored;
+use crate::registry::view::StoreView;
 use crate::storage::ResourceId;
-use config::{Hook, Phase};
+use crate::webhook_client::WebhookClients;
+use config::{Hook, Phase, WebhookCache};
 
-/// Calls the matching mutating webhooks in order; `obj` takes their patches.
-pub(crate) async fn mutate(registry: &Registry, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<Verdict> {
-    if matching::is_exempt(attrs) {
-        return Ok(Verdict::default());
-    }
-    let hooks = registry.admission_webhooks(Phase::Mutating);
-    if hooks.is_empty() {
-        return Ok(Verdict::default());
-    }
-    mutating::run(registry, &hooks, attrs, obj).await
+/// The admission webhooks: their compiled configurations and the clients they are
+/// called with.
+pub(crate) struct Webhooks {
+    /// The clients of webhook endpoints, kept so connections are reused.
+    clients: Arc<WebhookClients>,
+    /// The webhooks of the stored configurations, compiled once per change.
+    cache: WebhookCache,
 }
 
-/// Calls the matching validating webhooks, in parallel. For a delete, `obj` is the
-/// object being deleted (sent as `oldObject`).
-pub(crate) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<Verdict> {
-    if matching::is_exempt(attrs) {
-        return Ok(Verdict::default());
+/// What calling a webhook needs: reads of the store (Services, Endpoints, pods,
+/// namespaces) and the kept clients.
+#[derive(Clone, Copy)]
+pub(crate) struct Caller<'a> {
+    /// The registry's read-only view.
+    pub view: StoreView<'a>,
+    /// The webhook clients.
+    pub clients: &'a WebhookClients,
+}
+
+impl Webhooks {
+    /// No webhook compiled yet, calling through `clients`.
+    pub(crate) fn new(clients: Arc<WebhookClients>) -> Webhooks {
+        Webhooks { clients, cache: WebhookCache::default() }
     }
-    let hooks = registry.admission_webhooks(Phase::Validating);
-    if hooks.is_empty() {
-        return Ok(Verdict::default());
+
+    /// Calls the matching mutating webhooks in order; `obj` takes their patches.
+    pub(crate) async fn mutate(
+        &self,
+        view: StoreView<'_>,
+        attrs: &Attributes<'_>,
+        obj: &mut Value,
+    ) -> ApiResult<Verdict> {
+        if matching::is_exempt(attrs) {
+            return Ok(Verdict::default());
+        }
+        let hooks = self.cache.hooks(view, Phase::Mutating);
+        if hooks.is_empty() {
+            return Ok(Verdict::default());
+        }
+        mutating::run(Caller { view, clients: &self.clients }, &hooks, attrs, obj).await
     }
-    let object = (attrs.operation != Operation::Delete).then_some(obj);
-    validating::run(registry, &hooks, attrs, object).await
+
+    /// Calls the matching validating webhooks, in parallel. For a delete, `obj` is the
+    /// object being deleted (sent as `oldObject`).
+    pub(crate) async fn validate(
+        &self,
+        view: StoreView<'_>,
+        attrs: &Attributes<'_>,
+        obj: &Value,
+    ) -> ApiResult<Verdict> {
+        if matching::is_exempt(attrs) {
+            return Ok(Verdict::default());
+        }
+        let hooks = self.cache.hooks(view, Phase::Validating);
+        if hooks.is_empty() {
+            return Ok(Verdict::default());
+        }
+        let object = (attrs.operation != Operation::Delete).then_some(obj);
+        validating::run(Caller { view, clients: &self.clients }, &hooks, attrs, object).await
+    }
 }
 
 /// The labels `namespaceSelector`s are matched against, when one of `hooks` has a
 /// selector: a Namespace object's own (new, else old), else the stored namespace's.
 async fn namespace_labels(
-    registry: &Registry,
+    view: StoreView<'_>,
     hooks: &[Hook],
     attrs: &Attributes<'_>,
     object: Option<&Value>,
@@ -68,6 +107,6 @@ async fn namespace_labels(
     }
     let namespace = attrs.target.namespace.as_deref().filter(|ns| info.namespaced && !ns.is_empty())?;
     let key = (String::new(), namespace.to_string());
-    let entry = registry.store.get(&ResourceId::new("", "namespaces"), &key).await.ok()??;
+    let entry = view.get(&ResourceId::new("", "namespaces"), &key).await.ok()??;
     parse_stored(&entry.value).ok()?["metadata"]["labels"].as_object().cloned()
 }

@@ -9,21 +9,20 @@ use serde_json::{Value, json};
 
 use super::config::Hook;
 use super::dispatch::{Called, call_hook};
-use super::namespace_labels;
 use super::review::{at_version, from_version};
+use super::{Caller, namespace_labels};
 use crate::admission::{Attributes, Operation, Verdict};
 use crate::error::{ApiError, ApiResult};
-use crate::registry::Registry;
 
 /// Calls `hooks` in order, then reinvokes those that need it; `obj` takes the patches.
 pub(super) async fn run(
-    registry: &Registry,
+    caller: Caller<'_>,
     hooks: &[Hook],
     attrs: &Attributes<'_>,
     obj: &mut Value,
 ) -> ApiResult<Verdict> {
     let deleting = attrs.operation == Operation::Delete;
-    let labels = namespace_labels(registry, hooks, attrs, (!deleting).then_some(&*obj)).await;
+    let labels = namespace_labels(caller.view, hooks, attrs, (!deleting).then_some(&*obj)).await;
     let mut verdict = Verdict::default();
     // IfNeeded webhooks called since the object last changed, and those to call again.
     let mut called_since_change = BTreeSet::new();
@@ -37,7 +36,7 @@ pub(super) async fn run(
                 continue;
             }
             let object = (!deleting).then_some(&*obj);
-            let (response, version) = match call_hook(registry, hook, attrs, object, labels.as_ref(), true).await? {
+            let (response, version) = match call_hook(caller, hook, attrs, object, labels.as_ref(), true).await? {
                 Called::NotMatched => continue,
                 Called::FailedOpen => {
                     verdict.audit_annotations.insert(

@@ -6,20 +6,19 @@ use serde_json::Value;
 
 use super::config::Hook;
 use super::dispatch::{Called, call_hook};
-use super::namespace_labels;
+use super::{Caller, namespace_labels};
 use crate::admission::{Attributes, Verdict};
 use crate::error::ApiResult;
-use crate::registry::Registry;
 
 /// Calls `hooks` for the request; `object` is None for a delete.
 pub(super) async fn run(
-    registry: &Registry,
+    caller: Caller<'_>,
     hooks: &[Hook],
     attrs: &Attributes<'_>,
     object: Option<&Value>,
 ) -> ApiResult<Verdict> {
-    let labels = namespace_labels(registry, hooks, attrs, object).await;
-    let calls = hooks.iter().map(|hook| call_hook(registry, hook, attrs, object, labels.as_ref(), false));
+    let labels = namespace_labels(caller.view, hooks, attrs, object).await;
+    let calls = hooks.iter().map(|hook| call_hook(caller, hook, attrs, object, labels.as_ref(), false));
     let results = join_all(calls).await;
     let mut verdict = Verdict::default();
     for (index, (hook, result)) in hooks.iter().zip(results).enumerate() {

@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 
 use crate::error::ApiResult;
-use crate::registry::{Registry, Subresource, Target, WriteOptions};
+use crate::registry::{Registry, Subresource, WriteOptions};
 
 const AUTO_UPDATE: &str = "apf.kubernetes.io/autoupdate-spec";
 const MASTERS: &str = "system:masters";
@@ -210,7 +210,7 @@ pub(crate) async fn bootstrap(registry: &Registry) -> ApiResult<()> {
         WriteOptions { field_manager: "api-priority-and-fairness-config-producer-v1".into(), ..Default::default() };
     for (resource, object) in configuration() {
         let Some(info) = catalog.lookup("flowcontrol.apiserver.k8s.io", "v1", resource) else { continue };
-        let target = Target::new(info, "v1".into(), None);
+        let target = registry.target(info, "v1".into(), None);
         let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let stored = match registry.get(&target, &name).await {
             Ok(stored) => stored,

@@ -12,7 +12,8 @@ use std::ops::RangeInclusive;
 use rand::Rng;
 use serde_json::{Value, json};
 
-use crate::registry::{Registry, parse_stored};
+use crate::registry::parse_stored;
+use crate::registry::view::StoreView;
 use crate::schema::FieldError;
 use crate::storage::ResourceId;
 
@@ -23,8 +24,8 @@ const NODE_PORT_RANGE: RangeInclusive<i64> = 30000..=32767;
 const SERVICE_CIDR: (Ipv4Addr, u32) = (Ipv4Addr::new(10, 96, 0, 0), 12);
 
 /// Every allocation a Service needs; returns the fields whose values cannot be had.
-pub(super) fn allocate(registry: &Registry, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
-    let others = other_services(registry, obj);
+pub(super) fn allocate(view: &StoreView<'_>, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+    let others = other_services(view, obj);
     let mut errs = cluster_ip_errors(&others, obj, old);
     if old.is_none() && errs.is_empty() {
         assign_cluster_ip(&others, obj);
@@ -43,14 +44,12 @@ pub(super) fn allocate(registry: &Registry, obj: &mut Value, old: Option<&Value>
 }
 
 /// The Services in storage other than `svc`.
-fn other_services(registry: &Registry, svc: &Value) -> Vec<Value> {
+fn other_services(view: &StoreView<'_>, svc: &Value) -> Vec<Value> {
     let me = (
         svc["metadata"]["namespace"].as_str().unwrap_or_default().to_string(),
         svc["metadata"]["name"].as_str().unwrap_or_default().to_string(),
     );
-    registry
-        .store()
-        .values(&ResourceId::new("", "services"))
+    view.values(&ResourceId::new("", "services"))
         .into_iter()
         .filter(|(key, _)| *key != me)
         .filter_map(|(_, bytes)| parse_stored(&bytes).ok())

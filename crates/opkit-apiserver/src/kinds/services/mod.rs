@@ -8,9 +8,10 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use super::defaulting::{default, obj_mut};
-use crate::registry::Registry;
 use crate::registry::meta::validate_dns1035_label;
+use crate::registry::view::StoreView;
 use crate::schema::FieldError;
+use crate::selector::{FieldLabels, scalar_at};
 use crate::table::{self, Printer};
 
 /// The strategy of core/v1 services.
@@ -57,14 +58,25 @@ impl Strategy for Services {
         true
     }
 
-    fn allocate(&self, registry: &Registry, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
-        allocation::allocate(registry, obj, old)
+    fn allocate(&self, view: &StoreView<'_>, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+        allocation::allocate(view, obj, old)
+    }
+
+    fn field_labels(&self) -> FieldLabels {
+        SERVICE_FIELD_LABELS
     }
 
     fn table(&self) -> Option<Printer> {
         Some(table::core::services())
     }
 }
+
+/// The field labels of services.
+const SERVICE_FIELD_LABELS: FieldLabels = FieldLabels {
+    names: Some(&["metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type"]),
+    value: |obj, field| matches!(field, "spec.clusterIP" | "spec.type").then(|| scalar_at(obj, field)),
+    unsupported: None,
+};
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use super::super::{Attributes, Operation, Verdict};
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{Registry, parse_stored};
+use crate::registry::parse_stored;
+use crate::registry::view::StoreView;
 use crate::schema::FieldError;
 use crate::storage::ResourceId;
 
@@ -154,16 +155,16 @@ fn audit_key(key: &str) -> String {
 
 /// Pod Security for one request: namespaces (their labels), pods, and the workload
 /// kinds that carry a pod template.
-pub(super) async fn validate(registry: &Registry, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<Verdict> {
+pub(super) async fn validate(view: StoreView<'_>, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<Verdict> {
     if !matches!(attrs.operation, Operation::Create | Operation::Update) {
         return Ok(Verdict::default());
     }
     let info = &attrs.target.info;
     match (info.group.as_str(), info.resource.as_str()) {
-        ("", "namespaces") => validate_namespace(registry, attrs, obj),
-        ("", "pods") => validate_pod(registry, attrs, obj).await,
+        ("", "namespaces") => validate_namespace(view, attrs, obj),
+        ("", "pods") => validate_pod(view, attrs, obj).await,
         (group, resource) => match pod_template(group, resource, obj) {
-            Some(template) if attrs.subresource.is_none() => validate_controller(registry, attrs, template).await,
+            Some(template) if attrs.subresource.is_none() => validate_controller(view, attrs, template).await,
             _ => Ok(Verdict::default()),
         },
     }
@@ -183,10 +184,10 @@ fn pod_template<'a>(group: &str, resource: &str, obj: &'a Value) -> Option<&'a V
 }
 
 /// The labels of the request's namespace, Null when it does not exist.
-async fn namespace_labels(registry: &Registry, attrs: &Attributes<'_>) -> ApiResult<Value> {
+async fn namespace_labels(view: StoreView<'_>, attrs: &Attributes<'_>) -> ApiResult<Value> {
     let ns = attrs.target.namespace.clone().unwrap_or_default();
     let id = ResourceId::new("", "namespaces");
-    let Some(entry) = registry.store().get(&id, &(String::new(), ns)).await? else {
+    let Some(entry) = view.get(&id, &(String::new(), ns)).await? else {
         return Ok(Value::Null);
     };
     Ok(parse_stored(&entry.value)?["metadata"]["labels"].take())
@@ -196,11 +197,11 @@ async fn namespace_labels(registry: &Registry, attrs: &Attributes<'_>) -> ApiRes
 const IGNORED_POD_SUBRESOURCES: [&str; 8] =
     ["exec", "attach", "binding", "eviction", "log", "portforward", "proxy", "status"];
 
-async fn validate_pod(registry: &Registry, attrs: &Attributes<'_>, pod: &Value) -> ApiResult<Verdict> {
+async fn validate_pod(view: StoreView<'_>, attrs: &Attributes<'_>, pod: &Value) -> ApiResult<Verdict> {
     if attrs.subresource.is_some_and(|s| IGNORED_POD_SUBRESOURCES.contains(&s)) {
         return Ok(Verdict::default());
     }
-    let (policy, errors) = policy_of(&namespace_labels(registry, attrs).await?);
+    let (policy, errors) = policy_of(&namespace_labels(view, attrs).await?);
     if errors.is_empty() && policy.enforce.level == Level::Privileged && fully_privileged_reporting(&policy) {
         return Ok(Verdict::default());
     }
@@ -218,8 +219,8 @@ fn fully_privileged_reporting(policy: &Policy) -> bool {
     policy.audit.level == Level::Privileged && policy.warn.level == Level::Privileged
 }
 
-async fn validate_controller(registry: &Registry, attrs: &Attributes<'_>, template: &Value) -> ApiResult<Verdict> {
-    let (policy, errors) = policy_of(&namespace_labels(registry, attrs).await?);
+async fn validate_controller(view: StoreView<'_>, attrs: &Attributes<'_>, template: &Value) -> ApiResult<Verdict> {
+    let (policy, errors) = policy_of(&namespace_labels(view, attrs).await?);
     if errors.is_empty() && fully_privileged_reporting(&policy) {
         return Ok(Verdict::default());
     }
@@ -290,7 +291,7 @@ fn is_significant_pod_update(pod: &Value, old: &Value) -> bool {
 
 /// Namespaces: the labels must be valid (on update, when their errors changed); a new,
 /// stricter `enforce` policy is checked against the namespace's pods, as warnings.
-fn validate_namespace(registry: &Registry, attrs: &Attributes<'_>, ns: &Value) -> ApiResult<Verdict> {
+fn validate_namespace(view: StoreView<'_>, attrs: &Attributes<'_>, ns: &Value) -> ApiResult<Verdict> {
     if attrs.subresource.is_some() {
         return Ok(Verdict::default());
     }
@@ -308,14 +309,13 @@ fn validate_namespace(registry: &Registry, attrs: &Attributes<'_>, ns: &Value) -
     if new == prev || new.level == Level::Privileged || (new.minor == prev.minor && new.level <= prev.level) {
         return Ok(Verdict::default());
     }
-    Ok(Verdict { warnings: check_existing_pods(registry, name, new), ..Verdict::default() })
+    Ok(Verdict { warnings: check_existing_pods(view, name, new), ..Verdict::default() })
 }
 
 /// kube's `EvaluatePodsInNamespace`: one warning per distinct set of reasons, naming the
 /// first pod (and how many others), after a header; one pod per controller first.
-fn check_existing_pods(registry: &Registry, namespace: &str, enforce: LevelVersion) -> Vec<String> {
-    let mut pods: Vec<Value> = registry
-        .store()
+fn check_existing_pods(view: StoreView<'_>, namespace: &str, enforce: LevelVersion) -> Vec<String> {
+    let mut pods: Vec<Value> = view
         .values(&ResourceId::new("", "pods"))
         .into_iter()
         .filter(|((ns, _), _)| ns == namespace)
