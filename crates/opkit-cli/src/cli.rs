@@ -230,6 +230,8 @@ pub struct InitArgs {
     pub domain: String,
     /// [required] The source repository, e.g. github.com/example/memcached-operator (not
     /// used by `--plugins helm` or `ansible`).
+    // "[required]" is the help's mark, as operator-sdk's, not a doc link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(
         long,
         required_unless_present = "plugins",

@@ -826,7 +826,7 @@ pub fn webhook_plan(
 /// replaces with a certificate of its own.
 const MANIFESTS_WEBHOOK_PATCH: &str = include_str!("../templates/webhook/config/manifests_webhook_patch.yaml.j2");
 
-/// config/manifests/kustomization.yaml `text` with [`MANIFESTS_WEBHOOK_PATCH`] appended,
+/// config/manifests/kustomization.yaml `text` with the manifests' webhook patch appended,
 /// unless it has the `[WEBHOOK]` section already or patches of its own (which the user
 /// then edits, as in operator-sdk).
 pub fn with_manifests_webhook_patch(text: &str) -> String {
