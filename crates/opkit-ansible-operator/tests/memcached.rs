@@ -7,7 +7,7 @@
 //! Deployment. Needs ansible-runner, ansible-core and kubernetes.core
 //! (`crates/opkit-ansible-operator/install-ansible.sh`, which `.ci/run` runs).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! Deployment and a Service for a Hugo site. Its sample, applied as published, is
 //! reconciled by the generic Ansible operator on the in-process control plane.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! saw the waiting task's start logged), for each log level. Needs ansible-runner,
 //! ansible-core and kubernetes.core (`crates/opkit-ansible-operator/install-ansible.sh`).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -5,8 +5,7 @@
 //! the sample's Deployment. Needs ansible (crates/opkit-ansible-operator/install-ansible.sh,
 //! which .ci/run runs).
 
-#[path = "support/workflow.rs"]
-mod support;
+use crate::support::workflow as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

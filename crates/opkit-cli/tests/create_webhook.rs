@@ -3,8 +3,7 @@
 //! and CRD conversion patches, PROJECT), that the scaffold renders with kustomize as `opkit
 //! deploy` does, and every refusal operator-sdk makes, each leaving the directory as it was.
 
-#[path = "support/scaffold.rs"]
-mod support;
+use crate::support::scaffold as support;
 
 use support::*;
 

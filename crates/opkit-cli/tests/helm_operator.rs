@@ -7,8 +7,7 @@
 //! is restored, a bad value is ReleaseFailed with helm's message and deleting the
 //! resource uninstalls the release.
 
-#[path = "support/workflow.rs"]
-mod support;
+use crate::support::workflow as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -3,8 +3,7 @@
 //! trigger, history, uninstall; the same binary linked as `kubectl-kudo` answering
 //! `kubectl kudo ...`; and the offline `package` commands.
 
-#[path = "support/workflow.rs"]
-mod support;
+use crate::support::workflow as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

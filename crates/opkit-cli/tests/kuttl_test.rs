@@ -6,8 +6,7 @@ use std::process::{Command, Output};
 
 use opkit_testenv::TestEnv;
 
-#[path = "support/scaffold.rs"]
-mod support;
+use crate::support::scaffold as support;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../opkit-kuttl/tests/fixtures").join(name)

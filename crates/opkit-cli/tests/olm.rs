@@ -2,9 +2,8 @@
 //! user runs them, against an in-process control plane, with the bundles of
 //! `crates/opkit-olm/tests/fixtures` (memcached-operator 0.0.1 and 0.0.2, which replaces it).
 
-mod olm_support;
-#[path = "support/workflow.rs"]
-mod support;
+use crate::olm_support;
+use crate::support::workflow as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

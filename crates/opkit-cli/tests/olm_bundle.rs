@@ -4,7 +4,7 @@
 //! a broken bundle is refused with the file and field named. `olm_memcached.rs` installs
 //! the same bundles through OLM.
 
-mod olm_support;
+use crate::olm_support;
 
 use std::path::{Path, PathBuf};
 

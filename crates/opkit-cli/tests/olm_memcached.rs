@@ -6,7 +6,7 @@
 //! Manual-approval Subscription from a catalog of both bundles, whose InstallPlans wait
 //! until `kubectl` approves them.
 
-mod olm_support;
+use crate::olm_support;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

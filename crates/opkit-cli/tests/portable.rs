@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "support/workflow.rs"]
-mod support;
+use crate::support::workflow as support;
 
 use support::*;
 

@@ -4,8 +4,7 @@
 
 use std::path::Path;
 
-#[path = "support/scaffold.rs"]
-mod support;
+use crate::support::scaffold as support;
 
 use support::*;
 

@@ -6,8 +6,7 @@
 
 use std::path::Path;
 
-#[path = "support/workflow.rs"]
-mod support;
+use crate::support::workflow as support;
 
 use support::*;
 

@@ -18,8 +18,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use opkit_testenv::TestEnv;
 use serde_json::Value;
 
-#[path = "support/scaffold.rs"]
-mod support;
+use crate::support::scaffold as support;
 
 use support::*;
 

@@ -17,8 +17,7 @@ use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::wait::await_condition;
 
-#[path = "support/workflow.rs"]
-mod support;
+use crate::support::workflow as support;
 
 use support::*;
 

@@ -16,8 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, 
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
 
-#[path = "support/workflow.rs"]
-mod support;
+use crate::support::workflow as support;
 
 use support::*;
 

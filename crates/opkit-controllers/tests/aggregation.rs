@@ -4,7 +4,7 @@
 //! caller's identity in `X-Remote-User`/`X-Remote-Group` and without its credentials;
 //! while it is unavailable, those requests answer 503.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;

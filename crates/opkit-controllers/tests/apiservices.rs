@@ -4,7 +4,7 @@
 //! APIService's `caBundle` for the name `<service>.<namespace>.svc`. The backend is a
 //! small HTTPS server on 127.0.0.1 with a certificate from a CA made for the test.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Endpoints, Service};

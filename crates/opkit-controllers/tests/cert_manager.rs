@@ -5,7 +5,7 @@
 //! client accepts for the Service's name when it trusts the injected bundle; a deleted
 //! Secret is issued again and the new bundle injected; a `ca` issuer signs with its CA.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

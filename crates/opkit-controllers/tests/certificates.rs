@@ -6,7 +6,7 @@
 //! signers, denied ones and ones asking for usages a client certificate cannot have are
 //! not issued.
 
-mod common;
+use crate::common;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

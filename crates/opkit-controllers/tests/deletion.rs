@@ -2,7 +2,7 @@
 //! do it: background removes its ReplicaSets and pods, foreground keeps the Deployment
 //! until they are gone, orphan leaves the ReplicaSet (and its pods) without an owner.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;

@@ -2,7 +2,7 @@
 //! kubectl and kube-rs: rollouts (RollingUpdate within maxUnavailable, Recreate), rollout
 //! history and undo, scaling, ReplicaSet adoption and release, and never over-creating.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

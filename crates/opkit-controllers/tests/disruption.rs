@@ -2,7 +2,7 @@
 //! (healthy, desired, expected, allowed disruptions and the DisruptionAllowed condition)
 //! for minAvailable and maxUnavailable budgets over a Deployment's pods.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams};

@@ -5,7 +5,7 @@
 //! selects are simply deleted. kubectl finds the subresource in discovery. The pods are
 //! bare (no controller replaces them), so each step's budget is known.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;

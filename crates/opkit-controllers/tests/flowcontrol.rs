@@ -3,7 +3,7 @@
 //! level is created (`False`, `Found`) and again once it is deleted; kubectl shows it in
 //! the MISSINGPL column.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use kube::api::{Api, DeleteParams};

@@ -3,7 +3,7 @@
 //! edited), and legacy ServiceAccount token Secrets filled with a token that
 //! authenticates as the account until the Secret is deleted.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};

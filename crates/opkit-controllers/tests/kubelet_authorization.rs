@@ -5,9 +5,8 @@
 //! client identity is allowed by kube's `system:kubelet-api-admin` role (without
 //! `system:masters`), and the API server keeps serving `kubectl logs` and `kubectl exec`.
 
-mod common;
-#[path = "../../opkit-testenv/tests/support/kubectl.rs"]
-mod kubectl;
+use crate::common;
+use crate::kubectl;
 
 use common::real_pods::{load_script, real_env};
 use common::{Error, wait};

@@ -2,7 +2,7 @@
 //! ingress addresses (the nodes' by default, or unique ones from a pool), keep them, give
 //! them back, and leave Services of another load-balancer class alone.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};

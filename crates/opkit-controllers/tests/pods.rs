@@ -4,7 +4,7 @@
 //! readiness, failure injection (never ready, crash loops, exit codes), run-to-completion
 //! pods and graceful deletion.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

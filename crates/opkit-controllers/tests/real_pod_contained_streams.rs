@@ -6,9 +6,8 @@
 //! listening on the pod's loopback only is reached, as containerd's port-forward reaches
 //! it. These tests need root (namespaces, mounts), as the real-pod suites do.
 
-mod common;
-#[path = "../../opkit-testenv/tests/support/kubectl.rs"]
-mod kubectl;
+use crate::common;
+use crate::kubectl;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -8,7 +8,7 @@
 //! The programs report on their standard output, read back through `pods/log`.
 //! These tests need root (namespaces, mounts), as the real-pod suites do.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

@@ -3,9 +3,8 @@
 //! process and network namespace. With kubectl 1.33 (WebSocket exec, SPDY port-forward
 //! after the WebSocket tunnel is refused) and 1.27 (SPDY for both).
 
-mod common;
-#[path = "../../opkit-testenv/tests/support/kubectl.rs"]
-mod kubectl;
+use crate::common;
+use crate::kubectl;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

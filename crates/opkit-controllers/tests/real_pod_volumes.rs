@@ -4,7 +4,7 @@
 //! server), a ConfigMap volume with `items` and modes, and an `emptyDir` the container
 //! writes to.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};

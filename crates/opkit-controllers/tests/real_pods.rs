@@ -3,7 +3,7 @@
 //! environment and arguments, the ServiceAccount identity, CrashLoopBackOff, probes,
 //! termination (no process left behind) and container logs through the kubelet server.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! quota, a Deployment's pods and their requests, kinds found through discovery) and
 //! goes down on deletes; with the quota full, the API server refuses the next pod.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

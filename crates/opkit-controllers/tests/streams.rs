@@ -6,8 +6,7 @@
 //! server's proxy passes them through to the kubelet.
 #![cfg(unix)]
 
-#[path = "../../opkit-testenv/tests/support/kubectl.rs"]
-mod kubectl;
+use crate::kubectl;
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -4,7 +4,7 @@
 //! unbound immediate claims with kube's message, reclaim policies and the protection
 //! finalizers.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;

@@ -3,7 +3,7 @@
 //! completion and backoff failure, one DaemonSet pod per node, Service endpoints and
 //! EndpointSlices, and a CronJob running a missed schedule.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -3,8 +3,7 @@
 //! with the signer issuing approved client certificates, and `debug` adding an
 //! ephemeral container.
 
-#[path = "support/kubectl.rs"]
-mod support;
+use crate::kubectl as support;
 
 use std::time::Duration;
 

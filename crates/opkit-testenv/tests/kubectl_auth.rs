@@ -3,8 +3,7 @@
 //! forbidden until a RoleBinding grants it, aggregated view/edit roles picking up a CRD's
 //! `aggregate-to-view` role, escalation refused, and impersonation refused without the verb.
 
-#[path = "support/kubectl.rs"]
-mod support;
+use crate::kubectl as support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! per-source event filters, unique names, external triggers, user state, the event
 //! recorder.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

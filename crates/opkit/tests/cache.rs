@@ -1,6 +1,6 @@
 //! Cached reads on a real (in-process) API server: by namespace and by label selector.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

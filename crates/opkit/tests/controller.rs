@@ -1,7 +1,7 @@
 //! Controller behaviour on a real (in-process) API server: Owns, Watches, predicates,
 //! concurrency, requeue, backoff, terminal errors and panics.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Controllers and the cache for kinds known only at run time (`DynamicObject` with an
 //! `ApiResource`), on a real (in-process) API server.
 
-mod common;
+use crate::common;
 
 use common::{Log, configmap};
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -1,7 +1,7 @@
 //! The manager on a real (in-process) API server: metrics and probes, leader election
 //! between two managers, graceful shutdown.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

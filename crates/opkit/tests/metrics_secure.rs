@@ -4,7 +4,7 @@
 //! other token gets 403, and no (or a bad) token 401, as controller-runtime's
 //! `WithAuthenticationAndAuthorization` answers.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,0 +1,14 @@
+//! The integration tests of this crate, one module per file, built as one test binary:
+//! one link instead of one per file keeps the test build's time and disk small.
+
+mod common;
+
+mod builder;
+mod cache;
+mod controller;
+mod discovery;
+mod dynamic;
+mod errors;
+mod manager;
+mod metrics_secure;
+mod span;
