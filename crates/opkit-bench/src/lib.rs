@@ -13,6 +13,9 @@
 //! - in-process `ApiServer::start` time;
 //! - Debian etcd's put throughput at the same payload and concurrency, as a ratio.
 //!
+//! `opkit-bench watch-memory` ([`watch_memory`]) measures the server's memory per watch
+//! from resourceVersion 0, with the watches open and after they close.
+//!
 //! `opkit-bench runtime` ([`runtime`]) compares the opkit controller runtime with a bare
 //! `kube::runtime::Controller` on the same trivial reconciler, and measures an opkit
 //! manager's memory in its own process.
@@ -91,6 +94,7 @@ pub mod report;
 pub mod runtime;
 pub mod serve;
 pub mod stats;
+pub mod watch_memory;
 
 use std::time::Duration;
 

@@ -122,6 +122,9 @@ enum Command {
     /// created; each verdict compared with a real cluster's (tools/crds/expected.tsv).
     /// Fails when a CRD is refused or a verdict differs.
     Crds(CrdsArgs),
+    /// The server's memory per watch from resourceVersion 0 (a fresh in-memory server in a
+    /// child process): with the watches open, and once they are closed.
+    WatchMemory(WatchMemoryArgs),
     /// `opkit bundle validate` over every bundle of the OLM corpus, compared with what
     /// operator-sdk says where it is established (tools/olm/validate-expected.tsv).
     OlmValidate(OlmValidateArgs),
@@ -246,6 +249,7 @@ async fn main() -> ExitCode {
         Command::HelmTemplate(args) => helm_template(args),
         Command::OlmValidate(args) => olm_validate(args),
         Command::Crds(args) => crds(args).await,
+        Command::WatchMemory(args) => watch_memory(args).await,
         Command::Kudo(args) => kudo(args).await,
         Command::KudoScale(args) => kudo_scale(args).await,
         Command::KudoKuttl(args) => kudo_kuttl(args).await,
@@ -650,6 +654,45 @@ async fn crds(args: CrdsArgs) -> ExitCode {
         }
         if report.passed() { Verdict::Passed } else { Verdict::Failed(Some(report.summary())) }
     })
+}
+
+#[derive(clap::Args)]
+struct WatchMemoryArgs {
+    /// ConfigMaps the server holds.
+    #[arg(long, default_value_t = 10_000)]
+    objects: usize,
+    /// Bytes of data in each ConfigMap.
+    #[arg(long, default_value_t = 1024)]
+    payload_bytes: usize,
+    /// Watches opened, each on its own connection.
+    #[arg(long, default_value_t = 1000)]
+    watchers: usize,
+    /// Each watch reads its initial events (by default it never reads).
+    #[arg(long)]
+    read: bool,
+    /// Seconds the fill, the reads and the closing may each take.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+}
+
+async fn watch_memory(args: WatchMemoryArgs) -> ExitCode {
+    use opkit_bench::watch_memory::{WatchMemoryOptions, render_text, run};
+    let server_exe = match own_exe() {
+        Ok(exe) => exe,
+        Err(code) => return code,
+    };
+    let options = WatchMemoryOptions {
+        server_exe,
+        objects: args.objects,
+        payload_bytes: args.payload_bytes,
+        watchers: args.watchers,
+        read: args.read,
+        timeout: std::time::Duration::from_secs(args.timeout),
+    };
+    corpus("watch-memory", run(&options).await, args.output, render_text, |_| Verdict::Passed)
 }
 
 #[derive(clap::Args)]

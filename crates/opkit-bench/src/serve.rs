@@ -9,11 +9,14 @@ use std::time::Duration;
 
 use opkit_apiserver::{ApiServer, ServerConfig};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::BenchError;
 use crate::client::{Endpoint, parse_url_addr};
+
+/// The line that asks the `serve` child how many watches are open.
+const OPEN_WATCHES_QUERY: &str = "open-watches";
 
 /// How long the child may take to print its address.
 const SPAWN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -116,12 +119,12 @@ pub async fn serve(
     }
     let line = serde_json::to_string(&info).map_err(|e| BenchError::Setup(e.to_string()))?;
     println!("{line}");
-    let mut stdin = tokio::io::stdin();
-    let mut buf = [0u8; 256];
-    // Ends at EOF (the parent closed the pipe or exited) or on a read error.
-    while let Ok(n) = stdin.read(&mut buf).await {
-        if n == 0 {
-            break;
+    // Each `open-watches` line is answered with the number of open watches on stdout;
+    // serving ends at EOF (the parent closed the pipe or exited) or on a read error.
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = stdin.next_line().await {
+        if line.trim() == OPEN_WATCHES_QUERY {
+            println!("{}", server.registry().open_watches());
         }
     }
     stop.cancel();
@@ -132,6 +135,8 @@ pub async fn serve(
 /// A server child process; killed when dropped.
 pub struct ServerProcess {
     child: Child,
+    /// The child's standard output after its [`ServeInfo`] line: answers to queries.
+    answers: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     /// What the child printed.
     pub info: ServeInfo,
     _dir: Option<tempfile::TempDir>,
@@ -180,7 +185,7 @@ impl ServerProcess {
             .ok_or_else(|| BenchError::Setup("the server process exited before printing its address".into()))?;
         let info: ServeInfo =
             serde_json::from_str(&line).map_err(|e| BenchError::Setup(format!("bad serve line {line:?}: {e}")))?;
-        Ok(ServerProcess { child, info, _dir: dir })
+        Ok(ServerProcess { child, answers: lines, info, _dir: dir })
     }
 
     /// An HTTPS endpoint for this server, as the admin.
@@ -197,6 +202,17 @@ impl ServerProcess {
     pub fn memory(&self) -> Result<ProcMemory, BenchError> {
         let s = std::fs::read_to_string(format!("/proc/{}/status", self.info.pid))?;
         ProcMemory::parse(&s).ok_or_else(|| BenchError::Setup("no VmRSS/VmHWM in /proc status".into()))
+    }
+
+    /// How many watches the server has open now (its registry's count).
+    pub async fn open_watches(&mut self) -> Result<usize, BenchError> {
+        let stdin = self.child.stdin.as_mut().ok_or_else(|| BenchError::Setup("no stdin pipe".into()))?;
+        stdin.write_all(format!("{OPEN_WATCHES_QUERY}\n").as_bytes()).await?;
+        let line = tokio::time::timeout(SPAWN_TIMEOUT, self.answers.next_line())
+            .await
+            .map_err(|_| BenchError::Setup("the server process did not answer in time".into()))??
+            .ok_or_else(|| BenchError::Setup("the server process exited".into()))?;
+        line.trim().parse().map_err(|e| BenchError::Setup(format!("bad open-watches answer {line:?}: {e}")))
     }
 
     /// Stops the child: closes its stdin, then kills it if it has not exited promptly.

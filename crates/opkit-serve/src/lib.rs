@@ -11,6 +11,8 @@
 
 mod backoff;
 pub mod files;
+mod memory_return;
+
 mod server;
 pub mod tls;
 

@@ -24,7 +24,7 @@ use hyper_util::server::conn::auto;
 use rustls_pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -178,7 +178,9 @@ impl Server {
             header_read_timeout: self.header_read_timeout,
             idle_timeout: self.idle_timeout,
             http: http_builder(self.header_read_timeout),
+            closed: Arc::new(Notify::new()),
         });
+        tokio::spawn(crate::memory_return::return_freed_memory(connection.closed.clone(), shutdown.clone()));
         let limit = self.max_connections.map(|max| Arc::new(Semaphore::new(max)));
         let mut connections = JoinSet::new();
         let mut backoff = AcceptBackoff::new();
@@ -200,7 +202,11 @@ impl Server {
                     let conn = connection.clone();
                     let service = service.clone();
                     let stop = shutdown.clone();
-                    connections.spawn(serve_connection(stream, peer, conn, service, stop, permit));
+                    connections.spawn(async move {
+                        let closed = conn.closed.clone();
+                        serve_connection(stream, peer, conn, service, stop, permit).await;
+                        closed.notify_one();
+                    });
                     reap_finished(&mut connections);
                 }
                 Err(e) if is_connection_error(&e) => {
@@ -228,19 +234,32 @@ struct ConnectionSettings {
     header_read_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
     http: auto::Builder<TokioExecutor>,
+    /// Told as each connection ends, so their freed memory is returned to the system.
+    closed: Arc<Notify>,
 }
+
+/// The most an HTTP/1.1 connection buffers, each way (hyper's default is ~400 KB): a
+/// streamed response (a watch) whose client reads slowly waits for the socket instead of
+/// filling a buffer per connection, and request heads up to this size are read.
+const HTTP1_MAX_BUF: usize = 64 * 1024;
+/// The most a TLS connection holds encrypted and not yet taken by the socket (rustls's
+/// default is 64 KiB): one full record, as Go's TLS writes.
+const TLS_SEND_BUF: usize = 16 * 1024 + 256;
+/// The most an HTTP/2 stream buffers for sending (h2's default is ~400 KB).
+const HTTP2_MAX_SEND_BUF: usize = 64 * 1024;
 
 /// HTTP/1.1 (with the header-read timeout) and HTTP/2, both on tokio's timer.
 fn http_builder(header_read_timeout: Option<Duration>) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout).max_buf_size(HTTP1_MAX_BUF);
     // HTTP/2 has no header-read timeout: pings find peers that went away, the connection's
     // idle watchdog closes those that stay but send nothing.
     builder
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(HTTP2_KEEP_ALIVE_INTERVAL))
-        .keep_alive_timeout(HTTP2_KEEP_ALIVE_TIMEOUT);
+        .keep_alive_timeout(HTTP2_KEEP_ALIVE_TIMEOUT)
+        .max_send_buf_size(HTTP2_MAX_SEND_BUF);
     builder
 }
 
@@ -308,7 +327,8 @@ async fn serve_connection<S, B>(
         handshake = tokio::time::timeout(settings.tls_handshake_timeout, acceptor.accept(stream)) => handshake,
     };
     match handshake {
-        Ok(Ok(tls)) => {
+        Ok(Ok(mut tls)) => {
+            tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUF));
             let certificates =
                 tls.get_ref().1.peer_certificates().map(|chain| PeerCertificates(Arc::new(chain.to_vec())));
             let service = WithConnectionInfo::new(service, peer, certificates);

@@ -1,7 +1,7 @@
 //! The kubectl suite: real kubectl binaries (1.33 and 1.27, found next to the `kubectl` on
 //! PATH) against an in-process control plane, with kubectl's default validation.
 
-use crate::kubectl as support;
+use crate::kubectl_support as support;
 
 use std::process::Stdio;
 

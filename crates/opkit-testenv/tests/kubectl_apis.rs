@@ -3,7 +3,7 @@
 //! with the signer issuing approved client certificates, and `debug` adding an
 //! ephemeral container.
 
-use crate::kubectl as support;
+use crate::kubectl_support as support;
 
 use std::time::Duration;
 

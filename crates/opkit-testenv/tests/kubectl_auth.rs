@@ -3,7 +3,7 @@
 //! forbidden until a RoleBinding grants it, aggregated view/edit roles picking up a CRD's
 //! `aggregate-to-view` role, escalation refused, and impersonation refused without the verb.
 
-use crate::kubectl as support;
+use crate::kubectl_support as support;
 
 use std::time::{Duration, Instant};
 

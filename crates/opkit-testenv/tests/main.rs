@@ -2,7 +2,7 @@
 //! one link instead of one per file keeps the test build's time and disk small.
 
 #[path = "support/kubectl.rs"]
-mod kubectl;
+mod kubectl_support;
 
 mod kubectl;
 mod kubectl_apis;

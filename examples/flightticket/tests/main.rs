@@ -1,7 +1,5 @@
 //! The integration tests of this crate, one module per file, built as one test binary:
 //! one link instead of one per file keeps the test build's time and disk small.
 
-
-
 mod flight_ticket_controller;
 mod webhooks;

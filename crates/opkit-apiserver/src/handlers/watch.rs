@@ -12,7 +12,11 @@ use crate::registry::{Target, WatchEvent, WatchPayload, WatchStream, now_unix};
 use crate::table::{self, IncludeObject, TableContext};
 
 fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
-    let mut buf = BytesMut::with_capacity(256);
+    // `{"type":"MODIFIED","object":` and `}\n` around a stored object: sized once.
+    let mut buf = BytesMut::with_capacity(match &event.payload {
+        WatchPayload::Raw(b) => b.len() + 32,
+        WatchPayload::Json(_) => 256,
+    });
     buf.put_slice(b"{\"type\":\"");
     buf.put_slice(event.kind.as_bytes());
     buf.put_slice(b"\",\"object\":");
@@ -47,9 +51,14 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
     buf.freeze()
 }
 
+/// How many encoded events of one watch wait for its connection at most.
+const WATCH_EVENTS_AHEAD: usize = 8;
+
 /// Streams `stream` to the client until it ends or the client goes away.
 pub fn respond_watch(mut stream: WatchStream, target: Target, output: Output, _headers: &HeaderMap) -> Response<Body> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(64);
+    // A few events ahead of the connection, no more: a client that reads slowly (or never)
+    // holds this, the connection's own buffers and the kernel's, not a backlog per watch.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(WATCH_EVENTS_AHEAD);
     tokio::spawn(async move {
         loop {
             tokio::select! {

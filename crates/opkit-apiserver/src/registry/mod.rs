@@ -214,6 +214,8 @@ pub struct Registry {
     admission: Arc<dyn Admission>,
     /// The client of CRDs' conversion webhooks.
     conversion_webhooks: Arc<dyn ConversionWebhooks>,
+    /// How many watches are open (kube's `apiserver_longrunning_requests` for WATCH).
+    open_watches: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Registry {
@@ -235,7 +237,14 @@ impl Registry {
             allocations: Arc::default(),
             admission,
             conversion_webhooks,
+            open_watches: Arc::default(),
         }
+    }
+
+    /// How many watches are open now: each counts from its start until its stream is
+    /// dropped (the client went away, or the watch ended and its response finished).
+    pub fn open_watches(&self) -> usize {
+        self.open_watches.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The authorizer, whose RBAC index is kept over this registry's store.

@@ -3,6 +3,8 @@
 //! version (`conversion` converts what is stored at another).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use base64::Engine;
@@ -322,19 +324,21 @@ impl Registry {
         }
         let mut queue = VecDeque::new();
         let mut initial_items = VecDeque::new();
+        let mut initial_next = None;
         let start = if initial {
             let list_opts = ListOptions {
-                limit: None,
+                limit: Some(INITIAL_PAGE),
                 continue_token: None,
                 resource_version: None,
                 resource_version_match: None,
                 ..opts.list.clone()
             };
-            // Kept as the stored bytes (shared with the store, not copied) and turned into
-            // events as the client reads them: a watch that never reads costs a handle per
-            // object, not a parsed copy of every object.
+            // Read a page at a time, at the first page's revision, as the client takes the
+            // events (a reflector's paged list): a watch holds one page of handles on the
+            // stored bytes, however many objects there are and however slowly it reads.
             let page = self.list_raw(target, &list_opts).await?;
             initial_items = page.items.into();
+            initial_next = page.continue_token.map(|token| InitialPages { token, opts: list_opts });
             if opts.send_initial_events == Some(true) && opts.bookmarks {
                 queue.push_back(bookmark(target, page.rev, true));
             }
@@ -354,9 +358,11 @@ impl Registry {
             Err(e) => return Err(e.into()),
         };
         Ok(WatchStream {
+            _open: OpenWatch::count(&self.open_watches),
             registry: self.clone(),
             ready: VecDeque::new(),
             initial: initial_items,
+            initial_next,
             initial_as_stored: self.serves_stored_bytes(target),
             target: target.clone(),
             parse: needs_parse(&opts.list)
@@ -378,6 +384,10 @@ impl Registry {
 }
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+
+/// How many objects of a watch's initial list are read from the store at a time (a
+/// reflector's page size).
+const INITIAL_PAGE: usize = 500;
 
 /// How many objects of a watch's initial list are converted together (one review for a
 /// conversion webhook).
@@ -405,14 +415,41 @@ fn expired_event(requested: Revision, oldest: Revision) -> WatchEvent {
     WatchEvent { kind: "ERROR", payload: WatchPayload::Json(status) }
 }
 
+/// One open watch in the registry's count, from the stream's start to its drop.
+struct OpenWatch(Arc<AtomicUsize>);
+
+impl OpenWatch {
+    fn count(open: &Arc<AtomicUsize>) -> OpenWatch {
+        open.fetch_add(1, Ordering::Relaxed);
+        OpenWatch(open.clone())
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The rest of a watch's initial list: the continue token of its next page, read at the
+/// first page's revision with the watch's selectors.
+struct InitialPages {
+    token: String,
+    opts: ListOptions,
+}
+
 /// A running watch.
 pub struct WatchStream {
+    /// Counts this watch among the registry's open ones while it lives.
+    _open: OpenWatch,
     /// The registry, which converts objects stored at another version.
     registry: Registry,
     /// Initial events converted and not yet sent.
     ready: VecDeque<WatchEvent>,
-    /// The initial list's objects not yet converted, as stored.
+    /// The initial list's objects of the current page not yet converted, as stored.
     initial: VecDeque<Bytes>,
+    /// Where the initial list goes on after this page (None: it was the last).
+    initial_next: Option<InitialPages>,
     /// Whether they are sent as stored, or converted to the requested version first.
     initial_as_stored: bool,
     target: Target,
@@ -440,6 +477,12 @@ impl WatchStream {
             if let Some(e) = self.ready.pop_front() {
                 return Some(e);
             }
+            if self.initial.is_empty()
+                && let Some(next) = self.initial_next.take()
+                && let Err(e) = self.read_initial_page(next).await
+            {
+                return Some(self.fail(e));
+            }
             if !self.initial.is_empty() {
                 if self.initial_as_stored {
                     let stored = self.initial.pop_front()?;
@@ -449,6 +492,10 @@ impl WatchStream {
                     return Some(self.fail(e));
                 }
                 continue;
+            }
+            if self.initial.capacity() > 0 {
+                // The initial events are sent: free their page's buffer for the watch's life.
+                self.initial = VecDeque::new();
             }
             if let Some(e) = self.queue.pop_front() {
                 return Some(e);
@@ -488,6 +535,26 @@ impl WatchStream {
         }
     }
 
+    /// Reads the initial list's next page. A page whose revision was compacted away while
+    /// the client read the ones before ends the watch with 410, as an expired watch does.
+    async fn read_initial_page(&mut self, next: InitialPages) -> ApiResult<()> {
+        let opts = ListOptions { continue_token: Some(next.token), ..next.opts };
+        let page = match self.registry.list_raw(&self.target, &opts).await {
+            Ok(page) => page,
+            Err(e) if e.code == 410 => {
+                return Err(ApiError::expired(format!(
+                    "too old resource version: {} (the initial events' revision was compacted while they were read)",
+                    self.last_rev
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        self.initial = page.items.into();
+        self.initial_next =
+            page.continue_token.map(|token| InitialPages { token, opts: ListOptions { continue_token: None, ..opts } });
+        Ok(())
+    }
+
     /// Converts the next objects of the initial list to the requested version, together.
     async fn convert_initial_batch(&mut self) -> ApiResult<()> {
         let n = self.initial.len().min(INITIAL_BATCH);
@@ -507,6 +574,7 @@ impl WatchStream {
     fn fail(&mut self, error: ApiError) -> WatchEvent {
         self.sub = None;
         self.initial.clear();
+        self.initial_next = None;
         self.ready.clear();
         self.queue.clear();
         WatchEvent { kind: "ERROR", payload: WatchPayload::Json(error.to_status()) }

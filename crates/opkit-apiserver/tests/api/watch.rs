@@ -307,3 +307,83 @@ async fn a_watcher_that_stops_reading_is_ended_with_410_once_out_of_the_window()
     .await;
     assert!(received < written, "the watcher fell behind: it got {received} of {written}");
 }
+
+/// A watch from resourceVersion 0 reads its initial list from the store a page at a time
+/// (500 objects) as the client takes the events: every object comes once, in name order,
+/// with selectors applied across pages, and the changes after the list follow it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_from_resource_version_0_sends_every_object_across_pages() {
+    let env = env().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    const OBJECTS: usize = 1_203;
+    let creates = futures::stream::iter(0..OBJECTS).map(|i| {
+        let api = api.clone();
+        async move {
+            let mut cm = crate::common::config_map(&format!("page-{i:04}"), &[("k", "v")]);
+            let parity = if i % 2 == 0 { "even" } else { "odd" };
+            cm.metadata.labels = Some([("parity".to_string(), parity.to_string())].into());
+            api.create(&PostParams::default(), &cm).await.map(|_| ())
+        }
+    });
+    within("creating the ConfigMaps", creates.buffer_unordered(16).try_collect::<Vec<_>>())
+        .await
+        .expect("create ConfigMaps");
+    for (selector, expected) in [(None, OBJECTS), (Some("parity=odd"), OBJECTS / 2)] {
+        let mut wp = WatchParams::default().disable_bookmarks();
+        if let Some(s) = selector {
+            wp = wp.labels(s);
+        }
+        let mut stream = api.watch(&wp, "0").await.expect("watch").boxed();
+        let mut names = Vec::new();
+        while names.len() < expected {
+            match next_item("an initial ADDED event", &mut stream).await.expect("event") {
+                WatchEvent::Added(cm) => names.push(cm.name_any()),
+                other => panic!("expected ADDED, got {other:?}"),
+            }
+        }
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names, sorted, "{selector:?}: once each, in name order");
+        assert!(names.iter().all(|n| n.starts_with("page-")), "{selector:?}");
+        if selector.is_some() {
+            assert!(names.iter().all(|n| n[5..].parse::<usize>().is_ok_and(|i| i % 2 == 1)), "odd only");
+        }
+        let name = format!("after-{}", names.len());
+        let mut cm = crate::common::config_map(&name, &[("k", "v")]);
+        // Matches the selector, if any; the first one stays out of the second list.
+        let parity = if selector.is_some() { "odd" } else { "none" };
+        cm.metadata.labels = Some([("parity".to_string(), parity.to_string())].into());
+        api.create(&PostParams::default(), &cm).await.expect("create after the list");
+        match next_item("the ADDED event after the list", &mut stream).await.expect("event") {
+            WatchEvent::Added(cm) => assert_eq!(cm.name_any(), name),
+            other => panic!("expected ADDED {name}, got {other:?}"),
+        }
+    }
+}
+
+/// The server counts a watch as open from its start until its client goes away, so a
+/// closed watch keeps nothing: the count returns to where it was.
+#[tokio::test]
+async fn a_closed_watch_is_no_longer_counted_as_open() {
+    let env = env().await;
+    let registry = env.server().registry().clone();
+    let before = registry.open_watches();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    create_cm(&api, "counted").await;
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let mut s = api.watch(&WatchParams::default(), "0").await.expect("watch").boxed();
+        assert!(matches!(next_item("ADDED", &mut s).await, Ok(WatchEvent::Added(_))));
+        streams.push(s);
+    }
+    assert_eq!(registry.open_watches(), before + 3);
+    drop(streams);
+    within("the closed watches to end on the server", async {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
+        while registry.open_watches() != before {
+            tick.tick().await;
+        }
+    })
+    .await;
+}
