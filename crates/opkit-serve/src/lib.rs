@@ -12,7 +12,6 @@
 mod backoff;
 pub mod files;
 mod memory_return;
-
 mod server;
 pub mod tls;
 

@@ -338,7 +338,7 @@ impl Registry {
             // stored bytes, however many objects there are and however slowly it reads.
             let page = self.list_raw(target, &list_opts).await?;
             initial_items = page.items.into();
-            initial_next = page.continue_token.map(|token| InitialPages { token, opts: list_opts });
+            initial_next = page.continue_token.map(|token| ListOptions { continue_token: Some(token), ..list_opts });
             if opts.send_initial_events == Some(true) && opts.bookmarks {
                 queue.push_back(bookmark(target, page.rev, true));
             }
@@ -431,13 +431,6 @@ impl Drop for OpenWatch {
     }
 }
 
-/// The rest of a watch's initial list: the continue token of its next page, read at the
-/// first page's revision with the watch's selectors.
-struct InitialPages {
-    token: String,
-    opts: ListOptions,
-}
-
 /// A running watch.
 pub struct WatchStream {
     /// Counts this watch among the registry's open ones while it lives.
@@ -448,8 +441,9 @@ pub struct WatchStream {
     ready: VecDeque<WatchEvent>,
     /// The initial list's objects of the current page not yet converted, as stored.
     initial: VecDeque<Bytes>,
-    /// Where the initial list goes on after this page (None: it was the last).
-    initial_next: Option<InitialPages>,
+    /// The list of the initial list's next page: its continue token (at the first page's
+    /// revision) and the watch's selectors (None: this page was the last).
+    initial_next: Option<ListOptions>,
     /// Whether they are sent as stored, or converted to the requested version first.
     initial_as_stored: bool,
     target: Target,
@@ -537,8 +531,7 @@ impl WatchStream {
 
     /// Reads the initial list's next page. A page whose revision was compacted away while
     /// the client read the ones before ends the watch with 410, as an expired watch does.
-    async fn read_initial_page(&mut self, next: InitialPages) -> ApiResult<()> {
-        let opts = ListOptions { continue_token: Some(next.token), ..next.opts };
+    async fn read_initial_page(&mut self, opts: ListOptions) -> ApiResult<()> {
         let page = match self.registry.list_raw(&self.target, &opts).await {
             Ok(page) => page,
             Err(e) if e.code == 410 => {
@@ -550,8 +543,7 @@ impl WatchStream {
             Err(e) => return Err(e),
         };
         self.initial = page.items.into();
-        self.initial_next =
-            page.continue_token.map(|token| InitialPages { token, opts: ListOptions { continue_token: None, ..opts } });
+        self.initial_next = page.continue_token.map(|token| ListOptions { continue_token: Some(token), ..opts });
         Ok(())
     }
 

@@ -31,9 +31,9 @@ pub fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command 
         .env("OPKIT", OPKIT)
         .env("CARGO_TARGET_DIR", target_dir())
         .env("OPKIT_PATH", workspace())
-        // The scaffolded project's dependencies are built as the workspace builds them
-        // (no debug info), so the shared target directory holds one copy of each, not a
-        // second one with full debug info that takes gigabytes and slows every link.
+        // The scaffolded project's dependencies are built without debug info, as the
+        // workspace's are, not with the full debug info that took gigabytes of the shared
+        // target directory and slowed every link.
         .env("CARGO_PROFILE_DEV_DEBUG", "false")
         .env_remove("CARGO_MANIFEST_DIR")
         .env_remove("RUSTFLAGS")
