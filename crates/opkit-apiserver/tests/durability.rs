@@ -35,6 +35,26 @@ fn opkit_binary() -> PathBuf {
     // other features of shared crates, rebuild them and relink the `opkit` that other
     // tests running beside this one are executing.
     build.args(["build", "--quiet", "--workspace", "--bin", "opkit"]).current_dir(&workspace);
+    // Without the variables cargo set for this test's crate: the build would record them
+    // for build scripts that rerun when they change (ring's reads `CARGO_PKG_NAME`), and
+    // rebuild everything above those, here and in the next build of the workspace.
+    // The same rule as opkit-cli's test support (`without_test_crate_env`).
+    const NAMES: [&str; 8] = [
+        "CARGO_CRATE_NAME",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_BIN_NAME",
+        "OUT_DIR",
+    ];
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if NAMES.contains(&name) || name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_BIN_EXE_") {
+            build.env_remove(name);
+        }
+    }
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         build.arg("--release");
     }

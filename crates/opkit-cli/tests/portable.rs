@@ -255,8 +255,8 @@ fn run_builder_stage(dockerfile: &str, context: &Path, root: &Path) -> (Vec<Stri
                     .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
                     .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256")
                     .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "false")
-                    .env_remove("CARGO_MANIFEST_DIR")
                     .env_remove("RUSTFLAGS");
+                without_test_crate_env(&mut cmd);
                 run_ok(cmd, &format!("Dockerfile: {line}"));
                 runs.push(rest.to_string());
             }

@@ -35,13 +35,37 @@ pub fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command 
         // workspace's are, not with the full debug info that took gigabytes of the shared
         // target directory and slowed every link.
         .env("CARGO_PROFILE_DEV_DEBUG", "false")
-        .env_remove("CARGO_MANIFEST_DIR")
         .env_remove("RUSTFLAGS")
         .stdin(Stdio::null());
+    without_test_crate_env(&mut cmd);
     if let Some(kc) = kubeconfig {
         cmd.env("KUBECONFIG", kc);
     }
     cmd
+}
+
+/// Removes from `cmd` the variables cargo sets for this test's own crate
+/// (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, `CARGO_BIN_EXE_*`, ...). A cargo build started
+/// with them records their values for build scripts that ask to be rerun when they change
+/// (ring's asks for `CARGO_PKG_NAME` and `OUT_DIR`), so the next build of the workspace without them
+/// reran those scripts and rebuilt every crate above them (the fuzz run's rebuild in CI).
+pub fn without_test_crate_env(cmd: &mut Command) {
+    const NAMES: [&str; 8] = [
+        "CARGO_CRATE_NAME",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_BIN_NAME",
+        "OUT_DIR",
+    ];
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if NAMES.contains(&name) || name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_BIN_EXE_") {
+            cmd.env_remove(name);
+        }
+    }
 }
 
 pub fn run_ok(mut cmd: Command, what: &str) -> String {
