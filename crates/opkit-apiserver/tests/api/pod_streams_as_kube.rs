@@ -1,6 +1,7 @@
 //! Pod streams as kube-apiserver serves them, beyond the plain proxying of
 //! `pod_streaming.rs`: a port-forward's `ports` (what the Python and JavaScript clients
-//! send) reaches the kubelet as its `port`, as kube's `streamParams` writes it; and an
+//! send, both run here: the JavaScript one as `tools/js-client/install.sh` installs it)
+//! reaches the kubelet as its `port`, as kube's `streamParams` writes it; and an
 //! exec or port-forward to a simulated pod (shown as Running, its containers' IDs those
 //! of no real runtime) says that the pod runs no process and which image `opkit cluster
 //! load` would have to load, instead of the kubelet's `pod "X" does not exist`.
@@ -108,6 +109,63 @@ async fn a_python_client_port_forward_reaches_the_kubelet_with_port() {
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     // The test kubelet only echoes bytes, so the Python client may give up after the
     // upgrade; what matters here is what it asked the kubelet for.
+    let requests = kubelet.seen.lock().requests.clone();
+    assert_eq!(requests, ["GET /portForward/default/web?port=8080"], "{stdout}");
+}
+
+/// Lists the pods with the JavaScript client (`@kubernetes/client-node`), then opens a
+/// port-forward with its `PortForward` (which sends `ports=`); prints what became of each.
+const JAVASCRIPT_PORT_FORWARD: &str = r#"
+import * as k8s from '@kubernetes/client-node';
+import { PassThrough } from 'node:stream';
+
+const kc = new k8s.KubeConfig();
+kc.loadFromDefault();
+const pods = await kc.makeApiClient(k8s.CoreV1Api).listNamespacedPod({ namespace: 'default' });
+console.log('pods:', pods.items.map((p) => p.metadata.name).join(','));
+try {
+  const ws = await new k8s.PortForward(kc).portForward('default', 'web', [8080], new PassThrough(), null, new PassThrough());
+  console.log('forwarding');
+  ws.close();
+} catch (e) {
+  console.log('failed:', e.message ?? e);
+}
+"#;
+
+/// Where `tools/js-client/install.sh` put the JavaScript client: `OPKIT_JS_CLIENT`
+/// (`.ci/run` sets it), else its default, `target/tools/js-client`.
+fn javascript_client_dir() -> std::path::PathBuf {
+    match std::env::var_os("OPKIT_JS_CLIENT") {
+        Some(dir) => dir.into(),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/js-client"),
+    }
+}
+
+#[tokio::test]
+async fn a_javascript_client_port_forward_reaches_the_kubelet_with_port() {
+    let dir = javascript_client_dir();
+    assert!(
+        dir.join("node_modules/@kubernetes/client-node").is_dir(),
+        "the JavaScript client is not installed in {}: run tools/js-client/install.sh",
+        dir.display()
+    );
+    let env = env().await;
+    let kubelet = TestKubelet::start(env.server()).await;
+    node(&env.client(), "n1", &kubelet.address).await;
+    running_pod(&env.client(), "web", "n1", "busybox", None).await;
+
+    // Run from the client's directory, so that the script's import finds its node_modules.
+    let mut node = Command::new("node");
+    node.args(["--input-type=module", "-e", JAVASCRIPT_PORT_FORWARD])
+        .current_dir(&dir)
+        .env("KUBECONFIG", env.kubeconfig_path());
+    let out = within("the JavaScript client", tokio::task::spawn_blocking(move || node.output()))
+        .await
+        .expect("node task")
+        .expect("node (Node.js) on PATH");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("pods: web"), "the client lists through the kubeconfig: {stdout}");
     let requests = kubelet.seen.lock().requests.clone();
     assert_eq!(requests, ["GET /portForward/default/web?port=8080"], "{stdout}");
 }
