@@ -13,6 +13,8 @@
 //! - `kubectl logs` waits for the rollout first.
 //!
 //! Any other line runs unchanged, so a README step that stops working fails this test.
+//! Then the README's "OLM bundles" block runs in the same project, as written, with the
+//! `logo.svg` its first line names written first.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,8 +25,13 @@ use support::*;
 
 /// The commands of the README's workflow block, without comments.
 fn readme_workflow() -> Vec<String> {
+    readme_block("## The operator-sdk workflow with `opkit`")
+}
+
+/// The commands of the first `sh` block under the README's `heading`, without comments.
+fn readme_block(heading: &str) -> Vec<String> {
     let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
-    let section = readme.split("## The operator-sdk workflow with `opkit`").nth(1).expect("the workflow section");
+    let section = readme.split(heading).nth(1).unwrap_or_else(|| panic!("the README has no {heading:?}"));
     let block = section.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("its sh block");
     block
         .lines()
@@ -135,10 +142,34 @@ fn the_readme_workflow_runs_as_written() {
 
     let project = tmp.path().join("memcached-operator");
     assert!(project.join("dist/install.yaml").is_file(), "make build-installer wrote no dist/install.yaml");
+    olm_bundles_block(&project);
     let status = Command::new(OPKIT)
         .args(["cluster", "status", "--data-dir"])
         .arg(project.join(".opkit/cluster"))
         .output()
         .expect("cluster status");
     assert_eq!(status.status.code(), Some(3), "the cluster still runs after opkit cluster stop");
+}
+
+/// The README's "OLM bundles" block in the tutorial's `project`: every line must succeed,
+/// `bundle validate` with OperatorHub's checks and scorecard's six tests included.
+fn olm_bundles_block(project: &Path) {
+    let lines = readme_block("## OLM bundles");
+    assert!(lines.iter().any(|l| l.starts_with("make bundle ")), "the OLM block makes no bundle: {lines:?}");
+    std::fs::write(project.join("logo.svg"), r#"<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16"/>"#)
+        .expect("write logo.svg");
+    let bin = project.join("../bin");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut cmd = command("bash", project, None);
+    cmd.env("PATH", path).args(["-euxo", "pipefail", "-c", &lines.join("\n")]);
+    let out = cmd.output().expect("run the README's OLM block");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the README's OLM block failed ({}):\n{}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        lines.join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("State: fail"), "a scorecard test failed:\n{stdout}");
 }

@@ -161,6 +161,7 @@ fn annotations_are_checked_as_the_registry_does() {
 fn the_operatorframework_suite_runs_only_when_selected() {
     let mut bundle = fixture();
     bundle.csv.spec.provider.name.clear();
+    bundle.csv.spec.min_kube_version.clear();
     bundle.csv.metadata.annotations.get_or_insert_default().insert("capabilities".into(), "Basic".into());
     bundle.crds[0].api_version = "apiextensions.k8s.io/v1beta1".into();
     assert!(required(&bundle).passed(), "optional checks do not run unselected");
@@ -190,6 +191,10 @@ fn the_operatorframework_suite_runs_only_when_selected() {
         Level::Warning,
         "Warning: Value memcached-operator.v0.0.1: channel(s) [\"alpha\"] are not following the recommended naming convention: https://olm.operatorframework.io/docs/best-practices/channel-naming"
     ));
+
+    let min_kube_version =
+        report.warnings().filter(|f| f.to_string().contains("csv.Spec.minKubeVersion is not informed")).count();
+    assert_eq!(min_kube_version, 1, "made by two validators, reported once: {:?}", report.findings);
 
     let one = ValidateOptions {
         select_optional: Some(Selector::parse("name=capabilities").expect("selector")),

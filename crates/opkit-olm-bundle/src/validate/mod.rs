@@ -238,11 +238,18 @@ impl Report {
     }
 }
 
-/// Runs the required validators, then the optional ones selected, over `bundle`.
+/// Runs the required validators, then the optional ones selected, over `bundle`. A
+/// finding that a later validator makes again (the CSV validator's and OperatorHub's
+/// missing `minKubeVersion`) is reported once, where it was first made, as operator-sdk
+/// prints it.
 pub fn validate(bundle: &Bundle, options: &ValidateOptions) -> Report {
     let mut findings = required::validate(bundle);
     if let Some(selector) = &options.select_optional {
-        findings.extend(optional::validate(bundle, selector, &options.optional_values));
+        for finding in optional::validate(bundle, selector, &options.optional_values) {
+            if !findings.contains(&finding) {
+                findings.push(finding);
+            }
+        }
     }
     Report { findings }
 }
