@@ -185,17 +185,18 @@ fn makefile_has_operator_sdks_targets() {
     assert!(installer.contains("opkit build-installer --image example.com/fleet:v1 --file dist/install.yaml"));
     let lint = dry_run(&["lint"]);
     assert!(lint.contains("cargo fmt --check") && lint.contains("cargo clippy --all-targets -- -D warnings"), "{lint}");
-    assert!(dry_run(&["lint-fix"]).contains("cargo clippy --fix"));
-    assert!(dry_run(&["test-e2e"]).contains("OPKIT_E2E=1 cargo test --test e2e"));
+    // Without git too: `init` does not make a repository.
+    assert!(dry_run(&["lint-fix"]).contains("cargo clippy --fix --allow-dirty --allow-staged --allow-no-vcs"));
+    assert!(dry_run(&["test-e2e"]).contains("cargo test --test e2e -- --ignored"));
     // `make undeploy uninstall`: undeploy removes the CRDs, so uninstall takes them as gone.
     let both = dry_run(&["undeploy", "uninstall"]);
     assert!(both.contains("opkit undeploy --ignore-not-found=true"), "{both}");
     assert!(both.contains("opkit uninstall --ignore-not-found=true"), "{both}");
     assert!(dry_run(&["uninstall"]).contains("opkit uninstall --ignore-not-found=false"));
     assert!(dry_run(&["undeploy", "ignore-not-found=true"]).contains("opkit undeploy --ignore-not-found=true"));
-    // The e2e test is scaffolded, and skips itself without OPKIT_E2E=1.
+    // The e2e test is scaffolded, and ignored (with its reason) unless asked for.
     let e2e = read(dir, "tests/e2e.rs");
-    assert!(e2e.contains("OPKIT_E2E") && e2e.contains("fleet-controller-manager"), "{e2e}");
+    assert!(e2e.contains("#[ignore = \"runs against the cluster") && e2e.contains("fleet-controller-manager"), "{e2e}");
     let readme = read(dir, "README.md");
     assert!(readme.contains("kubectl apply -k config/samples/"), "{readme}");
     assert!(!readme.contains("kubectl apply -f config/samples"), "{readme}");

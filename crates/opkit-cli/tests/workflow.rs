@@ -186,7 +186,11 @@ async fn init_create_api_manifests_test_install_run_deploy_uninstall() {
         &["create", "api", "--group", "ship", "--version", "v1", "--kind", "Type", "--controller=false"],
     );
     assert!(project.join("src/api/ship_v1/type_.rs").exists());
-    make(&project, None, &["test"]);
+    let test = make(&project, None, &["test"]);
+    assert!(
+        test.contains("ignored, runs against the cluster of the current kubeconfig: make test-e2e"),
+        "make test says the e2e test was not run, and why:\n{test}"
+    );
 
     // 5b. A missing RBAC marker fails `make test`, naming the permission: the scaffolded
     // test runs the controller as the ServiceAccount with the regenerated role.

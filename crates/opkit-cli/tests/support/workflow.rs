@@ -25,11 +25,25 @@ pub fn target_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| workspace().join("target"))
 }
 
+/// Where a project at `dir` built by these suites gets its final artifacts (its binaries):
+/// a directory of its own under the workspace's target, while its intermediate ones go
+/// in the shared target (cargo's build directory), so every project still compiles the
+/// opkit crates and their dependencies once. Cargo names a project's own outputs the same
+/// wherever the project lies, so in one shared target directory a scaffolded
+/// `memcached-operator` replaced `target/debug/memcached-operator`, the workspace
+/// example's binary that its tests run.
+pub fn artifacts_dir(dir: &Path) -> PathBuf {
+    let name: String =
+        dir.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    target_dir().join("projects").join(name.trim_start_matches('_'))
+}
+
 pub fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command {
     let mut cmd = Command::new(program);
     cmd.current_dir(dir)
         .env("OPKIT", OPKIT)
-        .env("CARGO_TARGET_DIR", target_dir())
+        .env("CARGO_BUILD_BUILD_DIR", target_dir())
+        .env("CARGO_TARGET_DIR", artifacts_dir(dir))
         .env("OPKIT_PATH", workspace())
         // The scaffolded project's dependencies are built without debug info, as the
         // workspace's are, not with the full debug info that took gigabytes of the shared
