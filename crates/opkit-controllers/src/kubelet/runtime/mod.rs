@@ -165,6 +165,12 @@ impl Runtime {
         }
         let isolation = isolation(cfg.pod_isolation);
         tracing::info!(isolation = %isolation, "real pods' containers");
+        if builtin::busybox().is_none() {
+            tracing::warn!(
+                "no BusyBox on this host (Debian's busybox-static): the built-in images run the host's sh, \
+                 coreutils, wget and curl, without BusyBox's other applets"
+            );
+        }
         let pod_root = cfg.pod_root.clone().unwrap_or_else(|| std::env::temp_dir().join("opkit-pods"));
         let shared = RuntimeShared {
             isolation,
