@@ -161,7 +161,7 @@ fn encryption_provider_config_encrypts_secrets_at_rest() {
 }
 
 #[test]
-fn loaded_images_are_listed_and_the_pod_network_is_reported() {
+fn loaded_and_builtin_images_are_listed_and_the_pod_network_is_reported() {
     let dir = tempfile::tempdir().expect("tmp");
     let data = dir.path().join("cluster");
     let binary = dir.path().join("manager");
@@ -189,12 +189,31 @@ fn loaded_images_are_listed_and_the_pod_network_is_reported() {
     }
     let out = opkit().args(["cluster", "images", "-o", "json", "--data-dir"]).arg(&data).output().expect("images");
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let refs: Vec<&str> =
-        listed["images"].as_array().expect("list").iter().filter_map(|i| i["reference"].as_str()).collect();
-    assert_eq!(refs, ["example.com/op:v1"]);
+    let refs = |built_in: bool| -> Vec<String> {
+        listed["images"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .filter(|i| i["builtIn"] == built_in)
+            .filter_map(|i| i["reference"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(refs(false), ["example.com/op:v1"]);
+    // The built-in images follow, any tag of their repositories.
+    assert_eq!(
+        refs(true),
+        [
+            "docker.io/library/busybox:*",
+            "docker.io/library/alpine:*",
+            "docker.io/library/bash:*",
+            "docker.io/curlimages/curl:*"
+        ]
+    );
     let text = opkit().args(["cluster", "images", "--data-dir"]).arg(&data).output().expect("images");
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.starts_with("IMAGE") && text.contains("example.com/op:v1"), "{text}");
+    let busybox = text.lines().find(|l| l.starts_with("docker.io/library/busybox:*")).unwrap_or_default();
+    assert!(busybox.contains("built-in: "), "{text}");
 
     let (child, info) = start_with(&data, &["--pod-network", "host"]);
     assert_eq!(info["podNetwork"], "host");

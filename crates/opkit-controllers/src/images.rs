@@ -1,7 +1,8 @@
 //! The local cluster's image store: local executables registered as the entrypoint of an
 //! image reference (`opkit cluster load IMAGE --binary PATH`, as `kind load
 //! docker-image` loads an image). The kubelet runs a pod's container as a real process
-//! when its image is loaded here; other pods stay simulated.
+//! when its image is loaded here or is one of the [`builtin`] images (a loaded reference
+//! wins over a built-in one); other pods stay simulated.
 //!
 //! Layout, under the cluster's data directory (`<data-dir>/images`):
 //! - `blobs/sha256-<hex>`: each loaded binary, copied, executable;
@@ -13,6 +14,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+pub mod builtin;
 
 /// Errors of the image store.
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,7 @@ mod kubectl;
 
 mod aggregation;
 mod apiservices;
+mod builtin_images;
 mod cert_manager;
 mod certificates;
 mod deletion;

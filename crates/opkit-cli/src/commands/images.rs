@@ -1,8 +1,10 @@
 //! `opkit cluster load` and `opkit cluster images`: the local cluster's image store (see
-//! `opkit_controllers::images`), where a local executable stands in for an image.
+//! `opkit_controllers::images`), where a local executable stands in for an image, and
+//! the built-in images that run without being loaded.
 
 use std::path::{Path, PathBuf};
 
+use opkit_controllers::images::builtin::{self, BuiltinImage};
 use opkit_controllers::images::{ImageStore, LoadedImage};
 use serde_json::json;
 
@@ -48,31 +50,57 @@ pub fn load(args: LoadArgs, out: &mut Output) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `opkit cluster images`.
+/// `opkit cluster images`: the loaded images, then the built-in ones (`builtIn: true`,
+/// any tag of their repository).
 pub fn list(args: ImagesArgs, out: &mut Output) -> Result<(), CliError> {
     let store = store(&args.target)?;
     let images = store.list()?;
-    out.result(&table(&images), json!({"images": images}));
+    let mut listed = Vec::new();
+    for image in &images {
+        let mut entry = json!(image);
+        entry["builtIn"] = json!(false);
+        listed.push(entry);
+    }
+    for image in builtin::ALL {
+        listed.push(json!({
+            "reference": format!("{}:*", image.repository()),
+            "repository": image.repository(),
+            "digest": image.digest(),
+            "builtIn": true,
+            "runs": image.description(),
+        }));
+    }
+    out.result(&table(&images, &builtin::ALL), json!({"images": listed}));
     Ok(())
 }
 
-/// The images as `crictl images` lays them out.
-fn table(images: &[LoadedImage]) -> String {
-    if images.is_empty() {
-        return "No images loaded. Load one with `opkit cluster load IMAGE --binary PATH`.".into();
-    }
-    let rows: Vec<[String; 4]> = images
+/// The images as `crictl images` lays them out, the built-in ones last (their tags `*`,
+/// their LOADED column saying how they run).
+fn table(images: &[LoadedImage], built_in: &[BuiltinImage]) -> String {
+    let mut rows: Vec<[String; 4]> = images
         .iter()
         .map(|i| [i.reference.clone(), short_digest(&i.digest), human_size(i.size), i.loaded_at.clone()])
         .collect();
+    rows.extend(built_in.iter().map(|b| {
+        [
+            format!("{}:*", b.repository()),
+            short_digest(&b.digest()),
+            "-".into(),
+            format!("built-in: {}", b.description()),
+        ]
+    }));
     let header = ["IMAGE", "DIGEST", "SIZE", "LOADED"].map(String::from);
     let width = |col: usize| rows.iter().chain([&header]).map(|r| r[col].len()).max().unwrap_or(0);
     let (w0, w1, w2) = (width(0), width(1), width(2));
-    std::iter::once(&header)
+    let table = std::iter::once(&header)
         .chain(&rows)
         .map(|r| format!("{:w0$}   {:w1$}   {:>w2$}   {}", r[0], r[1], r[2], r[3]))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    if images.is_empty() {
+        return format!("{table}\nNo images loaded. Load one with `opkit cluster load IMAGE --binary PATH`.");
+    }
+    table
 }
 
 /// `sha256:` and the first 12 hex digits, as Docker shows image IDs.
@@ -141,12 +169,16 @@ mod tests {
             loaded_at: "2026-11-26T01:00:00Z".into(),
             blob: "sha256-0123456789abcdef".into(),
         };
-        let t = table(&[image]);
+        let t = table(&[image], &[]);
         assert!(t.starts_with("IMAGE"), "{t}");
         assert_eq!(
             t,
             "IMAGE               DIGEST                 SIZE   LOADED\n\
              example.com/op:v1   sha256:0123456789ab   2.0MB   2026-11-26T01:00:00Z"
         );
+        let t = table(&[], &[BuiltinImage::Busybox]);
+        let row = t.lines().nth(1).unwrap_or_default();
+        assert!(row.starts_with("docker.io/library/busybox:*   sha256:") && row.contains("   -   built-in: "), "{t}");
+        assert!(t.ends_with("No images loaded. Load one with `opkit cluster load IMAGE --binary PATH`."), "{t}");
     }
 }

@@ -219,28 +219,24 @@ pub fn desired_status(
     (next != current).then_some(next)
 }
 
-/// The loaded images of `store` as a kubelet reports images in `status.images`: the
-/// digest reference, then the tag reference, and the size.
+/// The images of `store` as a kubelet reports images in `status.images`: each loaded
+/// image (the digest reference, then the tag reference, and the size), then the built-in
+/// images (see [`crate::images::builtin`]; their digest and `:latest` references).
 pub fn loaded_images(store: &crate::images::ImageStore) -> Vec<ContainerImage> {
+    use crate::images::builtin;
     let images = store.list().unwrap_or_else(|e| {
         tracing::warn!(error = %e, "reading the image store failed");
         vec![]
     });
-    images
-        .into_iter()
-        .map(|i| {
-            let repository = i
-                .reference
-                .rsplit_once(':')
-                .filter(|(_, tag)| !tag.contains('/'))
-                .map_or(i.reference.as_str(), |(repo, _)| repo);
-            let repository = repository.split('@').next().unwrap_or(repository);
-            ContainerImage {
-                names: Some(vec![format!("{repository}@{}", i.digest), i.reference.clone()]),
-                size_bytes: i64::try_from(i.size).ok(),
-            }
-        })
-        .collect()
+    let loaded = images.into_iter().map(|i| ContainerImage {
+        names: Some(vec![format!("{}@{}", builtin::repository(&i.reference), i.digest), i.reference.clone()]),
+        size_bytes: i64::try_from(i.size).ok(),
+    });
+    let built_in = builtin::ALL.into_iter().map(|b| ContainerImage {
+        names: Some(vec![format!("{}@{}", b.repository(), b.digest()), format!("{}:latest", b.repository())]),
+        size_bytes: None,
+    });
+    loaded.chain(built_in).collect()
 }
 
 /// The heartbeat Lease of `node` in `kube-node-lease`, renewed at `now`.
@@ -295,7 +291,7 @@ mod tests {
     }
 
     #[test]
-    fn loaded_images_are_reported_as_a_kubelet_reports_images() -> Result<(), Box<dyn std::error::Error>> {
+    fn loaded_and_builtin_images_are_reported_as_a_kubelet_reports_images() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let store = crate::images::ImageStore::new(dir.path().join("images"));
         store.load("example.com/op:v1", std::path::Path::new("/bin/true"))?;
@@ -303,6 +299,9 @@ mod tests {
         let names = images[0].names.clone().unwrap_or_default();
         assert!(names[0].starts_with("example.com/op@sha256:"), "{names:?}");
         assert_eq!(names[1], "example.com/op:v1");
+        let busybox = images[1].names.clone().unwrap_or_default();
+        assert!(busybox[0].starts_with("docker.io/library/busybox@sha256:"), "{busybox:?}");
+        assert_eq!(images.len(), 1 + crate::images::builtin::ALL.len());
         let now = Timestamp::from_second(1_700_000_000)?;
         let mut n = new_node(0);
         n.status = desired_status(&n, now, None, &[], None);

@@ -1,5 +1,6 @@
 //! The kubelet's process runtime: a pod bound to a simulated node whose every image (and
-//! init container image) is loaded in the image store runs for real — each container a
+//! init container image) is loaded in the image store or built in (see [`image`]) runs
+//! for real — each container a
 //! process in the pod's network sandbox (see [`pod`]), contained in namespaces and a root
 //! file system of its own where the host allows it (see [`container`]); every other pod
 //! stays simulated.
@@ -10,6 +11,7 @@ pub mod backoff;
 pub mod container;
 pub mod env;
 pub mod identity;
+pub mod image;
 pub mod logs;
 pub mod pod;
 pub mod probes;
@@ -35,7 +37,9 @@ use super::PodEvents;
 use super::network::PodNetworks;
 use crate::ControllersConfig;
 use crate::images::ImageStore;
+use crate::images::builtin::{self, BuiltinImage};
 use container::{JoinPlan, PodIsolation};
+use image::ImageRun;
 use pod::{NodeFacts, PodShared, StopRequest};
 use status::{ContainerView, PodView, State, Terminated};
 
@@ -57,15 +61,23 @@ pub struct RuntimeShared {
 }
 
 impl RuntimeShared {
-    /// The executable of `image`, when it is loaded.
-    pub fn entrypoint(&self, image: &str) -> Option<PathBuf> {
+    /// How `image` runs: its loaded executable, else the built-in image it names; `None`
+    /// when it is neither (its pod is simulated).
+    pub fn image_run(&self, image: &str) -> Option<ImageRun> {
         match self.images.entrypoint(image) {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::debug!(image, error = %e, "looking up an image failed");
-                None
-            }
+            Ok(Some(binary)) => return Some(ImageRun::Loaded(binary)),
+            Ok(None) => {}
+            Err(e) => tracing::debug!(image, error = %e, "looking up an image failed"),
         }
+        BuiltinImage::of(image).map(ImageRun::Builtin)
+    }
+
+    /// The image ID reported for `image` (`repository@digest`), when it runs for real.
+    fn image_id(&self, image: &str) -> Option<String> {
+        if let Some(loaded) = self.images.get(image).ok().flatten() {
+            return Some(format!("{}@{}", builtin::repository(&loaded.reference), loaded.digest));
+        }
+        BuiltinImage::of(image).map(|b| format!("{}@{}", b.repository(), b.digest()))
     }
 }
 
@@ -153,6 +165,12 @@ impl Runtime {
         }
         let isolation = isolation(cfg.pod_isolation);
         tracing::info!(isolation = %isolation, "real pods' containers");
+        if builtin::busybox().is_none() {
+            tracing::warn!(
+                "no BusyBox on this host (Debian's busybox-static): the built-in images run the host's sh, \
+                 coreutils, wget and curl, without BusyBox's other applets"
+            );
+        }
         let pod_root = cfg.pod_root.clone().unwrap_or_else(|| std::env::temp_dir().join("opkit-pods"));
         let shared = RuntimeShared {
             isolation,
@@ -172,11 +190,11 @@ impl Runtime {
     }
 
     /// Whether `pod` runs for real: every container's and init container's image is
-    /// loaded.
+    /// loaded or built in.
     pub fn is_real(&self, pod: &Pod) -> bool {
         let Some(spec) = &pod.spec else { return false };
         let mut all = spec.containers.iter().chain(spec.init_containers.iter().flatten()).peekable();
-        all.peek().is_some() && all.all(|c| c.image.as_deref().is_some_and(|i| self.shared.entrypoint(i).is_some()))
+        all.peek().is_some() && all.all(|c| c.image.as_deref().is_some_and(|i| self.shared.image_run(i).is_some()))
     }
 
     /// Whether this runtime runs (or ran) the pod at `key` with `uid`.
@@ -263,12 +281,8 @@ impl Runtime {
             .chain(spec.init_containers.iter().flatten())
             .filter_map(|c| {
                 let image = c.image.clone()?;
-                let loaded = self.shared.images.get(&image).ok().flatten()?;
-                let repo = match loaded.reference.rsplit_once(':') {
-                    Some((repo, tag)) if !tag.contains('/') => repo.to_string(),
-                    _ => loaded.reference.clone(),
-                };
-                Some((image, format!("{repo}@{}", loaded.digest)))
+                let id = self.shared.image_id(&image)?;
+                Some((image, id))
             })
             .collect();
         PodView {

@@ -25,6 +25,7 @@ use super::backoff::RestartBackoff;
 use super::container::{self, PodIsolation, RootPlan, Security};
 use super::env::{self, EnvInputs};
 use super::identity::{self, IdentityFiles};
+use super::image::{self, ImageRun};
 use super::logs::{LogDir, LogProgress};
 use super::probes::{self, ProbeKind, ProbeTarget, ProbeTiming, Thresholds};
 use super::process::{ContainerProcess, Containment, ExitInfo, ProcessSpec};
@@ -33,8 +34,6 @@ use super::volumes;
 use crate::kubelet::network::PodSandbox;
 use crate::kubelet::status::digest;
 
-/// The PATH a container gets when its environment sets none (an image's usual default).
-const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// kube's default `terminationGracePeriodSeconds`.
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// How long setup steps (sandbox, token, volumes) wait before they are tried again.
@@ -214,18 +213,6 @@ pub fn dir_name(pod: &Pod) -> String {
         pod.metadata.name.as_deref().unwrap_or_default(),
         pod.metadata.uid.as_deref().unwrap_or_default()
     )
-}
-
-/// The argv of `c` whose image's entrypoint is `entrypoint`: `command[1..] ++ args`
-/// when `command` is set, else `args`, with `$(VAR)` expanded from `env`.
-pub fn argv(c: &Container, env: &[(String, String)]) -> Vec<String> {
-    let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    let mut out: Vec<String> = Vec::new();
-    if let Some(cmd) = &c.command {
-        out.extend(cmd.iter().skip(1).cloned());
-    }
-    out.extend(c.args.iter().flatten().cloned());
-    out.into_iter().map(|a| env::expand(&a, &lookup)).collect()
 }
 
 /// The working directory of a container whose own directory is `root`: `workingDir`
@@ -485,8 +472,14 @@ impl ContainerRun<'_> {
     }
 
     /// The environment of an instance of `c` (`contained`: no `KUBECONFIG`, whose paths
-    /// are the host's; in-cluster configuration reads the mounted ServiceAccount).
-    async fn environment(&self, c: &Container, contained: bool) -> Result<Vec<(String, String)>, env::EnvError> {
+    /// are the host's; in-cluster configuration reads the mounted ServiceAccount), with
+    /// `path` as `PATH` unless the container sets one.
+    async fn environment(
+        &self,
+        c: &Container,
+        contained: bool,
+        path: String,
+    ) -> Result<Vec<(String, String)>, env::EnvError> {
         let inputs = EnvInputs {
             pod_ip: self.sandbox.ip().to_string(),
             host_ip: self.node.host_ip.clone(),
@@ -498,7 +491,7 @@ impl ContainerRun<'_> {
         if identity::automounts(self.pod) && !contained {
             extra.push(("KUBECONFIG".to_string(), self.files.kubeconfig.display().to_string()));
         }
-        extra.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
+        extra.push(("PATH".to_string(), path));
         for (k, v) in extra {
             if !vars.iter().any(|(n, _)| *n == k) {
                 vars.push((k, v));
@@ -507,22 +500,29 @@ impl ContainerRun<'_> {
         Ok(vars)
     }
 
-    /// The root file system of a contained instance of `c` whose image's entrypoint is
-    /// `program`: the pod's `/etc` (written now), the entrypoint, the ServiceAccount and
-    /// the volumes at their paths.
+    /// The root file system of a contained instance of `c` of `image`: the pod's `/etc`
+    /// (written now), a loaded image's entrypoint or a built-in image's tools, the
+    /// ServiceAccount and the volumes at their paths.
     fn root_plan(
         &self,
         c: &Container,
-        program: &std::path::Path,
+        image: &ImageRun,
         privileges: container::Privileges,
         read_only_root: bool,
     ) -> std::io::Result<RootPlan> {
         let etc_dir = self.shared.dir.join("etc");
         container::write_etc(&etc_dir, &self.shared.name, &self.sandbox.ip().to_string())?;
-        let mut mounts = vec![volumes::BindMount {
-            source: program.to_path_buf(),
-            target: PathBuf::from(container::ENTRYPOINT),
-            read_only: true,
+        let mut mounts = vec![match image {
+            ImageRun::Loaded(binary) => volumes::BindMount {
+                source: binary.clone(),
+                target: PathBuf::from(container::ENTRYPOINT),
+                read_only: true,
+            },
+            ImageRun::Builtin(_) => volumes::BindMount {
+                source: image::tools_dir(&self.shared.dir),
+                target: PathBuf::from(image::TOOLS_MOUNT),
+                read_only: true,
+            },
         }];
         if identity::automounts(self.pod) {
             mounts.push(volumes::BindMount {
@@ -546,6 +546,49 @@ impl ContainerRun<'_> {
         })
     }
 
+    /// How an instance of `c` of `image` starts with `env`: contained with `contained`'s
+    /// privileges, else on the host in `working_dir`. A built-in image's tools are
+    /// written first.
+    fn process_spec(
+        &self,
+        c: &Container,
+        image: &ImageRun,
+        env: Vec<(String, String)>,
+        contained: Option<(container::Privileges, bool)>,
+        working_dir: &std::path::Path,
+    ) -> std::io::Result<ProcessSpec> {
+        if let ImageRun::Builtin(_) = image {
+            crate::images::builtin::write_tools(&image::tools_dir(&self.shared.dir))?;
+        }
+        let (program, args) = image.command_line(c, &env, contained.is_some());
+        let stdin = c.stdin == Some(true);
+        Ok(match contained {
+            None => ProcessSpec {
+                program,
+                args,
+                env,
+                working_dir: working_dir.to_path_buf(),
+                service_account: identity::automounts(self.pod).then(|| self.files.dir.clone()),
+                mounts: volumes::mounts(self.pod, c, &self.shared.dir),
+                stdin,
+                containment: None,
+            },
+            Some((privileges, read_only_root)) => {
+                let plan = self.root_plan(c, image, privileges, read_only_root)?;
+                ProcessSpec {
+                    program,
+                    args,
+                    env,
+                    working_dir: plan.working_dir.clone(),
+                    service_account: None,
+                    mounts: Vec::new(),
+                    stdin,
+                    containment: Some(Containment::New(Box::new(plan))),
+                }
+            }
+        })
+    }
+
     /// Runs `c` (restarting it per the restart policy) until it ends for good or the pod
     /// stops.
     async fn container(
@@ -559,7 +602,7 @@ impl ContainerRun<'_> {
         let mut backoff = RestartBackoff::new(self.rt.backoff_base);
         // Retries of a container whose configuration is missing back off on their own.
         let mut config_backoff = RestartBackoff::new(self.rt.backoff_base);
-        let Some(program) = self.rt.entrypoint(c.image.as_deref().unwrap_or_default()) else {
+        let Some(image) = self.rt.image_run(c.image.as_deref().unwrap_or_default()) else {
             // Not loaded (any more): the pod was real when it started.
             let msg = format!("image {:?} is not loaded", c.image.as_deref().unwrap_or_default());
             shared.update_container(slot, |v| {
@@ -590,7 +633,11 @@ impl ContainerRun<'_> {
                 }
                 _ => None,
             };
-            let env = match self.environment(c, contained.is_some()).await {
+            let tools = match contained {
+                Some(_) => PathBuf::from(image::TOOLS_MOUNT),
+                None => image::tools_dir(&shared.dir),
+            };
+            let env = match self.environment(c, contained.is_some(), image.default_path(&tools)).await {
                 Ok(env) => env,
                 Err(e) => {
                     let msg = e.to_string();
@@ -605,42 +652,21 @@ impl ContainerRun<'_> {
                     }
                 }
             };
-            let spec = match contained {
-                None => ProcessSpec {
-                    program: program.clone(),
-                    args: argv(c, &env),
-                    env,
-                    working_dir: working_dir.clone(),
-                    service_account: identity::automounts(self.pod).then(|| self.files.dir.clone()),
-                    mounts: volumes::mounts(self.pod, c, &shared.dir),
-                    stdin: c.stdin == Some(true),
-                    containment: None,
-                },
-                Some((privileges, read_only_root)) => match self.root_plan(c, &program, privileges, read_only_root) {
-                    Ok(plan) => ProcessSpec {
-                        program: PathBuf::from(container::ENTRYPOINT),
-                        args: argv(c, &env),
-                        env,
-                        working_dir: plan.working_dir.clone(),
-                        service_account: None,
-                        mounts: Vec::new(),
-                        stdin: c.stdin == Some(true),
-                        containment: Some(Containment::New(Box::new(plan))),
-                    },
-                    Err(e) => {
-                        tracing::warn!(container = %c.name, error = %e, "preparing a container's root failed");
-                        let msg = format!("preparing the container's root file system: {e}");
-                        self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
-                        shared.update_container(slot, |v| {
-                            v.state = State::Waiting { reason: "CreateContainerError".into(), message: Some(msg) };
-                        });
-                        let retry = config_backoff.next(Duration::ZERO).max(SETUP_RETRY);
-                        tokio::select! {
-                            _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
-                            () = tokio::time::sleep(retry) => continue,
-                        }
+            let spec = match self.process_spec(c, &image, env, contained, &working_dir) {
+                Ok(spec) => spec,
+                Err(e) => {
+                    tracing::warn!(container = %c.name, error = %e, "preparing a container's root failed");
+                    let msg = format!("preparing the container's root file system: {e}");
+                    self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
+                    shared.update_container(slot, |v| {
+                        v.state = State::Waiting { reason: "CreateContainerError".into(), message: Some(msg) };
+                    });
+                    let retry = config_backoff.next(Duration::ZERO).max(SETUP_RETRY);
+                    tokio::select! {
+                        _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
+                        () = tokio::time::sleep(retry) => continue,
                     }
-                },
+                }
             };
             // As the kubelet, before every start.
             let image = c.image.clone().unwrap_or_default();
@@ -982,15 +1008,5 @@ mod tests {
         assert_eq!(working_dir(root, None), root);
         assert_eq!(working_dir(root, Some("/app/data")), root.join("app/data"));
         assert_eq!(working_dir(root, Some("../../../etc/./x/..")), root.join("etc/x"));
-    }
-
-    #[test]
-    fn argv_is_command_tail_and_args_expanded() {
-        let c: Container = serde_json::from_value(serde_json::json!({
-            "name": "c", "command": ["entry", "-v"], "args": ["$(A)", "$$(A)", "$(B)"]
-        }))
-        .unwrap_or_default();
-        let env = vec![("A".to_string(), "x".to_string())];
-        assert_eq!(argv(&c, &env), ["-v", "x", "$(A)", "$(B)"]);
     }
 }
