@@ -458,3 +458,49 @@ async fn configmap_names(env: &TestEnv) -> Vec<String> {
     let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     api.list(&Default::default()).await.expect("list").items.into_iter().filter_map(|c| c.metadata.name).collect()
 }
+
+/// The operator's ServiceAccount may list and watch ConfigMaps (its primary kind), not the
+/// Secrets its controller owns.
+const CONFIGMAPS_ONLY: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: configmaps-only
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: configmaps-only
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: configmaps-only}
+subjects:
+- {kind: ServiceAccount, name: operator, namespace: default}
+"#;
+
+#[tokio::test]
+async fn a_controller_whose_cache_rbac_refuses_stops_the_manager_naming_the_kind_and_rule() {
+    use k8s_openapi::api::core::v1::Secret;
+    let env = env_without_root_ca().await;
+    env.apply_yaml(CONFIGMAPS_ONLY).await.expect("rbac");
+    let operator = env.service_account_client("default", "operator").await.expect("client");
+    let mgr = Manager::new(operator, ManagerOptions::default());
+    Controller::new(&mgr, |_: Context<ConfigMap>| async { Ok::<_, ReconcileError>(Action::done()) })
+        .owns::<Secret>()
+        .build()
+        .expect("controller");
+    // Well inside the 2-minute cache sync timeout, which is how it failed before.
+    let stopped = tokio::time::timeout(Duration::from_secs(60), mgr.run_until(CancellationToken::new()))
+        .await
+        .expect("the manager stops on its own when a cache is refused");
+    let err = stopped.expect_err("the controller fails").to_string();
+    assert!(err.contains("the cache of Secret cannot sync"), "{err}");
+    assert!(
+        err.contains(
+            r#"secrets is forbidden: User "system:serviceaccount:default:operator" cannot list resource "secrets""#
+        ),
+        "kube's message: {err}"
+    );
+}

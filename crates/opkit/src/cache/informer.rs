@@ -56,6 +56,26 @@ struct Partition<K: Kind> {
     store: Store<K>,
     writer: Mutex<Option<Writer<K>>>,
     synced: AtomicBool,
+    /// The API server's refusal of this partition's initial list, once it refused twice in
+    /// a row (a 403: the client may not list or watch the kind); cleared when it syncs.
+    refused: Mutex<Option<String>>,
+}
+
+/// How many 403s in a row, before the first sync, make a refusal that [`Informer::refusal`]
+/// reports: more than one, so a RoleBinding applied with the operator can still land.
+const REFUSALS_REPORTED_AFTER: u32 = 2;
+
+/// The API server's message when `e` is its 403 (`deployments.apps is forbidden: User ...`).
+fn forbidden_message(e: &watcher::Error) -> Option<String> {
+    let (watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e)) =
+        e
+    else {
+        return None;
+    };
+    match e {
+        kube::Error::Api(status) if status.code == 403 => Some(status.message.clone()),
+        _ => None,
+    }
 }
 
 /// Builds the `Api` to watch, for a namespace or for all.
@@ -104,6 +124,7 @@ impl<K: Kind> Informer<K> {
                     store: writer.as_reader(),
                     writer: Mutex::new(Some(writer)),
                     synced: AtomicBool::new(false),
+                    refused: Mutex::new(None),
                 }
             })
             .collect();
@@ -152,6 +173,7 @@ impl<K: Kind> Informer<K> {
         // Objects as they were before a relist started, to diff against when it finishes.
         let mut before_relist: Option<HashMap<ObjectRef<K>, Arc<K>>> = None;
         let key_of = |o: &K| ObjectRef::from_obj_with(o, self.dyntype.clone());
+        let mut refusals_in_a_row = 0;
         loop {
             let event = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -162,9 +184,24 @@ impl<K: Kind> Informer<K> {
                 Ok(e) => e,
                 Err(e) => {
                     tracing::warn!(kind = %self.kind(), error = %e, "watch failed; retrying");
+                    match forbidden_message(&e) {
+                        Some(message) if !part.synced.load(Ordering::SeqCst) => {
+                            refusals_in_a_row += 1;
+                            if refusals_in_a_row >= REFUSALS_REPORTED_AFTER {
+                                *part.refused.lock() = Some(message);
+                                self.cache.notify_changed();
+                            }
+                        }
+                        _ => refusals_in_a_row = 0,
+                    }
                     continue;
                 }
             };
+            // The watcher announces each list attempt with `Init`: only what the list brings
+            // ends a run of refusals.
+            if !matches!(event, watcher::Event::Init) {
+                refusals_in_a_row = 0;
+            }
             let _guard = self.apply_lock.lock();
             match &event {
                 watcher::Event::Apply(obj) => {
@@ -215,6 +252,7 @@ impl<K: Kind> Informer<K> {
                         }
                         let _ = self.tx.send(InformerEvent::Delete(gone));
                     }
+                    *part.refused.lock() = None;
                     if !part.synced.swap(true, Ordering::SeqCst) {
                         self.cache.notify_changed();
                     }
@@ -242,6 +280,14 @@ impl<K: Kind> Informer<K> {
     /// True once every watch finished its initial list.
     pub fn is_synced(&self) -> bool {
         self.partitions.iter().all(|p| p.synced.load(Ordering::SeqCst))
+    }
+
+    /// Why the cache cannot sync, when the API server keeps refusing its initial list with
+    /// a 403: the server's message (`deployments.apps is forbidden: User
+    /// "system:serviceaccount:..." cannot list resource ...`). `None` while it may still
+    /// sync.
+    pub fn refusal(&self) -> Option<String> {
+        self.partitions.iter().find_map(|p| p.refused.lock().clone())
     }
 
     /// A cached object.

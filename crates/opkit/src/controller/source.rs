@@ -26,6 +26,8 @@ pub(super) type Filters = Arc<[Arc<dyn Predicate>]>;
 pub(super) trait SourceCache: Send + Sync {
     /// Whether the initial list finished.
     fn is_synced(&self) -> bool;
+    /// The API server's 403 when it keeps refusing the initial list ([`Informer::refusal`]).
+    fn refusal(&self) -> Option<String>;
     /// The kind cached, for logs.
     fn kind(&self) -> String;
     /// The kind's group, version and resource, to check that the API server serves it.
@@ -35,6 +37,9 @@ pub(super) trait SourceCache: Send + Sync {
 impl<S: Kind> SourceCache for Informer<S> {
     fn is_synced(&self) -> bool {
         Informer::is_synced(self)
+    }
+    fn refusal(&self) -> Option<String> {
+        Informer::refusal(self)
     }
     fn kind(&self) -> String {
         Informer::kind(self)

@@ -55,18 +55,26 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Runnable for Built<
     }
 }
 
-/// Waits until every source's cache has synced. `Ok(false)`: shut down meanwhile.
+/// Waits until every source's cache has synced. `Ok(false)`: shut down meanwhile. A cache
+/// the API server keeps refusing with a 403 fails the controller at once, with the kind
+/// and the server's message, instead of at the timeout.
 async fn wait_for_sync(
     mgr: &Manager,
     caches: Vec<Arc<dyn SourceCache>>,
     timeout: Duration,
     shutdown: &CancellationToken,
 ) -> Result<bool, RunnableError> {
-    let all_synced = || caches.iter().all(|c| c.is_synced());
+    let refused = || caches.iter().find_map(|c| c.refusal().map(|message| (c.kind(), message)));
+    let settled = || refused().is_some() || caches.iter().all(|c| c.is_synced());
     tokio::select! {
         _ = shutdown.cancelled() => Ok(false),
-        synced = mgr.cache().wait_until(timeout, all_synced) => {
-            if synced {
+        settled = mgr.cache().wait_until(timeout, settled) => {
+            if let Some((kind, message)) = refused() {
+                return Err(RunnableError(format!(
+                    "the cache of {kind} cannot sync: {message} (is a list/watch rule for it missing from the controller's RBAC?)"
+                )));
+            }
+            if settled {
                 return Ok(true);
             }
             let pending: Vec<String> = caches.iter().filter(|c| !c.is_synced()).map(|c| c.kind()).collect();
