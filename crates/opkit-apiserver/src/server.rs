@@ -246,6 +246,7 @@ impl ApiServer {
         crate::kubernetes_service::spawn(registry.clone(), addr, shutdown.clone())
             .await
             .map_err(|e| ServerError::Bootstrap(e.message))?;
+        crate::kube_dns_service::create(&registry).await.map_err(|e| ServerError::Bootstrap(e.message))?;
         let task = tokio::spawn(server.serve(service, shutdown.clone()));
         Ok(RunningServer {
             addr,
