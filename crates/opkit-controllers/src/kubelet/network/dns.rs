@@ -259,6 +259,42 @@ mod tests {
         ServiceTable::build([&web, &db], [&slice])
     }
 
+    /// A raw A query for `name`.
+    fn query(name: &str) -> Vec<u8> {
+        let mut message = Message::query();
+        message
+            .add_query(hickory_server::proto::op::Query::query(Name::from_ascii(name).expect("name"), RecordType::A));
+        message.to_vec().expect("encode")
+    }
+
+    #[tokio::test]
+    async fn other_names_are_relayed_from_the_first_nameserver_that_answers() {
+        let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let answering = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let upstreams = [silent.local_addr().expect("addr"), answering.local_addr().expect("addr")];
+        let server = tokio::spawn(async move {
+            let mut buf = vec![0u8; 512];
+            let (n, from) = answering.recv_from(&mut buf).await.expect("recv");
+            let mut answer = Message::from_vec(&buf[..n]).expect("query");
+            answer.metadata.message_type = MessageType::Response;
+            let owner = Name::from_ascii("example.org.").expect("name");
+            answer.answers.push(Record::from_rdata(owner, 60, RData::A(A(Ipv4Addr::new(192, 0, 2, 7)))));
+            answering.send_to(&answer.to_vec().expect("encode"), from).await.expect("send");
+        });
+        let answer = ask_upstreams(&upstreams, &query("example.org.")).await.expect("an answer");
+        assert_eq!(answer.answers.len(), 1);
+        server.await.expect("server");
+    }
+
+    #[tokio::test]
+    async fn silent_nameservers_give_up_within_the_forward_timeout() {
+        let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let (upstreams, raw) = ([silent.local_addr().expect("addr")], query("example.org."));
+        let started = std::time::Instant::now();
+        assert!(ask_upstreams(&upstreams, &raw).await.is_none());
+        assert!(started.elapsed() < FORWARD_TIMEOUT + Duration::from_millis(500));
+    }
+
     #[test]
     fn cluster_names_resolve_as_the_specification_says() {
         let t = table();

@@ -45,22 +45,22 @@ impl ServiceTable {
     /// The table of `services` and `slices`.
     pub(super) fn build<'a>(
         services: impl IntoIterator<Item = &'a Service>,
-        slices: impl IntoIterator<Item = &'a EndpointSlice> + Clone,
+        slices: impl IntoIterator<Item = &'a EndpointSlice>,
     ) -> ServiceTable {
+        let mut by_service: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
+        for slice in slices {
+            let namespace = slice.metadata.namespace.as_deref().unwrap_or_default();
+            if let Some(service) = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL)) {
+                by_service.entry((namespace, service.as_str())).or_default().push(slice);
+            }
+        }
         let mut table = ServiceTable::default();
         for service in services {
             let (Some(namespace), Some(name)) = (&service.metadata.namespace, &service.metadata.name) else {
                 continue;
             };
-            let own: Vec<&EndpointSlice> = slices
-                .clone()
-                .into_iter()
-                .filter(|s| {
-                    s.metadata.namespace.as_ref() == Some(namespace)
-                        && s.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL)) == Some(name)
-                })
-                .collect();
-            table.add(namespace, name, service, &own);
+            let own = by_service.get(&(namespace.as_str(), name.as_str())).map(Vec::as_slice).unwrap_or_default();
+            table.add(namespace, name, service, own);
         }
         table
     }
