@@ -1,6 +1,6 @@
 //! Services and cluster DNS seen from contained real pods, through `kubectl exec` and the
 //! host's `getent` and busybox: a Service made while the client pod runs resolves by
-//! its full and its short name and answers, by name and by ClusterIP, from a backend
+//! its full and its short name (and its named port as SRV) and answers, by name and by ClusterIP, from a backend
 //! pod (busybox `httpd` serving the backend's `/etc`); once its backend is gone the
 //! connection is refused at once; a headless Service resolves to its pod's IP, by the
 //! Service's name and by the pod's hostname; an unknown cluster name is NXDOMAIN at once,
@@ -95,6 +95,8 @@ async fn a_pod_reaches_a_service_by_name_and_cluster_ip() -> Result<(), Error> {
     assert!(full.contains("web.default.svc.cluster.local"), "{full}");
     let short = exec_until(&env, "getent hosts web", |o| o.starts_with(&ip)).await?;
     assert!(short.contains("web"), "{short}");
+    let srv = "busybox nslookup -type=SRV _http._tcp.web.default.svc.cluster.local 10.96.0.10";
+    exec_until(&env, srv, |o| o.contains("80 web.default.svc.cluster.local")).await?;
     exec_until(&env, "wget -q -T 5 -O - http://web/hostname", |o| o.trim() == "web").await?;
     let by_ip = format!("wget -q -T 5 -O - http://{ip}/hostname");
     exec_until(&env, &by_ip, |o| o.trim() == "web").await?;

@@ -5,10 +5,12 @@
 //! `<svc>.<ns>.svc.cluster.local` is an A record of the ClusterIP, or of every ready
 //! endpoint of a headless Service, whose endpoints with a hostname are
 //! `<hostname>.<svc>.<ns>.svc.cluster.local`; any other name in `cluster.local` is
-//! NXDOMAIN; every name outside it is forwarded over UDP to the host's nameservers, and
-//! answered SERVFAIL when none answers within [`FORWARD_TIMEOUT`]. Not served: SRV
-//! records of named ports, pod A records (`a-b-c-d.<ns>.pod`), AAAA (IPv4 only: names
-//! that exist answer AAAA with no records).
+//! NXDOMAIN; `_<port>._<proto>.<svc>.<ns>.svc.cluster.local` is an SRV record of a named
+//! port of a Service with a ClusterIP; every name outside the domain is forwarded over
+//! UDP to the host's nameservers, and answered SERVFAIL when none answers within
+//! [`FORWARD_TIMEOUT`]. Not served: SRV records of headless Services, pod A records
+//! (`a-b-c-d.<ns>.pod`), PTR records, AAAA (IPv4 only: names that exist answer AAAA with
+//! no records).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use std::time::Duration;
 use hickory_server::Server;
 use hickory_server::net::runtime::Time;
 use hickory_server::proto::op::{Message, MessageType, Metadata, ResponseCode};
-use hickory_server::proto::rr::rdata::A;
+use hickory_server::proto::rr::rdata::{A, SRV};
 use hickory_server::proto::rr::{Name, RData, Record, RecordType};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponseBuilder;
@@ -42,6 +44,8 @@ const TTL: u32 = 5;
 enum ClusterName {
     /// It exists with these addresses (none: no records of the type asked for).
     Addresses(Vec<Ipv4Addr>),
+    /// A named port of a Service: its number, and the Service's name (the SRV target).
+    Port(u16, String),
     /// It does not exist.
     Unknown,
     /// It is not in the cluster's domain.
@@ -65,6 +69,12 @@ fn lookup(table: &ServiceTable, name: &str) -> ClusterName {
             }
             _ => ClusterName::Unknown,
         },
+        [port, protocol, service, namespace, "svc"] if port.starts_with('_') && protocol.starts_with('_') => {
+            match table.named_port(namespace, service, &port[1..], &protocol[1..]) {
+                Some(number) => ClusterName::Port(number, format!("{service}.{namespace}.svc.{CLUSTER_DOMAIN}.")),
+                None => ClusterName::Unknown,
+            }
+        }
         [host, service, namespace, "svc"] => match table.address(namespace, service) {
             Some(ServiceAddress::Headless(endpoints)) => {
                 let ips: Vec<Ipv4Addr> =
@@ -110,6 +120,16 @@ impl RequestHandler for ClusterDns {
                 let records: Vec<Record> = match query.query_type() {
                     RecordType::A | RecordType::ANY => {
                         ips.iter().map(|ip| Record::from_rdata(owner.clone(), TTL, RData::A(A(*ip)))).collect()
+                    }
+                    _ => Vec::new(),
+                };
+                send(&mut response, builder.build(metadata, records.iter(), [], [], [])).await
+            }
+            ClusterName::Port(port, target) => {
+                let owner: Name = query.original().name().clone();
+                let records: Vec<Record> = match (query.query_type(), Name::from_ascii(&target)) {
+                    (RecordType::SRV | RecordType::ANY, Ok(target)) => {
+                        vec![Record::from_rdata(owner, TTL, RData::SRV(SRV::new(0, 100, port, target)))]
                     }
                     _ => Vec::new(),
                 };
@@ -246,7 +266,7 @@ mod tests {
 
     fn table() -> ServiceTable {
         let web: Service = serde_json::from_value(serde_json::json!({"metadata": {"name": "web", "namespace": "a"},
-            "spec": {"clusterIP": "10.96.3.4", "ports": [{"port": 80}]}}))
+            "spec": {"clusterIP": "10.96.3.4", "ports": [{"name": "http", "port": 80}]}}))
         .expect("svc");
         let db: Service = serde_json::from_value(serde_json::json!({"metadata": {"name": "db", "namespace": "a"},
             "spec": {"clusterIP": "None"}}))
@@ -309,6 +329,11 @@ mod tests {
         assert_eq!(lookup(&t, "web.b.svc.cluster.local"), ClusterName::Unknown);
         assert_eq!(lookup(&t, "nothing.cluster.local"), ClusterName::Unknown);
         assert_eq!(lookup(&t, "a.svc.cluster.local"), ClusterName::Addresses(vec![]));
+        assert_eq!(
+            lookup(&t, "_http._tcp.web.a.svc.cluster.local"),
+            ClusterName::Port(80, "web.a.svc.cluster.local.".to_string())
+        );
+        assert_eq!(lookup(&t, "_http._udp.web.a.svc.cluster.local"), ClusterName::Unknown);
         assert_eq!(lookup(&t, "example.com"), ClusterName::Outside);
         assert_eq!(lookup(&t, "notcluster.local"), ClusterName::Outside);
     }

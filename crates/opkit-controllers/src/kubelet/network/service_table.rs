@@ -39,6 +39,9 @@ pub(super) struct ServiceTable {
     tcp: BTreeMap<SocketAddr, Vec<SocketAddr>>,
     /// `(namespace, name)` → the Service's address.
     names: BTreeMap<(String, String), ServiceAddress>,
+    /// `(namespace, name, port name, protocol)` of every named port of a Service with a
+    /// ClusterIP (protocol in lower case, as SRV names carry it) → the port.
+    named_ports: BTreeMap<(String, String, String, String), u16>,
 }
 
 impl ServiceTable {
@@ -81,6 +84,13 @@ impl ServiceTable {
         let Ok(ip) = cluster_ip.parse::<Ipv4Addr>() else { return };
         self.names.insert(key, ServiceAddress::ClusterIp(ip));
         for port in spec.ports.iter().flatten() {
+            if let (Some(port_name), Ok(number)) =
+                (port.name.as_deref().filter(|n| !n.is_empty()), u16::try_from(port.port))
+            {
+                let protocol = port.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase();
+                let key = (namespace.to_string(), name.to_string(), port_name.to_string(), protocol);
+                self.named_ports.insert(key, number);
+            }
             if port.protocol.as_deref().unwrap_or("TCP") != "TCP" {
                 continue;
             }
@@ -111,6 +121,13 @@ impl ServiceTable {
     /// has it.
     pub(super) fn tcp_endpoints(&self, service: SocketAddr) -> Option<&[SocketAddr]> {
         self.tcp.get(&service).map(Vec::as_slice)
+    }
+
+    /// The port named `port` with `protocol` (lower case) of the Service `name` in
+    /// `namespace`, which has a ClusterIP.
+    pub(super) fn named_port(&self, namespace: &str, name: &str, port: &str, protocol: &str) -> Option<u16> {
+        let key = (namespace.to_string(), name.to_string(), port.to_string(), protocol.to_string());
+        self.named_ports.get(&key).copied()
     }
 
     /// The address of the Service `name` in `namespace`.
@@ -159,6 +176,11 @@ mod tests {
         assert_eq!(table.tcp_endpoints(port), Some(&["10.244.0.5:8080".parse().expect("addr")][..]));
         assert_eq!(table.address("a", "web"), Some(&ServiceAddress::ClusterIp(Ipv4Addr::new(10, 96, 3, 4))));
         assert_eq!(table.address("b", "web"), None);
+        assert_eq!(
+            (table.named_port("a", "web", "http", "tcp"), table.named_port("a", "web", "dns", "udp")),
+            (Some(80), Some(53))
+        );
+        assert_eq!(table.named_port("a", "web", "http", "udp"), None);
     }
 
     #[test]
