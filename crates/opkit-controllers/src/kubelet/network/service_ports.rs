@@ -21,8 +21,10 @@ use super::service_proxy::{ServiceProxy, Upstream};
 use super::service_table::ServiceTable;
 use super::service_watch::Tables;
 
-/// How long a new sandbox waits for the kubelet's first table of Services.
-const FIRST_TABLE_WAIT: Duration = Duration::from_secs(10);
+/// How long a new sandbox waits for the kubelet's first table of Services (listed in
+/// milliseconds; bounded so that a kubelet whose Service watch cannot list, e.g. for
+/// want of RBAC, still starts pods, whose Service ports then come with the first table).
+const FIRST_TABLE_WAIT: Duration = Duration::from_secs(3);
 
 /// The running task; dropping it stops the task and its proxies.
 #[derive(Debug)]
