@@ -1,11 +1,12 @@
 //! Services and cluster DNS seen from contained real pods, through `kubectl exec` and the
-//! host's `getent` and busybox: a Service made while the client pod runs resolves by
-//! its full and its short name (and its named port as SRV) and answers, by name and by ClusterIP, from a backend
-//! pod (busybox `httpd` serving the backend's `/etc`); once its backend is gone the
-//! connection is refused at once; a headless Service resolves to its pod's IP, by the
-//! Service's name and by the pod's hostname; an unknown cluster name is NXDOMAIN at once,
-//! and a name outside the cluster is answered before glibc would ask again;
-//! the pod's `resolv.conf` names the cluster DNS. These tests need root, as the real-pod
+//! host's `getent` and busybox: a Service made while the client pod runs resolves by its
+//! full and its short name (and its named port as SRV) and answers, by name and by
+//! ClusterIP, from a backend pod (busybox `httpd` serving the backend's `/etc`); once its
+//! backend is gone the connection is refused at once; a Service spreads over its ready
+//! endpoints, one added later included; a headless Service resolves to its pod's IP, by
+//! the Service's name and by the pod's hostname; an unknown cluster name is NXDOMAIN at
+//! once, and a name outside the cluster is answered before glibc would ask again; the
+//! pod's `resolv.conf` names the cluster DNS. These tests need root, as the real-pod
 //! suites do.
 
 use crate::common;
@@ -158,5 +159,25 @@ async fn an_unknown_cluster_name_is_nxdomain_at_once() -> Result<(), Error> {
     let started = Instant::now();
     kubectl(&env, &["exec", "client", "--", "sh", "-c", "getent hosts opkit-test.invalid.; true"]).await?;
     assert!(started.elapsed() < Duration::from_secs(5), "a forwarded name took {:?}", started.elapsed());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_spreads_over_its_ready_endpoints() -> Result<(), Error> {
+    let (env, _tmp) = env_with_client().await?;
+    let services: Api<Service> = Api::namespaced(env.client(), "default");
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "spread"},
+        "spec": {"selector": {"tier": "spread"}, "ports": [{"port": 80, "targetPort": 8080}]}});
+    services.create(&PostParams::default(), &serde_json::from_value(svc)?).await?;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    // The second backend comes while the Service already has the first: the listener
+    // made for the first serves both.
+    for name in ["spread-a", "spread-b"] {
+        let mut backend = pod(name, "example.com/web:v1", json!({}))?;
+        backend.metadata.labels.get_or_insert_default().insert("tier".into(), "spread".into());
+        pods.create(&PostParams::default(), &backend).await?;
+        exec_until(&env, "wget -q -T 5 -O - http://spread/hostname", |o| o.trim() == name).await?;
+    }
+    exec_until(&env, "wget -q -T 5 -O - http://spread/hostname", |o| o.trim() == "spread-a").await?;
     Ok(())
 }
