@@ -7,8 +7,10 @@
 //! ClusterIP) splices each connection to an endpoint: the `kubernetes` Service's to its
 //! cluster's API server (TLS passes through untouched), every other Service port's to a
 //! ready endpoint picked at random from the latest [`ServiceTable`] at its target port
-//! (the pod IPs are reachable from the host through the veth routes). With no ready
-//! endpoint the connection is reset at once, as kube-proxy's REJECT rule answers.
+//! (the pod IPs are reachable from the host through the veth routes). A port without
+//! ready endpoints has no listener ([`super::service_ports`]), so the kernel refuses
+//! its connections, as kube-proxy's REJECT rule does; one accepted as its last endpoint
+//! goes, or whose endpoint cannot be reached, is reset.
 //!
 //! Why userspace, where kube-proxy writes iptables or nftables rules: no `iptables` or
 //! `nft` binary (or netfilter module) is needed, nothing host-wide is written that two
