@@ -3,7 +3,8 @@
 //! 53/UDP, `dns-tcp` 53/TCP and `metrics` 9153/TCP, label `k8s-app: kube-dns`. It is
 //! created once at start, before any client can take its address; the cluster DNS that
 //! answers it is served by the kubelets, on each real pod's host end, so it has no
-//! selector and no endpoints. A Service a client deleted or changed is left so.
+//! selector and no endpoints. A Service a client deleted or changed is left so (on a
+//! restart it is created again if its address is still free).
 
 use serde_json::json;
 
