@@ -35,6 +35,8 @@
 //! - [`kubeconfig`]: the kubeconfig clients use, as kube's typed `Kubeconfig`.
 //! - `kubernetes_service`: the `kubernetes` Service in `default` and its endpoints,
 //!   kept true while the server runs.
+//! - `kube_dns_service`: the `kube-dns` Service in `kube-system` (10.96.0.10), created
+//!   at start.
 //! - `kubelet_client`: the TLS client the pod streaming subresources reach kubelets with.
 //! - `admission`: the admission chain the registry is handed: NamespaceLifecycle, then,
 //!   after a kind's own rules, built-in plugins, ValidatingAdmissionPolicies and
@@ -99,6 +101,7 @@ pub(crate) mod handlers;
 mod json;
 pub(crate) mod jsonpath;
 pub(crate) mod kinds;
+pub(crate) mod kube_dns_service;
 pub mod kubeconfig;
 pub(crate) mod kubelet_client;
 pub(crate) mod kubernetes_service;

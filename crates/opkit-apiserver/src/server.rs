@@ -246,6 +246,10 @@ impl ApiServer {
         crate::kubernetes_service::spawn(registry.clone(), addr, shutdown.clone())
             .await
             .map_err(|e| ServerError::Bootstrap(e.message))?;
+        // Not fatal: on a restart another Service may hold the address of a deleted one.
+        if let Err(e) = crate::kube_dns_service::create(&registry).await {
+            tracing::warn!(error = %e.message, "creating the kube-dns Service");
+        }
         let task = tokio::spawn(server.serve(service, shutdown.clone()));
         Ok(RunningServer {
             addr,

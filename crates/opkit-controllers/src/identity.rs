@@ -20,6 +20,9 @@ pub const CONTROLLER_MANAGER: &str = "system:kube-controller-manager";
 pub const SCHEDULER: &str = "system:kube-scheduler";
 /// The simulated nodes' and kubelets' user (in group `system:nodes`).
 pub const NODE: &str = "system:node:opkit-simulated-node";
+/// kube-proxy's user (bound to `system:node-proxier`): the kubelets' Service proxy and
+/// cluster DNS follow Services and EndpointSlices as it.
+pub const KUBE_PROXY: &str = "system:kube-proxy";
 /// The API server's own user (in `system:masters`), for its in-process loops.
 pub const APISERVER: &str = "system:apiserver";
 
@@ -63,6 +66,7 @@ pub fn of(name: &str) -> Identity {
         "csrsigning" => account("system:serviceaccount:kube-system:certificate-controller"),
         "clusterrole-aggregation" => account("system:serviceaccount:kube-system:clusterrole-aggregation-controller"),
         "scheduler" => account(SCHEDULER),
+        "kube-proxy" => account(KUBE_PROXY),
         "nodes" | "kubelet" => Identity { user: NODE, groups: &["system:nodes"] },
         "apiservice" | "flowcontrol" => Identity { user: APISERVER, groups: &["system:masters"] },
         "cert-manager" => CERT_MANAGER,

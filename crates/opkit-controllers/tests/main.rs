@@ -23,6 +23,7 @@ mod namespace;
 mod pods;
 mod real_pod_contained_streams;
 mod real_pod_isolation;
+mod real_pod_services;
 mod real_pod_streams;
 mod real_pod_volumes;
 mod real_pods;

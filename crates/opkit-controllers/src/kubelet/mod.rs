@@ -17,6 +17,7 @@ pub mod events;
 pub mod ip;
 pub mod lifecycle;
 pub mod network;
+pub mod resolv_conf;
 pub mod runtime;
 pub mod server;
 pub mod status;
@@ -61,7 +62,8 @@ pub fn register(
         recorders: Mutex::new(HashMap::new()),
         sink: events::EventSink::new(EVENT_WRITERS, MAX_PENDING_EVENTS),
     });
-    let runtime = runtime::Runtime::new(cfg, client.clone(), events.clone()).map(Arc::new);
+    let proxy_client = crate::identity::client_for(mgr, cfg, "kube-proxy");
+    let runtime = runtime::Runtime::new(cfg, client.clone(), proxy_client, events.clone()).map(Arc::new);
     if let Some(rt) = &runtime {
         mgr.add(runtime::RuntimeStopper { runtime: rt.clone() });
     }

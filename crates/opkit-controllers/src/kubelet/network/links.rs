@@ -3,8 +3,8 @@
 //! (169.254.1.1) that `eth0` reaches through the host end, `default via` it, and on the
 //! host a `<pod ip>/32` route to the host end.
 //!
-//! The host end carries 169.254.1.1/32 itself (an unnumbered link), and the `kubernetes`
-//! Service's ClusterIP for [`super::service_proxy`]; the host answers the pod from the
+//! The host end carries 169.254.1.1/32 itself (an unnumbered link), and the Services'
+//! ClusterIPs for [`super::service_proxy`] and [`super::dns`]; the host answers the pod from the
 //! gateway address and needs no address of its own on any other interface; the
 //! pod knows the gateway's MAC from a permanent neighbour entry, so no proxy ARP is
 //! needed. Forwarding is switched on for the host ends only: what pods send is routed
@@ -43,17 +43,18 @@ pub(super) struct HostLink {
 }
 
 impl HostLink {
-    /// Makes the veth pair of the sandbox `holder` and gives the pod `ip`; `service_ip`
-    /// (the `kubernetes` Service's ClusterIP) is put on the host end, where the Service's
-    /// proxy answers it.
-    pub(super) fn create(holder: &Holder, ip: Ipv4Addr, service_ip: Ipv4Addr) -> Result<HostLink, NetworkError> {
+    /// Makes the veth pair of the sandbox `holder` and gives the pod `ip`; `service_ips`
+    /// (the `kubernetes` and `kube-dns` Services' ClusterIPs) are put on the host end,
+    /// where the sandbox's proxy and DNS server answer them.
+    pub(super) fn create(holder: &Holder, ip: Ipv4Addr, service_ips: &[Ipv4Addr]) -> Result<HostLink, NetworkError> {
         let link = HostLink::add_pair(holder.pid())?;
         let name = &link.name;
+        let services: String = service_ips.iter().map(|s| format!("addr add {s}/32 dev {name}\n")).collect();
         run_batch(
             Command::new("ip"),
             &format!(
                 "addr add {GATEWAY}/32 dev {name}\n\
-                 addr add {service_ip}/32 dev {name}\n\
+                 {services}\
                  link set {name} up\n\
                  route replace {ip}/32 dev {name}\n"
             ),
@@ -130,7 +131,7 @@ impl Drop for HostLink {
 }
 
 /// Runs `ip -batch -` with `commands` on its standard input.
-fn run_batch(mut cmd: Command, commands: &str) -> Result<(), NetworkError> {
+pub(super) fn run_batch(mut cmd: Command, commands: &str) -> Result<(), NetworkError> {
     cmd.args(["-batch", "-"]);
     run(cmd, Some(commands))
 }

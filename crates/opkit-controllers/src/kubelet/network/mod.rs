@@ -1,15 +1,20 @@
 //! How real pods are networked: each pod in its own network namespace with a veth pair
-//! to the host (its IP real and reachable from the host, the `kubernetes` Service's
-//! ClusterIP reachable from inside), or, where this machine cannot make namespaces, on
-//! the host network.
+//! to the host (its IP real and reachable from the host, every Service's ClusterIP and
+//! the cluster DNS reachable from inside), or, where this machine cannot make
+//! namespaces, on the host network.
 //!
 //! A namespaced sandbox is a holder process ([`holder`]), a host-wide IP lease
-//! ([`leases`]), a veth pair with its routes ([`links`]) and the `kubernetes` Service's
-//! proxy ([`service_proxy`]); each part undoes itself when dropped, so a sandbox leaks
+//! ([`leases`]), a veth pair with its routes ([`links`]), the `kubernetes` Service's
+//! proxy ([`service_proxy`]), the other Services' ports ([`service_ports`]) and the
+//! cluster DNS ([`dns`]), the last two reading the kubelet's table of Services
+//! ([`service_table`], followed by [`service_watch`]); each part undoes itself when
+//! dropped, so a sandbox leaks
 //! nothing even when its owner forgets it, and a crash of the whole process leaves
 //! nothing either (the holder dies with it, the kernel drops the namespace, the veth pair
 //! and the lock).
 
+#[cfg(target_os = "linux")]
+mod dns;
 #[cfg(target_os = "linux")]
 mod holder;
 #[cfg(target_os = "linux")]
@@ -17,7 +22,13 @@ mod leases;
 #[cfg(target_os = "linux")]
 mod links;
 #[cfg(target_os = "linux")]
+mod service_ports;
+#[cfg(target_os = "linux")]
 mod service_proxy;
+#[cfg(target_os = "linux")]
+mod service_table;
+#[cfg(target_os = "linux")]
+mod service_watch;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
@@ -29,6 +40,9 @@ const LEASE_DIR: &str = "/run/opkit/pod-ips";
 /// The `kubernetes` Service's ClusterIP.
 #[cfg(target_os = "linux")]
 const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
+/// The `kube-dns` Service's ClusterIP (kubeadm's and kind's), where pods reach the
+/// cluster DNS.
+pub const CLUSTER_DNS_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 /// The `kubernetes` Service's ClusterIP and port, as pods in a namespace reach it.
 #[cfg(target_os = "linux")]
 pub const KUBERNETES_SERVICE: SocketAddr = SocketAddr::new(IpAddr::V4(KUBERNETES_SERVICE_IP), 443);
@@ -83,12 +97,27 @@ pub enum NetworkError {
 }
 
 /// The pod networks of one kubelet.
-#[derive(Debug)]
 pub struct PodNetworks {
     mode: NetworkMode,
     /// Why namespaces are not used, when they were asked for or probed and failed.
     fallback_reason: Option<String>,
     api_server: SocketAddr,
+    /// The client the Services are followed with (none: only the `kubernetes` Service).
+    services_client: Option<kube::Client>,
+    /// The Services, followed from the first namespaced sandbox on.
+    #[cfg(target_os = "linux")]
+    services: std::sync::OnceLock<service_watch::ServiceWatch>,
+}
+
+impl std::fmt::Debug for PodNetworks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PodNetworks")
+            .field("mode", &self.mode)
+            .field("fallback_reason", &self.fallback_reason)
+            .field("api_server", &self.api_server)
+            .field("follows_services", &self.services_client.is_some())
+            .finish()
+    }
 }
 
 impl PodNetworks {
@@ -115,7 +144,22 @@ impl PodNetworks {
                 Err(reason) => (NetworkMode::Host, Some(reason)),
             },
         };
-        PodNetworks { mode, fallback_reason, api_server }
+        PodNetworks {
+            mode,
+            fallback_reason,
+            api_server,
+            services_client: None,
+            #[cfg(target_os = "linux")]
+            services: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// These networks with every Service and the cluster DNS served to namespaced pods,
+    /// following the cluster's Services with `client` (which may list and watch Services
+    /// and EndpointSlices).
+    pub fn with_services(mut self, client: kube::Client) -> PodNetworks {
+        self.services_client = Some(client);
+        self
     }
 
     /// The mode in use.
@@ -146,7 +190,10 @@ impl PodNetworks {
             NetworkMode::Host => Ok(self.host_network()),
             #[cfg(target_os = "linux")]
             NetworkMode::Namespaces => {
-                let namespaced = NamespacedSandbox::create(hostname, pod_cidr, self.api_server).await?;
+                let tables = self.services_client.as_ref().map(|client| {
+                    self.services.get_or_init(|| service_watch::ServiceWatch::start(client.clone())).tables()
+                });
+                let namespaced = NamespacedSandbox::create(hostname, pod_cidr, self.api_server, tables).await?;
                 tracing::debug!(pod = pod_uid, ip = %namespaced.lease.ip(), link = namespaced.link.name(), "pod sandbox made");
                 Ok(PodSandbox {
                     ip: IpAddr::V4(namespaced.lease.ip()),
@@ -197,6 +244,16 @@ impl PodSandbox {
         self.netns.as_deref()
     }
 
+    /// The cluster DNS's address for this pod's `resolv.conf`, `None` when none serves
+    /// it (the host network, or networks without Services).
+    pub fn cluster_dns(&self) -> Option<IpAddr> {
+        #[cfg(target_os = "linux")]
+        if self.namespaced.as_ref().is_some_and(|n| n.dns.is_some()) {
+            return Some(IpAddr::V4(CLUSTER_DNS_IP));
+        }
+        None
+    }
+
     /// Where the pod's processes reach the API server: the `kubernetes` Service's
     /// ClusterIP and port inside a namespace, the server's own address on the host
     /// network.
@@ -235,12 +292,14 @@ impl PodSandbox {
     }
 }
 
-/// The parts of a namespaced sandbox. Fields drop in order: the proxy stops, the veth
-/// pair goes, the holder (and with it the namespaces) dies, and the address is released
-/// last, when nothing uses it any more.
+/// The parts of a namespaced sandbox. Fields drop in order: the DNS server and proxies
+/// stop, the veth pair goes, the holder (and with it the namespaces) dies, and the
+/// address is released last, when nothing uses it any more.
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
 struct NamespacedSandbox {
+    dns: Option<dns::DnsServer>,
+    _ports: Option<service_ports::ServicePorts>,
     _proxy: service_proxy::ServiceProxy,
     link: links::HostLink,
     holder: holder::Holder,
@@ -249,11 +308,13 @@ struct NamespacedSandbox {
 
 #[cfg(target_os = "linux")]
 impl NamespacedSandbox {
-    /// Makes a sandbox whose `kubernetes` Service forwards to `api_server`.
+    /// Makes a sandbox whose `kubernetes` Service forwards to `api_server` and, given
+    /// `tables`, serving the other Services and the cluster DNS.
     async fn create(
         hostname: &str,
         pod_cidr: Option<&str>,
         api_server: SocketAddr,
+        tables: Option<service_watch::Tables>,
     ) -> Result<NamespacedSandbox, NetworkError> {
         let (hostname, pod_cidr) = (hostname.to_string(), pod_cidr.map(str::to_string));
         // Starting processes and waiting for them blocks: off the runtime's threads.
@@ -261,8 +322,18 @@ impl NamespacedSandbox {
             tokio::task::spawn_blocking(move || make_network(Path::new(LEASE_DIR), &hostname, pod_cidr.as_deref()))
                 .await
                 .map_err(|e| NetworkError::Setup(format!("making the sandbox: {e}")))??;
-        let proxy = service_proxy::ServiceProxy::start(link.name(), KUBERNETES_SERVICE, api_server)?;
-        Ok(NamespacedSandbox { _proxy: proxy, link, holder, lease })
+        let upstream = service_proxy::Upstream::Fixed(api_server);
+        let proxy = service_proxy::ServiceProxy::start(link.name(), KUBERNETES_SERVICE, upstream)?;
+        let (dns, ports) = match tables {
+            Some(tables) => {
+                let upstreams = std::sync::Arc::new(dns::host_nameservers());
+                let dns = dns::DnsServer::start(link.name(), CLUSTER_DNS_IP, tables.clone(), upstreams)?;
+                let own = [KUBERNETES_SERVICE_IP, CLUSTER_DNS_IP];
+                (Some(dns), Some(service_ports::ServicePorts::start(link.name(), tables, &own).await))
+            }
+            None => (None, None),
+        };
+        Ok(NamespacedSandbox { dns, _ports: ports, _proxy: proxy, link, holder, lease })
     }
 }
 
@@ -275,7 +346,7 @@ fn make_network(
 ) -> Result<(links::HostLink, holder::Holder, leases::IpLease), NetworkError> {
     let lease = leases::IpLease::acquire(lease_dir, pod_cidr)?;
     let holder = holder::Holder::start(hostname)?;
-    let link = links::HostLink::create(&holder, lease.ip(), KUBERNETES_SERVICE_IP)?;
+    let link = links::HostLink::create(&holder, lease.ip(), &[KUBERNETES_SERVICE_IP, CLUSTER_DNS_IP])?;
     Ok((link, holder, lease))
 }
 

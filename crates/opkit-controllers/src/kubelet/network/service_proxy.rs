@@ -1,25 +1,64 @@
-//! The `kubernetes` Service seen from a pod: the ClusterIP (`10.96.0.1`) is an address of
-//! the host end of every pod's veth pair, so a pod's connection to `10.96.0.1:443` goes
-//! out through its default route and arrives on the host on that pod's own host end.
-//! There a listener bound to that one interface (`SO_BINDTODEVICE`: listeners on
-//! different interfaces do not clash, so every pod of every cluster on the host has its
-//! own) splices each connection to its cluster's API server. TLS passes through
-//! untouched. The proxy lives as long as the sandbox.
+//! The Services seen from a pod, through a userspace proxy per pod: each Service's
+//! ClusterIP is an address of the host end of every pod's veth pair, so a pod's
+//! connection to `ClusterIP:port` goes out through its default route and arrives on the
+//! host on that pod's own host end. There a listener bound to that one interface
+//! (`SO_BINDTODEVICE`: listeners on different interfaces do not clash, so every pod of
+//! every cluster on the host has its own, even when two clusters' Services share a
+//! ClusterIP) splices each connection to an endpoint: the `kubernetes` Service's to its
+//! cluster's API server (TLS passes through untouched), every other Service port's to a
+//! ready endpoint picked at random from the latest [`ServiceTable`] at its target port
+//! (the pod IPs are reachable from the host through the veth routes). A port without
+//! ready endpoints has no listener ([`super::service_ports`]), so the kernel refuses
+//! its connections, as kube-proxy's REJECT rule does; one accepted as its last endpoint
+//! goes, or whose endpoint cannot be reached, is reset.
 //!
-//! Nothing listens inside the pod, so the pod's own processes keep every port, 443 on
-//! the wildcard address included, as with kube-proxy's NAT. While pods run, 10.96.0.1 is
-//! an address of the host, where nothing else answers it.
+//! Why userspace, where kube-proxy writes iptables or nftables rules: no `iptables` or
+//! `nft` binary (or netfilter module) is needed, nothing host-wide is written that two
+//! clusters on the same host would fight over, and each listener lives and dies with its
+//! sandbox. The cost is a copy of every byte through the kubelet's process.
+//!
+//! Nothing listens inside the pod, so the pod's own processes keep every port, as with
+//! kube-proxy's NAT. While pods run, the ClusterIPs are addresses of the host, where
+//! nothing else answers them.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::NetworkError;
+use super::service_table::ServiceTable;
+use super::service_watch::Tables;
 
 /// How long the accept loop waits after an accept error (e.g. out of descriptors).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// How long a connection to an endpoint may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a proxy's connections go.
+#[derive(Debug, Clone)]
+pub(super) enum Upstream {
+    /// Always this address (the `kubernetes` Service: the API server).
+    Fixed(SocketAddr),
+    /// A ready endpoint of the Service port the listener serves, from the latest table.
+    Endpoints(Tables),
+}
+
+impl Upstream {
+    /// The endpoint for a new connection to `service`, `None` when it has none ready.
+    fn pick(&self, service: SocketAddr) -> Option<SocketAddr> {
+        match self {
+            Upstream::Fixed(addr) => Some(*addr),
+            Upstream::Endpoints(tables) => {
+                let table: Option<Arc<ServiceTable>> = tables.borrow().clone();
+                let ready = table.as_deref()?.tcp_endpoints(service)?;
+                (!ready.is_empty()).then(|| ready[rand::random_range(0..ready.len())])
+            }
+        }
+    }
+}
 
 /// A running proxy; dropping it stops the listener and cuts its connections.
 #[derive(Debug)]
@@ -31,14 +70,14 @@ impl ServiceProxy {
     /// Listens on `listen` for connections arriving on the interface `device` and
     /// forwards them to `upstream`. Needs to run inside a tokio runtime, which then runs
     /// the proxy.
-    pub(super) fn start(device: &str, listen: SocketAddr, upstream: SocketAddr) -> Result<ServiceProxy, NetworkError> {
+    pub(super) fn start(device: &str, listen: SocketAddr, upstream: Upstream) -> Result<ServiceProxy, NetworkError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| NetworkError::Setup(format!("the Service proxy needs a tokio runtime: {e}")))?;
         let listener = {
             let _entered = runtime.enter();
             listen_on_device(device, listen)?
         };
-        let task = runtime.spawn(serve(listener, upstream)).abort_handle();
+        let task = runtime.spawn(serve(listener, listen, upstream)).abort_handle();
         Ok(ServiceProxy { task })
     }
 }
@@ -53,7 +92,7 @@ impl Drop for ServiceProxy {
 /// probe binds one to check that the ClusterIP can be served.
 pub(super) fn bind_on_device(device: &str, addr: SocketAddr) -> Result<TcpSocket, NetworkError> {
     let io = |step: &str| {
-        let step = format!("{step} for the kubernetes Service on {device}");
+        let step = format!("{step} for a Service on {device}");
         move |source| NetworkError::Io { step, source }
     };
     let socket =
@@ -65,24 +104,27 @@ pub(super) fn bind_on_device(device: &str, addr: SocketAddr) -> Result<TcpSocket
 }
 
 /// A listener on `addr` for connections arriving on `device` (inside a runtime).
-fn listen_on_device(device: &str, addr: SocketAddr) -> Result<TcpListener, NetworkError> {
+pub(super) fn listen_on_device(device: &str, addr: SocketAddr) -> Result<TcpListener, NetworkError> {
     bind_on_device(device, addr)?
         .listen(1024)
         .map_err(|source| NetworkError::Io { step: format!("listening on {addr} on {device}"), source })
 }
 
-/// Accepts connections and splices each to `upstream` until aborted; aborting drops the
-/// set of connections, which cuts them.
-async fn serve(listener: TcpListener, upstream: SocketAddr) {
+/// Accepts connections to `service` and splices each to an endpoint of `upstream` until
+/// aborted; aborting drops the set of connections, which cuts them.
+async fn serve(listener: TcpListener, service: SocketAddr, upstream: Upstream) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((inbound, _)) => {
-                    connections.spawn(splice(inbound, upstream));
-                }
+                Ok((inbound, _)) => match upstream.pick(service) {
+                    Some(endpoint) => {
+                        connections.spawn(splice(inbound, endpoint));
+                    }
+                    None => reject(inbound),
+                },
                 Err(e) => {
-                    tracing::debug!(error = %e, "accepting on the kubernetes Service proxy");
+                    tracing::debug!(error = %e, "accepting on a Service proxy");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                 }
             },
@@ -91,18 +133,31 @@ async fn serve(listener: TcpListener, upstream: SocketAddr) {
     }
 }
 
-/// Copies bytes both ways between a pod's connection and the API server.
+/// Resets a connection to a Service port without ready endpoints (`SO_LINGER` 0: the
+/// close sends a RST), as kube-proxy's REJECT does.
+fn reject(inbound: TcpStream) {
+    if let Err(e) = inbound.set_zero_linger() {
+        tracing::debug!(error = %e, "setting SO_LINGER on a rejected Service connection");
+    }
+}
+
+/// Copies bytes both ways between a pod's connection and an endpoint; one that cannot be
+/// reached within [`CONNECT_TIMEOUT`] (a pod gone before its endpoint) resets it.
 async fn splice(mut inbound: TcpStream, upstream: SocketAddr) {
-    let mut outbound = match TcpStream::connect(upstream).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::debug!(%upstream, error = %e, "connecting the kubernetes Service proxy to the API server");
-            return;
+    let mut outbound = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(upstream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(%upstream, error = %e, "connecting a Service proxy to an endpoint");
+            return reject(inbound);
+        }
+        Err(_) => {
+            tracing::debug!(%upstream, "connecting a Service proxy to an endpoint timed out");
+            return reject(inbound);
         }
     };
     let _ = inbound.set_nodelay(true);
     let _ = outbound.set_nodelay(true);
     if let Err(e) = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await {
-        tracing::trace!(error = %e, "kubernetes Service proxy connection ended");
+        tracing::trace!(error = %e, "Service proxy connection ended");
     }
 }

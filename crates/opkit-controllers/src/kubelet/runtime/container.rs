@@ -311,10 +311,10 @@ pub fn privileges(pod: &Pod, c: &Container) -> Result<Security, SecurityError> {
 }
 
 /// What the kubelet writes as a pod's `/etc` (shared by its containers, bound
-/// read-only): `passwd`, `group`, `hosts`, `hostname`, `resolv.conf` (the host's, as
-/// kube's `dnsPolicy: Default`), `nsswitch.conf` and the dynamic linker's cache, plus
-/// the mount points of [`ETC_DIRS`]. Never the host's `shadow`.
-pub fn write_etc(dir: &Path, hostname: &str, pod_ip: &str) -> std::io::Result<()> {
+/// read-only): `passwd`, `group`, `hosts`, `hostname`, `resolv.conf` (`resolv_conf`, as
+/// [`crate::kubelet::resolv_conf`] composes it), `nsswitch.conf` and the dynamic linker's
+/// cache, plus the mount points of [`ETC_DIRS`]. Never the host's `shadow`.
+pub fn write_etc(dir: &Path, hostname: &str, pod_ip: &str, resolv_conf: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let passwd = "root:x:0:0:root:/root:/bin/sh\n\
                   nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n\
@@ -323,14 +323,13 @@ pub fn write_etc(dir: &Path, hostname: &str, pod_ip: &str) -> std::io::Result<()
     let hosts = format!(
         "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n{pod_ip}\t{hostname}\n"
     );
-    let resolv = std::fs::read("/etc/resolv.conf").unwrap_or_default();
     let hostname_line = format!("{hostname}\n");
     let files: [(&str, &[u8]); 6] = [
         ("passwd", passwd.as_bytes()),
         ("group", group.as_bytes()),
         ("hosts", hosts.as_bytes()),
         ("hostname", hostname_line.as_bytes()),
-        ("resolv.conf", &resolv),
+        ("resolv.conf", resolv_conf.as_bytes()),
         ("nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\n"),
     ];
     for (name, content) in files {

@@ -150,15 +150,21 @@ fn api_server_address(cfg: &ControllersConfig) -> Option<SocketAddr> {
 }
 
 impl Runtime {
-    /// The runtime of a kubelet configured by `cfg`; `None` when no image store is
-    /// configured (or the API server's address is unknown): every pod is simulated.
-    pub fn new(cfg: &ControllersConfig, client: kube::Client, events: Arc<PodEvents>) -> Option<Runtime> {
+    /// The runtime of a kubelet configured by `cfg`, following the cluster's Services
+    /// for its pods with `services_client`; `None` when no image store is configured (or
+    /// the API server's address is unknown): every pod is simulated.
+    pub fn new(
+        cfg: &ControllersConfig,
+        client: kube::Client,
+        services_client: kube::Client,
+        events: Arc<PodEvents>,
+    ) -> Option<Runtime> {
         let images = ImageStore::new(cfg.images.clone()?);
         let Some(api_server) = api_server_address(cfg) else {
             tracing::warn!("the API server's address is unknown: every pod is simulated");
             return None;
         };
-        let networks = PodNetworks::new(cfg.pod_network, api_server);
+        let networks = PodNetworks::new(cfg.pod_network, api_server).with_services(services_client);
         tracing::info!(mode = %networks.mode(), "real pods' network");
         if let Some(reason) = networks.fallback_reason() {
             tracing::warn!(reason, "real pods use the host network");

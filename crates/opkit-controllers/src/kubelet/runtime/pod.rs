@@ -511,7 +511,9 @@ impl ContainerRun<'_> {
         read_only_root: bool,
     ) -> std::io::Result<RootPlan> {
         let etc_dir = self.shared.dir.join("etc");
-        container::write_etc(&etc_dir, &self.shared.name, &self.sandbox.ip().to_string())?;
+        use crate::kubelet::resolv_conf::{ResolvConf, for_pod};
+        let resolv = for_pod(self.pod, &ResolvConf::host(), self.sandbox.cluster_dns());
+        container::write_etc(&etc_dir, &self.shared.name, &self.sandbox.ip().to_string(), &resolv.render())?;
         let mut mounts = vec![match image {
             ImageRun::Loaded(binary) => volumes::BindMount {
                 source: binary.clone(),

@@ -1,0 +1,199 @@
+//! The cluster's Services as pods reach them, built from Services and EndpointSlices
+//! the way kube-proxy and kube's DNS read them: for every TCP port of a Service with a
+//! ClusterIP, the ready endpoints (address and the slice port of the same name); for
+//! every Service name, its ClusterIP or, for a headless Service, its ready endpoints'
+//! addresses and hostnames. A table is an immutable snapshot; [`super::service_watch`]
+//! publishes a new one on every change.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+/// The label naming an EndpointSlice's Service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// A Service's answer to a name lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ServiceAddress {
+    /// A Service with a ClusterIP: `<svc>.<ns>.svc` is that address.
+    ClusterIp(Ipv4Addr),
+    /// A headless Service: its ready endpoints.
+    Headless(Vec<NamedEndpoint>),
+}
+
+/// A ready endpoint of a headless Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct NamedEndpoint {
+    /// Its address.
+    pub ip: Ipv4Addr,
+    /// Its hostname (`<hostname>.<svc>.<ns>.svc`), when the endpoint has one.
+    pub hostname: Option<String>,
+}
+
+/// One snapshot of the cluster's Services.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct ServiceTable {
+    /// `ClusterIP:port` of every TCP Service port → its ready endpoints.
+    tcp: BTreeMap<SocketAddr, Vec<SocketAddr>>,
+    /// `(namespace, name)` → the Service's address.
+    names: BTreeMap<(String, String), ServiceAddress>,
+    /// `(namespace, name, port name, protocol)` of every named port of a Service with a
+    /// ClusterIP (protocol in lower case, as SRV names carry it) → the port.
+    named_ports: BTreeMap<(String, String, String, String), u16>,
+}
+
+impl ServiceTable {
+    /// The table of `services` and `slices`.
+    pub(super) fn build<'a>(
+        services: impl IntoIterator<Item = &'a Service>,
+        slices: impl IntoIterator<Item = &'a EndpointSlice>,
+    ) -> ServiceTable {
+        let mut by_service: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
+        for slice in slices {
+            let namespace = slice.metadata.namespace.as_deref().unwrap_or_default();
+            if let Some(service) = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL)) {
+                by_service.entry((namespace, service.as_str())).or_default().push(slice);
+            }
+        }
+        let mut table = ServiceTable::default();
+        for service in services {
+            let (Some(namespace), Some(name)) = (&service.metadata.namespace, &service.metadata.name) else {
+                continue;
+            };
+            let own = by_service.get(&(namespace.as_str(), name.as_str())).map(Vec::as_slice).unwrap_or_default();
+            table.add(namespace, name, service, own);
+        }
+        table
+    }
+
+    /// Adds one Service, whose slices are `slices`.
+    fn add(&mut self, namespace: &str, name: &str, service: &Service, slices: &[&EndpointSlice]) {
+        let Some(spec) = &service.spec else { return };
+        if spec.type_.as_deref() == Some("ExternalName") {
+            return;
+        }
+        let key = (namespace.to_string(), name.to_string());
+        let cluster_ip = spec.cluster_ip.as_deref().unwrap_or_default();
+        if cluster_ip == "None" {
+            let endpoints = ready_endpoints(slices).map(|(ip, hostname)| NamedEndpoint { ip, hostname }).collect();
+            self.names.insert(key, ServiceAddress::Headless(endpoints));
+            return;
+        }
+        let Ok(ip) = cluster_ip.parse::<Ipv4Addr>() else { return };
+        self.names.insert(key, ServiceAddress::ClusterIp(ip));
+        for port in spec.ports.iter().flatten() {
+            if let (Some(port_name), Ok(number)) =
+                (port.name.as_deref().filter(|n| !n.is_empty()), u16::try_from(port.port))
+            {
+                let protocol = port.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase();
+                let key = (namespace.to_string(), name.to_string(), port_name.to_string(), protocol);
+                self.named_ports.insert(key, number);
+            }
+            if port.protocol.as_deref().unwrap_or("TCP") != "TCP" {
+                continue;
+            }
+            let Ok(service_port) = u16::try_from(port.port) else { continue };
+            let targets = slices
+                .iter()
+                .flat_map(|slice| {
+                    let target = slice.ports.iter().flatten().find(|p| {
+                        p.name.as_deref().unwrap_or_default() == port.name.as_deref().unwrap_or_default()
+                            && p.protocol.as_deref().unwrap_or("TCP") == "TCP"
+                    });
+                    let target = target.and_then(|p| p.port).and_then(|p| u16::try_from(p).ok());
+                    ready_endpoints(std::slice::from_ref(slice))
+                        .filter_map(move |(ip, _)| Some(SocketAddr::new(IpAddr::V4(ip), target?)))
+                        .collect::<Vec<_>>()
+                })
+                .collect::<BTreeSet<_>>();
+            self.tcp.insert(SocketAddr::new(IpAddr::V4(ip), service_port), targets.into_iter().collect());
+        }
+    }
+
+    /// Every `ClusterIP:port` of a TCP Service port.
+    pub(super) fn tcp_ports(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.tcp.keys().copied()
+    }
+
+    /// The ready endpoints of the TCP Service port `service`, `None` when no Service
+    /// has it.
+    pub(super) fn tcp_endpoints(&self, service: SocketAddr) -> Option<&[SocketAddr]> {
+        self.tcp.get(&service).map(Vec::as_slice)
+    }
+
+    /// The port named `port` with `protocol` (lower case) of the Service `name` in
+    /// `namespace`, which has a ClusterIP.
+    pub(super) fn named_port(&self, namespace: &str, name: &str, port: &str, protocol: &str) -> Option<u16> {
+        let key = (namespace.to_string(), name.to_string(), port.to_string(), protocol.to_string());
+        self.named_ports.get(&key).copied()
+    }
+
+    /// The address of the Service `name` in `namespace`.
+    pub(super) fn address(&self, namespace: &str, name: &str) -> Option<&ServiceAddress> {
+        self.names.get(&(namespace.to_string(), name.to_string()))
+    }
+}
+
+/// The IPv4 addresses (and hostnames) of the endpoints of `slices` that are ready (a
+/// missing `ready` counts as ready, as the API says).
+fn ready_endpoints<'a>(slices: &'a [&'a EndpointSlice]) -> impl Iterator<Item = (Ipv4Addr, Option<String>)> + 'a {
+    slices
+        .iter()
+        .filter(|s| s.address_type == "IPv4")
+        .flat_map(|s| s.endpoints.iter())
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+        .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()).map(|ip| (ip, e.hostname.clone())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(v: serde_json::Value) -> Service {
+        serde_json::from_value(v).expect("service")
+    }
+
+    fn slice(v: serde_json::Value) -> EndpointSlice {
+        serde_json::from_value(v).expect("slice")
+    }
+
+    #[test]
+    fn ports_map_to_ready_endpoints_at_the_named_target_port() {
+        let web = service(serde_json::json!({"metadata": {"name": "web", "namespace": "a"},
+            "spec": {"clusterIP": "10.96.3.4", "ports": [{"name": "http", "port": 80}, {"name": "dns", "port": 53, "protocol": "UDP"}]}}));
+        let s = slice(serde_json::json!({"metadata": {"name": "web-x", "namespace": "a",
+                "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": ["10.244.0.5"]}, {"addresses": ["10.244.0.6"], "conditions": {"ready": false}}]}));
+        let other = slice(serde_json::json!({"metadata": {"name": "web-y", "namespace": "b",
+                "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 1}], "endpoints": [{"addresses": ["10.244.0.7"]}]}));
+        let table = ServiceTable::build([&web], [&s, &other]);
+        let port = "10.96.3.4:80".parse().expect("addr");
+        assert_eq!(table.tcp_ports().collect::<Vec<_>>(), [port]);
+        assert_eq!(table.tcp_endpoints(port), Some(&["10.244.0.5:8080".parse().expect("addr")][..]));
+        assert_eq!(table.address("a", "web"), Some(&ServiceAddress::ClusterIp(Ipv4Addr::new(10, 96, 3, 4))));
+        assert_eq!(table.address("b", "web"), None);
+        assert_eq!(
+            (table.named_port("a", "web", "http", "tcp"), table.named_port("a", "web", "dns", "udp")),
+            (Some(80), Some(53))
+        );
+        assert_eq!(table.named_port("a", "web", "http", "udp"), None);
+    }
+
+    #[test]
+    fn headless_services_name_their_ready_endpoints() {
+        let db = service(serde_json::json!({"metadata": {"name": "db", "namespace": "a"},
+            "spec": {"clusterIP": "None", "ports": [{"port": 5432}]}}));
+        let s = slice(serde_json::json!({"metadata": {"name": "db-x", "namespace": "a",
+                "labels": {"kubernetes.io/service-name": "db"}},
+            "addressType": "IPv4", "ports": [{"port": 5432}],
+            "endpoints": [{"addresses": ["10.244.0.8"], "hostname": "db-0"}, {"addresses": ["10.244.0.9"], "conditions": {"ready": false}}]}));
+        let table = ServiceTable::build([&db], [&s]);
+        let want = vec![NamedEndpoint { ip: Ipv4Addr::new(10, 244, 0, 8), hostname: Some("db-0".into()) }];
+        assert_eq!(table.address("a", "db"), Some(&ServiceAddress::Headless(want)));
+        assert_eq!(table.tcp_ports().count(), 0);
+    }
+}
