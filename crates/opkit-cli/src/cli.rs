@@ -27,21 +27,6 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Whether the command serves until it is stopped (a cluster, an operator, OLM's or
-    /// KUDO's controllers): a reader of its output going away does not end it, as it does
-    /// end a command that prints a result.
-    pub fn serves_until_stopped(&self) -> bool {
-        use crate::commands::kudo::args::KudoCommand;
-        match &self.command {
-            Command::HelmOperator(_) | Command::AnsibleOperator(_) => true,
-            Command::Run(run) => run.bundle.is_none(),
-            Command::Cluster(ClusterCommand::Start(_)) | Command::Olm(OlmCommand::Run(_)) => true,
-            Command::Kudo(KudoCommand::Manager(_)) => true,
-            Command::Kudo(KudoCommand::Init(init)) => init.manager,
-            _ => false,
-        }
-    }
-
     /// The log level when neither `OPKIT_LOG` nor `RUST_LOG` says: `info` for the operators
     /// opkit runs itself (as operator-sdk's helm and ansible operators log), `warn` for the
     /// other commands.

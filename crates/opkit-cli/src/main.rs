@@ -27,11 +27,7 @@ fn main() -> std::process::ExitCode {
         }
         Err(e) => e.exit(),
     };
-    // `opkit ... | head`: the reader going away ends a command quietly, as it ends kubectl,
-    // instead of a panic on the next print. An operator serving until stopped keeps going.
-    if !args.serves_until_stopped() {
-        sigpipe::reset();
-    }
+    end_by_sigpipe_when_stdout_closes();
     // OPKIT_LOG, else RUST_LOG (as kube-rs operators read it), else the command's default;
     // colours only on a terminal.
     let filter = tracing_subscriber::EnvFilter::try_from_env("OPKIT_LOG")
@@ -51,4 +47,29 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `opkit ... | head`: the reader going away ends opkit by SIGPIPE, quietly, as it ends
+/// kubectl. This is Go's rule: a write to a closed stdout or stderr raises SIGPIPE, while
+/// a closed socket or pipe anywhere else is that write's error (EPIPE; Rust ignores
+/// SIGPIPE). Restoring SIGPIPE for the whole process instead killed commands whose
+/// in-process servers wrote to a connection the peer had closed (TLS's close_notify goes
+/// out with `writev`, which has no `MSG_NOSIGNAL`), as `opkit test` was. Rust reports a
+/// closed stdout as a panic of the print; the panic hook turns it into the signal.
+fn end_by_sigpipe_when_stdout_closes() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload_as_str().unwrap_or_default();
+        // std's prints say "failed printing to stdout: Broken pipe", clap_complete's
+        // "failed to write completion file: ... BrokenPipe".
+        if message.contains("Broken pipe") || message.contains("BrokenPipe") {
+            use std::io::Write;
+            // With SIGPIPE's default action back, a write to the closed stream raises it
+            // and the process ends by it (a stream still open just gets a newline).
+            sigpipe::reset();
+            let _ = std::io::stdout().write_all(b"\n").and_then(|()| std::io::stdout().flush());
+            let _ = std::io::stderr().write_all(b"\n");
+        }
+        default_hook(info);
+    }));
 }

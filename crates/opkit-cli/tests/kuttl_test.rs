@@ -122,3 +122,25 @@ async fn a_scaffolded_projects_sample_kuttl_test_passes_against_its_crd() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains(".spec.foo: value mismatch, expected: baz != actual: bar"));
 }
+
+/// A step that fails unless the `opkit` running it (the script's parent) ignores SIGPIPE.
+const SIGPIPE_IGNORED_STEP: &str = r#"apiVersion: kuttl.dev/v1beta1
+kind: TestStep
+commands:
+- script: |
+    ignored=$(awk '/^SigIgn:/ {print $2}' /proc/$PPID/status)
+    [ $(( 0x$ignored & 0x1000 )) -ne 0 ] || { echo "opkit (pid $PPID) does not ignore SIGPIPE: SigIgn $ignored"; exit 1; }
+"#;
+
+#[tokio::test]
+async fn opkit_test_ignores_sigpipe_while_its_in_process_servers_run() {
+    // A write to a connection its peer closed (TLS's close_notify is a `writev`, without
+    // MSG_NOSIGNAL) killed `opkit test` by SIGPIPE when the CLI restored the signal for its
+    // whole process; only a closed stdout or stderr may end it that way.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let case = tmp.path().join("tests/sigpipe");
+    std::fs::create_dir_all(&case).expect("case dir");
+    std::fs::write(case.join("00-check.yaml"), SIGPIPE_IGNORED_STEP).expect("step");
+    let out = opkit_test(tmp.path().to_path_buf(), &["tests"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+}
