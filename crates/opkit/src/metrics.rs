@@ -3,7 +3,10 @@
 //! `prometheus-client` [`Registry`], plus the Prometheus text exposition served on
 //! `/metrics` (over HTTPS with authentication and authorization: [`secure`]).
 
+mod exposition;
 pub mod secure;
+
+pub use exposition::openmetrics_to_prometheus;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -210,7 +213,7 @@ impl Metrics {
 
     /// Prometheus text exposition (format 0.0.4, what /metrics returns).
     pub fn encode(&self) -> String {
-        crate::health::openmetrics_to_prometheus(&self.encode_openmetrics())
+        openmetrics_to_prometheus(&self.encode_openmetrics())
     }
 
     /// OpenMetrics 1.0 text exposition (ends with `# EOF`).

@@ -4,6 +4,7 @@
 
 use std::marker::PhantomData;
 
+use futures::future::BoxFuture;
 use kube::Resource;
 use kube::core::DynamicObject;
 use serde::Serialize;
@@ -17,6 +18,13 @@ use super::review::{AdmissionRequest, AdmissionResponse, AdmissionResponseExt, O
 pub trait AdmissionHandler: Send + Sync + 'static {
     /// Decides on `req`.
     fn handle(&self, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse;
+}
+
+/// An admission handler whose decision is awaited (the server side of
+/// [`CustomDefaulter`](super::CustomDefaulter) and [`CustomValidator`](super::CustomValidator)).
+pub(crate) trait AsyncAdmissionHandler: Send + Sync + 'static {
+    /// Decides on `req`.
+    fn handle<'a>(&'a self, req: &'a AdmissionRequest<DynamicObject>) -> BoxFuture<'a, AdmissionResponse>;
 }
 
 impl<F> AdmissionHandler for F

@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::admission::{decode_objects, encode_error, patch_response, with_objects};
+use super::admission::{AsyncAdmissionHandler, decode_objects, encode_error, patch_response, with_objects};
 use super::conversion::Converter;
 use super::hub::{Convertible, Hub, HubConverter, Spoke};
 use super::review::{AdmissionRequest, AdmissionResponse, AdmissionResponseExt, Operation};
@@ -303,12 +303,6 @@ pub trait CustomValidator<K: Resource>: Send + Sync + 'static {
         let _ = (ctx, obj);
         std::future::ready(Ok(Vec::new()))
     }
-}
-
-/// An admission handler whose decision is awaited.
-pub(crate) trait AsyncAdmissionHandler: Send + Sync + 'static {
-    /// Decides on `req`.
-    fn handle<'a>(&'a self, req: &'a AdmissionRequest<DynamicObject>) -> BoxFuture<'a, AdmissionResponse>;
 }
 
 /// Awaits `fut`, turning a panic in user code into a 500 denial.

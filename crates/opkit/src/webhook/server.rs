@@ -20,9 +20,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::WebhookError;
-use super::admission::{AdmissionHandler, Defaulter, MutatingHandler, ValidatingHandler, Validator};
+use super::admission::{
+    AdmissionHandler, AsyncAdmissionHandler, Defaulter, MutatingHandler, ValidatingHandler, Validator,
+};
 use super::conversion::{ConversionRequest, ConversionReview, Converter, convert_review};
-use super::custom::AsyncAdmissionHandler;
 use super::hub::KindConverters;
 use super::review::{AdmissionRequest, ReviewIn, envelope_of, is_admission_review, review_json, undecodable};
 use super::tls::{DevCerts, server_config};
