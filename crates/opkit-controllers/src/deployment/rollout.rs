@@ -13,22 +13,6 @@ fn is_active(rs: &ReplicaSet) -> bool {
     util::rs_replicas(rs) > 0
 }
 
-/// How many replicas the new ReplicaSet should have now.
-pub(super) fn new_rs_new_replicas(d: &Deployment, all: &[&ReplicaSet], new_rs: &ReplicaSet) -> i32 {
-    let desired = util::replicas(d);
-    if util::is_recreate(d) {
-        return desired;
-    }
-    let current = util::spec_replicas(all);
-    let max_total = desired + util::max_surge(d);
-    let new_now = util::rs_replicas(new_rs);
-    if current >= max_total {
-        return new_now;
-    }
-    let up = (max_total - current).min(desired - new_now).max(0);
-    new_now + up
-}
-
 /// Whether the Deployment was resized since its active ReplicaSets were last scaled.
 pub(super) fn is_scaling_event(d: &Deployment, new_rs: Option<&ReplicaSet>, old: &[ReplicaSet]) -> bool {
     let desired = util::replicas(d);
@@ -52,7 +36,7 @@ impl SyncingDeployment<'_> {
             desired
         } else {
             let all: Vec<&ReplicaSet> = old.iter().chain([&new_rs]).collect();
-            new_rs_new_replicas(&self.d, &all, &new_rs)
+            util::new_rs_new_replicas(&self.d, &all, &new_rs)
         };
         if target != new_now {
             let (scaled, updated) = self.scale_rs(&new_rs, target).await?;
@@ -322,11 +306,11 @@ mod tests {
     fn new_replicas_respect_surge() {
         let d = dep(10); // surge 3
         let (old, new) = (rs(10), rs(0));
-        assert_eq!(new_rs_new_replicas(&d, &[&old, &new], &new), 3);
+        assert_eq!(util::new_rs_new_replicas(&d, &[&old, &new], &new), 3);
         let (old, new) = (rs(8), rs(3));
-        assert_eq!(new_rs_new_replicas(&d, &[&old, &new], &new), 5);
+        assert_eq!(util::new_rs_new_replicas(&d, &[&old, &new], &new), 5);
         let (old, new) = (rs(0), rs(9));
-        assert_eq!(new_rs_new_replicas(&d, &[&old, &new], &new), 10);
+        assert_eq!(util::new_rs_new_replicas(&d, &[&old, &new], &new), 10);
     }
 
     #[test]

@@ -158,7 +158,7 @@ impl SyncingDeployment<'_> {
         };
         let mut all: Vec<&ReplicaSet> = old.iter().collect();
         all.push(&rs);
-        let count = super::rollout::new_rs_new_replicas(&self.d, &all, &rs);
+        let count = util::new_rs_new_replicas(&self.d, &all, &rs);
         if let Some(spec) = rs.spec.as_mut() {
             spec.replicas = Some(count);
         }

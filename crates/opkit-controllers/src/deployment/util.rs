@@ -234,6 +234,22 @@ pub fn rs_replicas(rs: &ReplicaSet) -> i32 {
     rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
 }
 
+/// How many replicas the new ReplicaSet should have now.
+pub fn new_rs_new_replicas(d: &Deployment, all: &[&ReplicaSet], new_rs: &ReplicaSet) -> i32 {
+    let desired = replicas(d);
+    if is_recreate(d) {
+        return desired;
+    }
+    let current = spec_replicas(all);
+    let max_total = desired + max_surge(d);
+    let new_now = rs_replicas(new_rs);
+    if current >= max_total {
+        return new_now;
+    }
+    let up = (max_total - current).min(desired - new_now).max(0);
+    new_now + up
+}
+
 /// Sum of `spec.replicas`.
 pub fn spec_replicas(rss: &[&ReplicaSet]) -> i32 {
     rss.iter().map(|rs| rs_replicas(rs)).sum()
