@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::BenchError;
-use crate::client::{Endpoint, REQUEST_TIMEOUT, call, open_stream, snippet};
-use crate::config::{Options, Workload};
+use crate::client::{Endpoint, REQUEST_TIMEOUT, call, open_stream, query_escape, snippet};
+use crate::config::{Options, Workload, progress};
+use crate::fixtures::{cm_path, configmap, ensure_namespace};
 use crate::load::{MakeRequest, Phase, run_phase};
 use crate::report::{BackendReport, ListReport, MemoryReport, StartupReport, WatchReport};
-use crate::runtime::cluster::ensure_namespace;
 use crate::serve::{Backend, ServerProcess};
 use crate::stats::median;
 
@@ -26,52 +26,6 @@ const NS_OPS: &str = "bench";
 const NS_LIST: &str = "bench-list";
 const NS_WATCH: &str = "bench-watch";
 const NS_MEM: &str = "bench-mem";
-
-/// A ConfigMap request body of about `size` bytes (at least the bare object).
-pub fn configmap(ns: &str, name: &str, size: usize, variant: u64) -> Bytes {
-    labelled_configmap(ns, name, size, variant, json!({"app": "opkit-bench"}))
-}
-
-/// [`configmap`] with the given `metadata.labels`.
-pub fn labelled_configmap(ns: &str, name: &str, size: usize, variant: u64, labels: Value) -> Bytes {
-    let bare = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "data": {"payload": ""},
-    });
-    let base = bare.to_string().len();
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let pad: String =
-        (0..size.saturating_sub(base)).map(|i| ALPHABET[(i + variant as usize) % ALPHABET.len()] as char).collect();
-    let mut obj = bare;
-    obj["data"]["payload"] = Value::String(pad);
-    Bytes::from(obj.to_string())
-}
-
-/// The collection path of ConfigMaps in `ns`.
-pub fn cm_path(ns: &str) -> String {
-    format!("/api/v1/namespaces/{ns}/configmaps")
-}
-
-/// Percent-encodes a query parameter value (everything but RFC 3986 unreserved bytes).
-pub fn query_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Prints a progress line to stderr unless progress is switched off.
-pub fn progress(opts: &Options, msg: &str) {
-    if opts.progress {
-        eprintln!("[opkit-bench] {msg}");
-    }
-}
 
 fn creates(ep: &Endpoint, ns: &str, prefix: &str, size: usize) -> MakeRequest {
     let (ep, ns, prefix) = (ep.clone(), ns.to_string(), prefix.to_string());

@@ -199,6 +199,19 @@ pub fn snippet(body: &[u8]) -> String {
     String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned()
 }
 
+/// Percent-encodes a query parameter value (everything but RFC 3986 unreserved bytes).
+pub fn query_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -145,3 +145,10 @@ pub struct Options {
     /// Print progress to stderr.
     pub progress: bool,
 }
+
+/// Prints a progress line to stderr unless progress is switched off.
+pub fn progress(opts: &Options, msg: &str) {
+    if opts.progress {
+        eprintln!("[opkit-bench] {msg}");
+    }
+}

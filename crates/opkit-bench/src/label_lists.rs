@@ -14,16 +14,16 @@ use http::Method;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::BenchError;
-use crate::apiserver::{cm_path, labelled_configmap, progress, query_escape};
+use crate::client::query_escape;
 use crate::client::{Endpoint, REQUEST_TIMEOUT, call, open_stream, snippet};
-use crate::config::Options;
+use crate::config::{Options, progress};
+use crate::fixtures::{cm_path, ensure_namespace, labelled_configmap};
 use crate::load::{MakeRequest, Phase, run_phase};
-use crate::runtime::cluster::ensure_namespace;
+use crate::report::{IdleWatchReport, LabelListReport};
 use crate::serve::{Backend, ServerProcess};
 use crate::stats::PhaseStats;
 
@@ -35,38 +35,6 @@ const GROUP_LABEL: &str = "bench.opkit.dev/group";
 /// How long the idle watches' memory is sampled, and how often.
 const IDLE_WATCH_SAMPLING: Duration = Duration::from_secs(3);
 const IDLE_WATCH_SAMPLE_EVERY: Duration = Duration::from_millis(100);
-
-/// Lease renewals while clients list by label, and the memory of idle watches.
-#[derive(Debug, Clone, Serialize)]
-pub struct LabelListReport {
-    /// ConfigMaps in the listed namespace.
-    pub objects: usize,
-    /// Distinct values of their `group` label (each list selects one).
-    pub label_values: usize,
-    /// Clients listing by label, each in a loop on its own connection.
-    pub listers: usize,
-    /// Items the last list returned.
-    pub items_per_list: usize,
-    /// Time between renewals, in milliseconds.
-    pub renew_every_ms: u64,
-    /// Lease renewals (GET and PUT) measured while the lists ran.
-    pub renewals: PhaseStats,
-    /// The lists completed while the renewals were measured.
-    pub lists: PhaseStats,
-    /// Unread watches from resourceVersion 0 over the same objects.
-    pub idle_watches: Option<IdleWatchReport>,
-}
-
-/// Server memory with watches that never read.
-#[derive(Debug, Clone, Serialize)]
-pub struct IdleWatchReport {
-    /// Watches opened.
-    pub watches: usize,
-    /// Server VmRSS before they were opened.
-    pub rss_before_bytes: u64,
-    /// Highest server VmRSS sampled while they were open.
-    pub rss_peak_bytes: u64,
-}
 
 /// Creates the objects, runs the listers and the renewals, then the idle watches.
 pub async fn lease_under_label_lists(

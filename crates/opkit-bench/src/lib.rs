@@ -81,6 +81,7 @@ pub mod cluster;
 pub mod config;
 pub mod crds;
 pub mod etcd;
+pub mod fixtures;
 pub mod helm_template;
 pub mod kudo;
 pub mod kudo_kuttl;
@@ -166,7 +167,7 @@ async fn etcd_baseline(opts: &Options, backends: &[report::BackendReport]) -> Et
         }
     };
     rep.version = etcd_version(bin);
-    let value = apiserver::configmap("bench", "c1-0000000", w.payload_bytes, 0);
+    let value = fixtures::configmap("bench", "c1-0000000", w.payload_bytes, 0);
     for &c in &w.concurrencies {
         if opts.progress {
             eprintln!("[opkit-bench] etcd: put c={c}");

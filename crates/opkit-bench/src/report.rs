@@ -86,7 +86,7 @@ pub struct BackendReport {
     /// Watch fan-out.
     pub watch: Option<WatchReport>,
     /// Lease renewals while clients list by label, and idle watches' memory.
-    pub label_lists: Option<crate::label_lists::LabelListReport>,
+    pub label_lists: Option<LabelListReport>,
     /// Memory after many objects.
     pub memory: Option<MemoryReport>,
     /// Sections that failed, with the reason.
@@ -289,7 +289,7 @@ pub fn targets(r: &Report) -> Vec<TargetCheck> {
 
 /// "Lease renewal p99 while 16 clients list 50000 objects by label", saying when the
 /// workload was scaled down from that.
-fn lease_row_name(l: &crate::label_lists::LabelListReport) -> String {
+fn lease_row_name(l: &LabelListReport) -> String {
     let scaled = if l.objects < 50_000 || l.listers < 16 { " (scaled down)" } else { "" };
     format!("Lease renewal p99 while {} clients list {} objects by label{scaled}", l.listers, l.objects)
 }
@@ -452,4 +452,36 @@ pub fn render_text(r: &Report) -> String {
         );
     }
     out
+}
+
+/// Lease renewals while clients list by label, and the memory of idle watches.
+#[derive(Debug, Clone, Serialize)]
+pub struct LabelListReport {
+    /// ConfigMaps in the listed namespace.
+    pub objects: usize,
+    /// Distinct values of their `group` label (each list selects one).
+    pub label_values: usize,
+    /// Clients listing by label, each in a loop on its own connection.
+    pub listers: usize,
+    /// Items the last list returned.
+    pub items_per_list: usize,
+    /// Time between renewals, in milliseconds.
+    pub renew_every_ms: u64,
+    /// Lease renewals (GET and PUT) measured while the lists ran.
+    pub renewals: PhaseStats,
+    /// The lists completed while the renewals were measured.
+    pub lists: PhaseStats,
+    /// Unread watches from resourceVersion 0 over the same objects.
+    pub idle_watches: Option<IdleWatchReport>,
+}
+
+/// Server memory with watches that never read.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleWatchReport {
+    /// Watches opened.
+    pub watches: usize,
+    /// Server VmRSS before they were opened.
+    pub rss_before_bytes: u64,
+    /// Highest server VmRSS sampled while they were open.
+    pub rss_peak_bytes: u64,
 }

@@ -8,6 +8,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use opkit_apiserver::{ApiServer, ServerConfig};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
@@ -53,6 +55,29 @@ pub struct ServeInfo {
     pub pid: u32,
     /// How long `ApiServer::start` took, in milliseconds.
     pub startup_ms: f64,
+}
+
+impl ServeInfo {
+    /// A `kube::Client` for this server (loopback only), trusting its CA, authenticating
+    /// with its bearer token, and defaulting to `namespace`.
+    pub fn kube_client(&self, namespace: &str) -> Result<kube::Client, BenchError> {
+        parse_url_addr(&self.url)?;
+        let uri: http::Uri =
+            self.url.parse().map_err(|e| BenchError::Setup(format!("server URL {}: {e}", self.url)))?;
+        let mut roots = Vec::new();
+        for cert in CertificateDer::pem_slice_iter(self.ca_pem.as_bytes()) {
+            let cert = cert.map_err(|e| BenchError::Setup(format!("CA PEM: {e}")))?;
+            roots.push(cert.to_vec());
+        }
+        if roots.is_empty() {
+            return Err(BenchError::Setup("the server printed no CA certificate".into()));
+        }
+        let mut cfg = kube::Config::new(uri);
+        cfg.root_cert = Some(roots);
+        cfg.auth_info.token = Some(self.token.clone().into());
+        cfg.default_namespace = namespace.into();
+        kube::Client::try_from(cfg).map_err(|e| BenchError::Setup(format!("kube client: {e}")))
+    }
 }
 
 /// The cluster controllers the `serve` child runs next to its server (the cluster benchmark).
@@ -114,7 +139,7 @@ pub async fn serve(
     };
     let stop = tokio_util::sync::CancellationToken::new();
     if let Some(c) = controllers {
-        let client = crate::runtime::cluster::kube_client(&info)?;
+        let client = info.kube_client("default")?;
         opkit_controllers::spawn(client, &c.config().root_ca(server.ca_pem()), stop.clone());
     }
     let line = serde_json::to_string(&info).map_err(|e| BenchError::Setup(e.to_string()))?;

@@ -13,10 +13,10 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::BenchError;
-use crate::apiserver::{cm_path, configmap};
 use crate::client::open_stream;
+use crate::fixtures::ensure_namespace;
+use crate::fixtures::{cm_path, configmap};
 use crate::load::{MakeRequest, Phase, run_phase};
-use crate::runtime::cluster::ensure_namespace;
 use crate::serve::{Backend, ServerProcess};
 
 const NS: &str = "bench-watch-memory";

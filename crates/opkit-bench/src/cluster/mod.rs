@@ -33,9 +33,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::BenchError;
 use crate::client::{Endpoint, call};
+use crate::fixtures::ensure_namespace;
 use crate::load::{MakeRequest, Phase, run_phase};
 use crate::report::Machine;
-use crate::runtime::cluster::ensure_namespace;
 use crate::serve::{Backend, ControllerSettings, ServerProcess};
 pub use report::{ClusterReport, render_text};
 use report::{PodRate, ServerMemory, Timeline};

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::BenchError;
-use crate::apiserver::query_escape;
+use crate::client::query_escape;
 use crate::client::{Endpoint, call};
 
 /// How long a failed list or watch waits before it is retried.

@@ -6,57 +6,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::Method;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
-use serde_json::json;
 
 use super::recorder::object_name;
 use crate::BenchError;
-use crate::apiserver::configmap;
-use crate::client::{Endpoint, parse_url_addr, snippet};
+use crate::client::Endpoint;
+use crate::fixtures::{configmap, ensure_namespace};
 use crate::load::{MakeRequest, Phase, run_phase};
-use crate::serve::{Backend, ServeInfo, ServerProcess};
+use crate::serve::{Backend, ServerProcess};
 
 /// The namespace the benchmark objects live in.
 pub const NAMESPACE: &str = "bench-runtime";
-
-/// A `kube::Client` for the server described by `info` (loopback only), trusting its CA
-/// and authenticating with its bearer token.
-pub fn kube_client(info: &ServeInfo) -> Result<kube::Client, BenchError> {
-    parse_url_addr(&info.url)?;
-    let uri: http::Uri = info.url.parse().map_err(|e| BenchError::Setup(format!("server URL {}: {e}", info.url)))?;
-    let mut roots = Vec::new();
-    for cert in CertificateDer::pem_slice_iter(info.ca_pem.as_bytes()) {
-        let cert = cert.map_err(|e| BenchError::Setup(format!("CA PEM: {e}")))?;
-        roots.push(cert.to_vec());
-    }
-    if roots.is_empty() {
-        return Err(BenchError::Setup("the server printed no CA certificate".into()));
-    }
-    let mut cfg = kube::Config::new(uri);
-    cfg.root_cert = Some(roots);
-    cfg.auth_info.token = Some(info.token.clone().into());
-    cfg.default_namespace = NAMESPACE.into();
-    kube::Client::try_from(cfg).map_err(|e| BenchError::Setup(format!("kube client: {e}")))
-}
-
-/// Creates `ns` (an existing one is fine).
-pub async fn ensure_namespace(ep: &Endpoint, ns: &str) -> Result<(), BenchError> {
-    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}).to_string();
-    let mut c = ep.connect().await?;
-    let (status, resp) = c.send(ep.request(Method::POST, "/api/v1/namespaces", Bytes::from(body))).await?;
-    if status.is_success() || status == http::StatusCode::CONFLICT {
-        Ok(())
-    } else {
-        Err(BenchError::Status {
-            what: format!("creating namespace {ns}"),
-            status: status.as_u16(),
-            body: snippet(&resp),
-        })
-    }
-}
 
 /// What filling the namespace took.
 #[derive(Debug, Clone, Copy)]
@@ -119,7 +79,7 @@ impl Cluster {
 
     /// A new `kube::Client` for this server.
     pub fn client(&self) -> Result<kube::Client, BenchError> {
-        kube_client(&self.server.info)
+        self.server.info.kube_client(NAMESPACE)
     }
 
     /// Stops the server.

@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use super::cluster::kube_client;
+use super::cluster::NAMESPACE;
 use super::drivers::{self, Runtime, opkit_manager};
 use super::recorder::Recorder;
 use crate::BenchError;
@@ -64,7 +64,7 @@ pub async fn run_child() -> Result<(), BenchError> {
     let spec: ManagerSpec =
         serde_json::from_str(&line).map_err(|e| BenchError::Setup(format!("bad manager spec: {e}")))?;
     let before = own_memory()?;
-    let client = kube_client(&spec.server)?;
+    let client = spec.server.kube_client(NAMESPACE)?;
     let rec = Arc::new(Recorder::new(spec.objects));
     let start = rec.stamp();
     rec.set_trigger_all(start);

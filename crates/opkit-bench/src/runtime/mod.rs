@@ -36,7 +36,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::BenchError;
-use crate::apiserver::configmap;
+use crate::fixtures::configmap;
 use crate::report::Machine;
 use cluster::{Cluster, NAMESPACE, create_objects};
 use drivers::Runtime;
