@@ -27,6 +27,13 @@ def crate_dirs():
         deps[p["name"]] = {x["name"] for x in p["dependencies"] if x["name"] in names and x.get("kind") is None}
     return crates, deps
 
+LITERAL = re.compile(r'''r(#*)"(?:.|\n)*?"\1|b?"(?:\\.|[^"\\])*"|b?'(?:\\.|[^\\'])'|//[^\n]*''', re.S)
+
+def blank_literals(text):
+    """Blanks string and char literals and line comments (newlines kept), so their braces
+    do not count."""
+    return LITERAL.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
 def strip_tests(text):
     """Drops `#[cfg(test)] mod x { ... }` blocks."""
     out, i = [], 0
@@ -81,8 +88,7 @@ def circles(src):
     mods = module_files(src)
     graph = defaultdict(set)
     for here, f in mods.items():
-        text = strip_tests(open(f).read())
-        text = re.sub(r"//[^\n]*", "", text)
+        text = strip_tests(blank_literals(open(f).read()))
         is_dir = os.path.basename(f) in ("mod.rs", "lib.rs", "main.rs")
         refs = []
         for m in USE_GROUP.finditer(text):
@@ -132,7 +138,7 @@ def long_functions(src):
             if not f.endswith(".rs") or f == "tests.rs":
                 continue
             path = os.path.join(dirpath, f)
-            text = strip_tests(open(path).read())
+            text = strip_tests(blank_literals(open(path).read()))
             for m in FN.finditer(text):
                 j = text.find("{", m.end())
                 semi = text.find(";", m.end())
