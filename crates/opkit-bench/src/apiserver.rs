@@ -20,7 +20,7 @@ use crate::fixtures::{cm_path, configmap, ensure_namespace};
 use crate::load::{MakeRequest, Phase, run_phase};
 use crate::report::{BackendReport, ListReport, MemoryReport, StartupReport, WatchReport};
 use crate::serve::{Backend, ServerProcess};
-use crate::stats::median;
+use crate::stats::{PhaseStats, median};
 
 const NS_OPS: &str = "bench";
 const NS_LIST: &str = "bench-list";
@@ -58,16 +58,6 @@ pub async fn bench_backend(opts: &Options, backend: Backend) -> Result<BackendRe
     let limit = Duration::from_secs(w.phase_limit_secs);
     let server = ServerProcess::spawn(&opts.server_exe, backend, opts.tmp_root.as_deref()).await?;
     let ep = server.endpoint()?;
-    let mut report = BackendReport {
-        backend,
-        server_startup_ms: server.info.startup_ms,
-        phases: Vec::new(),
-        list: None,
-        watch: None,
-        label_lists: None,
-        memory: None,
-        failures: Vec::new(),
-    };
     for ns in [NS_OPS, NS_LIST, NS_WATCH] {
         ensure_namespace(&ep, ns).await?;
     }
@@ -75,105 +65,29 @@ pub async fn bench_backend(opts: &Options, backend: Backend) -> Result<BackendRe
     let warm = Phase { op: "warmup".into(), concurrency: 4, total: 100, limit };
     run_phase(&ep, &warm, creates(&ep, NS_OPS, "warm-", w.payload_bytes)).await?;
 
-    let stall = 'phases: {
-        let mut created = Vec::new();
-        for &c in &w.concurrencies {
-            progress(opts, &format!("{backend}: create c={c}"));
-            let phase = Phase { op: "create".into(), concurrency: c, total: w.ops(c), limit };
-            let out = run_phase(&ep, &phase, creates(&ep, NS_OPS, &format!("c{c}-"), w.payload_bytes)).await?;
-            created.push((c, out.stats.ok));
-            let stalled = out.stats.timeouts > 0;
-            report.phases.push(out.stats);
-            if stalled {
-                break 'phases Some(format!("create c={c}"));
-            }
-        }
-        for &(c, n) in &created {
-            progress(opts, &format!("{backend}: get c={c}"));
-            let base = cm_path(NS_OPS);
-            let ep2 = ep.clone();
-            let make: MakeRequest =
-                Arc::new(move |i| ep2.request(Method::GET, &format!("{base}/c{c}-{:07}", i % n.max(1)), Bytes::new()));
-            let phase = Phase { op: "get".into(), concurrency: c, total: w.ops(c), limit };
-            let out = run_phase(&ep, &phase, make).await?;
-            let stalled = out.stats.timeouts > 0;
-            report.phases.push(out.stats);
-            if stalled {
-                break 'phases Some(format!("get c={c}"));
-            }
-        }
-        let as_account = match service_account_endpoint(&server, &ep).await {
-            Ok(sa) => Some(sa),
-            Err(e) => {
-                report.failures.push(format!("ServiceAccount phases: {e}"));
-                None
-            }
-        };
-        for (&c, sa) in w.concurrencies.iter().zip(std::iter::repeat(as_account).flatten()) {
-            progress(opts, &format!("{backend}: create and get as a ServiceAccount c={c}"));
-            let phase = Phase { op: "create (SA)".into(), concurrency: c, total: w.ops(c), limit };
-            let out = run_phase(&sa, &phase, creates(&sa, NS_OPS, &format!("sa{c}-"), w.payload_bytes)).await?;
-            let (n, stalled) = (out.stats.ok, out.stats.timeouts > 0);
-            report.phases.push(out.stats);
-            if stalled {
-                break 'phases Some(format!("create (SA) c={c}"));
-            }
-            // The same gets as the admin, then as the ServiceAccount, back to back, so the
-            // two differ only in who asks.
-            for (who, client) in [("admin", &ep), ("SA", &sa)] {
-                let base = cm_path(NS_OPS);
-                let client2 = client.clone();
-                let make: MakeRequest = Arc::new(move |i| {
-                    client2.request(Method::GET, &format!("{base}/sa{c}-{:07}", i % n.max(1)), Bytes::new())
-                });
-                let phase = Phase { op: format!("get ({who})"), concurrency: c, total: w.ops(c), limit };
-                let out = run_phase(client, &phase, make).await?;
-                let stalled = out.stats.timeouts > 0;
-                report.phases.push(out.stats);
-                if stalled {
-                    break 'phases Some(format!("get ({who}) c={c}"));
-                }
-            }
-        }
-        for &(c, n) in &created {
-            progress(opts, &format!("{backend}: update c={c}"));
-            let base = cm_path(NS_OPS);
-            let (ep2, size) = (ep.clone(), w.payload_bytes);
-            let make: MakeRequest = Arc::new(move |i| {
-                let name = format!("c{c}-{:07}", i % n.max(1));
-                ep2.request(Method::PUT, &format!("{base}/{name}"), configmap(NS_OPS, &name, size, i as u64 + 1))
-            });
-            let phase = Phase { op: "update".into(), concurrency: c, total: w.ops(c), limit };
-            let out = run_phase(&ep, &phase, make).await?;
-            let stalled = out.stats.timeouts > 0;
-            report.phases.push(out.stats);
-            if stalled {
-                break 'phases Some(format!("update c={c}"));
-            }
-        }
-        None
+    let mut run = Throughput { opts, backend, ep: ep.clone(), limit, phases: Vec::new(), failures: Vec::new() };
+    let stall = match run.all_phases(&server).await {
+        Ok(()) => None,
+        Err(PhaseError::Stalled(at)) => Some(at),
+        Err(PhaseError::Bench(e)) => return Err(e),
     };
-
+    let mut report = BackendReport {
+        backend,
+        server_startup_ms: server.info.startup_ms,
+        phases: run.phases,
+        list: None,
+        watch: None,
+        label_lists: None,
+        memory: None,
+        failures: run.failures,
+    };
     if let Some(at) = stall {
         report.failures.push(format!(
             "the server stopped answering during {at} (requests got no response within {REQUEST_TIMEOUT:?}); \
              the remaining phases, list and watch were skipped for this server"
         ));
     } else {
-        progress(opts, &format!("{backend}: list {} objects", w.list_objects));
-        match list(&ep, w, limit).await {
-            Ok(l) => report.list = Some(l),
-            Err(e) => report.failures.push(format!("list: {e}")),
-        }
-        progress(opts, &format!("{backend}: watch fan-out {}x{}", w.watchers, w.watch_events));
-        match watch_fanout(&ep, w, limit).await {
-            Ok(x) => report.watch = Some(x),
-            Err(e) => report.failures.push(format!("watch: {e}")),
-        }
-        match crate::label_lists::lease_under_label_lists(opts, &server, &ep, backend).await {
-            Ok(x) => report.label_lists = Some(x),
-            Err(e) => report.failures.push(format!("Lease renewal under label lists: {e}")),
-        }
+        reads_and_watches(opts, &server, &ep, &mut report).await;
     }
     server.stop().await;
 
@@ -183,6 +97,148 @@ pub async fn bench_backend(opts: &Options, backend: Backend) -> Result<BackendRe
         Err(e) => report.failures.push(format!("memory: {e}")),
     }
     Ok(report)
+}
+
+/// The list, watch fan-out and label-list scenarios, each reported or listed as failed.
+async fn reads_and_watches(opts: &Options, server: &ServerProcess, ep: &Endpoint, report: &mut BackendReport) {
+    let (w, backend) = (&opts.workload, report.backend);
+    let limit = Duration::from_secs(w.phase_limit_secs);
+    progress(opts, &format!("{backend}: list {} objects", w.list_objects));
+    match list(ep, w, limit).await {
+        Ok(l) => report.list = Some(l),
+        Err(e) => report.failures.push(format!("list: {e}")),
+    }
+    progress(opts, &format!("{backend}: watch fan-out {}x{}", w.watchers, w.watch_events));
+    match watch_fanout(ep, w, limit).await {
+        Ok(x) => report.watch = Some(x),
+        Err(e) => report.failures.push(format!("watch: {e}")),
+    }
+    match crate::label_lists::lease_under_label_lists(opts, server, ep, backend).await {
+        Ok(x) => report.label_lists = Some(x),
+        Err(e) => report.failures.push(format!("Lease renewal under label lists: {e}")),
+    }
+}
+
+/// Why the throughput phases ended early.
+enum PhaseError {
+    /// A phase's requests got no answer in time (the phase named here).
+    Stalled(String),
+    /// Setting up or running a phase failed.
+    Bench(BenchError),
+}
+
+impl From<BenchError> for PhaseError {
+    fn from(e: BenchError) -> Self {
+        PhaseError::Bench(e)
+    }
+}
+
+/// The create, get, ServiceAccount and update phases against one server, at every
+/// concurrency of the workload.
+struct Throughput<'a> {
+    opts: &'a Options,
+    backend: Backend,
+    /// The admin's endpoint.
+    ep: Endpoint,
+    limit: Duration,
+    phases: Vec<PhaseStats>,
+    failures: Vec<String>,
+}
+
+impl Throughput<'_> {
+    async fn all_phases(&mut self, server: &ServerProcess) -> Result<(), PhaseError> {
+        let created = self.creates().await?;
+        self.gets(&created).await?;
+        self.service_account(server).await?;
+        self.updates(&created).await
+    }
+
+    /// Runs one phase as `client` and keeps its stats; returns the requests that
+    /// succeeded, or `Stalled` when some timed out.
+    async fn measure(
+        &mut self,
+        client: &Endpoint,
+        op: String,
+        c: usize,
+        make: MakeRequest,
+    ) -> Result<usize, PhaseError> {
+        let phase = Phase { op, concurrency: c, total: self.opts.workload.ops(c), limit: self.limit };
+        let out = run_phase(client, &phase, make).await?;
+        let (ok, stalled) = (out.stats.ok, out.stats.timeouts > 0);
+        self.phases.push(out.stats);
+        if stalled {
+            return Err(PhaseError::Stalled(format!("{} c={c}", phase.op)));
+        }
+        Ok(ok)
+    }
+
+    fn progress(&self, what: &str) {
+        progress(self.opts, &format!("{}: {what}", self.backend));
+    }
+
+    /// Creates at every concurrency; returns how many each created (`c{c}-NNNNNNN`).
+    async fn creates(&mut self) -> Result<Vec<(usize, usize)>, PhaseError> {
+        let mut created = Vec::new();
+        for c in self.opts.workload.concurrencies.clone() {
+            self.progress(&format!("create c={c}"));
+            let make = creates(&self.ep, NS_OPS, &format!("c{c}-"), self.opts.workload.payload_bytes);
+            let ok = self.measure(&self.ep.clone(), "create".into(), c, make).await?;
+            created.push((c, ok));
+        }
+        Ok(created)
+    }
+
+    /// Gets of the created objects, at the concurrency that created them.
+    async fn gets(&mut self, created: &[(usize, usize)]) -> Result<(), PhaseError> {
+        for &(c, n) in created {
+            self.progress(&format!("get c={c}"));
+            let ep = self.ep.clone();
+            self.measure(&ep.clone(), "get".into(), c, gets(&ep, &format!("c{c}-"), n)).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates as a ServiceAccount, then the same gets as the admin and as the
+    /// ServiceAccount back to back, so the two differ only in who asks.
+    async fn service_account(&mut self, server: &ServerProcess) -> Result<(), PhaseError> {
+        let sa = match service_account_endpoint(server, &self.ep).await {
+            Ok(sa) => sa,
+            Err(e) => {
+                self.failures.push(format!("ServiceAccount phases: {e}"));
+                return Ok(());
+            }
+        };
+        for c in self.opts.workload.concurrencies.clone() {
+            self.progress(&format!("create and get as a ServiceAccount c={c}"));
+            let make = creates(&sa, NS_OPS, &format!("sa{c}-"), self.opts.workload.payload_bytes);
+            let n = self.measure(&sa, "create (SA)".into(), c, make).await?;
+            for (who, client) in [("admin", self.ep.clone()), ("SA", sa.clone())] {
+                self.measure(&client, format!("get ({who})"), c, gets(&client, &format!("sa{c}-"), n)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Updates of the created objects, at the concurrency that created them.
+    async fn updates(&mut self, created: &[(usize, usize)]) -> Result<(), PhaseError> {
+        for &(c, n) in created {
+            self.progress(&format!("update c={c}"));
+            let base = cm_path(NS_OPS);
+            let (ep, size) = (self.ep.clone(), self.opts.workload.payload_bytes);
+            let make: MakeRequest = Arc::new(move |i| {
+                let name = format!("c{c}-{:07}", i % n.max(1));
+                ep.request(Method::PUT, &format!("{base}/{name}"), configmap(NS_OPS, &name, size, i as u64 + 1))
+            });
+            self.measure(&self.ep.clone(), "update".into(), c, make).await?;
+        }
+        Ok(())
+    }
+}
+
+/// GETs of the `n` ConfigMaps named `<prefix>NNNNNNN` in the ops namespace, round robin.
+fn gets(client: &Endpoint, prefix: &str, n: usize) -> MakeRequest {
+    let (base, client, prefix) = (cm_path(NS_OPS), client.clone(), prefix.to_string());
+    Arc::new(move |i| client.request(Method::GET, &format!("{base}/{prefix}{:07}", i % n.max(1)), Bytes::new()))
 }
 
 /// How many unrelated Roles and RoleBindings sit next to the ServiceAccount's own.

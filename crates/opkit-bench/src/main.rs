@@ -28,75 +28,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Benchmark the API server (client in this process, server in a child process).
-    Apiserver {
-        /// A shorter run with the same shape (about a minute).
-        #[arg(long, conflicts_with = "tiny")]
-        quick: bool,
-        /// A seconds-long run on tiny numbers (a smoke test).
-        #[arg(long)]
-        tiny: bool,
-        /// Backends to measure (repeatable; default both).
-        #[arg(long = "backend", value_enum)]
-        backends: Vec<Backend>,
-        /// Operations per create/get/update phase at concurrency > 1.
-        #[arg(long)]
-        ops: Option<usize>,
-        /// Objects created for the memory measurement.
-        #[arg(long)]
-        memory_objects: Option<usize>,
-        /// The etcd binary for the baseline.
-        #[arg(long, default_value = "etcd")]
-        etcd_bin: PathBuf,
-        /// Skip the etcd baseline.
-        #[arg(long)]
-        no_etcd: bool,
-        /// Directory for the durable backend's data (default: the system temp dir).
-        #[arg(long)]
-        tmp_dir: Option<PathBuf>,
-        /// Report format.
-        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-        output: Output,
-        /// Also write the JSON report to this file.
-        #[arg(long)]
-        save_json: Option<PathBuf>,
-        /// No progress lines on stderr.
-        #[arg(short, long)]
-        quiet: bool,
-    },
+    Apiserver(ApiserverArgs),
     /// Benchmark the opkit controller runtime against a bare kube::runtime::Controller
     /// (controllers in this process, server in a child process, memory in another).
-    Runtime {
-        /// One run per row instead of five.
-        #[arg(long, conflicts_with = "tiny")]
-        quick: bool,
-        /// A seconds-long run on tiny numbers (a smoke test).
-        #[arg(long)]
-        tiny: bool,
-        /// Backlog sizes (repeatable; default 1000 and 10000).
-        #[arg(long = "objects")]
-        objects: Vec<usize>,
-        /// Runs per scenario, size and runtime.
-        #[arg(long)]
-        repeats: Option<usize>,
-        /// Concurrent reconciles of both controllers.
-        #[arg(long)]
-        concurrency: Option<usize>,
-        /// Objects created while the controller runs (0 skips the live scenario).
-        #[arg(long)]
-        live_objects: Option<usize>,
-        /// Objects the memory child caches (0 skips the memory measurement).
-        #[arg(long)]
-        memory_objects: Option<usize>,
-        /// Report format.
-        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-        output: Output,
-        /// Also write the JSON report to this file.
-        #[arg(long)]
-        save_json: Option<PathBuf>,
-        /// No progress lines on stderr.
-        #[arg(short, long)]
-        quiet: bool,
-    },
+    Runtime(RuntimeArgs),
     /// What one validating admission webhook adds to a create: ConfigMap creates against
     /// an in-process server with no webhook, then with one (an in-process HTTPS server).
     Admission(AdmissionArgs),
@@ -157,44 +92,7 @@ enum Command {
     },
     /// Benchmark the local control plane at scale: Deployments created at once, until all
     /// are available (API server and cluster controllers in a child process).
-    Cluster {
-        /// 100 Deployments × 10 replicas on 10 nodes.
-        #[arg(long, conflicts_with = "tiny")]
-        quick: bool,
-        /// A seconds-long run on tiny numbers (a smoke test): 5 × 2 on 2 nodes.
-        #[arg(long)]
-        tiny: bool,
-        /// Deployments to create (default 1000).
-        #[arg(long)]
-        deployments: Option<usize>,
-        /// Replicas of each Deployment (default 10).
-        #[arg(long)]
-        replicas: Option<usize>,
-        /// Simulated nodes (default 100; at most 110 pods fit on one).
-        #[arg(long)]
-        nodes: Option<usize>,
-        /// How long a scheduled pod stays Pending before it starts, in ms (default 0).
-        #[arg(long)]
-        pod_start_delay_ms: Option<u64>,
-        /// How long a started pod takes to become Ready, in ms (default 0).
-        #[arg(long)]
-        pod_ready_delay_ms: Option<u64>,
-        /// Concurrent Deployment create requests (default 8).
-        #[arg(long)]
-        create_concurrency: Option<usize>,
-        /// Time limit from the first create, in seconds.
-        #[arg(long)]
-        limit_secs: Option<u64>,
-        /// Report format.
-        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-        output: Output,
-        /// Also write the JSON report to this file.
-        #[arg(long)]
-        save_json: Option<PathBuf>,
-        /// No progress lines on stderr.
-        #[arg(short, long)]
-        quiet: bool,
-    },
+    Cluster(ClusterArgs),
     /// OLM on the local control plane over a corpus of bundles: every bundle through
     /// `run bundle` and `cleanup`, every version chain upgraded through `replaces`.
     OlmInstall(opkit_bench::olm_install::OlmInstallArgs),
@@ -232,13 +130,7 @@ async fn main() -> ExitCode {
                 pod_start_delay_ms,
                 pod_ready_delay_ms,
             });
-            match opkit_bench::serve::serve(backend, data_dir, controllers).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("opkit-bench serve: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            child("serve", opkit_bench::serve::serve(backend, data_dir, controllers).await)
         }
         Command::Memcached(args) => memcached(args).await,
         Command::Ansible(args) => ansible(args).await,
@@ -253,161 +145,240 @@ async fn main() -> ExitCode {
         Command::Kudo(args) => kudo(args).await,
         Command::KudoScale(args) => kudo_scale(args).await,
         Command::KudoKuttl(args) => kudo_kuttl(args).await,
-        Command::KudoEngine { kubeconfig } => match opkit_bench::kudo::run_engine_child(&kubeconfig).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("opkit-bench kudo-engine: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::KudoEngine { kubeconfig } => {
+            child("kudo-engine", opkit_bench::kudo::run_engine_child(&kubeconfig).await)
+        }
         Command::MemcachedOperator { kubeconfig } => {
-            match opkit_bench::memcached::operator::run_child(&kubeconfig).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("opkit-bench memcached-operator: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            child("memcached-operator", opkit_bench::memcached::operator::run_child(&kubeconfig).await)
         }
-        Command::Cluster {
-            quick,
-            tiny,
-            deployments,
-            replicas,
-            nodes,
-            pod_start_delay_ms,
-            pod_ready_delay_ms,
-            create_concurrency,
-            limit_secs,
-            output,
-            save_json,
-            quiet,
-        } => {
-            let mut w = if tiny {
-                ClusterWorkload::tiny()
-            } else if quick {
-                ClusterWorkload::quick()
-            } else {
-                ClusterWorkload::full()
-            };
-            if let Some(n) = deployments {
-                w.deployments = n.max(1);
-            }
-            if let Some(n) = replicas {
-                w.replicas = n;
-            }
-            // Without --nodes, enough nodes for the pods (as many as the preset has at least).
-            w.nodes = nodes.unwrap_or_else(|| w.nodes.max(w.min_nodes()));
-            if let Some(ms) = pod_start_delay_ms {
-                w.pod_start_delay_ms = ms;
-            }
-            if let Some(ms) = pod_ready_delay_ms {
-                w.pod_ready_delay_ms = ms;
-            }
-            if let Some(n) = create_concurrency {
-                w.create_concurrency = n.max(1);
-            }
-            if let Some(s) = limit_secs {
-                w.limit_secs = s.max(1);
-            }
-            let exe = match own_exe() {
-                Ok(exe) => exe,
-                Err(code) => return code,
-            };
-            let opts = ClusterOptions { workload: w, exe, progress: !quiet };
-            let result = opkit_bench::cluster::run(&opts).await;
-            benchmark("cluster", result, output, save_json.as_deref(), opkit_bench::cluster::render_text)
-        }
-        Command::RuntimeManager => match opkit_bench::runtime::manager_proc::run_child().await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("opkit-bench runtime-manager: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Runtime {
-            quick,
-            tiny,
-            objects,
-            repeats,
-            concurrency,
-            live_objects,
-            memory_objects,
-            output,
-            save_json,
-            quiet,
-        } => {
-            let mut workload = if tiny {
-                RuntimeWorkload::tiny()
-            } else if quick {
-                RuntimeWorkload::quick()
-            } else {
-                RuntimeWorkload::full()
-            };
-            if !objects.is_empty() {
-                workload.backlog_objects = objects;
-            }
-            if let Some(n) = repeats {
-                workload.repeats = n.max(1);
-            }
-            if let Some(n) = concurrency {
-                workload.concurrency = n.max(1);
-            }
-            if let Some(n) = live_objects {
-                workload.live_objects = n;
-            }
-            if let Some(n) = memory_objects {
-                workload.memory_objects = n;
-            }
-            let exe = match own_exe() {
-                Ok(exe) => exe,
-                Err(code) => return code,
-            };
-            let opts = RuntimeOptions { workload, exe, progress: !quiet };
-            let result = opkit_bench::runtime::run(&opts).await;
-            benchmark("runtime", result, output, save_json.as_deref(), opkit_bench::runtime::render_text)
-        }
-        Command::Apiserver {
-            quick,
-            tiny,
-            backends,
-            ops,
-            memory_objects,
-            etcd_bin,
-            no_etcd,
-            tmp_dir,
-            output,
-            save_json,
-            quiet,
-        } => {
-            let mut workload = if tiny {
-                Workload::tiny()
-            } else if quick {
-                Workload::quick()
-            } else {
-                Workload::full()
-            };
-            if let Some(n) = ops {
-                workload.ops_concurrent = n;
-            }
-            if let Some(n) = memory_objects {
-                workload.memory_objects = n;
-            }
-            let server_exe = match own_exe() {
-                Ok(exe) => exe,
-                Err(code) => return code,
-            };
-            let opts = Options {
-                workload,
-                backends: if backends.is_empty() { vec![Backend::Memory, Backend::Durable] } else { backends },
-                etcd_bin: (!no_etcd).then_some(etcd_bin),
-                server_exe,
-                tmp_root: tmp_dir,
-                progress: !quiet,
-            };
-            benchmark("apiserver", run(&opts).await, output, save_json.as_deref(), render_text)
+        Command::Cluster(args) => cluster(args).await,
+        Command::RuntimeManager => child("runtime-manager", opkit_bench::runtime::manager_proc::run_child().await),
+        Command::Runtime(args) => runtime(args).await,
+        Command::Apiserver(args) => apiserver(args).await,
+    }
+}
+
+/// The exit of a hidden child command: success, or its error on stderr.
+fn child<E: std::fmt::Display>(command: &str, result: Result<(), E>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("opkit-bench {command}: {e}");
+            ExitCode::FAILURE
         }
     }
+}
+
+async fn cluster(args: ClusterArgs) -> ExitCode {
+    let mut w = if args.tiny {
+        ClusterWorkload::tiny()
+    } else if args.quick {
+        ClusterWorkload::quick()
+    } else {
+        ClusterWorkload::full()
+    };
+    if let Some(n) = args.deployments {
+        w.deployments = n.max(1);
+    }
+    if let Some(n) = args.replicas {
+        w.replicas = n;
+    }
+    // Without --nodes, enough nodes for the pods (as many as the preset has at least).
+    w.nodes = args.nodes.unwrap_or_else(|| w.nodes.max(w.min_nodes()));
+    if let Some(ms) = args.pod_start_delay_ms {
+        w.pod_start_delay_ms = ms;
+    }
+    if let Some(ms) = args.pod_ready_delay_ms {
+        w.pod_ready_delay_ms = ms;
+    }
+    if let Some(n) = args.create_concurrency {
+        w.create_concurrency = n.max(1);
+    }
+    if let Some(s) = args.limit_secs {
+        w.limit_secs = s.max(1);
+    }
+    let exe = match own_exe() {
+        Ok(exe) => exe,
+        Err(code) => return code,
+    };
+    let opts = ClusterOptions { workload: w, exe, progress: !args.quiet };
+    let result = opkit_bench::cluster::run(&opts).await;
+    benchmark("cluster", result, args.output, args.save_json.as_deref(), opkit_bench::cluster::render_text)
+}
+
+async fn runtime(args: RuntimeArgs) -> ExitCode {
+    let mut workload = if args.tiny {
+        RuntimeWorkload::tiny()
+    } else if args.quick {
+        RuntimeWorkload::quick()
+    } else {
+        RuntimeWorkload::full()
+    };
+    if !args.objects.is_empty() {
+        workload.backlog_objects = args.objects;
+    }
+    if let Some(n) = args.repeats {
+        workload.repeats = n.max(1);
+    }
+    if let Some(n) = args.concurrency {
+        workload.concurrency = n.max(1);
+    }
+    if let Some(n) = args.live_objects {
+        workload.live_objects = n;
+    }
+    if let Some(n) = args.memory_objects {
+        workload.memory_objects = n;
+    }
+    let exe = match own_exe() {
+        Ok(exe) => exe,
+        Err(code) => return code,
+    };
+    let opts = RuntimeOptions { workload, exe, progress: !args.quiet };
+    let result = opkit_bench::runtime::run(&opts).await;
+    benchmark("runtime", result, args.output, args.save_json.as_deref(), opkit_bench::runtime::render_text)
+}
+
+async fn apiserver(args: ApiserverArgs) -> ExitCode {
+    let mut workload = if args.tiny {
+        Workload::tiny()
+    } else if args.quick {
+        Workload::quick()
+    } else {
+        Workload::full()
+    };
+    if let Some(n) = args.ops {
+        workload.ops_concurrent = n;
+    }
+    if let Some(n) = args.memory_objects {
+        workload.memory_objects = n;
+    }
+    let server_exe = match own_exe() {
+        Ok(exe) => exe,
+        Err(code) => return code,
+    };
+    let opts = Options {
+        workload,
+        backends: if args.backends.is_empty() { vec![Backend::Memory, Backend::Durable] } else { args.backends },
+        etcd_bin: (!args.no_etcd).then_some(args.etcd_bin),
+        server_exe,
+        tmp_root: args.tmp_dir,
+        progress: !args.quiet,
+    };
+    benchmark("apiserver", run(&opts).await, args.output, args.save_json.as_deref(), render_text)
+}
+
+/// Flags of `opkit-bench apiserver`.
+#[derive(clap::Args)]
+struct ApiserverArgs {
+    /// A shorter run with the same shape (about a minute).
+    #[arg(long, conflicts_with = "tiny")]
+    quick: bool,
+    /// A seconds-long run on tiny numbers (a smoke test).
+    #[arg(long)]
+    tiny: bool,
+    /// Backends to measure (repeatable; default both).
+    #[arg(long = "backend", value_enum)]
+    backends: Vec<Backend>,
+    /// Operations per create/get/update phase at concurrency > 1.
+    #[arg(long)]
+    ops: Option<usize>,
+    /// Objects created for the memory measurement.
+    #[arg(long)]
+    memory_objects: Option<usize>,
+    /// The etcd binary for the baseline.
+    #[arg(long, default_value = "etcd")]
+    etcd_bin: PathBuf,
+    /// Skip the etcd baseline.
+    #[arg(long)]
+    no_etcd: bool,
+    /// Directory for the durable backend's data (default: the system temp dir).
+    #[arg(long)]
+    tmp_dir: Option<PathBuf>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    save_json: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Flags of `opkit-bench runtime`.
+#[derive(clap::Args)]
+struct RuntimeArgs {
+    /// One run per row instead of five.
+    #[arg(long, conflicts_with = "tiny")]
+    quick: bool,
+    /// A seconds-long run on tiny numbers (a smoke test).
+    #[arg(long)]
+    tiny: bool,
+    /// Backlog sizes (repeatable; default 1000 and 10000).
+    #[arg(long = "objects")]
+    objects: Vec<usize>,
+    /// Runs per scenario, size and runtime.
+    #[arg(long)]
+    repeats: Option<usize>,
+    /// Concurrent reconciles of both controllers.
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Objects created while the controller runs (0 skips the live scenario).
+    #[arg(long)]
+    live_objects: Option<usize>,
+    /// Objects the memory child caches (0 skips the memory measurement).
+    #[arg(long)]
+    memory_objects: Option<usize>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    save_json: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Flags of `opkit-bench cluster`.
+#[derive(clap::Args)]
+struct ClusterArgs {
+    /// 100 Deployments × 10 replicas on 10 nodes.
+    #[arg(long, conflicts_with = "tiny")]
+    quick: bool,
+    /// A seconds-long run on tiny numbers (a smoke test): 5 × 2 on 2 nodes.
+    #[arg(long)]
+    tiny: bool,
+    /// Deployments to create (default 1000).
+    #[arg(long)]
+    deployments: Option<usize>,
+    /// Replicas of each Deployment (default 10).
+    #[arg(long)]
+    replicas: Option<usize>,
+    /// Simulated nodes (default 100; at most 110 pods fit on one).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// How long a scheduled pod stays Pending before it starts, in ms (default 0).
+    #[arg(long)]
+    pod_start_delay_ms: Option<u64>,
+    /// How long a started pod takes to become Ready, in ms (default 0).
+    #[arg(long)]
+    pod_ready_delay_ms: Option<u64>,
+    /// Concurrent Deployment create requests (default 8).
+    #[arg(long)]
+    create_concurrency: Option<usize>,
+    /// Time limit from the first create, in seconds.
+    #[arg(long)]
+    limit_secs: Option<u64>,
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    save_json: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 /// Flags of `opkit-bench admission`.
