@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::OlmError;
-use crate::semver_range::parse_version;
+use crate::semver_range::{Range, parse_version};
 
 /// The schema of package documents.
 pub const SCHEMA_PACKAGE: &str = "olm.package";
@@ -27,6 +27,9 @@ pub const SCHEMA_BUNDLE: &str = "olm.bundle";
 pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
 /// The ConfigMap `binaryData` key a gzipped catalog ([`Catalog::to_gzip`]) is stored under.
 pub const CONFIG_MAP_KEY: &str = "catalog.json.gz";
+
+/// How an FBC JSON stream (as `opm render` writes it) starts; anything else is read as YAML.
+const JSON_STREAM_START: char = '{';
 
 /// A package.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -202,7 +205,7 @@ impl Catalog {
     /// opm ignores them.
     pub fn add_text(&mut self, text: &str, origin: &str) -> Result<(), OlmError> {
         let bad = |message: String| OlmError::Catalog(format!("{origin}: {message}"));
-        let docs: Vec<Value> = if text.trim_start().starts_with('{') {
+        let docs: Vec<Value> = if text.trim_start().starts_with(JSON_STREAM_START) {
             serde_json::Deserializer::from_str(text)
                 .into_iter::<Value>()
                 .collect::<Result<_, _>>()
@@ -400,17 +403,17 @@ impl Catalog {
                     errors.push(format!("{at}: bundle {:?} not found in package", entry.name));
                 }
                 if let Some(range) = &entry.skip_range
-                    && crate::semver_range::Range::parse(range).is_none()
+                    && Range::parse(range).is_none()
                 {
                     errors.push(format!("{at}: bundle {:?}: invalid skipRange {range:?}", entry.name));
                 }
             }
-            match crate::resolve::heads(self, channel).len() {
+            match heads(self, channel).len() {
                 1 => {}
                 0 => errors.push(format!("{at}: no channel head found in graph (a replaces cycle?)")),
                 _ => errors.push(format!(
                     "{at}: multiple channel heads found in graph: {}",
-                    crate::resolve::heads(self, channel).iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ")
+                    heads(self, channel).iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ")
                 )),
             }
         }
@@ -451,6 +454,31 @@ impl Catalog {
         }
         errors
     }
+}
+
+/// The entries of a channel that no other entry replaces, skips or covers with its
+/// `skipRange`: its head(s).
+pub fn heads<'a>(catalog: &Catalog, channel: &'a Channel) -> Vec<&'a Entry> {
+    let version = |name: &str| catalog.bundle(&channel.package, name).and_then(Bundle::version);
+    let replaced: BTreeSet<&str> = channel
+        .entries
+        .iter()
+        .flat_map(|e| e.replaces.iter().map(String::as_str).chain(e.skips.iter().map(String::as_str)))
+        .collect();
+    let ranges: Vec<(&str, Range)> = channel
+        .entries
+        .iter()
+        .filter_map(|e| Some((e.name.as_str(), e.skip_range.as_deref().and_then(Range::parse)?)))
+        .collect();
+    channel
+        .entries
+        .iter()
+        .filter(|e| !replaced.contains(e.name.as_str()))
+        .filter(|e| {
+            let Some(v) = version(&e.name) else { return true };
+            !ranges.iter().any(|(other, range)| *other != e.name && range.contains(&v))
+        })
+        .collect()
 }
 
 fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), OlmError> {
