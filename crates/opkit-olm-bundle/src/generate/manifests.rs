@@ -24,7 +24,7 @@ use crate::csv::{
 
 /// The kinds OLM creates from a bundle's manifests besides the CSV and CRDs
 /// (operator-registry's supported kinds).
-pub const SUPPORTED_KINDS: [&str; 19] = [
+pub(crate) const SUPPORTED_KINDS: [&str; 19] = [
     "Secret",
     "ClusterRole",
     "ClusterRoleBinding",

@@ -32,7 +32,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use opkit::events::EventType;
 use opkit::{Action, Context, ReconcileError, ReconcileResult};
 use opkit_olm_bundle::csv::StrategyDeploymentSpec;
@@ -42,41 +42,41 @@ use super::{Olm, now, operator_condition, operator_group, webhooks};
 use crate::types::{ClusterServiceVersion, OperatorCondition, OperatorGroup};
 
 /// The CSV waits for its requirements.
-pub const PHASE_PENDING: &str = "Pending";
+pub(crate) const PHASE_PENDING: &str = "Pending";
 /// Requirements are met; the install strategy runs next.
-pub const PHASE_INSTALL_READY: &str = "InstallReady";
+pub(crate) const PHASE_INSTALL_READY: &str = "InstallReady";
 /// The install strategy ran; its Deployments are not all available yet.
-pub const PHASE_INSTALLING: &str = "Installing";
+pub(crate) const PHASE_INSTALLING: &str = "Installing";
 /// Installed and healthy.
-pub const PHASE_SUCCEEDED: &str = "Succeeded";
+pub(crate) const PHASE_SUCCEEDED: &str = "Succeeded";
 /// Installing failed, or the CSV cannot be installed here.
-pub const PHASE_FAILED: &str = "Failed";
+pub(crate) const PHASE_FAILED: &str = "Failed";
 /// A newer CSV replaces this one.
-pub const PHASE_REPLACING: &str = "Replacing";
+pub(crate) const PHASE_REPLACING: &str = "Replacing";
 /// Replaced: about to be deleted.
-pub const PHASE_DELETING: &str = "Deleting";
+pub(crate) const PHASE_DELETING: &str = "Deleting";
 
 /// The finalizer that removes what a CSV installed outside its namespace.
-pub const FINALIZER: &str = "operators.coreos.com/csv-cleanup";
+pub(crate) const FINALIZER: &str = "operators.coreos.com/csv-cleanup";
 /// Label on objects a CSV installed: the CSV's name.
-pub const OWNER_LABEL: &str = "olm.owner";
+pub(crate) const OWNER_LABEL: &str = "olm.owner";
 /// Label on objects a CSV installed: the CSV's namespace.
-pub const OWNER_NAMESPACE_LABEL: &str = "olm.owner.namespace";
+pub(crate) const OWNER_NAMESPACE_LABEL: &str = "olm.owner.namespace";
 /// Label on objects a CSV installed: `ClusterServiceVersion`.
-pub const OWNER_KIND_LABEL: &str = "olm.owner.kind";
+pub(crate) const OWNER_KIND_LABEL: &str = "olm.owner.kind";
 /// Annotation: the CSV's OperatorGroup.
-pub const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
+pub(crate) const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
 /// Annotation: the CSV's namespace.
-pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
+pub(crate) const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
 /// Annotation: the namespaces the operator watches (comma-separated; empty for all).
-pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+pub(crate) const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
 
 /// The environment variable that names the operator's OperatorCondition (the CSV's name).
-pub const OPERATOR_CONDITION_ENV: &str = "OPERATOR_CONDITION_NAME";
+pub(crate) const OPERATOR_CONDITION_ENV: &str = "OPERATOR_CONDITION_NAME";
 
 /// Reconciles one CSV: handles its finalizer, reads its surroundings from the cache, plans
 /// the next step as data and takes it.
-pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileResult {
+pub(crate) async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileResult {
     let Some(csv) = ctx.object.clone() else { return Ok(Action::done()) };
     if let Some(action) = handle_finalizer(&ctx, &csv).await? {
         return Ok(action);
@@ -313,7 +313,7 @@ async fn check_and_install(
 /// `status.namespaces` once resolved (empty when its selector matches no namespace), else
 /// its `spec.targetNamespaces`, else all namespaces unless it has a selector; `None` while
 /// a selecting group is not resolved yet (or its selector is not valid).
-pub fn target_namespaces(group: &OperatorGroup) -> Option<Vec<String>> {
+pub(crate) fn target_namespaces(group: &OperatorGroup) -> Option<Vec<String>> {
     if let Some(status) = group.status.as_ref().filter(|s| s.last_updated.is_some() || !s.namespaces.is_empty()) {
         return Some(status.namespaces.clone());
     }
@@ -733,17 +733,6 @@ async fn remove_cluster_objects(
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(ctx.client.clone());
     mutating.delete_collection(&DeleteParams::default(), &params).await?;
     Ok(())
-}
-
-/// The CSV's API version, kind and name, for references.
-pub fn reference(csv: &ClusterServiceVersion) -> Value {
-    json!({
-        "apiVersion": ClusterServiceVersion::api_version(&()),
-        "kind": ClusterServiceVersion::kind(&()),
-        "name": csv.name_any(),
-        "namespace": csv.namespace(),
-        "uid": csv.uid(),
-    })
 }
 
 #[cfg(test)]

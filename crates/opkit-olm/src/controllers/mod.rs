@@ -21,16 +21,16 @@ use crate::types::{
     CatalogSource, ClusterServiceVersion, Condition, InstallPlan, OperatorCondition, OperatorGroup, Subscription,
 };
 
-pub mod catalog_source;
-pub mod csv;
-pub mod install_plan;
-pub mod operator_condition;
-pub mod operator_group;
-pub mod subscription;
-pub mod webhooks;
+pub(crate) mod catalog_source;
+pub(crate) mod csv;
+pub(crate) mod install_plan;
+pub(crate) mod operator_condition;
+pub(crate) mod operator_group;
+pub(crate) mod subscription;
+pub(crate) mod webhooks;
 
 /// What OLM's controllers share: resolved kinds and the catalogs read so far.
-pub struct Olm {
+pub(crate) struct Olm {
     /// Kinds resolved through discovery.
     pub resources: Resources,
     /// Catalogs by CatalogSource `namespace/name`, with the resourceVersion of the

@@ -25,15 +25,15 @@ use crate::types::{
 };
 
 /// Subscription state: an InstallPlan is being installed or waits for approval.
-pub const STATE_UPGRADE_PENDING: &str = "UpgradePending";
+pub(crate) const STATE_UPGRADE_PENDING: &str = "UpgradePending";
 /// Subscription state: the newest bundle of the channel is installed.
-pub const STATE_AT_LATEST: &str = "AtLatestKnown";
+pub(crate) const STATE_AT_LATEST: &str = "AtLatestKnown";
 /// Subscription state: the InstallPlan failed.
-pub const STATE_UPGRADE_FAILED: &str = "UpgradeFailed";
+pub(crate) const STATE_UPGRADE_FAILED: &str = "UpgradeFailed";
 
 /// Reconciles one Subscription: records its catalog's health, waits on the step in
 /// progress, resolves the next bundle and its dependencies, and plans their install.
-pub async fn reconcile(ctx: Context<Subscription, Olm>) -> ReconcileResult {
+pub(crate) async fn reconcile(ctx: Context<Subscription, Olm>) -> ReconcileResult {
     if ctx.object.is_none() {
         return Ok(Action::done());
     }
