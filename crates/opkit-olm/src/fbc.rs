@@ -495,7 +495,7 @@ fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), OlmError> {
 }
 
 /// The name of a bundle directory's CSV, which a catalog entry needs.
-pub fn csv_name(bundle: &opkit_olm_bundle::Bundle) -> Result<&str, OlmError> {
+pub(crate) fn csv_name(bundle: &opkit_olm_bundle::Bundle) -> Result<&str, OlmError> {
     Some(bundle.csv.name())
         .filter(|n| !n.is_empty())
         .ok_or_else(|| bundle_error(bundle, "the ClusterServiceVersion has no metadata.name"))
@@ -509,7 +509,7 @@ pub fn package_of(bundle: &opkit_olm_bundle::Bundle) -> Result<&str, OlmError> {
 }
 
 /// The channels a bundle directory's `metadata/annotations.yaml` names (at least one).
-pub fn channels_of(bundle: &opkit_olm_bundle::Bundle) -> Result<Vec<String>, OlmError> {
+pub(crate) fn channels_of(bundle: &opkit_olm_bundle::Bundle) -> Result<Vec<String>, OlmError> {
     let channels = bundle.channels();
     if channels.is_empty() {
         return Err(bundle_error(

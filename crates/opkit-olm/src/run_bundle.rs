@@ -27,7 +27,7 @@ use crate::{FIELD_MANAGER, OlmError};
 /// The OperatorGroup `run bundle` makes when a namespace has none (operator-sdk's name).
 pub const OPERATOR_GROUP: &str = "operator-sdk-og";
 /// Label on the ConfigMap holding a `run bundle` catalog: the CatalogSource's name.
-pub const CATALOG_LABEL: &str = "catalog.opkit.dev/catalog-source";
+pub(crate) const CATALOG_LABEL: &str = "catalog.opkit.dev/catalog-source";
 
 /// How to run a bundle.
 #[derive(Debug, Clone)]
@@ -60,12 +60,12 @@ pub struct Installed {
 }
 
 /// The Subscription name operator-sdk gives a CSV's subscription.
-pub fn subscription_name(csv: &str) -> String {
+pub(crate) fn subscription_name(csv: &str) -> String {
     format!("{}-sub", csv.replace('.', "-"))
 }
 
 /// The CatalogSource name `run bundle` uses for a package.
-pub fn catalog_source_name(package: &str) -> String {
+pub(crate) fn catalog_source_name(package: &str) -> String {
     format!("{package}-catalog")
 }
 
@@ -335,7 +335,7 @@ async fn approve_plan(
 }
 
 /// Waits until CSV `name` has succeeded, reporting each phase it passes through.
-pub async fn wait_csv(
+pub(crate) async fn wait_csv(
     client: &Client,
     ns: &str,
     name: &str,
@@ -465,6 +465,7 @@ struct OperatorObjects {
 }
 
 impl OperatorObjects {
+    /// Reads the Subscriptions to `package` in `ns` and the CSVs they name.
     async fn read(client: &Client, package: &str, ns: &str) -> Result<OperatorObjects, OlmError> {
         let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
         let subscriptions: Vec<Subscription> =

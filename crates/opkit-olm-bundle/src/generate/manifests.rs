@@ -190,6 +190,7 @@ struct SortedObjects {
 }
 
 impl SortedObjects {
+    /// Sorts the objects; `crds` decides which custom resources are samples.
     fn sort(objects: &[Value], crds: &[BundleCrd]) -> Result<SortedObjects, GenerateError> {
         let owned_gvks: BTreeSet<(String, String)> = crds
             .iter()
@@ -468,6 +469,7 @@ fn side_effects(side_effects: &str) -> Option<String> {
     Some(if side_effects.is_empty() { "None".into() } else { side_effects.to_string() })
 }
 
+/// A validating webhook's definition, its service resolved to a Deployment and port.
 fn validating_definition(
     w: &ValidatingWebhook,
     services: &[Service],
@@ -494,6 +496,7 @@ fn validating_definition(
     }
 }
 
+/// A mutating webhook's definition, its service resolved to a Deployment and port.
 fn mutating_definition(w: &MutatingWebhook, services: &[Service], deployments: &[Deployment]) -> WebhookDescription {
     let (deployment_name, container_port, target_port, webhook_path) =
         service_target(&w.client_config, services, deployments);

@@ -31,8 +31,8 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use opkit::events::EventType;
 use opkit::{Action, Context, ReconcileError, ReconcileResult};
 use opkit_olm_bundle::csv::StrategyDeploymentSpec;
@@ -140,6 +140,7 @@ struct Surroundings {
 }
 
 impl Surroundings {
+    /// Reads the CSV's surroundings from the cache.
     fn read(ctx: &Context<ClusterServiceVersion, Olm>, csv: &ClusterServiceVersion) -> Surroundings {
         let ns = csv.namespace().unwrap_or_default();
         let name = csv.name_any();
