@@ -375,6 +375,14 @@ impl Catalog {
 
     /// What is wrong with the catalog, as `opm validate` words it; empty when it is valid.
     pub fn validate(&self) -> Vec<String> {
+        let mut errors = self.package_errors();
+        errors.extend(self.channel_errors());
+        errors.extend(self.bundle_errors());
+        errors
+    }
+
+    /// Packages are unique and name a default channel they have.
+    fn package_errors(&self) -> Vec<String> {
         let mut errors = Vec::new();
         let mut seen = BTreeSet::new();
         for package in &self.packages {
@@ -390,6 +398,13 @@ impl Catalog {
                 Some(_) => {}
             }
         }
+        errors
+    }
+
+    /// Channels belong to a package, list bundles of it with valid skip ranges, and have
+    /// one head.
+    fn channel_errors(&self) -> Vec<String> {
+        let mut errors = Vec::new();
         for channel in &self.channels {
             let at = format!("package {:?}, channel {:?}", channel.package, channel.name);
             if self.package(&channel.package).is_none() {
@@ -417,6 +432,13 @@ impl Catalog {
                 )),
             }
         }
+        errors
+    }
+
+    /// Bundles are unique, belong to a package they name in one `olm.package` property,
+    /// carry readable objects and are in a channel.
+    fn bundle_errors(&self) -> Vec<String> {
+        let mut errors = Vec::new();
         let mut seen = BTreeSet::new();
         for bundle in &self.bundles {
             let at = format!("package {:?}, bundle {:?}", bundle.package, bundle.name);
