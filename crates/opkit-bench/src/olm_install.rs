@@ -185,7 +185,7 @@ fn operators(corpus: &Path) -> Result<Vec<(String, Vec<Bundle>)>, String> {
                 bundles.push(Bundle::load(&path).map_err(|e| e.to_string())?);
             }
         }
-        bundles.sort_by_key(|b| opkit_olm::semver_range::parse_version(&b.csv.spec.version));
+        bundles.sort_by_key(|b| opkit_olm::parse_version(&b.csv.spec.version));
         if !bundles.is_empty() {
             operators.push((name, bundles));
         }

@@ -13,13 +13,13 @@ use crate::error::BundleError;
 use crate::yaml;
 
 /// The default manifests directory of a bundle.
-pub const MANIFESTS_DIR: &str = "manifests";
+pub(crate) const MANIFESTS_DIR: &str = "manifests";
 /// The default metadata directory of a bundle.
-pub const METADATA_DIR: &str = "metadata";
+pub(crate) const METADATA_DIR: &str = "metadata";
 /// The annotations file in the metadata directory.
-pub const ANNOTATIONS_FILE: &str = "annotations.yaml";
+pub(crate) const ANNOTATIONS_FILE: &str = "annotations.yaml";
 /// The dependencies file in the metadata directory.
-pub const DEPENDENCIES_FILE: &str = "dependencies.yaml";
+pub(crate) const DEPENDENCIES_FILE: &str = "dependencies.yaml";
 
 /// An object of `manifests/` that is neither the CSV nor a CRD (a Service, a ConfigMap, a
 /// ClusterRole, ...), which OLM creates next to the operator.

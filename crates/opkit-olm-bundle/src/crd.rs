@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use serde_json::{Map, Value, json};
 
 /// `apiextensions.k8s.io/v1`.
-pub const CRD_V1: &str = "apiextensions.k8s.io/v1";
+pub(crate) const CRD_V1: &str = "apiextensions.k8s.io/v1";
 /// `apiextensions.k8s.io/v1beta1`, removed in Kubernetes 1.22 but still in old bundles.
-pub const CRD_V1BETA1: &str = "apiextensions.k8s.io/v1beta1";
+pub(crate) const CRD_V1BETA1: &str = "apiextensions.k8s.io/v1beta1";
 
 /// One CRD of a bundle's `manifests/`.
 #[derive(Debug, Clone, PartialEq)]

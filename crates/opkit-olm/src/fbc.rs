@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::OlmError;
-use crate::semver_range::parse_version;
+use crate::semver_range::{Range, parse_version};
 
 /// The schema of package documents.
 pub const SCHEMA_PACKAGE: &str = "olm.package";
@@ -27,6 +27,9 @@ pub const SCHEMA_BUNDLE: &str = "olm.bundle";
 pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
 /// The ConfigMap `binaryData` key a gzipped catalog ([`Catalog::to_gzip`]) is stored under.
 pub const CONFIG_MAP_KEY: &str = "catalog.json.gz";
+
+/// How an FBC JSON stream (as `opm render` writes it) starts; anything else is read as YAML.
+const JSON_STREAM_START: char = '{';
 
 /// A package.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -202,7 +205,7 @@ impl Catalog {
     /// opm ignores them.
     pub fn add_text(&mut self, text: &str, origin: &str) -> Result<(), OlmError> {
         let bad = |message: String| OlmError::Catalog(format!("{origin}: {message}"));
-        let docs: Vec<Value> = if text.trim_start().starts_with('{') {
+        let docs: Vec<Value> = if text.trim_start().starts_with(JSON_STREAM_START) {
             serde_json::Deserializer::from_str(text)
                 .into_iter::<Value>()
                 .collect::<Result<_, _>>()
@@ -372,6 +375,14 @@ impl Catalog {
 
     /// What is wrong with the catalog, as `opm validate` words it; empty when it is valid.
     pub fn validate(&self) -> Vec<String> {
+        let mut errors = self.package_errors();
+        errors.extend(self.channel_errors());
+        errors.extend(self.bundle_errors());
+        errors
+    }
+
+    /// Packages are unique and name a default channel they have.
+    fn package_errors(&self) -> Vec<String> {
         let mut errors = Vec::new();
         let mut seen = BTreeSet::new();
         for package in &self.packages {
@@ -387,6 +398,13 @@ impl Catalog {
                 Some(_) => {}
             }
         }
+        errors
+    }
+
+    /// Channels belong to a package, list bundles of it with valid skip ranges, and have
+    /// one head.
+    fn channel_errors(&self) -> Vec<String> {
+        let mut errors = Vec::new();
         for channel in &self.channels {
             let at = format!("package {:?}, channel {:?}", channel.package, channel.name);
             if self.package(&channel.package).is_none() {
@@ -400,20 +418,27 @@ impl Catalog {
                     errors.push(format!("{at}: bundle {:?} not found in package", entry.name));
                 }
                 if let Some(range) = &entry.skip_range
-                    && crate::semver_range::Range::parse(range).is_none()
+                    && Range::parse(range).is_none()
                 {
                     errors.push(format!("{at}: bundle {:?}: invalid skipRange {range:?}", entry.name));
                 }
             }
-            match crate::resolve::heads(self, channel).len() {
+            match heads(self, channel).len() {
                 1 => {}
                 0 => errors.push(format!("{at}: no channel head found in graph (a replaces cycle?)")),
                 _ => errors.push(format!(
                     "{at}: multiple channel heads found in graph: {}",
-                    crate::resolve::heads(self, channel).iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ")
+                    heads(self, channel).iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ")
                 )),
             }
         }
+        errors
+    }
+
+    /// Bundles are unique, belong to a package they name in one `olm.package` property,
+    /// carry readable objects and are in a channel.
+    fn bundle_errors(&self) -> Vec<String> {
+        let mut errors = Vec::new();
         let mut seen = BTreeSet::new();
         for bundle in &self.bundles {
             let at = format!("package {:?}, bundle {:?}", bundle.package, bundle.name);
@@ -453,6 +478,31 @@ impl Catalog {
     }
 }
 
+/// The entries of a channel that no other entry replaces, skips or covers with its
+/// `skipRange`: its head(s).
+pub fn heads<'a>(catalog: &Catalog, channel: &'a Channel) -> Vec<&'a Entry> {
+    let version = |name: &str| catalog.bundle(&channel.package, name).and_then(Bundle::version);
+    let replaced: BTreeSet<&str> = channel
+        .entries
+        .iter()
+        .flat_map(|e| e.replaces.iter().map(String::as_str).chain(e.skips.iter().map(String::as_str)))
+        .collect();
+    let ranges: Vec<(&str, Range)> = channel
+        .entries
+        .iter()
+        .filter_map(|e| Some((e.name.as_str(), e.skip_range.as_deref().and_then(Range::parse)?)))
+        .collect();
+    channel
+        .entries
+        .iter()
+        .filter(|e| !replaced.contains(e.name.as_str()))
+        .filter(|e| {
+            let Some(v) = version(&e.name) else { return true };
+            !ranges.iter().any(|(other, range)| *other != e.name && range.contains(&v))
+        })
+        .collect()
+}
+
 fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), OlmError> {
     let entries = std::fs::read_dir(dir).map_err(|source| OlmError::Read { path: dir.to_path_buf(), source })?;
     for entry in entries {
@@ -467,7 +517,7 @@ fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), OlmError> {
 }
 
 /// The name of a bundle directory's CSV, which a catalog entry needs.
-pub fn csv_name(bundle: &opkit_olm_bundle::Bundle) -> Result<&str, OlmError> {
+pub(crate) fn csv_name(bundle: &opkit_olm_bundle::Bundle) -> Result<&str, OlmError> {
     Some(bundle.csv.name())
         .filter(|n| !n.is_empty())
         .ok_or_else(|| bundle_error(bundle, "the ClusterServiceVersion has no metadata.name"))
@@ -481,7 +531,7 @@ pub fn package_of(bundle: &opkit_olm_bundle::Bundle) -> Result<&str, OlmError> {
 }
 
 /// The channels a bundle directory's `metadata/annotations.yaml` names (at least one).
-pub fn channels_of(bundle: &opkit_olm_bundle::Bundle) -> Result<Vec<String>, OlmError> {
+pub(crate) fn channels_of(bundle: &opkit_olm_bundle::Bundle) -> Result<Vec<String>, OlmError> {
     let channels = bundle.channels();
     if channels.is_empty() {
         return Err(bundle_error(

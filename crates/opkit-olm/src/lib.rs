@@ -1,51 +1,62 @@
 //! The Operator Lifecycle Manager on an opkit cluster, written with the opkit runtime.
 //!
-//! - [`crds`]: OLM's CustomResourceDefinitions (CatalogSource, Subscription, InstallPlan,
-//!   ClusterServiceVersion, OperatorGroup, OperatorCondition), with OLM's own schemas;
-//!   [`types`] the typed objects.
-//! - [`fbc`]: file-based catalogs (`olm.package`, `olm.channel`, `olm.bundle`), read from a
-//!   directory or a ConfigMap, or rendered from bundle directories (read by
-//!   [`opkit_olm_bundle::Bundle::load`]);
-//!   [`resolve`] walks their channels one `replaces`/`skips`/`skipRange` step at a time
-//!   and resolves `olm.gvk`/`olm.package` dependencies ([`semver_range`]).
-//! - [`controllers`]: the CatalogSource, Subscription, InstallPlan, ClusterServiceVersion
-//!   and OperatorGroup controllers, registered on an [`opkit::Manager`] by [`setup`]. They
-//!   run in whatever process runs that manager: `opkit olm run` (which `opkit olm install`
-//!   starts in the background), or a test next to its control plane.
+//! The public surface:
+//! - [`setup`]: registers OLM's controllers (CatalogSource, Subscription, InstallPlan,
+//!   ClusterServiceVersion, OperatorGroup, OperatorCondition) on an [`opkit::Manager`].
+//!   They run in whatever process runs that manager: `opkit olm run` (which
+//!   `opkit olm install` starts in the background), or a test next to its control plane.
+//! - [`crds`]: OLM's CustomResourceDefinitions, with OLM's own schemas ([`crds::install`]);
+//!   [`types`] the typed objects ([`types::Subscription`], [`types::ClusterServiceVersion`], ...).
+//! - [`install`]: `opkit olm install`, `uninstall` and `status` (the CRDs, namespaces,
+//!   global OperatorGroup, and the lease of the process running the controllers).
+//! - [`fbc`]: file-based catalogs ([`Catalog`]: `olm.package`, `olm.channel`, `olm.bundle`),
+//!   read from a directory or a ConfigMap, or rendered from bundle directories (read by
+//!   [`opkit_olm_bundle::Bundle::load`]); [`resolve`] walks their channels one
+//!   `replaces`/`skips`/`skipRange` step at a time and resolves `olm.gvk`/`olm.package`
+//!   dependencies; [`parse_version`] reads a version as OLM does.
 //! - [`run_bundle`]: operator-sdk's `run bundle`, `run bundle-upgrade` and `cleanup`, from
 //!   bundle directories: a catalog in a ConfigMap, a CatalogSource, an OperatorGroup and a
-//!   Subscription, then waiting for the CSV to succeed.
+//!   Subscription, then waiting for the CSV to succeed ([`RunOptions`], [`Installed`],
+//!   [`CleanupOptions`], [`Removed`]).
+//! - [`OlmError`]: why an OLM operation failed; [`FIELD_MANAGER`] the field manager OLM
+//!   writes with.
 //!
 //! # Example
 //! Render a catalog from bundle directories and find the next upgrade in its channel:
-//! ```no_run
-//! use opkit_olm::{fbc::Catalog, resolve};
+//! ```
+//! use opkit_olm::{Catalog, resolve};
 //! use opkit_olm_bundle::Bundle;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let bundles = [Bundle::load("bundle-0.0.1")?, Bundle::load("bundle-0.0.2")?];
+//! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/memcached-operator");
+//! let bundles = [Bundle::load(format!("{dir}/0.0.1"))?, Bundle::load(format!("{dir}/0.0.2"))?];
 //! let catalog = Catalog::from_bundles(&bundles)?;
 //! assert!(catalog.validate().is_empty());
 //! let channel = resolve::channel(&catalog, "memcached-operator", None, "sub")?;
 //! let next = resolve::next(&catalog, channel, "memcached-operator.v0.0.1");
-//! println!("{}", next.map_or("up to date", |b| b.name.as_str()));
+//! assert_eq!(next.map(|b| b.name.as_str()), Some("memcached-operator.v0.0.2"));
 //! # Ok(())
 //! # }
 //! ```
 
+#![warn(unreachable_pub)]
+
 use std::path::PathBuf;
 
-pub mod controllers;
+pub(crate) mod controllers;
 pub mod crds;
 pub mod fbc;
 pub mod install;
-pub mod objects;
+pub(crate) mod objects;
 pub mod resolve;
 pub mod run_bundle;
-pub mod semver_range;
+pub(crate) mod semver_range;
 pub mod types;
 
 pub use controllers::setup;
+pub use fbc::Catalog;
+pub use run_bundle::{CleanupOptions, Installed, Removed, RunOptions};
+pub use semver_range::parse_version;
 
 /// The field manager OLM's controllers write with.
 pub const FIELD_MANAGER: &str = "olm";

@@ -14,18 +14,18 @@ use serde_json::Value;
 use crate::{FIELD_MANAGER, OlmError};
 
 /// The kinds' resources, learnt from discovery as objects of them are written.
-pub struct Resources {
+pub(crate) struct Resources {
     mapper: RestMapper,
 }
 
 impl Resources {
     /// Resources resolved through `client`'s discovery.
-    pub fn new(client: Client) -> Resources {
+    pub(crate) fn new(client: Client) -> Resources {
         Resources { mapper: RestMapper::new(client) }
     }
 
     /// The resource and scope of `apiVersion`/`kind`.
-    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<(ApiResource, Scope), OlmError> {
+    pub(crate) async fn resolve(&self, api_version: &str, kind: &str) -> Result<(ApiResource, Scope), OlmError> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let (resource, caps) = self.mapper.rest_mapping(&gvk).await.map_err(|e| OlmError::KindNotServed {
@@ -37,7 +37,12 @@ impl Resources {
     }
 
     /// Applies `object` (server-side, forced) in `namespace` when its kind is namespaced.
-    pub async fn apply(&self, client: &Client, object: &Value, namespace: &str) -> Result<DynamicObject, OlmError> {
+    pub(crate) async fn apply(
+        &self,
+        client: &Client,
+        object: &Value,
+        namespace: &str,
+    ) -> Result<DynamicObject, OlmError> {
         let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
         let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
@@ -73,7 +78,7 @@ impl Resources {
 }
 
 /// A kube error as its Status message, else its text.
-pub fn opkit_error_text(e: &kube::Error) -> String {
+pub(crate) fn opkit_error_text(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) => status.message.clone(),
         other => other.to_string(),
@@ -81,14 +86,14 @@ pub fn opkit_error_text(e: &kube::Error) -> String {
 }
 
 /// Whether CRD `name` exists and is established.
-pub fn crd_established(crd: Option<&CustomResourceDefinition>) -> bool {
+pub(crate) fn crd_established(crd: Option<&CustomResourceDefinition>) -> bool {
     crd.and_then(|c| c.status.as_ref())
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
 }
 
 /// Waits until CRD `name` is established.
-pub async fn wait_crd_established(client: &Client, name: &str, timeout: Duration) -> Result<(), OlmError> {
+pub(crate) async fn wait_crd_established(client: &Client, name: &str, timeout: Duration) -> Result<(), OlmError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let established = kube::runtime::wait::await_condition(api, name, crd_established);
     tokio::time::timeout(timeout, established)

@@ -6,33 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::fbc::{Bundle, Catalog, Channel, Entry, Gvk};
+pub use crate::fbc::heads;
+use crate::fbc::{Bundle, Catalog, Channel, Gvk};
 use crate::semver_range::{Range, parse_version};
-
-/// The entries of a channel that no other entry replaces, skips or covers with its
-/// `skipRange`: its head(s).
-pub fn heads<'a>(catalog: &Catalog, channel: &'a Channel) -> Vec<&'a Entry> {
-    let version = |name: &str| catalog.bundle(&channel.package, name).and_then(Bundle::version);
-    let replaced: BTreeSet<&str> = channel
-        .entries
-        .iter()
-        .flat_map(|e| e.replaces.iter().map(String::as_str).chain(e.skips.iter().map(String::as_str)))
-        .collect();
-    let ranges: Vec<(&str, Range)> = channel
-        .entries
-        .iter()
-        .filter_map(|e| Some((e.name.as_str(), e.skip_range.as_deref().and_then(Range::parse)?)))
-        .collect();
-    channel
-        .entries
-        .iter()
-        .filter(|e| !replaced.contains(e.name.as_str()))
-        .filter(|e| {
-            let Some(v) = version(&e.name) else { return true };
-            !ranges.iter().any(|(other, range)| *other != e.name && range.contains(&v))
-        })
-        .collect()
-}
 
 /// Why a subscription cannot be resolved (OLM's `ResolutionFailed` message).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -227,7 +203,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::fbc::{Package, Property};
+    use crate::fbc::{Entry, Package, Property};
 
     fn bundle(name: &str, version: &str, extra: Vec<Property>) -> Bundle {
         let mut properties =

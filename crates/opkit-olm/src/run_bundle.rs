@@ -27,7 +27,7 @@ use crate::{FIELD_MANAGER, OlmError};
 /// The OperatorGroup `run bundle` makes when a namespace has none (operator-sdk's name).
 pub const OPERATOR_GROUP: &str = "operator-sdk-og";
 /// Label on the ConfigMap holding a `run bundle` catalog: the CatalogSource's name.
-pub const CATALOG_LABEL: &str = "catalog.opkit.dev/catalog-source";
+pub(crate) const CATALOG_LABEL: &str = "catalog.opkit.dev/catalog-source";
 
 /// How to run a bundle.
 #[derive(Debug, Clone)]
@@ -60,12 +60,12 @@ pub struct Installed {
 }
 
 /// The Subscription name operator-sdk gives a CSV's subscription.
-pub fn subscription_name(csv: &str) -> String {
+pub(crate) fn subscription_name(csv: &str) -> String {
     format!("{}-sub", csv.replace('.', "-"))
 }
 
 /// The CatalogSource name `run bundle` uses for a package.
-pub fn catalog_source_name(package: &str) -> String {
+pub(crate) fn catalog_source_name(package: &str) -> String {
     format!("{package}-catalog")
 }
 
@@ -335,7 +335,7 @@ async fn approve_plan(
 }
 
 /// Waits until CSV `name` has succeeded, reporting each phase it passes through.
-pub async fn wait_csv(
+pub(crate) async fn wait_csv(
     client: &Client,
     ns: &str,
     name: &str,
@@ -430,86 +430,145 @@ pub async fn cleanup_with(
     options: &CleanupOptions,
     progress: &dyn Fn(&str),
 ) -> Result<Removed, OlmError> {
-    let deadline = Instant::now() + timeout;
-    let mut removed = Removed::default();
+    let installed = OperatorObjects::read(client, package, ns).await?;
+    let mut remover = Remover { deadline: Instant::now() + timeout, removed: Removed::default(), progress };
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
-    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
-    let mine: Vec<Subscription> =
-        subs.list(&ListParams::default()).await?.into_iter().filter(|s| s.spec.name == package).collect();
-    let mut csv_names: Vec<String> = Vec::new();
-    for sub in &mine {
-        let status = sub.status.clone().unwrap_or_default();
-        csv_names.extend(status.installed_csv.into_iter().chain(status.current_csv));
+    for sub in &installed.subscriptions {
+        remover.remove(&subs, &sub.name_any()).await?;
     }
-    csv_names.sort();
-    csv_names.dedup();
-    let csv_objects: Vec<ClusterServiceVersion> = {
-        let mut found = Vec::new();
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    for csv in &installed.csvs {
+        remover.remove(&csvs, &csv.name_any()).await?;
+    }
+    if options.delete_crds {
+        remove_owned_crds(client, &installed, &mut remover).await?;
+    }
+    remove_install_plans(client, ns, &installed, &mut remover).await?;
+    remove_catalogs(client, &installed, &mut remover).await?;
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns);
+    let others = csvs.list(&ListParams::default()).await?.items.len();
+    if options.delete_operator_groups && others == 0 && groups.get_opt(OPERATOR_GROUP).await?.is_some() {
+        remover.remove(&groups, OPERATOR_GROUP).await?;
+    }
+    progress(&format!("Operator {package:?} uninstalled"));
+    Ok(remover.removed)
+}
+
+/// What an operator installed through OLM consists of: the Subscriptions to its package,
+/// and the CSVs they installed or are installing.
+struct OperatorObjects {
+    subscriptions: Vec<Subscription>,
+    /// The names of the subscriptions' installed and current CSVs.
+    csv_names: Vec<String>,
+    /// Those CSVs that exist.
+    csvs: Vec<ClusterServiceVersion>,
+}
+
+impl OperatorObjects {
+    /// Reads the Subscriptions to `package` in `ns` and the CSVs they name.
+    async fn read(client: &Client, package: &str, ns: &str) -> Result<OperatorObjects, OlmError> {
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+        let subscriptions: Vec<Subscription> =
+            subs.list(&ListParams::default()).await?.into_iter().filter(|s| s.spec.name == package).collect();
+        let mut csv_names: Vec<String> = Vec::new();
+        for sub in &subscriptions {
+            let status = sub.status.clone().unwrap_or_default();
+            csv_names.extend(status.installed_csv.into_iter().chain(status.current_csv));
+        }
+        csv_names.sort();
+        csv_names.dedup();
+        let api: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+        let mut csvs = Vec::new();
         for name in &csv_names {
-            if let Some(csv) = csvs.get_opt(name).await? {
-                found.push(csv);
+            if let Some(csv) = api.get_opt(name).await? {
+                csvs.push(csv);
             }
         }
-        found
-    };
-    let mut sources = Vec::new();
-    for sub in &mine {
-        delete(&subs, &sub.name_any(), deadline).await?;
-        say(&mut removed, progress, "subscription", &sub.name_any());
-        sources.push((sub.spec.source_namespace.clone(), sub.spec.source.clone()));
+        Ok(OperatorObjects { subscriptions, csv_names, csvs })
     }
-    for csv in &csv_objects {
-        delete(&csvs, &csv.name_any(), deadline).await?;
-        say(&mut removed, progress, "clusterserviceversion", &csv.name_any());
+}
+
+/// Deletes objects one at a time, waiting for each to go, and reports each deletion.
+struct Remover<'a> {
+    deadline: Instant,
+    removed: Removed,
+    progress: &'a dyn Fn(&str),
+}
+
+impl Remover<'_> {
+    /// Deletes `name`, waits until it is gone and reports `kind "name" deleted`.
+    async fn remove<K>(&mut self, api: &Api<K>, name: &str) -> Result<(), OlmError>
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+        K::DynamicType: Default,
+    {
+        delete(api, name, self.deadline).await?;
+        let line = format!("{} {name:?} deleted", K::kind(&Default::default()).to_lowercase());
+        (self.progress)(&line);
+        self.removed.deleted.push(line);
+        Ok(())
     }
+}
+
+/// Removes the CRDs the CSVs own that exist.
+async fn remove_owned_crds(
+    client: &Client,
+    installed: &OperatorObjects,
+    remover: &mut Remover<'_>,
+) -> Result<(), OlmError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for csv in csv_objects.iter().filter(|_| options.delete_crds) {
+    for csv in &installed.csvs {
         for owned in &csv.spec.customresourcedefinitions.owned {
             if crds.get_opt(&owned.name).await?.is_some() {
-                delete(&crds, &owned.name, deadline).await?;
-                say(&mut removed, progress, "customresourcedefinition", &owned.name);
+                remover.remove(&crds, &owned.name).await?;
             }
         }
     }
-    // Every InstallPlan of the subscriptions (those of replaced versions too), which the
-    // garbage collector would otherwise remove some time later.
-    let sub_uids: Vec<String> = mine.iter().filter_map(|s| s.uid()).collect();
+    Ok(())
+}
+
+/// Removes every InstallPlan of the subscriptions (those of replaced versions too), which
+/// the garbage collector would otherwise remove some time later.
+async fn remove_install_plans(
+    client: &Client,
+    ns: &str,
+    installed: &OperatorObjects,
+    remover: &mut Remover<'_>,
+) -> Result<(), OlmError> {
+    let sub_uids: Vec<String> = installed.subscriptions.iter().filter_map(|s| s.uid()).collect();
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
     for plan in plans.list(&ListParams::default()).await? {
         let of_a_subscription = plan.owner_references().iter().any(|r| sub_uids.contains(&r.uid));
-        if of_a_subscription || plan.spec.cluster_service_version_names.iter().any(|n| csv_names.contains(n)) {
-            delete(&plans, &plan.name_any(), deadline).await?;
-            say(&mut removed, progress, "installplan", &plan.name_any());
+        if of_a_subscription || plan.spec.cluster_service_version_names.iter().any(|n| installed.csv_names.contains(n))
+        {
+            remover.remove(&plans, &plan.name_any()).await?;
         }
     }
+    Ok(())
+}
+
+/// Removes the subscriptions' CatalogSources and the catalog ConfigMaps `run bundle`
+/// made for them.
+async fn remove_catalogs(
+    client: &Client,
+    installed: &OperatorObjects,
+    remover: &mut Remover<'_>,
+) -> Result<(), OlmError> {
+    let mut sources: Vec<(String, String)> =
+        installed.subscriptions.iter().map(|s| (s.spec.source_namespace.clone(), s.spec.source.clone())).collect();
     sources.sort();
     sources.dedup();
     for (source_ns, source) in sources {
         let catalog_sources: Api<CatalogSource> = Api::namespaced(client.clone(), &source_ns);
         if catalog_sources.get_opt(&source).await?.is_some() {
-            delete(&catalog_sources, &source, deadline).await?;
-            say(&mut removed, progress, "catalogsource", &source);
+            remover.remove(&catalog_sources, &source).await?;
         }
         let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &source_ns);
         if config_maps.get_opt(&source).await?.is_some_and(|cm| cm.labels().contains_key(CATALOG_LABEL)) {
-            delete(&config_maps, &source, deadline).await?;
-            say(&mut removed, progress, "configmap", &source);
+            remover.remove(&config_maps, &source).await?;
         }
     }
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns);
-    let others = csvs.list(&ListParams::default()).await?.items.len();
-    if options.delete_operator_groups && others == 0 && groups.get_opt(OPERATOR_GROUP).await?.is_some() {
-        delete(&groups, OPERATOR_GROUP, deadline).await?;
-        say(&mut removed, progress, "operatorgroup", OPERATOR_GROUP);
-    }
-    progress(&format!("Operator {package:?} uninstalled"));
-    Ok(removed)
-}
-
-fn say(removed: &mut Removed, progress: &dyn Fn(&str), kind: &str, name: &str) {
-    let line = format!("{kind} {name:?} deleted");
-    progress(&line);
-    removed.deleted.push(line);
+    Ok(())
 }
 
 /// Deletes an object and waits until it is gone.

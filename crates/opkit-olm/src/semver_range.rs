@@ -6,7 +6,7 @@ use semver::Version;
 
 /// A parsed range.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Range {
+pub(crate) struct Range {
     alternatives: Vec<Vec<(Op, Version)>>,
 }
 
@@ -22,7 +22,7 @@ enum Op {
 
 impl Range {
     /// Parses `text`; `None` when it is not a range.
-    pub fn parse(text: &str) -> Option<Range> {
+    pub(crate) fn parse(text: &str) -> Option<Range> {
         let mut alternatives = Vec::new();
         for alternative in text.split("||") {
             let mut comparators = Vec::new();
@@ -56,7 +56,7 @@ impl Range {
     }
 
     /// Whether `version` is in the range.
-    pub fn contains(&self, version: &Version) -> bool {
+    pub(crate) fn contains(&self, version: &Version) -> bool {
         self.alternatives.iter().any(|all| {
             all.iter().all(|(op, bound)| match op {
                 Op::Eq => version == bound,

@@ -208,7 +208,7 @@ fn bundle(args: GenerateBundleArgs, out: &mut Output) -> Result<(), CliError> {
         flags => flags,
     };
     if let Some(v) = &args.version
-        && !generate::manifests::is_semver(v)
+        && !generate::is_semver(v)
     {
         return Err(CliError::Usage(format!("{v:?} is not a valid semantic version")));
     }

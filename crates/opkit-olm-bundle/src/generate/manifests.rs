@@ -24,7 +24,7 @@ use crate::csv::{
 
 /// The kinds OLM creates from a bundle's manifests besides the CSV and CRDs
 /// (operator-registry's supported kinds).
-pub const SUPPORTED_KINDS: [&str; 19] = [
+pub(crate) const SUPPORTED_KINDS: [&str; 19] = [
     "Secret",
     "ClusterRole",
     "ClusterRoleBinding",
@@ -121,7 +121,6 @@ pub fn generate_bundle(
     if !options.version.is_empty() && !is_semver(&options.version) {
         return Err(GenerateError::Version(options.version.clone()));
     }
-    let kind_of = |o: &Value| o.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
     let mut csv = match objects.iter().find(|o| kind_of(o) == CSV_KIND) {
         Some(o) => typed::<ClusterServiceVersion>(o)?,
         None => base.ok_or(GenerateError::NoBase)?,
@@ -131,46 +130,106 @@ pub fn generate_bundle(
         .filter(|o| kind_of(o) == "CustomResourceDefinition")
         .map(|o| BundleCrd::from_object(PathBuf::new(), strip_namespace(o)))
         .collect();
-    let mut deployments = Vec::new();
-    let mut services = Vec::new();
-    let mut validating = Vec::new();
-    let mut mutating = Vec::new();
-    let mut rbac = Vec::new();
-    let mut accounts = Vec::new();
-    let mut samples = Vec::new();
-    let mut others = Vec::new();
-    let mut scorecard_config = None;
-    let owned_gvks: BTreeSet<(String, String)> = crds
-        .iter()
-        .flat_map(|c| c.versions.iter().map(move |v| (format!("{}/{}", c.group, v.name), c.kind.clone())))
-        .collect();
-    for object in objects {
-        let kind = kind_of(object);
-        let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        match kind.as_str() {
-            CSV_KIND | "CustomResourceDefinition" | "Namespace" => {}
-            "Deployment" => deployments.push(typed::<Deployment>(object)?),
-            "Service" => {
-                services.push(typed::<Service>(object)?);
-                others.push(strip_namespace(object));
-            }
-            "ValidatingWebhookConfiguration" => validating
-                .extend(object.get("webhooks").map(typed::<Vec<ValidatingWebhook>>).transpose()?.unwrap_or_default()),
-            "MutatingWebhookConfiguration" => mutating
-                .extend(object.get("webhooks").map(typed::<Vec<MutatingWebhook>>).transpose()?.unwrap_or_default()),
-            "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" => rbac.push(object.clone()),
-            "ServiceAccount" => accounts.push(object.clone()),
-            "Configuration" if api_version.starts_with("scorecard.operatorframework.io/") => {
-                scorecard_config = Some(object.clone())
-            }
-            _ if owned_gvks.contains(&(api_version.clone(), kind.clone())) => samples.push(object.clone()),
-            _ if SUPPORTED_KINDS.contains(&kind.as_str()) => others.push(strip_namespace(object)),
-            _ => {}
-        }
-    }
+    let mut sorted = SortedObjects::sort(objects, &crds)?;
 
     // The ServiceAccounts the operator runs as: OLM creates them and binds their rules.
-    let csv_accounts: BTreeSet<String> = deployments
+    let csv_accounts = operator_accounts(&sorted.deployments);
+    let (permissions, cluster_permissions, rbac_out) = split_permissions(&sorted.rbac, &csv_accounts);
+    sorted.others.extend(rbac_out.into_iter().map(|o| strip_namespace(&o)));
+    for account in &sorted.accounts {
+        let name = account.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        if !csv_accounts.contains(name) {
+            sorted.others.push(strip_namespace(account));
+        }
+    }
+    fill_install_strategy(&mut csv, permissions, cluster_permissions, &sorted.deployments);
+    csv.spec.customresourcedefinitions.owned = owned_crd_descriptions(&csv, &crds);
+    annotate(&mut csv, &sorted.samples, options)?;
+    csv.spec.webhookdefinitions =
+        webhook_definitions(&sorted.validating, &sorted.mutating, &sorted.services, &sorted.deployments, &crds);
+    name_csv(&mut csv, options);
+
+    let csv_object = serde_json::to_value(&csv)
+        .map_err(|e| GenerateError::Object { what: "the ClusterServiceVersion".into(), message: e.to_string() })?;
+    let bundle = Bundle {
+        dir: PathBuf::new(),
+        manifests_dir: PathBuf::new(),
+        csv,
+        csv_object,
+        csv_file: PathBuf::new(),
+        crds,
+        objects: sorted.others.into_iter().map(|object| BundleObject { file: PathBuf::new(), object }).collect(),
+        annotations: None,
+        annotations_file: None,
+        dependencies: None,
+    };
+    Ok(GeneratedBundle { bundle, scorecard_config: sorted.scorecard_config })
+}
+
+/// An object's `kind`.
+fn kind_of(object: &Value) -> String {
+    object.get("kind").and_then(Value::as_str).unwrap_or_default().to_string()
+}
+
+/// The input objects sorted by where they go: into the CSV's install strategy and webhook
+/// definitions, into `alm-examples`, or into the bundle as they are.
+#[derive(Default)]
+struct SortedObjects {
+    deployments: Vec<Deployment>,
+    services: Vec<Service>,
+    validating: Vec<ValidatingWebhook>,
+    mutating: Vec<MutatingWebhook>,
+    /// Roles, ClusterRoles and their bindings.
+    rbac: Vec<Value>,
+    accounts: Vec<Value>,
+    /// Custom resources of the owned CRDs.
+    samples: Vec<Value>,
+    /// The objects the bundle carries beside the CSV and CRDs (without namespace).
+    others: Vec<Value>,
+    scorecard_config: Option<Value>,
+}
+
+impl SortedObjects {
+    /// Sorts the objects; `crds` decides which custom resources are samples.
+    fn sort(objects: &[Value], crds: &[BundleCrd]) -> Result<SortedObjects, GenerateError> {
+        let owned_gvks: BTreeSet<(String, String)> = crds
+            .iter()
+            .flat_map(|c| c.versions.iter().map(move |v| (format!("{}/{}", c.group, v.name), c.kind.clone())))
+            .collect();
+        let mut sorted = SortedObjects::default();
+        for object in objects {
+            let kind = kind_of(object);
+            let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+            match kind.as_str() {
+                CSV_KIND | "CustomResourceDefinition" | "Namespace" => {}
+                "Deployment" => sorted.deployments.push(typed::<Deployment>(object)?),
+                "Service" => {
+                    sorted.services.push(typed::<Service>(object)?);
+                    sorted.others.push(strip_namespace(object));
+                }
+                "ValidatingWebhookConfiguration" => sorted.validating.extend(
+                    object.get("webhooks").map(typed::<Vec<ValidatingWebhook>>).transpose()?.unwrap_or_default(),
+                ),
+                "MutatingWebhookConfiguration" => sorted
+                    .mutating
+                    .extend(object.get("webhooks").map(typed::<Vec<MutatingWebhook>>).transpose()?.unwrap_or_default()),
+                "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" => sorted.rbac.push(object.clone()),
+                "ServiceAccount" => sorted.accounts.push(object.clone()),
+                "Configuration" if api_version.starts_with("scorecard.operatorframework.io/") => {
+                    sorted.scorecard_config = Some(object.clone())
+                }
+                _ if owned_gvks.contains(&(api_version.clone(), kind.clone())) => sorted.samples.push(object.clone()),
+                _ if SUPPORTED_KINDS.contains(&kind.as_str()) => sorted.others.push(strip_namespace(object)),
+                _ => {}
+            }
+        }
+        Ok(sorted)
+    }
+}
+
+/// The ServiceAccounts the Deployments run as (`default` when they name none).
+fn operator_accounts(deployments: &[Deployment]) -> BTreeSet<String> {
+    deployments
         .iter()
         .map(|d| {
             d.spec
@@ -180,16 +239,17 @@ pub fn generate_bundle(
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| "default".into())
         })
-        .collect();
-    let (permissions, cluster_permissions, rbac_out) = split_permissions(&rbac, &csv_accounts);
-    others.extend(rbac_out.into_iter().map(|o| strip_namespace(&o)));
-    for account in accounts {
-        let name = account.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        if !csv_accounts.contains(name) {
-            others.push(strip_namespace(&account));
-        }
-    }
+        .collect()
+}
 
+/// Fills the CSV's `deployment` install strategy: permissions, cluster permissions and
+/// Deployments, and reads `WATCH_NAMESPACE` from the OperatorGroup.
+fn fill_install_strategy(
+    csv: &mut ClusterServiceVersion,
+    permissions: Permissions,
+    cluster_permissions: Permissions,
+    deployments: &[Deployment],
+) {
     let strategy = &mut csv.spec.install;
     if strategy.strategy.is_empty() {
         strategy.strategy = DEPLOYMENT_STRATEGY.into();
@@ -204,11 +264,13 @@ pub fn generate_bundle(
             label: d.metadata.labels.clone().unwrap_or_default(),
         })
         .collect();
-    set_watch_namespace(&mut csv);
+    set_watch_namespace(csv);
+}
 
-    // Owned CRDs: the base's description where it has one, else name, version and kind.
+/// Owned CRDs: the base's description where it has one, else name, version and kind.
+fn owned_crd_descriptions(csv: &ClusterServiceVersion, crds: &[BundleCrd]) -> Vec<CrdDescription> {
     let mut owned = Vec::new();
-    for crd in &crds {
+    for crd in crds {
         for version in &crd.versions {
             let described = csv
                 .spec
@@ -224,9 +286,13 @@ pub fn generate_bundle(
             }));
         }
     }
-    csv.spec.customresourcedefinitions.owned = owned;
+    owned
+}
 
-    let examples = serde_json::to_string_pretty(&samples)
+/// Sets `alm-examples` from the samples, and `createdAt`, the builder and the project
+/// layout when the options give them.
+fn annotate(csv: &mut ClusterServiceVersion, samples: &[Value], options: &BundleOptions) -> Result<(), GenerateError> {
+    let examples = serde_json::to_string_pretty(samples)
         .map_err(|e| GenerateError::Object { what: "alm-examples".into(), message: e.to_string() })?;
     let annotations = csv.metadata.annotations.get_or_insert_default();
     annotations.insert(ALM_EXAMPLES.into(), examples);
@@ -239,30 +305,18 @@ pub fn generate_bundle(
     if !options.project_layout.is_empty() {
         annotations.insert("operators.operatorframework.io/project_layout".into(), options.project_layout.clone());
     }
-    csv.spec.webhookdefinitions = webhook_definitions(&validating, &mutating, &services, &deployments, &crds);
+    Ok(())
+}
 
+/// Names the CSV `<package>.v<version>`: the version given, else the base's version when
+/// the base is named with a placeholder version.
+fn name_csv(csv: &mut ClusterServiceVersion, options: &BundleOptions) {
     if !options.version.is_empty() {
         csv.spec.version = options.version.clone();
         csv.metadata.name = Some(format!("{}.v{}", options.package, options.version));
     } else if csv.name().ends_with(".vX.Y.Z") || csv.name().ends_with(".v0.0.0") && !csv.spec.version.is_empty() {
         csv.metadata.name = Some(format!("{}.v{}", options.package, csv.spec.version));
     }
-
-    let csv_object = serde_json::to_value(&csv)
-        .map_err(|e| GenerateError::Object { what: "the ClusterServiceVersion".into(), message: e.to_string() })?;
-    let bundle = Bundle {
-        dir: PathBuf::new(),
-        manifests_dir: PathBuf::new(),
-        csv,
-        csv_object,
-        csv_file: PathBuf::new(),
-        crds,
-        objects: others.into_iter().map(|object| BundleObject { file: PathBuf::new(), object }).collect(),
-        annotations: None,
-        annotations_file: None,
-        dependencies: None,
-    };
-    Ok(GeneratedBundle { bundle, scorecard_config })
 }
 
 fn strip_namespace(object: &Value) -> Value {
@@ -388,6 +442,8 @@ fn service_target(
 /// A conversion webhook's service name, port and path.
 type ConversionTarget = (String, i32, String);
 
+/// The CSV's webhook definitions: one per validating and mutating webhook, and one per
+/// group of CRDs converting through the same service port and path; by name.
 fn webhook_definitions(
     validating: &[ValidatingWebhook],
     mutating: &[MutatingWebhook],
@@ -395,51 +451,80 @@ fn webhook_definitions(
     deployments: &[Deployment],
     crds: &[BundleCrd],
 ) -> Vec<WebhookDescription> {
-    let review_versions = |v: &Vec<String>| if v.is_empty() { vec!["v1beta1".to_string()] } else { v.clone() };
-    let mut out = Vec::new();
-    for w in validating {
-        let (deployment_name, container_port, target_port, webhook_path) =
-            service_target(&w.client_config, services, deployments);
-        out.push(WebhookDescription {
-            generate_name: w.name.clone(),
-            webhook_type: "ValidatingAdmissionWebhook".into(),
-            deployment_name,
-            container_port,
-            target_port,
-            rules: w.rules.clone().unwrap_or_default(),
-            failure_policy: w.failure_policy.clone(),
-            match_policy: w.match_policy.clone(),
-            object_selector: w.object_selector.clone(),
-            side_effects: Some(if w.side_effects.is_empty() { "None".into() } else { w.side_effects.clone() }),
-            timeout_seconds: w.timeout_seconds,
-            admission_review_versions: review_versions(&w.admission_review_versions),
-            reinvocation_policy: None,
-            webhook_path,
-            conversion_crds: Vec::new(),
-        });
+    let mut out: Vec<WebhookDescription> =
+        validating.iter().map(|w| validating_definition(w, services, deployments)).collect();
+    out.extend(mutating.iter().map(|w| mutating_definition(w, services, deployments)));
+    out.extend(conversion_definitions(crds, services, deployments));
+    out.sort_by(|a, b| a.generate_name.cmp(&b.generate_name));
+    out
+}
+
+/// The admission review versions a webhook accepts (`v1beta1` when it names none).
+fn review_versions(versions: &[String]) -> Vec<String> {
+    if versions.is_empty() { vec!["v1beta1".to_string()] } else { versions.to_vec() }
+}
+
+/// A webhook's side effects (`None` when it names none).
+fn side_effects(side_effects: &str) -> Option<String> {
+    Some(if side_effects.is_empty() { "None".into() } else { side_effects.to_string() })
+}
+
+/// A validating webhook's definition, its service resolved to a Deployment and port.
+fn validating_definition(
+    w: &ValidatingWebhook,
+    services: &[Service],
+    deployments: &[Deployment],
+) -> WebhookDescription {
+    let (deployment_name, container_port, target_port, webhook_path) =
+        service_target(&w.client_config, services, deployments);
+    WebhookDescription {
+        generate_name: w.name.clone(),
+        webhook_type: "ValidatingAdmissionWebhook".into(),
+        deployment_name,
+        container_port,
+        target_port,
+        rules: w.rules.clone().unwrap_or_default(),
+        failure_policy: w.failure_policy.clone(),
+        match_policy: w.match_policy.clone(),
+        object_selector: w.object_selector.clone(),
+        side_effects: side_effects(&w.side_effects),
+        timeout_seconds: w.timeout_seconds,
+        admission_review_versions: review_versions(&w.admission_review_versions),
+        reinvocation_policy: None,
+        webhook_path,
+        conversion_crds: Vec::new(),
     }
-    for w in mutating {
-        let (deployment_name, container_port, target_port, webhook_path) =
-            service_target(&w.client_config, services, deployments);
-        out.push(WebhookDescription {
-            generate_name: w.name.clone(),
-            webhook_type: "MutatingAdmissionWebhook".into(),
-            deployment_name,
-            container_port,
-            target_port,
-            rules: w.rules.clone().unwrap_or_default(),
-            failure_policy: w.failure_policy.clone(),
-            match_policy: w.match_policy.clone(),
-            object_selector: w.object_selector.clone(),
-            side_effects: Some(if w.side_effects.is_empty() { "None".into() } else { w.side_effects.clone() }),
-            timeout_seconds: w.timeout_seconds,
-            admission_review_versions: review_versions(&w.admission_review_versions),
-            reinvocation_policy: w.reinvocation_policy.clone(),
-            webhook_path,
-            conversion_crds: Vec::new(),
-        });
+}
+
+/// A mutating webhook's definition, its service resolved to a Deployment and port.
+fn mutating_definition(w: &MutatingWebhook, services: &[Service], deployments: &[Deployment]) -> WebhookDescription {
+    let (deployment_name, container_port, target_port, webhook_path) =
+        service_target(&w.client_config, services, deployments);
+    WebhookDescription {
+        generate_name: w.name.clone(),
+        webhook_type: "MutatingAdmissionWebhook".into(),
+        deployment_name,
+        container_port,
+        target_port,
+        rules: w.rules.clone().unwrap_or_default(),
+        failure_policy: w.failure_policy.clone(),
+        match_policy: w.match_policy.clone(),
+        object_selector: w.object_selector.clone(),
+        side_effects: side_effects(&w.side_effects),
+        timeout_seconds: w.timeout_seconds,
+        admission_review_versions: review_versions(&w.admission_review_versions),
+        reinvocation_policy: w.reinvocation_policy.clone(),
+        webhook_path,
+        conversion_crds: Vec::new(),
     }
-    // Conversion webhooks: CRDs converting through the same service port and path share one.
+}
+
+/// Conversion webhooks: CRDs converting through the same service port and path share one.
+fn conversion_definitions(
+    crds: &[BundleCrd],
+    services: &[Service],
+    deployments: &[Deployment],
+) -> Vec<WebhookDescription> {
     let mut groups: BTreeMap<ConversionTarget, (Vec<String>, Vec<String>)> = BTreeMap::new();
     for crd in crds {
         let v1 = crd.to_v1();
@@ -455,6 +540,7 @@ fn webhook_definitions(
         let entry = groups.entry((name, port, path)).or_insert_with(|| (Vec::new(), versions));
         entry.0.push(crd.name.clone());
     }
+    let mut out = Vec::new();
     for ((service_name, port, path), (mut names, versions)) in groups {
         names.sort();
         let service = services.iter().find(|s| s.metadata.name.as_deref() == Some(service_name.as_str()));
@@ -481,6 +567,5 @@ fn webhook_definitions(
             ..WebhookDescription::default()
         });
     }
-    out.sort_by(|a, b| a.generate_name.cmp(&b.generate_name));
     out
 }

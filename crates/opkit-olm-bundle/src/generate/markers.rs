@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::csv::{ApiResourceReference, CrdDescription, Descriptor};
 
 /// The marker prefix.
-pub const CSV_MARKER: &str = "+operator-sdk:csv:customresourcedefinitions:";
+pub(crate) const CSV_MARKER: &str = "+operator-sdk:csv:customresourcedefinitions:";
 
 /// A marker that could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -319,7 +319,7 @@ fn json_name(field: &Field, rename_all: Option<&str>) -> String {
 
 /// operator-sdk's `k8sutil.GetDisplayName`: words split at `.`, `-`, `_`, spaces and
 /// lower-to-upper case changes, each capitalised.
-pub fn display_name(name: &str) -> String {
+pub(crate) fn display_name(name: &str) -> String {
     let words: Vec<String> = name
         .split(['.', '-', '_', ' '])
         .filter(|w| !w.is_empty())

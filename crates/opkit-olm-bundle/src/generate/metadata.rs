@@ -10,9 +10,9 @@ use crate::error::BundleError;
 use crate::yaml;
 
 /// The channel a bundle is put in when none is given.
-pub const DEFAULT_CHANNEL_NAME: &str = "alpha";
+pub(crate) const DEFAULT_CHANNEL_NAME: &str = "alpha";
 /// Where scorecard's configuration goes in a bundle.
-pub const SCORECARD_CONFIG_DIR: &str = "tests/scorecard";
+pub(crate) const SCORECARD_CONFIG_DIR: &str = "tests/scorecard";
 
 /// What the metadata says.
 #[derive(Debug, Clone, Default)]

@@ -231,134 +231,168 @@ fn quoted_list(items: &[String]) -> String {
 
 /// The APIs of the bundle removed in Kubernetes 1.22, 1.25 and 1.26: errors when the
 /// `k8s-version` value or minKubeVersion reaches that release, warnings otherwise.
-fn deprecated_apis(bundle: &Bundle, k8s_version: &str, inside_operatorhub: bool) -> Vec<Finding> {
-    let parse = |v: &str| -> Option<(u64, u64)> {
-        let v = v.trim().trim_start_matches('v');
-        let mut parts = v.split('.');
-        Some((parts.next()?.parse().ok()?, parts.next().unwrap_or("0").parse().ok()?))
-    };
+/// APIs a Kubernetes release removed, as operator-framework's deprecated-APIs validator
+/// lists them.
+struct RemovedApis {
+    /// The release: major, minor.
+    release: (u64, u64),
+    /// Whether the release removed `apiextensions.k8s.io/v1beta1` CRDs.
+    crds_v1beta1: bool,
+    /// The removed kinds, by apiVersion.
+    kinds: &'static [(&'static str, &'static [&'static str])],
+}
+
+/// The releases the deprecated-APIs validator checks, oldest first.
+const REMOVED_APIS: [RemovedApis; 3] = [
+    RemovedApis {
+        release: (1, 22),
+        crds_v1beta1: true,
+        kinds: &[
+            ("scheduling.k8s.io/v1beta1", &["PriorityClass"]),
+            ("rbac.authorization.k8s.io/v1beta1", &["Role", "ClusterRoleBinding", "RoleBinding", "ClusterRole"]),
+            ("apiregistration.k8s.io/v1beta1", &["APIService"]),
+            ("authentication.k8s.io/v1beta1", &["TokenReview"]),
+            (
+                "authorization.k8s.io/v1beta1",
+                &["LocalSubjectAccessReview", "SelfSubjectAccessReview", "SubjectAccessReview"],
+            ),
+            (
+                "admissionregistration.k8s.io/v1beta1",
+                &["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"],
+            ),
+            ("coordination.k8s.io/v1beta1", &["Lease"]),
+            ("extensions/v1beta1", &["Ingress"]),
+            ("networking.k8s.io/v1beta1", &["Ingress", "IngressClass"]),
+            ("storage.k8s.io/v1beta1", &["CSIDriver", "CSINode", "StorageClass", "VolumeAttachment"]),
+            ("certificates.k8s.io/v1beta1", &["CertificateSigningRequest"]),
+        ],
+    },
+    RemovedApis {
+        release: (1, 25),
+        crds_v1beta1: false,
+        kinds: &[
+            ("batch/v1beta1", &["CronJob"]),
+            ("discovery.k8s.io/v1beta1", &["EndpointSlice"]),
+            ("events.k8s.io/v1beta1", &["Event"]),
+            ("autoscaling/v2beta1", &["HorizontalPodAutoscaler"]),
+            ("policy/v1beta1", &["PodDisruptionBudget", "PodSecurityPolicy"]),
+            ("node.k8s.io/v1beta1", &["RuntimeClass"]),
+        ],
+    },
+    RemovedApis {
+        release: (1, 26),
+        crds_v1beta1: false,
+        kinds: &[("autoscaling/v2beta2", &["HorizontalPodAutoscaler"])],
+    },
+];
+
+impl RemovedApis {
+    /// The bundle's objects of these APIs: names by kind (`CRD` for v1beta1 CRDs).
+    fn used_by(&self, bundle: &Bundle) -> BTreeMap<String, Vec<String>> {
+        let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        if self.crds_v1beta1 {
+            let crds: Vec<String> =
+                bundle.crds.iter().filter(|c| c.api_version == CRD_V1BETA1).map(|c| c.name.clone()).collect();
+            if !crds.is_empty() {
+                found.insert("CRD".into(), crds);
+            }
+        }
+        for object in &bundle.objects {
+            let (api_version, kind) = (object.api_version(), object.kind());
+            if self.kinds.iter().any(|(v, kinds)| *v == api_version && kinds.contains(&kind)) {
+                found.entry(kind.to_string()).or_default().push(object.name().to_string());
+            }
+        }
+        found
+    }
+}
+
+/// A Kubernetes version's major and minor (`v1.22`, `1.22.3`; minor 0 when absent).
+fn kube_release(v: &str) -> Option<(u64, u64)> {
+    let v = v.trim().trim_start_matches('v');
+    let mut parts = v.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next().unwrap_or("0").parse().ok()?))
+}
+
+/// The alpha deprecated-APIs validator: objects of APIs a release removed, errors when the
+/// `k8s-version` given or `spec.minKubeVersion` reaches that release, warnings otherwise.
+fn deprecated_apis(bundle: &Bundle, k8s_version: &str, _inside_operatorhub: bool) -> Vec<Finding> {
     let mut out = Vec::new();
-    if !k8s_version.is_empty() && parse(k8s_version).is_none() {
+    if !k8s_version.is_empty() && kube_release(k8s_version).is_none() {
         out.push(failed(
             bundle,
             Level::Error,
             format!("invalid value informed via the k8s key option : {k8s_version}"),
         ));
     }
-    let min_kube =
-        if bundle.csv.spec.min_kube_version.is_empty() { None } else { parse(&bundle.csv.spec.min_kube_version) };
-    if !bundle.csv.spec.min_kube_version.is_empty() && min_kube.is_none() {
-        out.push(failed(bundle, Level::Error, format!("unable to use csv.Spec.MinKubeVersion to verify the CRD/Webhook apis because it has an invalid value: {}", bundle.csv.spec.min_kube_version)));
+    let min_kube_version = &bundle.csv.spec.min_kube_version;
+    let min_kube = if min_kube_version.is_empty() { None } else { kube_release(min_kube_version) };
+    if !min_kube_version.is_empty() && min_kube.is_none() {
+        out.push(failed(bundle, Level::Error, format!("unable to use csv.Spec.MinKubeVersion to verify the CRD/Webhook apis because it has an invalid value: {min_kube_version}")));
     }
-    let provided = parse(k8s_version);
-    for (major, minor) in [(1u64, 22u64), (1, 25), (1, 26)] {
-        let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let objects = bundle.objects.iter().map(|o| (o.api_version(), o.kind(), o.name()));
-        match minor {
-            22 => {
-                let crds: Vec<String> =
-                    bundle.crds.iter().filter(|c| c.api_version == CRD_V1BETA1).map(|c| c.name.clone()).collect();
-                if !crds.is_empty() {
-                    found.insert("CRD".into(), crds);
-                }
-                for (api_version, kind, name) in objects {
-                    let removed = match api_version {
-                        "scheduling.k8s.io/v1beta1" => kind == "PriorityClass",
-                        "rbac.authorization.k8s.io/v1beta1" => {
-                            ["Role", "ClusterRoleBinding", "RoleBinding", "ClusterRole"].contains(&kind)
-                        }
-                        "apiregistration.k8s.io/v1beta1" => kind == "APIService",
-                        "authentication.k8s.io/v1beta1" => kind == "TokenReview",
-                        "authorization.k8s.io/v1beta1" => {
-                            ["LocalSubjectAccessReview", "SelfSubjectAccessReview", "SubjectAccessReview"]
-                                .contains(&kind)
-                        }
-                        "admissionregistration.k8s.io/v1beta1" => {
-                            ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"].contains(&kind)
-                        }
-                        "coordination.k8s.io/v1beta1" => kind == "Lease",
-                        "extensions/v1beta1" => kind == "Ingress",
-                        "networking.k8s.io/v1beta1" => ["Ingress", "IngressClass"].contains(&kind),
-                        "storage.k8s.io/v1beta1" => {
-                            ["CSIDriver", "CSINode", "StorageClass", "VolumeAttachment"].contains(&kind)
-                        }
-                        "certificates.k8s.io/v1beta1" => kind == "CertificateSigningRequest",
-                        _ => false,
-                    };
-                    if removed {
-                        found.entry(kind.to_string()).or_default().push(name.to_string());
-                    }
-                }
-            }
-            25 => {
-                const GVKS: [(&str, &str); 7] = [
-                    ("batch/v1beta1", "CronJob"),
-                    ("discovery.k8s.io/v1beta1", "EndpointSlice"),
-                    ("events.k8s.io/v1beta1", "Event"),
-                    ("autoscaling/v2beta1", "HorizontalPodAutoscaler"),
-                    ("policy/v1beta1", "PodDisruptionBudget"),
-                    ("policy/v1beta1", "PodSecurityPolicy"),
-                    ("node.k8s.io/v1beta1", "RuntimeClass"),
-                ];
-                for (api_version, kind, name) in objects {
-                    if GVKS.contains(&(api_version, kind)) {
-                        found.entry(kind.to_string()).or_default().push(name.to_string());
-                    }
-                }
-            }
-            _ => {
-                for (api_version, kind, name) in objects {
-                    if api_version == "autoscaling/v2beta2" && kind == "HorizontalPodAutoscaler" {
-                        found.entry(kind.to_string()).or_default().push(name.to_string());
-                    }
-                }
-            }
-        }
+    let provided = kube_release(k8s_version);
+    for removed in &REMOVED_APIS {
+        let found = removed.used_by(bundle);
         if found.is_empty() {
             continue;
         }
+        let (major, minor) = removed.release;
         let apis: Vec<String> = found.iter().map(|(k, v)| format!("{k}: ({})", quoted_list(v))).collect();
         let message = format!(
             "this bundle is using APIs which were deprecated and removed in v{major}.{minor}. More info: https://kubernetes.io/docs/reference/using-api/deprecation-guide/#v{major}-{minor}. Migrate the API(s) for {}",
             apis.join(",")
         );
-        let reached = |v: Option<(u64, u64)>| v.is_some_and(|v| v >= (major, minor));
+        let reached = |v: Option<(u64, u64)>| v.is_some_and(|v| v >= removed.release);
         let level = if reached(provided) || reached(min_kube) { Level::Error } else { Level::Warning };
-        let _ = inside_operatorhub;
         out.push(failed(bundle, level, message));
     }
     out
 }
 
+/// The good-practices validator, one check per practice.
 fn good_practices(bundle: &Bundle) -> Vec<Finding> {
-    let csv = &bundle.csv;
-    let mut out = Vec::new();
-    if csv.spec.install.spec.deployments.is_empty()
+    const CHECKS: [fn(&Bundle) -> Vec<Finding>; 6] =
+        [has_deployment, resource_requests, crd_descriptions, channel_names, no_crd_permissions, csv_name_convention];
+    CHECKS.iter().flat_map(|check| check(bundle)).collect()
+}
+
+/// The CSV installs a Deployment.
+fn has_deployment(bundle: &Bundle) -> Vec<Finding> {
+    if bundle.csv.spec.install.spec.deployments.is_empty()
         && bundle.csv_object.pointer("/spec/install/spec/deployments").is_none()
     {
-        out.push(failed(bundle, Level::Error, "unable to find a deployment to install in the CSV".into()));
+        return vec![failed(bundle, Level::Error, "unable to find a deployment to install in the CSV".into())];
     }
-    for d in &csv.spec.install.spec.deployments {
+    Vec::new()
+}
+
+/// Every container asks for resources.
+fn resource_requests(bundle: &Bundle) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for d in &bundle.csv.spec.install.spec.deployments {
         for c in d.spec.template.spec.iter().flat_map(|p| p.containers.iter()) {
             if c.resources.as_ref().and_then(|r| r.requests.as_ref()).is_none() {
                 out.push(failed(bundle, Level::Warning, format!("unable to find the resource requests for the container: ({}). It is recommended to ensure the resource request for CPU and Memory. Be aware that for some clusters configurations it is required to specify requests or limits for those values. Otherwise, the system or quota may reject Pod creation. More info: https://master.sdk.operatorframework.io/docs/best-practices/managing-resources/", c.name)));
             }
         }
     }
-    for (list, relation) in [
-        (&csv.spec.customresourcedefinitions.owned, "owned"),
-        (&csv.spec.customresourcedefinitions.required, "required"),
-    ] {
-        for crd in list {
-            if crd.description.is_empty() {
-                out.push(failed(
-                    bundle,
-                    Level::Warning,
-                    format!("{relation} CRD {:?} has an empty description", crd.name),
-                ));
-            }
+    out
+}
+
+/// Every owned and required CRD has a description.
+fn crd_descriptions(bundle: &Bundle) -> Vec<Finding> {
+    let crds = &bundle.csv.spec.customresourcedefinitions;
+    let mut out = Vec::new();
+    for (list, relation) in [(&crds.owned, "owned"), (&crds.required, "required")] {
+        for crd in list.iter().filter(|crd| crd.description.is_empty()) {
+            out.push(failed(bundle, Level::Warning, format!("{relation} CRD {:?} has an empty description", crd.name)));
         }
     }
+    out
+}
+
+/// Channels are named `candidate…`, `stable…` or `fast…`.
+fn channel_names(bundle: &Bundle) -> Vec<Finding> {
     let mut channels = bundle.channels();
     if let Some(default) = bundle.annotations.as_ref().and_then(|a| a.default_channel()) {
         channels.push(default.to_string());
@@ -373,31 +407,42 @@ fn good_practices(bundle: &Bundle) -> Vec<Finding> {
             unconventional.push(c);
         }
     }
-    if !unconventional.is_empty() {
-        out.push(failed(
-            bundle,
-            Level::Warning,
-            format!(
-                "channel(s) {} are not following the recommended naming convention: https://olm.operatorframework.io/docs/best-practices/channel-naming",
-                quoted_list(&unconventional)
-            ),
-        ));
+    if unconventional.is_empty() {
+        return Vec::new();
     }
-    let creates_crds =
-        csv.spec.install.spec.permissions.iter().chain(&csv.spec.install.spec.cluster_permissions).any(|p| {
-            p.rules.iter().any(|r| {
-                r.api_groups.iter().flatten().any(|g| g == "apiextensions.k8s.io")
-                    && r.resources
-                        .iter()
-                        .flatten()
-                        .any(|res| ["customresourcedefinitions", "*", "[*]"].contains(&res.as_str()))
-                    && r.verbs.iter().any(|v| ["create", "*", "[*]", "patch"].contains(&v.as_str()))
-            })
-        });
-    if creates_crds {
-        out.push(failed(bundle, Level::Warning, "CSV contains permissions to create CRD. An Operator shouldn't deploy or manage other operators (such patterns are known as meta or super operators or include CRDs in its Operands). It's the Operator Lifecycle Manager's job to manage the deployment and lifecycle of operators.  Please, review the design of your solution and if you should not be using Dependency Resolution from OLM instead. More info: https://sdk.operatorframework.io/docs/best-practices/common-recommendation/".into()));
+    vec![failed(
+        bundle,
+        Level::Warning,
+        format!(
+            "channel(s) {} are not following the recommended naming convention: https://olm.operatorframework.io/docs/best-practices/channel-naming",
+            quoted_list(&unconventional)
+        ),
+    )]
+}
+
+/// The operator may not create CRDs.
+fn no_crd_permissions(bundle: &Bundle) -> Vec<Finding> {
+    let strategy = &bundle.csv.spec.install.spec;
+    let creates_crds = strategy.permissions.iter().chain(&strategy.cluster_permissions).any(|p| {
+        p.rules.iter().any(|r| {
+            r.api_groups.iter().flatten().any(|g| g == "apiextensions.k8s.io")
+                && r.resources
+                    .iter()
+                    .flatten()
+                    .any(|res| ["customresourcedefinitions", "*", "[*]"].contains(&res.as_str()))
+                && r.verbs.iter().any(|v| ["create", "*", "[*]", "patch"].contains(&v.as_str()))
+        })
+    });
+    if !creates_crds {
+        return Vec::new();
     }
-    let name = csv.name();
+    vec![failed(bundle, Level::Warning, "CSV contains permissions to create CRD. An Operator shouldn't deploy or manage other operators (such patterns are known as meta or super operators or include CRDs in its Operands). It's the Operator Lifecycle Manager's job to manage the deployment and lifecycle of operators.  Please, review the design of your solution and if you should not be using Dependency Resolution from OLM instead. More info: https://sdk.operatorframework.io/docs/best-practices/common-recommendation/".into())]
+}
+
+/// The CSV is named `<operator-name>.v<semver>`.
+fn csv_name_convention(bundle: &Bundle) -> Vec<Finding> {
+    let name = bundle.csv.name();
+    let mut out = Vec::new();
     let semver_suffix = name
         .char_indices()
         .filter(|(i, c)| c.is_ascii_digit() && (*i == 0 || !name.as_bytes()[i - 1].is_ascii_digit()))

@@ -7,11 +7,12 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::path::Path;
 
 use serde_json::Value;
 
 use super::{Finding, Level, ordered};
-use crate::annotations::{self, REGISTRY_V1};
+use crate::annotations::{self, AnnotationsFile, REGISTRY_V1};
 use crate::bundle::Bundle;
 use crate::csv::INSTALL_MODE_TYPES;
 use crate::generate::manifests::{SUPPORTED_KINDS, is_semver};
@@ -43,21 +44,30 @@ pub fn gvk(group: &str, version: &str, kind: &str) -> String {
     format!("{group}/{version}, Kind={kind}")
 }
 
+/// operator-registry's bundle format: an annotations file, with the required annotations
+/// set to the values a registry+v1 bundle has.
 fn format(bundle: &Bundle) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let metadata_dir = bundle.dir.join(crate::bundle::METADATA_DIR);
     let Some(annotations) = &bundle.annotations else {
-        out.push(
+        let metadata_dir = bundle.dir.join(crate::bundle::METADATA_DIR);
+        return vec![
             Finding::new(
                 Level::Error,
                 FORMAT,
                 format!("could not find annotations file in {}", metadata_dir.display()),
             )
             .file(&metadata_dir),
-        );
-        return out;
+        ];
     };
     let file = bundle.annotations_file.clone().unwrap_or_default();
+    let mut out = required_annotations(annotations, &file);
+    out.extend(annotation_values(annotations, &file));
+    out.extend(default_channel_listed(annotations, &file));
+    out
+}
+
+/// The annotations every bundle has, with a value.
+fn required_annotations(annotations: &AnnotationsFile, file: &Path) -> Vec<Finding> {
+    let mut out = Vec::new();
     for key in [
         annotations::MEDIATYPE,
         annotations::MANIFESTS,
@@ -67,15 +77,22 @@ fn format(bundle: &Bundle) -> Vec<Finding> {
     ] {
         match annotations.annotations.get(key) {
             None => out
-                .push(Finding::new(Level::Error, FORMAT, format!("Missing annotation {key:?}")).field(key).file(&file)),
+                .push(Finding::new(Level::Error, FORMAT, format!("Missing annotation {key:?}")).field(key).file(file)),
             Some(v) if v.trim().is_empty() => out.push(
                 Finding::new(Level::Error, FORMAT, format!("Expecting annotation {key:?} to have non-empty value"))
                     .field(key)
-                    .file(&file),
+                    .file(file),
             ),
             Some(_) => {}
         }
     }
+    out
+}
+
+/// The media type is registry+v1 and the manifests and metadata directories are where it
+/// puts them.
+fn annotation_values(annotations: &AnnotationsFile, file: &Path) -> Vec<Finding> {
+    let mut out = Vec::new();
     let mediatype = annotations.get(annotations::MEDIATYPE);
     if !mediatype.is_empty() && mediatype != REGISTRY_V1 {
         out.push(
@@ -88,7 +105,7 @@ fn format(bundle: &Bundle) -> Vec<Finding> {
                 ),
             )
             .field(annotations::MEDIATYPE)
-            .file(&file),
+            .file(file),
         );
     }
     for (key, dir) in [(annotations::MANIFESTS, "manifests/"), (annotations::METADATA, "metadata/")] {
@@ -101,10 +118,16 @@ fn format(bundle: &Bundle) -> Vec<Finding> {
                     format!("Expecting annotation {key:?} to have value {dir:?} instead of {value:?}"),
                 )
                 .field(key)
-                .file(&file),
+                .file(file),
             );
         }
     }
+    out
+}
+
+/// The default channel is one of the channels.
+fn default_channel_listed(annotations: &AnnotationsFile, file: &Path) -> Vec<Finding> {
+    let mut out = Vec::new();
     if let Some(default) = annotations.default_channel()
         && !annotations.channels().iter().any(|c| c == default)
     {
@@ -118,7 +141,7 @@ fn format(bundle: &Bundle) -> Vec<Finding> {
                 ),
             )
             .field(annotations::DEFAULT_CHANNEL)
-            .file(&file),
+            .file(file),
         );
     }
     out
@@ -150,12 +173,19 @@ fn objects(bundle: &Bundle) -> Vec<Finding> {
     out
 }
 
+/// The BundleValidator, one check per rule in operator-framework's order.
 fn bundle_validator(bundle: &Bundle) -> Vec<Finding> {
+    const CHECKS: [fn(&Bundle) -> Vec<Finding>; 4] =
+        [bundle_owned_crds, bundle_service_accounts, bundle_size_limit, bundle_related_images];
+    CHECKS.iter().flat_map(|check| check(bundle)).collect()
+}
+
+/// Owned CRDs present, no CRD version given twice, and no CRD present but not owned.
+fn bundle_owned_crds(bundle: &Bundle) -> Vec<Finding> {
     let mut out = Vec::new();
     let csv = &bundle.csv;
-    let name = csv.name();
+    let name = bundle.csv.name();
     let csv_file = &bundle.csv_file;
-    // Owned CRDs present, and no CRD present but not owned.
     let mut keys: Vec<(String, String, String, std::path::PathBuf)> = Vec::new();
     for crd in &bundle.crds {
         for v in &crd.versions {
@@ -202,7 +232,13 @@ fn bundle_validator(bundle: &Bundle) -> Vec<Finding> {
             .file(&file),
         );
     }
-    // ServiceAccounts the CSV already names.
+    out
+}
+
+/// No ServiceAccount manifest has the name of one the CSV's Deployments already use.
+fn bundle_service_accounts(bundle: &Bundle) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let csv = &bundle.csv;
     let accounts: BTreeSet<String> = csv
         .spec
         .install
@@ -227,7 +263,13 @@ fn bundle_validator(bundle: &Bundle) -> Vec<Finding> {
             );
         }
     }
-    // Size.
+    out
+}
+
+/// The bundle, gzipped, stays under the size a catalog can hold (a warning near it).
+fn bundle_size_limit(bundle: &Bundle) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let name = bundle.csv.name();
     if !bundle.manifests_dir.as_os_str().is_empty() {
         let (size, compressed) = bundle_size(&bundle.dir);
         let (size_text, compressed_text, max_text) = (bytes(size), bytes(compressed), bytes(MAX_BUNDLE_SIZE));
@@ -237,6 +279,14 @@ fn bundle_validator(bundle: &Bundle) -> Vec<Finding> {
             out.push(Finding::new(Level::Warning, BUNDLE_NOT_VALID, format!("nearing maximum bundle compressed size with gzip: size=~{compressed_text} , max={max_text}. Bundle uncompressed size is {size_text}")).value(name));
         }
     }
+    out
+}
+
+/// Every related image has a valid pull spec.
+fn bundle_related_images(bundle: &Bundle) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let csv = &bundle.csv;
+    let csv_file = &bundle.csv_file;
     for (i, image) in csv.spec.related_images.iter().enumerate() {
         if image.image.is_empty() {
             out.push(
@@ -334,18 +384,34 @@ fn name_errors(name: &str) -> Vec<String> {
     errs
 }
 
+/// The ClusterServiceVersionValidator, one check per rule in operator-framework's order.
 fn csv_validator(bundle: &Bundle) -> Vec<Finding> {
+    const CHECKS: [fn(&Bundle) -> Vec<Finding>; 7] = [
+        csv_names,
+        csv_examples,
+        csv_install_modes,
+        csv_min_kube_version,
+        csv_required_fields,
+        csv_annotation_names,
+        csv_type_meta,
+    ];
+    CHECKS.iter().flat_map(|check| check(bundle)).collect()
+}
+
+/// A `CSVFileNotValid` finding about the bundle's CSV, worded `(<csv name>) <detail>`.
+fn csv_invalid(bundle: &Bundle, level: Level, detail: String) -> Finding {
+    Finding::new(level, CSV_NOT_VALID, format!("({}) {detail}", bundle.csv.name())).value("").file(&bundle.csv_file)
+}
+
+/// `metadata.name` and `spec.replaces` are DNS-1123 subdomains and label values.
+fn csv_names(bundle: &Bundle) -> Vec<Finding> {
     let csv = &bundle.csv;
     let name = csv.name();
-    let file = &bundle.csv_file;
-    let invalid = |level: Level, detail: String| {
-        Finding::new(level, CSV_NOT_VALID, format!("({name}) {detail}")).value("").file(file)
-    };
     let mut out = Vec::new();
     let errs = name_errors(name);
     if !errs.is_empty() {
         out.push(
-            invalid(Level::Error, format!("metadata.name {name:?} is invalid: {}", errs.join(",")))
+            csv_invalid(bundle, Level::Error, format!("metadata.name {name:?} is invalid: {}", errs.join(",")))
                 .field("metadata.name"),
         );
     }
@@ -353,116 +419,134 @@ fn csv_validator(bundle: &Bundle) -> Vec<Finding> {
         let errs = name_errors(&csv.spec.replaces);
         if !errs.is_empty() {
             out.push(
-                invalid(Level::Error, format!("spec.replaces {:?} is invalid: {}", csv.spec.replaces, errs.join(",")))
-                    .field("spec.replaces"),
+                csv_invalid(
+                    bundle,
+                    Level::Error,
+                    format!("spec.replaces {:?} is invalid: {}", csv.spec.replaces, errs.join(",")),
+                )
+                .field("spec.replaces"),
             );
         }
     }
-    // Examples.
-    let annotations = csv.metadata.annotations.clone().unwrap_or_default();
+    out
+}
+
+/// The CSV has annotations, among them `alm-examples` (or `olm.examples`), which are valid.
+fn csv_examples(bundle: &Bundle) -> Vec<Finding> {
+    let annotations = bundle.csv.metadata.annotations.clone().unwrap_or_default();
     if annotations.is_empty() {
-        out.push(invalid(Level::Warning, "annotations not found".into()).field("metadata.annotations"));
+        return vec![csv_invalid(bundle, Level::Warning, "annotations not found".into()).field("metadata.annotations")];
+    }
+    let mut out = Vec::new();
+    match (annotations.get("alm-examples"), annotations.get("olm.examples")) {
+        (None, None) => out.push(
+            csv_invalid(bundle, Level::Warning, "example annotations not found".into()).field("metadata.annotations"),
+        ),
+        (alm, olm) => {
+            if alm.is_some() && olm.is_some() {
+                out.push(csv_invalid(
+                    bundle,
+                    Level::Warning,
+                    "both `alm-examples` and `olm.examples` are present. Checking only `alm-examples`".into(),
+                ));
+            }
+            let text = alm.or(olm).cloned().unwrap_or_default();
+            out.extend(examples(bundle, &text));
+        }
+    }
+    out
+}
+
+/// Install modes are given, of known types, one at least supported, and only
+/// AllNamespaces when the webhooks convert CRDs.
+fn csv_install_modes(bundle: &Bundle) -> Vec<Finding> {
+    let spec = &bundle.csv.spec;
+    let invalid = |detail: String| csv_invalid(bundle, Level::Error, detail).field("spec.installModes");
+    if spec.install_modes.is_empty() {
+        return vec![invalid("install modes not found".into())];
+    }
+    let mut out = Vec::new();
+    for mode in &spec.install_modes {
+        if !INSTALL_MODE_TYPES.contains(&mode.mode_type.as_str()) {
+            out.push(invalid(format!(
+                "install mode type {:?} is not one of {}",
+                mode.mode_type,
+                INSTALL_MODE_TYPES.join(", ")
+            )));
+        }
+    }
+    if spec.webhookdefinitions.iter().any(|w| !w.conversion_crds.is_empty()) {
+        let only_all =
+            spec.install_modes.iter().all(|m| if m.mode_type == "AllNamespaces" { m.supported } else { !m.supported });
+        if !only_all {
+            out.push(invalid("only AllNamespaces InstallModeType is supported when conversionCRDs is present".into()));
+        }
+    }
+    if !spec.install_modes.iter().any(|m| m.supported) {
+        out.push(invalid("none of InstallModeTypes are supported".into()));
+    }
+    out
+}
+
+/// `spec.minKubeVersion` is given (a warning otherwise) and is a semantic version.
+fn csv_min_kube_version(bundle: &Bundle) -> Vec<Finding> {
+    let version = &bundle.csv.spec.min_kube_version;
+    if version.trim().is_empty() {
+        vec![csv_invalid(bundle, Level::Warning, MIN_KUBE_VERSION_WARNING.into()).field("spec.minKubeVersion")]
+    } else if !is_semver(version) {
+        vec![
+            csv_invalid(bundle, Level::Error, format!("csv.Spec.MinKubeVersion has an invalid value: {version}"))
+                .field("spec.minKubeVersion"),
+        ]
     } else {
-        let alm = annotations.get("alm-examples");
-        let olm = annotations.get("olm.examples");
-        match (alm, olm) {
-            (None, None) => {
-                out.push(invalid(Level::Warning, "example annotations not found".into()).field("metadata.annotations"))
-            }
-            (alm, olm) => {
-                if alm.is_some() && olm.is_some() {
-                    out.push(invalid(
-                        Level::Warning,
-                        "both `alm-examples` and `olm.examples` are present. Checking only `alm-examples`".into(),
-                    ));
-                }
-                let text = alm.or(olm).cloned().unwrap_or_default();
-                out.extend(examples(bundle, &text));
-            }
-        }
+        Vec::new()
     }
-    // Install modes.
-    if csv.spec.install_modes.is_empty() {
-        out.push(invalid(Level::Error, "install modes not found".into()).field("spec.installModes"));
-    } else {
-        for mode in &csv.spec.install_modes {
-            if !INSTALL_MODE_TYPES.contains(&mode.mode_type.as_str()) {
-                out.push(
-                    invalid(
-                        Level::Error,
-                        format!(
-                            "install mode type {:?} is not one of {}",
-                            mode.mode_type,
-                            INSTALL_MODE_TYPES.join(", ")
-                        ),
-                    )
-                    .field("spec.installModes"),
-                );
-            }
-        }
-        if csv.spec.webhookdefinitions.iter().any(|w| !w.conversion_crds.is_empty()) {
-            let only_all = csv
-                .spec
-                .install_modes
-                .iter()
-                .all(|m| if m.mode_type == "AllNamespaces" { m.supported } else { !m.supported });
-            if !only_all {
-                out.push(
-                    invalid(
-                        Level::Error,
-                        "only AllNamespaces InstallModeType is supported when conversionCRDs is present".into(),
-                    )
-                    .field("spec.installModes"),
-                );
-            }
-        }
-        if !csv.spec.install_modes.iter().any(|m| m.supported) {
-            out.push(invalid(Level::Error, "none of InstallModeTypes are supported".into()).field("spec.installModes"));
-        }
-    }
-    // minKubeVersion.
-    if csv.spec.min_kube_version.trim().is_empty() {
-        out.push(invalid(Level::Warning, MIN_KUBE_VERSION_WARNING.into()).field("spec.minKubeVersion"));
-    } else if !is_semver(&csv.spec.min_kube_version) {
-        out.push(
-            invalid(
-                Level::Error,
-                format!("csv.Spec.MinKubeVersion has an invalid value: {}", csv.spec.min_kube_version),
-            )
-            .field("spec.minKubeVersion"),
-        );
-    }
-    // Required fields (operator-framework's checkEmptyFields over the Go struct).
+}
+
+/// Required fields (operator-framework's checkEmptyFields over the Go struct).
+fn csv_required_fields(bundle: &Bundle) -> Vec<Finding> {
+    let csv = &bundle.csv;
     let raw = &bundle.csv_object;
     let missing = |field: &str, what: &str| {
-        Finding::new(Level::Error, "FieldNotFound", "required field missing").go_field(field).value(what).file(file)
+        Finding::new(Level::Error, "FieldNotFound", "required field missing")
+            .go_field(field)
+            .value(what)
+            .file(&bundle.csv_file)
     };
+    let mut out = Vec::new();
     if raw.get("apiVersion").is_none() && raw.get("kind").is_none() {
         out.push(missing("TypeMeta", "struct"));
     }
     if raw.get("spec").is_none_or(|s| s.as_object().is_none_or(|m| m.is_empty())) {
         out.push(missing("Spec", "struct"));
+        return out;
+    }
+    let install = raw.pointer("/spec/install");
+    if install.is_none_or(|i| i.as_object().is_none_or(|m| m.is_empty())) {
+        out.push(missing("Spec.InstallStrategy", "struct"));
     } else {
-        let install = raw.pointer("/spec/install");
-        if install.is_none_or(|i| i.as_object().is_none_or(|m| m.is_empty())) {
-            out.push(missing("Spec.InstallStrategy", "struct"));
-        } else {
-            if csv.spec.install.strategy.is_empty() {
-                out.push(missing("Spec.InstallStrategy.StrategyName", "field"));
-            }
-            if raw.pointer("/spec/install/spec").is_some_and(|s| s.as_object().is_some_and(|m| !m.is_empty()))
-                && raw.pointer("/spec/install/spec/deployments").is_none_or(Value::is_null)
-            {
-                out.push(missing("Spec.InstallStrategy.StrategySpec.DeploymentSpecs", "field"));
-            }
+        if csv.spec.install.strategy.is_empty() {
+            out.push(missing("Spec.InstallStrategy.StrategyName", "field"));
         }
-        if csv.spec.display_name.is_empty() {
-            out.push(missing("Spec.DisplayName", "field"));
+        if raw.pointer("/spec/install/spec").is_some_and(|s| s.as_object().is_some_and(|m| !m.is_empty()))
+            && raw.pointer("/spec/install/spec/deployments").is_none_or(Value::is_null)
+        {
+            out.push(missing("Spec.InstallStrategy.StrategySpec.DeploymentSpecs", "field"));
         }
     }
-    // Annotation names.
+    if csv.spec.display_name.is_empty() {
+        out.push(missing("Spec.DisplayName", "field"));
+    }
+    out
+}
+
+/// OLM's case-sensitive annotations are spelt right; `olm.properties` is not used.
+fn csv_annotation_names(bundle: &Bundle) -> Vec<Finding> {
     const CASE_SENSITIVE: [&str; 5] =
         ["olm.operatorGroup", "olm.operatorNamespace", "olm.targetNamespaces", "olm.providedAPIs", "olm.skipRange"];
+    let file = &bundle.csv_file;
+    let annotations = bundle.csv.metadata.annotations.clone().unwrap_or_default();
+    let mut out = Vec::new();
     for key in annotations.keys() {
         if let Some(known) = CASE_SENSITIVE.iter().find(|k| k.eq_ignore_ascii_case(key))
             && key != known
@@ -473,7 +557,7 @@ fn csv_validator(bundle: &Bundle) -> Vec<Finding> {
                     "ValidationFailed",
                     format!("provided annotation {key} uses wrong case and should be {known} instead"),
                 )
-                .value(name)
+                .value(bundle.csv.name())
                 .field("metadata.annotations")
                 .file(file),
             );
@@ -486,11 +570,17 @@ fn csv_validator(bundle: &Bundle) -> Vec<Finding> {
             );
         }
     }
-    if csv.api_version.is_empty() {
-        out.push(invalid(Level::Error, "'apiVersion' is missing".into()).field("apiVersion"));
+    out
+}
+
+/// The CSV names its `apiVersion` and `kind`.
+fn csv_type_meta(bundle: &Bundle) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if bundle.csv.api_version.is_empty() {
+        out.push(csv_invalid(bundle, Level::Error, "'apiVersion' is missing".into()).field("apiVersion"));
     }
-    if csv.kind.is_empty() {
-        out.push(invalid(Level::Error, "'kind' is missing".into()).field("kind"));
+    if bundle.csv.kind.is_empty() {
+        out.push(csv_invalid(bundle, Level::Error, "'kind' is missing".into()).field("kind"));
     }
     out
 }

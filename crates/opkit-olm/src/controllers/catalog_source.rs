@@ -18,10 +18,10 @@ use crate::fbc::Catalog;
 use crate::types::CatalogSource;
 
 /// Annotation on a CatalogSource naming a directory holding its file-based catalog.
-pub const DIRECTORY_ANNOTATION: &str = "catalog.opkit.dev/directory";
+pub(crate) const DIRECTORY_ANNOTATION: &str = "catalog.opkit.dev/directory";
 
 /// Reconciles one CatalogSource.
-pub async fn reconcile(ctx: Context<CatalogSource, Olm>) -> ReconcileResult {
+pub(crate) async fn reconcile(ctx: Context<CatalogSource, Olm>) -> ReconcileResult {
     let Some(source) = ctx.object.clone() else { return Ok(Action::done()) };
     let api: Api<CatalogSource> = ctx.api();
     let (state, message) = match load(&ctx.client, &ctx.state, &source).await {
@@ -78,7 +78,7 @@ pub async fn reconcile(ctx: Context<CatalogSource, Olm>) -> ReconcileResult {
 }
 
 /// The catalog a CatalogSource serves, read again only when its ConfigMap changed.
-pub async fn load(client: &Client, olm: &Olm, source: &CatalogSource) -> Result<Arc<Catalog>, String> {
+pub(crate) async fn load(client: &Client, olm: &Olm, source: &CatalogSource) -> Result<Arc<Catalog>, String> {
     let ns = source.namespace().unwrap_or_default();
     let key = format!("{ns}/{}", source.name_any());
     if let Some(dir) = source.annotations().get(DIRECTORY_ANNOTATION) {

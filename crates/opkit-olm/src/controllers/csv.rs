@@ -30,225 +30,291 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
 use opkit::events::EventType;
 use opkit::{Action, Context, ReconcileError, ReconcileResult};
+use opkit_olm_bundle::csv::StrategyDeploymentSpec;
 use serde_json::{Value, json};
 
 use super::{Olm, now, operator_condition, operator_group, webhooks};
 use crate::types::{ClusterServiceVersion, OperatorCondition, OperatorGroup};
 
 /// The CSV waits for its requirements.
-pub const PHASE_PENDING: &str = "Pending";
+pub(crate) const PHASE_PENDING: &str = "Pending";
 /// Requirements are met; the install strategy runs next.
-pub const PHASE_INSTALL_READY: &str = "InstallReady";
+pub(crate) const PHASE_INSTALL_READY: &str = "InstallReady";
 /// The install strategy ran; its Deployments are not all available yet.
-pub const PHASE_INSTALLING: &str = "Installing";
+pub(crate) const PHASE_INSTALLING: &str = "Installing";
 /// Installed and healthy.
-pub const PHASE_SUCCEEDED: &str = "Succeeded";
+pub(crate) const PHASE_SUCCEEDED: &str = "Succeeded";
 /// Installing failed, or the CSV cannot be installed here.
-pub const PHASE_FAILED: &str = "Failed";
+pub(crate) const PHASE_FAILED: &str = "Failed";
 /// A newer CSV replaces this one.
-pub const PHASE_REPLACING: &str = "Replacing";
+pub(crate) const PHASE_REPLACING: &str = "Replacing";
 /// Replaced: about to be deleted.
-pub const PHASE_DELETING: &str = "Deleting";
+pub(crate) const PHASE_DELETING: &str = "Deleting";
 
 /// The finalizer that removes what a CSV installed outside its namespace.
-pub const FINALIZER: &str = "operators.coreos.com/csv-cleanup";
+pub(crate) const FINALIZER: &str = "operators.coreos.com/csv-cleanup";
 /// Label on objects a CSV installed: the CSV's name.
-pub const OWNER_LABEL: &str = "olm.owner";
+pub(crate) const OWNER_LABEL: &str = "olm.owner";
 /// Label on objects a CSV installed: the CSV's namespace.
-pub const OWNER_NAMESPACE_LABEL: &str = "olm.owner.namespace";
+pub(crate) const OWNER_NAMESPACE_LABEL: &str = "olm.owner.namespace";
 /// Label on objects a CSV installed: `ClusterServiceVersion`.
-pub const OWNER_KIND_LABEL: &str = "olm.owner.kind";
+pub(crate) const OWNER_KIND_LABEL: &str = "olm.owner.kind";
 /// Annotation: the CSV's OperatorGroup.
-pub const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
+pub(crate) const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
 /// Annotation: the CSV's namespace.
-pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
+pub(crate) const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
 /// Annotation: the namespaces the operator watches (comma-separated; empty for all).
-pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+pub(crate) const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
 
 /// The environment variable that names the operator's OperatorCondition (the CSV's name).
-pub const OPERATOR_CONDITION_ENV: &str = "OPERATOR_CONDITION_NAME";
+pub(crate) const OPERATOR_CONDITION_ENV: &str = "OPERATOR_CONDITION_NAME";
 
-/// Reconciles one CSV.
-pub async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileResult {
+/// Reconciles one CSV: handles its finalizer, reads its surroundings from the cache, plans
+/// the next step as data and takes it.
+pub(crate) async fn reconcile(ctx: Context<ClusterServiceVersion, Olm>) -> ReconcileResult {
     let Some(csv) = ctx.object.clone() else { return Ok(Action::done()) };
+    if let Some(action) = handle_finalizer(&ctx, &csv).await? {
+        return Ok(action);
+    }
+    let surroundings = Surroundings::read(&ctx, &csv);
+    match plan(&csv, &surroundings) {
+        Plan::Wait => Ok(Action::done()),
+        Plan::Record(change) => {
+            set_phase(&ctx, &csv, change).await?;
+            Ok(Action::done())
+        }
+        Plan::Delete(change) => {
+            set_phase(&ctx, &csv, change).await?;
+            let api: Api<ClusterServiceVersion> = ctx.api();
+            match api.delete(&csv.name_any(), &DeleteParams::background()).await {
+                Ok(_) => Ok(Action::done()),
+                Err(e) if opkit::status::is_not_found(&e) => Ok(Action::done()),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Plan::Annotate(annotations) => {
+            let api: Api<ClusterServiceVersion> = ctx.api();
+            let patch = json!({"metadata": {"annotations": annotations}});
+            api.patch(&csv.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            Ok(Action::done())
+        }
+        Plan::Install(annotations) => check_and_install(&ctx, &csv, &annotations).await,
+    }
+}
+
+/// Runs the CSV's finalizer: on deletion removes what it installed outside its namespace
+/// and releases it; otherwise adds it. `Some` when that is all this reconcile does.
+async fn handle_finalizer(
+    ctx: &Context<ClusterServiceVersion, Olm>,
+    csv: &Arc<ClusterServiceVersion>,
+) -> Result<Option<Action>, ReconcileError> {
     let api: Api<ClusterServiceVersion> = ctx.api();
-    let ns = csv.namespace().unwrap_or_default();
-    let name = csv.name_any();
     if opkit::finalizer::is_being_deleted(csv.as_ref()) {
         if opkit::finalizer::contains_finalizer(csv.as_ref(), FINALIZER) {
-            remove_cluster_objects(&ctx, &ns, &name).await?;
+            remove_cluster_objects(ctx, &csv.namespace().unwrap_or_default(), &csv.name_any()).await?;
             opkit::finalizer::remove_finalizer(&api, csv.as_ref(), FINALIZER).await?;
         }
-        return Ok(Action::done());
+        return Ok(Some(Action::done()));
     }
     if opkit::finalizer::ensure_finalizer(&api, csv.as_ref(), FINALIZER).await? {
-        return Ok(Action::done());
+        return Ok(Some(Action::done()));
     }
-    let phase = csv.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    Ok(None)
+}
 
-    // A newer CSV replaces this one: Replacing until it succeeds, then Deleting.
-    let newer = ctx
-        .cache
-        .list_in::<ClusterServiceVersion>(&ns)
-        .into_iter()
-        .find(|c| c.spec.replaces == name && c.metadata.deletion_timestamp.is_none());
-    if let Some(newer) = newer {
-        let newer_phase = newer.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default();
+/// What the cache says around a CSV, read once per reconcile.
+struct Surroundings {
+    /// The CSV's phase; empty before the first.
+    phase: String,
+    /// A live CSV that replaces this one: its name and phase.
+    newer: Option<(String, String)>,
+    /// The OperatorGroups of the CSV's namespace.
+    groups: Vec<Arc<OperatorGroup>>,
+    /// Why the CSV this one replaces is not upgradeable, when its OperatorCondition says so.
+    not_upgradeable: Option<String>,
+}
+
+impl Surroundings {
+    /// Reads the CSV's surroundings from the cache.
+    fn read(ctx: &Context<ClusterServiceVersion, Olm>, csv: &ClusterServiceVersion) -> Surroundings {
+        let ns = csv.namespace().unwrap_or_default();
+        let name = csv.name_any();
+        let newer = ctx
+            .cache
+            .list_in::<ClusterServiceVersion>(&ns)
+            .into_iter()
+            .find(|c| c.spec.replaces == name && c.metadata.deletion_timestamp.is_none())
+            .map(|newer| {
+                let phase = newer.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+                (newer.name_any(), phase)
+            });
+        let replaces = csv.spec.replaces.as_str();
+        let not_upgradeable = (!replaces.is_empty())
+            .then(|| ctx.cache.get::<ClusterServiceVersion>(replaces, Some(&ns)))
+            .flatten()
+            .and_then(|replaced| {
+                let condition = ctx.cache.get::<OperatorCondition>(replaces, Some(&ns));
+                operator_condition::not_upgradeable(&replaced, condition.as_deref())
+            });
+        Surroundings {
+            phase: csv.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default(),
+            newer,
+            groups: ctx.cache.list_in::<OperatorGroup>(&ns),
+            not_upgradeable,
+        }
+    }
+}
+
+/// A phase to record on the CSV, with OLM's reason and message.
+struct PhaseChange {
+    phase: &'static str,
+    reason: &'static str,
+    message: String,
+    /// OLM's `requirementStatus`, when the step checked the requirements.
+    requirements: Option<Vec<Value>>,
+}
+
+impl PhaseChange {
+    fn new(phase: &'static str, reason: &'static str, message: impl Into<String>) -> PhaseChange {
+        PhaseChange { phase, reason, message: message.into(), requirements: None }
+    }
+
+    fn failed(reason: &'static str, message: impl Into<String>) -> PhaseChange {
+        PhaseChange::new(PHASE_FAILED, reason, message)
+    }
+}
+
+/// The CSV reconciler's next step, planned from its [`Surroundings`].
+enum Plan {
+    /// Nothing to do until something changes (a selecting OperatorGroup not resolved yet,
+    /// or the CSV being replaced).
+    Wait,
+    /// Record a phase and stop.
+    Record(PhaseChange),
+    /// Replaced by a CSV that succeeded: record Deleting, then delete the CSV.
+    Delete(PhaseChange),
+    /// Write the OperatorGroup annotations onto the CSV.
+    Annotate(BTreeMap<String, String>),
+    /// Check the requirements and install, the pods annotated so.
+    Install(BTreeMap<String, String>),
+}
+
+/// Plans the next step: replacement first, then the OperatorGroup and its install mode,
+/// the group annotations, a first phase, and an upgrade the replaced operator blocks.
+fn plan(csv: &ClusterServiceVersion, around: &Surroundings) -> Plan {
+    let ns = csv.namespace().unwrap_or_default();
+    if let Some((newer, newer_phase)) = &around.newer {
         if newer_phase == PHASE_SUCCEEDED {
-            set_phase(
-                &ctx,
-                &csv,
+            return Plan::Delete(PhaseChange::new(
                 PHASE_DELETING,
                 "Replaced",
                 "has been replaced by a newer ClusterServiceVersion that has successfully installed.",
-                None,
-            )
-            .await?;
-            match api.delete(&name, &DeleteParams::background()).await {
-                Ok(_) => {}
-                Err(e) if opkit::status::is_not_found(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
-            return Ok(Action::done());
+            ));
         }
-        let message = format!("being replaced by csv: {ns}/{}", newer.name_any());
-        set_phase(&ctx, &csv, PHASE_REPLACING, "BeingReplaced", &message, None).await?;
-        return Ok(Action::done());
+        let message = format!("being replaced by csv: {ns}/{newer}");
+        return Plan::Record(PhaseChange::new(PHASE_REPLACING, "BeingReplaced", message));
     }
-    if phase == PHASE_REPLACING || phase == PHASE_DELETING {
-        return Ok(Action::done());
+    if around.phase == PHASE_REPLACING || around.phase == PHASE_DELETING {
+        return Plan::Wait;
     }
-
-    // The OperatorGroup decides where the operator watches.
-    let groups = ctx.cache.list_in::<OperatorGroup>(&ns);
-    let group = match groups.as_slice() {
-        [] => {
-            set_phase(&ctx, &csv, PHASE_FAILED, "NoOperatorGroup", "csv in namespace with no operatorgroups", None)
-                .await?;
-            return Ok(Action::done());
-        }
-        [group] => group.clone(),
+    let group = match around.groups.as_slice() {
+        [] => return Plan::Record(PhaseChange::failed("NoOperatorGroup", "csv in namespace with no operatorgroups")),
+        [group] => group,
         _ => {
-            set_phase(
-                &ctx,
-                &csv,
-                PHASE_FAILED,
+            return Plan::Record(PhaseChange::failed(
                 "TooManyOperatorGroups",
                 "csv created in namespace with multiple operatorgroups, can't pick one automatically",
-                None,
-            )
-            .await?;
-            return Ok(Action::done());
+            ));
         }
     };
     // A group with a selector is resolved by the OperatorGroup controller first; its
     // status update brings the CSV back.
-    let Some(targets) = target_namespaces(&group) else { return Ok(Action::done()) };
+    let Some(targets) = target_namespaces(group) else { return Plan::Wait };
     if targets.is_empty() {
-        set_phase(
-            &ctx,
-            &csv,
-            PHASE_FAILED,
-            "NoTargetNamespaces",
-            "no targetNamespaces are matched operatorgroups namespace selection",
-            None,
-        )
-        .await?;
-        return Ok(Action::done());
+        let message = "no targetNamespaces are matched operatorgroups namespace selection";
+        return Plan::Record(PhaseChange::failed("NoTargetNamespaces", message));
     }
     let mode = install_mode(&ns, &targets);
     if !csv.supports_install_mode(mode) {
         let message =
             format!("{mode} InstallModeType not supported, cannot configure to watch {}", targets_text(&targets));
-        set_phase(&ctx, &csv, PHASE_FAILED, "UnsupportedOperatorGroup", &message, None).await?;
-        return Ok(Action::done());
+        return Plan::Record(PhaseChange::failed("UnsupportedOperatorGroup", message));
     }
     let annotations = BTreeMap::from([
         (OPERATOR_GROUP_ANNOTATION.to_string(), group.name_any()),
-        (OPERATOR_NAMESPACE_ANNOTATION.to_string(), ns.clone()),
+        (OPERATOR_NAMESPACE_ANNOTATION.to_string(), ns),
         (TARGET_NAMESPACES_ANNOTATION.to_string(), targets.join(",")),
     ]);
     if annotations.iter().any(|(k, v)| csv.annotations().get(k) != Some(v)) {
-        let patch = json!({"metadata": {"annotations": annotations}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        return Ok(Action::done());
+        return Plan::Annotate(annotations);
     }
-
-    if phase.is_empty() {
-        set_phase(&ctx, &csv, PHASE_PENDING, "RequirementsUnknown", "requirements not yet checked", None).await?;
-        return Ok(Action::done());
+    if around.phase.is_empty() {
+        return Plan::Record(PhaseChange::new(PHASE_PENDING, "RequirementsUnknown", "requirements not yet checked"));
     }
     // An upgrade waits while the replaced operator says it is not upgradeable.
-    if phase == PHASE_PENDING
-        && !csv.spec.replaces.is_empty()
-        && let Some(replaced) = ctx.cache.get::<ClusterServiceVersion>(&csv.spec.replaces, Some(&ns))
+    if around.phase == PHASE_PENDING
+        && let Some(why) = &around.not_upgradeable
     {
-        let condition = ctx.cache.get::<OperatorCondition>(&csv.spec.replaces, Some(&ns));
-        if let Some(why) = operator_condition::not_upgradeable(&replaced, condition.as_deref()) {
-            let message = format!("operator is not upgradeable: {why}");
-            set_phase(&ctx, &csv, PHASE_PENDING, operator_condition::REASON_NOT_UPGRADEABLE, &message, None).await?;
-            return Ok(Action::done());
-        }
+        let message = format!("operator is not upgradeable: {why}");
+        return Plan::Record(PhaseChange::new(PHASE_PENDING, operator_condition::REASON_NOT_UPGRADEABLE, message));
     }
-    let (met, requirements) = check_requirements(&ctx, &csv).await?;
-    if !met {
-        set_phase(
-            &ctx,
-            &csv,
-            PHASE_PENDING,
-            "RequirementsNotMet",
-            "one or more requirements couldn't be found",
-            Some(requirements),
-        )
-        .await?;
+    Plan::Install(annotations)
+}
+
+/// The phase the requirement check leads to before installing: Pending while one is not
+/// met, InstallReady once all are (from Pending or Failed); `None` to go on installing.
+fn requirements_phase(phase: &str, met: bool, requirements: Vec<Value>) -> Option<PhaseChange> {
+    let change = if !met {
+        PhaseChange::new(PHASE_PENDING, "RequirementsNotMet", "one or more requirements couldn't be found")
+    } else if phase == PHASE_PENDING || phase == PHASE_FAILED {
+        PhaseChange::new(PHASE_INSTALL_READY, "AllRequirementsMet", "all requirements found, attempting install")
+    } else {
+        return None;
+    };
+    Some(PhaseChange { requirements: Some(requirements), ..change })
+}
+
+/// The phase a rollout is in: Succeeded, or Installing while a Deployment is not ready.
+fn rollout_phase(waiting: Option<String>) -> PhaseChange {
+    match waiting {
+        None => PhaseChange::new(PHASE_SUCCEEDED, "InstallSucceeded", "install strategy completed with no errors"),
+        Some(message) => PhaseChange::new(PHASE_INSTALLING, "InstallWaiting", format!("installing: {message}")),
+    }
+}
+
+/// Checks the requirements; once they are met and the CSV is InstallReady or later, runs
+/// the install strategy and records how far its Deployments have rolled out.
+async fn check_and_install(
+    ctx: &Context<ClusterServiceVersion, Olm>,
+    csv: &Arc<ClusterServiceVersion>,
+    annotations: &BTreeMap<String, String>,
+) -> ReconcileResult {
+    let phase = csv.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default();
+    let (met, requirements) = check_requirements(ctx, csv).await?;
+    if let Some(change) = requirements_phase(phase, met, requirements) {
+        set_phase(ctx, csv, change).await?;
         return Ok(Action::done());
     }
-    if phase == PHASE_PENDING || phase == PHASE_FAILED {
-        set_phase(
-            &ctx,
-            &csv,
-            PHASE_INSTALL_READY,
-            "AllRequirementsMet",
-            "all requirements found, attempting install",
-            Some(requirements),
-        )
-        .await?;
-        return Ok(Action::done());
-    }
-    if let Err(message) = install(&ctx, &csv, &annotations).await {
-        set_phase(&ctx, &csv, PHASE_FAILED, "InstallComponentFailed", &message, None).await?;
+    if let Err(message) = install(ctx, csv, annotations).await {
+        set_phase(ctx, csv, PhaseChange::failed("InstallComponentFailed", message.clone())).await?;
         return Err(ReconcileError::retry(crate::OlmError::Install(message)));
     }
-    match waiting_deployment(&ctx, &csv) {
-        None => {
-            set_phase(
-                &ctx,
-                &csv,
-                PHASE_SUCCEEDED,
-                "InstallSucceeded",
-                "install strategy completed with no errors",
-                None,
-            )
-            .await?;
-            Ok(Action::done())
-        }
-        Some(message) => {
-            let message = format!("installing: {message}");
-            set_phase(&ctx, &csv, PHASE_INSTALLING, "InstallWaiting", &message, None).await?;
-            Ok(Action::requeue_after(Duration::from_secs(30)))
-        }
-    }
+    let change = rollout_phase(waiting_deployment(ctx, csv));
+    let installing = change.phase == PHASE_INSTALLING;
+    set_phase(ctx, csv, change).await?;
+    Ok(if installing { Action::requeue_after(Duration::from_secs(30)) } else { Action::done() })
 }
 
 /// The OperatorGroup's target namespaces (`[""]` for all namespaces): its
 /// `status.namespaces` once resolved (empty when its selector matches no namespace), else
 /// its `spec.targetNamespaces`, else all namespaces unless it has a selector; `None` while
 /// a selecting group is not resolved yet (or its selector is not valid).
-pub fn target_namespaces(group: &OperatorGroup) -> Option<Vec<String>> {
+pub(crate) fn target_namespaces(group: &OperatorGroup) -> Option<Vec<String>> {
     if let Some(status) = group.status.as_ref().filter(|s| s.last_updated.is_some() || !s.namespaces.is_empty()) {
         return Some(status.namespaces.clone());
     }
@@ -280,11 +346,10 @@ fn targets_text(targets: &[String]) -> String {
 async fn set_phase(
     ctx: &Context<ClusterServiceVersion, Olm>,
     csv: &Arc<ClusterServiceVersion>,
-    phase: &str,
-    reason: &str,
-    message: &str,
-    requirements: Option<Vec<Value>>,
+    change: PhaseChange,
 ) -> Result<(), ReconcileError> {
+    let PhaseChange { phase, reason, message, requirements } = change;
+    let message = message.as_str();
     let status = csv.status.clone().unwrap_or_default();
     let same = status.phase.as_deref() == Some(phase)
         && status.reason.as_deref() == Some(reason)
@@ -388,41 +453,95 @@ fn service_accounts(csv: &ClusterServiceVersion) -> Vec<String> {
     names
 }
 
-/// Runs the install strategy: applies its ServiceAccounts, RBAC and Deployments.
+/// How the objects a CSV installs are marked as its: the `olm.owner` labels on all, and
+/// the CSV as owner of the namespaced ones.
+struct Ownership {
+    namespace: String,
+    labels: Value,
+    owner: OwnerReference,
+}
+
+impl Ownership {
+    fn of(csv: &ClusterServiceVersion) -> Result<Ownership, String> {
+        let namespace = csv.namespace().unwrap_or_default();
+        let owner = opkit::owner::controller_reference(csv).ok_or("the CSV has no uid yet")?;
+        let labels = json!({
+            OWNER_LABEL: csv.name_any(), OWNER_NAMESPACE_LABEL: namespace, OWNER_KIND_LABEL: "ClusterServiceVersion",
+        });
+        Ok(Ownership { namespace, labels, owner })
+    }
+
+    /// Metadata of a namespaced object the CSV owns.
+    fn namespaced(&self, name: &str) -> Value {
+        json!({"name": name, "namespace": self.namespace, "labels": self.labels, "ownerReferences": [self.owner]})
+    }
+
+    /// Metadata of a cluster-scoped object labelled with the CSV.
+    fn cluster(&self, name: &str) -> Value {
+        json!({"name": name, "labels": self.labels})
+    }
+}
+
+/// Runs the install strategy: applies its ServiceAccounts, RBAC, Deployments and
+/// OperatorCondition, and registers its webhooks.
 async fn install(
     ctx: &Context<ClusterServiceVersion, Olm>,
     csv: &ClusterServiceVersion,
     annotations: &BTreeMap<String, String>,
 ) -> Result<(), String> {
-    let ns = csv.namespace().unwrap_or_default();
-    let name = csv.name_any();
-    let owner = opkit::owner::controller_reference(csv).ok_or("the CSV has no uid yet")?;
-    let labels = json!({OWNER_LABEL: name, OWNER_NAMESPACE_LABEL: ns, OWNER_KIND_LABEL: "ClusterServiceVersion"});
-    let namespaced_meta =
-        |object_name: &str| json!({"name": object_name, "namespace": ns, "labels": labels, "ownerReferences": [owner]});
-    let strategy = &csv.spec.install.spec;
-    let mut webhooks = webhooks::registration(&ctx.client, csv, &ns).await?;
-    let mut objects = Vec::new();
-    for account in service_accounts(csv) {
-        objects.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": namespaced_meta(&account)}));
+    let ownership = Ownership::of(csv)?;
+    let ns = ownership.namespace.as_str();
+    let mut webhooks = webhooks::registration(&ctx.client, csv, ns).await?;
+    let mut objects: Vec<Value> = service_accounts(csv)
+        .iter()
+        .map(|account| json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": ownership.namespaced(account)}))
+        .collect();
+    objects.extend(rbac_objects(csv, &ownership));
+    for d in &csv.spec.install.spec.deployments {
+        objects.push(deployment_object(csv, d, &ownership, annotations, &webhooks.mounts)?);
     }
+    objects.push(operator_condition_object(csv, &ownership));
+    // The webhooks' Services and Secrets are owned by the CSV, their configurations
+    // labelled with it.
+    let mut configurations = webhooks.configurations;
+    for object in webhooks.objects.iter_mut().chain(configurations.iter_mut()) {
+        mark_owned(object, &ownership);
+    }
+    objects.extend(webhooks.objects);
+    for object in &objects {
+        ctx.state.resources.apply(&ctx.client, object, ns).await.map_err(|e| e.to_string())?;
+    }
+    for configuration in &configurations {
+        webhooks::register(&ctx.client, configuration).await?;
+    }
+    webhooks::set_conversions(&ctx.client, &webhooks.conversions).await?;
+    Ok(())
+}
+
+/// The Roles and RoleBindings of `permissions`, and the ClusterRoles and
+/// ClusterRoleBindings of `clusterPermissions`.
+fn rbac_objects(csv: &ClusterServiceVersion, ownership: &Ownership) -> Vec<Value> {
+    let name = csv.name_any();
+    let ns = ownership.namespace.as_str();
+    let strategy = &csv.spec.install.spec;
+    let mut objects = Vec::new();
     for p in &strategy.permissions {
         let sa = p.service_account_name.as_str();
         let role = generated_name(&name, sa, "");
         objects.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": namespaced_meta(&role), "rules": p.rules,
+            "metadata": ownership.namespaced(&role), "rules": p.rules,
         }));
         objects.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": namespaced_meta(&role),
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": ownership.namespaced(&role),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
         }));
     }
     for p in &strategy.cluster_permissions {
         let sa = p.service_account_name.as_str();
-        let role = generated_name(&name, sa, &ns);
-        let meta = json!({"name": role, "labels": labels});
+        let role = generated_name(&name, sa, ns);
+        let meta = ownership.cluster(&role);
         objects.push(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": meta, "rules": p.rules,
@@ -433,67 +552,72 @@ async fn install(
             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
         }));
     }
-    for d in &strategy.deployments {
-        if d.name.is_empty() {
-            return Err("a deployment of the install strategy has no name".into());
-        }
-        let deployment_name = d.name.as_str();
-        let mut spec = serde_json::to_value(&d.spec).map_err(|e| format!("deployment {deployment_name}: {e}"))?;
-        if let Some(template) = spec.get_mut("template").and_then(Value::as_object_mut) {
-            let meta = template.entry("metadata").or_insert_with(|| json!({}));
-            if let Some(meta) = meta.as_object_mut() {
-                let pod_annotations = meta.entry("annotations").or_insert_with(|| json!({}));
-                if let Some(pod_annotations) = pod_annotations.as_object_mut() {
-                    for (k, v) in annotations {
-                        pod_annotations.insert(k.clone(), json!(v));
-                    }
+    objects
+}
+
+/// A Deployment of the strategy as OLM installs it: its pods annotated with the
+/// OperatorGroup, every container given `OPERATOR_CONDITION_NAME`, and the webhook serving
+/// certificate mounted when a webhook targets it.
+fn deployment_object(
+    csv: &ClusterServiceVersion,
+    d: &StrategyDeploymentSpec,
+    ownership: &Ownership,
+    annotations: &BTreeMap<String, String>,
+    webhook_mounts: &BTreeMap<String, String>,
+) -> Result<Value, String> {
+    if d.name.is_empty() {
+        return Err("a deployment of the install strategy has no name".into());
+    }
+    let deployment_name = d.name.as_str();
+    let mut spec = serde_json::to_value(&d.spec).map_err(|e| format!("deployment {deployment_name}: {e}"))?;
+    if let Some(template) = spec.get_mut("template").and_then(Value::as_object_mut) {
+        let meta = template.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            let pod_annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(pod_annotations) = pod_annotations.as_object_mut() {
+                for (k, v) in annotations {
+                    pod_annotations.insert(k.clone(), json!(v));
                 }
             }
         }
-        set_operator_condition_env(&mut spec, &name);
-        if let Some(secret) = webhooks.mounts.get(deployment_name) {
-            webhooks::mount(&mut spec, secret);
-        }
-        let mut meta = namespaced_meta(deployment_name);
-        if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
-            l.extend(d.label.iter().map(|(k, v)| (k.clone(), json!(v))));
-        }
-        objects.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}));
     }
-    // OLM's OperatorCondition of the CSV, through which the operator reports e.g.
-    // Upgradeable; owned by the CSV.
-    let deployment_names: Vec<&str> = strategy.deployments.iter().map(|d| d.name.as_str()).collect();
-    objects.push(json!({
+    set_operator_condition_env(&mut spec, &csv.name_any());
+    if let Some(secret) = webhook_mounts.get(deployment_name) {
+        webhooks::mount(&mut spec, secret);
+    }
+    let mut meta = ownership.namespaced(deployment_name);
+    if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+        l.extend(d.label.iter().map(|(k, v)| (k.clone(), json!(v))));
+    }
+    Ok(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}))
+}
+
+/// OLM's OperatorCondition of the CSV, through which the operator reports e.g.
+/// Upgradeable; owned by the CSV.
+fn operator_condition_object(csv: &ClusterServiceVersion, ownership: &Ownership) -> Value {
+    let deployment_names: Vec<&str> = csv.spec.install.spec.deployments.iter().map(|d| d.name.as_str()).collect();
+    json!({
         "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
-        "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [owner]},
+        "metadata": ownership.namespaced(&csv.name_any()),
         "spec": {"deployments": deployment_names, "serviceAccounts": service_accounts(csv)},
-    }));
-    // The webhooks' Services and Secrets are owned by the CSV, their configurations
-    // labelled with it.
-    let mut configurations = webhooks.configurations;
-    for object in webhooks.objects.iter_mut().chain(configurations.iter_mut()) {
-        let namespaced = matches!(object["kind"].as_str(), Some("Service" | "Secret"));
-        let meta = if namespaced { namespaced_meta("") } else { json!({"labels": labels}) };
-        if let (Some(target), Some(meta)) = (object["metadata"].as_object_mut(), meta.as_object()) {
-            for (key, value) in meta.iter().filter(|(k, _)| k.as_str() != "name") {
-                match (target.get_mut(key).and_then(Value::as_object_mut), value.as_object()) {
-                    (Some(existing), Some(extra)) => existing.extend(extra.clone()),
-                    _ => {
-                        target.insert(key.clone(), value.clone());
-                    }
+    })
+}
+
+/// Adds the CSV's labels (and, for Services and Secrets, its owner reference and
+/// namespace) to a webhook object's metadata, keeping its name and labels.
+fn mark_owned(object: &mut Value, ownership: &Ownership) {
+    let namespaced = matches!(object["kind"].as_str(), Some("Service" | "Secret"));
+    let meta = if namespaced { ownership.namespaced("") } else { json!({"labels": ownership.labels}) };
+    if let (Some(target), Some(meta)) = (object["metadata"].as_object_mut(), meta.as_object()) {
+        for (key, value) in meta.iter().filter(|(k, _)| k.as_str() != "name") {
+            match (target.get_mut(key).and_then(Value::as_object_mut), value.as_object()) {
+                (Some(existing), Some(extra)) => existing.extend(extra.clone()),
+                _ => {
+                    target.insert(key.clone(), value.clone());
                 }
             }
         }
     }
-    objects.extend(webhooks.objects);
-    for object in &objects {
-        ctx.state.resources.apply(&ctx.client, object, &ns).await.map_err(|e| e.to_string())?;
-    }
-    for configuration in &configurations {
-        webhooks::register(&ctx.client, configuration).await?;
-    }
-    webhooks::set_conversions(&ctx.client, &webhooks.conversions).await?;
-    Ok(())
 }
 
 /// Sets `OPERATOR_CONDITION_NAME` to the CSV's name in every container of a Deployment
@@ -610,17 +734,6 @@ async fn remove_cluster_objects(
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(ctx.client.clone());
     mutating.delete_collection(&DeleteParams::default(), &params).await?;
     Ok(())
-}
-
-/// The CSV's API version, kind and name, for references.
-pub fn reference(csv: &ClusterServiceVersion) -> Value {
-    json!({
-        "apiVersion": ClusterServiceVersion::api_version(&()),
-        "kind": ClusterServiceVersion::kind(&()),
-        "name": csv.name_any(),
-        "namespace": csv.namespace(),
-        "uid": csv.uid(),
-    })
 }
 
 #[cfg(test)]

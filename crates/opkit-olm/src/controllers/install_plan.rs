@@ -18,7 +18,7 @@ use crate::types::{ClusterServiceVersion, InstallPlan, Step};
 const CRD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Reconciles one InstallPlan.
-pub async fn reconcile(ctx: Context<InstallPlan, Olm>) -> ReconcileResult {
+pub(crate) async fn reconcile(ctx: Context<InstallPlan, Olm>) -> ReconcileResult {
     if ctx.object.is_none() {
         return Ok(Action::done());
     }

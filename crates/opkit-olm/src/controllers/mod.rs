@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use opkit::{Controller, Manager, Request};
+use opkit::{Cache, Controller, Manager, Request};
 
 use crate::OlmError;
 use crate::fbc::Catalog;
@@ -21,16 +21,16 @@ use crate::types::{
     CatalogSource, ClusterServiceVersion, Condition, InstallPlan, OperatorCondition, OperatorGroup, Subscription,
 };
 
-pub mod catalog_source;
-pub mod csv;
-pub mod install_plan;
-pub mod operator_condition;
-pub mod operator_group;
-pub mod subscription;
-pub mod webhooks;
+pub(crate) mod catalog_source;
+pub(crate) mod csv;
+pub(crate) mod install_plan;
+pub(crate) mod operator_condition;
+pub(crate) mod operator_group;
+pub(crate) mod subscription;
+pub(crate) mod webhooks;
 
 /// What OLM's controllers share: resolved kinds and the catalogs read so far.
-pub struct Olm {
+pub(crate) struct Olm {
     /// Kinds resolved through discovery.
     pub resources: Resources,
     /// Catalogs by CatalogSource `namespace/name`, with the resourceVersion of the
@@ -41,15 +41,35 @@ pub struct Olm {
 /// Registers OLM's controllers on `mgr`. OLM's CRDs must be installed ([`crate::crds::install`]).
 pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
     let olm = Arc::new(Olm { resources: Resources::new(mgr.client()), catalogs: Mutex::default() });
-    let cache = mgr.cache().clone();
+    let cache = mgr.cache();
+    setup_csv(mgr, &olm, cache)?;
+    Controller::new(mgr, operator_condition::reconcile)
+        .named("operatorcondition")
+        .with_state(olm.clone())
+        .owns::<k8s_openapi::api::rbac::v1::Role>()
+        .owns::<k8s_openapi::api::rbac::v1::RoleBinding>()
+        .build()?;
+    setup_operator_group(mgr, &olm, cache)?;
+    setup_catalog_source(mgr, &olm, cache)?;
+    setup_subscription(mgr, &olm, cache)?;
+    Controller::new(mgr, install_plan::reconcile)
+        .named("installplan")
+        .with_state(olm)
+        .max_concurrent_reconciles(4)
+        .build()?;
+    Ok(())
+}
 
+/// Registers the ClusterServiceVersion controller: a CSV is reconciled again when its
+/// namespace's OperatorGroup changes, while Pending when a CRD changes, when a CSV that
+/// replaces it changes, and when the OperatorCondition of the CSV it replaces changes.
+fn setup_csv(mgr: &Manager, olm: &Arc<Olm>, cache: &Cache) -> Result<(), OlmError> {
     let csvs_of_namespace = {
         let cache = cache.clone();
         move |ns: &str| -> Vec<Request> {
             cache.list_in::<ClusterServiceVersion>(ns).iter().map(|c| Request::from_object(c.as_ref())).collect()
         }
     };
-    let on_group = csvs_of_namespace.clone();
     let pending_csvs = {
         let cache = cache.clone();
         move |_: &CustomResourceDefinition| -> Vec<Request> {
@@ -91,21 +111,18 @@ pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
         .named("clusterserviceversion")
         .with_state(olm.clone())
         .owns::<Deployment>()
-        .watches::<OperatorGroup>(move |g| on_group(&g.namespace().unwrap_or_default()))
+        .watches::<OperatorGroup>(move |g| csvs_of_namespace(&g.namespace().unwrap_or_default()))
         .watches::<CustomResourceDefinition>(pending_csvs)
         .watches::<ClusterServiceVersion>(replacing)
         .watches::<OperatorCondition>(replacing_condition_of)
         .max_concurrent_reconciles(4)
         .build()?;
+    Ok(())
+}
 
-    Controller::new(mgr, operator_condition::reconcile)
-        .named("operatorcondition")
-        .with_state(olm.clone())
-        .owns::<k8s_openapi::api::rbac::v1::Role>()
-        .owns::<k8s_openapi::api::rbac::v1::RoleBinding>()
-        .build()?;
-
-    // A namespace created, labelled or deleted may change what a group's selector selects.
+/// Registers the OperatorGroup controller: a namespace created, labelled or deleted may
+/// change what a group's selector selects.
+fn setup_operator_group(mgr: &Manager, olm: &Arc<Olm>, cache: &Cache) -> Result<(), OlmError> {
     let selecting_groups = {
         let cache = cache.clone();
         move |_: &k8s_openapi::api::core::v1::Namespace| -> Vec<Request> {
@@ -125,31 +142,41 @@ pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
         .with_state(olm.clone())
         .watches::<k8s_openapi::api::core::v1::Namespace>(selecting_groups)
         .build()?;
+    Ok(())
+}
 
+/// Registers the CatalogSource controller: a source is read again when its ConfigMap
+/// changes.
+fn setup_catalog_source(mgr: &Manager, olm: &Arc<Olm>, cache: &Cache) -> Result<(), OlmError> {
+    let sources_of_config_map = {
+        let cache = cache.clone();
+        move |cm: &k8s_openapi::api::core::v1::ConfigMap| -> Vec<Request> {
+            let ns = cm.namespace().unwrap_or_default();
+            cache
+                .list_in::<CatalogSource>(&ns)
+                .iter()
+                .filter(|c| c.spec.config_map.as_deref() == Some(cm.name_any().as_str()))
+                .map(|c| Request::from_object(c.as_ref()))
+                .collect()
+        }
+    };
     Controller::new(mgr, catalog_source::reconcile)
         .named("catalogsource")
         .with_state(olm.clone())
-        .watches::<k8s_openapi::api::core::v1::ConfigMap>({
-            let cache = cache.clone();
-            move |cm| {
-                let ns = cm.namespace().unwrap_or_default();
-                cache
-                    .list_in::<CatalogSource>(&ns)
-                    .iter()
-                    .filter(|c| c.spec.config_map.as_deref() == Some(cm.name_any().as_str()))
-                    .map(|c| Request::from_object(c.as_ref()))
-                    .collect()
-            }
-        })
+        .watches::<k8s_openapi::api::core::v1::ConfigMap>(sources_of_config_map)
         .build()?;
+    Ok(())
+}
 
+/// Registers the Subscription controller: a subscription is reconciled again when a CSV
+/// of its namespace changes and when its CatalogSource changes.
+fn setup_subscription(mgr: &Manager, olm: &Arc<Olm>, cache: &Cache) -> Result<(), OlmError> {
     let subscriptions_in = {
         let cache = cache.clone();
         move |ns: &str| -> Vec<Request> {
             cache.list_in::<Subscription>(ns).iter().map(|s| Request::from_object(s.as_ref())).collect()
         }
     };
-    let on_csv = subscriptions_in.clone();
     let on_catalog = {
         let cache = cache.clone();
         move |c: &CatalogSource| -> Vec<Request> {
@@ -166,14 +193,8 @@ pub fn setup(mgr: &Manager) -> Result<(), OlmError> {
         .named("subscription")
         .with_state(olm.clone())
         .owns::<InstallPlan>()
-        .watches::<ClusterServiceVersion>(move |c| on_csv(&c.namespace().unwrap_or_default()))
+        .watches::<ClusterServiceVersion>(move |c| subscriptions_in(&c.namespace().unwrap_or_default()))
         .watches::<CatalogSource>(on_catalog)
-        .max_concurrent_reconciles(4)
-        .build()?;
-
-    Controller::new(mgr, install_plan::reconcile)
-        .named("installplan")
-        .with_state(olm)
         .max_concurrent_reconciles(4)
         .build()?;
     Ok(())

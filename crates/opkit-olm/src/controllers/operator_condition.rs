@@ -17,13 +17,13 @@ use super::{Olm, set_condition};
 use crate::types::{ClusterServiceVersion, Condition, OperatorCondition, find_condition};
 
 /// The condition type through which an operator allows or blocks its upgrade.
-pub const UPGRADEABLE: &str = "Upgradeable";
+pub(crate) const UPGRADEABLE: &str = "Upgradeable";
 /// The CSV reason of an upgrade held by `Upgradeable=False`.
-pub const REASON_NOT_UPGRADEABLE: &str = "OperatorConditionNotUpgradeable";
+pub(crate) const REASON_NOT_UPGRADEABLE: &str = "OperatorConditionNotUpgradeable";
 
 /// Reconciles one OperatorCondition: copies `spec.conditions` to `status.conditions`
 /// (OLM's `syncOperatorConditionStatus`).
-pub async fn reconcile(ctx: Context<OperatorCondition, Olm>) -> ReconcileResult {
+pub(crate) async fn reconcile(ctx: Context<OperatorCondition, Olm>) -> ReconcileResult {
     let Some(condition) = ctx.object.clone() else { return Ok(Action::done()) };
     for object in access_objects(&condition) {
         ctx.state.resources.apply(&ctx.client, &object, &condition.namespace().unwrap_or_default()).await?;
@@ -50,7 +50,7 @@ pub async fn reconcile(ctx: Context<OperatorCondition, Olm>) -> ReconcileResult 
 }
 
 /// The label OLM puts on the objects it manages, with the value `true`.
-pub const MANAGED_LABEL: &str = "olm.managed";
+pub(crate) const MANAGED_LABEL: &str = "olm.managed";
 
 /// The Role and RoleBinding that give the operator's ServiceAccounts `get`, `update` and
 /// `patch` on its own OperatorCondition (OLM's `ensureOperatorConditionRole` and
@@ -87,7 +87,10 @@ fn access_objects(condition: &OperatorCondition) -> Vec<Value> {
 /// Why the operator of `replaced` may not be upgraded now, or `None` when it may (OLM's
 /// `isOperatorUpgradeable`): an `Upgradeable` override decides; else a `False` or
 /// outdated `Upgradeable` status condition blocks; no OperatorCondition allows.
-pub fn not_upgradeable(replaced: &ClusterServiceVersion, condition: Option<&OperatorCondition>) -> Option<String> {
+pub(crate) fn not_upgradeable(
+    replaced: &ClusterServiceVersion,
+    condition: Option<&OperatorCondition>,
+) -> Option<String> {
     let condition = condition.filter(|c| c.name_any() == replaced.name_any())?;
     if let Some(o) = find_condition(&condition.spec.overrides, UPGRADEABLE) {
         let message = o.message.as_deref().unwrap_or_default();

@@ -16,7 +16,7 @@ use super::{Olm, now};
 use crate::types::OperatorGroup;
 
 /// Reconciles one OperatorGroup.
-pub async fn reconcile(ctx: Context<OperatorGroup, Olm>) -> ReconcileResult {
+pub(crate) async fn reconcile(ctx: Context<OperatorGroup, Olm>) -> ReconcileResult {
     let Some(group) = ctx.object.clone() else { return Ok(Action::done()) };
     let namespaces = ctx.cache.list::<Namespace>();
     let namespaces = resolve_targets(&group, namespaces.iter().map(|n| n.as_ref()))?;
@@ -32,14 +32,14 @@ pub async fn reconcile(ctx: Context<OperatorGroup, Olm>) -> ReconcileResult {
 /// The group's label selector, when it selects anything but everything: a missing, null or
 /// empty `spec.selector` means all namespaces (OLM treats `labels.Nothing()` and an empty
 /// selector alike).
-pub fn namespace_selector(group: &OperatorGroup) -> Result<Option<LabelSelector>, SelectorError> {
+pub(crate) fn namespace_selector(group: &OperatorGroup) -> Result<Option<LabelSelector>, SelectorError> {
     let Some(selector) = group.spec.extra.get("selector").filter(|s| !s.is_null()) else { return Ok(None) };
     Ok(Some(LabelSelector::from_label_selector_json(selector)?).filter(|s| !s.is_empty()))
 }
 
 /// The group's target namespaces among `namespaces`: the named ones in their order, or
 /// the selected ones sorted by name, or `[""]` for all.
-pub fn resolve_targets<'a>(
+pub(crate) fn resolve_targets<'a>(
     group: &OperatorGroup,
     namespaces: impl IntoIterator<Item = &'a Namespace>,
 ) -> Result<Vec<String>, SelectorError> {

@@ -8,6 +8,7 @@
 //! and `InstallPlanFailed`.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -20,18 +21,19 @@ use crate::fbc::{Bundle, Catalog, Gvk};
 use crate::resolve;
 use crate::types::{
     CatalogSource, ClusterServiceVersion, Condition, InstallPlan, InstallPlanSpec, InstallPlanStatus, Step,
-    StepResource, Subscription,
+    StepResource, Subscription, SubscriptionStatus,
 };
 
 /// Subscription state: an InstallPlan is being installed or waits for approval.
-pub const STATE_UPGRADE_PENDING: &str = "UpgradePending";
+pub(crate) const STATE_UPGRADE_PENDING: &str = "UpgradePending";
 /// Subscription state: the newest bundle of the channel is installed.
-pub const STATE_AT_LATEST: &str = "AtLatestKnown";
+pub(crate) const STATE_AT_LATEST: &str = "AtLatestKnown";
 /// Subscription state: the InstallPlan failed.
-pub const STATE_UPGRADE_FAILED: &str = "UpgradeFailed";
+pub(crate) const STATE_UPGRADE_FAILED: &str = "UpgradeFailed";
 
-/// Reconciles one Subscription.
-pub async fn reconcile(ctx: Context<Subscription, Olm>) -> ReconcileResult {
+/// Reconciles one Subscription: records its catalog's health, waits on the step in
+/// progress, resolves the next bundle and its dependencies, and plans their install.
+pub(crate) async fn reconcile(ctx: Context<Subscription, Olm>) -> ReconcileResult {
     if ctx.object.is_none() {
         return Ok(Action::done());
     }
@@ -42,106 +44,150 @@ pub async fn reconcile(ctx: Context<Subscription, Olm>) -> ReconcileResult {
     let mut status = sub.status.clone().unwrap_or_default();
     let before = serde_json::to_value(&status).unwrap_or_default();
 
-    let catalog = match ctx.cache.get::<CatalogSource>(&sub.spec.source, Some(&sub.spec.source_namespace)) {
-        None => Err(format!("targeted catalogsource {}/{} missing", sub.spec.source_namespace, sub.spec.source)),
-        Some(source) => super::catalog_source::load(&ctx.client, &ctx.state, &source).await,
-    };
-    let catalog = match catalog {
-        Ok(catalog) => {
-            set_condition(
-                &mut status.conditions,
-                "CatalogSourcesUnhealthy",
-                "False",
-                "AllCatalogSourcesHealthy",
-                "all available catalogsources are healthy",
-            );
-            catalog
-        }
-        Err(message) => {
-            set_condition(
-                &mut status.conditions,
-                "CatalogSourcesUnhealthy",
-                "True",
-                "UnhealthyCatalogSourceFound",
-                &message,
-            );
-            return write_status(&ctx, &sub, status, &before).await;
-        }
-    };
-
-    // The step in progress.
+    let catalog = load_catalog(&ctx, &sub).await;
+    record_catalog_health(&mut status, catalog.as_ref().err());
+    let Ok(catalog) = catalog else { return write_status(&ctx, &sub, status, &before).await };
     if let Some(plan_name) = status.install_plan_ref.as_ref().and_then(|r| r.get("name")).and_then(Value::as_str) {
         let plan = ctx.cache.get::<InstallPlan>(plan_name, Some(&ns));
-        let phase = plan.as_ref().and_then(|p| p.status.as_ref()).map(|s| s.phase.clone()).unwrap_or_default();
-        match phase.as_str() {
-            "RequiresApproval" => {
-                status.state = Some(STATE_UPGRADE_PENDING.into());
-                set_condition(&mut status.conditions, "InstallPlanPending", "True", "RequiresApproval", "");
-                return write_status(&ctx, &sub, status, &before).await;
-            }
-            "Failed" => {
-                let message = plan
-                    .as_ref()
-                    .and_then(|p| p.status.as_ref())
-                    .and_then(|s| s.conditions.iter().find_map(|c| c.message.clone()))
-                    .unwrap_or_default();
-                status.state = Some(STATE_UPGRADE_FAILED.into());
-                remove_condition(&mut status.conditions, "InstallPlanPending");
-                set_condition(&mut status.conditions, "InstallPlanFailed", "True", "InstallComponentFailed", &message);
-                return write_status(&ctx, &sub, status, &before).await;
-            }
-            "Complete" => {
-                remove_condition(&mut status.conditions, "InstallPlanPending");
-                remove_condition(&mut status.conditions, "InstallPlanFailed");
-            }
-            _ if plan.is_some() => {
-                status.state = Some(STATE_UPGRADE_PENDING.into());
-                set_condition(&mut status.conditions, "InstallPlanPending", "True", "Installing", "");
-                return write_status(&ctx, &sub, status, &before).await;
-            }
-            _ => {}
+        if record_step_in_progress(&mut status, plan.as_deref()) == StepProgress::Waiting {
+            return write_status(&ctx, &sub, status, &before).await;
         }
     }
-
-    let channel = match resolve::channel(&catalog, &sub.spec.name, sub.spec.channel.as_deref(), &sub.name_any()) {
-        Ok(channel) => channel,
-        Err(e) => return resolution_failed(&ctx, &sub, status, &before, &e.to_string()).await,
-    };
-    let target: &Bundle = match status.current_csv.clone() {
-        None => match resolve::first(&catalog, channel, sub.spec.starting_csv.as_deref(), &sub.name_any()) {
-            Ok(bundle) => bundle,
-            Err(e) => return resolution_failed(&ctx, &sub, status, &before, &e.to_string()).await,
-        },
-        Some(current) => {
-            let current_csv = ctx.cache.get::<ClusterServiceVersion>(&current, Some(&ns));
-            let succeeded = current_csv.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.phase.as_deref())
-                == Some(csv::PHASE_SUCCEEDED);
-            if current_csv.is_some() {
-                status.installed_csv = Some(current.clone());
-            }
-            if !succeeded {
-                status.state = Some(STATE_UPGRADE_PENDING.into());
-                return write_status(&ctx, &sub, status, &before).await;
-            }
-            remove_replaced(&ctx, &ns, &current, channel.entries.iter().map(|e| e.name.as_str())).await?;
-            match resolve::next(&catalog, channel, &current) {
-                Some(next) => next,
-                None => {
-                    status.state = Some(STATE_AT_LATEST.into());
-                    remove_condition(&mut status.conditions, "ResolutionFailed");
-                    return write_status(&ctx, &sub, status, &before).await;
-                }
-            }
-        }
+    let Some(target) = next_bundle(&ctx, &sub, &mut status, &catalog).await? else {
+        return write_status(&ctx, &sub, status, &before).await;
     };
     let served = served_gvks(&ctx).await?;
     let dependencies = match resolve::dependencies(&catalog, target, &served) {
         Ok(d) => d,
-        Err(e) => return resolution_failed(&ctx, &sub, status, &before, &e.to_string()).await,
+        Err(e) => {
+            record_resolution_failed(&mut status, &e.to_string());
+            return write_status(&ctx, &sub, status, &before).await;
+        }
     };
     remove_condition(&mut status.conditions, "ResolutionFailed");
     let plan = create_plan(&ctx, &sub, &catalog, std::iter::once(target).chain(dependencies).collect()).await?;
     status.current_csv = Some(target.name.clone());
+    record_plan(&mut status, &plan, &ns);
+    write_status(&ctx, &sub, status, &before).await
+}
+
+/// The catalog of the subscription's CatalogSource, or why it cannot be read.
+async fn load_catalog(ctx: &Context<Subscription, Olm>, sub: &Subscription) -> Result<Arc<Catalog>, String> {
+    match ctx.cache.get::<CatalogSource>(&sub.spec.source, Some(&sub.spec.source_namespace)) {
+        None => Err(format!("targeted catalogsource {}/{} missing", sub.spec.source_namespace, sub.spec.source)),
+        Some(source) => super::catalog_source::load(&ctx.client, &ctx.state, &source).await,
+    }
+}
+
+/// Records the `CatalogSourcesUnhealthy` condition: false, or true with why the catalog
+/// cannot be read.
+fn record_catalog_health(status: &mut SubscriptionStatus, error: Option<&String>) {
+    match error {
+        None => set_condition(
+            &mut status.conditions,
+            "CatalogSourcesUnhealthy",
+            "False",
+            "AllCatalogSourcesHealthy",
+            "all available catalogsources are healthy",
+        ),
+        Some(message) => set_condition(
+            &mut status.conditions,
+            "CatalogSourcesUnhealthy",
+            "True",
+            "UnhealthyCatalogSourceFound",
+            message,
+        ),
+    }
+}
+
+/// Whether the subscription waits on its InstallPlan in progress.
+#[derive(Debug, PartialEq)]
+enum StepProgress {
+    /// The plan waits for approval, is installing, or failed.
+    Waiting,
+    /// The plan completed (or is gone): resolve the next step.
+    Done,
+}
+
+/// Records the state of the step in progress (`UpgradePending` with `InstallPlanPending`,
+/// or `UpgradeFailed` with `InstallPlanFailed`) from its InstallPlan.
+fn record_step_in_progress(status: &mut SubscriptionStatus, plan: Option<&InstallPlan>) -> StepProgress {
+    let plan_status = plan.and_then(|p| p.status.as_ref());
+    match plan_status.map(|s| s.phase.as_str()).unwrap_or_default() {
+        "RequiresApproval" => {
+            status.state = Some(STATE_UPGRADE_PENDING.into());
+            set_condition(&mut status.conditions, "InstallPlanPending", "True", "RequiresApproval", "");
+            StepProgress::Waiting
+        }
+        "Failed" => {
+            let message =
+                plan_status.and_then(|s| s.conditions.iter().find_map(|c| c.message.clone())).unwrap_or_default();
+            status.state = Some(STATE_UPGRADE_FAILED.into());
+            remove_condition(&mut status.conditions, "InstallPlanPending");
+            set_condition(&mut status.conditions, "InstallPlanFailed", "True", "InstallComponentFailed", &message);
+            StepProgress::Waiting
+        }
+        "Complete" => {
+            remove_condition(&mut status.conditions, "InstallPlanPending");
+            remove_condition(&mut status.conditions, "InstallPlanFailed");
+            StepProgress::Done
+        }
+        _ if plan.is_some() => {
+            status.state = Some(STATE_UPGRADE_PENDING.into());
+            set_condition(&mut status.conditions, "InstallPlanPending", "True", "Installing", "");
+            StepProgress::Waiting
+        }
+        _ => StepProgress::Done,
+    }
+}
+
+/// The bundle the next step installs: the first one of the channel while nothing is
+/// installed, else the next upgrade once the current CSV has succeeded (removing the CSVs
+/// it replaced). `None` when there is none yet; the status says why.
+async fn next_bundle<'a>(
+    ctx: &Context<Subscription, Olm>,
+    sub: &Subscription,
+    status: &mut SubscriptionStatus,
+    catalog: &'a Catalog,
+) -> Result<Option<&'a Bundle>, ReconcileError> {
+    let ns = sub.namespace().unwrap_or_default();
+    let channel = match resolve::channel(catalog, &sub.spec.name, sub.spec.channel.as_deref(), &sub.name_any()) {
+        Ok(channel) => channel,
+        Err(e) => {
+            record_resolution_failed(status, &e.to_string());
+            return Ok(None);
+        }
+    };
+    let Some(current) = status.current_csv.clone() else {
+        return match resolve::first(catalog, channel, sub.spec.starting_csv.as_deref(), &sub.name_any()) {
+            Ok(bundle) => Ok(Some(bundle)),
+            Err(e) => {
+                record_resolution_failed(status, &e.to_string());
+                Ok(None)
+            }
+        };
+    };
+    let current_csv = ctx.cache.get::<ClusterServiceVersion>(&current, Some(&ns));
+    let succeeded = current_csv.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.phase.as_deref())
+        == Some(csv::PHASE_SUCCEEDED);
+    if current_csv.is_some() {
+        status.installed_csv = Some(current.clone());
+    }
+    if !succeeded {
+        status.state = Some(STATE_UPGRADE_PENDING.into());
+        return Ok(None);
+    }
+    remove_replaced(ctx, &ns, &current, channel.entries.iter().map(|e| e.name.as_str())).await?;
+    let next = resolve::next(catalog, channel, &current);
+    if next.is_none() {
+        status.state = Some(STATE_AT_LATEST.into());
+        remove_condition(&mut status.conditions, "ResolutionFailed");
+    }
+    Ok(next)
+}
+
+/// Records the InstallPlan just created as the step in progress.
+fn record_plan(status: &mut SubscriptionStatus, plan: &InstallPlan, ns: &str) {
     status.state = Some(STATE_UPGRADE_PENDING.into());
     status.install_plan_ref = Some(json!({
         "apiVersion": InstallPlan::api_version(&()), "kind": InstallPlan::kind(&()),
@@ -151,34 +197,20 @@ pub async fn reconcile(ctx: Context<Subscription, Olm>) -> ReconcileResult {
         "installplan".into(),
         json!({"apiVersion": InstallPlan::api_version(&()), "kind": InstallPlan::kind(&()), "name": plan.name_any(), "uuid": plan.uid()}),
     );
-    let approved = plan.spec.approved;
-    set_condition(
-        &mut status.conditions,
-        "InstallPlanPending",
-        "True",
-        if approved { "Installing" } else { "RequiresApproval" },
-        "",
-    );
-    write_status(&ctx, &sub, status, &before).await
+    let reason = if plan.spec.approved { "Installing" } else { "RequiresApproval" };
+    set_condition(&mut status.conditions, "InstallPlanPending", "True", reason, "");
 }
 
 /// Records a resolution failure (OLM's `ResolutionFailed`, `ConstraintsNotSatisfiable`).
-async fn resolution_failed(
-    ctx: &Context<Subscription, Olm>,
-    sub: &Subscription,
-    mut status: crate::types::SubscriptionStatus,
-    before: &Value,
-    message: &str,
-) -> ReconcileResult {
+fn record_resolution_failed(status: &mut SubscriptionStatus, message: &str) {
     set_condition(&mut status.conditions, "ResolutionFailed", "True", "ConstraintsNotSatisfiable", message);
-    write_status(ctx, sub, status, before).await
 }
 
 /// Writes the status when it changed.
 async fn write_status(
     ctx: &Context<Subscription, Olm>,
     sub: &Subscription,
-    mut status: crate::types::SubscriptionStatus,
+    mut status: SubscriptionStatus,
     before: &Value,
 ) -> ReconcileResult {
     if serde_json::to_value(&status).unwrap_or_default() == *before {

@@ -29,27 +29,27 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 /// Label on a webhook configuration: the definition's `generateName`.
-pub const WEBHOOK_DESCRIPTION_LABEL: &str = "olm.webhook-description-generate-name";
+pub(crate) const WEBHOOK_DESCRIPTION_LABEL: &str = "olm.webhook-description-generate-name";
 /// The Secret key holding the CA certificate (OLM's `olmCAKey`).
-pub const CA_KEY: &str = "olmCAKey";
+pub(crate) const CA_KEY: &str = "olmCAKey";
 /// Where controller-runtime's (and opkit's) webhook server reads its certificate.
-pub const WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+pub(crate) const WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 /// Where an aggregated API server reads its certificate (OLM mounts both).
-pub const APISERVICE_CERT_DIR: &str = "/apiserver.local.config/certificates";
+pub(crate) const APISERVICE_CERT_DIR: &str = "/apiserver.local.config/certificates";
 
 /// The Service OLM makes for a Deployment serving webhooks.
-pub fn service_name(deployment: &str) -> String {
+pub(crate) fn service_name(deployment: &str) -> String {
     format!("{deployment}-service")
 }
 
 /// The Secret holding that Service's serving certificate.
-pub fn secret_name(deployment: &str) -> String {
+pub(crate) fn secret_name(deployment: &str) -> String {
     format!("{}-cert", service_name(deployment))
 }
 
 /// The objects that register a CSV's webhooks, and the CRD conversions to set.
 #[derive(Debug, Default)]
-pub struct Registration {
+pub(crate) struct Registration {
     /// Services and Secrets, to apply (metadata without owner).
     pub objects: Vec<Value>,
     /// Webhook configurations, with `generateName` and no name, for [`register`]
@@ -63,7 +63,11 @@ pub struct Registration {
 
 /// Builds the registration of `csv`'s webhook definitions in `ns`, reusing the serving
 /// certificate already in each Secret (so the CA stays the same across reconciles).
-pub async fn registration(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<Registration, String> {
+pub(crate) async fn registration(
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+) -> Result<Registration, String> {
     let mut out = Registration::default();
     let definitions = &csv.spec.webhookdefinitions;
     let mut ports: BTreeMap<&str, Vec<(i32, Value)>> = BTreeMap::new();
@@ -143,7 +147,7 @@ pub async fn registration(client: &Client, csv: &ClusterServiceVersion, ns: &str
 /// Registers one webhook configuration built by [`registration`] (with the owner's labels
 /// added): those already labelled as it is get its webhooks and labels; when there are
 /// none it is created, the API server completing its `generateName`.
-pub async fn register(client: &Client, configuration: &Value) -> Result<(), String> {
+pub(crate) async fn register(client: &Client, configuration: &Value) -> Result<(), String> {
     match configuration["kind"].as_str() {
         Some("MutatingWebhookConfiguration") => {
             register_as::<MutatingWebhookConfiguration>(client, configuration).await
@@ -220,7 +224,7 @@ async fn serving_certificate(client: &Client, ns: &str, deployment: &str) -> Res
 
 /// Mounts the serving certificate's Secret into a Deployment's pod template (`spec` as
 /// JSON): volumes `apiservice-cert` and `webhook-cert`, mounted in every container.
-pub fn mount(spec: &mut Value, secret: &str) {
+pub(crate) fn mount(spec: &mut Value, secret: &str) {
     let Some(pod) = spec.pointer_mut("/template/spec").and_then(Value::as_object_mut) else { return };
     let volumes = [
         (
@@ -255,7 +259,7 @@ pub fn mount(spec: &mut Value, secret: &str) {
 
 /// Sets each conversion on its CRD (a merge patch, so the CRD's other fields and their
 /// owner stay as the InstallPlan applied them).
-pub async fn set_conversions(client: &Client, conversions: &[(String, Value)]) -> Result<(), String> {
+pub(crate) async fn set_conversions(client: &Client, conversions: &[(String, Value)]) -> Result<(), String> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for (name, conversion) in conversions {
         let patch = json!({"spec": {"conversion": conversion}});
