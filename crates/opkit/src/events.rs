@@ -38,6 +38,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use parking_lot::Mutex;
 use serde_json::json;
+use tokio::sync::OwnedMutexGuard;
 
 /// How long after its last occurrence an event can still be continued as a series
 /// (client-go's `finishTime`, 6 minutes).
@@ -225,48 +226,53 @@ impl Recorder {
             regarding: reference_key(regarding),
             related: related.map(reference_key),
         };
-        let now = Timestamp::now();
-        let seen = Instant::now();
-        // Decide under the cache lock; write to the API server outside it.
-        let (guard, create) = {
-            let mut cache = self.cache.lock();
-            let window = self.window;
-            cache.retain(|_, e| seen.saturating_duration_since(e.last_seen) < window);
-            match cache.get_mut(&key) {
-                Some(entry) => {
-                    entry.count = entry.count.saturating_add(1);
-                    entry.last_seen = seen;
-                    entry.last_observed = now;
-                    (Err(entry.write.clone()), false)
-                }
-                None => {
-                    let event = self.new_event(regarding, related, type_, reason, action, note, now);
-                    let namespace = event.metadata.namespace.clone().unwrap_or_default();
-                    let write = Arc::new(tokio::sync::Mutex::new(()));
-                    // Hold the write lock from the start so repeats wait for the create.
-                    let guard = write.clone().try_lock_owned();
-                    cache.insert(
-                        key.clone(),
-                        CacheEntry {
-                            namespace,
-                            event,
-                            count: 1,
-                            last_seen: seen,
-                            last_observed: now,
-                            write: write.clone(),
-                        },
-                    );
-                    (guard.map_err(|_| write), true)
-                }
-            }
-        };
-        let _guard = match guard {
+        let what = EventFields { type_, reason, action, note };
+        let (write, create) = self.count_occurrence(&key, regarding, related, &what);
+        let _guard = match write {
             Ok(held) => held,
             Err(write) => write.lock_owned().await,
         };
-        // Read the newest state: concurrent repeats may have bumped the count meanwhile.
+        self.write_occurrence(&key, create).await
+    }
+
+    /// Counts one occurrence of `key` in the series cache (dropping entries older than the
+    /// window), under the cache lock. A new entry's write lock comes back held (`Ok`), and
+    /// `true` says the event is to be created; a repeat gets the entry's lock to wait on.
+    fn count_occurrence(
+        &self,
+        key: &EventKey,
+        regarding: &ObjectReference,
+        related: Option<&ObjectReference>,
+        what: &EventFields<'_>,
+    ) -> (Result<OwnedMutexGuard<()>, Arc<tokio::sync::Mutex<()>>>, bool) {
+        let now = Timestamp::now();
+        let seen = Instant::now();
+        let mut cache = self.cache.lock();
+        let window = self.window;
+        cache.retain(|_, e| seen.saturating_duration_since(e.last_seen) < window);
+        if let Some(entry) = cache.get_mut(key) {
+            entry.count = entry.count.saturating_add(1);
+            entry.last_seen = seen;
+            entry.last_observed = now;
+            return (Err(entry.write.clone()), false);
+        }
+        let event = self.new_event(regarding, related, what, now);
+        let namespace = event.metadata.namespace.clone().unwrap_or_default();
+        let write = Arc::new(tokio::sync::Mutex::new(()));
+        // Hold the write lock from the start so repeats wait for the create.
+        let guard = write.clone().try_lock_owned();
+        let entry =
+            CacheEntry { namespace, event, count: 1, last_seen: seen, last_observed: now, write: write.clone() };
+        cache.insert(key.clone(), entry);
+        (guard.map_err(|_| write), true)
+    }
+
+    /// Writes the newest state of `key`'s series (concurrent repeats may have bumped the
+    /// count meanwhile): creates the event, or patches its series, recreating it when it
+    /// expired on the server.
+    async fn write_occurrence(&self, key: &EventKey, create: bool) -> kube::Result<()> {
         let Some((namespace, mut event, count, last)) =
-            self.cache.lock().get(&key).map(|e| (e.namespace.clone(), e.event.clone(), e.count, e.last_observed))
+            self.cache.lock().get(key).map(|e| (e.namespace.clone(), e.event.clone(), e.count, e.last_observed))
         else {
             return Ok(());
         };
@@ -277,7 +283,7 @@ impl Recorder {
                 event.series = Some(series(count, last));
             }
             if let Err(e) = api.create(&PostParams::default(), &event).await {
-                self.forget(&key, &name);
+                self.forget(key, &name);
                 return Err(e);
             }
             return Ok(());
@@ -303,17 +309,14 @@ impl Recorder {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn new_event(
         &self,
         regarding: &ObjectReference,
         related: Option<&ObjectReference>,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: &str,
+        what: &EventFields<'_>,
         now: Timestamp,
     ) -> Event {
+        let EventFields { type_, reason, action, note } = *what;
         let namespace = match regarding.namespace.as_deref() {
             Some(ns) if !ns.is_empty() => ns.to_string(),
             _ => "default".to_string(),
@@ -336,6 +339,15 @@ impl Recorder {
             ..Event::default()
         }
     }
+}
+
+/// What an event says: its type, reason, action and note.
+#[derive(Clone, Copy)]
+struct EventFields<'a> {
+    type_: EventType,
+    reason: &'a str,
+    action: &'a str,
+    note: &'a str,
 }
 
 fn series(count: i32, last: Timestamp) -> EventSeries {

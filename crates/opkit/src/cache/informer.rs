@@ -158,6 +158,8 @@ impl<K: Kind> Informer<K> {
         }
     }
 
+    /// Watches partition `idx` until `shutdown`, keeping its store, the indexes and the
+    /// lookup current and announcing every change.
     async fn run_partition(self: Arc<Self>, idx: usize, shutdown: CancellationToken) {
         let part = &self.partitions[idx];
         let Some(mut writer) = part.writer.lock().take() else { return };
@@ -172,7 +174,6 @@ impl<K: Kind> Informer<K> {
             std::pin::pin!(watcher(api, cfg).default_backoff().modify(|o: &mut K| o.meta_mut().managed_fields = None));
         // Objects as they were before a relist started, to diff against when it finishes.
         let mut before_relist: Option<HashMap<ObjectRef<K>, Arc<K>>> = None;
-        let key_of = |o: &K| ObjectRef::from_obj_with(o, self.dyntype.clone());
         let mut refusals_in_a_row = 0;
         loop {
             let event = tokio::select! {
@@ -183,17 +184,7 @@ impl<K: Kind> Informer<K> {
             let event = match event {
                 Ok(e) => e,
                 Err(e) => {
-                    tracing::warn!(kind = %self.kind(), error = %e, "watch failed; retrying");
-                    match forbidden_message(&e) {
-                        Some(message) if !part.synced.load(Ordering::SeqCst) => {
-                            refusals_in_a_row += 1;
-                            if refusals_in_a_row >= REFUSALS_REPORTED_AFTER {
-                                *part.refused.lock() = Some(message);
-                                self.cache.notify_changed();
-                            }
-                        }
-                        _ => refusals_in_a_row = 0,
-                    }
+                    self.count_refusal(part, &e, &mut refusals_in_a_row);
                     continue;
                 }
             };
@@ -205,60 +196,83 @@ impl<K: Kind> Informer<K> {
             let _guard = self.apply_lock.lock();
             match &event {
                 watcher::Event::Apply(obj) => {
-                    let key = key_of(obj);
-                    let old = part.store.get(&key);
+                    let old = part.store.get(&self.key_of(obj));
                     writer.apply_watcher_event(&event);
-                    let new = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
-                    self.indexes.update(old.as_deref(), &new);
-                    if let Some(lookup) = self.lookup.write().as_mut() {
-                        lookup.apply(&new);
-                    }
-                    let _ = self.tx.send(InformerEvent::Apply { old, new });
+                    let new = part.store.get(&self.key_of(obj)).unwrap_or_else(|| Arc::new(obj.clone()));
+                    self.announce_apply(old, new);
                 }
                 watcher::Event::Delete(obj) => {
-                    let key = key_of(obj);
-                    let old = part.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
+                    let old = part.store.get(&self.key_of(obj)).unwrap_or_else(|| Arc::new(obj.clone()));
                     writer.apply_watcher_event(&event);
-                    self.indexes.delete(&old);
-                    if let Some(lookup) = self.lookup.write().as_mut() {
-                        lookup.delete(&old);
-                    }
-                    let _ = self.tx.send(InformerEvent::Delete(old));
+                    self.announce_delete(old);
                 }
                 watcher::Event::Init => {
-                    before_relist = Some(part.store.state().into_iter().map(|o| (key_of(&o), o)).collect());
+                    before_relist = Some(part.store.state().into_iter().map(|o| (self.key_of(&o), o)).collect());
                     writer.apply_watcher_event(&event);
                 }
                 watcher::Event::InitApply(_) => writer.apply_watcher_event(&event),
                 watcher::Event::InitDone => {
                     writer.apply_watcher_event(&event);
-                    let mut before = before_relist.take().unwrap_or_default();
-                    for new in part.store.state() {
-                        let old = before.remove(&key_of(&new));
-                        let changed =
-                            old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version);
-                        if changed {
-                            self.indexes.update(old.as_deref(), &new);
-                            if let Some(lookup) = self.lookup.write().as_mut() {
-                                lookup.apply(&new);
-                            }
-                            let _ = self.tx.send(InformerEvent::Apply { old, new });
-                        }
-                    }
-                    for (_, gone) in before {
-                        self.indexes.delete(&gone);
-                        if let Some(lookup) = self.lookup.write().as_mut() {
-                            lookup.delete(&gone);
-                        }
-                        let _ = self.tx.send(InformerEvent::Delete(gone));
-                    }
-                    *part.refused.lock() = None;
-                    if !part.synced.swap(true, Ordering::SeqCst) {
-                        self.cache.notify_changed();
-                    }
+                    self.finish_relist(part, before_relist.take().unwrap_or_default());
                 }
             }
         }
+    }
+
+    fn key_of(&self, o: &K) -> ObjectRef<K> {
+        ObjectRef::from_obj_with(o, self.dyntype.clone())
+    }
+
+    /// Logs a failed watch; before the first sync, a run of 403s becomes the partition's
+    /// refusal (what [`Informer::refusal`] reports).
+    fn count_refusal(&self, part: &Partition<K>, e: &watcher::Error, refusals_in_a_row: &mut u32) {
+        tracing::warn!(kind = %self.kind(), error = %e, "watch failed; retrying");
+        match forbidden_message(e) {
+            Some(message) if !part.synced.load(Ordering::SeqCst) => {
+                *refusals_in_a_row += 1;
+                if *refusals_in_a_row >= REFUSALS_REPORTED_AFTER {
+                    *part.refused.lock() = Some(message);
+                    self.cache.notify_changed();
+                }
+            }
+            _ => *refusals_in_a_row = 0,
+        }
+    }
+
+    /// A relist finished: announces what changed and what went since `before`, and marks
+    /// the partition synced.
+    fn finish_relist(&self, part: &Partition<K>, mut before: HashMap<ObjectRef<K>, Arc<K>>) {
+        for new in part.store.state() {
+            let old = before.remove(&self.key_of(&new));
+            if old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version) {
+                self.announce_apply(old, new);
+            }
+        }
+        for (_, gone) in before {
+            self.announce_delete(gone);
+        }
+        *part.refused.lock() = None;
+        if !part.synced.swap(true, Ordering::SeqCst) {
+            self.cache.notify_changed();
+        }
+    }
+
+    /// Updates the indexes and the lookup for a created or changed object, and sends the event.
+    fn announce_apply(&self, old: Option<Arc<K>>, new: Arc<K>) {
+        self.indexes.update(old.as_deref(), &new);
+        if let Some(lookup) = self.lookup.write().as_mut() {
+            lookup.apply(&new);
+        }
+        let _ = self.tx.send(InformerEvent::Apply { old, new });
+    }
+
+    /// Updates the indexes and the lookup for a deleted object, and sends the event.
+    fn announce_delete(&self, old: Arc<K>) {
+        self.indexes.delete(&old);
+        if let Some(lookup) = self.lookup.write().as_mut() {
+            lookup.delete(&old);
+        }
+        let _ = self.tx.send(InformerEvent::Delete(old));
     }
 
     /// Subscribes: the current content plus every later change, with nothing in between.
