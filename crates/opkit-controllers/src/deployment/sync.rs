@@ -127,11 +127,65 @@ impl SyncingDeployment<'_> {
         self.create_new_rs(old, new_revision).await
     }
 
+    /// Creates the new ReplicaSet (named by the template's hash), scaled as the rollout
+    /// allows; an existing one of that name that is ours with the same template is the
+    /// new one, any other is a hash collision.
     async fn create_new_rs(
         &mut self,
         old: Vec<ReplicaSet>,
         new_revision: i64,
     ) -> Result<(Option<ReplicaSet>, Vec<ReplicaSet>), SyncError> {
+        let rs = self.new_rs(&old, new_revision);
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        let count = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+        let created = match self.rs_api().create(&PostParams::default(), &rs).await {
+            Ok(c) => c,
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                // The cache lags, or the hash collides with a different ReplicaSet.
+                let found = self.rs_api().get(&name).await?;
+                let ours =
+                    opkit::owner::controller_of(&found).is_some_and(|r| Some(&r.uid) == self.d.metadata.uid.as_ref());
+                let template = rs.spec.as_ref().and_then(|s| s.template.as_ref());
+                let same = found
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.as_ref())
+                    .is_some_and(|t| template.is_some_and(|mine| util::equal_ignore_hash(t, mine)));
+                if ours && same {
+                    return Ok((Some(found), old));
+                }
+                let mut status = self.d.status.clone().unwrap_or_default();
+                status.collision_count = Some(status.collision_count.unwrap_or(0).saturating_add(1));
+                self.write_status(status).await?;
+                return Err(SyncError::Collision(name));
+            }
+            Err(e) => {
+                self.creation_failed(&name, &e).await;
+                return Err(e.into());
+            }
+        };
+        if count > 0 {
+            self.event(
+                EventType::Normal,
+                "ScalingReplicaSet",
+                "Scale",
+                format!("Scaled up replica set {name} to {count}"),
+            );
+        }
+        let mut status = self.d.status.clone().unwrap_or_default();
+        if util::progress_deadline(&self.d).is_some() {
+            let msg = format!("Created new replica set {name:?}");
+            util::set_condition(&mut status, util::condition("Progressing", "True", "NewReplicaSetCreated", msg));
+        }
+        self.sync_deployment_revision(&new_revision.to_string()).await?;
+        self.write_status(status).await?;
+        self.rss.push(created.clone());
+        Ok((Some(created), old))
+    }
+
+    /// The new ReplicaSet for the Deployment's template: `<deployment>-<hash>`, selecting
+    /// and labelling its pods with the hash, with as many replicas as the rollout allows.
+    fn new_rs(&self, old: &[ReplicaSet], new_revision: i64) -> ReplicaSet {
         let collision = self.d.status.as_ref().and_then(|s| s.collision_count);
         let mut template = self.template();
         let hash = util::template_hash(&template, collision);
@@ -139,10 +193,9 @@ impl SyncingDeployment<'_> {
         tmeta.labels.get_or_insert_with(BTreeMap::new).insert(POD_TEMPLATE_HASH.into(), hash.clone());
         let mut selector: LabelSelector = self.d.spec.as_ref().map(|s| s.selector.clone()).unwrap_or_default();
         selector.match_labels.get_or_insert_with(BTreeMap::new).insert(POD_TEMPLATE_HASH.into(), hash.clone());
-        let name = format!("{}-{hash}", self.ctx.request.name);
         let mut rs = ReplicaSet {
             metadata: ObjectMeta {
-                name: Some(name.clone()),
+                name: Some(format!("{}-{hash}", self.ctx.request.name)),
                 namespace: self.d.metadata.namespace.clone(),
                 labels: template.metadata.as_ref().and_then(|m| m.labels.clone()),
                 owner_references: opkit::owner::controller_reference(&self.d).map(|r| vec![r]),
@@ -152,7 +205,7 @@ impl SyncingDeployment<'_> {
                 replicas: Some(0),
                 min_ready_seconds: Some(util::min_ready_seconds(&self.d)),
                 selector,
-                template: Some(template.clone()),
+                template: Some(template),
             }),
             status: None,
         };
@@ -163,73 +216,23 @@ impl SyncingDeployment<'_> {
             spec.replicas = Some(count);
         }
         util::set_new_rs_annotations(&self.d, &mut rs, new_revision, false);
-        let created = match self.rs_api().create(&PostParams::default(), &rs).await {
-            Ok(c) => {
-                if count > 0 {
-                    self.event(
-                        EventType::Normal,
-                        "ScalingReplicaSet",
-                        "Scale",
-                        format!("Scaled up replica set {name} to {count}"),
-                    );
-                }
-                let mut status = self.d.status.clone().unwrap_or_default();
-                if util::progress_deadline(&self.d).is_some() {
-                    let msg = format!("Created new replica set {name:?}");
-                    util::set_condition(
-                        &mut status,
-                        util::condition("Progressing", "True", "NewReplicaSetCreated", msg),
-                    );
-                }
-                self.sync_deployment_revision(&new_revision.to_string()).await?;
-                self.write_status(status).await?;
-                c
-            }
-            Err(kube::Error::Api(s)) if s.is_already_exists() => {
-                // The cache lags, or the hash collides with a different ReplicaSet.
-                let found = self.rs_api().get(&name).await?;
-                let ours =
-                    opkit::owner::controller_of(&found).is_some_and(|r| Some(&r.uid) == self.d.metadata.uid.as_ref());
-                let same = found
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.template.as_ref())
-                    .is_some_and(|t| util::equal_ignore_hash(t, &template));
-                if ours && same {
-                    return Ok((Some(found), old));
-                }
-                let mut status = self.d.status.clone().unwrap_or_default();
-                status.collision_count = Some(status.collision_count.unwrap_or(0).saturating_add(1));
-                self.write_status(status).await?;
-                return Err(SyncError::Collision(name));
-            }
-            Err(e) => {
-                let msg = match &e {
-                    kube::Error::Api(s) => s.message.clone(),
-                    other => other.to_string(),
-                };
-                self.event(
-                    EventType::Warning,
-                    "FailedCreate",
-                    "Create",
-                    format!("Failed to create new replica set {name:?}: {msg}"),
-                );
-                if util::progress_deadline(&self.d).is_some() {
-                    let mut status = self.d.status.clone().unwrap_or_default();
-                    let c = util::condition(
-                        "Progressing",
-                        "False",
-                        "ReplicaSetCreateError",
-                        format!("Failed to create new replica set {name:?}: {msg}"),
-                    );
-                    util::set_condition(&mut status, c);
-                    let _ = self.write_status(status).await;
-                }
-                return Err(e.into());
-            }
+        rs
+    }
+
+    /// Reports a failed create of the new ReplicaSet: a warning event and, with a progress
+    /// deadline, `Progressing=False` (best effort).
+    async fn creation_failed(&mut self, name: &str, e: &kube::Error) {
+        let msg = match e {
+            kube::Error::Api(s) => s.message.clone(),
+            other => other.to_string(),
         };
-        self.rss.push(created.clone());
-        Ok((Some(created), old))
+        let note = format!("Failed to create new replica set {name:?}: {msg}");
+        self.event(EventType::Warning, "FailedCreate", "Create", note.clone());
+        if util::progress_deadline(&self.d).is_some() {
+            let mut status = self.d.status.clone().unwrap_or_default();
+            util::set_condition(&mut status, util::condition("Progressing", "False", "ReplicaSetCreateError", note));
+            let _ = self.write_status(status).await;
+        }
     }
 
     fn replace_cached(&mut self, rs: ReplicaSet) {

@@ -133,6 +133,8 @@ async fn sync_endpoints(
     }
 }
 
+/// Makes the Service's EndpointSlices match `groups`: slices are reused by address type
+/// and ports where possible, created for what is missing, and the rest deleted.
 async fn sync_slices(
     ctx: &Context<Service>,
     svc: &Service,
@@ -152,43 +154,8 @@ async fn sync_slices(
         .iter()
         .filter_map(|n| n.labels().get("topology.kubernetes.io/zone").map(|z| (n.name_any(), z.clone())))
         .collect();
-    let mut existing: Vec<Arc<EndpointSlice>> = ctx
-        .cache
-        .list::<EndpointSlice>()
-        .into_iter()
-        .filter(|s| s.metadata.namespace.as_deref() == Some(ns.as_str()))
-        .filter(|s| {
-            s.labels().get(SERVICE_NAME_LABEL) == Some(&name)
-                && s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
-        })
-        .collect();
-    existing.sort_by_key(|s| s.metadata.creation_timestamp.as_ref().map(|t| t.0));
-    // Desired slices: one per (address type, port list); a placeholder when there are none.
-    let mut wanted: Vec<EndpointSlice> = Vec::new();
-    for (ports, eps) in groups {
-        for family in ["IPv4", "IPv6"] {
-            let members: Vec<desired::PodEndpoint> =
-                eps.iter().filter(|e| e.ip.contains(':') == (family == "IPv6")).cloned().collect();
-            if members.is_empty() {
-                continue;
-            }
-            wanted.push(EndpointSlice {
-                metadata: ObjectMeta::default(),
-                address_type: family.into(),
-                endpoints: desired::slice_endpoints(&members, &zones),
-                ports: Some(desired::slice_ports(ports)),
-            });
-        }
-    }
-    if wanted.is_empty() {
-        wanted.push(EndpointSlice {
-            metadata: ObjectMeta::default(),
-            address_type: "IPv4".into(),
-            endpoints: Vec::new(),
-            ports: None,
-        });
-    }
-    for mut want in wanted {
+    let mut existing = managed_slices(ctx, &ns, &name);
+    for mut want in wanted_slices(groups, &zones) {
         let pos = existing
             .iter()
             .position(|s| s.address_type == want.address_type && s.ports == want.ports)
@@ -227,4 +194,53 @@ async fn sync_slices(
         }
     }
     Ok(())
+}
+
+/// The EndpointSlices this controller manages for Service `name`, oldest first.
+fn managed_slices(ctx: &Context<Service>, ns: &str, name: &str) -> Vec<Arc<EndpointSlice>> {
+    let mut existing: Vec<Arc<EndpointSlice>> = ctx
+        .cache
+        .list::<EndpointSlice>()
+        .into_iter()
+        .filter(|s| s.metadata.namespace.as_deref() == Some(ns))
+        .filter(|s| {
+            s.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some(name)
+                && s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
+        })
+        .collect();
+    existing.sort_by_key(|s| s.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    existing
+}
+
+/// The slices wanted (metadata still empty): one per (address type, port list), or an
+/// empty IPv4 placeholder when there are no endpoints.
+fn wanted_slices(
+    groups: &BTreeMap<Vec<desired::Port>, Vec<desired::PodEndpoint>>,
+    zones: &BTreeMap<String, String>,
+) -> Vec<EndpointSlice> {
+    let mut wanted: Vec<EndpointSlice> = Vec::new();
+    for (ports, eps) in groups {
+        for family in ["IPv4", "IPv6"] {
+            let members: Vec<desired::PodEndpoint> =
+                eps.iter().filter(|e| e.ip.contains(':') == (family == "IPv6")).cloned().collect();
+            if members.is_empty() {
+                continue;
+            }
+            wanted.push(EndpointSlice {
+                metadata: ObjectMeta::default(),
+                address_type: family.into(),
+                endpoints: desired::slice_endpoints(&members, zones),
+                ports: Some(desired::slice_ports(ports)),
+            });
+        }
+    }
+    if wanted.is_empty() {
+        wanted.push(EndpointSlice {
+            metadata: ObjectMeta::default(),
+            address_type: "IPv4".into(),
+            endpoints: Vec::new(),
+            ports: None,
+        });
+    }
+    wanted
 }

@@ -141,6 +141,9 @@ async fn invalid_namespace_event(shared: &Shared, dep: &Node, owner: &OwnerRef) 
     shared.recorder.publish(&regarding, EventType::Warning, "OwnerRefInvalidNamespace", "GarbageCollect", &note).await;
 }
 
+/// kube's `attemptToDeleteItem`: an object whose owners are all gone (or all being
+/// deleted in the foreground) is deleted; one with a live owner keeps only the
+/// references to live owners.
 async fn attempt_to_delete(shared: &Shared, uid: &str) -> Result<Done, GcError> {
     let Some(node) = shared.graph.lock().get(uid).cloned() else { return Ok(Done::Ok) };
     if node.deleting {
@@ -160,58 +163,17 @@ async fn attempt_to_delete(shared: &Shared, uid: &str) -> Result<Done, GcError> 
     if current.owners.is_empty() {
         return Ok(Done::Ok);
     }
-    let mapper = shared.mapper();
-    let (mut solid, mut dangling, mut waiting) = (0usize, Vec::new(), Vec::new());
-    let mut unknown = Vec::new();
-    for owner in &current.owners {
-        match classify(shared, &mapper, &current, owner).await? {
-            OwnerState::Solid => solid += 1,
-            OwnerState::Unresolvable => {
-                solid += 1;
-                if mapper.resolve(&owner.api_version, &owner.kind).is_none() {
-                    unknown.push(format!("{}/{}", owner.api_version, owner.kind));
-                }
-            }
-            OwnerState::Dangling => dangling.push(owner.uid.clone()),
-            OwnerState::Waiting => waiting.push(owner.uid.clone()),
-        }
-    }
-    if !unknown.is_empty() {
-        // Owners of kinds the server does not serve (yet): decide nothing, look again
-        // later, as kube does with references it cannot map.
-        return Err(GcError::UnknownKind(unknown.join(", ")));
-    }
+    let owners = OwnerStates::classify(shared, &current).await?;
     let a = api(shared, &api_resource(&node), node.namespace.as_deref());
-    if solid > 0 {
-        if dangling.is_empty() && waiting.is_empty() {
+    if owners.solid > 0 {
+        if owners.dangling.is_empty() && owners.waiting.is_empty() {
             return Ok(Done::Ok);
         }
-        // Keep the object: drop references to absent owners, unblock deleting ones.
-        let refs: Vec<Value> = obj
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .filter(|r| !dangling.contains(&r.uid))
-            .map(|r| {
-                let mut v = serde_json::to_value(r).expect("a k8s-openapi OwnerReference always serialises");
-                if waiting.contains(&r.uid) {
-                    v["blockOwnerDeletion"] = json!(false);
-                }
-                v
-            })
-            .collect();
-        let patch = json!({"metadata": {"ownerReferences": refs, "uid": node.uid, "resourceVersion": obj.metadata.resource_version}});
-        return match a.patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => Ok(Done::Ok),
-            Err(e) if matches!(status_code(&e), Some(404)) => Ok(Done::Ok),
-            Err(e) if matches!(status_code(&e), Some(409)) => Ok(Done::After(Duration::ZERO)),
-            Err(e) => Err(e.into()),
-        };
+        return keep_live_owners(&a, &node, &obj, &owners).await;
     }
     let fins = obj.metadata.finalizers.clone().unwrap_or_default();
     let has_dependents = shared.graph.lock().has_dependents(uid);
-    let policy = if !waiting.is_empty() && has_dependents {
+    let policy = if !owners.waiting.is_empty() && has_dependents {
         PropagationPolicy::Foreground
     } else if fins.iter().any(|f| f == ORPHAN_FINALIZER) {
         PropagationPolicy::Orphan
@@ -229,6 +191,76 @@ async fn attempt_to_delete(shared: &Shared, uid: &str) -> Result<Done, GcError> 
     match a.delete(&node.name, &dp).await {
         Ok(_) => Ok(Done::Ok),
         Err(e) if matches!(status_code(&e), Some(404 | 409)) => Ok(Done::Ok),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// An object's owners, sorted by what they say about it.
+struct OwnerStates {
+    /// Owners that exist (or cannot be resolved, which counts as existing).
+    solid: usize,
+    /// Uids of owners that are gone.
+    dangling: Vec<String>,
+    /// Uids of owners being deleted in the foreground.
+    waiting: Vec<String>,
+}
+
+impl OwnerStates {
+    /// Classifies every owner of `node`; an owner of a kind the server does not serve
+    /// (yet) is an error, so nothing is decided and the object is looked at again later,
+    /// as kube does with references it cannot map.
+    async fn classify(shared: &Shared, node: &Node) -> Result<Self, GcError> {
+        let mapper = shared.mapper();
+        let mut states = OwnerStates { solid: 0, dangling: Vec::new(), waiting: Vec::new() };
+        let mut unknown = Vec::new();
+        for owner in &node.owners {
+            match classify(shared, &mapper, node, owner).await? {
+                OwnerState::Solid => states.solid += 1,
+                OwnerState::Unresolvable => {
+                    states.solid += 1;
+                    if mapper.resolve(&owner.api_version, &owner.kind).is_none() {
+                        unknown.push(format!("{}/{}", owner.api_version, owner.kind));
+                    }
+                }
+                OwnerState::Dangling => states.dangling.push(owner.uid.clone()),
+                OwnerState::Waiting => states.waiting.push(owner.uid.clone()),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(GcError::UnknownKind(unknown.join(", ")));
+        }
+        Ok(states)
+    }
+}
+
+/// Keeps an object that has a live owner: drops its references to absent owners and
+/// unblocks those to owners being deleted (a merge patch guarded by uid and
+/// resourceVersion; a conflict is retried at once).
+async fn keep_live_owners(
+    a: &Api<DynamicObject>,
+    node: &Node,
+    obj: &DynamicObject,
+    owners: &OwnerStates,
+) -> Result<Done, GcError> {
+    let refs: Vec<Value> = obj
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|r| !owners.dangling.contains(&r.uid))
+        .map(|r| {
+            let mut v = serde_json::to_value(r).expect("a k8s-openapi OwnerReference always serialises");
+            if owners.waiting.contains(&r.uid) {
+                v["blockOwnerDeletion"] = json!(false);
+            }
+            v
+        })
+        .collect();
+    let patch = json!({"metadata": {"ownerReferences": refs, "uid": node.uid, "resourceVersion": obj.metadata.resource_version}});
+    match a.patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(Done::Ok),
+        Err(e) if matches!(status_code(&e), Some(404)) => Ok(Done::Ok),
+        Err(e) if matches!(status_code(&e), Some(409)) => Ok(Done::After(Duration::ZERO)),
         Err(e) => Err(e.into()),
     }
 }

@@ -70,25 +70,11 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
 async fn reconcile(ctx: Context<Job>, shared: Arc<Shared>) -> ReconcileResult {
     let pods_api: Api<Pod> = ctx.api_for();
     let Some(job) = ctx.object.clone() else {
-        // The Job is gone: release its pods' tracking finalizers.
-        let ns = ctx.request.namespace.clone().unwrap_or_default();
-        let orphans: Vec<Arc<Pod>> = ctx
-            .cache
-            .list::<Pod>()
-            .into_iter()
-            .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && has_tracking_finalizer(p))
-            .filter(|p| {
-                opkit::owner::controller_of(&**p).is_some_and(|o| o.kind == "Job" && o.name == ctx.request.name)
-            })
-            .collect();
-        for p in orphans {
-            remove_finalizer(&pods_api, &p).await?;
-        }
+        release_orphans(&ctx, &pods_api).await?;
         return Ok(Action::done());
     };
     let uid = job.uid().unwrap_or_default();
-    let ns = job.namespace().unwrap_or_default();
-    let pods = owned_pods(&ctx.cache, &ns, &uid);
+    let pods = owned_pods(&ctx.cache, &job.namespace().unwrap_or_default(), &uid);
     if job.metadata.deletion_timestamp.is_some() {
         for p in pods.iter().filter(|p| has_tracking_finalizer(p)) {
             remove_finalizer(&pods_api, p).await?;
@@ -96,90 +82,136 @@ async fn reconcile(ctx: Context<Job>, shared: Arc<Shared>) -> ReconcileResult {
         shared.expectations.lock().remove(&uid);
         return Ok(Action::done());
     }
-    // Wait until every pod this controller created is in the cache.
-    let (deleted, untracked) = {
-        let mut all = shared.expectations.lock();
-        let exp = all.entry(uid.clone()).or_default();
+    let Some((deleted, untracked)) = shared.settled(&uid, &pods) else {
+        return Ok(Action::requeue_after(Duration::from_secs(1)));
+    };
+    let mut view = state::View::new(&job, &pods, &deleted, &untracked);
+    let act = Act { api: ctx.api(), pods_api, shared: &shared, job: &job, uid };
+    act.count_finished(&mut view).await?;
+    view.flush_uncounted();
+    let plan = view.plan(jiff::Timestamp::now());
+    act.apply(&plan).await
+}
+
+/// The Job is gone: releases its pods' tracking finalizers.
+async fn release_orphans(ctx: &Context<Job>, pods_api: &Api<Pod>) -> Result<(), WorkloadError> {
+    let ns = ctx.request.namespace.clone().unwrap_or_default();
+    let orphans: Vec<Arc<Pod>> = ctx
+        .cache
+        .list::<Pod>()
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && has_tracking_finalizer(p))
+        .filter(|p| opkit::owner::controller_of(&**p).is_some_and(|o| o.kind == "Job" && o.name == ctx.request.name))
+        .collect();
+    for p in orphans {
+        remove_finalizer(pods_api, &p).await?;
+    }
+    Ok(())
+}
+
+impl Shared {
+    /// The Job's pods deleted and untracked so far, once every pod this controller created
+    /// is in the cache (`None` while one is not yet, and not timed out).
+    fn settled(&self, uid: &str, pods: &[Arc<Pod>]) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
+        let mut all = self.expectations.lock();
+        let exp = all.entry(uid.to_string()).or_default();
         let names: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
         exp.created.retain(|n, at| !names.contains(n) && at.elapsed() < EXPECTATION_TIMEOUT);
         if !exp.created.is_empty() {
-            return Ok(Action::requeue_after(Duration::from_secs(1)));
+            return None;
         }
         exp.deleted.retain(|n| names.contains(n));
-        (exp.deleted.clone(), exp.untracked.clone())
-    };
-    let mut view = state::View::new(&job, &pods, &deleted, &untracked);
+        Some((exp.deleted.clone(), exp.untracked.clone()))
+    }
 
-    // Count finished pods: record them as uncounted, release their finalizers, then count.
-    let newly: Vec<Arc<Pod>> = view.newly_finished();
-    if !newly.is_empty() {
-        let api: Api<Job> = ctx.api();
+    fn expect(&self, uid: &str, f: impl FnOnce(&mut Expectations)) {
+        f(self.expectations.lock().entry(uid.to_string()).or_default());
+    }
+}
+
+/// Where one pass of a Job writes: the Job, its pods, its events and the expectations.
+struct Act<'a> {
+    api: Api<Job>,
+    pods_api: Api<Pod>,
+    shared: &'a Shared,
+    job: &'a Job,
+    uid: String,
+}
+
+impl Act<'_> {
+    /// Counts finished pods: records them as uncounted, then releases their finalizers.
+    async fn count_finished(&self, view: &mut state::View<'_>) -> Result<(), WorkloadError> {
+        let newly: Vec<Arc<Pod>> = view.newly_finished();
+        if newly.is_empty() {
+            return Ok(());
+        }
         let written =
-            opkit::status::update_status_from(&api, (*job).clone(), |j| state::add_uncounted(j, &newly)).await?;
+            opkit::status::update_status_from(&self.api, self.job.clone(), |j| state::add_uncounted(j, &newly)).await?;
         view.status = written.status.clone().unwrap_or_default();
         for p in &newly {
-            remove_finalizer(&pods_api, p).await?;
+            remove_finalizer(&self.pods_api, p).await?;
             if let Some(u) = p.uid() {
-                shared.expectations.lock().entry(uid.clone()).or_default().untracked.insert(u);
+                self.shared.expect(&self.uid, |e| {
+                    e.untracked.insert(u);
+                });
             }
         }
         view.untracked.extend(newly.iter().filter_map(|p| p.uid()));
+        Ok(())
     }
-    view.flush_uncounted();
 
-    let plan = view.plan(jiff::Timestamp::now());
-    for p in &plan.delete {
-        match pods_api.delete(&p.name_any(), &DeleteParams::default()).await {
-            Ok(_) => {
-                shared.expectations.lock().entry(uid.clone()).or_default().deleted.insert(p.name_any());
-                publish(
-                    &shared.recorder,
-                    &*job,
-                    EventType::Normal,
-                    "SuccessfulDelete",
-                    "Delete",
-                    &format!("Deleted pod: {}", p.name_any()),
-                )
-                .await;
-            }
-            Err(kube::Error::Api(s)) if s.is_not_found() => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    for index in &plan.create {
-        let pod = pods::new_pod(&job, *index)?;
-        let created = pods_api.create(&PostParams::default(), &pod).await?;
-        let name = created.name_any();
-        shared.expectations.lock().entry(uid.clone()).or_default().created.insert(name.clone(), Instant::now());
-        publish(
-            &shared.recorder,
-            &*job,
-            EventType::Normal,
-            "SuccessfulCreate",
-            "Create",
-            &format!("Created pod: {name}"),
-        )
-        .await;
-    }
-    let api: Api<Job> = ctx.api();
-    let new_status = plan.status.clone();
-    opkit::status::update_status_from(&api, (*job).clone(), |j| j.status = Some(new_status.clone())).await?;
-    for (t, reason, note) in &plan.events {
-        publish(&shared.recorder, &*job, *t, reason, "Sync", note).await;
-    }
-    if let Some(after) = plan.ttl_expired_in {
-        if after.is_zero() {
-            let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
-            match api.delete(&job.name_any(), &dp).await {
-                Ok(_) => {}
+    /// Carries out `plan`: pod deletions and creations, the status, the events, and the
+    /// TTL's deletion of a finished Job.
+    async fn apply(&self, plan: &state::Plan) -> ReconcileResult {
+        for p in &plan.delete {
+            match self.pods_api.delete(&p.name_any(), &DeleteParams::default()).await {
+                Ok(_) => {
+                    self.shared.expect(&self.uid, |e| {
+                        e.deleted.insert(p.name_any());
+                    });
+                    self.event(
+                        EventType::Normal,
+                        "SuccessfulDelete",
+                        "Delete",
+                        &format!("Deleted pod: {}", p.name_any()),
+                    )
+                    .await;
+                }
                 Err(kube::Error::Api(s)) if s.is_not_found() => {}
                 Err(e) => return Err(e.into()),
             }
-            return Ok(Action::done());
         }
-        return Ok(Action::requeue_after(after));
+        for index in &plan.create {
+            let pod = pods::new_pod(self.job, *index)?;
+            let name = self.pods_api.create(&PostParams::default(), &pod).await?.name_any();
+            self.shared.expect(&self.uid, |e| {
+                e.created.insert(name.clone(), Instant::now());
+            });
+            self.event(EventType::Normal, "SuccessfulCreate", "Create", &format!("Created pod: {name}")).await;
+        }
+        let new_status = plan.status.clone();
+        opkit::status::update_status_from(&self.api, self.job.clone(), |j| j.status = Some(new_status.clone())).await?;
+        for (t, reason, note) in &plan.events {
+            self.event(*t, reason, "Sync", note).await;
+        }
+        match plan.ttl_expired_in {
+            Some(after) if after.is_zero() => {
+                let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+                match self.api.delete(&self.job.name_any(), &dp).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                    Err(e) => return Err(e.into()),
+                }
+                Ok(Action::done())
+            }
+            Some(after) => Ok(Action::requeue_after(after)),
+            None => Ok(plan.requeue.map_or(Action::done(), Action::requeue_after)),
+        }
     }
-    Ok(plan.requeue.map_or(Action::done(), Action::requeue_after))
+
+    async fn event(&self, type_: EventType, reason: &str, action: &str, note: &str) {
+        publish(&self.shared.recorder, self.job, type_, reason, action, note).await;
+    }
 }
 
 fn has_tracking_finalizer(p: &Pod) -> bool {

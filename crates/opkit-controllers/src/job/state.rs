@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -164,7 +164,9 @@ impl<'a> View<'a> {
         });
     }
 
-    /// Decides this pass.
+    /// Decides this pass: a finished Job only deletes its active pods; a suspended one
+    /// deletes them too; a failed or complete one gets its conditions; else the active
+    /// pods are scaled to what parallelism and completions want.
     pub fn plan(&self, now: jiff::Timestamp) -> Plan {
         let spec = self.job.spec.clone().unwrap_or_default();
         let now_t = Time(jiff::Timestamp::from_second(now.as_second()).unwrap_or(now));
@@ -173,16 +175,13 @@ impl<'a> View<'a> {
         let terminating = self.pods.iter().filter(|p| !is_terminal(p) && self.gone(p)).count();
         plan.status.ready = Some(count(active.iter().filter(|p| is_ready(p)).count()));
         plan.status.terminating = Some(count(terminating));
-        let finished = |st: &JobStatus| cond_true(st, "Complete") || cond_true(st, "Failed");
-        if finished(&plan.status) {
-            plan.delete = active.into_iter().cloned().collect();
-            plan.status.active = None;
+        if cond_true(&plan.status, "Complete") || cond_true(&plan.status, "Failed") {
+            plan.stop(&active);
             plan.ttl_expired_in = self.ttl(&plan.status, now);
             return plan;
         }
         if spec.suspend == Some(true) {
-            plan.delete = active.into_iter().cloned().collect();
-            plan.status.active = None;
+            plan.stop(&active);
             if !cond_true(&plan.status, "Suspended") {
                 set_cond(&mut plan.status, "Suspended", "True", "JobSuspended", "Job suspended", &now_t);
                 plan.events.push((EventType::Normal, "Suspended".into(), "Job suspended".into()));
@@ -194,27 +193,8 @@ impl<'a> View<'a> {
             plan.events.push((EventType::Normal, "Resumed".into(), "Job resumed".into()));
             plan.status.start_time = Some(now_t.clone());
         }
-        let start = plan.status.start_time.get_or_insert_with(|| now_t.clone()).0;
-
-        let succeeded = plan.status.succeeded.unwrap_or(0);
-        let failed = plan.status.failed.unwrap_or(0);
-        let backoff = spec.backoff_limit.unwrap_or(6);
-        let on_failure = spec.template.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("OnFailure");
-        let restarts: i32 = if on_failure { active.iter().map(|p| restart_count(p)).sum() } else { 0 };
-        let mut failure = None;
-        if failed + restarts > backoff {
-            failure = Some(("BackoffLimitExceeded", "Job has reached the specified backoff limit"));
-        } else if let Some(deadline) = spec.active_deadline_seconds {
-            let elapsed = now.as_second() - start.as_second();
-            if elapsed >= deadline {
-                failure = Some(("DeadlineExceeded", "Job was active longer than specified deadline"));
-            } else {
-                plan.requeue = Some(Duration::from_secs(u64::try_from(deadline - elapsed).unwrap_or(1)));
-            }
-        }
-        if let Some((reason, message)) = failure {
-            plan.delete = active.into_iter().cloned().collect();
-            plan.status.active = None;
+        if let Some((reason, message)) = self.failure(&spec, &active, &mut plan, now, &now_t) {
+            plan.stop(&active);
             set_cond(&mut plan.status, "FailureTarget", "True", reason, message, &now_t);
             set_cond(&mut plan.status, "Failed", "True", reason, message, &now_t);
             plan.events.push((EventType::Warning, reason.into(), message.into()));
@@ -222,18 +202,15 @@ impl<'a> View<'a> {
             plan.ttl_expired_in = self.ttl(&plan.status, now);
             return plan;
         }
-
-        let indexed = is_indexed(self.job);
-        let parallelism = spec.parallelism.unwrap_or(1).max(0);
         let completed = parse_intervals(plan.status.completed_indexes.as_deref().unwrap_or(""));
-        let done = match (indexed, spec.completions) {
+        let succeeded = plan.status.succeeded.unwrap_or(0);
+        let done = match (is_indexed(self.job), spec.completions) {
             (true, Some(c)) => count(completed.len()) >= c,
             (_, Some(c)) => succeeded >= c,
             (_, None) => succeeded > 0 && active.is_empty(),
         };
         if done {
-            plan.delete = active.into_iter().cloned().collect();
-            plan.status.active = None;
+            plan.stop(&active);
             let msg = "Reached expected number of succeeded pods";
             set_cond(&mut plan.status, "SuccessCriteriaMet", "True", "CompletionsReached", msg, &now_t);
             set_cond(&mut plan.status, "Complete", "True", "CompletionsReached", msg, &now_t);
@@ -243,47 +220,40 @@ impl<'a> View<'a> {
             plan.ttl_expired_in = self.ttl(&plan.status, now);
             return plan;
         }
-
-        let mut keep: Vec<&Arc<Pod>> = Vec::new();
-        if indexed {
-            let total = spec.completions.unwrap_or(parallelism);
-            let mut seen = BTreeSet::new();
-            for p in active {
-                match index_of(p) {
-                    Some(i) if i >= 0 && i < total && !completed.contains(&i) && seen.insert(i) => keep.push(p),
-                    _ => plan.delete.push(p.clone()),
-                }
-            }
-            let want = parallelism.min(total - count(completed.len())).max(0);
-            keep.sort_by_key(|p| index_of(p));
-            while count(keep.len()) > want {
-                if let Some(p) = keep.pop() {
-                    plan.delete.push(p.clone());
-                }
-            }
-            let free = usize::try_from(want).unwrap_or(0).saturating_sub(keep.len());
-            plan.create =
-                (0..total).filter(|i| !completed.contains(i) && !seen.contains(i)).take(free).map(Some).collect();
+        let kept = if is_indexed(self.job) {
+            scale_indexed(&spec, active, &completed, &mut plan)
         } else {
-            let want = match spec.completions {
-                Some(c) => parallelism.min(c - succeeded).max(0),
-                None if succeeded > 0 => count(active.len()),
-                None => parallelism,
-            };
-            keep = active;
-            // Delete unready pods first, then the newest.
-            keep.sort_by_key(|p| (!is_ready(p), p.metadata.creation_timestamp.as_ref().map(|t| t.0)));
-            while count(keep.len()) > want {
-                if let Some(p) = keep.pop() {
-                    plan.delete.push(p.clone());
-                }
-            }
-            let missing = usize::try_from(want).unwrap_or(0).saturating_sub(keep.len());
-            plan.create = vec![None; missing];
-        }
-        let active_n = count(keep.len() + plan.create.len());
+            scale_unindexed(&spec, active, succeeded, &mut plan)
+        };
+        let active_n = count(kept + plan.create.len());
         plan.status.active = (active_n != 0).then_some(active_n);
         plan
+    }
+
+    /// Why the Job fails now (past its backoff limit or its active deadline), if it does;
+    /// sets when to look again for a deadline not reached yet.
+    fn failure(
+        &self,
+        spec: &JobSpec,
+        active: &[&Arc<Pod>],
+        plan: &mut Plan,
+        now: jiff::Timestamp,
+        now_t: &Time,
+    ) -> Option<(&'static str, &'static str)> {
+        let start = plan.status.start_time.get_or_insert_with(|| now_t.clone()).0;
+        let failed = plan.status.failed.unwrap_or(0);
+        let on_failure = spec.template.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("OnFailure");
+        let restarts: i32 = if on_failure { active.iter().map(|p| restart_count(p)).sum() } else { 0 };
+        if failed + restarts > spec.backoff_limit.unwrap_or(6) {
+            return Some(("BackoffLimitExceeded", "Job has reached the specified backoff limit"));
+        }
+        let deadline = spec.active_deadline_seconds?;
+        let elapsed = now.as_second() - start.as_second();
+        if elapsed >= deadline {
+            return Some(("DeadlineExceeded", "Job was active longer than specified deadline"));
+        }
+        plan.requeue = Some(Duration::from_secs(u64::try_from(deadline - elapsed).unwrap_or(1)));
+        None
     }
 
     fn ttl(&self, st: &JobStatus, now: jiff::Timestamp) -> Option<Duration> {
@@ -298,6 +268,61 @@ impl<'a> View<'a> {
         let left = finished_at.0.as_second() + i64::from(ttl) - now.as_second();
         Some(Duration::from_secs(u64::try_from(left.max(0)).unwrap_or(0)))
     }
+}
+
+impl Plan {
+    /// Deletes every active pod: the Job runs no more.
+    fn stop(&mut self, active: &[&Arc<Pod>]) {
+        self.delete = active.iter().map(|p| Arc::clone(p)).collect();
+        self.status.active = None;
+    }
+}
+
+/// Indexed mode: keeps one active pod per index still to complete (up to parallelism,
+/// lowest first), deletes the rest, and creates the missing indexes. Returns how many
+/// pods are kept.
+fn scale_indexed(spec: &JobSpec, active: Vec<&Arc<Pod>>, completed: &BTreeSet<i32>, plan: &mut Plan) -> usize {
+    let parallelism = spec.parallelism.unwrap_or(1).max(0);
+    let total = spec.completions.unwrap_or(parallelism);
+    let mut keep: Vec<&Arc<Pod>> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for p in active {
+        match index_of(p) {
+            Some(i) if i >= 0 && i < total && !completed.contains(&i) && seen.insert(i) => keep.push(p),
+            _ => plan.delete.push(p.clone()),
+        }
+    }
+    let want = parallelism.min(total - count(completed.len())).max(0);
+    keep.sort_by_key(|p| index_of(p));
+    while count(keep.len()) > want {
+        if let Some(p) = keep.pop() {
+            plan.delete.push(p.clone());
+        }
+    }
+    let free = usize::try_from(want).unwrap_or(0).saturating_sub(keep.len());
+    plan.create = (0..total).filter(|i| !completed.contains(i) && !seen.contains(i)).take(free).map(Some).collect();
+    keep.len()
+}
+
+/// NonIndexed mode: as many active pods as parallelism and the completions left want
+/// (deleting unready pods first, then the newest), creating the missing ones. Returns
+/// how many pods are kept.
+fn scale_unindexed(spec: &JobSpec, active: Vec<&Arc<Pod>>, succeeded: i32, plan: &mut Plan) -> usize {
+    let parallelism = spec.parallelism.unwrap_or(1).max(0);
+    let want = match spec.completions {
+        Some(c) => parallelism.min(c - succeeded).max(0),
+        None if succeeded > 0 => count(active.len()),
+        None => parallelism,
+    };
+    let mut keep = active;
+    keep.sort_by_key(|p| (!is_ready(p), p.metadata.creation_timestamp.as_ref().map(|t| t.0)));
+    while count(keep.len()) > want {
+        if let Some(p) = keep.pop() {
+            plan.delete.push(p.clone());
+        }
+    }
+    plan.create = vec![None; usize::try_from(want).unwrap_or(0).saturating_sub(keep.len())];
+    keep.len()
 }
 
 fn count(n: usize) -> i32 {
