@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::KudoError;
+use crate::params::Parameter;
 
 /// The package API version KUDO reads (`kudo.dev/v1beta1`).
 pub const API_VERSION: &str = "kudo.dev/v1beta1";
@@ -200,38 +200,6 @@ pub struct ParamsFile {
     pub parameters: Vec<Parameter>,
 }
 
-/// One parameter of `params.yaml`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Parameter {
-    /// Its name (`.Params.NAME`).
-    pub name: String,
-    /// A name for people.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub display_name: String,
-    /// What it does.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub description: String,
-    /// The default, as written (any YAML value).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<Value>,
-    /// Required (KUDO: unless written `false`; a default satisfies it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub required: Option<bool>,
-    /// The plan a change runs (default `update`, else `deploy`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub trigger: String,
-    /// `string` (default), `integer`, `number`, `boolean`, `array` or `map` (`dict`).
-    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
-    pub type_: String,
-    /// Cannot change after install.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub immutable: Option<bool>,
-    /// The allowed values.
-    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
-    pub enum_values: Option<Vec<Value>>,
-}
-
 /// A package read from disk.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Package {
@@ -254,6 +222,16 @@ impl Package {
     /// The parameter named `name`.
     pub fn parameter(&self, name: &str) -> Option<&Parameter> {
         self.params.parameters.iter().find(|p| p.name == name)
+    }
+
+    /// The archive's file name, as KUDO's `packageVersionedName` (`zookeeper-3.6.2_0.3.3.tgz`).
+    pub fn archive_name(&self) -> String {
+        let op = &self.operator;
+        if op.app_version.is_empty() {
+            format!("{}-{}.tgz", op.name, op.operator_version)
+        } else {
+            format!("{}-{}_{}.tgz", op.name, op.app_version, op.operator_version)
+        }
     }
 }
 

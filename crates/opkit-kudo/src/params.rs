@@ -8,9 +8,40 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::package::Parameter;
+/// One parameter of `params.yaml`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Parameter {
+    /// Its name (`.Params.NAME`).
+    pub name: String,
+    /// A name for people.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub display_name: String,
+    /// What it does.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// The default, as written (any YAML value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// Required (KUDO: unless written `false`; a default satisfies it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+    /// The plan a change runs (default `update`, else `deploy`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trigger: String,
+    /// `string` (default), `integer`, `number`, `boolean`, `array` or `map` (`dict`).
+    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
+    pub type_: String,
+    /// Cannot change after install.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub immutable: Option<bool>,
+    /// The allowed values.
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub enum_values: Option<Vec<Value>>,
+}
 
 /// The types KUDO knows (`dict` is read as `map`).
 pub const TYPES: &[&str] = &["string", "integer", "number", "boolean", "array", "map", "dict"];

@@ -27,11 +27,13 @@
 //! An object of an API version Kubernetes removed (`policy/v1beta1` PodDisruptionBudget,
 //! `batch/v1beta1` CronJob, …) is applied at its same-fielded successor.
 
+mod apply;
 mod drift;
 mod enhance;
 mod pipe;
 mod pipe_script;
 mod removed_apis;
+mod step;
 mod tasks;
 
 use std::collections::BTreeMap;
@@ -49,7 +51,8 @@ use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResul
 use serde_json::{Value, json};
 
 use crate::KudoError;
-use crate::package::{Parameter, Plan, Task};
+use crate::package::{Plan, Task};
+use crate::params::Parameter;
 use crate::plan::{HistoryEntry, PlanStatus, state};
 use crate::resources;
 
@@ -595,7 +598,7 @@ impl Engine {
                 if step_status.status == state::FATAL_ERROR {
                     break;
                 }
-                let meta = tasks::StepMeta {
+                let meta = step::StepMeta {
                     instance: inst.object.clone(),
                     plan: plan_name.to_string(),
                     phase: phase.name.clone(),
@@ -605,10 +608,10 @@ impl Engine {
                 let outcome = tasks::run_step(self, ctx, ov, &meta, step, &params, &pipes).await;
                 let entry = &mut phase_status.steps[si];
                 let (st, msg) = match outcome {
-                    tasks::Outcome::Done => (state::COMPLETE, String::new()),
-                    tasks::Outcome::Waiting(m) => (state::IN_PROGRESS, m),
-                    tasks::Outcome::Error(m) => (state::ERROR, m),
-                    tasks::Outcome::Fatal(m) => (state::FATAL_ERROR, m),
+                    step::Outcome::Done => (state::COMPLETE, String::new()),
+                    step::Outcome::Waiting(m) => (state::IN_PROGRESS, m),
+                    step::Outcome::Error(m) => (state::ERROR, m),
+                    step::Outcome::Fatal(m) => (state::FATAL_ERROR, m),
                 };
                 entry.status = st.to_string();
                 entry.message = msg;

@@ -14,8 +14,9 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject};
 use serde_json::{Value, json};
 
+use super::apply::{apply_objects, health_of};
 use super::pipe_script;
-use super::tasks::{Outcome, StepMeta, apply_objects, health_of};
+use super::step::{Outcome, StepMeta};
 use super::{Engine, OperatorVersion};
 use crate::package::{PipeSpec, Plan, Task};
 use crate::render::Variables;

@@ -7,51 +7,17 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::discovery::Scope;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use opkit::Context;
-use opkit::discovery::MappingError;
 use serde_json::{Value, json};
 
+use super::apply::{api_for, api_message, apply_objects, describe, health_of};
+use super::step::{Outcome, StepMeta};
 use super::{Engine, FIELD_MANAGER, OperatorVersion};
-use crate::health::{self, Health};
 use crate::package::{Step, Task};
 use crate::render::{Variables, render_objects};
 use crate::resources;
-
-/// Where a task runs: the Instance and the plan, phase and step.
-#[derive(Clone)]
-pub(crate) struct StepMeta {
-    pub(crate) instance: DynamicObject,
-    pub(crate) plan: String,
-    pub(crate) phase: String,
-    pub(crate) step: String,
-    pub(crate) uid: String,
-}
-
-impl StepMeta {
-    pub(crate) fn name(&self) -> String {
-        self.instance.name_any()
-    }
-
-    pub(crate) fn namespace(&self) -> String {
-        self.instance.namespace().unwrap_or_else(|| "default".into())
-    }
-}
-
-/// How a step (or task) went this time.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Outcome {
-    /// Done.
-    Done,
-    /// Not yet (waiting for health).
-    Waiting(String),
-    /// Failed; retried.
-    Error(String),
-    /// Failed for good.
-    Fatal(String),
-}
 
 /// The template variables of a step.
 pub(crate) fn variables(
@@ -149,101 +115,6 @@ async fn run_task(
         "KudoOperator" => kudo_operator(engine, &ctx.client, ov, meta, task, &vars).await,
         other => Outcome::Fatal(prefix(format!("unknown task kind {other:?}"))),
     }
-}
-
-/// The `Api` for an object's kind (namespaced ones in the Instance's namespace); the
-/// error says when the kind is not served (e.g. an API version Kubernetes removed).
-pub(crate) async fn api_for(
-    engine: &Engine,
-    client: &Client,
-    namespace: &str,
-    obj: &Value,
-) -> Result<(Api<DynamicObject>, bool), String> {
-    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let (resource, caps) =
-        engine.mapper.rest_mapping(&GroupVersionKind::gvk(group, version, kind)).await.map_err(|e| {
-            let why = match &e {
-                MappingError::Discovery { source, .. } => api_message(source),
-                other => other.to_string(),
-            };
-            format!("{api_version} {kind} is not served by the API server ({why})")
-        })?;
-    Ok(match caps.scope {
-        Scope::Namespaced => (Api::namespaced_with(client.clone(), namespace, &resource), true),
-        Scope::Cluster => (Api::all_with(client.clone(), &resource), false),
-    })
-}
-
-/// `Kind/name` of an object.
-pub(crate) fn describe(obj: &Value) -> String {
-    format!(
-        "{}/{}",
-        obj.get("kind").and_then(Value::as_str).unwrap_or_default(),
-        obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
-    )
-}
-
-fn api_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        e => e.to_string(),
-    }
-}
-
-/// Applies the enhanced objects; returns them as the API server has them.
-pub(crate) async fn apply_objects(
-    engine: &Engine,
-    client: &Client,
-    meta: &StepMeta,
-    ov: &OperatorVersion,
-    mut objects: Vec<Value>,
-) -> Result<Vec<Value>, Outcome> {
-    let namespace = meta.namespace();
-    let mut scoped = Vec::new();
-    for obj in &mut objects {
-        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
-        if let Some(successor) = super::removed_apis::successor(&api_version, &kind)
-            && api_for(engine, client, &namespace, obj).await.is_err()
-        {
-            tracing::warn!(%kind, from = %api_version, to = %successor, "applying an object of a removed API version at its successor");
-            obj["apiVersion"] = Value::String(successor.to_string());
-        }
-        let obj = &*obj;
-        let (_, namespaced) = api_for(engine, client, &namespace, obj)
-            .await
-            .map_err(|e| Outcome::Error(format!("{}: {e}", describe(obj))))?;
-        scoped.push(namespaced);
-    }
-    super::enhance::enhance(&mut objects, &scoped, meta, ov);
-    super::enhance::add_dependency_hashes(client, &namespace, &mut objects).await;
-    let mut applied = Vec::new();
-    for obj in objects {
-        let (api, _) = api_for(engine, client, &namespace, &obj)
-            .await
-            .map_err(|e| Outcome::Error(format!("{}: {e}", describe(&obj))))?;
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        match api.patch(&name, &params, &Patch::Apply(&obj)).await {
-            Ok(live) => applied.push(serde_json::to_value(&live).unwrap_or(Value::Null)),
-            Err(e) => return Err(Outcome::Error(format!("applying {}: {}", describe(&obj), api_message(&e)))),
-        }
-    }
-    Ok(applied)
-}
-
-/// The health of applied objects: Done, the first reason to wait, or a terminal failure.
-pub(crate) fn health_of(applied: &[Value]) -> Outcome {
-    for obj in applied {
-        match health::check(obj) {
-            Health::Healthy => {}
-            Health::Waiting(m) => return Outcome::Waiting(m),
-            Health::Failed(m) => return Outcome::Fatal(m),
-        }
-    }
-    Outcome::Done
 }
 
 async fn apply_task(

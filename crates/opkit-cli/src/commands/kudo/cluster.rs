@@ -112,7 +112,7 @@ pub async fn update(args: KudoUpdateArgs, out: &mut Output) -> Result<(), CliErr
     client::update(&client, &namespace, &args.instance, &params).await?;
     if args.wait.wait {
         let ov = client::operator_version_of(&client, &namespace, &instance).await?;
-        let declared: Vec<opkit_kudo::package::Parameter> = ov
+        let declared: Vec<opkit_kudo::params::Parameter> = ov
             .data
             .pointer("/spec/parameters")
             .and_then(|v| v.as_array())

@@ -16,7 +16,7 @@ pub fn create(args: KudoPackageCreateArgs, out: &mut Output) -> Result<(), CliEr
     }
     let pkg = opkit_kudo::package::load(&args.package)?;
     let bytes = opkit_kudo::archive::write_tgz(&args.package)?;
-    let target = args.destination.join(opkit_kudo::archive::archive_name(&pkg));
+    let target = args.destination.join(pkg.archive_name());
     if target.exists() && !args.overwrite {
         return Err(CliError::Usage(format!("{} already exists; pass --overwrite to replace it", target.display())));
     }
