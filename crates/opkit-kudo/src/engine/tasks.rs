@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::apply::{api_for, api_message, apply_objects, describe, health_of};
 use super::step::{Outcome, StepMeta};
 use super::{Engine, FIELD_MANAGER, OperatorVersion};
-use crate::package::{Step, Task};
+use crate::package::{Step, Task, TaskSpec};
 use crate::render::{Variables, render_objects};
 use crate::resources;
 
@@ -178,70 +178,14 @@ async fn kudo_operator(
     let _ = engine;
     let namespace = meta.namespace();
     let spec = &task.spec;
-    let ovs: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &resources::api_resource("OperatorVersion"));
-    let dependency = if spec.operator_version.is_empty() {
-        // The only (or last listed) OperatorVersion of that operator.
-        match ovs.list(&Default::default()).await {
-            Ok(list) => list
-                .items
-                .into_iter()
-                .filter(|o| {
-                    o.data.pointer("/spec/operator/name").and_then(Value::as_str) == Some(spec.package.as_str())
-                })
-                .filter(|o| {
-                    spec.app_version.is_empty()
-                        || o.data.pointer("/spec/appVersion").and_then(Value::as_str) == Some(spec.app_version.as_str())
-                })
-                .map(|o| o.name_any())
-                .next_back(),
-            Err(e) => return Outcome::Error(api_message(&e)),
-        }
-    } else {
-        Some(resources::operator_version_name(&spec.package, &spec.app_version, &spec.operator_version))
+    let ov_name = match dependency_operator_version(client, &namespace, task).await {
+        Ok(name) => name,
+        Err(outcome) => return outcome,
     };
-    let Some(ov_name) = dependency else {
-        return Outcome::Error(format!(
-            "task {}: no OperatorVersion of operator {:?} is installed in {namespace}",
-            task.name, spec.package
-        ));
+    let parameters = match dependency_parameters(ov, spec, vars) {
+        Ok(parameters) => parameters,
+        Err(outcome) => return outcome,
     };
-    match ovs.get_opt(&ov_name).await {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            return Outcome::Error(format!(
-                "task {}: operator version {ov_name} (package {:?}) is not installed in {namespace}",
-                task.name, spec.package
-            ));
-        }
-        Err(e) => return Outcome::Error(api_message(&e)),
-    }
-    let mut parameters = BTreeMap::new();
-    if !spec.parameter_file.is_empty() {
-        let Some(source) = ov.templates.get(&spec.parameter_file) else {
-            return Outcome::Fatal(format!("template {:?} is not defined", spec.parameter_file));
-        };
-        let text = match crate::render::render(&spec.parameter_file, source, vars) {
-            Ok(t) => t,
-            Err(e) => return Outcome::Fatal(e),
-        };
-        match serde_saphyr::from_str_with_options::<Value>(&text, opkit_helm::yaml::parse_options()) {
-            Ok(Value::Object(m)) => {
-                for (k, v) in m {
-                    let v = match v {
-                        Value::String(s) => s,
-                        Value::Array(_) | Value::Object(_) => serde_saphyr::to_string(&v).unwrap_or_default(),
-                        other => other.to_string(),
-                    };
-                    parameters.insert(k, v);
-                }
-            }
-            Ok(Value::Null) => {}
-            Ok(_) | Err(_) => {
-                return Outcome::Fatal(format!("{}: the parameter file is not a YAML map", spec.parameter_file));
-            }
-        }
-    }
     let instance_name = if spec.instance_name.is_empty() {
         format!("{}-{}", meta.name(), spec.package)
     } else {
@@ -259,13 +203,83 @@ async fn kudo_operator(
     }]);
     let instances: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &namespace, &resources::api_resource("Instance"));
-    let live = match instances
-        .patch(&instance_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&child))
-        .await
-    {
-        Ok(l) => l,
-        Err(e) => return Outcome::Error(format!("applying Instance/{instance_name}: {}", api_message(&e))),
+    match instances.patch(&instance_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&child)).await {
+        Ok(live) => dependency_outcome(&instance_name, &live),
+        Err(e) => Outcome::Error(format!("applying Instance/{instance_name}: {}", api_message(&e))),
+    }
+}
+
+/// The installed OperatorVersion a KudoOperator task's dependency runs: the one its
+/// versions name, else the only (or last listed) one of that operator (and app version).
+async fn dependency_operator_version(client: &Client, namespace: &str, task: &Task) -> Result<String, Outcome> {
+    let spec = &task.spec;
+    let ovs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &resources::api_resource("OperatorVersion"));
+    let dependency = if spec.operator_version.is_empty() {
+        let list = ovs.list(&Default::default()).await.map_err(|e| Outcome::Error(api_message(&e)))?;
+        list.items
+            .into_iter()
+            .filter(|o| o.data.pointer("/spec/operator/name").and_then(Value::as_str) == Some(spec.package.as_str()))
+            .filter(|o| {
+                spec.app_version.is_empty()
+                    || o.data.pointer("/spec/appVersion").and_then(Value::as_str) == Some(spec.app_version.as_str())
+            })
+            .map(|o| o.name_any())
+            .next_back()
+    } else {
+        Some(resources::operator_version_name(&spec.package, &spec.app_version, &spec.operator_version))
     };
+    let Some(ov_name) = dependency else {
+        return Err(Outcome::Error(format!(
+            "task {}: no OperatorVersion of operator {:?} is installed in {namespace}",
+            task.name, spec.package
+        )));
+    };
+    match ovs.get_opt(&ov_name).await {
+        Ok(Some(_)) => Ok(ov_name),
+        Ok(None) => Err(Outcome::Error(format!(
+            "task {}: operator version {ov_name} (package {:?}) is not installed in {namespace}",
+            task.name, spec.package
+        ))),
+        Err(e) => Err(Outcome::Error(api_message(&e))),
+    }
+}
+
+/// The dependency's parameters: its parameter file rendered, a YAML map whose values
+/// become strings (lists and maps as YAML); none without a parameter file.
+fn dependency_parameters(
+    ov: &OperatorVersion,
+    spec: &TaskSpec,
+    vars: &Variables,
+) -> Result<BTreeMap<String, String>, Outcome> {
+    let mut parameters = BTreeMap::new();
+    if spec.parameter_file.is_empty() {
+        return Ok(parameters);
+    }
+    let Some(source) = ov.templates.get(&spec.parameter_file) else {
+        return Err(Outcome::Fatal(format!("template {:?} is not defined", spec.parameter_file)));
+    };
+    let text = crate::render::render(&spec.parameter_file, source, vars).map_err(Outcome::Fatal)?;
+    match serde_saphyr::from_str_with_options::<Value>(&text, opkit_helm::yaml::parse_options()) {
+        Ok(Value::Object(m)) => {
+            for (k, v) in m {
+                let v = match v {
+                    Value::String(s) => s,
+                    Value::Array(_) | Value::Object(_) => serde_saphyr::to_string(&v).unwrap_or_default(),
+                    other => other.to_string(),
+                };
+                parameters.insert(k, v);
+            }
+            Ok(parameters)
+        }
+        Ok(Value::Null) => Ok(parameters),
+        Ok(_) | Err(_) => Err(Outcome::Fatal(format!("{}: the parameter file is not a YAML map", spec.parameter_file))),
+    }
+}
+
+/// How the dependency Instance is doing: done when its deploy plan is COMPLETE and no plan
+/// runs, fatal when the deploy plan failed, waiting otherwise.
+fn dependency_outcome(instance_name: &str, live: &DynamicObject) -> Outcome {
     let deploy = live.data.pointer("/status/planStatus/deploy/status").and_then(Value::as_str).unwrap_or_default();
     let active = live.data.pointer("/spec/planExecution/planName").and_then(Value::as_str).unwrap_or_default();
     match deploy {
