@@ -131,6 +131,22 @@ struct ResourceInfo {
     is_virtual: bool,
 }
 
+/// A watched kind's controller, as [`ApiProxy::register_owner`] registers it.
+pub struct OwnerRegistration<'a> {
+    /// The watched kind.
+    pub resource: &'a ApiResource,
+    /// Its scope.
+    pub scope: Scope,
+    /// Its controller, which dependents' events requeue.
+    pub handle: ControllerHandle,
+    /// The watch's `watchDependentResources`.
+    pub watch_dependent_resources: bool,
+    /// The watch's `watchClusterScopedResources`.
+    pub watch_cluster_scoped_resources: bool,
+    /// The watch's `blacklist`: dependent kinds never watched nor read from the cache.
+    pub blacklist: Vec<GroupVersionKind>,
+}
+
 /// How an owner kind's controller takes dependent watches.
 #[derive(Clone)]
 struct OwnerController {
@@ -220,16 +236,15 @@ impl ApiProxy {
 
     /// Registers the controller of a watched kind: its objects are served from the cache
     /// and the dependents its runs create are watched as the watch says.
-    #[allow(clippy::too_many_arguments)]
-    pub fn register_owner(
-        &self,
-        resource: &ApiResource,
-        scope: Scope,
-        handle: ControllerHandle,
-        watch_dependent_resources: bool,
-        watch_cluster_scoped_resources: bool,
-        blacklist: Vec<GroupVersionKind>,
-    ) {
+    pub fn register_owner(&self, owner: OwnerRegistration<'_>) {
+        let OwnerRegistration {
+            resource,
+            scope,
+            handle,
+            watch_dependent_resources,
+            watch_cluster_scoped_resources,
+            blacklist,
+        } = owner;
         let informer = self.cache.dynamic_informer(resource, scope.clone());
         if let Ok(mut cached) = self.cached.lock() {
             cached.insert(format!("{}/{}", resource.api_version, resource.plural), informer);

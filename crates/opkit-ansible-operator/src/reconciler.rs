@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::log_events::{EventSubject, LogEvents, event_verbosity, log_event};
 use crate::metrics::RunMetrics;
-use crate::proxy::{ApiProxy, NamespacedOwner, kubeconfig_for};
+use crate::proxy::{ApiProxy, NamespacedOwner, OwnerRegistration, kubeconfig_for};
 use crate::runner::{self, RunOutput, RunnerSettings};
 use crate::status;
 use crate::user_metrics::UserMetrics;
@@ -152,7 +152,14 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions)
             .named(format!("{}-controller", resource.kind.to_lowercase()))
             .with_event_filter(filter)
             .max_concurrent_reconciles(concurrency);
-        proxy.register_owner(&resource, caps.scope.clone(), controller.handle(), dependents, cluster_scoped, blacklist);
+        proxy.register_owner(OwnerRegistration {
+            resource: &resource,
+            scope: caps.scope.clone(),
+            handle: controller.handle(),
+            watch_dependent_resources: dependents,
+            watch_cluster_scoped_resources: cluster_scoped,
+            blacklist,
+        });
         controller.build()?;
     }
     Ok(guard)
