@@ -47,7 +47,7 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()
 
 /// The regular files of a `.tgz`, with paths relative to the package root (a leading
 /// `./` or a single top directory holding `operator.yaml` is dropped).
-pub fn read_tgz(bytes: &[u8]) -> std::io::Result<Vec<(String, Vec<u8>)>> {
+pub(crate) fn read_tgz(bytes: &[u8]) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
     let mut files = Vec::new();
     for entry in archive.entries()? {

@@ -12,7 +12,7 @@ use crate::KudoError;
 use crate::params::Parameter;
 
 /// The package API version KUDO reads (`kudo.dev/v1beta1`).
-pub const API_VERSION: &str = "kudo.dev/v1beta1";
+pub(crate) const API_VERSION: &str = "kudo.dev/v1beta1";
 
 /// `operator.yaml`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

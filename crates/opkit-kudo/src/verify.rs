@@ -11,7 +11,7 @@ use crate::package::{Package, Task};
 use crate::render::referenced;
 
 /// The task kinds KUDO runs.
-pub const TASK_KINDS: &[&str] = &["Apply", "Delete", "Toggle", "Pipe", "Dummy", "KudoOperator"];
+pub(crate) const TASK_KINDS: &[&str] = &["Apply", "Delete", "Toggle", "Pipe", "Dummy", "KudoOperator"];
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -185,7 +185,7 @@ fn warn_unused_templates(pkg: &Package, out: &mut Vec<Finding>) {
 }
 
 /// The templates a task uses.
-pub fn task_templates(task: &Task) -> Vec<&str> {
+pub(crate) fn task_templates(task: &Task) -> Vec<&str> {
     let mut out: Vec<&str> = task.spec.resources.iter().map(String::as_str).collect();
     for extra in [&task.spec.pod, &task.spec.parameter_file] {
         if !extra.is_empty() {

@@ -59,19 +59,19 @@ use crate::resources;
 /// The finalizer that holds a deleted Instance until its cleanup plan ran (KUDO's).
 pub const CLEANUP_FINALIZER: &str = "kudo.dev.instance.cleanup";
 /// Annotation: what the last started plan saw (`{"operatorVersion":…,"parameters":{…}}`).
-pub const SNAPSHOT_ANNOTATION: &str = "kudo.dev/last-applied-instance-state";
+pub(crate) const SNAPSHOT_ANNOTATION: &str = "kudo.dev/last-applied-instance-state";
 /// Annotation (opkit): cancel the active plan (`opkit kudo plan cancel`); the value is
 /// the plan's name, or empty for whichever runs.
-pub const CANCEL_ANNOTATION: &str = "kudo.dev/cancel-plan";
+pub(crate) const CANCEL_ANNOTATION: &str = "kudo.dev/cancel-plan";
 /// Annotation (opkit): retry a failed plan from its failed steps (`opkit kudo plan retry`);
 /// the value is the plan's name.
-pub const RETRY_ANNOTATION: &str = "kudo.dev/retry-plan";
+pub(crate) const RETRY_ANNOTATION: &str = "kudo.dev/retry-plan";
 /// The field manager the engine applies objects with.
-pub const FIELD_MANAGER: &str = "kudo-manager";
+pub(crate) const FIELD_MANAGER: &str = "kudo-manager";
 /// How often an active plan's health is looked at again.
-pub const POLL: Duration = Duration::from_secs(1);
+pub(crate) const POLL: Duration = Duration::from_secs(1);
 /// How often drift is looked for when nothing else happens.
-pub const DRIFT_PERIOD: Duration = Duration::from_secs(30);
+pub(crate) const DRIFT_PERIOD: Duration = Duration::from_secs(30);
 /// The message of a cancelled plan.
 pub const CANCELLED: &str = "cancelled by user";
 
@@ -121,7 +121,7 @@ pub async fn setup_with(mgr: &Manager, options: EngineOptions) -> Result<(), Kud
 }
 
 /// The Instance reconciler.
-pub struct Engine {
+pub(crate) struct Engine {
     /// The resources of the kinds plans deploy.
     pub(crate) mapper: RestMapper,
     drift_repair: bool,

@@ -22,9 +22,9 @@ use crate::package::{PipeSpec, Plan, Task};
 use crate::render::Variables;
 
 /// KUDO's annotation on pipe pods.
-pub const PIPE_POD_ANNOTATION: &str = "kudo.dev/pipepod";
+pub(crate) const PIPE_POD_ANNOTATION: &str = "kudo.dev/pipepod";
 /// The largest pipe file KUDO accepts (1 MiB).
-pub const MAX_PIPE_FILE: usize = 1024 * 1024;
+pub(crate) const MAX_PIPE_FILE: usize = 1024 * 1024;
 
 /// KUDO's deterministic name of a pipe pod or artifact.
 pub(crate) fn artifact_name(parts: &[&str]) -> String {

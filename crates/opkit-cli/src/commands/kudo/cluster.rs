@@ -46,7 +46,7 @@ async fn wait_plan(
 
 /// `opkit kudo install`.
 pub async fn install(args: KudoInstallArgs, out: &mut Output) -> Result<(), CliError> {
-    let pkg = opkit_kudo::package::load(&args.package)?;
+    let pkg = opkit_kudo::load(&args.package)?;
     let params = parameters(&args.params)?;
     let (client, namespace) = client(&args.cluster).await?;
     let options = InstallOptions {
@@ -74,7 +74,7 @@ pub async fn install(args: KudoInstallArgs, out: &mut Output) -> Result<(), CliE
 
 /// `opkit kudo upgrade`.
 pub async fn upgrade(args: KudoUpgradeArgs, out: &mut Output) -> Result<(), CliError> {
-    let pkg = opkit_kudo::package::load(&args.package)?;
+    let pkg = opkit_kudo::load(&args.package)?;
     let params = parameters(&args.params)?;
     let (client, namespace) = client(&args.cluster).await?;
     let before = client::instance(&client, &namespace, &args.instance)
