@@ -193,7 +193,7 @@ fn is_conflict(e: &kube::Error) -> bool {
 }
 
 /// A group/version/kind as Go prints `schema.GroupVersionKind`: `apps/v1, Kind=Deployment`.
-pub fn go_gvk(api_version: &str, kind: &str) -> String {
+pub(crate) fn go_gvk(api_version: &str, kind: &str) -> String {
     let with_group = if api_version.contains('/') { api_version.to_string() } else { format!("/{api_version}") };
     format!("{with_group}, Kind={kind}")
 }
@@ -203,7 +203,7 @@ fn to_value(object: &DynamicObject) -> Result<Value, String> {
 }
 
 /// A client error as the server words it (its Status message), else as kube says it.
-pub fn short(e: &kube::Error) -> String {
+pub(crate) fn short(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => s.message.clone(),
         other => other.to_string(),
