@@ -48,9 +48,9 @@ use crate::user_metrics::{UserMetric, UserMetrics};
 use crate::watches::GroupVersionKind;
 
 /// Annotation naming a dependent's owner (`namespace/name`), as operator-lib writes it.
-pub const PRIMARY_RESOURCE_ANNOTATION: &str = "operator-sdk/primary-resource";
+pub(crate) const PRIMARY_RESOURCE_ANNOTATION: &str = "operator-sdk/primary-resource";
 /// Annotation naming a dependent owner's `Kind.group`.
-pub const PRIMARY_RESOURCE_TYPE_ANNOTATION: &str = "operator-sdk/primary-resource-type";
+pub(crate) const PRIMARY_RESOURCE_TYPE_ANNOTATION: &str = "operator-sdk/primary-resource-type";
 
 /// The owner a run's requests carry: an owner reference and the owner's namespace
 /// (operator-sdk's `NamespacedOwnerReference`, the same JSON).
@@ -132,7 +132,7 @@ struct ResourceInfo {
 }
 
 /// A watched kind's controller, as [`ApiProxy::register_owner`] registers it.
-pub struct OwnerRegistration<'a> {
+pub(crate) struct OwnerRegistration<'a> {
     /// The watched kind.
     pub resource: &'a ApiResource,
     /// Its scope.
@@ -189,7 +189,7 @@ fn parse_path(path: &str) -> Option<ResourcePath> {
 }
 
 /// The proxy's shared state.
-pub struct ApiProxy {
+pub(crate) struct ApiProxy {
     client: kube::Client,
     cache: opkit::Cache,
     mapper: RestMapper,
@@ -209,7 +209,7 @@ impl ApiProxy {
     /// A proxy forwarding with `client` and reading from `cache` (the manager's); with
     /// `inject_owner_ref` false (`--inject-owner-ref=false`) creates are forwarded as they
     /// are. User metrics go to `user_metrics`.
-    pub fn new(
+    pub(crate) fn new(
         client: kube::Client,
         cache: opkit::Cache,
         shutdown: CancellationToken,
@@ -230,13 +230,13 @@ impl ApiProxy {
     }
 
     /// The kinds' resources, as the proxy resolves them; shared with its operator.
-    pub fn rest_mapper(&self) -> &RestMapper {
+    pub(crate) fn rest_mapper(&self) -> &RestMapper {
         &self.mapper
     }
 
     /// Registers the controller of a watched kind: its objects are served from the cache
     /// and the dependents its runs create are watched as the watch says.
-    pub fn register_owner(&self, owner: OwnerRegistration<'_>) {
+    pub(crate) fn register_owner(&self, owner: OwnerRegistration<'_>) {
         let OwnerRegistration {
             resource,
             scope,
@@ -263,7 +263,7 @@ impl ApiProxy {
 
     /// Listens on `address` (port 0: any free port) and serves until the shutdown token
     /// is cancelled; returns the address it listens on.
-    pub async fn start(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
+    pub(crate) async fn start(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
         let bound = self.serve(address, false).await?;
         tracing::info!(address = %bound, "the ansible API proxy listens");
         Ok(bound)
@@ -272,7 +272,7 @@ impl ApiProxy {
     /// Listens on `address` for ansible-operator's metrics API only (`POST /metrics`,
     /// where operator-sdk's `osdk_metric` module sends by default, `localhost:5050`);
     /// returns the address it listens on.
-    pub async fn start_metrics_api(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
+    pub(crate) async fn start_metrics_api(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
         let bound = self.serve(address, true).await?;
         tracing::info!(address = %bound, "Starting to serve metrics listener");
         Ok(bound)

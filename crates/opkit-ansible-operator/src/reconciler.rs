@@ -31,7 +31,7 @@ use crate::watches::{Runnable, Watch};
 use crate::{OperatorError, install_collection};
 
 /// Annotation setting one resource's reconcile period.
-pub const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
+pub(crate) const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
 
 /// How the operator runs (ansible-operator's flags).
 #[derive(Debug, Clone)]
@@ -189,7 +189,7 @@ fn owner_of(cached: &DynamicObject) -> NamespacedOwner {
 }
 
 /// Reconciles the custom resources of one watched kind.
-pub struct AnsibleReconciler {
+pub(crate) struct AnsibleReconciler {
     watch: Watch,
     settings: Arc<RunnerSettings>,
     proxy: SocketAddr,
@@ -357,7 +357,7 @@ impl AnsibleReconciler {
             tracing::error!(name, ident = output.ident, stdout = %output.stdout, "did not receive playbook_on_stats event");
             return Err(ReconcileError::retry("did not receive playbook_on_stats event"));
         };
-        let succeeded = summary.failures.is_empty();
+        let succeeded = summary.succeeded();
         self.metrics.finished(&gvk, succeeded, started.elapsed().as_secs_f64());
         tracing::info!(
             name,

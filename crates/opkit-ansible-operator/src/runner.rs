@@ -23,13 +23,13 @@ use crate::paramconv;
 use crate::watches::{Runnable, Watch};
 
 /// Annotation overriding `maxRunnerArtifacts` for one resource.
-pub const MAX_RUNNER_ARTIFACTS_ANNOTATION: &str = "ansible.sdk.operatorframework.io/max-runner-artifacts";
+pub(crate) const MAX_RUNNER_ARTIFACTS_ANNOTATION: &str = "ansible.sdk.operatorframework.io/max-runner-artifacts";
 /// Annotation overriding `--ansible-verbosity` for one resource.
-pub const VERBOSITY_ANNOTATION: &str = "ansible.sdk.operatorframework.io/verbosity";
+pub(crate) const VERBOSITY_ANNOTATION: &str = "ansible.sdk.operatorframework.io/verbosity";
 
 /// Settings every run shares.
 #[derive(Debug, Clone)]
-pub struct RunnerSettings {
+pub(crate) struct RunnerSettings {
     /// Where input directories are made (operator-sdk: `/tmp/ansible-operator/runner`).
     pub runner_dir: PathBuf,
     /// `-v` count (`--ansible-verbosity`, default 2).
@@ -48,14 +48,14 @@ pub struct RunnerSettings {
 
 /// The environment variable telling opkit's `osdk_metric` module where to send (when the
 /// task gives no `address`).
-pub const METRICS_URL_ENV: &str = "OPKIT_ANSIBLE_METRICS_URL";
+pub(crate) const METRICS_URL_ENV: &str = "OPKIT_ANSIBLE_METRICS_URL";
 
 /// How often a running run's `job_events/` is read.
 const EVENT_POLL: Duration = Duration::from_millis(100);
 
 /// One finished run.
 #[derive(Debug)]
-pub struct RunOutput {
+pub(crate) struct RunOutput {
     /// The run's id (`-i`), also its artifact directory's name.
     pub ident: String,
     /// The artifact directory of the run.
@@ -67,7 +67,7 @@ pub struct RunOutput {
 }
 
 /// The extra vars of a run for `object`, operator-sdk's `makeParameters`.
-pub fn parameters(watch: &Watch, object: &Value, finalizer_run: bool) -> Map<String, Value> {
+pub(crate) fn parameters(watch: &Watch, object: &Value, finalizer_run: bool) -> Map<String, Value> {
     let spec = object.get("spec").and_then(Value::as_object).cloned().unwrap_or_default();
     let mut params = if watch.snake_case_parameters { paramconv::map_to_snake(&spec) } else { spec.clone() };
     if watch.mark_unsafe {
@@ -114,7 +114,7 @@ fn mark_unsafe(value: &Value) -> Value {
 /// Runs `runnable` for `object` (its input directory under `settings.runner_dir`) with
 /// the kubeconfig at `kubeconfig`, handing each job event to `on_event` while the run
 /// goes (with the run's id), in order.
-pub async fn run(
+pub(crate) async fn run(
     settings: &RunnerSettings,
     watch: &Watch,
     runnable: &Runnable,

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use crate::OperatorError;
 
 /// operator-sdk's default `maxRunnerArtifacts`.
-pub const DEFAULT_MAX_RUNNER_ARTIFACTS: usize = 20;
+pub(crate) const DEFAULT_MAX_RUNNER_ARTIFACTS: usize = 20;
 
 /// The fields an entry may have; others are ignored with a warning, as operator-sdk
 /// ignores them.
@@ -399,7 +399,7 @@ fn concurrency_from_env(group: &str, kind: &str, env: &dyn Fn(&str) -> Option<St
 
 /// Go's `os.Expand` as operator-sdk uses it: `$VAR` and `${VAR}` replaced by the
 /// variable, kept as `${VAR}` when it is unset.
-pub fn expand_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+pub(crate) fn expand_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
     opkit::watches_file::expand(text, &|name| env(name).unwrap_or_else(|| format!("${{{name}}}")))
 }
 
