@@ -15,7 +15,8 @@
 //!
 //! - [`load_watches`], [`parse_watches`]: `watches.yaml` as [`Watch`]es (each with a
 //!   [`Runnable`], an optional [`Finalizer`] and a blacklist of [`GroupVersionKind`]s).
-//! - [`setup`] with [`OperatorOptions`] ([`LogEvents`] for `--ansible-log-events`): starts
+//! - [`setup`] with [`OperatorOptions`] ([`LogEvents`] for `--ansible-log-events`,
+//!   [`UnknownLogEvents`] when it does not parse): starts
 //!   the API proxy and one controller per watch; the [`ProxyGuard`] it returns stops the
 //!   proxy when dropped.
 //! - [`kubeconfig_for`], [`proxy_token`], [`NamespacedOwner`]: the kubeconfig a run gets,
@@ -64,7 +65,7 @@ mod watches;
 
 use std::path::{Path, PathBuf};
 
-pub use log_events::LogEvents;
+pub use log_events::{LogEvents, UnknownLogEvents};
 pub use proxy::{NamespacedOwner, kubeconfig_for, proxy_token};
 pub use reconciler::{OperatorOptions, ProxyGuard, setup};
 pub use watches::{Finalizer, GroupVersionKind, Runnable, Watch, load_watches, parse_watches};

@@ -12,15 +12,32 @@
 //!
 //! # Public surface
 //!
-//! - [`TestSuite`]: `kuttl-test.yaml`, loaded with [`TestSuite::load`].
+//! - [`TestSuite`]: `kuttl-test.yaml`, loaded with [`TestSuite::load`] (its
+//!   [`HarnessMeta`] and [`Command`]s).
 //! - [`Cluster`]: the cluster a run talks to (a kubeconfig, or a client).
 //! - [`Harness`]: runs a suite's test cases against a cluster.
-//! - [`RunReport`], [`CaseReport`], [`ReportFormat`]: the result and kuttl's reports.
+//! - [`RunReport`] ([`SuiteReport`], [`CaseReport`], [`StepReport`], [`StepFailure`]),
+//!   [`ReportFormat`]: the result and kuttl's reports.
 //! - [`Sink`]: where a run's log lines go.
 //! - [`load_objects`]: the objects of a step file, as kuttl reads them.
 //! - [`KuttlError`]: why a suite could not be loaded or run.
 //!
 //! # Example
+//!
+//! Reading a step file as kuttl does (a runnable doctest):
+//!
+//! ```
+//! let path = std::env::temp_dir().join(format!("opkit-kuttl-doc-{}.yaml", std::process::id()));
+//! std::fs::write(&path, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\nnote: no kind, skipped\n")?;
+//! let objects = opkit_kuttl::load_objects(&path)?;
+//! assert_eq!(objects.len(), 1);
+//! assert_eq!(objects[0]["metadata"]["name"], "a");
+//! # std::fs::remove_file(&path)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Running a suite against a cluster:
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use opkit_kuttl::{Cluster, Harness, TestSuite};
@@ -53,11 +70,11 @@ mod report;
 mod step;
 mod subset;
 
-pub use api::TestSuite;
+pub use api::{Command, HarnessMeta, TestSuite};
 pub use cluster::Cluster;
 pub use harness::Harness;
 pub use log::Sink;
-pub use report::{CaseReport, ReportFormat, RunReport};
+pub use report::{CaseReport, ReportFormat, RunReport, StepFailure, StepReport, SuiteReport};
 pub use step::load_objects;
 
 /// Why a suite could not be loaded or run (a failing test is a result, not an error).
