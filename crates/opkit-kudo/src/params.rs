@@ -44,7 +44,7 @@ pub struct Parameter {
 }
 
 /// The types KUDO knows (`dict` is read as `map`).
-pub const TYPES: &[&str] = &["string", "integer", "number", "boolean", "array", "map", "dict"];
+pub(crate) const TYPES: &[&str] = &["string", "integer", "number", "boolean", "array", "map", "dict"];
 
 /// Whether `type_` is a structured type (YAML inside the string).
 fn is_structured(type_: &str) -> bool {
@@ -53,7 +53,7 @@ fn is_structured(type_: &str) -> bool {
 
 /// Checks a parameter's declaration in `params.yaml`: a known type, a default of that
 /// type, an enum with values.
-pub fn check_declaration(p: &Parameter) -> Result<(), String> {
+pub(crate) fn check_declaration(p: &Parameter) -> Result<(), String> {
     if p.name.is_empty() {
         return Err("a parameter has no name".into());
     }
@@ -96,7 +96,7 @@ pub fn wrap(p: &Parameter, value: Option<&Value>) -> Result<Option<String>, Stri
 }
 
 /// Checks a string value against the parameter's type and enum.
-pub fn check_value(p: &Parameter, value: &str) -> Result<(), String> {
+pub(crate) fn check_value(p: &Parameter, value: &str) -> Result<(), String> {
     let bad = |what: &str| Err(format!("type is {:?} but format of {value:?} is invalid{what}", p.type_));
     match p.type_.as_str() {
         "integer" if value.trim().parse::<i64>().is_err() => return bad(""),
@@ -129,7 +129,7 @@ pub fn check_value(p: &Parameter, value: &str) -> Result<(), String> {
 }
 
 /// The value a template sees for a string value of a parameter of `type_`.
-pub fn template_value(type_: &str, value: Option<&str>) -> Value {
+pub(crate) fn template_value(type_: &str, value: Option<&str>) -> Value {
     match value {
         None => Value::Null,
         Some(v) if is_structured(type_) => {
