@@ -14,11 +14,11 @@ use serde_json::{Map, Value};
 const HOST: &str = "localhost";
 
 /// operator-sdk's message when a failed task has no `msg`.
-pub const UNKNOWN_FAILURE: &str = "unknown playbook failure";
+pub(crate) const UNKNOWN_FAILURE: &str = "unknown playbook failure";
 
 /// One job event.
 #[derive(Debug, Clone, Deserialize)]
-pub struct JobEvent {
+pub(crate) struct JobEvent {
     /// The event's position in the run.
     #[serde(default)]
     pub counter: i64,
@@ -38,7 +38,7 @@ pub struct JobEvent {
 
 impl JobEvent {
     /// The failed task's `res.msg`, else [`UNKNOWN_FAILURE`].
-    pub fn failure_message(&self) -> String {
+    pub(crate) fn failure_message(&self) -> String {
         self.event_data
             .get("res")
             .and_then(|r| r.get("msg"))
@@ -47,32 +47,27 @@ impl JobEvent {
     }
 
     /// Whether the task had `ignore_errors: true`.
-    pub fn ignored(&self) -> bool {
+    pub(crate) fn ignored(&self) -> bool {
         self.event_data.get("ignore_errors").and_then(Value::as_bool) == Some(true)
     }
 
     /// Whether a `rescue` block handled the failure.
-    pub fn rescued(&self) -> bool {
+    pub(crate) fn rescued(&self) -> bool {
         self.event_data
             .get("rescued")
             .and_then(Value::as_object)
             .is_some_and(|m| m.values().any(|v| v.as_i64() == Some(1) || v.as_f64() == Some(1.0)))
     }
 
-    /// The task's name, for logs.
-    pub fn task(&self) -> &str {
-        self.event_data.get("task").and_then(Value::as_str).unwrap_or_default()
-    }
-
     /// The module the task ran (`task_action`).
-    pub fn task_action(&self) -> &str {
+    pub(crate) fn task_action(&self) -> &str {
         self.event_data.get("task_action").and_then(Value::as_str).unwrap_or_default()
     }
 }
 
 /// operator-sdk's `ansibleResult`: the counts of the run's final stats and when it ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AnsibleResult {
+pub(crate) struct AnsibleResult {
     /// Tasks that were ok.
     pub ok: i64,
     /// Tasks that changed something.
@@ -87,7 +82,7 @@ pub struct AnsibleResult {
 
 /// What a run's events say.
 #[derive(Debug, Clone, Default)]
-pub struct RunSummary {
+pub(crate) struct RunSummary {
     /// The events, in order.
     pub events: Vec<JobEvent>,
     /// The final stats, if the run reached `playbook_on_stats`.
@@ -100,7 +95,7 @@ pub struct RunSummary {
 
 impl RunSummary {
     /// Summarises `events` (in order).
-    pub fn from_events(events: Vec<JobEvent>) -> RunSummary {
+    pub(crate) fn from_events(events: Vec<JobEvent>) -> RunSummary {
         let mut summary = RunSummary::default();
         for event in &events {
             match event.event.as_str() {
@@ -137,7 +132,7 @@ impl RunSummary {
     }
 
     /// Whether the run succeeded: it finished and no task failed.
-    pub fn succeeded(&self) -> bool {
+    pub(crate) fn succeeded(&self) -> bool {
         self.result.is_some() && self.failures.is_empty()
     }
 }
@@ -145,7 +140,7 @@ impl RunSummary {
 /// Follows a run's `job_events/` directory while ansible-runner writes it, handing out
 /// each event once, in the run's order (by `counter`).
 #[derive(Debug)]
-pub struct EventFollower {
+pub(crate) struct EventFollower {
     dir: PathBuf,
     /// Files already read.
     seen: HashSet<PathBuf>,
@@ -159,7 +154,7 @@ pub struct EventFollower {
 
 impl EventFollower {
     /// Follows `artifact_dir/job_events` (it need not exist yet).
-    pub fn new(artifact_dir: &Path) -> EventFollower {
+    pub(crate) fn new(artifact_dir: &Path) -> EventFollower {
         EventFollower {
             dir: artifact_dir.join("job_events"),
             seen: HashSet::new(),
@@ -171,7 +166,7 @@ impl EventFollower {
 
     /// The events written since the last call that follow the ones handed out. A file
     /// still being written (not yet valid JSON) is read again next time.
-    pub fn poll(&mut self) -> Vec<JobEvent> {
+    pub(crate) fn poll(&mut self) -> Vec<JobEvent> {
         self.read(false);
         let mut out = Vec::new();
         while let Some(event) = self.pending.remove(&self.next) {
@@ -183,7 +178,7 @@ impl EventFollower {
     }
 
     /// After the run: every event not handed out yet, in order.
-    pub fn finish(&mut self) -> Vec<JobEvent> {
+    pub(crate) fn finish(&mut self) -> Vec<JobEvent> {
         self.read(true);
         let out: Vec<JobEvent> = std::mem::take(&mut self.pending).into_values().collect();
         if let Some(last) = out.last() {
@@ -194,7 +189,7 @@ impl EventFollower {
     }
 
     /// What every event handed out says.
-    pub fn summary(&self) -> RunSummary {
+    pub(crate) fn summary(&self) -> RunSummary {
         RunSummary::from_events(self.events.clone())
     }
 

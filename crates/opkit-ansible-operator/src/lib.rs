@@ -1,16 +1,43 @@
 //! Ansible operators, as operator-sdk's ansible plugin (`ansible-operator`) runs them.
 //!
-//! A `watches.yaml` ([`watches`]) maps each watched kind to an Ansible role or playbook.
-//! One generic reconciler per kind ([`reconciler`]) runs `ansible-runner` for each custom
-//! resource ([`runner`]) with the spec as snake-cased extra vars ([`paramconv`]), reads
-//! the run's job events ([`job_events`]) and writes operator-sdk's status conditions
-//! ([`status`]). The run's Kubernetes modules talk to the API server through a local
-//! proxy ([`proxy`]) that adds owner references to what they create, watches those kinds
-//! and answers reads from the cache, and takes the user metrics roles send
-//! ([`user_metrics`]). Job events are read while a run goes and logged per
-//! `--ansible-log-events` ([`log_events`]). opkit's own `operator_sdk.util` collection
-//! (`k8s_status`, `k8s_event`, `osdk_metric`, `requeue_after`; [`install_collection`]) is
-//! passed to every run.
+//! A `watches.yaml` (module `watches`) maps each watched kind to an Ansible role or
+//! playbook. One generic reconciler per kind (`reconciler`) runs `ansible-runner` for each
+//! custom resource (`runner`) with the spec as snake-cased extra vars (`paramconv`), reads
+//! the run's job events (`job_events`) and writes operator-sdk's status conditions
+//! (`status`). The run's Kubernetes modules talk to the API server through a local proxy
+//! (`proxy`) that adds owner references to what they create, watches those kinds and
+//! answers reads from the cache, and takes the user metrics roles send (`user_metrics`).
+//! Job events are read while a run goes and logged per `--ansible-log-events`
+//! (`log_events`). opkit's own `operator_sdk.util` collection (`k8s_status`, `k8s_event`,
+//! `osdk_metric`, `requeue_after`; [`install_collection`]) is passed to every run.
+//!
+//! # Public surface
+//!
+//! - [`load_watches`], [`parse_watches`]: `watches.yaml` as [`Watch`]es (each with a
+//!   [`Runnable`], an optional [`Finalizer`] and a blacklist of [`GroupVersionKind`]s).
+//! - [`setup`] with [`OperatorOptions`] ([`LogEvents`] for `--ansible-log-events`,
+//!   [`UnknownLogEvents`] when it does not parse): starts
+//!   the API proxy and one controller per watch; the [`ProxyGuard`] it returns stops the
+//!   proxy when dropped.
+//! - [`kubeconfig_for`], [`proxy_token`], [`NamespacedOwner`]: the kubeconfig a run gets,
+//!   pointing at the proxy as the resource it reconciles.
+//! - [`install_collection`]: writes opkit's `operator_sdk.util` collection.
+//! - [`OperatorError`]: why the operator could not start or reconcile.
+//!
+//! # Example
+//!
+//! Reading a watches file (a runnable doctest), then running the operator against a
+//! cluster:
+//!
+//! ```
+//! let project = std::env::temp_dir().join(format!("opkit-ansible-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(project.join("roles/memcached"))?;
+//! let text = "- {group: cache.example.com, version: v1alpha1, kind: Memcached, role: memcached}";
+//! let watches = opkit_ansible_operator::parse_watches(text, &project, &|_| None, 1)?;
+//! assert_eq!(watches[0].kind, "Memcached");
+//! # std::fs::remove_dir_all(&project)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,21 +50,25 @@
 //! # Ok(()) }
 //! ```
 
-pub mod job_events;
-pub mod log_events;
-pub mod metrics;
-pub mod paramconv;
-pub mod proxy;
-pub mod reconciler;
-pub mod runner;
-pub mod status;
-pub mod user_metrics;
-pub mod watches;
+#![warn(unreachable_pub)]
+
+mod job_events;
+mod log_events;
+mod metrics;
+mod paramconv;
+mod proxy;
+mod reconciler;
+mod runner;
+mod status;
+mod user_metrics;
+mod watches;
 
 use std::path::{Path, PathBuf};
 
-pub use reconciler::{OperatorOptions, setup};
-pub use watches::{Watch, load_watches};
+pub use log_events::{LogEvents, UnknownLogEvents};
+pub use proxy::{NamespacedOwner, kubeconfig_for, proxy_token};
+pub use reconciler::{OperatorOptions, ProxyGuard, setup};
+pub use watches::{Finalizer, GroupVersionKind, Runnable, Watch, load_watches, parse_watches};
 
 /// The files of opkit's `operator_sdk.util` collection, built into the crate.
 const COLLECTION_FILES: &[(&str, &str)] = &[

@@ -48,7 +48,7 @@ impl std::str::FromStr for LogEvents {
 
 /// One line the operator logs for an event.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EventLogLine {
+pub(crate) struct EventLogLine {
     /// The message (`[playbook task start]`, …; empty for output and `Everything`).
     pub message: &'static str,
     /// Whether it is logged as an error (a failed task).
@@ -61,7 +61,7 @@ pub struct EventLogLine {
 
 /// Who the events are about, logged with every line.
 #[derive(Debug, Clone, Default)]
-pub struct EventSubject {
+pub(crate) struct EventSubject {
     /// The resource's name.
     pub name: String,
     /// Its namespace.
@@ -74,7 +74,7 @@ pub struct EventSubject {
 
 /// The verbosity that makes `Tasks` log every task's output: the resource's annotation,
 /// else `ANSIBLE_VERBOSITY`, else 0 (ansible-operator's `GetVerbosity`).
-pub fn event_verbosity(object: &Value) -> u32 {
+pub(crate) fn event_verbosity(object: &Value) -> u32 {
     let annotation = object
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(VERBOSITY_ANNOTATION))
@@ -88,7 +88,7 @@ pub fn event_verbosity(object: &Value) -> u32 {
 }
 
 /// What `level` logs of `event`, `verbosity` being [`event_verbosity`].
-pub fn log_line(level: LogEvents, verbosity: u32, event: &JobEvent) -> Option<EventLogLine> {
+pub(crate) fn log_line(level: LogEvents, verbosity: u32, event: &JobEvent) -> Option<EventLogLine> {
     let data = &event.event_data;
     let line = |message, error, fields: &[(&str, Option<&Value>)]| {
         let fields = fields.iter().filter_map(|(k, v)| v.map(|v| (k.to_string(), v.clone()))).collect();
@@ -133,7 +133,7 @@ fn short_action(action: &str) -> &str {
 }
 
 /// Logs what `level` logs of `event` (logger `logging_event_handler`).
-pub fn log_event(level: LogEvents, verbosity: u32, subject: &EventSubject, event: &JobEvent) {
+pub(crate) fn log_event(level: LogEvents, verbosity: u32, subject: &EventSubject, event: &JobEvent) {
     let Some(line) = log_line(level, verbosity, event) else { return };
     let fields = Value::Object(line.fields).to_string();
     let stdout = line.stdout.trim_end();

@@ -33,7 +33,7 @@ type DurationFamily = Family<GvkLabels, Histogram, fn() -> Histogram>;
 
 /// The operator's metric families. Cheap to clone.
 #[derive(Clone)]
-pub struct RunMetrics {
+pub(crate) struct RunMetrics {
     results: Family<ResultLabels, Gauge>,
     durations: DurationFamily,
 }
@@ -44,7 +44,7 @@ fn duration_histogram() -> Histogram {
 
 impl RunMetrics {
     /// Registers the families with the manager's registry.
-    pub fn register(metrics: &opkit::metrics::Metrics) -> RunMetrics {
+    pub(crate) fn register(metrics: &opkit::metrics::Metrics) -> RunMetrics {
         let families = RunMetrics {
             results: Family::default(),
             durations: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
@@ -72,14 +72,14 @@ impl RunMetrics {
     }
 
     /// A run of `gvk` ended; `succeeded` says how.
-    pub fn finished(&self, gvk: &str, succeeded: bool, seconds: f64) {
+    pub(crate) fn finished(&self, gvk: &str, succeeded: bool, seconds: f64) {
         let result = if succeeded { "succeeded" } else { "failed" };
         self.results.get_or_create(&ResultLabels { GVK: gvk.to_string(), result: result.to_string() }).inc();
         self.durations.get_or_create(&GvkLabels { GVK: gvk.to_string() }).observe(seconds);
     }
 
     /// A reconcile of `gvk` failed before a run.
-    pub fn failed(&self, gvk: &str) {
+    pub(crate) fn failed(&self, gvk: &str) {
         self.results.get_or_create(&ResultLabels { GVK: gvk.to_string(), result: "failed".to_string() }).inc();
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 const SPECIAL_WORDS: &[(&str, &str)] = &[("http", "HTTP"), ("url", "URL"), ("ip", "IP")];
 
 /// Converts every key of `spec`, recursively (maps inside lists too), to snake case.
-pub fn map_to_snake(spec: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn map_to_snake(spec: &Map<String, Value>) -> Map<String, Value> {
     spec.iter().map(|(k, v)| (to_snake(k), value_to_snake(v))).collect()
 }
 
@@ -23,7 +23,7 @@ fn value_to_snake(value: &Value) -> Value {
 }
 
 /// operator-sdk's `ToSnake`.
-pub fn to_snake(key: &str) -> String {
+pub(crate) fn to_snake(key: &str) -> String {
     let spaced = add_word_boundaries_to_numbers(key);
     let trimmed = spaced.trim_matches(' ');
     let Some(first) = trimmed.chars().next() else { return String::new() };

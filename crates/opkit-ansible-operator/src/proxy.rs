@@ -48,9 +48,9 @@ use crate::user_metrics::{UserMetric, UserMetrics};
 use crate::watches::GroupVersionKind;
 
 /// Annotation naming a dependent's owner (`namespace/name`), as operator-lib writes it.
-pub const PRIMARY_RESOURCE_ANNOTATION: &str = "operator-sdk/primary-resource";
+pub(crate) const PRIMARY_RESOURCE_ANNOTATION: &str = "operator-sdk/primary-resource";
 /// Annotation naming a dependent owner's `Kind.group`.
-pub const PRIMARY_RESOURCE_TYPE_ANNOTATION: &str = "operator-sdk/primary-resource-type";
+pub(crate) const PRIMARY_RESOURCE_TYPE_ANNOTATION: &str = "operator-sdk/primary-resource-type";
 
 /// The owner a run's requests carry: an owner reference and the owner's namespace
 /// (operator-sdk's `NamespacedOwnerReference`, the same JSON).
@@ -131,6 +131,22 @@ struct ResourceInfo {
     is_virtual: bool,
 }
 
+/// A watched kind's controller, as [`ApiProxy::register_owner`] registers it.
+pub(crate) struct OwnerRegistration<'a> {
+    /// The watched kind.
+    pub resource: &'a ApiResource,
+    /// Its scope.
+    pub scope: Scope,
+    /// Its controller, which dependents' events requeue.
+    pub handle: ControllerHandle,
+    /// The watch's `watchDependentResources`.
+    pub watch_dependent_resources: bool,
+    /// The watch's `watchClusterScopedResources`.
+    pub watch_cluster_scoped_resources: bool,
+    /// The watch's `blacklist`: dependent kinds never watched nor read from the cache.
+    pub blacklist: Vec<GroupVersionKind>,
+}
+
 /// How an owner kind's controller takes dependent watches.
 #[derive(Clone)]
 struct OwnerController {
@@ -173,7 +189,7 @@ fn parse_path(path: &str) -> Option<ResourcePath> {
 }
 
 /// The proxy's shared state.
-pub struct ApiProxy {
+pub(crate) struct ApiProxy {
     client: kube::Client,
     cache: opkit::Cache,
     mapper: RestMapper,
@@ -193,7 +209,7 @@ impl ApiProxy {
     /// A proxy forwarding with `client` and reading from `cache` (the manager's); with
     /// `inject_owner_ref` false (`--inject-owner-ref=false`) creates are forwarded as they
     /// are. User metrics go to `user_metrics`.
-    pub fn new(
+    pub(crate) fn new(
         client: kube::Client,
         cache: opkit::Cache,
         shutdown: CancellationToken,
@@ -214,22 +230,21 @@ impl ApiProxy {
     }
 
     /// The kinds' resources, as the proxy resolves them; shared with its operator.
-    pub fn rest_mapper(&self) -> &RestMapper {
+    pub(crate) fn rest_mapper(&self) -> &RestMapper {
         &self.mapper
     }
 
     /// Registers the controller of a watched kind: its objects are served from the cache
     /// and the dependents its runs create are watched as the watch says.
-    #[allow(clippy::too_many_arguments)]
-    pub fn register_owner(
-        &self,
-        resource: &ApiResource,
-        scope: Scope,
-        handle: ControllerHandle,
-        watch_dependent_resources: bool,
-        watch_cluster_scoped_resources: bool,
-        blacklist: Vec<GroupVersionKind>,
-    ) {
+    pub(crate) fn register_owner(&self, owner: OwnerRegistration<'_>) {
+        let OwnerRegistration {
+            resource,
+            scope,
+            handle,
+            watch_dependent_resources,
+            watch_cluster_scoped_resources,
+            blacklist,
+        } = owner;
         let informer = self.cache.dynamic_informer(resource, scope.clone());
         if let Ok(mut cached) = self.cached.lock() {
             cached.insert(format!("{}/{}", resource.api_version, resource.plural), informer);
@@ -248,7 +263,7 @@ impl ApiProxy {
 
     /// Listens on `address` (port 0: any free port) and serves until the shutdown token
     /// is cancelled; returns the address it listens on.
-    pub async fn start(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
+    pub(crate) async fn start(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
         let bound = self.serve(address, false).await?;
         tracing::info!(address = %bound, "the ansible API proxy listens");
         Ok(bound)
@@ -257,7 +272,7 @@ impl ApiProxy {
     /// Listens on `address` for ansible-operator's metrics API only (`POST /metrics`,
     /// where operator-sdk's `osdk_metric` module sends by default, `localhost:5050`);
     /// returns the address it listens on.
-    pub async fn start_metrics_api(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
+    pub(crate) async fn start_metrics_api(self: &Arc<Self>, address: SocketAddr) -> Result<SocketAddr, OperatorError> {
         let bound = self.serve(address, true).await?;
         tracing::info!(address = %bound, "Starting to serve metrics listener");
         Ok(bound)

@@ -8,7 +8,7 @@
 //! `reconcilePeriod` or `--reconcile-period`; a `requeue_after` task sets it for one run.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,15 +23,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::log_events::{EventSubject, LogEvents, event_verbosity, log_event};
 use crate::metrics::RunMetrics;
-use crate::proxy::{ApiProxy, NamespacedOwner, kubeconfig_for};
-use crate::runner::{self, RunnerSettings};
+use crate::proxy::{ApiProxy, NamespacedOwner, OwnerRegistration, kubeconfig_for};
+use crate::runner::{self, RunOutput, RunnerSettings};
 use crate::status;
 use crate::user_metrics::UserMetrics;
 use crate::watches::{Runnable, Watch};
 use crate::{OperatorError, install_collection};
 
 /// Annotation setting one resource's reconcile period.
-pub const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
+pub(crate) const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
 
 /// How the operator runs (ansible-operator's flags).
 #[derive(Debug, Clone)]
@@ -152,14 +152,44 @@ pub async fn setup(mgr: &Manager, watches: Vec<Watch>, options: OperatorOptions)
             .named(format!("{}-controller", resource.kind.to_lowercase()))
             .with_event_filter(filter)
             .max_concurrent_reconciles(concurrency);
-        proxy.register_owner(&resource, caps.scope.clone(), controller.handle(), dependents, cluster_scoped, blacklist);
+        proxy.register_owner(OwnerRegistration {
+            resource: &resource,
+            scope: caps.scope.clone(),
+            handle: controller.handle(),
+            watch_dependent_resources: dependents,
+            watch_cluster_scoped_resources: cluster_scoped,
+            blacklist,
+        });
         controller.build()?;
     }
     Ok(guard)
 }
 
+/// The resource as the run sees it: its JSON, with an empty `spec` when it has none.
+fn run_object(cached: &DynamicObject) -> Result<Value, serde_json::Error> {
+    let mut object = serde_json::to_value(cached)?;
+    if !object.get("spec").is_some_and(Value::is_object)
+        && let Some(map) = object.as_object_mut()
+    {
+        map.insert("spec".into(), json!({}));
+    }
+    Ok(object)
+}
+
+/// The resource as the owner of what the run creates through the proxy.
+fn owner_of(cached: &DynamicObject) -> NamespacedOwner {
+    let types = cached.types.clone().unwrap_or_default();
+    NamespacedOwner {
+        api_version: types.api_version,
+        kind: types.kind,
+        name: cached.name_any(),
+        uid: cached.uid().unwrap_or_default(),
+        namespace: cached.namespace().unwrap_or_default(),
+    }
+}
+
 /// Reconciles the custom resources of one watched kind.
-pub struct AnsibleReconciler {
+pub(crate) struct AnsibleReconciler {
     watch: Watch,
     settings: Arc<RunnerSettings>,
     proxy: SocketAddr,
@@ -172,85 +202,50 @@ fn requeue(period: Duration) -> Action {
     if period.is_zero() { Action::done() } else { Action::requeue_after(period) }
 }
 
+/// What one reconcile runs, read from the resource and its watch.
+struct RunPlan {
+    /// The resource is being deleted.
+    deleted: bool,
+    /// This is the finalizer's run (deleted, and carrying the watch's finalizer).
+    finalizer_run: bool,
+    /// The finalizer is to be added first (not yet there, not being deleted).
+    add_finalizer: bool,
+    /// The role or playbook to run.
+    runnable: Runnable,
+    /// When to reconcile again after a successful run.
+    period: Duration,
+}
+
 impl Reconciler<DynamicObject> for AnsibleReconciler {
     async fn reconcile(&self, ctx: Context<DynamicObject>) -> ReconcileResult {
         let Some(cached) = ctx.object.clone() else { return Ok(Action::done()) };
-        if let Some(selector) = &self.watch.selector {
-            let selector: kube::core::Selector = selector.clone().try_into().map_err(ReconcileError::terminal)?;
-            if !selector.matches(cached.labels()) {
-                return Ok(Action::done());
-            }
+        if !self.selects(&cached)? {
+            return Ok(Action::done());
         }
         let api = ctx.dynamic_api();
         let name = cached.name_any();
         let gvk = self.watch.gvk_string();
-        let mut period = self.reconcile_period;
-        if let Some(text) = cached.annotations().get(RECONCILE_PERIOD_ANNOTATION) {
-            match opkit_apimachinery::duration::parse(text) {
-                Ok(p) => period = p,
-                Err(e) => {
-                    let message = format!("Unable to parse reconcile period annotation: {e}");
-                    self.metrics.failed(&gvk);
-                    self.update_status(&api, &name, |s| status::mark_error(s, &message)).await;
-                    return Err(ReconcileError::retry(message));
-                }
+        let period = match self.period_of(&cached) {
+            Ok(period) => period,
+            Err(message) => {
+                self.metrics.failed(&gvk);
+                self.update_status(&api, &name, |s| status::mark_error(s, &message)).await;
+                return Err(ReconcileError::retry(message));
             }
-        }
-        let deleted = opkit::finalizer::is_being_deleted(cached.as_ref());
-        let finalizer = self.watch.finalizer.as_ref();
-        let has_finalizer = finalizer.is_some_and(|f| opkit::finalizer::contains_finalizer(cached.as_ref(), &f.name));
-        if !has_finalizer {
-            if deleted {
-                return Ok(Action::done());
-            }
-            if let Some(f) = finalizer {
-                opkit::finalizer::ensure_finalizer(&api, cached.as_ref(), &f.name)
-                    .await
-                    .map_err(ReconcileError::retry)?;
-            }
-        }
-        let finalizer_run = deleted && has_finalizer;
-        let runnable: Runnable = match (finalizer_run, finalizer) {
-            (true, Some(f)) => f.runnable.clone().unwrap_or_else(|| self.watch.runnable.clone()),
-            _ => self.watch.runnable.clone(),
         };
-        if self.watch.manage_status && !deleted {
+        let Some(plan) = self.plan_run(&cached, period) else { return Ok(Action::done()) };
+        if plan.add_finalizer
+            && let Some(f) = &self.watch.finalizer
+        {
+            opkit::finalizer::ensure_finalizer(&api, cached.as_ref(), &f.name).await.map_err(ReconcileError::retry)?;
+        }
+        if self.watch.manage_status && !plan.deleted {
             self.update_status(&api, &name, status::mark_running).await;
         }
-
-        let mut object = serde_json::to_value(cached.as_ref()).map_err(ReconcileError::terminal)?;
-        if !object.get("spec").is_some_and(Value::is_object)
-            && let Some(map) = object.as_object_mut()
-        {
-            map.insert("spec".into(), json!({}));
-        }
-        let types = cached.types.clone().unwrap_or_default();
-        let owner = NamespacedOwner {
-            api_version: types.api_version,
-            kind: types.kind,
-            name: name.clone(),
-            uid: cached.uid().unwrap_or_default(),
-            namespace: cached.namespace().unwrap_or_default(),
-        };
-        let kubeconfig = self.settings.runner_dir.join(format!("kubeconfig-{}", rand::random::<u64>()));
-        std::fs::create_dir_all(&self.settings.runner_dir)
-            .and_then(|()| std::fs::write(&kubeconfig, kubeconfig_for(&owner, self.proxy)))
-            .map_err(|e| ReconcileError::retry(format!("writing the run's kubeconfig: {e}")))?;
+        let object = run_object(&cached).map_err(ReconcileError::terminal)?;
+        let kubeconfig = self.write_kubeconfig(&cached).map_err(ReconcileError::retry)?;
         let started = Instant::now();
-        let mut subject = EventSubject {
-            name: name.clone(),
-            namespace: owner.namespace.clone(),
-            gvk: gvk.clone(),
-            job: String::new(),
-        };
-        let verbosity = event_verbosity(&object);
-        let log = |ident: &str, event: &crate::job_events::JobEvent| {
-            if subject.job != ident {
-                subject.job = ident.to_string();
-            }
-            log_event(self.log_events, verbosity, &subject, event);
-        };
-        let run = runner::run(&self.settings, &self.watch, &runnable, &object, finalizer_run, &kubeconfig, log).await;
+        let run = self.run_ansible(&object, &name, &plan, &kubeconfig).await;
         let _ = std::fs::remove_file(&kubeconfig);
         let output = match run {
             Ok(output) => output,
@@ -263,6 +258,93 @@ impl Reconciler<DynamicObject> for AnsibleReconciler {
                 return Err(ReconcileError::retry(e));
             }
         };
+        self.record_run(&ctx, &api, &name, &plan, &output, started).await
+    }
+}
+
+impl AnsibleReconciler {
+    /// Whether the watch's label selector (if any) selects the resource.
+    fn selects(&self, cached: &DynamicObject) -> Result<bool, ReconcileError> {
+        let Some(selector) = &self.watch.selector else { return Ok(true) };
+        let selector: kube::core::Selector = selector.clone().try_into().map_err(ReconcileError::terminal)?;
+        Ok(selector.matches(cached.labels()))
+    }
+
+    /// The resource's reconcile period: its annotation's, else the watch's; the error is
+    /// the status message of an annotation that does not parse.
+    fn period_of(&self, cached: &DynamicObject) -> Result<Duration, String> {
+        match cached.annotations().get(RECONCILE_PERIOD_ANNOTATION) {
+            None => Ok(self.reconcile_period),
+            Some(text) => opkit_apimachinery::duration::parse(text)
+                .map_err(|e| format!("Unable to parse reconcile period annotation: {e}")),
+        }
+    }
+
+    /// What to run for the resource; `None` when there is nothing to do (deleted without
+    /// the finalizer).
+    fn plan_run(&self, cached: &DynamicObject, period: Duration) -> Option<RunPlan> {
+        let deleted = opkit::finalizer::is_being_deleted(cached);
+        let finalizer = self.watch.finalizer.as_ref();
+        let has_finalizer = finalizer.is_some_and(|f| opkit::finalizer::contains_finalizer(cached, &f.name));
+        if deleted && !has_finalizer {
+            return None;
+        }
+        let finalizer_run = deleted && has_finalizer;
+        let runnable = match (finalizer_run, finalizer) {
+            (true, Some(f)) => f.runnable.clone().unwrap_or_else(|| self.watch.runnable.clone()),
+            _ => self.watch.runnable.clone(),
+        };
+        Some(RunPlan { deleted, finalizer_run, add_finalizer: !has_finalizer && finalizer.is_some(), runnable, period })
+    }
+
+    /// Writes a kubeconfig pointing at the proxy as the resource's owner (what the run's
+    /// Kubernetes modules use); returns its path.
+    fn write_kubeconfig(&self, cached: &DynamicObject) -> Result<PathBuf, String> {
+        let kubeconfig = self.settings.runner_dir.join(format!("kubeconfig-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&self.settings.runner_dir)
+            .and_then(|()| std::fs::write(&kubeconfig, kubeconfig_for(&owner_of(cached), self.proxy)))
+            .map_err(|e| format!("writing the run's kubeconfig: {e}"))?;
+        Ok(kubeconfig)
+    }
+
+    /// Runs the plan's role or playbook for the resource (`object`, named `name`) with
+    /// `kubeconfig`, logging job events as they come.
+    async fn run_ansible(
+        &self,
+        object: &Value,
+        name: &str,
+        plan: &RunPlan,
+        kubeconfig: &Path,
+    ) -> Result<RunOutput, OperatorError> {
+        let mut subject = EventSubject {
+            name: name.to_string(),
+            namespace: object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string(),
+            gvk: self.watch.gvk_string(),
+            job: String::new(),
+        };
+        let verbosity = event_verbosity(object);
+        let log = |ident: &str, event: &crate::job_events::JobEvent| {
+            if subject.job != ident {
+                subject.job = ident.to_string();
+            }
+            log_event(self.log_events, verbosity, &subject, event);
+        };
+        runner::run(&self.settings, &self.watch, &plan.runnable, object, plan.finalizer_run, kubeconfig, log).await
+    }
+
+    /// Acts on a finished run: metrics, the finalizer, a Warning Event for failures, the
+    /// status, and when to reconcile next.
+    async fn record_run(
+        &self,
+        ctx: &Context<DynamicObject>,
+        api: &Api<DynamicObject>,
+        name: &str,
+        plan: &RunPlan,
+        output: &RunOutput,
+        started: Instant,
+    ) -> ReconcileResult {
+        let mut period = plan.period;
+        let gvk = self.watch.gvk_string();
         let summary = &output.summary;
         if let Some(p) = &summary.requeue_after {
             match opkit_apimachinery::duration::parse(p) {
@@ -275,7 +357,7 @@ impl Reconciler<DynamicObject> for AnsibleReconciler {
             tracing::error!(name, ident = output.ident, stdout = %output.stdout, "did not receive playbook_on_stats event");
             return Err(ReconcileError::retry("did not receive playbook_on_stats event"));
         };
-        let succeeded = summary.failures.is_empty();
+        let succeeded = summary.succeeded();
         self.metrics.finished(&gvk, succeeded, started.elapsed().as_secs_f64());
         tracing::info!(
             name,
@@ -286,32 +368,29 @@ impl Reconciler<DynamicObject> for AnsibleReconciler {
             artifacts = %output.artifact_dir.display(),
             "ansible run finished"
         );
-        let Some(fresh) = api.get_opt(&name).await.map_err(ReconcileError::retry)? else {
+        let Some(fresh) = api.get_opt(name).await.map_err(ReconcileError::retry)? else {
             return Ok(Action::done());
         };
-        if finalizer_run
+        let finalizer = self.watch.finalizer.as_ref();
+        if plan.finalizer_run
             && succeeded
             && let Some(f) = finalizer
         {
-            opkit::finalizer::remove_finalizer(&api, &fresh, &f.name).await.map_err(ReconcileError::retry)?;
-        } else if !deleted && opkit::finalizer::is_being_deleted(&fresh) && finalizer.is_some() {
+            opkit::finalizer::remove_finalizer(api, &fresh, &f.name).await.map_err(ReconcileError::retry)?;
+        } else if !plan.deleted && opkit::finalizer::is_being_deleted(&fresh) && finalizer.is_some() {
             period = Duration::from_secs(5);
         }
-        if !succeeded {
+        if !succeeded && let Some(resource) = ctx.resource() {
             let note = summary.failures.join("\n");
-            if let Some(resource) = ctx.resource() {
-                let reference = fresh.object_ref(resource);
-                ctx.recorder.publish(&reference, EventType::Warning, "Failed", "Reconcile", &note).await;
-            }
+            let reference = fresh.object_ref(resource);
+            ctx.recorder.publish(&reference, EventType::Warning, "Failed", "Reconcile", &note).await;
         }
-        if self.watch.manage_status && !(finalizer_run && succeeded) {
-            self.update_status(&api, &name, |s| status::mark_done(s, result, &summary.failures)).await;
+        if self.watch.manage_status && !(plan.finalizer_run && succeeded) {
+            self.update_status(api, name, |s| status::mark_done(s, result, &summary.failures)).await;
         }
         if succeeded { Ok(requeue(period)) } else { Err(ReconcileError::retry("event runner on failed")) }
     }
-}
 
-impl AnsibleReconciler {
     /// Reads the resource from the API server, changes its status with `change` and
     /// writes it back (the status subresource); a failure is logged.
     async fn update_status(&self, api: &Api<DynamicObject>, name: &str, change: impl FnOnce(&mut Map<String, Value>)) {

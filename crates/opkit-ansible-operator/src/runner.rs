@@ -23,13 +23,13 @@ use crate::paramconv;
 use crate::watches::{Runnable, Watch};
 
 /// Annotation overriding `maxRunnerArtifacts` for one resource.
-pub const MAX_RUNNER_ARTIFACTS_ANNOTATION: &str = "ansible.sdk.operatorframework.io/max-runner-artifacts";
+pub(crate) const MAX_RUNNER_ARTIFACTS_ANNOTATION: &str = "ansible.sdk.operatorframework.io/max-runner-artifacts";
 /// Annotation overriding `--ansible-verbosity` for one resource.
-pub const VERBOSITY_ANNOTATION: &str = "ansible.sdk.operatorframework.io/verbosity";
+pub(crate) const VERBOSITY_ANNOTATION: &str = "ansible.sdk.operatorframework.io/verbosity";
 
 /// Settings every run shares.
 #[derive(Debug, Clone)]
-pub struct RunnerSettings {
+pub(crate) struct RunnerSettings {
     /// Where input directories are made (operator-sdk: `/tmp/ansible-operator/runner`).
     pub runner_dir: PathBuf,
     /// `-v` count (`--ansible-verbosity`, default 2).
@@ -48,14 +48,14 @@ pub struct RunnerSettings {
 
 /// The environment variable telling opkit's `osdk_metric` module where to send (when the
 /// task gives no `address`).
-pub const METRICS_URL_ENV: &str = "OPKIT_ANSIBLE_METRICS_URL";
+pub(crate) const METRICS_URL_ENV: &str = "OPKIT_ANSIBLE_METRICS_URL";
 
 /// How often a running run's `job_events/` is read.
 const EVENT_POLL: Duration = Duration::from_millis(100);
 
 /// One finished run.
 #[derive(Debug)]
-pub struct RunOutput {
+pub(crate) struct RunOutput {
     /// The run's id (`-i`), also its artifact directory's name.
     pub ident: String,
     /// The artifact directory of the run.
@@ -67,7 +67,7 @@ pub struct RunOutput {
 }
 
 /// The extra vars of a run for `object`, operator-sdk's `makeParameters`.
-pub fn parameters(watch: &Watch, object: &Value, finalizer_run: bool) -> Map<String, Value> {
+pub(crate) fn parameters(watch: &Watch, object: &Value, finalizer_run: bool) -> Map<String, Value> {
     let spec = object.get("spec").and_then(Value::as_object).cloned().unwrap_or_default();
     let mut params = if watch.snake_case_parameters { paramconv::map_to_snake(&spec) } else { spec.clone() };
     if watch.mark_unsafe {
@@ -114,7 +114,7 @@ fn mark_unsafe(value: &Value) -> Value {
 /// Runs `runnable` for `object` (its input directory under `settings.runner_dir`) with
 /// the kubeconfig at `kubeconfig`, handing each job event to `on_event` while the run
 /// goes (with the run's id), in order.
-pub async fn run(
+pub(crate) async fn run(
     settings: &RunnerSettings,
     watch: &Watch,
     runnable: &Runnable,
@@ -123,86 +123,21 @@ pub async fn run(
     kubeconfig: &Path,
     mut on_event: impl FnMut(&str, &JobEvent),
 ) -> Result<RunOutput, OperatorError> {
-    let meta = |field: &str| object.pointer(&format!("/metadata/{field}")).and_then(Value::as_str).unwrap_or_default();
-    let annotation = |name: &str| {
-        object.pointer("/metadata/annotations").and_then(|a| a.get(name)).and_then(Value::as_str).map(str::to_string)
-    };
-    let namespace = meta("namespace");
-    let input_dir = settings
-        .runner_dir
-        .join(&watch.group)
-        .join(&watch.version)
-        .join(&watch.kind)
-        .join(if namespace.is_empty() { "_cluster" } else { namespace })
-        .join(meta("name"));
-    let ident = rand::random::<u32>().to_string();
+    let invocation = Invocation::of(settings, watch, object);
     let env = environment(settings, kubeconfig);
-    write_input_dir(&input_dir, &parameters(watch, object, finalizer_run), &env, settings.ansible_args.as_deref())?;
-
-    let max_artifacts = annotation(MAX_RUNNER_ARTIFACTS_ANNOTATION)
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(watch.max_runner_artifacts);
-    let verbosity = annotation(VERBOSITY_ANNOTATION)
-        .and_then(|v| v.trim().parse::<u8>().ok())
-        .filter(|v| *v <= 7)
-        .unwrap_or(settings.verbosity);
-    let mut cmd = tokio::process::Command::new("ansible-runner");
-    cmd.arg("run").arg(&input_dir).arg("--rotate-artifacts").arg(max_artifacts.to_string());
-    match runnable {
-        Runnable::Playbook(path) => {
-            cmd.arg("-p").arg(path);
-        }
-        Runnable::Role(path) => {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let parent = path.parent().unwrap_or(Path::new("."));
-            cmd.args(["--role", &name]).arg("--roles-path").arg(parent).args(["--hosts", "localhost"]);
-            if std::env::var("ANSIBLE_GATHERING").is_ok_and(|v| v == "explicit") {
-                cmd.arg("--role-skip-facts");
-            }
-        }
-    }
-    cmd.args(["-i", &ident]);
-    if verbosity > 0 {
-        cmd.arg(format!("-{}", "v".repeat(usize::from(verbosity))));
-    }
-    for (k, v) in &env {
-        cmd.env(k, v);
-    }
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(OperatorError::RunnerMissing(e.to_string()));
-        }
-        Err(e) => return Err(OperatorError::Runner(format!("starting ansible-runner: {e}"))),
-    };
-    let drain = |pipe: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>>| {
-        tokio::spawn(async move {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes).await;
-            }
-            bytes
-        })
-    };
+    write_input_dir(
+        &invocation.input_dir,
+        &parameters(watch, object, finalizer_run),
+        &env,
+        settings.ansible_args.as_deref(),
+    )?;
+    let mut child = spawn(invocation.command(runnable, &env))?;
     let out = drain(child.stdout.take().map(|p| Box::new(p) as _));
     let err = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let Invocation { input_dir, ident, .. } = invocation;
     let artifact_dir = input_dir.join("artifacts").join(&ident);
     let mut follower = EventFollower::new(&artifact_dir);
-    let mut tick = tokio::time::interval(EVENT_POLL);
-    let waited = loop {
-        tokio::select! {
-            status = child.wait() => break status,
-            _ = tick.tick() => {
-                for event in follower.poll() {
-                    on_event(&ident, &event);
-                }
-            }
-        }
-    };
-    for event in follower.poll().into_iter().chain(follower.finish()) {
-        on_event(&ident, &event);
-    }
+    let waited = follow_events(&mut child, &mut follower, |event| on_event(&ident, event)).await;
     if let Err(e) = waited {
         return Err(OperatorError::Runner(format!("waiting for ansible-runner: {e}")));
     }
@@ -211,6 +146,121 @@ pub async fn run(
     let summary: RunSummary = follower.summary();
     link_latest(&input_dir, &ident);
     Ok(RunOutput { ident, artifact_dir, summary, stdout })
+}
+
+/// One `ansible-runner run` of a resource: its input directory, the run's id and the
+/// settings its annotations may override.
+struct Invocation {
+    /// `RUNNER_DIR/GROUP/VERSION/KIND/NAMESPACE/NAME` (`_cluster` for no namespace).
+    input_dir: PathBuf,
+    /// The run's id (`-i`).
+    ident: String,
+    /// `--rotate-artifacts`: the watch's, or the resource's annotation.
+    max_artifacts: usize,
+    /// The `-v` count: the settings', or the resource's annotation (at most 7).
+    verbosity: u8,
+}
+
+impl Invocation {
+    fn of(settings: &RunnerSettings, watch: &Watch, object: &Value) -> Invocation {
+        let meta =
+            |field: &str| object.pointer(&format!("/metadata/{field}")).and_then(Value::as_str).unwrap_or_default();
+        let annotation = |name: &str| {
+            object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(name))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let namespace = meta("namespace");
+        let input_dir = settings
+            .runner_dir
+            .join(&watch.group)
+            .join(&watch.version)
+            .join(&watch.kind)
+            .join(if namespace.is_empty() { "_cluster" } else { namespace })
+            .join(meta("name"));
+        let max_artifacts = annotation(MAX_RUNNER_ARTIFACTS_ANNOTATION)
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(watch.max_runner_artifacts);
+        let verbosity = annotation(VERBOSITY_ANNOTATION)
+            .and_then(|v| v.trim().parse::<u8>().ok())
+            .filter(|v| *v <= 7)
+            .unwrap_or(settings.verbosity);
+        Invocation { input_dir, ident: rand::random::<u32>().to_string(), max_artifacts, verbosity }
+    }
+
+    /// The `ansible-runner run` command line for `runnable`, with the run's environment.
+    fn command(&self, runnable: &Runnable, env: &[(String, String)]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("ansible-runner");
+        cmd.arg("run").arg(&self.input_dir).arg("--rotate-artifacts").arg(self.max_artifacts.to_string());
+        match runnable {
+            Runnable::Playbook(path) => {
+                cmd.arg("-p").arg(path);
+            }
+            Runnable::Role(path) => {
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let parent = path.parent().unwrap_or(Path::new("."));
+                cmd.args(["--role", &name]).arg("--roles-path").arg(parent).args(["--hosts", "localhost"]);
+                if std::env::var("ANSIBLE_GATHERING").is_ok_and(|v| v == "explicit") {
+                    cmd.arg("--role-skip-facts");
+                }
+            }
+        }
+        cmd.args(["-i", &self.ident]);
+        if self.verbosity > 0 {
+            cmd.arg(format!("-{}", "v".repeat(usize::from(self.verbosity))));
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        cmd
+    }
+}
+
+/// Starts `ansible-runner`; not finding it is [`OperatorError::RunnerMissing`].
+fn spawn(mut cmd: tokio::process::Command) -> Result<tokio::process::Child, OperatorError> {
+    match cmd.spawn() {
+        Ok(child) => Ok(child),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(OperatorError::RunnerMissing(e.to_string())),
+        Err(e) => Err(OperatorError::Runner(format!("starting ansible-runner: {e}"))),
+    }
+}
+
+/// Reads a child's pipe to the end in a task (so the child never blocks on a full pipe).
+fn drain(pipe: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>>) -> tokio::task::JoinHandle<Vec<u8>> {
+    tokio::spawn(async move {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes).await;
+        }
+        bytes
+    })
+}
+
+/// Hands the run's job events to `on_event` as they appear until the child exits, then
+/// the rest; returns how the child exited.
+async fn follow_events(
+    child: &mut tokio::process::Child,
+    follower: &mut EventFollower,
+    mut on_event: impl FnMut(&JobEvent),
+) -> std::io::Result<std::process::ExitStatus> {
+    let mut tick = tokio::time::interval(EVENT_POLL);
+    let waited = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = tick.tick() => {
+                for event in follower.poll() {
+                    on_event(&event);
+                }
+            }
+        }
+    };
+    for event in follower.poll().into_iter().chain(follower.finish()) {
+        on_event(&event);
+    }
+    waited
 }
 
 /// The run's environment: the kubeconfig, and the collections and roles paths.

@@ -7,23 +7,23 @@ use serde_json::{Map, Value, json};
 use crate::job_events::AnsibleResult;
 
 /// Condition type: a reconcile runs (or the last one succeeded, awaiting the next).
-pub const RUNNING: &str = "Running";
+pub(crate) const RUNNING: &str = "Running";
 /// Condition type: the last reconcile succeeded.
-pub const SUCCESSFUL: &str = "Successful";
+pub(crate) const SUCCESSFUL: &str = "Successful";
 /// Condition type: the last reconcile failed.
-pub const FAILURE: &str = "Failure";
+pub(crate) const FAILURE: &str = "Failure";
 /// Reason: running.
-pub const RUNNING_REASON: &str = "Running";
+pub(crate) const RUNNING_REASON: &str = "Running";
 /// Reason: succeeded.
-pub const SUCCESSFUL_REASON: &str = "Successful";
+pub(crate) const SUCCESSFUL_REASON: &str = "Successful";
 /// Reason: failed.
-pub const FAILED_REASON: &str = "Failed";
+pub(crate) const FAILED_REASON: &str = "Failed";
 /// Message of `Running` while a run goes.
-pub const RUNNING_MESSAGE: &str = "Running reconciliation";
+pub(crate) const RUNNING_MESSAGE: &str = "Running reconciliation";
 /// Message of `Running` after a successful run.
-pub const AWAITING_MESSAGE: &str = "Awaiting next reconciliation";
+pub(crate) const AWAITING_MESSAGE: &str = "Awaiting next reconciliation";
 /// Message of `Successful`.
-pub const SUCCESSFUL_MESSAGE: &str = "Last reconciliation succeeded";
+pub(crate) const SUCCESSFUL_MESSAGE: &str = "Last reconciliation succeeded";
 
 /// One condition, as operator-sdk writes it.
 fn condition(type_: &str, status: bool, result: Option<&AnsibleResult>, reason: &str, message: &str) -> Value {
@@ -92,7 +92,7 @@ fn falsify(status: &mut Map<String, Value>, type_: &str) {
 }
 
 /// `markRunning`: `Successful` goes False, `Running` True (Running, "Running reconciliation").
-pub fn mark_running(status: &mut Map<String, Value>) {
+pub(crate) fn mark_running(status: &mut Map<String, Value>) {
     falsify(status, SUCCESSFUL);
     set(status, condition(RUNNING, true, None, RUNNING_REASON, RUNNING_MESSAGE));
 }
@@ -100,7 +100,7 @@ pub fn mark_running(status: &mut Map<String, Value>) {
 /// `markDone`: after a successful run `Running` (Successful, awaiting, with the result),
 /// `Successful` True and `Failure` False; after a failed one `Running` False, `Failure`
 /// True with the result and the failed tasks' messages, `Successful` False.
-pub fn mark_done(status: &mut Map<String, Value>, result: &AnsibleResult, failures: &[String]) {
+pub(crate) fn mark_done(status: &mut Map<String, Value>, result: &AnsibleResult, failures: &[String]) {
     if failures.is_empty() {
         set(status, condition(RUNNING, true, Some(result), SUCCESSFUL_REASON, AWAITING_MESSAGE));
         set(status, condition(SUCCESSFUL, true, None, SUCCESSFUL_REASON, SUCCESSFUL_MESSAGE));
@@ -114,7 +114,7 @@ pub fn mark_done(status: &mut Map<String, Value>, result: &AnsibleResult, failur
 
 /// `markError`: the run could not be made; `Running` and `Successful` go False and
 /// `Failure` is True with `message`.
-pub fn mark_error(status: &mut Map<String, Value>, message: &str) {
+pub(crate) fn mark_error(status: &mut Map<String, Value>, message: &str) {
     falsify(status, RUNNING);
     falsify(status, SUCCESSFUL);
     set(status, condition(FAILURE, true, None, FAILED_REASON, message));

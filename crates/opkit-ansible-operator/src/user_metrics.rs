@@ -27,7 +27,7 @@ const DEFAULT_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 
 /// What the `osdk_metric` module sends (ansible-operator's `UserMetric`).
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct UserMetric {
+pub(crate) struct UserMetric {
     /// The metric's name.
     pub name: String,
     /// Its help text.
@@ -49,7 +49,7 @@ pub struct UserMetric {
 
 /// A counter change (`increment` wins over `add`).
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct CounterChange {
+pub(crate) struct CounterChange {
     /// Add one.
     #[serde(default, rename = "increment", deserialize_with = "null_false")]
     pub inc: bool,
@@ -61,7 +61,7 @@ pub struct CounterChange {
 /// A gauge change; the first that is set applies, in ansible-operator's order:
 /// `increment`, `decrement`, `add`, `subtract`, `set`, `set_to_current_time`.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct GaugeChange {
+pub(crate) struct GaugeChange {
     /// Set to this.
     #[serde(default, deserialize_with = "null_zero")]
     pub set: f64,
@@ -84,7 +84,7 @@ pub struct GaugeChange {
 
 /// One observation of a histogram or summary.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct Observation {
+pub(crate) struct Observation {
     /// The observed value.
     #[serde(default, deserialize_with = "null_zero")]
     pub observe: f64,
@@ -101,7 +101,7 @@ fn null_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 
 /// Why a user metric was refused (the module's task fails with this message).
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum UserMetricError {
+pub(crate) enum UserMetricError {
     /// The request names no metric type.
     #[error("a request should contain at least one metric")]
     NoMetric,
@@ -178,20 +178,20 @@ impl UserCollector {
 
 /// The user metrics of one operator, registered in its manager's registry.
 #[derive(Debug)]
-pub struct UserMetrics {
+pub(crate) struct UserMetrics {
     registry: opkit::metrics::Metrics,
     metrics: Mutex<HashMap<String, UserCollector>>,
 }
 
 impl UserMetrics {
     /// User metrics registered in `registry` (the manager's).
-    pub fn new(registry: opkit::metrics::Metrics) -> UserMetrics {
+    pub(crate) fn new(registry: opkit::metrics::Metrics) -> UserMetrics {
         UserMetrics { registry, metrics: Mutex::new(HashMap::new()) }
     }
 
     /// Creates the metric on first use and applies the change (ansible-operator's
     /// `HandleUserMetric`).
-    pub fn handle(&self, metric: &UserMetric) -> Result<(), UserMetricError> {
+    pub(crate) fn handle(&self, metric: &UserMetric) -> Result<(), UserMetricError> {
         let given =
             [metric.counter.is_some(), metric.gauge.is_some(), metric.histogram.is_some(), metric.summary.is_some()];
         match given.iter().filter(|g| **g).count() {

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use crate::OperatorError;
 
 /// operator-sdk's default `maxRunnerArtifacts`.
-pub const DEFAULT_MAX_RUNNER_ARTIFACTS: usize = 20;
+pub(crate) const DEFAULT_MAX_RUNNER_ARTIFACTS: usize = 20;
 
 /// The fields an entry may have; others are ignored with a warning, as operator-sdk
 /// ignores them.
@@ -156,110 +156,38 @@ pub fn parse_watches(
     let mut watches: Vec<Watch> = Vec::with_capacity(entries.len());
     for (i, entry) in entries.into_iter().enumerate() {
         let Value::Object(map) = entry else { return Err(format!("entry {i}: expected a map")) };
-        let at = |field: &str| format!("entry {i}: {field}");
         for key in map.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
             tracing::warn!(entry = i, field = %key, "unknown field in watches.yaml, ignored");
         }
-        let group = string(&map, "group").map_err(|e| format!("{}: {e}", at("group")))?.unwrap_or_default();
-        let version = string(&map, "version").map_err(|e| format!("{}: {e}", at("version")))?.unwrap_or_default();
-        let kind = string(&map, "kind").map_err(|e| format!("{}: {e}", at("kind")))?.unwrap_or_default();
-        if version.is_empty() {
-            return Err(format!("{}: must not be empty", at("version")));
-        }
-        if kind.is_empty() {
-            return Err(format!("{}: must not be empty", at("kind")));
-        }
+        let (group, version, kind) = entry_kind(i, &map)?;
         let gvk = format!("{group}/{version}, Kind={kind}");
-        let at = |field: &str| format!("entry {i} ({gvk}): {field}");
         if watches.iter().any(|w| w.group == group && w.version == version && w.kind == kind) {
             return Err(format!("duplicate GVK: {gvk}"));
         }
-        let role = string(&map, "role").map_err(|e| format!("{}: {e}", at("role")))?;
-        let playbook = string(&map, "playbook").map_err(|e| format!("{}: {e}", at("playbook")))?;
+        let fields = EntryFields { map: &map, prefix: format!("entry {i} ({gvk})") };
+        let role = string(&map, "role").map_err(|e| format!("{}: {e}", fields.at("role")))?;
+        let playbook = string(&map, "playbook").map_err(|e| format!("{}: {e}", fields.at("playbook")))?;
         let runnable = resolve_runnable(base, env, role.as_deref(), playbook.as_deref())
-            .map_err(|e| format!("entry {i} ({gvk}): {e}"))?
-            .ok_or_else(|| format!("entry {i} ({gvk}): must specify role or playbook"))?;
-        let vars = object(&map, "vars").map_err(|e| format!("{}: {e}", at("vars")))?;
-        let max_runner_artifacts = match map.get("maxRunnerArtifacts") {
-            None | Some(Value::Null) => DEFAULT_MAX_RUNNER_ARTIFACTS,
-            Some(Value::Number(n)) if n.as_u64() == Some(0) => DEFAULT_MAX_RUNNER_ARTIFACTS,
-            Some(Value::Number(n)) => n
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| format!("{}: expected a non-negative integer, got {n}", at("maxRunnerArtifacts")))?,
-            Some(other) => {
-                return Err(format!("{}: expected an integer, got {other}", at("maxRunnerArtifacts")));
-            }
-        };
-        let reconcile_period =
-            match string(&map, "reconcilePeriod").map_err(|e| format!("{}: {e}", at("reconcilePeriod")))? {
-                Some(p) => opkit_apimachinery::duration::parse(&p)
-                    .map_err(|e| format!("{}: {p:?} is not a duration: {e}", at("reconcilePeriod")))?,
-                None => Duration::ZERO,
-            };
-        let flag = |name: &str, default: bool| -> Result<bool, String> {
-            match map.get(name) {
-                None | Some(Value::Null) => Ok(default),
-                Some(Value::Bool(b)) => Ok(*b),
-                Some(other) => Err(format!("{}: expected true or false, got {other}", at(name))),
-            }
-        };
-        let finalizer = match map.get("finalizer") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(f)) => {
-                let name = string(f, "name").map_err(|e| format!("{}: {e}", at("finalizer.name")))?.unwrap_or_default();
-                if name.is_empty() {
-                    return Err(format!("{}: finalizer must have name", at("finalizer.name")));
-                }
-                let role = string(f, "role").map_err(|e| format!("{}: {e}", at("finalizer.role")))?;
-                let playbook = string(f, "playbook").map_err(|e| format!("{}: {e}", at("finalizer.playbook")))?;
-                let vars = object(f, "vars").map_err(|e| format!("{}: {e}", at("finalizer.vars")))?;
-                let runnable = resolve_runnable(base, env, role.as_deref(), playbook.as_deref())
-                    .map_err(|e| format!("entry {i} ({gvk}): finalizer.{e}"))?;
-                if runnable.is_none() && vars.is_empty() {
-                    return Err(format!(
-                        "{}: must specify role, playbook or vars (to run the watch's own with them)",
-                        at("finalizer")
-                    ));
-                }
-                Some(Finalizer { name, runnable, vars })
-            }
-            Some(other) => return Err(format!("{}: expected a map, got {other}", at("finalizer"))),
-        };
-        let selector = match map.get("selector") {
-            None | Some(Value::Null) => None,
-            Some(s) => {
-                let selector: LabelSelector =
-                    serde_json::from_value(s.clone()).map_err(|e| format!("{}: {e}", at("selector")))?;
-                kube::core::Selector::try_from(selector.clone()).map_err(|e| format!("{}: {e}", at("selector")))?;
-                let empty = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
-                    && selector.match_expressions.as_ref().is_none_or(|m| m.is_empty());
-                (!empty).then_some(selector)
-            }
-        };
-        let blacklist = match map.get("blacklist") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| {
-                    let get = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-                    GroupVersionKind { group: get("group"), version: get("version"), kind: get("kind") }
-                })
-                .collect(),
-            Some(other) => return Err(format!("{}: expected a list, got {other}", at("blacklist"))),
-        };
+            .map_err(|e| format!("{}: {e}", fields.prefix))?
+            .ok_or_else(|| format!("{}: must specify role or playbook", fields.prefix))?;
+        let vars = object(&map, "vars").map_err(|e| format!("{}: {e}", fields.at("vars")))?;
+        let max_runner_artifacts = fields.max_runner_artifacts()?;
+        let reconcile_period = fields.reconcile_period()?;
+        let finalizer = fields.finalizer(base, env)?;
+        let selector = fields.selector()?;
+        let blacklist = fields.blacklist()?;
         let max_concurrent_reconciles = concurrency_from_env(&group, &kind, env).unwrap_or(max_concurrent_reconciles);
         watches.push(Watch {
             runnable,
             vars,
             max_runner_artifacts,
             reconcile_period,
-            manage_status: flag("manageStatus", true)?,
-            watch_dependent_resources: flag("watchDependentResources", true)?,
-            watch_cluster_scoped_resources: flag("watchClusterScopedResources", false)?,
-            snake_case_parameters: flag("snakeCaseParameters", true)?,
-            watch_annotations_changes: flag("watchAnnotationsChanges", false)?,
-            mark_unsafe: flag("markUnsafe", false)?,
+            manage_status: fields.flag("manageStatus", true)?,
+            watch_dependent_resources: fields.flag("watchDependentResources", true)?,
+            watch_cluster_scoped_resources: fields.flag("watchClusterScopedResources", false)?,
+            snake_case_parameters: fields.flag("snakeCaseParameters", true)?,
+            watch_annotations_changes: fields.flag("watchAnnotationsChanges", false)?,
+            mark_unsafe: fields.flag("markUnsafe", false)?,
             blacklist,
             finalizer,
             selector,
@@ -272,7 +200,119 @@ pub fn parse_watches(
     Ok(watches)
 }
 
-/// A string field (`None` when absent).
+/// The group, version and kind of entry `i` (version and kind must not be empty).
+fn entry_kind(i: usize, map: &Map<String, Value>) -> Result<(String, String, String), String> {
+    let at = |field: &str| format!("entry {i}: {field}");
+    let group = string(map, "group").map_err(|e| format!("{}: {e}", at("group")))?.unwrap_or_default();
+    let version = string(map, "version").map_err(|e| format!("{}: {e}", at("version")))?.unwrap_or_default();
+    let kind = string(map, "kind").map_err(|e| format!("{}: {e}", at("kind")))?.unwrap_or_default();
+    if version.is_empty() {
+        return Err(format!("{}: must not be empty", at("version")));
+    }
+    if kind.is_empty() {
+        return Err(format!("{}: must not be empty", at("kind")));
+    }
+    Ok((group, version, kind))
+}
+
+/// The fields of one `watches.yaml` entry; errors name the entry and the field.
+struct EntryFields<'a> {
+    map: &'a Map<String, Value>,
+    /// `entry N (GROUP/VERSION, Kind=KIND)`.
+    prefix: String,
+}
+
+impl EntryFields<'_> {
+    /// Where `field` is, for an error.
+    fn at(&self, field: &str) -> String {
+        format!("{}: {field}", self.prefix)
+    }
+
+    /// A boolean field, `default` when absent.
+    fn flag(&self, name: &str, default: bool) -> Result<bool, String> {
+        match self.map.get(name) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(format!("{}: expected true or false, got {other}", self.at(name))),
+        }
+    }
+
+    /// `maxRunnerArtifacts` (absent or 0: the default).
+    fn max_runner_artifacts(&self) -> Result<usize, String> {
+        match self.map.get("maxRunnerArtifacts") {
+            None | Some(Value::Null) => Ok(DEFAULT_MAX_RUNNER_ARTIFACTS),
+            Some(Value::Number(n)) if n.as_u64() == Some(0) => Ok(DEFAULT_MAX_RUNNER_ARTIFACTS),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| format!("{}: expected a non-negative integer, got {n}", self.at("maxRunnerArtifacts"))),
+            Some(other) => Err(format!("{}: expected an integer, got {other}", self.at("maxRunnerArtifacts"))),
+        }
+    }
+
+    /// `reconcilePeriod` (absent: zero, the operator's `--reconcile-period`).
+    fn reconcile_period(&self) -> Result<Duration, String> {
+        let at = self.at("reconcilePeriod");
+        match string(self.map, "reconcilePeriod").map_err(|e| format!("{at}: {e}"))? {
+            Some(p) => {
+                opkit_apimachinery::duration::parse(&p).map_err(|e| format!("{at}: {p:?} is not a duration: {e}"))
+            }
+            None => Ok(Duration::ZERO),
+        }
+    }
+
+    /// `finalizer`: a name, and a role, a playbook or vars.
+    fn finalizer(&self, base: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Finalizer>, String> {
+        let f = match self.map.get("finalizer") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Object(f)) => f,
+            Some(other) => return Err(format!("{}: expected a map, got {other}", self.at("finalizer"))),
+        };
+        let name = string(f, "name").map_err(|e| format!("{}: {e}", self.at("finalizer.name")))?.unwrap_or_default();
+        if name.is_empty() {
+            return Err(format!("{}: finalizer must have name", self.at("finalizer.name")));
+        }
+        let role = string(f, "role").map_err(|e| format!("{}: {e}", self.at("finalizer.role")))?;
+        let playbook = string(f, "playbook").map_err(|e| format!("{}: {e}", self.at("finalizer.playbook")))?;
+        let vars = object(f, "vars").map_err(|e| format!("{}: {e}", self.at("finalizer.vars")))?;
+        let runnable = resolve_runnable(base, env, role.as_deref(), playbook.as_deref())
+            .map_err(|e| format!("{}: finalizer.{e}", self.prefix))?;
+        if runnable.is_none() && vars.is_empty() {
+            return Err(format!(
+                "{}: must specify role, playbook or vars (to run the watch's own with them)",
+                self.at("finalizer")
+            ));
+        }
+        Ok(Some(Finalizer { name, runnable, vars }))
+    }
+
+    /// `selector`: a label selector (an empty one selects everything: `None`).
+    fn selector(&self) -> Result<Option<LabelSelector>, String> {
+        let Some(s) = self.map.get("selector").filter(|s| !s.is_null()) else { return Ok(None) };
+        let selector: LabelSelector =
+            serde_json::from_value(s.clone()).map_err(|e| format!("{}: {e}", self.at("selector")))?;
+        kube::core::Selector::try_from(selector.clone()).map_err(|e| format!("{}: {e}", self.at("selector")))?;
+        let empty = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+            && selector.match_expressions.as_ref().is_none_or(|m| m.is_empty());
+        Ok((!empty).then_some(selector))
+    }
+
+    /// `blacklist`: dependent kinds never watched nor read from the cache.
+    fn blacklist(&self) -> Result<Vec<GroupVersionKind>, String> {
+        match self.map.get("blacklist") {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => Ok(items
+                .iter()
+                .map(|item| {
+                    let get = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                    GroupVersionKind { group: get("group"), version: get("version"), kind: get("kind") }
+                })
+                .collect()),
+            Some(other) => Err(format!("{}: expected a list, got {other}", self.at("blacklist"))),
+        }
+    }
+}
+
 fn string(map: &Map<String, Value>, field: &str) -> Result<Option<String>, String> {
     match map.get(field) {
         None | Some(Value::Null) => Ok(None),
@@ -359,7 +399,7 @@ fn concurrency_from_env(group: &str, kind: &str, env: &dyn Fn(&str) -> Option<St
 
 /// Go's `os.Expand` as operator-sdk uses it: `$VAR` and `${VAR}` replaced by the
 /// variable, kept as `${VAR}` when it is unset.
-pub fn expand_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+pub(crate) fn expand_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
     opkit::watches_file::expand(text, &|name| env(name).unwrap_or_else(|| format!("${{{name}}}")))
 }
 

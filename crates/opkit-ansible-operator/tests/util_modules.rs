@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use opkit_ansible_operator::log_events::LogEvents;
+use opkit_ansible_operator::LogEvents;
 use opkit_testenv::{TestEnv, wait_for, wait_for_with};
 use serde_json::{Value, json};
 

@@ -23,9 +23,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use opkit::{Manager, ManagerOptions};
+use opkit_kudo::Severity;
 use opkit_kudo::client::{self, InstallOptions};
 use opkit_kudo::plan::state;
-use opkit_kudo::verify::Severity;
 use opkit_testenv::TestEnv;
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -95,9 +95,9 @@ fn packages(corpus: &Path) -> Result<Vec<(String, PathBuf)>, BenchError> {
 /// Starts the control plane and the engine in this process.
 pub(crate) async fn control_plane() -> Result<(TestEnv, CancellationToken), BenchError> {
     let env = TestEnv::start().await.map_err(|e| BenchError::Setup(format!("control plane: {e}")))?;
-    opkit_kudo::crds::install(&env.client()).await.map_err(|e| BenchError::Setup(e.to_string()))?;
+    opkit_kudo::install_crds(&env.client()).await.map_err(|e| BenchError::Setup(e.to_string()))?;
     let mgr = Manager::new(env.client(), ManagerOptions::default());
-    opkit_kudo::engine::setup(&mgr).await.map_err(|e| BenchError::Setup(e.to_string()))?;
+    opkit_kudo::setup(&mgr).await.map_err(|e| BenchError::Setup(e.to_string()))?;
     let stop = CancellationToken::new();
     tokio::spawn(mgr.run_until(stop.clone()));
     Ok((env, stop))
@@ -146,7 +146,7 @@ pub async fn run_corpus(options: &KudoCorpusOptions, progress: impl Fn(&str)) ->
             seconds: 0.0,
             reason: String::new(),
         };
-        let pkg = match opkit_kudo::package::load(dir) {
+        let pkg = match opkit_kudo::load(dir) {
             Ok(p) => p,
             Err(e) => {
                 report.reason = format!("load: {e}");
@@ -155,7 +155,7 @@ pub async fn run_corpus(options: &KudoCorpusOptions, progress: impl Fn(&str)) ->
             }
         };
         report.version = pkg.operator.operator_version.clone();
-        let findings = opkit_kudo::verify::verify(&pkg);
+        let findings = opkit_kudo::verify(&pkg);
         report.verify_errors =
             findings.iter().filter(|f| f.severity == Severity::Error).map(ToString::to_string).collect();
         report.verify_warnings = findings.iter().filter(|f| f.severity == Severity::Warning).count();
@@ -168,7 +168,7 @@ pub async fn run_corpus(options: &KudoCorpusOptions, progress: impl Fn(&str)) ->
         create_namespace(&client, &namespace).await?;
         if pkg.operator.tasks.iter().any(|t| t.kind == "KudoOperator") {
             for (_, other_dir) in all.iter().filter(|(n, _)| n != name) {
-                if let Ok(dep) = opkit_kudo::package::load(other_dir) {
+                if let Ok(dep) = opkit_kudo::load(other_dir) {
                     let skip = InstallOptions {
                         namespace: namespace.clone(),
                         skip_instance: true,
@@ -287,7 +287,7 @@ pub async fn run_engine_child(kubeconfig: &Path) -> Result<(), BenchError> {
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let client = Client::try_from(config).map_err(|e| BenchError::Setup(e.to_string()))?;
     let mgr = Manager::new(client, ManagerOptions::default());
-    opkit_kudo::engine::setup(&mgr).await.map_err(|e| BenchError::Setup(e.to_string()))?;
+    opkit_kudo::setup(&mgr).await.map_err(|e| BenchError::Setup(e.to_string()))?;
     let stop = CancellationToken::new();
     let running = tokio::spawn(mgr.run_until(stop.clone()));
     println!("{}", serde_json::json!({"pid": std::process::id()}));
@@ -309,7 +309,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 pub async fn run_scale(options: &KudoScaleOptions) -> Result<KudoScaleReport, BenchError> {
     let env = TestEnv::start().await.map_err(|e| BenchError::Setup(format!("control plane: {e}")))?;
     let client = env.client();
-    opkit_kudo::crds::install(&client).await.map_err(|e| BenchError::Setup(e.to_string()))?;
+    opkit_kudo::install_crds(&client).await.map_err(|e| BenchError::Setup(e.to_string()))?;
     let mut child = tokio::process::Command::new(&options.exe)
         .arg("kudo-engine")
         .arg("--kubeconfig")
@@ -332,7 +332,7 @@ pub async fn run_scale(options: &KudoScaleOptions) -> Result<KudoScaleReport, Be
         .and_then(|p| u32::try_from(p).ok())
         .ok_or_else(|| BenchError::Setup(format!("bad engine line {line:?}")))?;
     let before = memory(pid)?;
-    let pkg = opkit_kudo::package::load(&options.package).map_err(|e| BenchError::Setup(e.to_string()))?;
+    let pkg = opkit_kudo::load(&options.package).map_err(|e| BenchError::Setup(e.to_string()))?;
     let ns = "kudo-scale";
     create_namespace(&client, ns).await?;
     let skip = InstallOptions { namespace: ns.into(), skip_instance: true, ..InstallOptions::default() };

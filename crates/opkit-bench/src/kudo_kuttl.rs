@@ -173,7 +173,7 @@ async fn missing_operator_versions(client: &kube::Client, case_dir: &Path) -> Ve
         .unwrap_or_default();
     files.sort();
     for file in files {
-        let Ok(objects) = opkit_kuttl::step::load_objects(&file) else { continue };
+        let Ok(objects) = opkit_kuttl::load_objects(&file) else { continue };
         for object in objects.iter().filter(|o| o["kind"] == "Instance") {
             let Some(name) = object.pointer("/spec/operatorVersion/name").and_then(|v| v.as_str()) else { continue };
             let namespace =

@@ -33,9 +33,9 @@ impl Drop for Engine {
 }
 
 async fn start(env: &TestEnv) -> Engine {
-    opkit_kudo::crds::install(&env.client()).await.expect("CRDs");
+    opkit_kudo::install_crds(&env.client()).await.expect("CRDs");
     let mgr = Manager::new(env.client(), ManagerOptions::default());
-    opkit_kudo::engine::setup(&mgr).await.expect("engine");
+    opkit_kudo::setup(&mgr).await.expect("engine");
     let stop = CancellationToken::new();
     tokio::spawn(mgr.run_until(stop.clone()));
     Engine(stop)

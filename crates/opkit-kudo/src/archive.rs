@@ -1,22 +1,10 @@
 //! Package archives as `kubectl kudo package create` writes them: a gzipped tar of the
 //! package directory's regular files, paths relative to it (no top directory), with
-//! reproducible headers (mtime 0, owner root), named `NAME-OPERATORVERSION.tgz` or
-//! `NAME-APPVERSION_OPERATORVERSION.tgz`.
+//! reproducible headers (mtime 0, owner root), named by `Package::archive_name`
+//! (`NAME-OPERATORVERSION.tgz` or `NAME-APPVERSION_OPERATORVERSION.tgz`).
 
 use std::io::Read;
 use std::path::Path;
-
-use crate::package::Package;
-
-/// The archive's file name, as KUDO's `packageVersionedName` (`zookeeper-3.6.2_0.3.3.tgz`).
-pub fn archive_name(pkg: &Package) -> String {
-    let op = &pkg.operator;
-    if op.app_version.is_empty() {
-        format!("{}-{}.tgz", op.name, op.operator_version)
-    } else {
-        format!("{}-{}_{}.tgz", op.name, op.app_version, op.operator_version)
-    }
-}
 
 /// The `.tgz` bytes of the package directory `dir` (regular files only, sorted).
 pub fn write_tgz(dir: &Path) -> std::io::Result<Vec<u8>> {
@@ -59,7 +47,7 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()
 
 /// The regular files of a `.tgz`, with paths relative to the package root (a leading
 /// `./` or a single top directory holding `operator.yaml` is dropped).
-pub fn read_tgz(bytes: &[u8]) -> std::io::Result<Vec<(String, Vec<u8>)>> {
+pub(crate) fn read_tgz(bytes: &[u8]) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
     let mut files = Vec::new();
     for entry in archive.entries()? {

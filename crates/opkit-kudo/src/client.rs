@@ -205,7 +205,7 @@ pub async fn update(
 ) -> Result<(), KudoError> {
     let current = get_instance(client, ns, instance).await?;
     let ov = get_ov(client, ns, &current).await?;
-    let declared: Vec<crate::package::Parameter> = ov
+    let declared: Vec<crate::params::Parameter> = ov
         .data
         .pointer("/spec/parameters")
         .and_then(Value::as_array)

@@ -11,10 +11,10 @@ use serde_json::Value;
 use crate::KudoError;
 
 /// The field manager `opkit kudo init` applies the CRDs with.
-pub const FIELD_MANAGER: &str = "kudo-init";
+pub(crate) const FIELD_MANAGER: &str = "kudo-init";
 
 /// How long [`install`] waits for each CRD to be Established.
-pub const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
 
 const SOURCES: [(&str, &str); 3] = [
     ("kudo.dev_operators.yaml", include_str!("../crds/kudo.dev_operators.yaml")),
@@ -23,7 +23,7 @@ const SOURCES: [(&str, &str); 3] = [
 ];
 
 /// The three CRDs as JSON objects (without the generated empty `status`).
-pub fn manifests() -> Vec<Value> {
+pub fn crd_manifests() -> Vec<Value> {
     SOURCES
         .iter()
         .filter_map(|(_, text)| serde_saphyr::from_multiple::<Value>(text).ok())
@@ -42,15 +42,15 @@ pub fn manifests() -> Vec<Value> {
 }
 
 /// The three CRDs, typed.
-pub fn crds() -> Result<Vec<CustomResourceDefinition>, KudoError> {
-    manifests()
+pub(crate) fn crds() -> Result<Vec<CustomResourceDefinition>, KudoError> {
+    crd_manifests()
         .into_iter()
         .map(|v| serde_json::from_value(v).map_err(|e| KudoError::Crd(format!("KUDO's CRDs do not decode: {e}"))))
         .collect()
 }
 
 /// Server-side applies the CRDs and waits until each is Established.
-pub async fn install(client: &kube::Client) -> Result<(), KudoError> {
+pub async fn install_crds(client: &kube::Client) -> Result<(), KudoError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply(FIELD_MANAGER).force();
     for crd in crds()? {

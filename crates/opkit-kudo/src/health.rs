@@ -8,7 +8,7 @@ use serde_json::Value;
 
 /// What an object's health is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Health {
+pub(crate) enum Health {
     /// Healthy.
     Healthy,
     /// Not yet healthy; the message says why.
@@ -32,7 +32,7 @@ fn condition_true(v: &Value, type_: &str) -> bool {
 }
 
 /// The health of `obj` by KUDO's rules.
-pub fn check(obj: &Value) -> Health {
+pub(crate) fn check(obj: &Value) -> Health {
     let kind = str_at(obj, "/kind");
     let group = str_at(obj, "/apiVersion").rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
     let name = str_at(obj, "/metadata/name");

@@ -1,40 +1,88 @@
 //! KUDO (Kubernetes Universal Declarative Operator) packages on the opkit runtime.
 //!
 //! A KUDO package is an operator written in YAML: `operator.yaml` (tasks and plans made of
-//! phases and steps), `params.yaml` and `templates/`. This crate reads packages
-//! ([`package`], [`archive`]), types their parameters as KUDO does ([`params`]), renders
-//! their templates with opkit-helm's engine ([`render`]), checks them as `kubectl kudo
-//! package verify` does ([`verify`]), turns them into KUDO's `Operator`,
-//! `OperatorVersion` and `Instance` objects ([`resources`], CRDs in [`crds`]), and runs
-//! Instances' plans with a controller written on the opkit runtime ([`engine`]), judging
-//! objects healthy by KUDO's rules ([`health`]) and keeping each plan's status
-//! ([`plan`]).
+//! phases and steps), `params.yaml` and `templates/`. This crate reads packages, types
+//! their parameters as KUDO does, renders their templates with opkit-helm's engine, checks
+//! them as `kubectl kudo package verify` does, turns them into KUDO's `Operator`,
+//! `OperatorVersion` and `Instance` objects, and runs Instances' plans with a controller
+//! written on the opkit runtime, judging objects healthy by KUDO's rules and keeping each
+//! plan's status.
+//!
+//! # Public surface
+//!
+//! - [`load`], [`from_files`]: read a package (a directory or a `.tgz`) into a [`Package`]
+//!   (`operator.yaml` as [`OperatorFile`] with its [`Task`]s and [`Plan`]s, `params.yaml`
+//!   as [`ParamsFile`], the templates).
+//! - [`write_tgz`]: the archive `kubectl kudo package create` writes
+//!   ([`Package::archive_name`] names it).
+//! - [`verify()`]: the [`Finding`]s of `kubectl kudo package verify`, each of a [`Severity`].
+//! - [`install_crds`], [`crd_manifests`]: KUDO's three CRDs.
+//! - [`setup`], [`setup_with`] ([`EngineOptions`]): the engine that runs Instances' plans,
+//!   with [`CLEANUP_FINALIZER`] and [`CANCELLED`].
+//! - [`client`]: what `kubectl kudo` does against a cluster (install, upgrade, update,
+//!   uninstall, plan trigger, cancel and retry, waiting for a plan).
+//! - [`params`]: KUDO's parameter typing ([`Parameter`], effective values, API form).
+//! - [`plan`]: plan statuses ([`PlanStatus`], [`plan::state`]), history and the status tree.
+//! - [`resources`]: KUDO's objects, their API resources, labels and annotations.
+//! - [`Variables`], [`render_objects`]: template rendering as the engine does it.
+//! - [`KudoError`]: why reading a package or running the engine failed.
+//!
+//! # Example
+//!
+//! Read and verify a package (a runnable doctest), then, against a cluster, install the
+//! CRDs and run the engine:
+//!
+//! ```
+//! let operator = b"apiVersion: kudo.dev/v1beta1\nname: demo\noperatorVersion: 0.1.0\ntasks:\n- name: app\n  kind: Apply\n  spec:\n    resources: [cm.yaml]\nplans:\n  deploy:\n    phases:\n    - name: main\n      steps:\n      - name: app\n        tasks: [app]\n";
+//! let files = vec![
+//!     ("operator.yaml".to_string(), operator.to_vec()),
+//!     ("templates/cm.yaml".to_string(), b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n".to_vec()),
+//! ];
+//! let pkg = opkit_kudo::from_files(std::path::Path::new("demo"), files)?;
+//! assert_eq!(pkg.archive_name(), "demo-0.1.0.tgz");
+//! assert!(opkit_kudo::verify(&pkg).is_empty());
+//! # Ok::<(), opkit_kudo::KudoError>(())
+//! ```
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let pkg = opkit_kudo::package::load(std::path::Path::new("./operator"))?;
-//! for finding in opkit_kudo::verify::verify(&pkg) {
+//! let pkg = opkit_kudo::load(std::path::Path::new("./operator"))?;
+//! for finding in opkit_kudo::verify(&pkg) {
 //!     println!("{finding}");
 //! }
 //! let client = kube::Client::try_default().await?;
-//! opkit_kudo::crds::install(&client).await?;
+//! opkit_kudo::install_crds(&client).await?;
 //! let mgr = opkit::Manager::new(client.clone(), opkit::ManagerOptions::default());
-//! opkit_kudo::engine::setup(&mgr).await?;
+//! opkit_kudo::setup(&mgr).await?;
 //! mgr.run().await?;
 //! # Ok(()) }
 //! ```
 
-pub mod archive;
+#![warn(unreachable_pub)]
+
+mod archive;
 pub mod client;
-pub mod crds;
-pub mod engine;
-pub mod health;
-pub mod package;
+mod crds;
+mod engine;
+mod health;
+mod package;
 pub mod params;
 pub mod plan;
-pub mod render;
+mod render;
 pub mod resources;
-pub mod verify;
+mod verify;
+
+pub use archive::write_tgz;
+pub use crds::{crd_manifests, install_crds};
+pub use engine::{CANCELLED, CLEANUP_FINALIZER, EngineOptions, setup, setup_with};
+pub use package::{
+    Maintainer, OperatorFile, Ordering, Package, ParamsFile, Phase, PipeSpec, Plan, Step, Task, TaskSpec, from_files,
+    load,
+};
+pub use params::Parameter;
+pub use plan::PlanStatus;
+pub use render::{Variables, render_objects};
+pub use verify::{Finding, Severity, verify};
 
 use std::path::PathBuf;
 

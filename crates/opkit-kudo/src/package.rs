@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::KudoError;
+use crate::params::Parameter;
 
 /// The package API version KUDO reads (`kudo.dev/v1beta1`).
-pub const API_VERSION: &str = "kudo.dev/v1beta1";
+pub(crate) const API_VERSION: &str = "kudo.dev/v1beta1";
 
 /// `operator.yaml`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -200,38 +200,6 @@ pub struct ParamsFile {
     pub parameters: Vec<Parameter>,
 }
 
-/// One parameter of `params.yaml`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Parameter {
-    /// Its name (`.Params.NAME`).
-    pub name: String,
-    /// A name for people.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub display_name: String,
-    /// What it does.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub description: String,
-    /// The default, as written (any YAML value).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<Value>,
-    /// Required (KUDO: unless written `false`; a default satisfies it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub required: Option<bool>,
-    /// The plan a change runs (default `update`, else `deploy`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub trigger: String,
-    /// `string` (default), `integer`, `number`, `boolean`, `array` or `map` (`dict`).
-    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
-    pub type_: String,
-    /// Cannot change after install.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub immutable: Option<bool>,
-    /// The allowed values.
-    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
-    pub enum_values: Option<Vec<Value>>,
-}
-
 /// A package read from disk.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Package {
@@ -254,6 +222,16 @@ impl Package {
     /// The parameter named `name`.
     pub fn parameter(&self, name: &str) -> Option<&Parameter> {
         self.params.parameters.iter().find(|p| p.name == name)
+    }
+
+    /// The archive's file name, as KUDO's `packageVersionedName` (`zookeeper-3.6.2_0.3.3.tgz`).
+    pub fn archive_name(&self) -> String {
+        let op = &self.operator;
+        if op.app_version.is_empty() {
+            format!("{}-{}.tgz", op.name, op.operator_version)
+        } else {
+            format!("{}-{}_{}.tgz", op.name, op.app_version, op.operator_version)
+        }
     }
 }
 
@@ -308,61 +286,14 @@ pub fn from_files(source: &Path, files: Vec<(String, Vec<u8>)>) -> Result<Packag
     for (name, bytes) in files {
         match name.as_str() {
             "operator.yaml" => {
-                let body = text(&name, bytes)?;
-                let mut parsed: OperatorFile = serde_saphyr::from_str(&body).map_err(|e| KudoError::Package {
-                    file: display(&name),
-                    message: format!("failed to unmarshal operator file: {e}"),
-                })?;
-                if parsed.api_version.is_empty() {
-                    parsed.api_version = API_VERSION.to_string();
-                }
-                if parsed.api_version != API_VERSION {
-                    return Err(KudoError::Package {
-                        file: display(&name),
-                        message: format!(
-                            "expecting supported API version {API_VERSION} but got {:?}",
-                            parsed.api_version
-                        ),
-                    });
-                }
-                if parsed.name.is_empty() || parsed.operator_version.is_empty() {
-                    return Err(KudoError::Package {
-                        file: display(&name),
-                        message: "failed to parse yaml into valid operator: name and operatorVersion are required"
-                            .into(),
-                    });
-                }
-                operator = Some(parsed);
+                operator = Some(
+                    parse_operator(&text(&name, bytes)?)
+                        .map_err(|message| KudoError::Package { file: display(&name), message })?,
+                )
             }
             "params.yaml" => {
-                let body = text(&name, bytes)?;
-                params = serde_saphyr::from_str(&body).map_err(|e| KudoError::Package {
-                    file: display(&name),
-                    message: format!("failed to unmarshal parameters file: {e}"),
-                })?;
-                if params.api_version.is_empty() {
-                    params.api_version = API_VERSION.to_string();
-                }
-                // KUDO's defaults: a parameter is required and mutable unless it says otherwise.
-                for p in &mut params.parameters {
-                    p.required.get_or_insert(true);
-                    p.immutable.get_or_insert(false);
-                }
-                if params.api_version != API_VERSION {
-                    return Err(KudoError::Package {
-                        file: display(&name),
-                        message: format!(
-                            "expecting supported API version {API_VERSION} but got {:?}",
-                            params.api_version
-                        ),
-                    });
-                }
-                for p in &params.parameters {
-                    crate::params::check_declaration(p).map_err(|message| KudoError::Package {
-                        file: display(&name),
-                        message: format!("parameter {:?}: {message}", p.name),
-                    })?;
-                }
+                params = parse_params(&text(&name, bytes)?)
+                    .map_err(|message| KudoError::Package { file: display(&name), message })?
             }
             n if n.starts_with("templates/") => {
                 let key = n.trim_start_matches("templates/").to_string();
@@ -378,6 +309,45 @@ pub fn from_files(source: &Path, files: Vec<(String, Vec<u8>)>) -> Result<Packag
         });
     };
     Ok(Package { source: source.to_path_buf(), operator, params, templates })
+}
+
+/// `operator.yaml`: KUDO's API version (an empty one is it), a name and an operator
+/// version. The error is the message for the file.
+fn parse_operator(body: &str) -> Result<OperatorFile, String> {
+    let mut parsed: OperatorFile =
+        serde_saphyr::from_str(body).map_err(|e| format!("failed to unmarshal operator file: {e}"))?;
+    if parsed.api_version.is_empty() {
+        parsed.api_version = API_VERSION.to_string();
+    }
+    if parsed.api_version != API_VERSION {
+        return Err(format!("expecting supported API version {API_VERSION} but got {:?}", parsed.api_version));
+    }
+    if parsed.name.is_empty() || parsed.operator_version.is_empty() {
+        return Err("failed to parse yaml into valid operator: name and operatorVersion are required".into());
+    }
+    Ok(parsed)
+}
+
+/// `params.yaml`: KUDO's API version and valid parameter declarations, with KUDO's
+/// defaults (a parameter is required and mutable unless it says otherwise). The error is
+/// the message for the file.
+fn parse_params(body: &str) -> Result<ParamsFile, String> {
+    let mut params: ParamsFile =
+        serde_saphyr::from_str(body).map_err(|e| format!("failed to unmarshal parameters file: {e}"))?;
+    if params.api_version.is_empty() {
+        params.api_version = API_VERSION.to_string();
+    }
+    for p in &mut params.parameters {
+        p.required.get_or_insert(true);
+        p.immutable.get_or_insert(false);
+    }
+    if params.api_version != API_VERSION {
+        return Err(format!("expecting supported API version {API_VERSION} but got {:?}", params.api_version));
+    }
+    for p in &params.parameters {
+        crate::params::check_declaration(p).map_err(|message| format!("parameter {:?}: {message}", p.name))?;
+    }
+    Ok(params)
 }
 
 #[cfg(test)]

@@ -8,12 +8,43 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::package::Parameter;
+/// One parameter of `params.yaml`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Parameter {
+    /// Its name (`.Params.NAME`).
+    pub name: String,
+    /// A name for people.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub display_name: String,
+    /// What it does.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// The default, as written (any YAML value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// Required (KUDO: unless written `false`; a default satisfies it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+    /// The plan a change runs (default `update`, else `deploy`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trigger: String,
+    /// `string` (default), `integer`, `number`, `boolean`, `array` or `map` (`dict`).
+    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
+    pub type_: String,
+    /// Cannot change after install.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub immutable: Option<bool>,
+    /// The allowed values.
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub enum_values: Option<Vec<Value>>,
+}
 
 /// The types KUDO knows (`dict` is read as `map`).
-pub const TYPES: &[&str] = &["string", "integer", "number", "boolean", "array", "map", "dict"];
+pub(crate) const TYPES: &[&str] = &["string", "integer", "number", "boolean", "array", "map", "dict"];
 
 /// Whether `type_` is a structured type (YAML inside the string).
 fn is_structured(type_: &str) -> bool {
@@ -22,7 +53,7 @@ fn is_structured(type_: &str) -> bool {
 
 /// Checks a parameter's declaration in `params.yaml`: a known type, a default of that
 /// type, an enum with values.
-pub fn check_declaration(p: &Parameter) -> Result<(), String> {
+pub(crate) fn check_declaration(p: &Parameter) -> Result<(), String> {
     if p.name.is_empty() {
         return Err("a parameter has no name".into());
     }
@@ -65,7 +96,7 @@ pub fn wrap(p: &Parameter, value: Option<&Value>) -> Result<Option<String>, Stri
 }
 
 /// Checks a string value against the parameter's type and enum.
-pub fn check_value(p: &Parameter, value: &str) -> Result<(), String> {
+pub(crate) fn check_value(p: &Parameter, value: &str) -> Result<(), String> {
     let bad = |what: &str| Err(format!("type is {:?} but format of {value:?} is invalid{what}", p.type_));
     match p.type_.as_str() {
         "integer" if value.trim().parse::<i64>().is_err() => return bad(""),
@@ -98,7 +129,7 @@ pub fn check_value(p: &Parameter, value: &str) -> Result<(), String> {
 }
 
 /// The value a template sees for a string value of a parameter of `type_`.
-pub fn template_value(type_: &str, value: Option<&str>) -> Value {
+pub(crate) fn template_value(type_: &str, value: Option<&str>) -> Value {
     match value {
         None => Value::Null,
         Some(v) if is_structured(type_) => {

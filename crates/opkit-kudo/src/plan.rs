@@ -34,7 +34,7 @@ pub mod state {
 /// The annotation holding an Instance's plan history (opkit; a JSON list, newest last).
 pub const HISTORY_ANNOTATION: &str = "kudo.dev/plan-history";
 /// How many runs the history keeps.
-pub const HISTORY_LIMIT: usize = 20;
+pub(crate) const HISTORY_LIMIT: usize = 20;
 
 /// A step's status.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -204,7 +204,7 @@ pub fn history_of(annotations: &BTreeMap<String, String>) -> Vec<HistoryEntry> {
 }
 
 /// The history with `entry` added or updated (by UID), at most [`HISTORY_LIMIT`] long.
-pub fn record(mut history: Vec<HistoryEntry>, entry: HistoryEntry) -> Vec<HistoryEntry> {
+pub(crate) fn record(mut history: Vec<HistoryEntry>, entry: HistoryEntry) -> Vec<HistoryEntry> {
     match history.iter_mut().find(|h| h.uid == entry.uid) {
         Some(existing) => *existing = entry,
         None => history.push(entry),
@@ -215,7 +215,7 @@ pub fn record(mut history: Vec<HistoryEntry>, entry: HistoryEntry) -> Vec<Histor
 }
 
 /// Now, as RFC 3339 in UTC to the second.
-pub fn now() -> String {
+pub(crate) fn now() -> String {
     opkit::status::now().0.to_string()
 }
 

@@ -51,7 +51,7 @@ impl Variables {
 }
 
 /// Renders the template `file` (its text `source`); the error is Go's, prefixed as KUDO's.
-pub fn render(file: &str, source: &str, vars: &Variables) -> Result<String, String> {
+pub(crate) fn render(file: &str, source: &str, vars: &Variables) -> Result<String, String> {
     let mut templates = Templates::new();
     templates.add(file, source).map_err(|e| format!("error parsing template: {e}"))?;
     let data = opkit_helm::value::Value::from_json(&vars.data());
@@ -67,7 +67,7 @@ pub fn render_objects(file: &str, source: &str, vars: &Variables) -> Result<Vec<
 
 /// The objects of a multi-document YAML text, read as go-yaml v2 reads them (`0755` is
 /// octal); each needs `apiVersion`, `kind` and a name.
-pub fn parse_objects(file: &str, text: &str) -> Result<Vec<Value>, String> {
+pub(crate) fn parse_objects(file: &str, text: &str) -> Result<Vec<Value>, String> {
     let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, opkit_helm::yaml::parse_options())
         .map_err(|e| format!("{file}: not YAML: {e}"))?;
     let mut out = Vec::new();
@@ -86,7 +86,7 @@ pub fn parse_objects(file: &str, text: &str) -> Result<Vec<Value>, String> {
 }
 
 /// The names a template uses under `.Params` (also `$.Params`), in order, without repeats.
-pub fn referenced(source: &str, root: &str) -> Vec<String> {
+pub(crate) fn referenced(source: &str, root: &str) -> Vec<String> {
     let needle = format!(".{root}.");
     let mut out: Vec<String> = Vec::new();
     let mut rest = source;

@@ -42,16 +42,16 @@ impl Drop for RunningEngine {
 
 /// Installs KUDO's CRDs and runs the engine in this process.
 async fn start_engine(env: &TestEnv) -> RunningEngine {
-    opkit_kudo::crds::install(&env.client()).await.expect("install KUDO's CRDs");
+    opkit_kudo::install_crds(&env.client()).await.expect("install KUDO's CRDs");
     let mgr = Manager::new(env.client(), ManagerOptions::default());
-    opkit_kudo::engine::setup(&mgr).await.expect("set up the engine");
+    opkit_kudo::setup(&mgr).await.expect("set up the engine");
     let stop = CancellationToken::new();
     tokio::spawn(mgr.run_until(stop.clone()));
     RunningEngine { stop }
 }
 
 async fn install(env: &TestEnv, package: &str, instance: &str, params: &[(&str, &str)]) {
-    let pkg = opkit_kudo::package::load(&fixture(package)).expect("the fixture loads");
+    let pkg = opkit_kudo::load(&fixture(package)).expect("the fixture loads");
     let options = InstallOptions {
         namespace: NS.into(),
         instance: Some(instance.into()),
@@ -174,7 +174,7 @@ async fn upgrade_between_operator_versions_runs_the_upgrade_plan() {
     let client = env.client();
     install(&env, "web-0.1.0", "shop", &[("REPLICAS", "1")]).await;
     wait_plan(&client, "shop", "deploy", state::COMPLETE, "").await;
-    let pkg = opkit_kudo::package::load(&fixture("web-0.2.0")).expect("loads");
+    let pkg = opkit_kudo::load(&fixture("web-0.2.0")).expect("loads");
     let ov = client::upgrade(&client, &pkg, NS, "shop", &BTreeMap::new()).await.expect("upgrade");
     assert_eq!(ov, "web-1.0.0-0.2.0");
     wait_plan(&client, "shop", "upgrade", state::COMPLETE, "").await;
@@ -199,7 +199,7 @@ async fn cleanup_runs_on_delete_before_the_instance_goes() {
     let roles: Api<ClusterRole> = Api::all(client.clone());
     roles.get("default-shop-reader").await.expect("the deploy plan's cluster-scoped object");
     let instance = instances(&client, NS).get("shop").await.expect("instance");
-    assert!(instance.finalizers().iter().any(|f| f == opkit_kudo::engine::CLEANUP_FINALIZER));
+    assert!(instance.finalizers().iter().any(|f| f == opkit_kudo::CLEANUP_FINALIZER));
 
     client::uninstall(&client, NS, "shop").await.expect("uninstall");
     wait_instance(&client, NS, "shop", "to be gone once cleanup ran", |o| o.is_none()).await;
@@ -269,7 +269,7 @@ async fn a_plan_stuck_on_health_is_cancelled_then_retried() {
     let cancelled = client::cancel(&client, NS, "shop", None).await.expect("cancel");
     assert_eq!(cancelled, "deploy");
     let status = wait_plan(&client, "shop", "deploy", state::FATAL_ERROR, "").await;
-    assert_eq!(status.message, opkit_kudo::engine::CANCELLED);
+    assert_eq!(status.message, opkit_kudo::CANCELLED);
 
     // Fix the cause outside the package: label a node, then retry the same execution.
     make_zone_blue(&client).await;
@@ -329,8 +329,8 @@ async fn the_flightticket_example_books_and_refuses_a_round_trip() {
     let _engine = start_engine(&env).await;
     let client = env.client();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/flightticket-kudo/operator");
-    let pkg = opkit_kudo::package::load(&dir).expect("the example loads");
-    assert!(opkit_kudo::verify::verify(&pkg).is_empty(), "{:?}", opkit_kudo::verify::verify(&pkg));
+    let pkg = opkit_kudo::load(&dir).expect("the example loads");
+    assert!(opkit_kudo::verify(&pkg).is_empty(), "{:?}", opkit_kudo::verify(&pkg));
     let install = |instance: &str, to: &str| InstallOptions {
         namespace: NS.into(),
         instance: Some(instance.into()),
@@ -396,7 +396,7 @@ async fn an_instance_uses_the_operator_version_of_the_namespace_it_names() {
     let env = TestEnv::start().await.expect("testenv");
     let _engine = start_engine(&env).await;
     let client = env.client();
-    let pkg = opkit_kudo::package::load(&fixture("web-0.1.0")).expect("the fixture loads");
+    let pkg = opkit_kudo::load(&fixture("web-0.1.0")).expect("the fixture loads");
     let skip = InstallOptions { namespace: NS.into(), skip_instance: true, ..InstallOptions::default() };
     let installed = client::install(&client, &pkg, &skip).await.expect("install --skip-instance");
     let team = "team";

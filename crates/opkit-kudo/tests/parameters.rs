@@ -10,12 +10,12 @@ use std::path::Path;
 
 use opkit_kudo::client::check_parameters;
 use opkit_kudo::params::{effective, template_params, to_api};
-use opkit_kudo::render::{Variables, render_objects};
+use opkit_kudo::{Variables, render_objects};
 use serde_json::json;
 
-fn package() -> opkit_kudo::package::Package {
+fn package() -> opkit_kudo::Package {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tolerations");
-    opkit_kudo::package::load(&dir).expect("the fixture loads")
+    opkit_kudo::load(&dir).expect("the fixture loads")
 }
 
 fn given(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

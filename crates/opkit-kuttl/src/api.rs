@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 
 /// The API groups whose `TestSuite`, `TestStep`, `TestAssert` and `TestFile` kinds are
 /// harness objects rather than objects to apply.
-pub const HARNESS_GROUPS: [&str; 2] = ["kuttl.dev", "kudo.dev"];
+pub(crate) const HARNESS_GROUPS: [&str; 2] = ["kuttl.dev", "kudo.dev"];
 
 /// Whether a document of `api_version`/`kind` is the harness object `expected_kind`.
-pub fn is_harness_kind(api_version: &str, kind: &str, expected_kind: &str) -> bool {
+pub(crate) fn is_harness_kind(api_version: &str, kind: &str, expected_kind: &str) -> bool {
     let group = api_version.split_once('/').map_or("", |(g, _)| g);
     kind == expected_kind && HARNESS_GROUPS.contains(&group)
 }
@@ -140,7 +140,7 @@ impl Command {
 /// A `TestStep` object in a step file.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct TestStep {
+pub(crate) struct TestStep {
     /// Its name overrides the step's.
     pub metadata: HarnessMeta,
     /// Overrides the step's index (from its file name) when not 0.
@@ -164,7 +164,7 @@ pub struct TestStep {
 /// An object (or objects) to delete: by name, by labels, or every one of the kind.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct ObjectReference {
+pub(crate) struct ObjectReference {
     /// The API version.
     pub api_version: String,
     /// The kind.
@@ -180,7 +180,7 @@ pub struct ObjectReference {
 /// A `TestAssert` object in an assert file.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct TestAssert {
+pub(crate) struct TestAssert {
     /// The step's timeout in seconds (0: the suite's).
     pub timeout: u64,
     /// What to gather when the step fails.
@@ -198,7 +198,7 @@ pub struct TestAssert {
 /// An object bound to a variable of a `TestAssert`'s CEL expressions.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct ResourceRef {
+pub(crate) struct ResourceRef {
     /// The API version.
     pub api_version: String,
     /// The kind.
@@ -214,7 +214,7 @@ pub struct ResourceRef {
 
 impl ResourceRef {
     /// Why the reference is incomplete, as kuttl says it.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.api_version.is_empty() || self.api_version.split('/').count() > 2 {
             Err("apiVersion not of the format (<group>/)<version>".into())
         } else if self.kind.is_empty() {
@@ -229,7 +229,7 @@ impl ResourceRef {
     }
 
     /// kuttl's description of the reference.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "apiVersion={}, kind={}, namespace={}, name={}, ref={}",
             self.api_version, self.kind, self.namespace, self.name, self.reference
@@ -240,7 +240,7 @@ impl ResourceRef {
 /// A CEL expression of a `TestAssert`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct Assertion {
+pub(crate) struct Assertion {
     /// The expression.
     pub cel_expr: String,
 }
@@ -248,7 +248,7 @@ pub struct Assertion {
 /// A command of a `TestAssert`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct AssertCommand {
+pub(crate) struct AssertCommand {
     /// A command line.
     pub command: String,
     /// A shell script.
@@ -262,7 +262,7 @@ pub struct AssertCommand {
 impl AssertCommand {
     /// The [`Command`] it runs as: never ignoring failure, never in the background, with
     /// the time left of the step.
-    pub fn to_command(&self, timeout: i64) -> Command {
+    pub(crate) fn to_command(&self, timeout: i64) -> Command {
         Command {
             command: self.command.clone(),
             script: self.script.clone(),
@@ -278,7 +278,7 @@ impl AssertCommand {
 /// command's output.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct Collector {
+pub(crate) struct Collector {
     /// `pod`, `events` or `command` (default: `command` when `command` is set, else `pod`).
     #[serde(rename = "type")]
     pub kind: String,
@@ -306,7 +306,7 @@ impl Collector {
     }
 
     /// Why the collector is invalid, as kuttl says it.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         match self.kind().as_str() {
             "command" if self.command.is_empty() => Err("command collector requires a command".into()),
             "command"
@@ -332,7 +332,7 @@ impl Collector {
     }
 
     /// The command that collects (kubectl for pods and events), as kuttl builds it.
-    pub fn to_command(&self) -> Option<Command> {
+    pub(crate) fn to_command(&self) -> Option<Command> {
         self.validate().ok()?;
         let ns = if self.namespace.is_empty() { "$NAMESPACE" } else { &self.namespace };
         let line = match self.kind().as_str() {
@@ -368,7 +368,7 @@ impl Collector {
     }
 
     /// How kuttl describes the collector in its log: `[type==pod,pod==web,namespace: ns]`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if let Err(e) = self.validate() {
             return format!("[collector invalid: {e}]");
         }

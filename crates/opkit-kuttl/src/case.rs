@@ -19,7 +19,7 @@ use crate::step::{Created, Step, StepContext, TemplateEnv};
 
 /// A test case: a directory whose numbered files are its steps.
 #[derive(Debug, Clone)]
-pub struct TestCase {
+pub(crate) struct TestCase {
     /// The directory's name.
     pub name: String,
     /// The directory.
@@ -27,7 +27,7 @@ pub struct TestCase {
 }
 
 /// What every test case of a run shares.
-pub struct CaseSettings<'a> {
+pub(crate) struct CaseSettings<'a> {
     /// The cluster.
     pub cluster: &'a Cluster,
     /// The suite's step timeout in seconds.
@@ -48,7 +48,7 @@ pub struct CaseSettings<'a> {
 
 impl TestCase {
     /// Loads the steps, sorted by index; templates see `template`.
-    pub fn load_steps(
+    pub(crate) fn load_steps(
         &self,
         ignore_files: &[String],
         template: &TemplateEnv,
@@ -65,7 +65,7 @@ impl TestCase {
     }
 
     /// Runs the test case and reports it.
-    pub async fn run(&self, settings: &CaseSettings<'_>) -> CaseReport {
+    pub(crate) async fn run(&self, settings: &CaseSettings<'_>) -> CaseReport {
         let started = jiff::Timestamp::now();
         let clock = Instant::now();
         let log = CaseLog::new(&self.name);

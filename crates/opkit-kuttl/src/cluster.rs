@@ -18,11 +18,11 @@ use crate::KuttlError;
 
 /// A resolved kind: how to reach it and whether it is namespaced.
 #[derive(Debug, Clone)]
-pub struct Kind {
+pub(crate) struct Kind {
     /// The resource.
-    pub resource: ApiResource,
+    pub(crate) resource: ApiResource,
     /// Whether objects of the kind live in a namespace.
-    pub namespaced: bool,
+    pub(crate) namespaced: bool,
 }
 
 /// A cluster to run tests against.
@@ -61,7 +61,7 @@ impl Cluster {
     }
 
     /// Resolves `apiVersion`/`kind` through discovery (kept once found).
-    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Kind, String> {
+    pub(crate) async fn resolve(&self, api_version: &str, kind: &str) -> Result<Kind, String> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let (resource, caps) = self.mapper.rest_mapping(&gvk).await.map_err(|e| {
@@ -76,7 +76,11 @@ impl Cluster {
 
     /// kuttl's `Namespaced`: resolves the object's kind and, when it is namespaced and
     /// names no namespace, sets `namespace`. Returns the kind and the namespace used.
-    pub async fn namespaced(&self, object: &mut Value, namespace: &str) -> Result<(Kind, Option<String>), String> {
+    pub(crate) async fn namespaced(
+        &self,
+        object: &mut Value,
+        namespace: &str,
+    ) -> Result<(Kind, Option<String>), String> {
         let api_version = object["apiVersion"].as_str().unwrap_or_default().to_string();
         let kind_name = object["kind"].as_str().unwrap_or_default().to_string();
         if !matches!(object.get("metadata"), None | Some(Value::Object(_)) | Some(Value::Null)) {
@@ -99,7 +103,7 @@ impl Cluster {
     }
 
     /// The API for a kind in a namespace (or cluster-wide).
-    pub fn api(&self, kind: &Kind, namespace: Option<&str>) -> Api<DynamicObject> {
+    pub(crate) fn api(&self, kind: &Kind, namespace: Option<&str>) -> Api<DynamicObject> {
         match namespace.filter(|_| kind.namespaced) {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
             None => Api::all_with(self.client.clone(), &kind.resource),
@@ -107,13 +111,13 @@ impl Cluster {
     }
 
     /// The object, or `None` when it does not exist.
-    pub async fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Result<Option<Value>, String> {
+    pub(crate) async fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Result<Option<Value>, String> {
         let found = self.api(kind, namespace).get_opt(name).await.map_err(|e| short(&e))?;
         found.map(|o| to_value(&o)).transpose()
     }
 
     /// The objects of a kind in a namespace (everywhere when `None`) with these labels.
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         kind: &Kind,
         namespace: Option<&str>,
@@ -140,7 +144,12 @@ impl Cluster {
     /// kuttl's `CreateOrUpdate`: creates the object, or when it exists sends it as a
     /// JSON merge patch carrying the current resourceVersion (retried on a conflict).
     /// Returns whether it was updated.
-    pub async fn create_or_update(&self, kind: &Kind, namespace: Option<&str>, object: &Value) -> Result<bool, String> {
+    pub(crate) async fn create_or_update(
+        &self,
+        kind: &Kind,
+        namespace: Option<&str>,
+        object: &Value,
+    ) -> Result<bool, String> {
         let api = self.api(kind, namespace);
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let mut attempts = 0;
@@ -177,7 +186,7 @@ impl Cluster {
     }
 
     /// Deletes an object; `Ok(false)` when it was already gone.
-    pub async fn delete(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Result<bool, String> {
+    pub(crate) async fn delete(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Result<bool, String> {
         match self.api(kind, namespace).delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
@@ -193,7 +202,7 @@ fn is_conflict(e: &kube::Error) -> bool {
 }
 
 /// A group/version/kind as Go prints `schema.GroupVersionKind`: `apps/v1, Kind=Deployment`.
-pub fn go_gvk(api_version: &str, kind: &str) -> String {
+pub(crate) fn go_gvk(api_version: &str, kind: &str) -> String {
     let with_group = if api_version.contains('/') { api_version.to_string() } else { format!("/{api_version}") };
     format!("{with_group}, Kind={kind}")
 }
@@ -203,7 +212,7 @@ fn to_value(object: &DynamicObject) -> Result<Value, String> {
 }
 
 /// A client error as the server words it (its Status message), else as kube says it.
-pub fn short(e: &kube::Error) -> String {
+pub(crate) fn short(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => s.message.clone(),
         other => other.to_string(),

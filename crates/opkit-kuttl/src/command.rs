@@ -18,7 +18,7 @@ use crate::log::CaseLog;
 
 /// Where and with what a command runs.
 #[derive(Debug, Clone)]
-pub struct CommandEnv {
+pub(crate) struct CommandEnv {
     /// `$NAMESPACE` (the test's, or `default` for suite commands).
     pub namespace: String,
     /// `$KUBECONFIG`.
@@ -43,7 +43,7 @@ impl CommandEnv {
 }
 
 /// Go's `os.Expand` over the process environment and `vars` (`$$` gives `$`).
-pub fn expand(text: &str, vars: &HashMap<String, String>) -> String {
+pub(crate) fn expand(text: &str, vars: &HashMap<String, String>) -> String {
     let lookup = |name: &str| -> String {
         if name == "$" {
             return "$".into();
@@ -88,7 +88,7 @@ pub fn expand(text: &str, vars: &HashMap<String, String>) -> String {
 }
 
 /// The program and arguments a command runs (kuttl's `GetArgs`).
-pub fn command_line(cmd: &Command, env: &CommandEnv) -> Result<Vec<String>, String> {
+pub(crate) fn command_line(cmd: &Command, env: &CommandEnv) -> Result<Vec<String>, String> {
     match (cmd.command.is_empty(), cmd.script.is_empty()) {
         (false, false) => return Err("command and script can not be set in the same configuration".into()),
         (true, true) => return Err("command or script must be set".into()),
@@ -121,7 +121,7 @@ fn names_namespace(args: &[String]) -> bool {
 }
 
 /// A command started in the background; it is killed when dropped.
-pub struct Background {
+pub(crate) struct Background {
     /// What it runs, for the log.
     pub display: String,
     child: Child,
@@ -129,7 +129,7 @@ pub struct Background {
 
 impl Background {
     /// Kills the command and waits for it.
-    pub async fn stop(mut self) -> String {
+    pub(crate) async fn stop(mut self) -> String {
         let _ = self.child.start_kill();
         match self.child.wait().await {
             Ok(status) => format!("bg process: {:?} exit code {}", self.display, status.code().unwrap_or(-1)),
@@ -140,7 +140,7 @@ impl Background {
 
 /// Runs one command (kuttl's `RunCommand`); `timeout` is in seconds (0: none), overridden
 /// by the command's own. A background command is returned running.
-pub async fn run_command(
+pub(crate) async fn run_command(
     cmd: &Command,
     env: &CommandEnv,
     timeout: i64,
@@ -215,7 +215,7 @@ fn exit_text(status: std::process::ExitStatus) -> String {
 
 /// Runs commands in order (kuttl's `RunCommands`); the first failure stops the rest.
 /// Returns the background commands started (also when a later one failed).
-pub async fn run_commands(
+pub(crate) async fn run_commands(
     commands: &[Command],
     env: &CommandEnv,
     timeout: i64,

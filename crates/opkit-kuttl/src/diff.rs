@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 const MAX_LINES: usize = 10;
 
 /// `Kind:namespace/name`, as kuttl names objects in its log.
-pub fn resource_id(object: &Value) -> String {
+pub(crate) fn resource_id(object: &Value) -> String {
     let meta = &object["metadata"];
     format!(
         "{}:{}/{}",
@@ -21,7 +21,7 @@ pub fn resource_id(object: &Value) -> String {
 }
 
 /// The unified diff from `expected` to `actual`.
-pub fn pretty_diff(expected: &Value, actual: &Value) -> String {
+pub(crate) fn pretty_diff(expected: &Value, actual: &Value) -> String {
     let mut pruned = actual.clone();
     if let (Value::Object(e), Value::Object(a)) = (expected, &mut pruned) {
         prune(e, a);

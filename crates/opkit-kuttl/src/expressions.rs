@@ -14,7 +14,7 @@ use crate::api::{Assertion, TestAssert};
 use crate::cluster::Cluster;
 
 /// Checks the references and compiles every expression (kuttl's `LoadPrograms`).
-pub fn check_compiles(assert: &TestAssert) -> Result<(), String> {
+pub(crate) fn check_compiles(assert: &TestAssert) -> Result<(), String> {
     let invalid: Vec<String> = assert
         .resource_refs
         .iter()
@@ -40,7 +40,7 @@ pub fn check_compiles(assert: &TestAssert) -> Result<(), String> {
 }
 
 /// Evaluates the expressions against the cluster (kuttl's `CheckAssertExpressions`).
-pub async fn check(cluster: &Cluster, namespace: &str, assert: &TestAssert) -> Vec<String> {
+pub(crate) async fn check(cluster: &Cluster, namespace: &str, assert: &TestAssert) -> Vec<String> {
     if assert.assert_all.is_empty() && assert.assert_any.is_empty() {
         return Vec::new();
     }

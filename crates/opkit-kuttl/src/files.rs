@@ -15,7 +15,7 @@ static FILE_NAME: LazyLock<Option<Regex>> =
 
 /// What a file in a test case does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileRole {
+pub(crate) enum FileRole {
     /// Objects to create or update (and perhaps a `TestStep`).
     Apply,
     /// Objects that must match (and perhaps a `TestAssert`).
@@ -26,7 +26,7 @@ pub enum FileRole {
 
 /// A parsed test file name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileName {
+pub(crate) struct FileName {
     /// Its role.
     pub role: FileRole,
     /// The step index, when the name starts with one.
@@ -39,7 +39,7 @@ pub struct FileName {
 
 impl FileName {
     /// Parses a base name; `Err` says why it does not follow kuttl's pattern.
-    pub fn parse(name: &str) -> Result<FileName, String> {
+    pub(crate) fn parse(name: &str) -> Result<FileName, String> {
         let pattern = "(<number>-)<name>(-<name>)((.gotmpl).yaml)";
         let caps = FILE_NAME
             .as_ref()
@@ -70,7 +70,7 @@ impl FileName {
 
 /// The files of one step, in name order, and the step's name when it is a directory.
 #[derive(Debug, Clone, Default)]
-pub struct StepFiles {
+pub(crate) struct StepFiles {
     /// The files.
     pub files: Vec<PathBuf>,
     /// The step directory's name without its index, when the step is a directory.
@@ -78,13 +78,13 @@ pub struct StepFiles {
 }
 
 /// Whether `name` matches one of the shell patterns (`README*`).
-pub fn ignored(name: &str, patterns: &[String]) -> bool {
+pub(crate) fn ignored(name: &str, patterns: &[String]) -> bool {
     patterns.iter().any(|p| opkit_helm::objects::glob_regex(p).is_some_and(|re| re.is_match(name)))
 }
 
 /// Collects a test case's step files by index (`CollectTestStepFiles`); names that are
 /// not steps are reported through `log` (`Ignoring "x": ...`).
-pub fn collect_step_files(
+pub(crate) fn collect_step_files(
     dir: &Path,
     ignore: &[String],
     log: &mut dyn FnMut(String),
@@ -118,7 +118,7 @@ pub fn collect_step_files(
 }
 
 /// The entries of a directory, sorted by name as Go's `os.ReadDir` returns them.
-pub fn sorted_entries(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn sorted_entries(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
     entries.sort();
     Ok(entries)
@@ -126,7 +126,7 @@ pub fn sorted_entries(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// The YAML files a `TestStep`'s `apply`/`assert`/`error` entry names: the file, or the
 /// `*.yaml` files of a directory.
-pub fn yaml_files_at(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn yaml_files_at(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     if path.is_dir() {
         Ok(sorted_entries(path)?.into_iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")).collect())
     } else if path.exists() {

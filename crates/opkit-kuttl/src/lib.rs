@@ -4,12 +4,40 @@
 //! and `TestAssert` objects, commands and collectors), run against any cluster a
 //! [`Cluster`] reaches. `opkit test` uses it with the in-process opkit control plane.
 //!
-//! The pieces: [`api`] (the configuration objects), [`files`] (test directories),
-//! [`step`] and [`case`] (running them), [`subset`] (kuttl's partial match), [`expressions`] (CEL asserts), [`diff`]
-//! (the diff of a failed assert), [`command`] (commands), [`harness`] (a whole run) and
-//! [`report`] (the result, and kuttl's JUnit and JSON reports).
+//! Inside, the pieces are: the configuration objects (`api`), test directories
+//! (`files`), running steps and cases (`step`, `case`), kuttl's partial match (`subset`),
+//! CEL asserts (`expressions`), the diff of a failed assert (`diff`), commands
+//! (`command`), a whole run (`harness`) and its result with kuttl's JUnit and JSON reports
+//! (`report`).
+//!
+//! # Public surface
+//!
+//! - [`TestSuite`]: `kuttl-test.yaml`, loaded with [`TestSuite::load`] (its
+//!   [`HarnessMeta`] and [`Command`]s).
+//! - [`Cluster`]: the cluster a run talks to (a kubeconfig, or a client).
+//! - [`Harness`]: runs a suite's test cases against a cluster.
+//! - [`RunReport`] ([`SuiteReport`], [`CaseReport`], [`StepReport`], [`StepFailure`]),
+//!   [`ReportFormat`]: the result and kuttl's reports.
+//! - [`Sink`]: where a run's log lines go.
+//! - [`load_objects`]: the objects of a step file, as kuttl reads them.
+//! - [`KuttlError`]: why a suite could not be loaded or run.
 //!
 //! # Example
+//!
+//! Reading a step file as kuttl does (a runnable doctest):
+//!
+//! ```
+//! let path = std::env::temp_dir().join(format!("opkit-kuttl-doc-{}.yaml", std::process::id()));
+//! std::fs::write(&path, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\nnote: no kind, skipped\n")?;
+//! let objects = opkit_kuttl::load_objects(&path)?;
+//! assert_eq!(objects.len(), 1);
+//! assert_eq!(objects[0]["metadata"]["name"], "a");
+//! # std::fs::remove_file(&path)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Running a suite against a cluster:
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use opkit_kuttl::{Cluster, Harness, TestSuite};
@@ -25,25 +53,29 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(unreachable_pub)]
+
 use std::path::PathBuf;
 
-pub mod api;
-pub mod case;
-pub mod cluster;
-pub mod command;
-pub mod diff;
-pub mod expressions;
-pub mod files;
-pub mod harness;
-pub mod log;
-pub mod report;
-pub mod step;
-pub mod subset;
+mod api;
+mod case;
+mod cluster;
+mod command;
+mod diff;
+mod expressions;
+mod files;
+mod harness;
+mod log;
+mod report;
+mod step;
+mod subset;
 
-pub use api::TestSuite;
+pub use api::{Command, HarnessMeta, TestSuite};
 pub use cluster::Cluster;
 pub use harness::Harness;
-pub use report::{CaseReport, ReportFormat, RunReport};
+pub use log::Sink;
+pub use report::{CaseReport, ReportFormat, RunReport, StepFailure, StepReport, SuiteReport};
+pub use step::load_objects;
 
 /// Why a suite could not be loaded or run (a failing test is a result, not an error).
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@ pub type Sink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// One line as Go's `t.Log` decorates it: four spaces, the call site, the message, and
 /// continuation lines indented by eight spaces.
-pub fn decorate(site: &str, message: &str) -> String {
+pub(crate) fn decorate(site: &str, message: &str) -> String {
     // Go's testing drops the empty line after a final newline.
     let message = message.strip_suffix('\n').unwrap_or(message);
     let mut lines = message.split('\n');
@@ -25,30 +25,30 @@ pub fn decorate(site: &str, message: &str) -> String {
 
 /// A test case's log: lines with a `case/step` prefix and a timestamp.
 #[derive(Clone)]
-pub struct CaseLog {
+pub(crate) struct CaseLog {
     prefix: String,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl CaseLog {
     /// A log for the test case `name`.
-    pub fn new(name: &str) -> CaseLog {
+    pub(crate) fn new(name: &str) -> CaseLog {
         CaseLog { prefix: name.to_string(), lines: Arc::new(Mutex::new(Vec::new())) }
     }
 
     /// The same log, with `/step` added to the prefix.
-    pub fn with_prefix(&self, step: &str) -> CaseLog {
+    pub(crate) fn with_prefix(&self, step: &str) -> CaseLog {
         CaseLog { prefix: format!("{}/{step}", self.prefix), lines: Arc::clone(&self.lines) }
     }
 
     /// Logs a message (kuttl's `Logger.Log`).
-    pub fn log(&self, message: impl AsRef<str>) {
+    pub(crate) fn log(&self, message: impl AsRef<str>) {
         let now = jiff::Zoned::now().strftime("%H:%M:%S").to_string();
         self.push(decorate("logger.go:42", &format!("{now} | {} | {}", self.prefix, message.as_ref())));
     }
 
     /// Records an error of the test (Go's `t.Error`), at kuttl's call site.
-    pub fn error(&self, site: &str, message: impl AsRef<str>) {
+    pub(crate) fn error(&self, site: &str, message: impl AsRef<str>) {
         self.push(decorate(site, message.as_ref()));
     }
 
@@ -59,7 +59,7 @@ impl CaseLog {
     }
 
     /// Everything logged so far.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.lines.lock().map(|l| l.join("\n")).unwrap_or_default()
     }
 }

@@ -23,7 +23,7 @@ const MAX_POLL: Duration = Duration::from_secs(1);
 
 /// A loaded test step.
 #[derive(Debug, Clone, Default)]
-pub struct Step {
+pub(crate) struct Step {
     /// Its index (from the file names, or `TestStep.index`).
     pub index: i64,
     /// Its name (the first apply file's, the directory's, or `TestStep`'s).
@@ -58,7 +58,7 @@ fn parse_objects(path: &Path, text: &str) -> Result<Vec<Value>, KuttlError> {
 /// What a `.gotmpl.yaml` file sees: `.Namespace` (the test's) and `.Vars`
 /// (`--template-var name=value`), with Sprig's functions (through `opkit-helm`).
 #[derive(Debug, Clone, Default)]
-pub struct TemplateEnv {
+pub(crate) struct TemplateEnv {
     /// The test's namespace.
     pub namespace: String,
     /// The run's template variables.
@@ -67,7 +67,7 @@ pub struct TemplateEnv {
 
 impl TemplateEnv {
     /// Expands a template file.
-    pub fn expand(&self, path: &Path) -> Result<String, KuttlError> {
+    pub(crate) fn expand(&self, path: &Path) -> Result<String, KuttlError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| KuttlError::Io { path: path.to_path_buf(), source })?;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("template");
@@ -86,7 +86,12 @@ fn harness_object<T: serde::de::DeserializeOwned>(path: &Path, object: Value) ->
 
 impl Step {
     /// Loads a step from its files.
-    pub fn load(index: i64, files: &StepFiles, case_dir: &Path, template: &TemplateEnv) -> Result<Step, KuttlError> {
+    pub(crate) fn load(
+        index: i64,
+        files: &StepFiles,
+        case_dir: &Path,
+        template: &TemplateEnv,
+    ) -> Result<Step, KuttlError> {
         let mut step = Step { index, dir: case_dir.to_path_buf(), ..Step::default() };
         if let Some(name) = &files.dir_name {
             step.name = name.clone();
@@ -173,12 +178,12 @@ impl Step {
     }
 
     /// `index-name`, as kuttl names steps (`0-install`).
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!("{}-{}", self.index, self.name)
     }
 
     /// The step's timeout in seconds: the `TestAssert`'s, else the suite's.
-    pub fn timeout(&self, suite_timeout: u64) -> u64 {
+    pub(crate) fn timeout(&self, suite_timeout: u64) -> u64 {
         match &self.test_assert {
             Some(a) if a.timeout != 0 => a.timeout,
             _ => suite_timeout,
@@ -196,13 +201,13 @@ fn role_word(role: FileRole) -> &'static str {
 
 /// An object a step created, deleted when the test case ends.
 #[derive(Debug, Clone)]
-pub struct Created {
+pub(crate) struct Created {
     /// The object as applied.
     pub object: Value,
 }
 
 /// What a step runs with.
-pub struct StepContext<'a> {
+pub(crate) struct StepContext<'a> {
     /// The cluster.
     pub cluster: &'a Cluster,
     /// The test's namespace.
@@ -220,7 +225,7 @@ pub struct StepContext<'a> {
 impl Step {
     /// Runs the step; returns its errors (empty when it passed) and records the objects
     /// it created in `created`.
-    pub async fn run(&self, ctx: &StepContext<'_>, created: &mut Vec<Created>) -> Vec<String> {
+    pub(crate) async fn run(&self, ctx: &StepContext<'_>, created: &mut Vec<Created>) -> Vec<String> {
         let log = &ctx.log;
         log.log(format!("starting test step {}", self.label()));
         let timeout = self.timeout(ctx.suite_timeout);

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// Why an expected value is not a subset of the actual one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubsetError {
+pub(crate) struct SubsetError {
     /// The keys from the root to the mismatch.
     pub path: Vec<String>,
     /// What differs there.
@@ -32,7 +32,7 @@ impl fmt::Display for SubsetError {
 impl std::error::Error for SubsetError {}
 
 /// Checks that `expected` is a subset of `actual` (kuttl's `IsSubset`).
-pub fn is_subset(expected: &Value, actual: &Value) -> Result<(), SubsetError> {
+pub(crate) fn is_subset(expected: &Value, actual: &Value) -> Result<(), SubsetError> {
     let at = |message: String| Err(SubsetError { path: Vec::new(), message });
     if go_type(expected) != go_type(actual) {
         return at(format!("type mismatch: {} != {}", go_type(expected), go_type(actual)));

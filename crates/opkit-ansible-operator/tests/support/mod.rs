@@ -5,9 +5,9 @@ use std::path::Path;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use opkit::{Manager, ManagerOptions};
+use opkit_ansible_operator::LogEvents;
 use opkit_ansible_operator::OperatorOptions;
-use opkit_ansible_operator::log_events::LogEvents;
-use opkit_ansible_operator::watches::parse_watches;
+use opkit_ansible_operator::parse_watches;
 use opkit_testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
 
@@ -31,7 +31,7 @@ pub struct RunningOperator {
     /// The manager's metrics registry.
     pub metrics: opkit::metrics::Metrics,
     stop: CancellationToken,
-    _proxy: opkit_ansible_operator::reconciler::ProxyGuard,
+    _proxy: opkit_ansible_operator::ProxyGuard,
     _runner_dir: tempfile::TempDir,
 }
 

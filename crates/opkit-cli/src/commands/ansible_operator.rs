@@ -17,7 +17,7 @@ pub async fn run(args: AnsibleOperatorArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Usage(format!("--reconcile-period {:?}: {e}", args.reconcile_period)))?;
     let log_events = args
         .ansible_log_events
-        .parse::<opkit_ansible_operator::log_events::LogEvents>()
+        .parse::<opkit_ansible_operator::LogEvents>()
         .map_err(|e| CliError::Usage(format!("--ansible-log-events: {e}")))?;
     let watches = opkit_ansible_operator::load_watches(&args.watches_file, args.max_concurrent_reconciles.max(1))?;
     let project_dir = args.watches_file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));

@@ -21,7 +21,7 @@ pub async fn test(args: TestArgs, out: &mut Output) -> Result<(), CliError> {
     let suite = suite(&args, out)?;
     let json = out.json();
     // With -o json, stdout is the summary alone: kuttl's log goes to stderr.
-    let sink: opkit_kuttl::log::Sink =
+    let sink: opkit_kuttl::Sink =
         if json { Arc::new(|line: &str| eprintln!("{line}")) } else { Arc::new(|line: &str| println!("{line}")) };
     let (cluster, env, note) = match &args.kubeconfig {
         Some(path) => (Cluster::from_kubeconfig(path).await?, None, "running tests using configured kubeconfig."),

@@ -9,7 +9,9 @@ use opkit::Context;
 use opkit::events::EventType;
 use serde_json::Value;
 
-use super::tasks::{self, StepMeta, api_for, apply_objects, describe, render_files};
+use super::apply::{api_for, apply_objects, describe};
+use super::step::StepMeta;
+use super::tasks::{self, render_files};
 use super::{Engine, InstanceView, OperatorVersion, publish};
 use crate::plan::state;
 

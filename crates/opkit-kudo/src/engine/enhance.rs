@@ -13,7 +13,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Map, Value, json};
 
 use super::OperatorVersion;
-use super::tasks::StepMeta;
+use super::step::StepMeta;
 use crate::resources::{self, DEPENDENCIES_HASH_ANNOTATION, SKIP_HASH_ANNOTATION};
 
 /// The kinds with a pod template at `spec/template`.

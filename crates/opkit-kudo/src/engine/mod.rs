@@ -27,11 +27,13 @@
 //! An object of an API version Kubernetes removed (`policy/v1beta1` PodDisruptionBudget,
 //! `batch/v1beta1` CronJob, …) is applied at its same-fielded successor.
 
+mod apply;
 mod drift;
 mod enhance;
 mod pipe;
 mod pipe_script;
 mod removed_apis;
+mod step;
 mod tasks;
 
 use std::collections::BTreeMap;
@@ -49,26 +51,27 @@ use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResul
 use serde_json::{Value, json};
 
 use crate::KudoError;
-use crate::package::{Parameter, Plan, Task};
-use crate::plan::{HistoryEntry, PlanStatus, state};
+use crate::package::{Plan, Task};
+use crate::params::Parameter;
+use crate::plan::{HistoryEntry, PhaseStatus, PlanStatus, state};
 use crate::resources;
 
 /// The finalizer that holds a deleted Instance until its cleanup plan ran (KUDO's).
 pub const CLEANUP_FINALIZER: &str = "kudo.dev.instance.cleanup";
 /// Annotation: what the last started plan saw (`{"operatorVersion":…,"parameters":{…}}`).
-pub const SNAPSHOT_ANNOTATION: &str = "kudo.dev/last-applied-instance-state";
+pub(crate) const SNAPSHOT_ANNOTATION: &str = "kudo.dev/last-applied-instance-state";
 /// Annotation (opkit): cancel the active plan (`opkit kudo plan cancel`); the value is
 /// the plan's name, or empty for whichever runs.
-pub const CANCEL_ANNOTATION: &str = "kudo.dev/cancel-plan";
+pub(crate) const CANCEL_ANNOTATION: &str = "kudo.dev/cancel-plan";
 /// Annotation (opkit): retry a failed plan from its failed steps (`opkit kudo plan retry`);
 /// the value is the plan's name.
-pub const RETRY_ANNOTATION: &str = "kudo.dev/retry-plan";
+pub(crate) const RETRY_ANNOTATION: &str = "kudo.dev/retry-plan";
 /// The field manager the engine applies objects with.
-pub const FIELD_MANAGER: &str = "kudo-manager";
+pub(crate) const FIELD_MANAGER: &str = "kudo-manager";
 /// How often an active plan's health is looked at again.
-pub const POLL: Duration = Duration::from_secs(1);
+pub(crate) const POLL: Duration = Duration::from_secs(1);
 /// How often drift is looked for when nothing else happens.
-pub const DRIFT_PERIOD: Duration = Duration::from_secs(30);
+pub(crate) const DRIFT_PERIOD: Duration = Duration::from_secs(30);
 /// The message of a cancelled plan.
 pub const CANCELLED: &str = "cancelled by user";
 
@@ -118,7 +121,7 @@ pub async fn setup_with(mgr: &Manager, options: EngineOptions) -> Result<(), Kud
 }
 
 /// The Instance reconciler.
-pub struct Engine {
+pub(crate) struct Engine {
     /// The resources of the kinds plans deploy.
     pub(crate) mapper: RestMapper,
     drift_repair: bool,
@@ -580,70 +583,30 @@ impl Engine {
                 return;
             }
         };
-        let pipes = pipe::pipe_names(&inst.name, plan_name, &plan, ov);
-        for (pi, phase) in plan.phases.iter().enumerate() {
-            let Some(phase_status) = status.phases.get(pi).cloned() else { continue };
+        let run = PlanRun {
+            engine: self,
+            ctx,
+            ov,
+            instance: &inst.object,
+            plan: plan_name,
+            uid: &status.uid,
+            pipes: pipe::pipe_names(&inst.name, plan_name, &plan, ov),
+            params,
+        };
+        let mut phases = status.phases.clone();
+        for (phase, phase_status) in plan.phases.iter().zip(phases.iter_mut()) {
             if phase_status.status == state::COMPLETE {
                 continue;
             }
-            let mut phase_status = phase_status;
-            for (si, step) in phase.steps.iter().enumerate() {
-                let Some(step_status) = phase_status.steps.get(si).cloned() else { continue };
-                if step_status.status == state::COMPLETE {
-                    continue;
-                }
-                if step_status.status == state::FATAL_ERROR {
-                    break;
-                }
-                let meta = tasks::StepMeta {
-                    instance: inst.object.clone(),
-                    plan: plan_name.to_string(),
-                    phase: phase.name.clone(),
-                    step: step.name.clone(),
-                    uid: status.uid.clone(),
-                };
-                let outcome = tasks::run_step(self, ctx, ov, &meta, step, &params, &pipes).await;
-                let entry = &mut phase_status.steps[si];
-                let (st, msg) = match outcome {
-                    tasks::Outcome::Done => (state::COMPLETE, String::new()),
-                    tasks::Outcome::Waiting(m) => (state::IN_PROGRESS, m),
-                    tasks::Outcome::Error(m) => (state::ERROR, m),
-                    tasks::Outcome::Fatal(m) => (state::FATAL_ERROR, m),
-                };
-                entry.status = st.to_string();
-                entry.message = msg;
-                if phase.strategy == crate::package::Ordering::Serial && st != state::COMPLETE {
-                    break;
-                }
-            }
-            let steps = &phase_status.steps;
-            phase_status.status = if steps.iter().all(|s| s.status == state::COMPLETE) {
-                state::COMPLETE
-            } else if steps.iter().any(|s| s.status == state::FATAL_ERROR) {
-                state::FATAL_ERROR
-            } else if steps.iter().any(|s| s.status == state::ERROR) {
-                state::ERROR
-            } else {
-                state::IN_PROGRESS
-            }
-            .to_string();
-            let phase_done = phase_status.status == state::COMPLETE;
-            status.phases[pi] = phase_status;
-            if plan.strategy == crate::package::Ordering::Serial && !phase_done {
+            run.phase(phase, phase_status).await;
+            if plan.strategy == crate::package::Ordering::Serial && phase_status.status != state::COMPLETE {
                 break;
             }
         }
-        let phases = &status.phases;
-        let new_state = if phases.iter().all(|p| p.status == state::COMPLETE) {
-            state::COMPLETE
-        } else if phases.iter().any(|p| p.status == state::FATAL_ERROR) {
-            state::FATAL_ERROR
-        } else if phases.iter().any(|p| p.status == state::ERROR) {
-            state::ERROR
-        } else {
-            state::IN_PROGRESS
-        };
-        let message = phases
+        status.phases = phases;
+        let new_state = combined_state(status.phases.iter().map(|p| p.status.as_str()));
+        let message = status
+            .phases
             .iter()
             .flat_map(|p| &p.steps)
             .find(|s| matches!(s.status.as_str(), state::ERROR | state::FATAL_ERROR))
@@ -715,5 +678,66 @@ async fn write_status(
         Ok(_) => Ok(()),
         Err(e) if opkit::status::is_not_found(&e) => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// One pass of a plan for an Instance: what every step of it runs with.
+struct PlanRun<'a> {
+    engine: &'a Engine,
+    ctx: &'a Context<DynamicObject>,
+    ov: &'a OperatorVersion,
+    instance: &'a DynamicObject,
+    plan: &'a str,
+    uid: &'a str,
+    params: BTreeMap<String, Option<String>>,
+    pipes: BTreeMap<String, String>,
+}
+
+impl PlanRun<'_> {
+    /// Runs the phase's unfinished steps (one at a time if it is serial, stopping at the
+    /// first that is not complete) and sets the phase's status from its steps'.
+    async fn phase(&self, phase: &crate::package::Phase, phase_status: &mut PhaseStatus) {
+        for (step, entry) in phase.steps.iter().zip(phase_status.steps.iter_mut()) {
+            if entry.status == state::COMPLETE {
+                continue;
+            }
+            if entry.status == state::FATAL_ERROR {
+                break;
+            }
+            let meta = step::StepMeta {
+                instance: self.instance.clone(),
+                plan: self.plan.to_string(),
+                phase: phase.name.clone(),
+                step: step.name.clone(),
+                uid: self.uid.to_string(),
+            };
+            let outcome = tasks::run_step(self.engine, self.ctx, self.ov, &meta, step, &self.params, &self.pipes).await;
+            let (st, msg) = match outcome {
+                step::Outcome::Done => (state::COMPLETE, String::new()),
+                step::Outcome::Waiting(m) => (state::IN_PROGRESS, m),
+                step::Outcome::Error(m) => (state::ERROR, m),
+                step::Outcome::Fatal(m) => (state::FATAL_ERROR, m),
+            };
+            entry.status = st.to_string();
+            entry.message = msg;
+            if phase.strategy == crate::package::Ordering::Serial && st != state::COMPLETE {
+                break;
+            }
+        }
+        phase_status.status = combined_state(phase_status.steps.iter().map(|s| s.status.as_str())).to_string();
+    }
+}
+
+/// The state of a phase or plan from its children's: COMPLETE when all are, else
+/// FATAL_ERROR, ERROR or IN_PROGRESS by the worst of them.
+fn combined_state<'a>(children: impl Iterator<Item = &'a str> + Clone) -> &'static str {
+    if children.clone().all(|s| s == state::COMPLETE) {
+        state::COMPLETE
+    } else if children.clone().any(|s| s == state::FATAL_ERROR) {
+        state::FATAL_ERROR
+    } else if children.clone().any(|s| s == state::ERROR) {
+        state::ERROR
+    } else {
+        state::IN_PROGRESS
     }
 }

@@ -14,16 +14,17 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject};
 use serde_json::{Value, json};
 
+use super::apply::{apply_objects, health_of};
 use super::pipe_script;
-use super::tasks::{Outcome, StepMeta, apply_objects, health_of};
+use super::step::{Outcome, StepMeta};
 use super::{Engine, OperatorVersion};
 use crate::package::{PipeSpec, Plan, Task};
 use crate::render::Variables;
 
 /// KUDO's annotation on pipe pods.
-pub const PIPE_POD_ANNOTATION: &str = "kudo.dev/pipepod";
+pub(crate) const PIPE_POD_ANNOTATION: &str = "kudo.dev/pipepod";
 /// The largest pipe file KUDO accepts (1 MiB).
-pub const MAX_PIPE_FILE: usize = 1024 * 1024;
+pub(crate) const MAX_PIPE_FILE: usize = 1024 * 1024;
 
 /// KUDO's deterministic name of a pipe pod or artifact.
 pub(crate) fn artifact_name(parts: &[&str]) -> String {
@@ -116,25 +117,59 @@ pub(crate) async fn run(
     task: &Task,
     vars: &Variables,
 ) -> Outcome {
-    let instance = meta.name();
+    let (pod, pod_name) = match pipe_pod(ov, meta, task, vars) {
+        Ok(pod) => pod,
+        Err(outcome) => return outcome,
+    };
+    let init = pod.pointer("/spec/initContainers/0").cloned().unwrap_or(Value::Null);
+    let applied = match apply_objects(engine, client, meta, ov, vec![pod]).await {
+        Ok(a) => a,
+        Err(outcome) => return outcome,
+    };
+    if let Outcome::Waiting(m) | Outcome::Error(m) = health_of(&applied) {
+        // The pod cannot fail terminally: waiting, as KUDO.
+        return Outcome::Waiting(m);
+    }
+    let argv: Vec<String> = ["command", "args"]
+        .iter()
+        .flat_map(|k| init.get(*k).and_then(Value::as_array).cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    let written = pipe_script::shell_script(&argv).map(|s| pipe_script::files_written(&s)).unwrap_or_default();
+    let artifacts = match artifacts(meta, task, &written) {
+        Ok(artifacts) => artifacts,
+        Err(outcome) => return outcome,
+    };
+    if let Err(outcome) = apply_objects(engine, client, meta, ov, artifacts).await {
+        return outcome;
+    }
+    let pods: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &meta.namespace(),
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+    );
+    match pods.delete(&pod_name, &DeleteParams::background()).await {
+        Ok(_) => Outcome::Done,
+        Err(e) if opkit::status::is_not_found(&e) => Outcome::Done,
+        Err(e) => Outcome::Error(format!("deleting pipe pod {pod_name}: {e}")),
+    }
+}
+
+/// The pipe pod and its name: the task's pod template rendered and checked, named by the
+/// engine, with a waiter container mounting the volume the init container writes to.
+fn pipe_pod(ov: &OperatorVersion, meta: &StepMeta, task: &Task, vars: &Variables) -> Result<(Value, String), Outcome> {
     let Some(source) = ov.templates.get(&task.spec.pod) else {
-        return Outcome::Fatal(format!("template {:?} is not defined by {}", task.spec.pod, ov.name));
+        return Err(Outcome::Fatal(format!("template {:?} is not defined by {}", task.spec.pod, ov.name)));
     };
-    let rendered = match crate::render::render(&task.spec.pod, source, vars) {
-        Ok(t) => t,
-        Err(e) => return Outcome::Fatal(e),
-    };
+    let rendered = crate::render::render(&task.spec.pod, source, vars).map_err(Outcome::Fatal)?;
     // The pipe pod's name is the engine's: the template has none.
     let mut pod = match serde_saphyr::from_str_with_options::<Value>(&rendered, opkit_helm::yaml::parse_options()) {
         Ok(pod @ Value::Object(_)) if pod.get("kind").and_then(Value::as_str) == Some("Pod") => pod,
-        Ok(_) => return Outcome::Fatal(format!("{}: a pipe pod template renders one Pod", task.spec.pod)),
-        Err(e) => return Outcome::Fatal(format!("failed to unmarshall pipe pod: {e}")),
+        Ok(_) => return Err(Outcome::Fatal(format!("{}: a pipe pod template renders one Pod", task.spec.pod))),
+        Err(e) => return Err(Outcome::Fatal(format!("failed to unmarshall pipe pod: {e}"))),
     };
-    let mount = match validate(&pod, &task.spec.pipe) {
-        Ok(m) => m,
-        Err(e) => return Outcome::Fatal(e),
-    };
-    let pod_name = artifact_name(&[&instance, &meta.plan, &meta.phase, &meta.step, &task.name, "pipepod"]);
+    let mount = validate(&pod, &task.spec.pipe).map_err(Outcome::Fatal)?;
+    let pod_name = artifact_name(&[&meta.name(), &meta.plan, &meta.phase, &meta.step, &task.name, "pipepod"]);
     pod["metadata"]["name"] = json!(pod_name);
     pod["metadata"]["annotations"][PIPE_POD_ANNOTATION] = json!("true");
     pod["spec"]["restartPolicy"] = json!("OnFailure");
@@ -151,74 +186,58 @@ pub(crate) async fn run(
         "args": ["sleep infinity"],
         "volumeMounts": [{"name": volume, "mountPath": mount}],
     }]);
-    let init = pod.pointer("/spec/initContainers/0").cloned().unwrap_or(Value::Null);
-    let applied = match apply_objects(engine, client, meta, ov, vec![pod]).await {
-        Ok(a) => a,
-        Err(outcome) => return outcome,
-    };
-    if let Outcome::Waiting(m) | Outcome::Error(m) = health_of(&applied) {
-        // The pod cannot fail terminally: waiting, as KUDO.
-        return Outcome::Waiting(m);
-    }
-    let argv: Vec<String> = ["command", "args"]
-        .iter()
-        .flat_map(|k| init.get(*k).and_then(Value::as_array).cloned().unwrap_or_default())
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    let written = pipe_script::shell_script(&argv).map(|s| pipe_script::files_written(&s)).unwrap_or_default();
+    Ok((pod, pod_name))
+}
+
+/// The ConfigMaps and Secrets holding the files the pipe pod wrote (`written`, by path).
+fn artifacts(meta: &StepMeta, task: &Task, written: &BTreeMap<String, String>) -> Result<Vec<Value>, Outcome> {
+    let instance = meta.name();
     let mut artifacts = Vec::new();
     for p in &task.spec.pipe {
         let file = file_of(p);
         let Some(data) = written.get(file) else {
-            return Outcome::Fatal(format!(
+            return Err(Outcome::Fatal(format!(
                 "pipe file {file} was not produced: on opkit's simulated pods it is read from the init container's `sh -c` script (echo, printf or cat <<EOF redirected to the file, or touch)"
-            ));
+            )));
         };
         if data.len() > MAX_PIPE_FILE {
-            return Outcome::Fatal(format!(
+            return Err(Outcome::Fatal(format!(
                 "pipe file {file} size {} exceeds maximum file size of {MAX_PIPE_FILE} bytes",
                 data.len()
-            ));
+            )));
         }
         let name = artifact_name(&[&instance, &meta.plan, &meta.phase, &meta.step, &task.name, &p.key]);
-        let key = file.rsplit('/').next().unwrap_or_default();
-        let env: BTreeMap<String, String> = data
-            .lines()
-            .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-            .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
-            .collect();
-        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
-        let artifact = match (p.kind.as_str(), p.file.is_empty()) {
-            ("Secret", false) => {
-                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "data": {key: b64(data)}})
-            }
-            ("Secret", true) => {
-                let data: BTreeMap<&String, String> = env.iter().map(|(k, v)| (k, b64(v))).collect();
-                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "data": data})
-            }
-            ("ConfigMap", false) => {
-                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "binaryData": {key: b64(data)}})
-            }
-            ("ConfigMap", true) => {
-                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": env})
-            }
-            (other, _) => return Outcome::Fatal(format!("unknown pipe file kind: {other}")),
-        };
-        artifacts.push(artifact);
+        artifacts.push(artifact(p, &name, data)?);
     }
-    if let Err(outcome) = apply_objects(engine, client, meta, ov, artifacts).await {
-        return outcome;
-    }
-    let pods: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &meta.namespace(),
-        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
-    );
-    match pods.delete(&pod_name, &DeleteParams::background()).await {
-        Ok(_) => Outcome::Done,
-        Err(e) if opkit::status::is_not_found(&e) => Outcome::Done,
-        Err(e) => Outcome::Error(format!("deleting pipe pod {pod_name}: {e}")),
-    }
+    Ok(artifacts)
+}
+
+/// The artifact of one pipe file: a Secret or ConfigMap named `name`, holding the file
+/// under its base name, or (an env file) one key per `KEY=value` line.
+fn artifact(p: &PipeSpec, name: &str, data: &str) -> Result<Value, Outcome> {
+    let key = file_of(p).rsplit('/').next().unwrap_or_default();
+    let env: BTreeMap<String, String> = data
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
+        .collect();
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    Ok(match (p.kind.as_str(), p.file.is_empty()) {
+        ("Secret", false) => {
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "data": {key: b64(data)}})
+        }
+        ("Secret", true) => {
+            let data: BTreeMap<&String, String> = env.iter().map(|(k, v)| (k, b64(v))).collect();
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "data": data})
+        }
+        ("ConfigMap", false) => {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "binaryData": {key: b64(data)}})
+        }
+        ("ConfigMap", true) => {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": env})
+        }
+        (other, _) => return Err(Outcome::Fatal(format!("unknown pipe file kind: {other}"))),
+    })
 }
 
 #[cfg(test)]

@@ -7,51 +7,17 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::discovery::Scope;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use opkit::Context;
-use opkit::discovery::MappingError;
 use serde_json::{Value, json};
 
+use super::apply::{api_for, api_message, apply_objects, describe, health_of};
+use super::step::{Outcome, StepMeta};
 use super::{Engine, FIELD_MANAGER, OperatorVersion};
-use crate::health::{self, Health};
-use crate::package::{Step, Task};
+use crate::package::{Step, Task, TaskSpec};
 use crate::render::{Variables, render_objects};
 use crate::resources;
-
-/// Where a task runs: the Instance and the plan, phase and step.
-#[derive(Clone)]
-pub(crate) struct StepMeta {
-    pub(crate) instance: DynamicObject,
-    pub(crate) plan: String,
-    pub(crate) phase: String,
-    pub(crate) step: String,
-    pub(crate) uid: String,
-}
-
-impl StepMeta {
-    pub(crate) fn name(&self) -> String {
-        self.instance.name_any()
-    }
-
-    pub(crate) fn namespace(&self) -> String {
-        self.instance.namespace().unwrap_or_else(|| "default".into())
-    }
-}
-
-/// How a step (or task) went this time.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Outcome {
-    /// Done.
-    Done,
-    /// Not yet (waiting for health).
-    Waiting(String),
-    /// Failed; retried.
-    Error(String),
-    /// Failed for good.
-    Fatal(String),
-}
 
 /// The template variables of a step.
 pub(crate) fn variables(
@@ -151,101 +117,6 @@ async fn run_task(
     }
 }
 
-/// The `Api` for an object's kind (namespaced ones in the Instance's namespace); the
-/// error says when the kind is not served (e.g. an API version Kubernetes removed).
-pub(crate) async fn api_for(
-    engine: &Engine,
-    client: &Client,
-    namespace: &str,
-    obj: &Value,
-) -> Result<(Api<DynamicObject>, bool), String> {
-    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let (resource, caps) =
-        engine.mapper.rest_mapping(&GroupVersionKind::gvk(group, version, kind)).await.map_err(|e| {
-            let why = match &e {
-                MappingError::Discovery { source, .. } => api_message(source),
-                other => other.to_string(),
-            };
-            format!("{api_version} {kind} is not served by the API server ({why})")
-        })?;
-    Ok(match caps.scope {
-        Scope::Namespaced => (Api::namespaced_with(client.clone(), namespace, &resource), true),
-        Scope::Cluster => (Api::all_with(client.clone(), &resource), false),
-    })
-}
-
-/// `Kind/name` of an object.
-pub(crate) fn describe(obj: &Value) -> String {
-    format!(
-        "{}/{}",
-        obj.get("kind").and_then(Value::as_str).unwrap_or_default(),
-        obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
-    )
-}
-
-fn api_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        e => e.to_string(),
-    }
-}
-
-/// Applies the enhanced objects; returns them as the API server has them.
-pub(crate) async fn apply_objects(
-    engine: &Engine,
-    client: &Client,
-    meta: &StepMeta,
-    ov: &OperatorVersion,
-    mut objects: Vec<Value>,
-) -> Result<Vec<Value>, Outcome> {
-    let namespace = meta.namespace();
-    let mut scoped = Vec::new();
-    for obj in &mut objects {
-        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
-        if let Some(successor) = super::removed_apis::successor(&api_version, &kind)
-            && api_for(engine, client, &namespace, obj).await.is_err()
-        {
-            tracing::warn!(%kind, from = %api_version, to = %successor, "applying an object of a removed API version at its successor");
-            obj["apiVersion"] = Value::String(successor.to_string());
-        }
-        let obj = &*obj;
-        let (_, namespaced) = api_for(engine, client, &namespace, obj)
-            .await
-            .map_err(|e| Outcome::Error(format!("{}: {e}", describe(obj))))?;
-        scoped.push(namespaced);
-    }
-    super::enhance::enhance(&mut objects, &scoped, meta, ov);
-    super::enhance::add_dependency_hashes(client, &namespace, &mut objects).await;
-    let mut applied = Vec::new();
-    for obj in objects {
-        let (api, _) = api_for(engine, client, &namespace, &obj)
-            .await
-            .map_err(|e| Outcome::Error(format!("{}: {e}", describe(&obj))))?;
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        match api.patch(&name, &params, &Patch::Apply(&obj)).await {
-            Ok(live) => applied.push(serde_json::to_value(&live).unwrap_or(Value::Null)),
-            Err(e) => return Err(Outcome::Error(format!("applying {}: {}", describe(&obj), api_message(&e)))),
-        }
-    }
-    Ok(applied)
-}
-
-/// The health of applied objects: Done, the first reason to wait, or a terminal failure.
-pub(crate) fn health_of(applied: &[Value]) -> Outcome {
-    for obj in applied {
-        match health::check(obj) {
-            Health::Healthy => {}
-            Health::Waiting(m) => return Outcome::Waiting(m),
-            Health::Failed(m) => return Outcome::Fatal(m),
-        }
-    }
-    Outcome::Done
-}
-
 async fn apply_task(
     engine: &Engine,
     client: &Client,
@@ -307,70 +178,14 @@ async fn kudo_operator(
     let _ = engine;
     let namespace = meta.namespace();
     let spec = &task.spec;
-    let ovs: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &resources::api_resource("OperatorVersion"));
-    let dependency = if spec.operator_version.is_empty() {
-        // The only (or last listed) OperatorVersion of that operator.
-        match ovs.list(&Default::default()).await {
-            Ok(list) => list
-                .items
-                .into_iter()
-                .filter(|o| {
-                    o.data.pointer("/spec/operator/name").and_then(Value::as_str) == Some(spec.package.as_str())
-                })
-                .filter(|o| {
-                    spec.app_version.is_empty()
-                        || o.data.pointer("/spec/appVersion").and_then(Value::as_str) == Some(spec.app_version.as_str())
-                })
-                .map(|o| o.name_any())
-                .next_back(),
-            Err(e) => return Outcome::Error(api_message(&e)),
-        }
-    } else {
-        Some(resources::operator_version_name(&spec.package, &spec.app_version, &spec.operator_version))
+    let ov_name = match dependency_operator_version(client, &namespace, task).await {
+        Ok(name) => name,
+        Err(outcome) => return outcome,
     };
-    let Some(ov_name) = dependency else {
-        return Outcome::Error(format!(
-            "task {}: no OperatorVersion of operator {:?} is installed in {namespace}",
-            task.name, spec.package
-        ));
+    let parameters = match dependency_parameters(ov, spec, vars) {
+        Ok(parameters) => parameters,
+        Err(outcome) => return outcome,
     };
-    match ovs.get_opt(&ov_name).await {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            return Outcome::Error(format!(
-                "task {}: operator version {ov_name} (package {:?}) is not installed in {namespace}",
-                task.name, spec.package
-            ));
-        }
-        Err(e) => return Outcome::Error(api_message(&e)),
-    }
-    let mut parameters = BTreeMap::new();
-    if !spec.parameter_file.is_empty() {
-        let Some(source) = ov.templates.get(&spec.parameter_file) else {
-            return Outcome::Fatal(format!("template {:?} is not defined", spec.parameter_file));
-        };
-        let text = match crate::render::render(&spec.parameter_file, source, vars) {
-            Ok(t) => t,
-            Err(e) => return Outcome::Fatal(e),
-        };
-        match serde_saphyr::from_str_with_options::<Value>(&text, opkit_helm::yaml::parse_options()) {
-            Ok(Value::Object(m)) => {
-                for (k, v) in m {
-                    let v = match v {
-                        Value::String(s) => s,
-                        Value::Array(_) | Value::Object(_) => serde_saphyr::to_string(&v).unwrap_or_default(),
-                        other => other.to_string(),
-                    };
-                    parameters.insert(k, v);
-                }
-            }
-            Ok(Value::Null) => {}
-            Ok(_) | Err(_) => {
-                return Outcome::Fatal(format!("{}: the parameter file is not a YAML map", spec.parameter_file));
-            }
-        }
-    }
     let instance_name = if spec.instance_name.is_empty() {
         format!("{}-{}", meta.name(), spec.package)
     } else {
@@ -388,13 +203,83 @@ async fn kudo_operator(
     }]);
     let instances: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &namespace, &resources::api_resource("Instance"));
-    let live = match instances
-        .patch(&instance_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&child))
-        .await
-    {
-        Ok(l) => l,
-        Err(e) => return Outcome::Error(format!("applying Instance/{instance_name}: {}", api_message(&e))),
+    match instances.patch(&instance_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&child)).await {
+        Ok(live) => dependency_outcome(&instance_name, &live),
+        Err(e) => Outcome::Error(format!("applying Instance/{instance_name}: {}", api_message(&e))),
+    }
+}
+
+/// The installed OperatorVersion a KudoOperator task's dependency runs: the one its
+/// versions name, else the only (or last listed) one of that operator (and app version).
+async fn dependency_operator_version(client: &Client, namespace: &str, task: &Task) -> Result<String, Outcome> {
+    let spec = &task.spec;
+    let ovs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &resources::api_resource("OperatorVersion"));
+    let dependency = if spec.operator_version.is_empty() {
+        let list = ovs.list(&Default::default()).await.map_err(|e| Outcome::Error(api_message(&e)))?;
+        list.items
+            .into_iter()
+            .filter(|o| o.data.pointer("/spec/operator/name").and_then(Value::as_str) == Some(spec.package.as_str()))
+            .filter(|o| {
+                spec.app_version.is_empty()
+                    || o.data.pointer("/spec/appVersion").and_then(Value::as_str) == Some(spec.app_version.as_str())
+            })
+            .map(|o| o.name_any())
+            .next_back()
+    } else {
+        Some(resources::operator_version_name(&spec.package, &spec.app_version, &spec.operator_version))
     };
+    let Some(ov_name) = dependency else {
+        return Err(Outcome::Error(format!(
+            "task {}: no OperatorVersion of operator {:?} is installed in {namespace}",
+            task.name, spec.package
+        )));
+    };
+    match ovs.get_opt(&ov_name).await {
+        Ok(Some(_)) => Ok(ov_name),
+        Ok(None) => Err(Outcome::Error(format!(
+            "task {}: operator version {ov_name} (package {:?}) is not installed in {namespace}",
+            task.name, spec.package
+        ))),
+        Err(e) => Err(Outcome::Error(api_message(&e))),
+    }
+}
+
+/// The dependency's parameters: its parameter file rendered, a YAML map whose values
+/// become strings (lists and maps as YAML); none without a parameter file.
+fn dependency_parameters(
+    ov: &OperatorVersion,
+    spec: &TaskSpec,
+    vars: &Variables,
+) -> Result<BTreeMap<String, String>, Outcome> {
+    let mut parameters = BTreeMap::new();
+    if spec.parameter_file.is_empty() {
+        return Ok(parameters);
+    }
+    let Some(source) = ov.templates.get(&spec.parameter_file) else {
+        return Err(Outcome::Fatal(format!("template {:?} is not defined", spec.parameter_file)));
+    };
+    let text = crate::render::render(&spec.parameter_file, source, vars).map_err(Outcome::Fatal)?;
+    match serde_saphyr::from_str_with_options::<Value>(&text, opkit_helm::yaml::parse_options()) {
+        Ok(Value::Object(m)) => {
+            for (k, v) in m {
+                let v = match v {
+                    Value::String(s) => s,
+                    Value::Array(_) | Value::Object(_) => serde_saphyr::to_string(&v).unwrap_or_default(),
+                    other => other.to_string(),
+                };
+                parameters.insert(k, v);
+            }
+            Ok(parameters)
+        }
+        Ok(Value::Null) => Ok(parameters),
+        Ok(_) | Err(_) => Err(Outcome::Fatal(format!("{}: the parameter file is not a YAML map", spec.parameter_file))),
+    }
+}
+
+/// How the dependency Instance is doing: done when its deploy plan is COMPLETE and no plan
+/// runs, fatal when the deploy plan failed, waiting otherwise.
+fn dependency_outcome(instance_name: &str, live: &DynamicObject) -> Outcome {
     let deploy = live.data.pointer("/status/planStatus/deploy/status").and_then(Value::as_str).unwrap_or_default();
     let active = live.data.pointer("/spec/planExecution/planName").and_then(Value::as_str).unwrap_or_default();
     match deploy {

@@ -46,7 +46,7 @@ async fn wait_plan(
 
 /// `opkit kudo install`.
 pub async fn install(args: KudoInstallArgs, out: &mut Output) -> Result<(), CliError> {
-    let pkg = opkit_kudo::package::load(&args.package)?;
+    let pkg = opkit_kudo::load(&args.package)?;
     let params = parameters(&args.params)?;
     let (client, namespace) = client(&args.cluster).await?;
     let options = InstallOptions {
@@ -74,7 +74,7 @@ pub async fn install(args: KudoInstallArgs, out: &mut Output) -> Result<(), CliE
 
 /// `opkit kudo upgrade`.
 pub async fn upgrade(args: KudoUpgradeArgs, out: &mut Output) -> Result<(), CliError> {
-    let pkg = opkit_kudo::package::load(&args.package)?;
+    let pkg = opkit_kudo::load(&args.package)?;
     let params = parameters(&args.params)?;
     let (client, namespace) = client(&args.cluster).await?;
     let before = client::instance(&client, &namespace, &args.instance)
@@ -112,7 +112,7 @@ pub async fn update(args: KudoUpdateArgs, out: &mut Output) -> Result<(), CliErr
     client::update(&client, &namespace, &args.instance, &params).await?;
     if args.wait.wait {
         let ov = client::operator_version_of(&client, &namespace, &instance).await?;
-        let declared: Vec<opkit_kudo::package::Parameter> = ov
+        let declared: Vec<opkit_kudo::params::Parameter> = ov
             .data
             .pointer("/spec/parameters")
             .and_then(|v| v.as_array())

@@ -42,14 +42,14 @@ pub async fn run(command: KudoCommand, out: &mut Output) -> Result<(), CliError>
 
 async fn init(args: KudoInitArgs, out: &mut Output) -> Result<(), CliError> {
     if args.dry_run {
-        let crds = opkit_kudo::crds::manifests();
+        let crds = opkit_kudo::crd_manifests();
         let text =
             crds.iter().map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap_or_default())).collect::<String>();
         out.result(text.trim_end(), json!({"items": crds}));
         return Ok(());
     }
     let (client, _) = cluster::client(&args.cluster).await?;
-    opkit_kudo::crds::install(&client).await?;
+    opkit_kudo::install_crds(&client).await?;
     let names = ["operators.kudo.dev", "operatorversions.kudo.dev", "instances.kudo.dev"];
     for name in names {
         out.step(&format!("customresourcedefinition.apiextensions.k8s.io/{name} established"));
@@ -57,7 +57,7 @@ async fn init(args: KudoInitArgs, out: &mut Output) -> Result<(), CliError> {
     if args.manager {
         out.step("running the KUDO engine (Ctrl-C to stop)");
         let mgr = opkit::Manager::new(client, opkit::ManagerOptions::default());
-        opkit_kudo::engine::setup(&mgr).await?;
+        opkit_kudo::setup(&mgr).await?;
         return mgr.run().await.map_err(|e| CliError::Build(e.to_string()));
     }
     out.result(
@@ -71,9 +71,8 @@ async fn manager(args: KudoManagerArgs) -> Result<(), CliError> {
     let options = args.manager.options().map_err(|e| CliError::Usage(e.to_string()))?;
     let config = args.manager.config().await.map_err(|e| CliError::Kubeconfig(e.to_string()))?;
     let mgr = opkit::Manager::from_config(config, options).map_err(|e| CliError::Client(e.to_string()))?;
-    let engine =
-        opkit_kudo::engine::EngineOptions { concurrency: args.concurrency, drift_repair: !args.no_drift_repair };
-    opkit_kudo::engine::setup_with(&mgr, engine).await?;
+    let engine = opkit_kudo::EngineOptions { concurrency: args.concurrency, drift_repair: !args.no_drift_repair };
+    opkit_kudo::setup_with(&mgr, engine).await?;
     tracing::info!("starting the KUDO engine");
     mgr.run().await.map_err(|e| CliError::Build(e.to_string()))
 }

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use opkit_kudo::verify::Severity;
+use opkit_kudo::Severity;
 use serde_json::json;
 
 use super::args::{KudoPackageCreateArgs, KudoPackageParamsArgs, KudoPackagePathArgs};
@@ -14,9 +14,9 @@ pub fn create(args: KudoPackageCreateArgs, out: &mut Output) -> Result<(), CliEr
     if !args.package.is_dir() {
         return Err(CliError::Usage(format!("{} is not a package directory", args.package.display())));
     }
-    let pkg = opkit_kudo::package::load(&args.package)?;
-    let bytes = opkit_kudo::archive::write_tgz(&args.package)?;
-    let target = args.destination.join(opkit_kudo::archive::archive_name(&pkg));
+    let pkg = opkit_kudo::load(&args.package)?;
+    let bytes = opkit_kudo::write_tgz(&args.package)?;
+    let target = args.destination.join(pkg.archive_name());
     if target.exists() && !args.overwrite {
         return Err(CliError::Usage(format!("{} already exists; pass --overwrite to replace it", target.display())));
     }
@@ -41,8 +41,8 @@ fn write_atomic(target: &Path, bytes: &[u8]) -> Result<(), CliError> {
 
 /// `package verify`: KUDO's warnings and errors, each naming its file; errors fail.
 pub fn verify(args: KudoPackagePathArgs, out: &mut Output) -> Result<(), CliError> {
-    let pkg = opkit_kudo::package::load(&args.package)?;
-    let findings = opkit_kudo::verify::verify(&pkg);
+    let pkg = opkit_kudo::load(&args.package)?;
+    let findings = opkit_kudo::verify(&pkg);
     let errors: Vec<_> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
     let warnings: Vec<_> = findings.iter().filter(|f| f.severity == Severity::Warning).collect();
     let mut text = String::new();
@@ -73,7 +73,7 @@ pub fn verify(args: KudoPackagePathArgs, out: &mut Output) -> Result<(), CliErro
 
 /// `package list params`: KUDO's table.
 pub fn list_params(args: KudoPackageParamsArgs, out: &mut Output) -> Result<(), CliError> {
-    let pkg = opkit_kudo::package::load(&args.package)?;
+    let pkg = opkit_kudo::load(&args.package)?;
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["Name".to_string(), "Default".into(), "Required".into(), "Immutable".into()];
     if args.descriptions {

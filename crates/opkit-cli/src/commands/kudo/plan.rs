@@ -1,8 +1,8 @@
 //! `opkit kudo plan status|history|trigger|cancel|retry`.
 
 use kube::ResourceExt;
+use opkit_kudo::Plan;
 use opkit_kudo::client;
-use opkit_kudo::package::Plan;
 use serde_json::json;
 
 use super::args::{KudoPlanArgs, KudoPlanNameArgs};
