@@ -83,39 +83,9 @@ fn merge_map(
         }
     }
     if let Some(rk) = patch.get(RETAIN_KEYS) {
-        let Value::Array(keys) = rk else {
-            return Err(bad("invalid patch format of retainKeys"));
-        };
-        let mut retain = Vec::new();
-        for k in keys {
-            let Value::String(k) = k else {
-                return Err(bad("invalid patch format of retainKeys"));
-            };
-            retain.push(k.as_str());
-        }
-        for k in patch.keys() {
-            if !k.starts_with('$') && !retain.contains(&k.as_str()) {
-                return Err(StrategicMergeError::Invalid("patch content doesn't match retainKeys list".to_string()));
-            }
-        }
-        original.retain(|k, _| retain.contains(&k.as_str()));
+        retain_keys(&mut original, patch, rk)?;
     }
-    let mut orders: Vec<(&str, &Vec<Value>)> = Vec::new();
-    for (k, v) in patch {
-        if let Some(field) = k.strip_prefix(DELETE_PRIMITIVE) {
-            let Value::Array(del) = v else {
-                return Err(bad("invalid patch format of primitive list"));
-            };
-            if let Some(Value::Array(items)) = original.get_mut(field) {
-                items.retain(|it| !del.contains(it));
-            }
-        } else if let Some(field) = k.strip_prefix(SET_ORDER) {
-            let Value::Array(order) = v else {
-                return Err(bad("invalid patch format of setElementOrder list"));
-            };
-            orders.push((field, order));
-        }
-    }
+    let orders = list_directives(&mut original, patch)?;
     for (k, pv) in patch {
         if k.starts_with('$') {
             continue;
@@ -143,6 +113,56 @@ fn merge_map(
         }
     }
     Ok(Some(original))
+}
+
+/// `$retainKeys`: keeps only the listed keys of `original`; the patch may set no other.
+fn retain_keys(
+    original: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    rk: &Value,
+) -> Result<(), StrategicMergeError> {
+    let Value::Array(keys) = rk else {
+        return Err(bad("invalid patch format of retainKeys"));
+    };
+    let mut retain = Vec::new();
+    for k in keys {
+        let Value::String(k) = k else {
+            return Err(bad("invalid patch format of retainKeys"));
+        };
+        retain.push(k.as_str());
+    }
+    for k in patch.keys() {
+        if !k.starts_with('$') && !retain.contains(&k.as_str()) {
+            return Err(StrategicMergeError::Invalid("patch content doesn't match retainKeys list".to_string()));
+        }
+    }
+    original.retain(|k, _| retain.contains(&k.as_str()));
+    Ok(())
+}
+
+/// Applies the `$deleteFromPrimitiveList/<field>` directives to `original`, and returns
+/// the `$setElementOrder/<field>` lists, applied once the fields are merged.
+fn list_directives<'p>(
+    original: &mut Map<String, Value>,
+    patch: &'p Map<String, Value>,
+) -> Result<Vec<(&'p str, &'p Vec<Value>)>, StrategicMergeError> {
+    let mut orders = Vec::new();
+    for (k, v) in patch {
+        if let Some(field) = k.strip_prefix(DELETE_PRIMITIVE) {
+            let Value::Array(del) = v else {
+                return Err(bad("invalid patch format of primitive list"));
+            };
+            if let Some(Value::Array(items)) = original.get_mut(field) {
+                items.retain(|it| !del.contains(it));
+            }
+        } else if let Some(field) = k.strip_prefix(SET_ORDER) {
+            let Value::Array(order) = v else {
+                return Err(bad("invalid patch format of setElementOrder list"));
+            };
+            orders.push((field, order));
+        }
+    }
+    Ok(orders)
 }
 
 /// A patch value stored as is: directives and nulls removed.
