@@ -159,48 +159,12 @@ impl ApiServer {
         let encryption = cfg.encryption_provider_config.as_deref().map(EncryptionConfig::load).transpose()?;
         let mut data_dir = cfg.data_dir.as_deref().map(|d| DataDir::open(d, database)).transpose()?;
         // The database first: a directory with a token is one that held a cluster.
-        let store = match &cfg.storage {
-            StorageConfig::InMemory => Store::in_memory(cfg.store.clone()),
-            StorageConfig::Sqlite(p) => {
-                if let Some(parent) = p.parent() {
-                    std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
-                }
-                let sqlite = SqliteBackend::open(p)?.with_history(cfg.store.persisted_history);
-                let backend: Box<dyn Backend> = match encryption {
-                    Some(config) => Box::new(EncryptingBackend::new(Box::new(sqlite), config)),
-                    None => Box::new(sqlite),
-                };
-                let store = Store::open(backend, cfg.store.clone())?;
-                for suffix in ["", "-wal", "-shm"] {
-                    let mut file = p.as_os_str().to_owned();
-                    file.push(suffix);
-                    owner_only(Path::new(&file), 0o600)?;
-                }
-                store
-            }
-        };
+        let store = open_store(&cfg, encryption)?;
         let tls = match &cfg.data_dir {
             Some(d) => TlsMaterial::load_or_generate(d)?,
             None => TlsMaterial::generate()?,
         };
-        let token = match (&cfg.token, &cfg.data_dir) {
-            (Some(t), _) => t.clone(),
-            (None, Some(d)) => {
-                let p = d.join("token");
-                match std::fs::read_to_string(&p) {
-                    Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
-                    _ => {
-                        let t = random_token();
-                        write_atomic(&p, t.as_bytes(), FileAccess::Private).map_err(|e| ServerError::Io {
-                            context: format!("writing {}", e.path.display()),
-                            source: e.source,
-                        })?;
-                        t
-                    }
-                }
-            }
-            (None, None) => random_token(),
-        };
+        let token = bearer_token(&cfg)?;
         // The registry is configured with the built-in kinds' strategies, as kube's
         // generic store is configured per resource.
         let webhook_clients = Arc::new(WebhookClients::default());
@@ -262,6 +226,54 @@ impl ApiServer {
             _data_dir: data_dir,
         })
     }
+}
+
+/// The store `cfg` asks for: in memory, or a SQLite database (encrypted at rest when
+/// `encryption` is given) whose files only the owner may read.
+fn open_store(cfg: &ServerConfig, encryption: Option<EncryptionConfig>) -> Result<Store, ServerError> {
+    let p = match &cfg.storage {
+        StorageConfig::InMemory => return Ok(Store::in_memory(cfg.store.clone())),
+        StorageConfig::Sqlite(p) => p,
+    };
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+    }
+    let sqlite = SqliteBackend::open(p)?.with_history(cfg.store.persisted_history);
+    let backend: Box<dyn Backend> = match encryption {
+        Some(config) => Box::new(EncryptingBackend::new(Box::new(sqlite), config)),
+        None => Box::new(sqlite),
+    };
+    let store = Store::open(backend, cfg.store.clone())?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = p.as_os_str().to_owned();
+        file.push(suffix);
+        owner_only(Path::new(&file), 0o600)?;
+    }
+    Ok(store)
+}
+
+/// The admin bearer token: the configured one, else the data directory's (written
+/// there on first start), else a random one.
+fn bearer_token(cfg: &ServerConfig) -> Result<String, ServerError> {
+    let token = match (&cfg.token, &cfg.data_dir) {
+        (Some(t), _) => t.clone(),
+        (None, Some(d)) => {
+            let p = d.join("token");
+            match std::fs::read_to_string(&p) {
+                Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+                _ => {
+                    let t = random_token();
+                    write_atomic(&p, t.as_bytes(), FileAccess::Private).map_err(|e| ServerError::Io {
+                        context: format!("writing {}", e.path.display()),
+                        source: e.source,
+                    })?;
+                    t
+                }
+            }
+        }
+        (None, None) => random_token(),
+    };
+    Ok(token)
 }
 
 impl RunningServer {

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::{AuditLog, AuditRecord};
 use crate::auth::Authenticator;
+use crate::catalog::CatalogSnapshot;
 use crate::error::{ApiError, ApiResult};
 use crate::kubelet_client::KubeletClient;
 use crate::limits::{InFlight, ServingLimits};
@@ -164,32 +165,8 @@ async fn dispatch(
         Route::Root => get_only(Ok(codec::respond(200, &discovery::root_paths(&cat), codec::Output::Json, &[]))),
         Route::Version => get_only(Ok(codec::respond(200, &discovery::version(), codec::Output::Json, &[]))),
         Route::Health => health::answer(state.registry.store(), parts.uri.path(), parts.uri.query()),
-        Route::LegacyApi => get_only(Ok(match codec::aggregated_discovery(&parts.headers) {
-            Some(v) => codec::respond_typed(
-                &discovery::aggregated(&cat, &state.registry.strategies(), true, v),
-                &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
-            ),
-            None => codec::respond(200, &discovery::legacy_versions(&state.address), codec::Output::Json, &[]),
-        })),
-        Route::Apis => get_only(Ok(match codec::aggregated_discovery(&parts.headers) {
-            Some(v) => {
-                let mut list = discovery::aggregated(&cat, &state.registry.strategies(), false, v);
-                if let Some(items) = list["items"].as_array_mut() {
-                    items.extend(aggregation::discovery_items(&state.registry).await);
-                }
-                codec::respond_typed(
-                    &list,
-                    &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
-                )
-            }
-            None => {
-                let mut list = discovery::group_list(&cat);
-                if let Some(groups) = list["groups"].as_array_mut() {
-                    groups.extend(aggregation::groups(&state.registry));
-                }
-                codec::respond(200, &list, codec::Output::Json, &[])
-            }
-        })),
+        Route::LegacyApi => get_only(Ok(legacy_api_discovery(state, &cat, &parts.headers))),
+        Route::Apis => get_only(Ok(apis_discovery(state, &cat, &parts.headers).await)),
         Route::Group(g) => get_only(
             discovery::group(&cat, &g)
                 .or_else(|| aggregation::group(&state.registry, &g))
@@ -237,6 +214,41 @@ async fn dispatch(
             };
             let query = route::parse_query(parts.uri.query());
             resource::Call { state, method: parts.method, req, query, headers: parts.headers, body, user }.run().await
+        }
+    }
+}
+
+/// `/api`: the aggregated discovery of the core group, or the legacy version list.
+fn legacy_api_discovery(state: &AppState, cat: &CatalogSnapshot, headers: &http::HeaderMap) -> Response<Body> {
+    match codec::aggregated_discovery(headers) {
+        Some(v) => codec::respond_typed(
+            &discovery::aggregated(cat, &state.registry.strategies(), true, v),
+            &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
+        ),
+        None => codec::respond(200, &discovery::legacy_versions(&state.address), codec::Output::Json, &[]),
+    }
+}
+
+/// `/apis`: the aggregated discovery of the named groups, or the group list, with the
+/// groups of aggregated APIServices.
+async fn apis_discovery(state: &AppState, cat: &CatalogSnapshot, headers: &http::HeaderMap) -> Response<Body> {
+    match codec::aggregated_discovery(headers) {
+        Some(v) => {
+            let mut list = discovery::aggregated(cat, &state.registry.strategies(), false, v);
+            if let Some(items) = list["items"].as_array_mut() {
+                items.extend(aggregation::discovery_items(&state.registry).await);
+            }
+            codec::respond_typed(
+                &list,
+                &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
+            )
+        }
+        None => {
+            let mut list = discovery::group_list(cat);
+            if let Some(groups) = list["groups"].as_array_mut() {
+                groups.extend(aggregation::groups(&state.registry));
+            }
+            codec::respond(200, &list, codec::Output::Json, &[])
         }
     }
 }

@@ -75,258 +75,300 @@ fn tag(group: &str) -> String {
 
 /// The paths kube-apiserver serves for `r`, in kube's order.
 pub(crate) fn resource_paths(r: &ResourceDoc) -> Vec<PathSpec> {
-    let prefix = r.gv_prefix();
-    let gv_camel = format!("{}{}", group_camel(&r.group), capitalize(&r.version));
-    let tag = format!("{}_{}", tag(&r.group), r.version);
-    let kind_def = r.definition_name();
-    let gvk = gvk_object(&r.group, &r.version, &r.kind);
-    let crd = r.is_crd();
-    let scope = if r.namespaced { "Namespaced" } else { "" };
-    let base = if r.namespaced {
-        format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
-    } else {
-        format!("{prefix}/{}", r.plural)
-    };
-    let ns_param = || path_param("namespace", "object name and auth scope, such as for teams and projects".to_string());
-    let name_param = |what: &str| path_param("name", format!("name of the {what}"));
-    let pretty = || query("pretty", ParamType::String, PRETTY);
-
-    let object_produces = if crd {
-        vec!["application/json", "application/yaml"]
-    } else {
-        vec!["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
-    };
-    let mut list_produces = object_produces.clone();
-    list_produces.push("application/json;stream=watch");
-    if !crd {
-        list_produces.push("application/vnd.kubernetes.protobuf;stream=watch");
-    }
-    let patch_consumes = if crd {
-        vec!["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
-    } else {
-        vec![
-            "application/json-patch+json",
-            "application/merge-patch+json",
-            "application/strategic-merge-patch+json",
-            "application/apply-patch+yaml",
-        ]
-    };
-
-    let op = |method: &'static str, action: &'static str, id: String, description: String| Operation {
-        method,
-        action,
-        id,
-        description,
-        tag: tag.clone(),
-        params: Vec::new(),
-        body: None,
-        responses: Vec::new(),
-        consumes: vec!["*/*"],
-        produces: object_produces.clone(),
-        gvk: gvk.clone(),
-    };
-    let with = |mut o: Operation,
-                params: Vec<Param>,
-                body: Option<(String, bool)>,
-                responses: Vec<(&'static str, Option<String>)>| {
-        o.params = params;
-        o.body = body;
-        o.responses = responses;
-        o.responses.push(("401", None));
-        o
-    };
-    let ok = |def: &str| Some(def.to_string());
-
+    let b = PathBuilder::new(r);
     let mut out = Vec::new();
+    out.extend(b.collection_path());
+    out.extend(b.item_path());
+    for sub in ["status", "scale"] {
+        if r.has_subresource(sub) {
+            out.extend(b.subresource_path(sub));
+        }
+    }
+    out.extend(b.all_namespaces_path());
+    out
+}
 
-    // Collection: list, create, deletecollection.
-    let mut coll_ops = Vec::new();
-    if r.has_verb("list") {
-        let mut o = with(
-            op(
-                "get",
-                "list",
-                format!("list{gv_camel}{scope}{}", r.kind),
-                format!("list or watch objects of kind {}", r.kind),
-            ),
+/// What a single-object operation acts on: the object itself or one of its subresources.
+struct OpTarget {
+    /// Suffix of the operation id: "" for the object, "Status" or "Scale" for a subresource.
+    id_suffix: &'static str,
+    /// Definition name of the request and response bodies.
+    def: String,
+    /// The object in the description, e.g. "the specified Deployment", "status of the specified Deployment".
+    what: String,
+    /// The `x-kubernetes-group-version-kind` of the operations.
+    gvk: Value,
+}
+
+/// The names, media types and shared parameters every path of one resource is built from.
+struct PathBuilder<'a> {
+    r: &'a ResourceDoc,
+    prefix: String,
+    /// "AppsV1": group and version in an operation id.
+    gv_camel: String,
+    tag: String,
+    kind_def: String,
+    gvk: Value,
+    /// "Namespaced" or "" in an operation id.
+    scope: &'static str,
+    /// The collection path, e.g. "/apis/apps/v1/namespaces/{namespace}/deployments".
+    base: String,
+    object_produces: Vec<&'static str>,
+    list_produces: Vec<&'static str>,
+    patch_consumes: Vec<&'static str>,
+}
+
+impl<'a> PathBuilder<'a> {
+    fn new(r: &'a ResourceDoc) -> Self {
+        let prefix = r.gv_prefix();
+        let crd = r.is_crd();
+        let base = if r.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
+        } else {
+            format!("{prefix}/{}", r.plural)
+        };
+        let object_produces = if crd {
+            vec!["application/json", "application/yaml"]
+        } else {
+            vec!["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
+        };
+        let mut list_produces = object_produces.clone();
+        list_produces.push("application/json;stream=watch");
+        if !crd {
+            list_produces.push("application/vnd.kubernetes.protobuf;stream=watch");
+        }
+        let patch_consumes = if crd {
+            vec!["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
+        } else {
+            vec![
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/apply-patch+yaml",
+            ]
+        };
+        PathBuilder {
+            r,
+            gv_camel: format!("{}{}", group_camel(&r.group), capitalize(&r.version)),
+            tag: format!("{}_{}", tag(&r.group), r.version),
+            kind_def: r.definition_name(),
+            gvk: gvk_object(&r.group, &r.version, &r.kind),
+            scope: if r.namespaced { "Namespaced" } else { "" },
+            prefix,
+            base,
+            object_produces,
+            list_produces,
+            patch_consumes,
+        }
+    }
+
+    /// An operation with its parameters, body and responses (a 401 response is appended).
+    fn op(
+        &self,
+        (method, action): (&'static str, &'static str),
+        (id, description): (String, String),
+        params: Vec<Param>,
+        body: Option<(String, bool)>,
+        mut responses: Vec<(&'static str, Option<String>)>,
+    ) -> Operation {
+        responses.push(("401", None));
+        Operation {
+            method,
+            action,
+            id,
+            description,
+            tag: self.tag.clone(),
+            params,
+            body,
+            responses,
+            consumes: vec!["*/*"],
+            produces: self.object_produces.clone(),
+            gvk: self.gvk.clone(),
+        }
+    }
+
+    fn ns_param() -> Param {
+        path_param("namespace", "object name and auth scope, such as for teams and projects".to_string())
+    }
+
+    /// Path parameters of the object and subresource paths: name, namespace, pretty.
+    fn item_params(&self) -> Vec<Param> {
+        let mut params = vec![path_param("name", format!("name of the {}", self.r.kind))];
+        if self.r.namespaced {
+            params.push(Self::ns_param());
+        }
+        params.push(query("pretty", ParamType::String, PRETTY));
+        params
+    }
+
+    /// The collection path: list, create, deletecollection.
+    fn collection_path(&self) -> Option<PathSpec> {
+        let r = self.r;
+        let mut ops = Vec::new();
+        if r.has_verb("list") {
+            ops.push(self.list_op());
+        }
+        if r.has_verb("create") {
+            ops.push(self.create_op());
+        }
+        if r.has_verb("deletecollection") {
+            ops.push(self.delete_collection_op());
+        }
+        if ops.is_empty() {
+            return None;
+        }
+        let mut params = Vec::new();
+        if r.namespaced {
+            params.push(Self::ns_param());
+        }
+        params.push(query("pretty", ParamType::String, PRETTY));
+        Some(PathSpec { path: self.base.clone(), params, ops })
+    }
+
+    fn list_op(&self) -> Operation {
+        let (r, gv, scope) = (self.r, &self.gv_camel, self.scope);
+        let mut o = self.op(
+            ("get", "list"),
+            (format!("list{gv}{scope}{}", r.kind), format!("list or watch objects of kind {}", r.kind)),
             list_params(true),
             None,
-            vec![("200", ok(&r.list_definition_name()))],
+            vec![("200", Some(r.list_definition_name()))],
         );
-        o.produces = list_produces.clone();
-        coll_ops.push(o);
+        o.produces = self.list_produces.clone();
+        o
     }
-    if r.has_verb("create") {
-        coll_ops.push(with(
-            op("post", "post", format!("create{gv_camel}{scope}{}", r.kind), format!("create a {}", r.kind)),
+
+    fn create_op(&self) -> Operation {
+        let (r, gv, scope, def) = (self.r, &self.gv_camel, self.scope, &self.kind_def);
+        self.op(
+            ("post", "post"),
+            (format!("create{gv}{scope}{}", r.kind), format!("create a {}", r.kind)),
             write_params(),
-            Some((kind_def.clone(), true)),
-            vec![("200", ok(&kind_def)), ("201", ok(&kind_def)), ("202", ok(&kind_def))],
-        ));
+            Some((def.clone(), true)),
+            vec![("200", Some(def.clone())), ("201", Some(def.clone())), ("202", Some(def.clone()))],
+        )
     }
-    if r.has_verb("deletecollection") {
+
+    fn delete_collection_op(&self) -> Operation {
+        let (r, gv, scope) = (self.r, &self.gv_camel, self.scope);
         let mut params = delete_params();
         params.extend(list_params(false));
         params.sort_by_key(|p| p.name);
-        coll_ops.push(with(
-            op(
-                "delete",
-                "deletecollection",
-                format!("delete{gv_camel}Collection{scope}{}", r.kind),
-                format!("delete collection of {}", r.kind),
-            ),
+        self.op(
+            ("delete", "deletecollection"),
+            (format!("delete{gv}Collection{scope}{}", r.kind), format!("delete collection of {}", r.kind)),
             params,
             Some((names::DELETE_OPTIONS.to_string(), false)),
-            vec![("200", ok(names::STATUS))],
-        ));
-    }
-    if !coll_ops.is_empty() {
-        let mut params = Vec::new();
-        if r.namespaced {
-            params.push(ns_param());
-        }
-        params.push(pretty());
-        out.push(PathSpec { path: base.clone(), params, ops: coll_ops });
+            vec![("200", Some(names::STATUS.to_string()))],
+        )
     }
 
-    // Single object: read, replace, patch, delete.
-    let mut item_ops = Vec::new();
-    if r.has_verb("get") {
-        item_ops.push(with(
-            op("get", "get", format!("read{gv_camel}{scope}{}", r.kind), format!("read the specified {}", r.kind)),
-            Vec::new(),
-            None,
-            vec![("200", ok(&kind_def))],
-        ));
-    }
-    if r.has_verb("update") {
-        item_ops.push(with(
-            op(
-                "put",
-                "put",
-                format!("replace{gv_camel}{scope}{}", r.kind),
-                format!("replace the specified {}", r.kind),
-            ),
-            write_params(),
-            Some((kind_def.clone(), true)),
-            vec![("200", ok(&kind_def)), ("201", ok(&kind_def))],
-        ));
-    }
-    if r.has_verb("patch") {
-        let mut o = with(
-            op(
-                "patch",
-                "patch",
-                format!("patch{gv_camel}{scope}{}", r.kind),
-                format!("partially update the specified {}", r.kind),
-            ),
-            patch_params(),
-            Some((names::PATCH.to_string(), true)),
-            vec![("200", ok(&kind_def)), ("201", ok(&kind_def))],
-        );
-        o.consumes = patch_consumes.clone();
-        item_ops.push(o);
-    }
-    if r.has_verb("delete") {
-        item_ops.push(with(
-            op("delete", "delete", format!("delete{gv_camel}{scope}{}", r.kind), format!("delete a {}", r.kind)),
-            delete_params(),
-            Some((names::DELETE_OPTIONS.to_string(), false)),
-            vec![("200", ok(names::STATUS)), ("202", ok(names::STATUS))],
-        ));
-    }
-    let item_params = || {
-        let mut params = vec![name_param(&r.kind)];
-        if r.namespaced {
-            params.push(ns_param());
+    /// The object path: read, replace, patch, delete.
+    fn item_path(&self) -> Option<PathSpec> {
+        let target = OpTarget {
+            id_suffix: "",
+            def: self.kind_def.clone(),
+            what: format!("the specified {}", self.r.kind),
+            gvk: self.gvk.clone(),
+        };
+        let mut ops = self.read_write_ops(&target);
+        if self.r.has_verb("delete") {
+            ops.push(self.delete_op());
         }
-        params.push(pretty());
-        params
-    };
-    if !item_ops.is_empty() {
-        out.push(PathSpec { path: format!("{base}/{{name}}"), params: item_params(), ops: item_ops });
+        if ops.is_empty() {
+            return None;
+        }
+        Some(PathSpec { path: format!("{}/{{name}}", self.base), params: self.item_params(), ops })
     }
 
-    // Subresources: status and scale share the object's get/update/patch verbs.
-    for sub in ["status", "scale"] {
-        if !r.has_subresource(sub) {
-            continue;
-        }
-        let (suffix, def, sub_gvk) = if sub == "status" {
-            ("Status", kind_def.clone(), gvk.clone())
+    /// A subresource path ("status" or "scale"), sharing the object's get/update/patch verbs.
+    fn subresource_path(&self, sub: &str) -> Option<PathSpec> {
+        let (id_suffix, def, gvk) = if sub == "status" {
+            ("Status", self.kind_def.clone(), self.gvk.clone())
         } else {
             ("Scale", names::SCALE.to_string(), gvk_object("autoscaling", "v1", "Scale"))
         };
+        let what = format!("{sub} of the specified {}", self.r.kind);
+        let ops = self.read_write_ops(&OpTarget { id_suffix, def, what, gvk });
+        if ops.is_empty() {
+            return None;
+        }
+        Some(PathSpec { path: format!("{}/{{name}}/{sub}", self.base), params: self.item_params(), ops })
+    }
+
+    /// The read, replace and patch operations on `target`, for the verbs the resource has.
+    fn read_write_ops(&self, target: &OpTarget) -> Vec<Operation> {
+        let (r, gv, scope) = (self.r, &self.gv_camel, self.scope);
+        let (suffix, def, what) = (target.id_suffix, &target.def, &target.what);
         let mut ops = Vec::new();
         if r.has_verb("get") {
-            ops.push(with(
-                op(
-                    "get",
-                    "get",
-                    format!("read{gv_camel}{scope}{}{suffix}", r.kind),
-                    format!("read {sub} of the specified {}", r.kind),
-                ),
+            ops.push(self.op(
+                ("get", "get"),
+                (format!("read{gv}{scope}{}{suffix}", r.kind), format!("read {what}")),
                 Vec::new(),
                 None,
-                vec![("200", ok(&def))],
+                vec![("200", Some(def.clone()))],
             ));
         }
         if r.has_verb("update") {
-            ops.push(with(
-                op(
-                    "put",
-                    "put",
-                    format!("replace{gv_camel}{scope}{}{suffix}", r.kind),
-                    format!("replace {sub} of the specified {}", r.kind),
-                ),
+            ops.push(self.op(
+                ("put", "put"),
+                (format!("replace{gv}{scope}{}{suffix}", r.kind), format!("replace {what}")),
                 write_params(),
                 Some((def.clone(), true)),
-                vec![("200", ok(&def)), ("201", ok(&def))],
+                vec![("200", Some(def.clone())), ("201", Some(def.clone()))],
             ));
         }
         if r.has_verb("patch") {
-            let mut o = with(
-                op(
-                    "patch",
-                    "patch",
-                    format!("patch{gv_camel}{scope}{}{suffix}", r.kind),
-                    format!("partially update {sub} of the specified {}", r.kind),
-                ),
+            let mut o = self.op(
+                ("patch", "patch"),
+                (format!("patch{gv}{scope}{}{suffix}", r.kind), format!("partially update {what}")),
                 patch_params(),
                 Some((names::PATCH.to_string(), true)),
-                vec![("200", ok(&def)), ("201", ok(&def))],
+                vec![("200", Some(def.clone())), ("201", Some(def.clone()))],
             );
-            o.consumes = patch_consumes.clone();
+            o.consumes = self.patch_consumes.clone();
             ops.push(o);
         }
         for o in &mut ops {
-            o.gvk = sub_gvk.clone();
+            o.gvk = target.gvk.clone();
         }
-        if !ops.is_empty() {
-            out.push(PathSpec { path: format!("{base}/{{name}}/{sub}"), params: item_params(), ops });
-        }
+        ops
     }
 
-    // Namespaced resources can also be listed across all namespaces.
-    if r.namespaced && r.has_verb("list") {
-        let mut o = with(
-            op(
-                "get",
-                "list",
-                format!("list{gv_camel}{}ForAllNamespaces", r.kind),
+    fn delete_op(&self) -> Operation {
+        let (r, gv, scope) = (self.r, &self.gv_camel, self.scope);
+        self.op(
+            ("delete", "delete"),
+            (format!("delete{gv}{scope}{}", r.kind), format!("delete a {}", r.kind)),
+            delete_params(),
+            Some((names::DELETE_OPTIONS.to_string(), false)),
+            vec![("200", Some(names::STATUS.to_string())), ("202", Some(names::STATUS.to_string()))],
+        )
+    }
+
+    /// Namespaced resources can also be listed across all namespaces.
+    fn all_namespaces_path(&self) -> Option<PathSpec> {
+        let r = self.r;
+        if !(r.namespaced && r.has_verb("list")) {
+            return None;
+        }
+        let mut o = self.op(
+            ("get", "list"),
+            (
+                format!("list{}{}ForAllNamespaces", self.gv_camel, r.kind),
                 format!("list or watch objects of kind {}", r.kind),
             ),
             Vec::new(),
             None,
-            vec![("200", ok(&r.list_definition_name()))],
+            vec![("200", Some(r.list_definition_name()))],
         );
-        o.produces = list_produces;
+        o.produces = self.list_produces.clone();
         let mut params = list_params(true);
-        params.push(pretty());
+        params.push(query("pretty", ParamType::String, PRETTY));
         params.sort_by_key(|p| p.name);
-        out.push(PathSpec { path: format!("{prefix}/{}", r.plural), params, ops: vec![o] });
+        Some(PathSpec { path: format!("{}/{}", self.prefix, r.plural), params, ops: vec![o] })
     }
-    out
 }
 
 #[cfg(test)]

@@ -340,6 +340,41 @@ pub fn server_side_apply_with_options(
     lists: &ListSemantics,
     opts: &ApplyOptions,
 ) -> Result<Value, PatchError> {
+    let am = applied_object(applied, fm)?;
+    let root = lists.root();
+    let sub = fm.subresource.unwrap_or("");
+    let live0 = live.map(without_managed_fields).unwrap_or_else(|| json!({}));
+    let mut managed = live_managed_fields(live, &live0, fm, root)?;
+    let config = effective_config(am, sub, opts);
+    let mut merged = merge(&live0, &config, root);
+    let id = ManagerId::apply(fm.manager, sub);
+    let last = managed.0.iter().find(|e| e.id == id).map(|e| e.set.clone());
+    let new_full = to_field_set(&config, root);
+    if let Some(last) = &last {
+        let owned = managed.0.iter().filter(|e| e.id != id).fold(new_full.clone(), |acc, e| acc.union(&e.set));
+        prune(&mut merged, last, &owned, root);
+    }
+    let cmp = compare(&live0, &merged, root);
+    let changed = cmp.changed();
+    if !force {
+        refuse_conflicts(conflicts_with_others(&managed, &id, &changed), fm, &live0, root)?;
+    }
+    for e in managed.0.iter_mut().filter(|e| e.id != id) {
+        e.set = e.set.difference(&changed).difference(&cmp.removed);
+    }
+    let object_changed = live.is_none() || merged != live0;
+    record_apply(&mut managed, id, strip(&new_full), fm, object_changed);
+    managed.tidy();
+    if fm.manager == "kubectl" {
+        sync_last_applied(&mut merged, applied);
+    }
+    set_managed_fields(&mut merged, managed.encode());
+    Ok(merged)
+}
+
+/// The apply patch as an object, refused unless it sets no managedFields and names the
+/// manager's apiVersion (or none).
+fn applied_object<'v>(applied: &'v Value, fm: &FieldManager<'_>) -> Result<&'v Map<String, Value>, PatchError> {
     let Value::Object(am) = applied else {
         return Err(PatchError::BadRequest("apply patch must be a JSON/YAML object".to_string()));
     };
@@ -354,39 +389,41 @@ pub fn server_side_apply_with_options(
             fm.api_version
         )));
     }
-    let root = lists.root();
-    let sub = fm.subresource.unwrap_or("");
+    Ok(am)
+}
+
+/// The live object's managed fields; a live object with none has its fields owned by
+/// "before-first-apply", as kube records them.
+fn live_managed_fields(
+    live: Option<&Value>,
+    live0: &Value,
+    fm: &FieldManager<'_>,
+    root: &super::schema::SchemaNode,
+) -> Result<Managed, PatchError> {
     let mut managed = match live {
         Some(l) => Managed::decode(managed_fields_of(l))
             .map_err(|e| PatchError::Internal(format!("failed to decode managed fields: {e}")))?,
         None => Managed::default(),
     };
-    let live0 = live.map(without_managed_fields).unwrap_or_else(|| json!({}));
     if managed.0.is_empty() && live.is_some() {
-        let set = strip(&compare(&json!({}), &live0, root).changed());
+        let set = strip(&compare(&json!({}), live0, root).changed());
         if !set.is_empty() {
             managed.0.push(Entry {
-                id: ManagerId::update("before-first-apply", fm.api_version, sub),
+                id: ManagerId::update("before-first-apply", fm.api_version, fm.subresource.unwrap_or("")),
                 api_version: fm.api_version.to_string(),
                 time: Some(fm.time.to_string()),
                 set,
             });
         }
     }
-    let config = effective_config(am, sub, opts);
-    let mut merged = merge(&live0, &config, root);
-    let id = ManagerId::apply(fm.manager, sub);
-    let last = managed.0.iter().find(|e| e.id == id).map(|e| e.set.clone());
-    let new_full = to_field_set(&config, root);
-    if let Some(last) = &last {
-        let owned = managed.0.iter().filter(|e| e.id != id).fold(new_full.clone(), |acc, e| acc.union(&e.set));
-        prune(&mut merged, last, &owned, root);
-    }
-    let cmp = compare(&live0, &merged, root);
-    let changed = cmp.changed();
-    let mut conflicts: Vec<(Path, ApplyConflict)> = Vec::new();
-    for e in managed.0.iter().filter(|e| e.id != id) {
-        for p in e.set.intersection(&changed).iter() {
+    Ok(managed)
+}
+
+/// The `changed` fields that other managers than `id` own, each with its owner.
+fn conflicts_with_others(managed: &Managed, id: &ManagerId, changed: &FieldSet) -> Vec<(Path, ApplyConflict)> {
+    let mut conflicts = Vec::new();
+    for e in managed.0.iter().filter(|e| &e.id != id) {
+        for p in e.set.intersection(changed).iter() {
             conflicts.push((
                 p.clone(),
                 ApplyConflict {
@@ -399,25 +436,36 @@ pub fn server_side_apply_with_options(
             ));
         }
     }
-    if !force && !conflicts.is_empty() && fm.manager == "kubectl" {
+    conflicts
+}
+
+/// An unforced apply with conflicts is refused, with the conflicts sorted by owner; for
+/// kubectl, fields of its last-applied annotation are no conflict.
+fn refuse_conflicts(
+    mut conflicts: Vec<(Path, ApplyConflict)>,
+    fm: &FieldManager<'_>,
+    live0: &Value,
+    root: &super::schema::SchemaNode,
+) -> Result<(), PatchError> {
+    if !conflicts.is_empty() && fm.manager == "kubectl" {
         // Upgrading from client-side apply: fields recorded in the last-applied annotation
         // with their live values may be taken over without conflict.
-        if let Some(allowed) = allowed_from_last_applied(&live0, fm.api_version, root) {
+        if let Some(allowed) = allowed_from_last_applied(live0, fm.api_version, root) {
             conflicts.retain(|(p, _)| !allowed.contains(p));
         }
     }
-    if !force && !conflicts.is_empty() {
-        let mut conflicts: Vec<ApplyConflict> = conflicts.into_iter().map(|(_, c)| c).collect();
-        conflicts.sort_by(|a, b| {
-            (&a.manager, &a.operation, &a.api_version).cmp(&(&b.manager, &b.operation, &b.api_version))
-        });
-        return Err(PatchError::Conflicts(conflicts));
+    if conflicts.is_empty() {
+        return Ok(());
     }
-    for e in managed.0.iter_mut().filter(|e| e.id != id) {
-        e.set = e.set.difference(&changed).difference(&cmp.removed);
-    }
-    let object_changed = live.is_none() || merged != live0;
-    let set = strip(&new_full);
+    let mut conflicts: Vec<ApplyConflict> = conflicts.into_iter().map(|(_, c)| c).collect();
+    conflicts
+        .sort_by(|a, b| (&a.manager, &a.operation, &a.api_version).cmp(&(&b.manager, &b.operation, &b.api_version)));
+    Err(PatchError::Conflicts(conflicts))
+}
+
+/// Records `set` as the applier's (`id`) fields; its time moves only when the object
+/// changed (or had none).
+fn record_apply(managed: &mut Managed, id: ManagerId, set: FieldSet, fm: &FieldManager<'_>, object_changed: bool) {
     match managed.get_mut(&id) {
         Some(e) => {
             e.set = set;
@@ -430,12 +478,6 @@ pub fn server_side_apply_with_options(
             managed.0.push(Entry { id, api_version: fm.api_version.to_string(), time: Some(fm.time.to_string()), set })
         }
     }
-    managed.tidy();
-    if fm.manager == "kubectl" {
-        sync_last_applied(&mut merged, applied);
-    }
-    set_managed_fields(&mut merged, managed.encode());
-    Ok(merged)
 }
 
 /// Fields of the client-side-apply annotation whose values still match the live object.

@@ -17,6 +17,19 @@ use crate::patch::{self, FieldManager, ListSemantics};
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::storage::{Revision, Write};
 
+/// What one update writes to, and how: the parts of an update that stay the same when
+/// it is retried on a newer revision.
+pub(super) struct UpdateRequest<'r> {
+    /// The resource.
+    pub target: &'r Target,
+    /// The object's name.
+    pub name: &'r str,
+    /// The part of the object written.
+    pub sub: Subresource,
+    /// The request's options (user, dry run, field manager).
+    pub opts: &'r WriteOptions,
+}
+
 /// Why a commit did not happen.
 pub(super) enum CommitError {
     /// The object changed since it was read: read again and retry.
@@ -150,27 +163,24 @@ impl Registry {
         sub: Subresource,
         opts: &WriteOptions,
     ) -> Result<Outcome, CommitError> {
-        self.commit_inner(target, name, old, body, sub, opts, true).await
+        self.commit_inner(&UpdateRequest { target, name, sub, opts }, old, body, true).await
     }
 
     /// The shared update step: merges server-owned fields, validates, tracks fields (when
     /// `track`) and writes if the object is still at `old`'s revision.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn commit_inner(
         &self,
-        target: &Target,
-        name: &str,
+        req: &UpdateRequest<'_>,
         (old, old_rev): (Value, Revision),
         body: Value,
-        sub: Subresource,
-        opts: &WriteOptions,
         track: bool,
     ) -> Result<Outcome, CommitError> {
+        let UpdateRequest { target, name, sub, opts } = *req;
         let version = target.version_info()?.clone();
         let old_at = self.at_requested_version(target, old.clone()).await?;
         let _allocating = self.allocation_guard(target).await;
         let mut new = merge_for_update(target, name, body, &old_at, sub, version.status);
-        let mut warnings = self.admit_update(target, name, &mut new, &old_at, sub, opts, &version).await?;
+        let mut warnings = self.admit_update(req, &mut new, &old_at, &version).await?;
         if target.info.generation {
             set_generation(&mut new, &old_at, version.status);
         }
@@ -209,17 +219,14 @@ impl Registry {
     /// built-in kind's admission and status rules or the custom resource's schema; for a
     /// kind's own subresource, its defaults, admission and rules. Subresources pass the
     /// admission phases too (webhooks and policies match `pods/status`).
-    #[allow(clippy::too_many_arguments)]
     async fn admit_update(
         &self,
-        target: &Target,
-        name: &str,
+        req: &UpdateRequest<'_>,
         new: &mut Value,
         old: &Value,
-        sub: Subresource,
-        opts: &WriteOptions,
         version: &VersionInfo,
     ) -> Result<Vec<String>, ApiError> {
+        let UpdateRequest { target, name, sub, opts } = *req;
         let Some(subresource) = sub.name() else {
             return self.admit(target, new, Some(old), opts).await;
         };

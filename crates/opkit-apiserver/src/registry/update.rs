@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::commit::{CommitError, field_manager, list_semantics};
+use super::commit::{CommitError, UpdateRequest, field_manager, list_semantics};
 use super::meta::{meta_mut, meta_str, now_rfc3339};
 use super::{Outcome, PatchType, Registry, Subresource, Target, WriteOptions, parse_stored};
 use crate::error::{ApiError, ApiResult, Cause};
@@ -184,7 +184,8 @@ impl Registry {
             let mut body = patched;
             meta_mut(&mut body).insert("resourceVersion".into(), json!(entry.rev.to_string()));
             let tracked = kind != PatchType::Apply;
-            match self.commit_inner(target, name, (old, entry.rev), body, sub, opts, tracked).await {
+            let update = UpdateRequest { target, name, sub, opts };
+            match self.commit_inner(&update, (old, entry.rev), body, tracked).await {
                 Ok(o) => return Ok(o),
                 Err(CommitError::Retry) => continue,
                 Err(CommitError::Api(e)) => return Err(e),

@@ -320,45 +320,7 @@ pub(crate) fn resolve_field_path<'a>(
                 chars[start..i].iter().collect::<String>()
             }
             '[' if !allow_array => return Err("array notation is not allowed".to_string()),
-            '[' => {
-                i += 1;
-                if i >= chars.len() || chars[i] != '\'' {
-                    return Err("expected single quoted string".to_string());
-                }
-                i += 1;
-                let mut s = String::new();
-                loop {
-                    match chars.get(i) {
-                        None => return Err("unexpected end of JSON path".to_string()),
-                        Some('\\') => {
-                            match chars.get(i + 1) {
-                                Some('\'') => s.push('\''),
-                                Some('\\') => s.push('\\'),
-                                Some('n') => s.push('\n'),
-                                Some('t') => s.push('\t'),
-                                Some(c) => {
-                                    return Err(format!("invalid string literal: invalid escape char \\{c}"));
-                                }
-                                None => return Err("unexpected end of JSON path".to_string()),
-                            }
-                            i += 2;
-                        }
-                        Some('\'') => {
-                            i += 1;
-                            break;
-                        }
-                        Some(c) => {
-                            s.push(*c);
-                            i += 1;
-                        }
-                    }
-                }
-                if chars.get(i) != Some(&']') {
-                    return Err("expected ]".to_string());
-                }
-                i += 1;
-                s
-            }
+            '[' => bracketed_name(&chars, &mut i)?,
             c => return Err(format!("expected [ or . but got: {c}")),
         };
         if !node.properties.is_empty() {
@@ -378,4 +340,44 @@ pub(crate) fn resolve_field_path<'a>(
         }
     }
     Ok((out, node))
+}
+
+/// The name in a `['name']` segment of a field path, starting at the `[` at `chars[*i]`;
+/// `*i` ends after the `]`. The name may escape `'`, `\\`, newline and tab.
+fn bracketed_name(chars: &[char], i: &mut usize) -> Result<String, String> {
+    *i += 1;
+    if *i >= chars.len() || chars[*i] != '\'' {
+        return Err("expected single quoted string".to_string());
+    }
+    *i += 1;
+    let mut s = String::new();
+    loop {
+        match chars.get(*i) {
+            None => return Err("unexpected end of JSON path".to_string()),
+            Some('\\') => {
+                match chars.get(*i + 1) {
+                    Some('\'') => s.push('\''),
+                    Some('\\') => s.push('\\'),
+                    Some('n') => s.push('\n'),
+                    Some('t') => s.push('\t'),
+                    Some(c) => return Err(format!("invalid string literal: invalid escape char \\{c}")),
+                    None => return Err("unexpected end of JSON path".to_string()),
+                }
+                *i += 2;
+            }
+            Some('\'') => {
+                *i += 1;
+                break;
+            }
+            Some(c) => {
+                s.push(*c);
+                *i += 1;
+            }
+        }
+    }
+    if chars.get(*i) != Some(&']') {
+        return Err("expected ]".to_string());
+    }
+    *i += 1;
+    Ok(s)
 }

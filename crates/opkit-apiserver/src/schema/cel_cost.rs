@@ -40,7 +40,9 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use kube_cel::cel::common::ast::{
+    ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, MapExpr, SelectExpr,
+};
 use serde_json::{Value, json};
 
 use super::errors::FieldError;
@@ -824,68 +826,10 @@ impl<'a> Coster<'a> {
                 self.paths.insert(e.id, vec![name]);
                 1
             }
-            Expr::Select(select) => {
-                let operand = self.cost(&select.operand);
-                if select.test {
-                    // kube sets `PresenceTestHasCost(false)`: has() costs its operand only.
-                    self.types.insert(e.id, Ty::Bool);
-                    return operand;
-                }
-                let operand_ty = self.ty(&select.operand);
-                // One for the select itself on a map or an object (assumed when unknown).
-                let own =
-                    u64::from(!matches!(operand_ty, Ty::Dyn) && (operand_ty.open() || is_struct_or_map(&operand_ty)));
-                let ty = match &operand_ty {
-                    Ty::Object(d) => d.field(&select.field).map_or(Ty::Unknown, |(_, f)| Ty::of(f)),
-                    Ty::Map(_, v) => (**v).clone(),
-                    Ty::Dyn => Ty::Dyn,
-                    _ => Ty::Unknown,
-                };
-                let mut path = self.path(&select.operand);
-                path.push(select.field.clone());
-                self.paths.insert(e.id, path);
-                self.types.insert(e.id, ty);
-                operand.saturating_add(own)
-            }
+            Expr::Select(select) => self.select_cost(e, select),
             Expr::Call(call) => self.cost_call(e, &call.func_name, call.target.as_deref(), &call.args),
-            Expr::List(list) => {
-                let mut sum = 0u64;
-                let mut item = Size { min: u64::MAX, max: 0 };
-                if list.elements.is_empty() {
-                    item.min = 0;
-                }
-                let mut ty = Ty::Unknown;
-                for el in &list.elements {
-                    sum = sum.saturating_add(self.cost(el));
-                    item = item.union(self.size_or_unknown(el));
-                    ty = Ty::join(ty, self.ty(el));
-                }
-                self.entries.insert(e.id, Entry { list: true, key: Size::fixed(1), val: item });
-                self.types.insert(e.id, Ty::List(Box::new(ty)));
-                sum.saturating_add(LIST_CREATE)
-            }
-            Expr::Map(map) => {
-                let mut sum = 0u64;
-                let mut keys = Size { min: u64::MAX, max: 0 };
-                let mut vals = Size { min: u64::MAX, max: 0 };
-                if map.entries.is_empty() {
-                    keys.min = 0;
-                    vals.min = 0;
-                }
-                let (mut kt, mut vt) = (Ty::Unknown, Ty::Unknown);
-                for entry in &map.entries {
-                    if let EntryExpr::MapEntry(entry) = &entry.expr {
-                        sum = sum.saturating_add(self.cost(&entry.key)).saturating_add(self.cost(&entry.value));
-                        keys = keys.union(self.size_or_unknown(&entry.key));
-                        vals = vals.union(self.size_or_unknown(&entry.value));
-                        kt = Ty::join(kt, self.ty(&entry.key));
-                        vt = Ty::join(vt, self.ty(&entry.value));
-                    }
-                }
-                self.entries.insert(e.id, Entry { list: false, key: keys, val: vals });
-                self.types.insert(e.id, Ty::Map(Box::new(kt), Box::new(vt)));
-                sum.saturating_add(MAP_CREATE)
-            }
+            Expr::List(list) => self.list_literal_cost(e, list),
+            Expr::Map(map) => self.map_literal_cost(e, map),
             Expr::Struct(s) => {
                 let mut sum = STRUCT_CREATE;
                 for entry in &s.entries {
@@ -895,74 +839,153 @@ impl<'a> Coster<'a> {
                 }
                 sum
             }
-            Expr::Comprehension(c) => {
-                let mut sum = self.cost(&c.iter_range).saturating_add(self.cost(&c.accu_init));
-                let accu = self.local_for(&c.accu_init);
-                self.push_local(&c.accu_var, accu);
-                let range_ty = self.ty(&c.iter_range);
-                let range_entry = self.entry(&c.iter_range);
-                let is_list = range_entry.map_or(range_ty.is_list() || range_ty.open(), |en| en.list);
-                let range_path = self.path(&c.iter_range);
-                let at = |sub: &str| {
-                    let mut p = range_path.clone();
-                    p.push(sub.to_string());
-                    p
-                };
-                let (key_ty, val_ty) = match &range_ty {
-                    Ty::List(t) => (Ty::Int, (**t).clone()),
-                    Ty::Map(k, v) => ((**k).clone(), (**v).clone()),
-                    other => (other.elem(), other.elem()),
-                };
-                match &c.iter_var2 {
-                    Some(var2) => {
-                        let key_sub = if is_list { "@indices" } else { "@keys" };
-                        let val_sub = if is_list { "@items" } else { "@values" };
-                        let key =
-                            Local { path: at(key_sub), size: range_entry.map(|en| en.key), entry: None, ty: key_ty };
-                        let val =
-                            Local { path: at(val_sub), size: range_entry.map(|en| en.val), entry: None, ty: val_ty };
-                        self.push_local(&c.iter_var, key);
-                        self.push_local(var2, val);
-                    }
-                    None => {
-                        let (sub, size, ty) = if is_list {
-                            ("@items", range_entry.map(|en| en.val), val_ty)
-                        } else {
-                            ("@keys", range_entry.map(|en| en.key), key_ty)
-                        };
-                        self.push_local(&c.iter_var, Local { path: at(sub), size, entry: None, ty });
-                    }
-                }
-                let per_element = self.cost(&c.loop_cond).saturating_add(self.cost(&c.loop_step));
-                self.pop_local(&c.iter_var);
-                if let Some(var2) = &c.iter_var2 {
-                    self.pop_local(var2);
-                }
-                sum = sum.saturating_add(self.cost(&c.result));
-                self.pop_local(&c.accu_var);
-                let count = self.size_or_unknown(&c.iter_range);
-                sum = sum.saturating_add(count.max.saturating_mul(per_element));
-                match &c.accu_init.expr {
-                    Expr::Literal(_) => {
-                        if let Some(s) = self.size(&c.accu_init) {
-                            self.sizes.insert(e.id, s);
-                        }
-                        self.types.insert(e.id, self.ty(&c.result));
-                    }
-                    Expr::List(_) | Expr::Map(_) => {
-                        self.sizes.insert(e.id, count);
-                        if let Some(entry) = self.entry(&c.loop_step) {
-                            self.entries.insert(e.id, entry);
-                        }
-                        self.types.insert(e.id, self.ty(&c.loop_step));
-                    }
-                    _ => {
-                        self.types.insert(e.id, self.ty(&c.result));
-                    }
-                }
-                sum
-            }
+            Expr::Comprehension(c) => self.comprehension_cost(e, c),
             Expr::Unspecified => 0,
+        }
+    }
+
+    /// A field select `a.b`, or a presence test `has(a.b)`.
+    fn select_cost(&mut self, e: &IdedExpr, select: &SelectExpr) -> u64 {
+        let operand = self.cost(&select.operand);
+        if select.test {
+            // kube sets `PresenceTestHasCost(false)`: has() costs its operand only.
+            self.types.insert(e.id, Ty::Bool);
+            return operand;
+        }
+        let operand_ty = self.ty(&select.operand);
+        // One for the select itself on a map or an object (assumed when unknown).
+        let own = u64::from(!matches!(operand_ty, Ty::Dyn) && (operand_ty.open() || is_struct_or_map(&operand_ty)));
+        let ty = match &operand_ty {
+            Ty::Object(d) => d.field(&select.field).map_or(Ty::Unknown, |(_, f)| Ty::of(f)),
+            Ty::Map(_, v) => (**v).clone(),
+            Ty::Dyn => Ty::Dyn,
+            _ => Ty::Unknown,
+        };
+        let mut path = self.path(&select.operand);
+        path.push(select.field.clone());
+        self.paths.insert(e.id, path);
+        self.types.insert(e.id, ty);
+        operand.saturating_add(own)
+    }
+
+    /// A list literal `[a, b]`: its elements plus the list's creation.
+    fn list_literal_cost(&mut self, e: &IdedExpr, list: &ListExpr) -> u64 {
+        let mut sum = 0u64;
+        let mut item = Size { min: u64::MAX, max: 0 };
+        if list.elements.is_empty() {
+            item.min = 0;
+        }
+        let mut ty = Ty::Unknown;
+        for el in &list.elements {
+            sum = sum.saturating_add(self.cost(el));
+            item = item.union(self.size_or_unknown(el));
+            ty = Ty::join(ty, self.ty(el));
+        }
+        self.entries.insert(e.id, Entry { list: true, key: Size::fixed(1), val: item });
+        self.types.insert(e.id, Ty::List(Box::new(ty)));
+        sum.saturating_add(LIST_CREATE)
+    }
+
+    /// A map literal `{k: v}`: its keys and values plus the map's creation.
+    fn map_literal_cost(&mut self, e: &IdedExpr, map: &MapExpr) -> u64 {
+        let mut sum = 0u64;
+        let mut keys = Size { min: u64::MAX, max: 0 };
+        let mut vals = Size { min: u64::MAX, max: 0 };
+        if map.entries.is_empty() {
+            keys.min = 0;
+            vals.min = 0;
+        }
+        let (mut kt, mut vt) = (Ty::Unknown, Ty::Unknown);
+        for entry in &map.entries {
+            if let EntryExpr::MapEntry(entry) = &entry.expr {
+                sum = sum.saturating_add(self.cost(&entry.key)).saturating_add(self.cost(&entry.value));
+                keys = keys.union(self.size_or_unknown(&entry.key));
+                vals = vals.union(self.size_or_unknown(&entry.value));
+                kt = Ty::join(kt, self.ty(&entry.key));
+                vt = Ty::join(vt, self.ty(&entry.value));
+            }
+        }
+        self.entries.insert(e.id, Entry { list: false, key: keys, val: vals });
+        self.types.insert(e.id, Ty::Map(Box::new(kt), Box::new(vt)));
+        sum.saturating_add(MAP_CREATE)
+    }
+
+    /// cel-go's `costComprehension`: range, init and result, plus the range's size times
+    /// the loop's condition and step.
+    fn comprehension_cost(&mut self, e: &IdedExpr, c: &ComprehensionExpr) -> u64 {
+        let mut sum = self.cost(&c.iter_range).saturating_add(self.cost(&c.accu_init));
+        let accu = self.local_for(&c.accu_init);
+        self.push_local(&c.accu_var, accu);
+        self.push_iter_vars(c);
+        let per_element = self.cost(&c.loop_cond).saturating_add(self.cost(&c.loop_step));
+        self.pop_local(&c.iter_var);
+        if let Some(var2) = &c.iter_var2 {
+            self.pop_local(var2);
+        }
+        sum = sum.saturating_add(self.cost(&c.result));
+        self.pop_local(&c.accu_var);
+        let count = self.size_or_unknown(&c.iter_range);
+        sum = sum.saturating_add(count.max.saturating_mul(per_element));
+        self.record_comprehension_result(e, c, count);
+        sum
+    }
+
+    /// Binds a comprehension's iteration variables to the range's elements (or keys):
+    /// their paths under the range's, their sizes from its entries.
+    fn push_iter_vars(&mut self, c: &ComprehensionExpr) {
+        let range_ty = self.ty(&c.iter_range);
+        let range_entry = self.entry(&c.iter_range);
+        let is_list = range_entry.map_or(range_ty.is_list() || range_ty.open(), |en| en.list);
+        let range_path = self.path(&c.iter_range);
+        let at = |sub: &str| {
+            let mut p = range_path.clone();
+            p.push(sub.to_string());
+            p
+        };
+        let (key_ty, val_ty) = match &range_ty {
+            Ty::List(t) => (Ty::Int, (**t).clone()),
+            Ty::Map(k, v) => ((**k).clone(), (**v).clone()),
+            other => (other.elem(), other.elem()),
+        };
+        match &c.iter_var2 {
+            Some(var2) => {
+                let key_sub = if is_list { "@indices" } else { "@keys" };
+                let val_sub = if is_list { "@items" } else { "@values" };
+                let key = Local { path: at(key_sub), size: range_entry.map(|en| en.key), entry: None, ty: key_ty };
+                let val = Local { path: at(val_sub), size: range_entry.map(|en| en.val), entry: None, ty: val_ty };
+                self.push_local(&c.iter_var, key);
+                self.push_local(var2, val);
+            }
+            None => {
+                let (sub, size, ty) = if is_list {
+                    ("@items", range_entry.map(|en| en.val), val_ty)
+                } else {
+                    ("@keys", range_entry.map(|en| en.key), key_ty)
+                };
+                self.push_local(&c.iter_var, Local { path: at(sub), size, entry: None, ty });
+            }
+        }
+    }
+
+    /// The size, entries and type of a comprehension's result, from its accumulator.
+    fn record_comprehension_result(&mut self, e: &IdedExpr, c: &ComprehensionExpr, count: Size) {
+        match &c.accu_init.expr {
+            Expr::Literal(_) => {
+                if let Some(s) = self.size(&c.accu_init) {
+                    self.sizes.insert(e.id, s);
+                }
+                self.types.insert(e.id, self.ty(&c.result));
+            }
+            Expr::List(_) | Expr::Map(_) => {
+                self.sizes.insert(e.id, count);
+                if let Some(entry) = self.entry(&c.loop_step) {
+                    self.entries.insert(e.id, entry);
+                }
+                self.types.insert(e.id, self.ty(&c.loop_step));
+            }
+            _ => {
+                self.types.insert(e.id, self.ty(&c.result));
+            }
         }
     }
 
@@ -1070,94 +1093,70 @@ impl<'a> Coster<'a> {
     ) -> Call<'a> {
         let arg_sum = arg_costs.iter().fold(0u64, |a, c| a.saturating_add(*c));
         let ty = self.result_ty(func, target, args);
-        let with_args =
-            |cost: u64, size: Option<Size>, ty: Ty<'a>| Call { cost: cost.saturating_add(arg_sum), size, ty };
-        let target_ty = target.map_or(Ty::Unknown, |t| t.ty.clone());
+        let own = self.ext_cost(func, target, args).or_else(|| self.kube_cost(func, target, args));
+        match own {
+            Some((cost, size)) => Call { cost: cost.saturating_add(arg_sum), size, ty },
+            None => self.cel_go_cost(e, func, target, args, arg_costs, ty),
+        }
+    }
 
-        // cel-go's ext estimators (sets, and lists version 3).
+    /// cel-go's ext estimators (sets, and lists version 3): the call's own cost and
+    /// result size, or `None` for the functions they leave to the others.
+    fn ext_cost(
+        &self,
+        func: &str,
+        target: Option<&Node<'_, 'a>>,
+        args: &[Node<'_, 'a>],
+    ) -> Option<(u64, Option<Size>)> {
+        let target_ty = target.map_or(Ty::Unknown, |t| t.ty.clone());
         match (func, target, args.len()) {
             ("sets.contains" | "sets.intersects" | "sets.equivalent", None, 2) => {
                 let factor = if func == "sets.equivalent" { 2.0 } else { 1.0 };
                 let product = self.estimate_size(&args[0]).mul(self.estimate_size(&args[1]));
-                return with_args(product.times(factor).saturating_add(1), None, ty);
+                Some((product.times(factor).saturating_add(1), None))
             }
             ("slice", Some(t), 2) if !target_ty.is_string() => {
                 let size = self.estimate_size(t);
                 let start = args[0].int_literal().map_or(0, |i| i.max(0) as u64);
                 let end = args[1].int_literal().map_or(size.max, |i| i.max(0) as u64);
-                return list_call(1.0, Size::fixed(end.wrapping_sub(start)), arg_sum, ty);
+                Some(list_call(1.0, Size::fixed(end.wrapping_sub(start))))
             }
             ("lists.range", None, 1) => {
                 let n = args[0].int_literal().map_or(u64::MAX, |i| i.max(0) as u64);
-                return list_call(1.0, Size::fixed(n), arg_sum, ty);
+                Some(list_call(1.0, Size::fixed(n)))
             }
-            ("reverse", Some(t), 0) if target_ty.is_list() => {
-                return list_call(1.0, self.estimate_size(t), arg_sum, ty);
-            }
+            ("reverse", Some(t), 0) if target_ty.is_list() => Some(list_call(1.0, self.estimate_size(t))),
             ("flatten", Some(t), 0 | 1) => {
                 let depth = args.first().map_or(1, |d| d.int_literal().map_or(u64::MAX, |i| i.max(0) as u64));
-                return list_call(depth as f64, self.estimate_size(t), arg_sum, ty);
+                Some(list_call(depth as f64, self.estimate_size(t)))
             }
             ("distinct", Some(t), 0) => {
                 let size = self.estimate_size(t);
-                return list_call(2.0, size.mul(size), arg_sum, ty);
+                Some(list_call(2.0, size.mul(size)))
             }
             ("sort", Some(t), 0) => {
                 let size = self.estimate_size(t);
                 let factor = if target_ty.elem().is_string() { 2.0 + TRAVERSAL } else { 2.0 };
-                return list_call(factor, size.mul(size), arg_sum, ty);
+                Some(list_call(factor, size.mul(size)))
             }
-            _ => {}
+            _ => None,
         }
+    }
 
-        if let Some((cost, size)) = self.kube_cost(func, target, args) {
-            return with_args(cost, size, ty);
-        }
-
-        // cel-go's own estimates (`checker/cost.go`).
-        match (func, target, args.len()) {
-            ("format", Some(t), _) => return with_args(t.size_or_unknown().times(TRAVERSAL), None, ty),
-            ("bytes", None, 1) if args[0].ty.is_string() || args[0].ty.open() => {
-                let size = args[0].size_or_unknown();
-                let conversion = size.times(TRAVERSAL);
-                let cost = if args[0].ty.open() { conversion.max(1) } else { conversion };
-                return with_args(cost, Some(Size { min: size.min, max: size.max.saturating_mul(4) }), ty);
-            }
-            ("string", None, 1) if matches!(args[0].ty, Ty::Bytes) || args[0].ty.open() => {
-                let size = args[0].size_or_unknown();
-                let conversion = size.times(TRAVERSAL);
-                let cost = if args[0].ty.open() { conversion.max(1) } else { conversion };
-                return with_args(cost, Some(Size { min: size.min / 4, max: size.max }), ty);
-            }
-            ("strings.quote", None, 1) => {
-                let size = args[0].size_or_unknown();
-                let result =
-                    Size { min: size.min.saturating_add(2), max: size.max.saturating_mul(2).saturating_add(2) };
-                return with_args(size.times(TRAVERSAL), Some(result), ty);
-            }
-            ("startsWith" | "endsWith", Some(_), 1) => {
-                return with_args(args[0].size_or_unknown().times(TRAVERSAL), None, ty);
-            }
-            ("matches", Some(t), 1) => {
-                let text = t.size_or_unknown().add(Size::fixed(1)).times(TRAVERSAL);
-                let regex = args[0].size_or_unknown().times(REGEX_FACTOR);
-                return with_args(text.saturating_mul(regex), None, ty);
-            }
-            ("contains", Some(t), 1) => {
-                let text = t.size_or_unknown().times(TRAVERSAL);
-                let sub = args[0].size_or_unknown().times(TRAVERSAL);
-                return with_args(text.saturating_mul(sub), None, ty);
-            }
-            ("@in", None, 2) => {
-                let list = args[1].size_or_unknown().times(1.0);
-                let cost = match &args[1].ty {
-                    Ty::List(_) => list,
-                    Ty::Map(..) | Ty::Object(_) => 1,
-                    _ => list.max(1),
-                };
-                return with_args(cost, None, ty);
-            }
-            ("_&&_" | "_||_", None, 2) => return Call { cost: arg_sum, size: None, ty },
+    /// cel-go's own estimates (`checker/cost.go`), for the calls no library prices; any
+    /// other call costs 1.
+    fn cel_go_cost(
+        &mut self,
+        e: &IdedExpr,
+        func: &str,
+        target: Option<&Node<'_, 'a>>,
+        args: &[Node<'_, 'a>],
+        arg_costs: &[u64],
+        ty: Ty<'a>,
+    ) -> Call<'a> {
+        let arg_sum = arg_costs.iter().fold(0u64, |a, c| a.saturating_add(*c));
+        let own = match (func, target, args.len()) {
+            ("_&&_" | "_||_", None, 2) => Some((0, None)),
             ("_?_:_", None, 3) => {
                 let size = args[1].size_or_unknown().union(args[2].size_or_unknown());
                 if let Some(entry) = Entry::union(self.entry(args[1].expr), self.entry(args[2].expr)) {
@@ -1166,40 +1165,38 @@ impl<'a> Coster<'a> {
                 let cost = arg_costs[0].saturating_add(arg_costs[1].max(arg_costs[2]));
                 return Call { cost, size: Some(size), ty };
             }
-            ("_+_", None, 2) => {
-                let (l, r) = (&args[0].ty, &args[1].ty);
-                let strings = l.is_string() || r.is_string();
-                let lists = l.is_list() || r.is_list();
-                let open = l.open() && r.open();
-                if strings || lists || open {
-                    let size = args[0].size_or_unknown().add(args[1].size_or_unknown());
-                    if let Some(entry) = Entry::union(self.entry(args[0].expr), self.entry(args[1].expr)) {
-                        self.entries.insert(e.id, entry);
-                    }
-                    let cost = if strings {
-                        size.times(TRAVERSAL)
-                    } else if lists {
-                        1
-                    } else {
-                        size.times(TRAVERSAL).max(1)
-                    };
-                    return with_args(cost, Some(size), ty);
-                }
-            }
-            ("_<_" | "_>_" | "_<=_" | "_>=_", None, 2) => {
-                let (l, r) = (&args[0].ty, &args[1].ty);
-                let strings = l.is_string() || r.is_string();
-                let numbers = !strings && (!l.open() || !r.open());
-                if !numbers {
-                    let compare = min_size_cost(&args[0], &args[1]);
-                    return with_args(if strings { compare } else { compare.max(1) }, None, ty);
-                }
-            }
-            ("_==_" | "_!=_", None, 2) => return with_args(min_size_cost(&args[0], &args[1]), None, ty),
-            _ => {}
-        }
+            ("_+_", None, 2) => self.concat_cost(e, args),
+            ("_<_" | "_>_" | "_<=_" | "_>=_", None, 2) => ordering_cost(args),
+            ("_==_" | "_!=_", None, 2) => Some((min_size_cost(&args[0], &args[1]), None)),
+            _ => string_call_cost(func, target, args),
+        };
         // O(1) functions.
-        with_args(1, None, ty)
+        let (cost, size) = own.unwrap_or((1, None));
+        Call { cost: cost.saturating_add(arg_sum), size, ty }
+    }
+
+    /// `+` on strings, lists or operands of unknown type: a tenth of the result's size
+    /// for strings, 1 for lists; `None` (cost 1) for numbers.
+    fn concat_cost(&mut self, e: &IdedExpr, args: &[Node<'_, 'a>]) -> Option<(u64, Option<Size>)> {
+        let (l, r) = (&args[0].ty, &args[1].ty);
+        let strings = l.is_string() || r.is_string();
+        let lists = l.is_list() || r.is_list();
+        let open = l.open() && r.open();
+        if !(strings || lists || open) {
+            return None;
+        }
+        let size = args[0].size_or_unknown().add(args[1].size_or_unknown());
+        if let Some(entry) = Entry::union(self.entry(args[0].expr), self.entry(args[1].expr)) {
+            self.entries.insert(e.id, entry);
+        }
+        let cost = if strings {
+            size.times(TRAVERSAL)
+        } else if lists {
+            1
+        } else {
+            size.times(TRAVERSAL).max(1)
+        };
+        Some((cost, Some(size)))
     }
 
     /// kube's `CostEstimator.EstimateCallCost` (`apiserver/pkg/cel/library/cost.go`): the
@@ -1224,28 +1221,7 @@ impl<'a> Coster<'a> {
                 fixed(LIST_CREATE.saturating_add(parse).saturating_add(requirements))
             }
             "isSorted" | "sum" | "max" | "min" | "indexOf" | "lastIndexOf" | "includes" => {
-                let t = target?;
-                let size = self.estimate_size(t);
-                if let Ty::List(elem) = &t.ty {
-                    // One per element, plus a traversal of each string or bytes element.
-                    let mut per_element = 1u64;
-                    if elem.is_string() {
-                        let mut path = t.path.clone();
-                        if !path.is_empty() {
-                            path.push("@items".to_string());
-                        }
-                        let elem_size = self.resolve(&path).unwrap_or(UNKNOWN);
-                        per_element = per_element.saturating_add(elem_size.times(TRAVERSAL));
-                    }
-                    fixed(size.max.saturating_mul(per_element))
-                } else if func == "includes" {
-                    fixed(size.max)
-                } else {
-                    // On a string (`indexOf`, `lastIndexOf`); on a value of unknown type,
-                    // the dearer of a list of 1-unit elements and a string.
-                    let string = size.times(TRAVERSAL);
-                    fixed(if t.ty.open() { string.max(size.max) } else { string })
-                }
+                fixed(self.list_search_cost(func, target?))
             }
             "url" | "jsonpatch.escapeKey" if args.len() == 1 => {
                 let size = arg_size();
@@ -1257,28 +1233,8 @@ impl<'a> Coster<'a> {
             }
             "replace" if target.is_some() && args.len() >= 2 => {
                 let size = self.estimate_size(target?);
-                let from = self.estimate_size(&args[0]);
-                let with = self.estimate_size(&args[1]);
-                let (mut count, mut retained) = (Size::fixed(0), Size::fixed(0));
-                if from.min == 0 {
-                    count.max = if size.max < u64::MAX { size.max + 1 } else { size.max };
-                    retained.max = size.max;
-                } else if with.max <= from.min {
-                    count.max = 0;
-                    retained.max = size.max;
-                } else {
-                    count.max = (size.max as f64 / from.min as f64).ceil() as u64;
-                }
-                if from.max == 0 {
-                    count.min = if size.min < u64::MAX { size.min + 1 } else { size.min };
-                    retained.min = size.min;
-                } else if from.max <= with.min {
-                    count.min = 0;
-                    retained.min = size.min;
-                } else {
-                    count.min = (size.min as f64 / from.max as f64).ceil() as u64;
-                }
-                Some((size.times(2.0 * TRAVERSAL), Some(count.mul(with).add(retained))))
+                let result = replaced_size(size, self.estimate_size(&args[0]), self.estimate_size(&args[1]));
+                Some((size.times(2.0 * TRAVERSAL), Some(result)))
             }
             "split" => {
                 let size = self.estimate_size(target?);
@@ -1287,20 +1243,7 @@ impl<'a> Coster<'a> {
                 Some((size.times(2.0 * TRAVERSAL), Some(Size { min: 0, max })))
             }
             "join" => {
-                let t = target?;
-                let list = self.estimate_size(t);
-                let mut size = Size::fixed(0);
-                if matches!(t.ty, Ty::List(_)) || t.ty.open() {
-                    let mut path = t.path.clone();
-                    if !path.is_empty() {
-                        path.push("@items".to_string());
-                    }
-                    size = list.mul(self.resolve(&path).unwrap_or(UNKNOWN));
-                }
-                if let Some(sep) = first {
-                    let separators = Size { min: list.min.saturating_sub(1), max: list.max.saturating_sub(1) };
-                    size = size.add(self.estimate_size(sep).mul(separators));
-                }
+                let size = self.joined_size(target?, first);
                 Some((size.times(TRAVERSAL), Some(size)))
             }
             "find" | "findAll" if target.is_some() && !args.is_empty() => {
@@ -1323,16 +1266,7 @@ impl<'a> Coster<'a> {
             | "isLinkLocalUnicast"
             | "isGlobalUnicast" => fixed(1),
             "containsIP" | "containsCIDR" if !args.is_empty() => {
-                // Two byte lists of an IPv4 or IPv6 address compared; a CIDR also masked.
-                let ip = Size { min: 4, max: 16 };
-                let mut cost = ip.add(ip).times(TRAVERSAL);
-                if func == "containsCIDR" {
-                    cost = cost.saturating_add(ip.times(TRAVERSAL)).saturating_add(1);
-                }
-                if args[0].ty.is_string() || args[0].ty.open() {
-                    cost = cost.saturating_add(arg_size().times(TRAVERSAL));
-                }
-                fixed(cost)
+                fixed(contains_address_cost(func, &args[0], arg_size()))
             }
             "quantity" | "isQuantity" | "semver" | "isSemver" if !args.is_empty() => fixed(arg_size().times(TRAVERSAL)),
             "validate" if !args.is_empty() => {
@@ -1342,91 +1276,57 @@ impl<'a> Coster<'a> {
             "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan" | "isLessThan"
             | "compareTo" | "add" | "sub" | "major" | "minor" | "patch" => fixed(1),
             "getScheme" | "getHostname" | "getHost" | "getPort" | "getEscapedPath" | "getQuery" => fixed(1),
-            "_==_" if args.len() == 2 => match (&args[0].ty, &args[1].ty) {
-                (Ty::Opaque(a), Ty::Opaque(b)) if a == b => match a {
-                    Opaque::Ip | Opaque::Cidr | Opaque::Quantity | Opaque::Semver => fixed(1),
-                    Opaque::Format => fixed(by_factor(MAX_FORMAT_SIZE, TRAVERSAL)),
-                    // kube unions the right operand's size with itself (sic), else 1.
-                    Opaque::Url => fixed(by_factor(args[1].size.map_or(1, |s| s.max), TRAVERSAL)),
-                },
-                _ => None,
-            },
+            "_==_" if args.len() == 2 => opaque_equality_cost(&args[0], &args[1]).map(|c| (c, None)),
             _ => None,
         }
     }
 
+    /// kube's list library on `t` (`isSorted`, `sum`, `max`, `min`, `indexOf`,
+    /// `lastIndexOf`, `includes`), whose `indexOf`/`lastIndexOf` also take a string.
+    fn list_search_cost(&self, func: &str, t: &Node<'_, 'a>) -> u64 {
+        let size = self.estimate_size(t);
+        if let Ty::List(elem) = &t.ty {
+            // One per element, plus a traversal of each string or bytes element.
+            let mut per_element = 1u64;
+            if elem.is_string() {
+                let elem_size = self.resolve(&items_path(t)).unwrap_or(UNKNOWN);
+                per_element = per_element.saturating_add(elem_size.times(TRAVERSAL));
+            }
+            size.max.saturating_mul(per_element)
+        } else if func == "includes" {
+            size.max
+        } else {
+            // On a string (`indexOf`, `lastIndexOf`); on a value of unknown type,
+            // the dearer of a list of 1-unit elements and a string.
+            let string = size.times(TRAVERSAL);
+            if t.ty.open() { string.max(size.max) } else { string }
+        }
+    }
+
+    /// The size of `t.join(sep)`: the list's elements plus a separator between each two.
+    fn joined_size(&self, t: &Node<'_, 'a>, sep: Option<&Node<'_, 'a>>) -> Size {
+        let list = self.estimate_size(t);
+        let mut size = Size::fixed(0);
+        if matches!(t.ty, Ty::List(_)) || t.ty.open() {
+            size = list.mul(self.resolve(&items_path(t)).unwrap_or(UNKNOWN));
+        }
+        if let Some(sep) = sep {
+            let separators = Size { min: list.min.saturating_sub(1), max: list.max.saturating_sub(1) };
+            size = size.add(self.estimate_size(sep).mul(separators));
+        }
+        size
+    }
+
     /// The type of a call's result, as far as costs depend on it.
     fn result_ty(&self, func: &str, target: Option<&Node<'_, 'a>>, args: &[Node<'_, 'a>]) -> Ty<'a> {
+        if let Some(ty) = fixed_result_ty(func) {
+            return ty;
+        }
         let t = target.map(|t| t.ty.clone());
         let a0 = args.first().map_or(Ty::Unknown, |a| a.ty.clone());
         let subject = t.clone().unwrap_or_else(|| a0.clone());
         match func {
-            "_==_"
-            | "_!=_"
-            | "_<_"
-            | "_>_"
-            | "_<=_"
-            | "_>=_"
-            | "!_"
-            | "_&&_"
-            | "_||_"
-            | "@in"
-            | "@not_strictly_false"
-            | "matches"
-            | "contains"
-            | "startsWith"
-            | "endsWith"
-            | "isSorted"
-            | "isURL"
-            | "isIP"
-            | "isCIDR"
-            | "isQuantity"
-            | "isSemver"
-            | "isInteger"
-            | "isGreaterThan"
-            | "isLessThan"
-            | "isUnspecified"
-            | "isLoopback"
-            | "isLinkLocalMulticast"
-            | "isLinkLocalUnicast"
-            | "isGlobalUnicast"
-            | "ip.isCanonical"
-            | "containsIP"
-            | "containsCIDR"
-            | "hasValue"
-            | "sets.contains"
-            | "sets.intersects"
-            | "sets.equivalent"
-            | "bool"
-            | "includes" => Ty::Bool,
-            "size" | "indexOf" | "lastIndexOf" | "int" | "sign" | "asInteger" | "compareTo" | "prefixLength"
-            | "family" | "major" | "minor" | "patch" | "getFullYear" | "getMonth" | "getDayOfYear"
-            | "getDayOfMonth" | "getDate" | "getDayOfWeek" | "getHours" | "getMinutes" | "getSeconds"
-            | "getMilliseconds" => Ty::Int,
-            "uint" => Ty::Uint,
-            "double" | "asApproximateFloat" => Ty::Double,
-            "duration" => Ty::Duration,
-            "timestamp" => Ty::Timestamp,
-            "type" => Ty::Type,
-            "string"
-            | "lowerAscii"
-            | "upperAscii"
-            | "trim"
-            | "substring"
-            | "replace"
-            | "charAt"
-            | "format"
-            | "join"
-            | "strings.quote"
-            | "find"
-            | "getScheme"
-            | "getHost"
-            | "getHostname"
-            | "getPort"
-            | "getEscapedPath"
-            | "jsonpatch.escapeKey" => Ty::String,
             "reverse" if subject.is_string() => Ty::String,
-            "bytes" => Ty::Bytes,
             "split" | "findAll" => Ty::List(Box::new(Ty::String)),
             "getQuery" => Ty::Map(Box::new(Ty::String), Box::new(Ty::List(Box::new(Ty::String)))),
             "quantity" | "add" | "sub" if t.is_none() || matches!(t, Some(Ty::Opaque(Opaque::Quantity))) => {
@@ -1482,6 +1382,239 @@ impl<'a> Coster<'a> {
     }
 }
 
+/// cel-go's estimates for its string and conversion functions (`format`, `bytes`,
+/// `string`, `strings.quote`, `startsWith`, `endsWith`, `matches`, `contains`) and for
+/// `in`: the call's own cost and result size, or `None` when the call costs 1.
+fn string_call_cost(func: &str, target: Option<&Node<'_, '_>>, args: &[Node<'_, '_>]) -> Option<(u64, Option<Size>)> {
+    match (func, target, args.len()) {
+        ("format", Some(t), _) => Some((t.size_or_unknown().times(TRAVERSAL), None)),
+        ("bytes", None, 1) if args[0].ty.is_string() || args[0].ty.open() => {
+            let size = args[0].size_or_unknown();
+            let conversion = size.times(TRAVERSAL);
+            let cost = if args[0].ty.open() { conversion.max(1) } else { conversion };
+            Some((cost, Some(Size { min: size.min, max: size.max.saturating_mul(4) })))
+        }
+        ("string", None, 1) if matches!(args[0].ty, Ty::Bytes) || args[0].ty.open() => {
+            let size = args[0].size_or_unknown();
+            let conversion = size.times(TRAVERSAL);
+            let cost = if args[0].ty.open() { conversion.max(1) } else { conversion };
+            Some((cost, Some(Size { min: size.min / 4, max: size.max })))
+        }
+        ("strings.quote", None, 1) => {
+            let size = args[0].size_or_unknown();
+            let result = Size { min: size.min.saturating_add(2), max: size.max.saturating_mul(2).saturating_add(2) };
+            Some((size.times(TRAVERSAL), Some(result)))
+        }
+        ("startsWith" | "endsWith", Some(_), 1) => Some((args[0].size_or_unknown().times(TRAVERSAL), None)),
+        ("matches", Some(t), 1) => {
+            let text = t.size_or_unknown().add(Size::fixed(1)).times(TRAVERSAL);
+            let regex = args[0].size_or_unknown().times(REGEX_FACTOR);
+            Some((text.saturating_mul(regex), None))
+        }
+        ("contains", Some(t), 1) => {
+            let text = t.size_or_unknown().times(TRAVERSAL);
+            let sub = args[0].size_or_unknown().times(TRAVERSAL);
+            Some((text.saturating_mul(sub), None))
+        }
+        ("@in", None, 2) => {
+            let list = args[1].size_or_unknown().times(1.0);
+            let cost = match &args[1].ty {
+                Ty::List(_) => list,
+                Ty::Map(..) | Ty::Object(_) => 1,
+                _ => list.max(1),
+            };
+            Some((cost, None))
+        }
+        _ => None,
+    }
+}
+
+/// `<`, `>`, `<=`, `>=` on strings or operands of unknown type: a tenth of the smaller
+/// operand's size; `None` (cost 1) for numbers.
+fn ordering_cost(args: &[Node<'_, '_>]) -> Option<(u64, Option<Size>)> {
+    let (l, r) = (&args[0].ty, &args[1].ty);
+    let strings = l.is_string() || r.is_string();
+    let numbers = !strings && (!l.open() || !r.open());
+    if numbers {
+        return None;
+    }
+    let compare = min_size_cost(&args[0], &args[1]);
+    Some((if strings { compare } else { compare.max(1) }, None))
+}
+
+/// Functions whose result is a bool, whatever their operands.
+const BOOL_RESULTS: [&str; 38] = [
+    "_==_",
+    "_!=_",
+    "_<_",
+    "_>_",
+    "_<=_",
+    "_>=_",
+    "!_",
+    "_&&_",
+    "_||_",
+    "@in",
+    "@not_strictly_false",
+    "matches",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "isSorted",
+    "isURL",
+    "isIP",
+    "isCIDR",
+    "isQuantity",
+    "isSemver",
+    "isInteger",
+    "isGreaterThan",
+    "isLessThan",
+    "isUnspecified",
+    "isLoopback",
+    "isLinkLocalMulticast",
+    "isLinkLocalUnicast",
+    "isGlobalUnicast",
+    "ip.isCanonical",
+    "containsIP",
+    "containsCIDR",
+    "hasValue",
+    "sets.contains",
+    "sets.intersects",
+    "sets.equivalent",
+    "bool",
+    "includes",
+];
+
+/// Functions whose result is an int, whatever their operands.
+const INT_RESULTS: [&str; 22] = [
+    "size",
+    "indexOf",
+    "lastIndexOf",
+    "int",
+    "sign",
+    "asInteger",
+    "compareTo",
+    "prefixLength",
+    "family",
+    "major",
+    "minor",
+    "patch",
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
+];
+
+/// Functions whose result is a string, whatever their operands.
+const STRING_RESULTS: [&str; 17] = [
+    "string",
+    "lowerAscii",
+    "upperAscii",
+    "trim",
+    "substring",
+    "replace",
+    "charAt",
+    "format",
+    "join",
+    "strings.quote",
+    "find",
+    "getScheme",
+    "getHost",
+    "getHostname",
+    "getPort",
+    "getEscapedPath",
+    "jsonpatch.escapeKey",
+];
+
+/// The result type of the functions whose result does not depend on their operands.
+fn fixed_result_ty<'a>(func: &str) -> Option<Ty<'a>> {
+    let ty = if BOOL_RESULTS.contains(&func) {
+        Ty::Bool
+    } else if INT_RESULTS.contains(&func) {
+        Ty::Int
+    } else if STRING_RESULTS.contains(&func) {
+        Ty::String
+    } else {
+        match func {
+            "uint" => Ty::Uint,
+            "double" | "asApproximateFloat" => Ty::Double,
+            "duration" => Ty::Duration,
+            "timestamp" => Ty::Timestamp,
+            "type" => Ty::Type,
+            "bytes" => Ty::Bytes,
+            _ => return None,
+        }
+    };
+    Some(ty)
+}
+
+/// The path of a list node's elements (none for a node with no path).
+fn items_path(t: &Node<'_, '_>) -> Vec<String> {
+    let mut path = t.path.clone();
+    if !path.is_empty() {
+        path.push("@items".to_string());
+    }
+    path
+}
+
+/// kube's size of `s.replace(from, with)` for strings of sizes `size`, `from`, `with`:
+/// the replacements made times `with`, plus what of `s` is retained.
+fn replaced_size(size: Size, from: Size, with: Size) -> Size {
+    let (mut count, mut retained) = (Size::fixed(0), Size::fixed(0));
+    if from.min == 0 {
+        count.max = if size.max < u64::MAX { size.max + 1 } else { size.max };
+        retained.max = size.max;
+    } else if with.max <= from.min {
+        count.max = 0;
+        retained.max = size.max;
+    } else {
+        count.max = (size.max as f64 / from.min as f64).ceil() as u64;
+    }
+    if from.max == 0 {
+        count.min = if size.min < u64::MAX { size.min + 1 } else { size.min };
+        retained.min = size.min;
+    } else if from.max <= with.min {
+        count.min = 0;
+        retained.min = size.min;
+    } else {
+        count.min = (size.min as f64 / from.max as f64).ceil() as u64;
+    }
+    count.mul(with).add(retained)
+}
+
+/// kube's `cidr.containsIP(ip)` / `cidr.containsCIDR(cidr)`: two byte lists of an IPv4
+/// or IPv6 address compared, a CIDR also masked, and a string argument parsed.
+fn contains_address_cost(func: &str, arg: &Node<'_, '_>, arg_size: Size) -> u64 {
+    let ip = Size { min: 4, max: 16 };
+    let mut cost = ip.add(ip).times(TRAVERSAL);
+    if func == "containsCIDR" {
+        cost = cost.saturating_add(ip.times(TRAVERSAL)).saturating_add(1);
+    }
+    if arg.ty.is_string() || arg.ty.open() {
+        cost = cost.saturating_add(arg_size.times(TRAVERSAL));
+    }
+    cost
+}
+
+/// kube's `==` on two values of the same library type (ip, cidr, quantity, semver,
+/// format, url), or `None` for any other operands.
+fn opaque_equality_cost(a: &Node<'_, '_>, b: &Node<'_, '_>) -> Option<u64> {
+    match (&a.ty, &b.ty) {
+        (Ty::Opaque(x), Ty::Opaque(y)) if x == y => Some(match x {
+            Opaque::Ip | Opaque::Cidr | Opaque::Quantity | Opaque::Semver => 1,
+            Opaque::Format => by_factor(MAX_FORMAT_SIZE, TRAVERSAL),
+            // kube unions the right operand's size with itself (sic), else 1.
+            Opaque::Url => by_factor(b.size.map_or(1, |s| s.max), TRAVERSAL),
+        }),
+        _ => None,
+    }
+}
+
 /// The cost of a comparison of the smaller operand (`==`, `!=`, string orderings).
 fn min_size_cost(a: &Node<'_, '_>, b: &Node<'_, '_>) -> u64 {
     let smallest = a.size_or_unknown().max.min(b.size_or_unknown().max);
@@ -1489,9 +1622,8 @@ fn min_size_cost(a: &Node<'_, '_>, b: &Node<'_, '_>) -> u64 {
 }
 
 /// cel-go ext's `estimateAllocatingListCall`.
-fn list_call<'a>(factor: f64, size: Size, arg_sum: u64, ty: Ty<'a>) -> Call<'a> {
-    let cost = size.times(factor).saturating_add(1).saturating_add(LIST_CREATE).saturating_add(arg_sum);
-    Call { cost, size: Some(size), ty }
+fn list_call(factor: f64, size: Size) -> (u64, Option<Size>) {
+    (size.times(factor).saturating_add(1).saturating_add(LIST_CREATE), Some(size))
 }
 
 fn is_struct_or_map(ty: &Ty<'_>) -> bool {

@@ -37,9 +37,45 @@ fn is_int_or_string_any_of(any_of: Option<&Value>) -> bool {
         && arr[1].as_object().is_some_and(|m| m.len() == 1 && get_str(m, "type") == "string")
 }
 
+/// The `x-kubernetes-*` flags of one schema node.
+#[derive(Clone, Copy)]
+struct Extensions {
+    embedded: bool,
+    preserve: bool,
+    int_or_string: bool,
+}
+
 fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     let Some(m) = v.as_object() else { return };
     let ty = get_str(m, "type");
+    type_and_children(m, ty, path, errs);
+    let props = m.get("properties").and_then(Value::as_object);
+    let ext = Extensions {
+        embedded: get_bool(m, "x-kubernetes-embedded-resource"),
+        preserve: get_bool(m, "x-kubernetes-preserve-unknown-fields"),
+        int_or_string: get_bool(m, "x-kubernetes-int-or-string"),
+    };
+    if let Some(ap) = m.get("additionalProperties") {
+        additional_properties_checks(ap, lvl, props, path, errs);
+    }
+    extension_checks(m, ext, path, errs);
+    list_type_checks(m, ty, path, errs);
+    junctor_checks(m, path, errs);
+    type_checks(m, ty, lvl, ext, path, errs);
+    if let Some(props) = props {
+        meta_field_checks(props, lvl == Level::Root || ext.embedded, lvl, path, errs);
+    }
+    if ext.embedded && !ext.preserve && props.is_none_or(|p| p.is_empty()) {
+        errs.push(FieldError::required(
+            &format!("{path}.properties"),
+            "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+        ));
+    }
+}
+
+/// The node's type is a supported one and `$ref` is not used; then the checks of its
+/// `items` and `properties`.
+fn type_and_children(m: &Map<String, Value>, ty: &str, path: &str, errs: &mut Vec<FieldError>) {
     if !ty.is_empty() && !["object", "array", "string", "integer", "number", "boolean"].contains(&ty) {
         let supported: Vec<String> =
             ["array", "boolean", "integer", "number", "object", "string"].iter().map(|s| s.to_string()).collect();
@@ -54,40 +90,50 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     if let Some(items) = m.get("items") {
         invariants(items, Level::Item, &format!("{path}.items"), errs);
     }
-    let props = m.get("properties").and_then(Value::as_object);
-    if let Some(props) = props {
+    if let Some(props) = m.get("properties").and_then(Value::as_object) {
         for (k, p) in props {
             invariants(p, Level::Field, &format!("{path}.properties[{k}]"), errs);
         }
     }
-    let embedded = get_bool(m, "x-kubernetes-embedded-resource");
-    let preserve = get_bool(m, "x-kubernetes-preserve-unknown-fields");
-    let int_or_string = get_bool(m, "x-kubernetes-int-or-string");
-    if let Some(ap) = m.get("additionalProperties") {
-        if lvl == Level::Root {
-            errs.push(FieldError::forbidden(&format!("{path}.additionalProperties"), "must not be used at the root"));
-        }
-        if props.is_some_and(|p| !p.is_empty()) {
-            errs.push(FieldError::forbidden(
-                &format!("{path}.additionalProperties"),
-                "additionalProperties and properties are mutual exclusive",
-            ));
-        }
-        if ap == &Value::Bool(false) {
-            errs.push(FieldError::forbidden(&format!("{path}.additionalProperties"), "must not be false"));
-        }
-        if ap.is_object() {
-            invariants(ap, Level::Field, &format!("{path}.additionalProperties"), errs);
-        }
+}
+
+/// `additionalProperties` (`ap`): not at the root, not with properties, not false; a
+/// schema in it is checked as a field's.
+fn additional_properties_checks(
+    ap: &Value,
+    lvl: Level,
+    props: Option<&Map<String, Value>>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    if lvl == Level::Root {
+        errs.push(FieldError::forbidden(&format!("{path}.additionalProperties"), "must not be used at the root"));
     }
-    if int_or_string && preserve {
+    if props.is_some_and(|p| !p.is_empty()) {
+        errs.push(FieldError::forbidden(
+            &format!("{path}.additionalProperties"),
+            "additionalProperties and properties are mutual exclusive",
+        ));
+    }
+    if ap == &Value::Bool(false) {
+        errs.push(FieldError::forbidden(&format!("{path}.additionalProperties"), "must not be false"));
+    }
+    if ap.is_object() {
+        invariants(ap, Level::Field, &format!("{path}.additionalProperties"), errs);
+    }
+}
+
+/// The `x-kubernetes-*` flags that exclude each other, a false
+/// `x-kubernetes-preserve-unknown-fields`, and `uniqueItems`.
+fn extension_checks(m: &Map<String, Value>, ext: Extensions, path: &str, errs: &mut Vec<FieldError>) {
+    if ext.int_or_string && ext.preserve {
         errs.push(FieldError::invalid(
             &format!("{path}.x-kubernetes-preserve-unknown-fields"),
             &Value::Bool(true),
             "must be false if x-kubernetes-int-or-string is true",
         ));
     }
-    if int_or_string && embedded {
+    if ext.int_or_string && ext.embedded {
         errs.push(FieldError::invalid(
             &format!("{path}.x-kubernetes-embedded-resource"),
             &Value::Bool(true),
@@ -107,8 +153,11 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
             "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
         ));
     }
-    list_type_checks(m, ty, path, errs);
-    // value validations (junctors)
+}
+
+/// The value validations (junctors `anyOf`, `allOf`, `oneOf`, `not`), except the
+/// int-or-string `anyOf` pattern.
+fn junctor_checks(m: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {
     let skip_any_of = is_int_or_string_any_of(m.get("anyOf"));
     let skip_first_all_of_any_of = m
         .get("allOf")
@@ -123,7 +172,12 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     if let Some(not) = m.get("not") {
         nested(not, false, &format!("{path}.not"), errs);
     }
-    if embedded && ty != "object" {
+}
+
+/// The type a node must have: object when embedded or at the root, some type unless it
+/// is int-or-string or preserves unknown fields.
+fn type_checks(m: &Map<String, Value>, ty: &str, lvl: Level, ext: Extensions, path: &str, errs: &mut Vec<FieldError>) {
+    if ext.embedded && ty != "object" {
         if ty.is_empty() {
             errs.push(FieldError::required(
                 &format!("{path}.type"),
@@ -136,7 +190,7 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
                 "must be object if x-kubernetes-embedded-resource is true",
             ));
         }
-    } else if ty.is_empty() && !int_or_string && !preserve {
+    } else if ty.is_empty() && !ext.int_or_string && !ext.preserve {
         let detail = match lvl {
             Level::Root => "must not be empty at the root",
             Level::Item => "must not be empty for specified array items",
@@ -144,7 +198,7 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
         };
         errs.push(FieldError::required(&format!("{path}.type"), detail));
     }
-    if embedded && m.contains_key("additionalProperties") {
+    if ext.embedded && m.contains_key("additionalProperties") {
         errs.push(FieldError::forbidden(
             &format!("{path}.additionalProperties"),
             "must not be used if x-kubernetes-embedded-resource is set",
@@ -153,29 +207,25 @@ fn invariants(v: &Value, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
     if lvl == Level::Root && !ty.is_empty() && ty != "object" {
         errs.push(FieldError::invalid_str(&format!("{path}.type"), ty, "must be object at the root"));
     }
-    let check_meta = lvl == Level::Root || embedded;
-    if let Some(props) = props {
-        for k in ["kind", "apiVersion"] {
-            if let Some(p) = props.get(k).and_then(Value::as_object)
-                && check_meta
-                && get_str(p, "type") != "string"
-            {
-                errs.push(FieldError::invalid_str(
-                    &format!("{path}.properties[{k}].type"),
-                    get_str(p, "type"),
-                    "must be string",
-                ));
-            }
-        }
-        if let Some(meta) = props.get("metadata").and_then(Value::as_object) {
-            metadata_checks(meta, check_meta, lvl, &format!("{path}.properties[metadata]"), errs);
+}
+
+/// `kind`, `apiVersion` and `metadata` among the properties of the root or of an
+/// embedded resource (`check_meta`).
+fn meta_field_checks(props: &Map<String, Value>, check_meta: bool, lvl: Level, path: &str, errs: &mut Vec<FieldError>) {
+    for k in ["kind", "apiVersion"] {
+        if let Some(p) = props.get(k).and_then(Value::as_object)
+            && check_meta
+            && get_str(p, "type") != "string"
+        {
+            errs.push(FieldError::invalid_str(
+                &format!("{path}.properties[{k}].type"),
+                get_str(p, "type"),
+                "must be string",
+            ));
         }
     }
-    if embedded && !preserve && props.is_none_or(|p| p.is_empty()) {
-        errs.push(FieldError::required(
-            &format!("{path}.properties"),
-            "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
-        ));
+    if let Some(meta) = props.get("metadata").and_then(Value::as_object) {
+        metadata_checks(meta, check_meta, lvl, &format!("{path}.properties[metadata]"), errs);
     }
 }
 

@@ -126,16 +126,7 @@ impl Schema {
         s.max_properties = i64_of("maxProperties");
         s.min_properties = i64_of("minProperties");
         s.unique_items = bool_of("uniqueItems");
-        if let Some(p) = obj.get("pattern").and_then(Value::as_str) {
-            match Regex::new(p) {
-                Ok(re) => s.pattern = Some((p.to_string(), re)),
-                Err(e) => errs.push(FieldError::invalid_str(
-                    &format!("{path}.pattern"),
-                    p,
-                    &format!("must be a valid regular expression, but isn't: {}", first_line(&e.to_string())),
-                )),
-            }
-        }
+        s.pattern = obj.get("pattern").and_then(Value::as_str).and_then(|p| compile_pattern(p, path, errs));
         for (key, dst) in [("allOf", &mut s.all_of), ("anyOf", &mut s.any_of), ("oneOf", &mut s.one_of)] {
             if let Some(arr) = obj.get(key).and_then(Value::as_array) {
                 for (i, sub) in arr.iter().enumerate() {
@@ -168,4 +159,19 @@ impl Schema {
 /// First line of a (possibly multi-line) error text.
 pub(crate) fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").to_string()
+}
+
+/// A schema's `pattern` compiled, or kube's error when it is no regular expression.
+fn compile_pattern(p: &str, path: &str, errs: &mut Vec<FieldError>) -> Option<(String, Regex)> {
+    match Regex::new(p) {
+        Ok(re) => Some((p.to_string(), re)),
+        Err(e) => {
+            errs.push(FieldError::invalid_str(
+                &format!("{path}.pattern"),
+                p,
+                &format!("must be a valid regular expression, but isn't: {}", first_line(&e.to_string())),
+            ));
+            None
+        }
+    }
 }

@@ -60,62 +60,17 @@ pub(crate) async fn validate(
     if snapshot.policies.is_empty() {
         return Ok(Verdict::default());
     }
-    let info = &attrs.target.info;
-    let (object, old_object) = match attrs.operation {
-        Operation::Delete => (Value::Null, attrs.old.cloned().unwrap_or_else(|| obj.clone())),
-        _ => (obj.clone(), attrs.old.cloned().unwrap_or(Value::Null)),
-    };
-    let labelled = if object.is_null() { &old_object } else { &object };
-    let namespace = attrs.target.namespace.clone().filter(|_| info.namespaced).unwrap_or_default();
-    let namespace_object = if namespace.is_empty() {
-        None
-    } else {
-        registry.view().stored(&ResourceId::new("", "namespaces"), "", &namespace).await?
-    };
-    let name = if attrs.name.is_empty() {
-        labelled["metadata"]["name"].as_str().unwrap_or_default().to_string()
-    } else {
-        attrs.name.to_string()
-    };
-    let namespace_labels = if info.group.is_empty() && info.resource == "namespaces" {
-        Some(labelled["metadata"]["labels"].as_object())
-    } else if namespace.is_empty() {
-        None
-    } else {
-        Some(namespace_object.as_ref().and_then(|n| n["metadata"]["labels"].as_object()))
-    };
-    let other_versions: Vec<&str> =
-        info.versions.iter().map(|v| v.name.as_str()).filter(|v| *v != attrs.target.version).collect();
-    let request_match = matching::Request {
-        operation: attrs.operation,
-        group: &info.group,
-        version: &attrs.target.version,
-        resource: &info.resource,
-        subresource: attrs.subresource,
-        name: &name,
-        namespaced: info.namespaced,
-        other_versions,
-        object_labels: labelled["metadata"]["labels"].as_object(),
-        namespace_labels,
-    };
-
-    let request_resource = ResourceAttributes {
-        namespace: namespace.clone(),
-        group: info.group.clone(),
-        version: attrs.target.version.clone(),
-        resource: info.resource.clone(),
-        subresource: attrs.subresource.unwrap_or_default().to_string(),
-        name: name.clone(),
-    };
-    let mut verdict = Verdict::default();
-    let mut denials = Vec::new();
-    let mut audit_failures = Vec::new();
+    let subject = Subject::read(registry, attrs, obj).await?;
+    let request_match = subject.request_match(attrs);
+    let request =
+        PolicyRequest { registry, attrs, request_resource: subject.request_resource(attrs), subject: &subject };
+    let mut findings = Findings::default();
     for (policy, bindings) in &snapshot.policies {
         let Some(matched_version) = matching::matches(&policy.constraints, &request_match) else {
             continue;
         };
         if let Some(err) = &policy.config_error {
-            config_error(policy, None, &format!("failed to configure policy: {err}"), &mut denials);
+            config_error(policy, None, &format!("failed to configure policy: {err}"), &mut findings.denials);
             continue;
         }
         for binding in bindings {
@@ -124,52 +79,163 @@ pub(crate) async fn validate(
             {
                 continue;
             }
-            let params = match params::collect(registry.view(), policy, binding, &namespace).await {
-                Ok(p) => p,
+            match params::collect(registry.view(), policy, binding, &subject.namespace).await {
+                Ok(params) => request.evaluate_binding(policy, binding, matched_version, params, &mut findings),
                 Err(why) => {
-                    config_error(policy, Some(binding), &format!("failed to configure binding: {why}"), &mut denials);
-                    continue;
-                }
-            };
-            let request = request_object(attrs, &name, &namespace, matched_version);
-            let (object, old_object) = (
-                at_matched_version(attrs, &object, matched_version),
-                at_matched_version(attrs, &old_object, matched_version),
-            );
-            let null = Value::Null;
-            let ns_value = namespace_object.as_ref().map(namespace_view).unwrap_or(Value::Null);
-            for param in params {
-                let vars: Vec<(&str, &Value)> = vec![
-                    ("object", &object),
-                    ("oldObject", &old_object),
-                    ("request", &request),
-                    ("namespaceObject", &ns_value),
-                    ("params", param.as_ref().unwrap_or(&null)),
-                ];
-                let ctx = if policy.uses_authorizer {
-                    let mut ctx = root_context(&vars);
-                    ctx.add_variable_from_value("authorizer", authorizer::value(&request_resource));
-                    authorizer::register(&mut ctx, registry, &attrs.opts.user);
-                    ctx
-                } else {
-                    context(&vars)
-                };
-                let outcome = evaluate(policy, ctx);
-                apply_actions(policy, binding, outcome.failures, &mut verdict, &mut denials, &mut audit_failures);
-                if let Some(why) = outcome.error {
-                    audit_annotation_error(policy, binding, why, &mut denials);
-                }
-                for (key, value) in outcome.annotations {
-                    verdict.audit_annotations.insert(format!("{}/{key}", policy.name), value);
+                    let message = format!("failed to configure binding: {why}");
+                    config_error(policy, Some(binding), &message, &mut findings.denials);
                 }
             }
         }
     }
-    publish_audit_failures(&mut verdict, audit_failures);
-    if let Some(d) = denials.into_iter().next() {
-        return Err(denied(attrs, &name, d));
+    publish_audit_failures(&mut findings.verdict, findings.audit_failures);
+    if let Some(d) = findings.denials.into_iter().next() {
+        return Err(denied(attrs, &subject.name, d));
     }
-    Ok(verdict)
+    Ok(findings.verdict)
+}
+
+/// The request as the policies see it: the object and the old object (for a delete,
+/// the object deleted), its name and namespace, and the namespace's object.
+struct Subject {
+    object: Value,
+    old_object: Value,
+    name: String,
+    /// The request's namespace, empty for a cluster-scoped resource.
+    namespace: String,
+    namespace_object: Option<Value>,
+}
+
+impl Subject {
+    async fn read(registry: &Registry, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<Subject> {
+        let info = &attrs.target.info;
+        let (object, old_object) = match attrs.operation {
+            Operation::Delete => (Value::Null, attrs.old.cloned().unwrap_or_else(|| obj.clone())),
+            _ => (obj.clone(), attrs.old.cloned().unwrap_or(Value::Null)),
+        };
+        let namespace = attrs.target.namespace.clone().filter(|_| info.namespaced).unwrap_or_default();
+        let namespace_object = if namespace.is_empty() {
+            None
+        } else {
+            registry.view().stored(&ResourceId::new("", "namespaces"), "", &namespace).await?
+        };
+        let mut subject = Subject { object, old_object, name: attrs.name.to_string(), namespace, namespace_object };
+        if attrs.name.is_empty() {
+            subject.name = subject.labelled()["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        }
+        Ok(subject)
+    }
+
+    /// The object whose labels the selectors see: the object, or the old one on a delete.
+    fn labelled(&self) -> &Value {
+        if self.object.is_null() { &self.old_object } else { &self.object }
+    }
+
+    /// What the policies' and bindings' match rules and selectors are matched against.
+    fn request_match<'s>(&'s self, attrs: &'s Attributes<'_>) -> matching::Request<'s> {
+        let info = &attrs.target.info;
+        let labelled = self.labelled();
+        let namespace_labels = if info.group.is_empty() && info.resource == "namespaces" {
+            Some(labelled["metadata"]["labels"].as_object())
+        } else if self.namespace.is_empty() {
+            None
+        } else {
+            Some(self.namespace_object.as_ref().and_then(|n| n["metadata"]["labels"].as_object()))
+        };
+        matching::Request {
+            operation: attrs.operation,
+            group: &info.group,
+            version: &attrs.target.version,
+            resource: &info.resource,
+            subresource: attrs.subresource,
+            name: &self.name,
+            namespaced: info.namespaced,
+            other_versions: info
+                .versions
+                .iter()
+                .map(|v| v.name.as_str())
+                .filter(|v| *v != attrs.target.version)
+                .collect(),
+            object_labels: labelled["metadata"]["labels"].as_object(),
+            namespace_labels,
+        }
+    }
+
+    /// The resource the `authorizer` variable's checks are about.
+    fn request_resource(&self, attrs: &Attributes<'_>) -> ResourceAttributes {
+        let info = &attrs.target.info;
+        ResourceAttributes {
+            namespace: self.namespace.clone(),
+            group: info.group.clone(),
+            version: attrs.target.version.clone(),
+            resource: info.resource.clone(),
+            subresource: attrs.subresource.unwrap_or_default().to_string(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// What the bound policies' evaluations found: the verdict (warnings, annotations),
+/// the denials and the failures of `Audit` bindings.
+#[derive(Default)]
+struct Findings {
+    verdict: Verdict,
+    denials: Vec<Denial>,
+    audit_failures: Vec<Value>,
+}
+
+/// One admission request being validated by the bound policies.
+struct PolicyRequest<'r> {
+    registry: &'r Registry,
+    attrs: &'r Attributes<'r>,
+    subject: &'r Subject,
+    request_resource: ResourceAttributes,
+}
+
+impl PolicyRequest<'_> {
+    /// Runs `policy` under `binding` once per param (the object at the matched version),
+    /// and adds what it finds to `findings`.
+    fn evaluate_binding(
+        &self,
+        policy: &Policy,
+        binding: &Binding,
+        matched_version: &str,
+        params: Vec<Option<Value>>,
+        findings: &mut Findings,
+    ) {
+        let (attrs, subject) = (self.attrs, self.subject);
+        let request = request_object(attrs, &subject.name, &subject.namespace, matched_version);
+        let object = at_matched_version(attrs, &subject.object, matched_version);
+        let old_object = at_matched_version(attrs, &subject.old_object, matched_version);
+        let null = Value::Null;
+        let ns_value = subject.namespace_object.as_ref().map(namespace_view).unwrap_or(Value::Null);
+        for param in params {
+            let vars: Vec<(&str, &Value)> = vec![
+                ("object", &object),
+                ("oldObject", &old_object),
+                ("request", &request),
+                ("namespaceObject", &ns_value),
+                ("params", param.as_ref().unwrap_or(&null)),
+            ];
+            let ctx = if policy.uses_authorizer {
+                let mut ctx = root_context(&vars);
+                ctx.add_variable_from_value("authorizer", authorizer::value(&self.request_resource));
+                authorizer::register(&mut ctx, self.registry, &attrs.opts.user);
+                ctx
+            } else {
+                context(&vars)
+            };
+            let outcome = evaluate(policy, ctx);
+            let Findings { verdict, denials, audit_failures } = &mut *findings;
+            apply_actions(policy, binding, outcome.failures, verdict, denials, audit_failures);
+            if let Some(why) = outcome.error {
+                audit_annotation_error(policy, binding, why, denials);
+            }
+            for (key, value) in outcome.annotations {
+                verdict.audit_annotations.insert(format!("{}/{key}", policy.name), value);
+            }
+        }
+    }
 }
 
 /// What a binding's `validationActions` make of a policy's failed validations

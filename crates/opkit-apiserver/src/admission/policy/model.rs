@@ -275,19 +275,7 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
             &supported(&["Fail", "Ignore"]),
         ));
     }
-    let param_kind = if spec["paramKind"].is_object() {
-        let api_version = spec["paramKind"]["apiVersion"].as_str().unwrap_or_default().to_string();
-        let kind = spec["paramKind"]["kind"].as_str().unwrap_or_default().to_string();
-        if api_version.is_empty() {
-            errs.push(FieldError::required("spec.paramKind.apiVersion", ""));
-        }
-        if kind.is_empty() {
-            errs.push(FieldError::required("spec.paramKind.kind", ""));
-        }
-        Some((api_version, kind))
-    } else {
-        None
-    };
+    let param_kind = read_param_kind(&spec["paramKind"], &mut errs);
     let constraints = if spec["matchConstraints"].is_object() {
         read_match_resources(&spec["matchConstraints"], "spec.matchConstraints", true, &mut errs)
     } else {
@@ -295,89 +283,16 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
         MatchResources::default()
     };
     let mut decls = Declarations { params: param_kind.is_some(), variables: Vec::new() };
-    let mut variables = Vec::new();
-    for (i, v) in spec["variables"].as_array().into_iter().flatten().enumerate() {
-        let path = format!("spec.variables[{i}]");
-        let var_name = v["name"].as_str().unwrap_or_default().to_string();
-        if var_name.trim().is_empty() {
-            errs.push(FieldError::required(&format!("{path}.name"), "name is not specified"));
-        } else if !is_cel_identifier(&var_name) {
-            errs.push(FieldError::invalid_str(&format!("{path}.name"), &var_name, "must be a valid CEL identifier"));
-        }
-        if let Some(e) = compile(&v["expression"], &format!("{path}.expression"), "expression", &decls, &mut errs) {
-            variables.push((var_name.clone(), e));
-        }
-        decls.variables.push(var_name);
-    }
-    let mut match_conditions = Vec::new();
-    let mut seen = Vec::new();
-    for (i, c) in spec["matchConditions"].as_array().into_iter().flatten().enumerate() {
-        let path = format!("spec.matchConditions[{i}]");
-        let cond_name = c["name"].as_str().unwrap_or_default().to_string();
-        if cond_name.is_empty() {
-            errs.push(FieldError::required(&format!("{path}.name"), ""));
-        } else if seen.contains(&cond_name) {
-            errs.push(FieldError::duplicate(&format!("{path}.name"), &Value::from(cond_name.as_str())));
-        }
-        seen.push(cond_name.clone());
-        if let Some(e) = compile(&c["expression"], &format!("{path}.expression"), "", &decls, &mut errs) {
-            match_conditions.push((cond_name, e));
-        }
-    }
-    let mut validations = Vec::new();
-    for (i, v) in spec["validations"].as_array().into_iter().flatten().enumerate() {
-        let path = format!("spec.validations[{i}]");
-        let message = v["message"].as_str().unwrap_or_default().to_string();
-        if !message.is_empty() && message.trim().is_empty() {
-            errs.push(FieldError::invalid_str(&format!("{path}.message"), &message, "must be non-empty if specified"));
-        } else if message.trim().contains(['\n', '\r']) {
-            errs.push(FieldError::invalid_str(
-                &format!("{path}.message"),
-                &message,
-                "message must not contain line breaks",
-            ));
-        }
-        let reason = str_of(&v["reason"]);
-        if let Some(r) = &reason
-            && !REASONS.contains(&r.as_str())
-        {
-            errs.push(FieldError::not_supported(
-                &format!("{path}.reason"),
-                &Value::from(r.as_str()),
-                &supported(&REASONS),
-            ));
-        }
-        let expression = compile(&v["expression"], &format!("{path}.expression"), "expression", &decls, &mut errs);
-        let message_expression = match v["messageExpression"].as_str() {
-            Some(m) if !m.is_empty() && m.trim().is_empty() => {
-                errs.push(FieldError::invalid_str(
-                    &format!("{path}.messageExpression"),
-                    m,
-                    "must be non-empty if specified",
-                ));
-                None
-            }
-            Some(m) if !m.is_empty() => {
-                compile(&v["messageExpression"], &format!("{path}.messageExpression"), "", &decls, &mut errs)
-            }
-            _ => None,
-        };
-        if let Some(expression) = expression {
-            validations.push(Validation { expression, message, message_expression, reason });
-        }
-    }
-    let mut audit_annotations = Vec::new();
-    for (i, a) in spec["auditAnnotations"].as_array().into_iter().flatten().enumerate() {
-        let path = format!("spec.auditAnnotations[{i}]");
-        let key = a["key"].as_str().unwrap_or_default().to_string();
-        if key.is_empty() {
-            errs.push(FieldError::required(&format!("{path}.key"), ""));
-        }
-        let value_path = format!("{path}.valueExpression");
-        if let Some(e) = compile(&a["valueExpression"], &value_path, "valueExpression", &decls, &mut errs) {
-            audit_annotations.push((key, e));
-        }
-    }
+    let variables = read_variables(&spec["variables"], &mut decls, &mut errs);
+    let match_conditions = read_match_conditions(&spec["matchConditions"], &decls, &mut errs);
+    let validations = spec["validations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, v)| read_validation(v, &format!("spec.validations[{i}]"), &decls, &mut errs))
+        .collect();
+    let audit_annotations = read_audit_annotations(&spec["auditAnnotations"], &decls, &mut errs);
     let none = |k: &str| spec[k].as_array().is_none_or(|a| a.is_empty());
     if none("validations") && none("auditAnnotations") {
         for field in ["spec.validations", "spec.auditAnnotations"] {
@@ -385,14 +300,7 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
         }
     }
     let config_error = errs.first().map(|e| e.to_message());
-    let uses_authorizer = match_conditions
-        .iter()
-        .chain(&variables)
-        .chain(&audit_annotations)
-        .map(|(_, e)| e)
-        .chain(validations.iter().flat_map(|v| std::iter::once(&v.expression).chain(&v.message_expression)))
-        .any(|e| e.program.references().has_variable("authorizer"));
-    let policy = Policy {
+    let mut policy = Policy {
         name,
         ignore_failures: failure == "Ignore",
         param_kind,
@@ -401,10 +309,133 @@ pub(crate) fn read_policy(obj: &Value) -> (Policy, Vec<FieldError>) {
         variables,
         validations,
         audit_annotations,
-        uses_authorizer,
+        uses_authorizer: false,
         config_error,
     };
+    policy.uses_authorizer = uses_authorizer(&policy);
     (policy, errs)
+}
+
+/// Reads `spec.paramKind` (apiVersion and kind required), `None` when there is none.
+fn read_param_kind(v: &Value, errs: &mut Vec<FieldError>) -> Option<(String, String)> {
+    if !v.is_object() {
+        return None;
+    }
+    let api_version = v["apiVersion"].as_str().unwrap_or_default().to_string();
+    let kind = v["kind"].as_str().unwrap_or_default().to_string();
+    if api_version.is_empty() {
+        errs.push(FieldError::required("spec.paramKind.apiVersion", ""));
+    }
+    if kind.is_empty() {
+        errs.push(FieldError::required("spec.paramKind.kind", ""));
+    }
+    Some((api_version, kind))
+}
+
+/// Reads and compiles `spec.variables`, each in scope of the ones after it (declared in
+/// `decls` as it goes).
+fn read_variables(v: &Value, decls: &mut Declarations, errs: &mut Vec<FieldError>) -> Vec<(String, Expression)> {
+    let mut variables = Vec::new();
+    for (i, v) in v.as_array().into_iter().flatten().enumerate() {
+        let path = format!("spec.variables[{i}]");
+        let var_name = v["name"].as_str().unwrap_or_default().to_string();
+        if var_name.trim().is_empty() {
+            errs.push(FieldError::required(&format!("{path}.name"), "name is not specified"));
+        } else if !is_cel_identifier(&var_name) {
+            errs.push(FieldError::invalid_str(&format!("{path}.name"), &var_name, "must be a valid CEL identifier"));
+        }
+        if let Some(e) = compile(&v["expression"], &format!("{path}.expression"), "expression", decls, errs) {
+            variables.push((var_name.clone(), e));
+        }
+        decls.variables.push(var_name);
+    }
+    variables
+}
+
+/// Reads and compiles `spec.matchConditions` (names required and unique).
+fn read_match_conditions(v: &Value, decls: &Declarations, errs: &mut Vec<FieldError>) -> Vec<(String, Expression)> {
+    let mut match_conditions = Vec::new();
+    let mut seen = Vec::new();
+    for (i, c) in v.as_array().into_iter().flatten().enumerate() {
+        let path = format!("spec.matchConditions[{i}]");
+        let cond_name = c["name"].as_str().unwrap_or_default().to_string();
+        if cond_name.is_empty() {
+            errs.push(FieldError::required(&format!("{path}.name"), ""));
+        } else if seen.contains(&cond_name) {
+            errs.push(FieldError::duplicate(&format!("{path}.name"), &Value::from(cond_name.as_str())));
+        }
+        seen.push(cond_name.clone());
+        if let Some(e) = compile(&c["expression"], &format!("{path}.expression"), "", decls, errs) {
+            match_conditions.push((cond_name, e));
+        }
+    }
+    match_conditions
+}
+
+/// Reads and compiles one of `spec.validations`, at `path`; `None` when its expression
+/// does not compile.
+fn read_validation(v: &Value, path: &str, decls: &Declarations, errs: &mut Vec<FieldError>) -> Option<Validation> {
+    let message = v["message"].as_str().unwrap_or_default().to_string();
+    if !message.is_empty() && message.trim().is_empty() {
+        errs.push(FieldError::invalid_str(&format!("{path}.message"), &message, "must be non-empty if specified"));
+    } else if message.trim().contains(['\n', '\r']) {
+        errs.push(FieldError::invalid_str(
+            &format!("{path}.message"),
+            &message,
+            "message must not contain line breaks",
+        ));
+    }
+    let reason = str_of(&v["reason"]);
+    if let Some(r) = &reason
+        && !REASONS.contains(&r.as_str())
+    {
+        errs.push(FieldError::not_supported(&format!("{path}.reason"), &Value::from(r.as_str()), &supported(&REASONS)));
+    }
+    let expression = compile(&v["expression"], &format!("{path}.expression"), "expression", decls, errs);
+    let message_expression = match v["messageExpression"].as_str() {
+        Some(m) if !m.is_empty() && m.trim().is_empty() => {
+            errs.push(FieldError::invalid_str(
+                &format!("{path}.messageExpression"),
+                m,
+                "must be non-empty if specified",
+            ));
+            None
+        }
+        Some(m) if !m.is_empty() => {
+            compile(&v["messageExpression"], &format!("{path}.messageExpression"), "", decls, errs)
+        }
+        _ => None,
+    };
+    Some(Validation { expression: expression?, message, message_expression, reason })
+}
+
+/// Reads and compiles `spec.auditAnnotations` (keys required).
+fn read_audit_annotations(v: &Value, decls: &Declarations, errs: &mut Vec<FieldError>) -> Vec<(String, Expression)> {
+    let mut audit_annotations = Vec::new();
+    for (i, a) in v.as_array().into_iter().flatten().enumerate() {
+        let path = format!("spec.auditAnnotations[{i}]");
+        let key = a["key"].as_str().unwrap_or_default().to_string();
+        if key.is_empty() {
+            errs.push(FieldError::required(&format!("{path}.key"), ""));
+        }
+        let value_path = format!("{path}.valueExpression");
+        if let Some(e) = compile(&a["valueExpression"], &value_path, "valueExpression", decls, errs) {
+            audit_annotations.push((key, e));
+        }
+    }
+    audit_annotations
+}
+
+/// Whether any of the policy's expressions uses the `authorizer` variable.
+fn uses_authorizer(policy: &Policy) -> bool {
+    policy
+        .match_conditions
+        .iter()
+        .chain(&policy.variables)
+        .chain(&policy.audit_annotations)
+        .map(|(_, e)| e)
+        .chain(policy.validations.iter().flat_map(|v| std::iter::once(&v.expression).chain(&v.message_expression)))
+        .any(|e| e.program.references().has_variable("authorizer"))
 }
 
 /// Reads and validates a binding.
