@@ -128,48 +128,19 @@ impl CelRules {
                 ));
                 ok = false;
             }
-            let reason = match raw.get("reason").and_then(Value::as_str) {
-                None => None,
-                Some(r) if SUPPORTED_REASONS.contains(&r) => FieldErrorReason::from_cause(r),
-                Some(r) => {
-                    let supported: Vec<String> = SUPPORTED_REASONS.iter().map(|s| s.to_string()).collect();
-                    errs.push(FieldError::not_supported(&format!("{rpath}.reason"), &Value::from(r), &supported));
-                    ok = false;
-                    None
-                }
-            };
-            let field_path = match raw.get("fieldPath").and_then(Value::as_str).filter(|p| !p.is_empty()) {
-                None => None,
-                Some(fp) => match normalize_field_path(fp, schema) {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        errs.push(FieldError::invalid_str(
-                            &format!("{rpath}.fieldPath"),
-                            fp,
-                            &format!("fieldPath must be a valid path: {e}"),
-                        ));
-                        ok = false;
-                        None
-                    }
-                },
-            };
-            match compiled.validations.get(i) {
-                Some(Ok(_)) | None => {}
-                Some(Err(e)) => {
-                    ok = false;
-                    let (field, detail) = match e {
-                        kube_cel::CompilationError::MessageExpressionParse { source, .. } => (
-                            format!("{rpath}.messageExpression"),
-                            format!("messageExpression compilation failed: {}", first_line(&source.to_string())),
-                        ),
-                        kube_cel::CompilationError::Parse { source, .. } => (
-                            format!("{rpath}.rule"),
-                            format!("compilation failed: {}", first_line(&source.to_string())),
-                        ),
-                        other => (format!("{rpath}.rule"), format!("compilation failed: {other}")),
-                    };
-                    errs.push(FieldError::invalid_str(&field, &rule, &detail));
-                }
+            let reason = read_reason(raw, &rpath).unwrap_or_else(|e| {
+                errs.push(e);
+                ok = false;
+                None
+            });
+            let field_path = read_field_path(raw, &rpath, schema).unwrap_or_else(|e| {
+                errs.push(e);
+                ok = false;
+                None
+            });
+            if let Some(Err(e)) = compiled.validations.get(i) {
+                ok = false;
+                errs.push(compilation_error(e, &rpath, &rule));
             }
             let expr = cel_depth::parse(&rule).ok().map(|(p, _)| p.expression().clone());
             rules.push(RuleInfo { rule, message, field_path, reason, expr });
@@ -380,4 +351,40 @@ fn bracketed_name(chars: &[char], i: &mut usize) -> Result<String, String> {
     }
     *i += 1;
     Ok(s)
+}
+
+/// A rule's `reason`, which must be one kube supports.
+fn read_reason(raw: &Value, rpath: &str) -> Result<Option<FieldErrorReason>, FieldError> {
+    match raw.get("reason").and_then(Value::as_str) {
+        None => Ok(None),
+        Some(r) if SUPPORTED_REASONS.contains(&r) => Ok(FieldErrorReason::from_cause(r)),
+        Some(r) => {
+            let supported: Vec<String> = SUPPORTED_REASONS.iter().map(|s| s.to_string()).collect();
+            Err(FieldError::not_supported(&format!("{rpath}.reason"), &Value::from(r), &supported))
+        }
+    }
+}
+
+/// A rule's `fieldPath`, normalised against `schema`.
+fn read_field_path(raw: &Value, rpath: &str, schema: &Schema) -> Result<Option<String>, FieldError> {
+    let Some(fp) = raw.get("fieldPath").and_then(Value::as_str).filter(|p| !p.is_empty()) else { return Ok(None) };
+    normalize_field_path(fp, schema).map(Some).map_err(|e| {
+        FieldError::invalid_str(&format!("{rpath}.fieldPath"), fp, &format!("fieldPath must be a valid path: {e}"))
+    })
+}
+
+/// The field error for a rule (or its messageExpression) that does not compile, with the
+/// first line of the parser's message, as kube reports it.
+fn compilation_error(e: &kube_cel::CompilationError, rpath: &str, rule: &str) -> FieldError {
+    let (field, detail) = match e {
+        kube_cel::CompilationError::MessageExpressionParse { source, .. } => (
+            format!("{rpath}.messageExpression"),
+            format!("messageExpression compilation failed: {}", first_line(&source.to_string())),
+        ),
+        kube_cel::CompilationError::Parse { source, .. } => {
+            (format!("{rpath}.rule"), format!("compilation failed: {}", first_line(&source.to_string())))
+        }
+        other => (format!("{rpath}.rule"), format!("compilation failed: {other}")),
+    };
+    FieldError::invalid_str(&field, rule, &detail)
 }

@@ -69,18 +69,8 @@ pub(crate) async fn registration(
     ns: &str,
 ) -> Result<Registration, String> {
     let mut out = Registration::default();
-    let definitions = &csv.spec.webhookdefinitions;
-    let mut ports: BTreeMap<&str, Vec<(i32, Value)>> = BTreeMap::new();
-    for d in definitions {
-        let port = d.container_port.unwrap_or(443);
-        let target = d.target_port.as_ref().map_or(json!(port), |t| json!(t));
-        let entry = ports.entry(d.deployment_name.as_str()).or_default();
-        if !entry.iter().any(|(p, _)| *p == port) {
-            entry.push((port, target));
-        }
-    }
     let mut ca_of: BTreeMap<&str, String> = BTreeMap::new();
-    for (deployment, ports) in &ports {
+    for (deployment, ports) in &webhook_ports(csv) {
         let strategy = csv.spec.install.spec.deployments.iter().find(|s| s.name == *deployment);
         let Some(strategy) = strategy else {
             return Err(format!(
@@ -105,14 +95,38 @@ pub(crate) async fn registration(
         out.mounts.insert((*deployment).to_string(), secret_name(deployment));
         ca_of.insert(deployment, ca);
     }
-    for d in definitions {
-        let ca_bundle = STANDARD.encode(ca_of.get(d.deployment_name.as_str()).map_or("", String::as_str));
+    for d in &csv.spec.webhookdefinitions {
+        let ca = ca_of.get(d.deployment_name.as_str()).map_or("", String::as_str);
+        out.add_definition(d, ns, ca)?;
+    }
+    Ok(out)
+}
+
+/// The ports each deployment serves webhooks on (container port, Service target port),
+/// in the order the definitions name them.
+fn webhook_ports(csv: &ClusterServiceVersion) -> BTreeMap<&str, Vec<(i32, Value)>> {
+    let mut ports: BTreeMap<&str, Vec<(i32, Value)>> = BTreeMap::new();
+    for d in &csv.spec.webhookdefinitions {
+        let port = d.container_port.unwrap_or(443);
+        let target = d.target_port.as_ref().map_or(json!(port), |t| json!(t));
+        let entry = ports.entry(d.deployment_name.as_str()).or_default();
+        if !entry.iter().any(|(p, _)| *p == port) {
+            entry.push((port, target));
+        }
+    }
+    ports
+}
+
+impl Registration {
+    /// Adds webhook definition `d`, served in `ns` with CA `ca`: a webhook configuration
+    /// for an admission webhook, the CRDs' conversion for a conversion webhook.
+    fn add_definition(&mut self, d: &WebhookDescription, ns: &str, ca: &str) -> Result<(), String> {
         let client_config = json!({
             "service": {
                 "namespace": ns, "name": service_name(&d.deployment_name),
                 "path": d.webhook_path, "port": d.container_port.unwrap_or(443),
             },
-            "caBundle": ca_bundle,
+            "caBundle": STANDARD.encode(ca),
         });
         match d.webhook_type.as_str() {
             "ValidatingAdmissionWebhook" | "MutatingAdmissionWebhook" => {
@@ -121,7 +135,7 @@ pub(crate) async fn registration(
                 } else {
                     "MutatingWebhookConfiguration"
                 };
-                out.configurations.push(json!({
+                self.configurations.push(json!({
                     "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
                     "metadata": {
                         "generateName": format!("{}-", d.generate_name),
@@ -135,13 +149,13 @@ pub(crate) async fn registration(
                     let conversion = json!({"strategy": "Webhook", "webhook": {
                         "clientConfig": client_config, "conversionReviewVersions": d.admission_review_versions,
                     }});
-                    out.conversions.push((crd.clone(), conversion));
+                    self.conversions.push((crd.clone(), conversion));
                 }
             }
             other => return Err(format!("webhook definition {:?} has unknown type {other:?}", d.generate_name)),
         }
+        Ok(())
     }
-    Ok(out)
 }
 
 /// Registers one webhook configuration built by [`registration`] (with the owner's labels
