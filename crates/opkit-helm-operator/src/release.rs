@@ -245,6 +245,13 @@ pub async fn replace(secrets: &Api<Secret>, release: &Release) -> Result<(), Ope
     Ok(())
 }
 
+/// Stores `release` (a copy of it) as `superseded`: a newer revision is deployed.
+pub async fn supersede(secrets: &Api<Secret>, release: &Release) -> Result<(), OperatorError> {
+    let mut superseded = release.clone();
+    superseded.info.status = "superseded".to_string();
+    replace(secrets, &superseded).await
+}
+
 /// Deletes the pending revisions of `history` (left by an operator stopped during an
 /// install, upgrade or rollback) and returns the others, as operator-sdk's release
 /// manager clears the revisions that are not deployed before it reconciles (`Sync`): the
