@@ -14,6 +14,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod reconciler;
 pub mod release;
+mod schema_keywords;
 pub mod watches;
 
 pub use reconciler::setup;
