@@ -129,7 +129,7 @@ fn add_kind(plan: &mut FilePlan, p: &HelmProject) -> Result<(), CliError> {
     copy_chart(plan, &p.chart_dir, &PathBuf::from("helm-charts").join(&p.chart_name))?;
 
     let values_schema = opkit_helm::chart::load(&p.chart_dir)?.schema;
-    let crd = opkit_helm_operator::crd::crd_for(&p.group, &p.version, &p.kind, &p.plural, values_schema.as_ref())?;
+    let crd = opkit_helm_operator::crd_for(&p.group, &p.version, &p.kind, &p.plural, values_schema.as_ref())?;
     let crd = serde_json::to_value(&crd).map_err(|e| CliError::Build(format!("the CRD: {e}")))?;
     let crd_file = format!("{}_{}.yaml", p.group, p.plural);
     plan.create(format!("config/crd/bases/{crd_file}"), crate::kustomize::to_yaml_stream(&[crd])?)?;
@@ -182,7 +182,7 @@ pub fn create_api(args: crate::cli::CreateApiArgs, root: &Path, out: &mut Output
         chart_dir,
     };
     let watches = std::fs::read_to_string(root.join("watches.yaml"))?;
-    let known = opkit_helm_operator::watches::parse_watches(&watches, root, &|_| None)
+    let known = opkit_helm_operator::parse_watches(&watches, root, &|_| None)
         .map_err(|e| CliError::Usage(format!("watches.yaml: {e}")))?;
     if known.iter().any(|w| w.group == p.group && w.version == p.version && w.kind == p.kind) {
         return Err(CliError::Usage(format!(

@@ -20,7 +20,7 @@
 //! decides ([`Plan`]), acts, and writes the status ([`status`]) once.
 
 mod cluster;
-pub mod conditions;
+pub(crate) mod conditions;
 mod deploy;
 mod exec_hook;
 mod install;
@@ -49,8 +49,8 @@ use crate::metrics::ReleaseMetrics;
 use crate::release::{self, Release};
 use crate::watches::Watch;
 use crate::{OperatorError, UNINSTALL_FINALIZER};
+pub(crate) use cluster::ApplyMode;
 use cluster::Cluster;
-pub use cluster::{ApplyMode, FIELD_MANAGER};
 use deploy::{DeployFailure, DeployRequest, Deployed, Outcome};
 use render::{chart_version, render, render_next};
 use rollout::Rollout;
@@ -60,10 +60,10 @@ use target::Target;
 /// How often a resource being deleted under `uninstall-wait` looks again for its
 /// release's objects (at most; the reconcile period if shorter). operator-sdk
 /// waits a whole reconcile period.
-pub const UNINSTALL_WAIT_POLL: Duration = Duration::from_secs(2);
+pub(crate) const UNINSTALL_WAIT_POLL: Duration = Duration::from_secs(2);
 
 /// Reconciles the custom resources of one watched kind.
-pub struct HelmReconciler {
+pub(crate) struct HelmReconciler {
     watch: Watch,
     /// The kinds' resources, shared by every watched kind's reconciler.
     mapper: RestMapper,

@@ -14,11 +14,11 @@ use crate::OperatorError;
 use crate::manifest::{RenderedObject, split};
 
 /// The field manager the operator applies objects with.
-pub const FIELD_MANAGER: &str = "helm-operator";
+pub(crate) const FIELD_MANAGER: &str = "helm-operator";
 
 /// How an object of a release is written to the API server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApplyMode {
+pub(crate) enum ApplyMode {
     /// Server-side apply (force) by [`FIELD_MANAGER`]: fields other managers own are
     /// kept, as Helm's three-way patch keeps them.
     Patch,
@@ -29,14 +29,14 @@ pub enum ApplyMode {
 
 impl ApplyMode {
     /// [`ApplyMode::Replace`] when `force`, else [`ApplyMode::Patch`].
-    pub fn forced_if(force: bool) -> ApplyMode {
+    pub(crate) fn forced_if(force: bool) -> ApplyMode {
         if force { ApplyMode::Replace } else { ApplyMode::Patch }
     }
 }
 
 /// The API server as one release in `namespace` sees it.
 #[derive(Clone, Copy)]
-pub struct Cluster<'a> {
+pub(super) struct Cluster<'a> {
     /// The client requests go through.
     pub client: &'a Client,
     /// Maps each object's kind to its resource.
@@ -48,7 +48,7 @@ pub struct Cluster<'a> {
 impl Cluster<'_> {
     /// The API of `object`'s kind, in its namespace (the release's unless it names one),
     /// and whether the kind is namespaced.
-    pub async fn api_for(&self, object: &RenderedObject) -> Result<(Api<DynamicObject>, bool), OperatorError> {
+    pub(super) async fn api_for(&self, object: &RenderedObject) -> Result<(Api<DynamicObject>, bool), OperatorError> {
         let (resource, caps) = self.mapper.rest_mapping(&object.gvk()).await?;
         Ok(match caps.scope {
             Scope::Namespaced => (
@@ -62,7 +62,7 @@ impl Cluster<'_> {
     /// Writes one object as `mode` says (only as a dry run when `dry_run`), labelled and
     /// annotated as Helm does, owned by the custom resource when it is namespaced in the
     /// same namespace.
-    pub async fn apply(
+    pub(super) async fn apply(
         &self,
         owner: &DynamicObject,
         object: &RenderedObject,
@@ -137,7 +137,7 @@ impl Cluster<'_> {
 
     /// Deletes one object of a release (background propagation) unless it is annotated
     /// `helm.sh/resource-policy: keep`; whether it was deleted (or already gone).
-    pub async fn delete(&self, object: &RenderedObject) -> Result<bool, OperatorError> {
+    pub(super) async fn delete(&self, object: &RenderedObject) -> Result<bool, OperatorError> {
         if keeps(object) {
             return Ok(false);
         }
@@ -151,7 +151,11 @@ impl Cluster<'_> {
 
     /// Deletes the objects of `old_manifest` that `objects` no longer has, as `helm
     /// upgrade` and `helm rollback` do.
-    pub async fn delete_dropped(&self, old_manifest: &str, objects: &[RenderedObject]) -> Result<(), OperatorError> {
+    pub(super) async fn delete_dropped(
+        &self,
+        old_manifest: &str,
+        objects: &[RenderedObject],
+    ) -> Result<(), OperatorError> {
         let kept: Vec<(GroupVersionKind, String)> =
             objects.iter().filter(|o| !o.is_hook()).map(|o| (o.gvk(), o.name().to_string())).collect();
         for object in split(old_manifest)?.iter().filter(|o| !kept.contains(&(o.gvk(), o.name().to_string()))) {
@@ -163,12 +167,12 @@ impl Cluster<'_> {
 
 /// Whether `object` is annotated `helm.sh/resource-policy: keep` (Helm leaves it on
 /// uninstall).
-pub fn keeps(object: &RenderedObject) -> bool {
+pub(super) fn keeps(object: &RenderedObject) -> bool {
     object.object.pointer("/metadata/annotations/helm.sh~1resource-policy").and_then(Value::as_str) == Some("keep")
 }
 
 /// The API server's message of a failed request, or the error's text.
-pub fn status_message(e: &kube::Error) -> String {
+pub(super) fn status_message(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) => status.message.clone(),
         e => e.to_string(),

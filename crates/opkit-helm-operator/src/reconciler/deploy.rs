@@ -16,7 +16,7 @@ use crate::release::{self, Release};
 
 /// What a reconcile did to the release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(super) enum Outcome {
     /// Nothing was deployed: revision 1 was installed.
     Installed,
     /// The manifest or chart version changed: a new revision was deployed.
@@ -27,7 +27,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// What deploying `rendered` does when `deployed` is the deployed revision.
-    pub fn of(deployed: Option<&Release>, rendered: &Rendered) -> Outcome {
+    pub(super) fn of(deployed: Option<&Release>, rendered: &Rendered) -> Outcome {
         match deployed {
             None => Outcome::Installed,
             Some(r) if r.manifest != rendered.manifest || chart_version(&r.chart) != chart_version(&rendered.chart) => {
@@ -39,7 +39,7 @@ impl Outcome {
 }
 
 /// A deployed release: what the reconcile did, the manifest and the deployed revision.
-pub struct Deployed {
+pub(super) struct Deployed {
     /// What was done.
     pub outcome: Outcome,
     /// The deployed manifest.
@@ -50,10 +50,10 @@ pub struct Deployed {
 
 /// A failed deploy: the condition reason (`InstallError`, `UpgradeError` or
 /// `ReconcileError`) and the error.
-pub type DeployFailure = (&'static str, OperatorError);
+pub(super) type DeployFailure = (&'static str, OperatorError);
 
 /// A rendered release to install or upgrade.
-pub struct DeployRequest<'a> {
+pub(super) struct DeployRequest<'a> {
     /// The release.
     pub target: Target<'a>,
     /// Its stored revisions, oldest first (none pending).
@@ -69,7 +69,7 @@ pub struct DeployRequest<'a> {
 impl DeployRequest<'_> {
     /// A dry run first, as operator-sdk's install and upgrade: an object the API server
     /// refuses fails the release before anything is changed.
-    pub async fn dry_run(&self) -> Result<(), OperatorError> {
+    pub(super) async fn dry_run(&self) -> Result<(), OperatorError> {
         for object in self.rendered.manifest_objects() {
             self.target.cluster.apply(self.target.owner, object, self.mode, true).await?;
         }
@@ -78,7 +78,7 @@ impl DeployRequest<'_> {
 
     /// The next revision, stored pending before any hook or object is created, as Helm
     /// stores it.
-    pub async fn store_pending(&self) -> Result<Release, OperatorError> {
+    pub(super) async fn store_pending(&self) -> Result<Release, OperatorError> {
         let Target { name, cluster, secrets, .. } = self.target;
         let version = self.history.last().map_or(1, |r| r.version + 1);
         let first_deployed = self.history.first().map(|r| r.info.first_deployed.clone());
@@ -104,7 +104,7 @@ impl DeployRequest<'_> {
     /// (after the post hooks; Helm deletes them first). Each hook's run is recorded in
     /// `release` (the new, pending revision), stored as each hook starts. The error is
     /// Helm's.
-    pub async fn perform(&self, release: &mut Release, deployed: Option<&Release>) -> Result<(), OperatorError> {
+    pub(super) async fn perform(&self, release: &mut Release, deployed: Option<&Release>) -> Result<(), OperatorError> {
         let Target { owner, cluster, secrets, .. } = self.target;
         let objects = &self.rendered.objects;
         let (pre, post) =
@@ -129,7 +129,11 @@ impl DeployRequest<'_> {
 }
 
 /// Applies the deployed revision's objects again (drift repair), by server-side apply.
-pub async fn reapply(target: Target<'_>, rendered: Rendered, current: &Release) -> Result<Deployed, DeployFailure> {
+pub(super) async fn reapply(
+    target: Target<'_>,
+    rendered: Rendered,
+    current: &Release,
+) -> Result<Deployed, DeployFailure> {
     for object in rendered.manifest_objects() {
         target
             .cluster

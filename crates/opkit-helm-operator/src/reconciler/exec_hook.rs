@@ -16,14 +16,14 @@ use crate::release::{self, Release};
 
 /// Where hook runs are recorded: the stored pending revision and the secrets it is stored
 /// in. `None` when the release's records are purged afterwards (an uninstall).
-pub type RunRecord<'a> = Option<(&'a Api<Secret>, &'a mut Release)>;
+pub(super) type RunRecord<'a> = Option<(&'a Api<Secret>, &'a mut Release)>;
 
 /// Runs the hooks of `event` among `objects` as Helm's `execHook`, recording each
 /// run in its entry of `record`'s release (a pending revision), which is stored as
 /// each hook starts (its `last_run` `Running`), so `helm status` shows the hook
 /// running; the error is Helm's text (without the event's prefix, which the caller
 /// adds).
-pub async fn run_hooks(
+pub(super) async fn run_hooks(
     cluster: Cluster<'_>,
     objects: &[RenderedObject],
     event: &str,
@@ -104,7 +104,7 @@ async fn wait_for_hook(cluster: Cluster<'_>, object: &RenderedObject) -> Result<
 
 /// Waits until `cond` holds for object `name` of `api`, for at most [`HOOK_TIMEOUT`];
 /// the timeout is Helm's `timed out waiting for the condition`.
-pub async fn wait_until<K>(
+pub(super) async fn wait_until<K>(
     api: &Api<K>,
     name: &str,
     cond: impl kube::runtime::wait::Condition<K>,

@@ -10,7 +10,7 @@ use crate::manifest::RenderedObject;
 use crate::release::{self, Release};
 
 /// Installs the rendered release.
-pub async fn install(request: DeployRequest<'_>) -> Result<Deployed, DeployFailure> {
+pub(super) async fn install(request: DeployRequest<'_>) -> Result<Deployed, DeployFailure> {
     let fail = |e: OperatorError| (conditions::INSTALL_ERROR, e);
     request.dry_run().await.map_err(fail)?;
     let mut release = request.store_pending().await.map_err(fail)?;

@@ -9,7 +9,7 @@ use crate::release::{Release, chart_json};
 use crate::watches::Watch;
 
 /// A chart rendered for one release.
-pub struct Rendered {
+pub(super) struct Rendered {
     /// The objects, hooks included.
     pub objects: Vec<RenderedObject>,
     /// The manifest (hooks excluded), as Helm stores it.
@@ -22,19 +22,19 @@ pub struct Rendered {
 
 impl Rendered {
     /// The objects of the manifest (hooks excluded).
-    pub fn manifest_objects(&self) -> impl Iterator<Item = &RenderedObject> {
+    pub(super) fn manifest_objects(&self) -> impl Iterator<Item = &RenderedObject> {
         self.objects.iter().filter(|o| !o.is_hook())
     }
 }
 
 /// The chart version a release (or Helm's stored chart) was made with.
-pub fn chart_version(chart: &Value) -> &str {
+pub(super) fn chart_version(chart: &Value) -> &str {
     chart.pointer("/metadata/version").and_then(Value::as_str).unwrap_or_default()
 }
 
 /// Renders the watch's chart for release `name` in `namespace` with `spec` as values, as
 /// revision `revision` of an install or (`is_upgrade`) an upgrade.
-pub fn render(
+pub(super) fn render(
     watch: &Watch,
     name: &str,
     namespace: &str,
@@ -63,7 +63,7 @@ pub fn render(
 /// manifest (nothing to upgrade: `.Release.Revision` and `.IsUpgrade` are the deployed
 /// revision's), else as the next revision: an install (`.Release.IsInstall`) when
 /// nothing is deployed, an upgrade otherwise.
-pub fn render_next(
+pub(super) fn render_next(
     watch: &Watch,
     name: &str,
     namespace: &str,

@@ -15,7 +15,7 @@ use crate::release::{self, Release};
 /// failure stores the new revision as `failed` (`Rollback "NAME" failed: ...`) and `to`
 /// stays deployed. `mode` is [`ApplyMode::Replace`] for `--force` (operator-sdk's
 /// default, `rollback-force`).
-pub async fn roll_back(
+pub(super) async fn roll_back(
     target: Target<'_>,
     failed: &Release,
     to: &Release,

@@ -17,7 +17,7 @@ use super::conditions;
 /// is kept in the cluster too: the failed resource's own `RolloutPaused` condition names
 /// it, and a restarted operator resumes from it ([`Rollout::resume`]).
 #[derive(Default)]
-pub struct Rollout {
+pub(super) struct Rollout {
     /// Held while a release is upgraded to the new chart version.
     turn: tokio::sync::Mutex<()>,
     /// The release (`namespace/name`) whose upgrade failed, pausing the rollout.
@@ -26,12 +26,12 @@ pub struct Rollout {
 
 impl Rollout {
     /// The failed release pausing the rollout for `release`, unless that is `release`.
-    pub fn paused_by(&self, release: &str) -> Option<String> {
+    pub(super) fn paused_by(&self, release: &str) -> Option<String> {
         self.failed.lock().ok().and_then(|failed| failed.clone()).filter(|failed| failed != release)
     }
 
     /// Records the outcome of `release`'s upgrade to the new chart version.
-    pub fn finished(&self, release: &str, succeeded: bool) {
+    pub(super) fn finished(&self, release: &str, succeeded: bool) {
         if let Ok(mut failed) = self.failed.lock() {
             if !succeeded {
                 *failed = Some(release.to_string());
@@ -42,13 +42,13 @@ impl Rollout {
     }
 
     /// `release` is gone: it no longer pauses the rollout.
-    pub fn forget(&self, release: &str) {
+    pub(super) fn forget(&self, release: &str) {
         self.finished(release, true);
     }
 
     /// The `RolloutPaused` condition's message: the rollout of `chart_version` is paused
     /// by the failed upgrade of `failed` (`namespace/name`).
-    pub fn pause_message(chart_version: &str, failed: &str) -> String {
+    pub(super) fn pause_message(chart_version: &str, failed: &str) -> String {
         format!("the rollout of chart version {chart_version} is paused: upgrading {failed} failed")
     }
 
@@ -78,7 +78,7 @@ impl Rollout {
 
     /// [`Rollout::resumed`] from the custom resources of `resource` in the cluster (those
     /// `selector` matches); a failed list starts unpaused, with a warning.
-    pub async fn resume(
+    pub(super) async fn resume(
         client: &Client,
         resource: &ApiResource,
         chart_version: &str,
@@ -104,7 +104,7 @@ impl Rollout {
     /// Takes `release`'s turn to be upgraded to the new chart version (held until the
     /// guard drops), unless another release's failure pauses the rollout: then `Err`
     /// names that release.
-    pub async fn take_turn(&self, release: &str) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, String> {
+    pub(super) async fn take_turn(&self, release: &str) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, String> {
         let turn = match self.paused_by(release) {
             None => Some(self.turn.lock().await),
             Some(_) => None,

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 /// The status of one custom resource as a reconcile changes it, with the cached status it
 /// started from.
-pub struct ResourceStatus {
+pub(super) struct ResourceStatus {
     api: Api<DynamicObject>,
     name: String,
     value: Value,
@@ -17,24 +17,24 @@ pub struct ResourceStatus {
 
 impl ResourceStatus {
     /// The status of `object` (an empty map when it has none), written through `api`.
-    pub fn of(api: Api<DynamicObject>, object: &DynamicObject) -> ResourceStatus {
+    pub(super) fn of(api: Api<DynamicObject>, object: &DynamicObject) -> ResourceStatus {
         let value = object.data.get("status").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
         let name = kube::ResourceExt::name_any(object);
         ResourceStatus { api, name, cached: value.clone(), value }
     }
 
     /// The manifest `status.deployedRelease` names, empty if none.
-    pub fn deployed_manifest(&self) -> &str {
+    pub(super) fn deployed_manifest(&self) -> &str {
         self.value.pointer("/deployedRelease/manifest").and_then(Value::as_str).unwrap_or_default()
     }
 
     /// Sets `status.deployedRelease` to `revision` of the release with `manifest`.
-    pub fn set_deployed_release(&mut self, manifest: &str, revision: i64) {
+    pub(super) fn set_deployed_release(&mut self, manifest: &str, revision: i64) {
         self.value["deployedRelease"] = json!({ "name": self.name, "manifest": manifest, "revision": revision });
     }
 
     /// Drops `status.deployedRelease`.
-    pub fn clear_deployed_release(&mut self) {
+    pub(super) fn clear_deployed_release(&mut self) {
         if let Some(s) = self.value.as_object_mut() {
             s.remove("deployedRelease");
         }
@@ -42,7 +42,7 @@ impl ResourceStatus {
 
     /// Sets an operator-sdk condition in `status.conditions`, keeping `lastTransitionTime`
     /// unless the status changed.
-    pub fn set_condition(&mut self, type_: &str, value: bool, reason: &str, message: &str) {
+    pub(super) fn set_condition(&mut self, type_: &str, value: bool, reason: &str, message: &str) {
         let value = if value { "True" } else { "False" };
         let Some(conditions) = conditions_of(&mut self.value) else { return };
         let now = opkit::status::now();
@@ -68,7 +68,7 @@ impl ResourceStatus {
     }
 
     /// Drops the condition of `type_`.
-    pub fn remove_condition(&mut self, type_: &str) {
+    pub(super) fn remove_condition(&mut self, type_: &str) {
         if let Some(conditions) = conditions_of(&mut self.value) {
             conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some(type_));
         }
@@ -77,7 +77,7 @@ impl ResourceStatus {
     /// Writes the status to the status subresource unless it equals the cached one (so a
     /// reconcile that changed nothing does not cause another); a failure is logged (the
     /// next reconcile writes it again).
-    pub async fn write(&self) {
+    pub(super) async fn write(&self) {
         if self.value == self.cached {
             return;
         }

@@ -8,7 +8,7 @@ use super::cluster::Cluster;
 
 /// One release and where its parts live.
 #[derive(Clone, Copy)]
-pub struct Target<'a> {
+pub(super) struct Target<'a> {
     /// The release's name (the custom resource's).
     pub name: &'a str,
     /// The custom resource, owner of the release's namespaced objects.

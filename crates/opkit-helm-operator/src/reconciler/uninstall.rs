@@ -19,7 +19,7 @@ use crate::release;
 /// after the objects were deleted still deletes the revisions, and is Helm's
 /// `uninstallation completed with N error(s): ...`. Without `wait` the objects are
 /// only deleted, as `helm uninstall` without `--wait` (operator-sdk's uninstall).
-pub async fn uninstall(
+pub(super) async fn uninstall(
     cluster: Cluster<'_>,
     secrets: &Api<Secret>,
     name: &str,
@@ -48,7 +48,7 @@ pub async fn uninstall(
 /// keep`) and, with `wait`, waited for until gone, then `post-delete` hooks. Returns
 /// the errors of the wait and the post-delete hooks, which Helm reports once the
 /// release is purged.
-pub async fn remove_objects(
+pub(super) async fn remove_objects(
     cluster: Cluster<'_>,
     hook_objects: &[RenderedObject],
     objects: &[RenderedObject],
@@ -79,7 +79,7 @@ pub async fn remove_objects(
 /// operator-sdk's `CleanupRelease`: whether any object of `manifest` (but those
 /// annotated `helm.sh/resource-policy: keep`) still exists; if one does, every one
 /// is deleted again.
-pub async fn delete_left(cluster: Cluster<'_>, manifest: &str) -> Result<bool, OperatorError> {
+pub(super) async fn delete_left(cluster: Cluster<'_>, manifest: &str) -> Result<bool, OperatorError> {
     let objects: Vec<RenderedObject> = split(manifest)?.into_iter().filter(|o| !keeps(o)).collect();
     for object in &objects {
         let (api, _) = cluster.api_for(object).await?;

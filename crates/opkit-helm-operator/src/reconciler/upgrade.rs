@@ -12,7 +12,7 @@ use crate::release::{self, Release};
 
 /// Upgrades the release from `previous` (its deployed revision) to the rendered one;
 /// after a failure, it is rolled back as `rollback_mode` says.
-pub async fn upgrade(
+pub(super) async fn upgrade(
     request: DeployRequest<'_>,
     previous: &Release,
     rollback_mode: ApplyMode,
