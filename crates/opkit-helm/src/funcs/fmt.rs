@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 use crate::value::{Value, format_float, go_string, write_go};
 
 /// Go's `strconv.Quote` (written once, in opkit-apimachinery).
-pub use opkit_apimachinery::strconv::quote as go_quote;
+pub(crate) use opkit_apimachinery::strconv::quote as go_quote;
 
 /// `fmt.Sprint`: a space between operands when neither is a string.
-pub fn sprint(args: &[Value]) -> String {
+pub(crate) fn sprint(args: &[Value]) -> String {
     let mut out = String::new();
     for (i, a) in args.iter().enumerate() {
         if i > 0 && !matches!(a, Value::Str(_)) && !matches!(args[i - 1], Value::Str(_)) {
@@ -21,7 +21,7 @@ pub fn sprint(args: &[Value]) -> String {
 }
 
 /// `fmt.Sprintln`: spaces between all operands and a newline.
-pub fn sprintln(args: &[Value]) -> String {
+pub(crate) fn sprintln(args: &[Value]) -> String {
     let mut out = String::new();
     for (i, a) in args.iter().enumerate() {
         if i > 0 {
@@ -108,7 +108,7 @@ fn write_extra(out: &mut String, extra: &[Value]) {
 }
 
 /// `fmt.Sprintf` with Go's verbs for the values templates hold.
-pub fn sprintf(format: &str, args: &[Value]) -> String {
+pub(crate) fn sprintf(format: &str, args: &[Value]) -> String {
     let mut out = String::new();
     let mut chars = format.chars().peekable();
     let mut arg_index = 0;
