@@ -137,7 +137,7 @@ pub(crate) fn render(env: &Environment<'_>, name: &'static str, ctx: &Value) -> 
 
 /// Where the scaffold's opkit dependencies come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpkitSource {
+pub(crate) enum OpkitSource {
     /// The published crates (`opkit = "0.1.0"`): a CLI built without the sources.
     Registry,
     /// Copies of the crates in the project (`vendor/opkit/`, see [`crate::vendor`]): the
@@ -152,7 +152,7 @@ impl OpkitSource {
     /// For a project at `project_root`: inside the checkout this CLI was built from (the
     /// examples), that checkout; else the vendored crates, when the CLI carries them; else
     /// the registry.
-    pub fn detect(project_root: &Path) -> OpkitSource {
+    pub(crate) fn detect(project_root: &Path) -> OpkitSource {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         match std::fs::canonicalize(&root) {
             Ok(root) if root.join("crates/opkit/Cargo.toml").is_file() && project_root.starts_with(&root) => {
@@ -192,7 +192,7 @@ impl OpkitSource {
 
 /// What `opkit init` was asked for.
 #[derive(Debug, Clone)]
-pub struct InitOptions {
+pub(crate) struct InitOptions {
     /// The API domain.
     pub domain: String,
     /// The repository (`github.com/example/memcached-operator`).
@@ -209,7 +209,7 @@ pub struct InitOptions {
 
 /// FNV-1a (32 bit) of `s` in hex: the leader election ID's prefix, as kubebuilder's
 /// `hashFNV` of the repository. Written by hand: eight lines, no crate needed.
-pub fn fnv32a(s: &str) -> String {
+pub(crate) fn fnv32a(s: &str) -> String {
     let mut h: u32 = 0x811c_9dc5;
     for b in s.bytes() {
         h ^= u32::from(b);
@@ -270,7 +270,7 @@ const INIT_FILES: &[(&str, &str)] = &[
 ];
 
 /// The files of a new project in `root`.
-pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project), ScaffoldError> {
+pub(crate) fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project), ScaffoldError> {
     let env = env();
     let project = Project {
         domain: opts.domain.clone(),
@@ -317,7 +317,7 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
 
 /// What `opkit create api` was asked for.
 #[derive(Debug, Clone)]
-pub struct ApiOptions {
+pub(crate) struct ApiOptions {
     /// Short group (`cache`; `apps` or `core` for a built-in kind).
     pub group: String,
     /// Version (`v1alpha1`).
@@ -340,7 +340,7 @@ pub struct ApiOptions {
 
 /// Where the Rust type of an API comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TypeOrigin {
+pub(crate) enum TypeOrigin {
     /// The project defines it (`src/api/`), in the project's domain.
     Project,
     /// A built-in Kubernetes kind: k8s-openapi's type.
@@ -413,7 +413,11 @@ impl ApiLayout {
 
 /// The files `opkit create api` creates and edits in the project at `root`, and the
 /// updated project record.
-pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(FilePlan, Project), ScaffoldError> {
+pub(crate) fn api_plan(
+    root: &Path,
+    project: &Project,
+    opts: &ApiOptions,
+) -> Result<(FilePlan, Project), ScaffoldError> {
     let api = ApiScaffold::new(root, project, opts);
     let mut plan = FilePlan::new(root);
     plan.set_overwrite(opts.force);
@@ -743,7 +747,7 @@ fn conversion_patches(project: &Project) -> Vec<String> {
 
 /// What `opkit create webhook` was asked for.
 #[derive(Debug, Clone)]
-pub struct WebhookOptions {
+pub(crate) struct WebhookOptions {
     /// Short group (`flights`).
     pub group: String,
     /// Version (`v1`), the hub for conversion.
@@ -779,7 +783,7 @@ const MAIN_BUILDER_MARKER: &str = "    // +opkit:scaffold:builder\n";
 /// The files `opkit create webhook` creates and edits in the project at `root`, and the
 /// updated project record. The resource must exist and have no webhooks yet (checked by the
 /// command).
-pub fn webhook_plan(
+pub(crate) fn webhook_plan(
     root: &Path,
     project: &Project,
     opts: &WebhookOptions,
@@ -1013,7 +1017,7 @@ const MANIFESTS_WEBHOOK_PATCH: &str = include_str!("../templates/webhook/config/
 /// config/manifests/kustomization.yaml `text` with the manifests' webhook patch appended,
 /// unless it has the `[WEBHOOK]` section already or patches of its own (which the user
 /// then edits, as in operator-sdk).
-pub fn with_manifests_webhook_patch(text: &str) -> String {
+pub(crate) fn with_manifests_webhook_patch(text: &str) -> String {
     if text.contains("[WEBHOOK]") || text.lines().any(|l| l.starts_with("patches:")) {
         return text.to_owned();
     }

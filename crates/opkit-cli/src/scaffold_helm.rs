@@ -38,7 +38,7 @@ struct HelmProject {
 
 /// Scaffolds the Helm-chart operator project into `root`; refuses (writing nothing) in a
 /// directory that has a project.
-pub fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
     let dir_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let name = args.project_name.clone().unwrap_or_else(|| dir_name.to_lowercase());
     project::validate_project_name(&name)?;
@@ -89,7 +89,7 @@ pub fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliErro
 
 /// Markers the kind-specific lines are inserted above (by `init` and `create api`).
 /// PROJECT's layout for this plugin.
-pub const LAYOUT: &str = "helm.sdk.operatorframework.io/v1";
+pub(crate) const LAYOUT: &str = "helm.sdk.operatorframework.io/v1";
 
 const WATCH_MARKER: &str = "# +kubebuilder:scaffold:watch";
 const RULES_MARKER: &str = "# +kubebuilder:scaffold:rules";
@@ -145,7 +145,7 @@ fn add_kind(plan: &mut FilePlan, p: &HelmProject) -> Result<(), CliError> {
 }
 
 /// `opkit create api --plugins helm`: another chart and kind in a Helm operator project.
-pub fn create_api(args: crate::cli::CreateApiArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn create_api(args: crate::cli::CreateApiArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
     let project_text = std::fs::read_to_string(root.join("PROJECT")).map_err(|e| {
         CliError::Usage(format!(
             "no Helm operator project here (reading PROJECT: {e}); run `opkit init --plugins helm` first"

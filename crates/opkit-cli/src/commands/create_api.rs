@@ -12,7 +12,7 @@ use crate::project::{self, Project};
 use crate::scaffold::{self, ApiOptions, TypeOrigin};
 
 /// Scaffolds the API; refuses (writing nothing) on invalid names or an existing kind.
-pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
     match args.plugins.or_else(|| layout_plugin(&root)) {
         Some(InitPlugin::Helm) => return crate::scaffold_helm::create_api(args, &root, out),

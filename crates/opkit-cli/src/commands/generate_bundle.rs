@@ -21,7 +21,7 @@ use crate::project::Project;
 const MANIFESTS_KUSTOMIZATION: &str = include_str!("../../templates/init/config/manifests_kustomization.yaml.j2");
 
 /// Runs an OLM `generate` subcommand.
-pub fn run(command: GenerateCommand, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn run(command: GenerateCommand, out: &mut Output) -> Result<(), CliError> {
     match command {
         GenerateCommand::Kustomize(GenerateKustomizeCommand::Manifests(args)) => kustomize_manifests(args, out),
         GenerateCommand::Bundle(args) => bundle(args, out),

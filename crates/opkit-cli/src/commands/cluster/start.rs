@@ -16,11 +16,11 @@ use crate::cli::{OutputFormat, PodIsolationFlag, PodNetworkFlag, StartArgs};
 use crate::commands::CliError;
 
 /// The data directory `opkit cluster start` uses without `--data-dir`.
-pub const DEFAULT_DATA_DIR: &str = ".opkit/cluster";
+pub(crate) const DEFAULT_DATA_DIR: &str = ".opkit/cluster";
 
 /// Starts the control plane and serves until a signal arrives; with `--detach`, starts
 /// it in the background and returns once it is ready.
-pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError> {
+pub(crate) async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError> {
     let mut controllers = controllers_config(&args)?;
     if args.context_name.is_empty() {
         return Err(CliError::Usage("--context-name must not be empty".into()));
