@@ -34,7 +34,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PlanError + '_ {
 
 /// The planned contents of files under a root directory.
 #[derive(Debug, Default)]
-pub struct FilePlan {
+pub(crate) struct FilePlan {
     root: PathBuf,
     files: Vec<(PathBuf, String)>,
     overwrite: bool,
@@ -42,7 +42,7 @@ pub struct FilePlan {
 
 /// What [`FilePlan::commit`] did to one file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Written {
+pub(crate) struct Written {
     /// The path relative to the root.
     pub path: String,
     /// `created`, `updated` or `unchanged`.
@@ -51,18 +51,18 @@ pub struct Written {
 
 impl FilePlan {
     /// An empty plan for files under `root`.
-    pub fn new(root: impl Into<PathBuf>) -> FilePlan {
+    pub(crate) fn new(root: impl Into<PathBuf>) -> FilePlan {
         FilePlan { root: root.into(), files: Vec::new(), overwrite: false }
     }
 
     /// With `overwrite`, [`FilePlan::create`] replaces a file that exists (kubebuilder's
     /// `--force`) instead of refusing.
-    pub fn set_overwrite(&mut self, overwrite: bool) {
+    pub(crate) fn set_overwrite(&mut self, overwrite: bool) {
         self.overwrite = overwrite;
     }
 
     /// Plans a new file; errors if it exists on disk (unless overwriting).
-    pub fn create(&mut self, rel: impl Into<PathBuf>, contents: impl Into<String>) -> Result<(), PlanError> {
+    pub(crate) fn create(&mut self, rel: impl Into<PathBuf>, contents: impl Into<String>) -> Result<(), PlanError> {
         let rel = rel.into();
         let abs = self.root.join(&rel);
         if self.overwrite {
@@ -77,7 +77,7 @@ impl FilePlan {
     }
 
     /// Plans a file's whole contents, whether it exists or not.
-    pub fn write(&mut self, rel: impl Into<PathBuf>, contents: impl Into<String>) {
+    pub(crate) fn write(&mut self, rel: impl Into<PathBuf>, contents: impl Into<String>) {
         let rel = rel.into();
         let contents = contents.into();
         match self.files.iter_mut().find(|(p, _)| *p == rel) {
@@ -87,7 +87,7 @@ impl FilePlan {
     }
 
     /// The planned or current contents of a file, if any.
-    pub fn current(&self, rel: &Path) -> Result<Option<String>, PlanError> {
+    pub(crate) fn current(&self, rel: &Path) -> Result<Option<String>, PlanError> {
         if let Some((_, c)) = self.files.iter().find(|(p, _)| p == rel) {
             return Ok(Some(c.clone()));
         }
@@ -102,7 +102,12 @@ impl FilePlan {
     /// Plans inserting `line` just above the line containing `marker` in an existing (or
     /// planned) file, keeping the marker's indentation. A line already present is not added
     /// twice.
-    pub fn insert_before_marker(&mut self, rel: impl Into<PathBuf>, marker: &str, line: &str) -> Result<(), PlanError> {
+    pub(crate) fn insert_before_marker(
+        &mut self,
+        rel: impl Into<PathBuf>,
+        marker: &str,
+        line: &str,
+    ) -> Result<(), PlanError> {
         let rel = rel.into();
         let text = self
             .current(&rel)?
@@ -132,7 +137,7 @@ impl FilePlan {
     /// declarations directly above the marker are kept in the order rustfmt sorts them
     /// (its `reorder_modules`, numbers compared by value), so the file stays `cargo fmt`
     /// clean whatever order the modules are added in.
-    pub fn insert_module_before_marker(
+    pub(crate) fn insert_module_before_marker(
         &mut self,
         rel: impl Into<PathBuf>,
         marker: &str,
@@ -154,7 +159,7 @@ impl FilePlan {
     }
 
     /// The planned files whose contents differ from what is on disk.
-    pub fn stale(&self) -> Result<Vec<String>, PlanError> {
+    pub(crate) fn stale(&self) -> Result<Vec<String>, PlanError> {
         let mut out = Vec::new();
         for (rel, contents) in &self.files {
             let abs = self.root.join(rel);
@@ -173,7 +178,7 @@ impl FilePlan {
     /// Writes every planned file (through a temporary file and a rename, so no file is
     /// ever half-written). If any write fails, files created are removed and files
     /// changed get their old contents back.
-    pub fn commit(self) -> Result<Vec<Written>, PlanError> {
+    pub(crate) fn commit(self) -> Result<Vec<Written>, PlanError> {
         let mut undo: Vec<(PathBuf, Option<String>)> = Vec::new();
         let mut created_dirs: Vec<PathBuf> = Vec::new();
         let mut report = Vec::new();
@@ -269,7 +274,7 @@ fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// Writes `path` through a sibling temporary file and a rename.
-pub fn write_atomic(path: &Path, contents: &str) -> Result<(), PlanError> {
+pub(crate) fn write_atomic(path: &Path, contents: &str) -> Result<(), PlanError> {
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{file_name}.opkit-tmp"));
     std::fs::write(&tmp, contents).map_err(io(&tmp))?;

@@ -1,10 +1,19 @@
+#![warn(unreachable_pub)]
 //! The `opkit` command-line tool as a library: the operator-sdk workflow for Rust
 //! operators (`init`, `create api`, `generate`, `install`, `run`, `deploy`) and the local
 //! control plane (`cluster start`). The binary is a thin `main` over [`run`].
 //!
-//! The pieces are usable on their own: [`project`] (the PROJECT file and name rules),
-//! [`scaffold`] (templates), [`rbac`] (RBAC markers to a ClusterRole), [`kustomize`]
-//! (rendering config/ like `kustomize build`) and [`cluster_ops`] (apply, delete, wait).
+//! The public surface:
+//!
+//! - [`Cli`] (the parsed command line, with the [`cli`] module's argument types) and
+//!   [`run`], which runs it; [`CliError`] is why it failed;
+//! - [`OutputFormat`], [`json_requested`] and [`print_error`]: how the binary reports;
+//! - [`kubectl_kudo_args`]: the arguments of `kubectl kudo ARGS` as `opkit kudo ARGS`;
+//! - [`project`]: the PROJECT file and the name rules of `create api`;
+//! - [`rbac`]: RBAC markers to a ClusterRole, as `opkit generate` writes it;
+//! - [`kustomize`]: rendering `config/` as `kustomize build` does;
+//! - [`cluster_ops`]: applying, deleting and waiting for objects, as `install` and
+//!   `deploy` do.
 //!
 //! # Example
 //! Checking names the way `opkit create api` does, and the role `opkit generate` writes
@@ -30,18 +39,21 @@
 
 pub mod cli;
 pub mod cluster_ops;
-pub mod commands;
-pub mod duration_flag;
-pub mod fileplan;
+mod commands;
+mod duration_flag;
+mod fileplan;
 pub mod kustomize;
-pub mod output;
+mod output;
 pub mod project;
 pub mod rbac;
-pub mod scaffold;
-pub mod scaffold_ansible;
-pub mod scaffold_helm;
+mod scaffold;
+mod scaffold_ansible;
+mod scaffold_helm;
 mod scaffold_plugin_config;
-pub mod vendor;
-pub mod webhook_markers;
+mod vendor;
+mod webhook_markers;
 
+pub use cli::{Cli, OutputFormat};
+pub use commands::kudo::plugin_args as kubectl_kudo_args;
 pub use commands::{CliError, run};
+pub use output::{json_requested, print_error};

@@ -3,13 +3,12 @@
 //! `OPKIT_LOG`, else `RUST_LOG`, else the command's default level.
 
 use clap::Parser;
-use opkit_cli::cli::OutputFormat;
-use opkit_cli::output::{json_requested, print_error};
+use opkit_cli::{OutputFormat, json_requested, print_error};
 
 fn main() -> std::process::ExitCode {
     // Run as `kubectl-kudo` (a kubectl plugin), `kubectl kudo ARGS` is `opkit kudo ARGS`.
-    let argv = opkit_cli::commands::kudo::plugin_args(std::env::args_os());
-    let args = match opkit_cli::cli::Cli::try_parse_from(argv) {
+    let argv = opkit_cli::kubectl_kudo_args(std::env::args_os());
+    let args = match opkit_cli::Cli::try_parse_from(argv) {
         Ok(args) => args,
         // `--help` and `--version` are not failures; text errors keep clap's layout.
         Err(e) if e.use_stderr() && json_requested(std::env::args_os()) => {

@@ -11,24 +11,24 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::cli::OutputFormat;
 
 /// The user's output channel for one command.
-pub struct Output {
+pub(crate) struct Output {
     format: OutputFormat,
     spinner: Option<ProgressBar>,
 }
 
 impl Output {
     /// Output in `format`.
-    pub fn new(format: OutputFormat) -> Output {
+    pub(crate) fn new(format: OutputFormat) -> Output {
         Output { format, spinner: None }
     }
 
     /// Whether results are JSON.
-    pub fn json(&self) -> bool {
+    pub(crate) fn json(&self) -> bool {
         self.format == OutputFormat::Json
     }
 
     /// Reports a finished step (`✓ installed ...`).
-    pub fn step(&self, msg: &str) {
+    pub(crate) fn step(&self, msg: &str) {
         if self.json() {
             return;
         }
@@ -40,7 +40,7 @@ impl Output {
 
     /// Warns about something the user should fix (`warning: ...` on stderr, also with
     /// `-o json`, whose stdout stays the result alone).
-    pub fn warn(&self, msg: &str) {
+    pub(crate) fn warn(&self, msg: &str) {
         match &self.spinner {
             Some(s) => s.println(format!("warning: {msg}")),
             None => eprintln!("warning: {msg}"),
@@ -48,7 +48,7 @@ impl Output {
     }
 
     /// Shows that something long is under way, until the next [`Output::done_waiting`].
-    pub fn waiting(&mut self, msg: &str) {
+    pub(crate) fn waiting(&mut self, msg: &str) {
         if self.json() {
             return;
         }
@@ -69,14 +69,14 @@ impl Output {
     }
 
     /// Stops the spinner.
-    pub fn done_waiting(&mut self) {
+    pub(crate) fn done_waiting(&mut self) {
         if let Some(s) = self.spinner.take() {
             s.finish_and_clear();
         }
     }
 
     /// Prints the result: `text` for people, `json` for programs.
-    pub fn result(&mut self, text: &str, json: serde_json::Value) {
+    pub(crate) fn result(&mut self, text: &str, json: serde_json::Value) {
         self.done_waiting();
         if self.json() {
             println!("{json:#}");

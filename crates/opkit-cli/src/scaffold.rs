@@ -137,7 +137,7 @@ pub(crate) fn render(env: &Environment<'_>, name: &'static str, ctx: &Value) -> 
 
 /// Where the scaffold's opkit dependencies come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpkitSource {
+pub(crate) enum OpkitSource {
     /// The published crates (`opkit = "0.1.0"`): a CLI built without the sources.
     Registry,
     /// Copies of the crates in the project (`vendor/opkit/`, see [`crate::vendor`]): the
@@ -152,7 +152,7 @@ impl OpkitSource {
     /// For a project at `project_root`: inside the checkout this CLI was built from (the
     /// examples), that checkout; else the vendored crates, when the CLI carries them; else
     /// the registry.
-    pub fn detect(project_root: &Path) -> OpkitSource {
+    pub(crate) fn detect(project_root: &Path) -> OpkitSource {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         match std::fs::canonicalize(&root) {
             Ok(root) if root.join("crates/opkit/Cargo.toml").is_file() && project_root.starts_with(&root) => {
@@ -192,7 +192,7 @@ impl OpkitSource {
 
 /// What `opkit init` was asked for.
 #[derive(Debug, Clone)]
-pub struct InitOptions {
+pub(crate) struct InitOptions {
     /// The API domain.
     pub domain: String,
     /// The repository (`github.com/example/memcached-operator`).
@@ -209,7 +209,7 @@ pub struct InitOptions {
 
 /// FNV-1a (32 bit) of `s` in hex: the leader election ID's prefix, as kubebuilder's
 /// `hashFNV` of the repository. Written by hand: eight lines, no crate needed.
-pub fn fnv32a(s: &str) -> String {
+pub(crate) fn fnv32a(s: &str) -> String {
     let mut h: u32 = 0x811c_9dc5;
     for b in s.bytes() {
         h ^= u32::from(b);
@@ -227,8 +227,50 @@ fn header(license: &str, owner: Option<&str>) -> String {
     format!("// Copyright {year} {who}.\n// SPDX-License-Identifier: Apache-2.0\n\n")
 }
 
+/// The files of a new project: path, template.
+const INIT_FILES: &[(&str, &str)] = &[
+    ("Cargo.toml", "Cargo.toml"),
+    ("src/main.rs", "main.rs"),
+    ("src/lib.rs", "lib.rs"),
+    ("src/api/mod.rs", "api_mod.rs"),
+    ("src/controller/mod.rs", "controller_mod.rs"),
+    ("Makefile", "Makefile"),
+    ("Dockerfile", "Dockerfile"),
+    (".dockerignore", "dockerignore"),
+    (".gitignore", "gitignore"),
+    ("README.md", "README.md"),
+    ("config/default/kustomization.yaml", "default_kustomization"),
+    ("config/manager/kustomization.yaml", "manager_kustomization"),
+    ("config/manager/manager.yaml", "manager.yaml"),
+    ("config/crd/kustomization.yaml", "crd_kustomization"),
+    ("config/samples/kustomization.yaml", "samples_kustomization"),
+    ("config/rbac/kustomization.yaml", "rbac_kustomization"),
+    ("config/rbac/role.yaml", "role.yaml"),
+    ("config/rbac/role_binding.yaml", "role_binding.yaml"),
+    ("config/rbac/service_account.yaml", "service_account.yaml"),
+    ("config/rbac/leader_election_role.yaml", "leader_election_role.yaml"),
+    ("config/rbac/leader_election_role_binding.yaml", "leader_election_role_binding.yaml"),
+    ("rustfmt.toml", "rustfmt.toml"),
+    ("tests/e2e.rs", "e2e.rs"),
+    ("test/e2e/kuttl/kuttl-test.yaml", "kuttl-test.yaml"),
+    ("config/default/manager_metrics_patch.yaml", "manager_metrics_patch.yaml"),
+    ("config/default/metrics_service.yaml", "metrics_service.yaml"),
+    ("config/rbac/metrics_auth_role.yaml", "metrics_auth_role.yaml"),
+    ("config/rbac/metrics_auth_role_binding.yaml", "metrics_auth_role_binding.yaml"),
+    ("config/rbac/metrics_reader_role.yaml", "metrics_reader_role.yaml"),
+    ("config/prometheus/kustomization.yaml", "prometheus_kustomization"),
+    ("config/prometheus/monitor.yaml", "monitor.yaml"),
+    ("config/network-policy/kustomization.yaml", "network_policy_kustomization"),
+    ("config/network-policy/allow-metrics-traffic.yaml", "allow_metrics_traffic.yaml"),
+    ("config/manifests/kustomization.yaml", "manifests_kustomization"),
+    ("config/scorecard/kustomization.yaml", "scorecard_kustomization"),
+    ("config/scorecard/bases/config.yaml", "scorecard_config.yaml"),
+    ("config/scorecard/patches/basic.config.yaml", "scorecard_basic.config.yaml"),
+    ("config/scorecard/patches/olm.config.yaml", "scorecard_olm.config.yaml"),
+];
+
 /// The files of a new project in `root`.
-pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project), ScaffoldError> {
+pub(crate) fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project), ScaffoldError> {
     let env = env();
     let project = Project {
         domain: opts.domain.clone(),
@@ -257,47 +299,7 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
         conversion_patches => Vec::<String>::new(),
     };
     let mut plan = FilePlan::new(root);
-    let files: &[(&str, &'static str)] = &[
-        ("Cargo.toml", "Cargo.toml"),
-        ("src/main.rs", "main.rs"),
-        ("src/lib.rs", "lib.rs"),
-        ("src/api/mod.rs", "api_mod.rs"),
-        ("src/controller/mod.rs", "controller_mod.rs"),
-        ("Makefile", "Makefile"),
-        ("Dockerfile", "Dockerfile"),
-        (".dockerignore", "dockerignore"),
-        (".gitignore", "gitignore"),
-        ("README.md", "README.md"),
-        ("config/default/kustomization.yaml", "default_kustomization"),
-        ("config/manager/kustomization.yaml", "manager_kustomization"),
-        ("config/manager/manager.yaml", "manager.yaml"),
-        ("config/crd/kustomization.yaml", "crd_kustomization"),
-        ("config/samples/kustomization.yaml", "samples_kustomization"),
-        ("config/rbac/kustomization.yaml", "rbac_kustomization"),
-        ("config/rbac/role.yaml", "role.yaml"),
-        ("config/rbac/role_binding.yaml", "role_binding.yaml"),
-        ("config/rbac/service_account.yaml", "service_account.yaml"),
-        ("config/rbac/leader_election_role.yaml", "leader_election_role.yaml"),
-        ("config/rbac/leader_election_role_binding.yaml", "leader_election_role_binding.yaml"),
-        ("rustfmt.toml", "rustfmt.toml"),
-        ("tests/e2e.rs", "e2e.rs"),
-        ("test/e2e/kuttl/kuttl-test.yaml", "kuttl-test.yaml"),
-        ("config/default/manager_metrics_patch.yaml", "manager_metrics_patch.yaml"),
-        ("config/default/metrics_service.yaml", "metrics_service.yaml"),
-        ("config/rbac/metrics_auth_role.yaml", "metrics_auth_role.yaml"),
-        ("config/rbac/metrics_auth_role_binding.yaml", "metrics_auth_role_binding.yaml"),
-        ("config/rbac/metrics_reader_role.yaml", "metrics_reader_role.yaml"),
-        ("config/prometheus/kustomization.yaml", "prometheus_kustomization"),
-        ("config/prometheus/monitor.yaml", "monitor.yaml"),
-        ("config/network-policy/kustomization.yaml", "network_policy_kustomization"),
-        ("config/network-policy/allow-metrics-traffic.yaml", "allow_metrics_traffic.yaml"),
-        ("config/manifests/kustomization.yaml", "manifests_kustomization"),
-        ("config/scorecard/kustomization.yaml", "scorecard_kustomization"),
-        ("config/scorecard/bases/config.yaml", "scorecard_config.yaml"),
-        ("config/scorecard/patches/basic.config.yaml", "scorecard_basic.config.yaml"),
-        ("config/scorecard/patches/olm.config.yaml", "scorecard_olm.config.yaml"),
-    ];
-    for (path, template) in files {
+    for (path, template) in INIT_FILES {
         plan.create(*path, render(&env, template, &ctx)?)?;
     }
     if opts.opkit == OpkitSource::Vendored {
@@ -315,7 +317,7 @@ pub fn init_plan(root: &Path, opts: &InitOptions) -> Result<(FilePlan, Project),
 
 /// What `opkit create api` was asked for.
 #[derive(Debug, Clone)]
-pub struct ApiOptions {
+pub(crate) struct ApiOptions {
     /// Short group (`cache`; `apps` or `core` for a built-in kind).
     pub group: String,
     /// Version (`v1alpha1`).
@@ -338,7 +340,7 @@ pub struct ApiOptions {
 
 /// Where the Rust type of an API comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TypeOrigin {
+pub(crate) enum TypeOrigin {
     /// The project defines it (`src/api/`), in the project's domain.
     Project,
     /// A built-in Kubernetes kind: k8s-openapi's type.
@@ -411,187 +413,224 @@ impl ApiLayout {
 
 /// The files `opkit create api` creates and edits in the project at `root`, and the
 /// updated project record.
-pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(FilePlan, Project), ScaffoldError> {
-    let env = env();
-    let layout = ApiLayout::new(project, opts);
-    let gv_module = &layout.gv_module;
-    // The kind's module (a keyword gets a trailing `_`), its Rust type (`Self_` for `Self`),
-    // and the path the controller imports it from.
-    let kind_snake = project::module_name(&opts.kind);
-    let kind_type = project::type_name(&opts.kind);
-    let kind_lower = opts.kind.to_lowercase();
-    let sample_file = format!("{}_{}_{}.yaml", opts.group, opts.version, kind_lower);
-    let crate_name = project.crate_name();
-    let (domain, external, type_module) = match &opts.origin {
-        TypeOrigin::Project => (project.domain.clone(), false, format!("crate::api::{gv_module}")),
-        TypeOrigin::Builtin { domain, module } => (domain.clone(), false, module.clone()),
-        TypeOrigin::External { domain, module } => (domain.clone(), true, module.clone()),
-    };
-    let resource = Resource {
-        api: opts.resource.then(|| ResourceApi { crd_version: "v1".into(), namespaced: opts.namespaced }),
-        controller: opts.controller,
-        domain,
-        external,
-        group: opts.group.clone(),
-        kind: opts.kind.clone(),
-        path: match type_module.strip_prefix("crate::") {
-            Some(inside) => format!("{crate_name}::{inside}"),
-            None => type_module.clone(),
-        },
-        plural: opts.plural.clone(),
-        version: opts.version.clone(),
-        webhooks: None,
-    };
-    let full_group = resource.full_group();
-    let api_version =
-        if full_group.is_empty() { opts.version.clone() } else { format!("{full_group}/{}", opts.version) };
-    // RBAC markers name the core group `core`, as kubebuilder writes them; `opkit generate`
-    // turns it into `""`, as controller-gen does.
-    let rbac_group = if full_group.is_empty() { "core".to_string() } else { full_group.clone() };
-    // The controller imports the type under its own name, unless that clashes with a name the
-    // controller already uses.
-    let type_import = if opts.origin == TypeOrigin::Project || kind_type == opts.kind {
-        format!("{type_module}::{kind_type}")
-    } else {
-        format!("{type_module}::{} as {kind_type}", opts.kind)
-    };
-
-    let mut updated = project.clone();
-    let key = (resource.group.clone(), resource.version.clone(), resource.kind.clone());
-    match updated.resources.iter_mut().find(|r| (&r.group, &r.version, &r.kind) == (&key.0, &key.1, &key.2)) {
-        // --force: the kind keeps its place (and webhooks) in PROJECT.
-        Some(existing) => {
-            let webhooks = existing.webhooks.take();
-            *existing = Resource { webhooks, ..resource };
-        }
-        None => updated.resources.push(resource),
-    }
-    let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();
-    let mut crd_files: Vec<String> = with_api.iter().map(|r| format!("{}_{}.yaml", r.full_group(), r.plural)).collect();
-    crd_files.sort();
-    crd_files.dedup();
-    let mut sample_files: Vec<String> =
-        with_api.iter().map(|r| format!("{}_{}_{}.yaml", r.group, r.version, r.kind.to_lowercase())).collect();
-    sample_files.sort();
-
-    let ctx = context! {
-        project_name => &project.project_name,
-        crate_name => &crate_name,
-        header => existing_header(root),
-        group => &opts.group,
-        version => &opts.version,
-        kind => &opts.kind,
-        kind_type => &kind_type,
-        type_import => &type_import,
-        plural => &opts.plural,
-        namespaced => opts.namespaced,
-        full_group => &full_group,
-        api_version => &api_version,
-        rbac_group => &rbac_group,
-        gv_module => gv_module,
-        kind_snake => &kind_snake,
-        kind_lower => &kind_lower,
-        role_prefix => &layout.role_prefix,
-        sample_file => &sample_file,
-        crd_files => &crd_files,
-        sample_files => &sample_files,
-        conversion_patches => conversion_patches(&updated),
-    };
+pub(crate) fn api_plan(
+    root: &Path,
+    project: &Project,
+    opts: &ApiOptions,
+) -> Result<(FilePlan, Project), ScaffoldError> {
+    let api = ApiScaffold::new(root, project, opts);
     let mut plan = FilePlan::new(root);
     plan.set_overwrite(opts.force);
     if opts.resource {
-        let gv_dir = &layout.gv_dir;
-        let gv_mod = format!("{gv_dir}/mod.rs");
-        if let Some(group) = &layout.group_module {
-            let group_mod = format!("src/api/{group}/mod.rs");
-            if plan.current(Path::new(&group_mod))?.is_none() {
-                let text = format!(
-                    "{}//! The `{full_group}` API group, one module per version.\n\n// +opkit:scaffold:versions\n",
-                    existing_header(root)
-                );
-                plan.create(&group_mod, text)?;
-                plan.insert_module_before_marker(
-                    "src/api/mod.rs",
-                    "+opkit:scaffold:api-modules",
-                    &format!("pub mod {group};"),
-                )?;
-            }
-            if plan.current(Path::new(&gv_mod))?.is_none() {
-                plan.insert_module_before_marker(
-                    &group_mod,
-                    "+opkit:scaffold:versions",
-                    &format!("pub mod {};", opts.version),
-                )?;
-            }
+        if let Some(group) = &api.layout.group_module {
+            api.plan_group_module(&mut plan, group)?;
         }
+        api.plan_version_module(&mut plan)?;
+        api.plan_kind(&mut plan)?;
+        api.plan_roles(&mut plan)?;
+    }
+    if opts.controller {
+        api.plan_controller(&mut plan)?;
+    }
+    plan.write(project::FILE, api.updated.render());
+    Ok((plan, api.updated))
+}
+
+/// One `opkit create api`: the kind's names and layout, the template context and the
+/// project record with the kind.
+struct ApiScaffold<'a> {
+    root: &'a Path,
+    opts: &'a ApiOptions,
+    env: Environment<'static>,
+    layout: ApiLayout,
+    /// The kind's module (a keyword gets a trailing `_`).
+    kind_snake: String,
+    /// The kind's Rust type (`Self_` for `Self`).
+    kind_type: String,
+    /// The kind's sample (`cache_v1alpha1_memcached.yaml`).
+    sample_file: String,
+    /// The group with its domain (empty for the core group).
+    full_group: String,
+    /// The group as RBAC markers name it (`core` for the core group).
+    rbac_group: String,
+    ctx: Value,
+    /// The project record with the kind.
+    updated: Project,
+}
+
+impl<'a> ApiScaffold<'a> {
+    fn new(root: &'a Path, project: &Project, opts: &'a ApiOptions) -> ApiScaffold<'a> {
+        let layout = ApiLayout::new(project, opts);
+        let gv_module = &layout.gv_module;
+        let kind_snake = project::module_name(&opts.kind);
+        let kind_type = project::type_name(&opts.kind);
+        let kind_lower = opts.kind.to_lowercase();
+        let sample_file = format!("{}_{}_{}.yaml", opts.group, opts.version, kind_lower);
+        let crate_name = project.crate_name();
+        let type_module = match &opts.origin {
+            TypeOrigin::Project => format!("crate::api::{gv_module}"),
+            TypeOrigin::Builtin { module, .. } | TypeOrigin::External { module, .. } => module.clone(),
+        };
+        let resource = api_resource(project, opts, &type_module);
+        let full_group = resource.full_group();
+        let api_version =
+            if full_group.is_empty() { opts.version.clone() } else { format!("{full_group}/{}", opts.version) };
+        // RBAC markers name the core group `core`, as kubebuilder writes them; `opkit generate`
+        // turns it into `""`, as controller-gen does.
+        let rbac_group = if full_group.is_empty() { "core".to_string() } else { full_group.clone() };
+        // The controller imports the type under its own name, unless that clashes with a name the
+        // controller already uses.
+        let type_import = if opts.origin == TypeOrigin::Project || kind_type == opts.kind {
+            format!("{type_module}::{kind_type}")
+        } else {
+            format!("{type_module}::{} as {kind_type}", opts.kind)
+        };
+        let updated = with_resource(project, resource);
+        let (crd_files, sample_files) = api_files(&updated);
+        let ctx = context! {
+            project_name => &project.project_name,
+            crate_name => &crate_name,
+            header => existing_header(root),
+            group => &opts.group,
+            version => &opts.version,
+            kind => &opts.kind,
+            kind_type => &kind_type,
+            type_import => &type_import,
+            plural => &opts.plural,
+            namespaced => opts.namespaced,
+            full_group => &full_group,
+            api_version => &api_version,
+            rbac_group => &rbac_group,
+            gv_module => gv_module,
+            kind_snake => &kind_snake,
+            kind_lower => &kind_lower,
+            role_prefix => &layout.role_prefix,
+            sample_file => &sample_file,
+            crd_files => &crd_files,
+            sample_files => &sample_files,
+            conversion_patches => conversion_patches(&updated),
+        };
+        ApiScaffold {
+            root,
+            opts,
+            env: env(),
+            layout,
+            kind_snake,
+            kind_type,
+            sample_file,
+            full_group,
+            rbac_group,
+            ctx,
+            updated,
+        }
+    }
+
+    fn render(&self, template: &'static str) -> Result<String, ScaffoldError> {
+        render(&self.env, template, &self.ctx)
+    }
+
+    /// The group version's module path (`src/api/cache_v1alpha1/mod.rs`).
+    fn gv_mod(&self) -> String {
+        format!("{}/mod.rs", self.layout.gv_dir)
+    }
+
+    /// A multi-group project's group module (`src/api/cache/mod.rs`), made with the
+    /// group's first version, and the version's entry in it.
+    fn plan_group_module(&self, plan: &mut FilePlan, group: &str) -> Result<(), ScaffoldError> {
+        let group_mod = format!("src/api/{group}/mod.rs");
+        if plan.current(Path::new(&group_mod))?.is_none() {
+            let text = format!(
+                "{}//! The `{}` API group, one module per version.\n\n// +opkit:scaffold:versions\n",
+                existing_header(self.root),
+                self.full_group
+            );
+            plan.create(&group_mod, text)?;
+            plan.insert_module_before_marker(
+                "src/api/mod.rs",
+                "+opkit:scaffold:api-modules",
+                &format!("pub mod {group};"),
+            )?;
+        }
+        if plan.current(Path::new(&self.gv_mod()))?.is_none() {
+            plan.insert_module_before_marker(
+                &group_mod,
+                "+opkit:scaffold:versions",
+                &format!("pub mod {};", self.opts.version),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The group version's module, made with its first kind (listed in `src/api/mod.rs`
+    /// in a single-group project).
+    fn plan_version_module(&self, plan: &mut FilePlan) -> Result<(), ScaffoldError> {
+        let gv_mod = self.gv_mod();
         if plan.current(Path::new(&gv_mod))?.is_none() {
-            plan.create(&gv_mod, render(&env, "gv_mod.rs", &ctx)?)?;
-            if layout.group_module.is_none() {
+            plan.create(&gv_mod, self.render("gv_mod.rs")?)?;
+            if self.layout.group_module.is_none() {
                 plan.insert_module_before_marker(
                     "src/api/mod.rs",
                     "+opkit:scaffold:api-modules",
-                    &format!("pub mod {gv_module};"),
+                    &format!("pub mod {};", self.layout.gv_module),
                 )?;
             }
         }
-        plan.create(format!("{gv_dir}/{kind_snake}.rs"), render(&env, "types.rs", &ctx)?)?;
+        Ok(())
+    }
+
+    /// The kind's type (listed in its version's module and among the CRDs), its sample,
+    /// its kuttl test case, and the samples' and CRDs' kustomizations.
+    fn plan_kind(&self, plan: &mut FilePlan) -> Result<(), ScaffoldError> {
+        let (gv_mod, kind_snake, opts) = (self.gv_mod(), &self.kind_snake, self.opts);
+        plan.create(format!("{}/{kind_snake}.rs", self.layout.gv_dir), self.render("types.rs")?)?;
         plan.insert_before_marker(&gv_mod, "+opkit:scaffold:kinds", &format!("mod {kind_snake};"))?;
         plan.insert_before_marker(&gv_mod, "+opkit:scaffold:kinds", &format!("pub use {kind_snake}::*;"))?;
         plan.insert_before_marker(
             "src/api/mod.rs",
             "+opkit:scaffold:crds",
-            &format!("{gv_module}::{kind_type}::crd(),"),
+            &format!("{}::{}::crd(),", self.layout.gv_module, self.kind_type),
         )?;
         let api_mod = plan.current(Path::new("src/api/mod.rs"))?.unwrap_or_default();
         if !api_mod.contains(CRD_EXT_IMPORT) {
             plan.write("src/api/mod.rs", replace_anchor(&api_mod, "src/api/mod.rs", CRD_IMPORT, CRD_EXT_IMPORT)?);
         }
-        plan.create(format!("config/samples/{sample_file}"), render(&env, "sample.yaml", &ctx)?)?;
+        plan.create(format!("config/samples/{}", self.sample_file), self.render("sample.yaml")?)?;
         // A kuttl test case for the sample (`make test-kuttl`).
-        let kuttl_case = format!("test/e2e/kuttl/{}-{}-{kind_lower}", opts.group, opts.version);
-        plan.create(format!("{kuttl_case}/00-create.yaml"), render(&env, "sample.yaml", &ctx)?)?;
-        plan.create(format!("{kuttl_case}/00-assert.yaml"), render(&env, "kuttl_assert.yaml", &ctx)?)?;
-        plan.write("config/samples/kustomization.yaml", render(&env, "samples_kustomization", &ctx)?);
-        plan.write("config/crd/kustomization.yaml", render(&env, "crd_kustomization", &ctx)?);
-        // Editor and viewer roles are per kind: another version of a kind reuses them.
+        let kuttl_case = format!("test/e2e/kuttl/{}-{}-{}", opts.group, opts.version, opts.kind.to_lowercase());
+        plan.create(format!("{kuttl_case}/00-create.yaml"), self.render("sample.yaml")?)?;
+        plan.create(format!("{kuttl_case}/00-assert.yaml"), self.render("kuttl_assert.yaml")?)?;
+        plan.write("config/samples/kustomization.yaml", self.render("samples_kustomization")?);
+        plan.write("config/crd/kustomization.yaml", self.render("crd_kustomization")?);
+        Ok(())
+    }
+
+    /// The kind's editor and viewer roles. They are per kind: another version of a kind
+    /// reuses them.
+    fn plan_roles(&self, plan: &mut FilePlan) -> Result<(), ScaffoldError> {
         for role in ["editor", "viewer"] {
-            let file = format!("{}_{role}_role.yaml", layout.file_prefix);
+            let file = format!("{}_{role}_role.yaml", self.layout.file_prefix);
             if plan.current(&Path::new("config/rbac").join(&file))?.is_some() {
                 continue;
             }
             let template = if role == "editor" { "editor_role.yaml" } else { "viewer_role.yaml" };
-            plan.create(format!("config/rbac/{file}"), render(&env, template, &ctx)?)?;
+            plan.create(format!("config/rbac/{file}"), self.render(template)?)?;
             plan.insert_before_marker(
                 "config/rbac/kustomization.yaml",
                 "+opkit:scaffold:rbac-roles",
                 &format!("- {file}"),
             )?;
         }
+        Ok(())
     }
-    if opts.controller {
-        let controller_file = format!("{}/{kind_snake}.rs", layout.controller_dir);
-        plan.create(&controller_file, render(&env, "controller.rs", &ctx)?)?;
-        match &layout.group_module {
-            Some(group) => {
-                let group_mod = format!("src/controller/{group}/mod.rs");
-                if plan.current(Path::new(&group_mod))?.is_none() {
-                    let text = format!(
-                        "{}//! The controllers of the `{rbac_group}` API group, one module per kind.\n\n// +opkit:scaffold:controller-modules\n",
-                        existing_header(root)
-                    );
-                    plan.create(&group_mod, text)?;
-                    plan.insert_module_before_marker(
-                        "src/controller/mod.rs",
-                        "+opkit:scaffold:controller-modules",
-                        &format!("pub mod {group};"),
-                    )?;
-                }
-                plan.insert_module_before_marker(
-                    &group_mod,
-                    "+opkit:scaffold:controller-modules",
-                    &format!("pub mod {kind_snake};"),
-                )?;
-            }
+
+    /// The kind's controller, its module entries, its `setup` call and (with a type) its
+    /// test.
+    fn plan_controller(&self, plan: &mut FilePlan) -> Result<(), ScaffoldError> {
+        let kind_snake = &self.kind_snake;
+        let controller_file = format!("{}/{kind_snake}.rs", self.layout.controller_dir);
+        plan.create(&controller_file, self.render("controller.rs")?)?;
+        match &self.layout.group_module {
+            Some(group) => self.plan_controller_group(plan, group)?,
             None => plan.insert_module_before_marker(
                 "src/controller/mod.rs",
                 "+opkit:scaffold:controller-modules",
@@ -601,19 +640,95 @@ pub fn api_plan(root: &Path, project: &Project, opts: &ApiOptions) -> Result<(Fi
         plan.insert_before_marker(
             "src/controller/mod.rs",
             "+opkit:scaffold:controller-setup",
-            &format!("{}::setup(mgr)?;", layout.controller_module),
+            &format!("{}::setup(mgr)?;", self.layout.controller_module),
         )?;
         let controller_mod = plan.current(Path::new("src/controller/mod.rs"))?.unwrap_or_default();
         plan.write("src/controller/mod.rs", controller_mod.replace(UNUSED_SETUP_SIGNATURE, SETUP_SIGNATURE));
-        if opts.resource {
+        if self.opts.resource {
             plan.create(
-                format!("tests/{}_controller.rs", layout.file_prefix),
-                render(&env, "controller_test.rs", &ctx)?,
+                format!("tests/{}_controller.rs", self.layout.file_prefix),
+                self.render("controller_test.rs")?,
             )?;
         }
+        Ok(())
     }
-    plan.write(project::FILE, updated.render());
-    Ok((plan, updated))
+
+    /// A multi-group project's controller module of the group (made with its first kind)
+    /// and the kind's entry in it.
+    fn plan_controller_group(&self, plan: &mut FilePlan, group: &str) -> Result<(), ScaffoldError> {
+        let group_mod = format!("src/controller/{group}/mod.rs");
+        if plan.current(Path::new(&group_mod))?.is_none() {
+            let text = format!(
+                "{}//! The controllers of the `{}` API group, one module per kind.\n\n// +opkit:scaffold:controller-modules\n",
+                existing_header(self.root),
+                self.rbac_group
+            );
+            plan.create(&group_mod, text)?;
+            plan.insert_module_before_marker(
+                "src/controller/mod.rs",
+                "+opkit:scaffold:controller-modules",
+                &format!("pub mod {group};"),
+            )?;
+        }
+        plan.insert_module_before_marker(
+            &group_mod,
+            "+opkit:scaffold:controller-modules",
+            &format!("pub mod {};", self.kind_snake),
+        )?;
+        Ok(())
+    }
+}
+
+/// The PROJECT record of the kind `opts` asks for, its type in `type_module`.
+fn api_resource(project: &Project, opts: &ApiOptions, type_module: &str) -> Resource {
+    let (domain, external) = match &opts.origin {
+        TypeOrigin::Project => (project.domain.clone(), false),
+        TypeOrigin::Builtin { domain, .. } => (domain.clone(), false),
+        TypeOrigin::External { domain, .. } => (domain.clone(), true),
+    };
+    Resource {
+        api: opts.resource.then(|| ResourceApi { crd_version: "v1".into(), namespaced: opts.namespaced }),
+        controller: opts.controller,
+        domain,
+        external,
+        group: opts.group.clone(),
+        kind: opts.kind.clone(),
+        path: match type_module.strip_prefix("crate::") {
+            Some(inside) => format!("{}::{inside}", project.crate_name()),
+            None => type_module.to_string(),
+        },
+        plural: opts.plural.clone(),
+        version: opts.version.clone(),
+        webhooks: None,
+    }
+}
+
+/// `project` with `resource` added, or replacing the record of its kind (`--force`: the
+/// kind keeps its place, and webhooks, in PROJECT).
+fn with_resource(project: &Project, resource: Resource) -> Project {
+    let mut updated = project.clone();
+    let key = (resource.group.clone(), resource.version.clone(), resource.kind.clone());
+    match updated.resources.iter_mut().find(|r| (&r.group, &r.version, &r.kind) == (&key.0, &key.1, &key.2)) {
+        Some(existing) => {
+            let webhooks = existing.webhooks.take();
+            *existing = Resource { webhooks, ..resource };
+        }
+        None => updated.resources.push(resource),
+    }
+    updated
+}
+
+/// The CRD files and samples of the project's kinds with a type, as the CRDs' and
+/// samples' kustomizations list them.
+fn api_files(project: &Project) -> (Vec<String>, Vec<String>) {
+    let with_api: Vec<&Resource> = project.resources.iter().filter(|r| r.api.is_some()).collect();
+    let mut crd_files: Vec<String> = with_api.iter().map(|r| format!("{}_{}.yaml", r.full_group(), r.plural)).collect();
+    crd_files.sort();
+    crd_files.dedup();
+    let mut sample_files: Vec<String> =
+        with_api.iter().map(|r| format!("{}_{}_{}.yaml", r.group, r.version, r.kind.to_lowercase())).collect();
+    sample_files.sort();
+    (crd_files, sample_files)
 }
 
 /// The CRD patches (`webhook_in_<plural>.yaml`) config/crd/kustomization.yaml lists: one per
@@ -632,7 +747,7 @@ fn conversion_patches(project: &Project) -> Vec<String> {
 
 /// What `opkit create webhook` was asked for.
 #[derive(Debug, Clone)]
-pub struct WebhookOptions {
+pub(crate) struct WebhookOptions {
     /// Short group (`flights`).
     pub group: String,
     /// Version (`v1`), the hub for conversion.
@@ -668,81 +783,103 @@ const MAIN_BUILDER_MARKER: &str = "    // +opkit:scaffold:builder\n";
 /// The files `opkit create webhook` creates and edits in the project at `root`, and the
 /// updated project record. The resource must exist and have no webhooks yet (checked by the
 /// command).
-pub fn webhook_plan(
+pub(crate) fn webhook_plan(
     root: &Path,
     project: &Project,
     opts: &WebhookOptions,
 ) -> Result<(FilePlan, Project), ScaffoldError> {
-    let env = env();
-    let full_group = project.full_group(&opts.group);
-    let crate_name = project.crate_name();
-    // A version's module under `crate::api`, as PROJECT records it (`cache_v1`, or `cache::v1`
-    // in a multi-group project).
-    let api_prefix = format!("{crate_name}::api::");
-    let gv_module = |version: &str| match project.find(&opts.group, version, &opts.kind) {
-        Some(r) if r.path.starts_with(&api_prefix) => r.path[api_prefix.len()..].to_string(),
-        _ => format!("{}_{}", opts.group.replace(['.', '-'], "_"), version),
-    };
-    let kind_snake = project::module_name(&opts.kind);
-    let module = format!("{}_{}", gv_module(&opts.version).replace("::", "_"), kind_snake);
-    let mut updated = project.clone();
-    let mut plural = String::new();
-    for r in &mut updated.resources {
-        if r.group == opts.group && r.version == opts.version && r.kind == opts.kind {
-            plural = r.plural.clone();
-            r.webhooks = Some(project::ResourceWebhooks {
-                conversion: !opts.spokes.is_empty(),
-                defaulting: opts.defaulting,
-                spoke: opts.spokes.clone(),
-                validation: opts.validation,
-                webhook_version: "v1".into(),
-            });
-        }
-    }
-    let webhooks = |pick: fn(&project::ResourceWebhooks) -> bool| {
-        updated.resources.iter().filter_map(|r| r.webhooks.as_ref()).any(pick)
-    };
-    let has_mutating = webhooks(|w| w.defaulting);
-    let has_validating = webhooks(|w| w.validation);
-    let spoke_modules: Vec<String> = opts.spokes.iter().map(|v| gv_module(v)).collect();
-    // The scaffolded type's example field `foo`, if the user kept it: the webhooks use it as
-    // their example, else they are left empty for the user to fill in.
-    let type_file = format!("src/api/{}/{kind_snake}.rs", gv_module(&opts.version).replace("::", "/"));
-    let example_field =
-        std::fs::read_to_string(root.join(&type_file)).is_ok_and(|t| t.contains("pub foo: Option<String>,"));
-    let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();
-    let mut crd_files: Vec<String> =
-        with_api.iter().map(|r| format!("{}_{}.yaml", updated.full_group(&r.group), r.plural)).collect();
-    crd_files.sort();
-    crd_files.dedup();
-    let ctx = context! {
-        project_name => &project.project_name,
-        crate_name => &crate_name,
-        header => existing_header(root),
-        group => &opts.group,
-        version => &opts.version,
-        kind => &opts.kind,
-        kind_type => project::type_name(&opts.kind),
-        plural => &plural,
-        full_group => &full_group,
-        gv_module => gv_module(&opts.version),
-        kind_lower => opts.kind.to_lowercase(),
-        defaulting => opts.defaulting,
-        validation => opts.validation,
-        conversion => !opts.spokes.is_empty(),
-        spokes => &opts.spokes,
-        spoke_modules => &spoke_modules,
-        has_mutating => has_mutating,
-        has_validating => has_validating,
-        example_field => example_field,
-        crd_files => &crd_files,
-        conversion_patches => conversion_patches(&updated),
-    };
+    let webhook = WebhookScaffold::new(root, project, opts);
     let mut plan = FilePlan::new(root);
     let first = plan.current(Path::new("src/webhook/mod.rs"))?.is_none();
     plan.set_overwrite(opts.force);
     if first {
-        plan.create("src/webhook/mod.rs", render(&env, "webhook_mod.rs", &ctx)?)?;
+        webhook.plan_webhook_server(&mut plan)?;
+        webhook.plan_webhook_config(&mut plan)?;
+    }
+    webhook.plan_admission_config(&mut plan)?;
+    webhook.plan_kind_webhook(&mut plan)?;
+    if !opts.spokes.is_empty() {
+        webhook.plan_conversion(&mut plan)?;
+    }
+    plan.write(project::FILE, webhook.updated.render());
+    Ok((plan, webhook.updated))
+}
+
+/// One `opkit create webhook`: the kind's webhook module, the template context and the
+/// project record with the kind's webhooks.
+struct WebhookScaffold {
+    env: Environment<'static>,
+    crate_name: String,
+    /// The kind's webhook module (`cache_v1_memcached`).
+    module: String,
+    /// The kind's plural.
+    plural: String,
+    /// Whether any kind has a defaulting or a validating webhook.
+    has_admission: bool,
+    ctx: Value,
+    /// The project record with the kind's webhooks.
+    updated: Project,
+}
+
+impl WebhookScaffold {
+    fn new(root: &Path, project: &Project, opts: &WebhookOptions) -> WebhookScaffold {
+        let full_group = project.full_group(&opts.group);
+        let crate_name = project.crate_name();
+        let gv_module = |version: &str| version_module(project, opts, version);
+        let kind_snake = project::module_name(&opts.kind);
+        let module = format!("{}_{}", gv_module(&opts.version).replace("::", "_"), kind_snake);
+        let (updated, plural) = with_webhooks(project, opts);
+        let webhooks = |pick: fn(&project::ResourceWebhooks) -> bool| {
+            updated.resources.iter().filter_map(|r| r.webhooks.as_ref()).any(pick)
+        };
+        let has_mutating = webhooks(|w| w.defaulting);
+        let has_validating = webhooks(|w| w.validation);
+        let spoke_modules: Vec<String> = opts.spokes.iter().map(|v| gv_module(v)).collect();
+        // The scaffolded type's example field `foo`, if the user kept it: the webhooks use it as
+        // their example, else they are left empty for the user to fill in.
+        let type_file = format!("src/api/{}/{kind_snake}.rs", gv_module(&opts.version).replace("::", "/"));
+        let example_field =
+            std::fs::read_to_string(root.join(&type_file)).is_ok_and(|t| t.contains("pub foo: Option<String>,"));
+        let with_api: Vec<&Resource> = updated.resources.iter().filter(|r| r.api.is_some()).collect();
+        let mut crd_files: Vec<String> =
+            with_api.iter().map(|r| format!("{}_{}.yaml", updated.full_group(&r.group), r.plural)).collect();
+        crd_files.sort();
+        crd_files.dedup();
+        let ctx = context! {
+            project_name => &project.project_name,
+            crate_name => &crate_name,
+            header => existing_header(root),
+            group => &opts.group,
+            version => &opts.version,
+            kind => &opts.kind,
+            kind_type => project::type_name(&opts.kind),
+            plural => &plural,
+            full_group => &full_group,
+            gv_module => gv_module(&opts.version),
+            kind_lower => opts.kind.to_lowercase(),
+            defaulting => opts.defaulting,
+            validation => opts.validation,
+            conversion => !opts.spokes.is_empty(),
+            spokes => &opts.spokes,
+            spoke_modules => &spoke_modules,
+            has_mutating => has_mutating,
+            has_validating => has_validating,
+            example_field => example_field,
+            crd_files => &crd_files,
+            conversion_patches => conversion_patches(&updated),
+        };
+        let has_admission = has_mutating || has_validating;
+        WebhookScaffold { env: env(), crate_name, module, plural, has_admission, ctx, updated }
+    }
+
+    fn render(&self, template: &'static str) -> Result<String, ScaffoldError> {
+        render(&self.env, template, &self.ctx)
+    }
+
+    /// With the project's first webhook: `src/webhook/mod.rs`, listed in lib.rs, and
+    /// main.rs taking the webhook server's flags and serving it.
+    fn plan_webhook_server(&self, plan: &mut FilePlan) -> Result<(), ScaffoldError> {
+        plan.create("src/webhook/mod.rs", self.render("webhook_mod.rs")?)?;
         let lib = plan.current(Path::new("src/lib.rs"))?.unwrap_or_default();
         if !lib.contains("pub mod webhook;") {
             plan.write("src/lib.rs", replace_anchor(&lib, "src/lib.rs", LIB_ANCHOR, "pub mod webhook;\n")?);
@@ -754,9 +891,18 @@ pub fn webhook_plan(
         let main = plan.current(Path::new("src/main.rs"))?.unwrap_or_default();
         let serve = format!(
             "    if let Some(server) = args.webhooks.server()? {{\n        \
-             mgr.add_webhook_server({crate_name}::webhook::setup(&mgr, server))?;\n    }}\n"
+             mgr.add_webhook_server({}::webhook::setup(&mgr, server))?;\n    }}\n",
+            self.crate_name
         );
         plan.write("src/main.rs", insert_before(&main, "src/main.rs", MAIN_BUILDER_MARKER, &serve)?);
+        Ok(())
+    }
+
+    /// With the project's first webhook: the webhook service, its cert-manager
+    /// certificate and the manager's webhook patch; the network policy admitting webhook
+    /// calls, `make run` serving them, the bundle's webhook patch, and config/default
+    /// deploying it all.
+    fn plan_webhook_config(&self, plan: &mut FilePlan) -> Result<(), ScaffoldError> {
         for (path, template) in [
             ("config/webhook/kustomizeconfig.yaml", "webhook_kustomizeconfig"),
             ("config/webhook/service.yaml", "service.yaml"),
@@ -765,14 +911,14 @@ pub fn webhook_plan(
             ("config/certmanager/kustomizeconfig.yaml", "certmanager_kustomizeconfig"),
             ("config/default/manager_webhook_patch.yaml", "manager_webhook_patch.yaml"),
         ] {
-            plan.create(path, render(&env, template, &ctx)?)?;
+            plan.create(path, self.render(template)?)?;
         }
         // config/network-policy admits webhook calls too (projects from before it existed lack it).
         let policies = "config/network-policy/kustomization.yaml";
         if plan.current(Path::new(policies))?.is_some() {
             plan.create(
                 "config/network-policy/allow-webhook-traffic.yaml",
-                render(&env, "allow_webhook_traffic.yaml", &ctx)?,
+                self.render("allow_webhook_traffic.yaml")?,
             )?;
             plan.insert_before_marker(policies, "+opkit:scaffold:network-policies", "- allow-webhook-traffic.yaml")?;
         }
@@ -790,35 +936,77 @@ pub fn webhook_plan(
         let text = plan.current(Path::new(default))?.unwrap_or_default();
         let text = replace_anchor(&text, default, "- ../manager\n", "- ../webhook\n- ../certmanager\n")?;
         plan.write(default, add_default_patches(&text, &["- path: manager_webhook_patch.yaml"]));
+        Ok(())
     }
-    // The admission webhooks' configurations (and their CA injection) exist once a kind has one.
-    plan.write("config/webhook/kustomization.yaml", render(&env, "webhook_kustomization", &ctx)?);
-    if has_mutating || has_validating {
-        plan.write("config/default/webhookcainjection_patch.yaml", render(&env, "cainjection_patch.yaml", &ctx)?);
-        let default = "config/default/kustomization.yaml";
-        let text = plan.current(Path::new(default))?.unwrap_or_default();
-        plan.write(default, add_default_patches(&text, &["- path: webhookcainjection_patch.yaml"]));
+
+    /// The admission webhooks' configurations (and their CA injection, once a kind has
+    /// one).
+    fn plan_admission_config(&self, plan: &mut FilePlan) -> Result<(), ScaffoldError> {
+        plan.write("config/webhook/kustomization.yaml", self.render("webhook_kustomization")?);
+        if self.has_admission {
+            plan.write("config/default/webhookcainjection_patch.yaml", self.render("cainjection_patch.yaml")?);
+            let default = "config/default/kustomization.yaml";
+            let text = plan.current(Path::new(default))?.unwrap_or_default();
+            plan.write(default, add_default_patches(&text, &["- path: webhookcainjection_patch.yaml"]));
+        }
+        Ok(())
     }
-    plan.create(format!("src/webhook/{module}.rs"), render(&env, "webhook.rs", &ctx)?)?;
-    plan.insert_module_before_marker(
-        "src/webhook/mod.rs",
-        "+opkit:scaffold:webhook-modules",
-        &format!("pub mod {module};"),
-    )?;
-    plan.insert_before_marker(
-        "src/webhook/mod.rs",
-        "+opkit:scaffold:webhook-setup",
-        &format!("let server = {module}::setup(mgr, server);"),
-    )?;
-    if !opts.spokes.is_empty() {
-        plan.create(
-            format!("config/crd/patches/webhook_in_{plural}.yaml"),
-            render(&env, "crd_conversion_patch.yaml", &ctx)?,
+
+    /// The kind's webhook module, listed and set up in `src/webhook/mod.rs`.
+    fn plan_kind_webhook(&self, plan: &mut FilePlan) -> Result<(), ScaffoldError> {
+        let module = &self.module;
+        plan.create(format!("src/webhook/{module}.rs"), self.render("webhook.rs")?)?;
+        plan.insert_module_before_marker(
+            "src/webhook/mod.rs",
+            "+opkit:scaffold:webhook-modules",
+            &format!("pub mod {module};"),
         )?;
-        plan.write("config/crd/kustomization.yaml", render(&env, "crd_kustomization", &ctx)?);
+        plan.insert_before_marker(
+            "src/webhook/mod.rs",
+            "+opkit:scaffold:webhook-setup",
+            &format!("let server = {module}::setup(mgr, server);"),
+        )?;
+        Ok(())
     }
-    plan.write(project::FILE, updated.render());
-    Ok((plan, updated))
+
+    /// The CRD's conversion patch, listed in the CRDs' kustomization.
+    fn plan_conversion(&self, plan: &mut FilePlan) -> Result<(), ScaffoldError> {
+        plan.create(
+            format!("config/crd/patches/webhook_in_{}.yaml", self.plural),
+            self.render("crd_conversion_patch.yaml")?,
+        )?;
+        plan.write("config/crd/kustomization.yaml", self.render("crd_kustomization")?);
+        Ok(())
+    }
+}
+
+/// A version's module under `crate::api`, as PROJECT records it (`cache_v1`, or `cache::v1`
+/// in a multi-group project).
+fn version_module(project: &Project, opts: &WebhookOptions, version: &str) -> String {
+    let api_prefix = format!("{}::api::", project.crate_name());
+    match project.find(&opts.group, version, &opts.kind) {
+        Some(r) if r.path.starts_with(&api_prefix) => r.path[api_prefix.len()..].to_string(),
+        _ => format!("{}_{}", opts.group.replace(['.', '-'], "_"), version),
+    }
+}
+
+/// `project` with the webhooks `opts` asks for recorded on its kind, and the kind's plural.
+fn with_webhooks(project: &Project, opts: &WebhookOptions) -> (Project, String) {
+    let mut updated = project.clone();
+    let mut plural = String::new();
+    for r in &mut updated.resources {
+        if r.group == opts.group && r.version == opts.version && r.kind == opts.kind {
+            plural = r.plural.clone();
+            r.webhooks = Some(project::ResourceWebhooks {
+                conversion: !opts.spokes.is_empty(),
+                defaulting: opts.defaulting,
+                spoke: opts.spokes.clone(),
+                validation: opts.validation,
+                webhook_version: "v1".into(),
+            });
+        }
+    }
+    (updated, plural)
 }
 
 /// config/manifests/kustomization.yaml's patches for a project with webhooks: the bundle's
@@ -829,7 +1017,7 @@ const MANIFESTS_WEBHOOK_PATCH: &str = include_str!("../templates/webhook/config/
 /// config/manifests/kustomization.yaml `text` with the manifests' webhook patch appended,
 /// unless it has the `[WEBHOOK]` section already or patches of its own (which the user
 /// then edits, as in operator-sdk).
-pub fn with_manifests_webhook_patch(text: &str) -> String {
+pub(crate) fn with_manifests_webhook_patch(text: &str) -> String {
     if text.contains("[WEBHOOK]") || text.lines().any(|l| l.starts_with("patches:")) {
         return text.to_owned();
     }

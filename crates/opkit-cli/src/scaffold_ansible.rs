@@ -24,7 +24,7 @@ use crate::scaffold_plugin_config::{CRD_MARKER, SAMPLE_MARKER};
 const CONFLICTS: &[&str] = &["PROJECT", "watches.yaml", "roles", "config", "Makefile"];
 
 /// PROJECT's layout for this plugin.
-pub const LAYOUT: &str = "ansible.sdk.operatorframework.io/v1";
+pub(crate) const LAYOUT: &str = "ansible.sdk.operatorframework.io/v1";
 
 /// Markers the kind-specific lines are inserted above.
 const WATCH_MARKER: &str = "# +kubebuilder:scaffold:watch";
@@ -33,7 +33,7 @@ const PROJECT_MARKER: &str = "version: \"3\"";
 
 /// Scaffolds the Ansible operator project into `root`; refuses (writing nothing) in a
 /// directory that has a project.
-pub fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
     let dir_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let name = args.project_name.clone().unwrap_or_else(|| dir_name.to_lowercase());
     project::validate_project_name(&name)?;
@@ -125,7 +125,7 @@ impl AnsibleKind {
 
 /// `opkit create api --plugins ansible`: a kind, its watch, CRD, sample, RBAC rules,
 /// role and/or playbook, molecule test and kuttl test.
-pub fn create_api(args: CreateApiArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn create_api(args: CreateApiArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
     let project_text = std::fs::read_to_string(root.join("PROJECT")).map_err(|e| {
         CliError::Usage(format!(
             "no Ansible operator project here (reading PROJECT: {e}); run `opkit init --plugins ansible` first"

@@ -38,7 +38,7 @@ struct HelmProject {
 
 /// Scaffolds the Helm-chart operator project into `root`; refuses (writing nothing) in a
 /// directory that has a project.
-pub fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
     let dir_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let name = args.project_name.clone().unwrap_or_else(|| dir_name.to_lowercase());
     project::validate_project_name(&name)?;
@@ -89,7 +89,7 @@ pub fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), CliErro
 
 /// Markers the kind-specific lines are inserted above (by `init` and `create api`).
 /// PROJECT's layout for this plugin.
-pub const LAYOUT: &str = "helm.sdk.operatorframework.io/v1";
+pub(crate) const LAYOUT: &str = "helm.sdk.operatorframework.io/v1";
 
 const WATCH_MARKER: &str = "# +kubebuilder:scaffold:watch";
 const RULES_MARKER: &str = "# +kubebuilder:scaffold:rules";
@@ -129,7 +129,7 @@ fn add_kind(plan: &mut FilePlan, p: &HelmProject) -> Result<(), CliError> {
     copy_chart(plan, &p.chart_dir, &PathBuf::from("helm-charts").join(&p.chart_name))?;
 
     let values_schema = opkit_helm::chart::load(&p.chart_dir)?.schema;
-    let crd = opkit_helm_operator::crd::crd_for(&p.group, &p.version, &p.kind, &p.plural, values_schema.as_ref())?;
+    let crd = opkit_helm_operator::crd_for(&p.group, &p.version, &p.kind, &p.plural, values_schema.as_ref())?;
     let crd = serde_json::to_value(&crd).map_err(|e| CliError::Build(format!("the CRD: {e}")))?;
     let crd_file = format!("{}_{}.yaml", p.group, p.plural);
     plan.create(format!("config/crd/bases/{crd_file}"), crate::kustomize::to_yaml_stream(&[crd])?)?;
@@ -145,7 +145,7 @@ fn add_kind(plan: &mut FilePlan, p: &HelmProject) -> Result<(), CliError> {
 }
 
 /// `opkit create api --plugins helm`: another chart and kind in a Helm operator project.
-pub fn create_api(args: crate::cli::CreateApiArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn create_api(args: crate::cli::CreateApiArgs, root: &Path, out: &mut Output) -> Result<(), CliError> {
     let project_text = std::fs::read_to_string(root.join("PROJECT")).map_err(|e| {
         CliError::Usage(format!(
             "no Helm operator project here (reading PROJECT: {e}); run `opkit init --plugins helm` first"
@@ -182,7 +182,7 @@ pub fn create_api(args: crate::cli::CreateApiArgs, root: &Path, out: &mut Output
         chart_dir,
     };
     let watches = std::fs::read_to_string(root.join("watches.yaml"))?;
-    let known = opkit_helm_operator::watches::parse_watches(&watches, root, &|_| None)
+    let known = opkit_helm_operator::parse_watches(&watches, root, &|_| None)
         .map_err(|e| CliError::Usage(format!("watches.yaml: {e}")))?;
     if known.iter().any(|w| w.group == p.group && w.version == p.version && w.kind == p.kind) {
         return Err(CliError::Usage(format!(

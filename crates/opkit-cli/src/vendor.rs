@@ -8,26 +8,28 @@ use std::process::Stdio;
 
 use crate::fileplan::{FilePlan, PlanError};
 
+// build.rs writes the packed files' items `pub`; only this module names them.
+#[allow(unreachable_pub)]
 mod packed {
     include!(concat!(env!("OUT_DIR"), "/vendored.rs"));
 }
 
 /// Where the vendored crates live in a project.
-pub const DIR: &str = "vendor/opkit";
+pub(crate) const DIR: &str = "vendor/opkit";
 
 /// Whether this CLI carries the opkit sources (it does when built from the checkout).
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     !packed::FILES.is_empty()
 }
 
 /// The dependency line for `krate` (`opkit`, `opkit-testenv`) on its vendored copy.
-pub fn dependency(krate: &str) -> String {
+pub(crate) fn dependency(krate: &str) -> String {
     format!("{{ version = \"{}\", path = \"{DIR}/{krate}\" }}", env!("CARGO_PKG_VERSION"))
 }
 
 /// Plans every vendored file, and the workspace's lock file as the project's starting
 /// `Cargo.lock` (the versions opkit was tested with, already in cargo's cache).
-pub fn plan(plan: &mut FilePlan) -> Result<(), PlanError> {
+pub(crate) fn plan(plan: &mut FilePlan) -> Result<(), PlanError> {
     for (path, text) in packed::FILES {
         plan.create(format!("{DIR}/{path}"), *text)?;
     }
@@ -42,7 +44,7 @@ pub fn plan(plan: &mut FilePlan) -> Result<(), PlanError> {
 /// times, so projects sharing a target directory (`CARGO_TARGET_DIR`) build the vendored
 /// crates once. Each copy's version carries a hash of its sources, so a different copy
 /// never reuses another's build.
-pub fn set_source_times(root: &Path) -> std::io::Result<()> {
+pub(crate) fn set_source_times(root: &Path) -> std::io::Result<()> {
     let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(packed::SOURCES_MODIFIED);
     for (path, _) in packed::FILES {
         std::fs::File::options().write(true).open(root.join(DIR).join(path))?.set_modified(time)?;
@@ -53,7 +55,7 @@ pub fn set_source_times(root: &Path) -> std::io::Result<()> {
 /// Settles the project's `Cargo.lock`: cargo drops the workspace's entries the project
 /// does not use and adds the project, keeping every pinned version. Offline first (the
 /// versions are in cargo's cache when this CLI was built here); the error is cargo's.
-pub fn settle_lock(root: &Path) -> Result<(), String> {
+pub(crate) fn settle_lock(root: &Path) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut last = String::new();
     for offline in [true, false] {

@@ -11,7 +11,7 @@ use crate::rbac::{RbacError, comment_of, sources};
 const PREFIX: &str = "+kubebuilder:webhook:";
 
 /// Where the configurations are written, relative to the project.
-pub const MANIFESTS: &str = "config/webhook/manifests.yaml";
+pub(crate) const MANIFESTS: &str = "config/webhook/manifests.yaml";
 
 /// A malformed webhook marker, or a source that could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +33,7 @@ pub enum WebhookMarkerError {
 
 /// One `+kubebuilder:webhook` marker.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WebhookMarker {
+pub(crate) struct WebhookMarker {
     /// `name=`: the webhook's name (`vflightticket-v1.kb.io`).
     pub name: String,
     /// `path=`: the path the server serves it at.
@@ -63,7 +63,7 @@ pub struct WebhookMarker {
 }
 
 /// Every webhook marker in the `*.rs` files under `src_dir`, in file order.
-pub fn scan(src_dir: &Path) -> Result<Vec<WebhookMarker>, WebhookMarkerError> {
+pub(crate) fn scan(src_dir: &Path) -> Result<Vec<WebhookMarker>, WebhookMarkerError> {
     let mut out = Vec::new();
     for (file, text) in sources(src_dir)? {
         for (idx, raw) in text.lines().enumerate() {
@@ -89,7 +89,7 @@ fn enum_value(key: &str, value: &str, allowed: &[&str]) -> Result<String, String
 }
 
 /// Parses the `key=value,...` body of a marker.
-pub fn parse(body: &str) -> Result<WebhookMarker, String> {
+pub(crate) fn parse(body: &str) -> Result<WebhookMarker, String> {
     let mut m = WebhookMarker {
         name: String::new(),
         path: String::new(),
@@ -190,7 +190,7 @@ fn webhook(m: &WebhookMarker) -> Value {
 
 /// The MutatingWebhookConfiguration and ValidatingWebhookConfiguration of `markers` (each
 /// only when it has webhooks), their webhooks sorted by name as controller-gen sorts them.
-pub fn configurations(markers: &[WebhookMarker]) -> Vec<Value> {
+pub(crate) fn configurations(markers: &[WebhookMarker]) -> Vec<Value> {
     let mut out = Vec::new();
     for (mutating, kind, name) in [
         (true, "MutatingWebhookConfiguration", "mutating-webhook-configuration"),
@@ -213,7 +213,7 @@ pub fn configurations(markers: &[WebhookMarker]) -> Vec<Value> {
 }
 
 /// config/webhook/manifests.yaml for `configurations`.
-pub fn render(configurations: &[Value]) -> Result<String, String> {
+pub(crate) fn render(configurations: &[Value]) -> Result<String, String> {
     let mut out = String::new();
     for c in configurations {
         out.push_str("---\n");

@@ -288,7 +288,7 @@ fn create_api_adds_a_second_chart_and_kind() {
     let args = ["create", "api", "--helm-chart", &greeter, "--group", "demo", "--version", "v1", "--kind", "Greeter"];
     opkit(&project, None, &args);
 
-    let watches = opkit_helm_operator::watches::parse_watches(&read(&project, "watches.yaml"), &project, &|_| None)
+    let watches = opkit_helm_operator::parse_watches(&read(&project, "watches.yaml"), &project, &|_| None)
         .expect("watches.yaml stays valid");
     let kinds: Vec<(&str, &str, &str)> =
         watches.iter().map(|w| (w.group.as_str(), w.version.as_str(), w.kind.as_str())).collect();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use opkit::{Manager, ManagerOptions};
-use opkit_helm_operator::watches::parse_watches;
+use opkit_helm_operator::parse_watches;
 use opkit_testenv::{TestEnv, wait_for_with};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -45,8 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let count: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(100);
     let concurrency: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(4);
     let env = TestEnv::start().await?;
-    env.install_crds([opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None)?])
-        .await?;
+    env.install_crds([opkit_helm_operator::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None)?]).await?;
     let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts");
     let watches = format!(
         "- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: nginx\n  maxConcurrentReconciles: {concurrency}\n"

@@ -13,24 +13,24 @@ use kube::api::DynamicObject;
 
 /// `"true"` upgrades the release with `--force`: changed objects are replaced (PUT), so
 /// fields the new manifest drops are gone instead of merged with the live object.
-pub const UPGRADE_FORCE: &str = "helm.sdk.operatorframework.io/upgrade-force";
+pub(crate) const UPGRADE_FORCE: &str = "helm.sdk.operatorframework.io/upgrade-force";
 /// `"false"` rolls a failed upgrade back without `--force` (patching); the default is
 /// to replace, as operator-sdk does.
-pub const ROLLBACK_FORCE: &str = "helm.sdk.operatorframework.io/rollback-force";
+pub(crate) const ROLLBACK_FORCE: &str = "helm.sdk.operatorframework.io/rollback-force";
 /// `"true"` keeps the uninstall finalizer until every object of
 /// `status.deployedRelease.manifest` is gone, deleting them again while any is left.
-pub const UNINSTALL_WAIT: &str = "helm.sdk.operatorframework.io/uninstall-wait";
+pub(crate) const UNINSTALL_WAIT: &str = "helm.sdk.operatorframework.io/uninstall-wait";
 /// A Go duration (`5s`, `1h2m`) that replaces the watch's `reconcilePeriod` for this
 /// custom resource.
-pub const RECONCILE_PERIOD: &str = "helm.sdk.operatorframework.io/reconcile-period";
+pub(crate) const RECONCILE_PERIOD: &str = "helm.sdk.operatorframework.io/reconcile-period";
 
 /// The condition message while the finalizer waits for the release's objects to go
 /// (operator-sdk's).
-pub const UNINSTALL_WAIT_MESSAGE: &str = "Waiting until all resources are deleted.";
+pub(crate) const UNINSTALL_WAIT_MESSAGE: &str = "Waiting until all resources are deleted.";
 
 /// How a custom resource's annotations ask its release to be handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReleaseAnnotations {
+pub(crate) struct ReleaseAnnotations {
     /// [`UPGRADE_FORCE`].
     pub upgrade_force: bool,
     /// [`ROLLBACK_FORCE`].
@@ -42,7 +42,7 @@ pub struct ReleaseAnnotations {
 impl ReleaseAnnotations {
     /// The annotations of `object`; a value that is not a boolean counts as absent, as
     /// operator-sdk logs and ignores it.
-    pub fn of(object: &DynamicObject) -> ReleaseAnnotations {
+    pub(crate) fn of(object: &DynamicObject) -> ReleaseAnnotations {
         let flag =
             |key: &str, default: bool| object.annotations().get(key).and_then(|v| parse_bool(v)).unwrap_or(default);
         ReleaseAnnotations {
@@ -55,7 +55,7 @@ impl ReleaseAnnotations {
 
 /// The [`RECONCILE_PERIOD`] of `object`, or `None` without the annotation. A value that
 /// is not a Go duration is an error, as operator-sdk's reconcile returns it.
-pub fn reconcile_period(object: &DynamicObject) -> Result<Option<Duration>, String> {
+pub(crate) fn reconcile_period(object: &DynamicObject) -> Result<Option<Duration>, String> {
     let Some(text) = object.annotations().get(RECONCILE_PERIOD) else { return Ok(None) };
     opkit_apimachinery::duration::parse(text)
         .map(Some)

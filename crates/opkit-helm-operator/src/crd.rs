@@ -8,6 +8,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde_json::{Map, Value, json};
 
 use crate::OperatorError;
+use crate::junctors::{add_junctors, type_union};
+use crate::schema_keywords::{MAX_REF_DEPTH, bound, copy_keywords};
 
 /// The CRD for `group`/`version` `kind` (namespaced), served as `plural`; its spec schema
 /// is [`spec_schema`] of the chart's `values_schema` when there is one.
@@ -61,9 +63,6 @@ pub fn crd_for(
     serde_json::from_value(crd).map_err(|e| OperatorError::Manifest(format!("the CRD for {kind}: {e}")))
 }
 
-/// How deep `$ref`s are followed before a node is left open (recursive definitions).
-pub(crate) const MAX_REF_DEPTH: usize = 16;
-
 /// Converts a chart's `values.schema.json` (JSON Schema) to the structural OpenAPI v3
 /// schema a CRD's `spec` needs: types, properties, required, enums (`const` too), bounds,
 /// lengths, item counts, patterns and descriptions are kept, local `$ref`s
@@ -87,38 +86,15 @@ pub fn spec_schema(values_schema: &Value) -> Value {
 
 /// One node of [`spec_schema`]; `root` resolves `$ref`s.
 fn convert(node: &Value, root: &Value, depth: usize) -> Value {
-    let open = || json!({ "x-kubernetes-preserve-unknown-fields": true });
-    let Some(node) = node.as_object() else { return open() };
+    let Some(node) = node.as_object() else { return open_node() };
     if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
-        let target = reference
-            .strip_prefix('#')
-            .filter(|_| depth < MAX_REF_DEPTH)
-            .and_then(|pointer| root.pointer(pointer))
-            .filter(|target| target.is_object());
-        let mut resolved = match target {
-            Some(target) => convert(target, root, depth + 1),
-            None => open(),
-        };
-        if let (Some(out), Some(description)) = (resolved.as_object_mut(), node.get("description")) {
-            out.insert("description".into(), description.clone());
-        }
-        return resolved;
+        return convert_ref(node, reference, root, depth);
     }
     let mut out = Map::new();
     if let Some(description) = node.get("description").filter(|d| d.is_string()) {
         out.insert("description".into(), description.clone());
     }
-    let mut types: Vec<&str> = match node.get("type") {
-        Some(Value::String(t)) => vec![t.as_str()],
-        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
-        _ => crate::junctors::type_union(node),
-    };
-    if types.is_empty() && (node.contains_key("properties") || node.contains_key("additionalProperties")) {
-        types.push("object");
-    }
-    if types.is_empty() && node.contains_key("items") {
-        types.push("array");
-    }
+    let mut types = node_types(node);
     let nullable = types.contains(&"null");
     types.retain(|t| *t != "null");
     if nullable {
@@ -133,41 +109,91 @@ fn convert(node: &Value, root: &Value, depth: usize) -> Value {
         _ => {
             // No type, or several: any value.
             out.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
-            crate::junctors::add_junctors(node, &mut out, root, depth);
+            add_junctors(node, &mut out, root, depth);
             return Value::Object(out);
         }
     };
     if !type_.is_empty() {
         out.insert("type".into(), json!(type_));
     }
-    let enum_values = match (node.get("enum"), node.get("const")) {
+    if let Some(values) = enum_values(node) {
+        out.insert("enum".into(), Value::Array(values));
+    }
+    convert_typed(type_, node, root, depth, &mut out);
+    add_junctors(node, &mut out, root, depth);
+    Value::Object(out)
+}
+
+/// A node that takes any value.
+fn open_node() -> Value {
+    json!({ "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// A `$ref` node: the local definition it points to, converted (open when it is not
+/// local, not found, or too deep), with the node's own description.
+fn convert_ref(node: &Map<String, Value>, reference: &str, root: &Value, depth: usize) -> Value {
+    let target = reference
+        .strip_prefix('#')
+        .filter(|_| depth < MAX_REF_DEPTH)
+        .and_then(|pointer| root.pointer(pointer))
+        .filter(|target| target.is_object());
+    let mut resolved = match target {
+        Some(target) => convert(target, root, depth + 1),
+        None => open_node(),
+    };
+    if let (Some(out), Some(description)) = (resolved.as_object_mut(), node.get("description")) {
+        out.insert("description".into(), description.clone());
+    }
+    resolved
+}
+
+/// The node's types: its `type` (one or a list), else a union of bare-type branches,
+/// else what its keywords imply (`properties`: an object, `items`: an array).
+fn node_types(node: &Map<String, Value>) -> Vec<&str> {
+    let mut types: Vec<&str> = match node.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
+        _ => type_union(node),
+    };
+    if types.is_empty() && (node.contains_key("properties") || node.contains_key("additionalProperties")) {
+        types.push("object");
+    }
+    if types.is_empty() && node.contains_key("items") {
+        types.push("array");
+    }
+    types
+}
+
+/// The node's `enum`, or its `const` as a one-value enum.
+fn enum_values(node: &Map<String, Value>) -> Option<Vec<Value>> {
+    match (node.get("enum"), node.get("const")) {
         (Some(Value::Array(values)), _) => Some(values.clone()),
         (_, Some(value)) => Some(vec![value.clone()]),
         _ => None,
-    };
-    if let Some(values) = enum_values {
-        out.insert("enum".into(), Value::Array(values));
     }
+}
+
+/// The keywords of a node of type `type_`: an object's properties, an array's items and
+/// counts, a string's lengths and pattern, a number's bounds.
+fn convert_typed(type_: &str, node: &Map<String, Value>, root: &Value, depth: usize, out: &mut Map<String, Value>) {
     match type_ {
-        "object" => convert_object(node, root, depth, &mut out),
+        "object" => convert_object(node, root, depth, out),
         "array" => {
             let items = match node.get("items") {
                 Some(items @ Value::Object(_)) => convert(items, root, depth),
-                _ => open(),
+                _ => open_node(),
             };
             out.insert("items".into(), items);
-            copy_keywords(node, &mut out, &["minItems", "maxItems"]);
+            copy_keywords(node, out, &["minItems", "maxItems"]);
         }
-        "string" => copy_keywords(node, &mut out, &["minLength", "maxLength", "pattern"]),
+        "string" => copy_keywords(node, out, &["minLength", "maxLength", "pattern"]),
         "integer" | "number" => {
-            copy_keywords(node, &mut out, &["multipleOf"]);
-            bound(node, &mut out, "minimum", "exclusiveMinimum");
-            bound(node, &mut out, "maximum", "exclusiveMaximum");
+            copy_keywords(node, out, &["multipleOf"]);
+            bound(node, out, "minimum", "exclusiveMinimum");
+            bound(node, out, "maximum", "exclusiveMaximum");
         }
         _ => {}
     }
-    crate::junctors::add_junctors(node, &mut out, root, depth);
-    Value::Object(out)
 }
 
 /// An object node's properties, required fields and additional properties.
@@ -200,45 +226,6 @@ fn convert_object(node: &Map<String, Value>, root: &Value, depth: usize, out: &m
     }
     if !required.is_empty() {
         out.insert("required".into(), Value::Array(required));
-    }
-}
-
-/// Copies the numeric or string `keywords` kube takes as they are.
-pub(crate) fn copy_keywords(node: &Map<String, Value>, out: &mut Map<String, Value>, keywords: &[&str]) {
-    for keyword in keywords {
-        if let Some(value) = node.get(*keyword).filter(|v| v.is_number() || v.is_string()) {
-            out.insert((*keyword).to_string(), value.clone());
-        }
-    }
-}
-
-/// A bound: OpenAPI v3's `minimum` with a boolean `exclusiveMinimum`, from either that
-/// or JSON Schema's numeric `exclusiveMinimum` (draft 6 and later; the stricter wins).
-pub(crate) fn bound(node: &Map<String, Value>, out: &mut Map<String, Value>, inclusive: &str, exclusive: &str) {
-    let at = node.get(inclusive).filter(|v| v.is_number());
-    match (at, node.get(exclusive)) {
-        (_, Some(limit @ Value::Number(n))) => {
-            let stricter = at.and_then(Value::as_f64).is_some_and(|a| {
-                let e = n.as_f64().unwrap_or(a);
-                if inclusive == "minimum" { a > e } else { a < e }
-            });
-            match at {
-                Some(a) if stricter => {
-                    out.insert(inclusive.into(), a.clone());
-                }
-                _ => {
-                    out.insert(inclusive.into(), limit.clone());
-                    out.insert(exclusive.into(), json!(true));
-                }
-            }
-        }
-        (Some(a), flag) => {
-            out.insert(inclusive.into(), a.clone());
-            if flag == Some(&Value::Bool(true)) {
-                out.insert(exclusive.into(), json!(true));
-            }
-        }
-        (None, _) => {}
     }
 }
 

@@ -15,18 +15,18 @@ use serde_json::{Value, json};
 use crate::manifest::RenderedObject;
 
 /// How long a hook may run: Helm's default `--timeout`.
-pub const HOOK_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const HOOK_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The policy that deletes a hook's previous object before it is created (the default).
-pub const BEFORE_HOOK_CREATION: &str = "before-hook-creation";
+pub(crate) const BEFORE_HOOK_CREATION: &str = "before-hook-creation";
 /// The policy that deletes a hook once every hook of its event succeeded.
-pub const HOOK_SUCCEEDED: &str = "hook-succeeded";
+pub(crate) const HOOK_SUCCEEDED: &str = "hook-succeeded";
 /// The policy that deletes a hook when it failed.
-pub const HOOK_FAILED: &str = "hook-failed";
+pub(crate) const HOOK_FAILED: &str = "hook-failed";
 
 /// One hook of an event.
 #[derive(Debug, Clone)]
-pub struct Hook<'a> {
+pub(crate) struct Hook<'a> {
     /// The rendered object.
     pub object: &'a RenderedObject,
     /// `helm.sh/hook-weight` (0 when absent or not an integer, as Helm).
@@ -37,23 +37,23 @@ pub struct Hook<'a> {
 
 impl Hook<'_> {
     /// Whether `policy` is one of the hook's deletion policies.
-    pub fn has_policy(&self, policy: &str) -> bool {
+    pub(crate) fn has_policy(&self, policy: &str) -> bool {
         self.delete_policies.iter().any(|p| p == policy)
     }
 }
 
 /// Helm's `release.HookPhase` of a hook that was created and is being waited for.
-pub const PHASE_RUNNING: &str = "Running";
+pub(crate) const PHASE_RUNNING: &str = "Running";
 /// The phase of a hook that completed (a Job Complete, a Pod Succeeded, any other kind
 /// once created).
-pub const PHASE_SUCCEEDED: &str = "Succeeded";
+pub(crate) const PHASE_SUCCEEDED: &str = "Succeeded";
 /// The phase of a hook that could not be created or failed.
-pub const PHASE_FAILED: &str = "Failed";
+pub(crate) const PHASE_FAILED: &str = "Failed";
 
 /// Helm's `release.HookExecution`: when a hook last ran and how it ended. Helm's own time
 /// type writes an unset time as `""`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct HookRun {
+pub(crate) struct HookRun {
     /// When the hook was created (RFC 3339), empty if it never ran.
     pub started_at: String,
     /// When its wait ended, empty while it runs.
@@ -64,7 +64,7 @@ pub struct HookRun {
 
 impl HookRun {
     /// A run that starts now.
-    pub fn started() -> HookRun {
+    pub(crate) fn started() -> HookRun {
         HookRun {
             started_at: jiff::Timestamp::now().to_string(),
             completed_at: String::new(),
@@ -73,7 +73,7 @@ impl HookRun {
     }
 
     /// This run, ended now in `phase`.
-    pub fn completed(self, phase: &str) -> HookRun {
+    pub(crate) fn completed(self, phase: &str) -> HookRun {
         HookRun { completed_at: jiff::Timestamp::now().to_string(), phase: phase.to_string(), ..self }
     }
 
@@ -85,7 +85,7 @@ impl HookRun {
 
 /// Records `run` as the `last_run` of `hook` among a release's stored hooks (those
 /// [`release_hooks`] made; the one of the same template, kind and name).
-pub fn record_run(stored: &mut [Value], hook: &Hook<'_>, run: &HookRun) {
+pub(crate) fn record_run(stored: &mut [Value], hook: &Hook<'_>, run: &HookRun) {
     let kind = hook.object.gvk().kind;
     let same = |h: &&mut Value| {
         h.get("path").and_then(Value::as_str) == Some(hook.object.source.as_str())
@@ -109,7 +109,7 @@ fn list_annotation(object: &RenderedObject, key: &str) -> Vec<String> {
 
 /// The hooks of `event` (`pre-install`, `post-upgrade`, ...) among `objects`, in the
 /// order Helm runs them.
-pub fn hooks_for<'a>(objects: &'a [RenderedObject], event: &str) -> Vec<Hook<'a>> {
+pub(crate) fn hooks_for<'a>(objects: &'a [RenderedObject], event: &str) -> Vec<Hook<'a>> {
     let mut hooks: Vec<Hook<'a>> = objects
         .iter()
         .filter(|o| list_annotation(o, "helm.sh/hook").iter().any(|e| e == event))
@@ -132,7 +132,7 @@ pub fn hooks_for<'a>(objects: &'a [RenderedObject], event: &str) -> Vec<Hook<'a>
 }
 
 /// The hooks among `objects` as Helm's `release.Hook`s, for the stored release.
-pub fn release_hooks(objects: &[RenderedObject]) -> Vec<Value> {
+pub(crate) fn release_hooks(objects: &[RenderedObject]) -> Vec<Value> {
     objects
         .iter()
         .filter(|o| o.is_hook())
@@ -159,7 +159,7 @@ pub fn release_hooks(objects: &[RenderedObject]) -> Vec<Value> {
 }
 
 /// The stored hooks back as rendered objects (`---\n# Source: PATH\n...` documents).
-pub fn hooks_text(hooks: &[Value]) -> String {
+pub(crate) fn hooks_text(hooks: &[Value]) -> String {
     hooks
         .iter()
         .map(|h| {
@@ -173,7 +173,7 @@ pub fn hooks_text(hooks: &[Value]) -> String {
 }
 
 /// Helm's multierror text for one error, as `execHook` returns a failed wait.
-pub fn one_error(message: &str) -> String {
+pub(crate) fn one_error(message: &str) -> String {
     format!("1 error occurred:\n\t* {message}\n\n")
 }
 

@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::crd::{MAX_REF_DEPTH, bound, copy_keywords};
+use crate::schema_keywords::{MAX_REF_DEPTH, bound, copy_keywords};
 
 /// The types of a node without `type` whose `anyOf` or `oneOf` branches are bare types
 /// (`anyOf: [{type: integer}, {type: string}]`, a common spelling of `type: [integer,
@@ -93,6 +93,43 @@ fn junctors(
     }
 }
 
+/// Keywords of a junctor branch that constrain nothing (annotations).
+const ANNOTATIONS: &[&str] = &[
+    "description",
+    "title",
+    "default",
+    "examples",
+    "$comment",
+    "$schema",
+    "$id",
+    "definitions",
+    "$defs",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+];
+
+/// Keywords of a junctor branch copied after the others (bounds, lengths, counts) or
+/// converted as nested junctors.
+const COPIED_AFTER: &[&str] = &[
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+];
+
 /// The value validations of one junctor branch `node`, applying to the converted schema
 /// `outer`; sets `widened` when something that constrains values was dropped.
 fn value_validations(
@@ -112,29 +149,12 @@ fn value_validations(
         }
     };
     if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
-        let target = reference
-            .strip_prefix('#')
-            .filter(|_| depth < MAX_REF_DEPTH)
-            .and_then(|pointer| root.pointer(pointer))
-            .filter(|target| target.is_object() || target.is_boolean());
-        return match target {
-            Some(target) => value_validations(target, outer, root, depth + 1, widened),
-            None => {
-                *widened = true;
-                Map::new()
-            }
-        };
+        return ref_validations(reference, outer, root, depth, widened);
     }
     let mut out = Map::new();
     for (key, value) in node {
         match key.as_str() {
-            // Annotations: they constrain nothing.
-            "description" | "title" | "default" | "examples" | "$comment" | "$schema" | "$id" | "definitions"
-            | "$defs" | "readOnly" | "writeOnly" | "deprecated" => {}
-            // Handled below.
-            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "allOf" | "anyOf" | "oneOf" | "not"
-            | "multipleOf" | "minLength" | "maxLength" | "pattern" | "minItems" | "maxItems" | "minProperties"
-            | "maxProperties" => {}
+            key if ANNOTATIONS.contains(&key) || COPIED_AFTER.contains(&key) => {}
             // A type is not allowed here; it is redundant only when the outer schema has it.
             "type" => *widened |= outer.get("type") != Some(value),
             "enum" if value.is_array() => {
@@ -147,20 +167,7 @@ fn value_validations(
                 out.insert("required".into(), value.clone());
             }
             "properties" => {
-                let declared = outer.get("properties").and_then(Value::as_object);
-                let mut properties = Map::new();
-                for (name, schema) in value.as_object().into_iter().flatten() {
-                    match declared.and_then(|d| d.get(name)).and_then(Value::as_object) {
-                        Some(field) => {
-                            let converted = value_validations(schema, field, root, depth, widened);
-                            if !converted.is_empty() {
-                                properties.insert(name.clone(), Value::Object(converted));
-                            }
-                        }
-                        // Not specified outside the junctor: kube refuses it.
-                        None => *widened = true,
-                    }
-                }
+                let properties = property_validations(value, outer, root, depth, widened);
                 if !properties.is_empty() {
                     out.insert("properties".into(), Value::Object(properties));
                 }
@@ -184,6 +191,56 @@ fn value_validations(
     bound(node, &mut out, "minimum", "exclusiveMinimum");
     bound(node, &mut out, "maximum", "exclusiveMaximum");
     junctors(node, outer, root, depth, &mut out, widened);
+    out
+}
+
+/// The value validations of a `$ref` branch: those of the local definition it points to
+/// (none, and `widened`, when it is not local, not found or too deep).
+fn ref_validations(
+    reference: &str,
+    outer: &Map<String, Value>,
+    root: &Value,
+    depth: usize,
+    widened: &mut bool,
+) -> Map<String, Value> {
+    let target = reference
+        .strip_prefix('#')
+        .filter(|_| depth < MAX_REF_DEPTH)
+        .and_then(|pointer| root.pointer(pointer))
+        .filter(|target| target.is_object() || target.is_boolean());
+    match target {
+        Some(target) => value_validations(target, outer, root, depth + 1, widened),
+        None => {
+            *widened = true;
+            Map::new()
+        }
+    }
+}
+
+/// The value validations of a branch's `properties`, each under the outer schema's
+/// property of that name; a property the outer schema does not declare (kube refuses it)
+/// is dropped and `widened` set.
+fn property_validations(
+    properties: &Value,
+    outer: &Map<String, Value>,
+    root: &Value,
+    depth: usize,
+    widened: &mut bool,
+) -> Map<String, Value> {
+    let declared = outer.get("properties").and_then(Value::as_object);
+    let mut out = Map::new();
+    for (name, schema) in properties.as_object().into_iter().flatten() {
+        match declared.and_then(|d| d.get(name)).and_then(Value::as_object) {
+            Some(field) => {
+                let converted = value_validations(schema, field, root, depth, widened);
+                if !converted.is_empty() {
+                    out.insert(name.clone(), Value::Object(converted));
+                }
+            }
+            // Not specified outside the junctor: kube refuses it.
+            None => *widened = true,
+        }
+    }
     out
 }
 

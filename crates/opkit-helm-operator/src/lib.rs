@@ -1,23 +1,51 @@
-//! Helm-chart operators, as operator-sdk's helm plugin runs them: a `watches.yaml`
-//! ([`watches`]) names, for each kind, the chart whose release a custom resource of that
-//! kind stands for; one generic reconciler ([`reconciler`]) renders the chart with the
-//! resource's spec as values (`opkit-helm`), applies the objects, keeps them from drifting
-//! and stores each revision as Helm does ([`release`]), so the real `helm list` and
-//! `helm history` show it. [`manifest`] splits rendered output into objects; [`crd`] is
-//! the scaffolded CustomResourceDefinition of a watched kind.
+#![warn(unreachable_pub)]
+//! Helm-chart operators, as operator-sdk's helm plugin runs them: a `watches.yaml` names,
+//! for each kind, the chart whose release a custom resource of that kind stands for; one
+//! generic reconciler per watched kind renders the chart with the resource's spec as
+//! values (`opkit-helm`), applies the objects, keeps them from drifting and stores each
+//! revision as Helm does, so the real `helm list` and `helm history` show it.
+//!
+//! The public surface:
+//!
+//! - [`load_watches`] / [`parse_watches`]: the watches file, as [`Watch`]es;
+//! - [`setup`]: registers one controller per watch with a manager;
+//! - [`crd_for`] (and [`spec_schema`]): the scaffolded CustomResourceDefinition of a
+//!   watched kind, its spec schema from the chart's `values.schema.json`;
+//! - [`Release`]: a revision as Helm stores it (a `helm.sh/release.v1` secret);
+//! - [`OperatorError`] and [`UNINSTALL_FINALIZER`].
+//!
+//! ```
+//! // A watched kind's CRD, its spec open (the chart has no values schema).
+//! let crd = opkit_helm_operator::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None)?;
+//! assert_eq!(crd.metadata.name.as_deref(), Some("nginxes.demo.example.com"));
+//! # Ok::<(), opkit_helm_operator::OperatorError>(())
+//! ```
+//!
+//! Running the operator needs a cluster:
+//!
+//! ```no_run
+//! # async fn run(mgr: opkit::Manager) -> Result<(), opkit_helm_operator::OperatorError> {
+//! let watches = opkit_helm_operator::load_watches(std::path::Path::new("watches.yaml"))?;
+//! opkit_helm_operator::setup(&mgr, watches).await?;
+//! # Ok(())
+//! # }
+//! ```
 
-pub mod annotations;
-pub mod crd;
-pub mod hooks;
+mod annotations;
+mod crd;
+mod hooks;
 mod junctors;
-pub mod manifest;
-pub mod metrics;
-pub mod reconciler;
-pub mod release;
-pub mod watches;
+mod manifest;
+mod metrics;
+mod reconciler;
+mod release;
+mod schema_keywords;
+mod watches;
 
+pub use crd::{crd_for, spec_schema};
 pub use reconciler::setup;
-pub use watches::{Watch, load_watches};
+pub use release::Release;
+pub use watches::{Watch, load_watches, parse_watches};
 
 /// The finalizer that uninstalls a release before its custom resource goes (operator-sdk's).
 pub const UNINSTALL_FINALIZER: &str = "helm.sdk.operatorframework.io/uninstall-release";

@@ -9,7 +9,7 @@ use crate::OperatorError;
 
 /// One rendered object.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RenderedObject {
+pub(crate) struct RenderedObject {
     /// The template it came from (`nginx/templates/deployment.yaml`).
     pub source: String,
     /// The document as rendered, with its `---` and `# Source:` header.
@@ -20,7 +20,7 @@ pub struct RenderedObject {
 
 impl RenderedObject {
     /// The object's group, version and kind.
-    pub fn gvk(&self) -> GroupVersionKind {
+    pub(crate) fn gvk(&self) -> GroupVersionKind {
         let api_version = self.object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = self.object.get("kind").and_then(Value::as_str).unwrap_or_default();
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
@@ -28,24 +28,24 @@ impl RenderedObject {
     }
 
     /// `metadata.name`.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
     }
 
     /// `metadata.namespace`, if written in the template.
-    pub fn namespace(&self) -> Option<&str> {
+    pub(crate) fn namespace(&self) -> Option<&str> {
         self.object.pointer("/metadata/namespace").and_then(Value::as_str).filter(|n| !n.is_empty())
     }
 
     /// Whether this is a hook (Helm keeps hooks out of the manifest).
-    pub fn is_hook(&self) -> bool {
+    pub(crate) fn is_hook(&self) -> bool {
         self.object.pointer("/metadata/annotations/helm.sh~1hook").is_some()
     }
 }
 
 /// The objects of a rendered chart (or of a release's manifest), hooks included, in
 /// Helm's order.
-pub fn split(rendered: &str) -> Result<Vec<RenderedObject>, OperatorError> {
+pub(crate) fn split(rendered: &str) -> Result<Vec<RenderedObject>, OperatorError> {
     let mut objects = Vec::new();
     for chunk in rendered.split("---\n# Source: ").skip(1) {
         let (source, content) = chunk.split_once('\n').unwrap_or((chunk, ""));
@@ -69,7 +69,7 @@ pub fn split(rendered: &str) -> Result<Vec<RenderedObject>, OperatorError> {
 }
 
 /// A release's manifest: its non-hook documents, as Helm stores it.
-pub fn manifest_of(objects: &[RenderedObject]) -> String {
+pub(crate) fn manifest_of(objects: &[RenderedObject]) -> String {
     objects.iter().filter(|o| !o.is_hook()).map(|o| o.text.as_str()).collect()
 }
 

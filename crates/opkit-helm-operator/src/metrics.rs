@@ -27,7 +27,7 @@ struct FailureLabels {
 
 /// The operator's metric families. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct ReleaseMetrics {
+pub(crate) struct ReleaseMetrics {
     revision: Family<ReleaseLabels, Gauge>,
     deployed: Family<ReleaseLabels, Gauge>,
     failures: Family<FailureLabels, Counter>,
@@ -36,7 +36,7 @@ pub struct ReleaseMetrics {
 impl ReleaseMetrics {
     /// Registers `helm_operator_release_revision`, `helm_operator_release_deployed` and
     /// `helm_operator_release_failures_total` with the manager's registry.
-    pub fn register(metrics: &opkit::metrics::Metrics) -> ReleaseMetrics {
+    pub(crate) fn register(metrics: &opkit::metrics::Metrics) -> ReleaseMetrics {
         let families = ReleaseMetrics::default();
         metrics.with_registry(|registry| {
             registry.register(
@@ -63,14 +63,14 @@ impl ReleaseMetrics {
     }
 
     /// The release is deployed at `revision`.
-    pub fn deployed(&self, kind: &str, namespace: &str, name: &str, revision: i64) {
+    pub(crate) fn deployed(&self, kind: &str, namespace: &str, name: &str, revision: i64) {
         let labels = Self::labels(kind, namespace, name);
         self.revision.get_or_create(&labels).set(revision);
         self.deployed.get_or_create(&labels).set(1);
     }
 
     /// An install, upgrade, reconcile or uninstall failed with `reason`.
-    pub fn failed(&self, kind: &str, namespace: &str, name: &str, reason: &str) {
+    pub(crate) fn failed(&self, kind: &str, namespace: &str, name: &str, reason: &str) {
         self.deployed.get_or_create(&Self::labels(kind, namespace, name)).set(0);
         let labels = FailureLabels {
             kind: kind.to_string(),
@@ -82,7 +82,7 @@ impl ReleaseMetrics {
     }
 
     /// The release is uninstalled: its series go.
-    pub fn uninstalled(&self, kind: &str, namespace: &str, name: &str) {
+    pub(crate) fn uninstalled(&self, kind: &str, namespace: &str, name: &str) {
         let labels = Self::labels(kind, namespace, name);
         self.revision.remove(&labels);
         self.deployed.remove(&labels);

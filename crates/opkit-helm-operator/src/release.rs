@@ -21,16 +21,16 @@ use serde_json::Value;
 use crate::OperatorError;
 
 /// The Secret type Helm's storage driver writes.
-pub const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
+pub(crate) const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
 
 /// The status of a revision whose install is under way.
-pub const STATUS_PENDING_INSTALL: &str = "pending-install";
+pub(crate) const STATUS_PENDING_INSTALL: &str = "pending-install";
 /// The status of a revision whose upgrade is under way.
-pub const STATUS_PENDING_UPGRADE: &str = "pending-upgrade";
+pub(crate) const STATUS_PENDING_UPGRADE: &str = "pending-upgrade";
 /// The status of a revision whose rollback is under way.
-pub const STATUS_PENDING_ROLLBACK: &str = "pending-rollback";
+pub(crate) const STATUS_PENDING_ROLLBACK: &str = "pending-rollback";
 /// The status of the revision in use.
-pub const STATUS_DEPLOYED: &str = "deployed";
+pub(crate) const STATUS_DEPLOYED: &str = "deployed";
 
 /// Go's zero `time.Time`, as Helm's JSON carries an unset `deleted`.
 const GO_ZERO_TIME: &str = "0001-01-01T00:00:00Z";
@@ -202,7 +202,7 @@ impl Release {
 
 /// Helm's `chart.Chart` as JSON for the chart in `dir`: `Chart.yaml` as metadata, the
 /// templates and other files (base64, as Go encodes bytes), `values.yaml` and the schema.
-pub fn chart_json(chart: &opkit_helm::chart::Chart, dir: &Path) -> Value {
+pub(crate) fn chart_json(chart: &opkit_helm::chart::Chart, dir: &Path) -> Value {
     let file = |name: &str, data: &[u8]| serde_json::json!({ "name": name, "data": STANDARD.encode(data) });
     let values: Value = std::fs::read_to_string(dir.join("values.yaml"))
         .ok()
@@ -220,7 +220,7 @@ pub fn chart_json(chart: &opkit_helm::chart::Chart, dir: &Path) -> Value {
 }
 
 /// The revisions of release `name` in `secrets`' namespace, oldest first.
-pub async fn history(secrets: &Api<Secret>, name: &str) -> Result<Vec<Release>, OperatorError> {
+pub(crate) async fn history(secrets: &Api<Secret>, name: &str) -> Result<Vec<Release>, OperatorError> {
     let list = secrets.list(&ListParams::default().labels(&format!("owner=helm,name={name}"))).await?;
     let mut releases = Vec::with_capacity(list.items.len());
     for secret in &list.items {
@@ -233,23 +233,33 @@ pub async fn history(secrets: &Api<Secret>, name: &str) -> Result<Vec<Release>, 
 }
 
 /// Stores a new revision.
-pub async fn create(secrets: &Api<Secret>, release: &Release) -> Result<(), OperatorError> {
+pub(crate) async fn create(secrets: &Api<Secret>, release: &Release) -> Result<(), OperatorError> {
     secrets.create(&PostParams::default(), &release.to_secret()?).await?;
     Ok(())
 }
 
 /// Rewrites a stored revision (its status changed).
-pub async fn replace(secrets: &Api<Secret>, release: &Release) -> Result<(), OperatorError> {
+pub(crate) async fn replace(secrets: &Api<Secret>, release: &Release) -> Result<(), OperatorError> {
     let secret = release.to_secret()?;
     secrets.replace(&release.secret_name(), &PostParams::default(), &secret).await?;
     Ok(())
+}
+
+/// Stores `release` (a copy of it) as `superseded`: a newer revision is deployed.
+pub(crate) async fn supersede(secrets: &Api<Secret>, release: &Release) -> Result<(), OperatorError> {
+    let mut superseded = release.clone();
+    superseded.info.status = "superseded".to_string();
+    replace(secrets, &superseded).await
 }
 
 /// Deletes the pending revisions of `history` (left by an operator stopped during an
 /// install, upgrade or rollback) and returns the others, as operator-sdk's release
 /// manager clears the revisions that are not deployed before it reconciles (`Sync`): the
 /// install or upgrade is then made again, as the same revision number.
-pub async fn delete_pending(secrets: &Api<Secret>, history: Vec<Release>) -> Result<Vec<Release>, OperatorError> {
+pub(crate) async fn delete_pending(
+    secrets: &Api<Secret>,
+    history: Vec<Release>,
+) -> Result<Vec<Release>, OperatorError> {
     let (pending, kept): (Vec<Release>, Vec<Release>) = history.into_iter().partition(Release::is_pending);
     for stale in &pending {
         tracing::info!(release = %stale.name, revision = stale.version, status = %stale.info.status, "deleting a pending revision an interrupted operation left");
@@ -259,7 +269,7 @@ pub async fn delete_pending(secrets: &Api<Secret>, history: Vec<Release>) -> Res
 }
 
 /// Deletes every stored revision, as `helm uninstall` does without `--keep-history`.
-pub async fn delete_all(secrets: &Api<Secret>, releases: &[Release]) -> Result<(), OperatorError> {
+pub(crate) async fn delete_all(secrets: &Api<Secret>, releases: &[Release]) -> Result<(), OperatorError> {
     for release in releases {
         match secrets.delete(&release.secret_name(), &DeleteParams::default()).await {
             Ok(_) => {}

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::OperatorError;
 
 /// operator-sdk's default reconcile period (`--reconcile-period`).
-pub const DEFAULT_RECONCILE_PERIOD: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_RECONCILE_PERIOD: Duration = Duration::from_secs(60);
 
 /// One entry of `watches.yaml`, as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -106,7 +106,7 @@ pub fn parse_watches(text: &str, base: &Path, env: &dyn Fn(&str) -> Option<Strin
 }
 
 /// Go's `os.ExpandEnv`: `$VAR` and `${VAR}` replaced by the variable (empty when unset).
-pub fn expand_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+pub(crate) fn expand_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
     opkit::watches_file::expand(text, &|name| env(name).unwrap_or_default())
 }
 

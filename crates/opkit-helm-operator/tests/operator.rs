@@ -18,8 +18,8 @@ use kube::api::{
 };
 use kube::{Client, ResourceExt};
 use opkit::{Manager, ManagerOptions};
-use opkit_helm_operator::release::Release;
-use opkit_helm_operator::watches::parse_watches;
+use opkit_helm_operator::Release;
+use opkit_helm_operator::parse_watches;
 use opkit_testenv::{TestEnv, wait_for, wait_for_with};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -67,7 +67,7 @@ async fn start_operator(env: &TestEnv, watches_yaml: &str, vars: &[(&str, &str)]
 
 /// [`start_operator`] with charts relative to `base`.
 async fn start_operator_in(env: &TestEnv, watches_yaml: &str, base: &Path, vars: &[(&str, &str)]) -> RunningOperator {
-    let crd = opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None).expect("CRD");
+    let crd = opkit_helm_operator::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None).expect("CRD");
     env.install_crds([crd]).await.expect("install the CRD");
     let lookup = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
     let watches = parse_watches(watches_yaml, base, &lookup).expect("watches");
@@ -582,9 +582,8 @@ async fn the_crd_from_a_values_schema_validates_and_prunes_the_spec() {
             }
         }
     });
-    let crd =
-        opkit_helm_operator::crd::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", Some(&values_schema))
-            .expect("CRD");
+    let crd = opkit_helm_operator::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", Some(&values_schema))
+        .expect("CRD");
     env.install_crds([crd]).await.expect("the API server accepts the converted schema");
     let client = env.client();
     let cr = |name: &str, spec: Value| -> DynamicObject {

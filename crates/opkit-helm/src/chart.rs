@@ -266,6 +266,40 @@ fn parse_yaml_json(name: &str, data: &[u8]) -> Result<serde_json::Value, HelmErr
         .map_err(|e| HelmError::Load(format!("cannot load {name}: error converting YAML to JSON: {e}")))
 }
 
+/// A chart's `values.yaml`: a map (empty when the file is).
+fn parse_values(data: &[u8]) -> Result<Value, HelmError> {
+    let text = String::from_utf8_lossy(data);
+    match crate::yaml::from_yaml_str(&text).map_err(|e| HelmError::Load(format!("cannot load values.yaml: {e}")))? {
+        Value::Nil => Ok(Value::map(BTreeMap::new())),
+        v @ Value::Map(_) => Ok(v),
+        _ => Err(HelmError::Load("cannot load values.yaml: values are not a map".into())),
+    }
+}
+
+impl Dependency {
+    /// One entry of `Chart.yaml`'s `dependencies`.
+    fn from_json(d: &serde_json::Value) -> Dependency {
+        let s = |k: &str| d.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        Dependency {
+            name: s("name"),
+            version: s("version"),
+            alias: s("alias"),
+            condition: s("condition"),
+            tags: d
+                .get("tags")
+                .and_then(|t| t.as_array())
+                .map(|t| t.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                .unwrap_or_default(),
+            import_values: d
+                .get("import-values")
+                .and_then(|t| t.as_array())
+                .map(|t| t.iter().map(Value::from_json).collect())
+                .unwrap_or_default(),
+            raw: d.clone(),
+        }
+    }
+}
+
 fn from_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, HelmError> {
     let mut chart = Chart {
         metadata: serde_json::Value::Null,
@@ -283,16 +317,7 @@ fn from_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, HelmError> {
     for (name, data) in files {
         match name.as_str() {
             "Chart.yaml" => chart.metadata = parse_yaml_json("Chart.yaml", &data)?,
-            "values.yaml" => {
-                let text = String::from_utf8_lossy(&data);
-                chart.values = match crate::yaml::from_yaml_str(&text)
-                    .map_err(|e| HelmError::Load(format!("cannot load values.yaml: {e}")))?
-                {
-                    Value::Nil => Value::map(BTreeMap::new()),
-                    v @ Value::Map(_) => v,
-                    _ => return Err(HelmError::Load("cannot load values.yaml: values are not a map".into())),
-                };
-            }
+            "values.yaml" => chart.values = parse_values(&data)?,
             "values.schema.json" => {
                 chart.schema = Some(
                     serde_json::from_slice(&data)
@@ -327,26 +352,7 @@ fn from_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, HelmError> {
         meta.insert("dependencies".to_string(), deps.clone());
     }
     if let Some(deps) = chart.metadata.get("dependencies").and_then(|d| d.as_array()) {
-        for d in deps {
-            let s = |k: &str| d.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-            chart.dependencies.push(Dependency {
-                name: s("name"),
-                version: s("version"),
-                alias: s("alias"),
-                condition: s("condition"),
-                tags: d
-                    .get("tags")
-                    .and_then(|t| t.as_array())
-                    .map(|t| t.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-                    .unwrap_or_default(),
-                import_values: d
-                    .get("import-values")
-                    .and_then(|t| t.as_array())
-                    .map(|t| t.iter().map(Value::from_json).collect())
-                    .unwrap_or_default(),
-                raw: d.clone(),
-            });
-        }
+        chart.dependencies = deps.iter().map(Dependency::from_json).collect();
     }
     for (cname, files) in subchart_files {
         if cname.ends_with(".tgz") || cname.ends_with(".tar.gz") {

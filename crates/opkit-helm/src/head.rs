@@ -11,7 +11,7 @@ use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
 
 /// A document's kind and hook annotation.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Head {
+pub(crate) struct Head {
     /// `kind` ("" when absent or not a string).
     pub kind: String,
     /// The `helm.sh/hook` annotation (none when absent or not a string).
@@ -29,7 +29,7 @@ struct Frame {
 
 /// Parses a rendered document: every document of the stream must be YAML; the first
 /// one's `kind` and `metadata.annotations["helm.sh/hook"]` are returned.
-pub fn parse_head(doc: &str) -> Result<Head, String> {
+pub(crate) fn parse_head(doc: &str) -> Result<Head, String> {
     let mut head = Head::default();
     let mut frames: Vec<Frame> = Vec::new();
     let mut anchors: HashMap<usize, Option<String>> = HashMap::new();

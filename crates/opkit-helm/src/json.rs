@@ -7,7 +7,7 @@ use crate::value::{Value, format_float};
 
 /// `json.Marshal` (or `json.MarshalIndent(v, "", "  ")` with `pretty`) of `value`;
 /// `escape_html` as `json.Marshal` does and `toRawJson` does not.
-pub fn to_json(value: &Value, escape_html: bool, pretty: bool) -> String {
+pub(crate) fn to_json(value: &Value, escape_html: bool, pretty: bool) -> String {
     let mut out = String::new();
     write_json(&mut out, value, escape_html, if pretty { Some(0) } else { None });
     out
@@ -74,7 +74,7 @@ fn write_json(out: &mut String, value: &Value, escape_html: bool, indent: Option
 }
 
 /// A float64 as `encoding/json` writes it.
-pub fn json_float(f: f64) -> String {
+pub(crate) fn json_float(f: f64) -> String {
     if !f.is_finite() {
         return "null".into();
     }
@@ -119,7 +119,7 @@ fn json_string(out: &mut String, s: &str, escape_html: bool) {
 }
 
 /// A TOML document for `toToml` (BurntSushi/toml's layout: plain keys first, then tables).
-pub fn to_toml(value: &Value) -> String {
+pub(crate) fn to_toml(value: &Value) -> String {
     let mut out = String::new();
     if let Value::Map(m) = value {
         write_toml_table(&mut out, &m.borrow(), "");

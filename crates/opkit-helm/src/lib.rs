@@ -1,23 +1,50 @@
+#![warn(unreachable_pub)]
 //! Helm chart rendering in Rust, meant to print exactly what `helm template` prints.
 //!
-//! - [`template`](mod@template): Go's `text/template` (lexer, parser, executor; see its docs for why
-//!   this is not the `gtmpl` crate);
-//! - [`funcs`]: Go's builtins, Sprig's functions and Helm's (`include`, `tpl`, `toYaml`, ...);
+//! The public surface:
+//!
+//! - [`template()`] and [`template_chart`]: `helm template` of a chart directory or a
+//!   loaded chart, with [`TemplateOptions`] (release, namespace, values, `--set`, ...);
+//! - [`render_release`]: the same, giving the manifest and the notes apart
+//!   ([`RenderedRelease`]), as a Helm operator stores a release;
+//! - [`HelmError`]: why rendering failed, with Helm's message;
+//! - [`chart`]: loading a chart ([`chart::load`], [`chart::Chart`]);
+//! - [`template`](mod@template): Go's `text/template` (lexer, parser, executor; see its
+//!   docs for why this is not the `gtmpl` crate), which other operators use on their own;
 //! - [`value`]: the values templates see, with Go's printing;
-//! - [`yaml`] and [`json`]: YAML and JSON as Helm reads and writes them;
-//! - [`chart`], [`values`], [`schema`]: loading charts, combining values, checking schemas;
-//! - [`render`]: the `helm template` pipeline and its output.
+//! - [`yaml`]: YAML as Helm reads and writes it;
+//! - [`objects`]: Helm's `.Files` and `.Capabilities` (and the glob `.Files.Glob` takes).
+//!
+//! Inside (not public): Go's builtins, Sprig's functions and Helm's (`include`, `tpl`,
+//! `toYaml`, ...), JSON as Go writes it, values files and `--set`, schema checks and the
+//! `helm template` pipeline.
+//!
+//! # Example
+//! ```
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("Chart.yaml"), "apiVersion: v2\nname: demo\nversion: 0.1.0\n")?;
+//! std::fs::write(dir.path().join("values.yaml"), "greeting: hello\n")?;
+//! std::fs::create_dir(dir.path().join("templates"))?;
+//! std::fs::write(
+//!     dir.path().join("templates/cm.yaml"),
+//!     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
+//! )?;
+//! let options = opkit_helm::TemplateOptions { release_name: "web".into(), ..Default::default() };
+//! let manifest = opkit_helm::template(dir.path(), &options)?;
+//! assert!(manifest.contains("name: web") && manifest.contains("greeting: \"hello\""));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod chart;
-pub mod funcs;
-pub mod head;
-pub mod json;
+mod funcs;
+mod head;
+mod json;
 pub mod objects;
-pub mod render;
-pub mod schema;
+mod render;
+mod schema;
 pub mod template;
 pub mod value;
-pub mod values;
+mod values;
 pub mod yaml;
 
 pub use render::{RenderedRelease, TemplateOptions, render_release, template, template_chart};

@@ -1,4 +1,5 @@
-//! Helm's objects with methods that templates reach through the top-level data:
+//! The methods of Helm's objects ([`Object`], a kind of template value) that templates
+//! reach through the top-level data:
 //! `.Files` (Get, GetBytes, Glob, AsConfig, AsSecrets, Lines), `.Capabilities.APIVersions`
 //! (Has) and `.Capabilities.KubeVersion` (prints as its version).
 
@@ -7,25 +8,7 @@ use std::rc::Rc;
 
 use base64::Engine as _;
 
-use crate::value::{IntType, Value};
-
-/// One of Helm's typed objects.
-#[derive(Debug)]
-pub enum Object {
-    /// A chart's non-template files, by path in the chart.
-    Files(BTreeMap<String, Rc<[u8]>>),
-    /// `.Capabilities.APIVersions`: group/versions (and group/version/kinds) served.
-    ApiVersions(Vec<String>),
-    /// `.Capabilities.KubeVersion`.
-    KubeVersion {
-        /// `v1.33.0`
-        version: String,
-        /// `1`
-        major: String,
-        /// `33`
-        minor: String,
-    },
-}
+use crate::value::{IntType, Object, Value};
 
 impl Object {
     /// Go's type name, for `typeOf`.

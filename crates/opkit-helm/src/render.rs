@@ -10,8 +10,8 @@ use std::rc::Rc;
 use crate::HelmError;
 use crate::chart::Chart;
 use crate::head::{Head, parse_head};
-use crate::objects::Object;
 use crate::template::{Exec, TemplateError, Templates};
+use crate::value::Object;
 use crate::value::{Map, Value};
 use crate::values;
 

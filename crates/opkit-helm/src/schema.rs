@@ -7,7 +7,7 @@ use crate::chart::Chart;
 use crate::value::{Map, Value};
 
 /// Checks the values of `chart` and its subcharts against their schemas.
-pub fn validate_chart(chart: &Chart, values: &Map) -> Result<(), HelmError> {
+pub(crate) fn validate_chart(chart: &Chart, values: &Map) -> Result<(), HelmError> {
     let mut report = String::new();
     collect(chart, &Value::Map(values.clone()), &mut report);
     if report.is_empty() {

@@ -1,6 +1,8 @@
 //! The values templates work on, with Go's semantics: maps are shared references (a
 //! `set` is seen by every holder, as with Go maps), lists are immutable, numbers keep
-//! Go's int64/float64 distinction, and printing follows `fmt`'s `%v`.
+//! Go's int64/float64 distinction, and printing follows `fmt`'s `%v`. Helm's typed
+//! objects (`.Files`, `.Capabilities`) are values too ([`Object`]; their methods are in
+//! `objects`).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -30,7 +32,25 @@ pub enum Value {
     /// A `map[string]interface{}`.
     Map(Map),
     /// One of Helm's objects with methods (`.Files`, `.Capabilities.APIVersions`, ...).
-    Object(Rc<crate::objects::Object>),
+    Object(Rc<Object>),
+}
+
+/// One of Helm's typed objects.
+#[derive(Debug)]
+pub enum Object {
+    /// A chart's non-template files, by path in the chart.
+    Files(BTreeMap<String, Rc<[u8]>>),
+    /// `.Capabilities.APIVersions`: group/versions (and group/version/kinds) served.
+    ApiVersions(Vec<String>),
+    /// `.Capabilities.KubeVersion`.
+    KubeVersion {
+        /// `v1.33.0`
+        version: String,
+        /// `1`
+        major: String,
+        /// `33`
+        minor: String,
+    },
 }
 
 /// Go's type of an integer value, which `typeOf`, `kindOf` and `%T` print.

@@ -22,7 +22,7 @@ fn new_map() -> Map {
 }
 
 /// Helm's `mergeMaps`: `b` over `a`, maps merged deeply (a copy; `a` is not changed).
-pub fn merge_maps(a: &Map, b: &Map) -> Map {
+pub(crate) fn merge_maps(a: &Map, b: &Map) -> Map {
     let out = new_map();
     for (k, v) in entries(a) {
         out.borrow_mut().insert(k, v);
@@ -41,7 +41,7 @@ pub fn merge_maps(a: &Map, b: &Map) -> Map {
 }
 
 /// Reads a values file (`-f`).
-pub fn read_values_file(text: &str) -> Result<Map, HelmError> {
+pub(crate) fn read_values_file(text: &str) -> Result<Map, HelmError> {
     match crate::yaml::from_yaml_str(text).map_err(HelmError::Values)? {
         Value::Map(m) => Ok(m),
         Value::Nil => Ok(new_map()),
@@ -147,7 +147,7 @@ fn parse_key(key: &str) -> Result<Vec<PathPart>, HelmError> {
 }
 
 /// `strvals.ParseInto(set, dest)` for one `--set` argument.
-pub fn parse_set_into(set: &str, dest: &Map, string_values: bool) -> Result<(), HelmError> {
+pub(crate) fn parse_set_into(set: &str, dest: &Map, string_values: bool) -> Result<(), HelmError> {
     for assignment in split_unescaped(set, ',') {
         if assignment.is_empty() {
             continue;
@@ -207,7 +207,7 @@ fn set_path(container: &Value, path: &[PathPart], value: Value) -> Result<Value,
 
 /// Chartutil's `coalesce`: `dest` (user values) over the chart's defaults, then each
 /// subchart's values under its name with globals copied down.
-pub fn coalesce(chart: &Chart, dest: &Map, merge: bool) {
+pub(crate) fn coalesce(chart: &Chart, dest: &Map, merge: bool) {
     coalesce_values(chart, dest, merge);
     coalesce_deps(chart, dest, merge);
 }
@@ -285,7 +285,7 @@ fn coalesce_values(chart: &Chart, v: &Map, merge: bool) {
 }
 
 /// `coalesceTablesFullKey`: `src` fills `dst`; `dst` wins; a `dst` null deletes unless merging.
-pub fn coalesce_tables(dst: &Map, src: &Map, merge: bool) {
+pub(crate) fn coalesce_tables(dst: &Map, src: &Map, merge: bool) {
     for (key, val) in entries(src) {
         match get(dst, &key) {
             Some(Value::Nil) if !merge => {
@@ -318,7 +318,7 @@ fn path_value(root: &Map, path: &str) -> Option<Value> {
 
 /// Drops disabled dependencies (by `condition` and `tags`, on `user` values coalesced with
 /// the chart's) and renames aliased ones, recursively.
-pub fn process_dependency_enabled(chart: &mut Chart, user: &Map, path: &str) -> Result<(), HelmError> {
+pub(crate) fn process_dependency_enabled(chart: &mut Chart, user: &Map, path: &str) -> Result<(), HelmError> {
     if chart.dependencies.is_empty() {
         return Ok(());
     }
@@ -387,7 +387,7 @@ pub fn process_dependency_enabled(chart: &mut Chart, user: &Map, path: &str) -> 
 }
 
 /// `import-values`: children's values copied into the parent's (children first).
-pub fn process_import_values(chart: &mut Chart) {
+pub(crate) fn process_import_values(chart: &mut Chart) {
     for sub in &mut chart.subcharts {
         process_import_values(sub);
     }

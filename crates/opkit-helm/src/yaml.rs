@@ -446,97 +446,108 @@ fn analyze(text: &str) -> Analysis {
             block_allowed: false,
         };
     }
-    let mut block_indicators = text.starts_with("---") || text.starts_with("...");
-    let mut preceded_by_whitespace = true;
-    let mut followed_by_whitespace = is_blankz(chars.get(1).copied());
-    let (mut leading_space, mut leading_break, mut trailing_space, mut trailing_break) = (false, false, false, false);
-    let (mut break_space, mut space_break, mut previous_space, mut previous_break) = (false, false, false, false);
-    let (mut line_breaks, mut special) = (false, false);
-    let n = chars.len();
-    for (i, &c) in chars.iter().enumerate() {
-        if i == 0 {
-            if "#,[]{}&*!|>'\"%@`".contains(c) {
-                block_indicators = true;
+    ScalarFlags::scan(text, &chars).analysis()
+}
+
+/// What libyaml's scan of a non-empty scalar finds in it.
+#[derive(Default)]
+struct ScalarFlags {
+    /// An indicator (or a document marker) that rules out the plain style.
+    block_indicators: bool,
+    leading_space: bool,
+    leading_break: bool,
+    trailing_space: bool,
+    trailing_break: bool,
+    /// A space right after a line break.
+    break_space: bool,
+    /// A line break right after a space.
+    space_break: bool,
+    line_breaks: bool,
+    /// A character that is not printable (or a byte-order mark).
+    special: bool,
+}
+
+impl ScalarFlags {
+    fn scan(text: &str, chars: &[char]) -> ScalarFlags {
+        let mut flags = ScalarFlags {
+            block_indicators: text.starts_with("---") || text.starts_with("..."),
+            ..ScalarFlags::default()
+        };
+        let mut preceded_by_whitespace = true;
+        let mut followed_by_whitespace = is_blankz(chars.get(1).copied());
+        let (mut previous_space, mut previous_break) = (false, false);
+        let n = chars.len();
+        for (i, &c) in chars.iter().enumerate() {
+            if is_indicator(i, c, preceded_by_whitespace, followed_by_whitespace) {
+                flags.block_indicators = true;
             }
-            if (c == '?' || c == ':') && followed_by_whitespace {
-                block_indicators = true;
+            if !is_printable(c) || c == '\u{feff}' {
+                flags.special = true;
             }
-            if c == '-' && followed_by_whitespace {
-                block_indicators = true;
+            if is_break(c) {
+                flags.line_breaks = true;
             }
-        } else {
-            if c == ':' && followed_by_whitespace {
-                block_indicators = true;
+            if c == ' ' {
+                flags.leading_space |= i == 0;
+                flags.trailing_space |= i + 1 == n;
+                flags.break_space |= previous_break;
+                previous_space = true;
+                previous_break = false;
+            } else if is_break(c) {
+                flags.leading_break |= i == 0;
+                flags.trailing_break |= i + 1 == n;
+                flags.space_break |= previous_space;
+                previous_break = true;
+                previous_space = false;
+            } else {
+                previous_space = false;
+                previous_break = false;
             }
-            if c == '#' && preceded_by_whitespace {
-                block_indicators = true;
-            }
+            preceded_by_whitespace = is_blankz(Some(c));
+            followed_by_whitespace = is_blankz(chars.get(i + 2).copied());
         }
-        if !is_printable(c) || c == '\u{feff}' {
-            special = true;
+        flags
+    }
+
+    /// The styles the flags allow.
+    fn analysis(&self) -> Analysis {
+        let mut a = Analysis {
+            multiline: self.line_breaks,
+            block_plain_allowed: true,
+            single_quoted_allowed: true,
+            block_allowed: true,
+        };
+        if self.leading_space || self.leading_break || self.trailing_space || self.trailing_break {
+            a.block_plain_allowed = false;
         }
-        if is_break(c) {
-            line_breaks = true;
+        if self.trailing_space {
+            a.block_allowed = false;
         }
-        if c == ' ' {
-            if i == 0 {
-                leading_space = true;
-            }
-            if i + 1 == n {
-                trailing_space = true;
-            }
-            if previous_break {
-                break_space = true;
-            }
-            previous_space = true;
-            previous_break = false;
-        } else if is_break(c) {
-            if i == 0 {
-                leading_break = true;
-            }
-            if i + 1 == n {
-                trailing_break = true;
-            }
-            if previous_space {
-                space_break = true;
-            }
-            previous_break = true;
-            previous_space = false;
-        } else {
-            previous_space = false;
-            previous_break = false;
+        if self.break_space {
+            a.block_plain_allowed = false;
+            a.single_quoted_allowed = false;
         }
-        preceded_by_whitespace = is_blankz(Some(c));
-        followed_by_whitespace = is_blankz(chars.get(i + 2).copied());
+        if self.space_break || self.special {
+            a.block_plain_allowed = false;
+            a.single_quoted_allowed = false;
+            a.block_allowed = false;
+        }
+        if self.line_breaks || self.block_indicators {
+            a.block_plain_allowed = false;
+        }
+        a
     }
-    let mut a = Analysis {
-        multiline: line_breaks,
-        block_plain_allowed: true,
-        single_quoted_allowed: true,
-        block_allowed: true,
-    };
-    if leading_space || leading_break || trailing_space || trailing_break {
-        a.block_plain_allowed = false;
+}
+
+/// Whether `c`, at index `i` of a scalar, is an indicator that rules out the plain style
+/// (libyaml's checks: flow and other indicators first, `? : -` first and followed by
+/// whitespace, `:` followed and `#` preceded by whitespace anywhere).
+fn is_indicator(i: usize, c: char, preceded_by_whitespace: bool, followed_by_whitespace: bool) -> bool {
+    if i == 0 {
+        "#,[]{}&*!|>'\"%@`".contains(c) || (matches!(c, '?' | ':' | '-') && followed_by_whitespace)
+    } else {
+        (c == ':' && followed_by_whitespace) || (c == '#' && preceded_by_whitespace)
     }
-    if trailing_space {
-        a.block_allowed = false;
-    }
-    if break_space {
-        a.block_plain_allowed = false;
-        a.single_quoted_allowed = false;
-    }
-    if space_break || special {
-        a.block_plain_allowed = false;
-        a.single_quoted_allowed = false;
-        a.block_allowed = false;
-    }
-    if line_breaks {
-        a.block_plain_allowed = false;
-    }
-    if block_indicators {
-        a.block_plain_allowed = false;
-    }
-    a
 }
 
 static YAML_FLOAT: LazyLock<Regex> =

@@ -9,7 +9,7 @@ use crate::commands::CliError;
 
 /// Reads the watches file, starts the API proxy, registers a controller per watched kind
 /// and runs the manager until SIGTERM or Ctrl-C.
-pub async fn run(args: AnsibleOperatorArgs) -> Result<(), CliError> {
+pub(super) async fn run(args: AnsibleOperatorArgs) -> Result<(), CliError> {
     if !on_path("ansible-runner") {
         return Err(opkit_ansible_operator::OperatorError::RunnerMissing("not on PATH".to_string()).into());
     }

@@ -11,7 +11,7 @@ use crate::cli::BundleValidateArgs;
 use crate::output::Output;
 
 /// Validates the bundle; prints the findings, then fails with exit code 1 if one is an error.
-pub fn validate(args: BundleValidateArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn validate(args: BundleValidateArgs, out: &mut Output) -> Result<(), CliError> {
     if args.list_optional {
         return list_optional(out);
     }

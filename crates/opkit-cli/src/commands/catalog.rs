@@ -12,7 +12,7 @@ use crate::cli::{CatalogRenderArgs, CatalogValidateArgs};
 use crate::output::Output;
 
 /// Prints the catalog of the bundle directories (opm's JSON stream; `-o json`: one array).
-pub fn render(args: CatalogRenderArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn render(args: CatalogRenderArgs, out: &mut Output) -> Result<(), CliError> {
     let bundles = args.bundles.iter().map(Bundle::load).collect::<Result<Vec<_>, _>>()?;
     let catalog = Catalog::from_bundles(&bundles)?;
     let problems = catalog.validate();
@@ -25,7 +25,7 @@ pub fn render(args: CatalogRenderArgs, out: &mut Output) -> Result<(), CliError>
 }
 
 /// Validates a catalog directory; exits 1 with each problem when it is not valid.
-pub fn validate(args: CatalogValidateArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn validate(args: CatalogValidateArgs, out: &mut Output) -> Result<(), CliError> {
     let catalog = Catalog::load_dir(&args.dir)?;
     let problems = catalog.validate();
     if problems.is_empty() {

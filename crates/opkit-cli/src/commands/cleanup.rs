@@ -11,7 +11,7 @@ use crate::cli::CleanupArgs;
 use crate::output::Output;
 
 /// Removes the package's operator and waits until everything is gone.
-pub async fn cleanup(args: CleanupArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn cleanup(args: CleanupArgs, out: &mut Output) -> Result<(), CliError> {
     let client = kubeconfig::client(&args.cluster).await?;
     super::run_bundle::ensure_olm(&client, out).await?;
     let timeout = args.cluster.timeout.get();

@@ -5,6 +5,6 @@ use clap::CommandFactory;
 use crate::cli::Cli;
 
 /// Prints the completion script for `shell` on stdout.
-pub fn print(shell: clap_complete::Shell) {
+pub(super) fn print(shell: clap_complete::Shell) {
     clap_complete::generate(shell, &mut Cli::command(), "opkit", &mut std::io::stdout());
 }

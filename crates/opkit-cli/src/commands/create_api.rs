@@ -12,24 +12,14 @@ use crate::project::{self, Project};
 use crate::scaffold::{self, ApiOptions, TypeOrigin};
 
 /// Scaffolds the API; refuses (writing nothing) on invalid names or an existing kind.
-pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
     match args.plugins.or_else(|| layout_plugin(&root)) {
         Some(InitPlugin::Helm) => return crate::scaffold_helm::create_api(args, &root, out),
         Some(InitPlugin::Ansible) => return crate::scaffold_ansible::create_api(args, &root, out),
         Some(InitPlugin::Go) | None => {}
     }
-    let plugin_flag = [
-        (args.helm_chart.is_some(), "--helm-chart", "a Helm"),
-        (args.generate_role, "--generate-role", "an Ansible"),
-        (args.generate_playbook, "--generate-playbook", "an Ansible"),
-    ];
-    if let Some((_, flag, kind)) = plugin_flag.iter().find(|(given, _, _)| *given) {
-        return Err(CliError::Usage(format!(
-            "{flag} is for {kind} operator project (`opkit init --plugins {}`)",
-            if kind.contains("Helm") { "helm" } else { "ansible" }
-        )));
-    }
+    refuse_plugin_flags(&args)?;
     let project = Project::load(&root)?;
     project::validate_group(&args.group, &project.domain)?;
     project::validate_version(&args.version)?;
@@ -39,22 +29,7 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
     }
     let (origin, group, plural) = origin_and_plural(&args)?;
     project::validate_plural(&plural)?;
-    if let Some(existing) = project.find(&group, &args.version, &args.kind).filter(|_| !args.force) {
-        return Err(CliError::Usage(format!(
-            "API {}/{}, Kind={} already exists in PROJECT",
-            existing.full_group(),
-            args.version,
-            args.kind
-        )));
-    }
-    let clash = project.resources.iter().find(|r| r.group == group && r.plural == plural && r.kind != args.kind);
-    if let Some(r) = clash {
-        return Err(CliError::Usage(format!(
-            "plural {plural:?} is already used by kind {} in group {}; choose another with --plural",
-            r.kind,
-            r.full_group()
-        )));
-    }
+    refuse_taken(&project, &args, &group, &plural)?;
     let opts = ApiOptions {
         group,
         version: args.version.clone(),
@@ -74,19 +49,7 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
     let resource = updated.resources.last();
     let full_group = resource.map(project::Resource::full_group).unwrap_or_default();
     let shown_group = if full_group.is_empty() { "core" } else { full_group.as_str() };
-    let next = match &origin {
-        TypeOrigin::Project => {
-            "Next: edit the type and the reconciler, then `make manifests` (opkit generate).".to_string()
-        }
-        TypeOrigin::Builtin { module, .. } => format!(
-            "The controller uses k8s-openapi's {module}::{}; no CRD is generated.\nNext: edit the reconciler, then `make manifests` (opkit generate) for its RBAC.",
-            args.kind
-        ),
-        TypeOrigin::External { module, .. } => format!(
-            "The controller uses {module}::{}; add the crate that defines it to Cargo.toml (`cargo add`). No CRD is generated.\nNext: edit the reconciler, then `make manifests` (opkit generate) for its RBAC.",
-            args.kind
-        ),
-    };
+    let next = next_steps(&origin, &args.kind);
     if args.make {
         run_make_generate(&root, out)?;
     }
@@ -98,6 +61,61 @@ pub fn create_api(args: CreateApiArgs, out: &mut Output) -> Result<(), CliError>
                "files": written}),
     );
     Ok(())
+}
+
+/// Refuses the flags of the Helm and Ansible plugins in a Go project.
+fn refuse_plugin_flags(args: &CreateApiArgs) -> Result<(), CliError> {
+    let plugin_flag = [
+        (args.helm_chart.is_some(), "--helm-chart", "a Helm"),
+        (args.generate_role, "--generate-role", "an Ansible"),
+        (args.generate_playbook, "--generate-playbook", "an Ansible"),
+    ];
+    if let Some((_, flag, kind)) = plugin_flag.iter().find(|(given, _, _)| *given) {
+        return Err(CliError::Usage(format!(
+            "{flag} is for {kind} operator project (`opkit init --plugins {}`)",
+            if kind.contains("Helm") { "helm" } else { "ansible" }
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a kind PROJECT has already (unless `--force`), and a plural another kind of
+/// the group uses.
+fn refuse_taken(project: &Project, args: &CreateApiArgs, group: &str, plural: &str) -> Result<(), CliError> {
+    if let Some(existing) = project.find(group, &args.version, &args.kind).filter(|_| !args.force) {
+        return Err(CliError::Usage(format!(
+            "API {}/{}, Kind={} already exists in PROJECT",
+            existing.full_group(),
+            args.version,
+            args.kind
+        )));
+    }
+    let clash = project.resources.iter().find(|r| r.group == group && r.plural == plural && r.kind != args.kind);
+    if let Some(r) = clash {
+        return Err(CliError::Usage(format!(
+            "plural {plural:?} is already used by kind {} in group {}; choose another with --plural",
+            r.kind,
+            r.full_group()
+        )));
+    }
+    Ok(())
+}
+
+/// What the user does next, as the command prints it.
+fn next_steps(origin: &TypeOrigin, kind: &str) -> String {
+    match origin {
+        TypeOrigin::Project => {
+            "Next: edit the type and the reconciler, then `make manifests` (opkit generate).".to_string()
+        }
+        TypeOrigin::Builtin { module, .. } => format!(
+            "The controller uses k8s-openapi's {module}::{}; no CRD is generated.\nNext: edit the reconciler, then `make manifests` (opkit generate) for its RBAC.",
+            kind
+        ),
+        TypeOrigin::External { module, .. } => format!(
+            "The controller uses {module}::{}; add the crate that defines it to Cargo.toml (`cargo add`). No CRD is generated.\nNext: edit the reconciler, then `make manifests` (opkit generate) for its RBAC.",
+            kind
+        ),
+    }
 }
 
 /// `make generate` in the project, as kubebuilder runs it after `create api --make`.

@@ -10,7 +10,7 @@ use crate::project::{self, Project};
 use crate::scaffold::{self, WebhookOptions};
 
 /// Scaffolds the webhooks of one API.
-pub fn create_webhook(args: CreateWebhookArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn create_webhook(args: CreateWebhookArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
     let project = Project::load(&root)?;
     let opts = check(&project, &args)?;

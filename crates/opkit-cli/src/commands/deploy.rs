@@ -22,7 +22,7 @@ const PLACEHOLDER_IMAGE: &str = "controller";
 
 /// Sets every container whose image is `controller` (any tag) to `image`, as
 /// `kustomize edit set image controller=IMAGE` does for `make deploy`.
-pub fn set_image(objs: &mut [Value], image: &str) -> usize {
+pub(super) fn set_image(objs: &mut [Value], image: &str) -> usize {
     crate::kustomize::set_image(objs, PLACEHOLDER_IMAGE, image)
 }
 
@@ -38,7 +38,7 @@ fn render(image: Option<&str>) -> Result<Vec<Value>, CliError> {
 
 /// `opkit build-installer`: config/default with the image set, as one YAML stream in
 /// `--file` (kubebuilder's `kustomize build config/default > dist/install.yaml`).
-pub fn build_installer(args: BuildInstallerArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn build_installer(args: BuildInstallerArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
     let objs = render(Some(&args.image))?;
     let yaml = crate::kustomize::to_yaml_stream(&objs)?;
@@ -58,7 +58,7 @@ pub fn build_installer(args: BuildInstallerArgs, out: &mut Output) -> Result<(),
 }
 
 /// `opkit deploy`.
-pub async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn deploy(args: DeployArgs, out: &mut Output) -> Result<(), CliError> {
     let steps = Steps::default();
     match deploy_steps(&args, out, &steps).await {
         Ok(result) => {
@@ -202,7 +202,7 @@ async fn runs_for_real(client: &kube::Client, ns: &str, name: &str) -> Result<bo
 }
 
 /// `opkit undeploy`.
-pub async fn undeploy(args: RemoveArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn undeploy(args: RemoveArgs, out: &mut Output) -> Result<(), CliError> {
     let objs = render(None)?;
     let names = delete_objects(&objs, &args, out, "deleting what config/default applied").await?;
     out.result(&format!("Undeployed {} object(s).", names.len()), json!({"deleted": names}));

@@ -11,7 +11,7 @@ use crate::project::{self, Project};
 
 /// Sets `multigroup` in PROJECT. Existing APIs stay where they are (as kubebuilder leaves
 /// them); the command names them, so the user can move them by hand.
-pub fn edit(args: EditArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn edit(args: EditArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
     let mut project = Project::load(&root)?;
     let Some(multigroup) = args.multigroup else {

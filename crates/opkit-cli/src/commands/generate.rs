@@ -15,7 +15,7 @@ use crate::output::Output;
 use crate::project::Project;
 
 /// Regenerates the manifests; writes only files whose contents change.
-pub fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn generate(args: GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     if let Some(command) = args.command {
         return super::generate_bundle::run(command, out);
     }
@@ -99,7 +99,7 @@ fn print_crds(root: &Path, name: &str, out: &Output) -> Result<Vec<Value>, CliEr
 
 /// Checks the CRDs `--print-crds` printed: one per name (versions of a kind are joined
 /// by `opkit::crd::merge_versions` in `api::crds()`), each with exactly one storage version.
-pub fn check_versions(crds: Vec<Value>) -> Result<Vec<Value>, CliError> {
+pub(super) fn check_versions(crds: Vec<Value>) -> Result<Vec<Value>, CliError> {
     let mut seen: Vec<&str> = Vec::new();
     for crd in &crds {
         let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();

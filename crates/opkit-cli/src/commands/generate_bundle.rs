@@ -21,7 +21,7 @@ use crate::project::Project;
 const MANIFESTS_KUSTOMIZATION: &str = include_str!("../../templates/init/config/manifests_kustomization.yaml.j2");
 
 /// Runs an OLM `generate` subcommand.
-pub fn run(command: GenerateCommand, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn run(command: GenerateCommand, out: &mut Output) -> Result<(), CliError> {
     match command {
         GenerateCommand::Kustomize(GenerateKustomizeCommand::Manifests(args)) => kustomize_manifests(args, out),
         GenerateCommand::Bundle(args) => bundle(args, out),
@@ -217,34 +217,7 @@ fn bundle(args: GenerateBundleArgs, out: &mut Output) -> Result<(), CliError> {
     let mut generated_files: Vec<String> = Vec::new();
     let mut stale = Vec::new();
 
-    let mut objects = match &args.input_dir {
-        Some(dir) => read_dir_objects(&root.join(dir))?,
-        None => crate::kustomize::build(&root.join(&args.kustomize_dir))?,
-    };
-    if let Some(image) = &args.image {
-        crate::kustomize::set_image(&mut objects, "controller", image);
-    }
-    let builder = format!("opkit-v{}", env!("CARGO_PKG_VERSION"));
-    let layout = project.layout.first().cloned().unwrap_or_else(|| "rust.opkit.dev/v1".into());
-    let options = BundleOptions {
-        package: package.clone(),
-        version: args.version.clone().unwrap_or_default(),
-        builder: builder.clone(),
-        project_layout: layout.clone(),
-        created_at: jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-    };
-    let generated = generate::generate_bundle(&objects, None, &options)?;
-    let scorecard =
-        generated.scorecard_config.is_some() || root.join(&bundle_dir).join("tests/scorecard/config.yaml").is_file();
-    let metadata = BundleMetadata {
-        bundle_dir: bundle_dir.clone(),
-        package: package.clone(),
-        channels: args.channels.clone().unwrap_or_default(),
-        default_channel: args.default_channel.clone().unwrap_or_default(),
-        other_labels: BundleMetadata::metrics_labels(&builder, &layout),
-        scorecard,
-    };
-    let files = generate::bundle_files(&generated.bundle, &metadata, generated.scorecard_config.as_ref())?;
+    let (generated, files) = generate_files(&root, &project, &args, &bundle_dir, &package)?;
     if write_manifests {
         if !args.quiet {
             out.step("Generating bundle manifests");
@@ -283,6 +256,47 @@ fn bundle(args: GenerateBundleArgs, out: &mut Output) -> Result<(), CliError> {
     };
     out.result(&text, json!({"csv": csv, "bundleDir": bundle_dir, "files": written}));
     Ok(())
+}
+
+/// The bundle of the project's manifests (kustomize's build of `--kustomize-dir`, or
+/// the objects of `--input-dir`, with `--image` as the controller's image) and its
+/// files under `bundle_dir`.
+fn generate_files(
+    root: &Path,
+    project: &Project,
+    args: &GenerateBundleArgs,
+    bundle_dir: &str,
+    package: &str,
+) -> Result<(generate::GeneratedBundle, generate::BundleFiles), CliError> {
+    let mut objects = match &args.input_dir {
+        Some(dir) => read_dir_objects(&root.join(dir))?,
+        None => crate::kustomize::build(&root.join(&args.kustomize_dir))?,
+    };
+    if let Some(image) = &args.image {
+        crate::kustomize::set_image(&mut objects, "controller", image);
+    }
+    let builder = format!("opkit-v{}", env!("CARGO_PKG_VERSION"));
+    let layout = project.layout.first().cloned().unwrap_or_else(|| "rust.opkit.dev/v1".into());
+    let options = BundleOptions {
+        package: package.to_string(),
+        version: args.version.clone().unwrap_or_default(),
+        builder: builder.clone(),
+        project_layout: layout.clone(),
+        created_at: jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    };
+    let generated = generate::generate_bundle(&objects, None, &options)?;
+    let scorecard =
+        generated.scorecard_config.is_some() || root.join(bundle_dir).join("tests/scorecard/config.yaml").is_file();
+    let metadata = BundleMetadata {
+        bundle_dir: bundle_dir.to_string(),
+        package: package.to_string(),
+        channels: args.channels.clone().unwrap_or_default(),
+        default_channel: args.default_channel.clone().unwrap_or_default(),
+        other_labels: BundleMetadata::metrics_labels(&builder, &layout),
+        scorecard,
+    };
+    let files = generate::bundle_files(&generated.bundle, &metadata, generated.scorecard_config.as_ref())?;
+    Ok((generated, files))
 }
 
 /// The files of `dir` that the new bundle does not write.

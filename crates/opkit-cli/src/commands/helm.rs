@@ -6,7 +6,7 @@ use crate::commands::CliError;
 use crate::output::Output;
 
 /// Renders the chart and prints the manifests (with `-o json`: `{"manifest": ...}`).
-pub fn template(args: HelmTemplateArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn template(args: HelmTemplateArgs, out: &mut Output) -> Result<(), CliError> {
     let mut values_files = Vec::with_capacity(args.values.len());
     for path in &args.values {
         let text = std::fs::read_to_string(path)

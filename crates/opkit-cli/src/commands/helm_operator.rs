@@ -6,7 +6,7 @@ use crate::commands::CliError;
 
 /// Reads the watches file, registers a controller per watched kind and runs the manager
 /// until SIGTERM or Ctrl-C.
-pub async fn run(args: HelmOperatorArgs) -> Result<(), CliError> {
+pub(super) async fn run(args: HelmOperatorArgs) -> Result<(), CliError> {
     let watches = opkit_helm_operator::load_watches(&args.watches_file)?;
     let options = args.manager.options().map_err(|e| CliError::Usage(e.to_string()))?;
     let config = args.manager.config().await.map_err(|e| CliError::Kubeconfig(e.to_string()))?;

@@ -28,7 +28,7 @@ fn store(target: &ImageStoreArgs) -> Result<ImageStore, CliError> {
 }
 
 /// `opkit cluster load`.
-pub fn load(args: LoadArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn load(args: LoadArgs, out: &mut Output) -> Result<(), CliError> {
     let binary = match args.binary {
         Some(path) => path,
         None => project_binary(&args.profile)?,
@@ -52,7 +52,7 @@ pub fn load(args: LoadArgs, out: &mut Output) -> Result<(), CliError> {
 
 /// `opkit cluster images`: the loaded images, then the built-in ones (`builtIn: true`,
 /// any tag of their repository).
-pub fn list(args: ImagesArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn list(args: ImagesArgs, out: &mut Output) -> Result<(), CliError> {
     let store = store(&args.target)?;
     let images = store.list()?;
     let mut listed = Vec::new();

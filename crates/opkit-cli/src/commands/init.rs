@@ -13,7 +13,7 @@ use crate::vendor;
 const CONFLICTS: &[&str] = &["PROJECT", "Cargo.toml", "src", "config", "Makefile"];
 
 /// Scaffolds the project; refuses (writing nothing) in a directory that has one.
-pub fn init(args: InitArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn init(args: InitArgs, out: &mut Output) -> Result<(), CliError> {
     // The directory itself: a project inside another is not an edit of the outer one.
     let root = std::env::current_dir()?;
     if args.plugins == Some(InitPlugin::Helm) {

@@ -17,10 +17,10 @@ use crate::output::Output;
 use crate::project::Project;
 
 /// The field manager of everything opkit applies.
-pub const FIELD_MANAGER: &str = "opkit";
+pub(super) const FIELD_MANAGER: &str = "opkit";
 
 /// The CRDs of config/crd; an error if there are none (nothing generated yet).
-pub fn crd_objects(root: &std::path::Path) -> Result<Vec<Value>, CliError> {
+pub(super) fn crd_objects(root: &std::path::Path) -> Result<Vec<Value>, CliError> {
     let objs = crate::kustomize::build(&root.join("config/crd"))?;
     if objs.is_empty() {
         return Err(CliError::Usage(
@@ -38,25 +38,25 @@ fn names(objs: &[Value]) -> Vec<String> {
 /// that no ✓ is followed by an error; on failure, [`Steps::fail`] warns what was changed
 /// before it.
 #[derive(Debug, Default)]
-pub struct Steps {
+pub(super) struct Steps {
     done: RefCell<Vec<String>>,
 }
 
 impl Steps {
     /// Records a finished step (the progress callback of `cluster_ops`).
-    pub fn record(&self, step: &str) {
+    pub(super) fn record(&self, step: &str) {
         self.done.borrow_mut().push(step.to_owned());
     }
 
     /// Prints every recorded step as `✓ ...`.
-    pub fn succeeded(self, out: &Output) {
+    pub(super) fn succeeded(self, out: &Output) {
         for step in self.done.into_inner() {
             out.step(&step);
         }
     }
 
     /// Warns what was done before `error` (if anything) and returns the error.
-    pub fn fail(self, out: &Output, error: impl Into<CliError>) -> CliError {
+    pub(super) fn fail(self, out: &Output, error: impl Into<CliError>) -> CliError {
         let done = self.done.into_inner();
         if !done.is_empty() {
             out.warn(&format!("before the error: {}", done.join(", ")));
@@ -66,7 +66,7 @@ impl Steps {
 }
 
 /// Applies the CRDs and waits until each is established.
-pub async fn install_crds(args: &ClusterArgs, out: &mut Output) -> Result<Vec<String>, CliError> {
+pub(super) async fn install_crds(args: &ClusterArgs, out: &mut Output) -> Result<Vec<String>, CliError> {
     let root = project_dir()?;
     Project::load(&root)?;
     let objs = crd_objects(&root)?;
@@ -85,14 +85,14 @@ pub async fn install_crds(args: &ClusterArgs, out: &mut Output) -> Result<Vec<St
 }
 
 /// `opkit install`.
-pub async fn install(args: ClusterArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn install(args: ClusterArgs, out: &mut Output) -> Result<(), CliError> {
     let names = install_crds(&args, out).await?;
     out.result(&format!("Installed {} CRD(s): {}", names.len(), names.join(", ")), json!({"installed": names}));
     Ok(())
 }
 
 /// `opkit uninstall`.
-pub async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
     Project::load(&root)?;
     let objs = crd_objects(&root)?;
@@ -108,7 +108,7 @@ pub async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliErro
 /// `make undeploy` while the sample exists). A wait that times out names every object still
 /// held and its finalizers. A ✓ is printed for each deleted object only when no error
 /// follows.
-pub async fn delete_objects(
+pub(super) async fn delete_objects(
     objs: &[Value],
     args: &RemoveArgs,
     out: &mut Output,

@@ -11,14 +11,14 @@ use super::CliError;
 use crate::cli::ClusterArgs;
 
 /// A client for the cluster the flags (or the environment) name.
-pub async fn client(args: &ClusterArgs) -> Result<Client, CliError> {
+pub(super) async fn client(args: &ClusterArgs) -> Result<Client, CliError> {
     let config = config(args.kubeconfig.as_deref(), args.context.clone()).await?;
     Client::try_from(config).map_err(|e| CliError::Kubeconfig(e.to_string()))
 }
 
 /// The client configuration of `kubeconfig` (else `$KUBECONFIG` / `~/.kube/config`, as
 /// kubectl reads them) at `context` (else the current one).
-pub async fn config(kubeconfig: Option<&Path>, context: Option<String>) -> Result<Config, CliError> {
+pub(super) async fn config(kubeconfig: Option<&Path>, context: Option<String>) -> Result<Config, CliError> {
     let options = KubeConfigOptions { context, ..KubeConfigOptions::default() };
     match kubeconfig {
         Some(path) => {
@@ -55,7 +55,7 @@ fn describe(error: &KubeconfigError) -> String {
 
 /// The kubeconfig the flags (or the environment) name, as kubectl reads it (the files of
 /// `$KUBECONFIG` merged).
-pub fn read(args: &ClusterArgs) -> Result<Kubeconfig, CliError> {
+pub(super) fn read(args: &ClusterArgs) -> Result<Kubeconfig, CliError> {
     match &args.kubeconfig {
         Some(path) => Kubeconfig::read_from(path).map_err(|e| read_error(Some(path), e)),
         None => Kubeconfig::read().map_err(|e| read_error(None, e)),
@@ -65,7 +65,11 @@ pub fn read(args: &ClusterArgs) -> Result<Kubeconfig, CliError> {
 /// `kubeconfig` with the selected context (`--context`, else the current one) made
 /// current and its user impersonating `user` (kubectl's `--as`): the credentials stay
 /// the caller's, the permissions become `user`'s.
-pub fn impersonating(mut kubeconfig: Kubeconfig, context: Option<&str>, user: &str) -> Result<Kubeconfig, CliError> {
+pub(super) fn impersonating(
+    mut kubeconfig: Kubeconfig,
+    context: Option<&str>,
+    user: &str,
+) -> Result<Kubeconfig, CliError> {
     let name = context
         .map(String::from)
         .or_else(|| kubeconfig.current_context.clone())

@@ -18,7 +18,7 @@ mod images;
 mod init;
 mod install;
 mod kubeconfig;
-pub mod kudo;
+pub(crate) mod kudo;
 mod olm;
 mod pod_warnings;
 mod run;

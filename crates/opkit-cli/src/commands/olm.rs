@@ -21,7 +21,7 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// `opkit olm install`: CRDs, namespaces, the global OperatorGroup, then the controllers
 /// in a background `opkit olm run`.
-pub async fn install(args: OlmInstallArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn install(args: OlmInstallArgs, out: &mut Output) -> Result<(), CliError> {
     note_version(&args.version, out);
     let client = kubeconfig::client(&args.cluster).await?;
     let timeout = args.cluster.timeout.get();
@@ -86,7 +86,7 @@ pub async fn install(args: OlmInstallArgs, out: &mut Output) -> Result<(), CliEr
 
 /// `opkit olm status`: the CRDs and whether the controllers run; exits 3 when OLM is not
 /// installed or not running.
-pub async fn status(args: OlmStatusArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn status(args: OlmStatusArgs, out: &mut Output) -> Result<(), CliError> {
     note_version(&args.version, out);
     let client = kubeconfig::client(&args.cluster).await?;
     let status = install::status(&client).await?;
@@ -106,7 +106,7 @@ pub async fn status(args: OlmStatusArgs, out: &mut Output) -> Result<(), CliErro
 
 /// `opkit olm uninstall`: stops a runner on this machine, deletes the CRDs (and so every
 /// OLM object) and OLM's namespaces.
-pub async fn uninstall(args: OlmUninstallArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn uninstall(args: OlmUninstallArgs, out: &mut Output) -> Result<(), CliError> {
     note_version(&args.version, out);
     let args = args.remove;
     let client = kubeconfig::client(&args.cluster).await?;
@@ -134,7 +134,7 @@ pub async fn uninstall(args: OlmUninstallArgs, out: &mut Output) -> Result<(), C
 
 /// `opkit olm run`: OLM's controllers in the foreground, holding the Lease, until SIGTERM
 /// or Ctrl-C.
-pub async fn run(args: OlmRunArgs) -> Result<(), CliError> {
+pub(super) async fn run(args: OlmRunArgs) -> Result<(), CliError> {
     let client = kubeconfig::client(&args.cluster).await?;
     let mut election = LeaderElectionConfig::new(LEASE, OLM_NAMESPACE);
     election.identity = install::runner_identity(std::process::id(), &hostname());

@@ -13,7 +13,7 @@ use super::CliError;
 /// `error` (a wait that timed out) with the latest Warning event of the pods in `ns` whose
 /// labels match `match_labels`, when one exists; `error` unchanged otherwise (also when the
 /// events cannot be read: this only explains the timeout).
-pub async fn explain_timeout(
+pub(super) async fn explain_timeout(
     client: &kube::Client,
     ns: &str,
     match_labels: &[BTreeMap<String, String>],

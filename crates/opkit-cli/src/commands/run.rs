@@ -32,7 +32,7 @@ const RBAC_KINDS: &[&str] =
 const RUN_KUBECONFIG: &str = "target/opkit/run-kubeconfig";
 
 /// Runs the operator until it exits or a signal stops it.
-pub async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
     let project = crate::project::Project::load(&root)?;
     install::install_crds(&args.cluster, out).await?;

@@ -12,7 +12,7 @@ use crate::cli::{RunBundleArgs, RunBundleUpgradeArgs};
 use crate::output::Output;
 
 /// Installs the bundle's operator and waits for its CSV to succeed.
-pub async fn bundle(args: RunBundleArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn bundle(args: RunBundleArgs, out: &mut Output) -> Result<(), CliError> {
     let bundle = Bundle::load(&args.dir)?;
     let client = kubeconfig::client(&args.cluster).await?;
     ensure_olm(&client, out).await?;
@@ -25,7 +25,7 @@ pub async fn bundle(args: RunBundleArgs, out: &mut Output) -> Result<(), CliErro
 }
 
 /// Upgrades the operator `run bundle` installed to the bundle's version.
-pub async fn bundle_upgrade(args: RunBundleUpgradeArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn bundle_upgrade(args: RunBundleUpgradeArgs, out: &mut Output) -> Result<(), CliError> {
     let bundle = Bundle::load(&args.dir)?;
     let client = kubeconfig::client(&args.cluster).await?;
     ensure_olm(&client, out).await?;

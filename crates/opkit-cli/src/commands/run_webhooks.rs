@@ -25,7 +25,7 @@ const CONFIGURATION_KINDS: [&str; 2] = ["MutatingWebhookConfiguration", "Validat
 
 /// The local webhook server of one `opkit run`.
 #[derive(Debug)]
-pub struct LocalWebhooks {
+pub(super) struct LocalWebhooks {
     /// Where the operator's webhook server listens.
     pub addr: SocketAddr,
     /// The certificate directory the operator serves from.
@@ -39,18 +39,18 @@ pub struct LocalWebhooks {
 }
 
 /// Whether `ENABLE_WEBHOOKS` (unset: enabled) turns the webhooks on.
-pub fn enabled(value: Option<&str>) -> bool {
+pub(super) fn enabled(value: Option<&str>) -> bool {
     !value.is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
 }
 
 /// Whether the project scaffolded any webhook.
-pub fn project_has_webhooks(project: &Project) -> bool {
+pub(super) fn project_has_webhooks(project: &Project) -> bool {
     project.resources.iter().any(|r| r.webhooks.is_some())
 }
 
 impl LocalWebhooks {
     /// Prepares the certificates, the port and the rewritten objects of the project at `root`.
-    pub fn prepare(root: &Path, project: &Project) -> Result<LocalWebhooks, CliError> {
+    pub(super) fn prepare(root: &Path, project: &Project) -> Result<LocalWebhooks, CliError> {
         let port = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         let cert_dir = root.join(CERT_DIR);
@@ -71,7 +71,7 @@ impl LocalWebhooks {
     }
 
     /// The environment the operator gets: webhooks on, served at `addr` from `cert_dir`.
-    pub fn env(&self) -> [(&'static str, String); 3] {
+    pub(super) fn env(&self) -> [(&'static str, String); 3] {
         [
             ("ENABLE_WEBHOOKS", "true".into()),
             ("WEBHOOK_BIND_ADDRESS", self.addr.to_string()),
@@ -81,7 +81,11 @@ impl LocalWebhooks {
 
     /// Waits until the operator's webhook server accepts connections (it is built first, so
     /// this may take minutes), then applies the configurations and conversion webhooks.
-    pub async fn install_when_listening(&self, client: &kube::Client, timeout: Duration) -> Result<(), CliError> {
+    pub(super) async fn install_when_listening(
+        &self,
+        client: &kube::Client,
+        timeout: Duration,
+    ) -> Result<(), CliError> {
         let mut poll = tokio::time::interval(Duration::from_millis(200));
         loop {
             poll.tick().await;
@@ -95,7 +99,7 @@ impl LocalWebhooks {
     }
 
     /// What [`LocalWebhooks::install_when_listening`] applies, for the user.
-    pub fn summary(&self) -> String {
+    pub(super) fn summary(&self) -> String {
         let names: Vec<&str> = self
             .configurations
             .iter()
@@ -106,7 +110,7 @@ impl LocalWebhooks {
     }
 
     /// Deletes the configurations and re-applies the CRDs as `opkit install` did.
-    pub async fn remove(&self, client: &kube::Client, timeout: Duration) -> Result<(), CliError> {
+    pub(super) async fn remove(&self, client: &kube::Client, timeout: Duration) -> Result<(), CliError> {
         cluster_ops::delete(client, &self.configurations, &|_: &str| {}, None).await?;
         if !self.conversions.is_empty() {
             cluster_ops::apply(client, &self.crds, FIELD_MANAGER, &|_: &str| {}, timeout).await?;

@@ -12,7 +12,7 @@ use crate::cli::ScorecardArgs;
 use crate::output::Output;
 
 /// Runs the selected tests on the bundle.
-pub fn scorecard(args: ScorecardArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn scorecard(args: ScorecardArgs, out: &mut Output) -> Result<(), CliError> {
     let selector = args
         .selector
         .as_deref()

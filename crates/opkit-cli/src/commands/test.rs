@@ -17,7 +17,7 @@ use crate::output::Output;
 const DEFAULT_CONFIG: &str = "kuttl-test.yaml";
 
 /// Runs the tests.
-pub async fn test(args: TestArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn test(args: TestArgs, out: &mut Output) -> Result<(), CliError> {
     let suite = suite(&args, out)?;
     let json = out.json();
     // With -o json, stdout is the summary alone: kuttl's log goes to stderr.

@@ -9,14 +9,14 @@ use crate::cli::{ClusterArgs, VersionArgs};
 use crate::output::Output;
 
 /// opkit's version.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(super) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The git commit opkit was built from ("unknown" outside a git checkout).
-pub const GIT_COMMIT: &str = env!("OPKIT_GIT_COMMIT");
+pub(super) const GIT_COMMIT: &str = env!("OPKIT_GIT_COMMIT");
 
 /// The Kubernetes API version opkit's client is built for (k8s-openapi's enabled version),
 /// as operator-sdk reports the client-go it is built with.
-pub const KUBERNETES_VERSION: &str = kubernetes_version();
+pub(super) const KUBERNETES_VERSION: &str = kubernetes_version();
 
 #[allow(unreachable_code)]
 const fn kubernetes_version() -> &'static str {
@@ -28,7 +28,7 @@ const fn kubernetes_version() -> &'static str {
 
 /// Prints the client's version and, unless `--client`, the server's (or why it cannot be
 /// reached: that is not an error).
-pub async fn version(args: VersionArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn version(args: VersionArgs, out: &mut Output) -> Result<(), CliError> {
     let client = json!({"opkitVersion": VERSION, "gitCommit": GIT_COMMIT, "kubernetesVersion": KUBERNETES_VERSION});
     let mut text = vec![
         format!("opkit Version: {VERSION}"),

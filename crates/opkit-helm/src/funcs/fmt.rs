@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 use crate::value::{Value, format_float, go_string, write_go};
 
 /// Go's `strconv.Quote` (written once, in opkit-apimachinery).
-pub use opkit_apimachinery::strconv::quote as go_quote;
+pub(crate) use opkit_apimachinery::strconv::quote as go_quote;
 
 /// `fmt.Sprint`: a space between operands when neither is a string.
-pub fn sprint(args: &[Value]) -> String {
+pub(crate) fn sprint(args: &[Value]) -> String {
     let mut out = String::new();
     for (i, a) in args.iter().enumerate() {
         if i > 0 && !matches!(a, Value::Str(_)) && !matches!(args[i - 1], Value::Str(_)) {
@@ -21,7 +21,7 @@ pub fn sprint(args: &[Value]) -> String {
 }
 
 /// `fmt.Sprintln`: spaces between all operands and a newline.
-pub fn sprintln(args: &[Value]) -> String {
+pub(crate) fn sprintln(args: &[Value]) -> String {
     let mut out = String::new();
     for (i, a) in args.iter().enumerate() {
         if i > 0 {
@@ -43,16 +43,10 @@ struct Spec {
     prec: Option<usize>,
 }
 
-/// `fmt.Sprintf` with Go's verbs for the values templates hold.
-pub fn sprintf(format: &str, args: &[Value]) -> String {
-    let mut out = String::new();
-    let mut chars = format.chars().peekable();
-    let mut arg_index = 0;
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
+impl Spec {
+    /// The flags, width (`*` takes it from the next argument, at `arg_index`) and
+    /// precision after a `%`.
+    fn parse(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, args: &[Value], arg_index: &mut usize) -> Spec {
         let mut spec = Spec::default();
         while let Some(&f) = chars.peek() {
             match f {
@@ -67,10 +61,10 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
         }
         if chars.peek() == Some(&'*') {
             chars.next();
-            if let Some(Value::Int(w, _)) = args.get(arg_index) {
+            if let Some(Value::Int(w, _)) = args.get(*arg_index) {
                 spec.width = Some((*w).max(0) as usize);
             }
-            arg_index += 1;
+            *arg_index += 1;
         }
         let mut width = String::new();
         while let Some(&d) = chars.peek() {
@@ -97,6 +91,33 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
             }
             spec.prec = Some(prec.parse().unwrap_or(0));
         }
+        spec
+    }
+}
+
+/// Go's `%!(EXTRA type=value, ...)` for the operands no verb took.
+fn write_extra(out: &mut String, extra: &[Value]) {
+    out.push_str("%!(EXTRA ");
+    for (i, a) in extra.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{}={}", a.type_name(), go_string(a));
+    }
+    out.push(')');
+}
+
+/// `fmt.Sprintf` with Go's verbs for the values templates hold.
+pub(crate) fn sprintf(format: &str, args: &[Value]) -> String {
+    let mut out = String::new();
+    let mut chars = format.chars().peekable();
+    let mut arg_index = 0;
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let spec = Spec::parse(&mut chars, args, &mut arg_index);
         let Some(verb) = chars.next() else {
             out.push_str("%!(NOVERB)");
             break;
@@ -114,14 +135,7 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
         pad(&mut out, &body, &spec, verb);
     }
     if arg_index < args.len() {
-        out.push_str("%!(EXTRA ");
-        for (i, a) in args[arg_index..].iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            let _ = write!(out, "{}={}", a.type_name(), go_string(a));
-        }
-        out.push(')');
+        write_extra(&mut out, &args[arg_index..]);
     }
     out
 }
@@ -167,27 +181,8 @@ fn signed(mut s: String, plus: bool) -> String {
 
 fn format_one(verb: char, spec: &Spec, arg: &Value) -> String {
     match verb {
-        'v' => match arg {
-            Value::Float(f) => signed(
-                match spec.prec {
-                    Some(p) => format_g(*f, p),
-                    None => format_float(*f, 6),
-                },
-                spec.plus,
-            ),
-            Value::Int(i, _) => signed(i.to_string(), spec.plus),
-            other => go_string(other),
-        },
-        's' => match arg {
-            Value::Int(_, _) | Value::Float(_) | Value::Bool(_) | Value::Nil => bad_verb(verb, arg),
-            other => {
-                let s = go_string(other);
-                match spec.prec {
-                    Some(p) => s.chars().take(p).collect(),
-                    None => s,
-                }
-            }
-        },
+        'v' => format_v(spec, arg),
+        's' => format_s(spec, arg),
         'q' => match arg {
             Value::Str(s) => go_quote(s),
             Value::Int(i, _) => format!("'{}'", char::from_u32(*i as u32).unwrap_or('\u{fffd}')),
@@ -201,21 +196,7 @@ fn format_one(verb: char, spec: &Spec, arg: &Value) -> String {
             Value::Bool(b) => b.to_string(),
             other => bad_verb(verb, other),
         },
-        'x' | 'X' => {
-            let s = match arg {
-                Value::Int(i, _) => {
-                    if *i < 0 {
-                        format!("-{:x}", i.unsigned_abs())
-                    } else {
-                        format!("{i:x}")
-                    }
-                }
-                Value::Str(s) => s.bytes().map(|b| format!("{b:02x}")).collect(),
-                other => return bad_verb(verb, other),
-            };
-            let s = if spec.sharp { format!("0x{s}") } else { s };
-            if verb == 'X' { s.to_uppercase() } else { s }
-        }
+        'x' | 'X' => format_hex(verb, spec, arg),
         'o' => match arg {
             Value::Int(i, _) => format!("{i:o}"),
             other => bad_verb(verb, other),
@@ -228,23 +209,70 @@ fn format_one(verb: char, spec: &Spec, arg: &Value) -> String {
             Value::Int(i, _) => char::from_u32(*i as u32).unwrap_or('\u{fffd}').to_string(),
             other => bad_verb(verb, other),
         },
-        'f' | 'F' => match arg {
-            Value::Float(f) => signed(format!("{:.*}", spec.prec.unwrap_or(6), f), spec.plus),
-            other => bad_verb(verb, other),
-        },
-        'e' => match arg {
-            Value::Float(f) => format_e(*f, spec.prec.unwrap_or(6)),
-            other => bad_verb(verb, other),
-        },
-        'g' => match arg {
-            Value::Float(f) => match spec.prec {
+        'f' | 'F' | 'e' | 'g' => format_float_verb(verb, spec, arg),
+        'T' => arg.type_name().to_string(),
+        _ => bad_verb(verb, arg),
+    }
+}
+
+/// `%v`: a number as Go prints it (`%+v` signed), anything else as `%v` prints it.
+fn format_v(spec: &Spec, arg: &Value) -> String {
+    match arg {
+        Value::Float(f) => signed(
+            match spec.prec {
                 Some(p) => format_g(*f, p),
                 None => format_float(*f, 6),
             },
-            other => bad_verb(verb, other),
+            spec.plus,
+        ),
+        Value::Int(i, _) => signed(i.to_string(), spec.plus),
+        other => go_string(other),
+    }
+}
+
+/// `%s`: a string or a composite value (`%.Ns` cut to N characters); not a number, bool
+/// or nil.
+fn format_s(spec: &Spec, arg: &Value) -> String {
+    let verb = 's';
+    match arg {
+        Value::Int(_, _) | Value::Float(_) | Value::Bool(_) | Value::Nil => bad_verb(verb, arg),
+        other => {
+            let s = go_string(other);
+            match spec.prec {
+                Some(p) => s.chars().take(p).collect(),
+                None => s,
+            }
+        }
+    }
+}
+
+/// `%x` / `%X`: an integer in hex (negative with `-`) or a string's bytes; `%#x` with `0x`.
+fn format_hex(verb: char, spec: &Spec, arg: &Value) -> String {
+    let s = match arg {
+        Value::Int(i, _) => {
+            if *i < 0 {
+                format!("-{:x}", i.unsigned_abs())
+            } else {
+                format!("{i:x}")
+            }
+        }
+        Value::Str(s) => s.bytes().map(|b| format!("{b:02x}")).collect(),
+        other => return bad_verb(verb, other),
+    };
+    let s = if spec.sharp { format!("0x{s}") } else { s };
+    if verb == 'X' { s.to_uppercase() } else { s }
+}
+
+/// `%f`, `%e`, `%g` of a float.
+fn format_float_verb(verb: char, spec: &Spec, arg: &Value) -> String {
+    let Value::Float(f) = arg else { return bad_verb(verb, arg) };
+    match verb {
+        'f' | 'F' => signed(format!("{:.*}", spec.prec.unwrap_or(6), f), spec.plus),
+        'e' => format_e(*f, spec.prec.unwrap_or(6)),
+        _ => match spec.prec {
+            Some(p) => format_g(*f, p),
+            None => format_float(*f, 6),
         },
-        'T' => arg.type_name().to_string(),
-        _ => bad_verb(verb, arg),
     }
 }
 

@@ -14,7 +14,7 @@ mod dates;
 mod defaults;
 mod dicts;
 mod encoding;
-pub mod fmt;
+pub(crate) mod fmt;
 mod helm;
 mod lists;
 mod math;
@@ -28,16 +28,14 @@ mod strings;
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use crate::template::{Exec, TemplateError};
+use crate::template::Exec;
 use crate::value::{Value, go_string};
 
 /// Why a function call failed.
 #[derive(Debug)]
-pub enum FuncError {
+pub(crate) enum FuncError {
     /// The function's own error (wrapped as Go wraps it: `error calling NAME: MSG`).
     Message(String),
-    /// An error from a template the function executed, passed on as is.
-    Template(TemplateError),
 }
 
 impl From<String> for FuncError {
@@ -101,13 +99,13 @@ static BY_NAME: LazyLock<HashMap<&'static str, &'static Func>> =
     LazyLock::new(|| FUNCS.iter().flat_map(|table| table.iter()).map(|f| (f.name, f)).collect());
 
 /// Whether `name` is a function templates may call.
-pub fn is_function(name: &str) -> bool {
+pub(crate) fn is_function(name: &str) -> bool {
     BY_NAME.contains_key(name)
 }
 
 /// Calls function `name` with evaluated `args` (`and`/`or` are short-circuited by the
 /// executor before they get here).
-pub fn call(ex: &mut Exec<'_>, name: &str, args: Vec<Value>) -> FuncResult {
+pub(crate) fn call(ex: &mut Exec<'_>, name: &str, args: Vec<Value>) -> FuncResult {
     let Some(func) = BY_NAME.get(name) else {
         return Err(format!("{name} is not supported by opkit's renderer").into());
     };
@@ -185,7 +183,7 @@ impl Args<'_> {
 }
 
 /// Sprig's `strval`: the value as `fmt.Sprintf("%v")` prints it, strings as they are.
-pub fn strval(v: &Value) -> String {
+pub(crate) fn strval(v: &Value) -> String {
     go_string(v)
 }
 
@@ -199,7 +197,7 @@ fn string_arg(v: &Value) -> String {
 }
 
 /// `cast.ToInt64` as Sprig uses it: floats truncate, strings parse (else 0), bools 0/1.
-pub fn to_int64(v: &Value) -> i64 {
+pub(crate) fn to_int64(v: &Value) -> i64 {
     match v {
         Value::Int(i, _) => *i,
         Value::Float(f) => *f as i64,
@@ -241,7 +239,7 @@ fn to_float64(v: &Value) -> f64 {
 }
 
 /// Sprig's `empty`.
-pub fn is_empty(v: &Value) -> bool {
+pub(crate) fn is_empty(v: &Value) -> bool {
     !v.truthy()
 }
 
@@ -284,18 +282,19 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Whether `version` satisfies the semver `constraint` (as `semverCompare`).
-pub fn semver_compare(constraint: &str, version: &str) -> Result<bool, String> {
+pub(crate) fn semver_compare(constraint: &str, version: &str) -> Result<bool, String> {
     semver::compare(constraint, version)
 }
 
 /// Major, minor and patch of a lenient semantic version.
-pub fn parse_version(version: &str) -> Result<(u64, u64, u64), String> {
+pub(crate) fn parse_version(version: &str) -> Result<(u64, u64, u64), String> {
     semver::Version::parse(version).map(|v| v.parts())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::template::TemplateError;
 
     /// Renders `source` as a template of its own, with no data.
     pub(super) fn render(source: &str) -> Result<String, TemplateError> {

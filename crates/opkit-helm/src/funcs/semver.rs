@@ -22,7 +22,7 @@ fn semver_compare(_: &mut Exec<'_>, a: Args<'_>) -> FuncResult {
 
 /// A parsed version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Version {
+pub(super) struct Version {
     major: u64,
     minor: u64,
     patch: u64,
@@ -33,14 +33,14 @@ pub struct Version {
 
 impl Version {
     /// Parses a version leniently, as `semver.NewVersion` does.
-    pub fn parse(s: &str) -> Result<Version, String> {
+    pub(super) fn parse(s: &str) -> Result<Version, String> {
         let (v, parts) = parse_parts(s).ok_or_else(|| "Invalid Semantic Version".to_string())?;
         let _ = parts;
         Ok(v)
     }
 
     /// The version as Sprig's `semver` returns it (a map of its parts).
-    pub fn to_value(&self) -> Value {
+    pub(super) fn to_value(&self) -> Value {
         Value::map(BTreeMap::from([
             ("Major".to_string(), Value::Int(self.major as i64, IntType::Uint64)),
             ("Minor".to_string(), Value::Int(self.minor as i64, IntType::Uint64)),
@@ -52,7 +52,7 @@ impl Version {
     }
 
     /// Major, minor and patch.
-    pub fn parts(&self) -> (u64, u64, u64) {
+    pub(super) fn parts(&self) -> (u64, u64, u64) {
         (self.major, self.minor, self.patch)
     }
 
@@ -121,7 +121,7 @@ fn parse_parts(s: &str) -> Option<(Version, usize)> {
 }
 
 /// Whether `version` satisfies `constraint` (Sprig's `semverCompare`).
-pub fn compare(constraint: &str, version: &str) -> Result<bool, String> {
+pub(super) fn compare(constraint: &str, version: &str) -> Result<bool, String> {
     let v = Version::parse(version)?;
     for group in constraint.split("||") {
         let mut all = true;

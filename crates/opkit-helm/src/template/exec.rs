@@ -459,7 +459,6 @@ impl<'t> Exec<'t> {
         let values = self.eval_args(args, dot, last)?;
         funcs::call(self, name, values).map_err(|e| match e {
             funcs::FuncError::Message(msg) => self.error(pos, &format!("error calling {name}: {msg}")),
-            funcs::FuncError::Template(t) => t,
         })
     }
 

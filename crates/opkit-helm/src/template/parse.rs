@@ -585,40 +585,9 @@ impl Parser {
                             self.range_depth -= 1;
                             nodes.push(node?);
                         }
-                        Some("break") | Some("continue") => {
-                            if self.range_depth == 0 {
-                                return Err(self.err(
-                                    pos,
-                                    format!("{{{{{}}}}} outside {{{{range}}}}", keyword.as_deref().unwrap_or("")),
-                                ));
-                            }
-                            nodes.push(if keyword.as_deref() == Some("break") { Node::Break } else { Node::Continue });
-                        }
-                        Some("define") => {
-                            if !top {
-                                return Err(self.err(pos, "unexpected <define> in command"));
-                            }
-                            let name = self.template_name(&tokens, pos, "define clause")?;
-                            if tokens.len() > 2 {
-                                return Err(self.err(pos, "unexpected token in define clause"));
-                            }
-                            let (body, end) = self.list(false)?;
-                            let Some(("end", end_pos, _)) = end else {
-                                return Err(self.err(pos, "unexpected EOF"));
-                            };
-                            self.add_define(name, body, end_pos)?;
-                        }
-                        Some("block") => {
-                            let name = self.template_name(&tokens, pos, "block clause")?;
-                            let pipe = self.pipeline(&tokens[2..], pos, false)?;
-                            let (body, end) = self.list(false)?;
-                            match end {
-                                Some(("end", _, _)) => {}
-                                _ => return Err(self.err(pos, "unexpected EOF")),
-                            }
-                            self.add_define(name.clone(), body, pos)?;
-                            nodes.push(Node::Template { name, pipe: Some(pipe), pos });
-                        }
+                        Some(keyword @ ("break" | "continue")) => nodes.push(self.loop_control(keyword, pos)?),
+                        Some("define") => self.define_clause(&tokens, pos, top)?,
+                        Some("block") => nodes.push(self.block_clause(&tokens, pos)?),
                         Some("template") => {
                             let name = self.template_name(&tokens, pos, "template clause")?;
                             let pipe =
@@ -636,6 +605,43 @@ impl Parser {
             }
         }
         Ok((nodes, None))
+    }
+
+    /// `{{break}}` or `{{continue}}`, which only a `{{range}}` may hold.
+    fn loop_control(&self, keyword: &str, pos: usize) -> Result<Node, TemplateError> {
+        if self.range_depth == 0 {
+            return Err(self.err(pos, format!("{{{{{keyword}}}}} outside {{{{range}}}}")));
+        }
+        Ok(if keyword == "break" { Node::Break } else { Node::Continue })
+    }
+
+    /// `{{define "name"}}...{{end}}`, at the top level only: adds the template.
+    fn define_clause(&mut self, tokens: &[Token], pos: usize, top: bool) -> Result<(), TemplateError> {
+        if !top {
+            return Err(self.err(pos, "unexpected <define> in command"));
+        }
+        let name = self.template_name(tokens, pos, "define clause")?;
+        if tokens.len() > 2 {
+            return Err(self.err(pos, "unexpected token in define clause"));
+        }
+        let (body, end) = self.list(false)?;
+        let Some(("end", end_pos, _)) = end else {
+            return Err(self.err(pos, "unexpected EOF"));
+        };
+        self.add_define(name, body, end_pos)
+    }
+
+    /// `{{block "name" pipeline}}...{{end}}`: defines the template and runs it here.
+    fn block_clause(&mut self, tokens: &[Token], pos: usize) -> Result<Node, TemplateError> {
+        let name = self.template_name(tokens, pos, "block clause")?;
+        let pipe = self.pipeline(&tokens[2..], pos, false)?;
+        let (body, end) = self.list(false)?;
+        match end {
+            Some(("end", _, _)) => {}
+            _ => return Err(self.err(pos, "unexpected EOF")),
+        }
+        self.add_define(name.clone(), body, pos)?;
+        Ok(Node::Template { name, pipe: Some(pipe), pos })
     }
 
     /// Adds a `define`d template; a second non-empty definition in one source is an error.

@@ -12,10 +12,10 @@ use super::record::ClusterRecord;
 use crate::commands::CliError;
 
 /// The name of the kubeconfig cluster extension naming an opkit cluster's data directory.
-pub const EXTENSION: &str = "opkit.dev/cluster";
+pub(crate) const EXTENSION: &str = "opkit.dev/cluster";
 
 /// Marks every cluster of `kubeconfig` as the opkit cluster of `data_dir`.
-pub fn mark(kubeconfig: &mut Kubeconfig, data_dir: &Path) {
+pub(crate) fn mark(kubeconfig: &mut Kubeconfig, data_dir: &Path) {
     for cluster in kubeconfig.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
         let extensions = cluster.extensions.get_or_insert_with(Vec::new);
         extensions.retain(|e| e.name != EXTENSION);
@@ -31,7 +31,7 @@ pub fn mark(kubeconfig: &mut Kubeconfig, data_dir: &Path) {
 /// [`EXTENSION`] records, else the directory holding the kubeconfig file when that is the
 /// cluster's data directory (a cluster started before the extension existed). With no
 /// kubeconfig at all, `default`; a context naming another cluster is an error.
-pub fn data_dir(kubeconfig: Option<&Path>, context: Option<&str>, default: &Path) -> Result<PathBuf, CliError> {
+pub(crate) fn data_dir(kubeconfig: Option<&Path>, context: Option<&str>, default: &Path) -> Result<PathBuf, CliError> {
     let files = match kubeconfig {
         Some(path) => vec![path.to_path_buf()],
         None => default_files(),

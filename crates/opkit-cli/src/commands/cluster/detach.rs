@@ -27,7 +27,7 @@ const LOG_TAIL_LINES: usize = 30;
 
 /// Starts the cluster `args` describe in the background and returns once it is ready,
 /// printing what `cluster start` prints, with its pid and log file.
-pub async fn start_detached(args: &StartArgs, output: OutputFormat) -> Result<(), CliError> {
+pub(super) async fn start_detached(args: &StartArgs, output: OutputFormat) -> Result<(), CliError> {
     let data_dir = std::path::absolute(&args.data_dir)?;
     // Checked here too, so the running cluster's log is not truncated.
     if let Some(holder) = holder(&data_dir)? {

@@ -35,7 +35,7 @@ struct Stopped {
 }
 
 /// `opkit cluster stop`.
-pub fn stop(args: StopArgs, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn stop(args: StopArgs, out: &mut Output) -> Result<(), CliError> {
     let dir = std::path::absolute(&args.data_dir)?;
     match stop_running(&dir, args.timeout.get(), out)? {
         Some(Stopped { pid, killed }) => {
@@ -62,7 +62,7 @@ pub fn stop(args: StopArgs, out: &mut Output) -> Result<(), CliError> {
 }
 
 /// `opkit cluster status`: exits 0 when a cluster runs, 3 when none does.
-pub fn status(args: StatusArgs, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn status(args: StatusArgs, out: &mut Output) -> Result<(), CliError> {
     let dir = std::path::absolute(&args.data_dir)?;
     let Some(holder) = holder(&dir)? else {
         out.result(&format!("no cluster is running from {}", dir.display()), json!({"running": false, "dataDir": dir}));
@@ -119,7 +119,7 @@ pub fn status(args: StatusArgs, out: &mut Output) -> Result<(), CliError> {
 
 /// `opkit cluster delete`: stops the cluster if it runs, then deletes its data directory
 /// and the kubeconfig it wrote outside of it.
-pub fn delete(args: DeleteArgs, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn delete(args: DeleteArgs, out: &mut Output) -> Result<(), CliError> {
     let dir = std::path::absolute(&args.data_dir)?;
     if !dir.exists() {
         out.result(
@@ -164,7 +164,7 @@ pub fn delete(args: DeleteArgs, out: &mut Output) -> Result<(), CliError> {
 
 /// `opkit cluster kubeconfig`: the kubeconfig the cluster wrote, its names changed with
 /// `--context-name`.
-pub fn kubeconfig(args: KubeconfigArgs, out: &mut Output) -> Result<(), CliError> {
+pub(crate) fn kubeconfig(args: KubeconfigArgs, out: &mut Output) -> Result<(), CliError> {
     let dir = std::path::absolute(&args.data_dir)?;
     let record = ClusterRecord::load(&dir)?.ok_or_else(|| CliError::NotRunning { dir: dir.clone() })?;
     if holder(&dir)?.and_then(|h| h.pid) != Some(record.pid) {

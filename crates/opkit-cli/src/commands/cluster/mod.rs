@@ -10,5 +10,5 @@ mod record;
 mod start;
 
 pub(crate) use lifecycle::terminate;
-pub use lifecycle::{delete, kubeconfig, status, stop};
-pub use start::{DEFAULT_DATA_DIR, start};
+pub(super) use lifecycle::{delete, kubeconfig, status, stop};
+pub(super) use start::{DEFAULT_DATA_DIR, start};

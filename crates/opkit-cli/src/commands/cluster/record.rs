@@ -16,17 +16,17 @@ use crate::commands::CliError;
 const RECORD_FILE: &str = "cluster.json";
 
 /// The log file name of a cluster started with `--detach`.
-pub const LOG_FILE: &str = "cluster.log";
+pub(super) const LOG_FILE: &str = "cluster.log";
 
 /// The process running a cluster from `data_dir` now, if one does.
-pub fn holder(data_dir: &Path) -> Result<Option<Holder>, CliError> {
+pub(super) fn holder(data_dir: &Path) -> Result<Option<Holder>, CliError> {
     DataDir::holder(data_dir).map_err(|e| ServerError::DataDir(e).into())
 }
 
 /// What `opkit cluster start` started (and prints).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterRecord {
+pub(super) struct ClusterRecord {
     /// The API server's URL.
     pub server: String,
     /// The kubeconfig written for it.
@@ -64,14 +64,14 @@ pub struct ClusterRecord {
 impl ClusterRecord {
     /// Writes the record into its data directory (through a temporary file and a rename,
     /// so a reader never sees half of it).
-    pub fn save(&self) -> Result<(), CliError> {
+    pub(super) fn save(&self) -> Result<(), CliError> {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::from)?;
         crate::fileplan::write_atomic(&self.data_dir.join(RECORD_FILE), &json)?;
         Ok(())
     }
 
     /// The record of the cluster last started from `data_dir`, if any.
-    pub fn load(data_dir: &Path) -> Result<Option<ClusterRecord>, CliError> {
+    pub(super) fn load(data_dir: &Path) -> Result<Option<ClusterRecord>, CliError> {
         let path = data_dir.join(RECORD_FILE);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
@@ -86,7 +86,7 @@ impl ClusterRecord {
     }
 
     /// The start output for people.
-    pub fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         let mut lines = vec![format!("opkit control plane listening on {}", self.server)];
         lines.push(format!(
             "storage: {}",

@@ -16,22 +16,12 @@ use crate::cli::{OutputFormat, PodIsolationFlag, PodNetworkFlag, StartArgs};
 use crate::commands::CliError;
 
 /// The data directory `opkit cluster start` uses without `--data-dir`.
-pub const DEFAULT_DATA_DIR: &str = ".opkit/cluster";
+pub(crate) const DEFAULT_DATA_DIR: &str = ".opkit/cluster";
 
 /// Starts the control plane and serves until a signal arrives; with `--detach`, starts
 /// it in the background and returns once it is ready.
-pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError> {
-    let mut controllers =
-        ControllersConfig { nodes: args.nodes, load_balancer_pool: args.lb_range, ..ControllersConfig::default() };
-    for name in &args.disable_controllers {
-        if name != "*" && !opkit_controllers::ALL.contains(&name.as_str()) {
-            return Err(CliError::Usage(format!(
-                "unknown controller {name:?} in --disable-controllers; known: {}",
-                opkit_controllers::ALL.join(", ")
-            )));
-        }
-        controllers = controllers.disable(name);
-    }
+pub(crate) async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError> {
+    let mut controllers = controllers_config(&args)?;
     if args.context_name.is_empty() {
         return Err(CliError::Usage("--context-name must not be empty".into()));
     }
@@ -50,28 +40,8 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     controllers.volume_root = Some(data_dir.join("volumes"));
     controllers.images = Some(data_dir.join("images"));
     controllers.pod_root = Some(data_dir.join("pods"));
-    let requested = match args.pod_network {
-        PodNetworkFlag::Auto => None,
-        PodNetworkFlag::Namespaces => Some(NetworkMode::Namespaces),
-        PodNetworkFlag::Host => Some(NetworkMode::Host),
-    };
-    let (pod_network, fallback) = opkit_controllers::pod_network_mode(requested);
-    controllers.pod_network = Some(pod_network);
-    let requested = match args.pod_isolation {
-        PodIsolationFlag::Auto => None,
-        PodIsolationFlag::Host => Some(PodIsolation::Host),
-    };
-    let (pod_isolation, isolation_fallback) = opkit_controllers::pod_isolation_mode(requested);
-    controllers.pod_isolation = requested;
-    controllers.cert_manager = args.cert_manager;
-    let mut cfg = ServerConfig::durable(&data_dir);
-    cfg.bind = SocketAddr::from(([127, 0, 0, 1], args.port));
-    if args.in_memory {
-        cfg.storage = StorageConfig::InMemory;
-    }
-    cfg.audit_log = args.audit_log.as_deref().map(std::path::absolute).transpose()?;
-    cfg.encryption_provider_config = args.encryption_provider_config;
-    let server = match ApiServer::start(cfg).await {
+    let pods = PodModes::choose(&args, &mut controllers);
+    let server = match ApiServer::start(server_config(&args, &data_dir)?).await {
         Ok(server) => server,
         Err(ServerError::Io { source, .. }) if source.kind() == std::io::ErrorKind::AddrInUse => {
             return Err(CliError::PortInUse { port: args.port, by: our_cluster_on(args.port, &data_dir) });
@@ -80,6 +50,88 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
     };
     let stop_controllers = CancellationToken::new();
     let controllers_task = run_controllers(&server, controllers, stop_controllers.clone()).await?;
+    let record = write_kubeconfig_and_record(&server, args, data_dir, pods)?;
+    print_started(&record, output)?;
+    shutdown.await?;
+    if output == OutputFormat::Text {
+        println!("stopping");
+    }
+    stop_controllers.cancel();
+    // The kubelet stops real pods' processes (SIGTERM, then SIGKILL after their grace).
+    let _ = controllers_task.await;
+    server.shutdown().await;
+    Ok(())
+}
+
+/// The built-in controllers' configuration from the flags: the nodes, the load-balancer
+/// pool and the controllers `--disable-controllers` names (each must be known, or `*`).
+fn controllers_config(args: &StartArgs) -> Result<ControllersConfig, CliError> {
+    let mut controllers =
+        ControllersConfig { nodes: args.nodes, load_balancer_pool: args.lb_range, ..ControllersConfig::default() };
+    for name in &args.disable_controllers {
+        if name != "*" && !opkit_controllers::ALL.contains(&name.as_str()) {
+            return Err(CliError::Usage(format!(
+                "unknown controller {name:?} in --disable-controllers; known: {}",
+                opkit_controllers::ALL.join(", ")
+            )));
+        }
+        controllers = controllers.disable(name);
+    }
+    controllers.cert_manager = args.cert_manager;
+    Ok(controllers)
+}
+
+/// How pods run: the network and isolation modes in use, each with why it fell back
+/// from the one asked for (if it did).
+struct PodModes {
+    network: NetworkMode,
+    network_fallback: Option<String>,
+    isolation: PodIsolation,
+    isolation_fallback: Option<String>,
+}
+
+impl PodModes {
+    /// The modes `--pod-network` and `--pod-isolation` ask for as this machine allows
+    /// them, set in `controllers`.
+    fn choose(args: &StartArgs, controllers: &mut ControllersConfig) -> PodModes {
+        let requested = match args.pod_network {
+            PodNetworkFlag::Auto => None,
+            PodNetworkFlag::Namespaces => Some(NetworkMode::Namespaces),
+            PodNetworkFlag::Host => Some(NetworkMode::Host),
+        };
+        let (network, network_fallback) = opkit_controllers::pod_network_mode(requested);
+        controllers.pod_network = Some(network);
+        let requested = match args.pod_isolation {
+            PodIsolationFlag::Auto => None,
+            PodIsolationFlag::Host => Some(PodIsolation::Host),
+        };
+        let (isolation, isolation_fallback) = opkit_controllers::pod_isolation_mode(requested);
+        controllers.pod_isolation = requested;
+        PodModes { network, network_fallback, isolation, isolation_fallback }
+    }
+}
+
+/// The API server's configuration: durable in `data_dir` (unless `--in-memory`), on
+/// `--port` of the loopback, with the audit log and encryption the flags ask for.
+fn server_config(args: &StartArgs, data_dir: &Path) -> Result<ServerConfig, CliError> {
+    let mut cfg = ServerConfig::durable(data_dir);
+    cfg.bind = SocketAddr::from(([127, 0, 0, 1], args.port));
+    if args.in_memory {
+        cfg.storage = StorageConfig::InMemory;
+    }
+    cfg.audit_log = args.audit_log.as_deref().map(std::path::absolute).transpose()?;
+    cfg.encryption_provider_config = args.encryption_provider_config.clone();
+    Ok(cfg)
+}
+
+/// Writes the cluster's kubeconfig and then its record (last: a `--detach` parent
+/// waiting for it knows the kubeconfig is written).
+fn write_kubeconfig_and_record(
+    server: &RunningServer,
+    args: StartArgs,
+    data_dir: std::path::PathBuf,
+    pods: PodModes,
+) -> Result<ClusterRecord, CliError> {
     let kubeconfig = std::path::absolute(args.kubeconfig.unwrap_or_else(|| data_dir.join("kubeconfig")))?;
     let mut config = server.kubeconfig(&args.context_name);
     super::context::mark(&mut config, &data_dir);
@@ -91,43 +143,39 @@ pub async fn start(args: StartArgs, output: OutputFormat) -> Result<(), CliError
         data_dir: data_dir.clone(),
         in_memory: args.in_memory,
         load_balancer_addresses: args.lb_range.map(|pool| pool.to_string()),
-        pod_network: match pod_network {
+        pod_network: match pods.network {
             NetworkMode::Namespaces => "namespaces",
             NetworkMode::Host => "host",
         }
         .into(),
-        pod_network_fallback_reason: fallback,
-        pod_isolation: match pod_isolation {
+        pod_network_fallback_reason: pods.network_fallback,
+        pod_isolation: match pods.isolation {
             PodIsolation::Contained => "contained",
             PodIsolation::Host => "host",
         }
         .into(),
-        pod_isolation_fallback_reason: isolation_fallback,
+        pod_isolation_fallback_reason: pods.isolation_fallback,
         images: data_dir.join("images"),
         cert_manager: args.cert_manager,
         pid: std::process::id(),
         started_at: jiff::Timestamp::now(),
         log_file: args.log_file.as_deref().map(std::path::absolute).transpose()?,
     };
-    // Recorded last: a `--detach` parent waiting for it knows the kubeconfig is written.
     record.save()?;
+    Ok(record)
+}
+
+/// Prints the started cluster's record (as JSON, or as text with how to stop it).
+fn print_started(record: &ClusterRecord, output: OutputFormat) -> Result<(), CliError> {
     match output {
         OutputFormat::Json => {
-            println!("{}", serde_json::to_string(&record).map_err(std::io::Error::from)?)
+            println!("{}", serde_json::to_string(record).map_err(std::io::Error::from)?)
         }
         OutputFormat::Text => {
             println!("{}", record.text());
             println!("Press Ctrl-C to stop (or run `opkit cluster stop --data-dir {}`).", record.data_dir.display());
         }
     }
-    shutdown.await?;
-    if output == OutputFormat::Text {
-        println!("stopping");
-    }
-    stop_controllers.cancel();
-    // The kubelet stops real pods' processes (SIGTERM, then SIGKILL after their grace).
-    let _ = controllers_task.await;
-    server.shutdown().await;
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use crate::commands::CliError;
 use crate::output::Output;
 
 /// A client and the namespace (`--namespace`, else the context's, else `default`).
-pub async fn client(args: &KudoClusterArgs) -> Result<(Client, String), CliError> {
+pub(super) async fn client(args: &KudoClusterArgs) -> Result<(Client, String), CliError> {
     let config = crate::commands::kubeconfig::config(args.kubeconfig.as_deref(), args.context.clone()).await?;
     let namespace = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
     let client = Client::try_from(config).map_err(|e| CliError::Kubeconfig(e.to_string()))?;
@@ -45,7 +45,7 @@ async fn wait_plan(
 }
 
 /// `opkit kudo install`.
-pub async fn install(args: KudoInstallArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn install(args: KudoInstallArgs, out: &mut Output) -> Result<(), CliError> {
     let pkg = opkit_kudo::load(&args.package)?;
     let params = parameters(&args.params)?;
     let (client, namespace) = client(&args.cluster).await?;
@@ -73,7 +73,7 @@ pub async fn install(args: KudoInstallArgs, out: &mut Output) -> Result<(), CliE
 }
 
 /// `opkit kudo upgrade`.
-pub async fn upgrade(args: KudoUpgradeArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn upgrade(args: KudoUpgradeArgs, out: &mut Output) -> Result<(), CliError> {
     let pkg = opkit_kudo::load(&args.package)?;
     let params = parameters(&args.params)?;
     let (client, namespace) = client(&args.cluster).await?;
@@ -99,7 +99,7 @@ pub async fn upgrade(args: KudoUpgradeArgs, out: &mut Output) -> Result<(), CliE
 }
 
 /// `opkit kudo update`.
-pub async fn update(args: KudoUpdateArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn update(args: KudoUpdateArgs, out: &mut Output) -> Result<(), CliError> {
     let params = parameters(&args.params)?;
     if params.is_empty() {
         return Err(CliError::Usage("give at least one parameter with -p NAME=VALUE or -P FILE".into()));
@@ -136,7 +136,7 @@ pub async fn update(args: KudoUpdateArgs, out: &mut Output) -> Result<(), CliErr
 }
 
 /// `opkit kudo uninstall`.
-pub async fn uninstall(args: KudoUninstallArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn uninstall(args: KudoUninstallArgs, out: &mut Output) -> Result<(), CliError> {
     let (client, namespace) = client(&args.cluster).await?;
     client::uninstall(&client, &namespace, &args.instance).await?;
     if args.wait {

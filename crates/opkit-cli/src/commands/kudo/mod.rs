@@ -5,7 +5,7 @@
 //! `opkit` binary: see `main.rs`), it answers `kubectl kudo ...`, so kuttl suites written
 //! for KUDO run unchanged.
 
-pub mod args;
+pub(crate) mod args;
 mod cluster;
 mod package;
 mod plan;
@@ -19,7 +19,7 @@ use super::CliError;
 use crate::output::Output;
 
 /// Runs `opkit kudo ...`.
-pub async fn run(command: KudoCommand, out: &mut Output) -> Result<(), CliError> {
+pub(crate) async fn run(command: KudoCommand, out: &mut Output) -> Result<(), CliError> {
     match command {
         KudoCommand::Init(args) => init(args, out).await,
         KudoCommand::Manager(args) => manager(args).await,
@@ -115,7 +115,7 @@ fn parameters(args: &KudoParamArgs) -> Result<BTreeMap<String, String>, CliError
 }
 
 /// The name the binary answers `kubectl kudo` under (a kubectl plugin on `PATH`).
-pub const KUBECTL_PLUGIN: &str = "kubectl-kudo";
+pub(crate) const KUBECTL_PLUGIN: &str = "kubectl-kudo";
 
 /// The command line to parse: when the binary runs as `kubectl-kudo` (a link or copy of
 /// `opkit` named so), `kubectl kudo ARGS` arrives as `kubectl-kudo ARGS` and is read as

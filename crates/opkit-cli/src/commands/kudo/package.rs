@@ -10,7 +10,7 @@ use crate::commands::CliError;
 use crate::output::Output;
 
 /// `package create`: `NAME-VERSION.tgz` (KUDO's name and layout), written atomically.
-pub fn create(args: KudoPackageCreateArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn create(args: KudoPackageCreateArgs, out: &mut Output) -> Result<(), CliError> {
     if !args.package.is_dir() {
         return Err(CliError::Usage(format!("{} is not a package directory", args.package.display())));
     }
@@ -40,7 +40,7 @@ fn write_atomic(target: &Path, bytes: &[u8]) -> Result<(), CliError> {
 }
 
 /// `package verify`: KUDO's warnings and errors, each naming its file; errors fail.
-pub fn verify(args: KudoPackagePathArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn verify(args: KudoPackagePathArgs, out: &mut Output) -> Result<(), CliError> {
     let pkg = opkit_kudo::load(&args.package)?;
     let findings = opkit_kudo::verify(&pkg);
     let errors: Vec<_> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
@@ -72,7 +72,7 @@ pub fn verify(args: KudoPackagePathArgs, out: &mut Output) -> Result<(), CliErro
 }
 
 /// `package list params`: KUDO's table.
-pub fn list_params(args: KudoPackageParamsArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) fn list_params(args: KudoPackageParamsArgs, out: &mut Output) -> Result<(), CliError> {
     let pkg = opkit_kudo::load(&args.package)?;
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["Name".to_string(), "Default".into(), "Required".into(), "Immutable".into()];

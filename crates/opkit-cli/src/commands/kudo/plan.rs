@@ -19,7 +19,7 @@ async fn read(args: &KudoPlanArgs) -> Result<(kube::Client, String, kube::api::D
 }
 
 /// `plan status`: KUDO's tree, or `{"planStatus": …}` with `-o json`.
-pub async fn status(args: KudoPlanArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn status(args: KudoPlanArgs, out: &mut Output) -> Result<(), CliError> {
     let (client, ns, mut instance) = read(&args).await?;
     if args.wait {
         let active = instance
@@ -45,7 +45,7 @@ pub async fn status(args: KudoPlanArgs, out: &mut Output) -> Result<(), CliError
 }
 
 /// `plan history`.
-pub async fn history(args: KudoPlanArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn history(args: KudoPlanArgs, out: &mut Output) -> Result<(), CliError> {
     let (_, ns, instance) = read(&args).await?;
     let history = opkit_kudo::plan::history_of(instance.annotations());
     let mut text = format!("History of plans for {:?} in namespace {ns:?}:\n", args.instance);
@@ -74,7 +74,7 @@ fn plan_name(args: &KudoPlanNameArgs) -> Result<String, CliError> {
 }
 
 /// `plan trigger`.
-pub async fn trigger(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn trigger(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), CliError> {
     let plan = plan_name(&args)?;
     let (client, ns) = cluster_client(&args.cluster).await?;
     let before =
@@ -100,7 +100,7 @@ pub async fn trigger(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), Cli
 }
 
 /// `plan cancel`.
-pub async fn cancel(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn cancel(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), CliError> {
     let (client, ns) = cluster_client(&args.cluster).await?;
     let plan = client::cancel(&client, &ns, &args.instance, args.name.as_deref()).await?;
     if args.wait.wait {
@@ -114,7 +114,7 @@ pub async fn cancel(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), CliE
 }
 
 /// `plan retry`.
-pub async fn retry(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), CliError> {
+pub(super) async fn retry(args: KudoPlanNameArgs, out: &mut Output) -> Result<(), CliError> {
     let plan = plan_name(&args)?;
     let (client, ns) = cluster_client(&args.cluster).await?;
     client::retry(&client, &ns, &args.instance, &plan).await?;
