@@ -268,8 +268,7 @@ fn lex_action(file: &str, src: &str, start: usize) -> Result<(Vec<Token>, usize,
         if i >= bytes.len() {
             return Err(lex_err(file, src, start, "unclosed action"));
         }
-        let c = bytes[i];
-        if is_space(c) {
+        if is_space(bytes[i]) {
             let j = skip_spaces(bytes, i);
             if src[j..].starts_with("-}}") && depth == 0 {
                 return Ok((tokens, j + 3, true));
@@ -281,98 +280,71 @@ fn lex_action(file: &str, src: &str, start: usize) -> Result<(Vec<Token>, usize,
         if src[i..].starts_with("}}") {
             return Ok((tokens, i + 2, false));
         }
-        let pos = i;
-        let tok = match c {
-            b'(' => {
-                depth += 1;
-                i += 1;
-                Tok::LParen
-            }
-            b')' => {
-                depth = depth.saturating_sub(1);
-                i += 1;
-                Tok::RParen
-            }
-            b'|' => {
-                i += 1;
-                Tok::Pipe
-            }
-            b',' => {
-                i += 1;
-                Tok::Comma
-            }
-            b':' if bytes.get(i + 1) == Some(&b'=') => {
-                i += 2;
-                Tok::Declare
-            }
-            b'=' => {
-                i += 1;
-                Tok::Assign
-            }
-            b'"' => {
-                let (s, end) = lex_quoted(file, src, i)?;
-                i = end;
-                Tok::Str(s.into())
-            }
-            b'`' => {
-                let Some(close) = src[i + 1..].find('`') else {
-                    return Err(lex_err(file, src, i, "unterminated raw quoted string"));
-                };
-                let s = &src[i + 1..i + 1 + close];
-                i = i + 2 + close;
-                Tok::Str(s.into())
-            }
-            b'\'' => {
-                let (s, end) = lex_char(file, src, i)?;
-                i = end;
-                Tok::Int(s)
-            }
-            b'$' => {
-                let end = ident_end(bytes, i + 1);
-                let name = &src[i..end];
-                i = end;
-                Tok::Var(name.into())
-            }
-            b'.' => {
-                if bytes.get(i + 1).is_some_and(|b| b.is_ascii_digit()) {
-                    let (t, end) = lex_number(file, src, i)?;
-                    i = end;
-                    t
-                } else {
-                    let end = ident_end(bytes, i + 1);
-                    if end == i + 1 {
-                        i += 1;
-                        Tok::Dot
-                    } else {
-                        let name = &src[i + 1..end];
-                        i = end;
-                        Tok::Field(name.into())
-                    }
-                }
-            }
-            b'0'..=b'9' | b'-' | b'+' => {
-                let (t, end) = lex_number(file, src, i)?;
-                i = end;
-                t
-            }
-            c if c == b'_' || c.is_ascii_alphabetic() || c >= 0x80 => {
-                let end = ident_end(bytes, i);
-                let name = &src[i..end];
-                i = end;
-                Tok::Ident(name.into())
-            }
-            _ => {
-                return Err(lex_err(
-                    file,
-                    src,
-                    i,
-                    &format!("unexpected {:?} in command", src[i..].chars().next().unwrap_or(' ')),
-                ));
-            }
-        };
-        tokens.push(Token { tok, pos, spaced });
+        let (tok, end) = lex_token(file, src, i)?;
+        match tok {
+            Tok::LParen => depth += 1,
+            Tok::RParen => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        tokens.push(Token { tok, pos: i, spaced });
+        i = end;
         spaced = false;
     }
+}
+
+/// The punctuation tokens of an action and their lengths.
+fn punctuation(bytes: &[u8], i: usize) -> Option<(Tok, usize)> {
+    Some(match bytes[i] {
+        b'(' => (Tok::LParen, 1),
+        b')' => (Tok::RParen, 1),
+        b'|' => (Tok::Pipe, 1),
+        b',' => (Tok::Comma, 1),
+        b':' if bytes.get(i + 1) == Some(&b'=') => (Tok::Declare, 2),
+        b'=' => (Tok::Assign, 1),
+        _ => return None,
+    })
+}
+
+/// The token starting at `i` (not a space, not the action's end) and where it ends.
+fn lex_token(file: &str, src: &str, i: usize) -> Result<(Tok, usize), TemplateError> {
+    let bytes = src.as_bytes();
+    if let Some((tok, len)) = punctuation(bytes, i) {
+        return Ok((tok, i + len));
+    }
+    Ok(match bytes[i] {
+        b'"' => {
+            let (s, end) = lex_quoted(file, src, i)?;
+            (Tok::Str(s.into()), end)
+        }
+        b'`' => {
+            let Some(close) = src[i + 1..].find('`') else {
+                return Err(lex_err(file, src, i, "unterminated raw quoted string"));
+            };
+            (Tok::Str(src[i + 1..i + 1 + close].into()), i + 2 + close)
+        }
+        b'\'' => {
+            let (s, end) = lex_char(file, src, i)?;
+            (Tok::Int(s), end)
+        }
+        b'$' => {
+            let end = ident_end(bytes, i + 1);
+            (Tok::Var(src[i..end].into()), end)
+        }
+        b'.' if bytes.get(i + 1).is_some_and(|b| b.is_ascii_digit()) => lex_number(file, src, i)?,
+        b'.' => match ident_end(bytes, i + 1) {
+            end if end == i + 1 => (Tok::Dot, i + 1),
+            end => (Tok::Field(src[i + 1..end].into()), end),
+        },
+        b'0'..=b'9' | b'-' | b'+' => lex_number(file, src, i)?,
+        c if c == b'_' || c.is_ascii_alphabetic() || c >= 0x80 => {
+            let end = ident_end(bytes, i);
+            (Tok::Ident(src[i..end].into()), end)
+        }
+        _ => {
+            let found = src[i..].chars().next().unwrap_or(' ');
+            return Err(lex_err(file, src, i, &format!("unexpected {found:?} in command")));
+        }
+    })
 }
 
 fn ident_end(bytes: &[u8], mut i: usize) -> usize {
