@@ -25,7 +25,7 @@ use crate::fixtures::{cm_path, ensure_namespace, labelled_configmap};
 use crate::load::{MakeRequest, Phase, run_phase};
 use crate::report::{IdleWatchReport, LabelListReport};
 use crate::serve::{Backend, ServerProcess};
-use crate::stats::PhaseStats;
+use crate::stats::{PhaseSamples, PhaseStats};
 
 const NS_LABELS: &str = "bench-labels";
 const NS_LEASE: &str = "bench-lease";
@@ -78,15 +78,15 @@ pub async fn lease_under_label_lists(
         .ok()
         .and_then(|v| v["items"].as_array().map(Vec::len))
         .unwrap_or(0);
-    let lists = PhaseStats::from_samples(
-        "list by label",
-        w.label_listers,
-        all.micros,
-        all.errors,
-        all.first_error,
-        measure_from.elapsed(),
-        false,
-    );
+    let lists = PhaseStats::from_samples(PhaseSamples {
+        op: "list by label",
+        concurrency: w.label_listers,
+        micros: all.micros,
+        errors: all.errors,
+        first_error: all.first_error,
+        elapsed: measure_from.elapsed(),
+        time_limited: false,
+    });
 
     progress(opts, &format!("{backend}: {} unread watches from resourceVersion 0", w.idle_watches));
     let idle_watches = idle_watches(server, ep, &path, w.idle_watches).await?;
@@ -300,7 +300,15 @@ async fn renew_lease(ep: &Endpoint, leases: &str, every_ms: u64, duration: Durat
             }
         }
     }
-    Ok(PhaseStats::from_samples("lease renew", 1, micros, errors, first_error, start.elapsed(), false))
+    Ok(PhaseStats::from_samples(PhaseSamples {
+        op: "lease renew",
+        concurrency: 1,
+        micros,
+        errors,
+        first_error,
+        elapsed: start.elapsed(),
+        time_limited: false,
+    }))
 }
 
 /// Opens `n` watches from resourceVersion 0 on `path` and never reads them; samples the

@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 
 use crate::BenchError;
 use crate::client::{Endpoint, snippet};
-use crate::stats::PhaseStats;
+use crate::stats::{PhaseSamples, PhaseStats};
 
 /// Builds the request for operation number `i`.
 pub type MakeRequest = Arc<dyn Fn(usize) -> Request<Full<Bytes>> + Send + Sync>;
@@ -123,7 +123,15 @@ pub async fn run_phase(ep: &Endpoint, phase: &Phase, make: MakeRequest) -> Resul
     }
     let elapsed = start.elapsed();
     let time_limited = all.len() + errors < phase.total;
-    let mut stats = PhaseStats::from_samples(&phase.op, c, all, errors, first_error, elapsed, time_limited);
+    let mut stats = PhaseStats::from_samples(PhaseSamples {
+        op: &phase.op,
+        concurrency: c,
+        micros: all,
+        errors,
+        first_error,
+        elapsed,
+        time_limited,
+    });
     stats.timeouts = timeouts;
     Ok(PhaseOutcome { stats, response_bytes: bytes })
 }
