@@ -15,14 +15,14 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use opkit_testenv::TestEnv;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::BenchError;
 use crate::report::Machine;
@@ -92,13 +92,54 @@ fn setup_err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> BenchError +
     move |e| BenchError::Setup(format!("{what}: {e}"))
 }
 
-/// Runs the benchmark once.
+/// Runs the benchmark once: start the operator, create the CRs, wait until every CR is
+/// Successful.
 pub async fn run(opts: &AnsibleOptions) -> Result<AnsibleReport, BenchError> {
-    let say = |msg: &str| {
-        if opts.progress {
-            eprintln!("[opkit-bench] ansible: {msg}");
-        }
-    };
+    let operator = start_operator(opts).await?;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"),
+        "memcacheds",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(operator.env.client(), NAMESPACE, &resource);
+    let done_stream = watcher(api.clone(), watcher::Config::default()).applied_objects();
+    say(opts, &format!("creating {} CRs", opts.crs));
+    let start = Instant::now();
+    create_crs(&api, opts).await?;
+    let limit = Duration::from_secs(opts.run_limit_secs);
+    tokio::time::timeout(limit, wait_all_successful(opts, done_stream, start))
+        .await
+        .map_err(|_| BenchError::Setup(format!("not every CR was Successful within {limit:?}")))??;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(AnsibleReport {
+        machine: Machine::detect(),
+        options: opts.clone(),
+        seconds,
+        reconciles_per_second: opts.crs as f64 / seconds,
+    })
+}
+
+/// Prints progress on stderr when asked to.
+fn say(opts: &AnsibleOptions, msg: &str) {
+    if opts.progress {
+        eprintln!("[opkit-bench] ansible: {msg}");
+    }
+}
+
+/// The control plane and the Ansible operator running on it; dropping it stops the
+/// operator and removes its runner directory.
+struct RunningOperator {
+    /// The in-process control plane.
+    env: TestEnv,
+    /// Keeps the operator's API proxy serving.
+    _proxy: opkit_ansible_operator::ProxyGuard,
+    /// Where ansible-runner keeps its files.
+    _runner_dir: tempfile::TempDir,
+    /// Cancels the manager on drop.
+    _stop: DropGuard,
+}
+
+/// Starts the control plane, installs the Memcached CRD and runs the operator on it.
+async fn start_operator(opts: &AnsibleOptions) -> Result<RunningOperator, BenchError> {
     let env = TestEnv::start().await.map_err(setup_err("starting the control plane"))?;
     let crd_text = std::fs::read_to_string(opts.project.join("config/crd/bases/cache.example.com_memcacheds.yaml"))
         .map_err(setup_err("reading the CRD"))?;
@@ -115,19 +156,15 @@ pub async fn run(opts: &AnsibleOptions) -> Result<AnsibleReport, BenchError> {
         ..opkit_ansible_operator::OperatorOptions::default()
     };
     let mgr = opkit::Manager::new(env.client(), opkit::ManagerOptions::default());
-    let _proxy = opkit_ansible_operator::setup(&mgr, watches, options).await.map_err(setup_err("the operator"))?;
+    let proxy = opkit_ansible_operator::setup(&mgr, watches, options).await.map_err(setup_err("the operator"))?;
     let stop = CancellationToken::new();
-    let _stop_guard = stop.clone().drop_guard();
-    tokio::spawn(mgr.run_until(stop.clone()));
+    let stop_guard = stop.clone().drop_guard();
+    tokio::spawn(mgr.run_until(stop));
+    Ok(RunningOperator { env, _proxy: proxy, _runner_dir: runner_dir, _stop: stop_guard })
+}
 
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"),
-        "memcacheds",
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(env.client(), NAMESPACE, &resource);
-    let mut done_stream = Box::pin(watcher(api.clone(), watcher::Config::default()).applied_objects());
-    say(&format!("creating {} CRs", opts.crs));
-    let start = Instant::now();
+/// Creates every CR at once.
+async fn create_crs(api: &Api<DynamicObject>, opts: &AnsibleOptions) -> Result<(), BenchError> {
     let creates = (0..opts.crs).map(|i| {
         let api = api.clone();
         let size = opts.size;
@@ -145,43 +182,46 @@ pub async fn run(opts: &AnsibleOptions) -> Result<AnsibleReport, BenchError> {
     for created in futures::future::join_all(creates).await {
         created?;
     }
+    Ok(())
+}
+
+/// Follows the CRs until every one has been seen with `Successful` True.
+async fn wait_all_successful(
+    opts: &AnsibleOptions,
+    done_stream: impl Stream<Item = Result<DynamicObject, watcher::Error>>,
+    start: Instant,
+) -> Result<(), BenchError> {
+    let mut done_stream = std::pin::pin!(done_stream);
     let mut done: HashSet<String> = HashSet::new();
-    let limit = Duration::from_secs(opts.run_limit_secs);
-    let wait = async {
-        while done.len() < opts.crs {
-            match done_stream.next().await {
-                Some(Ok(o)) => {
-                    let successful = o
-                        .data
-                        .pointer("/status/conditions")
-                        .and_then(Value::as_array)
-                        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Successful" && c["status"] == "True"));
-                    if successful
-                        && done.insert(o.metadata.name.clone().unwrap_or_default())
-                        && done.len().is_multiple_of(10)
-                    {
-                        say(&format!(
+    while done.len() < opts.crs {
+        match done_stream.next().await {
+            Some(Ok(o)) => {
+                if is_successful(&o)
+                    && done.insert(o.metadata.name.clone().unwrap_or_default())
+                    && done.len().is_multiple_of(10)
+                {
+                    say(
+                        opts,
+                        &format!(
                             "{} of {} Successful after {:.1} s",
                             done.len(),
                             opts.crs,
                             start.elapsed().as_secs_f64()
-                        ));
-                    }
+                        ),
+                    );
                 }
-                Some(Err(e)) => return Err(BenchError::Setup(format!("the watch: {e}"))),
-                None => return Err(BenchError::Setup("the watch ended".into())),
             }
+            Some(Err(e)) => return Err(BenchError::Setup(format!("the watch: {e}"))),
+            None => return Err(BenchError::Setup("the watch ended".into())),
         }
-        Ok(())
-    };
-    tokio::time::timeout(limit, wait)
-        .await
-        .map_err(|_| BenchError::Setup(format!("not every CR was Successful within {limit:?}")))??;
-    let seconds = start.elapsed().as_secs_f64();
-    Ok(AnsibleReport {
-        machine: Machine::detect(),
-        options: opts.clone(),
-        seconds,
-        reconciles_per_second: opts.crs as f64 / seconds,
-    })
+    }
+    Ok(())
+}
+
+/// Whether the CR's `Successful` condition is True.
+fn is_successful(o: &DynamicObject) -> bool {
+    o.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Successful" && c["status"] == "True"))
 }

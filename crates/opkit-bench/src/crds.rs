@@ -331,25 +331,16 @@ pub async fn run(options: &CrdsOptions) -> Result<CrdsReport, CrdsError> {
         .map_err(|e| CrdsError::Server(format!("starting the server: {e}")))?;
     let client = env.client();
 
-    let mut crds = Vec::new();
-    for doc in crd_docs.iter().filter(|d| d.object["kind"] == "CustomResourceDefinition") {
-        let begun = Instant::now();
-        let id = format!("crd/{}", doc.object["metadata"]["name"].as_str().unwrap_or("?"));
-        let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-        let res = request(&client, "POST", path, Some(&doc.object)).await?;
-        let mut verdict = res.verdict();
-        if res.code == 201
-            && let Err(problem) = until_served(&client, &doc.object, options.timeout).await
-        {
-            verdict = ("not-established".to_string(), Some(problem));
-        }
-        crds.push(outcome(id, verdict, &expected, begun));
-    }
-
+    let crds = create_crds(&client, &crd_docs, &expected, options.timeout).await?;
     let discovery =
         Discovery::new(client.clone()).run().await.map_err(|e| CrdsError::Server(format!("discovery: {e}")))?;
-    let mut namespaces: BTreeSet<String> = BTreeSet::from(["default".to_string()]);
-    let mut created: BTreeSet<String> = BTreeSet::new();
+    let mut applier = ExampleApplier {
+        client: &client,
+        discovery: &discovery,
+        timeout: options.timeout,
+        namespaces: BTreeSet::from(["default".to_string()]),
+        created: BTreeSet::new(),
+    };
     let mut examples = Vec::new();
     let mut skipped = Vec::new();
     for (i, doc) in example_docs.iter().enumerate() {
@@ -359,28 +350,8 @@ pub async fn run(options: &CrdsOptions) -> Result<CrdsReport, CrdsError> {
             continue;
         }
         let begun = Instant::now();
-        let id = example_id(doc);
-        let verdict = match collection(&discovery, &doc.object) {
-            None => ("404".to_string(), Some(format!("the server serves no {}", doc.object["kind"]))),
-            Some((path, ns)) => {
-                if let Some(ns) = ns.filter(|ns| !namespaces.contains(ns)) {
-                    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-                    let res = request(&client, "POST", "/api/v1/namespaces", Some(&namespace)).await?;
-                    if res.code != 201 && res.code != 409 {
-                        return Err(CrdsError::Server(format!("creating namespace {ns}: HTTP {}", res.code)));
-                    }
-                    namespaces.insert(ns);
-                }
-                if let Some(name) = doc.object["metadata"]["name"].as_str() {
-                    let existing = format!("{path}/{name}");
-                    if !created.insert(existing.clone()) {
-                        replace(&client, &existing, options.timeout).await?;
-                    }
-                }
-                request(&client, "POST", &path, Some(&doc.object)).await?.verdict()
-            }
-        };
-        examples.push(outcome(id, verdict, &expected, begun));
+        let verdict = applier.create(doc).await?;
+        examples.push(outcome(example_id(doc), verdict, &expected, begun));
     }
 
     let seen: BTreeSet<&str> = crds.iter().chain(&examples).map(|o| o.id.as_str()).collect();
@@ -394,6 +365,69 @@ pub async fn run(options: &CrdsOptions) -> Result<CrdsReport, CrdsError> {
         skipped,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Creates each CRD of the corpus and, when accepted, waits until it is served.
+async fn create_crds(
+    client: &Client,
+    crd_docs: &[Doc],
+    expected: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> Result<Vec<Outcome>, CrdsError> {
+    let mut crds = Vec::new();
+    for doc in crd_docs.iter().filter(|d| d.object["kind"] == "CustomResourceDefinition") {
+        let begun = Instant::now();
+        let id = format!("crd/{}", doc.object["metadata"]["name"].as_str().unwrap_or("?"));
+        let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+        let res = request(client, "POST", path, Some(&doc.object)).await?;
+        let mut verdict = res.verdict();
+        if res.code == 201
+            && let Err(problem) = until_served(client, &doc.object, timeout).await
+        {
+            verdict = ("not-established".to_string(), Some(problem));
+        }
+        crds.push(outcome(id, verdict, expected, begun));
+    }
+    Ok(crds)
+}
+
+/// Creates the example objects one by one, creating their namespaces on the way and
+/// replacing an object of the same name created before.
+struct ExampleApplier<'a> {
+    /// The server.
+    client: &'a Client,
+    /// What the server serves, after the CRDs were created.
+    discovery: &'a Discovery,
+    /// How long a replaced object may take to go away.
+    timeout: Duration,
+    /// Namespaces that exist.
+    namespaces: BTreeSet<String>,
+    /// Object paths created so far.
+    created: BTreeSet<String>,
+}
+
+impl ExampleApplier<'_> {
+    /// Creates one example; returns the server's verdict.
+    async fn create(&mut self, doc: &Doc) -> Result<(String, Option<String>), CrdsError> {
+        let Some((path, ns)) = collection(self.discovery, &doc.object) else {
+            return Ok(("404".to_string(), Some(format!("the server serves no {}", doc.object["kind"]))));
+        };
+        if let Some(ns) = ns.filter(|ns| !self.namespaces.contains(ns)) {
+            let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            let res = request(self.client, "POST", "/api/v1/namespaces", Some(&namespace)).await?;
+            if res.code != 201 && res.code != 409 {
+                return Err(CrdsError::Server(format!("creating namespace {ns}: HTTP {}", res.code)));
+            }
+            self.namespaces.insert(ns);
+        }
+        if let Some(name) = doc.object["metadata"]["name"].as_str() {
+            let existing = format!("{path}/{name}");
+            if !self.created.insert(existing.clone()) {
+                replace(self.client, &existing, self.timeout).await?;
+            }
+        }
+        Ok(request(self.client, "POST", &path, Some(&doc.object)).await?.verdict())
+    }
 }
 
 /// The report as a table, with the summary line last.

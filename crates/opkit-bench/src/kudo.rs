@@ -116,7 +116,7 @@ async fn create_namespace(client: &Client, name: &str) -> Result<(), BenchError>
 }
 
 /// Why a plan is not complete: its first step in ERROR/FATAL_ERROR, else the step it waits on.
-fn reason_of(status: &opkit_kudo::plan::PlanStatus) -> String {
+fn reason_of(status: &opkit_kudo::PlanStatus) -> String {
     let steps = status.phases.iter().flat_map(|p| p.steps.iter().map(move |s| (p, s)));
     let failed = steps.clone().find(|(_, s)| matches!(s.status.as_str(), state::ERROR | state::FATAL_ERROR));
     let waiting = steps.clone().find(|(_, s)| s.status == state::IN_PROGRESS);
@@ -137,86 +137,108 @@ pub async fn run_corpus(options: &KudoCorpusOptions, progress: impl Fn(&str)) ->
     let mut reports = Vec::new();
     for (name, dir) in all.iter().filter(|(n, _)| options.only.is_empty() || options.only.contains(n)) {
         progress(name);
-        let mut report = PackageReport {
-            name: name.clone(),
-            version: String::new(),
-            verify_errors: Vec::new(),
-            verify_warnings: 0,
-            deploy: "NOT_INSTALLED".into(),
-            seconds: 0.0,
-            reason: String::new(),
-        };
-        let pkg = match opkit_kudo::load(dir) {
-            Ok(p) => p,
-            Err(e) => {
-                report.reason = format!("load: {e}");
-                reports.push(report);
-                continue;
-            }
-        };
-        report.version = pkg.operator.operator_version.clone();
-        let findings = opkit_kudo::verify(&pkg);
-        report.verify_errors =
-            findings.iter().filter(|f| f.severity == Severity::Error).map(ToString::to_string).collect();
-        report.verify_warnings = findings.iter().filter(|f| f.severity == Severity::Warning).count();
-        if !report.verify_errors.is_empty() {
-            report.reason = "verify failed (KUDO refuses to install it)".into();
-            reports.push(report);
-            continue;
-        }
-        let namespace = format!("kudo-{name}");
-        create_namespace(&client, &namespace).await?;
-        if pkg.operator.tasks.iter().any(|t| t.kind == "KudoOperator") {
-            for (_, other_dir) in all.iter().filter(|(n, _)| n != name) {
-                if let Ok(dep) = opkit_kudo::load(other_dir) {
-                    let skip = InstallOptions {
-                        namespace: namespace.clone(),
-                        skip_instance: true,
-                        ..InstallOptions::default()
-                    };
-                    // A candidate that does not install is simply not there for the dependency.
-                    let _ = client::install(&client, &dep, &skip).await;
-                }
-            }
-        }
-        let options_install =
-            InstallOptions { namespace: namespace.clone(), instance: Some(name.clone()), ..InstallOptions::default() };
-        let started = Instant::now();
-        if let Err(e) = client::install(&client, &pkg, &options_install).await {
-            report.reason = format!("install: {e}");
-            reports.push(report);
-            continue;
-        }
-        let deadline = started + options.timeout;
-        loop {
-            let inst =
-                client::instance(&client, &namespace, name).await.map_err(|e| BenchError::Setup(e.to_string()))?;
-            let status = inst.as_ref().and_then(|i| client::plan_statuses(i).get("deploy").cloned());
-            if let Some(s) = &status {
-                report.deploy = s.status.clone();
-                if matches!(s.status.as_str(), state::COMPLETE | state::FATAL_ERROR) {
-                    report.reason = if s.status == state::COMPLETE { String::new() } else { reason_of(s) };
-                    break;
-                }
-            }
-            if Instant::now() >= deadline {
-                report.reason = format!(
-                    "timed out after {}s: {}",
-                    options.timeout.as_secs(),
-                    status.as_ref().map(reason_of).unwrap_or_else(|| "the deploy plan did not start".into())
-                );
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        report.seconds = started.elapsed().as_secs_f64();
-        reports.push(report);
+        reports.push(bench_package(&client, &all, name, dir, options.timeout).await?);
     }
     stop.cancel();
     let total = reports.len();
     let verified = reports.iter().filter(|r| r.verify_errors.is_empty() && !r.version.is_empty()).count();
     let complete = reports.iter().filter(|r| r.deploy == state::COMPLETE).count();
     Ok(KudoCorpusReport { total, verified, complete, packages: reports })
+}
+
+/// Loads, verifies and installs one package of the corpus and waits for its deploy plan.
+/// A package that fails is reported with the reason; only the cluster failing is an error.
+async fn bench_package(
+    client: &Client,
+    all: &[(String, PathBuf)],
+    name: &str,
+    dir: &Path,
+    timeout: Duration,
+) -> Result<PackageReport, BenchError> {
+    let mut report = PackageReport {
+        name: name.to_string(),
+        version: String::new(),
+        verify_errors: Vec::new(),
+        verify_warnings: 0,
+        deploy: "NOT_INSTALLED".into(),
+        seconds: 0.0,
+        reason: String::new(),
+    };
+    let pkg = match opkit_kudo::load(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            report.reason = format!("load: {e}");
+            return Ok(report);
+        }
+    };
+    report.version = pkg.operator.operator_version.clone();
+    let findings = opkit_kudo::verify(&pkg);
+    report.verify_errors = findings.iter().filter(|f| f.severity == Severity::Error).map(ToString::to_string).collect();
+    report.verify_warnings = findings.iter().filter(|f| f.severity == Severity::Warning).count();
+    if !report.verify_errors.is_empty() {
+        report.reason = "verify failed (KUDO refuses to install it)".into();
+        return Ok(report);
+    }
+    let namespace = format!("kudo-{name}");
+    create_namespace(client, &namespace).await?;
+    if pkg.operator.tasks.iter().any(|t| t.kind == "KudoOperator") {
+        install_dependency_candidates(client, all, name, &namespace).await;
+    }
+    let options_install =
+        InstallOptions { namespace: namespace.clone(), instance: Some(name.to_string()), ..InstallOptions::default() };
+    let started = Instant::now();
+    if let Err(e) = client::install(client, &pkg, &options_install).await {
+        report.reason = format!("install: {e}");
+        return Ok(report);
+    }
+    wait_for_deploy_plan(client, &namespace, name, started + timeout, timeout, &mut report).await?;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Installs every other package of the corpus (operator versions, no instance) so a
+/// `KudoOperator` task finds its dependency.
+async fn install_dependency_candidates(client: &Client, all: &[(String, PathBuf)], name: &str, namespace: &str) {
+    for (_, other_dir) in all.iter().filter(|(n, _)| n != name) {
+        if let Ok(dep) = opkit_kudo::load(other_dir) {
+            let skip =
+                InstallOptions { namespace: namespace.to_string(), skip_instance: true, ..InstallOptions::default() };
+            // A candidate that does not install is simply not there for the dependency.
+            let _ = client::install(client, &dep, &skip).await;
+        }
+    }
+}
+
+/// Polls the instance until its deploy plan is COMPLETE or FATAL_ERROR or `deadline`
+/// passes, recording the plan's status and reason in `report`.
+async fn wait_for_deploy_plan(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    deadline: Instant,
+    timeout: Duration,
+    report: &mut PackageReport,
+) -> Result<(), BenchError> {
+    loop {
+        let inst = client::instance(client, namespace, name).await.map_err(|e| BenchError::Setup(e.to_string()))?;
+        let status = inst.as_ref().and_then(|i| client::plan_statuses(i).get("deploy").cloned());
+        if let Some(s) = &status {
+            report.deploy = s.status.clone();
+            if matches!(s.status.as_str(), state::COMPLETE | state::FATAL_ERROR) {
+                report.reason = if s.status == state::COMPLETE { String::new() } else { reason_of(s) };
+                return Ok(());
+            }
+        }
+        if Instant::now() >= deadline {
+            report.reason = format!(
+                "timed out after {}s: {}",
+                timeout.as_secs(),
+                status.as_ref().map(reason_of).unwrap_or_else(|| "the deploy plan did not start".into())
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// The corpus report as a table.
@@ -310,27 +332,7 @@ pub async fn run_scale(options: &KudoScaleOptions) -> Result<KudoScaleReport, Be
     let env = TestEnv::start().await.map_err(|e| BenchError::Setup(format!("control plane: {e}")))?;
     let client = env.client();
     opkit_kudo::install_crds(&client).await.map_err(|e| BenchError::Setup(e.to_string()))?;
-    let mut child = tokio::process::Command::new(&options.exe)
-        .arg("kudo-engine")
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| BenchError::Setup(format!("spawning {} kudo-engine: {e}", options.exe.display())))?;
-    let stdout = child.stdout.take().ok_or_else(|| BenchError::Setup("no stdout pipe".into()))?;
-    let line = tokio::time::timeout(Duration::from_secs(60), BufReader::new(stdout).lines().next_line())
-        .await
-        .map_err(|_| BenchError::Setup("the engine did not start within 60s".into()))??
-        .ok_or_else(|| BenchError::Setup("the engine exited before it ran".into()))?;
-    let pid = serde_json::from_str::<serde_json::Value>(&line)
-        .map_err(|e| BenchError::Setup(format!("bad engine line {line:?}: {e}")))?
-        .get("pid")
-        .and_then(serde_json::Value::as_u64)
-        .and_then(|p| u32::try_from(p).ok())
-        .ok_or_else(|| BenchError::Setup(format!("bad engine line {line:?}")))?;
+    let (mut child, pid) = spawn_engine(&options.exe, env.kubeconfig_path()).await?;
     let before = memory(pid)?;
     let pkg = opkit_kudo::load(&options.package).map_err(|e| BenchError::Setup(e.to_string()))?;
     let ns = "kudo-scale";
@@ -357,19 +359,7 @@ pub async fn run_scale(options: &KudoScaleOptions) -> Result<KudoScaleReport, Be
     });
     futures::future::try_join_all(creates).await?;
     let create_seconds = started.elapsed().as_secs_f64();
-    let deadline = started + options.timeout;
-    let complete = loop {
-        let list = instances.list(&ListParams::default()).await.map_err(|e| BenchError::Setup(e.to_string()))?;
-        let done = list
-            .items
-            .iter()
-            .filter(|i| client::plan_statuses(i).get("deploy").is_some_and(|p| p.status == state::COMPLETE))
-            .count();
-        if done == options.instances || Instant::now() >= deadline {
-            break done;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let complete = wait_for_complete(&instances, options.instances, started + options.timeout).await?;
     let all_complete_seconds = started.elapsed().as_secs_f64();
     let after = memory(pid)?;
     drop(child.stdin.take());
@@ -386,6 +376,53 @@ pub async fn run_scale(options: &KudoScaleOptions) -> Result<KudoScaleReport, Be
         engine_rss_after_mib: after.rss_bytes as f64 / MIB,
         engine_peak_mib: after.hwm_bytes as f64 / MIB,
     })
+}
+
+/// Spawns `exe kudo-engine` on the cluster and reads its pid from its first line.
+async fn spawn_engine(exe: &Path, kubeconfig: &Path) -> Result<(tokio::process::Child, u32), BenchError> {
+    let mut child = tokio::process::Command::new(exe)
+        .arg("kudo-engine")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| BenchError::Setup(format!("spawning {} kudo-engine: {e}", exe.display())))?;
+    let stdout = child.stdout.take().ok_or_else(|| BenchError::Setup("no stdout pipe".into()))?;
+    let line = tokio::time::timeout(Duration::from_secs(60), BufReader::new(stdout).lines().next_line())
+        .await
+        .map_err(|_| BenchError::Setup("the engine did not start within 60s".into()))??
+        .ok_or_else(|| BenchError::Setup("the engine exited before it ran".into()))?;
+    let pid = serde_json::from_str::<serde_json::Value>(&line)
+        .map_err(|e| BenchError::Setup(format!("bad engine line {line:?}: {e}")))?
+        .get("pid")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|p| u32::try_from(p).ok())
+        .ok_or_else(|| BenchError::Setup(format!("bad engine line {line:?}")))?;
+    Ok((child, pid))
+}
+
+/// Polls the Instances until `want` have a COMPLETE deploy plan or `deadline` passes;
+/// returns how many did.
+async fn wait_for_complete(
+    instances: &Api<DynamicObject>,
+    want: usize,
+    deadline: Instant,
+) -> Result<usize, BenchError> {
+    loop {
+        let list = instances.list(&ListParams::default()).await.map_err(|e| BenchError::Setup(e.to_string()))?;
+        let done = list
+            .items
+            .iter()
+            .filter(|i| client::plan_statuses(i).get("deploy").is_some_and(|p| p.status == state::COMPLETE))
+            .count();
+        if done == want || Instant::now() >= deadline {
+            return Ok(done);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The scale report as text.

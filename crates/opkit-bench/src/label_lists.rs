@@ -19,13 +19,13 @@ use tokio::task::JoinSet;
 
 use crate::BenchError;
 use crate::client::query_escape;
-use crate::client::{Endpoint, REQUEST_TIMEOUT, call, open_stream, snippet};
+use crate::client::{Conn, Endpoint, REQUEST_TIMEOUT, call, open_stream, snippet};
 use crate::config::{Options, progress};
 use crate::fixtures::{cm_path, ensure_namespace, labelled_configmap};
 use crate::load::{MakeRequest, Phase, run_phase};
 use crate::report::{IdleWatchReport, LabelListReport};
 use crate::serve::{Backend, ServerProcess};
-use crate::stats::PhaseStats;
+use crate::stats::{PhaseSamples, PhaseStats};
 
 const NS_LABELS: &str = "bench-labels";
 const NS_LEASE: &str = "bench-lease";
@@ -47,6 +47,66 @@ pub async fn lease_under_label_lists(
     let objects = w.label_list_objects;
     let values = w.label_values.max(1);
     progress(opts, &format!("{backend}: {objects} ConfigMaps with {values} label values"));
+    let path = fill_labelled_configmaps(opts, ep).await?;
+    let lease_path = format!("/apis/coordination.k8s.io/v1/namespaces/{NS_LEASE}/leases");
+    call(ep, Method::POST, &lease_path, lease_body(None)?).await?;
+
+    progress(
+        opts,
+        &format!("{backend}: Lease renewals while {} clients list {objects} objects by label", w.label_listers),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut listers = JoinSet::new();
+    for i in 0..w.label_listers {
+        let conn = ep.connect().await?;
+        let selector = query_escape(&format!("{GROUP_LABEL}=g{}", i % values));
+        let lister = Lister {
+            ep: ep.clone(),
+            list_path: format!("{path}?labelSelector={selector}"),
+            stop: stop.clone(),
+            started: started.clone(),
+        };
+        listers.spawn(lister.run(conn));
+    }
+    wait_for_first_lists(&started, w.label_listers).await;
+    let measure_from = Instant::now();
+    let renewals = renewals_on_own_thread(ep, lease_path, w.lease_renew_every_ms, w.lease_renew_secs).await;
+    stop.store(true, Ordering::Relaxed);
+    let all = join_listers(listers).await?;
+    let items_per_list = serde_json::from_slice::<Value>(&all.last_body)
+        .ok()
+        .and_then(|v| v["items"].as_array().map(Vec::len))
+        .unwrap_or(0);
+    let lists = PhaseStats::from_samples(PhaseSamples {
+        op: "list by label",
+        concurrency: w.label_listers,
+        micros: all.micros,
+        errors: all.errors,
+        first_error: all.first_error,
+        elapsed: measure_from.elapsed(),
+        time_limited: false,
+    });
+
+    progress(opts, &format!("{backend}: {} unread watches from resourceVersion 0", w.idle_watches));
+    let idle_watches = idle_watches(server, ep, &path, w.idle_watches).await?;
+    Ok(LabelListReport {
+        objects,
+        label_values: values,
+        listers: w.label_listers,
+        items_per_list,
+        renew_every_ms: w.lease_renew_every_ms,
+        renewals: renewals?,
+        lists,
+        idle_watches,
+    })
+}
+
+/// Creates the namespaces and the labelled ConfigMaps; returns the ConfigMaps' path.
+async fn fill_labelled_configmaps(opts: &Options, ep: &Endpoint) -> Result<String, BenchError> {
+    let w = &opts.workload;
+    let objects = w.label_list_objects;
+    let values = w.label_values.max(1);
     for ns in [NS_LABELS, NS_LEASE] {
         ensure_namespace(ep, ns).await?;
     }
@@ -69,65 +129,79 @@ pub async fn lease_under_label_lists(
             filled.stats.ok, filled.stats.first_error
         )));
     }
-    let lease_path = format!("/apis/coordination.k8s.io/v1/namespaces/{NS_LEASE}/leases");
-    call(ep, Method::POST, &lease_path, lease_body(None)?).await?;
+    Ok(path)
+}
 
-    progress(
-        opts,
-        &format!("{backend}: Lease renewals while {} clients list {objects} objects by label", w.label_listers),
-    );
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicUsize::new(0));
-    let mut listers = JoinSet::new();
-    for i in 0..w.label_listers {
-        let mut conn = ep.connect().await?;
-        let selector = query_escape(&format!("{GROUP_LABEL}=g{}", i % values));
-        let (ep, stop, started, list_path) =
-            (ep.clone(), stop.clone(), started.clone(), format!("{path}?labelSelector={selector}"));
-        listers.spawn(async move {
-            let mut lists = ListerResult::default();
-            let mut first = true;
-            while !stop.load(Ordering::Relaxed) {
-                let t0 = Instant::now();
-                match conn.send(ep.request(Method::GET, &list_path, Bytes::new())).await {
-                    Ok((status, body)) if status.is_success() => {
-                        lists.micros.push(t0.elapsed().as_micros() as u64);
-                        lists.last_body = body;
-                    }
-                    Ok((status, body)) => lists.fail(format!("HTTP {}: {}", status.as_u16(), snippet(&body))),
-                    Err(e) => {
-                        lists.fail(e.to_string());
-                        match ep.connect().await {
-                            Ok(c) => conn = c,
-                            Err(_) => break,
-                        }
-                    }
+/// One client listing by label in a loop until told to stop.
+struct Lister {
+    /// The server.
+    ep: Endpoint,
+    /// The list request's path with its label selector.
+    list_path: String,
+    /// Set when the renewals are done.
+    stop: Arc<AtomicBool>,
+    /// Counts listers that finished their first list.
+    started: Arc<AtomicUsize>,
+}
+
+impl Lister {
+    /// Lists until stopped, reconnecting after a failed request.
+    async fn run(self, mut conn: Conn) -> ListerResult {
+        let mut lists = ListerResult::default();
+        let mut first = true;
+        while !self.stop.load(Ordering::Relaxed) {
+            let t0 = Instant::now();
+            match conn.send(self.ep.request(Method::GET, &self.list_path, Bytes::new())).await {
+                Ok((status, body)) if status.is_success() => {
+                    lists.micros.push(t0.elapsed().as_micros() as u64);
+                    lists.last_body = body;
                 }
-                if std::mem::take(&mut first) {
-                    started.fetch_add(1, Ordering::Relaxed);
+                Ok((status, body)) => lists.fail(format!("HTTP {}: {}", status.as_u16(), snippet(&body))),
+                Err(e) => {
+                    lists.fail(e.to_string());
+                    match self.ep.connect().await {
+                        Ok(c) => conn = c,
+                        Err(_) => break,
+                    }
                 }
             }
-            lists
-        });
+            if std::mem::take(&mut first) {
+                self.started.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        lists
     }
-    // Renewals are measured once every lister has finished its first list, so the load
-    // is in its steady state.
+}
+
+/// Renewals are measured once every lister has finished its first list, so the load is
+/// in its steady state; waits for that, bounded.
+async fn wait_for_first_lists(started: &AtomicUsize, listers: usize) {
     let ramp_deadline = Instant::now() + REQUEST_TIMEOUT * 3;
-    while started.load(Ordering::Relaxed) < w.label_listers && Instant::now() < ramp_deadline {
+    while started.load(Ordering::Relaxed) < listers && Instant::now() < ramp_deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let measure_from = Instant::now();
-    // The renewals run on a thread and runtime of their own, so they measure the server,
-    // not this process's workers busy reading the lists.
-    let (ep2, every, secs) = (ep.clone(), w.lease_renew_every_ms, w.lease_renew_secs);
-    let renewals = tokio::task::spawn_blocking(move || {
+}
+
+/// Renews the Lease for `secs` seconds on a thread and runtime of its own, so the
+/// renewals measure the server, not this process's workers busy reading the lists.
+async fn renewals_on_own_thread(
+    ep: &Endpoint,
+    lease_path: String,
+    every_ms: u64,
+    secs: u64,
+) -> Result<PhaseStats, BenchError> {
+    let ep2 = ep.clone();
+    tokio::task::spawn_blocking(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        rt.block_on(renew_lease(&ep2, &lease_path, every, Duration::from_secs(secs)))
+        rt.block_on(renew_lease(&ep2, &lease_path, every_ms, Duration::from_secs(secs)))
     })
     .await
     .map_err(|e| BenchError::Setup(format!("Lease renewals failed: {e}")))
-    .and_then(|r| r);
-    stop.store(true, Ordering::Relaxed);
+    .and_then(|r| r)
+}
+
+/// Waits for every lister and merges their results.
+async fn join_listers(mut listers: JoinSet<ListerResult>) -> Result<ListerResult, BenchError> {
     let mut all = ListerResult::default();
     while let Some(r) = listers.join_next().await {
         let r = r.map_err(|e| BenchError::Setup(format!("lister failed: {e}")))?;
@@ -140,32 +214,7 @@ pub async fn lease_under_label_lists(
             all.last_body = r.last_body;
         }
     }
-    let items_per_list = serde_json::from_slice::<Value>(&all.last_body)
-        .ok()
-        .and_then(|v| v["items"].as_array().map(Vec::len))
-        .unwrap_or(0);
-    let lists = PhaseStats::from_samples(
-        "list by label",
-        w.label_listers,
-        all.micros,
-        all.errors,
-        all.first_error,
-        measure_from.elapsed(),
-        false,
-    );
-
-    progress(opts, &format!("{backend}: {} unread watches from resourceVersion 0", w.idle_watches));
-    let idle_watches = idle_watches(server, ep, &path, w.idle_watches).await?;
-    Ok(LabelListReport {
-        objects,
-        label_values: values,
-        listers: w.label_listers,
-        items_per_list,
-        renew_every_ms: w.lease_renew_every_ms,
-        renewals: renewals?,
-        lists,
-        idle_watches,
-    })
+    Ok(all)
 }
 
 #[derive(Default)]
@@ -251,7 +300,15 @@ async fn renew_lease(ep: &Endpoint, leases: &str, every_ms: u64, duration: Durat
             }
         }
     }
-    Ok(PhaseStats::from_samples("lease renew", 1, micros, errors, first_error, start.elapsed(), false))
+    Ok(PhaseStats::from_samples(PhaseSamples {
+        op: "lease renew",
+        concurrency: 1,
+        micros,
+        errors,
+        first_error,
+        elapsed: start.elapsed(),
+        time_limited: false,
+    }))
 }
 
 /// Opens `n` watches from resourceVersion 0 on `path` and never reads them; samples the

@@ -12,8 +12,8 @@ use http_body_util::Full;
 use tokio::task::JoinSet;
 
 use crate::BenchError;
-use crate::client::{Endpoint, snippet};
-use crate::stats::PhaseStats;
+use crate::client::{Conn, Endpoint, snippet};
+use crate::stats::{PhaseSamples, PhaseStats};
 
 /// Builds the request for operation number `i`.
 pub type MakeRequest = Arc<dyn Fn(usize) -> Request<Full<Bytes>> + Send + Sync>;
@@ -59,55 +59,9 @@ pub async fn run_phase(ep: &Endpoint, phase: &Phase, make: MakeRequest) -> Resul
     let start = Instant::now();
     let deadline = start + phase.limit;
     let mut set = JoinSet::new();
-    for mut conn in conns {
-        let (next, make, ep, total) = (next.clone(), make.clone(), ep.clone(), phase.total);
-        set.spawn(async move {
-            let mut r = WorkerResult {
-                micros: Vec::with_capacity(total / c + 1),
-                errors: 0,
-                timeouts: 0,
-                first_error: None,
-                bytes: 0,
-            };
-            loop {
-                if Instant::now() >= deadline {
-                    break;
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total {
-                    break;
-                }
-                let req = make(i);
-                let t0 = Instant::now();
-                let res = conn.send(req).await;
-                let took = t0.elapsed();
-                match res {
-                    Ok((status, body)) if status.is_success() => {
-                        r.micros.push(took.as_micros() as u64);
-                        r.bytes += body.len() as u64;
-                    }
-                    Ok((status, body)) => {
-                        r.errors += 1;
-                        r.first_error.get_or_insert_with(|| format!("HTTP {}: {}", status.as_u16(), snippet(&body)));
-                    }
-                    Err(e) => {
-                        r.errors += 1;
-                        let timed_out = matches!(e, BenchError::Timeout(_));
-                        if timed_out {
-                            r.timeouts += 1;
-                        }
-                        r.first_error.get_or_insert_with(|| e.to_string());
-                        if timed_out || conn.is_closed() {
-                            match ep.connect().await {
-                                Ok(c) => conn = c,
-                                Err(_) => break,
-                            }
-                        }
-                    }
-                }
-            }
-            r
-        });
+    for conn in conns {
+        let worker = Worker { ep: ep.clone(), make: make.clone(), next: next.clone(), total: phase.total, deadline };
+        set.spawn(worker.run(conn, phase.total / c + 1));
     }
     let mut all = Vec::with_capacity(phase.total);
     let (mut errors, mut timeouts, mut first_error, mut bytes) = (0, 0, None, 0);
@@ -123,7 +77,77 @@ pub async fn run_phase(ep: &Endpoint, phase: &Phase, make: MakeRequest) -> Resul
     }
     let elapsed = start.elapsed();
     let time_limited = all.len() + errors < phase.total;
-    let mut stats = PhaseStats::from_samples(&phase.op, c, all, errors, first_error, elapsed, time_limited);
+    let mut stats = PhaseStats::from_samples(PhaseSamples {
+        op: &phase.op,
+        concurrency: c,
+        micros: all,
+        errors,
+        first_error,
+        elapsed,
+        time_limited,
+    });
     stats.timeouts = timeouts;
     Ok(PhaseOutcome { stats, response_bytes: bytes })
+}
+
+/// One connection's share of a phase: takes the next request number until the phase's
+/// count or time limit is reached.
+struct Worker {
+    /// The server, for reconnecting.
+    ep: Endpoint,
+    /// Builds request number `i`.
+    make: MakeRequest,
+    /// The next request number, shared by the phase's workers.
+    next: Arc<AtomicUsize>,
+    /// Requests in the phase.
+    total: usize,
+    /// When the phase stops.
+    deadline: Instant,
+}
+
+impl Worker {
+    /// Sends requests on `conn` (reconnecting after a time-out or a closed connection)
+    /// and records each one's latency or failure.
+    async fn run(self, mut conn: Conn, capacity: usize) -> WorkerResult {
+        let mut r =
+            WorkerResult { micros: Vec::with_capacity(capacity), errors: 0, timeouts: 0, first_error: None, bytes: 0 };
+        loop {
+            if Instant::now() >= self.deadline {
+                break;
+            }
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.total {
+                break;
+            }
+            let req = (self.make)(i);
+            let t0 = Instant::now();
+            let res = conn.send(req).await;
+            let took = t0.elapsed();
+            match res {
+                Ok((status, body)) if status.is_success() => {
+                    r.micros.push(took.as_micros() as u64);
+                    r.bytes += body.len() as u64;
+                }
+                Ok((status, body)) => {
+                    r.errors += 1;
+                    r.first_error.get_or_insert_with(|| format!("HTTP {}: {}", status.as_u16(), snippet(&body)));
+                }
+                Err(e) => {
+                    r.errors += 1;
+                    let timed_out = matches!(e, BenchError::Timeout(_));
+                    if timed_out {
+                        r.timeouts += 1;
+                    }
+                    r.first_error.get_or_insert_with(|| e.to_string());
+                    if timed_out || conn.is_closed() {
+                        match self.ep.connect().await {
+                            Ok(c) => conn = c,
+                            Err(_) => break,
+                        }
+                    }
+                }
+            }
+        }
+        r
+    }
 }

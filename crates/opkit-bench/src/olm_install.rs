@@ -316,6 +316,8 @@ async fn chain(client: &kube::Client, operator: &str, bundles: &[Bundle], timeou
     result
 }
 
+/// Installs the channel's first bundle and follows OLM's automatic upgrades to the head,
+/// then checks that only the head's CSV is left, Succeeded.
 async fn walk_chain(
     client: &kube::Client,
     bundles: &[Bundle],
@@ -336,9 +338,39 @@ async fn walk_chain(
         return Err(format!("only one bundle of the corpus is in channel {}", channel.name));
     }
     let ns = "chain";
+    let chain = ChainStart { ns, package: &package, channel: &channel.name, first };
+    let subs = subscribe_at_first(client, &catalog, &chain).await?;
+    let head = head.name.clone();
+    let deadline = tokio::time::Instant::now() + timeout;
+    follow_to_head(&subs, &package, &head, deadline, result).await?;
+    let old: Vec<&str> = in_channel.iter().map(|b| b.csv.name()).filter(|n| *n != head).collect();
+    check_only_head_left(client, ns, &old, &head, deadline).await
+}
+
+/// Where the chain walk starts: the namespace, package, channel and its first bundle.
+struct ChainStart<'a> {
+    /// The namespace everything is installed in.
+    ns: &'a str,
+    /// The package walked.
+    package: &'a str,
+    /// The channel walked.
+    channel: &'a str,
+    /// The channel's first bundle, the subscription's starting CSV.
+    first: &'a Bundle,
+}
+
+/// Creates the namespace, the catalog, an OperatorGroup and a Subscription starting at
+/// the first bundle with automatic approval; returns the Subscription API.
+async fn subscribe_at_first(
+    client: &kube::Client,
+    catalog: &Catalog,
+    chain: &ChainStart<'_>,
+) -> Result<Api<Subscription>, String> {
+    let ns = chain.ns;
     namespace(client, ns).await?;
-    run_bundle::write_catalog(client, ns, "chain-catalog", &catalog).await.map_err(|e| e.to_string())?;
-    let targets = if first.csv.supports_install_mode("AllNamespaces") { Vec::new() } else { vec![ns.to_string()] };
+    run_bundle::write_catalog(client, ns, "chain-catalog", catalog).await.map_err(|e| e.to_string())?;
+    let targets =
+        if chain.first.csv.supports_install_mode("AllNamespaces") { Vec::new() } else { vec![ns.to_string()] };
     let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns);
     let mut group =
         OperatorGroup::new("og", OperatorGroupSpec { target_namespaces: targets, extra: Default::default() });
@@ -347,15 +379,24 @@ async fn walk_chain(
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
     let sub: Subscription = serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-        "metadata": {"name": package, "namespace": ns},
-        "spec": {"source": "chain-catalog", "sourceNamespace": ns, "name": package, "channel": channel.name,
-                 "startingCSV": first.csv.name(), "installPlanApproval": "Automatic"},
+        "metadata": {"name": chain.package, "namespace": ns},
+        "spec": {"source": "chain-catalog", "sourceNamespace": ns, "name": chain.package, "channel": chain.channel,
+                 "startingCSV": chain.first.csv.name(), "installPlanApproval": "Automatic"},
     }))
     .map_err(|e| e.to_string())?;
     subs.create(&PostParams::default(), &sub).await.map_err(|e| e.to_string())?;
-    // Follow the subscription's installed CSVs until the head is installed and at latest.
-    let head = head.name.clone();
-    let deadline = tokio::time::Instant::now() + timeout;
+    Ok(subs)
+}
+
+/// Follows the subscription's installed CSVs until the head is installed and at latest,
+/// recording each installed CSV in `result`.
+async fn follow_to_head(
+    subs: &Api<Subscription>,
+    package: &str,
+    head: &str,
+    deadline: tokio::time::Instant,
+    result: &mut ChainResult,
+) -> Result<(), String> {
     let installed = std::sync::Mutex::new(Vec::<String>::new());
     let reached = |s: Option<&Subscription>| {
         let Some(status) = s.and_then(|s| s.status.as_ref()) else { return false };
@@ -364,26 +405,36 @@ async fn walk_chain(
         {
             seen.push(csv.clone());
         }
-        status.installed_csv.as_deref() == Some(head.as_str()) && status.state.as_deref() == Some("AtLatestKnown")
+        status.installed_csv.as_deref() == Some(head) && status.state.as_deref() == Some("AtLatestKnown")
     };
     let waited =
-        tokio::time::timeout_at(deadline, kube::runtime::wait::await_condition(subs.clone(), &package, reached)).await;
+        tokio::time::timeout_at(deadline, kube::runtime::wait::await_condition(subs.clone(), package, reached)).await;
     result.installed = installed.lock().map(|s| s.clone()).unwrap_or_default();
     match waited {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(e.to_string()),
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
         Err(_) => {
-            let status = subs.get(&package).await.ok().and_then(|s| s.status);
-            return Err(format!(
+            let status = subs.get(package).await.ok().and_then(|s| s.status);
+            Err(format!(
                 "timed out before reaching {head}: subscription state {:?}, conditions {}",
                 status.as_ref().and_then(|s| s.state.clone()),
                 status.map(|s| json!(s.conditions).to_string()).unwrap_or_default()
-            ));
+            ))
         }
     }
+}
+
+/// Waits for the `old` CSVs to be removed, then checks only the head's is left, Succeeded.
+async fn check_only_head_left(
+    client: &kube::Client,
+    ns: &str,
+    old: &[&str],
+    head: &str,
+    deadline: tokio::time::Instant,
+) -> Result<(), String> {
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
     let only_head = |list: Option<&ClusterServiceVersion>| list.is_none();
-    for old in in_channel.iter().map(|b| b.csv.name()).filter(|n| *n != head) {
+    for old in old {
         tokio::time::timeout_at(deadline, kube::runtime::wait::await_condition(csvs.clone(), old, only_head))
             .await
             .map_err(|_| format!("{old} was not removed after the upgrade"))?

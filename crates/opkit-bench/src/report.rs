@@ -320,6 +320,17 @@ fn phase_table(out: &mut String, phases: &[PhaseStats]) {
 /// Renders the report for people.
 pub fn render_text(r: &Report) -> String {
     let mut out = String::new();
+    render_header(&mut out, r);
+    for b in &r.backends {
+        render_backend(&mut out, b);
+    }
+    render_etcd(&mut out, &r.etcd);
+    render_targets(&mut out, &r.targets);
+    out
+}
+
+/// The machine, the client and the in-process start-up.
+fn render_header(out: &mut String, r: &Report) {
     let m = &r.machine;
     let _ = writeln!(out, "opkit-bench apiserver — {} CPUs ({}), {} RAM", m.cpus, m.cpu_model, mib(m.memory_bytes));
     let _ = writeln!(
@@ -333,90 +344,116 @@ pub fn render_text(r: &Report) -> String {
         "\nIn-process start-up (in-memory, {} runs): median {:.1} ms (min {:.1}, max {:.1}; first in process {:.1})",
         s.runs, s.median_ms, s.min_ms, s.max_ms, s.first_ms
     );
-    for b in &r.backends {
-        let _ = writeln!(out, "\n== {} (server process start-up {:.1} ms) ==", b.backend, b.server_startup_ms);
-        phase_table(&mut out, &b.phases);
-        if let Some(l) = &b.list {
-            let _ = writeln!(
-                out,
-                "  list {} objects: full {:.1} ms median (min {:.1}; head after {:.1} ms; {} items, {}); paged by {}: {:.1} ms in {} pages",
-                l.objects,
-                l.full_list_ms,
-                l.full_list_min_ms,
-                l.full_list_head_ms,
-                l.items_returned,
-                mib(l.full_list_bytes as u64),
-                l.page_size,
-                l.paged_ms,
-                l.pages
-            );
-        }
-        if let Some(w) = &b.watch {
-            let _ = writeln!(
-                out,
-                "  watch fan-out {} watchers x {} events: all delivered after {:.3} s (writes took {:.3} s); complete {}/{}, least-served got {}",
-                w.watchers,
-                w.events,
-                w.all_delivered_seconds,
-                w.write_seconds,
-                w.complete_watchers,
-                w.watchers,
-                w.min_events_received
-            );
-        }
-        if let Some(l) = &b.label_lists {
-            let (r, x) = (&l.renewals, &l.lists);
-            let _ = writeln!(
-                out,
-                "  {}: {:.1} ms (renewal = GET + PUT every {} ms; {} renewals, p50 {:.1} ms, max {:.1} ms, {} errors; {} label values, {} items per list; {} lists done, p50 {:.0} ms, {} errors)",
-                lease_row_name(l),
-                r.p99_ms,
-                l.renew_every_ms,
-                r.ok,
-                r.p50_ms,
-                r.max_ms,
-                r.errors,
-                l.label_values,
-                l.items_per_list,
-                x.ok,
-                x.p50_ms,
-                x.errors
-            );
-            for e in [&r.first_error, &x.first_error].into_iter().flatten() {
-                let _ = writeln!(out, "          first error: {e}");
-            }
-            if let Some(iw) = &l.idle_watches {
-                let _ = writeln!(
-                    out,
-                    "  {} unread watches from resourceVersion 0 over those {} objects: VmRSS peak {} (before {}, +{})",
-                    iw.watches,
-                    l.objects,
-                    mib(iw.rss_peak_bytes),
-                    mib(iw.rss_before_bytes),
-                    mib(iw.rss_peak_bytes.saturating_sub(iw.rss_before_bytes))
-                );
-            }
-        }
-        if let Some(mm) = &b.memory {
-            let _ = writeln!(
-                out,
-                "  memory after {} objects (filled at {:.0}/s): VmRSS {} (before {}), VmHWM {}; JSON {}; growth/JSON {:.2}x, RSS/JSON {:.2}x",
-                mm.objects,
-                mm.create_ops_per_sec,
-                mib(mm.rss_after_bytes),
-                mib(mm.rss_before_bytes),
-                mib(mm.hwm_after_bytes),
-                mib(mm.json_bytes),
-                mm.growth_ratio,
-                mm.rss_ratio
-            );
-        }
-        for f in &b.failures {
-            let _ = writeln!(out, "  FAILED: {f}");
-        }
+}
+
+/// One backend's section: its phases, then each optional scenario and its failures.
+fn render_backend(out: &mut String, b: &BackendReport) {
+    let _ = writeln!(out, "\n== {} (server process start-up {:.1} ms) ==", b.backend, b.server_startup_ms);
+    phase_table(out, &b.phases);
+    if let Some(l) = &b.list {
+        render_list(out, l);
     }
+    if let Some(w) = &b.watch {
+        render_watch(out, w);
+    }
+    if let Some(l) = &b.label_lists {
+        render_label_lists(out, l);
+    }
+    if let Some(mm) = &b.memory {
+        render_memory(out, mm);
+    }
+    for f in &b.failures {
+        let _ = writeln!(out, "  FAILED: {f}");
+    }
+}
+
+/// The full and paged list line.
+fn render_list(out: &mut String, l: &ListReport) {
+    let _ = writeln!(
+        out,
+        "  list {} objects: full {:.1} ms median (min {:.1}; head after {:.1} ms; {} items, {}); paged by {}: {:.1} ms in {} pages",
+        l.objects,
+        l.full_list_ms,
+        l.full_list_min_ms,
+        l.full_list_head_ms,
+        l.items_returned,
+        mib(l.full_list_bytes as u64),
+        l.page_size,
+        l.paged_ms,
+        l.pages
+    );
+}
+
+/// The watch fan-out line.
+fn render_watch(out: &mut String, w: &WatchReport) {
+    let _ = writeln!(
+        out,
+        "  watch fan-out {} watchers x {} events: all delivered after {:.3} s (writes took {:.3} s); complete {}/{}, least-served got {}",
+        w.watchers,
+        w.events,
+        w.all_delivered_seconds,
+        w.write_seconds,
+        w.complete_watchers,
+        w.watchers,
+        w.min_events_received
+    );
+}
+
+/// The lease-renewal-under-label-lists line, its first errors and the idle watches.
+fn render_label_lists(out: &mut String, l: &LabelListReport) {
+    let (r, x) = (&l.renewals, &l.lists);
+    let _ = writeln!(
+        out,
+        "  {}: {:.1} ms (renewal = GET + PUT every {} ms; {} renewals, p50 {:.1} ms, max {:.1} ms, {} errors; {} label values, {} items per list; {} lists done, p50 {:.0} ms, {} errors)",
+        lease_row_name(l),
+        r.p99_ms,
+        l.renew_every_ms,
+        r.ok,
+        r.p50_ms,
+        r.max_ms,
+        r.errors,
+        l.label_values,
+        l.items_per_list,
+        x.ok,
+        x.p50_ms,
+        x.errors
+    );
+    for e in [&r.first_error, &x.first_error].into_iter().flatten() {
+        let _ = writeln!(out, "          first error: {e}");
+    }
+    if let Some(iw) = &l.idle_watches {
+        let _ = writeln!(
+            out,
+            "  {} unread watches from resourceVersion 0 over those {} objects: VmRSS peak {} (before {}, +{})",
+            iw.watches,
+            l.objects,
+            mib(iw.rss_peak_bytes),
+            mib(iw.rss_before_bytes),
+            mib(iw.rss_peak_bytes.saturating_sub(iw.rss_before_bytes))
+        );
+    }
+}
+
+/// The memory-per-object line.
+fn render_memory(out: &mut String, mm: &MemoryReport) {
+    let _ = writeln!(
+        out,
+        "  memory after {} objects (filled at {:.0}/s): VmRSS {} (before {}), VmHWM {}; JSON {}; growth/JSON {:.2}x, RSS/JSON {:.2}x",
+        mm.objects,
+        mm.create_ops_per_sec,
+        mib(mm.rss_after_bytes),
+        mib(mm.rss_before_bytes),
+        mib(mm.hwm_after_bytes),
+        mib(mm.json_bytes),
+        mm.growth_ratio,
+        mm.rss_ratio
+    );
+}
+
+/// The etcd baseline section: skipped, or its put phases and our/etcd ratios.
+fn render_etcd(out: &mut String, etcd: &EtcdReport) {
     let _ = writeln!(out, "\n== etcd baseline ==");
-    match (&r.etcd.skipped, &r.etcd.version) {
+    match (&etcd.skipped, &etcd.version) {
         (Some(why), _) => {
             let _ = writeln!(out, "  SKIPPED: {why}");
         }
@@ -426,8 +463,8 @@ pub fn render_text(r: &Report) -> String {
                 "  {} via the v3 JSON gateway (plain HTTP/1.1), same payload",
                 v.as_deref().unwrap_or("etcd")
             );
-            phase_table(&mut out, &r.etcd.puts);
-            for x in &r.etcd.ratios {
+            phase_table(out, &etcd.puts);
+            for x in &etcd.ratios {
                 let _ = writeln!(
                     out,
                     "  ours/etcd at c={:<3} {:<17} {:>8.0}/s vs {:>8.0}/s = {:.2}x",
@@ -440,8 +477,12 @@ pub fn render_text(r: &Report) -> String {
             }
         }
     }
+}
+
+/// The targets section.
+fn render_targets(out: &mut String, targets: &[TargetCheck]) {
     let _ = writeln!(out, "\n== targets (reported, not asserted) ==");
-    for t in &r.targets {
+    for t in targets {
         let _ = writeln!(
             out,
             "  [{}] {:<52} {:<24} target {}",
@@ -451,7 +492,6 @@ pub fn render_text(r: &Report) -> String {
             t.target
         );
     }
-    out
 }
 
 /// Lease renewals while clients list by label, and the memory of idle watches.

@@ -56,18 +56,29 @@ pub struct PhaseStats {
     pub time_limited: bool,
 }
 
+/// What one phase recorded, as [`PhaseStats::from_samples`] summarises it.
+#[derive(Debug, Clone)]
+pub struct PhaseSamples<'a> {
+    /// The operation measured.
+    pub op: &'a str,
+    /// Concurrent workers.
+    pub concurrency: usize,
+    /// Latencies of the successful operations in microseconds (any order).
+    pub micros: Vec<u64>,
+    /// Failed operations.
+    pub errors: usize,
+    /// The first failure seen, if any.
+    pub first_error: Option<String>,
+    /// Wall time of the phase.
+    pub elapsed: Duration,
+    /// Whether the phase stopped at its time limit before finishing its count.
+    pub time_limited: bool,
+}
+
 impl PhaseStats {
-    /// Builds the summary from per-operation latencies in microseconds (any order).
-    #[allow(clippy::too_many_arguments)]
-    pub fn from_samples(
-        op: &str,
-        concurrency: usize,
-        mut micros: Vec<u64>,
-        errors: usize,
-        first_error: Option<String>,
-        elapsed: Duration,
-        time_limited: bool,
-    ) -> PhaseStats {
+    /// Builds the summary from one phase's samples.
+    pub fn from_samples(samples: PhaseSamples<'_>) -> PhaseStats {
+        let PhaseSamples { op, concurrency, mut micros, errors, first_error, elapsed, time_limited } = samples;
         micros.sort_unstable();
         let ms = |v: Option<u64>| v.map(|u| u as f64 / 1000.0).unwrap_or(0.0);
         let secs = elapsed.as_secs_f64();
@@ -125,7 +136,15 @@ mod tests {
     #[test]
     fn phase_stats_summary() {
         let micros: Vec<u64> = (1..=1000).rev().map(|i| i * 10).collect();
-        let s = PhaseStats::from_samples("get", 4, micros, 2, Some("boom".into()), Duration::from_secs(2), false);
+        let s = PhaseStats::from_samples(PhaseSamples {
+            op: "get",
+            concurrency: 4,
+            micros,
+            errors: 2,
+            first_error: Some("boom".into()),
+            elapsed: Duration::from_secs(2),
+            time_limited: false,
+        });
         assert_eq!(s.ok, 1000);
         assert_eq!(s.errors, 2);
         assert!((s.ops_per_sec - 500.0).abs() < 1e-9);

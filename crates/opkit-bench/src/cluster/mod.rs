@@ -34,12 +34,13 @@ use tokio_util::sync::CancellationToken;
 use crate::BenchError;
 use crate::client::{Endpoint, call};
 use crate::fixtures::ensure_namespace;
-use crate::load::{MakeRequest, Phase, run_phase};
+use crate::load::{MakeRequest, Phase, PhaseOutcome, run_phase};
 use crate::report::Machine;
-use crate::serve::{Backend, ControllerSettings, ServerProcess};
+use crate::serve::{Backend, ControllerSettings, ProcMemory, ServerProcess};
+use crate::stats::PhaseStats;
 pub use report::{ClusterReport, render_text};
 use report::{PodRate, ServerMemory, Timeline};
-use watch::{Kind, Tracker};
+use watch::{Kind, PodTimes, Progress, Tracker};
 
 /// The namespace of the benchmark's Deployments.
 pub const NAMESPACE: &str = "bench-cluster";
@@ -190,9 +191,61 @@ async fn wait_for_nodes(ep: &Endpoint, want: usize, limit: Duration) -> Result<(
     }
 }
 
-/// Runs the cluster benchmark once.
+/// Runs the cluster benchmark once: start the control plane, create the Deployments,
+/// wait until they are available, then summarise what the watches saw.
 pub async fn run(opts: &ClusterOptions) -> Result<ClusterReport, BenchError> {
     let w = &opts.workload;
+    check_node_count(w)?;
+    let plane = start_control_plane(opts).await?;
+    let ep = plane.server.endpoint()?;
+
+    let tracker = Arc::new(Tracker::default());
+    let stop = CancellationToken::new();
+    for kind in [Kind::Pods, Kind::Deployments] {
+        tokio::spawn(watch::follow(ep.clone(), kind, NAMESPACE.to_string(), tracker.clone(), stop.clone()));
+    }
+
+    let creates = create_deployments(opts, &ep).await?;
+    // run_phase opens its connections first and times from its first request: the run's
+    // clock starts there too.
+    let t0 = Instant::now().checked_sub(Duration::from_secs_f64(creates.stats.seconds)).unwrap_or_else(Instant::now);
+    let timed_out = wait_until_available(opts, &tracker, t0).await;
+    stop.cancel();
+    let end = plane.server.memory()?;
+    let server_startup_ms = plane.server.info.startup_ms;
+    plane.server.stop().await;
+
+    let p = tracker.progress.lock();
+    let clock = RunClock { t0 };
+    let pods = pod_rate(w, &p, clock);
+    let timeline = timeline(w, &p, clock, creates.stats.seconds);
+    let failures = failures(w, &creates.stats, timed_out, &p, &pods);
+    let mut report = ClusterReport {
+        machine: Machine::detect(),
+        workload: w.clone(),
+        backend: Backend::Memory.to_string(),
+        server_startup_ms,
+        nodes_ready_secs: plane.nodes_ready_secs,
+        creates: creates.stats,
+        deployments_available: p.available.len(),
+        timeline,
+        pods,
+        memory: ServerMemory {
+            rss_idle_bytes: plane.idle.rss_bytes,
+            rss_end_bytes: end.rss_bytes,
+            hwm_bytes: end.hwm_bytes,
+        },
+        watch_events: p.events,
+        timed_out,
+        failures,
+        targets: Vec::new(),
+    };
+    report.targets = report::targets(&report);
+    Ok(report)
+}
+
+/// Refuses a workload whose pods do not fit on its nodes.
+fn check_node_count(w: &ClusterWorkload) -> Result<(), BenchError> {
     if w.nodes < w.min_nodes() {
         return Err(BenchError::Setup(format!(
             "{} pods need at least {} nodes (110 pods each), not {}",
@@ -201,6 +254,22 @@ pub async fn run(opts: &ClusterOptions) -> Result<ClusterReport, BenchError> {
             w.nodes
         )));
     }
+    Ok(())
+}
+
+/// The control plane once its nodes are Ready and the namespace exists.
+struct StartedPlane {
+    /// The child process running the API server and controllers.
+    server: ServerProcess,
+    /// Seconds from spawning the process until every node was Ready.
+    nodes_ready_secs: f64,
+    /// The server's memory before any Deployment was created.
+    idle: ProcMemory,
+}
+
+/// Spawns the control plane, waits for its nodes and creates the benchmark namespace.
+async fn start_control_plane(opts: &ClusterOptions) -> Result<StartedPlane, BenchError> {
+    let w = &opts.workload;
     let settings = ControllerSettings {
         nodes: w.nodes,
         pod_start_delay_ms: w.pod_start_delay_ms,
@@ -214,38 +283,38 @@ pub async fn run(opts: &ClusterOptions) -> Result<ClusterReport, BenchError> {
     let nodes_ready_secs = spawned.elapsed().as_secs_f64();
     ensure_namespace(&ep, NAMESPACE).await?;
     let idle = server.memory()?;
+    Ok(StartedPlane { server, nodes_ready_secs, idle })
+}
 
-    let tracker = Arc::new(Tracker::default());
-    let stop = CancellationToken::new();
-    for kind in [Kind::Pods, Kind::Deployments] {
-        tokio::spawn(watch::follow(ep.clone(), kind, NAMESPACE.to_string(), tracker.clone(), stop.clone()));
-    }
-
+/// The measured phase: creates every Deployment from a few connections.
+async fn create_deployments(opts: &ClusterOptions, ep: &Endpoint) -> Result<PhaseOutcome, BenchError> {
+    let w = &opts.workload;
     progress(opts, &format!("creating {} Deployments × {} replicas", w.deployments, w.replicas));
     let path = format!("/apis/apps/v1/namespaces/{NAMESPACE}/deployments");
     let (ep2, replicas) = (ep.clone(), w.replicas);
     let make: MakeRequest = Arc::new(move |i| ep2.request(Method::POST, &path, deployment(i, replicas)));
     let limit = Duration::from_secs(w.limit_secs);
     let phase = Phase { op: "create".into(), concurrency: w.create_concurrency, total: w.deployments, limit };
-    let creates = run_phase(&ep, &phase, make).await?;
-    // run_phase opens its connections first and times from its first request: the run's
-    // clock starts there too.
-    let t0 = Instant::now().checked_sub(Duration::from_secs_f64(creates.stats.seconds)).unwrap_or_else(Instant::now);
-    let created_secs = creates.stats.seconds;
+    run_phase(ep, &phase, make).await
+}
 
-    let deadline = t0 + limit;
+/// Waits until every Deployment is available or the time limit from `t0` passes, printing
+/// progress on the way. Returns whether the limit was hit.
+async fn wait_until_available(opts: &ClusterOptions, tracker: &Tracker, t0: Instant) -> bool {
+    let w = &opts.workload;
+    let deadline = t0 + Duration::from_secs(w.limit_secs);
     let mut last_print = Instant::now();
-    let timed_out = loop {
+    loop {
         let notified = tracker.changed.notified();
         let (available, ready, seen) = {
             let p = tracker.progress.lock();
             (p.available.len(), p.ready_now, p.pods.len())
         };
         if available >= w.deployments {
-            break false;
+            return false;
         }
         if Instant::now() >= deadline {
-            break true;
+            return true;
         }
         if opts.progress && last_print.elapsed() >= PROGRESS_EVERY {
             last_print = Instant::now();
@@ -259,24 +328,39 @@ pub async fn run(opts: &ClusterOptions) -> Result<ClusterReport, BenchError> {
             );
         }
         let _ = tokio::time::timeout(Duration::from_millis(500), notified).await;
-    };
-    stop.cancel();
-    let end = server.memory()?;
-    let server_startup_ms = server.info.startup_ms;
-    server.stop().await;
+    }
+}
 
-    let p = tracker.progress.lock();
-    let since = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
-    let last = |f: &dyn Fn(&watch::PodTimes) -> Option<Instant>| p.pods.values().filter_map(f).max().map(since);
-    let ready_times: Vec<f64> = p.pods.values().filter_map(|t| t.ready).map(since).collect();
+/// The run's clock: instants as seconds since the first create request.
+#[derive(Clone, Copy)]
+struct RunClock {
+    /// The first create request.
+    t0: Instant,
+}
+
+impl RunClock {
+    /// Seconds from the first create to `t` (zero if before).
+    fn since(self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.t0).as_secs_f64()
+    }
+
+    /// The latest of one recorded instant over all pods, in seconds.
+    fn last_pod(self, p: &Progress, f: impl Fn(&PodTimes) -> Option<Instant>) -> Option<f64> {
+        p.pods.values().filter_map(f).max().map(|t| self.since(t))
+    }
+}
+
+/// How fast pods got Running and Ready: the average and the per-second histogram.
+fn pod_rate(w: &ClusterWorkload, p: &Progress, clock: RunClock) -> PodRate {
+    let ready_times: Vec<f64> = p.pods.values().filter_map(|t| t.ready).map(|t| clock.since(t)).collect();
     let mut per_second = vec![0usize; ready_times.iter().map(|s| *s as usize + 1).max().unwrap_or(0)];
     for s in &ready_times {
         if let Some(b) = per_second.get_mut(*s as usize) {
             *b += 1;
         }
     }
-    let last_ready = last(&|t| t.ready);
-    let pods = PodRate {
+    let last_ready = clock.last_pod(p, |t| t.ready);
+    PodRate {
         expected: w.pods(),
         created: p.pods.len(),
         bound: p.pods.values().filter(|t| t.bound.is_some()).count(),
@@ -284,22 +368,30 @@ pub async fn run(opts: &ClusterOptions) -> Result<ClusterReport, BenchError> {
         average_per_sec: last_ready.filter(|s| *s > 0.0).map_or(0.0, |s| ready_times.len() as f64 / s),
         peak_per_sec: per_second.iter().copied().max().unwrap_or(0),
         per_second,
-    };
-    let timeline = Timeline {
+    }
+}
+
+/// When the run passed each milestone, in seconds from the first create.
+fn timeline(w: &ClusterWorkload, p: &Progress, clock: RunClock, created_secs: f64) -> Timeline {
+    Timeline {
         deployments_created_secs: created_secs,
-        last_pod_created_secs: p.pods.values().map(|t| t.seen).max().map(since),
-        last_pod_bound_secs: last(&|t| t.bound),
-        last_pod_ready_secs: last_ready,
+        last_pod_created_secs: clock.last_pod(p, |t| Some(t.seen)),
+        last_pod_bound_secs: clock.last_pod(p, |t| t.bound),
+        last_pod_ready_secs: clock.last_pod(p, |t| t.ready),
         all_available_secs: (p.available.len() >= w.deployments)
-            .then(|| p.available.values().max().copied().map(since))
+            .then(|| p.available.values().max().map(|t| clock.since(*t)))
             .flatten(),
-    };
+    }
+}
+
+/// What went wrong: failed creates and a hit time limit.
+fn failures(w: &ClusterWorkload, creates: &PhaseStats, timed_out: bool, p: &Progress, pods: &PodRate) -> Vec<String> {
     let mut failures = Vec::new();
-    if creates.stats.errors > 0 {
+    if creates.errors > 0 {
         failures.push(format!(
             "{} Deployment creates failed; first: {}",
-            creates.stats.errors,
-            creates.stats.first_error.as_deref().unwrap_or("-")
+            creates.errors,
+            creates.first_error.as_deref().unwrap_or("-")
         ));
     }
     if timed_out {
@@ -312,22 +404,5 @@ pub async fn run(opts: &ClusterOptions) -> Result<ClusterReport, BenchError> {
             w.limit_secs
         ));
     }
-    let mut report = ClusterReport {
-        machine: Machine::detect(),
-        workload: w.clone(),
-        backend: Backend::Memory.to_string(),
-        server_startup_ms,
-        nodes_ready_secs,
-        creates: creates.stats,
-        deployments_available: p.available.len(),
-        timeline,
-        pods,
-        memory: ServerMemory { rss_idle_bytes: idle.rss_bytes, rss_end_bytes: end.rss_bytes, hwm_bytes: end.hwm_bytes },
-        watch_events: p.events,
-        timed_out,
-        failures,
-        targets: Vec::new(),
-    };
-    report.targets = report::targets(&report);
-    Ok(report)
+    failures
 }

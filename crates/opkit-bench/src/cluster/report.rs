@@ -130,8 +130,24 @@ fn secs(v: Option<f64>) -> String {
 
 /// Renders the report for a terminal.
 pub fn render_text(r: &ClusterReport) -> String {
-    let w = &r.workload;
     let mut s = String::new();
+    render_header(&mut s, r);
+    let _ = writeln!(s);
+    render_timeline(&mut s, r);
+    let _ = writeln!(s);
+    render_rates_and_failures(&mut s, r);
+    let _ = writeln!(s);
+    let _ = writeln!(s, "targets:");
+    for t in &r.targets {
+        let mark = if t.met { "ok " } else { "NOT" };
+        let _ = writeln!(s, "  [{mark}] {}: {} (target {})", t.what, t.measured, t.target);
+    }
+    s
+}
+
+/// The machine, the workload and the start-up.
+fn render_header(s: &mut String, r: &ClusterReport) {
+    let w = &r.workload;
     let _ = writeln!(s, "opkit-bench cluster");
     let _ = writeln!(
         s,
@@ -153,7 +169,10 @@ pub fn render_text(r: &ClusterReport) -> String {
         r.backend
     );
     let _ = writeln!(s, "server start-up {:.1} ms; nodes Ready after {:.2} s", r.server_startup_ms, r.nodes_ready_secs);
-    let _ = writeln!(s);
+}
+
+/// When each milestone was reached, from the first create.
+fn render_timeline(s: &mut String, r: &ClusterReport) {
     let _ = writeln!(s, "timeline (from the first create):");
     let t = &r.timeline;
     let c = &r.creates;
@@ -180,9 +199,12 @@ pub fn render_text(r: &ClusterReport) -> String {
         "  all Deployments available{:>9}   ({} of {})",
         secs(t.all_available_secs),
         r.deployments_available,
-        w.deployments
+        r.workload.deployments
     );
-    let _ = writeln!(s);
+}
+
+/// Pod start rate, server memory, watch events, then a time-out and failures.
+fn render_rates_and_failures(s: &mut String, r: &ClusterReport) {
     let _ = writeln!(
         s,
         "pods started: {:.0}/s average, {}/s peak (1-second buckets)",
@@ -198,16 +220,9 @@ pub fn render_text(r: &ClusterReport) -> String {
     );
     let _ = writeln!(s, "watch events received by the bench: {}", r.watch_events);
     if r.timed_out {
-        let _ = writeln!(s, "TIMED OUT after {} s", w.limit_secs);
+        let _ = writeln!(s, "TIMED OUT after {} s", r.workload.limit_secs);
     }
     for f in &r.failures {
         let _ = writeln!(s, "failure: {f}");
     }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "targets:");
-    for t in &r.targets {
-        let mark = if t.met { "ok " } else { "NOT" };
-        let _ = writeln!(s, "  [{mark}] {}: {} (target {})", t.what, t.measured, t.target);
-    }
-    s
 }

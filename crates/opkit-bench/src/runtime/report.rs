@@ -243,6 +243,26 @@ pub fn render_text(r: &RuntimeReport) -> String {
             w.live_create_concurrency
         ),
     );
+    render_memory(&mut out, r);
+    for f in &r.failures {
+        let _ = writeln!(out, "  FAILED: {f}");
+    }
+    let _ = writeln!(out, "\n== targets (reported, not asserted) ==");
+    for t in &r.targets {
+        let _ = writeln!(
+            out,
+            "  [{}] {:<48} {:<12} target {}",
+            if t.met { " ok " } else { "MISS" },
+            t.what,
+            t.measured,
+            t.target
+        );
+    }
+    out
+}
+
+/// The memory section: each runtime's controller process, then opkit/kube ratios.
+fn render_memory(out: &mut String, r: &RuntimeReport) {
     if !r.memory.is_empty() {
         let _ = writeln!(out, "\n== memory of a child process running only the controller ==");
     }
@@ -275,21 +295,6 @@ pub fn render_text(r: &RuntimeReport) -> String {
             ratio(o.hwm_bytes as f64, k.hwm_bytes as f64)
         );
     }
-    for f in &r.failures {
-        let _ = writeln!(out, "  FAILED: {f}");
-    }
-    let _ = writeln!(out, "\n== targets (reported, not asserted) ==");
-    for t in &r.targets {
-        let _ = writeln!(
-            out,
-            "  [{}] {:<48} {:<12} target {}",
-            if t.met { " ok " } else { "MISS" },
-            t.what,
-            t.measured,
-            t.target
-        );
-    }
-    out
 }
 
 #[cfg(test)]
