@@ -48,28 +48,7 @@ pub(super) async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError>
     let kubeconfig = if args.as_admin { None } else { Some(run_as_service_account(&args, &root, out).await?) };
     out.step("CRDs installed; building and starting the operator (cargo run)");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = tokio::process::Command::new(&cargo);
-    cmd.arg("run");
-    if args.release {
-        cmd.arg("--release");
-    }
-    cmd.arg("--").args(operator_cluster_args(&args.cluster, kubeconfig.as_deref())?);
-    cmd.args(&args.args).current_dir(&root).stdin(Stdio::null());
-    match (&kubeconfig, &args.cluster.kubeconfig) {
-        (Some(path), _) | (None, Some(path)) => {
-            cmd.env("KUBECONFIG", std::path::absolute(path)?);
-        }
-        (None, None) => {}
-    }
-    match &webhooks {
-        Some(w) => {
-            cmd.envs(w.env());
-        }
-        None if run_webhooks::project_has_webhooks(&project) => {
-            cmd.env("ENABLE_WEBHOOKS", "false");
-        }
-        None => {}
-    }
+    let mut cmd = operator_command(&cargo, &args, &root, kubeconfig.as_deref(), &project, webhooks.as_ref())?;
     let timeout = args.cluster.timeout.get();
     let client = match &webhooks {
         Some(_) => Some(kubeconfig::client(&args.cluster).await?),
@@ -110,6 +89,39 @@ pub(super) async fn run(args: RunArgs, out: &mut Output) -> Result<(), CliError>
     }
     let status = outcome?;
     if status.success() { Ok(()) } else { Err(CliError::Build(format!("the operator exited with {status}"))) }
+}
+
+/// `cargo run` of the operator against the chosen cluster: its cluster flags, the
+/// kubeconfig (the impersonating one, else the caller's), and the local webhooks'
+/// environment (or `ENABLE_WEBHOOKS=false` when the project has webhooks it does not serve).
+fn operator_command(
+    cargo: &str,
+    args: &RunArgs,
+    root: &Path,
+    kubeconfig: Option<&Path>,
+    project: &crate::project::Project,
+    webhooks: Option<&run_webhooks::LocalWebhooks>,
+) -> Result<tokio::process::Command, CliError> {
+    let mut cmd = tokio::process::Command::new(cargo);
+    cmd.arg("run");
+    if args.release {
+        cmd.arg("--release");
+    }
+    cmd.arg("--").args(operator_cluster_args(&args.cluster, kubeconfig)?);
+    cmd.args(&args.args).current_dir(root).stdin(Stdio::null());
+    if let Some(path) = kubeconfig.or(args.cluster.kubeconfig.as_deref()) {
+        cmd.env("KUBECONFIG", std::path::absolute(path)?);
+    }
+    match webhooks {
+        Some(w) => {
+            cmd.envs(w.env());
+        }
+        None if run_webhooks::project_has_webhooks(project) => {
+            cmd.env("ENABLE_WEBHOOKS", "false");
+        }
+        None => {}
+    }
+    Ok(cmd)
 }
 
 /// The operator's `--kubeconfig` and `--context` (its `ManagerArgs`), so it watches the
