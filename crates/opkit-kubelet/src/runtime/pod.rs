@@ -31,8 +31,8 @@ use super::probes::{self, ProbeKind, ProbeTarget, ProbeTiming, Thresholds};
 use super::process::{ContainerProcess, Containment, ExitInfo, ProcessSpec};
 use super::status::{self, ContainerView, PodView, State, Terminated};
 use super::volumes;
-use crate::kubelet::network::PodSandbox;
-use crate::kubelet::status::digest;
+use crate::network::PodSandbox;
+use crate::status::digest;
 
 /// kube's default `terminationGracePeriodSeconds`.
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
@@ -511,7 +511,7 @@ impl ContainerRun<'_> {
         read_only_root: bool,
     ) -> std::io::Result<RootPlan> {
         let etc_dir = self.shared.dir.join("etc");
-        use crate::kubelet::resolv_conf::{ResolvConf, for_pod};
+        use crate::resolv_conf::{ResolvConf, for_pod};
         let resolv = for_pod(self.pod, &ResolvConf::host(), self.sandbox.cluster_dns());
         container::write_etc(&etc_dir, &self.shared.name, &self.sandbox.ip().to_string(), &resolv.render())?;
         let mut mounts = vec![match image {

@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::lifecycle::{Exit, Stage, Track};
-use crate::scheduler::resources::milli;
+use crate::lifecycle::{Exit, Stage, Track};
+use opkit_apimachinery::quantity;
 
 /// A stable 64-hex-digit digest of some strings (fake image and container ids).
 pub fn digest(parts: &[&str]) -> String {
@@ -71,8 +71,9 @@ pub fn qos_class(pod: &Pod) -> &'static str {
         let requests = res.requests.unwrap_or_default();
         let limits = res.limits.unwrap_or_default();
         for r in ["cpu", "memory"] {
-            let req = requests.get(r).map(milli);
-            let lim = limits.get(r).map(milli);
+            // An unreadable quantity counts as zero, as the scheduler counts it.
+            let req = requests.get(r).map(|q| quantity::milli(q).unwrap_or(0));
+            let lim = limits.get(r).map(|q| quantity::milli(q).unwrap_or(0));
             any |= req.is_some_and(|v| v != 0) || lim.is_some_and(|v| v != 0);
             match (req, lim) {
                 (_, None) => guaranteed = false,

@@ -13,15 +13,6 @@
 //! [`runtime`]); the kubelet server ([`server`]) serves container logs and is advertised
 //! on every simulated Node.
 
-pub mod events;
-pub mod ip;
-pub mod lifecycle;
-pub mod network;
-pub mod resolv_conf;
-pub mod runtime;
-pub mod server;
-pub mod status;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,9 +24,10 @@ use opkit::events::{EventType, Recorder};
 use opkit::{Action, Context, Controller, Manager, ReconcileResult, Request};
 use parking_lot::Mutex;
 
-use crate::ControllersConfig;
-use crate::node::{build::internal_ip, is_simulated};
-use lifecycle::{Behaviour, Exit, Stage, Track};
+use crate::config::{KubeletClients, KubeletConfig};
+use crate::lifecycle::{self, Behaviour, Exit, Stage, Track};
+use crate::node::{internal_ip, is_simulated};
+use crate::{events, ip, runtime, server, status};
 
 /// The field manager and event reporting controller.
 const KUBELET: &str = "kubelet";
@@ -46,23 +38,21 @@ const EVENT_WRITERS: usize = 2;
 /// The exit code of containers stopped by a deletion (SIGTERM).
 const KILLED_EXIT_CODE: i32 = 143;
 
-/// Registers the simulated kubelets with `mgr` (controller name `kubelet`), their
-/// process runtime (when `cfg.images` is set) and, on `listener`, their server.
+/// Registers the simulated kubelets with `mgr` (controller name `kubelet`), acting with
+/// `clients`, their process runtime (when `cfg.images` is set) and, on `listener`, their
+/// server.
 pub fn register(
     mgr: &Manager,
-    cfg: &ControllersConfig,
+    cfg: &KubeletConfig,
+    clients: KubeletClients,
     listener: Option<server::KubeletListener>,
 ) -> Result<(), opkit::BuildError> {
-    if !cfg.enabled("kubelet") {
-        return Ok(());
-    }
-    let client = crate::identity::client_for(mgr, cfg, "kubelet");
+    let KubeletClients { kubelet: client, kube_proxy: proxy_client } = clients;
     let events = Arc::new(PodEvents {
         client: client.clone(),
         recorders: Mutex::new(HashMap::new()),
         sink: events::EventSink::new(EVENT_WRITERS, MAX_PENDING_EVENTS),
     });
-    let proxy_client = crate::identity::client_for(mgr, cfg, "kube-proxy");
     let runtime = runtime::Runtime::new(cfg, client.clone(), proxy_client, events.clone()).map(Arc::new);
     if let Some(rt) = &runtime {
         mgr.add(runtime::RuntimeStopper { runtime: rt.clone() });
@@ -82,7 +72,7 @@ pub fn register(
         let k = kubelet.clone();
         async move { k.reconcile(ctx).await }
     })
-    .client(crate::identity::client_for(mgr, cfg, "kubelet"))
+    .client(client)
     .named("kubelet")
     .max_concurrent_reconciles(8)
     .without_leader_election()
