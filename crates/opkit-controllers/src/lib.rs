@@ -24,6 +24,8 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub(crate) mod apiservice;
 pub mod certmanager;
 pub(crate) mod clusterrole_aggregation;
