@@ -156,6 +156,41 @@ fn host_ip(node: &Node) -> String {
         .unwrap_or_else(|| internal_ip(&name))
 }
 
+/// One step of a simulated pod's track.
+struct Advanced {
+    step: lifecycle::Step,
+    /// The status to write, when it changed.
+    status: Option<serde_json::Value>,
+    /// What the status reflects (see [`Track::written`]).
+    written: (Stage, i32, bool),
+    /// Whether its containers started in this step.
+    first_start: bool,
+}
+
+/// Hands `pod` to the real pods' runtime `rt` when it runs there (or is being stopped
+/// there); whether it did.
+fn hand_to_runtime(rt: &runtime::Runtime, key: &Request, pod: &Pod, node: &Node) -> bool {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    if pod.metadata.deletion_timestamp.is_some() {
+        let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0).unsigned_abs();
+        return rt.delete(key, &uid, Duration::from_secs(grace));
+    }
+    if rt.owns(key, &uid) {
+        return true;
+    }
+    if matches!(phase(pod), "Succeeded" | "Failed") || !rt.is_real(pod) {
+        return false;
+    }
+    let facts = runtime::pod::NodeFacts {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        host_ip: host_ip(node),
+        pod_cidr: node.spec.as_ref().and_then(|s| s.pod_cidr.clone()),
+        allocatable: node.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap_or_default(),
+    };
+    rt.ensure(key, pod, facts);
+    true
+}
+
 impl Kubelet {
     async fn reconcile(&self, ctx: Context<Pod>) -> ReconcileResult {
         let key = ctx.request.clone();
@@ -176,27 +211,12 @@ impl Kubelet {
         if !is_simulated(&node) {
             return Ok(Action::done());
         }
-        let api: Api<Pod> = ctx.api();
-        if let Some(rt) = &self.runtime {
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
-            if pod.metadata.deletion_timestamp.is_some() {
-                let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0).unsigned_abs();
-                if rt.delete(&key, &uid, Duration::from_secs(grace)) {
-                    return Ok(Action::done());
-                }
-            } else if rt.owns(&key, &uid) {
-                return Ok(Action::done());
-            } else if !matches!(phase(&pod), "Succeeded" | "Failed") && rt.is_real(&pod) {
-                let facts = runtime::pod::NodeFacts {
-                    name: node_name.clone(),
-                    host_ip: host_ip(&node),
-                    pod_cidr: node.spec.as_ref().and_then(|s| s.pod_cidr.clone()),
-                    allocatable: node.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap_or_default(),
-                };
-                rt.ensure(&key, &pod, facts);
-                return Ok(Action::done());
-            }
+        if let Some(rt) = &self.runtime
+            && hand_to_runtime(rt, &key, &pod, &node)
+        {
+            return Ok(Action::done());
         }
+        let api: Api<Pod> = ctx.api();
         if pod.metadata.deletion_timestamp.is_some() {
             return self.terminate(&api, &pod, &key, &node_name).await;
         }
@@ -204,63 +224,85 @@ impl Kubelet {
             self.state.lock().forget(&key);
             return Ok(Action::done());
         }
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
         let behaviour = Behaviour::of(&pod, self.job_run_time);
-        let (now, now_wall) = (Instant::now(), Timestamp::now().as_second());
-        let host = host_ip(&node);
-        let (step, body, sig, first_start) = {
-            let mut guard = self.state.lock();
-            let st = &mut *guard;
-            if st.tracks.get(&key).is_some_and(|t| t.uid != uid) {
-                st.forget(&key);
-            }
-            if !st.tracks.contains_key(&key) {
-                let mut t = Track::new(uid.clone(), now, now_wall);
-                if adopt(&mut t, &pod, now)
-                    && let Some(ip) = &t.ip
-                {
-                    st.ips.reserve(ip);
-                }
-                st.tracks.insert(key.clone(), t);
-            }
-            let Some(track) = st.tracks.get_mut(&key) else { return Ok(Action::done()) };
-            let first_start = track.started.is_none();
-            let step = track.advance(&behaviour, self.start_delay, self.ready_delay, now, now_wall);
-            let needs_ip = step.stage != Stage::Creating
-                && track.ip.is_none()
-                && pod.spec.as_ref().and_then(|s| s.host_network) != Some(true);
-            if needs_ip {
-                let cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
-                track.ip = st.ips.allocate(cidr.as_deref());
-            }
-            let Some(track) = st.tracks.get(&key) else { return Ok(Action::done()) };
-            let sig = (step.stage, track.restarts, status::gates_ready(&pod));
-            let body =
-                (track.written != Some(sig)).then(|| status::pod_status(&pod, track, step.stage, &host, now_wall));
-            (step, body, sig, first_start && step.started)
-        };
-        if let Some(body) = body {
-            let params = PatchParams { field_manager: Some(KUBELET.into()), ..Default::default() };
-            match api.patch_status(&key.name, &params, &Patch::Merge(&body)).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.is_not_found() => {
-                    self.state.lock().forget(&key);
-                    return Ok(Action::done());
-                }
-                Err(e) => return Err(e.into()),
-            }
-            let mut st = self.state.lock();
-            if let Some(t) = st.tracks.get_mut(&key).filter(|t| t.uid == uid) {
-                t.written = Some(sig);
-            }
-            if matches!(step.stage, Stage::Finished { .. })
-                && let Some(ip) = st.tracks.get(&key).and_then(|t| t.ip.clone())
-            {
-                st.ips.release(&ip);
-            }
+        let Some(advanced) = self.advance(&key, &pod, &node, &behaviour) else { return Ok(Action::done()) };
+        if let Some(body) = &advanced.status
+            && !self.write_status(&api, &key, &pod, body, &advanced).await?
+        {
+            return Ok(Action::done());
         }
-        self.events_for(&pod, &node_name, &step, first_start, &behaviour);
+        let step = &advanced.step;
+        self.events_for(&pod, &node_name, step, advanced.first_start, &behaviour);
         Ok(step.wake.map_or(Action::done(), |d| Action::requeue_after(d + Duration::from_millis(1))))
+    }
+
+    /// Moves `pod`'s track one step on (adopting a pod already running, giving it an IP
+    /// once it needs one), and builds its status when it changed since last written.
+    fn advance(&self, key: &Request, pod: &Pod, node: &Node, behaviour: &Behaviour) -> Option<Advanced> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let (now, now_wall) = (Instant::now(), Timestamp::now().as_second());
+        let host = host_ip(node);
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        if st.tracks.get(key).is_some_and(|t| t.uid != uid) {
+            st.forget(key);
+        }
+        if !st.tracks.contains_key(key) {
+            let mut t = Track::new(uid.clone(), now, now_wall);
+            if adopt(&mut t, pod, now)
+                && let Some(ip) = &t.ip
+            {
+                st.ips.reserve(ip);
+            }
+            st.tracks.insert(key.clone(), t);
+        }
+        let track = st.tracks.get_mut(key)?;
+        let first_start = track.started.is_none();
+        let step = track.advance(behaviour, self.start_delay, self.ready_delay, now, now_wall);
+        let needs_ip = step.stage != Stage::Creating
+            && track.ip.is_none()
+            && pod.spec.as_ref().and_then(|s| s.host_network) != Some(true);
+        if needs_ip {
+            let cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
+            track.ip = st.ips.allocate(cidr.as_deref());
+        }
+        let track = st.tracks.get(key)?;
+        let written = (step.stage, track.restarts, status::gates_ready(pod));
+        let status =
+            (track.written != Some(written)).then(|| status::pod_status(pod, track, step.stage, &host, now_wall));
+        Some(Advanced { first_start: first_start && step.started, step, status, written })
+    }
+
+    /// Writes the pod's new status `body` and records it as written (returning a
+    /// finished pod's IP); `false` when the pod is gone.
+    async fn write_status(
+        &self,
+        api: &Api<Pod>,
+        key: &Request,
+        pod: &Pod,
+        body: &serde_json::Value,
+        advanced: &Advanced,
+    ) -> Result<bool, kube::Error> {
+        let params = PatchParams { field_manager: Some(KUBELET.into()), ..Default::default() };
+        match api.patch_status(&key.name, &params, &Patch::Merge(body)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {
+                self.state.lock().forget(key);
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let mut st = self.state.lock();
+        if let Some(t) = st.tracks.get_mut(key).filter(|t| t.uid == uid) {
+            t.written = Some(advanced.written);
+        }
+        if matches!(advanced.step.stage, Stage::Finished { .. })
+            && let Some(ip) = st.tracks.get(key).and_then(|t| t.ip.clone())
+        {
+            st.ips.release(&ip);
+        }
+        Ok(true)
     }
 
     /// Confirms the deletion of a pod on a simulated node.
