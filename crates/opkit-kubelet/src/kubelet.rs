@@ -17,24 +17,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use opkit::events::{EventType, Recorder};
+use opkit::events::EventType;
 use opkit::{Action, Context, Controller, Manager, ReconcileResult, Request};
 use parking_lot::Mutex;
 
 use crate::config::{KubeletClients, KubeletConfig};
 use crate::lifecycle::{self, Behaviour, Exit, Stage, Track};
 use crate::node::{internal_ip, is_simulated};
-use crate::{events, ip, runtime, server, status};
+use crate::pod_events::PodEvents;
+use crate::{ip, runtime, server, status};
 
 /// The field manager and event reporting controller.
 const KUBELET: &str = "kubelet";
-/// Events waiting to be written beyond which new ones are dropped.
-const MAX_PENDING_EVENTS: usize = 1000;
-/// Events written at once.
-const EVENT_WRITERS: usize = 2;
 /// The exit code of containers stopped by a deletion (SIGTERM).
 const KILLED_EXIT_CODE: i32 = 143;
 
@@ -48,11 +45,7 @@ pub fn register(
     listener: Option<server::KubeletListener>,
 ) -> Result<(), opkit::BuildError> {
     let KubeletClients { kubelet: client, kube_proxy: proxy_client } = clients;
-    let events = Arc::new(PodEvents {
-        client: client.clone(),
-        recorders: Mutex::new(HashMap::new()),
-        sink: events::EventSink::new(EVENT_WRITERS, MAX_PENDING_EVENTS),
-    });
+    let events = Arc::new(PodEvents::new(client.clone()));
     let runtime = runtime::Runtime::new(cfg, client.clone(), proxy_client, events.clone()).map(Arc::new);
     if let Some(rt) = &runtime {
         mgr.add(runtime::RuntimeStopper { runtime: rt.clone() });
@@ -109,37 +102,6 @@ struct Kubelet {
     events: Arc<PodEvents>,
     /// The real pods' runtime, when an image store is configured.
     runtime: Option<Arc<runtime::Runtime>>,
-}
-
-/// Publishes the kubelets' events about pods (one recorder per node).
-pub struct PodEvents {
-    client: kube::Client,
-    recorders: Mutex<HashMap<String, Recorder>>,
-    sink: events::EventSink,
-}
-
-impl PodEvents {
-    /// Publishes one event about `pod` (and its `container`) from `node`'s kubelet in the
-    /// background (dropped when too many are queued).
-    pub fn emit(
-        &self,
-        pod: &Pod,
-        node: &str,
-        container: Option<&str>,
-        type_: EventType,
-        reason: &'static str,
-        note: &str,
-    ) {
-        let recorder = self
-            .recorders
-            .lock()
-            .entry(node.to_string())
-            .or_insert_with(|| Recorder::new(self.client.clone(), KUBELET, node))
-            .clone();
-        let mut regarding: ObjectReference = kube::Resource::object_ref(pod, &());
-        regarding.field_path = container.map(|c| format!("spec.containers{{{c}}}"));
-        self.sink.publish(&recorder, regarding, type_, reason, reason, note.to_string());
-    }
 }
 
 fn phase(pod: &Pod) -> &str {

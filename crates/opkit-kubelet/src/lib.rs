@@ -12,6 +12,7 @@ pub mod kubelet;
 pub mod lifecycle;
 pub mod network;
 pub mod node;
+pub mod pod_events;
 pub mod resolv_conf;
 pub mod runtime;
 pub mod server;
