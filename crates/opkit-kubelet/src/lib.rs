@@ -1,22 +1,56 @@
 //! The kubelet of opkit's simulated nodes, as kwok simulates kubelets, and more: a pod
 //! bound to a simulated Node is started, made Ready and finished on a schedule, or, when
 //! every image it names is loaded into the image store, run for real as local processes.
+//! `opkit-controllers` starts it next to the other built-in controllers; it holds all of
+//! the workspace's `unsafe` (namespaces, mounts, seccomp, ptys), each item with its
+//! `// SAFETY:` comment.
 //!
-//! TODO: surface list.
+//! # Public surface
+//! - [`register`]: adds the kubelet (controller `kubelet`), its process runtime and its
+//!   server to a manager.
+//! - [`KubeletConfig`], [`KubeletClients`], [`KubeletListener`]: what it is started with.
+//! - [`pod_network_mode`], [`pod_isolation_mode`], [`NetworkMode`], [`PodIsolation`]: how
+//!   real pods are networked and contained on this host.
+//! - [`images`]: the image store (`opkit images load`) and the built-in images.
+//! - [`exec`], [`port_forward`]: the streaming protocols of `pods/exec`, `attach` and
+//!   `portforward`, as the kubelet server speaks them.
+//! - [`node`]: the simulated Nodes' annotation, names and InternalIPs;
+//!   [`KUBELET_ENDPOINT_ANNOTATION`], [`CONTAINER_ID_PREFIX`],
+//!   [`DEFAULT_CRASH_LOOP_BACKOFF`]; [`events::EventSink`], the bounded event writer.
+//!
+//! # Example
+//! ```
+//! use opkit_kubelet::{KubeletConfig, node};
+//!
+//! // Every pod is simulated until an image store and the API server's URL are set.
+//! let cfg = KubeletConfig::default();
+//! assert!(cfg.images.is_none() && cfg.cluster_url.is_none());
+//! assert_eq!(node::internal_ip(&node::node_name(0)), "10.0.0.2");
+//! ```
+//!
+//! Starting it with a manager (as `opkit-controllers` does):
+//! ```no_run
+//! # fn run(mgr: &opkit::Manager, client: kube::Client) -> Result<(), opkit::BuildError> {
+//! use opkit_kubelet::{KubeletClients, KubeletConfig, register};
+//!
+//! let clients = KubeletClients { kubelet: client.clone(), kube_proxy: client };
+//! register(mgr, &KubeletConfig::default(), clients, None)
+//! # }
+//! ```
 
 pub mod config;
 pub mod events;
 pub mod images;
-pub mod ip;
-pub mod kubelet;
-pub mod lifecycle;
-pub mod network;
+pub(crate) mod ip;
+pub(crate) mod kubelet;
+pub(crate) mod lifecycle;
+pub(crate) mod network;
 pub mod node;
-pub mod pod_events;
-pub mod resolv_conf;
-pub mod runtime;
-pub mod server;
-pub mod status;
+pub(crate) mod pod_events;
+pub(crate) mod resolv_conf;
+pub(crate) mod runtime;
+pub(crate) mod server;
+pub(crate) mod status;
 
 pub use config::{KubeletClients, KubeletConfig};
 pub use kubelet::register;
