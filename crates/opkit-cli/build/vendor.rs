@@ -21,8 +21,15 @@ use toml_edit::{DocumentMut, Item, Table, Value};
 
 /// The crates a scaffolded project needs: `opkit`, `opkit-testenv` and their workspace
 /// dependencies.
-const VENDORED_CRATES: &[&str] =
-    &["opkit", "opkit-serve", "opkit-apimachinery", "opkit-apiserver", "opkit-controllers", "opkit-testenv"];
+const VENDORED_CRATES: &[&str] = &[
+    "opkit",
+    "opkit-serve",
+    "opkit-apimachinery",
+    "opkit-apiserver",
+    "opkit-kubelet",
+    "opkit-controllers",
+    "opkit-testenv",
+];
 
 /// Writes `OUT_DIR/vendored.rs`: the packed crates, or nothing when the sources are not there.
 pub fn write_packed_sources() {

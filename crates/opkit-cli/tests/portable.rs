@@ -41,8 +41,15 @@ fn init_vendors_opkit_and_the_dockerfile_commands_build_the_context_elsewhere() 
     assert!(cargo_toml.contains("opkit = { version = \"0.1.0\", path = \"vendor/opkit/opkit\" }"), "{cargo_toml}");
     assert!(cargo_toml.contains("path = \"vendor/opkit/opkit-testenv\""), "{cargo_toml}");
     let checkout = std::fs::canonicalize(workspace()).expect("checkout");
-    for krate in ["opkit", "opkit-serve", "opkit-apimachinery", "opkit-apiserver", "opkit-controllers", "opkit-testenv"]
-    {
+    for krate in [
+        "opkit",
+        "opkit-serve",
+        "opkit-apimachinery",
+        "opkit-apiserver",
+        "opkit-kubelet",
+        "opkit-controllers",
+        "opkit-testenv",
+    ] {
         let manifest = std::fs::read_to_string(project.join("vendor/opkit").join(krate).join("Cargo.toml"))
             .unwrap_or_else(|e| panic!("vendored {krate}: {e}"));
         assert!(!manifest.contains("workspace = true") && !manifest.contains(".workspace"), "{krate}: {manifest}");
@@ -71,7 +78,7 @@ fn init_vendors_opkit_and_the_dockerfile_commands_build_the_context_elsewhere() 
     let packages = metadata["packages"].as_array().expect("packages");
     let local: Vec<&str> =
         packages.iter().filter(|p| p["source"].is_null()).filter_map(|p| p["manifest_path"].as_str()).collect();
-    assert!(local.len() == 7, "the project and its six opkit crates: {local:?}");
+    assert!(local.len() == 8, "the project and its seven opkit crates: {local:?}");
     let outside: Vec<&&str> = local.iter().filter(|p| !Path::new(p).starts_with(&root)).collect();
     assert!(outside.is_empty(), "the image build reads packages outside the image: {outside:?}");
 }

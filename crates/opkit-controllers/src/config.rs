@@ -36,7 +36,7 @@ pub struct ControllersConfig {
     /// The cluster CA that signs approved CertificateSigningRequests (kube's
     /// `--cluster-signing-cert-file` / `--cluster-signing-key-file`); `None` signs nothing.
     pub cluster_signing: Option<ClusterSigning>,
-    /// The image store (see [`crate::images`]): a pod whose image is loaded there runs as
+    /// The image store (see [`opkit_kubelet::images`]): a pod whose image is loaded there runs as
     /// a real process; `None` simulates every pod.
     pub images: Option<std::path::PathBuf>,
     /// Where real pods get their directories (working directory, logs, projected
@@ -99,7 +99,7 @@ impl Default for ControllersConfig {
             pod_root: None,
             pod_network: None,
             pod_isolation: None,
-            crash_loop_backoff: crate::kubelet::runtime::backoff::DEFAULT_BASE,
+            crash_loop_backoff: opkit_kubelet::DEFAULT_CRASH_LOOP_BACKOFF,
             cert_manager: false,
         }
     }
@@ -135,6 +135,21 @@ impl ControllersConfig {
     pub fn with_identities(mut self, admin: kube::Config) -> Self {
         self.identities = Some(admin);
         self
+    }
+    /// What the kubelets read of these settings.
+    pub fn kubelet_config(&self) -> opkit_kubelet::KubeletConfig {
+        opkit_kubelet::KubeletConfig {
+            pod_start_delay: self.pod_start_delay,
+            pod_ready_delay: self.pod_ready_delay,
+            job_run_time: self.job_run_time,
+            images: self.images.clone(),
+            pod_root: self.pod_root.clone(),
+            pod_network: self.pod_network,
+            pod_isolation: self.pod_isolation,
+            crash_loop_backoff: self.crash_loop_backoff,
+            root_ca_pem: self.root_ca_pem.clone(),
+            cluster_url: self.identities.as_ref().map(|admin| admin.cluster_url.clone()),
+        }
     }
     /// Switches one controller off.
     pub fn disable(mut self, name: &str) -> Self {

@@ -24,6 +24,8 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub(crate) mod apiservice;
 pub mod certmanager;
 pub(crate) mod clusterrole_aggregation;
@@ -38,9 +40,7 @@ pub(crate) mod endpoints;
 pub(crate) mod flowcontrol;
 pub(crate) mod garbage_collector;
 pub mod identity;
-pub mod images;
 pub(crate) mod job;
-pub(crate) mod kubelet;
 pub(crate) mod namespace;
 pub(crate) mod node;
 pub(crate) mod replicaset;
@@ -53,12 +53,9 @@ pub(crate) mod statefulset;
 pub(crate) mod volume;
 
 pub use config::ControllersConfig;
-pub use kubelet::network::NetworkMode;
-pub use kubelet::runtime::CONTAINER_ID_PREFIX as REAL_CONTAINER_ID_PREFIX;
-pub use kubelet::runtime::container::PodIsolation;
-#[cfg(unix)]
-pub use kubelet::server::{exec, port_forward};
 pub use node::SIMULATED_ANNOTATION as SIMULATED_NODE_ANNOTATION;
+pub use opkit_kubelet::CONTAINER_ID_PREFIX as REAL_CONTAINER_ID_PREFIX;
+pub use opkit_kubelet::{NetworkMode, PodIsolation, pod_isolation_mode, pod_network_mode};
 pub use service_lb::{LoadBalancerPool, PoolError};
 
 use opkit::Manager;
@@ -90,25 +87,6 @@ pub const ALL: &[&str] = &[
     "kubelet",
 ];
 
-/// How the kubelet networks real pods on this machine when `requested` is asked for
-/// (`None`: namespaces where they can be made): the mode, and why namespaces are not
-/// used when they were wanted and are not. Probes by making and removing a sandbox.
-pub fn pod_network_mode(requested: Option<NetworkMode>) -> (NetworkMode, Option<String>) {
-    let networks = kubelet::network::PodNetworks::new(requested, std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-    (networks.mode(), networks.fallback_reason().map(str::to_string))
-}
-
-/// How the kubelet isolates real pods' containers on this machine when `requested` is
-/// asked for (`None`: contained where the host can): the mode, and why containers are not
-/// contained when that was wanted and is not possible (for `cluster start` and `status`).
-pub fn pod_isolation_mode(requested: Option<PodIsolation>) -> (PodIsolation, Option<String>) {
-    let reason = match requested {
-        Some(PodIsolation::Host) => None,
-        None | Some(PodIsolation::Contained) => kubelet::runtime::container::containment_available().err(),
-    };
-    (kubelet::runtime::isolation(requested), reason)
-}
-
 /// Registers every enabled controller with `mgr`. Fails if one of them is already
 /// registered with it.
 pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
@@ -132,17 +110,20 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::Bui
     clusterrole_aggregation::register(mgr, cfg)?;
     csr_signing::register(mgr, cfg)?;
     certmanager::register(mgr, cfg)?;
-    let kubelet_listener = if cfg.enabled("kubelet") {
-        kubelet::server::KubeletListener::bind(cfg).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "the kubelet server is not started");
-            None
-        })
-    } else {
-        None
-    };
+    let kubelet_listener = cfg.cluster_signing.as_ref().filter(|_| cfg.enabled("kubelet")).and_then(|signing| {
+        opkit_kubelet::KubeletListener::bind(&signing.ca_pem, &signing.ca_key_pem)
+            .inspect_err(|e| tracing::error!(error = %e, "the kubelet server is not started"))
+            .ok()
+    });
     node::register(mgr, cfg, kubelet_listener.as_ref().map(|l| l.port()))?;
     scheduler::register(mgr, cfg)?;
-    kubelet::register(mgr, cfg, kubelet_listener)?;
+    if cfg.enabled("kubelet") {
+        let clients = opkit_kubelet::KubeletClients {
+            kubelet: identity::client_for(mgr, cfg, "kubelet"),
+            kube_proxy: identity::client_for(mgr, cfg, "kube-proxy"),
+        };
+        opkit_kubelet::register(mgr, &cfg.kubelet_config(), clients, kubelet_listener)?;
+    }
     Ok(())
 }
 

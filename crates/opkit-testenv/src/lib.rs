@@ -78,7 +78,7 @@ pub enum TestEnvError {
     Wait(#[from] WaitError),
     /// An image could not be loaded (see [`TestEnv::load_image`]).
     #[error("{0}")]
-    Image(#[from] opkit_controllers::images::ImageError),
+    Image(#[from] opkit_kubelet::images::ImageError),
     /// [`TestEnv::load_image`] on an environment built without
     /// [`TestEnvBuilder::real_pods`].
     #[error("this environment runs no real pods (build it with TestEnvBuilder::real_pods)")]
@@ -196,9 +196,9 @@ impl TestEnv {
         &self,
         reference: &str,
         binary: &Path,
-    ) -> Result<opkit_controllers::images::LoadedImage, TestEnvError> {
+    ) -> Result<opkit_kubelet::images::LoadedImage, TestEnvError> {
         let dir = self.images.as_ref().ok_or(TestEnvError::NoImageStore)?;
-        Ok(opkit_controllers::images::ImageStore::new(dir).load(reference, binary)?)
+        Ok(opkit_kubelet::images::ImageStore::new(dir).load(reference, binary)?)
     }
 
     /// Where real pods get their directories (`<ns>_<name>_<uid>/`), when the

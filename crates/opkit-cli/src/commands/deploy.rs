@@ -175,10 +175,10 @@ fn is_opkit_cluster(nodes: &[Node]) -> bool {
 /// Whether a node reports `image` in `status.images`, as kubelets report the images on
 /// their machine (an opkit node reports the loaded ones, refreshed every heartbeat).
 fn image_reported(nodes: &[Node], image: &str) -> Result<bool, CliError> {
-    let wanted = opkit_controllers::images::normalize(image)?;
+    let wanted = opkit_kubelet::images::normalize(image)?;
     Ok(nodes.iter().any(|n| {
         n.status.iter().flat_map(|s| s.images.iter().flatten()).any(|i| {
-            i.names.iter().flatten().any(|name| opkit_controllers::images::normalize(name).is_ok_and(|n| n == wanted))
+            i.names.iter().flatten().any(|name| opkit_kubelet::images::normalize(name).is_ok_and(|n| n == wanted))
         })
     }))
 }

@@ -1,11 +1,11 @@
 //! `opkit cluster load` and `opkit cluster images`: the local cluster's image store (see
-//! `opkit_controllers::images`), where a local executable stands in for an image, and
+//! `opkit_kubelet::images`), where a local executable stands in for an image, and
 //! the built-in images that run without being loaded.
 
 use std::path::{Path, PathBuf};
 
-use opkit_controllers::images::builtin::{self, BuiltinImage};
-use opkit_controllers::images::{ImageStore, LoadedImage};
+use opkit_kubelet::images::builtin::{self, BuiltinImage};
+use opkit_kubelet::images::{ImageStore, LoadedImage};
 use serde_json::json;
 
 use super::{CliError, project_dir};

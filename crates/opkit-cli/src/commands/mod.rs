@@ -93,7 +93,7 @@ pub enum CliError {
     OutOfDate(String),
     /// The local cluster's image store failed.
     #[error(transparent)]
-    Images(#[from] opkit_controllers::images::ImageError),
+    Images(#[from] opkit_kubelet::images::ImageError),
     /// A request to the cluster failed.
     #[error("{0}")]
     ClusterRequest(String),

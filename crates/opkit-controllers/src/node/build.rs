@@ -12,6 +12,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 
+pub use opkit_kubelet::node::{internal_ip, node_name};
+
 use super::{KUBELET_VERSION, LEASE_NAMESPACE, SIMULATED_ANNOTATION};
 
 /// How long node leases last (kubelet's default `nodeLeaseDurationSeconds`).
@@ -20,33 +22,11 @@ pub const LEASE_DURATION_SECONDS: i32 = 40;
 /// How often a node re-reports an unchanged status (kubelet's `nodeStatusReportFrequency`).
 pub const STATUS_REPORT_SECONDS: i64 = 300;
 
-/// The name of the `index`-th simulated node.
-pub fn node_name(index: usize) -> String {
-    format!("opkit-worker-{index}")
-}
-
-/// The index of a node named like [`node_name`], if it is one.
-pub fn node_index(name: &str) -> Option<usize> {
-    name.strip_prefix("opkit-worker-")?.parse().ok()
-}
-
 /// The pod CIDR (`/24`) of the `index`-th node: `10.244.<index>.0/24`, continuing into
 /// `10.245.0.0/16` and beyond for large clusters.
 pub fn pod_cidr(index: usize) -> String {
     let second = 244 + index / 256;
     format!("10.{}.{}.0/24", second.min(255), index % 256)
-}
-
-/// The InternalIP of a node: `10.0.0.<index+2>` for numbered nodes, else a stable address
-/// in `10.0.1.0/24` derived from the name. Only data: nothing ever contacts it.
-pub fn internal_ip(name: &str) -> String {
-    match node_index(name) {
-        Some(i) => format!("10.0.{}.{}", i / 250, i % 250 + 2),
-        None => {
-            let h = name.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-            format!("10.0.255.{}", h % 250 + 2)
-        }
-    }
 }
 
 /// The Node object the `index`-th simulated kubelet registers.
@@ -221,9 +201,9 @@ pub fn desired_status(
 
 /// The images of `store` as a kubelet reports images in `status.images`: each loaded
 /// image (the digest reference, then the tag reference, and the size), then the built-in
-/// images (see [`crate::images::builtin`]; their digest and `:latest` references).
-pub fn loaded_images(store: &crate::images::ImageStore) -> Vec<ContainerImage> {
-    use crate::images::builtin;
+/// images (see [`opkit_kubelet::images::builtin`]; their digest and `:latest` references).
+pub fn loaded_images(store: &opkit_kubelet::images::ImageStore) -> Vec<ContainerImage> {
+    use opkit_kubelet::images::builtin;
     let images = store.list().unwrap_or_else(|e| {
         tracing::warn!(error = %e, "reading the image store failed");
         vec![]
@@ -269,6 +249,7 @@ pub fn lease(node: &Node, now: Timestamp) -> Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opkit_kubelet::node::node_index;
 
     #[test]
     fn names_and_addresses() {
@@ -293,7 +274,7 @@ mod tests {
     #[test]
     fn loaded_and_builtin_images_are_reported_as_a_kubelet_reports_images() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
-        let store = crate::images::ImageStore::new(dir.path().join("images"));
+        let store = opkit_kubelet::images::ImageStore::new(dir.path().join("images"));
         store.load("example.com/op:v1", std::path::Path::new("/bin/true"))?;
         let images = loaded_images(&store);
         let names = images[0].names.clone().unwrap_or_default();
@@ -301,7 +282,7 @@ mod tests {
         assert_eq!(names[1], "example.com/op:v1");
         let busybox = images[1].names.clone().unwrap_or_default();
         assert!(busybox[0].starts_with("docker.io/library/busybox@sha256:"), "{busybox:?}");
-        assert_eq!(images.len(), 1 + crate::images::builtin::ALL.len());
+        assert_eq!(images.len(), 1 + opkit_kubelet::images::builtin::ALL.len());
         let now = Timestamp::from_second(1_700_000_000)?;
         let mut n = new_node(0);
         n.status = desired_status(&n, now, None, &[], None);

@@ -21,12 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ControllersConfig;
 
-/// The annotation marking a Node as simulated by opkit (its kubelet is opkit's, which
-/// runs the pods whose images are loaded and simulates the others).
-pub const SIMULATED_ANNOTATION: &str = "opkit.dev/simulated-node";
+pub use opkit_kubelet::node::{SIMULATED_ANNOTATION, is_simulated};
 
 /// The annotation naming a simulated Node's kubelet server (`127.0.0.1:<port>`).
-pub const KUBELET_ENDPOINT_ANNOTATION: &str = crate::kubelet::server::ENDPOINT_ANNOTATION;
+pub const KUBELET_ENDPOINT_ANNOTATION: &str = opkit_kubelet::KUBELET_ENDPOINT_ANNOTATION;
 
 /// The kubelet version simulated nodes report.
 pub const KUBELET_VERSION: &str = "v1.33.0";
@@ -37,11 +35,6 @@ pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The field manager of node writes.
 const MANAGER: &str = "kubelet";
 
-/// Whether `node` is one opkit simulates.
-pub fn is_simulated(node: &Node) -> bool {
-    node.metadata.annotations.as_ref().and_then(|a| a.get(SIMULATED_ANNOTATION)).is_some_and(|v| v == "true")
-}
-
 /// Registers the node registrar and the node controller with `mgr` (controller name
 /// `nodes`); with `kubelet_port`, every simulated Node advertises the kubelet server
 /// there.
@@ -51,7 +44,7 @@ pub fn register(mgr: &Manager, cfg: &ControllersConfig, kubelet_port: Option<u16
     }
     mgr.add(Registrar { client: crate::identity::client_for(mgr, cfg, "nodes"), count: cfg.nodes });
     let heartbeat = cfg.node_heartbeat.max(Duration::from_millis(100));
-    let images = Arc::new(cfg.images.clone().map(crate::images::ImageStore::new));
+    let images = Arc::new(cfg.images.clone().map(opkit_kubelet::images::ImageStore::new));
     let note: Arc<Option<String>> = Arc::new(isolation_note(cfg));
     Controller::new(mgr, move |ctx: Context<Node>| {
         let (images, note) = (images.clone(), note.clone());
@@ -137,7 +130,7 @@ async fn reconcile(
     ctx: Context<Node>,
     heartbeat: Duration,
     kubelet_port: Option<u16>,
-    images: Option<&crate::images::ImageStore>,
+    images: Option<&opkit_kubelet::images::ImageStore>,
     ready_note: Option<&str>,
 ) -> ReconcileResult {
     let Some(node) = ctx.object.clone() else { return Ok(Action::done()) };

@@ -27,8 +27,8 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::ControllersConfig;
-use crate::kubelet::events::EventSink;
 use filter::Usage;
+use opkit_kubelet::events::EventSink;
 use resources::Resources;
 use volumes::VolumeCheck;
 

@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 pub mod backend;
-pub mod real_pods;
 
 use std::time::Duration;
 

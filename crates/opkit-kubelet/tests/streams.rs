@@ -2,7 +2,7 @@
 //! WebSocket `v5.channel.k8s.io` for exec and falls back to SPDY for port-forward; 1.27
 //! speaks SPDY/3.1 for both). A small HTTP/1.1 server plays the API server: it answers
 //! discovery and `GET pods/p` with a Running pod, and hands the `exec` and `portforward`
-//! upgrades to `opkit_controllers::exec::serve` and `port_forward::serve`, as the API
+//! upgrades to `opkit_kubelet::exec::serve` and `port_forward::serve`, as the API
 //! server's proxy passes them through to the kubelet.
 #![cfg(unix)]
 
@@ -22,8 +22,8 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use opkit_controllers::exec::{self, ExecTarget};
-use opkit_controllers::port_forward;
+use opkit_kubelet::exec::{self, ExecTarget};
+use opkit_kubelet::port_forward;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};

@@ -28,7 +28,7 @@ use tokio::net::UdpSocket;
 use super::NetworkError;
 use super::service_table::{ServiceAddress, ServiceTable};
 use super::service_watch::Tables;
-use crate::kubelet::resolv_conf::CLUSTER_DOMAIN;
+use crate::resolv_conf::CLUSTER_DOMAIN;
 
 /// The DNS port.
 const DNS_PORT: u16 = 53;
@@ -250,7 +250,7 @@ fn udp_on_device(device: &str, addr: SocketAddr) -> Result<UdpSocket, NetworkErr
 
 /// The nameservers of the host's `resolv.conf`, at port 53.
 pub(super) fn host_nameservers() -> Vec<SocketAddr> {
-    crate::kubelet::resolv_conf::ResolvConf::host()
+    crate::resolv_conf::ResolvConf::host()
         .nameservers
         .iter()
         .filter_map(|n| n.parse::<IpAddr>().ok())

@@ -16,7 +16,7 @@ use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
 use super::container::{JoinPlan, RootPlan};
 use super::volumes::BindMount;
-use crate::kubelet::network::PodSandbox;
+use crate::network::PodSandbox;
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -355,7 +355,7 @@ async fn crash_child_makes_a_sandbox_and_waits_to_be_killed() {
 async fn a_crashed_kubelet_leaves_nothing_behind() {
     let mut child = ChildGuard(
         std::process::Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--exact", "kubelet::network::tests::crash_child_makes_a_sandbox_and_waits_to_be_killed"])
+            .args(["--exact", "network::tests::crash_child_makes_a_sandbox_and_waits_to_be_killed"])
             .args(["--nocapture", "--test-threads=1"])
             .env(CRASH_CHILD, "1")
             .stdin(std::process::Stdio::piped())

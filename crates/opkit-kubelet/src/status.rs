@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::lifecycle::{Exit, Stage, Track};
-use crate::scheduler::resources::milli;
+use crate::lifecycle::{Exit, Stage, Track};
+use opkit_apimachinery::quantity;
 
 /// A stable 64-hex-digit digest of some strings (fake image and container ids).
 pub fn digest(parts: &[&str]) -> String {
@@ -71,8 +71,9 @@ pub fn qos_class(pod: &Pod) -> &'static str {
         let requests = res.requests.unwrap_or_default();
         let limits = res.limits.unwrap_or_default();
         for r in ["cpu", "memory"] {
-            let req = requests.get(r).map(milli);
-            let lim = limits.get(r).map(milli);
+            // An unreadable quantity counts as zero, as the scheduler counts it.
+            let req = requests.get(r).map(|q| quantity::milli(q).unwrap_or(0));
+            let lim = limits.get(r).map(|q| quantity::milli(q).unwrap_or(0));
             any |= req.is_some_and(|v| v != 0) || lim.is_some_and(|v| v != 0);
             match (req, lim) {
                 (_, None) => guaranteed = false,
@@ -142,130 +143,26 @@ pub fn gates_ready(pod: &Pod) -> bool {
 /// The status body (`{"status": …}`) for `pod` in `stage`, on a node with `host_ip`.
 pub fn pod_status(pod: &Pod, track: &Track, stage: Stage, host_ip: &str, now_wall: i64) -> Value {
     let spec = pod.spec.clone().unwrap_or_default();
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let pod_name = pod.metadata.name.clone().unwrap_or_default();
-    let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let now = rfc3339(now_wall);
-    let names: Vec<String> = spec.containers.iter().map(|c| c.name.clone()).collect();
-    let list = format!("[{}]", names.join(" "));
     let start_time = pod
         .status
         .as_ref()
         .and_then(|s| s.start_time.as_ref())
         .map(|t| t.0.to_string())
         .unwrap_or_else(|| rfc3339(track.run_since_wall.min(now_wall)));
-    let cid = |name: &str, n: i32| format!("containerd://{}", digest(&[&uid, name, &n.to_string()]));
     let (phase, containers_ready) = match stage {
         Stage::Creating => ("Pending", false),
         Stage::Running { ready } => ("Running", ready),
         Stage::BackOff => ("Running", false),
         Stage::Finished { exit_code } => (if exit_code == 0 { "Succeeded" } else { "Failed" }, false),
     };
-    let containers: Vec<Value> = spec
-        .containers
-        .iter()
-        .map(|c| {
-            let image = c.image.clone().unwrap_or_default();
-            let id = cid(&c.name, track.restarts);
-            let (state, ready, started, with_id) = match stage {
-                Stage::Creating => (json!({"waiting": {"reason": "ContainerCreating"}}), false, false, false),
-                Stage::Running { ready } => {
-                    (json!({"running": {"startedAt": rfc3339(track.run_since_wall)}}), ready, true, true)
-                }
-                Stage::BackOff => {
-                    let msg = format!(
-                        "back-off {} restarting failed container={} pod={pod_name}_{ns}({uid})",
-                        opkit_apimachinery::duration::format(track.backoff_for),
-                        c.name
-                    );
-                    (json!({"waiting": {"reason": "CrashLoopBackOff", "message": msg}}), false, false, false)
-                }
-                Stage::Finished { exit_code } => {
-                    let exit = track.last_exit.unwrap_or(Exit {
-                        code: exit_code,
-                        started: track.run_since_wall,
-                        finished: now_wall,
-                    });
-                    (json!({"terminated": terminated(&exit, &id)}), false, false, true)
-                }
-            };
-            let last_state = match (stage, track.last_exit) {
-                (Stage::Finished { .. }, _) | (_, None) => json!({}),
-                (_, Some(exit)) => {
-                    let prev = cid(&c.name, if stage == Stage::BackOff { track.restarts } else { track.restarts - 1 });
-                    json!({"terminated": terminated(&exit, &prev)})
-                }
-            };
-            let mut s = json!({
-                "name": c.name,
-                "state": state,
-                "lastState": last_state,
-                "ready": ready && containers_ready,
-                "restartCount": track.restarts,
-                "image": if with_id { qualified(&image) } else { image.clone() },
-                "imageID": if with_id { image_id(&image) } else { String::new() },
-                "started": started,
-            });
-            if with_id {
-                s["containerID"] = json!(id);
-            }
-            s
-        })
-        .collect();
-    let inits: Vec<Value> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| {
-            let image = c.image.clone().unwrap_or_default();
-            if stage == Stage::Creating {
-                return json!({"name": c.name, "state": {"waiting": {"reason": "PodInitializing"}}, "lastState": {},
-                    "ready": false, "restartCount": 0, "image": image, "imageID": "", "started": false});
-            }
-            let id = cid(&c.name, 0);
-            let exit = Exit { code: 0, started: track.run_since_wall, finished: track.run_since_wall };
-            json!({"name": c.name, "state": {"terminated": terminated(&exit, &id)}, "lastState": {}, "ready": true,
-                "restartCount": 0, "image": qualified(&image), "imageID": image_id(&image), "containerID": id, "started": false})
-        })
-        .collect();
-    let finished = matches!(stage, Stage::Finished { .. });
-    let ready = containers_ready && gates_ready(pod);
-    let not_ready_reason = if finished { "PodCompleted" } else { "ContainersNotReady" };
-    let not_ready_msg = (!finished).then(|| format!("containers with unready status: {list}"));
-    let init_names: Vec<String> = spec.init_containers.iter().flatten().map(|c| c.name.clone()).collect();
-    let initialized = stage != Stage::Creating || init_names.is_empty();
-    let mut conditions = vec![
-        condition(
-            "PodReadyToStartContainers",
-            !matches!(stage, Stage::Creating | Stage::Finished { .. }),
-            None,
-            None,
-            &now,
-        ),
-        if initialized {
-            condition("Initialized", true, if finished { Some("PodCompleted") } else { None }, None, &now)
-        } else {
-            let msg = format!("containers with incomplete status: [{}]", init_names.join(" "));
-            condition("Initialized", false, Some("ContainersNotInitialized"), Some(msg), &now)
-        },
-    ];
-    if ready {
-        conditions.push(condition("Ready", true, None, None, &now));
-        conditions.push(condition("ContainersReady", true, None, None, &now));
-    } else if containers_ready {
-        let gates = pod.spec.as_ref().and_then(|s| s.readiness_gates.clone()).unwrap_or_default();
-        let missing: Vec<String> = gates.iter().map(|g| g.condition_type.clone()).collect();
-        let msg = format!("corresponding condition of pod readiness gate \"{}\" does not exist.", missing.join(", "));
-        conditions.push(condition("Ready", false, Some("ReadinessGatesNotReady"), Some(msg), &now));
-        conditions.push(condition("ContainersReady", true, None, None, &now));
-    } else {
-        conditions.push(condition("Ready", false, Some(not_ready_reason), not_ready_msg.clone(), &now));
-        conditions.push(condition("ContainersReady", false, Some(not_ready_reason), not_ready_msg, &now));
-    }
-    conditions.push(condition("PodScheduled", true, None, None, &now));
+    let simulated = SimulatedPod { pod, track, stage, now_wall };
+    let containers: Vec<Value> =
+        spec.containers.iter().map(|c| simulated.container_status(c, containers_ready)).collect();
+    let inits: Vec<Value> = spec.init_containers.iter().flatten().map(|c| simulated.init_container_status(c)).collect();
     let mut status = json!({
         "phase": phase,
-        "conditions": merge_conditions(pod, conditions),
+        "conditions": merge_conditions(pod, pod_conditions(pod, stage, containers_ready, &now)),
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "startTime": start_time,
@@ -278,6 +175,134 @@ pub fn pod_status(pod: &Pod, track: &Track, stage: Stage, host_ip: &str, now_wal
     let pod_ip = if spec.host_network == Some(true) { Some(host_ip.to_string()) } else { track.ip.clone() };
     set_pod_ips(&mut status, pod_ip.filter(|_| stage != Stage::Creating).as_deref());
     json!({"status": status})
+}
+
+/// A simulated pod at one stage of its track, whose container statuses are written.
+struct SimulatedPod<'a> {
+    pod: &'a Pod,
+    track: &'a Track,
+    stage: Stage,
+    now_wall: i64,
+}
+
+impl SimulatedPod<'_> {
+    /// The ID of container `name`'s `n`-th instance.
+    fn container_id(&self, name: &str, n: i32) -> String {
+        let uid = self.pod.metadata.uid.as_deref().unwrap_or_default();
+        format!("containerd://{}", digest(&[uid, name, &n.to_string()]))
+    }
+
+    /// The status of container `c` (`ready` when every container is).
+    fn container_status(&self, c: &Container, containers_ready: bool) -> Value {
+        let (track, stage) = (self.track, self.stage);
+        let image = c.image.clone().unwrap_or_default();
+        let id = self.container_id(&c.name, track.restarts);
+        let (state, ready, started, with_id) = match stage {
+            Stage::Creating => (json!({"waiting": {"reason": "ContainerCreating"}}), false, false, false),
+            Stage::Running { ready } => {
+                (json!({"running": {"startedAt": rfc3339(track.run_since_wall)}}), ready, true, true)
+            }
+            Stage::BackOff => {
+                let meta = &self.pod.metadata;
+                let msg = format!(
+                    "back-off {} restarting failed container={} pod={}_{}({})",
+                    opkit_apimachinery::duration::format(track.backoff_for),
+                    c.name,
+                    meta.name.as_deref().unwrap_or_default(),
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    meta.uid.as_deref().unwrap_or_default(),
+                );
+                (json!({"waiting": {"reason": "CrashLoopBackOff", "message": msg}}), false, false, false)
+            }
+            Stage::Finished { exit_code } => {
+                let exit = track.last_exit.unwrap_or(Exit {
+                    code: exit_code,
+                    started: track.run_since_wall,
+                    finished: self.now_wall,
+                });
+                (json!({"terminated": terminated(&exit, &id)}), false, false, true)
+            }
+        };
+        let last_state = match (stage, track.last_exit) {
+            (Stage::Finished { .. }, _) | (_, None) => json!({}),
+            (_, Some(exit)) => {
+                let previous = if stage == Stage::BackOff { track.restarts } else { track.restarts - 1 };
+                json!({"terminated": terminated(&exit, &self.container_id(&c.name, previous))})
+            }
+        };
+        let mut s = json!({
+            "name": c.name,
+            "state": state,
+            "lastState": last_state,
+            "ready": ready && containers_ready,
+            "restartCount": track.restarts,
+            "image": if with_id { qualified(&image) } else { image.clone() },
+            "imageID": if with_id { image_id(&image) } else { String::new() },
+            "started": started,
+        });
+        if with_id {
+            s["containerID"] = json!(id);
+        }
+        s
+    }
+
+    /// The status of init container `c`: initializing while the pod is created, then
+    /// completed.
+    fn init_container_status(&self, c: &Container) -> Value {
+        let image = c.image.clone().unwrap_or_default();
+        if self.stage == Stage::Creating {
+            return json!({"name": c.name, "state": {"waiting": {"reason": "PodInitializing"}}, "lastState": {},
+                "ready": false, "restartCount": 0, "image": image, "imageID": "", "started": false});
+        }
+        let id = self.container_id(&c.name, 0);
+        let run_since = self.track.run_since_wall;
+        let exit = Exit { code: 0, started: run_since, finished: run_since };
+        json!({"name": c.name, "state": {"terminated": terminated(&exit, &id)}, "lastState": {}, "ready": true,
+            "restartCount": 0, "image": qualified(&image), "imageID": image_id(&image), "containerID": id, "started": false})
+    }
+}
+
+/// The pod's conditions at `stage` (before the ones others own are merged in).
+fn pod_conditions(pod: &Pod, stage: Stage, containers_ready: bool, now: &str) -> Vec<Value> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let names: Vec<String> = spec.containers.iter().map(|c| c.name.clone()).collect();
+    let list = format!("[{}]", names.join(" "));
+    let finished = matches!(stage, Stage::Finished { .. });
+    let ready = containers_ready && gates_ready(pod);
+    let not_ready_reason = if finished { "PodCompleted" } else { "ContainersNotReady" };
+    let not_ready_msg = (!finished).then(|| format!("containers with unready status: {list}"));
+    let init_names: Vec<String> = spec.init_containers.iter().flatten().map(|c| c.name.clone()).collect();
+    let initialized = stage != Stage::Creating || init_names.is_empty();
+    let mut conditions = vec![
+        condition(
+            "PodReadyToStartContainers",
+            !matches!(stage, Stage::Creating | Stage::Finished { .. }),
+            None,
+            None,
+            now,
+        ),
+        if initialized {
+            condition("Initialized", true, if finished { Some("PodCompleted") } else { None }, None, now)
+        } else {
+            let msg = format!("containers with incomplete status: [{}]", init_names.join(" "));
+            condition("Initialized", false, Some("ContainersNotInitialized"), Some(msg), now)
+        },
+    ];
+    if ready {
+        conditions.push(condition("Ready", true, None, None, now));
+        conditions.push(condition("ContainersReady", true, None, None, now));
+    } else if containers_ready {
+        let gates = spec.readiness_gates.clone().unwrap_or_default();
+        let missing: Vec<String> = gates.iter().map(|g| g.condition_type.clone()).collect();
+        let msg = format!("corresponding condition of pod readiness gate \"{}\" does not exist.", missing.join(", "));
+        conditions.push(condition("Ready", false, Some("ReadinessGatesNotReady"), Some(msg), now));
+        conditions.push(condition("ContainersReady", true, None, None, now));
+    } else {
+        conditions.push(condition("Ready", false, Some(not_ready_reason), not_ready_msg.clone(), now));
+        conditions.push(condition("ContainersReady", false, Some(not_ready_reason), not_ready_msg, now));
+    }
+    conditions.push(condition("PodScheduled", true, None, None, now));
+    conditions
 }
 
 /// Sets `podIP` and `podIPs` of a status body (null, so a merge patch clears them, when

@@ -13,56 +13,39 @@
 //! [`runtime`]); the kubelet server ([`server`]) serves container logs and is advertised
 //! on every simulated Node.
 
-pub mod events;
-pub mod ip;
-pub mod lifecycle;
-pub mod network;
-pub mod resolv_conf;
-pub mod runtime;
-pub mod server;
-pub mod status;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use opkit::events::{EventType, Recorder};
+use opkit::events::EventType;
 use opkit::{Action, Context, Controller, Manager, ReconcileResult, Request};
 use parking_lot::Mutex;
 
-use crate::ControllersConfig;
-use crate::node::{build::internal_ip, is_simulated};
-use lifecycle::{Behaviour, Exit, Stage, Track};
+use crate::config::{KubeletClients, KubeletConfig};
+use crate::lifecycle::{self, Behaviour, Exit, Stage, Track};
+use crate::node::{internal_ip, is_simulated};
+use crate::pod_events::PodEvents;
+use crate::{ip, runtime, server, status};
 
 /// The field manager and event reporting controller.
 const KUBELET: &str = "kubelet";
-/// Events waiting to be written beyond which new ones are dropped.
-const MAX_PENDING_EVENTS: usize = 1000;
-/// Events written at once.
-const EVENT_WRITERS: usize = 2;
 /// The exit code of containers stopped by a deletion (SIGTERM).
 const KILLED_EXIT_CODE: i32 = 143;
 
-/// Registers the simulated kubelets with `mgr` (controller name `kubelet`), their
-/// process runtime (when `cfg.images` is set) and, on `listener`, their server.
+/// Registers the simulated kubelets with `mgr` (controller name `kubelet`), acting with
+/// `clients`, their process runtime (when `cfg.images` is set) and, on `listener`, their
+/// server.
 pub fn register(
     mgr: &Manager,
-    cfg: &ControllersConfig,
+    cfg: &KubeletConfig,
+    clients: KubeletClients,
     listener: Option<server::KubeletListener>,
 ) -> Result<(), opkit::BuildError> {
-    if !cfg.enabled("kubelet") {
-        return Ok(());
-    }
-    let client = crate::identity::client_for(mgr, cfg, "kubelet");
-    let events = Arc::new(PodEvents {
-        client: client.clone(),
-        recorders: Mutex::new(HashMap::new()),
-        sink: events::EventSink::new(EVENT_WRITERS, MAX_PENDING_EVENTS),
-    });
-    let proxy_client = crate::identity::client_for(mgr, cfg, "kube-proxy");
+    let KubeletClients { kubelet: client, kube_proxy: proxy_client } = clients;
+    let events = Arc::new(PodEvents::new(client.clone()));
     let runtime = runtime::Runtime::new(cfg, client.clone(), proxy_client, events.clone()).map(Arc::new);
     if let Some(rt) = &runtime {
         mgr.add(runtime::RuntimeStopper { runtime: rt.clone() });
@@ -82,7 +65,7 @@ pub fn register(
         let k = kubelet.clone();
         async move { k.reconcile(ctx).await }
     })
-    .client(crate::identity::client_for(mgr, cfg, "kubelet"))
+    .client(client)
     .named("kubelet")
     .max_concurrent_reconciles(8)
     .without_leader_election()
@@ -121,37 +104,6 @@ struct Kubelet {
     runtime: Option<Arc<runtime::Runtime>>,
 }
 
-/// Publishes the kubelets' events about pods (one recorder per node).
-pub struct PodEvents {
-    client: kube::Client,
-    recorders: Mutex<HashMap<String, Recorder>>,
-    sink: events::EventSink,
-}
-
-impl PodEvents {
-    /// Publishes one event about `pod` (and its `container`) from `node`'s kubelet in the
-    /// background (dropped when too many are queued).
-    pub fn emit(
-        &self,
-        pod: &Pod,
-        node: &str,
-        container: Option<&str>,
-        type_: EventType,
-        reason: &'static str,
-        note: &str,
-    ) {
-        let recorder = self
-            .recorders
-            .lock()
-            .entry(node.to_string())
-            .or_insert_with(|| Recorder::new(self.client.clone(), KUBELET, node))
-            .clone();
-        let mut regarding: ObjectReference = kube::Resource::object_ref(pod, &());
-        regarding.field_path = container.map(|c| format!("spec.containers{{{c}}}"));
-        self.sink.publish(&recorder, regarding, type_, reason, reason, note.to_string());
-    }
-}
-
 fn phase(pod: &Pod) -> &str {
     pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
 }
@@ -164,6 +116,41 @@ fn host_ip(node: &Node) -> String {
         .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
         .map(|a| a.address.clone())
         .unwrap_or_else(|| internal_ip(&name))
+}
+
+/// One step of a simulated pod's track.
+struct Advanced {
+    step: lifecycle::Step,
+    /// The status to write, when it changed.
+    status: Option<serde_json::Value>,
+    /// What the status reflects (see [`Track::written`]).
+    written: (Stage, i32, bool),
+    /// Whether its containers started in this step.
+    first_start: bool,
+}
+
+/// Hands `pod` to the real pods' runtime `rt` when it runs there (or is being stopped
+/// there); whether it did.
+fn hand_to_runtime(rt: &runtime::Runtime, key: &Request, pod: &Pod, node: &Node) -> bool {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    if pod.metadata.deletion_timestamp.is_some() {
+        let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0).unsigned_abs();
+        return rt.delete(key, &uid, Duration::from_secs(grace));
+    }
+    if rt.owns(key, &uid) {
+        return true;
+    }
+    if matches!(phase(pod), "Succeeded" | "Failed") || !rt.is_real(pod) {
+        return false;
+    }
+    let facts = runtime::pod::NodeFacts {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        host_ip: host_ip(node),
+        pod_cidr: node.spec.as_ref().and_then(|s| s.pod_cidr.clone()),
+        allocatable: node.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap_or_default(),
+    };
+    rt.ensure(key, pod, facts);
+    true
 }
 
 impl Kubelet {
@@ -186,27 +173,12 @@ impl Kubelet {
         if !is_simulated(&node) {
             return Ok(Action::done());
         }
-        let api: Api<Pod> = ctx.api();
-        if let Some(rt) = &self.runtime {
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
-            if pod.metadata.deletion_timestamp.is_some() {
-                let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0).unsigned_abs();
-                if rt.delete(&key, &uid, Duration::from_secs(grace)) {
-                    return Ok(Action::done());
-                }
-            } else if rt.owns(&key, &uid) {
-                return Ok(Action::done());
-            } else if !matches!(phase(&pod), "Succeeded" | "Failed") && rt.is_real(&pod) {
-                let facts = runtime::pod::NodeFacts {
-                    name: node_name.clone(),
-                    host_ip: host_ip(&node),
-                    pod_cidr: node.spec.as_ref().and_then(|s| s.pod_cidr.clone()),
-                    allocatable: node.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap_or_default(),
-                };
-                rt.ensure(&key, &pod, facts);
-                return Ok(Action::done());
-            }
+        if let Some(rt) = &self.runtime
+            && hand_to_runtime(rt, &key, &pod, &node)
+        {
+            return Ok(Action::done());
         }
+        let api: Api<Pod> = ctx.api();
         if pod.metadata.deletion_timestamp.is_some() {
             return self.terminate(&api, &pod, &key, &node_name).await;
         }
@@ -214,63 +186,85 @@ impl Kubelet {
             self.state.lock().forget(&key);
             return Ok(Action::done());
         }
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
         let behaviour = Behaviour::of(&pod, self.job_run_time);
-        let (now, now_wall) = (Instant::now(), Timestamp::now().as_second());
-        let host = host_ip(&node);
-        let (step, body, sig, first_start) = {
-            let mut guard = self.state.lock();
-            let st = &mut *guard;
-            if st.tracks.get(&key).is_some_and(|t| t.uid != uid) {
-                st.forget(&key);
-            }
-            if !st.tracks.contains_key(&key) {
-                let mut t = Track::new(uid.clone(), now, now_wall);
-                if adopt(&mut t, &pod, now)
-                    && let Some(ip) = &t.ip
-                {
-                    st.ips.reserve(ip);
-                }
-                st.tracks.insert(key.clone(), t);
-            }
-            let Some(track) = st.tracks.get_mut(&key) else { return Ok(Action::done()) };
-            let first_start = track.started.is_none();
-            let step = track.advance(&behaviour, self.start_delay, self.ready_delay, now, now_wall);
-            let needs_ip = step.stage != Stage::Creating
-                && track.ip.is_none()
-                && pod.spec.as_ref().and_then(|s| s.host_network) != Some(true);
-            if needs_ip {
-                let cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
-                track.ip = st.ips.allocate(cidr.as_deref());
-            }
-            let Some(track) = st.tracks.get(&key) else { return Ok(Action::done()) };
-            let sig = (step.stage, track.restarts, status::gates_ready(&pod));
-            let body =
-                (track.written != Some(sig)).then(|| status::pod_status(&pod, track, step.stage, &host, now_wall));
-            (step, body, sig, first_start && step.started)
-        };
-        if let Some(body) = body {
-            let params = PatchParams { field_manager: Some(KUBELET.into()), ..Default::default() };
-            match api.patch_status(&key.name, &params, &Patch::Merge(&body)).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.is_not_found() => {
-                    self.state.lock().forget(&key);
-                    return Ok(Action::done());
-                }
-                Err(e) => return Err(e.into()),
-            }
-            let mut st = self.state.lock();
-            if let Some(t) = st.tracks.get_mut(&key).filter(|t| t.uid == uid) {
-                t.written = Some(sig);
-            }
-            if matches!(step.stage, Stage::Finished { .. })
-                && let Some(ip) = st.tracks.get(&key).and_then(|t| t.ip.clone())
-            {
-                st.ips.release(&ip);
-            }
+        let Some(advanced) = self.advance(&key, &pod, &node, &behaviour) else { return Ok(Action::done()) };
+        if let Some(body) = &advanced.status
+            && !self.write_status(&api, &key, &pod, body, &advanced).await?
+        {
+            return Ok(Action::done());
         }
-        self.events_for(&pod, &node_name, &step, first_start, &behaviour);
+        let step = &advanced.step;
+        self.events_for(&pod, &node_name, step, advanced.first_start, &behaviour);
         Ok(step.wake.map_or(Action::done(), |d| Action::requeue_after(d + Duration::from_millis(1))))
+    }
+
+    /// Moves `pod`'s track one step on (adopting a pod already running, giving it an IP
+    /// once it needs one), and builds its status when it changed since last written.
+    fn advance(&self, key: &Request, pod: &Pod, node: &Node, behaviour: &Behaviour) -> Option<Advanced> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let (now, now_wall) = (Instant::now(), Timestamp::now().as_second());
+        let host = host_ip(node);
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        if st.tracks.get(key).is_some_and(|t| t.uid != uid) {
+            st.forget(key);
+        }
+        if !st.tracks.contains_key(key) {
+            let mut t = Track::new(uid.clone(), now, now_wall);
+            if adopt(&mut t, pod, now)
+                && let Some(ip) = &t.ip
+            {
+                st.ips.reserve(ip);
+            }
+            st.tracks.insert(key.clone(), t);
+        }
+        let track = st.tracks.get_mut(key)?;
+        let first_start = track.started.is_none();
+        let step = track.advance(behaviour, self.start_delay, self.ready_delay, now, now_wall);
+        let needs_ip = step.stage != Stage::Creating
+            && track.ip.is_none()
+            && pod.spec.as_ref().and_then(|s| s.host_network) != Some(true);
+        if needs_ip {
+            let cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
+            track.ip = st.ips.allocate(cidr.as_deref());
+        }
+        let track = st.tracks.get(key)?;
+        let written = (step.stage, track.restarts, status::gates_ready(pod));
+        let status =
+            (track.written != Some(written)).then(|| status::pod_status(pod, track, step.stage, &host, now_wall));
+        Some(Advanced { first_start: first_start && step.started, step, status, written })
+    }
+
+    /// Writes the pod's new status `body` and records it as written (returning a
+    /// finished pod's IP); `false` when the pod is gone.
+    async fn write_status(
+        &self,
+        api: &Api<Pod>,
+        key: &Request,
+        pod: &Pod,
+        body: &serde_json::Value,
+        advanced: &Advanced,
+    ) -> Result<bool, kube::Error> {
+        let params = PatchParams { field_manager: Some(KUBELET.into()), ..Default::default() };
+        match api.patch_status(&key.name, &params, &Patch::Merge(body)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {
+                self.state.lock().forget(key);
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let mut st = self.state.lock();
+        if let Some(t) = st.tracks.get_mut(key).filter(|t| t.uid == uid) {
+            t.written = Some(advanced.written);
+        }
+        if matches!(advanced.step.stage, Stage::Finished { .. })
+            && let Some(ip) = st.tracks.get(key).and_then(|t| t.ip.clone())
+        {
+            st.ips.release(&ip);
+        }
+        Ok(true)
     }
 
     /// Confirms the deletion of a pod on a simulated node.

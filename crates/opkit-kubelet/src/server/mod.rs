@@ -35,7 +35,6 @@ use opkit_serve::PeerCertificates;
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::{ExecTargetData, LookupError, Runtime};
-use crate::ControllersConfig;
 
 /// The annotation on simulated Nodes naming their kubelet server (`127.0.0.1:<port>`).
 pub const ENDPOINT_ANNOTATION: &str = "opkit.dev/kubelet-endpoint";
@@ -68,21 +67,21 @@ impl std::fmt::Debug for KubeletListener {
 }
 
 impl KubeletListener {
-    /// Binds the kubelet server of `cfg`: `None` without a cluster CA to sign its
-    /// certificate.
-    pub fn bind(cfg: &ControllersConfig) -> Result<Option<KubeletListener>, KubeletServerError> {
-        let Some(signing) = &cfg.cluster_signing else { return Ok(None) };
-        let ca = opkit_serve::tls::DevCa::from_pem(&signing.ca_pem, &signing.ca_key_pem)
+    /// Binds a kubelet server on a free loopback port, with a serving certificate signed
+    /// by the cluster CA `ca_pem` (key `ca_key_pem`), which also signs the clients it
+    /// accepts.
+    pub fn bind(ca_pem: &str, ca_key_pem: &str) -> Result<KubeletListener, KubeletServerError> {
+        let ca = opkit_serve::tls::DevCa::from_pem(ca_pem, ca_key_pem)
             .map_err(|e| KubeletServerError::Certificate(e.to_string()))?;
         let cert = ca
             .issue_serving_cert("opkit-kubelet", &["127.0.0.1".to_string()])
             .map_err(|e| KubeletServerError::Certificate(e.to_string()))?;
-        let tls = opkit_serve::tls::server_config_with_client_ca(&cert.cert_pem, &cert.key_pem, &signing.ca_pem)
+        let tls = opkit_serve::tls::server_config_with_client_ca(&cert.cert_pem, &cert.key_pem, ca_pem)
             .map_err(|e| KubeletServerError::Certificate(e.to_string()))?;
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
-        Ok(Some(KubeletListener { listener, tls, port }))
+        Ok(KubeletListener { listener, tls, port })
     }
 
     /// The port it listens on.

@@ -17,6 +17,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use opkit::events::EventType;
 use parking_lot::Mutex;
+use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -26,13 +27,13 @@ use super::container::{self, PodIsolation, RootPlan, Security};
 use super::env::{self, EnvInputs};
 use super::identity::{self, IdentityFiles};
 use super::image::{self, ImageRun};
-use super::logs::{LogDir, LogProgress};
+use super::logs::{InstanceLog, LogDir, LogProgress};
 use super::probes::{self, ProbeKind, ProbeTarget, ProbeTiming, Thresholds};
 use super::process::{ContainerProcess, Containment, ExitInfo, ProcessSpec};
 use super::status::{self, ContainerView, PodView, State, Terminated};
 use super::volumes;
-use crate::kubelet::network::PodSandbox;
-use crate::kubelet::status::digest;
+use crate::network::PodSandbox;
+use crate::status::digest;
 
 /// kube's default `terminationGracePeriodSeconds`.
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
@@ -439,6 +440,56 @@ enum Outcome {
     Stopped,
 }
 
+/// Why an instance of a container could not be prepared: what its waiting state reports.
+struct Unprepared {
+    /// `CreateContainerConfigError` or `CreateContainerError`.
+    reason: &'static str,
+    message: String,
+}
+
+/// One started (or failed to start) instance of a container.
+struct Instance {
+    slot: Slot,
+    /// Its restart count.
+    restarts: i32,
+    container_id: String,
+    /// When it started (seconds since the epoch).
+    started_at: i64,
+}
+
+/// How an instance's run ended.
+struct InstanceEnd {
+    exit: ExitInfo,
+    /// Whether the pod's stop ended it.
+    stopped: bool,
+    started: Instant,
+}
+
+/// A started instance's output pipes and the log they are copied into.
+struct Output {
+    log: Option<InstanceLog>,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+}
+
+impl Output {
+    /// Copies both pipes into the log until they close (drops them without a log).
+    async fn copy(self) {
+        let Some(log) = self.log else { return };
+        let out = async {
+            if let Some(s) = self.stdout {
+                log.copy(s, "stdout").await;
+            }
+        };
+        let err = async {
+            if let Some(s) = self.stderr {
+                log.copy(s, "stderr").await;
+            }
+        };
+        futures::join!(out, err);
+    }
+}
+
 /// Why a running instance ends early.
 enum Interrupt {
     /// A liveness or startup probe failed: kill and restart.
@@ -511,7 +562,7 @@ impl ContainerRun<'_> {
         read_only_root: bool,
     ) -> std::io::Result<RootPlan> {
         let etc_dir = self.shared.dir.join("etc");
-        use crate::kubelet::resolv_conf::{ResolvConf, for_pod};
+        use crate::resolv_conf::{ResolvConf, for_pod};
         let resolv = for_pod(self.pod, &ResolvConf::host(), self.sandbox.cluster_dns());
         container::write_etc(&etc_dir, &self.shared.name, &self.sandbox.ip().to_string(), &resolv.render())?;
         let mut mounts = vec![match image {
@@ -592,7 +643,8 @@ impl ContainerRun<'_> {
     }
 
     /// Runs `c` (restarting it per the restart policy) until it ends for good or the pod
-    /// stops.
+    /// stops: prepare an instance, run it, then restart it (after CrashLoopBackOff) or
+    /// finish.
     async fn container(
         &self,
         c: &Container,
@@ -614,54 +666,13 @@ impl ContainerRun<'_> {
         };
         let working_dir = working_dir(&shared.dir.join("containers").join(&c.name), c.working_dir.as_deref());
         loop {
-            let security = match container::privileges(self.pod, c) {
-                Ok(security) => security,
-                Err(e) => {
-                    let msg = e.to_string();
-                    self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
-                    shared.update_container(slot, |v| {
-                        v.state = State::Waiting { reason: "CreateContainerConfigError".into(), message: Some(msg) };
-                    });
-                    let retry = config_backoff.next(Duration::ZERO).max(SETUP_RETRY);
-                    tokio::select! {
-                        _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
-                        () = tokio::time::sleep(retry) => continue,
-                    }
-                }
-            };
-            let contained = match security {
-                Security::Contained { privileges, read_only_root } if self.rt.isolation == PodIsolation::Contained => {
-                    Some((privileges, read_only_root))
-                }
-                _ => None,
-            };
-            let tools = match contained {
-                Some(_) => PathBuf::from(image::TOOLS_MOUNT),
-                None => image::tools_dir(&shared.dir),
-            };
-            let env = match self.environment(c, contained.is_some(), image.default_path(&tools)).await {
-                Ok(env) => env,
-                Err(e) => {
-                    let msg = e.to_string();
-                    self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
-                    shared.update_container(slot, |v| {
-                        v.state = State::Waiting { reason: "CreateContainerConfigError".into(), message: Some(msg) };
-                    });
-                    let retry = config_backoff.next(Duration::ZERO).max(SETUP_RETRY);
-                    tokio::select! {
-                        _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
-                        () = tokio::time::sleep(retry) => continue,
-                    }
-                }
-            };
-            let spec = match self.process_spec(c, &image, env, contained, &working_dir) {
+            let spec = match self.prepare(c, &image, &working_dir).await {
                 Ok(spec) => spec,
-                Err(e) => {
-                    tracing::warn!(container = %c.name, error = %e, "preparing a container's root failed");
-                    let msg = format!("preparing the container's root file system: {e}");
-                    self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
+                Err(unprepared) => {
+                    self.event(c, EventType::Warning, "Failed", &format!("Error: {}", unprepared.message));
                     shared.update_container(slot, |v| {
-                        v.state = State::Waiting { reason: "CreateContainerError".into(), message: Some(msg) };
+                        v.state =
+                            State::Waiting { reason: unprepared.reason.into(), message: Some(unprepared.message) };
                     });
                     let retry = config_backoff.next(Duration::ZERO).max(SETUP_RETRY);
                     tokio::select! {
@@ -670,149 +681,15 @@ impl ContainerRun<'_> {
                     }
                 }
             };
-            // As the kubelet, before every start.
-            let image = c.image.clone().unwrap_or_default();
-            let note = format!("Container image \"{image}\" already present on machine");
-            self.event(c, EventType::Normal, "Pulled", &note);
-            let cid =
-                format!("{}{}", super::CONTAINER_ID_PREFIX, digest(&[&shared.uid, &c.name, &restarts.to_string()]));
-            let started_wall = Timestamp::now().as_second();
-            let started = Instant::now();
-            let logs = match shared.container(&c.name) {
-                Some(rt) => rt.logs,
-                None => LogDir::new(shared.dir.join("logs").join(&c.name)),
-            };
-            let log = match logs.open(restarts).await {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    tracing::warn!(container = %c.name, error = %e, "opening a container log failed");
-                    None
-                }
-            };
-            let spawned = ContainerProcess::spawn(&spec, self.sandbox);
-            self.event(c, EventType::Normal, "Created", &format!("Created container: {}", c.name));
-            let (exit, interrupted) = match spawned {
-                Err(e) => {
-                    let msg = format!("failed to start container {:?}: {e}", c.name);
-                    self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
-                    let t = Terminated {
-                        exit_code: 128,
-                        signal: None,
-                        reason: "StartError".into(),
-                        message: Some(msg),
-                        started_at: started_wall,
-                        finished_at: started_wall,
-                        container_id: cid.clone(),
-                    };
-                    shared.update_container(slot, |v| v.state = State::Terminated(t));
-                    (ExitInfo { code: 128, signal: None }, None)
-                }
-                Ok((mut process, stdout, stderr)) => {
-                    self.event(c, EventType::Normal, "Started", &format!("Started container {}", c.name));
-                    {
-                        let mut containers = shared.containers.lock();
-                        if let Some(rt) = containers.get_mut(&c.name) {
-                            rt.instance = Some(restarts);
-                            rt.progress = log.as_ref().map(|l| l.subscribe());
-                            rt.spec = Some(spec.clone());
-                            rt.waiter = process.id();
-                            let stdin = process.take_stdin().map(|s| Arc::new(tokio::sync::Mutex::new(Some(s))));
-                            rt.attach = log.as_ref().map(|l| Attachment {
-                                output: l.output(),
-                                progress: l.subscribe(),
-                                stdin,
-                                stdin_once: c.stdin_once == Some(true),
-                            });
-                        }
-                    }
-                    let has_startup = c.startup_probe.is_some() && !slot.init;
-                    let has_readiness = c.readiness_probe.is_some() && !slot.init;
-                    shared.update_container(slot, |v| {
-                        v.state = State::Running { started_at: started_wall, container_id: cid.clone() };
-                        v.started = !has_startup;
-                        v.ready = !has_startup && !has_readiness && !slot.init;
-                        v.restarts = restarts;
-                    });
-                    let copy = {
-                        let log = log.clone();
-                        async move {
-                            if let Some(log) = log {
-                                let out = async {
-                                    if let Some(s) = stdout {
-                                        log.copy(s, "stdout").await;
-                                    }
-                                };
-                                let err = async {
-                                    if let Some(s) = stderr {
-                                        log.copy(s, "stderr").await;
-                                    }
-                                };
-                                futures::join!(out, err);
-                            }
-                        }
-                    };
-                    let copying = tokio::spawn(copy);
-                    let waiter = process.id();
-                    let interrupt = tokio::select! {
-                        exit = process.wait() => Err(exit),
-                        req = stop_requested(&mut stop_rx) => Ok(Interrupt::Stop(req)),
-                        kind = self.probe(c, slot, &spec, waiter) => Ok(Interrupt::Unhealthy(kind)),
-                    };
-                    let (exit, interrupted) = match interrupt {
-                        Err(exit) => (exit, None),
-                        Ok(Interrupt::Stop(req)) => {
-                            self.event(c, EventType::Normal, "Killing", &format!("Stopping container {}", c.name));
-                            (process.stop(req.grace).await, Some(req))
-                        }
-                        Ok(Interrupt::Unhealthy(kind)) => {
-                            let note = format!(
-                                "Container {} failed {} probe, will be restarted",
-                                c.name,
-                                kind.title().to_lowercase()
-                            );
-                            self.event(c, EventType::Normal, "Killing", &note);
-                            let probe = match kind {
-                                ProbeKind::Startup => c.startup_probe.as_ref(),
-                                _ => c.liveness_probe.as_ref(),
-                            };
-                            // A probe's own terminationGracePeriodSeconds wins over the pod's.
-                            let grace = probe
-                                .and_then(|p| p.termination_grace_period_seconds)
-                                .and_then(|s| u64::try_from(s).ok())
-                                .map_or_else(|| grace_of(self.pod), Duration::from_secs);
-                            (process.stop(grace).await, None)
-                        }
-                    };
-                    let _ = copying.await;
-                    if let Some(l) = &log {
-                        l.end();
-                    }
-                    let t = Terminated {
-                        exit_code: exit.code,
-                        signal: exit.signal,
-                        reason: if exit.code == 0 { "Completed".into() } else { "Error".into() },
-                        message: None,
-                        started_at: started_wall,
-                        finished_at: Timestamp::now().as_second(),
-                        container_id: cid.clone(),
-                    };
-                    shared.update_container(slot, |v| {
-                        v.state = State::Terminated(t);
-                        // A completed init container counts as ready, as the kubelet reports it.
-                        v.ready = slot.init && exit.code == 0;
-                        v.started = false;
-                    });
-                    (exit, interrupted)
-                }
-            };
-            if interrupted.is_some() {
+            let end = self.run_instance(c, slot, restarts, &spec, &mut stop_rx).await;
+            if end.stopped {
                 return Outcome::Stopped;
             }
-            if !self.restarts(slot.init, exit.code) {
+            if !self.restarts(slot.init, end.exit.code) {
                 shared.update_container(slot, |v| v.done = true);
-                return Outcome::Exited(exit);
+                return Outcome::Exited(end.exit);
             }
-            let delay = backoff.next(started.elapsed());
+            let delay = backoff.next(end.started.elapsed());
             if delay.is_zero() {
                 // The first restart is immediate.
                 restarts = restarts.saturating_add(1);
@@ -824,25 +701,7 @@ impl ContainerRun<'_> {
                 });
                 continue;
             }
-            let msg = format!(
-                "back-off {} restarting failed container={} pod={}_{}({})",
-                opkit_apimachinery::duration::format(delay),
-                c.name,
-                shared.name,
-                shared.namespace,
-                shared.uid
-            );
-            let note = format!(
-                "Back-off restarting failed container {} in pod {}_{}({})",
-                c.name, shared.name, shared.namespace, shared.uid
-            );
-            self.event(c, EventType::Warning, "BackOff", &note);
-            shared.update_container(slot, |v| {
-                if let State::Terminated(t) = &v.state {
-                    v.last = Some(t.clone());
-                }
-                v.state = State::Waiting { reason: "CrashLoopBackOff".into(), message: Some(msg) };
-            });
+            self.report_back_off(c, slot, delay);
             tokio::select! {
                 _ = stop_requested(&mut stop_rx) => return Outcome::Stopped,
                 () = tokio::time::sleep(delay) => {}
@@ -850,6 +709,248 @@ impl ContainerRun<'_> {
             restarts = restarts.saturating_add(1);
             shared.update_container(slot, |v| v.restarts = restarts);
         }
+    }
+
+    /// How the next instance of `c` of `image` starts: its privileges (contained where
+    /// the pod's isolation and security context allow it), environment and root.
+    async fn prepare(
+        &self,
+        c: &Container,
+        image: &ImageRun,
+        working_dir: &std::path::Path,
+    ) -> Result<ProcessSpec, Unprepared> {
+        let config_error = |message: String| Unprepared { reason: "CreateContainerConfigError", message };
+        let security = container::privileges(self.pod, c).map_err(|e| config_error(e.to_string()))?;
+        let contained = match security {
+            Security::Contained { privileges, read_only_root } if self.rt.isolation == PodIsolation::Contained => {
+                Some((privileges, read_only_root))
+            }
+            _ => None,
+        };
+        let tools = match contained {
+            Some(_) => PathBuf::from(image::TOOLS_MOUNT),
+            None => image::tools_dir(&self.shared.dir),
+        };
+        let env = self
+            .environment(c, contained.is_some(), image.default_path(&tools))
+            .await
+            .map_err(|e| config_error(e.to_string()))?;
+        self.process_spec(c, image, env, contained, working_dir).map_err(|e| {
+            tracing::warn!(container = %c.name, error = %e, "preparing a container's root failed");
+            Unprepared {
+                reason: "CreateContainerError",
+                message: format!("preparing the container's root file system: {e}"),
+            }
+        })
+    }
+
+    /// Starts one instance of `c` from `spec` (its `restarts`-th) and runs it until it
+    /// exits, is killed by a failed probe, or the pod stops.
+    async fn run_instance(
+        &self,
+        c: &Container,
+        slot: Slot,
+        restarts: i32,
+        spec: &ProcessSpec,
+        stop_rx: &mut watch::Receiver<Option<StopRequest>>,
+    ) -> InstanceEnd {
+        // As the kubelet, before every start.
+        let image = c.image.clone().unwrap_or_default();
+        let note = format!("Container image \"{image}\" already present on machine");
+        self.event(c, EventType::Normal, "Pulled", &note);
+        let shared = self.shared;
+        let instance = Instance {
+            slot,
+            restarts,
+            container_id: format!(
+                "{}{}",
+                super::CONTAINER_ID_PREFIX,
+                digest(&[&shared.uid, &c.name, &restarts.to_string()])
+            ),
+            started_at: Timestamp::now().as_second(),
+        };
+        let started = Instant::now();
+        let log = self.open_log(c, restarts).await;
+        let spawned = ContainerProcess::spawn(spec, self.sandbox);
+        self.event(c, EventType::Normal, "Created", &format!("Created container: {}", c.name));
+        let (exit, stopped) = match spawned {
+            Err(e) => (self.report_start_error(c, &instance, &e), false),
+            Ok((process, stdout, stderr)) => {
+                let output = Output { log, stdout, stderr };
+                self.supervise(c, &instance, spec, process, output, stop_rx).await
+            }
+        };
+        InstanceEnd { exit, stopped, started }
+    }
+
+    /// The log of `c`'s `restarts`-th instance (`None`, with a warning, if it cannot be
+    /// opened).
+    async fn open_log(&self, c: &Container, restarts: i32) -> Option<InstanceLog> {
+        let logs = match self.shared.container(&c.name) {
+            Some(rt) => rt.logs,
+            None => LogDir::new(self.shared.dir.join("logs").join(&c.name)),
+        };
+        logs.open(restarts)
+            .await
+            .inspect_err(|e| tracing::warn!(container = %c.name, error = %e, "opening a container log failed"))
+            .ok()
+    }
+
+    /// Reports an instance that could not start (exit code 128, `StartError`).
+    fn report_start_error(&self, c: &Container, instance: &Instance, error: &std::io::Error) -> ExitInfo {
+        let msg = format!("failed to start container {:?}: {error}", c.name);
+        self.event(c, EventType::Warning, "Failed", &format!("Error: {msg}"));
+        let t = Terminated {
+            exit_code: 128,
+            signal: None,
+            reason: "StartError".into(),
+            message: Some(msg),
+            started_at: instance.started_at,
+            finished_at: instance.started_at,
+            container_id: instance.container_id.clone(),
+        };
+        self.shared.update_container(instance.slot, |v| v.state = State::Terminated(t));
+        ExitInfo { code: 128, signal: None }
+    }
+
+    /// Runs a started instance: publishes it to the kubelet server, reports it running,
+    /// copies its output into its log, waits for its end and reports it. Returns its exit
+    /// and whether the pod's stop ended it.
+    async fn supervise(
+        &self,
+        c: &Container,
+        instance: &Instance,
+        spec: &ProcessSpec,
+        mut process: ContainerProcess,
+        output: Output,
+        stop_rx: &mut watch::Receiver<Option<StopRequest>>,
+    ) -> (ExitInfo, bool) {
+        self.event(c, EventType::Normal, "Started", &format!("Started container {}", c.name));
+        self.publish_instance(c, instance.restarts, spec, &mut process, output.log.as_ref());
+        let slot = instance.slot;
+        let has_startup = c.startup_probe.is_some() && !slot.init;
+        let has_readiness = c.readiness_probe.is_some() && !slot.init;
+        self.shared.update_container(slot, |v| {
+            v.state = State::Running { started_at: instance.started_at, container_id: instance.container_id.clone() };
+            v.started = !has_startup;
+            v.ready = !has_startup && !has_readiness && !slot.init;
+            v.restarts = instance.restarts;
+        });
+        let log = output.log.clone();
+        let copying = tokio::spawn(output.copy());
+        let (exit, stopped) = self.wait_or_interrupt(c, slot, spec, &mut process, stop_rx).await;
+        let _ = copying.await;
+        if let Some(l) = &log {
+            l.end();
+        }
+        let t = Terminated {
+            exit_code: exit.code,
+            signal: exit.signal,
+            reason: if exit.code == 0 { "Completed".into() } else { "Error".into() },
+            message: None,
+            started_at: instance.started_at,
+            finished_at: Timestamp::now().as_second(),
+            container_id: instance.container_id.clone(),
+        };
+        self.shared.update_container(slot, |v| {
+            v.state = State::Terminated(t);
+            // A completed init container counts as ready, as the kubelet reports it.
+            v.ready = slot.init && exit.code == 0;
+            v.started = false;
+        });
+        (exit, stopped)
+    }
+
+    /// Makes a started instance what the kubelet server's logs, exec and attach reach.
+    fn publish_instance(
+        &self,
+        c: &Container,
+        restarts: i32,
+        spec: &ProcessSpec,
+        process: &mut ContainerProcess,
+        log: Option<&InstanceLog>,
+    ) {
+        let mut containers = self.shared.containers.lock();
+        if let Some(rt) = containers.get_mut(&c.name) {
+            rt.instance = Some(restarts);
+            rt.progress = log.map(InstanceLog::subscribe);
+            rt.spec = Some(spec.clone());
+            rt.waiter = process.id();
+            let stdin = process.take_stdin().map(|s| Arc::new(tokio::sync::Mutex::new(Some(s))));
+            rt.attach = log.map(|l| Attachment {
+                output: l.output(),
+                progress: l.subscribe(),
+                stdin,
+                stdin_once: c.stdin_once == Some(true),
+            });
+        }
+    }
+
+    /// Waits for the instance to exit, or stops it when the pod stops or a startup or
+    /// liveness probe fails for good. Returns its exit and whether the pod's stop ended it.
+    async fn wait_or_interrupt(
+        &self,
+        c: &Container,
+        slot: Slot,
+        spec: &ProcessSpec,
+        process: &mut ContainerProcess,
+        stop_rx: &mut watch::Receiver<Option<StopRequest>>,
+    ) -> (ExitInfo, bool) {
+        let waiter = process.id();
+        let interrupt = tokio::select! {
+            exit = process.wait() => return (exit, false),
+            req = stop_requested(stop_rx) => Interrupt::Stop(req),
+            kind = self.probe(c, slot, spec, waiter) => Interrupt::Unhealthy(kind),
+        };
+        match interrupt {
+            Interrupt::Stop(req) => {
+                self.event(c, EventType::Normal, "Killing", &format!("Stopping container {}", c.name));
+                (process.stop(req.grace).await, true)
+            }
+            Interrupt::Unhealthy(kind) => {
+                let note =
+                    format!("Container {} failed {} probe, will be restarted", c.name, kind.title().to_lowercase());
+                self.event(c, EventType::Normal, "Killing", &note);
+                (process.stop(self.probe_grace(c, kind)).await, false)
+            }
+        }
+    }
+
+    /// How long an instance killed by its failed `kind` probe gets to stop: the probe's
+    /// own terminationGracePeriodSeconds wins over the pod's.
+    fn probe_grace(&self, c: &Container, kind: ProbeKind) -> Duration {
+        let probe = match kind {
+            ProbeKind::Startup => c.startup_probe.as_ref(),
+            _ => c.liveness_probe.as_ref(),
+        };
+        probe
+            .and_then(|p| p.termination_grace_period_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or_else(|| grace_of(self.pod), Duration::from_secs)
+    }
+
+    /// Reports that `c` waits `delay` before its next restart (CrashLoopBackOff).
+    fn report_back_off(&self, c: &Container, slot: Slot, delay: Duration) {
+        let shared = self.shared;
+        let msg = format!(
+            "back-off {} restarting failed container={} pod={}_{}({})",
+            opkit_apimachinery::duration::format(delay),
+            c.name,
+            shared.name,
+            shared.namespace,
+            shared.uid
+        );
+        let note = format!(
+            "Back-off restarting failed container {} in pod {}_{}({})",
+            c.name, shared.name, shared.namespace, shared.uid
+        );
+        self.event(c, EventType::Warning, "BackOff", &note);
+        shared.update_container(slot, |v| {
+            if let State::Terminated(t) = &v.state {
+                v.last = Some(t.clone());
+            }
+            v.state = State::Waiting { reason: "CrashLoopBackOff".into(), message: Some(msg) };
+        });
     }
 
     /// Probes a running instance; returns only when a startup or liveness probe failed

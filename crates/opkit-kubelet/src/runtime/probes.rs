@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::container::JoinPlan;
 use super::process::{ContainerProcess, Containment, ProcessSpec};
-use crate::kubelet::network::PodSandbox;
+use crate::network::PodSandbox;
 
 /// Which probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

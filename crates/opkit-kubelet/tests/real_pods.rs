@@ -187,7 +187,7 @@ exec sleep 3600"#,
     assert_eq!(whoami, "system:serviceaccount:default:default");
     // In a pod network namespace the ServiceAccount is also mounted where in-cluster
     // configuration reads it, so kubectl without a kubeconfig acts as the pod too.
-    if opkit_controllers::pod_network_mode(None).0 == opkit_controllers::NetworkMode::Namespaces {
+    if opkit_kubelet::pod_network_mode(None).0 == opkit_kubelet::NetworkMode::Namespaces {
         assert_eq!(vars["SA_NAMESPACE"], "default");
         let in_cluster = file(&tmp.path().join("out.incluster")).await?;
         assert_eq!(in_cluster, "system:serviceaccount:default:default");
@@ -617,7 +617,7 @@ async fn a_restarted_kubelet_runs_its_running_pods_again() -> Result<(), Error> 
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
     }
-    opkit_controllers::images::ImageStore::new(&images).load("example.com/sleeper:v1", &script)?;
+    opkit_kubelet::images::ImageStore::new(&images).load("example.com/sleeper:v1", &script)?;
     let kubeconfig = kube::config::Kubeconfig::read_from(env.kubeconfig_path())?;
     let admin = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     let server = env.server();
@@ -626,7 +626,7 @@ async fn a_restarted_kubelet_runs_its_running_pods_again() -> Result<(), Error> 
         images: Some(images),
         pod_root: Some(tmp.path().join("pods")),
         // The program reports its pid through a file on the host.
-        pod_isolation: Some(opkit_controllers::PodIsolation::Host),
+        pod_isolation: Some(opkit_kubelet::PodIsolation::Host),
         ..Default::default()
     }
     .root_ca(server.ca_pem())

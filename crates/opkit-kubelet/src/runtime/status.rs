@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::kubelet::status::{condition, gates_ready, merge_conditions, qos_class, rfc3339};
+use crate::status::{condition, gates_ready, merge_conditions, qos_class, rfc3339};
 
 /// How a container instance ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,7 +257,7 @@ pub fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> Value {
         status["initContainerStatuses"] =
             json!(view.init.iter().map(|c| c.to_json(&view.image_id(&c.image))).collect::<Vec<_>>());
     }
-    crate::kubelet::status::set_pod_ips(&mut status, view.pod_ip.as_deref());
+    crate::status::set_pod_ips(&mut status, view.pod_ip.as_deref());
     json!({"status": status})
 }
 

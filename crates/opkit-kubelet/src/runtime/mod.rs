@@ -33,11 +33,11 @@ use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::PodEvents;
-use super::network::PodNetworks;
-use crate::ControllersConfig;
+use crate::config::KubeletConfig;
 use crate::images::ImageStore;
 use crate::images::builtin::{self, BuiltinImage};
+use crate::network::PodNetworks;
+use crate::pod_events::PodEvents;
 use container::{JoinPlan, PodIsolation};
 use image::ImageRun;
 use pod::{NodeFacts, PodShared, StopRequest};
@@ -141,9 +141,9 @@ pub struct Runtime {
     stopping: CancellationToken,
 }
 
-/// Where the API server listens, from the admin configuration's cluster URL.
-fn api_server_address(cfg: &ControllersConfig) -> Option<SocketAddr> {
-    let uri = &cfg.identities.as_ref()?.cluster_url;
+/// Where the API server listens, from its URL.
+fn api_server_address(cfg: &KubeletConfig) -> Option<SocketAddr> {
+    let uri = cfg.cluster_url.as_ref()?;
     let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
     let ip: IpAddr = if host == "localhost" { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { host.parse().ok()? };
     Some(SocketAddr::new(ip, uri.port_u16().unwrap_or(443)))
@@ -154,7 +154,7 @@ impl Runtime {
     /// for its pods with `services_client`; `None` when no image store is configured (or
     /// the API server's address is unknown): every pod is simulated.
     pub fn new(
-        cfg: &ControllersConfig,
+        cfg: &KubeletConfig,
         client: kube::Client,
         services_client: kube::Client,
         events: Arc<PodEvents>,

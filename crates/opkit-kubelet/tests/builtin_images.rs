@@ -15,7 +15,7 @@ use common::real_pods::{load_script, real_env_with};
 use common::{Error, WAIT, kubectl, wait};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams, PostParams};
-use opkit_controllers::PodIsolation;
+use opkit_kubelet::PodIsolation;
 use serde_json::json;
 
 /// Creates pod `name` with `spec`.

@@ -11,8 +11,8 @@ use kube::api::Api;
 use tokio::sync::mpsc;
 
 use super::{Handler, ResponseBody, full, status_response};
-use crate::kubelet::runtime::logs::{self, LogLine};
-use crate::kubelet::runtime::status::State;
+use crate::runtime::logs::{self, LogLine};
+use crate::runtime::status::State;
 
 /// `PodLogOptions` as the query gives them.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -18,7 +18,7 @@ use common::real_pods::{load_script, real_env_with};
 use common::{Error, WAIT, wait};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams, PostParams};
-use opkit_controllers::PodIsolation;
+use opkit_kubelet::PodIsolation;
 use opkit_testenv::TestEnv;
 use serde_json::json;
 

@@ -32,8 +32,8 @@ use super::stream::websocket::{ChannelConnection, Handshake};
 use super::stream::{
     OutputSink, Refusal, go_error_text, internal_error_status, is_websocket_request, query_flag, query_pairs,
 };
-use crate::kubelet::runtime::container::JoinPlan;
-use crate::kubelet::runtime::pod::Attachment;
+use crate::runtime::container::JoinPlan;
+use crate::runtime::pod::Attachment;
 
 /// The remote-command protocols spoken over SPDY (v5 is v4 there: its close signal is a
 /// WebSocket feature), in the kubelet's order.
@@ -406,7 +406,7 @@ fn command_for(
 /// Makes the child join the contained container of `plan`.
 #[cfg(target_os = "linux")]
 fn join_container(command: &mut tokio::process::Command, plan: &JoinPlan) -> std::io::Result<()> {
-    crate::kubelet::runtime::container::join(command.as_std_mut(), plan).map_err(std::io::Error::other)
+    crate::runtime::container::join(command.as_std_mut(), plan).map_err(std::io::Error::other)
 }
 
 /// Containers are Linux's.
@@ -635,7 +635,7 @@ async fn attach(streams: &mut ExecStreams, attachment: &Attachment) -> Status {
             }
         });
     }
-    let sink_of = |chunk: &crate::kubelet::runtime::logs::OutputChunk| {
+    let sink_of = |chunk: &crate::runtime::logs::OutputChunk| {
         if chunk.stream == "stderr" { streams.stderr.clone() } else { streams.stdout.clone() }
     };
     let mut ended = progress.borrow().ended;

@@ -18,7 +18,7 @@ use common::{Error, WAIT, kubectl, wait};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use opkit_controllers::PodIsolation;
+use opkit_kubelet::PodIsolation;
 use opkit_testenv::TestEnv;
 use serde_json::json;
 

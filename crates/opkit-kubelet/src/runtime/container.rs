@@ -312,7 +312,7 @@ pub fn privileges(pod: &Pod, c: &Container) -> Result<Security, SecurityError> {
 
 /// What the kubelet writes as a pod's `/etc` (shared by its containers, bound
 /// read-only): `passwd`, `group`, `hosts`, `hostname`, `resolv.conf` (`resolv_conf`, as
-/// [`crate::kubelet::resolv_conf`] composes it), `nsswitch.conf` and the dynamic linker's
+/// [`crate::resolv_conf`] composes it), `nsswitch.conf` and the dynamic linker's
 /// cache, plus the mount points of [`ETC_DIRS`]. Never the host's `shadow`.
 pub fn write_etc(dir: &Path, hostname: &str, pod_ip: &str, resolv_conf: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
-use opkit_controllers::{ControllersConfig, PodIsolation};
+use opkit_controllers::ControllersConfig;
+use opkit_kubelet::PodIsolation;
 use opkit_testenv::TestEnv;
 
 use super::{Error, WAIT};
