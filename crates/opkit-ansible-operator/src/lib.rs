@@ -50,8 +50,6 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(unreachable_pub)]
-
 mod job_events;
 mod log_events;
 mod metrics;

@@ -22,7 +22,7 @@ use crate::auth::user::UserInfo;
 use crate::authz::attributes::{Action, Object};
 
 /// Where audit events go: an append-only file, one JSON object per line.
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     file: Mutex<LineWriter<File>>,
 }
 
@@ -34,7 +34,7 @@ impl std::fmt::Debug for AuditLog {
 
 impl AuditLog {
     /// Opens `path` for appending (creating it, owner-only).
-    pub fn open(path: &Path) -> std::io::Result<AuditLog> {
+    pub(crate) fn open(path: &Path) -> std::io::Result<AuditLog> {
         let mut options = OpenOptions::new();
         options.create(true).append(true);
         #[cfg(unix)]

@@ -18,16 +18,16 @@ use opkit_serve::tls::{CertGenError, DevCa, IssuedCert, TlsConfigError};
 
 /// The common name of the client certificate the server presents to kubelets, as
 /// kubeadm names kube-apiserver's `--kubelet-client-certificate`.
-pub const KUBELET_CLIENT: &str = "kube-apiserver-kubelet-client";
+pub(crate) const KUBELET_CLIENT: &str = "kube-apiserver-kubelet-client";
 
 /// A stored serving certificate with less validity left than this is renewed at start
 /// (kubeadm renews certificates on upgrade when they are this close to expiring).
-pub const RENEW_BEFORE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 60 * 60);
+pub(crate) const RENEW_BEFORE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 60 * 60);
 
 /// The names and addresses the serving certificate carries: loopback, and the
 /// `kubernetes` Service's cluster IP and DNS names, as kube-apiserver's self-signed
 /// certificate does.
-pub const SERVING_HOSTS: [&str; 8] = [
+pub(crate) const SERVING_HOSTS: [&str; 8] = [
     "localhost",
     "127.0.0.1",
     "::1",
@@ -59,7 +59,7 @@ pub enum CertError {
 
 /// A CA, the serving certificate it signed and the admin client certificate, all as PEM.
 #[derive(Clone)]
-pub struct TlsMaterial {
+pub(crate) struct TlsMaterial {
     /// The CA certificate clients trust (goes into the kubeconfig); it also signs the
     /// client certificates the server accepts.
     pub ca_pem: String,
@@ -86,7 +86,7 @@ impl std::fmt::Debug for TlsMaterial {
 
 impl TlsMaterial {
     /// Generates a fresh CA and a serving certificate for [`SERVING_HOSTS`].
-    pub fn generate() -> Result<TlsMaterial, CertError> {
+    pub(crate) fn generate() -> Result<TlsMaterial, CertError> {
         let ca = DevCa::generate("opkit-ca")?;
         let serving = issue_serving(&ca)?;
         TlsMaterial::with_clients(&ca, serving)
@@ -109,7 +109,7 @@ impl TlsMaterial {
     /// directory from before the CA key was kept gets a new CA). A stored serving
     /// certificate that lacks one of [`SERVING_HOSTS`], or expires within [`RENEW_BEFORE`],
     /// is replaced by one the same CA signs.
-    pub fn load_or_generate(dir: &Path) -> Result<TlsMaterial, CertError> {
+    pub(crate) fn load_or_generate(dir: &Path) -> Result<TlsMaterial, CertError> {
         fn io(p: &Path) -> impl FnOnce(std::io::Error) -> CertError + '_ {
             move |source| CertError::Io { path: p.display().to_string(), source }
         }
@@ -144,7 +144,7 @@ impl TlsMaterial {
 
     /// A rustls server config offering HTTP/2 and HTTP/1.1 that verifies the client
     /// certificates clients offer against the CA (clients without one still connect).
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, CertError> {
+    pub(crate) fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, CertError> {
         Ok(opkit_serve::tls::server_config_with_client_ca(&self.cert_pem, &self.key_pem, &self.ca_pem)?)
     }
 }

@@ -10,11 +10,11 @@ use serde_json::Value;
 
 /// The deepest nesting of arrays and objects a stored object may have (the object
 /// itself is level 1). Leaves room below serde_json's limit of 127 for envelopes.
-pub const MAX_OBJECT_DEPTH: usize = 100;
+pub(crate) const MAX_OBJECT_DEPTH: usize = 100;
 
 /// How many arrays/objects deep `value` nests (a scalar is 0, `{}` is 1), counted
 /// without recursion; counting stops at the first level deeper than `cutoff`.
-pub fn nesting_depth(value: &Value, cutoff: usize) -> usize {
+pub(crate) fn nesting_depth(value: &Value, cutoff: usize) -> usize {
     let mut deepest = 0;
     let mut pending: Vec<(&Value, usize)> = vec![(value, 1)];
     while let Some((v, level)) = pending.pop() {
@@ -33,7 +33,7 @@ pub fn nesting_depth(value: &Value, cutoff: usize) -> usize {
 }
 
 /// Whether `value` nests deeper than [`MAX_OBJECT_DEPTH`].
-pub fn too_deep(value: &Value) -> bool {
+pub(crate) fn too_deep(value: &Value) -> bool {
     nesting_depth(value, MAX_OBJECT_DEPTH) > MAX_OBJECT_DEPTH
 }
 
@@ -42,7 +42,7 @@ pub fn too_deep(value: &Value) -> bool {
 /// `managedFields` (which mirror the other fields' structure a few levels deeper, so
 /// they are deepest whenever the client's own field is deep); empty if `object` is not an
 /// object.
-pub fn too_deep_field(object: &Value) -> String {
+pub(crate) fn too_deep_field(object: &Value) -> String {
     let Value::Object(m) = object else { return String::new() };
     // Deep enough to rank every field of an object the limit refused.
     let cutoff = 4 * MAX_OBJECT_DEPTH;
@@ -62,7 +62,7 @@ pub fn too_deep_field(object: &Value) -> String {
 }
 
 /// The message of a refused too-deep object.
-pub fn too_deep_message() -> String {
+pub(crate) fn too_deep_message() -> String {
     format!("Invalid value: \"object\": nesting depth exceeds the maximum of {MAX_OBJECT_DEPTH}")
 }
 

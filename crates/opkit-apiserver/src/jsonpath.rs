@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// Why a JSONPath expression could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum JsonPathError {
+pub(crate) enum JsonPathError {
     /// The expression is empty (after stripping `{}` and `$`).
     #[error("empty JSONPath expression")]
     Empty,
@@ -37,7 +37,7 @@ pub enum JsonPathError {
 
 /// A parsed JSONPath expression.
 #[derive(Debug, Clone, PartialEq)]
-pub struct JsonPath {
+pub(crate) struct JsonPath {
     segments: Vec<Segment>,
 }
 
@@ -77,7 +77,7 @@ enum CmpOp {
 
 impl JsonPath {
     /// Parses an expression such as `.spec.replicas` or `{.status.conditions[?(@.type=="Ready")].status}`.
-    pub fn parse(s: &str) -> Result<Self, JsonPathError> {
+    pub(crate) fn parse(s: &str) -> Result<Self, JsonPathError> {
         let mut t = s.trim();
         if t.len() >= 2 && t.starts_with('{') && t.ends_with('}') {
             t = t[1..t.len() - 1].trim();
@@ -98,12 +98,12 @@ impl JsonPath {
     }
 
     /// Evaluates the expression against `v`, returning every matched value in document order.
-    pub fn eval<'a>(&self, v: &'a Value) -> Vec<&'a Value> {
+    pub(crate) fn eval<'a>(&self, v: &'a Value) -> Vec<&'a Value> {
         eval_segments(&self.segments, vec![v], v)
     }
 
     /// Evaluates and returns the first match, if any.
-    pub fn eval_first<'a>(&self, v: &'a Value) -> Option<&'a Value> {
+    pub(crate) fn eval_first<'a>(&self, v: &'a Value) -> Option<&'a Value> {
         self.eval(v).into_iter().next()
     }
 }

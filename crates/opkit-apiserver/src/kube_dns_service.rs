@@ -13,7 +13,7 @@ use crate::error::ApiResult;
 use crate::registry::{Registry, WriteOptions};
 
 /// The Service's cluster IP.
-pub const CLUSTER_IP: &str = "10.96.0.10";
+pub(crate) const CLUSTER_IP: &str = "10.96.0.10";
 /// The Service's name.
 const SERVICE_NAME: &str = "kube-dns";
 /// The Service's namespace.

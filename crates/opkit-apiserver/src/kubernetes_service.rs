@@ -19,18 +19,18 @@ use crate::registry::{Registry, Subresource, WriteOptions};
 use crate::storage::{ResourceId, WatchSubscription};
 
 /// The `kubernetes` Service's cluster IP: the first address of the Service range.
-pub const CLUSTER_IP: &str = "10.96.0.1";
+pub(crate) const CLUSTER_IP: &str = "10.96.0.1";
 /// The Service's name.
-pub const SERVICE_NAME: &str = "kubernetes";
+pub(crate) const SERVICE_NAME: &str = "kubernetes";
 /// The Service's namespace.
-pub const NAMESPACE: &str = "default";
+pub(crate) const NAMESPACE: &str = "default";
 /// The Service's port name.
 const PORT_NAME: &str = "https";
 /// The Service's port.
 const SERVICE_PORT: u16 = 443;
 /// How often the objects are checked even when nothing was written (kube's
 /// `--endpoint-reconciler` interval).
-pub const RECONCILE_PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const RECONCILE_PERIOD: Duration = Duration::from_secs(10);
 /// The field manager of the server's writes to these objects.
 const FIELD_MANAGER: &str = "kube-apiserver";
 

@@ -32,7 +32,7 @@ const VENDORED_CRATES: &[&str] = &[
 ];
 
 /// Writes `OUT_DIR/vendored.rs`: the packed crates, or nothing when the sources are not there.
-pub fn write_packed_sources() {
+pub(crate) fn write_packed_sources() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let workspace = manifest_dir.join("../..");

@@ -1,4 +1,3 @@
-#![warn(unreachable_pub)]
 //! The `opkit` command-line tool as a library: the operator-sdk workflow for Rust
 //! operators (`init`, `create api`, `generate`, `install`, `run`, `deploy`) and the local
 //! control plane (`cluster start`). The binary is a thin `main` over [`run`].

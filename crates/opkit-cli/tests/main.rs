@@ -3,8 +3,8 @@
 
 mod olm_support;
 mod support {
-    pub mod scaffold;
-    pub mod workflow;
+    pub(crate) mod scaffold;
+    pub(crate) mod workflow;
 }
 
 mod ansible_operator;

@@ -1,4 +1,3 @@
-#![warn(unreachable_pub)]
 //! Helm-chart operators, as operator-sdk's helm plugin runs them: a `watches.yaml` names,
 //! for each kind, the chart whose release a custom resource of that kind stands for; one
 //! generic reconciler per watched kind renders the chart with the resource's spec as

@@ -1,4 +1,3 @@
-#![warn(unreachable_pub)]
 //! Helm chart rendering in Rust, meant to print exactly what `helm template` prints.
 //!
 //! The public surface:

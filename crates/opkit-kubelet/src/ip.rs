@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 /// Addresses in use, per range.
 #[derive(Debug, Default)]
-pub struct IpPool {
+pub(crate) struct IpPool {
     used: HashMap<String, BTreeSet<u32>>,
 }
 
@@ -25,14 +25,14 @@ const OVERFLOW: &str = "10.255";
 
 impl IpPool {
     /// Marks `ip` as used (e.g. found on a running pod after a restart).
-    pub fn reserve(&mut self, ip: &str) {
+    pub(crate) fn reserve(&mut self, ip: &str) {
         if let Some((range, host)) = split(ip) {
             self.used.entry(range).or_default().insert(host);
         }
     }
 
     /// Allocates an address for a pod on a node with `pod_cidr`.
-    pub fn allocate(&mut self, pod_cidr: Option<&str>) -> Option<String> {
+    pub(crate) fn allocate(&mut self, pod_cidr: Option<&str>) -> Option<String> {
         if let Some(prefix) = pod_cidr.and_then(prefix24) {
             let used = self.used.entry(prefix.clone()).or_default();
             if let Some(host) = (2..=254u32).find(|h| !used.contains(h)) {
@@ -47,7 +47,7 @@ impl IpPool {
     }
 
     /// Returns `ip` to the pool.
-    pub fn release(&mut self, ip: &str) {
+    pub(crate) fn release(&mut self, ip: &str) {
         if let Some((range, host)) = split(ip)
             && let Some(set) = self.used.get_mut(&range)
         {

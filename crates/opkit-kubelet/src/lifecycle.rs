@@ -10,32 +10,32 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 
 /// Annotation: the containers start but never become ready.
-pub const NEVER_READY: &str = "opkit.dev/never-ready";
+pub(crate) const NEVER_READY: &str = "opkit.dev/never-ready";
 /// Annotation: the containers crash at once on every start.
-pub const CRASH_LOOP: &str = "opkit.dev/crash-loop";
+pub(crate) const CRASH_LOOP: &str = "opkit.dev/crash-loop";
 /// Annotation: the exit code of the containers (default 0; 1 for crash loops).
-pub const EXIT_CODE: &str = "opkit.dev/exit-code";
+pub(crate) const EXIT_CODE: &str = "opkit.dev/exit-code";
 /// Annotation: how long the containers run before exiting (e.g. `"2s"`, `"500ms"`).
-pub const RUN_DURATION: &str = "opkit.dev/run-duration";
+pub(crate) const RUN_DURATION: &str = "opkit.dev/run-duration";
 /// Annotation: the initial restart back-off (default 10s, doubling up to 30 times that).
-pub const RESTART_BACKOFF: &str = "opkit.dev/restart-backoff";
+pub(crate) const RESTART_BACKOFF: &str = "opkit.dev/restart-backoff";
 
 /// Annotation: how long the containers take to stop when the pod is deleted (default
 /// immediately; never longer than the deletion grace period).
-pub const TERMINATION_DURATION: &str = "opkit.dev/termination-duration";
+pub(crate) const TERMINATION_DURATION: &str = "opkit.dev/termination-duration";
 
 /// kubelet's initial crash-loop back-off.
-pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
 
 /// Reads a duration annotation (a Go duration such as `"1m30s"`); an invalid value counts
 /// as absent.
-pub fn duration_annotation(annotations: &BTreeMap<String, String>, key: &str) -> Option<Duration> {
+pub(crate) fn duration_annotation(annotations: &BTreeMap<String, String>, key: &str) -> Option<Duration> {
     annotations.get(key).and_then(|v| opkit_apimachinery::duration::parse(v).ok())
 }
 
 /// What the annotations and restart policy make a pod's containers do.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Behaviour {
+pub(crate) struct Behaviour {
     /// How long each container instance runs before exiting (`None`: forever).
     pub run_for: Option<Duration>,
     /// The exit code when it exits.
@@ -50,7 +50,7 @@ pub struct Behaviour {
 
 impl Behaviour {
     /// The behaviour of `pod`, with `job_run_time` for run-to-completion pods.
-    pub fn of(pod: &Pod, job_run_time: Duration) -> Behaviour {
+    pub(crate) fn of(pod: &Pod, job_run_time: Duration) -> Behaviour {
         let ann = pod.metadata.annotations.clone().unwrap_or_default();
         let flag = |k: &str| ann.get(k).is_some_and(|v| v == "true");
         let restart_policy =
@@ -75,7 +75,7 @@ impl Behaviour {
     }
 
     /// Whether a container exiting with `code` is restarted.
-    pub fn restarts(&self, code: i32) -> bool {
+    pub(crate) fn restarts(&self, code: i32) -> bool {
         match self.restart_policy.as_str() {
             "Never" => false,
             "OnFailure" => code != 0,
@@ -84,7 +84,7 @@ impl Behaviour {
     }
 
     /// The back-off before the restart following `restarts` earlier ones.
-    pub fn backoff_after(&self, restarts: i32) -> Duration {
+    pub(crate) fn backoff_after(&self, restarts: i32) -> Duration {
         let cap = self.backoff.saturating_mul(30);
         self.backoff.saturating_mul(1u32 << restarts.clamp(0, 16)).min(cap)
     }
@@ -92,7 +92,7 @@ impl Behaviour {
 
 /// Where a pod is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// Bound, containers being created (phase Pending).
     Creating,
     /// Containers running (phase Running).
@@ -111,7 +111,7 @@ pub enum Stage {
 
 /// The last exit of a pod's containers, for `lastState.terminated`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exit {
+pub(crate) struct Exit {
     /// The exit code.
     pub code: i32,
     /// When that instance started (wall clock, seconds).
@@ -122,7 +122,7 @@ pub struct Exit {
 
 /// One pod's simulated progress.
 #[derive(Debug, Clone)]
-pub struct Track {
+pub(crate) struct Track {
     /// The pod's uid.
     pub uid: String,
     /// When the kubelet first saw the pod bound to it.
@@ -151,7 +151,7 @@ pub struct Track {
 
 /// What [`Track::advance`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Step {
+pub(crate) struct Step {
     /// The current stage.
     pub stage: Stage,
     /// When the stage next changes by itself.
@@ -167,7 +167,7 @@ fn wall(now: Instant, at: Instant, now_wall: i64) -> i64 {
 
 impl Track {
     /// A new track for a pod first seen at `now`.
-    pub fn new(uid: String, now: Instant, now_wall: i64) -> Track {
+    pub(crate) fn new(uid: String, now: Instant, now_wall: i64) -> Track {
         Track {
             uid,
             seen: now,
@@ -187,7 +187,7 @@ impl Track {
 
     /// Moves the pod to `now` (wall clock `now_wall`, seconds) under `b`, given the start
     /// and ready delays.
-    pub fn advance(
+    pub(crate) fn advance(
         &mut self,
         b: &Behaviour,
         start_delay: Duration,

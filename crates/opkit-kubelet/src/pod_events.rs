@@ -17,7 +17,7 @@ const MAX_PENDING_EVENTS: usize = 1000;
 const EVENT_WRITERS: usize = 2;
 
 /// Publishes the kubelets' events about pods (one recorder per node).
-pub struct PodEvents {
+pub(crate) struct PodEvents {
     client: kube::Client,
     recorders: Mutex<HashMap<String, Recorder>>,
     sink: EventSink,
@@ -25,7 +25,7 @@ pub struct PodEvents {
 
 impl PodEvents {
     /// Publishes with `client`.
-    pub fn new(client: kube::Client) -> PodEvents {
+    pub(crate) fn new(client: kube::Client) -> PodEvents {
         PodEvents {
             client,
             recorders: Mutex::new(HashMap::new()),
@@ -35,7 +35,7 @@ impl PodEvents {
 
     /// Publishes one event about `pod` (and its `container`) from `node`'s kubelet in the
     /// background (dropped when too many are queued).
-    pub fn emit(
+    pub(crate) fn emit(
         &self,
         pod: &Pod,
         node: &str,

@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use k8s_openapi::api::core::v1::Pod;
 
 /// The cluster's DNS domain.
-pub const CLUSTER_DOMAIN: &str = "cluster.local";
+pub(crate) const CLUSTER_DOMAIN: &str = "cluster.local";
 /// kubelet's limit on nameservers.
 const MAX_NAMESERVERS: usize = 3;
 /// kubelet's limit on search domains.
@@ -21,7 +21,7 @@ const MAX_SEARCHES: usize = 32;
 
 /// The parts of a `resolv.conf` kubelet reads and writes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ResolvConf {
+pub(crate) struct ResolvConf {
     /// `nameserver` lines, in order.
     pub nameservers: Vec<String>,
     /// The `search` domains.
@@ -32,13 +32,13 @@ pub struct ResolvConf {
 
 impl ResolvConf {
     /// The host's (`/etc/resolv.conf`; empty when it cannot be read).
-    pub fn host() -> ResolvConf {
+    pub(crate) fn host() -> ResolvConf {
         ResolvConf::parse(&std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default())
     }
 
     /// Parses `text` as kubelet does: the last `search` line wins, `.` is dropped from it
     /// and trailing dots trimmed; comments and other lines are ignored.
-    pub fn parse(text: &str) -> ResolvConf {
+    pub(crate) fn parse(text: &str) -> ResolvConf {
         let mut conf = ResolvConf::default();
         for line in text.lines() {
             let mut fields = line.split_whitespace();
@@ -55,7 +55,7 @@ impl ResolvConf {
     }
 
     /// The file's text.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out: String = self.nameservers.iter().map(|n| format!("nameserver {n}\n")).collect();
         if !self.searches.is_empty() {
             out += &format!("search {}\n", self.searches.join(" "));
@@ -69,7 +69,7 @@ impl ResolvConf {
 
 /// The `resolv.conf` of `pod`, given the host's and the cluster DNS's address (`None`
 /// where none serves this pod).
-pub fn for_pod(pod: &Pod, host: &ResolvConf, cluster_dns: Option<IpAddr>) -> ResolvConf {
+pub(crate) fn for_pod(pod: &Pod, host: &ResolvConf, cluster_dns: Option<IpAddr>) -> ResolvConf {
     let spec = pod.spec.as_ref();
     let host_network = spec.and_then(|s| s.host_network) == Some(true);
     let policy = spec.and_then(|s| s.dns_policy.as_deref()).unwrap_or("ClusterFirst");

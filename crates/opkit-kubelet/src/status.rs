@@ -10,7 +10,7 @@ use crate::lifecycle::{Exit, Stage, Track};
 use opkit_apimachinery::quantity;
 
 /// A stable 64-hex-digit digest of some strings (fake image and container ids).
-pub fn digest(parts: &[&str]) -> String {
+pub(crate) fn digest(parts: &[&str]) -> String {
     let mut out = String::with_capacity(64);
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
@@ -26,7 +26,7 @@ pub fn digest(parts: &[&str]) -> String {
 }
 
 /// RFC 3339 at one-second precision.
-pub fn rfc3339(secs: i64) -> String {
+pub(crate) fn rfc3339(secs: i64) -> String {
     Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH).to_string()
 }
 
@@ -61,7 +61,7 @@ fn image_id(image: &str) -> String {
 }
 
 /// The QoS class of a pod (`Guaranteed`, `Burstable` or `BestEffort`).
-pub fn qos_class(pod: &Pod) -> &'static str {
+pub(crate) fn qos_class(pod: &Pod) -> &'static str {
     let Some(spec) = &pod.spec else { return "BestEffort" };
     let all: Vec<&Container> = spec.containers.iter().chain(spec.init_containers.iter().flatten()).collect();
     let mut any = false;
@@ -134,14 +134,14 @@ fn terminated(exit: &Exit, container_id: &str) -> Value {
 }
 
 /// Whether the pod's readiness gates (extra conditions) all hold.
-pub fn gates_ready(pod: &Pod) -> bool {
+pub(crate) fn gates_ready(pod: &Pod) -> bool {
     let gates = pod.spec.as_ref().and_then(|s| s.readiness_gates.clone()).unwrap_or_default();
     let conds = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
     gates.iter().all(|g| conds.iter().any(|c| c.type_ == g.condition_type && c.status == "True"))
 }
 
 /// The status body (`{"status": …}`) for `pod` in `stage`, on a node with `host_ip`.
-pub fn pod_status(pod: &Pod, track: &Track, stage: Stage, host_ip: &str, now_wall: i64) -> Value {
+pub(crate) fn pod_status(pod: &Pod, track: &Track, stage: Stage, host_ip: &str, now_wall: i64) -> Value {
     let spec = pod.spec.clone().unwrap_or_default();
     let now = rfc3339(now_wall);
     let start_time = pod

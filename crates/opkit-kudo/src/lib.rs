@@ -58,8 +58,6 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(unreachable_pub)]
-
 mod archive;
 pub mod client;
 mod crds;

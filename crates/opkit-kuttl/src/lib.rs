@@ -53,8 +53,6 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(unreachable_pub)]
-
 use std::path::PathBuf;
 
 mod api;

@@ -30,8 +30,6 @@
 //! # Ok::<(), opkit_olm_bundle::BundleError>(())
 //! ```
 
-#![warn(unreachable_pub)]
-
 pub mod annotations;
 pub(crate) mod bundle;
 pub(crate) mod crd;

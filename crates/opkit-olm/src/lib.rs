@@ -39,8 +39,6 @@
 //! # }
 //! ```
 
-#![warn(unreachable_pub)]
-
 use std::path::PathBuf;
 
 pub(crate) mod controllers;

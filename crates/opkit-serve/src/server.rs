@@ -45,9 +45,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// ping) before it is cut.
 const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// How often an idle HTTP/2 connection is pinged.
-pub const HTTP2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const HTTP2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a ping may go unanswered before its HTTP/2 connection is closed.
-pub const HTTP2_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const HTTP2_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long shutdown waits for open connections to finish before aborting them.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 

@@ -334,13 +334,13 @@ mod tests {
         /// A test resource with a status subresource.
         #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
         #[kube(group = "status.opkit.test", version = "v1", kind = "Gadget", namespaced, status = "GadgetStatus")]
-        pub struct GadgetSpec {
+        pub(super) struct GadgetSpec {
             size: i32,
         }
 
         /// The status of a Gadget.
         #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
-        pub struct GadgetStatus {
+        pub(super) struct GadgetStatus {
             #[serde(default)]
             conditions: Vec<Condition>,
         }

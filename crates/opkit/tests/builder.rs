@@ -24,7 +24,7 @@ mod late {
     /// A kind whose CRD is installed after the manager starts, so its informer syncs late.
     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
     #[kube(group = "late.opkit.dev", version = "v1", kind = "Gizmo", namespaced)]
-    pub struct GizmoSpec {
+    pub(super) struct GizmoSpec {
         pub size: i64,
     }
 }

@@ -22,13 +22,13 @@ use serde::{Deserialize, Serialize};
 /// A small custom resource with a status subresource.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
 #[kube(group = "test.opkit.dev", version = "v1", kind = "Widget", namespaced, status = "WidgetStatus")]
-pub struct WidgetSpec {
+pub(crate) struct WidgetSpec {
     size: i64,
 }
 
 /// The status of the test's Widget kind.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema)]
-pub struct WidgetStatus {
+pub(crate) struct WidgetStatus {
     seen: i64,
 }
 

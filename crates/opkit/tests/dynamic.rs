@@ -20,7 +20,7 @@ mod crd {
     /// Only used to install the CRD; the controller sees `DynamicObject`s.
     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
     #[kube(group = "dyn.opkit.dev", version = "v1", kind = "Thing", namespaced)]
-    pub struct ThingSpec {
+    pub(super) struct ThingSpec {
         pub colour: String,
     }
 }

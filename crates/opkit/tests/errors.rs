@@ -29,7 +29,7 @@ mod gadget {
     /// A kind whose CRD these tests never install.
     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
     #[kube(group = "missing.opkit.dev", version = "v1beta2", kind = "Gadget", namespaced)]
-    pub struct GadgetSpec {
+    pub(super) struct GadgetSpec {
         pub size: i64,
     }
 }

@@ -29,7 +29,7 @@ mod widget {
     /// A kind whose CRD is installed late, to hold the cache unsynced.
     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
     #[kube(group = "late.opkit.dev", version = "v1", kind = "Gadget", namespaced)]
-    pub struct GadgetSpec {
+    pub(super) struct GadgetSpec {
         pub size: i64,
     }
 }

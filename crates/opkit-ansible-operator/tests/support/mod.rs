@@ -12,7 +12,7 @@ use opkit_testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
 
 /// Fails the test, saying how to install them, when ansible-runner or kubernetes.core is missing.
-pub fn require_ansible() {
+pub(crate) fn require_ansible() {
     let runner = std::process::Command::new("ansible-runner").arg("--version").output();
     assert!(
         runner.as_ref().is_ok_and(|o| o.status.success()),
@@ -27,7 +27,7 @@ pub fn require_ansible() {
 }
 
 /// The operator in this process; stopped when the test ends, also when it fails.
-pub struct RunningOperator {
+pub(crate) struct RunningOperator {
     /// The manager's metrics registry.
     pub metrics: opkit::metrics::Metrics,
     stop: CancellationToken,
@@ -43,12 +43,12 @@ impl Drop for RunningOperator {
 
 /// Installs the project's CRD (`crd_file` under `project`) and runs the operator for its
 /// watches.yaml in this process.
-pub async fn start_operator(env: &TestEnv, project: &Path, crd_file: &str) -> RunningOperator {
+pub(crate) async fn start_operator(env: &TestEnv, project: &Path, crd_file: &str) -> RunningOperator {
     start_operator_logging(env, project, crd_file, LogEvents::Tasks).await
 }
 
 /// [`start_operator`] with `--ansible-log-events` at `log_events`.
-pub async fn start_operator_logging(
+pub(crate) async fn start_operator_logging(
     env: &TestEnv,
     project: &Path,
     crd_file: &str,

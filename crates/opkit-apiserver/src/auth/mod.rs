@@ -3,9 +3,9 @@
 //! signed, see [`tokens`]) and anonymous requests each give a [`UserInfo`]; what that
 //! user may do is the authorizer's question (`crate::authz`).
 
-pub mod tokens;
-pub mod user;
-pub mod x509;
+pub(crate) mod tokens;
+pub(crate) mod user;
+pub(crate) mod x509;
 
 use std::collections::BTreeMap;
 
@@ -13,14 +13,14 @@ use crate::registry::Registry;
 use crate::storage::ResourceId;
 use tokens::{Claims, ISSUER, TokenError, TokenSigner};
 
-pub use user::{
+pub(crate) use user::{
     ADMIN, ANONYMOUS, AUTHENTICATED, MASTERS, UNAUTHENTICATED, UserInfo, service_account_groups, service_account_of,
     service_account_user,
 };
 
 /// Why a request could not be authenticated (answered as 401).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuthnError {
+pub(crate) enum AuthnError {
     /// Not a credential the server knows.
     #[error("invalid bearer token")]
     UnknownToken,
@@ -31,7 +31,7 @@ pub enum AuthnError {
 
 /// What a request presents to prove who it is.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Credentials<'a> {
+pub(crate) struct Credentials<'a> {
     /// The `Authorization` header's value.
     pub authorization: Option<&'a str>,
     /// The DER client certificate from the TLS handshake, already verified against the
@@ -64,7 +64,7 @@ fn liveness_resources() -> &'static [ResourceId; 3] {
 /// Authenticates requests as kube-apiserver's union of authenticators does: a client
 /// certificate, then the admin token, then ServiceAccount tokens; no credential is the
 /// anonymous user.
-pub struct Authenticator {
+pub(crate) struct Authenticator {
     admin_token: String,
     signer: TokenSigner,
     /// Tokens already verified: an ECDSA check costs more than the rest of a request, so
@@ -76,19 +76,19 @@ pub struct Authenticator {
 
 impl Authenticator {
     /// An authenticator for `admin_token` and the tokens `signer` issues.
-    pub fn new(admin_token: &str, signer: TokenSigner) -> Authenticator {
+    pub(crate) fn new(admin_token: &str, signer: TokenSigner) -> Authenticator {
         Authenticator { admin_token: admin_token.to_string(), signer, verified: Default::default() }
     }
 
     /// The ServiceAccount token signer.
-    pub fn signer(&self) -> &TokenSigner {
+    pub(crate) fn signer(&self) -> &TokenSigner {
         &self.signer
     }
 
     /// The user of a request's credentials: the client certificate's when it names a
     /// user, else the bearer token's; anonymous without either, an error for a bearer
     /// credential that is not valid.
-    pub async fn authenticate(
+    pub(crate) async fn authenticate(
         &self,
         registry: &Registry,
         credentials: Credentials<'_>,
@@ -108,7 +108,7 @@ impl Authenticator {
     }
 
     /// The user of a bearer token for `audiences` (a TokenReview's question).
-    pub async fn review_token(
+    pub(crate) async fn review_token(
         &self,
         registry: &Registry,
         token: &str,
@@ -125,7 +125,12 @@ impl Authenticator {
 
     /// Verifies a ServiceAccount token for `audiences` (a TokenReview's question): its
     /// signature and lifetime, and that its ServiceAccount and bound object still exist.
-    pub async fn review(&self, registry: &Registry, token: &str, audiences: &[String]) -> Result<UserInfo, TokenError> {
+    pub(crate) async fn review(
+        &self,
+        registry: &Registry,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<UserInfo, TokenError> {
         let verified = self.verified_token(token)?;
         tokens::check_claims(&verified.claims, audiences, crate::registry::now_unix())?;
         let generation = registry.store().last_writes(liveness_resources());
@@ -188,7 +193,7 @@ fn user_of(claims: &Claims) -> UserInfo {
 }
 
 /// A random token, 32 URL-safe characters.
-pub fn random_token() -> String {
+pub(crate) fn random_token() -> String {
     use rand::Rng;
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let mut rng = rand::rng();

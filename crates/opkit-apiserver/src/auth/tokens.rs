@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The issuer (and default audience) of the tokens, as kind's clusters use.
-pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+pub(crate) const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
 /// Errors with the signing key.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +37,7 @@ pub enum TokenKeyError {
 
 /// Why a token was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     /// Not a JWT this server signed.
     #[error("invalid bearer token")]
     Malformed,
@@ -60,7 +60,7 @@ pub enum TokenError {
 
 /// A name and uid, as the `kubernetes.io` claims name an object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectRef {
+pub(crate) struct ObjectRef {
     /// The object's name.
     pub name: String,
     /// The object's uid.
@@ -69,7 +69,7 @@ pub struct ObjectRef {
 
 /// The `kubernetes.io` private claims.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KubernetesClaims {
+pub(crate) struct KubernetesClaims {
     /// The ServiceAccount's namespace.
     pub namespace: String,
     /// The ServiceAccount.
@@ -84,7 +84,7 @@ pub struct KubernetesClaims {
 
 /// The claims of a ServiceAccount token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claims {
+pub(crate) struct Claims {
     /// Audiences.
     pub aud: Vec<String>,
     /// Expiry, seconds since the epoch.
@@ -105,7 +105,7 @@ pub struct Claims {
 }
 
 /// The server's token signer and verifier.
-pub struct TokenSigner {
+pub(crate) struct TokenSigner {
     key: EcdsaKeyPair,
     kid: String,
     rng: SystemRandom,
@@ -119,7 +119,7 @@ impl std::fmt::Debug for TokenSigner {
 
 impl TokenSigner {
     /// A signer with a new key (kept in memory only).
-    pub fn generate() -> Result<TokenSigner, TokenKeyError> {
+    pub(crate) fn generate() -> Result<TokenSigner, TokenKeyError> {
         let rng = SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
             .map_err(|e| TokenKeyError::Key(e.to_string()))?;
@@ -128,7 +128,7 @@ impl TokenSigner {
 
     /// Loads `sa.key` (PKCS#8 DER) from `dir`, generating and saving it (0600) first if
     /// it is missing, so tokens stay valid across restarts.
-    pub fn load_or_generate(dir: &Path) -> Result<TokenSigner, TokenKeyError> {
+    pub(crate) fn load_or_generate(dir: &Path) -> Result<TokenSigner, TokenKeyError> {
         let path = dir.join("sa.key");
         match std::fs::read(&path) {
             Ok(der) => TokenSigner::from_pkcs8(&der),
@@ -154,7 +154,7 @@ impl TokenSigner {
     }
 
     /// Signs `claims` as a compact JWS.
-    pub fn sign(&self, claims: &Claims) -> Result<String, TokenKeyError> {
+    pub(crate) fn sign(&self, claims: &Claims) -> Result<String, TokenKeyError> {
         let header = json!({"alg": "ES256", "kid": self.kid});
         let body = serde_json::to_vec(claims).map_err(|e| TokenKeyError::Key(e.to_string()))?;
         let signing_input = format!("{}.{}", URL_SAFE_NO_PAD.encode(header.to_string()), URL_SAFE_NO_PAD.encode(body));
@@ -164,13 +164,13 @@ impl TokenSigner {
 
     /// Whether `token` looks like a JWT (three dot-separated parts), so that other bearer
     /// tokens are not reported as bad JWTs.
-    pub fn is_jwt(token: &str) -> bool {
+    pub(crate) fn is_jwt(token: &str) -> bool {
         token.split('.').count() == 3
     }
 
     /// The claims of `token` if its signature is this signer's and its issuer the
     /// server's (its lifetime and audiences are not checked here).
-    pub fn verify_signature(&self, token: &str) -> Result<Claims, TokenError> {
+    pub(crate) fn verify_signature(&self, token: &str) -> Result<Claims, TokenError> {
         let mut parts = token.split('.');
         let (Some(header), Some(body), Some(sig), None) = (parts.next(), parts.next(), parts.next(), parts.next())
         else {
@@ -193,7 +193,7 @@ impl TokenSigner {
     }
 
     /// The JSON Web Key Set of the public key (`/openid/v1/jwks`).
-    pub fn jwks(&self) -> Value {
+    pub(crate) fn jwks(&self) -> Value {
         // An uncompressed P-256 point: 0x04, then x and y (32 bytes each).
         let point = self.key.public_key().as_ref();
         let (x, y) = point.get(1..).map_or((&[][..], &[][..]), |p| p.split_at(p.len() / 2));
@@ -206,7 +206,7 @@ impl TokenSigner {
 
 /// Checks that verified `claims` are valid at `now` (seconds since the epoch) and name
 /// one of `audiences`.
-pub fn check_claims(claims: &Claims, audiences: &[String], now: i64) -> Result<(), TokenError> {
+pub(crate) fn check_claims(claims: &Claims, audiences: &[String], now: i64) -> Result<(), TokenError> {
     if now >= claims.exp || now < claims.nbf {
         return Err(TokenError::Expired);
     }
@@ -223,7 +223,7 @@ fn decode_part<T: serde::de::DeserializeOwned>(part: &str) -> Result<T, TokenErr
 
 /// The OpenID discovery document (`/.well-known/openid-configuration`), whose `jwks_uri`
 /// is on the server at `base_url`.
-pub fn openid_configuration(base_url: &str) -> Value {
+pub(crate) fn openid_configuration(base_url: &str) -> Value {
     json!({
         "issuer": ISSUER,
         "jwks_uri": format!("{base_url}/openid/v1/jwks"),

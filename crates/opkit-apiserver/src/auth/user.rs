@@ -7,17 +7,17 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 /// The cluster administrator's user name (kubeadm's and kind's).
-pub const ADMIN: &str = "kubernetes-admin";
+pub(crate) const ADMIN: &str = "kubernetes-admin";
 /// The group every authenticated user is in.
-pub const AUTHENTICATED: &str = "system:authenticated";
+pub(crate) const AUTHENTICATED: &str = "system:authenticated";
 /// The group of anonymous requests.
-pub const UNAUTHENTICATED: &str = "system:unauthenticated";
+pub(crate) const UNAUTHENTICATED: &str = "system:unauthenticated";
 /// The user name of anonymous requests.
-pub const ANONYMOUS: &str = "system:anonymous";
+pub(crate) const ANONYMOUS: &str = "system:anonymous";
 /// The group whose members are allowed everything (kube's privileged group).
-pub const MASTERS: &str = "system:masters";
+pub(crate) const MASTERS: &str = "system:masters";
 /// The group of every ServiceAccount.
-pub const SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
+pub(crate) const SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
 /// The user name prefix of ServiceAccounts.
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 
@@ -90,18 +90,18 @@ impl UserInfo {
 }
 
 /// The namespace and name of a ServiceAccount user name (`system:serviceaccount:NS:NAME`).
-pub fn service_account_of(user: &str) -> Option<(&str, &str)> {
+pub(crate) fn service_account_of(user: &str) -> Option<(&str, &str)> {
     let rest = user.strip_prefix(SERVICE_ACCOUNT_PREFIX)?;
     let (ns, name) = rest.split_once(':')?;
     (!ns.is_empty() && !name.is_empty() && !name.contains(':')).then_some((ns, name))
 }
 
 /// The user name of ServiceAccount `name` in `namespace`.
-pub fn service_account_user(namespace: &str, name: &str) -> String {
+pub(crate) fn service_account_user(namespace: &str, name: &str) -> String {
     format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}")
 }
 
 /// The groups every ServiceAccount of `namespace` is in (without `system:authenticated`).
-pub fn service_account_groups(namespace: &str) -> [String; 2] {
+pub(crate) fn service_account_groups(namespace: &str) -> [String; 2] {
     [SERVICE_ACCOUNTS.to_string(), format!("{SERVICE_ACCOUNTS}:{namespace}")]
 }

@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use super::{AUTHENTICATED, UserInfo};
 
 /// The `extra` key kube-apiserver records a credential's id under.
-pub const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+pub(crate) const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
 /// The user a verified client certificate (DER) names; `None` when it does not parse
 /// or has no common name, so the request's other credentials decide (as kube's union
 /// authenticator moves on).
-pub fn user_of_certificate(der: &[u8]) -> Option<UserInfo> {
+pub(crate) fn user_of_certificate(der: &[u8]) -> Option<UserInfo> {
     let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = certificate.subject();
     let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();

@@ -65,7 +65,7 @@ fn confirm_held(
 }
 
 /// A Role or ClusterRole (`resource`) written by `user`.
-pub fn check_role(
+pub(crate) fn check_role(
     view: &StoreView<'_>,
     user: &UserInfo,
     resource: &str,
@@ -103,7 +103,7 @@ pub fn check_role(
 }
 
 /// A RoleBinding or ClusterRoleBinding (`resource`) written by `user`.
-pub fn check_binding(view: &StoreView<'_>, user: &UserInfo, resource: &str, obj: &Value) -> ApiResult<()> {
+pub(crate) fn check_binding(view: &StoreView<'_>, user: &UserInfo, resource: &str, obj: &Value) -> ApiResult<()> {
     let (name, namespace) = (name_of(obj), namespace_of(obj));
     let role_kind = obj["roleRef"]["kind"].as_str().unwrap_or_default();
     let role_name = obj["roleRef"]["name"].as_str().unwrap_or_default();

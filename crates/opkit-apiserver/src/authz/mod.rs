@@ -4,16 +4,16 @@
 //! ([`policy`]) created at start-up. [`escalation`] is kube's escalation prevention for
 //! writes of roles and bindings.
 
-pub mod attributes;
-pub mod escalation;
-pub mod policy;
-pub mod rbac;
-pub mod rules;
+pub(crate) mod attributes;
+pub(crate) mod escalation;
+pub(crate) mod policy;
+pub(crate) mod rbac;
+pub(crate) mod rules;
 
 use crate::auth::user::UserInfo;
 use crate::error::ApiError;
 
-pub use attributes::{Action, Decision, Object, ResourceAttributes};
+pub(crate) use attributes::{Action, Decision, Object, ResourceAttributes};
 
 /// Authorizes actions: `system:masters` first, then RBAC.
 #[derive(Default)]
@@ -56,7 +56,7 @@ impl Authorizer {
 /// The 403 kube-apiserver answers when `user` may not perform `action`, e.g.
 /// `pods is forbidden: User "system:serviceaccount:t:op" cannot list resource "pods" in
 /// API group "" in the namespace "t"`.
-pub fn forbidden(user: &UserInfo, action: &Action, reason: &str) -> ApiError {
+pub(crate) fn forbidden(user: &UserInfo, action: &Action, reason: &str) -> ApiError {
     let text = match &action.object {
         Object::NonResource { path } => format!("User {:?} cannot {} path {path:?}", user.name, action.verb),
         Object::Resource(r) => {

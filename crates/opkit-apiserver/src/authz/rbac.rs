@@ -45,7 +45,7 @@ type Generation = [Revision; 4];
 
 /// The RBAC authorizer with its cached index.
 #[derive(Default)]
-pub struct RbacAuthorizer {
+pub(crate) struct RbacAuthorizer {
     cache: RwLock<Option<(Generation, Arc<Index>)>>,
 }
 
@@ -171,7 +171,7 @@ impl RbacAuthorizer {
     }
 
     /// Whether RBAC allows `action` for `user`, with kube's reason.
-    pub fn authorize(&self, store: &Store, user: &UserInfo, action: &Action) -> Decision {
+    pub(crate) fn authorize(&self, store: &Store, user: &UserInfo, action: &Action) -> Decision {
         let index = self.index(store);
         let namespace = match &action.object {
             Object::Resource(r) => r.namespace.as_str(),
@@ -196,14 +196,14 @@ impl RbacAuthorizer {
     }
 
     /// The rules of a Role (in `namespace`) or ClusterRole, if it exists.
-    pub fn role_rules(&self, store: &Store, kind: &str, namespace: &str, name: &str) -> Option<Vec<PolicyRule>> {
+    pub(crate) fn role_rules(&self, store: &Store, kind: &str, namespace: &str, name: &str) -> Option<Vec<PolicyRule>> {
         let index = self.index(store);
         let role = RoleRef { api_group: GROUP.into(), kind: kind.into(), name: name.into() };
         index.rules_of(&Grant { description: String::new(), role, namespace: namespace.into() }).ok().map(<[_]>::to_vec)
     }
 
     /// Every rule `user` holds in `namespace`, and the errors resolving them.
-    pub fn rules_for(&self, store: &Store, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, Vec<String>) {
+    pub(crate) fn rules_for(&self, store: &Store, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, Vec<String>) {
         let index = self.index(store);
         let mut rules = Vec::new();
         let mut errors = Vec::new();

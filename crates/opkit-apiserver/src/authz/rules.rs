@@ -42,7 +42,7 @@ fn url_matches(rule: &PolicyRule, path: &str) -> bool {
 }
 
 /// Whether `rule` allows `action`.
-pub fn allows(rule: &PolicyRule, action: &Action) -> bool {
+pub(crate) fn allows(rule: &PolicyRule, action: &Action) -> bool {
     if !verb_matches(rule, &action.verb) {
         return false;
     }
@@ -118,12 +118,12 @@ fn atoms(rule: &PolicyRule) -> Vec<PolicyRule> {
 }
 
 /// The parts of `servant` that `owner` does not cover (empty when it covers them all).
-pub fn uncovered(owner: &[PolicyRule], servant: &[PolicyRule]) -> Vec<PolicyRule> {
+pub(crate) fn uncovered(owner: &[PolicyRule], servant: &[PolicyRule]) -> Vec<PolicyRule> {
     servant.iter().flat_map(atoms).filter(|atom| !owner.iter().any(|o| rule_covers(o, atom))).collect()
 }
 
 /// A rule in kube's compact form, e.g. `{APIGroups:[""], Resources:["pods"], Verbs:["list"]}`.
-pub fn compact(rule: &PolicyRule) -> String {
+pub(crate) fn compact(rule: &PolicyRule) -> String {
     let quoted = |v: &[String]| v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(" ");
     let mut parts = Vec::new();
     if !list(&rule.api_groups).is_empty() {

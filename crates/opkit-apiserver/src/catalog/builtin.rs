@@ -207,7 +207,7 @@ const ROWS: &[Row] = &[
 ];
 
 /// Every built-in resource.
-pub fn builtin_resources() -> Vec<ResourceInfo> {
+pub(super) fn builtin_resources() -> Vec<ResourceInfo> {
     ROWS.iter()
         .map(|r| {
             let scale = r.scale.then(|| ScaleInfo {

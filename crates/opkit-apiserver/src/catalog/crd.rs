@@ -88,7 +88,7 @@ fn version_from_crd(i: usize, v: &Value) -> Result<VersionInfo, Vec<FieldError>>
 
 /// Builds the served resource of a (validated) CRD. Fails if a version's schema does not
 /// compile.
-pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
+pub(crate) fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, Vec<FieldError>> {
     let spec = &crd["spec"];
     let group = s(spec, &["group"]);
     let plural = s(spec, &["names", "plural"]);
@@ -148,7 +148,7 @@ fn conversion_webhook(spec: &Value) -> Result<Option<Arc<WebhookConversion>>, Fi
 
 /// The status kube-apiserver gives an accepted CRD: accepted names and the
 /// NamesAccepted and Established conditions, keeping existing transition times.
-pub fn crd_status(crd: &Value, now: &str) -> Value {
+pub(crate) fn crd_status(crd: &Value, now: &str) -> Value {
     let spec = &crd["spec"];
     let mut names = spec["names"].clone();
     if let Some(obj) = names.as_object_mut() {

@@ -15,7 +15,7 @@ use crate::schema::CrdSchema;
 use crate::storage::ResourceId;
 use crate::table::PrinterColumn;
 
-pub use crd::{crd_status, resource_from_crd};
+pub(crate) use crd::{crd_status, resource_from_crd};
 
 /// Where the scale subresource reads and writes replicas.
 #[derive(Debug, Clone)]
@@ -216,7 +216,7 @@ impl Default for Catalog {
 
 /// Orders versions as kube-apiserver does: GA before beta before alpha, higher major and
 /// minor first, then versions not in Kubernetes form alphabetically.
-pub fn compare_versions(a: &str, b: &str) -> Ordering {
+pub(crate) fn compare_versions(a: &str, b: &str) -> Ordering {
     fn parse(v: &str) -> Option<(u32, u8, u32)> {
         let rest = v.strip_prefix('v')?;
         let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();

@@ -12,14 +12,14 @@ use crate::error::{ApiError, ApiResult};
 use crate::registry::PatchType;
 
 /// The response body type of every handler.
-pub type Body = BoxBody<Bytes, Infallible>;
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 /// The largest request body accepted, as kube-apiserver's 3 MiB limit.
-pub const MAX_BODY: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// How a response should be encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
+pub(crate) enum Output {
     /// `application/json`
     Json,
     /// `application/yaml`
@@ -40,7 +40,7 @@ fn media_types(headers: &HeaderMap) -> Vec<String> {
 }
 
 /// The parameters of one media range, e.g. `as=Table;g=meta.k8s.io;v=v1`.
-pub fn media_param<'a>(media: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn media_param<'a>(media: &'a str, key: &str) -> Option<&'a str> {
     media.split(';').skip(1).filter_map(|p| p.trim().split_once('=')).find(|(k, _)| *k == key).map(|(_, v)| v)
 }
 
@@ -50,7 +50,7 @@ fn media_base(media: &str) -> &str {
 
 /// Picks the response encoding from Accept. Errors with 406 when only unsupported types
 /// are acceptable.
-pub fn negotiate(headers: &HeaderMap) -> ApiResult<Output> {
+pub(crate) fn negotiate(headers: &HeaderMap) -> ApiResult<Output> {
     let types = media_types(headers);
     if types.is_empty() {
         return Ok(Output::Json);
@@ -76,7 +76,7 @@ pub fn negotiate(headers: &HeaderMap) -> ApiResult<Output> {
 }
 
 /// The aggregated-discovery version asked for (`v2` or `v2beta1`), if any.
-pub fn aggregated_discovery(headers: &HeaderMap) -> Option<&'static str> {
+pub(crate) fn aggregated_discovery(headers: &HeaderMap) -> Option<&'static str> {
     for t in media_types(headers) {
         if media_param(&t, "g") == Some("apidiscovery.k8s.io") && media_param(&t, "as") == Some("APIGroupDiscoveryList")
         {
@@ -95,13 +95,13 @@ pub fn aggregated_discovery(headers: &HeaderMap) -> Option<&'static str> {
 }
 
 /// Whether Accept asks for the protobuf OpenAPI v2 document.
-pub fn wants_openapi_protobuf(headers: &HeaderMap) -> bool {
+pub(crate) fn wants_openapi_protobuf(headers: &HeaderMap) -> bool {
     media_types(headers).iter().any(|t| media_base(t).starts_with("application/com.github.proto-openapi.spec.v2"))
 }
 
 /// Reads the body, refusing more than [`MAX_BODY`] bytes with 413, and a client that
 /// takes longer than `timeout` to send it with 504 (kube's request timeout).
-pub async fn read_body(body: hyper::body::Incoming, timeout: std::time::Duration) -> ApiResult<Bytes> {
+pub(crate) async fn read_body(body: hyper::body::Incoming, timeout: std::time::Duration) -> ApiResult<Bytes> {
     let limited = http_body_util::Limited::new(body, MAX_BODY);
     let Ok(collected) = tokio::time::timeout(timeout, limited.collect()).await else {
         return Err(ApiError::timeout(format!(
@@ -122,7 +122,7 @@ pub async fn read_body(body: hyper::body::Incoming, timeout: std::time::Duration
 }
 
 /// Decodes an object body as JSON or YAML according to Content-Type.
-pub fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+pub(crate) fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
     let ct = content_type(headers);
     match ct.as_str() {
         "" | "application/json" | "*/*" => parse_json_or_yaml(body, false),
@@ -135,7 +135,7 @@ pub fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
 }
 
 /// The patch type of a PATCH request's Content-Type.
-pub fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
+pub(crate) fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
     match content_type(headers).as_str() {
         "application/json-patch+json" => Ok(PatchType::Json),
         "application/merge-patch+json" => Ok(PatchType::Merge),
@@ -146,7 +146,7 @@ pub fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
 }
 
 /// Decodes a patch body.
-pub fn decode_patch(kind: PatchType, body: &[u8]) -> ApiResult<Value> {
+pub(crate) fn decode_patch(kind: PatchType, body: &[u8]) -> ApiResult<Value> {
     let v = parse_json_or_yaml(body, kind == PatchType::Apply)?;
     match kind {
         PatchType::Json if !v.is_array() => Err(ApiError::bad_request("json patch must be an array of operations")),
@@ -191,7 +191,7 @@ fn full(b: impl Into<Bytes>) -> Body {
 }
 
 /// A response with a JSON or YAML encoded value.
-pub fn respond(code: u16, value: &Value, output: Output, warnings: &[String]) -> Response<Body> {
+pub(crate) fn respond(code: u16, value: &Value, output: Output, warnings: &[String]) -> Response<Body> {
     let (bytes, ct) = match output {
         Output::Yaml => match serde_saphyr::to_string(value) {
             Ok(yaml) => (Bytes::from(yaml), "application/yaml"),
@@ -212,7 +212,7 @@ pub fn respond(code: u16, value: &Value, output: Output, warnings: &[String]) ->
 }
 
 /// A JSON response with a custom Content-Type.
-pub fn respond_typed(value: &Value, content_type: &str) -> Response<Body> {
+pub(crate) fn respond_typed(value: &Value, content_type: &str) -> Response<Body> {
     let mut r = Response::new(full(value.to_string()));
     if let Ok(v) = HeaderValue::from_str(content_type) {
         r.headers_mut().insert(header::CONTENT_TYPE, v);
@@ -221,14 +221,14 @@ pub fn respond_typed(value: &Value, content_type: &str) -> Response<Body> {
 }
 
 /// A raw response.
-pub fn respond_bytes(bytes: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
+pub(crate) fn respond_bytes(bytes: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
     let mut r = Response::new(full(bytes));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
 /// A `metav1.Status` error response.
-pub fn respond_error(e: &ApiError) -> Response<Body> {
+pub(crate) fn respond_error(e: &ApiError) -> Response<Body> {
     let mut r = Response::new(full(crate::json::to_vec(&e.to_status())));
     *r.status_mut() = e.status_code();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -239,7 +239,7 @@ pub fn respond_error(e: &ApiError) -> Response<Body> {
 }
 
 /// A streaming response (watches).
-pub fn respond_stream(body: Body, content_type: &'static str) -> Response<Body> {
+pub(crate) fn respond_stream(body: Body, content_type: &'static str) -> Response<Body> {
     let mut r = Response::new(body);
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));

@@ -7,10 +7,10 @@ use crate::catalog::{CatalogSnapshot, ResourceInfo};
 use crate::registry::strategy::Strategies;
 
 /// The Kubernetes version this server reports (kubectl's dispatcher picks its client by it).
-pub const KUBE_MINOR: &str = "33";
+pub(super) const KUBE_MINOR: &str = "33";
 
 /// `/version`.
-pub fn version() -> Value {
+pub(super) fn version() -> Value {
     json!({
         "major": "1",
         "minor": KUBE_MINOR,
@@ -29,7 +29,7 @@ pub fn version() -> Value {
 }
 
 /// `/api`.
-pub fn legacy_versions(address: &str) -> Value {
+pub(super) fn legacy_versions(address: &str) -> Value {
     json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -44,14 +44,14 @@ fn group_json(name: &str, versions: &[String]) -> Value {
 }
 
 /// `/apis`.
-pub fn group_list(cat: &CatalogSnapshot) -> Value {
+pub(super) fn group_list(cat: &CatalogSnapshot) -> Value {
     let groups: Vec<Value> =
         cat.groups().into_iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| group_json(&g, &vs)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/{group}`, if served.
-pub fn group(cat: &CatalogSnapshot, name: &str) -> Option<Value> {
+pub(super) fn group(cat: &CatalogSnapshot, name: &str) -> Option<Value> {
     let (g, vs) = cat.groups().into_iter().find(|(g, _)| g == name && !g.is_empty())?;
     let mut v = group_json(&g, &vs);
     v["kind"] = json!("APIGroup");
@@ -64,7 +64,12 @@ fn scope(r: &ResourceInfo) -> &'static str {
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`, if served.
-pub fn resource_list(cat: &CatalogSnapshot, strategies: &Strategies, group: &str, version: &str) -> Option<Value> {
+pub(super) fn resource_list(
+    cat: &CatalogSnapshot,
+    strategies: &Strategies,
+    group: &str,
+    version: &str,
+) -> Option<Value> {
     let resources = cat.resources(group, version);
     if resources.is_empty() {
         return None;
@@ -107,7 +112,7 @@ pub fn resource_list(cat: &CatalogSnapshot, strategies: &Strategies, group: &str
 }
 
 /// Aggregated discovery for `/api` (core only) or `/apis` (every other group).
-pub fn aggregated(cat: &CatalogSnapshot, strategies: &Strategies, core: bool, api_version: &str) -> Value {
+pub(super) fn aggregated(cat: &CatalogSnapshot, strategies: &Strategies, core: bool, api_version: &str) -> Value {
     let mut items = Vec::new();
     for (g, versions) in cat.groups() {
         if g.is_empty() != core {
@@ -161,7 +166,7 @@ pub fn aggregated(cat: &CatalogSnapshot, strategies: &Strategies, core: bool, ap
 }
 
 /// `/`: the served paths.
-pub fn root_paths(cat: &CatalogSnapshot) -> Value {
+pub(super) fn root_paths(cat: &CatalogSnapshot) -> Value {
     let mut paths = vec!["/api".to_string(), "/api/v1".to_string(), "/apis".to_string()];
     for (g, vs) in cat.groups() {
         if g.is_empty() {

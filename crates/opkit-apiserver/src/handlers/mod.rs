@@ -3,7 +3,7 @@
 //! flows one way: HTTP → handler → registry → storage.
 
 mod aggregation;
-pub mod codec;
+pub(crate) mod codec;
 mod discovery;
 mod health;
 mod identity;
@@ -12,7 +12,7 @@ mod pod_proxy;
 mod proxy_headers;
 mod resource;
 mod review;
-pub mod route;
+pub(crate) mod route;
 mod watch;
 
 use std::any::Any;
@@ -36,7 +36,7 @@ use codec::Body;
 use route::Route;
 
 /// Everything a request handler needs.
-pub struct AppState {
+pub(crate) struct AppState {
     /// The registry.
     pub registry: Registry,
     /// Authentication (the admin token and ServiceAccount tokens).
@@ -85,7 +85,7 @@ impl AppState {
 
 /// Handles one request. Never fails: errors become `metav1.Status` responses, and a
 /// panic in a handler becomes a 500 (as kube-apiserver's panic recovery filter).
-pub async fn handle(state: Arc<AppState>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+pub(crate) async fn handle(state: Arc<AppState>, req: Request<hyper::body::Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let request_line = format!("{} {}", parts.method, parts.uri.path());
     let record = state.audit.as_ref().map(|_| Arc::new(AuditRecord::received(&parts)));
@@ -98,7 +98,7 @@ pub async fn handle(state: Arc<AppState>, req: Request<hyper::body::Incoming>) -
 }
 
 /// The message of the 500 a panicking handler answers with (kube-apiserver's words).
-pub const PANIC_MESSAGE: &str = "This request caused apiserver to panic. Look in the logs for details.";
+pub(crate) const PANIC_MESSAGE: &str = "This request caused apiserver to panic. Look in the logs for details.";
 
 /// Runs a handler future and turns its error, or its panic, into a `metav1.Status` response.
 /// The answer goes into the audit `record`, if there is one.

@@ -24,7 +24,7 @@ struct Cached {
 
 /// Documents cached per catalogue snapshot.
 #[derive(Default)]
-pub struct OpenApiCache {
+pub(crate) struct OpenApiCache {
     inner: Mutex<Cached>,
 }
 
@@ -82,7 +82,7 @@ impl OpenApiCache {
     }
 
     /// `/openapi/v2`, as protobuf when asked for.
-    pub fn v2(&self, cat: &Arc<CatalogSnapshot>, headers: &HeaderMap) -> Response<Body> {
+    pub(crate) fn v2(&self, cat: &Arc<CatalogSnapshot>, headers: &HeaderMap) -> Response<Body> {
         let proto = codec::wants_openapi_protobuf(headers);
         let all: Vec<Arc<ResourceInfo>> = cat.all().cloned().collect();
         self.with(cat, |c| {
@@ -127,7 +127,7 @@ impl OpenApiCache {
     }
 
     /// `/openapi/v3`: the index of group-version documents.
-    pub fn v3_index(&self, cat: &Arc<CatalogSnapshot>) -> Response<Body> {
+    pub(crate) fn v3_index(&self, cat: &Arc<CatalogSnapshot>) -> Response<Body> {
         let mut paths = Vec::new();
         for (g, versions) in cat.groups() {
             for v in versions {
@@ -141,7 +141,7 @@ impl OpenApiCache {
     }
 
     /// `/openapi/v3/{api/v1 | apis/g/v}`.
-    pub fn v3(&self, cat: &Arc<CatalogSnapshot>, path: &str) -> ApiResult<Response<Body>> {
+    pub(crate) fn v3(&self, cat: &Arc<CatalogSnapshot>, path: &str) -> ApiResult<Response<Body>> {
         let b = self.v3_bytes(cat, path).ok_or_else(ApiError::no_route)?;
         Ok(codec::respond_bytes(b, "application/json"))
     }

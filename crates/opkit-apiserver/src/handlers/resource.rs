@@ -20,7 +20,7 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::table::{self, IncludeObject, TableContext};
 
 /// A parsed request, ready for the registry.
-pub struct Call<'a> {
+pub(super) struct Call<'a> {
     /// The server state.
     pub state: &'a AppState,
     /// Method.
@@ -184,7 +184,7 @@ impl Call<'_> {
     }
 
     /// Runs the request: resolves the target, checks the route, then performs the verb.
-    pub async fn run(self) -> ApiResult<Response<Body>> {
+    pub(super) async fn run(self) -> ApiResult<Response<Body>> {
         let target = self.target()?;
         let output = codec::negotiate(&self.headers)?;
         self.check_route(&target)?;
@@ -411,7 +411,7 @@ fn subresource_of_kind(target: &Target, sub: &str) -> Option<Subresource> {
 }
 
 /// `includeObject` for tables.
-pub fn include_object(q: &HashMap<String, String>) -> IncludeObject {
+pub(super) fn include_object(q: &HashMap<String, String>) -> IncludeObject {
     match q.get("includeObject").and_then(|v| IncludeObject::from_query(v)) {
         Some(include) => include,
         None => IncludeObject::Metadata,

@@ -8,7 +8,7 @@ use percent_encoding::percent_decode_str;
 
 /// What a request addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     /// `/`
     Root,
     /// `/version`
@@ -39,7 +39,7 @@ pub enum Route {
 
 /// A request for a resource collection, object or subresource.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceRequest {
+pub(crate) struct ResourceRequest {
     /// API group ("" for core).
     pub group: String,
     /// API version.
@@ -59,7 +59,7 @@ fn decode(s: &str) -> String {
 }
 
 /// Parses a request path.
-pub fn parse_path(path: &str) -> Option<Route> {
+pub(crate) fn parse_path(path: &str) -> Option<Route> {
     let parts: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
     let p: Vec<&str> = parts.iter().map(String::as_str).collect();
     match p.as_slice() {
@@ -119,7 +119,7 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
 
 /// Parses a query string into a map (last value wins), percent-decoding and turning `+`
 /// into spaces.
-pub fn parse_query(q: Option<&str>) -> HashMap<String, String> {
+pub(crate) fn parse_query(q: Option<&str>) -> HashMap<String, String> {
     let mut out = HashMap::new();
     for pair in q.unwrap_or_default().split('&').filter(|s| !s.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));

@@ -55,7 +55,12 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
 const WATCH_EVENTS_AHEAD: usize = 8;
 
 /// Streams `stream` to the client until it ends or the client goes away.
-pub fn respond_watch(mut stream: WatchStream, target: Target, output: Output, _headers: &HeaderMap) -> Response<Body> {
+pub(super) fn respond_watch(
+    mut stream: WatchStream,
+    target: Target,
+    output: Output,
+    _headers: &HeaderMap,
+) -> Response<Body> {
     // A few events ahead of the connection, no more: a client that reads slowly (or never)
     // holds this, the connection's own buffers and the kernel's, not a backlog per watch.
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(WATCH_EVENTS_AHEAD);

@@ -29,13 +29,13 @@ fn builtins() -> &'static Builtins {
 /// All built-in definitions keyed by definition name (e.g. "io.k8s.api.apps.v1.Deployment",
 /// "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), with swagger 2.0 style references
 /// (`#/definitions/<name>`). Generated once, lazily.
-pub fn builtin_definitions() -> &'static BTreeMap<String, Value> {
+pub(crate) fn builtin_definitions() -> &'static BTreeMap<String, Value> {
     &builtins().definitions
 }
 
 /// The definition name of a built-in kind (list kinds included), e.g.
 /// ("apps","v1","Deployment") -> "io.k8s.api.apps.v1.Deployment".
-pub fn builtin_definition_name(group: &str, version: &str, kind: &str) -> Option<String> {
+pub(crate) fn builtin_definition_name(group: &str, version: &str, kind: &str) -> Option<String> {
     builtins().by_gvk.get(&(group.to_string(), version.to_string(), kind.to_string())).cloned()
 }
 

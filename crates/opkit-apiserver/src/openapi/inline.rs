@@ -18,7 +18,7 @@ static CACHE: OnceLock<Cache> = OnceLock::new();
 /// A self-contained schema for a built-in kind with every `$ref` inlined (recursive types
 /// replaced by `{"type":"object","x-kubernetes-preserve-unknown-fields":true}`), or `None` for
 /// a kind that is not built in. Cached.
-pub fn builtin_inline_schema(group: &str, version: &str, kind: &str) -> Option<Arc<Value>> {
+pub(crate) fn builtin_inline_schema(group: &str, version: &str, kind: &str) -> Option<Arc<Value>> {
     let name = builtin_definition_name(group, version, kind)?;
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(hit) = cache.lock().get(&name) {

@@ -14,7 +14,7 @@ mod crd;
 mod inline;
 mod params;
 mod paths;
-pub mod proto;
+pub(crate) mod proto;
 mod proto_encode;
 mod refs;
 mod v2;
@@ -23,17 +23,17 @@ mod v3;
 #[cfg(test)]
 mod tests;
 
-pub use builtin::{builtin_definition_name, builtin_definitions};
-pub use inline::builtin_inline_schema;
-pub use proto_encode::v2_protobuf;
-pub use v2::v2_document;
-pub use v3::{v3_document, v3_index};
+pub(crate) use builtin::{builtin_definition_name, builtin_definitions};
+pub(crate) use inline::builtin_inline_schema;
+pub(crate) use proto_encode::v2_protobuf;
+pub(crate) use v2::v2_document;
+pub(crate) use v3::{v3_document, v3_index};
 
 use serde_json::{Value, json};
 
 /// Where the schema of a served resource comes from.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SchemaSource {
+pub(crate) enum SchemaSource {
     /// A built-in kind whose schema comes from k8s-openapi.
     Builtin,
     /// A custom resource: the CRD version's `openAPIV3Schema`.
@@ -42,7 +42,7 @@ pub enum SchemaSource {
 
 /// One served resource (a group/version/kind and its REST shape) to publish.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ResourceDoc {
+pub(crate) struct ResourceDoc {
     /// API group; "" for the core group.
     pub group: String,
     /// API version, e.g. "v1".
@@ -63,22 +63,22 @@ pub struct ResourceDoc {
 
 impl ResourceDoc {
     /// Whether `verb` is among the resource's verbs.
-    pub fn has_verb(&self, verb: &str) -> bool {
+    pub(crate) fn has_verb(&self, verb: &str) -> bool {
         self.verbs.iter().any(|v| v == verb)
     }
 
     /// Whether `sub` is among the resource's subresources.
-    pub fn has_subresource(&self, sub: &str) -> bool {
+    pub(crate) fn has_subresource(&self, sub: &str) -> bool {
         self.subresources.iter().any(|s| s == sub)
     }
 
     /// Whether the resource is a custom resource.
-    pub fn is_crd(&self) -> bool {
+    pub(crate) fn is_crd(&self) -> bool {
         matches!(self.schema, SchemaSource::Crd(_))
     }
 
     /// The definition name under which this resource's kind is published.
-    pub fn definition_name(&self) -> String {
+    pub(crate) fn definition_name(&self) -> String {
         match &self.schema {
             SchemaSource::Builtin => builtin_definition_name(&self.group, &self.version, &self.kind)
                 .unwrap_or_else(|| crd_definition_name(&self.group, &self.version, &self.kind)),
@@ -87,25 +87,25 @@ impl ResourceDoc {
     }
 
     /// The definition name of the list kind.
-    pub fn list_definition_name(&self) -> String {
+    pub(crate) fn list_definition_name(&self) -> String {
         format!("{}List", self.definition_name())
     }
 
     /// The URL prefix of the resource's group-version: "/api/v1" or "/apis/<group>/<version>".
-    pub fn gv_prefix(&self) -> String {
+    pub(crate) fn gv_prefix(&self) -> String {
         gv_prefix(&self.group, &self.version)
     }
 }
 
 /// "/api/<version>" for the core group, "/apis/<group>/<version>" otherwise.
-pub fn gv_prefix(group: &str, version: &str) -> String {
+pub(crate) fn gv_prefix(group: &str, version: &str) -> String {
     if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") }
 }
 
 /// The definition name kube-apiserver gives a custom resource's kind: the group's DNS labels
 /// reversed, then version and kind, e.g. ("flights.com","v1","FlightTicket") ->
 /// "com.flights.v1.FlightTicket".
-pub fn crd_definition_name(group: &str, version: &str, kind: &str) -> String {
+pub(crate) fn crd_definition_name(group: &str, version: &str, kind: &str) -> String {
     let mut labels: Vec<&str> = group.split('.').filter(|l| !l.is_empty()).collect();
     labels.reverse();
     labels.push(version);
@@ -137,23 +137,23 @@ pub(crate) fn add_definition_gvk(def: &mut Value, gvk: Value) {
 /// Definition names of the apimachinery meta types used by the documents.
 pub(crate) mod names {
     /// ObjectMeta.
-    pub const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+    pub(crate) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
     /// ListMeta.
-    pub const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+    pub(crate) const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
     /// Status.
-    pub const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
+    pub(crate) const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
     /// DeleteOptions.
-    pub const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
+    pub(crate) const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
     /// Patch.
-    pub const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
+    pub(crate) const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
     /// WatchEvent.
-    pub const WATCH_EVENT: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent";
+    pub(crate) const WATCH_EVENT: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent";
     /// autoscaling/v1 Scale.
-    pub const SCALE: &str = "io.k8s.api.autoscaling.v1.Scale";
+    pub(crate) const SCALE: &str = "io.k8s.api.autoscaling.v1.Scale";
     /// IntOrString.
-    pub const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
+    pub(crate) const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
     /// Quantity.
-    pub const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+    pub(crate) const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 }
 
 /// Description of a list's `metadata` field.

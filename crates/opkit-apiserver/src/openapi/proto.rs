@@ -11,7 +11,7 @@ use prost::alloc::boxed::Box;
 
 /// `openapi.v2.Document`: the whole swagger document.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Document {
+pub(crate) struct Document {
     #[prost(string, tag = "1")]
     pub swagger: String,
     #[prost(message, optional, tag = "2")]
@@ -44,7 +44,7 @@ pub struct Document {
 
 /// `openapi.v2.Info`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Info {
+pub(crate) struct Info {
     #[prost(string, tag = "1")]
     pub title: String,
     #[prost(string, tag = "2")]
@@ -59,14 +59,14 @@ pub struct Info {
 
 /// `openapi.v2.Any`: a value carried as YAML text (JSON is valid YAML).
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Any {
+pub(crate) struct Any {
     #[prost(string, tag = "2")]
     pub yaml: String,
 }
 
 /// `openapi.v2.NamedAny`: one vendor extension or free-form map entry.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct NamedAny {
+pub(crate) struct NamedAny {
     #[prost(string, tag = "1")]
     pub name: String,
     #[prost(message, optional, tag = "2")]
@@ -75,7 +75,7 @@ pub struct NamedAny {
 
 /// `openapi.v2.ExternalDocs`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct ExternalDocs {
+pub(crate) struct ExternalDocs {
     #[prost(string, tag = "1")]
     pub description: String,
     #[prost(string, tag = "2")]
@@ -86,7 +86,7 @@ pub struct ExternalDocs {
 
 /// `openapi.v2.Tag`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Tag {
+pub(crate) struct Tag {
     #[prost(string, tag = "1")]
     pub name: String,
     #[prost(string, tag = "2")]
@@ -99,7 +99,7 @@ pub struct Tag {
 
 /// `openapi.v2.Paths`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Paths {
+pub(crate) struct Paths {
     #[prost(message, repeated, tag = "1")]
     pub vendor_extension: Vec<NamedAny>,
     #[prost(message, repeated, tag = "2")]
@@ -108,7 +108,7 @@ pub struct Paths {
 
 /// `openapi.v2.NamedPathItem`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct NamedPathItem {
+pub(crate) struct NamedPathItem {
     #[prost(string, tag = "1")]
     pub name: String,
     #[prost(message, optional, tag = "2")]
@@ -117,7 +117,7 @@ pub struct NamedPathItem {
 
 /// `openapi.v2.PathItem`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct PathItem {
+pub(crate) struct PathItem {
     #[prost(string, tag = "1")]
     pub _ref: String,
     #[prost(message, optional, tag = "2")]
@@ -142,7 +142,7 @@ pub struct PathItem {
 
 /// `openapi.v2.Operation`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Operation {
+pub(crate) struct Operation {
     #[prost(string, repeated, tag = "1")]
     pub tags: Vec<String>,
     #[prost(string, tag = "2")]
@@ -173,18 +173,18 @@ pub struct Operation {
 
 /// `openapi.v2.ParametersItem`: a parameter or a reference to one.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct ParametersItem {
+pub(crate) struct ParametersItem {
     #[prost(oneof = "parameters_item::Oneof", tags = "1, 2")]
     pub oneof: Option<parameters_item::Oneof>,
 }
 
 /// Variants of [`ParametersItem`].
-pub mod parameters_item {
+pub(crate) mod parameters_item {
     /// The `oneof` of `openapi.v2.ParametersItem`.
     // The variant names are gnostic's message names, kept so the schema reads as the .proto.
     #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         Parameter(super::Parameter),
         #[prost(message, tag = "2")]
@@ -194,7 +194,7 @@ pub mod parameters_item {
 
 /// `openapi.v2.JsonReference`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct JsonReference {
+pub(crate) struct JsonReference {
     #[prost(string, tag = "1")]
     pub _ref: String,
     #[prost(string, tag = "2")]
@@ -203,18 +203,18 @@ pub struct JsonReference {
 
 /// `openapi.v2.Parameter`: a body or non-body parameter.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Parameter {
+pub(crate) struct Parameter {
     #[prost(oneof = "parameter::Oneof", tags = "1, 2")]
     pub oneof: Option<parameter::Oneof>,
 }
 
 /// Variants of [`Parameter`].
-pub mod parameter {
+pub(crate) mod parameter {
     /// The `oneof` of `openapi.v2.Parameter`.
     // The variant names are gnostic's message names, kept so the schema reads as the .proto.
     #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         BodyParameter(super::BodyParameter),
         #[prost(message, tag = "2")]
@@ -224,7 +224,7 @@ pub mod parameter {
 
 /// `openapi.v2.BodyParameter`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct BodyParameter {
+pub(crate) struct BodyParameter {
     #[prost(string, tag = "1")]
     pub description: String,
     #[prost(string, tag = "2")]
@@ -241,18 +241,18 @@ pub struct BodyParameter {
 
 /// `openapi.v2.NonBodyParameter`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct NonBodyParameter {
+pub(crate) struct NonBodyParameter {
     #[prost(oneof = "non_body_parameter::Oneof", tags = "1, 3, 4")]
     pub oneof: Option<non_body_parameter::Oneof>,
 }
 
 /// Variants of [`NonBodyParameter`].
-pub mod non_body_parameter {
+pub(crate) mod non_body_parameter {
     /// The `oneof` of `openapi.v2.NonBodyParameter` (form-data parameters are not emitted).
     // The variant names are gnostic's message names, kept so the schema reads as the .proto.
     #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         HeaderParameterSubSchema(super::SimpleParameter),
         #[prost(message, tag = "3")]
@@ -264,7 +264,7 @@ pub mod non_body_parameter {
 
 /// `openapi.v2.QueryParameterSubSchema` (the subset of fields the server emits).
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct QueryParameterSubSchema {
+pub(crate) struct QueryParameterSubSchema {
     #[prost(bool, tag = "1")]
     pub required: bool,
     #[prost(string, tag = "2")]
@@ -296,7 +296,7 @@ pub struct QueryParameterSubSchema {
 /// `openapi.v2.PathParameterSubSchema`, whose leading field numbers are shared with
 /// `HeaderParameterSubSchema` (the subset of fields the server emits).
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct SimpleParameter {
+pub(crate) struct SimpleParameter {
     #[prost(bool, tag = "1")]
     pub required: bool,
     #[prost(string, tag = "2")]
@@ -323,7 +323,7 @@ pub struct SimpleParameter {
 
 /// `openapi.v2.PrimitivesItems`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct PrimitivesItems {
+pub(crate) struct PrimitivesItems {
     #[prost(string, tag = "1")]
     pub r#type: String,
     #[prost(string, tag = "2")]
@@ -336,7 +336,7 @@ pub struct PrimitivesItems {
 
 /// `openapi.v2.Responses`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Responses {
+pub(crate) struct Responses {
     #[prost(message, repeated, tag = "1")]
     pub response_code: Vec<NamedResponseValue>,
     #[prost(message, repeated, tag = "2")]
@@ -345,7 +345,7 @@ pub struct Responses {
 
 /// `openapi.v2.NamedResponseValue`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct NamedResponseValue {
+pub(crate) struct NamedResponseValue {
     #[prost(string, tag = "1")]
     pub name: String,
     #[prost(message, optional, tag = "2")]
@@ -354,18 +354,18 @@ pub struct NamedResponseValue {
 
 /// `openapi.v2.ResponseValue`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct ResponseValue {
+pub(crate) struct ResponseValue {
     #[prost(oneof = "response_value::Oneof", tags = "1, 2")]
     pub oneof: Option<response_value::Oneof>,
 }
 
 /// Variants of [`ResponseValue`].
-pub mod response_value {
+pub(crate) mod response_value {
     /// The `oneof` of `openapi.v2.ResponseValue`.
     // The variant names are gnostic's message names, kept so the schema reads as the .proto.
     #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         Response(super::Response),
         #[prost(message, tag = "2")]
@@ -375,7 +375,7 @@ pub mod response_value {
 
 /// `openapi.v2.Response`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Response {
+pub(crate) struct Response {
     #[prost(string, tag = "1")]
     pub description: String,
     #[prost(message, optional, tag = "2")]
@@ -386,18 +386,18 @@ pub struct Response {
 
 /// `openapi.v2.SchemaItem` (only the schema variant is emitted).
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct SchemaItem {
+pub(crate) struct SchemaItem {
     #[prost(oneof = "schema_item::Oneof", tags = "1")]
     pub oneof: Option<schema_item::Oneof>,
 }
 
 /// Variants of [`SchemaItem`].
-pub mod schema_item {
+pub(crate) mod schema_item {
     /// The `oneof` of `openapi.v2.SchemaItem`.
     // The variant names are gnostic's message names, kept so the schema reads as the .proto.
     #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         Schema(super::Schema),
     }
@@ -405,14 +405,14 @@ pub mod schema_item {
 
 /// `openapi.v2.Definitions`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Definitions {
+pub(crate) struct Definitions {
     #[prost(message, repeated, tag = "1")]
     pub additional_properties: Vec<NamedSchema>,
 }
 
 /// `openapi.v2.NamedSchema`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct NamedSchema {
+pub(crate) struct NamedSchema {
     #[prost(string, tag = "1")]
     pub name: String,
     #[prost(message, optional, tag = "2")]
@@ -421,39 +421,39 @@ pub struct NamedSchema {
 
 /// `openapi.v2.Properties`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Properties {
+pub(crate) struct Properties {
     #[prost(message, repeated, tag = "1")]
     pub additional_properties: Vec<NamedSchema>,
 }
 
 /// `openapi.v2.ItemsItem`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct ItemsItem {
+pub(crate) struct ItemsItem {
     #[prost(message, repeated, tag = "1")]
     pub schema: Vec<Schema>,
 }
 
 /// `openapi.v2.TypeItem`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct TypeItem {
+pub(crate) struct TypeItem {
     #[prost(string, repeated, tag = "1")]
     pub value: Vec<String>,
 }
 
 /// `openapi.v2.AdditionalPropertiesItem`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct AdditionalPropertiesItem {
+pub(crate) struct AdditionalPropertiesItem {
     #[prost(oneof = "additional_properties_item::Oneof", tags = "1, 2")]
     pub oneof: Option<additional_properties_item::Oneof>,
 }
 
 /// Variants of [`AdditionalPropertiesItem`].
-pub mod additional_properties_item {
+pub(crate) mod additional_properties_item {
     /// The `oneof` of `openapi.v2.AdditionalPropertiesItem`.
     // The variant names are gnostic's message names, kept so the schema reads as the .proto.
     #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         Schema(prost::alloc::boxed::Box<super::Schema>),
         #[prost(bool, tag = "2")]
@@ -463,7 +463,7 @@ pub mod additional_properties_item {
 
 /// `openapi.v2.Schema`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Schema {
+pub(crate) struct Schema {
     #[prost(string, tag = "1")]
     pub _ref: String,
     #[prost(string, tag = "2")]
@@ -528,14 +528,14 @@ pub struct Schema {
 
 /// `openapi.v2.SecurityDefinitions`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct SecurityDefinitions {
+pub(crate) struct SecurityDefinitions {
     #[prost(message, repeated, tag = "1")]
     pub additional_properties: Vec<NamedSecurityDefinitionsItem>,
 }
 
 /// `openapi.v2.NamedSecurityDefinitionsItem`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct NamedSecurityDefinitionsItem {
+pub(crate) struct NamedSecurityDefinitionsItem {
     #[prost(string, tag = "1")]
     pub name: String,
     #[prost(message, optional, tag = "2")]
@@ -544,18 +544,18 @@ pub struct NamedSecurityDefinitionsItem {
 
 /// `openapi.v2.SecurityDefinitionsItem` (only the API-key variant is emitted).
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct SecurityDefinitionsItem {
+pub(crate) struct SecurityDefinitionsItem {
     #[prost(oneof = "security_definitions_item::Oneof", tags = "2")]
     pub oneof: Option<security_definitions_item::Oneof>,
 }
 
 /// Variants of [`SecurityDefinitionsItem`].
-pub mod security_definitions_item {
+pub(crate) mod security_definitions_item {
     /// The `oneof` of `openapi.v2.SecurityDefinitionsItem`.
     // The variant names are gnostic's message names, kept so the schema reads as the .proto.
     #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "2")]
         ApiKeySecurity(super::ApiKeySecurity),
     }
@@ -563,7 +563,7 @@ pub mod security_definitions_item {
 
 /// `openapi.v2.ApiKeySecurity`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct ApiKeySecurity {
+pub(crate) struct ApiKeySecurity {
     #[prost(string, tag = "1")]
     pub r#type: String,
     #[prost(string, tag = "2")]
@@ -578,14 +578,14 @@ pub struct ApiKeySecurity {
 
 /// `openapi.v2.SecurityRequirement`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct SecurityRequirement {
+pub(crate) struct SecurityRequirement {
     #[prost(message, repeated, tag = "1")]
     pub additional_properties: Vec<NamedStringArray>,
 }
 
 /// `openapi.v2.NamedStringArray`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct NamedStringArray {
+pub(crate) struct NamedStringArray {
     #[prost(string, tag = "1")]
     pub name: String,
     #[prost(message, optional, tag = "2")]
@@ -594,7 +594,7 @@ pub struct NamedStringArray {
 
 /// `openapi.v2.StringArray`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct StringArray {
+pub(crate) struct StringArray {
     #[prost(string, repeated, tag = "1")]
     pub value: Vec<String>,
 }

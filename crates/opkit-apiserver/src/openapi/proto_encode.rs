@@ -18,7 +18,7 @@ use super::proto::{
 /// Encodes a swagger 2.0 document (as produced by [`super::v2_document`]) as a gnostic
 /// `openapi.v2.Document` protobuf message. Unknown or malformed parts are skipped; vendor
 /// extensions (`x-...`) are kept on the document, paths, operations and schemas.
-pub fn v2_protobuf(doc: &Value) -> Vec<u8> {
+pub(crate) fn v2_protobuf(doc: &Value) -> Vec<u8> {
     document(doc).encode_to_vec()
 }
 

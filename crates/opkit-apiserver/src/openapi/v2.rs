@@ -17,7 +17,7 @@ use super::{ResourceDoc, SchemaSource, names};
 /// operation carrying the `dryRun`, `fieldManager` and `fieldValidation` query parameters),
 /// and definitions with `x-kubernetes-group-version-kind` on every kind, CRD kinds named like
 /// kube's (e.g. "com.flights.v1.FlightTicket") and the list kinds.
-pub fn v2_document(resources: &[ResourceDoc], server_version: &str) -> Value {
+pub(crate) fn v2_document(resources: &[ResourceDoc], server_version: &str) -> Value {
     let mut paths = Map::new();
     for r in resources {
         for spec in resource_paths(r) {

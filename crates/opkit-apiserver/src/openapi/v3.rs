@@ -15,7 +15,7 @@ use super::v2::{document_definitions, merge_path, status_text};
 /// The `/openapi/v3` index: `{"paths":{"apis/apps/v1":{"serverRelativeURL":
 /// "/openapi/v3/apis/apps/v1?hash=..."}}}` for each group-version path ("api/v1",
 /// "apis/apps/v1", ...), with the hash computed by `hash_of(group_version_path)`.
-pub fn v3_index(group_versions: &[String], hash_of: &dyn Fn(&str) -> String) -> Value {
+pub(crate) fn v3_index(group_versions: &[String], hash_of: &dyn Fn(&str) -> String) -> Value {
     let mut paths = Map::new();
     for gv in group_versions {
         let gv = gv.trim_matches('/');
@@ -40,7 +40,7 @@ fn parse_group_version(gv: &str) -> (String, String) {
 /// The OpenAPI 3.0 document of one group-version ("apps/v1", or "v1" for the core group; the
 /// "apis/apps/v1" / "api/v1" forms are accepted too), built from the resources of `resources`
 /// that belong to it.
-pub fn v3_document(group_version: &str, resources: &[ResourceDoc], server_version: &str) -> Value {
+pub(crate) fn v3_document(group_version: &str, resources: &[ResourceDoc], server_version: &str) -> Value {
     let (group, version) = parse_group_version(group_version);
     let selected: Vec<ResourceDoc> =
         resources.iter().filter(|r| r.group == group && r.version == version).cloned().collect();

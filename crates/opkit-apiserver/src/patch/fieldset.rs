@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 /// One step of a field path.
 #[derive(Clone, Debug)]
-pub enum PathElement {
+pub(crate) enum PathElement {
     /// A field of a map/struct (`f:name`).
     Field(String),
     /// An element of a list-map, selected by its key fields sorted by name (`k:{...}`).
@@ -22,7 +22,7 @@ pub enum PathElement {
 }
 
 /// Total order over JSON values (used for keys and set values).
-pub fn cmp_values(a: &Value, b: &Value) -> Ordering {
+pub(crate) fn cmp_values(a: &Value, b: &Value) -> Ordering {
     fn rank(v: &Value) -> u8 {
         match v {
             Value::Null => 0,
@@ -109,7 +109,7 @@ impl Eq for PathElement {}
 
 impl PathElement {
     /// The `FieldsV1` key for this element (`f:name`, `k:{"name":"x"}`, `v:"a"`, `i:0`).
-    pub fn to_fields_key(&self) -> String {
+    pub(crate) fn to_fields_key(&self) -> String {
         match self {
             PathElement::Field(n) => format!("f:{n}"),
             PathElement::Key(fields) => {
@@ -125,7 +125,7 @@ impl PathElement {
     }
 
     /// Parses a `FieldsV1` key. `Ok(None)` for unknown prefixes (ignored, like kube does).
-    pub fn from_fields_key(key: &str) -> Result<Option<PathElement>, String> {
+    pub(crate) fn from_fields_key(key: &str) -> Result<Option<PathElement>, String> {
         let Some((prefix, rest)) = key.split_once(':') else {
             return Err(format!("invalid path element {key:?}"));
         };
@@ -153,7 +153,7 @@ impl PathElement {
     }
 
     /// Human-readable form used in conflict messages.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match self {
             PathElement::Field(n) => format!(".{n}"),
             PathElement::Key(fields) => {
@@ -167,43 +167,43 @@ impl PathElement {
 }
 
 /// A field path: a sequence of path elements from the object root.
-pub type Path = Vec<PathElement>;
+pub(crate) type Path = Vec<PathElement>;
 
 /// Human-readable form of a path, e.g. `.spec.replicas`.
-pub fn path_to_string(path: &[PathElement]) -> String {
+pub(crate) fn path_to_string(path: &[PathElement]) -> String {
     path.iter().map(PathElement::display).collect()
 }
 
 /// Builds a path of plain field names.
 #[cfg(test)]
-pub fn field_path(names: &[&str]) -> Path {
+pub(crate) fn field_path(names: &[&str]) -> Path {
     names.iter().map(|n| PathElement::Field((*n).to_string())).collect()
 }
 
 /// A set of field paths (each path is a member; prefixes are not implicitly members).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FieldSet {
+pub(crate) struct FieldSet {
     paths: BTreeSet<Path>,
 }
 
 impl FieldSet {
     /// An empty set.
-    pub fn new() -> FieldSet {
+    pub(crate) fn new() -> FieldSet {
         FieldSet::default()
     }
 
     /// Adds a path.
-    pub fn insert(&mut self, path: Path) {
+    pub(crate) fn insert(&mut self, path: Path) {
         self.paths.insert(path);
     }
 
     /// Whether the path is a member.
-    pub fn contains(&self, path: &[PathElement]) -> bool {
+    pub(crate) fn contains(&self, path: &[PathElement]) -> bool {
         self.paths.contains(path)
     }
 
     /// Whether some member lies strictly below `prefix`.
-    pub fn has_descendant(&self, prefix: &[PathElement]) -> bool {
+    pub(crate) fn has_descendant(&self, prefix: &[PathElement]) -> bool {
         self.paths
             .range::<[PathElement], _>((std::ops::Bound::Excluded(prefix), std::ops::Bound::Unbounded))
             .next()
@@ -211,37 +211,37 @@ impl FieldSet {
     }
 
     /// Whether the path or anything below it is a member.
-    pub fn contains_or_descendant(&self, path: &[PathElement]) -> bool {
+    pub(crate) fn contains_or_descendant(&self, path: &[PathElement]) -> bool {
         self.contains(path) || self.has_descendant(path)
     }
 
     /// True when the set has no members.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.paths.is_empty()
     }
 
     /// Iterates over the members in order.
-    pub fn iter(&self) -> impl Iterator<Item = &Path> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Path> {
         self.paths.iter()
     }
 
     /// Members of either set.
-    pub fn union(&self, other: &FieldSet) -> FieldSet {
+    pub(crate) fn union(&self, other: &FieldSet) -> FieldSet {
         FieldSet { paths: self.paths.union(&other.paths).cloned().collect() }
     }
 
     /// Members of `self` not in `other`.
-    pub fn difference(&self, other: &FieldSet) -> FieldSet {
+    pub(crate) fn difference(&self, other: &FieldSet) -> FieldSet {
         FieldSet { paths: self.paths.difference(&other.paths).cloned().collect() }
     }
 
     /// Members of both sets.
-    pub fn intersection(&self, other: &FieldSet) -> FieldSet {
+    pub(crate) fn intersection(&self, other: &FieldSet) -> FieldSet {
         FieldSet { paths: self.paths.intersection(&other.paths).cloned().collect() }
     }
 
     /// Encodes the set as a `FieldsV1` JSON object.
-    pub fn to_fields_v1(&self) -> Value {
+    pub(crate) fn to_fields_v1(&self) -> Value {
         #[derive(Default)]
         struct Node {
             member: bool,
@@ -269,7 +269,7 @@ impl FieldSet {
     }
 
     /// Decodes a `FieldsV1` JSON object.
-    pub fn from_fields_v1(v: &Value) -> Result<FieldSet, String> {
+    pub(crate) fn from_fields_v1(v: &Value) -> Result<FieldSet, String> {
         fn walk(v: &Value, prefix: &mut Path, out: &mut FieldSet) -> Result<(), String> {
             let Value::Object(m) = v else {
                 return Err("FieldsV1 nodes must be JSON objects".to_string());

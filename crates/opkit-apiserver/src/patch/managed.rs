@@ -17,7 +17,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Options of server-side apply.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ApplyOptions {
+pub(super) struct ApplyOptions {
     /// The kind has a status subresource, so writes to the main resource ignore `.status`.
     pub ignore_status: bool,
 }
@@ -242,7 +242,7 @@ fn is_reset(mf: Option<&Value>) -> bool {
 /// `fm.manager`; other managers lose them. Sets `new.metadata.managedFields` (FieldsV1).
 /// Managed fields sent in `new` are honoured (`[]` or `[{}]` resets them); an update of an
 /// object without managed fields does not start tracking (like kube-apiserver).
-pub fn track_update(old: Option<&Value>, new: &mut Value, fm: &FieldManager, lists: &ListSemantics) {
+pub(crate) fn track_update(old: Option<&Value>, new: &mut Value, fm: &FieldManager, lists: &ListSemantics) {
     if !new.is_object() {
         return;
     }
@@ -289,7 +289,7 @@ pub fn track_update(old: Option<&Value>, new: &mut Value, fm: &FieldManager, lis
 }
 
 /// Server-side apply with default options. See [`server_side_apply_with_options`].
-pub fn server_side_apply(
+pub(crate) fn server_side_apply(
     live: Option<&Value>,
     applied: &Value,
     fm: &FieldManager,
@@ -332,7 +332,7 @@ fn effective_config(applied: &Map<String, Value>, sub: &str, opts: &ApplyOptions
 /// removes fields the manager applied before but no longer applies (unless others own them),
 /// detects conflicts with other managers whose fields would change value, and with `force`
 /// takes ownership instead of failing. Returns the new object with managedFields updated.
-pub fn server_side_apply_with_options(
+pub(super) fn server_side_apply_with_options(
     live: Option<&Value>,
     applied: &Value,
     fm: &FieldManager,

@@ -7,9 +7,9 @@
 //! patch: `opkit_apimachinery`'s, with API-server errors), `managed` (managedFields bookkeeping
 //! and apply).
 
-pub mod fieldset;
+pub(crate) mod fieldset;
 mod managed;
-pub mod schema;
+pub(crate) mod schema;
 mod smp;
 mod typed;
 
@@ -17,16 +17,16 @@ use serde_json::Value;
 
 use crate::depth::{self, MAX_OBJECT_DEPTH};
 
-pub use managed::{server_side_apply, track_update};
-pub use schema::ListSemantics;
-pub use smp::strategic_merge_patch;
+pub(crate) use managed::{server_side_apply, track_update};
+pub(crate) use schema::ListSemantics;
+pub(crate) use smp::strategic_merge_patch;
 
 /// Most operations a JSON patch may carry (kube-apiserver's limit).
-pub const MAX_JSON_PATCH_OPERATIONS: usize = 10000;
+pub(crate) const MAX_JSON_PATCH_OPERATIONS: usize = 10000;
 
 /// Errors of patching and applying.
 #[derive(Debug, thiserror::Error)]
-pub enum PatchError {
+pub(crate) enum PatchError {
     /// The patch could not be applied to the document (kube answers 422 Unprocessable Entity,
     /// reason `Invalid`), e.g. a failed JSON patch `test` operation.
     #[error("{0}")]
@@ -47,7 +47,7 @@ pub enum PatchError {
 
 impl PatchError {
     /// The HTTP status kube-apiserver answers with.
-    pub fn status_code(&self) -> u16 {
+    pub(crate) fn status_code(&self) -> u16 {
         match self {
             PatchError::Invalid(_) => 422,
             PatchError::BadRequest(_) => 400,
@@ -60,7 +60,7 @@ impl PatchError {
 
 /// One server-side apply conflict: a field owned by another manager whose value would change.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApplyConflict {
+pub(crate) struct ApplyConflict {
     /// The other manager's name.
     pub manager: String,
     /// The API version the other manager used.
@@ -76,7 +76,7 @@ pub struct ApplyConflict {
 impl ApplyConflict {
     /// The manager as kube prints it: `"name"`, plus ` with subresource "status"`, plus
     /// ` using apps/v1` for Update managers.
-    pub fn manager_description(&self) -> String {
+    pub(crate) fn manager_description(&self) -> String {
         let mut s = format!("{:?}", self.manager);
         if let Some(sub) = self.subresource.as_deref().filter(|s| !s.is_empty()) {
             s.push_str(&format!(" with subresource {sub:?}"));
@@ -90,7 +90,7 @@ impl ApplyConflict {
 
 /// The field manager performing a write.
 #[derive(Clone, Copy, Debug)]
-pub struct FieldManager<'a> {
+pub(crate) struct FieldManager<'a> {
     /// Manager name (`fieldManager` query parameter or the user-agent derived default).
     pub manager: &'a str,
     /// API version of the request, e.g. `apps/v1`.
@@ -103,7 +103,7 @@ pub struct FieldManager<'a> {
 
 /// The 409 message kube-apiserver gives, e.g.
 /// `Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using apps/v1: .spec.replicas`.
-pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
+pub(crate) fn conflict_message(conflicts: &[ApplyConflict]) -> String {
     if conflicts.len() == 1 {
         let c = &conflicts[0];
         return format!("Apply failed with 1 conflict: conflict with {}: {}", c.manager_description(), c.field);
@@ -124,10 +124,10 @@ pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
 /// The most bytes the `copy` operations of one JSON patch may add together (kube-apiserver's
 /// `JSONPatchMaxCopyBytes`, 3 MiB): each copy can double the document, so a small patch
 /// could otherwise build a huge object.
-pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Applies an RFC 6902 JSON patch.
-pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
+pub(crate) fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
     let ops: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| PatchError::BadRequest(format!("invalid JSON patch: {e}")))?;
     if ops.0.len() > MAX_JSON_PATCH_OPERATIONS {
@@ -229,7 +229,7 @@ fn op_error(e: &json_patch::PatchError, op: &json_patch::PatchOperation) -> Patc
 }
 
 /// Applies an RFC 7386 JSON merge patch (the patch must be an object).
-pub fn merge_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
+pub(crate) fn merge_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
     if !patch.is_object() {
         return Err(PatchError::BadRequest("Invalid JSON Patch".to_string()));
     }

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::{ListSemantics, PatchError};
 
 /// Applies a strategic merge patch to `doc` (see `opkit_apimachinery::patch::strategic`).
-pub fn strategic_merge_patch(doc: &Value, patch: &Value, lists: &ListSemantics) -> Result<Value, PatchError> {
+pub(crate) fn strategic_merge_patch(doc: &Value, patch: &Value, lists: &ListSemantics) -> Result<Value, PatchError> {
     opkit_apimachinery::patch::strategic_merge_patch(doc, patch, lists).map_err(PatchError::from)
 }
 

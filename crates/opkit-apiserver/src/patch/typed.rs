@@ -23,7 +23,7 @@ fn atomic_map(node: Option<&SchemaNode>) -> bool {
 
 /// The path element selecting `item` in a granular list, or `None` when the item cannot be
 /// identified (missing key field).
-pub fn item_pe(lt: &ListType, item: &Value) -> Option<PathElement> {
+pub(super) fn item_pe(lt: &ListType, item: &Value) -> Option<PathElement> {
     match lt {
         ListType::Atomic => None,
         ListType::Set => Some(PathElement::Value(item.clone())),
@@ -60,7 +60,7 @@ fn index_list<'v>(lt: &ListType, items: &'v [Value]) -> Option<Vec<(PathElement,
 
 /// The fields an (applied) object sets: every scalar, atomic value and list item, but not map
 /// nodes themselves.
-pub fn to_field_set(value: &Value, root: &SchemaNode) -> FieldSet {
+pub(super) fn to_field_set(value: &Value, root: &SchemaNode) -> FieldSet {
     fn walk(v: &Value, node: Option<&SchemaNode>, path: &mut Path, out: &mut FieldSet) {
         match v {
             Value::Object(m) if !atomic_map(node) => {
@@ -97,7 +97,7 @@ pub fn to_field_set(value: &Value, root: &SchemaNode) -> FieldSet {
 
 /// Paths that differ between two objects.
 #[derive(Debug, Default)]
-pub struct Comparison {
+pub(super) struct Comparison {
     /// Present only in the new object (including map and list nodes).
     pub added: FieldSet,
     /// Present only in the old object.
@@ -108,13 +108,13 @@ pub struct Comparison {
 
 impl Comparison {
     /// Added or modified paths.
-    pub fn changed(&self) -> FieldSet {
+    pub(super) fn changed(&self) -> FieldSet {
         self.added.union(&self.modified)
     }
 }
 
 /// Compares `old` and `new`.
-pub fn compare(old: &Value, new: &Value, root: &SchemaNode) -> Comparison {
+pub(super) fn compare(old: &Value, new: &Value, root: &SchemaNode) -> Comparison {
     let mut out = Comparison::default();
     cmp_walk(Some(old), Some(new), Some(root), &mut Vec::new(), &mut out);
     out
@@ -200,7 +200,7 @@ fn cmp_walk(
 }
 
 /// Removes `null` members of objects, recursively (applied nulls never get stored).
-pub fn strip_nulls(v: &Value) -> Value {
+pub(super) fn strip_nulls(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter().filter(|(_, cv)| !cv.is_null()).map(|(k, cv)| (k.clone(), strip_nulls(cv))).collect(),
@@ -211,7 +211,7 @@ pub fn strip_nulls(v: &Value) -> Value {
 }
 
 /// Merges an applied configuration into a live object (structured-merge-diff's `Merge`).
-pub fn merge(live: &Value, config: &Value, root: &SchemaNode) -> Value {
+pub(super) fn merge(live: &Value, config: &Value, root: &SchemaNode) -> Value {
     merge_walk(live, config, Some(root))
 }
 
@@ -312,7 +312,7 @@ fn merge_lists(lhs: &[(PathElement, &Value)], rhs: &[(PathElement, &Value)], nod
 /// Removes from `value` the fields in `last` (the applier's previous set) that nobody in `owned`
 /// owns any more; fields never owned by the applier are kept. Maps and lists left empty by the
 /// removal are dropped too, unless someone owns them.
-pub fn prune(value: &mut Value, last: &FieldSet, owned: &FieldSet, root: &SchemaNode) {
+pub(super) fn prune(value: &mut Value, last: &FieldSet, owned: &FieldSet, root: &SchemaNode) {
     prune_walk(value, Some(root), &mut Vec::new(), last, owned);
 }
 

@@ -4,7 +4,7 @@
 /// Why a protobuf body could not be decoded. Byte offsets are relative to the message
 /// being read.
 #[derive(Debug, thiserror::Error)]
-pub enum ProtobufError {
+pub(crate) enum ProtobufError {
     /// The body lacks the "k8s\0" prefix.
     #[error("not a Kubernetes protobuf body: missing the \"k8s\\0\" magic prefix")]
     BadMagic,

@@ -28,7 +28,7 @@ mod tests;
 
 use serde_json::{Map, Value};
 
-pub use self::error::ProtobufError;
+pub(crate) use self::error::ProtobufError;
 use self::wire::{Reader, WireType};
 
 /// The four bytes every Kubernetes protobuf body starts with.
@@ -40,7 +40,7 @@ const PROTOBUF_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 /// Decodes a body in Kubernetes' protobuf envelope ("k8s\0" magic + runtime.Unknown{typeMeta{
 /// apiVersion,kind}, raw, contentEncoding, contentType}) into the object's JSON form
 /// (apiVersion and kind set, field names as in the JSON API).
-pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
+pub(crate) fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
     decode_envelope(body, 0)
 }
 

@@ -50,7 +50,7 @@ impl Registry {
 }
 
 /// Whether an APIService's `Available` condition is `True`.
-pub fn is_available(apiservice: &APIService) -> bool {
+pub(crate) fn is_available(apiservice: &APIService) -> bool {
     let conditions = apiservice.status.as_ref().and_then(|s| s.conditions.as_ref());
     conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"))
 }

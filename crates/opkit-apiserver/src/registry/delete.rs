@@ -15,9 +15,9 @@ use crate::error::{ApiError, ApiResult};
 use crate::storage::{Revision, Write};
 
 /// Finalizer that makes the garbage collector delete dependents first.
-pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+pub(super) const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 /// Finalizer that makes the garbage collector orphan dependents.
-pub const ORPHAN_FINALIZER: &str = "orphan";
+pub(super) const ORPHAN_FINALIZER: &str = "orphan";
 
 /// `propagationPolicy` of `DeleteOptions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

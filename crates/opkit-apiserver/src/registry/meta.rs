@@ -7,24 +7,24 @@ use serde_json::{Map, Value, json};
 use crate::schema::{FieldError, FieldErrorReason};
 
 /// Now, as an RFC 3339 timestamp with second precision, as Kubernetes writes them.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// Seconds since the Unix epoch.
-pub fn now_unix() -> i64 {
+pub(crate) fn now_unix() -> i64 {
     jiff::Timestamp::now().as_second()
 }
 
 /// The five random characters kube-apiserver appends for `generateName`.
-pub fn random_suffix() -> String {
+pub(crate) fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
     (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
 }
 
 /// Mutable `metadata`, created when absent.
-pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj["metadata"].is_object() {
         obj["metadata"] = json!({});
     }
@@ -35,7 +35,7 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 }
 
 /// A string field of metadata.
-pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj["metadata"][field].as_str()
 }
 
@@ -48,7 +48,7 @@ fn is_dns_label(s: &str) -> bool {
 }
 
 /// Validates an RFC 1123 subdomain (most object names).
-pub fn validate_subdomain(field: &str, name: &str) -> Option<FieldError> {
+pub(crate) fn validate_subdomain(field: &str, name: &str) -> Option<FieldError> {
     let ok = name.len() <= 253 && !name.is_empty() && name.split('.').all(is_dns_label);
     (!ok).then(|| FieldError {
         field: field.to_string(),
@@ -60,7 +60,7 @@ pub fn validate_subdomain(field: &str, name: &str) -> Option<FieldError> {
 }
 
 /// Validates an RFC 1123 label (namespace names, services).
-pub fn validate_label(field: &str, name: &str) -> Option<FieldError> {
+pub(crate) fn validate_label(field: &str, name: &str) -> Option<FieldError> {
     (!is_dns_label(name)).then(|| FieldError {
         field: field.to_string(),
         reason: FieldErrorReason::Invalid,
@@ -71,7 +71,7 @@ pub fn validate_label(field: &str, name: &str) -> Option<FieldError> {
 }
 
 /// Validates an RFC 1035 label (kube's `NameIsDNS1035Label`: Service names).
-pub fn validate_dns1035_label(field: &str, name: &str) -> Option<FieldError> {
+pub(crate) fn validate_dns1035_label(field: &str, name: &str) -> Option<FieldError> {
     let ok = is_dns_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase());
     (!ok).then(|| FieldError {
         field: field.to_string(),
@@ -84,7 +84,7 @@ pub fn validate_dns1035_label(field: &str, name: &str) -> Option<FieldError> {
 
 /// Validates a name that only has to be safe as one URL path segment (kube's
 /// `path.ValidatePathSegmentName`: RBAC object names such as `system:controller:x`).
-pub fn validate_path_segment(field: &str, name: &str) -> Option<FieldError> {
+pub(crate) fn validate_path_segment(field: &str, name: &str) -> Option<FieldError> {
     let problem = match name {
         "." => Some("may not be '.'".to_string()),
         ".." => Some("may not be '..'".to_string()),
@@ -98,7 +98,7 @@ pub fn validate_path_segment(field: &str, name: &str) -> Option<FieldError> {
 }
 
 /// The object without metadata and status: what `generation` tracks.
-pub fn spec_part(obj: &Value) -> Value {
+pub(crate) fn spec_part(obj: &Value) -> Value {
     let mut v = obj.clone();
     if let Some(m) = v.as_object_mut() {
         m.remove("metadata");
@@ -111,7 +111,7 @@ pub fn spec_part(obj: &Value) -> Value {
 
 /// True when two versions of an object differ only in fields the server manages
 /// (resourceVersion, managedFields timestamps): such an update is a no-op.
-pub fn same_object(a: &Value, b: &Value) -> bool {
+pub(crate) fn same_object(a: &Value, b: &Value) -> bool {
     fn strip(v: &Value) -> Value {
         let mut v = v.clone();
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -130,7 +130,7 @@ pub fn same_object(a: &Value, b: &Value) -> bool {
 }
 
 /// Finalizers of an object.
-pub fn finalizers(obj: &Value) -> Vec<String> {
+pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
     obj["metadata"]["finalizers"]
         .as_array()
         .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
@@ -139,7 +139,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
 
 /// kube's `TotalAnnotationSizeLimitB`: the most bytes all annotation keys and values of
 /// one object may add up to.
-pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+pub(crate) const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
 /// kube's `ValidateOwnerReferences`: every entry names its owner's apiVersion (with a
 /// version), kind, name and uid; errors on `metadata.ownerReferences.<field>`, as kube
@@ -202,7 +202,7 @@ fn validate_finalizers(obj: &Value) -> Vec<FieldError> {
 /// Checks that labels and annotations are string maps with valid keys, that the
 /// annotations stay within [`TOTAL_ANNOTATION_SIZE_LIMIT`], and that owner references
 /// and finalizers are valid as kube's object-meta validation requires.
-pub fn validate_meta_maps(obj: &Value) -> Vec<FieldError> {
+pub(crate) fn validate_meta_maps(obj: &Value) -> Vec<FieldError> {
     let mut errs = validate_owner_references(obj);
     errs.extend(validate_finalizers(obj));
     if let Some(annotations) = obj["metadata"]["annotations"].as_object() {

@@ -49,9 +49,9 @@ use conversion::ConversionWebhooks;
 use strategy::{Strategies, Strategy};
 use view::StoreView;
 
-pub use meta::now_unix;
-pub use read::{ListOptions, RawListResult, WatchEvent, WatchOptions, WatchPayload, WatchStream};
-pub use scale::ScaleChange;
+pub(crate) use meta::now_unix;
+pub(crate) use read::{ListOptions, RawListResult, WatchEvent, WatchOptions, WatchPayload, WatchStream};
+pub(crate) use scale::ScaleChange;
 
 /// How unknown or duplicate fields are treated (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

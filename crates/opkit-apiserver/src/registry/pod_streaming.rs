@@ -17,7 +17,7 @@ use crate::schema::FieldError;
 use crate::storage::ResourceId;
 
 /// The Node annotation naming where its kubelet's server listens (`host:port`).
-pub const KUBELET_ENDPOINT_ANNOTATION: &str = "opkit.dev/kubelet-endpoint";
+pub(crate) const KUBELET_ENDPOINT_ANNOTATION: &str = "opkit.dev/kubelet-endpoint";
 /// The kubelet port kube assumes when a Node reports none.
 const DEFAULT_KUBELET_PORT: i64 = 10250;
 

@@ -662,6 +662,50 @@ struct Coster<'a> {
 const NAMESPACES: [&str; 10] =
     ["ip", "cidr", "format", "strings", "sets", "lists", "math", "optional", "cel", "base64"];
 
+/// The kube library functions `EstimateCallCost` charges 1: the authorizer's accessors,
+/// the IP and CIDR accessors, `format.named`, the quantity and semver comparisons and
+/// accessors, and the URL accessors.
+const UNIT_COST_FUNCTIONS: &[&str] = &[
+    "serviceAccount",
+    "path",
+    "group",
+    "resource",
+    "subresource",
+    "namespace",
+    "name",
+    "allowed",
+    "reason",
+    "error",
+    "errored",
+    "masked",
+    "prefixLength",
+    "family",
+    "isUnspecified",
+    "isLoopback",
+    "isLinkLocalMulticast",
+    "isLinkLocalUnicast",
+    "isGlobalUnicast",
+    "format.named",
+    "sign",
+    "asInteger",
+    "isInteger",
+    "asApproximateFloat",
+    "isGreaterThan",
+    "isLessThan",
+    "compareTo",
+    "add",
+    "sub",
+    "major",
+    "minor",
+    "patch",
+    "getScheme",
+    "getHostname",
+    "getHost",
+    "getPort",
+    "getEscapedPath",
+    "getQuery",
+];
+
 impl<'a> Coster<'a> {
     fn new(root: Decl<'a>, value: Option<&'a Value>) -> Self {
         Coster {
@@ -1210,10 +1254,11 @@ impl<'a> Coster<'a> {
         let first = args.first();
         let arg_size = || first.map_or(UNKNOWN, |a| self.estimate_size(a));
         let fixed = |c: u64| Some((c, None));
+        if UNIT_COST_FUNCTIONS.contains(&func) {
+            return fixed(1);
+        }
         match func {
             "check" => fixed(350_000),
-            "serviceAccount" | "path" | "group" | "resource" | "subresource" | "namespace" | "name" | "allowed"
-            | "reason" | "error" | "errored" => fixed(1),
             "fieldSelector" | "labelSelector" if args.len() == 1 => {
                 let length = arg_size();
                 let parse = length.times(TRAVERSAL);
@@ -1257,14 +1302,6 @@ impl<'a> Coster<'a> {
             "ip" if target.is_some() => fixed(1),
             "ip" if !args.is_empty() => fixed(arg_size().times(TRAVERSAL)),
             "ip.isCanonical" if !args.is_empty() => fixed(arg_size().times(2.0 * TRAVERSAL)),
-            "masked"
-            | "prefixLength"
-            | "family"
-            | "isUnspecified"
-            | "isLoopback"
-            | "isLinkLocalMulticast"
-            | "isLinkLocalUnicast"
-            | "isGlobalUnicast" => fixed(1),
             "containsIP" | "containsCIDR" if !args.is_empty() => {
                 fixed(contains_address_cost(func, &args[0], arg_size()))
             }
@@ -1272,10 +1309,6 @@ impl<'a> Coster<'a> {
             "validate" if !args.is_empty() => {
                 fixed(by_factor(arg_size().times(TRAVERSAL), MAX_NAME_FORMAT_REGEX_SIZE * REGEX_FACTOR))
             }
-            "format.named" => fixed(1),
-            "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan" | "isLessThan"
-            | "compareTo" | "add" | "sub" | "major" | "minor" | "patch" => fixed(1),
-            "getScheme" | "getHostname" | "getHost" | "getPort" | "getEscapedPath" | "getQuery" => fixed(1),
             "_==_" if args.len() == 2 => opaque_equality_cost(&args[0], &args[1]).map(|c| (c, None)),
             _ => None,
         }

@@ -58,7 +58,7 @@ fn strings(list: &[&str]) -> Vec<String> {
 /// Validate a whole CustomResourceDefinition object (apiextensions.k8s.io/v1, as JSON) the way
 /// kube-apiserver validates it on create/update. Missing `names.singular`/`names.listKind` are
 /// treated as defaulted (kube defaults them before validating).
-pub fn validate_crd(crd: &Value) -> Vec<FieldError> {
+pub(crate) fn validate_crd(crd: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
     let group = s(&spec, "group");

@@ -22,8 +22,8 @@ mod tests;
 
 use serde_json::Value;
 
-pub use crd::validate_crd;
-pub use errors::{FieldError, FieldErrorReason};
+pub(crate) use crd::validate_crd;
+pub(crate) use errors::{FieldError, FieldErrorReason};
 
 use structural::Schema;
 

@@ -5,9 +5,9 @@
 
 mod resource_fields;
 
-pub use opkit_apimachinery::selector::LabelSelector;
-pub use resource_fields::ResourceFieldSelector;
+pub(crate) use opkit_apimachinery::selector::LabelSelector;
+pub(crate) use resource_fields::ResourceFieldSelector;
 pub(crate) use resource_fields::{FieldLabels, scalar_at, scalar_at_or};
 
 /// The field selector of list and watch requests (kept under its historical name).
-pub type FieldSelector = ResourceFieldSelector;
+pub(crate) type FieldSelector = ResourceFieldSelector;

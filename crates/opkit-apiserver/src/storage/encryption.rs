@@ -176,7 +176,7 @@ struct Rule {
 }
 
 /// A parsed, validated `EncryptionConfiguration`.
-pub struct EncryptionConfig {
+pub(crate) struct EncryptionConfig {
     rules: Vec<Rule>,
 }
 
@@ -192,7 +192,7 @@ const NO_MATCHING_PREFIX: &str = "no matching prefix found";
 
 impl EncryptionConfig {
     /// Reads and validates the file at `path`.
-    pub fn load(path: &Path) -> Result<EncryptionConfig, EncryptionConfigError> {
+    pub(crate) fn load(path: &Path) -> Result<EncryptionConfig, EncryptionConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| EncryptionConfigError::Read { path: path.to_path_buf(), source })?;
         EncryptionConfig::parse(&text)
@@ -200,7 +200,7 @@ impl EncryptionConfig {
     }
 
     /// Parses and validates the YAML (or JSON) text of a configuration.
-    pub fn parse(text: &str) -> Result<EncryptionConfig, String> {
+    pub(crate) fn parse(text: &str) -> Result<EncryptionConfig, String> {
         let file: ConfigFile = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
         if file.kind != "EncryptionConfiguration" || file.api_version != "apiserver.config.k8s.io/v1" {
             return Err(format!(
@@ -455,14 +455,14 @@ fn cbc_open(secret: &[u8], iv: &[u8], sealed: &[u8]) -> Result<Vec<u8>, String> 
 /// way back, as configured. An object that cannot be decrypted is reported and loaded as
 /// unreadable (reads of it fail with kube's "unable to transform key"); the server
 /// serves everything else.
-pub struct EncryptingBackend {
+pub(crate) struct EncryptingBackend {
     inner: Box<dyn Backend>,
     config: EncryptionConfig,
 }
 
 impl EncryptingBackend {
     /// Wraps `inner` with `config`.
-    pub fn new(inner: Box<dyn Backend>, config: EncryptionConfig) -> EncryptingBackend {
+    pub(crate) fn new(inner: Box<dyn Backend>, config: EncryptionConfig) -> EncryptingBackend {
         EncryptingBackend { inner, config }
     }
 

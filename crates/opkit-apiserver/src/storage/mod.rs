@@ -43,7 +43,7 @@
 //! behind. The log is the only history, capped in events and in bytes.
 
 mod backend;
-pub mod encryption;
+pub(crate) mod encryption;
 mod labels;
 mod log;
 mod sqlite;
@@ -56,15 +56,17 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-pub use backend::{Backend, LoadedObject, LoadedState, UnreadableObject};
-pub use encryption::{EncryptingBackend, EncryptionConfig, EncryptionConfigError};
+pub(crate) use backend::{Backend, LoadedObject, LoadedState, UnreadableObject};
+pub use encryption::EncryptionConfigError;
+pub(crate) use encryption::{EncryptingBackend, EncryptionConfig};
 use labels::LabelCache;
-pub use labels::ObjectLabels;
-pub use log::WatchSubscription;
-pub use sqlite::{HistoryWindow, SqliteBackend};
+pub(crate) use labels::ObjectLabels;
+pub(crate) use log::WatchSubscription;
+pub use sqlite::HistoryWindow;
+pub(crate) use sqlite::SqliteBackend;
 
 /// A global revision: the resourceVersion of every object and list.
-pub type Revision = u64;
+pub(crate) type Revision = u64;
 
 /// Errors of the storage layer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -113,10 +115,10 @@ pub enum StorageError {
 
 /// The largest object the store keeps: 1.5 MiB, etcd's default `--max-request-bytes`,
 /// which bounds every object kube-apiserver stores.
-pub const MAX_VALUE_BYTES: usize = 1536 * 1024;
+pub(crate) const MAX_VALUE_BYTES: usize = 1536 * 1024;
 
 /// The key of one object inside a resource: namespace ("" for cluster-scoped) and name.
-pub type ObjectName = (String, String);
+pub(crate) type ObjectName = (String, String);
 
 /// One stored object.
 #[derive(Clone, Debug)]
@@ -161,7 +163,7 @@ impl<'a> ListItem<'a> {
 }
 
 /// The filter a list applies to each object it visits.
-pub type ListFilter<'f> = dyn FnMut(ListItem<'_>) -> bool + Send + 'f;
+pub(crate) type ListFilter<'f> = dyn FnMut(ListItem<'_>) -> bool + Send + 'f;
 
 /// What kind of change an [`Event`] records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

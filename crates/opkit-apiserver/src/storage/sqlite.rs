@@ -38,7 +38,7 @@ impl Default for HistoryWindow {
 }
 
 /// Persists objects in a SQLite database file.
-pub struct SqliteBackend {
+pub(crate) struct SqliteBackend {
     conn: Mutex<Connection>,
     window: HistoryWindow,
     /// The revision and size of every event in the `events` table, oldest first.
@@ -63,7 +63,7 @@ fn kind_code(kind: EventKind) -> i64 {
 
 impl SqliteBackend {
     /// Opens (or creates) the database at `path`, keeping the default [`HistoryWindow`].
-    pub fn open(path: &Path) -> Result<SqliteBackend, StorageError> {
+    pub(crate) fn open(path: &Path) -> Result<SqliteBackend, StorageError> {
         let conn = Connection::open(path).map_err(db_err)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
@@ -92,7 +92,7 @@ impl SqliteBackend {
     }
 
     /// Keeps `window` of recent events (trimmed at the next write).
-    pub fn with_history(mut self, window: HistoryWindow) -> SqliteBackend {
+    pub(crate) fn with_history(mut self, window: HistoryWindow) -> SqliteBackend {
         self.window = window;
         self
     }

@@ -73,7 +73,7 @@ pub(crate) struct TableContext<'a> {
 
 /// What each row's `object` carries (`?includeObject=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IncludeObject {
+pub(crate) enum IncludeObject {
     /// `None`: no object (`"object": null`).
     None,
     /// `Metadata` (the default): a `meta.k8s.io/v1` `PartialObjectMetadata` with the object's metadata.
@@ -85,7 +85,7 @@ pub enum IncludeObject {
 
 impl IncludeObject {
     /// Parses the `includeObject` query value (`""` means `Metadata`); `None` for an unknown value.
-    pub fn from_query(v: &str) -> Option<Self> {
+    pub(crate) fn from_query(v: &str) -> Option<Self> {
         match v {
             "" | "Metadata" => Some(Self::Metadata),
             "None" => Some(Self::None),
@@ -129,7 +129,7 @@ impl PrinterColumn {
 }
 
 /// kube's `duration.HumanDuration` for a number of seconds ("5s", "3m20s", "4h", "2d3h", "45d", "3y").
-pub fn human_duration(seconds: i64) -> String {
+pub(crate) fn human_duration(seconds: i64) -> String {
     if seconds < -1 {
         return "<invalid>".into();
     }

@@ -25,7 +25,7 @@ pub(crate) struct Col {
 }
 
 impl Col {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::json!({
             "name": self.name,
             "type": self.type_,

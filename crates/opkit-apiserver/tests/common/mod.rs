@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How long any single wait in a test may take before the test fails.
-pub const TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The seeds' FlightTicket: `flights.com/v1`, namespaced, short name `ft`.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -30,7 +30,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
     shortname = "ft",
     status = "FlightTicketStatus"
 )]
-pub struct FlightTicketSpec {
+pub(crate) struct FlightTicketSpec {
     /// Departure airport.
     pub from: String,
     /// Arrival airport.
@@ -42,14 +42,14 @@ pub struct FlightTicketSpec {
 
 /// The FlightTicket status (served through the `/status` subresource).
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-pub struct FlightTicketStatus {
+pub(crate) struct FlightTicketStatus {
     /// Booking state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
 }
 
 /// A FlightTicket named `name` in `default`.
-pub fn flight(name: &str, from: &str, to: &str, number: i64) -> FlightTicket {
+pub(crate) fn flight(name: &str, from: &str, to: &str, number: i64) -> FlightTicket {
     let mut ft = FlightTicket::new(name, FlightTicketSpec { from: from.into(), to: to.into(), number });
     ft.metadata.namespace = Some("default".into());
     ft
@@ -57,14 +57,14 @@ pub fn flight(name: &str, from: &str, to: &str, number: i64) -> FlightTicket {
 
 /// A fresh in-memory environment: a bare API server without the cluster controllers,
 /// since these suites test API semantics (controllers would write to the same objects).
-pub async fn env() -> TestEnv {
+pub(crate) async fn env() -> TestEnv {
     within("starting the test environment", TestEnv::builder().without_controllers().start())
         .await
         .expect("TestEnv::start")
 }
 
 /// A fresh environment with the FlightTicket CRD installed and established.
-pub async fn env_with_flights() -> TestEnv {
+pub(crate) async fn env_with_flights() -> TestEnv {
     let env = env().await;
     within("installing the FlightTicket CRD", env.install_crds([FlightTicket::crd()]))
         .await
@@ -73,7 +73,7 @@ pub async fn env_with_flights() -> TestEnv {
 }
 
 /// Awaits `fut`, failing the test if it takes longer than [`TIMEOUT`].
-pub async fn within<F: Future>(what: &str, fut: F) -> F::Output {
+pub(crate) async fn within<F: Future>(what: &str, fut: F) -> F::Output {
     match tokio::time::timeout(TIMEOUT, fut).await {
         Ok(v) => v,
         Err(_) => panic!("timed out after {TIMEOUT:?} waiting for {what}"),
@@ -81,12 +81,12 @@ pub async fn within<F: Future>(what: &str, fut: F) -> F::Output {
 }
 
 /// The next item of a stream, failing the test on timeout or end of stream.
-pub async fn next_item<S: Stream + Unpin>(what: &str, stream: &mut S) -> S::Item {
+pub(crate) async fn next_item<S: Stream + Unpin>(what: &str, stream: &mut S) -> S::Item {
     within(what, stream.next()).await.unwrap_or_else(|| panic!("stream ended while waiting for {what}"))
 }
 
 /// Takes items from `stream` until `pred` accepts one, returning it (bounded by [`TIMEOUT`]).
-pub async fn wait_for_item<S, F>(what: &str, stream: &mut S, mut pred: F) -> S::Item
+pub(crate) async fn wait_for_item<S, F>(what: &str, stream: &mut S, mut pred: F) -> S::Item
 where
     S: Stream + Unpin,
     S::Item: std::fmt::Debug,
@@ -104,7 +104,7 @@ where
 }
 
 /// The Status of a failed API call; fails the test for any other outcome.
-pub fn status_of<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Status {
+pub(crate) fn status_of<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Status {
     match result {
         Err(kube::Error::Api(s)) => *s,
         Err(other) => panic!("expected an API Status error, got client error: {other:?}"),
@@ -113,14 +113,14 @@ pub fn status_of<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Status {
 }
 
 /// Asserts the call failed with this HTTP code and Status reason; returns the Status.
-pub fn expect_status<T: std::fmt::Debug>(result: Result<T, kube::Error>, code: u16, reason: &str) -> Status {
+pub(crate) fn expect_status<T: std::fmt::Debug>(result: Result<T, kube::Error>, code: u16, reason: &str) -> Status {
     let s = status_of(result);
     assert_eq!((s.code, s.reason.as_str()), (code, reason), "unexpected Status: {s:?}");
     s
 }
 
 /// A ConfigMap named `name` with the given data.
-pub fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+pub(crate) fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
         data: Some(data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
@@ -129,30 +129,30 @@ pub fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
 }
 
 /// Creates a ConfigMap and returns the stored object.
-pub async fn create_cm(api: &Api<ConfigMap>, name: &str) -> ConfigMap {
+pub(crate) async fn create_cm(api: &Api<ConfigMap>, name: &str) -> ConfigMap {
     api.create(&PostParams::default(), &config_map(name, &[("k", "v")]))
         .await
         .unwrap_or_else(|e| panic!("creating ConfigMap {name}: {e}"))
 }
 
 /// The resourceVersion of an object, parsed as the server's integer revision.
-pub fn rv_num(meta: &ObjectMeta) -> u64 {
+pub(crate) fn rv_num(meta: &ObjectMeta) -> u64 {
     let rv = meta.resource_version.as_deref().expect("object has a resourceVersion");
     rv.parse().unwrap_or_else(|_| panic!("resourceVersion {rv:?} is not an integer"))
 }
 
 /// A client for `server`, from its kubeconfig.
-pub async fn client_for(server: &RunningServer) -> Client {
+pub(crate) async fn client_for(server: &RunningServer) -> Client {
     client_from_kubeconfig(server.kubeconfig("opkit")).await
 }
 
 /// A client from kubeconfig YAML.
-pub async fn client_from_kubeconfig_yaml(yaml: &str) -> Client {
+pub(crate) async fn client_from_kubeconfig_yaml(yaml: &str) -> Client {
     client_from_kubeconfig(Kubeconfig::from_yaml(yaml).expect("kubeconfig parses")).await
 }
 
 /// A client from a kubeconfig.
-pub async fn client_from_kubeconfig(kubeconfig: Kubeconfig) -> Client {
+pub(crate) async fn client_from_kubeconfig(kubeconfig: Kubeconfig) -> Client {
     let config =
         Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("kubeconfig is usable");
     Client::try_from(config).expect("client builds")
@@ -160,13 +160,13 @@ pub async fn client_from_kubeconfig(kubeconfig: Kubeconfig) -> Client {
 
 /// A client for `env` that does not retry 429/503/504 answers (kube retries them by
 /// default), so tests see the server's first answer.
-pub async fn client_without_retry(env: &TestEnv) -> Client {
+pub(crate) async fn client_without_retry(env: &TestEnv) -> Client {
     env.client_without_retry().await.expect("client builds")
 }
 
 /// The outcome of a raw request: HTTP status code and the body parsed as JSON (Null if not JSON).
 #[derive(Debug)]
-pub struct RawResponse {
+pub(crate) struct RawResponse {
     /// HTTP status code.
     pub code: u16,
     /// The body as JSON, or Null.
@@ -176,7 +176,13 @@ pub struct RawResponse {
 }
 
 /// Sends a raw request through the client's authenticated transport.
-pub async fn raw(client: &Client, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> RawResponse {
+pub(crate) async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> RawResponse {
     let mut req = http::Request::builder().method(method).uri(path);
     if let Some(ct) = content_type {
         req = req.header(http::header::CONTENT_TYPE, ct);

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 /// One generated request (its Debug output shows the body as text).
 #[derive(Clone)]
-pub struct FuzzRequest {
+pub(crate) struct FuzzRequest {
     pub method: String,
     pub uri: String,
     pub content_type: Option<String>,
@@ -346,7 +346,7 @@ fn targeted_request() -> impl Strategy<Value = FuzzRequest> {
 }
 
 /// A whole request: aimed at the objects, or anything at all.
-pub fn request() -> impl Strategy<Value = FuzzRequest> {
+pub(crate) fn request() -> impl Strategy<Value = FuzzRequest> {
     prop_oneof![3 => targeted_request(), 2 => any_request()]
 }
 

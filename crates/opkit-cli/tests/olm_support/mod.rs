@@ -12,22 +12,22 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// The `opkit` binary under test.
-pub fn opkit_bin() -> &'static str {
+pub(crate) fn opkit_bin() -> &'static str {
     env!("CARGO_BIN_EXE_opkit")
 }
 
 /// Runs `opkit ARGS` in `dir`.
-pub fn opkit(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn opkit(dir: &Path, args: &[&str]) -> Output {
     Command::new(opkit_bin()).args(args).current_dir(dir).output().expect("run opkit")
 }
 
 /// `examples/memcached-operator`.
-pub fn example() -> PathBuf {
+pub(crate) fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/memcached-operator")
 }
 
 /// Copies `from` into `to`, leaving out build output and earlier bundles.
-pub fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("read_dir") {
         let entry = entry.expect("entry");
@@ -45,7 +45,7 @@ pub fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// `make bundle VERSION=<version>` in project `dir`, with this `opkit`; its stdout.
-pub fn make_bundle(dir: &Path, version: &str) -> String {
+pub(crate) fn make_bundle(dir: &Path, version: &str) -> String {
     let out = Command::new("make")
         .args(["-o", "manifests", "bundle", &format!("VERSION={version}"), &format!("OPKIT={}", opkit_bin())])
         .current_dir(dir)
@@ -57,20 +57,20 @@ pub fn make_bundle(dir: &Path, version: &str) -> String {
 }
 
 /// The JSON document a command printed on stdout.
-pub fn json_of(out: &Output) -> Value {
+pub(crate) fn json_of(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// The CSV of bundle directory `bundle`.
-pub fn csv(bundle: &Path) -> Value {
+pub(crate) fn csv(bundle: &Path) -> Value {
     let text =
         std::fs::read_to_string(bundle.join("manifests/memcached-operator.clusterserviceversion.yaml")).expect("csv");
     opkit_olm_bundle::yaml::first_document(&text).expect("yaml").expect("a CSV")
 }
 
 /// `opkit bundle validate` passes on `bundle`, and so do scorecard's basic and OLM tests.
-pub fn assert_validates_and_scores(bundle: &Path) {
+pub(crate) fn assert_validates_and_scores(bundle: &Path) {
     let dir = bundle.parent().expect("parent");
     let rel = bundle.file_name().and_then(|n| n.to_str()).expect("name");
     let validate = opkit(dir, &["bundle", "validate", rel, "-o", "json"]);
@@ -99,7 +99,7 @@ pub fn assert_validates_and_scores(bundle: &Path) {
 }
 
 /// The Memcached example's two bundles, made as operator-sdk's tutorial makes them.
-pub struct MemcachedBundles {
+pub(crate) struct MemcachedBundles {
     /// The copy of the example they were made in.
     pub project: PathBuf,
     /// `make bundle VERSION=0.0.1`'s `bundle/`, copied.
@@ -113,7 +113,7 @@ pub struct MemcachedBundles {
 /// Copies the example under `root`, makes bundle 0.0.1, declares `replaces:
 /// memcached-operator.v0.0.1` in the CSV base (operator-sdk has no flag for it: its users
 /// edit the base) and makes 0.0.2; `root/bundle-0.0.1` and `root/bundle-0.0.2` keep them.
-pub fn make_memcached_bundles(root: &Path) -> MemcachedBundles {
+pub(crate) fn make_memcached_bundles(root: &Path) -> MemcachedBundles {
     let project = root.join("memcached-operator");
     copy_dir(&example(), &project);
     let first_output = make_bundle(&project, "0.0.1");
@@ -132,14 +132,14 @@ pub fn make_memcached_bundles(root: &Path) -> MemcachedBundles {
 
 /// The OLM controllers `opkit olm install` started in the background; stopped (SIGTERM)
 /// when dropped, also when the test fails.
-pub struct OlmRunner {
+pub(crate) struct OlmRunner {
     /// The runner's process id.
     pub pid: u64,
 }
 
 impl OlmRunner {
     /// `opkit olm install` on the cluster of `kubeconfig`, its log in `dir/olm.log`.
-    pub fn install(dir: &Path, kubeconfig: &str) -> OlmRunner {
+    pub(crate) fn install(dir: &Path, kubeconfig: &str) -> OlmRunner {
         let log = dir.join("olm.log").display().to_string();
         let out = opkit(dir, &["olm", "install", "--kubeconfig", kubeconfig, "--log-file", &log, "-o", "json"]);
         assert!(out.status.success(), "opkit olm install: {}", String::from_utf8_lossy(&out.stderr));

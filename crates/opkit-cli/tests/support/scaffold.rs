@@ -7,18 +7,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-pub fn opkit(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn opkit(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_opkit")).args(args).current_dir(dir).output().expect("run opkit")
 }
 
-pub fn ok(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn ok(dir: &Path, args: &[&str]) -> String {
     let out = opkit(dir, args);
     assert!(out.status.success(), "opkit {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Refuses with an error containing `needle`, and changes nothing under `dir`.
-pub fn refused(dir: &Path, args: &[&str], needle: &str) {
+pub(crate) fn refused(dir: &Path, args: &[&str], needle: &str) {
     let before = snapshot(dir);
     let out = opkit(dir, args);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -28,7 +28,7 @@ pub fn refused(dir: &Path, args: &[&str], needle: &str) {
     assert_eq!(snapshot(dir), before, "opkit {args:?} changed files although it failed");
 }
 
-pub fn snapshot(dir: &Path) -> BTreeMap<String, String> {
+pub(crate) fn snapshot(dir: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -46,6 +46,6 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, String> {
     out
 }
 
-pub fn read(dir: &Path, rel: &str) -> String {
+pub(crate) fn read(dir: &Path, rel: &str) -> String {
     std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }

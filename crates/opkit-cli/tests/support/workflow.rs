@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-pub const OPKIT: &str = env!("CARGO_BIN_EXE_opkit");
+pub(crate) const OPKIT: &str = env!("CARGO_BIN_EXE_opkit");
 
-pub fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The workspace's target directory (CARGO_TARGET_TMPDIR is `<target>/tmp`).
-pub fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| workspace().join("target"))
 }
 
@@ -32,13 +32,13 @@ pub fn target_dir() -> PathBuf {
 /// wherever the project lies, so in one shared target directory a scaffolded
 /// `memcached-operator` replaced `target/debug/memcached-operator`, the workspace
 /// example's binary that its tests run.
-pub fn artifacts_dir(dir: &Path) -> PathBuf {
+pub(crate) fn artifacts_dir(dir: &Path) -> PathBuf {
     let name: String =
         dir.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
     target_dir().join("projects").join(name.trim_start_matches('_'))
 }
 
-pub fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command {
+pub(crate) fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command {
     let mut cmd = Command::new(program);
     cmd.current_dir(dir)
         .env("OPKIT", OPKIT)
@@ -63,7 +63,7 @@ pub fn command(program: &str, dir: &Path, kubeconfig: Option<&Path>) -> Command 
 /// with them records their values for build scripts that ask to be rerun when they change
 /// (ring's asks for `CARGO_PKG_NAME` and `OUT_DIR`), so the next build of the workspace without them
 /// reran those scripts and rebuilt every crate above them (the fuzz run's rebuild in CI).
-pub fn without_test_crate_env(cmd: &mut Command) {
+pub(crate) fn without_test_crate_env(cmd: &mut Command) {
     const NAMES: [&str; 8] = [
         "CARGO_CRATE_NAME",
         "CARGO_MANIFEST_DIR",
@@ -82,7 +82,7 @@ pub fn without_test_crate_env(cmd: &mut Command) {
     }
 }
 
-pub fn run_ok(mut cmd: Command, what: &str) -> String {
+pub(crate) fn run_ok(mut cmd: Command, what: &str) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -94,28 +94,28 @@ pub fn run_ok(mut cmd: Command, what: &str) -> String {
     stdout
 }
 
-pub fn make(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
+pub(crate) fn make(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
     let mut cmd = command("make", dir, kubeconfig);
     cmd.args(args).arg(format!("OPKIT={OPKIT}"));
     run_ok(cmd, &format!("make {args:?}"))
 }
 
-pub fn opkit(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
+pub(crate) fn opkit(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> String {
     let mut cmd = command(OPKIT, dir, kubeconfig);
     cmd.args(args);
     run_ok(cmd, &format!("opkit {args:?}"))
 }
 
 /// A child process (and its process group) that is stopped with SIGTERM when dropped.
-pub struct Background(pub Child);
+pub(crate) struct Background(pub Child);
 
 impl Background {
-    pub fn spawn(mut cmd: Command) -> Background {
+    pub(crate) fn spawn(mut cmd: Command) -> Background {
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
         Background(cmd.spawn().expect("spawn"))
     }
-    pub fn stop(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn stop(&mut self) -> std::process::ExitStatus {
         let pgid = format!("-{}", self.0.id());
         let _ = Command::new("kill").args(["-TERM", "--", &pgid]).status();
         self.0.wait().expect("wait")
@@ -132,7 +132,7 @@ impl Drop for Background {
 
 /// Starts `opkit cluster start` on `data_dir` (with `flags`) in the background; returns
 /// it, its kubeconfig and an admin client.
-pub async fn start_cluster(dir: &Path, data_dir: &Path, flags: &[&str]) -> (Background, PathBuf, kube::Client) {
+pub(crate) async fn start_cluster(dir: &Path, data_dir: &Path, flags: &[&str]) -> (Background, PathBuf, kube::Client) {
     let mut start = command(OPKIT, dir, None);
     start
         .args(["cluster", "start", "--port", "0", "-o", "json", "--data-dir"])
@@ -153,6 +153,6 @@ pub async fn start_cluster(dir: &Path, data_dir: &Path, flags: &[&str]) -> (Back
     (cluster, kubeconfig, kube::Client::try_from(config).expect("client"))
 }
 
-pub async fn timeout<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+pub(crate) async fn timeout<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(300), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }

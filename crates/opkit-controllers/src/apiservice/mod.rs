@@ -26,7 +26,7 @@ use opkit_apimachinery::aggregation;
 const RECHECK: Duration = Duration::from_secs(30);
 
 /// Registers the availability controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("apiservice") {
         return Ok(());
     }

@@ -15,7 +15,7 @@ use crate::ControllersConfig;
 const FIELD_MANAGER: &str = "clusterrole-aggregation-controller";
 
 /// Registers the controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("clusterrole-aggregation") {
         return Ok(());
     }

@@ -3,7 +3,7 @@
 
 /// Errors of the workload controllers.
 #[derive(Debug, thiserror::Error)]
-pub enum WorkloadError {
+pub(crate) enum WorkloadError {
     /// The API server refused a request.
     #[error("api request failed: {0}")]
     Api(#[from] kube::Error),

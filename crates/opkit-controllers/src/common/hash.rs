@@ -2,13 +2,13 @@
 //! `rand.SafeEncodeString` (the `pod-template-hash` and `controller-revision-hash` labels).
 
 /// 32-bit FNV-1a.
-pub fn fnv32a(data: &[u8]) -> u32 {
+pub(crate) fn fnv32a(data: &[u8]) -> u32 {
     data.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
 /// Renders a hash like apimachinery's `rand.SafeEncodeString` of its decimal form (no
 /// vowels, no confusable characters).
-pub fn safe_encode(hash: u32) -> String {
+pub(crate) fn safe_encode(hash: u32) -> String {
     const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     hash.to_string().bytes().map(|b| char::from(ALPHANUMS[usize::from(b) % ALPHANUMS.len()])).collect()
 }

@@ -4,18 +4,18 @@
 //! ControllerRevisions ([`revision`]), event publishing ([`events`]) and the workload
 //! controllers' error type ([`errors`]).
 
-pub mod errors;
-pub mod events;
-pub mod hash;
-pub mod ownership;
-pub mod pods;
-pub mod revision;
-pub mod scheduling;
-pub mod selectors;
+pub(crate) mod errors;
+pub(crate) mod events;
+pub(crate) mod hash;
+pub(crate) mod ownership;
+pub(crate) mod pods;
+pub(crate) mod revision;
+pub(crate) mod scheduling;
+pub(crate) mod selectors;
 
 /// The current time as a condition timestamp (serialised as kube writes it, to the second).
-pub fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+pub(crate) fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
 }
 
-pub use errors::WorkloadError;
+pub(crate) use errors::WorkloadError;

@@ -10,12 +10,12 @@ use kube::Resource;
 use opkit::Cache;
 
 /// Whether `meta` has a controller reference whose uid is `uid`.
-pub fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
+pub(crate) fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
     meta.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
 /// The cached pods of namespace `ns` controlled by the owner with `uid`.
-pub fn owned_pods(cache: &Cache, ns: &str, uid: &str) -> Vec<Arc<Pod>> {
+pub(crate) fn owned_pods(cache: &Cache, ns: &str, uid: &str) -> Vec<Arc<Pod>> {
     cache
         .list::<Pod>()
         .into_iter()
@@ -25,15 +25,15 @@ pub fn owned_pods(cache: &Cache, ns: &str, uid: &str) -> Vec<Arc<Pod>> {
 
 /// The cache index of objects by controller (kube's `controllerUIDIndex`): the
 /// controller's uid, or [`orphan_index_key`] for objects without one.
-pub const CONTROLLER_INDEX: &str = "opkit.dev/controller-uid";
+pub(crate) const CONTROLLER_INDEX: &str = "opkit.dev/controller-uid";
 
 /// The [`CONTROLLER_INDEX`] value of orphans in namespace `ns`.
-pub fn orphan_index_key(ns: &str) -> String {
+pub(crate) fn orphan_index_key(ns: &str) -> String {
     format!("orphan/{ns}")
 }
 
 /// The [`CONTROLLER_INDEX`] values of an object.
-pub fn controller_index<K: Resource>(obj: &K) -> Vec<String> {
+pub(crate) fn controller_index<K: Resource>(obj: &K) -> Vec<String> {
     match opkit::owner::controller_of(obj) {
         Some(r) => vec![r.uid.clone()],
         None => vec![orphan_index_key(obj.meta().namespace.as_deref().unwrap_or_default())],
@@ -43,7 +43,7 @@ pub fn controller_index<K: Resource>(obj: &K) -> Vec<String> {
 /// The cached `K`s of namespace `ns` that the object with `uid` controls, and the
 /// namespace's orphans (the only ones it may own), found through [`CONTROLLER_INDEX`]
 /// (every cached `K` if that index was not added).
-pub fn controlled_or_orphans<K: opkit::Object>(cache: &Cache, uid: &str, ns: &str) -> Vec<Arc<K>> {
+pub(crate) fn controlled_or_orphans<K: opkit::Object>(cache: &Cache, uid: &str, ns: &str) -> Vec<Arc<K>> {
     let all = match cache.by_index::<K>(CONTROLLER_INDEX, uid) {
         Some(mut controlled) => {
             controlled.extend(cache.by_index::<K>(CONTROLLER_INDEX, &orphan_index_key(ns)).unwrap_or_default());
@@ -56,7 +56,7 @@ pub fn controlled_or_orphans<K: opkit::Object>(cache: &Cache, uid: &str, ns: &st
 
 /// Releases an object from the controller with `owner_uid`: drops that owner reference with
 /// a merge patch. An object that is already gone counts as released.
-pub async fn release<K>(api: &kube::Api<K>, name: &str, meta: &ObjectMeta, owner_uid: &str) -> kube::Result<()>
+pub(crate) async fn release<K>(api: &kube::Api<K>, name: &str, meta: &ObjectMeta, owner_uid: &str) -> kube::Result<()>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

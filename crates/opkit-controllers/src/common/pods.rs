@@ -5,47 +5,47 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
 /// The pod's phase (`""` when unset).
-pub fn phase(pod: &Pod) -> &str {
+pub(crate) fn phase(pod: &Pod) -> &str {
     pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
 }
 
 /// Whether the pod has finished (Succeeded or Failed).
-pub fn is_terminal(pod: &Pod) -> bool {
+pub(crate) fn is_terminal(pod: &Pod) -> bool {
     matches!(phase(pod), "Succeeded" | "Failed")
 }
 
 /// Whether the pod is being deleted.
-pub fn is_terminating(pod: &Pod) -> bool {
+pub(crate) fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
 /// Whether a pod counts toward a controller's replicas: not terminating and not finished
 /// (kube's `IsPodActive`).
-pub fn is_active(pod: &Pod) -> bool {
+pub(crate) fn is_active(pod: &Pod) -> bool {
     !is_terminating(pod) && !is_terminal(pod)
 }
 
 /// `Some` when the pod's Ready condition is True, holding when it last became so (`None`
 /// when the condition has no transition time).
-pub fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
+pub(crate) fn ready_since(pod: &Pod) -> Option<Option<Timestamp>> {
     let cond = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
     (cond.status == "True").then(|| cond.last_transition_time.as_ref().map(|t| t.0))
 }
 
 /// Whether the pod's Ready condition is True.
-pub fn is_ready(pod: &Pod) -> bool {
+pub(crate) fn is_ready(pod: &Pod) -> bool {
     ready_since(pod).is_some()
 }
 
 /// Whether the pod is Running and Ready (kube's `isRunningAndReady`).
-pub fn is_running_and_ready(pod: &Pod) -> bool {
+pub(crate) fn is_running_and_ready(pod: &Pod) -> bool {
     phase(pod) == "Running" && is_ready(pod)
 }
 
 /// Whether the pod has been Ready for at least `min_ready_seconds` at `now` (kube's
 /// `IsPodAvailable`: with a positive `min_ready_seconds`, a Ready condition without a
 /// transition time does not count).
-pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub(crate) fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
     match ready_since(pod) {
         None => false,
         Some(_) if min_ready_seconds <= 0 => true,
@@ -56,12 +56,12 @@ pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
 
 /// Whether the pod is Running and available (kube's `isRunningAndAvailable`, which the
 /// StatefulSet controller counts).
-pub fn is_running_and_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub(crate) fn is_running_and_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
     phase(pod) == "Running" && is_available(pod, min_ready_seconds, now)
 }
 
 /// Seconds until a Ready pod becomes available, if it is Ready but not yet available.
-pub fn seconds_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<i64> {
+pub(crate) fn seconds_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<i64> {
     let since = ready_since(pod)??;
     let at = since.as_second().saturating_add(i64::from(min_ready_seconds));
     (at > now.as_second()).then(|| at - now.as_second())

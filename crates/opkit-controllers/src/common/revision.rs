@@ -18,10 +18,10 @@ use super::hash::{fnv32a, safe_encode};
 use super::ownership::controlled_by;
 
 /// The label ControllerRevisions carry their hash in.
-pub const REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";
+pub(crate) const REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";
 
 /// The revision data kube stores: a strategic-merge patch replacing `spec.template`.
-pub fn template_patch(template: &PodTemplateSpec) -> Result<Value, WorkloadError> {
+pub(crate) fn template_patch(template: &PodTemplateSpec) -> Result<Value, WorkloadError> {
     let mut t = serde_json::to_value(template)?;
     if let Some(o) = t.as_object_mut() {
         o.insert("$patch".into(), json!("replace"));
@@ -30,7 +30,7 @@ pub fn template_patch(template: &PodTemplateSpec) -> Result<Value, WorkloadError
 }
 
 /// The pod template stored in a revision's data.
-pub fn template_of(rev: &ControllerRevision) -> Option<PodTemplateSpec> {
+pub(crate) fn template_of(rev: &ControllerRevision) -> Option<PodTemplateSpec> {
     let mut t = rev.data.as_ref()?.0.get("spec")?.get("template")?.clone();
     if let Some(o) = t.as_object_mut() {
         o.remove("$patch");
@@ -39,7 +39,7 @@ pub fn template_of(rev: &ControllerRevision) -> Option<PodTemplateSpec> {
 }
 
 /// The hash of revision data (and the collision count), rendered safely.
-pub fn revision_hash(data: &Value, collision_count: i32) -> String {
+pub(crate) fn revision_hash(data: &Value, collision_count: i32) -> String {
     let mut bytes = data.to_string().into_bytes();
     if collision_count > 0 {
         bytes.extend_from_slice(&collision_count.to_le_bytes());
@@ -48,7 +48,7 @@ pub fn revision_hash(data: &Value, collision_count: i32) -> String {
 }
 
 /// The ControllerRevisions the owner with `uid` controls in `ns`, oldest revision first.
-pub fn owned_revisions(cache: &Cache, ns: &str, uid: &str) -> Vec<ControllerRevision> {
+pub(crate) fn owned_revisions(cache: &Cache, ns: &str, uid: &str) -> Vec<ControllerRevision> {
     let mut revs: Vec<ControllerRevision> = cache
         .list::<ControllerRevision>()
         .into_iter()
@@ -61,7 +61,7 @@ pub fn owned_revisions(cache: &Cache, ns: &str, uid: &str) -> Vec<ControllerRevi
 
 /// Returns the revision holding `template` for `owner`, creating it (or bumping an older
 /// equal revision to the newest number) as kube's history code does.
-pub async fn ensure_revision<O>(
+pub(crate) async fn ensure_revision<O>(
     client: &kube::Client,
     owner: &O,
     existing: &[ControllerRevision],
@@ -108,7 +108,7 @@ where
 
 /// Deletes the oldest revisions not in `live` (names in use by pods or status) beyond
 /// `limit`.
-pub async fn truncate_history(
+pub(crate) async fn truncate_history(
     client: &kube::Client,
     ns: &str,
     revisions: &[ControllerRevision],

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm
 use opkit_apimachinery::selector::Operator;
 
 /// Whether `tol` tolerates `taint` (`Toleration.ToleratesTaint`).
-pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
+pub(crate) fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
     if tol.effect.as_deref().is_some_and(|e| !e.is_empty() && e != taint.effect) {
         return false;
     }
@@ -22,13 +22,13 @@ pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
 }
 
 /// The node's taints that keep pods off it (`NoSchedule` and `NoExecute`).
-pub fn scheduling_taints(node: &Node) -> impl Iterator<Item = &Taint> {
+pub(crate) fn scheduling_taints(node: &Node) -> impl Iterator<Item = &Taint> {
     let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
     taints.into_iter().flatten().filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
 }
 
 /// Whether `tolerations` tolerate every taint that keeps pods off `node`.
-pub fn tolerates_node(tolerations: &[Toleration], node: &Node) -> bool {
+pub(crate) fn tolerates_node(tolerations: &[Toleration], node: &Node) -> bool {
     scheduling_taints(node).all(|taint| tolerations.iter().any(|t| tolerates(t, taint)))
 }
 
@@ -40,7 +40,7 @@ fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bo
 /// Whether `node` matches one node selector term: every `matchExpressions` requirement on
 /// its labels and every `matchFields` requirement (only `metadata.name` is supported). An
 /// empty term matches no node.
-pub fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
+pub(crate) fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
     let exprs = term.match_expressions.as_deref().unwrap_or_default();
     let fields = term.match_fields.as_deref().unwrap_or_default();
     if exprs.is_empty() && fields.is_empty() {
@@ -54,7 +54,7 @@ pub fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
 
 /// Whether `node` satisfies the pod spec's `nodeSelector` and required node affinity (any
 /// of its terms).
-pub fn matches_node_selection(spec: &PodSpec, node: &Node) -> bool {
+pub(crate) fn matches_node_selection(spec: &PodSpec, node: &Node) -> bool {
     let labels = node.metadata.labels.as_ref();
     if !spec.node_selector.iter().flatten().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)) {
         return false;

@@ -7,7 +7,7 @@ use opkit_apimachinery::selector::LabelSelector;
 
 /// A workload's label selector that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SelectorError {
+pub(crate) enum SelectorError {
     /// The selector has an invalid requirement.
     #[error("invalid label selector: {0}")]
     Invalid(String),
@@ -17,7 +17,7 @@ pub enum SelectorError {
 }
 
 /// Converts a workload's `spec.selector` into a matcher, refusing empty selectors.
-pub fn selector(sel: Option<&metav1::LabelSelector>) -> Result<LabelSelector, SelectorError> {
+pub(crate) fn selector(sel: Option<&metav1::LabelSelector>) -> Result<LabelSelector, SelectorError> {
     let parsed = LabelSelector::from_k8s(Some(sel.unwrap_or(&metav1::LabelSelector::default())))
         .map_err(|e| SelectorError::Invalid(e.to_string()))?;
     if parsed.is_empty() {

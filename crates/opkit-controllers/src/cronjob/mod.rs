@@ -4,7 +4,7 @@
 //! Replace) and `suspend`, prunes finished Jobs beyond the history limits and keeps
 //! `status.active`, `lastScheduleTime` and `lastSuccessfulTime`.
 
-pub mod schedule;
+pub(crate) mod schedule;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,12 +26,12 @@ use crate::common::ownership::controlled_by;
 use schedule::Schedule;
 
 /// The reportingController of the cronjob controller's events.
-pub const REPORTING_CONTROLLER: &str = "cronjob-controller";
+pub(crate) const REPORTING_CONTROLLER: &str = "cronjob-controller";
 /// The annotation a created Job carries its scheduled time in.
-pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
+pub(crate) const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 
 /// Registers the cronjob controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("cronjob") {
         return Ok(());
     }
@@ -51,7 +51,7 @@ fn finished(job: &Job) -> Option<&'static str> {
 }
 
 /// The Job name for a schedule time.
-pub fn job_name(cronjob: &str, scheduled: Timestamp) -> String {
+pub(crate) fn job_name(cronjob: &str, scheduled: Timestamp) -> String {
     format!("{cronjob}-{}", scheduled.as_second().div_euclid(60))
 }
 

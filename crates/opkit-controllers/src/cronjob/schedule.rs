@@ -9,7 +9,7 @@ use jiff::{Timestamp, ToSpan, Zoned};
 
 /// Why a schedule could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ScheduleError {
+pub(crate) enum ScheduleError {
     /// Not five fields.
     #[error("expected exactly 5 fields, found {0}: {1}")]
     FieldCount(usize, String),
@@ -23,7 +23,7 @@ pub enum ScheduleError {
 
 /// A parsed schedule: the allowed values of each field as bit sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     minute: u64,
     hour: u64,
     dom: u64,
@@ -78,7 +78,7 @@ fn field(spec: &str, min: u32, max: u32, names: &[&str], offset: u32) -> Result<
 
 impl Schedule {
     /// Parses a schedule.
-    pub fn parse(spec: &str) -> Result<Schedule, ScheduleError> {
+    pub(crate) fn parse(spec: &str) -> Result<Schedule, ScheduleError> {
         let spec = spec.trim();
         let expanded = match spec {
             "@yearly" | "@annually" => "0 0 1 1 *",
@@ -112,7 +112,7 @@ impl Schedule {
 
     /// The first activation strictly after `after`, in `tz`; `None` if there is none
     /// within five years.
-    pub fn next(&self, after: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
+    pub(crate) fn next(&self, after: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
         let start = after.to_zoned(tz.clone()).datetime();
         let mut t = start.with().second(0).subsec_nanosecond(0).build().ok()?.checked_add(1.minute()).ok()?;
         let limit = start.year() + 5;
@@ -145,7 +145,7 @@ impl Schedule {
 
     /// The most recent activation in `(earliest, now]` and how many there were (counting
     /// stops at 101), as kube's `mostRecentScheduleTime`.
-    pub fn most_recent(&self, earliest: Timestamp, now: Timestamp, tz: &TimeZone) -> (Option<Timestamp>, u32) {
+    pub(crate) fn most_recent(&self, earliest: Timestamp, now: Timestamp, tz: &TimeZone) -> (Option<Timestamp>, u32) {
         let mut last = None;
         let mut n = 0;
         let mut t = earliest;

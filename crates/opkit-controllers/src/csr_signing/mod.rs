@@ -20,7 +20,7 @@ use opkit_serve::tls::{DevCa, ExtendedKeyUsagePurpose, Grant, KeyUsagePurpose};
 use crate::ControllersConfig;
 
 /// The signer this controller signs for.
-pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
+pub(crate) const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
 
 /// How far before now a certificate becomes valid, for clocks that lag (kube's backdate).
 const BACKDATE: Duration = Duration::from_secs(5 * 60);
@@ -32,7 +32,7 @@ struct Signer {
 }
 
 /// Registers the controller with `mgr` when it is enabled and the cluster CA's key is known.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     let Some(signing) = cfg.cluster_signing.as_ref().filter(|_| cfg.enabled("csrsigning")) else {
         return Ok(());
     };

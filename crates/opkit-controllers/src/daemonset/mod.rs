@@ -2,7 +2,7 @@
 //! per eligible node (nodeSelector, node affinity, taints and tolerations), bound to its node,
 //! failed and misplaced pods replaced, RollingUpdate within `maxUnavailable`, and status.
 
-pub mod placement;
+pub(crate) mod placement;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use crate::common::pods::{is_available, is_running_and_ready, is_terminating, ph
 use crate::common::revision::{self, REVISION_HASH_LABEL};
 
 /// The reportingController of the daemonset controller's events.
-pub const REPORTING_CONTROLLER: &str = "daemonset-controller";
+pub(crate) const REPORTING_CONTROLLER: &str = "daemonset-controller";
 
 /// How long a created pod may be missing from the cache before it is given up on.
 const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -37,7 +37,7 @@ struct Shared {
 }
 
 /// Registers the daemonset controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("daemonset") {
         return Ok(());
     }

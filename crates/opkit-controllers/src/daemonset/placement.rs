@@ -13,7 +13,7 @@ use crate::common::WorkloadError;
 use crate::common::scheduling::{matches_node_selection, tolerates_node};
 
 /// The tolerations the daemonset controller adds to every daemon pod.
-pub fn daemon_tolerations(spec: &PodSpec) -> Vec<Toleration> {
+pub(crate) fn daemon_tolerations(spec: &PodSpec) -> Vec<Toleration> {
     let t = |key: &str, effect: &str| Toleration {
         key: Some(key.into()),
         operator: Some("Exists".into()),
@@ -35,7 +35,7 @@ pub fn daemon_tolerations(spec: &PodSpec) -> Vec<Toleration> {
 }
 
 /// Whether the daemon pod of `ds` should run on `node` (kube's `NodeShouldRunDaemonPod`).
-pub fn should_run(ds: &DaemonSet, node: &Node) -> bool {
+pub(crate) fn should_run(ds: &DaemonSet, node: &Node) -> bool {
     let spec = ds.spec.as_ref().and_then(|s| s.template.spec.clone()).unwrap_or_default();
     if spec.node_name.as_deref().is_some_and(|n| !n.is_empty() && n != node.name_any()) {
         return false;
@@ -49,7 +49,7 @@ pub fn should_run(ds: &DaemonSet, node: &Node) -> bool {
 }
 
 /// The node a daemon pod runs on (spec.nodeName, else its `metadata.name` node affinity).
-pub fn node_of(pod: &Pod) -> Option<String> {
+pub(crate) fn node_of(pod: &Pod) -> Option<String> {
     let spec = pod.spec.as_ref()?;
     if let Some(n) = spec.node_name.as_ref().filter(|n| !n.is_empty()) {
         return Some(n.clone());
@@ -66,7 +66,7 @@ pub fn node_of(pod: &Pod) -> Option<String> {
 /// Builds the daemon pod of `ds` for `node`: the template plus the revision labels, the
 /// daemon tolerations, a required `metadata.name` node affinity replacing the template's
 /// (as kube does) and `spec.nodeName` bound directly.
-pub fn new_pod(ds: &DaemonSet, node: &str, hash: &str) -> Result<Pod, WorkloadError> {
+pub(crate) fn new_pod(ds: &DaemonSet, node: &str, hash: &str) -> Result<Pod, WorkloadError> {
     let owner =
         opkit::owner::controller_reference(ds).ok_or_else(|| WorkloadError::Invalid("DaemonSet has no uid".into()))?;
     let template = ds.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();

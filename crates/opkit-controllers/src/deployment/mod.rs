@@ -9,7 +9,7 @@
 mod rollout;
 mod status;
 mod sync;
-pub mod util;
+pub(crate) mod util;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,9 +27,9 @@ use crate::common::{ownership, selectors};
 use sync::{SyncError, SyncingDeployment};
 
 /// The controller's name in [`crate::ALL`].
-pub const NAME: &str = "deployment";
+pub(crate) const NAME: &str = "deployment";
 /// The reporting controller of its events.
-pub const REPORTING_CONTROLLER: &str = "deployment-controller";
+pub(crate) const REPORTING_CONTROLLER: &str = "deployment-controller";
 
 /// What every reconcile shares.
 pub(crate) struct State {
@@ -37,7 +37,7 @@ pub(crate) struct State {
 }
 
 /// Registers the deployment controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled(NAME) {
         return Ok(());
     }

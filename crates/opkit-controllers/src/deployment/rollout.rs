@@ -26,7 +26,7 @@ pub(super) fn is_scaling_event(d: &Deployment, new_rs: Option<&ReplicaSet>, old:
 impl SyncingDeployment<'_> {
     /// RollingUpdate: scale the new ReplicaSet up, else old ones down; clean up when done.
     /// Returns the ReplicaSets after the changes.
-    pub async fn rolling(&mut self) -> Result<(), SyncError> {
+    pub(super) async fn rolling(&mut self) -> Result<(), SyncError> {
         let (new_rs, old) = self.new_and_old(true).await?;
         let Some(mut new_rs) = new_rs else { return self.rollout_status(None, &old).await };
         // Scale up the new ReplicaSet.
@@ -117,7 +117,7 @@ impl SyncingDeployment<'_> {
     }
 
     /// Recreate: old ReplicaSets to zero, wait for their pods to be gone, then scale up.
-    pub async fn recreate(&mut self, old_pods_running: impl Fn(&[ReplicaSet]) -> bool) -> Result<(), SyncError> {
+    pub(super) async fn recreate(&mut self, old_pods_running: impl Fn(&[ReplicaSet]) -> bool) -> Result<(), SyncError> {
         let (new_rs, mut old) = self.new_and_old(false).await?;
         let mut scaled = false;
         for rs in old.iter_mut() {
@@ -149,7 +149,7 @@ impl SyncingDeployment<'_> {
     }
 
     /// Scaling (resize or paused): keep the rollout's proportions, then update status.
-    pub async fn scale_only(&mut self) -> Result<(), SyncError> {
+    pub(super) async fn scale_only(&mut self) -> Result<(), SyncError> {
         let (new_rs, old) = self.new_and_old(false).await?;
         let (new_rs, old) = self.scale(new_rs, old).await?;
         if util::is_paused(&self.d) {

@@ -18,7 +18,7 @@ fn counted(n: i32) -> Option<i32> {
 
 impl SyncingDeployment<'_> {
     /// The status the Deployment should have given its ReplicaSets.
-    pub fn calculate_status(&self, new_rs: Option<&ReplicaSet>, old: &[ReplicaSet]) -> DeploymentStatus {
+    pub(super) fn calculate_status(&self, new_rs: Option<&ReplicaSet>, old: &[ReplicaSet]) -> DeploymentStatus {
         let all: Vec<&ReplicaSet> = old.iter().chain(new_rs).collect();
         let available = util::available_replicas(&all);
         let total = util::actual_replicas(&all);
@@ -56,7 +56,11 @@ impl SyncingDeployment<'_> {
     }
 
     /// Updates status with progress conditions after a rollout step.
-    pub async fn rollout_status(&mut self, new_rs: Option<&ReplicaSet>, old: &[ReplicaSet]) -> Result<(), SyncError> {
+    pub(super) async fn rollout_status(
+        &mut self,
+        new_rs: Option<&ReplicaSet>,
+        old: &[ReplicaSet],
+    ) -> Result<(), SyncError> {
         let mut s = self.calculate_status(new_rs, old);
         let cur = self.d.status.clone().unwrap_or_default();
         let deadline = util::progress_deadline(&self.d);

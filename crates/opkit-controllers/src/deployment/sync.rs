@@ -17,7 +17,7 @@ use super::util::{self, POD_TEMPLATE_HASH};
 
 /// Why a sync stopped early.
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(super) enum SyncError {
     /// An API call failed.
     #[error(transparent)]
     Kube(#[from] kube::Error),
@@ -35,12 +35,12 @@ pub(super) struct SyncingDeployment<'a> {
 }
 
 impl SyncingDeployment<'_> {
-    pub fn rs_api(&self) -> Api<ReplicaSet> {
+    pub(super) fn rs_api(&self) -> Api<ReplicaSet> {
         self.ctx.api_for()
     }
 
     /// Records an event about the Deployment in the background.
-    pub fn event(&self, type_: EventType, reason: &'static str, action: &'static str, note: String) {
+    pub(super) fn event(&self, type_: EventType, reason: &'static str, action: &'static str, note: String) {
         let recorder = self.st.recorder.clone();
         let regarding = kube::Resource::object_ref(&self.d, &());
         tokio::spawn(async move {
@@ -54,7 +54,7 @@ impl SyncingDeployment<'_> {
 
     /// Splits the ReplicaSets into the new one (the oldest whose template equals the
     /// Deployment's) and the old ones.
-    pub fn split(&self) -> (Option<ReplicaSet>, Vec<ReplicaSet>) {
+    pub(super) fn split(&self) -> (Option<ReplicaSet>, Vec<ReplicaSet>) {
         let template = self.template();
         let mut sorted = self.rss.clone();
         sorted.sort_by(|a, b| {
@@ -92,7 +92,10 @@ impl SyncingDeployment<'_> {
 
     /// Finds the new ReplicaSet (updating its revision and annotations) or, when
     /// `create`, creates it. Returns it and the old ReplicaSets.
-    pub async fn new_and_old(&mut self, create: bool) -> Result<(Option<ReplicaSet>, Vec<ReplicaSet>), SyncError> {
+    pub(super) async fn new_and_old(
+        &mut self,
+        create: bool,
+    ) -> Result<(Option<ReplicaSet>, Vec<ReplicaSet>), SyncError> {
         let (existing, old) = self.split();
         let new_revision = util::max_revision(&old) + 1;
         if let Some(rs) = existing {
@@ -242,7 +245,7 @@ impl SyncingDeployment<'_> {
     }
 
     /// Writes the Deployment's status if it differs.
-    pub async fn write_status(&mut self, status: DeploymentStatus) -> Result<(), SyncError> {
+    pub(super) async fn write_status(&mut self, status: DeploymentStatus) -> Result<(), SyncError> {
         if self.d.status.as_ref() == Some(&status) {
             return Ok(());
         }
@@ -256,7 +259,7 @@ impl SyncingDeployment<'_> {
 
     /// Scales `rs` to `new_scale` (and refreshes its replicas annotations), recording a
     /// `ScalingReplicaSet` event when the size changed. Returns the updated ReplicaSet.
-    pub async fn scale_rs(&mut self, rs: &ReplicaSet, new_scale: i32) -> Result<(bool, ReplicaSet), SyncError> {
+    pub(super) async fn scale_rs(&mut self, rs: &ReplicaSet, new_scale: i32) -> Result<(bool, ReplicaSet), SyncError> {
         let old_scale = util::rs_replicas(rs);
         let desired = util::replicas(&self.d);
         let max = desired + util::max_surge(&self.d);
@@ -285,7 +288,7 @@ impl SyncingDeployment<'_> {
     }
 
     /// Deletes the oldest fully scaled-down old ReplicaSets beyond `revisionHistoryLimit`.
-    pub async fn cleanup(&mut self, old: &[ReplicaSet]) -> Result<(), SyncError> {
+    pub(super) async fn cleanup(&mut self, old: &[ReplicaSet]) -> Result<(), SyncError> {
         let limit = usize::try_from(util::revision_history_limit(&self.d)).unwrap_or(0);
         let mut alive: Vec<&ReplicaSet> = old.iter().filter(|rs| rs.metadata.deletion_timestamp.is_none()).collect();
         if alive.len() <= limit {

@@ -14,15 +14,15 @@ use serde_json::Value;
 use crate::common::hash::{fnv32a, safe_encode};
 
 /// The label (and selector key) holding the hash of a ReplicaSet's pod template.
-pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+pub(crate) const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 /// The rollout sequence number of a Deployment and its ReplicaSets.
-pub const REVISION: &str = "deployment.kubernetes.io/revision";
+pub(crate) const REVISION: &str = "deployment.kubernetes.io/revision";
 /// The revisions a reused ReplicaSet had before.
-pub const REVISION_HISTORY: &str = "deployment.kubernetes.io/revision-history";
+pub(crate) const REVISION_HISTORY: &str = "deployment.kubernetes.io/revision-history";
 /// The Deployment's desired replicas when the ReplicaSet was last scaled.
-pub const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
+pub(crate) const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
 /// The Deployment's replicas plus maxSurge when the ReplicaSet was last scaled.
-pub const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
+pub(crate) const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
 
 /// Annotations never copied from a Deployment to its ReplicaSets.
 const SKIPPED_ANNOTATIONS: &[&str] = &[
@@ -37,41 +37,41 @@ const SKIPPED_ANNOTATIONS: &[&str] = &[
 /// A maxSurge or maxUnavailable value that is neither an integer nor a percentage.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid value for IntOrString: invalid value {0:?}: must be an integer or percentage (e.g '5%')")]
-pub struct IntOrPercentError(pub String);
+pub(crate) struct IntOrPercentError(pub String);
 
 /// `spec.replicas`, defaulting to 1.
-pub fn replicas(d: &Deployment) -> i32 {
+pub(crate) fn replicas(d: &Deployment) -> i32 {
     d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
 }
 
 /// Whether the strategy is Recreate (the default is RollingUpdate).
-pub fn is_recreate(d: &Deployment) -> bool {
+pub(crate) fn is_recreate(d: &Deployment) -> bool {
     d.spec.as_ref().and_then(|s| s.strategy.as_ref()).and_then(|s| s.type_.as_deref()) == Some("Recreate")
 }
 
 /// `spec.revisionHistoryLimit`, defaulting to 10.
-pub fn revision_history_limit(d: &Deployment) -> i32 {
+pub(crate) fn revision_history_limit(d: &Deployment) -> i32 {
     d.spec.as_ref().and_then(|s| s.revision_history_limit).unwrap_or(10)
 }
 
 /// `spec.progressDeadlineSeconds`, defaulting to 600; `None` when it is `MaxInt32` (no deadline).
-pub fn progress_deadline(d: &Deployment) -> Option<i32> {
+pub(crate) fn progress_deadline(d: &Deployment) -> Option<i32> {
     let v = d.spec.as_ref().and_then(|s| s.progress_deadline_seconds).unwrap_or(600);
     (v != i32::MAX).then_some(v)
 }
 
 /// Whether the Deployment is paused.
-pub fn is_paused(d: &Deployment) -> bool {
+pub(crate) fn is_paused(d: &Deployment) -> bool {
     d.spec.as_ref().is_some_and(|s| s.paused == Some(true))
 }
 
 /// `spec.minReadySeconds`.
-pub fn min_ready_seconds(d: &Deployment) -> i32 {
+pub(crate) fn min_ready_seconds(d: &Deployment) -> i32 {
     d.spec.as_ref().and_then(|s| s.min_ready_seconds).unwrap_or(0)
 }
 
 /// Scales an int-or-percent against `total`: percentages round up or down.
-pub fn scaled_value(v: &IntOrString, total: i32, round_up: bool) -> Result<i32, IntOrPercentError> {
+pub(crate) fn scaled_value(v: &IntOrString, total: i32, round_up: bool) -> Result<i32, IntOrPercentError> {
     match v {
         IntOrString::Int(i) => Ok(*i),
         IntOrString::String(s) => {
@@ -88,7 +88,7 @@ pub fn scaled_value(v: &IntOrString, total: i32, round_up: bool) -> Result<i32, 
 
 /// Resolves (maxSurge, maxUnavailable) for a RollingUpdate Deployment, defaulting both to
 /// 25%; when both are zero, maxUnavailable becomes 1.
-pub fn fenceposts(d: &Deployment) -> Result<(i32, i32), IntOrPercentError> {
+pub(crate) fn fenceposts(d: &Deployment) -> Result<(i32, i32), IntOrPercentError> {
     let desired = replicas(d);
     let ru = d.spec.as_ref().and_then(|s| s.strategy.as_ref()).and_then(|s| s.rolling_update.as_ref());
     let default = IntOrString::String("25%".into());
@@ -101,7 +101,7 @@ pub fn fenceposts(d: &Deployment) -> Result<(i32, i32), IntOrPercentError> {
 }
 
 /// The surge allowed above `replicas` (0 for Recreate).
-pub fn max_surge(d: &Deployment) -> i32 {
+pub(crate) fn max_surge(d: &Deployment) -> i32 {
     if is_recreate(d) {
         return 0;
     }
@@ -109,7 +109,7 @@ pub fn max_surge(d: &Deployment) -> i32 {
 }
 
 /// How many pods may be unavailable (0 for Recreate or zero replicas; at most `replicas`).
-pub fn max_unavailable(d: &Deployment) -> i32 {
+pub(crate) fn max_unavailable(d: &Deployment) -> i32 {
     let desired = replicas(d);
     if is_recreate(d) || desired == 0 {
         return 0;
@@ -118,7 +118,7 @@ pub fn max_unavailable(d: &Deployment) -> i32 {
 }
 
 /// The pod-template hash of `template` with `collision_count`: stable for equal templates.
-pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
+pub(crate) fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
     let mut bytes = normalized(template).to_string().into_bytes();
     if let Some(c) = collision_count {
         bytes.extend_from_slice(&c.to_le_bytes());
@@ -164,22 +164,22 @@ fn normalized(template: &PodTemplateSpec) -> Value {
 }
 
 /// Whether two templates are equal apart from the pod-template-hash label.
-pub fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
+pub(crate) fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
     normalized(a) == normalized(b)
 }
 
 /// The revision annotation as a number (0 when absent or invalid).
-pub fn revision(meta_annotations: Option<&BTreeMap<String, String>>) -> i64 {
+pub(crate) fn revision(meta_annotations: Option<&BTreeMap<String, String>>) -> i64 {
     meta_annotations.and_then(|a| a.get(REVISION)).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// The highest revision among `rss`.
-pub fn max_revision(rss: &[ReplicaSet]) -> i64 {
+pub(crate) fn max_revision(rss: &[ReplicaSet]) -> i64 {
     rss.iter().map(|rs| revision(rs.metadata.annotations.as_ref())).max().unwrap_or(0)
 }
 
 /// Copies the Deployment's annotations (except the skipped ones) to the ReplicaSet.
-pub fn copy_annotations(d: &Deployment, rs: &mut ReplicaSet) -> bool {
+pub(crate) fn copy_annotations(d: &Deployment, rs: &mut ReplicaSet) -> bool {
     let mut changed = false;
     let target = rs.metadata.annotations.get_or_insert_with(BTreeMap::new);
     for (k, v) in d.metadata.annotations.iter().flatten() {
@@ -193,7 +193,7 @@ pub fn copy_annotations(d: &Deployment, rs: &mut ReplicaSet) -> bool {
 }
 
 /// Sets desired-replicas and max-replicas; returns whether they changed.
-pub fn set_replicas_annotations(rs: &mut ReplicaSet, desired: i32, max: i32) -> bool {
+pub(crate) fn set_replicas_annotations(rs: &mut ReplicaSet, desired: i32, max: i32) -> bool {
     let a = rs.metadata.annotations.get_or_insert_with(BTreeMap::new);
     let mut changed = false;
     for (k, v) in [(DESIRED_REPLICAS, desired), (MAX_REPLICAS, max)] {
@@ -208,7 +208,7 @@ pub fn set_replicas_annotations(rs: &mut ReplicaSet, desired: i32, max: i32) -> 
 
 /// Gives `rs` the revision `new_revision` (recording its older one in the history) and the
 /// Deployment's annotations; for a new ReplicaSet also the replicas annotations.
-pub fn set_new_rs_annotations(d: &Deployment, rs: &mut ReplicaSet, new_revision: i64, exists: bool) -> bool {
+pub(crate) fn set_new_rs_annotations(d: &Deployment, rs: &mut ReplicaSet, new_revision: i64, exists: bool) -> bool {
     let mut changed = copy_annotations(d, rs);
     let old = revision(rs.metadata.annotations.as_ref());
     let a = rs.metadata.annotations.get_or_insert_with(BTreeMap::new);
@@ -230,12 +230,12 @@ pub fn set_new_rs_annotations(d: &Deployment, rs: &mut ReplicaSet, new_revision:
 }
 
 /// `spec.replicas` of a ReplicaSet.
-pub fn rs_replicas(rs: &ReplicaSet) -> i32 {
+pub(crate) fn rs_replicas(rs: &ReplicaSet) -> i32 {
     rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
 }
 
 /// How many replicas the new ReplicaSet should have now.
-pub fn new_rs_new_replicas(d: &Deployment, all: &[&ReplicaSet], new_rs: &ReplicaSet) -> i32 {
+pub(crate) fn new_rs_new_replicas(d: &Deployment, all: &[&ReplicaSet], new_rs: &ReplicaSet) -> i32 {
     let desired = replicas(d);
     if is_recreate(d) {
         return desired;
@@ -251,32 +251,32 @@ pub fn new_rs_new_replicas(d: &Deployment, all: &[&ReplicaSet], new_rs: &Replica
 }
 
 /// Sum of `spec.replicas`.
-pub fn spec_replicas(rss: &[&ReplicaSet]) -> i32 {
+pub(crate) fn spec_replicas(rss: &[&ReplicaSet]) -> i32 {
     rss.iter().map(|rs| rs_replicas(rs)).sum()
 }
 
 /// Sum of `status.replicas`.
-pub fn actual_replicas(rss: &[&ReplicaSet]) -> i32 {
+pub(crate) fn actual_replicas(rss: &[&ReplicaSet]) -> i32 {
     rss.iter().map(|rs| rs.status.as_ref().map_or(0, |s| s.replicas)).sum()
 }
 
 /// Sum of `status.readyReplicas`.
-pub fn ready_replicas(rss: &[&ReplicaSet]) -> i32 {
+pub(crate) fn ready_replicas(rss: &[&ReplicaSet]) -> i32 {
     rss.iter().map(|rs| rs.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0)).sum()
 }
 
 /// Sum of `status.availableReplicas`.
-pub fn available_replicas(rss: &[&ReplicaSet]) -> i32 {
+pub(crate) fn available_replicas(rss: &[&ReplicaSet]) -> i32 {
     rss.iter().map(|rs| rs.status.as_ref().and_then(|s| s.available_replicas).unwrap_or(0)).sum()
 }
 
 /// A ReplicaSet's annotation as an integer.
-pub fn int_annotation(rs: &ReplicaSet, key: &str) -> Option<i32> {
+pub(crate) fn int_annotation(rs: &ReplicaSet, key: &str) -> Option<i32> {
     rs.metadata.annotations.as_ref()?.get(key)?.parse().ok()
 }
 
 /// A deployment condition.
-pub fn condition(type_: &str, status: &str, reason: &str, message: String) -> DeploymentCondition {
+pub(crate) fn condition(type_: &str, status: &str, reason: &str, message: String) -> DeploymentCondition {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     DeploymentCondition {
         type_: type_.into(),
@@ -289,13 +289,13 @@ pub fn condition(type_: &str, status: &str, reason: &str, message: String) -> De
 }
 
 /// The condition of `type_`, if present.
-pub fn get_condition<'a>(status: &'a DeploymentStatus, type_: &str) -> Option<&'a DeploymentCondition> {
+pub(crate) fn get_condition<'a>(status: &'a DeploymentStatus, type_: &str) -> Option<&'a DeploymentCondition> {
     status.conditions.iter().flatten().find(|c| c.type_ == type_)
 }
 
 /// Sets a condition, keeping the transition time when the status is unchanged and doing
 /// nothing when status and reason are unchanged.
-pub fn set_condition(status: &mut DeploymentStatus, mut c: DeploymentCondition) {
+pub(crate) fn set_condition(status: &mut DeploymentStatus, mut c: DeploymentCondition) {
     if let Some(cur) = get_condition(status, &c.type_) {
         if cur.status == c.status && cur.reason == c.reason {
             return;
@@ -310,7 +310,7 @@ pub fn set_condition(status: &mut DeploymentStatus, mut c: DeploymentCondition) 
 }
 
 /// Removes the condition of `type_`.
-pub fn remove_condition(status: &mut DeploymentStatus, type_: &str) {
+pub(crate) fn remove_condition(status: &mut DeploymentStatus, type_: &str) {
     if let Some(conds) = status.conditions.as_mut() {
         conds.retain(|c| c.type_ != type_);
     }

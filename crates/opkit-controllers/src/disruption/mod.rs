@@ -24,7 +24,7 @@ use budget::{Budget, Health};
 use opkit_apimachinery::selector::LabelSelector;
 
 /// Registers the disruption controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("disruption") {
         return Ok(());
     }

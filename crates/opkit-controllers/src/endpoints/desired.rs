@@ -14,7 +14,7 @@ use crate::common::pods::{is_ready, is_terminal, is_terminating};
 
 /// One resolved port of a pod: the service port's name and protocol, the target number.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Port {
+pub(crate) struct Port {
     /// The service port's name.
     pub name: Option<String>,
     /// The resolved target port.
@@ -27,7 +27,7 @@ pub struct Port {
 
 /// One pod's endpoint.
 #[derive(Debug, Clone)]
-pub struct PodEndpoint {
+pub(crate) struct PodEndpoint {
     /// The pod's IP.
     pub ip: String,
     /// Counted ready (or the service publishes not-ready addresses).
@@ -46,7 +46,7 @@ pub struct PodEndpoint {
 
 /// Resolves a service's ports against a pod's container ports; `None` when a named
 /// target port does not exist in the pod.
-pub fn resolve_ports(svc: &Service, pod: &Pod) -> Option<Vec<Port>> {
+pub(crate) fn resolve_ports(svc: &Service, pod: &Pod) -> Option<Vec<Port>> {
     let spec = svc.spec.as_ref()?;
     let containers = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
     let mut out = Vec::new();
@@ -75,7 +75,7 @@ pub fn resolve_ports(svc: &Service, pod: &Pod) -> Option<Vec<Port>> {
 /// pods' resolved port lists. Pods without an IP, finished pods and pods with an
 /// unresolvable named port are left out; terminating pods are included (the legacy
 /// Endpoints drop them unless not-ready addresses are published).
-pub fn pod_endpoints(svc: &Service, pods: &[&Pod]) -> BTreeMap<Vec<Port>, Vec<PodEndpoint>> {
+pub(crate) fn pod_endpoints(svc: &Service, pods: &[&Pod]) -> BTreeMap<Vec<Port>, Vec<PodEndpoint>> {
     let publish_not_ready = svc.spec.as_ref().and_then(|s| s.publish_not_ready_addresses).unwrap_or(false);
     let mut groups: BTreeMap<Vec<Port>, Vec<PodEndpoint>> = BTreeMap::new();
     for pod in pods {
@@ -112,7 +112,10 @@ pub fn pod_endpoints(svc: &Service, pods: &[&Pod]) -> BTreeMap<Vec<Port>, Vec<Po
 }
 
 /// The legacy Endpoints subsets.
-pub fn subsets(groups: &BTreeMap<Vec<Port>, Vec<PodEndpoint>>, publish_not_ready: bool) -> Option<Vec<EndpointSubset>> {
+pub(crate) fn subsets(
+    groups: &BTreeMap<Vec<Port>, Vec<PodEndpoint>>,
+    publish_not_ready: bool,
+) -> Option<Vec<EndpointSubset>> {
     let mut out = Vec::new();
     for (ports, eps) in groups {
         let addr = |e: &PodEndpoint| EndpointAddress {
@@ -146,7 +149,7 @@ pub fn subsets(groups: &BTreeMap<Vec<Port>, Vec<PodEndpoint>>, publish_not_ready
 }
 
 /// The EndpointSlice endpoints of one group.
-pub fn slice_endpoints(eps: &[PodEndpoint], zones: &BTreeMap<String, String>) -> Vec<Endpoint> {
+pub(crate) fn slice_endpoints(eps: &[PodEndpoint], zones: &BTreeMap<String, String>) -> Vec<Endpoint> {
     eps.iter()
         .map(|e| Endpoint {
             addresses: vec![e.ip.clone()],
@@ -165,7 +168,7 @@ pub fn slice_endpoints(eps: &[PodEndpoint], zones: &BTreeMap<String, String>) ->
 }
 
 /// The EndpointSlice ports of one group.
-pub fn slice_ports(ports: &[Port]) -> Vec<SlicePort> {
+pub(crate) fn slice_ports(ports: &[Port]) -> Vec<SlicePort> {
     ports
         .iter()
         .map(|p| SlicePort {

@@ -4,7 +4,7 @@
 //! EndpointSlices (labelled `kubernetes.io/service-name` and
 //! `endpointslice.kubernetes.io/managed-by`, owned by the Service) listing its pods.
 
-pub mod desired;
+pub(crate) mod desired;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,14 +20,14 @@ use crate::ControllersConfig;
 use crate::common::WorkloadError;
 
 /// The `endpointslice.kubernetes.io/managed-by` value of the slices this controller owns.
-pub const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+pub(crate) const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
 /// The label naming a slice's Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// The label naming a slice's manager.
-pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+pub(crate) const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 
 /// Registers the endpoints controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("endpoints") {
         return Ok(());
     }

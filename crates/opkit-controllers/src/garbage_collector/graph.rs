@@ -8,13 +8,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The finalizer that makes the collector delete dependents before their owner.
-pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+pub(super) const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 /// The finalizer that makes the collector orphan dependents before their owner goes.
-pub const ORPHAN_FINALIZER: &str = "orphan";
+pub(super) const ORPHAN_FINALIZER: &str = "orphan";
 
 /// A watched resource, independent of its version: group and plural name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ResourceKey {
+pub(super) struct ResourceKey {
     /// The API group ("" for core).
     pub group: String,
     /// The plural resource name.
@@ -23,7 +23,7 @@ pub struct ResourceKey {
 
 /// An owner reference, as far as the collector cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerRef {
+pub(super) struct OwnerRef {
     /// The owner's apiVersion.
     pub api_version: String,
     /// The owner's kind.
@@ -38,7 +38,7 @@ pub struct OwnerRef {
 
 /// What the collector knows about one observed object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
+pub(super) struct Node {
     /// The resource it was observed through.
     pub resource: ResourceKey,
     /// The apiVersion it was observed at.
@@ -60,13 +60,13 @@ pub struct Node {
 }
 
 /// The group of an apiVersion ("" for core `v1`).
-pub fn group_of(api_version: &str) -> &str {
+pub(super) fn group_of(api_version: &str) -> &str {
     api_version.split_once('/').map_or("", |(g, _)| g)
 }
 
 impl Node {
     /// A node for an object's metadata; None when it lacks a name or uid.
-    pub fn from_meta(resource: ResourceKey, api_version: &str, kind: &str, meta: &ObjectMeta) -> Option<Node> {
+    pub(super) fn from_meta(resource: ResourceKey, api_version: &str, kind: &str, meta: &ObjectMeta) -> Option<Node> {
         let name = meta.name.clone().filter(|n| !n.is_empty())?;
         let uid = meta.uid.clone().filter(|u| !u.is_empty())?;
         let owners = meta
@@ -99,19 +99,19 @@ impl Node {
     }
 
     /// Being deleted in the foreground: its dependents go first.
-    pub fn deleting_dependents(&self) -> bool {
+    pub(super) fn deleting_dependents(&self) -> bool {
         self.deleting && self.has_finalizer(FOREGROUND_FINALIZER)
     }
 
     /// Being deleted with its dependents orphaned.
-    pub fn orphaning(&self) -> bool {
+    pub(super) fn orphaning(&self) -> bool {
         self.deleting && self.has_finalizer(ORPHAN_FINALIZER)
     }
 
     /// Whether this node is the object `owner` refers to, seen from dependent `dep`: same
     /// uid, group, kind and name, and a namespace the dependent may refer to (its own,
     /// or none for a cluster-scoped owner).
-    pub fn is_owner_for(&self, owner: &OwnerRef, dep: &Node) -> bool {
+    pub(super) fn is_owner_for(&self, owner: &OwnerRef, dep: &Node) -> bool {
         self.uid == owner.uid
             && self.kind == owner.kind
             && self.name == owner.name
@@ -122,7 +122,7 @@ impl Node {
 
 /// Work for the collector's workers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Work {
+pub(super) enum Work {
     /// Check the object with this uid: delete it if its owners are gone, clean up
     /// dangling references, or (if it is deleted in the foreground) finish that.
     AttemptToDelete(String),
@@ -132,29 +132,29 @@ pub enum Work {
 
 /// Observed objects and who depends on whom.
 #[derive(Debug, Default)]
-pub struct Graph {
+pub(super) struct Graph {
     nodes: HashMap<String, Node>,
     dependents: HashMap<String, BTreeSet<String>>,
 }
 
 impl Graph {
     /// The node with this uid.
-    pub fn get(&self, uid: &str) -> Option<&Node> {
+    pub(super) fn get(&self, uid: &str) -> Option<&Node> {
         self.nodes.get(uid)
     }
 
     /// The observed dependents of the object with this uid.
-    pub fn dependents_of(&self, uid: &str) -> Vec<Node> {
+    pub(super) fn dependents_of(&self, uid: &str) -> Vec<Node> {
         self.dependents.get(uid).into_iter().flatten().filter_map(|d| self.nodes.get(d)).cloned().collect()
     }
 
     /// Whether the object with this uid has observed dependents.
-    pub fn has_dependents(&self, uid: &str) -> bool {
+    pub(super) fn has_dependents(&self, uid: &str) -> bool {
         self.dependents.get(uid).is_some_and(|d| d.iter().any(|x| self.nodes.contains_key(x)))
     }
 
     /// The dependents whose reference to `uid` blocks its foreground deletion.
-    pub fn blocking_dependents(&self, uid: &str) -> Vec<Node> {
+    pub(super) fn blocking_dependents(&self, uid: &str) -> Vec<Node> {
         self.dependents_of(uid)
             .into_iter()
             .filter(|d| d.owners.iter().any(|o| o.uid == uid && o.block_owner_deletion))
@@ -162,7 +162,7 @@ impl Graph {
     }
 
     /// The uids of the known objects of one resource.
-    pub fn uids_of(&self, resource: &ResourceKey) -> Vec<String> {
+    pub(super) fn uids_of(&self, resource: &ResourceKey) -> Vec<String> {
         self.nodes.values().filter(|n| &n.resource == resource).map(|n| n.uid.clone()).collect()
     }
 
@@ -172,7 +172,7 @@ impl Graph {
     }
 
     /// Records an added or updated object; returns the work it causes.
-    pub fn upsert(&mut self, node: Node) -> Vec<Work> {
+    pub(super) fn upsert(&mut self, node: Node) -> Vec<Work> {
         let uid = node.uid.clone();
         let old = self.nodes.insert(uid.clone(), node.clone());
         let old_owners: HashSet<String> = old.iter().flat_map(|o| o.owners.iter().map(|r| r.uid.clone())).collect();
@@ -212,7 +212,7 @@ impl Graph {
     }
 
     /// Records a deleted object; returns the work it causes.
-    pub fn remove(&mut self, uid: &str) -> Vec<Work> {
+    pub(super) fn remove(&mut self, uid: &str) -> Vec<Work> {
         let Some(node) = self.nodes.remove(uid) else { return Vec::new() };
         let mut work = Vec::new();
         for o in &node.owners {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// An object of any resource, with its metadata only.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
-pub struct MetaObject {
+pub(super) struct MetaObject {
     /// `apiVersion` and `kind`, when present.
     #[serde(flatten, default)]
     pub types: Option<TypeMeta>,

@@ -38,9 +38,9 @@ use graph::{Graph, ResourceKey, Work};
 use monitors::{Mapper, Monitor};
 
 /// The controller's name in [`crate::ALL`].
-pub const NAME: &str = "garbagecollector";
+pub(crate) const NAME: &str = "garbagecollector";
 /// The reporting controller of its events, as kube's.
-pub const REPORTING_CONTROLLER: &str = "garbage-collector-controller";
+pub(crate) const REPORTING_CONTROLLER: &str = "garbage-collector-controller";
 /// How many objects are processed at once.
 const WORKERS: usize = 4;
 /// How often discovery is refreshed besides on CRD changes.
@@ -48,7 +48,7 @@ const RESYNC: Duration = Duration::from_secs(30);
 
 /// Errors of the collector's work.
 #[derive(Debug, thiserror::Error)]
-pub enum GcError {
+pub(crate) enum GcError {
     /// An API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
@@ -95,13 +95,13 @@ impl Shared {
 }
 
 /// The garbage collector, an [`opkit::Runnable`].
-pub struct GarbageCollector {
+pub(crate) struct GarbageCollector {
     shared: Arc<Shared>,
 }
 
 impl GarbageCollector {
     /// A collector using `client`.
-    pub fn new(client: Client) -> GarbageCollector {
+    pub(crate) fn new(client: Client) -> GarbageCollector {
         let recorder = Recorder::for_controller(client.clone(), REPORTING_CONTROLLER);
         GarbageCollector {
             shared: Arc::new(Shared {
@@ -160,7 +160,7 @@ impl Runnable for GarbageCollector {
 }
 
 /// Registers the garbage collector with `mgr` (if enabled).
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) {
     if cfg.enabled(NAME) {
         mgr.add(GarbageCollector::new(crate::identity::client_for(mgr, cfg, "garbagecollector")));
     }

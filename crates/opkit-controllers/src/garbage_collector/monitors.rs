@@ -25,7 +25,7 @@ const IGNORED: &[(&str, &str)] = &[("", "events"), ("events.k8s.io", "events")];
 
 /// How a kind maps to its resource.
 #[derive(Debug, Clone)]
-pub struct Mapping {
+pub(super) struct Mapping {
     /// The resource (at some served version).
     pub resource: ApiResource,
     /// Whether it is namespaced.
@@ -34,7 +34,7 @@ pub struct Mapping {
 
 /// Maps (group, version, kind) and (group, kind) to served resources.
 #[derive(Debug, Default)]
-pub struct Mapper {
+pub(super) struct Mapper {
     by_gvk: HashMap<(String, String, String), Mapping>,
     by_gk: HashMap<(String, String), Mapping>,
 }
@@ -42,7 +42,7 @@ pub struct Mapper {
 impl Mapper {
     /// The resource for an owner reference's apiVersion and kind: that version if served,
     /// else the group's preferred version of the kind.
-    pub fn resolve(&self, api_version: &str, kind: &str) -> Option<&Mapping> {
+    pub(super) fn resolve(&self, api_version: &str, kind: &str) -> Option<&Mapping> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         self.by_gvk
             .get(&(group.to_string(), version.to_string(), kind.to_string()))
@@ -60,7 +60,7 @@ impl Mapper {
 }
 
 /// A running watch of one resource.
-pub struct Monitor {
+pub(super) struct Monitor {
     /// Stops it.
     pub token: CancellationToken,
     /// Set once its initial list is in the graph.
@@ -70,7 +70,7 @@ pub struct Monitor {
 }
 
 /// Runs discovery, preferring the aggregated endpoint.
-pub async fn discover(client: &Client) -> Result<Discovery, kube::Error> {
+pub(super) async fn discover(client: &Client) -> Result<Discovery, kube::Error> {
     match Discovery::new(client.clone()).run_aggregated().await {
         Ok(d) => Ok(d),
         Err(_) => Discovery::new(client.clone()).run().await,

@@ -5,7 +5,7 @@
 //! finalizer and `status.uncountedTerminatedPods`, suspends, and deletes finished Jobs after
 //! `ttlSecondsAfterFinished`.
 
-pub mod pods;
+pub(crate) mod pods;
 mod state;
 
 use std::collections::{BTreeSet, HashMap};
@@ -28,7 +28,7 @@ use crate::common::ownership::owned_pods;
 use pods::TRACKING_FINALIZER;
 
 /// The reportingController of the job controller's events.
-pub const REPORTING_CONTROLLER: &str = "job-controller";
+pub(crate) const REPORTING_CONTROLLER: &str = "job-controller";
 
 /// How long a created pod may be missing from the cache before it is given up on.
 const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,7 +51,7 @@ struct Shared {
 }
 
 /// Registers the job controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("job") {
         return Ok(());
     }

@@ -12,21 +12,21 @@ use kube::ResourceExt;
 use crate::common::WorkloadError;
 
 /// The finalizer keeping finished pods until the Job has counted them.
-pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+pub(crate) const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
 /// The label and annotation holding an Indexed Job pod's completion index.
-pub const INDEX_KEY: &str = "batch.kubernetes.io/job-completion-index";
+pub(crate) const INDEX_KEY: &str = "batch.kubernetes.io/job-completion-index";
 /// The label naming the pod's Job.
-pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+pub(crate) const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 /// The label holding the Job's uid.
-pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+pub(crate) const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 
 /// Whether the Job runs in Indexed completion mode.
-pub fn is_indexed(job: &Job) -> bool {
+pub(crate) fn is_indexed(job: &Job) -> bool {
     job.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) == Some("Indexed")
 }
 
 /// The completion index of an Indexed Job's pod.
-pub fn index_of(pod: &Pod) -> Option<i32> {
+pub(crate) fn index_of(pod: &Pod) -> Option<i32> {
     let from = |m: Option<&std::collections::BTreeMap<String, String>>| {
         m.and_then(|m| m.get(INDEX_KEY)).and_then(|v| v.parse().ok())
     };
@@ -34,7 +34,7 @@ pub fn index_of(pod: &Pod) -> Option<i32> {
 }
 
 /// Builds a pod of `job` (with completion `index` in Indexed mode).
-pub fn new_pod(job: &Job, index: Option<i32>) -> Result<Pod, WorkloadError> {
+pub(crate) fn new_pod(job: &Job, index: Option<i32>) -> Result<Pod, WorkloadError> {
     let name = job.name_any();
     let uid = job.uid().unwrap_or_default();
     let owner =
@@ -91,7 +91,7 @@ pub fn new_pod(job: &Job, index: Option<i32>) -> Result<Pod, WorkloadError> {
 }
 
 /// Parses `"0-2,5"` into a set of indexes (ignoring malformed parts).
-pub fn parse_intervals(s: &str) -> BTreeSet<i32> {
+pub(crate) fn parse_intervals(s: &str) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
@@ -111,7 +111,7 @@ pub fn parse_intervals(s: &str) -> BTreeSet<i32> {
 }
 
 /// Formats indexes as kube does: ascending, consecutive runs of 2+ written `a-b`.
-pub fn format_intervals(set: &BTreeSet<i32>) -> String {
+pub(crate) fn format_intervals(set: &BTreeSet<i32>) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut iter = set.iter().copied().peekable();
     while let Some(start) = iter.next() {

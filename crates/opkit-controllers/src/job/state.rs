@@ -94,7 +94,7 @@ pub(super) fn add_uncounted(job: &mut Job, newly: &[Arc<Pod>]) {
 impl<'a> View<'a> {
     /// A view of `job` and its `pods`; `deleted` names pods already deleted, `untracked`
     /// the uids whose finalizer is already gone.
-    pub fn new(
+    pub(super) fn new(
         job: &'a Job,
         pods: &'a [Arc<Pod>],
         deleted: &'a BTreeSet<String>,
@@ -113,7 +113,7 @@ impl<'a> View<'a> {
     }
 
     /// Finished (or deleted) pods still holding the tracking finalizer and not yet recorded.
-    pub fn newly_finished(&self) -> Vec<Arc<Pod>> {
+    pub(super) fn newly_finished(&self) -> Vec<Arc<Pod>> {
         let uncounted = self.uncounted();
         self.pods
             .iter()
@@ -126,7 +126,7 @@ impl<'a> View<'a> {
 
     /// Moves uncounted pods whose finalizer is gone into `succeeded`/`failed` (and
     /// `completedIndexes`).
-    pub fn flush_uncounted(&mut self) {
+    pub(super) fn flush_uncounted(&mut self) {
         let u = self.status.uncounted_terminated_pods.clone().unwrap_or_default();
         let released = |uid: &String| {
             self.untracked.contains(uid)
@@ -167,7 +167,7 @@ impl<'a> View<'a> {
     /// Decides this pass: a finished Job only deletes its active pods; a suspended one
     /// deletes them too; a failed or complete one gets its conditions; else the active
     /// pods are scaled to what parallelism and completions want.
-    pub fn plan(&self, now: jiff::Timestamp) -> Plan {
+    pub(super) fn plan(&self, now: jiff::Timestamp) -> Plan {
         let spec = self.job.spec.clone().unwrap_or_default();
         let now_t = Time(jiff::Timestamp::from_second(now.as_second()).unwrap_or(now));
         let mut plan = Plan { status: self.status.clone(), ..Default::default() };

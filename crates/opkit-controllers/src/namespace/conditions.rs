@@ -8,15 +8,15 @@ use k8s_openapi::api::core::v1::NamespaceCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// Discovery of the namespaced resources failed.
-pub const DISCOVERY_FAILURE: &str = "NamespaceDeletionDiscoveryFailure";
+pub(crate) const DISCOVERY_FAILURE: &str = "NamespaceDeletionDiscoveryFailure";
 /// A group version could not be parsed.
-pub const GV_PARSING_FAILURE: &str = "NamespaceDeletionGroupVersionParsingFailure";
+pub(crate) const GV_PARSING_FAILURE: &str = "NamespaceDeletionGroupVersionParsingFailure";
 /// Deleting some content failed.
-pub const CONTENT_FAILURE: &str = "NamespaceDeletionContentFailure";
+pub(crate) const CONTENT_FAILURE: &str = "NamespaceDeletionContentFailure";
 /// Some content is still there.
-pub const CONTENT_REMAINING: &str = "NamespaceContentRemaining";
+pub(crate) const CONTENT_REMAINING: &str = "NamespaceContentRemaining";
 /// Some remaining content has finalizers.
-pub const FINALIZERS_REMAINING: &str = "NamespaceFinalizersRemaining";
+pub(crate) const FINALIZERS_REMAINING: &str = "NamespaceFinalizersRemaining";
 
 /// The condition types, in the order kube adds them.
 const TYPES: [&str; 5] =
@@ -24,7 +24,7 @@ const TYPES: [&str; 5] =
 
 /// What one pass over a terminating namespace's content found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeletionReport {
+pub(crate) struct DeletionReport {
     /// Discovery failed with this message.
     pub discovery_error: Option<String>,
     /// A group version could not be parsed.
@@ -41,12 +41,12 @@ pub struct DeletionReport {
 
 impl DeletionReport {
     /// Whether the pass failed somewhere.
-    pub fn has_errors(&self) -> bool {
+    pub(crate) fn has_errors(&self) -> bool {
         self.discovery_error.is_some() || self.group_version_error.is_some() || !self.content_errors.is_empty()
     }
 
     /// Whether content is still there.
-    pub fn content_remains(&self) -> bool {
+    pub(crate) fn content_remains(&self) -> bool {
         self.estimate > 0 || self.remaining.values().any(|n| *n > 0)
     }
 }
@@ -73,7 +73,7 @@ fn ok_condition(type_: &str, now: &Time) -> NamespaceCondition {
 }
 
 /// The five conditions a report calls for.
-pub fn desired(report: &DeletionReport, now: &Time) -> Vec<NamespaceCondition> {
+pub(crate) fn desired(report: &DeletionReport, now: &Time) -> Vec<NamespaceCondition> {
     let mut out = Vec::new();
     for t in TYPES {
         let failing = match t {
@@ -125,7 +125,10 @@ pub fn desired(report: &DeletionReport, now: &Time) -> Vec<NamespaceCondition> {
 /// Merges the desired conditions into the current ones as kube does: missing types
 /// are appended, changed ones updated in place (the transition time moves only when
 /// the status flips). Returns the new list and whether anything changed.
-pub fn merge(current: &[NamespaceCondition], desired: Vec<NamespaceCondition>) -> (Vec<NamespaceCondition>, bool) {
+pub(crate) fn merge(
+    current: &[NamespaceCondition],
+    desired: Vec<NamespaceCondition>,
+) -> (Vec<NamespaceCondition>, bool) {
     let mut out = current.to_vec();
     let mut changed = false;
     for new in desired {

@@ -41,7 +41,7 @@ fn deletable(disc: &Discovery) -> Vec<(ApiResource, ApiCapabilities)> {
 }
 
 /// Runs one deletion pass over namespace `ns`, deleted at `deleted_at`.
-pub async fn delete_all_content(client: &Client, ns: &str, deleted_at: Option<&Time>) -> DeletionReport {
+pub(crate) async fn delete_all_content(client: &Client, ns: &str, deleted_at: Option<&Time>) -> DeletionReport {
     let mut report = DeletionReport::default();
     let disc = match Discovery::new(client.clone()).run_aggregated().await {
         Ok(d) => Ok(d),

@@ -9,7 +9,7 @@
 //!   namespace goes away;
 //! - `serviceaccount`: keeps a `default` ServiceAccount in every active namespace.
 
-pub mod conditions;
+pub(crate) mod conditions;
 mod deleter;
 
 use std::time::Duration;
@@ -21,17 +21,17 @@ use serde_json::json;
 
 use crate::ControllersConfig;
 
-pub use deleter::delete_all_content;
+pub(crate) use deleter::delete_all_content;
 
 /// The spec finalizer the namespace controller owns.
-pub const KUBERNETES_FINALIZER: &str = "kubernetes";
+pub(crate) const KUBERNETES_FINALIZER: &str = "kubernetes";
 /// How soon a namespace whose content is still going away is looked at again (kube waits
 /// `estimate/2 + 1` seconds; a simulated cluster is faster).
 const RECHECK: Duration = Duration::from_secs(1);
 
 /// Errors of the namespace controllers.
 #[derive(Debug, thiserror::Error)]
-pub enum NamespaceError {
+pub(crate) enum NamespaceError {
     /// An API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
@@ -137,7 +137,7 @@ fn default_sa_namespace(sa: &ServiceAccount) -> Vec<Request> {
 }
 
 /// Registers the `namespace` and `serviceaccount` controllers with `mgr` (those enabled).
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if cfg.enabled("namespace") {
         Controller::new(mgr, reconcile_namespace)
             .client(crate::identity::client_for(mgr, cfg, "namespace"))

@@ -12,25 +12,25 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 
-pub use opkit_kubelet::node::{internal_ip, node_name};
+pub(crate) use opkit_kubelet::node::{internal_ip, node_name};
 
 use super::{KUBELET_VERSION, LEASE_NAMESPACE, SIMULATED_ANNOTATION};
 
 /// How long node leases last (kubelet's default `nodeLeaseDurationSeconds`).
-pub const LEASE_DURATION_SECONDS: i32 = 40;
+pub(crate) const LEASE_DURATION_SECONDS: i32 = 40;
 
 /// How often a node re-reports an unchanged status (kubelet's `nodeStatusReportFrequency`).
-pub const STATUS_REPORT_SECONDS: i64 = 300;
+pub(crate) const STATUS_REPORT_SECONDS: i64 = 300;
 
 /// The pod CIDR (`/24`) of the `index`-th node: `10.244.<index>.0/24`, continuing into
 /// `10.245.0.0/16` and beyond for large clusters.
-pub fn pod_cidr(index: usize) -> String {
+pub(crate) fn pod_cidr(index: usize) -> String {
     let second = 244 + index / 256;
     format!("10.{}.{}.0/24", second.min(255), index % 256)
 }
 
 /// The Node object the `index`-th simulated kubelet registers.
-pub fn new_node(index: usize) -> Node {
+pub(crate) fn new_node(index: usize) -> Node {
     let name = node_name(index);
     let labels: BTreeMap<String, String> = [
         ("beta.kubernetes.io/arch", "amd64"),
@@ -68,7 +68,7 @@ fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
 }
 
 /// The resources every simulated node offers.
-pub fn default_capacity() -> BTreeMap<String, Quantity> {
+pub(crate) fn default_capacity() -> BTreeMap<String, Quantity> {
     quantities(&[
         ("cpu", "8"),
         ("ephemeral-storage", "100Gi"),
@@ -142,7 +142,7 @@ fn node_info(name: &str) -> NodeSystemInfo {
 /// cluster (reported as a kubelet reports the images on its machine); `ready_note` ends
 /// the Ready condition's message (how real pods are isolated, when they are not
 /// contained). Returns `None` when nothing needs writing.
-pub fn desired_status(
+pub(crate) fn desired_status(
     node: &Node,
     now: Timestamp,
     kubelet_port: Option<u16>,
@@ -202,7 +202,7 @@ pub fn desired_status(
 /// The images of `store` as a kubelet reports images in `status.images`: each loaded
 /// image (the digest reference, then the tag reference, and the size), then the built-in
 /// images (see [`opkit_kubelet::images::builtin`]; their digest and `:latest` references).
-pub fn loaded_images(store: &opkit_kubelet::images::ImageStore) -> Vec<ContainerImage> {
+pub(crate) fn loaded_images(store: &opkit_kubelet::images::ImageStore) -> Vec<ContainerImage> {
     use opkit_kubelet::images::builtin;
     let images = store.list().unwrap_or_else(|e| {
         tracing::warn!(error = %e, "reading the image store failed");
@@ -220,7 +220,7 @@ pub fn loaded_images(store: &opkit_kubelet::images::ImageStore) -> Vec<Container
 }
 
 /// The heartbeat Lease of `node` in `kube-node-lease`, renewed at `now`.
-pub fn lease(node: &Node, now: Timestamp) -> Lease {
+pub(crate) fn lease(node: &Node, now: Timestamp) -> Lease {
     let name = node.metadata.name.clone().unwrap_or_default();
     Lease {
         metadata: ObjectMeta {

@@ -5,7 +5,7 @@
 //! every `cfg.node_heartbeat`. Any Node annotated [`SIMULATED_ANNOTATION`]` = "true"` is
 //! simulated, so tests may add their own (tainted, labelled) nodes.
 
-pub mod build;
+pub(crate) mod build;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,16 +21,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ControllersConfig;
 
-pub use opkit_kubelet::node::{SIMULATED_ANNOTATION, is_simulated};
+pub use opkit_kubelet::node::SIMULATED_ANNOTATION;
+pub(crate) use opkit_kubelet::node::is_simulated;
 
 /// The annotation naming a simulated Node's kubelet server (`127.0.0.1:<port>`).
-pub const KUBELET_ENDPOINT_ANNOTATION: &str = opkit_kubelet::KUBELET_ENDPOINT_ANNOTATION;
+pub(crate) const KUBELET_ENDPOINT_ANNOTATION: &str = opkit_kubelet::KUBELET_ENDPOINT_ANNOTATION;
 
 /// The kubelet version simulated nodes report.
-pub const KUBELET_VERSION: &str = "v1.33.0";
+pub(crate) const KUBELET_VERSION: &str = "v1.33.0";
 
 /// Where node heartbeat Leases live.
-pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+pub(crate) const LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// The field manager of node writes.
 const MANAGER: &str = "kubelet";
@@ -38,7 +39,11 @@ const MANAGER: &str = "kubelet";
 /// Registers the node registrar and the node controller with `mgr` (controller name
 /// `nodes`); with `kubelet_port`, every simulated Node advertises the kubelet server
 /// there.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig, kubelet_port: Option<u16>) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(
+    mgr: &Manager,
+    cfg: &ControllersConfig,
+    kubelet_port: Option<u16>,
+) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("nodes") {
         return Ok(());
     }

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 
 /// How long an unobserved creation or deletion is waited for (kube: 5 minutes).
-pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Default)]
 struct Pending {
@@ -22,30 +22,30 @@ struct Pending {
 
 /// Outstanding creations and deletions, per controller key.
 #[derive(Debug, Default)]
-pub struct Expectations {
+pub(crate) struct Expectations {
     inner: Mutex<HashMap<String, Pending>>,
 }
 
 impl Expectations {
     /// Records that the pod `name` was created for `key`.
-    pub fn expect_create(&self, key: &str, name: &str) {
+    pub(crate) fn expect_create(&self, key: &str, name: &str) {
         self.inner.lock().entry(key.to_string()).or_default().creates.insert(name.to_string(), Instant::now());
     }
 
     /// Records that the pod with `uid` was deleted for `key`.
-    pub fn expect_delete(&self, key: &str, uid: &str) {
+    pub(crate) fn expect_delete(&self, key: &str, uid: &str) {
         self.inner.lock().entry(key.to_string()).or_default().deletes.insert(uid.to_string(), Instant::now());
     }
 
     /// Drops everything recorded for `key` (its owner is gone).
-    pub fn forget(&self, key: &str) {
+    pub(crate) fn forget(&self, key: &str) {
         self.inner.lock().remove(key);
     }
 
     /// Clears what `pods` (the cache's pods of the owner's namespace) show as done and
     /// expired entries. Returns `None` when nothing is outstanding, otherwise how long
     /// until the oldest outstanding entry expires.
-    pub fn pending(&self, key: &str, pods: &[&Pod]) -> Option<Duration> {
+    pub(crate) fn pending(&self, key: &str, pods: &[&Pod]) -> Option<Duration> {
         self.pending_at(key, pods, Instant::now())
     }
 

@@ -14,7 +14,7 @@ use super::{BURST_REPLICAS, State, pods};
 
 /// A failed attempt to create or delete pods.
 #[derive(Debug, thiserror::Error)]
-pub enum ManageError {
+pub(super) enum ManageError {
     /// Creating a pod failed.
     #[error("{0}")]
     Create(String),
@@ -25,7 +25,7 @@ pub enum ManageError {
 
 impl ManageError {
     /// The ReplicaFailure condition's reason for this error.
-    pub fn reason(&self) -> &'static str {
+    pub(super) fn reason(&self) -> &'static str {
         match self {
             ManageError::Create(_) => "FailedCreate",
             ManageError::Delete(_) => "FailedDelete",

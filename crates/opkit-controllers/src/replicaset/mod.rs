@@ -8,9 +8,9 @@
 //! `replicaset-controller`.
 
 mod claim;
-pub mod expectations;
+pub(crate) mod expectations;
 mod manage;
-pub mod pods;
+pub(crate) mod pods;
 mod status;
 
 use std::sync::Arc;
@@ -29,11 +29,11 @@ use crate::common::{ownership, selectors};
 use expectations::Expectations;
 
 /// The controller's name in [`crate::ALL`].
-pub const NAME: &str = "replicaset";
+pub(crate) const NAME: &str = "replicaset";
 /// The reporting controller of its events.
-pub const REPORTING_CONTROLLER: &str = "replicaset-controller";
+pub(crate) const REPORTING_CONTROLLER: &str = "replicaset-controller";
 /// At most this many pods are created or deleted in one sync (kube's `burstReplicas`).
-pub const BURST_REPLICAS: usize = 500;
+pub(crate) const BURST_REPLICAS: usize = 500;
 
 /// What every reconcile shares.
 struct State {
@@ -42,7 +42,7 @@ struct State {
 }
 
 /// Registers the replicaset controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled(NAME) {
         return Ok(());
     }

@@ -10,10 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use crate::common::pods::{is_active, is_ready, ready_since};
 
 /// The annotation whose integer value makes a pod cheaper (lower) or dearer to delete.
-pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+pub(crate) const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
 /// The prefix for pods' `generateName`: the owner's name and a dash.
-pub fn generate_name_prefix(owner: &str) -> String {
+pub(crate) fn generate_name_prefix(owner: &str) -> String {
     // Names are limited to 253 characters; generateName adds 5.
     let mut prefix = format!("{owner}-");
     if prefix.len() > 248 {
@@ -23,7 +23,12 @@ pub fn generate_name_prefix(owner: &str) -> String {
 }
 
 /// A pod built from `template` (labels, annotations, finalizers, spec), owned by `owner`.
-pub fn pod_from_template(template: &PodTemplateSpec, namespace: &str, prefix: &str, owner: OwnerReference) -> Pod {
+pub(crate) fn pod_from_template(
+    template: &PodTemplateSpec,
+    namespace: &str,
+    prefix: &str,
+    owner: OwnerReference,
+) -> Pod {
     let tmeta = template.metadata.clone().unwrap_or_default();
     Pod {
         metadata: ObjectMeta {
@@ -74,7 +79,7 @@ fn node_of(pod: &Pod) -> &str {
 /// scheduled, Pending before Unknown before Running, not Ready before Ready, lower
 /// deletion cost first, pods on crowded nodes (higher `rank`) first, more recently Ready
 /// first, more restarts first, newer before older.
-pub fn deletion_order(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize) -> Ordering {
+pub(crate) fn deletion_order(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize) -> Ordering {
     let (na, nb) = (node_of(a).is_empty(), node_of(b).is_empty());
     if na != nb {
         return if na { Ordering::Less } else { Ordering::Greater };
@@ -121,7 +126,7 @@ pub fn deletion_order(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize) -> Orderin
 
 /// Picks the `count` pods to delete first from `pods`, ranking pods higher the more of
 /// `related` pods share their node.
-pub fn pods_to_delete<'a>(pods: &[&'a Pod], related: &[&Pod], count: usize) -> Vec<&'a Pod> {
+pub(crate) fn pods_to_delete<'a>(pods: &[&'a Pod], related: &[&Pod], count: usize) -> Vec<&'a Pod> {
     let mut per_node: HashMap<&str, usize> = HashMap::new();
     for p in related {
         if is_active(p) {

@@ -33,7 +33,7 @@ const RESYNC: Duration = Duration::from_secs(300);
 const UNWATCHED_RESYNC: Duration = Duration::from_secs(30);
 
 /// Registers the quota controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("resourcequota") {
         return Ok(());
     }

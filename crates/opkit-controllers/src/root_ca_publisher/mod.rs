@@ -14,7 +14,7 @@ use opkit::{Action, Context, Controller, Manager, ReconcileError, ReconcileResul
 use crate::ControllersConfig;
 
 /// The ConfigMap's name in every namespace.
-pub const CONFIG_MAP: &str = "kube-root-ca.crt";
+pub(crate) const CONFIG_MAP: &str = "kube-root-ca.crt";
 /// The key holding the PEM bundle.
 const KEY: &str = "ca.crt";
 /// kube's description annotation on the ConfigMap.
@@ -23,7 +23,7 @@ endpoints such as the internal service IP or kubernetes.default.svc. No other us
 distributions of Kubernetes clusters.";
 
 /// Registers the controller with `mgr` when it is enabled and the CA is known.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     let Some(ca) = cfg.root_ca_pem.clone().filter(|_| cfg.enabled("root-ca-cert-publisher")) else {
         return Ok(());
     };

@@ -11,7 +11,7 @@ use crate::common::scheduling::{matches_node_selection, tolerates, tolerates_nod
 
 /// Why a node cannot take a pod (kube-scheduler's reason strings).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Reason {
+pub(crate) enum Reason {
     /// The node is cordoned.
     Unschedulable,
     /// A NoSchedule/NoExecute taint the pod does not tolerate.
@@ -24,7 +24,7 @@ pub enum Reason {
 
 impl Reason {
     /// The reason as kube-scheduler words it.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             Reason::Unschedulable => "node(s) were unschedulable".into(),
             Reason::Taint => "node(s) had untolerated taint(s)".into(),
@@ -41,7 +41,7 @@ fn pod_tolerations(pod: &Pod) -> &[Toleration] {
 
 /// What is already placed on a node.
 #[derive(Debug, Clone, Default)]
-pub struct Usage {
+pub(crate) struct Usage {
     /// Summed requests of its pods.
     pub requested: Resources,
     /// Summed scoring requests (cpu, memory) of its pods.
@@ -52,7 +52,7 @@ pub struct Usage {
 
 /// Checks whether `pod` (requesting `req`) fits `node`, which already holds `usage`.
 /// Returns the reasons it does not (empty: it fits).
-pub fn filter(pod: &Pod, req: &Resources, node: &Node, usage: &Usage) -> Vec<Reason> {
+pub(crate) fn filter(pod: &Pod, req: &Resources, node: &Node, usage: &Usage) -> Vec<Reason> {
     let spec = node.spec.clone().unwrap_or_default();
     if spec.unschedulable == Some(true) {
         let cordon =
@@ -89,7 +89,7 @@ pub fn filter(pod: &Pod, req: &Resources, node: &Node, usage: &Usage) -> Vec<Rea
 
 /// The least-allocated score (0–100) of placing a pod needing `extra` (cpu, memory) on
 /// `node` holding `usage`.
-pub fn score(node: &Node, usage: &Usage, extra: (i128, i128)) -> i128 {
+pub(crate) fn score(node: &Node, usage: &Usage, extra: (i128, i128)) -> i128 {
     let alloc = super::resources::allocatable(node);
     let part = |cap: Option<&i128>, used: i128| match cap {
         Some(c) if *c > 0 && used <= *c => (c - used) * 100 / c,
@@ -101,7 +101,7 @@ pub fn score(node: &Node, usage: &Usage, extra: (i128, i128)) -> i128 {
 /// kube-scheduler's message for a pod no node can take, e.g. `0/3 nodes are available:
 /// 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are
 /// available: 3 Preemption is not helpful for scheduling.`
-pub fn unschedulable_message(total: usize, per_node: &[Vec<Reason>]) -> String {
+pub(crate) fn unschedulable_message(total: usize, per_node: &[Vec<Reason>]) -> String {
     if total == 0 {
         return "no nodes available to schedule pods".into();
     }

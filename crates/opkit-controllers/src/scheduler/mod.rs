@@ -11,8 +11,8 @@
 //! when nodes change or a bound pod ends; a bound pod gets a `Scheduled` event. Pods with
 //! PersistentVolumeClaims go through [`volumes`] first (kube's VolumeBinding plugin).
 
-pub mod filter;
-pub mod resources;
+pub(crate) mod filter;
+pub(crate) mod resources;
 mod volumes;
 
 use std::collections::HashMap;
@@ -33,7 +33,7 @@ use resources::Resources;
 use volumes::VolumeCheck;
 
 /// The scheduler name pods opt into (and the event reporting controller).
-pub const SCHEDULER_NAME: &str = "default-scheduler";
+pub(crate) const SCHEDULER_NAME: &str = "default-scheduler";
 
 /// How long a cached view of node usage is reused before it is rebuilt from the cache.
 const SNAPSHOT_TTL: Duration = Duration::from_millis(500);
@@ -47,7 +47,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const WAIT_FOR_CLAIMS: Duration = Duration::from_secs(5);
 
 /// Registers the scheduler with `mgr` (controller name `scheduler`).
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("scheduler") {
         return Ok(());
     }

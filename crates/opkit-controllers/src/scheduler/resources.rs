@@ -10,17 +10,17 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use opkit_apimachinery::quantity;
 
 /// Resource amounts by name (`cpu`, `memory`, extended resources), in milli-units.
-pub type Resources = BTreeMap<String, i128>;
+pub(crate) type Resources = BTreeMap<String, i128>;
 
 /// The cpu the scheduler assumes for scoring a container that requests none (100m).
-pub const DEFAULT_MILLI_CPU: i128 = 100;
+pub(crate) const DEFAULT_MILLI_CPU: i128 = 100;
 /// The memory the scheduler assumes for scoring a container that requests none (200Mi),
 /// in milli-bytes.
-pub const DEFAULT_MEMORY: i128 = 200 * 1024 * 1024 * 1000;
+pub(crate) const DEFAULT_MEMORY: i128 = 200 * 1024 * 1024 * 1000;
 
 /// The value of a quantity in milli-units, zero when it is not a quantity (the API server
 /// validates quantities, so that only happens for objects written around it).
-pub fn milli(q: &Quantity) -> i128 {
+pub(crate) fn milli(q: &Quantity) -> i128 {
     quantity::milli(q).unwrap_or(0)
 }
 
@@ -48,7 +48,7 @@ fn container_requests(c: &Container) -> Resources {
 
 /// What `pod` requests: the larger (per resource) of its containers' sum and each init
 /// container, plus its overhead.
-pub fn pod_requests(pod: &Pod) -> Resources {
+pub(crate) fn pod_requests(pod: &Pod) -> Resources {
     let mut total = Resources::new();
     let Some(spec) = &pod.spec else { return total };
     for c in &spec.containers {
@@ -70,7 +70,7 @@ pub fn pod_requests(pod: &Pod) -> Resources {
 
 /// The cpu and memory used for scoring: like [`pod_requests`], but containers requesting
 /// none count as [`DEFAULT_MILLI_CPU`] / [`DEFAULT_MEMORY`].
-pub fn pod_score_requests(pod: &Pod) -> (i128, i128) {
+pub(crate) fn pod_score_requests(pod: &Pod) -> (i128, i128) {
     let Some(spec) = &pod.spec else { return (0, 0) };
     let (mut cpu, mut mem) = (0, 0);
     for c in &spec.containers {
@@ -82,7 +82,7 @@ pub fn pod_score_requests(pod: &Pod) -> (i128, i128) {
 }
 
 /// A node's allocatable resources in milli-units.
-pub fn allocatable(node: &k8s_openapi::api::core::v1::Node) -> Resources {
+pub(crate) fn allocatable(node: &k8s_openapi::api::core::v1::Node) -> Resources {
     let mut r = Resources::new();
     if let Some(a) = node.status.as_ref().and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref())) {
         add(&mut r, a);

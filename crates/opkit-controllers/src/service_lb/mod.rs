@@ -37,7 +37,7 @@ struct LoadBalancers {
 }
 
 /// Registers the load-balancer controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("service-lb") {
         return Ok(());
     }

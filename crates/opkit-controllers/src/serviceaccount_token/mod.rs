@@ -20,16 +20,16 @@ use serde_json::json;
 use crate::ControllersConfig;
 
 /// The Secret type this controller fills.
-pub const TOKEN_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
+pub(crate) const TOKEN_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
 /// The annotation naming the Secret's ServiceAccount.
-pub const ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
+pub(crate) const ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
 /// The annotation recording the ServiceAccount's uid.
-pub const ACCOUNT_UID: &str = "kubernetes.io/service-account.uid";
+pub(crate) const ACCOUNT_UID: &str = "kubernetes.io/service-account.uid";
 /// The longest token lifetime the TokenRequest API grants (2^32 seconds, less one).
 const LIFETIME_SECONDS: i64 = (1 << 32) - 1;
 
 /// Registers the controller with `mgr` when it is enabled.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("serviceaccount-token") {
         return Ok(());
     }

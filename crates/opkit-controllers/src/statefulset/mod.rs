@@ -3,7 +3,7 @@
 //! `volumeClaimTemplates` (bound by the persistent-volume binder), OrderedReady and Parallel pod management,
 //! RollingUpdate in reverse ordinal order above a partition, ControllerRevisions and status.
 
-pub mod pods;
+pub(crate) mod pods;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -25,10 +25,10 @@ use crate::common::revision;
 use pods::{ordinal_of, revision_of};
 
 /// The reportingController of the statefulset controller's events.
-pub const REPORTING_CONTROLLER: &str = "statefulset-controller";
+pub(crate) const REPORTING_CONTROLLER: &str = "statefulset-controller";
 
 /// Registers the statefulset controller with `mgr`.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("statefulset") {
         return Ok(());
     }

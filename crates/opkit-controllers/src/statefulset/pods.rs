@@ -14,14 +14,14 @@ use kube::ResourceExt;
 use crate::common::WorkloadError;
 
 /// The pod label naming the pod (`statefulset.kubernetes.io/pod-name`).
-pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+pub(crate) const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 /// The pod label carrying the ordinal (`apps.kubernetes.io/pod-index`).
-pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
+pub(crate) const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
 /// The pod label naming the pod's ControllerRevision.
-pub const REVISION_LABEL: &str = "controller-revision-hash";
+pub(crate) const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// The ordinal of a pod of StatefulSet `sts`, parsed from its name.
-pub fn ordinal_of(sts: &str, pod: &str) -> Option<i32> {
+pub(crate) fn ordinal_of(sts: &str, pod: &str) -> Option<i32> {
     let rest = pod.strip_prefix(sts)?.strip_prefix('-')?;
     if rest.starts_with('+') || (rest.len() > 1 && rest.starts_with('0')) {
         return None;
@@ -30,17 +30,17 @@ pub fn ordinal_of(sts: &str, pod: &str) -> Option<i32> {
 }
 
 /// The name of claim `claim` for ordinal `ordinal`.
-pub fn claim_name(claim: &str, sts: &str, ordinal: i32) -> String {
+pub(crate) fn claim_name(claim: &str, sts: &str, ordinal: i32) -> String {
     format!("{claim}-{sts}-{ordinal}")
 }
 
 /// The revision (`controller-revision-hash` label) a pod was created from.
-pub fn revision_of(pod: &Pod) -> Option<&str> {
+pub(crate) fn revision_of(pod: &Pod) -> Option<&str> {
     pod.metadata.labels.as_ref()?.get(REVISION_LABEL).map(String::as_str)
 }
 
 /// Builds pod `ordinal` of `sts` from `template` (of revision `revision`).
-pub fn new_pod(
+pub(crate) fn new_pod(
     sts: &StatefulSet,
     template: &PodTemplateSpec,
     revision: &str,
@@ -95,7 +95,7 @@ pub fn new_pod(
 /// The claims pod `ordinal` of `sts` needs, as they would be created. With a retention
 /// policy of `Delete` the claim is owned by the StatefulSet (`whenDeleted`) so the garbage
 /// collector removes it with the set.
-pub fn new_claims(sts: &StatefulSet, ordinal: i32) -> Vec<PersistentVolumeClaim> {
+pub(crate) fn new_claims(sts: &StatefulSet, ordinal: i32) -> Vec<PersistentVolumeClaim> {
     let set = sts.name_any();
     let Some(spec) = sts.spec.as_ref() else { return Vec::new() };
     let selector_labels = spec.selector.match_labels.clone().unwrap_or_default();

@@ -62,7 +62,7 @@ impl Volumes {
 }
 
 /// Registers the default-class runnable, the claim binder and the volume reclaimer.
-pub fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
+pub(crate) fn register(mgr: &Manager, cfg: &ControllersConfig) -> Result<(), opkit::BuildError> {
     if !cfg.enabled("persistentvolume") {
         return Ok(());
     }

@@ -38,7 +38,7 @@ fn answer(req: &hyper::Request<hyper::body::Incoming>) -> Value {
 
 /// The APIService `v1.metrics.example.com`, served by the Service `kube-system/backend`
 /// on port 443, whose certificate `ca_pem` verifies.
-pub fn backend_apiservice(ca_pem: &str) -> Result<APIService, Error> {
+pub(crate) fn backend_apiservice(ca_pem: &str) -> Result<APIService, Error> {
     use base64::Engine as _;
     Ok(serde_json::from_value(json!({
         "metadata": {"name": "v1.metrics.example.com"},
@@ -49,7 +49,7 @@ pub fn backend_apiservice(ca_pem: &str) -> Result<APIService, Error> {
 }
 
 /// Starts the backend until `stop`; returns its address and its CA (PEM).
-pub async fn backend(stop: CancellationToken) -> Result<(SocketAddr, String), Error> {
+pub(crate) async fn backend(stop: CancellationToken) -> Result<(SocketAddr, String), Error> {
     let ca = DevCa::generate("backend-ca")?;
     let cert = ca.issue_serving_cert("backend", &["backend.kube-system.svc".to_string()])?;
     let tls = opkit_serve::tls::server_config(&cert.cert_pem, &cert.key_pem)?;

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-pub mod backend;
+pub(crate) mod backend;
 
 use std::time::Duration;
 
@@ -13,13 +13,13 @@ use kube::runtime::wait::{Condition, await_condition};
 use opkit_testenv::TestEnv;
 
 /// The error type of the suites.
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// How long a test waits for a condition (generous: the machine is shared).
-pub const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 /// Waits until `cond` holds for the object `name`, or fails after [`WAIT`].
-pub async fn wait<K>(api: &Api<K>, name: &str, cond: impl Condition<K>) -> Result<K, Error>
+pub(crate) async fn wait<K>(api: &Api<K>, name: &str, cond: impl Condition<K>) -> Result<K, Error>
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
@@ -31,7 +31,7 @@ where
 
 /// Runs kubectl (without blocking the test's runtime) and returns stdout, or an error
 /// with its output.
-pub async fn kubectl(env: &TestEnv, args: &[&str]) -> Result<String, Error> {
+pub(crate) async fn kubectl(env: &TestEnv, args: &[&str]) -> Result<String, Error> {
     let out = tokio::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(env.kubeconfig_path())

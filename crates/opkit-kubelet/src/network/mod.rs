@@ -42,10 +42,10 @@ const LEASE_DIR: &str = "/run/opkit/pod-ips";
 const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
 /// The `kube-dns` Service's ClusterIP (kubeadm's and kind's), where pods reach the
 /// cluster DNS.
-pub const CLUSTER_DNS_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
+pub(crate) const CLUSTER_DNS_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 /// The `kubernetes` Service's ClusterIP and port, as pods in a namespace reach it.
 #[cfg(target_os = "linux")]
-pub const KUBERNETES_SERVICE: SocketAddr = SocketAddr::new(IpAddr::V4(KUBERNETES_SERVICE_IP), 443);
+pub(crate) const KUBERNETES_SERVICE: SocketAddr = SocketAddr::new(IpAddr::V4(KUBERNETES_SERVICE_IP), 443);
 
 /// How the kubelet networks real pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl std::fmt::Display for NetworkMode {
 /// Errors making or removing a pod's network.
 #[derive(Debug, thiserror::Error)]
 #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-pub enum NetworkError {
+pub(crate) enum NetworkError {
     /// A step of setting up the sandbox failed.
     #[error("pod network: {0}")]
     Setup(String),
@@ -97,7 +97,7 @@ pub enum NetworkError {
 }
 
 /// The pod networks of one kubelet.
-pub struct PodNetworks {
+pub(crate) struct PodNetworks {
     mode: NetworkMode,
     /// Why namespaces are not used, when they were asked for or probed and failed.
     fallback_reason: Option<String>,
@@ -126,7 +126,7 @@ impl PodNetworks {
     /// namespaces that cannot be made (`None` or `Some(Namespaces)`) fall back to the
     /// host network, and [`PodNetworks::fallback_reason`] says why. Whether they can is
     /// probed once per process, by making and destroying a sandbox.
-    pub fn new(requested: Option<NetworkMode>, api_server: SocketAddr) -> PodNetworks {
+    pub(crate) fn new(requested: Option<NetworkMode>, api_server: SocketAddr) -> PodNetworks {
         PodNetworks::choose(requested, api_server, namespaces_available)
     }
 
@@ -157,30 +157,30 @@ impl PodNetworks {
     /// These networks with every Service and the cluster DNS served to namespaced pods,
     /// following the cluster's Services with `client` (which may list and watch Services
     /// and EndpointSlices).
-    pub fn with_services(mut self, client: kube::Client) -> PodNetworks {
+    pub(crate) fn with_services(mut self, client: kube::Client) -> PodNetworks {
         self.services_client = Some(client);
         self
     }
 
     /// The mode in use.
-    pub fn mode(&self) -> NetworkMode {
+    pub(crate) fn mode(&self) -> NetworkMode {
         self.mode
     }
 
     /// Why network namespaces are not in use, if they were wanted.
-    pub fn fallback_reason(&self) -> Option<&str> {
+    pub(crate) fn fallback_reason(&self) -> Option<&str> {
         self.fallback_reason.as_deref()
     }
 
     /// The sandbox of a `hostNetwork` pod, whatever the mode: the host's network, the API
     /// server at its own address.
-    pub fn host_network(&self) -> PodSandbox {
+    pub(crate) fn host_network(&self) -> PodSandbox {
         PodSandbox::host(self.api_server)
     }
 
     /// Makes the network sandbox of the pod `pod_uid`, whose hostname is `hostname`, on
     /// a node whose pod range is `pod_cidr`.
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         pod_uid: &str,
         hostname: &str,
@@ -213,7 +213,7 @@ impl PodNetworks {
 
 /// One pod's network: its IP, and the namespace its processes enter.
 #[derive(Debug)]
-pub struct PodSandbox {
+pub(crate) struct PodSandbox {
     ip: IpAddr,
     netns: Option<PathBuf>,
     api_server: SocketAddr,
@@ -235,18 +235,18 @@ impl PodSandbox {
     }
 
     /// The pod's IP (the host's loopback on the host network).
-    pub fn ip(&self) -> IpAddr {
+    pub(crate) fn ip(&self) -> IpAddr {
         self.ip
     }
 
     /// The network namespace to enter (`/proc/<pid>/ns/net`), `None` on the host network.
-    pub fn netns(&self) -> Option<&Path> {
+    pub(crate) fn netns(&self) -> Option<&Path> {
         self.netns.as_deref()
     }
 
     /// The cluster DNS's address for this pod's `resolv.conf`, `None` when none serves
     /// it (the host network, or networks without Services).
-    pub fn cluster_dns(&self) -> Option<IpAddr> {
+    pub(crate) fn cluster_dns(&self) -> Option<IpAddr> {
         #[cfg(target_os = "linux")]
         if self.namespaced.as_ref().is_some_and(|n| n.dns.is_some()) {
             return Some(IpAddr::V4(CLUSTER_DNS_IP));
@@ -257,21 +257,21 @@ impl PodSandbox {
     /// Where the pod's processes reach the API server: the `kubernetes` Service's
     /// ClusterIP and port inside a namespace, the server's own address on the host
     /// network.
-    pub fn api_server(&self) -> SocketAddr {
+    pub(crate) fn api_server(&self) -> SocketAddr {
         self.api_server
     }
 
     /// The host end of the pod's veth pair (`opk` and 12 hex digits), `None` on the host
     /// network.
     #[cfg(test)]
-    pub fn host_interface(&self) -> Option<&str> {
+    pub(crate) fn host_interface(&self) -> Option<&str> {
         self.namespaced.as_ref().map(|n| n.link.name())
     }
 
     /// Makes `cmd` start inside this sandbox: in its network namespace, its UTS
     /// namespace (so `hostname` is the pod's) and its IPC namespace (shared by the pod's
     /// containers). Nothing changes on the host network.
-    pub fn enter(&self, cmd: &mut tokio::process::Command) {
+    pub(crate) fn enter(&self, cmd: &mut tokio::process::Command) {
         #[cfg(target_os = "linux")]
         if let Some(namespaced) = &self.namespaced {
             namespaced.holder.enter(cmd.as_std_mut());
@@ -282,7 +282,7 @@ impl PodSandbox {
 
     /// Removes the sandbox (its namespace, veth pair and address). Dropping a sandbox
     /// does the same, blocking the thread for the few milliseconds it takes.
-    pub async fn destroy(self) {
+    pub(crate) async fn destroy(self) {
         #[cfg(target_os = "linux")]
         if let Some(namespaced) = self.namespaced {
             // The `ip` run and the holder's reaping block: off the runtime's threads. If

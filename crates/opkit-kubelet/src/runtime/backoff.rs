@@ -10,7 +10,7 @@ pub const DEFAULT_BASE: Duration = Duration::from_secs(10);
 
 /// One container's restart back-off.
 #[derive(Debug, Clone)]
-pub struct RestartBackoff {
+pub(crate) struct RestartBackoff {
     base: Duration,
     /// The back-off given last (`None`: the next restart is immediate).
     current: Option<Duration>,
@@ -18,18 +18,18 @@ pub struct RestartBackoff {
 
 impl RestartBackoff {
     /// A back-off starting at `base`.
-    pub fn new(base: Duration) -> RestartBackoff {
+    pub(crate) fn new(base: Duration) -> RestartBackoff {
         RestartBackoff { base, current: None }
     }
 
     /// The longest back-off.
-    pub fn max(&self) -> Duration {
+    pub(crate) fn max(&self) -> Duration {
         self.base.saturating_mul(30)
     }
 
     /// The wait before restarting an instance that ran for `ran`: none after the first
     /// exit (or a long enough run), then the base, then double the previous one (capped).
-    pub fn next(&mut self, ran: Duration) -> Duration {
+    pub(crate) fn next(&mut self, ran: Duration) -> Duration {
         if ran >= self.max().saturating_mul(2) {
             self.current = None;
         }

@@ -41,16 +41,16 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::volumes::BindMount;
 #[cfg(target_os = "linux")]
-pub use setup::{create, join};
+pub(crate) use setup::{create, join};
 
 /// Where the image's entrypoint is bound inside the container.
-pub const ENTRYPOINT: &str = "/entrypoint";
+pub(crate) const ENTRYPOINT: &str = "/entrypoint";
 /// Where the ServiceAccount's files are mounted (`/var/run` is a link to `/run`).
-pub const SERVICE_ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub(crate) const SERVICE_ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// The user a loaded binary runs as under `runAsNonRoot` without `runAsUser`: a loaded
 /// binary has no image `USER`, and the scaffolded projects' Dockerfile runs the manager
 /// as distroless's `nonroot` (65532:65532).
-pub const NONROOT_USER: u32 = 65532;
+pub(crate) const NONROOT_USER: u32 = 65532;
 /// The name of the old root under the new one between `pivot_root` and its unmount.
 const OLD_ROOT: &str = "/.opkit-old-root";
 /// [`OLD_ROOT`] as the hook uses it: absolute after the pivot, relative to the new root
@@ -115,7 +115,7 @@ const CAPABILITIES: [&str; 41] = [
 
 /// containerd's (and Docker's) default capabilities, the 14 a container gets unless its
 /// `securityContext` adds or drops some.
-pub const DEFAULT_CAPABILITIES: [&str; 14] = [
+pub(crate) const DEFAULT_CAPABILITIES: [&str; 14] = [
     "CHOWN",
     "DAC_OVERRIDE",
     "FSETID",
@@ -156,7 +156,7 @@ fn all_capabilities() -> u64 {
 
 /// Who a container's processes run as, and with which privileges.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Privileges {
+pub(crate) struct Privileges {
     /// The user (`runAsUser`; root by default, a loaded binary having no image `USER`).
     pub uid: u32,
     /// The primary group (`runAsGroup`; the user's, 0 or 65532, by default).
@@ -174,7 +174,7 @@ pub struct Privileges {
 /// A container's seccomp profile (`securityContext.seccompProfile.type`, the
 /// container's over the pod's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SeccompProfile {
+pub(crate) enum SeccompProfile {
     /// No filter (`Unconfined`, and kube's default without `seccompProfile`).
     #[default]
     Unconfined,
@@ -216,7 +216,7 @@ fn seccomp_profile(
 
 /// How a container's `securityContext` (with its pod's) asks it to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Security {
+pub(crate) enum Security {
     /// `privileged: true`: as the kubelet, with every capability, in the host's
     /// namespaces except the pod's network (the uncontained mode).
     Privileged,
@@ -233,12 +233,12 @@ pub enum Security {
 /// message).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct SecurityError(pub String);
+pub(crate) struct SecurityError(pub String);
 
 /// The security settings of container `c` of `pod`: the container's `securityContext`
 /// over the pod's, as the kubelet merges them. Refuses `runAsNonRoot` with an explicit
 /// `runAsUser: 0`, as the kubelet's `verifyRunAsNonRoot` does.
-pub fn privileges(pod: &Pod, c: &Container) -> Result<Security, SecurityError> {
+pub(crate) fn privileges(pod: &Pod, c: &Container) -> Result<Security, SecurityError> {
     let spec = pod.spec.as_ref();
     let pod_sc = spec.and_then(|s| s.security_context.as_ref());
     let sc = c.security_context.as_ref();
@@ -314,7 +314,7 @@ pub fn privileges(pod: &Pod, c: &Container) -> Result<Security, SecurityError> {
 /// read-only): `passwd`, `group`, `hosts`, `hostname`, `resolv.conf` (`resolv_conf`, as
 /// [`crate::resolv_conf`] composes it), `nsswitch.conf` and the dynamic linker's
 /// cache, plus the mount points of [`ETC_DIRS`]. Never the host's `shadow`.
-pub fn write_etc(dir: &Path, hostname: &str, pod_ip: &str, resolv_conf: &str) -> std::io::Result<()> {
+pub(crate) fn write_etc(dir: &Path, hostname: &str, pod_ip: &str, resolv_conf: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let passwd = "root:x:0:0:root:/root:/bin/sh\n\
                   nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n\
@@ -348,7 +348,7 @@ pub fn write_etc(dir: &Path, hostname: &str, pod_ip: &str, resolv_conf: &str) ->
 
 /// The root file system of a new container.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RootPlan {
+pub(crate) struct RootPlan {
     /// An empty host directory the root tmpfs is mounted on (in the container's own
     /// mount namespace only).
     pub root_dir: PathBuf,
@@ -371,7 +371,7 @@ pub struct RootPlan {
 
 /// A running container another process joins (`pods/exec`, exec probes).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JoinPlan {
+pub(crate) struct JoinPlan {
     /// The pid of the container's waiter (the kubelet's child; the container's init
     /// process is its only child).
     pub waiter: u32,
@@ -383,7 +383,7 @@ pub struct JoinPlan {
 
 /// Why joining a container failed.
 #[derive(Debug, thiserror::Error)]
-pub enum JoinError {
+pub(crate) enum JoinError {
     /// Its init process is gone or not set up yet.
     #[error("container is not running (its init process of {0} is not ready)")]
     NotReady(u32),
@@ -423,7 +423,7 @@ impl std::fmt::Display for PodIsolation {
 
 /// Whether this process can contain containers, probed once per process (a root
 /// process that unshares mount, PID, IPC and UTS namespaces); the error says why not.
-pub fn containment_available() -> Result<(), String> {
+pub(crate) fn containment_available() -> Result<(), String> {
     static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     #[cfg(target_os = "linux")]
     return PROBE.get_or_init(setup::probe_containment).clone();

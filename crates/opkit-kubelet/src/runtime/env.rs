@@ -15,7 +15,7 @@ use opkit_apimachinery::quantity;
 /// Why a container's environment cannot be made (the container waits with
 /// `CreateContainerConfigError` and this message).
 #[derive(Debug, thiserror::Error)]
-pub enum EnvError {
+pub(crate) enum EnvError {
     /// A referenced object or key is missing, or a reference is invalid.
     #[error("{0}")]
     Config(String),
@@ -26,7 +26,7 @@ pub enum EnvError {
 
 /// What a container's environment is made from besides the pod itself.
 #[derive(Debug, Clone)]
-pub struct EnvInputs {
+pub(crate) struct EnvInputs {
     /// The pod's IP (from its sandbox).
     pub pod_ip: String,
     /// The node's InternalIP.
@@ -39,7 +39,7 @@ pub struct EnvInputs {
 
 /// Expands `$(VAR)` references in `input` from `lookup` as kube does: `$$` is a literal
 /// `$`, an undefined or unterminated reference stays as written.
-pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+pub(crate) fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(i) = rest.find('$') {
@@ -105,7 +105,7 @@ fn service_vars(name: &str, ip: &str, ports: &[(Option<String>, i32, String)]) -
 }
 
 /// The `kubernetes` Service's variables, naming `api_server`.
-pub fn kubernetes_vars(api_server: SocketAddr) -> Vec<(String, String)> {
+pub(crate) fn kubernetes_vars(api_server: SocketAddr) -> Vec<(String, String)> {
     let ip = api_server.ip().to_string();
     let ports = [(Some("https".to_string()), i32::from(api_server.port()), "TCP".to_string())];
     service_vars("kubernetes", &ip, &ports)
@@ -254,7 +254,7 @@ fn set(env: &mut Vec<(String, String)>, name: String, value: String) {
 }
 
 /// The environment of `container` in `pod`, as the kubelet makes it.
-pub async fn container_env(
+pub(crate) async fn container_env(
     client: &kube::Client,
     pod: &Pod,
     container: &Container,

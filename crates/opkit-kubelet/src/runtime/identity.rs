@@ -14,11 +14,11 @@ use opkit_serve::files::{FileAccess, write_atomic};
 use serde_json::json;
 
 /// The lifetime the kubelet asks for a projected token (kube's default 3607 s).
-pub const TOKEN_SECONDS: i64 = 3607;
+pub(crate) const TOKEN_SECONDS: i64 = 3607;
 
 /// Errors projecting a pod's identity.
 #[derive(Debug, thiserror::Error)]
-pub enum IdentityError {
+pub(crate) enum IdentityError {
     /// The TokenRequest failed (e.g. the ServiceAccount does not exist).
     #[error("requesting the ServiceAccount token: {0}")]
     Token(#[from] kube::Error),
@@ -29,7 +29,7 @@ pub enum IdentityError {
 
 /// Where a pod's projected identity lives.
 #[derive(Debug, Clone)]
-pub struct IdentityFiles {
+pub(crate) struct IdentityFiles {
     /// `<pod dir>/serviceaccount`.
     pub dir: PathBuf,
     /// `<pod dir>/kubeconfig`.
@@ -38,26 +38,30 @@ pub struct IdentityFiles {
 
 impl IdentityFiles {
     /// The files of the pod whose directory is `pod_dir`.
-    pub fn new(pod_dir: &Path) -> IdentityFiles {
+    pub(crate) fn new(pod_dir: &Path) -> IdentityFiles {
         IdentityFiles { dir: pod_dir.join("serviceaccount"), kubeconfig: pod_dir.join("kubeconfig") }
     }
 }
 
 /// Whether `pod` gets a ServiceAccount token (`automountServiceAccountToken`, default
 /// true).
-pub fn automounts(pod: &Pod) -> bool {
+pub(crate) fn automounts(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.automount_service_account_token) != Some(false)
 }
 
 /// When a token issued for `ttl` is refreshed: at 80% of its life, as the kubelet's
 /// token manager does.
-pub fn refresh_after(ttl: Duration) -> Duration {
+pub(crate) fn refresh_after(ttl: Duration) -> Duration {
     ttl.mul_f64(0.8)
 }
 
 /// Requests a token for `pod`'s ServiceAccount bound to the pod and writes it; returns
 /// its lifetime.
-pub async fn write_token(client: &kube::Client, pod: &Pod, files: &IdentityFiles) -> Result<Duration, IdentityError> {
+pub(crate) async fn write_token(
+    client: &kube::Client,
+    pod: &Pod,
+    files: &IdentityFiles,
+) -> Result<Duration, IdentityError> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let sa = pod
         .spec
@@ -97,7 +101,7 @@ pub async fn write_token(client: &kube::Client, pod: &Pod, files: &IdentityFiles
 }
 
 /// Writes `ca.crt`, `namespace` and the kubeconfig (server `https://<api_server>`).
-pub fn write_static(
+pub(crate) fn write_static(
     pod: &Pod,
     files: &IdentityFiles,
     root_ca_pem: &str,

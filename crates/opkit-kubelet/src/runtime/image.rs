@@ -13,11 +13,11 @@ use super::env;
 use crate::images::builtin::{self, BuiltinImage};
 
 /// Where a built-in image's tools directory is bound inside a contained root.
-pub const TOOLS_MOUNT: &str = "/opkit/bin";
+pub(crate) const TOOLS_MOUNT: &str = "/opkit/bin";
 
 /// How the image of a real container runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ImageRun {
+pub(crate) enum ImageRun {
     /// Loaded with `opkit cluster load`: this executable is the entrypoint.
     Loaded(PathBuf),
     /// A built-in image.
@@ -33,20 +33,25 @@ fn expanded(c: &Container, env: &[(String, String)]) -> (Option<Vec<String>>, Ve
 
 /// The argv of `c` whose image's entrypoint is a loaded binary: `command[1..] ++ args`
 /// when `command` is set, else `args`, with `$(VAR)` expanded from `env`.
-pub fn argv(c: &Container, env: &[(String, String)]) -> Vec<String> {
+pub(crate) fn argv(c: &Container, env: &[(String, String)]) -> Vec<String> {
     let (command, args) = expanded(c, env);
     command.into_iter().flatten().skip(1).chain(args).collect()
 }
 
 /// The directory of a pod's built-in image tools, under the pod's directory `pod_dir`.
-pub fn tools_dir(pod_dir: &Path) -> PathBuf {
+pub(crate) fn tools_dir(pod_dir: &Path) -> PathBuf {
     pod_dir.join("image-tools")
 }
 
 impl ImageRun {
     /// The program and arguments of an instance of `c` (`contained`: the program is a
     /// path inside the container's root, or a name looked up on its `PATH`).
-    pub fn command_line(&self, c: &Container, env: &[(String, String)], contained: bool) -> (PathBuf, Vec<String>) {
+    pub(crate) fn command_line(
+        &self,
+        c: &Container,
+        env: &[(String, String)],
+        contained: bool,
+    ) -> (PathBuf, Vec<String>) {
         match self {
             ImageRun::Loaded(binary) => {
                 let program = if contained { PathBuf::from(ENTRYPOINT) } else { binary.clone() };
@@ -63,7 +68,7 @@ impl ImageRun {
     /// The `PATH` a container of this image gets when its environment sets none: the
     /// image's usual one, after the tools directory of a built-in image (`tools`, as the
     /// container sees it).
-    pub fn default_path(&self, tools: &Path) -> String {
+    pub(crate) fn default_path(&self, tools: &Path) -> String {
         let usual = builtin::IMAGE_PATH.join(":");
         match self {
             ImageRun::Loaded(_) => usual,

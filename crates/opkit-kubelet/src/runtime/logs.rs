@@ -12,9 +12,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, broadcast, watch};
 
 /// kube's `containerLogMaxSize` default (10Mi).
-pub const MAX_LOG_SIZE: u64 = 10 * 1024 * 1024;
+pub(crate) const MAX_LOG_SIZE: u64 = 10 * 1024 * 1024;
 /// kube's `containerLogMaxFiles` default: the live file and four rotated ones.
-pub const MAX_LOG_FILES: usize = 5;
+pub(crate) const MAX_LOG_FILES: usize = 5;
 /// How many chunks of output an attached client may fall behind before it misses some
 /// (it then goes on with the newest, as a slow reader of a runtime's attach would).
 const ATTACH_BACKLOG: usize = 256;
@@ -25,7 +25,7 @@ const MAX_ENTRY: usize = 16 * 1024;
 /// A piece of a container's output as it was read: a line with its newline (or the last
 /// bytes before the stream closed).
 #[derive(Debug, Clone)]
-pub struct OutputChunk {
+pub(crate) struct OutputChunk {
     /// `stdout` or `stderr`.
     pub stream: &'static str,
     /// The bytes.
@@ -34,7 +34,7 @@ pub struct OutputChunk {
 
 /// Where one container's log files live, and how large they grow.
 #[derive(Debug, Clone)]
-pub struct LogDir {
+pub(crate) struct LogDir {
     dir: PathBuf,
     max_size: u64,
     max_files: usize,
@@ -42,7 +42,7 @@ pub struct LogDir {
 
 /// How far an instance's log has been written, for followers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LogProgress {
+pub(crate) struct LogProgress {
     /// Entries written so far (it only grows).
     pub entries: u64,
     /// Whether the instance ended and nothing more will be written.
@@ -51,20 +51,20 @@ pub struct LogProgress {
 
 impl LogDir {
     /// The log directory `dir` of one container, with kube's default size cap.
-    pub fn new(dir: PathBuf) -> LogDir {
+    pub(crate) fn new(dir: PathBuf) -> LogDir {
         LogDir { dir, max_size: MAX_LOG_SIZE, max_files: MAX_LOG_FILES }
     }
 
     /// The same with another cap (bytes per file, files kept per instance).
     #[cfg(test)]
-    pub fn with_limits(mut self, max_size: u64, max_files: usize) -> LogDir {
+    pub(crate) fn with_limits(mut self, max_size: u64, max_files: usize) -> LogDir {
         self.max_size = max_size.max(1);
         self.max_files = max_files.max(1);
         self
     }
 
     /// The live file of instance `n`.
-    pub fn live(&self, n: i32) -> PathBuf {
+    pub(crate) fn live(&self, n: i32) -> PathBuf {
         self.dir.join(format!("{n}.log"))
     }
 
@@ -73,7 +73,7 @@ impl LogDir {
     }
 
     /// The files of instance `n`, oldest first (only those that exist).
-    pub fn files(&self, n: i32) -> Vec<PathBuf> {
+    pub(crate) fn files(&self, n: i32) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = (1..self.max_files).rev().map(|k| self.rotated(n, k)).collect();
         out.push(self.live(n));
         out.retain(|p| p.exists());
@@ -82,7 +82,7 @@ impl LogDir {
 
     /// Starts writing instance `n`: the returned writer appends the lines of the streams
     /// given to [`InstanceLog::copy`].
-    pub async fn open(&self, n: i32) -> std::io::Result<InstanceLog> {
+    pub(crate) async fn open(&self, n: i32) -> std::io::Result<InstanceLog> {
         tokio::fs::create_dir_all(&self.dir).await?;
         let path = self.live(n);
         let file = tokio::fs::OpenOptions::new().create(true).append(true).open(&path).await?;
@@ -123,7 +123,7 @@ struct Writer {
 
 /// The log of one running container instance.
 #[derive(Clone)]
-pub struct InstanceLog {
+pub(crate) struct InstanceLog {
     inner: Arc<Mutex<Writer>>,
     dir: LogDir,
     n: i32,
@@ -134,23 +134,23 @@ pub struct InstanceLog {
 impl InstanceLog {
     /// The output as it is read from now on (for `attach`); the instance has ended when
     /// [`Self::subscribe`]'s progress says so, every chunk having been sent before.
-    pub fn output(&self) -> broadcast::Sender<OutputChunk> {
+    pub(crate) fn output(&self) -> broadcast::Sender<OutputChunk> {
         self.output.clone()
     }
 
     /// Follows the progress of this instance's log.
-    pub fn subscribe(&self) -> watch::Receiver<LogProgress> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<LogProgress> {
         self.progress.subscribe()
     }
 
     /// Marks the log ended (the process exited and its pipes were drained).
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         self.progress.send_modify(|p| p.ended = true);
     }
 
     /// Copies `stream` (named `stdout` or `stderr`) line by line into the log until it
     /// closes.
-    pub async fn copy(&self, stream: impl AsyncRead + Unpin, name: &'static str) {
+    pub(crate) async fn copy(&self, stream: impl AsyncRead + Unpin, name: &'static str) {
         let mut reader = BufReader::new(stream);
         let mut line = Vec::new();
         loop {
@@ -207,7 +207,7 @@ impl InstanceLog {
 
 /// One log line read back: when, which stream, and its text (partial entries joined).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogLine {
+pub(crate) struct LogLine {
     /// When the runtime read it.
     pub time: jiff::Timestamp,
     /// The time as written (RFC 3339 with nanoseconds).
@@ -220,7 +220,7 @@ pub struct LogLine {
 
 /// Parses CRI log entries, joining partial ones; malformed entries are skipped, as the
 /// kubelet's reader does.
-pub fn parse(bytes: &[u8]) -> Vec<LogLine> {
+pub(crate) fn parse(bytes: &[u8]) -> Vec<LogLine> {
     let mut out: Vec<LogLine> = Vec::new();
     let mut partial: Option<LogLine> = None;
     for entry in bytes.split(|b| *b == b'\n') {
@@ -248,7 +248,7 @@ pub fn parse(bytes: &[u8]) -> Vec<LogLine> {
 }
 
 /// Reads and parses the files of instance `n` of a container.
-pub async fn read(dir: &LogDir, n: i32) -> std::io::Result<Vec<LogLine>> {
+pub(crate) async fn read(dir: &LogDir, n: i32) -> std::io::Result<Vec<LogLine>> {
     let mut bytes = Vec::new();
     for f in dir.files(n) {
         match tokio::fs::read(&f).await {
@@ -261,7 +261,7 @@ pub async fn read(dir: &LogDir, n: i32) -> std::io::Result<Vec<LogLine>> {
 }
 
 /// The bytes of `path` from `offset` on (empty when the file is gone).
-pub async fn read_from(path: &Path, offset: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) async fn read_from(path: &Path, offset: u64) -> std::io::Result<Vec<u8>> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
     let mut f = match tokio::fs::File::open(path).await {
         Ok(f) => f,

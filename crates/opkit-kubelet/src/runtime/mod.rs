@@ -7,17 +7,17 @@
 //! [`Runtime`] keeps the real pods of this kubelet, starts and stops them, stops them all
 //! when the manager stops, and answers the kubelet server's questions about them.
 
-pub mod backoff;
-pub mod container;
-pub mod env;
-pub mod identity;
-pub mod image;
-pub mod logs;
-pub mod pod;
-pub mod probes;
-pub mod process;
-pub mod status;
-pub mod volumes;
+pub(crate) mod backoff;
+pub(crate) mod container;
+pub(crate) mod env;
+pub(crate) mod identity;
+pub(crate) mod image;
+pub(crate) mod logs;
+pub(crate) mod pod;
+pub(crate) mod probes;
+pub(crate) mod process;
+pub(crate) mod status;
+pub(crate) mod volumes;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -44,7 +44,7 @@ use pod::{NodeFacts, PodShared, StopRequest};
 use status::{ContainerView, PodView, State, Terminated};
 
 /// What every real pod of one kubelet shares.
-pub struct RuntimeShared {
+pub(crate) struct RuntimeShared {
     /// The kubelet's client.
     pub client: kube::Client,
     /// The pod networks.
@@ -63,7 +63,7 @@ pub struct RuntimeShared {
 impl RuntimeShared {
     /// How `image` runs: its loaded executable, else the built-in image it names; `None`
     /// when it is neither (its pod is simulated).
-    pub fn image_run(&self, image: &str) -> Option<ImageRun> {
+    pub(crate) fn image_run(&self, image: &str) -> Option<ImageRun> {
         match self.images.entrypoint(image) {
             Ok(Some(binary)) => return Some(ImageRun::Loaded(binary)),
             Ok(None) => {}
@@ -95,7 +95,7 @@ pub const CONTAINER_ID_PREFIX: &str = "opkit://";
 /// environment, working directory and network namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-pub struct ExecTargetData {
+pub(crate) struct ExecTargetData {
     /// The container's environment.
     pub env: Vec<(String, String)>,
     /// Its working directory.
@@ -111,7 +111,7 @@ pub struct ExecTargetData {
 /// Why a container could not be found for the kubelet server.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-pub enum LookupError {
+pub(crate) enum LookupError {
     /// No real pod of that name runs on this kubelet.
     #[error("pod {0:?} does not exist")]
     PodNotFound(String),
@@ -134,7 +134,7 @@ pub enum LookupError {
 }
 
 /// The real pods of one kubelet.
-pub struct Runtime {
+pub(crate) struct Runtime {
     shared: Arc<RuntimeShared>,
     pod_root: PathBuf,
     pods: Mutex<HashMap<Request, PodEntry>>,
@@ -153,7 +153,7 @@ impl Runtime {
     /// The runtime of a kubelet configured by `cfg`, following the cluster's Services
     /// for its pods with `services_client`; `None` when no image store is configured (or
     /// the API server's address is unknown): every pod is simulated.
-    pub fn new(
+    pub(crate) fn new(
         cfg: &KubeletConfig,
         client: kube::Client,
         services_client: kube::Client,
@@ -197,20 +197,20 @@ impl Runtime {
 
     /// Whether `pod` runs for real: every container's and init container's image is
     /// loaded or built in.
-    pub fn is_real(&self, pod: &Pod) -> bool {
+    pub(crate) fn is_real(&self, pod: &Pod) -> bool {
         let Some(spec) = &pod.spec else { return false };
         let mut all = spec.containers.iter().chain(spec.init_containers.iter().flatten()).peekable();
         all.peek().is_some() && all.all(|c| c.image.as_deref().is_some_and(|i| self.shared.image_run(i).is_some()))
     }
 
     /// Whether this runtime runs (or ran) the pod at `key` with `uid`.
-    pub fn owns(&self, key: &Request, uid: &str) -> bool {
+    pub(crate) fn owns(&self, key: &Request, uid: &str) -> bool {
         self.pods.lock().get(key).is_some_and(|e| e.shared.uid == uid)
     }
 
     /// Starts `pod` on `node` unless it already runs (a pod of the same name with
     /// another uid is stopped first).
-    pub fn ensure(&self, key: &Request, pod: &Pod, node: NodeFacts) {
+    pub(crate) fn ensure(&self, key: &Request, pod: &Pod, node: NodeFacts) {
         if self.stopping.is_cancelled() {
             return;
         }
@@ -307,7 +307,7 @@ impl Runtime {
     /// The pod at `key` (uid `uid`) is being deleted: stops it within `grace` and
     /// confirms the deletion. Returns false when no running task of this runtime has
     /// it (the caller confirms the deletion itself).
-    pub fn delete(&self, key: &Request, uid: &str, grace: Duration) -> bool {
+    pub(crate) fn delete(&self, key: &Request, uid: &str, grace: Duration) -> bool {
         let pods = self.pods.lock();
         match pods.get(key) {
             Some(e) if e.shared.uid == uid && !e.shared.finished.is_cancelled() => {
@@ -320,7 +320,7 @@ impl Runtime {
 
     /// The pod at `key` is gone: stops what is left of it at once and removes its
     /// directory.
-    pub fn forget(&self, key: &Request) {
+    pub(crate) fn forget(&self, key: &Request) {
         let Some(e) = self.pods.lock().remove(key) else { return };
         e.shared.request_stop(StopRequest { grace: Duration::ZERO, delete: false });
         tokio::spawn(async move {
@@ -335,7 +335,7 @@ impl Runtime {
 
     /// Stops every pod (SIGTERM, SIGKILL after its grace period), removes their
     /// sandboxes and waits for all of it; no pod starts afterwards.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.stopping.cancel();
         let entries: Vec<PodEntry> = self.pods.lock().drain().map(|(_, e)| e).collect();
         for e in &entries {
@@ -347,14 +347,19 @@ impl Runtime {
     }
 
     /// The real pod `name` in `namespace`.
-    pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodShared>> {
+    pub(crate) fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodShared>> {
         self.pods.lock().get(&Request::new(name, Some(namespace))).map(|e| e.shared.clone())
     }
 
     /// What `exec` in `container` of pod `namespace/name` runs with (one line to wire the
     /// kubelet server's `/exec` and `/attach` routes to the streams).
     #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-    pub fn exec_target(&self, namespace: &str, name: &str, container: &str) -> Result<ExecTargetData, LookupError> {
+    pub(crate) fn exec_target(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: &str,
+    ) -> Result<ExecTargetData, LookupError> {
         let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
         let rt = pod.container(container).ok_or_else(|| LookupError::ContainerNotFound {
             pod: name.to_string(),
@@ -385,7 +390,12 @@ impl Runtime {
     /// What `attach` to `container` of the real pod `namespace/name` joins: its running
     /// instance's output and stdin.
     #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-    pub fn attach_target(&self, namespace: &str, name: &str, container: &str) -> Result<pod::Attachment, LookupError> {
+    pub(crate) fn attach_target(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: &str,
+    ) -> Result<pod::Attachment, LookupError> {
         let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
         let rt = pod.container(container).ok_or_else(|| LookupError::ContainerNotFound {
             pod: name.to_string(),
@@ -404,7 +414,7 @@ impl Runtime {
     /// The IP and network namespace (`None` on the host network) of the real pod
     /// `namespace/name` (for `portForward`).
     #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-    pub fn pod_sandbox(&self, namespace: &str, name: &str) -> Result<(IpAddr, Option<PathBuf>), LookupError> {
+    pub(crate) fn pod_sandbox(&self, namespace: &str, name: &str) -> Result<(IpAddr, Option<PathBuf>), LookupError> {
         let pod = self.pod(namespace, name).ok_or_else(|| LookupError::PodNotFound(name.to_string()))?;
         pod.sandbox().ok_or_else(|| LookupError::PodNotFound(name.to_string()))
     }
@@ -412,7 +422,7 @@ impl Runtime {
 
 /// The isolation of this kubelet's containers when `requested` is asked for (`None`:
 /// contained where the host allows it). Falling back says why, once, as a warning.
-pub fn isolation(requested: Option<PodIsolation>) -> PodIsolation {
+pub(crate) fn isolation(requested: Option<PodIsolation>) -> PodIsolation {
     match requested {
         Some(PodIsolation::Host) => PodIsolation::Host,
         None | Some(PodIsolation::Contained) => match container::containment_available() {
@@ -433,7 +443,7 @@ pub fn isolation(requested: Option<PodIsolation>) -> PodIsolation {
 }
 
 /// Stops every real pod when the manager stops.
-pub struct RuntimeStopper {
+pub(crate) struct RuntimeStopper {
     /// The runtime to stop.
     pub runtime: Arc<Runtime>,
 }

@@ -46,7 +46,7 @@ const VOLUME_SYNC: Duration = Duration::from_secs(5);
 
 /// Why a pod's processes are being stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StopRequest {
+pub(crate) struct StopRequest {
     /// How long processes get between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// Whether the pod was deleted (its deletion is confirmed once everything stopped).
@@ -55,7 +55,7 @@ pub struct StopRequest {
 
 /// What the node a pod runs on offers it.
 #[derive(Debug, Clone)]
-pub struct NodeFacts {
+pub(crate) struct NodeFacts {
     /// The node's name.
     pub name: String,
     /// Its InternalIP.
@@ -68,7 +68,7 @@ pub struct NodeFacts {
 
 /// What the kubelet server and probes need to know of one container.
 #[derive(Debug, Clone)]
-pub struct ContainerRuntime {
+pub(crate) struct ContainerRuntime {
     /// Its log files.
     pub logs: LogDir,
     /// The restart count of its current (or last) instance, once one started.
@@ -86,7 +86,7 @@ pub struct ContainerRuntime {
 /// What `attach` joins in a running container instance: its output as it is read, and
 /// its stdin when the container has one (`stdin: true`).
 #[derive(Debug, Clone)]
-pub struct Attachment {
+pub(crate) struct Attachment {
     /// The instance's output from now on.
     pub output: tokio::sync::broadcast::Sender<super::logs::OutputChunk>,
     /// The progress of its log: `ended` once all output was sent.
@@ -98,7 +98,7 @@ pub struct Attachment {
 }
 
 /// One real pod, shared between its task, the kubelet and the kubelet server.
-pub struct PodShared {
+pub(crate) struct PodShared {
     /// The pod's namespace.
     pub namespace: String,
     /// Its name.
@@ -121,7 +121,7 @@ pub struct PodShared {
 
 impl PodShared {
     /// The shared state of `pod`, whose directory is `dir`.
-    pub fn new(pod: &Pod, dir: PathBuf, view: PodView) -> PodShared {
+    pub(crate) fn new(pod: &Pod, dir: PathBuf, view: PodView) -> PodShared {
         let spec = pod.spec.clone().unwrap_or_default();
         let containers = spec
             .init_containers
@@ -157,7 +157,7 @@ impl PodShared {
     }
 
     /// Asks the pod's task to stop its processes (the first request wins).
-    pub fn request_stop(&self, req: StopRequest) {
+    pub(crate) fn request_stop(&self, req: StopRequest) {
         self.stop.send_if_modified(|s| {
             if s.is_none() {
                 *s = Some(req);
@@ -169,18 +169,18 @@ impl PodShared {
     }
 
     /// What the kubelet currently reports.
-    pub fn view(&self) -> PodView {
+    pub(crate) fn view(&self) -> PodView {
         self.view.lock().clone()
     }
 
     /// One container's runtime data.
-    pub fn container(&self, name: &str) -> Option<ContainerRuntime> {
+    pub(crate) fn container(&self, name: &str) -> Option<ContainerRuntime> {
         self.containers.lock().get(name).cloned()
     }
 
     /// The sandbox's IP and network namespace.
     #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-    pub fn sandbox(&self) -> Option<(IpAddr, Option<PathBuf>)> {
+    pub(crate) fn sandbox(&self) -> Option<(IpAddr, Option<PathBuf>)> {
         self.sandbox.lock().clone()
     }
 
@@ -207,7 +207,7 @@ struct Slot {
 }
 
 /// The pod's directory name: `<ns>_<name>_<uid>`, as the kubelet's log directories.
-pub fn dir_name(pod: &Pod) -> String {
+pub(crate) fn dir_name(pod: &Pod) -> String {
     format!(
         "{}_{}_{}",
         pod.metadata.namespace.as_deref().unwrap_or_default(),
@@ -218,7 +218,7 @@ pub fn dir_name(pod: &Pod) -> String {
 
 /// The working directory of a container whose own directory is `root`: `workingDir`
 /// made under it (only its plain components: it cannot leave `root`).
-pub fn working_dir(root: &std::path::Path, working_dir: Option<&str>) -> PathBuf {
+pub(crate) fn working_dir(root: &std::path::Path, working_dir: Option<&str>) -> PathBuf {
     let mut dir = root.to_path_buf();
     for part in std::path::Path::new(working_dir.unwrap_or_default()).components() {
         if let std::path::Component::Normal(p) = part {
@@ -237,7 +237,7 @@ async fn stop_requested(rx: &mut watch::Receiver<Option<StopRequest>>) -> StopRe
 }
 
 /// Runs the pod until its containers finish for good or it is stopped.
-pub async fn run(rt: Arc<RuntimeShared>, pod: Pod, node: NodeFacts, shared: Arc<PodShared>) {
+pub(crate) async fn run(rt: Arc<RuntimeShared>, pod: Pod, node: NodeFacts, shared: Arc<PodShared>) {
     let writer_done = CancellationToken::new();
     let writer = tokio::spawn(write_statuses(rt.clone(), pod.clone(), shared.clone(), writer_done.clone()));
     let stop = run_pod(&rt, &pod, &node, &shared).await;
@@ -1050,7 +1050,7 @@ impl ContainerRun<'_> {
 }
 
 /// The pod's `terminationGracePeriodSeconds` (default 30 s).
-pub fn grace_of(pod: &Pod) -> Duration {
+pub(crate) fn grace_of(pod: &Pod) -> Duration {
     pod.spec
         .as_ref()
         .and_then(|s| s.termination_grace_period_seconds)

@@ -16,7 +16,7 @@ use crate::network::PodSandbox;
 
 /// Which probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeKind {
+pub(crate) enum ProbeKind {
     /// `startupProbe`.
     Startup,
     /// `livenessProbe`.
@@ -27,7 +27,7 @@ pub enum ProbeKind {
 
 impl ProbeKind {
     /// The name kube's events use (`Liveness probe failed: …`).
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             ProbeKind::Startup => "Startup",
             ProbeKind::Liveness => "Liveness",
@@ -38,7 +38,7 @@ impl ProbeKind {
 
 /// A probe's timing and thresholds, with kube's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProbeTiming {
+pub(crate) struct ProbeTiming {
     /// `initialDelaySeconds` (0).
     pub initial_delay: Duration,
     /// `periodSeconds` (10).
@@ -57,7 +57,7 @@ fn seconds(v: Option<i32>, default: u64) -> Duration {
 
 impl ProbeTiming {
     /// The timing of `probe`.
-    pub fn of(probe: &Probe) -> ProbeTiming {
+    pub(crate) fn of(probe: &Probe) -> ProbeTiming {
         let count = |v: Option<i32>, d: u32| v.and_then(|s| u32::try_from(s).ok()).filter(|s| *s > 0).unwrap_or(d);
         ProbeTiming {
             initial_delay: seconds(probe.initial_delay_seconds, 0),
@@ -72,14 +72,14 @@ impl ProbeTiming {
 /// Turns results into a state: it changes after `successThreshold` successes or
 /// `failureThreshold` failures in a row.
 #[derive(Debug, Clone, Default)]
-pub struct Thresholds {
+pub(crate) struct Thresholds {
     successes: u32,
     failures: u32,
 }
 
 impl Thresholds {
     /// Records one result; returns the new state when a threshold is reached.
-    pub fn record(&mut self, ok: bool, timing: &ProbeTiming) -> Option<bool> {
+    pub(crate) fn record(&mut self, ok: bool, timing: &ProbeTiming) -> Option<bool> {
         if ok {
             self.failures = 0;
             self.successes = self.successes.saturating_add(1);
@@ -93,7 +93,7 @@ impl Thresholds {
 }
 
 /// What a probe needs of its container.
-pub struct ProbeTarget<'a> {
+pub(crate) struct ProbeTarget<'a> {
     /// The container (for named ports).
     pub container: &'a Container,
     /// The pod's IP.
@@ -130,14 +130,14 @@ fn host_port(host: &str, port: u16) -> String {
 
 /// Runs one probe of a container instance, keeping its HTTP client between runs.
 #[derive(Default)]
-pub struct Prober {
+pub(crate) struct Prober {
     /// The HTTP(S) client of an `httpGet` probe, and the base URL it was made for.
     http: Option<(String, kube::Client)>,
 }
 
 impl Prober {
     /// Runs `probe` once; `Err` carries the failure's message as kube words it.
-    pub async fn run(&mut self, probe: &Probe, target: &ProbeTarget<'_>) -> Result<(), String> {
+    pub(crate) async fn run(&mut self, probe: &Probe, target: &ProbeTarget<'_>) -> Result<(), String> {
         let timeout = ProbeTiming::of(probe).timeout;
         let Some(http) = &probe.http_get else { return run_other(probe, target, timeout).await };
         let port = port(&http.port, target.container)?;

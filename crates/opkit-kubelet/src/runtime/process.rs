@@ -21,7 +21,7 @@ use crate::network::PodSandbox;
 /// What to run.
 #[derive(Debug, Clone)]
 #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-pub struct ProcessSpec {
+pub(crate) struct ProcessSpec {
     /// The executable (the image's entrypoint).
     pub program: PathBuf,
     /// Its arguments.
@@ -50,7 +50,7 @@ pub struct ProcessSpec {
 /// How a contained process starts.
 #[derive(Debug, Clone)]
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub enum Containment {
+pub(crate) enum Containment {
     /// As a new container: `program` and `working_dir` are paths inside its root.
     New(Box<RootPlan>),
     /// Inside a running container (exec probes).
@@ -59,7 +59,7 @@ pub enum Containment {
 
 /// How a process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExitInfo {
+pub(crate) struct ExitInfo {
     /// The exit code (128 + the signal when a signal ended it, as runtimes report).
     pub code: i32,
     /// The signal that ended it, if one did.
@@ -68,7 +68,7 @@ pub struct ExitInfo {
 
 /// A started container process; its group is killed when this is dropped unreaped.
 #[derive(Debug)]
-pub struct ContainerProcess {
+pub(crate) struct ContainerProcess {
     child: Child,
     group: Option<Group>,
     exited: Option<ExitInfo>,
@@ -189,7 +189,7 @@ fn enter_mount_namespace(
 
 impl ContainerProcess {
     /// Starts `spec` inside `sandbox`, its output piped.
-    pub fn spawn(
+    pub(crate) fn spawn(
         spec: &ProcessSpec,
         sandbox: &PodSandbox,
     ) -> std::io::Result<(ContainerProcess, Option<ChildStdout>, Option<ChildStderr>)> {
@@ -243,12 +243,12 @@ impl ContainerProcess {
     }
 
     /// The process's stdin pipe, when it was started with one ([`ProcessSpec::stdin`]).
-    pub fn take_stdin(&mut self) -> Option<tokio::process::ChildStdin> {
+    pub(crate) fn take_stdin(&mut self) -> Option<tokio::process::ChildStdin> {
         self.child.stdin.take()
     }
 
     /// The process's id (a contained container's waiter: its init is the only child).
-    pub fn id(&self) -> Option<u32> {
+    pub(crate) fn id(&self) -> Option<u32> {
         self.child.id()
     }
 
@@ -276,7 +276,7 @@ impl ContainerProcess {
     }
 
     /// Waits for the process to exit, then kills what is left of its group.
-    pub async fn wait(&mut self) -> ExitInfo {
+    pub(crate) async fn wait(&mut self) -> ExitInfo {
         if let Some(done) = self.exited {
             return done;
         }
@@ -293,7 +293,7 @@ impl ContainerProcess {
     }
 
     /// Stops the process as the kubelet does: SIGTERM to its group, SIGKILL after `grace`.
-    pub async fn stop(&mut self, grace: Duration) -> ExitInfo {
+    pub(crate) async fn stop(&mut self, grace: Duration) -> ExitInfo {
         if let Some(done) = self.exited {
             return done;
         }

@@ -11,7 +11,7 @@ use crate::status::{condition, gates_ready, merge_conditions, qos_class, rfc3339
 
 /// How a container instance ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Terminated {
+pub(crate) struct Terminated {
     /// The exit code.
     pub exit_code: i32,
     /// The signal that ended it.
@@ -49,7 +49,7 @@ impl Terminated {
 
 /// A container's current state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum State {
+pub(crate) enum State {
     /// Not running: why, and a message.
     Waiting {
         /// e.g. `ContainerCreating`, `PodInitializing`, `CrashLoopBackOff`,
@@ -71,7 +71,7 @@ pub enum State {
 
 /// The kubelet's view of one container.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerView {
+pub(crate) struct ContainerView {
     /// The container's name.
     pub name: String,
     /// Its image as the spec names it.
@@ -92,7 +92,7 @@ pub struct ContainerView {
 
 impl ContainerView {
     /// A container not started yet, waiting for `reason`.
-    pub fn waiting(name: &str, image: &str, reason: &str, restarts: i32) -> ContainerView {
+    pub(crate) fn waiting(name: &str, image: &str, reason: &str, restarts: i32) -> ContainerView {
         ContainerView {
             name: name.to_string(),
             image: image.to_string(),
@@ -142,7 +142,7 @@ impl ContainerView {
 
 /// The kubelet's view of one real pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PodView {
+pub(crate) struct PodView {
     /// The pod's IP, once its sandbox exists.
     pub pod_ip: Option<String>,
     /// The node's IP.
@@ -165,7 +165,7 @@ pub struct PodView {
 
 impl PodView {
     /// The phase, as the kubelet's `getPhase` computes it.
-    pub fn phase(&self) -> &'static str {
+    pub(crate) fn phase(&self) -> &'static str {
         if self.init_failed {
             return "Failed";
         }
@@ -209,7 +209,7 @@ fn unready_gates(pod: &Pod) -> String {
 }
 
 /// The status body (`{"status": …}`) of `pod` as `view` sees it, at `now`.
-pub fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> Value {
+pub(crate) fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> Value {
     let now_text = rfc3339(now.as_second());
     let phase = view.phase();
     let finished = matches!(phase, "Succeeded" | "Failed");

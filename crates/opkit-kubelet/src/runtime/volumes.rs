@@ -27,7 +27,7 @@ const DEFAULT_MODE: i32 = 0o644;
 /// `FailedMount` event: `MountVolume.SetUp failed for volume "NAME" : WHY`).
 #[derive(Debug, thiserror::Error)]
 #[error("MountVolume.SetUp failed for volume \"{volume}\" : {why}")]
-pub struct VolumeError {
+pub(crate) struct VolumeError {
     /// The volume.
     pub volume: String,
     /// What failed.
@@ -36,7 +36,7 @@ pub struct VolumeError {
 
 /// A directory bound into a container's mount namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BindMount {
+pub(crate) struct BindMount {
     /// The directory on the host.
     pub source: PathBuf,
     /// Where the container sees it.
@@ -188,7 +188,7 @@ fn write_files(volume: &str, dir: &Path, files: &VolumeFiles) -> Result<(), Volu
 }
 
 /// Sets up (or refreshes) every volume of `pod` under `pod_dir`.
-pub async fn set_up(client: &kube::Client, pod: &Pod, pod_dir: &Path) -> Result<(), VolumeError> {
+pub(crate) async fn set_up(client: &kube::Client, pod: &Pod, pod_dir: &Path) -> Result<(), VolumeError> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let sources = Sources { client, namespace: &namespace };
     for volume in pod.spec.as_ref().and_then(|s| s.volumes.as_ref()).into_iter().flatten() {
@@ -265,7 +265,7 @@ fn set_group(_dir: &Path, _group: u32, _writable: bool) -> std::io::Result<()> {
 
 /// The mounts of `container`: each `volumeMount` of a volume the runtime sets up, except
 /// the ServiceAccount's (mounted by the runtime itself) and `subPath` mounts.
-pub fn mounts(pod: &Pod, container: &Container, pod_dir: &Path) -> Vec<BindMount> {
+pub(crate) fn mounts(pod: &Pod, container: &Container, pod_dir: &Path) -> Vec<BindMount> {
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
     let set_up = |v: &&Volume| {
         v.secret.is_some()

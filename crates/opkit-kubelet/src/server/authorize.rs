@@ -27,9 +27,9 @@ use parking_lot::Mutex;
 use super::{ResponseBody, full};
 
 /// How long an allowed access is kept (kube's `--authorization-webhook-cache-authorized-ttl`).
-pub const ALLOW_TTL: Duration = Duration::from_secs(5 * 60);
+pub(crate) const ALLOW_TTL: Duration = Duration::from_secs(5 * 60);
 /// How long a denied access is kept (`--authorization-webhook-cache-unauthorized-ttl`).
-pub const DENY_TTL: Duration = Duration::from_secs(30);
+pub(crate) const DENY_TTL: Duration = Duration::from_secs(30);
 /// At most this many answers are kept; past it, expired ones are dropped, and if none
 /// expired, all.
 const CACHE_ENTRIES: usize = 4096;
@@ -40,7 +40,7 @@ const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
 /// Who sent a request: the user a verified client certificate names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requester {
+pub(crate) struct Requester {
     /// The user name (the certificate's CN).
     pub name: String,
     /// The groups (each O, then `system:authenticated`).
@@ -52,7 +52,7 @@ pub struct Requester {
 impl Requester {
     /// The user the leaf of `certificates` names; `None` when it does not parse or names
     /// no one (the request is then unauthenticated, as for kube's x509 authenticator).
-    pub fn of_certificates(certificates: &PeerCertificates) -> Option<Requester> {
+    pub(crate) fn of_certificates(certificates: &PeerCertificates) -> Option<Requester> {
         let der = certificates.leaf()?;
         let subject = CertificateSubject::of_der(der)?;
         if subject.common_name.is_empty() {
@@ -69,7 +69,7 @@ impl Requester {
 
 /// What a request asks of the `nodes` resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attributes {
+pub(crate) struct Attributes {
     /// The API verb of the HTTP method (empty for methods kube does not map).
     pub verb: &'static str,
     /// The subresources any one of which allows the request, in the order they are asked.
@@ -84,7 +84,7 @@ fn is_subpath(subpath: &str, path: &str) -> bool {
 }
 
 /// The attributes of a `method` request for `path`, as kube's kubelet maps them.
-pub fn attributes(method: &Method, path: &str) -> Attributes {
+pub(crate) fn attributes(method: &Method, path: &str) -> Attributes {
     let verb = match *method {
         Method::POST => "create",
         Method::GET => "get",
@@ -109,7 +109,7 @@ pub fn attributes(method: &Method, path: &str) -> Attributes {
 }
 
 /// kube's text for a request none of whose subresources is allowed.
-pub fn forbidden_message(user: &str, attributes: &Attributes) -> String {
+pub(crate) fn forbidden_message(user: &str, attributes: &Attributes) -> String {
     format!(
         "Forbidden (user={user}, verb={}, resource=nodes, subresource(s)=[{}])",
         attributes.verb,
@@ -118,7 +118,7 @@ pub fn forbidden_message(user: &str, attributes: &Attributes) -> String {
 }
 
 /// Decides requests through SubjectAccessReviews, remembering the answers for a while.
-pub struct Authorizer {
+pub(crate) struct Authorizer {
     client: kube::Client,
     /// User, verb, subresource and node → (kept until, allowed).
     decisions: Mutex<HashMap<String, (Instant, bool)>>,
@@ -132,14 +132,14 @@ impl std::fmt::Debug for Authorizer {
 
 impl Authorizer {
     /// Asks `client`'s API server (which must let it create SubjectAccessReviews).
-    pub fn new(client: kube::Client) -> Authorizer {
+    pub(crate) fn new(client: kube::Client) -> Authorizer {
         Authorizer { client, decisions: Mutex::new(HashMap::new()) }
     }
 
     /// `Ok` when `requester` may do what `attributes` ask on node `node` (empty: any node);
     /// else the response to send: 403 with kube's message, or 500 when the API server
     /// could not be asked.
-    pub async fn authorize(
+    pub(crate) async fn authorize(
         &self,
         requester: &Requester,
         attributes: &Attributes,

@@ -16,7 +16,7 @@ use crate::runtime::status::State;
 
 /// `PodLogOptions` as the query gives them.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LogOptions {
+pub(crate) struct LogOptions {
     /// `follow`.
     pub follow: bool,
     /// `previous`.
@@ -47,7 +47,7 @@ fn parse_int(name: &str, v: &str) -> Result<i64, String> {
 
 impl LogOptions {
     /// Parses and validates the query as kube validates `PodLogOptions`.
-    pub fn parse(query: &str, now: jiff::Timestamp) -> Result<LogOptions, String> {
+    pub(crate) fn parse(query: &str, now: jiff::Timestamp) -> Result<LogOptions, String> {
         let mut o = LogOptions::default();
         let mut since_seconds = None;
         let mut since_time = None;
@@ -138,7 +138,7 @@ fn text(bytes: Vec<u8>) -> Response<ResponseBody> {
 }
 
 /// Serves one `containerLogs` request.
-pub async fn serve(h: &Handler, ns: &str, name: &str, container: &str, query: &str) -> Response<ResponseBody> {
+pub(crate) async fn serve(h: &Handler, ns: &str, name: &str, container: &str, query: &str) -> Response<ResponseBody> {
     let opts = match LogOptions::parse(query, jiff::Timestamp::now()) {
         Ok(o) => o,
         Err(msg) => return bad_request(&msg),

@@ -8,10 +8,10 @@
 //! `portForward` ([`port_forward`]) over the streaming protocols kubectl speaks
 //! ([`stream`]); errors are a `metav1.Status` with kube's code.
 
-pub mod authorize;
+pub(crate) mod authorize;
 #[cfg(unix)]
 pub mod exec;
-pub mod logs;
+pub(crate) mod logs;
 #[cfg(unix)]
 pub mod port_forward;
 #[cfg(unix)]
@@ -40,7 +40,7 @@ use super::runtime::{ExecTargetData, LookupError, Runtime};
 pub const ENDPOINT_ANNOTATION: &str = "opkit.dev/kubelet-endpoint";
 
 /// The body of every kubelet server response.
-pub type ResponseBody = UnsyncBoxBody<Bytes, std::io::Error>;
+pub(crate) type ResponseBody = UnsyncBoxBody<Bytes, std::io::Error>;
 
 /// Errors setting up the kubelet server.
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +91,7 @@ impl KubeletListener {
 }
 
 /// What the server's handlers consult.
-pub struct KubeletServer {
+pub(crate) struct KubeletServer {
     listener: KubeletListener,
     handler: Arc<Handler>,
 }
@@ -99,14 +99,14 @@ pub struct KubeletServer {
 impl KubeletServer {
     /// Serves `listener` for the real pods of `runtime` (if any), looking simulated pods
     /// up with `client`.
-    pub fn new(listener: KubeletListener, runtime: Option<Arc<Runtime>>, client: kube::Client) -> KubeletServer {
+    pub(crate) fn new(listener: KubeletListener, runtime: Option<Arc<Runtime>>, client: kube::Client) -> KubeletServer {
         let authorizer = authorize::Authorizer::new(client.clone());
         KubeletServer { listener, handler: Arc::new(Handler { runtime, client, authorizer }) }
     }
 }
 
 /// Routes requests.
-pub struct Handler {
+pub(crate) struct Handler {
     /// The real pods.
     pub runtime: Option<Arc<Runtime>>,
     /// The kubelet's client.
@@ -137,7 +137,7 @@ pub(crate) fn status_json(status: &Status) -> Bytes {
 }
 
 /// A `metav1.Status` response.
-pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBody> {
+pub(crate) fn status_response(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBody> {
     let mut res = Response::new(full(status_json(&failure_status(code, reason, message))));
     *res.status_mut() = code;
     res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
@@ -147,7 +147,7 @@ pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Respons
 /// The response to a failed lookup, with the kubelet's code (404 for a pod this kubelet
 /// does not run, 400 for a container not in it or not running).
 #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-pub fn lookup_error(e: &LookupError) -> Response<ResponseBody> {
+pub(crate) fn lookup_error(e: &LookupError) -> Response<ResponseBody> {
     match e {
         LookupError::PodNotFound(_) => status_response(StatusCode::NOT_FOUND, "NotFound", &e.to_string()),
         LookupError::ContainerNotFound { .. } | LookupError::NotRunning { .. } => {
@@ -163,7 +163,7 @@ fn boxed(res: Response<http_body_util::Full<Bytes>>) -> Response<ResponseBody> {
 }
 
 /// A complete body.
-pub fn full(bytes: Bytes) -> ResponseBody {
+pub(crate) fn full(bytes: Bytes) -> ResponseBody {
     http_body_util::Full::new(bytes).map_err(|never: Infallible| match never {}).boxed_unsync()
 }
 
@@ -171,14 +171,14 @@ impl Handler {
     /// What `exec` / `attach` in `container` of pod `ns/pod` runs with (the routes
     /// `/exec` and `/attach` hand it to the streams; [`lookup_error`] answers failures).
     #[cfg_attr(not(unix), allow(dead_code))] // used only by the unix-only real-pod runtime
-    pub fn exec_target(&self, ns: &str, pod: &str, container: &str) -> Result<ExecTargetData, LookupError> {
+    pub(crate) fn exec_target(&self, ns: &str, pod: &str, container: &str) -> Result<ExecTargetData, LookupError> {
         let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
         rt.exec_target(ns, pod, container)
     }
 
     /// Where `/portForward` to pod `ns/pod` connects: its IP and network namespace.
     #[cfg(unix)]
-    pub fn forward_target(&self, ns: &str, pod: &str) -> Result<port_forward::ForwardTarget, LookupError> {
+    pub(crate) fn forward_target(&self, ns: &str, pod: &str) -> Result<port_forward::ForwardTarget, LookupError> {
         let rt = self.runtime.as_ref().ok_or_else(|| LookupError::PodNotFound(pod.to_string()))?;
         let (ip, netns) = rt.pod_sandbox(ns, pod)?;
         Ok(port_forward::ForwardTarget { ip, netns })
@@ -197,7 +197,7 @@ impl Handler {
     }
 
     /// Answers one request.
-    pub async fn handle(&self, req: Request<Incoming>) -> Response<ResponseBody> {
+    pub(crate) async fn handle(&self, req: Request<Incoming>) -> Response<ResponseBody> {
         let Some(requester) =
             req.extensions().get::<PeerCertificates>().and_then(authorize::Requester::of_certificates)
         else {

@@ -15,12 +15,12 @@ use super::{Error, WAIT};
 /// A TestEnv with one simulated node running real pods, CrashLoopBackOff from 1 s, its
 /// containers uncontained (these suites' programs report through files on the host; the
 /// contained mode has its own suite, `real_pod_isolation.rs`).
-pub async fn real_env() -> Result<TestEnv, Error> {
+pub(crate) async fn real_env() -> Result<TestEnv, Error> {
     real_env_with(PodIsolation::Host).await
 }
 
 /// [`real_env`] with its containers isolated as `isolation`.
-pub async fn real_env_with(isolation: PodIsolation) -> Result<TestEnv, Error> {
+pub(crate) async fn real_env_with(isolation: PodIsolation) -> Result<TestEnv, Error> {
     let cfg = ControllersConfig {
         nodes: 1,
         crash_loop_backoff: Duration::from_secs(1),
@@ -31,7 +31,7 @@ pub async fn real_env_with(isolation: PodIsolation) -> Result<TestEnv, Error> {
 }
 
 /// Writes `body` as a `#!/bin/sh` program in `dir` and loads it as `image`.
-pub fn load_script(env: &TestEnv, dir: &Path, image: &str, body: &str) -> Result<(), Error> {
+pub(crate) fn load_script(env: &TestEnv, dir: &Path, image: &str, body: &str) -> Result<(), Error> {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join(image.replace([':', '/'], "_"));
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n"))?;
@@ -41,7 +41,7 @@ pub fn load_script(env: &TestEnv, dir: &Path, image: &str, body: &str) -> Result
 }
 
 /// Waits until `path` exists and returns its contents.
-pub async fn file(path: &Path) -> Result<String, Error> {
+pub(crate) async fn file(path: &Path) -> Result<String, Error> {
     let deadline = Instant::now() + WAIT;
     loop {
         if let Ok(s) = std::fs::read_to_string(path)
@@ -57,7 +57,7 @@ pub async fn file(path: &Path) -> Result<String, Error> {
 }
 
 /// Waits for an event about pod `name` with `reason` whose note starts with `note`.
-pub async fn event(env: &TestEnv, name: &str, reason: &str, note: &str) -> Result<(), Error> {
+pub(crate) async fn event(env: &TestEnv, name: &str, reason: &str, note: &str) -> Result<(), Error> {
     let events: Api<Event> = Api::namespaced(env.client(), "default");
     let deadline = Instant::now() + WAIT;
     loop {

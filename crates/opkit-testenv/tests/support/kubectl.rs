@@ -11,7 +11,7 @@ use std::time::Duration;
 use opkit_testenv::TestEnv;
 
 /// The versioned kubectl binaries sit next to the real `kubectl` on PATH.
-pub fn kubectl_binary(version: &str) -> PathBuf {
+pub(crate) fn kubectl_binary(version: &str) -> PathBuf {
     let on_path = std::env::var_os("PATH")
         .and_then(|p| std::env::split_paths(&p).map(|d| d.join("kubectl")).find(|c| c.exists()))
         .expect("kubectl must be on PATH");
@@ -21,18 +21,18 @@ pub fn kubectl_binary(version: &str) -> PathBuf {
     versioned
 }
 
-pub struct Kubectl {
+pub(crate) struct Kubectl {
     bin: PathBuf,
     /// The kubeconfig kubectl uses.
     pub kubeconfig: PathBuf,
 }
 
 impl Kubectl {
-    pub fn new(version: &str, env: &TestEnv) -> Self {
+    pub(crate) fn new(version: &str, env: &TestEnv) -> Self {
         Kubectl { bin: kubectl_binary(version), kubeconfig: env.kubeconfig_path().to_path_buf() }
     }
 
-    pub fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.bin);
         c.env("KUBECONFIG", &self.kubeconfig)
             .env("HOME", self.kubeconfig.parent().unwrap_or(Path::new("/tmp")))
@@ -41,7 +41,7 @@ impl Kubectl {
         c
     }
 
-    pub fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+    pub(crate) fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut child = self
             .command(args)
             .stdin(Stdio::piped())
@@ -58,7 +58,7 @@ impl Kubectl {
     }
 
     /// Runs and requires success; returns stdout.
-    pub fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+    pub(crate) fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
         let out = self.run(args, stdin);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -67,7 +67,7 @@ impl Kubectl {
     }
 
     /// Runs and requires failure; returns stderr.
-    pub fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
+    pub(crate) fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
         let out = self.run(args, stdin);
         assert!(
             !out.status.success(),
@@ -79,7 +79,7 @@ impl Kubectl {
 }
 
 /// Reads lines of a long-running command on a thread so the test can wait with a timeout.
-pub fn line_reader(child: &mut std::process::Child) -> mpsc::Receiver<String> {
+pub(crate) fn line_reader(child: &mut std::process::Child) -> mpsc::Receiver<String> {
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -92,7 +92,7 @@ pub fn line_reader(child: &mut std::process::Child) -> mpsc::Receiver<String> {
     rx
 }
 
-pub fn wait_line(rx: &mpsc::Receiver<String>, what: &str, pred: impl Fn(&str) -> bool) -> String {
+pub(crate) fn wait_line(rx: &mpsc::Receiver<String>, what: &str, pred: impl Fn(&str) -> bool) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -105,7 +105,7 @@ pub fn wait_line(rx: &mpsc::Receiver<String>, what: &str, pred: impl Fn(&str) ->
 }
 
 /// The FlightTicket CRD (short name `ft`, printer columns) the kubectl suites install.
-pub const FLIGHT_TICKET_CRD: &str = r#"
+pub(crate) const FLIGHT_TICKET_CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:

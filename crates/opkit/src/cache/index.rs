@@ -12,7 +12,7 @@ use parking_lot::RwLock;
 use crate::object::Kind;
 
 /// Computes the index values of an object (none: not indexed).
-pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+pub(super) type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
 struct Index<K: Kind> {
     func: IndexFn<K>,

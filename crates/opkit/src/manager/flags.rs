@@ -82,7 +82,7 @@ pub struct ManagerArgs {
 }
 
 /// Parses Go-style listen addresses: `:8080`, `127.0.0.1:8080`, or `0` (off).
-pub fn parse_bind(flag: &'static str, value: &str) -> Result<Option<SocketAddr>, FlagsError> {
+pub(crate) fn parse_bind(flag: &'static str, value: &str) -> Result<Option<SocketAddr>, FlagsError> {
     let v = value.trim();
     if v.is_empty() || v == "0" {
         return Ok(None);

@@ -430,7 +430,7 @@ impl CustomDefaulter<ConfigMap> for LabelRequester {
 mod person_v1 {
     #[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
     #[kube(group = "example.com", version = "v1", kind = "Person", namespaced)]
-    pub struct PersonSpec {
+    pub(super) struct PersonSpec {
         pub name: String,
     }
 }
@@ -438,7 +438,7 @@ mod person_v1 {
 mod person_v2 {
     #[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
     #[kube(group = "example.com", version = "v2", kind = "Person", namespaced)]
-    pub struct PersonSpec {
+    pub(super) struct PersonSpec {
         pub first: String,
         pub last: String,
     }
@@ -447,7 +447,7 @@ mod person_v2 {
 mod person_v3 {
     #[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
     #[kube(group = "example.com", version = "v3", kind = "Person", namespaced)]
-    pub struct PersonSpec {
+    pub(super) struct PersonSpec {
         pub full_name: String,
     }
 }

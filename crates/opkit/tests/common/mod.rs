@@ -14,27 +14,27 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// How long a test waits for a condition before failing.
-pub const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 /// Every reconcile call, to wait on and assert about.
 #[derive(Clone, Default)]
-pub struct Log {
+pub(crate) struct Log {
     calls: Arc<Mutex<Vec<(Request, Instant, String)>>>,
     changed: Arc<Notify>,
 }
 
 impl Log {
     /// Records a call with a note.
-    pub fn record(&self, req: &Request, note: impl Into<String>) {
+    pub(crate) fn record(&self, req: &Request, note: impl Into<String>) {
         self.calls.lock().push((req.clone(), Instant::now(), note.into()));
         self.changed.notify_waiters();
     }
     /// Calls for the object named `name`.
-    pub fn calls(&self, name: &str) -> Vec<(Instant, String)> {
+    pub(crate) fn calls(&self, name: &str) -> Vec<(Instant, String)> {
         self.calls.lock().iter().filter(|(r, _, _)| r.name == name).map(|(_, t, n)| (*t, n.clone())).collect()
     }
     /// How many calls per object name.
-    pub fn counts(&self) -> HashMap<String, usize> {
+    pub(crate) fn counts(&self) -> HashMap<String, usize> {
         let mut m = HashMap::new();
         for (r, _, _) in self.calls.lock().iter() {
             *m.entry(r.name.clone()).or_insert(0) += 1;
@@ -42,7 +42,7 @@ impl Log {
         m
     }
     /// Waits until `pred` holds for the log.
-    pub async fn wait(&self, what: &str, pred: impl Fn(&Log) -> bool) {
+    pub(crate) async fn wait(&self, what: &str, pred: impl Fn(&Log) -> bool) {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let notified = self.changed.notified();
@@ -55,13 +55,13 @@ impl Log {
         }
     }
     /// Waits until `name` was reconciled at least `n` times.
-    pub async fn wait_calls(&self, name: &str, n: usize) {
+    pub(crate) async fn wait_calls(&self, name: &str, n: usize) {
         self.wait(&format!("{n} reconciles of {name}"), |l| l.calls(name).len() >= n).await;
     }
 }
 
 /// A plain HTTP GET to 127.0.0.1; returns (status, body).
-pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+pub(crate) async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes())
@@ -76,7 +76,7 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 }
 
 /// Creates a ConfigMap with labels.
-pub async fn configmap(api: &Api<ConfigMap>, name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+pub(crate) async fn configmap(api: &Api<ConfigMap>, name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some(name.into());
     if !labels.is_empty() {
@@ -87,7 +87,7 @@ pub async fn configmap(api: &Api<ConfigMap>, name: &str, labels: &[(&str, &str)]
 
 /// Polls `f` until it returns Some, with a timeout; for conditions outside the log
 /// (HTTP endpoints) where there is nothing to subscribe to.
-pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -104,7 +104,7 @@ where
 }
 
 /// Runs `mgr` in the background; cancel the returned token to stop it.
-pub fn start(mgr: Manager) -> CancellationToken {
+pub(crate) fn start(mgr: Manager) -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
     tokio::spawn(async move { mgr.run_until(t).await });
@@ -114,6 +114,6 @@ pub fn start(mgr: Manager) -> CancellationToken {
 /// A control plane whose only ConfigMaps are the test's own: the root CA publisher
 /// (which puts `kube-root-ca.crt` in every namespace, as a cluster does) is off, so
 /// tests that count ConfigMap reconciles see only theirs.
-pub async fn env_without_root_ca() -> opkit_testenv::TestEnv {
+pub(crate) async fn env_without_root_ca() -> opkit_testenv::TestEnv {
     opkit_testenv::TestEnv::builder().disable_controller("root-ca-cert-publisher").start().await.expect("env")
 }

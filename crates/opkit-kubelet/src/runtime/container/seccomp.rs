@@ -124,12 +124,12 @@ const VSOCK: u64 = libc::AF_VSOCK as u64;
 /// Why the profile could not be compiled (an architecture seccompiler does not know).
 #[derive(Debug, thiserror::Error)]
 #[error("compiling the RuntimeDefault seccomp profile: {0}")]
-pub struct CompileError(#[from] seccompiler::BackendError);
+pub(crate) struct CompileError(#[from] seccompiler::BackendError);
 
 /// The `RuntimeDefault` filters for a container with `capabilities` (bits): one refusing
 /// calls with `EPERM`, without `SYS_ADMIN` one making `clone3` fail with `ENOSYS`, and on
 /// x86-64 one refusing x32 calls. Every installed filter applies.
-pub fn runtime_default(capabilities: u64) -> Result<Vec<BpfProgram>, CompileError> {
+pub(super) fn runtime_default(capabilities: u64) -> Result<Vec<BpfProgram>, CompileError> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)?;
     let holds = |names: &[&str]| names.iter().filter_map(|n| capability_bit(n)).any(|bit| capabilities & bit != 0);
     let admin = holds(SYS_ADMIN);
@@ -187,7 +187,7 @@ fn no_x32(action: SeccompAction) -> BpfProgram {
 /// installs a profile before it drops capabilities when `no_new_privs` is not asked for.
 /// One raw system call on memory prepared before the fork: safe between fork and exec.
 #[allow(unsafe_code)]
-pub fn install(program: &[seccompiler::sock_filter]) -> std::io::Result<()> {
+pub(super) fn install(program: &[seccompiler::sock_filter]) -> std::io::Result<()> {
     #[repr(C)]
     struct SockFprog {
         len: libc::c_ushort,

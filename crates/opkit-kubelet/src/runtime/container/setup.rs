@@ -437,7 +437,7 @@ pub(super) fn probe_containment() -> Result<(), String> {
 /// and enters its root and drops to its privileges. Registered after the sandbox's own
 /// hook, so the network (UTS, IPC) namespaces are already the pod's.
 #[allow(unsafe_code)]
-pub fn create(cmd: &mut std::process::Command, plan: &RootPlan) -> std::io::Result<()> {
+pub(crate) fn create(cmd: &mut std::process::Command, plan: &RootPlan) -> std::io::Result<()> {
     use rustix::mount::MountPropagationFlags;
     use rustix::thread::UnshareFlags;
     use std::os::unix::process::CommandExt;
@@ -467,7 +467,7 @@ pub fn create(cmd: &mut std::process::Command, plan: &RootPlan) -> std::io::Resu
 /// privileges. Register it before any hook that must run in the joined process (a
 /// terminal's `setsid`), and give `cmd` no `current_dir` (it would be the host's).
 #[allow(unsafe_code)]
-pub fn join(cmd: &mut std::process::Command, plan: &JoinPlan) -> Result<(), JoinError> {
+pub(crate) fn join(cmd: &mut std::process::Command, plan: &JoinPlan) -> Result<(), JoinError> {
     use rustix::thread::LinkNameSpaceType;
     use std::os::unix::process::CommandExt;
     let init = init_pid(plan.waiter).ok_or(JoinError::NotReady(plan.waiter))?;
