@@ -1,46 +1,12 @@
-//! Helpers shared by the controller test suites: waiting on an object's condition with a
-//! timeout, and running kubectl against a TestEnv.
+//! Helpers shared by the controller test suites: an aggregated API server stand-in
+//! (`backend.rs`), and the suite helpers (error type, waiting on a condition, kubectl)
+//! that opkit-testenv's `tests/support/suite.rs` holds for opkit-controllers and
+//! opkit-kubelet alike.
 
 #![allow(dead_code)]
 
 pub(crate) mod backend;
 
-use std::time::Duration;
-
-use kube::Resource;
-use kube::api::Api;
-use kube::runtime::wait::{Condition, await_condition};
-use opkit_testenv::TestEnv;
-
-/// The error type of the suites.
-pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
-
-/// How long a test waits for a condition (generous: the machine is shared).
-pub(crate) const WAIT: Duration = Duration::from_secs(60);
-
-/// Waits until `cond` holds for the object `name`, or fails after [`WAIT`].
-pub(crate) async fn wait<K>(api: &Api<K>, name: &str, cond: impl Condition<K>) -> Result<K, Error>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    let got = tokio::time::timeout(WAIT, await_condition(api.clone(), name, cond))
-        .await
-        .map_err(|_| format!("timed out waiting on {name}"))??;
-    Ok(got.ok_or_else(|| format!("{name} is gone"))?)
-}
-
-/// Runs kubectl (without blocking the test's runtime) and returns stdout, or an error
-/// with its output.
-pub(crate) async fn kubectl(env: &TestEnv, args: &[&str]) -> Result<String, Error> {
-    let out = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .args(args)
-        .output()
-        .await?;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    if !out.status.success() {
-        return Err(format!("kubectl {args:?} failed: {stdout}{}", String::from_utf8_lossy(&out.stderr)).into());
-    }
-    Ok(stdout)
-}
+#[path = "../../../opkit-testenv/tests/support/suite.rs"]
+mod suite;
+pub(crate) use suite::{Error, WAIT, kubectl, wait};
