@@ -234,7 +234,6 @@ impl Scheduler {
             return Ok(Action::done());
         }
         let api: Api<Pod> = ctx.api();
-        let name = key.name.clone();
         if spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()) {
             let msg = "Scheduling is blocked due to non-empty scheduling gates";
             set_pod_scheduled(&api, &pod, "False", "SchedulingGated", msg).await?;
@@ -267,34 +266,35 @@ impl Scheduler {
                 select_node(&ctx, &waiting_claims, &node).await?;
                 Ok(Action::requeue_after(WAIT_FOR_CLAIMS))
             }
-            Placement::Node(node) => {
-                let patch = json!({
-                    "metadata": {"resourceVersion": pod.metadata.resource_version},
-                    "spec": {"nodeName": node},
-                });
-                let params = PatchParams { field_manager: Some(SCHEDULER_NAME.into()), ..Default::default() };
-                match api.patch(&name, &params, &Patch::Merge(&patch)).await {
-                    Ok(_) => {}
-                    Err(e) => {
-                        self.forget(&key);
-                        return match &e {
-                            kube::Error::Api(s) if s.is_not_found() => Ok(Action::done()),
-                            kube::Error::Api(s) if s.is_conflict() => {
-                                Ok(Action::requeue_after(Duration::from_millis(50)))
-                            }
-                            _ => Err(e.into()),
-                        };
-                    }
-                }
-                if self.set_scheduled_condition {
-                    set_pod_scheduled(&api, &pod, "True", "", "").await?;
-                }
-                let ns = key.namespace.as_deref().unwrap_or("default");
-                let note = format!("Successfully assigned {ns}/{name} to {node}");
-                self.event(&pod, EventType::Normal, "Scheduled", "Binding", note);
-                Ok(Action::done())
-            }
+            Placement::Node(node) => self.bind(&api, &pod, &key, &node).await,
         }
+    }
+
+    /// Binds `pod` to `node` (a merge patch of `spec.nodeName`, guarded by its
+    /// resourceVersion), then marks it `PodScheduled` and records `Scheduled`; a pod gone
+    /// meanwhile is done, a conflict is retried soon.
+    async fn bind(&self, api: &Api<Pod>, pod: &Pod, key: &Request, node: &str) -> ReconcileResult {
+        let name = &key.name;
+        let patch = json!({
+            "metadata": {"resourceVersion": pod.metadata.resource_version},
+            "spec": {"nodeName": node},
+        });
+        let params = PatchParams { field_manager: Some(SCHEDULER_NAME.into()), ..Default::default() };
+        if let Err(e) = api.patch(name, &params, &Patch::Merge(&patch)).await {
+            self.forget(key);
+            return match &e {
+                kube::Error::Api(s) if s.is_not_found() => Ok(Action::done()),
+                kube::Error::Api(s) if s.is_conflict() => Ok(Action::requeue_after(Duration::from_millis(50))),
+                _ => Err(e.into()),
+            };
+        }
+        if self.set_scheduled_condition {
+            set_pod_scheduled(api, pod, "True", "", "").await?;
+        }
+        let ns = key.namespace.as_deref().unwrap_or("default");
+        let note = format!("Successfully assigned {ns}/{name} to {node}");
+        self.event(pod, EventType::Normal, "Scheduled", "Binding", note);
+        Ok(Action::done())
     }
 
     /// Records that `pod` fits nowhere (`PodScheduled=False`, a `FailedScheduling` event at

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvFromSource, EnvVarSource, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, ListParams};
 use opkit_apimachinery::quantity;
@@ -253,7 +253,9 @@ fn set(env: &mut Vec<(String, String)>, name: String, value: String) {
     }
 }
 
-/// The environment of `container` in `pod`, as the kubelet makes it.
+/// The environment of `container` in `pod`, as the kubelet makes it: `envFrom`, then
+/// `env` (expanding `$(VAR)` against what is set so far and the Service variables), then
+/// the Service links and `KUBERNETES_*` variables the container does not set itself.
 pub(crate) async fn container_env(
     client: &kube::Client,
     pod: &Pod,
@@ -261,35 +263,12 @@ pub(crate) async fn container_env(
     inputs: &EnvInputs,
 ) -> Result<Vec<(String, String)>, EnvError> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
-    let spec = pod.spec.clone().unwrap_or_default();
-    let mut service_env = Vec::new();
-    if spec.enable_service_links != Some(false) {
-        let services = Api::<Service>::namespaced(client.clone(), &ns).list(&ListParams::default()).await?;
-        service_env.extend(service_links(&services.items));
-    }
-    for (k, v) in kubernetes_vars(inputs.api_server) {
-        set(&mut service_env, k, v);
-    }
+    let service_env = service_env(client, pod, &ns, inputs).await?;
     let mut refs = Refs { client, ns: &ns, config_maps: HashMap::new(), secrets: HashMap::new() };
     let mut env: Vec<(String, String)> = Vec::new();
     for from in container.env_from.iter().flatten() {
         let prefix = from.prefix.clone().unwrap_or_default();
-        let data = if let Some(r) = &from.config_map_ref {
-            match refs.config_map(&r.name).await? {
-                Some(cm) => config_map_data(cm),
-                None if r.optional == Some(true) => continue,
-                None => return Err(EnvError::Config(format!("configmap \"{}\" not found", r.name))),
-            }
-        } else if let Some(r) = &from.secret_ref {
-            match refs.secret(&r.name).await? {
-                Some(s) => secret_data(s),
-                None if r.optional == Some(true) => continue,
-                None => return Err(EnvError::Config(format!("secret \"{}\" not found", r.name))),
-            }
-        } else {
-            continue;
-        };
-        for (k, v) in data {
+        for (k, v) in refs.env_from(from).await? {
             let name = format!("{prefix}{k}");
             if valid_env_name(&name) {
                 set(&mut env, name, v);
@@ -299,56 +278,15 @@ pub(crate) async fn container_env(
     for var in container.env.iter().flatten() {
         let value = match &var.value_from {
             None => {
-                let known = env.clone();
-                let services = service_env.clone();
-                let lookup = move |name: &str| {
-                    known.iter().chain(services.iter()).find(|(k, _)| k == name).map(|(_, v)| v.clone())
-                };
-                expand(var.value.as_deref().unwrap_or_default(), &lookup)
+                let lookup =
+                    |name: &str| env.iter().chain(service_env.iter()).find(|(k, _)| k == name).map(|(_, v)| v.clone());
+                Some(expand(var.value.as_deref().unwrap_or_default(), &lookup))
             }
-            Some(from) => {
-                if let Some(f) = &from.field_ref {
-                    field_value(pod, &f.field_path, inputs)?
-                } else if let Some(r) = &from.resource_field_ref {
-                    resource_value(pod, container, r, inputs)?
-                } else if let Some(r) = &from.config_map_key_ref {
-                    let optional = r.optional == Some(true);
-                    match refs.config_map(&r.name).await? {
-                        Some(cm) => match config_map_data(cm).remove(&r.key) {
-                            Some(v) => v,
-                            None if optional => continue,
-                            None => {
-                                return Err(EnvError::Config(format!(
-                                    "couldn't find key {} in ConfigMap {ns}/{}",
-                                    r.key, r.name
-                                )));
-                            }
-                        },
-                        None if optional => continue,
-                        None => return Err(EnvError::Config(format!("configmap \"{}\" not found", r.name))),
-                    }
-                } else if let Some(r) = &from.secret_key_ref {
-                    let optional = r.optional == Some(true);
-                    match refs.secret(&r.name).await? {
-                        Some(s) => match secret_data(s).remove(&r.key) {
-                            Some(v) => v,
-                            None if optional => continue,
-                            None => {
-                                return Err(EnvError::Config(format!(
-                                    "couldn't find key {} in Secret {ns}/{}",
-                                    r.key, r.name
-                                )));
-                            }
-                        },
-                        None if optional => continue,
-                        None => return Err(EnvError::Config(format!("secret \"{}\" not found", r.name))),
-                    }
-                } else {
-                    continue;
-                }
-            }
+            Some(from) => refs.value_from(pod, container, from, inputs).await?,
         };
-        set(&mut env, var.name.clone(), value);
+        if let Some(value) = value {
+            set(&mut env, var.name.clone(), value);
+        }
     }
     for (k, v) in service_env {
         if !env.iter().any(|(n, _)| *n == k) {
@@ -356,6 +294,79 @@ pub(crate) async fn container_env(
         }
     }
     Ok(env)
+}
+
+/// The Service links of the pod's namespace (unless `enableServiceLinks: false`) and the
+/// `KUBERNETES_*` variables of the API server.
+async fn service_env(
+    client: &kube::Client,
+    pod: &Pod,
+    ns: &str,
+    inputs: &EnvInputs,
+) -> Result<Vec<(String, String)>, EnvError> {
+    let mut service_env = Vec::new();
+    if pod.spec.as_ref().and_then(|s| s.enable_service_links) != Some(false) {
+        let services = Api::<Service>::namespaced(client.clone(), ns).list(&ListParams::default()).await?;
+        service_env.extend(service_links(&services.items));
+    }
+    for (k, v) in kubernetes_vars(inputs.api_server) {
+        set(&mut service_env, k, v);
+    }
+    Ok(service_env)
+}
+
+impl Refs<'_> {
+    /// The variables one `envFrom` source brings (none for a missing optional source).
+    async fn env_from(&mut self, from: &EnvFromSource) -> Result<BTreeMap<String, String>, EnvError> {
+        if let Some(r) = &from.config_map_ref {
+            return match self.config_map(&r.name).await? {
+                Some(cm) => Ok(config_map_data(cm)),
+                None if r.optional == Some(true) => Ok(BTreeMap::new()),
+                None => Err(EnvError::Config(format!("configmap \"{}\" not found", r.name))),
+            };
+        }
+        if let Some(r) = &from.secret_ref {
+            return match self.secret(&r.name).await? {
+                Some(s) => Ok(secret_data(s)),
+                None if r.optional == Some(true) => Ok(BTreeMap::new()),
+                None => Err(EnvError::Config(format!("secret \"{}\" not found", r.name))),
+            };
+        }
+        Ok(BTreeMap::new())
+    }
+
+    /// A variable's `valueFrom`: a field, a resource, or a ConfigMap or Secret key
+    /// (`None` for a missing optional one).
+    async fn value_from(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        from: &EnvVarSource,
+        inputs: &EnvInputs,
+    ) -> Result<Option<String>, EnvError> {
+        if let Some(f) = &from.field_ref {
+            return field_value(pod, &f.field_path, inputs).map(Some);
+        }
+        if let Some(r) = &from.resource_field_ref {
+            return resource_value(pod, container, r, inputs).map(Some);
+        }
+        let ns = self.ns.to_string();
+        let (kind, name, key, optional, data) = if let Some(r) = &from.config_map_key_ref {
+            let data = self.config_map(&r.name).await?.map(config_map_data);
+            ("ConfigMap", &r.name, &r.key, r.optional == Some(true), data)
+        } else if let Some(r) = &from.secret_key_ref {
+            let data = self.secret(&r.name).await?.map(secret_data);
+            ("Secret", &r.name, &r.key, r.optional == Some(true), data)
+        } else {
+            return Ok(None);
+        };
+        match data.map(|mut d| d.remove(key)) {
+            Some(Some(v)) => Ok(Some(v)),
+            Some(None) | None if optional => Ok(None),
+            Some(None) => Err(EnvError::Config(format!("couldn't find key {key} in {kind} {ns}/{name}"))),
+            None => Err(EnvError::Config(format!("{} \"{name}\" not found", kind.to_lowercase()))),
+        }
+    }
 }
 
 #[cfg(test)]

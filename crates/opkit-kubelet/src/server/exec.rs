@@ -526,26 +526,11 @@ async fn execute(
     } else {
         None
     };
-    let netns = match target.netns.as_deref().filter(|_| container.is_none()).map(std::fs::File::open).transpose() {
-        Ok(netns) => netns.map(OwnedFd::from),
-        Err(e) => {
-            let path = target.netns.as_deref().unwrap_or(std::path::Path::new("")).display();
-            return internal_error_status(&format!(
-                "error executing command in container: opening the network namespace {path}: {}",
-                go_error_text(&e)
-            ));
-        }
+    let namespaces = match pod_namespaces(target, container) {
+        Ok(namespaces) => namespaces,
+        Err(message) => return internal_error_status(&message),
     };
-    // The pod's UTS namespace sits next to its network namespace (`/proc/<pid>/ns/uts`):
-    // the command sees the pod's hostname, as in a container.
-    let uts = target
-        .netns
-        .as_deref()
-        .filter(|_| container.is_none())
-        .and_then(|net| net.parent())
-        .and_then(|dir| std::fs::File::open(dir.join("uts")).ok())
-        .map(OwnedFd::from);
-    let mut command = match command_for(options, target, container, netns.map(|net| (net, uts)), pty.as_ref()) {
+    let mut command = match command_for(options, target, container, namespaces, pty.as_ref()) {
         Ok(command) => command,
         Err(e) => {
             return internal_error_status(&format!("error executing command in container: {}", go_error_text(&e)));
@@ -562,15 +547,74 @@ async fn execute(
             ));
         }
     };
+    let (mut pumps, mut outputs) = match wire_streams(streams, &mut child, pty) {
+        Ok(tasks) => tasks,
+        Err(message) => return internal_error_status(message),
+    };
+    let finished = async {
+        let status = child.wait().await;
+        while outputs.join_next().await.is_some() {}
+        status
+    };
+    let status = tokio::select! {
+        status = finished => status,
+        () = streams.hung_up.cancelled() => {
+            // The client is gone: nobody reads the output any more.
+            pumps.abort_all();
+            return internal_error_status("error executing command in container: the client hung up");
+        }
+    };
+    pumps.abort_all();
+    match status {
+        Ok(status) => exit_status(&options.command, status),
+        Err(e) => internal_error_status(&format!("error executing command in container: {e}")),
+    }
+}
+
+/// The pod's network namespace and, next to it (`/proc/<pid>/ns/uts`), its UTS namespace
+/// (or the error message to report),
+/// so the command sees the pod's network and hostname as in a container; none for a
+/// command joined to a container's process (it enters the container's own).
+fn pod_namespaces(
+    target: &ExecTarget,
+    container: Option<&JoinPlan>,
+) -> Result<Option<(OwnedFd, Option<OwnedFd>)>, String> {
+    let netns = match target.netns.as_deref().filter(|_| container.is_none()).map(std::fs::File::open).transpose() {
+        Ok(netns) => netns.map(OwnedFd::from),
+        Err(e) => {
+            let path = target.netns.as_deref().unwrap_or(std::path::Path::new("")).display();
+            return Err(format!(
+                "error executing command in container: opening the network namespace {path}: {}",
+                go_error_text(&e)
+            ));
+        }
+    };
+    let uts = target
+        .netns
+        .as_deref()
+        .filter(|_| container.is_none())
+        .and_then(|net| net.parent())
+        .and_then(|dir| std::fs::File::open(dir.join("uts")).ok())
+        .map(OwnedFd::from);
+    Ok(netns.map(|net| (net, uts)))
+}
+
+/// Tasks that copy the client's streams to the command and back: `pumps` (stdin and
+/// terminal resizes, aborted when the command ends) and `outputs` (stdout and stderr,
+/// drained before the status is reported). With a terminal, only its controller side
+/// stays here: the command holds the terminal.
+fn wire_streams(
+    streams: &mut ExecStreams,
+    child: &mut tokio::process::Child,
+    pty: Option<Pty>,
+) -> Result<(tokio::task::JoinSet<()>, tokio::task::JoinSet<()>), &'static str> {
     let mut pumps = tokio::task::JoinSet::new();
     let mut outputs = tokio::task::JoinSet::new();
-    if let Some(pty) = pty {
-        // Only the controller side stays here: the command holds the terminal.
-        let Pty { controller, terminal } = pty;
+    if let Some(Pty { controller, terminal }) = pty {
         drop(terminal);
         let opened = (controller.try_clone(), controller.try_clone());
         let (Ok(reader), Ok(writer)) = opened else {
-            return internal_error_status("error executing command in container: duplicating the terminal");
+            return Err("error executing command in container: duplicating the terminal");
         };
         if let Some(sink) = streams.stdout.clone() {
             outputs.spawn(pump_output(tokio::fs::File::from_std(std::fs::File::from(reader)), sink));
@@ -592,24 +636,7 @@ async fn execute(
             pumps.spawn(pump_input(input, stdin));
         }
     }
-    let finished = async {
-        let status = child.wait().await;
-        while outputs.join_next().await.is_some() {}
-        status
-    };
-    let status = tokio::select! {
-        status = finished => status,
-        () = streams.hung_up.cancelled() => {
-            // The client is gone: nobody reads the output any more.
-            pumps.abort_all();
-            return internal_error_status("error executing command in container: the client hung up");
-        }
-    };
-    pumps.abort_all();
-    match status {
-        Ok(status) => exit_status(&options.command, status),
-        Err(e) => internal_error_status(&format!("error executing command in container: {e}")),
-    }
+    Ok((pumps, outputs))
 }
 
 /// Joins the streams to the container's running process until it ends (or the client

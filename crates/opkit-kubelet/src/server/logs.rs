@@ -12,7 +12,8 @@ use tokio::sync::mpsc;
 
 use super::{Handler, ResponseBody, full, status_response};
 use crate::runtime::logs::{self, LogLine};
-use crate::runtime::status::State;
+use crate::runtime::pod::ContainerRuntime;
+use crate::runtime::status::{ContainerView, State};
 
 /// `PodLogOptions` as the query gives them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -153,30 +154,9 @@ pub(crate) async fn serve(h: &Handler, ns: &str, name: &str, container: &str, qu
     let Some(cv) = view.containers.iter().chain(view.init.iter()).find(|c| c.name == container) else {
         return bad_request(&format!("container {container} is not valid for pod {name}"));
     };
-    let waiting = matches!(cv.state, State::Waiting { .. });
-    let instance = if opts.previous {
-        match (&cv.last, rt.instance) {
-            (Some(_), Some(n)) if waiting => n,
-            (Some(_), Some(n)) if n > 0 => n - 1,
-            _ => {
-                return bad_request(&format!(
-                    "previous terminated container \"{container}\" in pod \"{name}\" not found"
-                ));
-            }
-        }
-    } else {
-        match rt.instance {
-            Some(n) => n,
-            None => {
-                let reason = match &cv.state {
-                    State::Waiting { reason, .. } => reason.clone(),
-                    _ => "ContainerCreating".into(),
-                };
-                return bad_request(&format!(
-                    "container \"{container}\" in pod \"{name}\" is waiting to start: {reason}"
-                ));
-            }
-        }
+    let instance = match instance_to_read(&opts, cv, &rt, container, name) {
+        Ok(n) => n,
+        Err(msg) => return bad_request(&msg),
     };
     let lines = match logs::read(&rt.logs, instance).await {
         Ok(l) => l,
@@ -218,6 +198,33 @@ pub(crate) async fn serve(h: &Handler, ns: &str, name: &str, container: &str, qu
     let mut res = Response::new(http_body_util::StreamBody::new(stream).boxed_unsync());
     res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
     res
+}
+
+/// Which instance's log a request reads: the current one, or with `previous` the one
+/// before it (the last terminated instance, or the current one while it waits to
+/// restart); an error message when there is none.
+fn instance_to_read(
+    opts: &LogOptions,
+    cv: &ContainerView,
+    rt: &ContainerRuntime,
+    container: &str,
+    name: &str,
+) -> Result<i32, String> {
+    if opts.previous {
+        let waiting = matches!(cv.state, State::Waiting { .. });
+        return match (&cv.last, rt.instance) {
+            (Some(_), Some(n)) if waiting => Ok(n),
+            (Some(_), Some(n)) if n > 0 => Ok(n - 1),
+            _ => Err(format!("previous terminated container \"{container}\" in pod \"{name}\" not found")),
+        };
+    }
+    rt.instance.ok_or_else(|| {
+        let reason = match &cv.state {
+            State::Waiting { reason, .. } => reason.clone(),
+            _ => "ContainerCreating".into(),
+        };
+        format!("container \"{container}\" in pod \"{name}\" is waiting to start: {reason}")
+    })
 }
 
 /// Streams what is appended to the live file from `offset` until the instance ends, the

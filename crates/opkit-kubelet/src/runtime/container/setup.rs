@@ -308,11 +308,23 @@ fn prepare_root(plan: &RootPlan) -> std::io::Result<PreparedRoot> {
 }
 
 /// Builds the container's root and enters it (runs in the container's PID 1, after the
-/// fork).
+/// fork): the root's tmpfs with the system and /etc binds, /dev, /proc, then pivot_root,
+/// the volume mounts and the working directory.
 fn build_root(r: &PreparedRoot) -> std::io::Result<()> {
-    use rustix::fs::{FileType, Mode};
+    mount_root(r)?;
+    mount_dev(r)?;
+    mount_proc(r)?;
+    if let Some(hostname) = &r.hostname {
+        rustix::system::sethostname(hostname)?;
+    }
+    enter_root(r)
+}
+
+/// The root's tmpfs, its top directories, the system binds and links, and the pod's /etc
+/// (read-only, with its per-file binds).
+fn mount_root(r: &PreparedRoot) -> std::io::Result<()> {
+    use rustix::fs::Mode;
     use rustix::mount::MountFlags;
-    let nosuid_nodev = MountFlags::NOSUID | MountFlags::NODEV;
     rustix::mount::mount(c"tmpfs", r.root.as_c_str(), c"tmpfs", MountFlags::NODEV, c"mode=0755")?;
     for dir in [&r.proc_dir, &r.dev_dir, &r.tmp_dir, &r.run_dir, &r.var_dir, &r.etc_target, &r.old_root] {
         make_dir(dir, 0o755)?;
@@ -333,41 +345,38 @@ fn build_root(r: &PreparedRoot) -> std::io::Result<()> {
         bind(source, target, true)?;
     }
     rustix::mount::mount_remount(r.etc_target.as_c_str(), MountFlags::BIND | MountFlags::RDONLY, c"")?;
-    // /dev: a tmpfs of the usual character devices, its own pty instance and /dev/shm.
+    Ok(())
+}
+
+/// /dev: a tmpfs of the usual character devices, its own pty instance and /dev/shm.
+fn mount_dev(r: &PreparedRoot) -> std::io::Result<()> {
+    use rustix::fs::{FileType, Mode};
+    use rustix::mount::MountFlags;
     rustix::mount::mount(c"tmpfs", r.dev_dir.as_c_str(), c"tmpfs", MountFlags::NOSUID, c"mode=0755,size=65536k")?;
     for (path, major, minor) in &r.devices {
         let dev = rustix::fs::makedev(*major, *minor);
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            path.as_c_str(),
-            FileType::CharacterDevice,
-            Mode::from_raw_mode(0o666),
-            dev,
-        )?;
-        rustix::fs::chmod(path.as_c_str(), Mode::from_raw_mode(0o666))?;
+        let mode = Mode::from_raw_mode(0o666);
+        rustix::fs::mknodat(rustix::fs::CWD, path.as_c_str(), FileType::CharacterDevice, mode, dev)?;
+        rustix::fs::chmod(path.as_c_str(), mode)?;
     }
     for dir in &r.dev_dirs {
         make_dir(dir, 0o755)?;
     }
-    rustix::mount::mount(
-        c"devpts",
-        r.pts.as_c_str(),
-        c"devpts",
-        MountFlags::NOSUID | MountFlags::NOEXEC,
-        c"newinstance,ptmxmode=0666,mode=0620",
-    )?;
-    rustix::mount::mount(
-        c"shm",
-        r.shm.as_c_str(),
-        c"tmpfs",
-        nosuid_nodev | MountFlags::NOEXEC,
-        c"mode=1777,size=65536k",
-    )?;
+    let pts_flags = MountFlags::NOSUID | MountFlags::NOEXEC;
+    rustix::mount::mount(c"devpts", r.pts.as_c_str(), c"devpts", pts_flags, c"newinstance,ptmxmode=0666,mode=0620")?;
+    let shm_flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+    rustix::mount::mount(c"shm", r.shm.as_c_str(), c"tmpfs", shm_flags, c"mode=1777,size=65536k")?;
     for (link, target) in &r.dev_links {
         rustix::fs::symlink(target.as_c_str(), link.as_c_str())?;
     }
-    // /proc of the new PID namespace, with runc's masked and read-only paths.
-    rustix::mount::mount(c"proc", r.proc_dir.as_c_str(), c"proc", nosuid_nodev | MountFlags::NOEXEC, None)?;
+    Ok(())
+}
+
+/// /proc of the new PID namespace, with runc's masked and read-only paths.
+fn mount_proc(r: &PreparedRoot) -> std::io::Result<()> {
+    use rustix::mount::MountFlags;
+    let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+    rustix::mount::mount(c"proc", r.proc_dir.as_c_str(), c"proc", flags, None)?;
     for path in &r.proc_masked {
         if rustix::fs::access(path.as_c_str(), rustix::fs::Access::EXISTS).is_ok() {
             rustix::mount::mount_bind(r.dev_null.as_c_str(), path.as_c_str())?;
@@ -378,9 +387,14 @@ fn build_root(r: &PreparedRoot) -> std::io::Result<()> {
             bind(path, path, true)?;
         }
     }
-    if let Some(hostname) = &r.hostname {
-        rustix::system::sethostname(hostname)?;
-    }
+    Ok(())
+}
+
+/// Pivots into the root, binds the volume mounts, drops the old root and moves to the
+/// working directory (remounting the root read-only when asked).
+fn enter_root(r: &PreparedRoot) -> std::io::Result<()> {
+    use rustix::fs::Mode;
+    use rustix::mount::MountFlags;
     rustix::process::chdir(r.root.as_c_str())?;
     rustix::process::pivot_root(c".", OLD_ROOT_RELATIVE)?;
     rustix::process::chdir(c"/")?;
