@@ -1,5 +1,5 @@
 //! `opkit-bench charts`: the chart corpus conformance run. The local control plane (API
-//! server and cluster controllers) starts in this process; then the real helm client,
+//! server and cluster controllers, with real pods for the built-in images) starts in this process; then the real helm client,
 //! chart by chart, each in its own namespace, installs with default values and `--wait`,
 //! checks `helm status` and `helm get manifest` against what is in the cluster (and, for a
 //! chart that looks up [`LOOKUP_SOURCE`], that the looked-up value was rendered), runs
@@ -104,7 +104,10 @@ fn charts(opts: &ChartsOptions) -> Result<Vec<(String, PathBuf)>, ChartsError> {
 /// Runs the conformance over every chart.
 pub async fn run(opts: &ChartsOptions) -> Result<ChartsReport, ChartsError> {
     let charts = charts(opts)?;
-    let env = TestEnv::start().await?;
+    // Real pods: the built-in images (busybox, alpine, bash, curl) run as processes, so a
+    // chart's `helm test` pod really reaches its Service, as on a cluster; other images
+    // stay simulated.
+    let env = TestEnv::builder().real_pods().start().await?;
     let home = tempfile::tempdir().map_err(ChartsError::Home)?;
     let helm = Helm::new(&opts.helm, env.kubeconfig_path(), home.path(), opts.timeout + Duration::from_secs(30));
     let helm_version = helm.run(&["version", "--short"]).await.map_err(ChartsError::Helm)?.trim().to_string();
@@ -169,6 +172,7 @@ async fn check_chart(env: &TestEnv, helm: &Helm, opts: &ChartsOptions, name: &st
         dir: dir.to_string_lossy().into_owned(),
         ns: ns.clone(),
         timeout: format!("{}s", opts.timeout.as_secs()),
+        deadline: opts.timeout,
         flags: expectation.map(|e| e.flags.clone()).unwrap_or_default(),
     };
     let lookup = looks_up_source(dir);
@@ -199,6 +203,8 @@ struct Release<'a> {
     dir: String,
     ns: String,
     timeout: String,
+    /// How long a step may take, as `timeout` says it to helm.
+    deadline: Duration,
     flags: Vec<String>,
 }
 
@@ -287,10 +293,24 @@ impl Release<'_> {
             f.get_or_insert(format!("uninstall: {e}"));
             return;
         }
-        let mut left = leftovers(self.env, &manifest, &self.ns).await;
-        left.extend(release_records(self.env, &self.ns, name).await);
+        let left = self.left_after_uninstall(&manifest).await;
         let clean = if left.is_empty() { Ok(()) } else { Err(format!("left behind: {}", left.join(", "))) };
         record(&mut r.uninstall_clean, f, "uninstall", clean);
+    }
+
+    /// What the release left behind once its pods had their grace period: `uninstall
+    /// --wait` returns when the manifest's objects are gone, while the pods they owned are
+    /// still terminating (a real pod gets up to its `terminationGracePeriodSeconds`).
+    async fn left_after_uninstall(&self, manifest: &str) -> Vec<String> {
+        let deadline = Instant::now() + self.deadline;
+        loop {
+            let mut left = leftovers(self.env, manifest, &self.ns).await;
+            left.extend(release_records(self.env, &self.ns, self.name).await);
+            if left.is_empty() || Instant::now() >= deadline {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// `helm status -o json` says the release is deployed at `revision`.
