@@ -39,7 +39,9 @@ pub struct OperatorOptions {
     /// Where the API proxy listens (`--proxy-port`, default 8888 on loopback; port 0
     /// picks a free one).
     pub proxy_address: SocketAddr,
-    /// Where runs' input directories and artifacts go.
+    /// Where runs' input directories and artifacts go (default: ansible-operator's
+    /// `/tmp/ansible-operator/runner`; [`OperatorOptions::for_project`] gives each
+    /// project its own).
     pub runner_dir: PathBuf,
     /// `--ansible-verbosity` (default 2).
     pub verbosity: u8,
@@ -77,6 +79,21 @@ impl Default for OperatorOptions {
             log_events: LogEvents::Tasks,
             metrics_api_address: Some(SocketAddr::from(([127, 0, 0, 1], 5050))),
         }
+    }
+}
+
+impl OperatorOptions {
+    /// The defaults, with runs' input directories and artifacts in a directory of the
+    /// project at `project_dir` alone (`/tmp/ansible-operator/NAME-HASH/runner`, the hash
+    /// from its absolute path): two projects reconciling resources of the same name on
+    /// one machine never share, or rotate away, each other's artifacts.
+    pub fn for_project(project_dir: &Path) -> std::io::Result<OperatorOptions> {
+        let project = std::path::absolute(project_dir)?;
+        let name = project.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "project".into());
+        let hash = opkit_apimachinery::fnv::fnv64a(project.as_os_str().as_encoded_bytes());
+        let runner_dir =
+            std::env::temp_dir().join("ansible-operator").join(format!("{name}-{:08x}", hash as u32)).join("runner");
+        Ok(OperatorOptions { runner_dir, ..OperatorOptions::default() })
     }
 }
 
@@ -414,5 +431,23 @@ impl AnsibleReconciler {
         {
             tracing::warn!(name, error = %e, "writing the status");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::OperatorOptions;
+
+    #[test]
+    fn each_project_has_its_own_runner_dir() {
+        let dir = |p: &str| OperatorOptions::for_project(Path::new(p)).expect("absolute path").runner_dir;
+        let a = dir("/srv/a/memcached-operator");
+        assert_ne!(a, dir("/srv/b/memcached-operator"));
+        assert_eq!(a, dir("/srv/a/memcached-operator"));
+        assert!(a.ends_with("runner"));
+        let project = a.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
+        assert!(project.is_some_and(|n| n.starts_with("memcached-operator-")), "{}", a.display());
     }
 }

@@ -17,6 +17,7 @@
 
 pub mod aggregation;
 pub mod duration;
+pub mod fnv;
 pub mod patch;
 pub mod quantity;
 pub mod quota;

@@ -179,6 +179,13 @@ async fn make_run_reconciles_the_scaffolded_memcached_role() {
     wait_for_with(&memcacheds, &resource, "memcached-sample", "to be Successful", successful, WAIT)
         .await
         .expect("the sample's run succeeds");
+    // The run's artifacts are in this project's own runner directory, not in the one
+    // /tmp/ansible-operator/runner every project on the machine would share.
+    let runner_dir = opkit_ansible_operator::OperatorOptions::for_project(&project).expect("runner dir").runner_dir;
+    assert_ne!(runner_dir, opkit_ansible_operator::OperatorOptions::default().runner_dir);
+    let latest = runner_dir.join("cache.example.com/v1alpha1/Memcached/default/memcached-sample/artifacts/latest");
+    assert!(latest.join("job_events").is_dir(), "no artifacts at {}", latest.display());
+    let _ = std::fs::remove_dir_all(runner_dir.parent().expect("the project's directory"));
 }
 
 /// The kuttl test the scaffold writes next to molecule (`tests/kuttl/memcached`: the

@@ -63,13 +63,8 @@ fn gv_path(group: &str, version: &str) -> String {
 }
 
 fn hash(bytes: &[u8]) -> String {
-    // FNV-1a: a stable cache-busting tag, not a security hash.
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    format!("{h:016X}")
+    // A stable cache-busting tag, not a security hash.
+    format!("{:016X}", opkit_apimachinery::fnv::fnv64a(bytes))
 }
 
 impl OpenApiCache {

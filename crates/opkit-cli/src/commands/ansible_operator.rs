@@ -35,7 +35,7 @@ pub(super) async fn run(args: AnsibleOperatorArgs) -> Result<(), CliError> {
         collections_paths: split(&args.ansible_collections_path),
         inject_owner_ref: args.inject_owner_ref,
         log_events,
-        ..opkit_ansible_operator::OperatorOptions::default()
+        ..opkit_ansible_operator::OperatorOptions::for_project(project_dir)?
     };
     let manager_options = args.manager.options().map_err(|e| CliError::Usage(e.to_string()))?;
     let config = args.manager.config().await.map_err(|e| CliError::Kubeconfig(e.to_string()))?;

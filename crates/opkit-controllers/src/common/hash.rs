@@ -1,10 +1,7 @@
 //! Template hashes as kube computes them: 32-bit FNV-1a rendered with apimachinery's
 //! `rand.SafeEncodeString` (the `pod-template-hash` and `controller-revision-hash` labels).
 
-/// 32-bit FNV-1a.
-pub(crate) fn fnv32a(data: &[u8]) -> u32 {
-    data.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
-}
+pub(crate) use opkit_apimachinery::fnv::fnv32a;
 
 /// Renders a hash like apimachinery's `rand.SafeEncodeString` of its decimal form (no
 /// vowels, no confusable characters).
