@@ -4,7 +4,7 @@
 //! report misses the floor it was given ([`Verdict`]).
 
 use std::fmt::Display;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::ValueEnum;
@@ -19,14 +19,35 @@ pub(crate) enum Output {
     Json,
 }
 
-/// Prints `report` as text or JSON, and saves the JSON to `save_json` if given.
-pub(crate) fn emit<R: Serialize>(
-    report: &R,
-    output: Output,
-    save_json: Option<&Path>,
-    text: fn(&R) -> String,
-) -> ExitCode {
-    if let Some(path) = save_json {
+/// The report flags of a benchmark: `-o` and `--save-json`.
+#[derive(clap::Args)]
+pub(crate) struct ReportArgs {
+    /// Report format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub(crate) output: Output,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub(crate) save_json: Option<PathBuf>,
+}
+
+/// Prints `report` as text or JSON; false (and says why) if it could not be encoded.
+fn print<R: Serialize>(command: &str, report: &R, output: Output, text: fn(&R) -> String) -> bool {
+    match output {
+        Output::Text => print!("{}", text(report)),
+        Output::Json => match serde_json::to_string_pretty(report) {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                eprintln!("opkit-bench {command}: {e}");
+                return false;
+            }
+        },
+    }
+    true
+}
+
+/// Prints `report` as `flags` ask, and saves the JSON to `--save-json` if given.
+pub(crate) fn emit<R: Serialize>(command: &str, report: &R, flags: &ReportArgs, text: fn(&R) -> String) -> ExitCode {
+    if let Some(path) = &flags.save_json {
         let written = serde_json::to_string_pretty(report)
             .map_err(std::io::Error::other)
             .and_then(|s| std::fs::write(path, s + "\n"));
@@ -35,17 +56,7 @@ pub(crate) fn emit<R: Serialize>(
             return ExitCode::FAILURE;
         }
     }
-    match output {
-        Output::Text => print!("{}", text(report)),
-        Output::Json => match serde_json::to_string_pretty(report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("opkit-bench: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-    }
-    ExitCode::SUCCESS
+    if print(command, report, flags.output, text) { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
 /// The end of benchmark `command`: its report [emitted](emit), or its error
@@ -53,12 +64,11 @@ pub(crate) fn emit<R: Serialize>(
 pub(crate) fn benchmark<R: Serialize, E: Display>(
     command: &str,
     result: Result<R, E>,
-    output: Output,
-    save_json: Option<&Path>,
+    flags: &ReportArgs,
     text: fn(&R) -> String,
 ) -> ExitCode {
     match result {
-        Ok(report) => emit(&report, output, save_json, text),
+        Ok(report) => emit(command, &report, flags, text),
         Err(e) => {
             eprintln!("opkit-bench {command}: {e}");
             ExitCode::FAILURE
@@ -107,13 +117,7 @@ pub(crate) fn corpus<R: Serialize, E: Display>(
             return ExitCode::from(2);
         }
     };
-    match output {
-        Output::Text => print!("{}", text(&report)),
-        Output::Json => match serde_json::to_string_pretty(&report) {
-            Ok(json) => println!("{json}"),
-            Err(e) => eprintln!("opkit-bench {command}: {e}"),
-        },
-    }
+    print(command, &report, output, text);
     match verdict(&report) {
         Verdict::Passed => ExitCode::SUCCESS,
         Verdict::Failed(message) => {

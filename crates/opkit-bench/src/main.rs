@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use emit::{Output, Verdict, benchmark, corpus, emit, own_exe};
+use emit::{Output, ReportArgs, Verdict, benchmark, corpus, emit, own_exe};
 use opkit_bench::cluster::{ClusterOptions, ClusterWorkload};
 use opkit_bench::runtime::{RuntimeOptions, RuntimeWorkload};
 use opkit_bench::{Backend, Options, Workload, render_text, run};
@@ -203,7 +203,7 @@ async fn cluster(args: ClusterArgs) -> ExitCode {
     };
     let opts = ClusterOptions { workload: w, exe, progress: !args.quiet };
     let result = opkit_bench::cluster::run(&opts).await;
-    benchmark("cluster", result, args.output, args.save_json.as_deref(), opkit_bench::cluster::render_text)
+    benchmark("cluster", result, &args.report, opkit_bench::cluster::render_text)
 }
 
 async fn runtime(args: RuntimeArgs) -> ExitCode {
@@ -235,7 +235,7 @@ async fn runtime(args: RuntimeArgs) -> ExitCode {
     };
     let opts = RuntimeOptions { workload, exe, progress: !args.quiet };
     let result = opkit_bench::runtime::run(&opts).await;
-    benchmark("runtime", result, args.output, args.save_json.as_deref(), opkit_bench::runtime::render_text)
+    benchmark("runtime", result, &args.report, opkit_bench::runtime::render_text)
 }
 
 async fn apiserver(args: ApiserverArgs) -> ExitCode {
@@ -264,7 +264,7 @@ async fn apiserver(args: ApiserverArgs) -> ExitCode {
         tmp_root: args.tmp_dir,
         progress: !args.quiet,
     };
-    benchmark("apiserver", run(&opts).await, args.output, args.save_json.as_deref(), render_text)
+    benchmark("apiserver", run(&opts).await, &args.report, render_text)
 }
 
 /// Flags of `opkit-bench apiserver`.
@@ -294,12 +294,8 @@ struct ApiserverArgs {
     /// Directory for the durable backend's data (default: the system temp dir).
     #[arg(long)]
     tmp_dir: Option<PathBuf>,
-    /// Report format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    output: Output,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    save_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: ReportArgs,
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
@@ -329,12 +325,8 @@ struct RuntimeArgs {
     /// Objects the memory child caches (0 skips the memory measurement).
     #[arg(long)]
     memory_objects: Option<usize>,
-    /// Report format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    output: Output,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    save_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: ReportArgs,
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
@@ -370,12 +362,8 @@ struct ClusterArgs {
     /// Time limit from the first create, in seconds.
     #[arg(long)]
     limit_secs: Option<u64>,
-    /// Report format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    output: Output,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    save_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: ReportArgs,
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
@@ -387,12 +375,8 @@ struct AdmissionArgs {
     /// Measured creates per run (each run also makes 20 unmeasured ones first).
     #[arg(long, default_value_t = 1000)]
     requests: usize,
-    /// Report format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    output: Output,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    save_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 /// Flags of `opkit-bench real-pods`.
@@ -404,12 +388,8 @@ struct RealPodsArgs {
     /// The Memcached operator's binary (e.g. target/release/memcached-operator).
     #[arg(long)]
     operator_binary: Option<PathBuf>,
-    /// Report format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    output: Output,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    save_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 /// Flags of `opkit-bench memcached`.
@@ -430,12 +410,8 @@ struct MemcachedArgs {
     /// Runs, each on a fresh control plane and operator (default 3).
     #[arg(long)]
     repeats: Option<usize>,
-    /// Report format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    output: Output,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    save_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: ReportArgs,
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
@@ -461,12 +437,8 @@ struct ChartsArgs {
     /// Only this chart (repeatable).
     #[arg(long = "chart")]
     only: Vec<String>,
-    /// Report format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    output: Output,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    save_json: Option<PathBuf>,
+    #[command(flatten)]
+    report: ReportArgs,
     /// No progress on stderr.
     #[arg(short, long)]
     quiet: bool,
@@ -542,7 +514,7 @@ async fn charts(args: ChartsArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let emitted = emit(&report, args.output, args.save_json.as_deref(), render_text);
+    let emitted = emit("charts", &report, &args.report, render_text);
     let regressions = report.regressions();
     if !regressions.is_empty() {
         let names: Vec<&str> = regressions.iter().map(|c| c.chart.as_str()).collect();
@@ -555,13 +527,13 @@ async fn charts(args: ChartsArgs) -> ExitCode {
 async fn admission(args: AdmissionArgs) -> ExitCode {
     let opts = opkit_bench::admission::AdmissionOptions { requests: args.requests };
     let result = opkit_bench::admission::run(&opts).await;
-    benchmark("admission", result, args.output, args.save_json.as_deref(), opkit_bench::admission::render_text)
+    benchmark("admission", result, &args.report, opkit_bench::admission::render_text)
 }
 
 async fn real_pods(args: RealPodsArgs) -> ExitCode {
     let opts = opkit_bench::real_pods::RealPodsOptions { pods: args.pods, operator_binary: args.operator_binary };
     let result = opkit_bench::real_pods::run(&opts).await;
-    benchmark("real-pods", result, args.output, args.save_json.as_deref(), opkit_bench::real_pods::render_text)
+    benchmark("real-pods", result, &args.report, opkit_bench::real_pods::render_text)
 }
 
 async fn memcached(args: MemcachedArgs) -> ExitCode {
@@ -577,7 +549,7 @@ async fn memcached(args: MemcachedArgs) -> ExitCode {
     };
     let opts = MemcachedOptions { workload, exe, progress: !args.quiet };
     let result = opkit_bench::memcached::run(&opts).await;
-    benchmark("memcached", result, args.output, args.save_json.as_deref(), opkit_bench::memcached::render_text)
+    benchmark("memcached", result, &args.report, opkit_bench::memcached::render_text)
 }
 
 #[derive(clap::Args)]
@@ -732,7 +704,12 @@ async fn ansible(args: AnsibleArgs) -> ExitCode {
     opts.crs = args.crs.max(1);
     opts.size = args.size.max(1);
     opts.max_concurrent_reconciles = args.max_concurrent_reconciles.max(1);
-    benchmark("ansible", opkit_bench::ansible::run(&opts).await, args.output, None, opkit_bench::ansible::render_text)
+    benchmark(
+        "ansible",
+        opkit_bench::ansible::run(&opts).await,
+        &ReportArgs { output: args.output, save_json: None },
+        opkit_bench::ansible::render_text,
+    )
 }
 
 #[derive(clap::Args)]
