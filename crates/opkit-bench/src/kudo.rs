@@ -16,7 +16,6 @@
 //! memory is its own.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -32,6 +31,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use crate::BenchError;
+use crate::child::{Spawned, spawn_child};
 use crate::serve::ProcMemory;
 
 /// What the corpus run does.
@@ -378,29 +378,19 @@ pub async fn run_scale(options: &KudoScaleOptions) -> Result<KudoScaleReport, Be
     })
 }
 
+/// The `kudo-engine` child's first line.
+#[derive(serde::Deserialize)]
+struct EngineReady {
+    pid: u32,
+}
+
 /// Spawns `exe kudo-engine` on the cluster and reads its pid from its first line.
 async fn spawn_engine(exe: &Path, kubeconfig: &Path) -> Result<(tokio::process::Child, u32), BenchError> {
-    let mut child = tokio::process::Command::new(exe)
-        .arg("kudo-engine")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| BenchError::Setup(format!("spawning {} kudo-engine: {e}", exe.display())))?;
-    let stdout = child.stdout.take().ok_or_else(|| BenchError::Setup("no stdout pipe".into()))?;
-    let line = tokio::time::timeout(Duration::from_secs(60), BufReader::new(stdout).lines().next_line())
-        .await
-        .map_err(|_| BenchError::Setup("the engine did not start within 60s".into()))??
-        .ok_or_else(|| BenchError::Setup("the engine exited before it ran".into()))?;
-    let pid = serde_json::from_str::<serde_json::Value>(&line)
-        .map_err(|e| BenchError::Setup(format!("bad engine line {line:?}: {e}")))?
-        .get("pid")
-        .and_then(serde_json::Value::as_u64)
-        .and_then(|p| u32::try_from(p).ok())
-        .ok_or_else(|| BenchError::Setup(format!("bad engine line {line:?}")))?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("kudo-engine").arg("--kubeconfig").arg(kubeconfig);
+    let what = format!("{} kudo-engine", exe.display());
+    let Spawned { child, ready, .. } = spawn_child::<EngineReady>(cmd, &what, Duration::from_secs(60)).await?;
+    let pid = ready.pid;
     Ok((child, pid))
 }
 

@@ -76,6 +76,7 @@ pub mod admission;
 pub mod ansible;
 pub mod apiserver;
 pub mod charts;
+mod child;
 pub mod client;
 pub mod cluster;
 pub mod config;

@@ -4,7 +4,6 @@
 //! that child process, and reading its memory from `/proc/PID/status`.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use opkit_apiserver::{ApiServer, ServerConfig};
@@ -15,6 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::BenchError;
+use crate::child::{Spawned, spawn_child};
 use crate::client::{Endpoint, parse_url_addr};
 
 /// The line that asks the `serve` child how many watches are open.
@@ -200,16 +200,8 @@ impl ServerProcess {
                 Some(d)
             }
         };
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| BenchError::Setup(format!("spawning {}: {e}", exe.display())))?;
-        let stdout = child.stdout.take().ok_or_else(|| BenchError::Setup("no stdout pipe".into()))?;
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(SPAWN_TIMEOUT, lines.next_line())
-            .await
-            .map_err(|_| BenchError::Setup("the server process did not start in time".into()))??
-            .ok_or_else(|| BenchError::Setup("the server process exited before printing its address".into()))?;
-        let info: ServeInfo =
-            serde_json::from_str(&line).map_err(|e| BenchError::Setup(format!("bad serve line {line:?}: {e}")))?;
+        let spawned = spawn_child::<ServeInfo>(cmd, &format!("{} serve", exe.display()), SPAWN_TIMEOUT).await?;
+        let Spawned { child, lines, ready: info } = spawned;
         Ok(ServerProcess { child, answers: lines, info, _dir: dir })
     }
 

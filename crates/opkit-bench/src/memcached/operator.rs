@@ -7,20 +7,20 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use opkit::{Manager, ManagerOptions, Runnable, RunnableError};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::{ReconcileCounts, reconcile_counts, scrape};
 use crate::BenchError;
+use crate::child::{Spawned, spawn_child};
 use crate::serve::ProcMemory;
 
 /// The name of the controller whose counters are read (`Controller::new` names it after
@@ -152,24 +152,10 @@ impl OperatorProcess {
     /// Spawns `exe memcached-operator --kubeconfig PATH` and waits (bounded) for its
     /// [`OperatorReady`] line.
     pub async fn spawn(exe: &Path, kubeconfig: &Path) -> Result<OperatorProcess, BenchError> {
-        let mut child = Command::new(exe)
-            .arg("memcached-operator")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| BenchError::Setup(format!("spawning {} memcached-operator: {e}", exe.display())))?;
-        let stdout = child.stdout.take().ok_or_else(|| BenchError::Setup("no stdout pipe".into()))?;
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(READY_TIMEOUT + Duration::from_secs(10), lines.next_line())
-            .await
-            .map_err(|_| BenchError::Setup("the operator process did not start in time".into()))??
-            .ok_or_else(|| BenchError::Setup("the operator process exited before it was ready".into()))?;
-        let ready: OperatorReady =
-            serde_json::from_str(&line).map_err(|e| BenchError::Setup(format!("bad operator line {line:?}: {e}")))?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("memcached-operator").arg("--kubeconfig").arg(kubeconfig);
+        let what = format!("{} memcached-operator", exe.display());
+        let Spawned { child, ready, .. } = spawn_child(cmd, &what, READY_TIMEOUT + Duration::from_secs(10)).await?;
         Ok(OperatorProcess { child, ready })
     }
 
