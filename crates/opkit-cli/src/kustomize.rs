@@ -359,17 +359,19 @@ fn clean_join(dir: &Path, rel: &str) -> PathBuf {
     out
 }
 
-/// kustomize refuses two resources with the same group/kind/namespace/name.
+/// kustomize refuses two resources with the same id: group, version, kind, namespace and
+/// name (its `ResId.Equals`); the samples of one kind in two versions are two resources.
 fn check_unique(res: &[Res], kfile: &Path) -> Result<(), KustomizeError> {
     let mut seen = std::collections::BTreeSet::new();
     for r in res {
-        let id = (r.group().to_string(), r.kind().to_string(), r.namespace().to_string(), r.name().to_string());
+        let id = (r.group(), r.version(), r.kind(), r.namespace(), r.name());
         if !seen.insert(id) {
             return Err(KustomizeError::Invalid {
                 path: kfile.to_path_buf(),
                 message: format!(
-                    "may not add resource with an already registered id: {}/{} in namespace {:?}",
+                    "may not add resource with an already registered id: {}.{}/{} in namespace {:?}",
                     r.kind(),
+                    r.version(),
                     r.name(),
                     r.namespace()
                 ),

@@ -198,6 +198,37 @@ fn unknown_field_and_missing_resource_errors() {
     assert!(matches!(e, KustomizeError::NoKustomization { .. }), "{e}");
 }
 
+/// The samples of one kind in two versions (`create api` for v1alpha1, then v1) share a
+/// name; kustomize's id includes the version, so both are kept.
+#[test]
+fn one_name_in_two_versions_is_two_resources() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sample = |version: &str| {
+        format!(
+            "apiVersion: cache.example.com/{version}\nkind: Memcached\nmetadata:\n  name: memcached-sample\nspec: {{}}\n"
+        )
+    };
+    write(dir.path(), "config/samples/cache_v1alpha1_memcached.yaml", &sample("v1alpha1"));
+    write(dir.path(), "config/samples/cache_v1_memcached.yaml", &sample("v1"));
+    write(
+        dir.path(),
+        "config/samples/kustomization.yaml",
+        "resources:\n- cache_v1alpha1_memcached.yaml\n- cache_v1_memcached.yaml\n",
+    );
+    let out = build(&dir.path().join("config/samples")).expect("two versions are two ids");
+    let versions: Vec<&str> = out.iter().filter_map(|o| o["apiVersion"].as_str()).collect();
+    // In kustomize's legacy order: same kind, then by version.
+    assert_eq!(versions, ["cache.example.com/v1", "cache.example.com/v1alpha1"]);
+
+    write(
+        dir.path(),
+        "config/samples/kustomization.yaml",
+        "resources:\n- cache_v1_memcached.yaml\n- cache_v1_memcached.yaml\n",
+    );
+    let e = build(&dir.path().join("config/samples")).expect_err("the same id twice");
+    assert!(e.to_string().contains("already registered id: Memcached.v1/memcached-sample"), "{e}");
+}
+
 #[test]
 fn duplicate_ids_and_cycles_are_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
