@@ -16,8 +16,6 @@ mod tests {
 
     #[test]
     fn hashes_are_stable_and_safe() {
-        assert_eq!(fnv32a(b""), 0x811c_9dc5);
-        assert_eq!(fnv32a(b"a"), 0xe40c_292c);
         let s = safe_encode(fnv32a(b"template"));
         assert!(s.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
         assert_eq!(s, safe_encode(fnv32a(b"template")));
