@@ -138,6 +138,7 @@ fn hand_to_runtime(rt: &runtime::Runtime, key: &Request, pod: &Pod, node: &Node)
         return rt.delete(key, &uid, Duration::from_secs(grace));
     }
     if rt.owns(key, &uid) {
+        rt.update_ephemeral(key, pod);
         return true;
     }
     if matches!(phase(pod), "Succeeded" | "Failed") || !rt.is_real(pod) {
