@@ -124,7 +124,7 @@ struct Advanced {
     /// The status to write, when it changed.
     status: Option<serde_json::Value>,
     /// What the status reflects (see [`Track::written`]).
-    written: (Stage, i32, bool),
+    written: (Stage, i32, bool, usize),
     /// Whether its containers started in this step.
     first_start: bool,
 }
@@ -138,6 +138,7 @@ fn hand_to_runtime(rt: &runtime::Runtime, key: &Request, pod: &Pod, node: &Node)
         return rt.delete(key, &uid, Duration::from_secs(grace));
     }
     if rt.owns(key, &uid) {
+        rt.update_ephemeral(key, pod);
         return true;
     }
     if matches!(phase(pod), "Succeeded" | "Failed") || !rt.is_real(pod) {
@@ -229,7 +230,8 @@ impl Kubelet {
             track.ip = st.ips.allocate(cidr.as_deref());
         }
         let track = st.tracks.get(key)?;
-        let written = (step.stage, track.restarts, status::gates_ready(pod));
+        let ephemeral = pod.spec.as_ref().and_then(|s| s.ephemeral_containers.as_ref()).map_or(0, Vec::len);
+        let written = (step.stage, track.restarts, status::gates_ready(pod), ephemeral);
         let status =
             (track.written != Some(written)).then(|| status::pod_status(pod, track, step.stage, &host, now_wall));
         Some(Advanced { first_start: first_start && step.started, step, status, written })

@@ -146,7 +146,7 @@ pub(crate) struct Track {
     /// The pod IP, once assigned.
     pub ip: Option<String>,
     /// What was last written, to skip identical writes.
-    pub written: Option<(Stage, i32, bool)>,
+    pub written: Option<(Stage, i32, bool, usize)>,
 }
 
 /// What [`Track::advance`] found.

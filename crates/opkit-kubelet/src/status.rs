@@ -2,7 +2,7 @@
 //! time, container and init container statuses (with fake but stable image and container
 //! ids) and the QoS class — built as the body of a merge patch on `pods/status`.
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -172,6 +172,11 @@ pub(crate) fn pod_status(pod: &Pod, track: &Track, stage: Stage, host_ip: &str, 
     if !inits.is_empty() {
         status["initContainerStatuses"] = json!(inits);
     }
+    let ephemeral: Vec<Value> =
+        spec.ephemeral_containers.iter().flatten().map(|c| simulated.ephemeral_container_status(c)).collect();
+    if !ephemeral.is_empty() {
+        status["ephemeralContainerStatuses"] = json!(ephemeral);
+    }
     let pod_ip = if spec.host_network == Some(true) { Some(host_ip.to_string()) } else { track.ip.clone() };
     set_pod_ips(&mut status, pod_ip.filter(|_| stage != Stage::Creating).as_deref());
     json!({"status": status})
@@ -244,6 +249,22 @@ impl SimulatedPod<'_> {
             s["containerID"] = json!(id);
         }
         s
+    }
+
+    /// The status of ephemeral container `c` of a simulated pod: running once the pod
+    /// runs (it was added to a started pod), as long as the pod does.
+    fn ephemeral_container_status(&self, c: &EphemeralContainer) -> Value {
+        let image = c.image.clone().unwrap_or_default();
+        let id = self.container_id(&c.name, 0);
+        let state = match self.stage {
+            Stage::Finished { .. } => {
+                let exit = Exit { code: 0, started: self.track.run_since_wall, finished: self.now_wall };
+                json!({"terminated": terminated(&exit, &id)})
+            }
+            _ => json!({"running": {"startedAt": rfc3339(self.now_wall)}}),
+        };
+        json!({"name": c.name, "state": state, "lastState": {}, "ready": false, "restartCount": 0,
+            "image": qualified(&image), "imageID": image_id(&image), "containerID": id})
     }
 
     /// The status of init container `c`: initializing while the pod is created, then

@@ -7,6 +7,7 @@ mod common;
 mod kubectl;
 
 mod builtin_images;
+mod ephemeral;
 mod kubelet_authorization;
 mod real_pod_contained_streams;
 mod real_pod_isolation;

@@ -367,6 +367,9 @@ pub(crate) struct RootPlan {
     pub read_only_root: bool,
     /// Who the container runs as.
     pub privileges: Privileges,
+    /// The waiter of a running container whose PID namespace this one joins instead of
+    /// making its own (an ephemeral container's `targetContainerName`).
+    pub pid_namespace_of: Option<u32>,
 }
 
 /// A running container another process joins (`pods/exec`, exec probes).

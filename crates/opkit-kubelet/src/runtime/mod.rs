@@ -203,6 +203,15 @@ impl Runtime {
         all.peek().is_some() && all.all(|c| c.image.as_deref().is_some_and(|i| self.shared.image_run(i).is_some()))
     }
 
+    /// Hands the ephemeral containers of `pod` (added through `pods/ephemeralcontainers`)
+    /// to its running task, which starts the new ones.
+    pub(crate) fn update_ephemeral(&self, key: &Request, pod: &Pod) {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        if let Some(e) = self.pods.lock().get(key).filter(|e| e.shared.uid == uid) {
+            e.shared.set_ephemeral(pod);
+        }
+    }
+
     /// Whether this runtime runs (or ran) the pod at `key` with `uid`.
     pub(crate) fn owns(&self, key: &Request, uid: &str) -> bool {
         self.pods.lock().get(key).is_some_and(|e| e.shared.uid == uid)
@@ -298,6 +307,7 @@ impl Runtime {
             init,
             initialized: adopted || !has_init,
             containers,
+            ephemeral: Vec::new(),
             init_failed: false,
             start_time: status.start_time.map_or(now, |t| t.0.as_second()),
             image_ids,
@@ -371,6 +381,7 @@ impl Runtime {
             .containers
             .iter()
             .chain(pod.view().init.iter())
+            .chain(pod.view().ephemeral.iter())
             .any(|c| c.name == container && matches!(c.state, State::Running { .. }));
         let (spec, (ip, netns)) = match (rt.spec, pod.sandbox()) {
             (Some(spec), Some(sandbox)) if running => (spec, sandbox),
@@ -406,6 +417,7 @@ impl Runtime {
             .containers
             .iter()
             .chain(pod.view().init.iter())
+            .chain(pod.view().ephemeral.iter())
             .any(|c| c.name == container && matches!(c.state, State::Running { .. }));
         let not_running = || LookupError::NotRunning { pod: name.to_string(), container: container.to_string() };
         rt.attach.filter(|a| running && !a.progress.borrow().ended).ok_or_else(not_running)

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, Probe};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
@@ -117,6 +117,10 @@ pub(crate) struct PodShared {
     pub finished: CancellationToken,
     /// The pod's `terminationGracePeriodSeconds`.
     pub grace: Duration,
+    /// The ephemeral containers of the pod's latest spec (the task starts new ones).
+    ephemeral: watch::Sender<Vec<EphemeralContainer>>,
+    /// The target container of each ephemeral container that names one.
+    targets: Mutex<HashMap<String, String>>,
 }
 
 impl PodShared {
@@ -153,7 +157,22 @@ impl PodShared {
             stop: watch::channel(None).0,
             finished: CancellationToken::new(),
             grace: grace_of(pod),
+            ephemeral: watch::channel(spec.ephemeral_containers.unwrap_or_default()).0,
+            targets: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Takes the ephemeral containers of `pod`, the latest version of this pod: the
+    /// task starts those it did not run yet (existing ones never change).
+    pub(crate) fn set_ephemeral(&self, pod: &Pod) {
+        let list = pod.spec.as_ref().and_then(|s| s.ephemeral_containers.clone()).unwrap_or_default();
+        self.ephemeral.send_if_modified(|old| {
+            let grew = list.len() > old.len();
+            if grew {
+                *old = list;
+            }
+            grew
+        });
     }
 
     /// Asks the pod's task to stop its processes (the first request wins).
@@ -191,7 +210,11 @@ impl PodShared {
 
     fn update_container(&self, slot: Slot, f: impl FnOnce(&mut ContainerView)) {
         self.update(|v| {
-            let list = if slot.init { &mut v.init } else { &mut v.containers };
+            let list = match (slot.ephemeral, slot.init) {
+                (true, _) => &mut v.ephemeral,
+                (false, true) => &mut v.init,
+                (false, false) => &mut v.containers,
+            };
             if let Some(c) = list.get_mut(slot.index) {
                 f(c);
             }
@@ -203,6 +226,8 @@ impl PodShared {
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     init: bool,
+    /// An ephemeral container (`index` into the view's ephemeral containers).
+    ephemeral: bool,
     index: usize,
 }
 
@@ -401,7 +426,7 @@ async fn run_containers(
     let initialized = shared.view().initialized;
     if !initialized {
         for (index, c) in spec.init_containers.iter().flatten().enumerate() {
-            let exit = run.container(c, Slot { init: true, index }, 0, stop_rx.clone()).await;
+            let exit = run.container(c, Slot { init: true, ephemeral: false, index }, 0, stop_rx.clone()).await;
             match exit {
                 Outcome::Stopped => return Some(stop_requested(stop_rx).await),
                 Outcome::Exited(e) if e.code == 0 => {}
@@ -423,9 +448,13 @@ async fn run_containers(
     let restarts: Vec<i32> = shared.view().containers.iter().map(|c| c.restarts).collect();
     let runs = spec.containers.iter().enumerate().map(|(index, c)| {
         let first = restarts.get(index).copied().unwrap_or(0);
-        run.container(c, Slot { init: false, index }, first, stop_rx.clone())
+        run.container(c, Slot { init: false, ephemeral: false, index }, first, stop_rx.clone())
     });
-    let outcomes = futures::future::join_all(runs).await;
+    // Ephemeral containers run next to the app containers, as long as those do.
+    let outcomes = tokio::select! {
+        outcomes = futures::future::join_all(runs) => outcomes,
+        never = run.ephemeral_containers(stop_rx.clone()) => match never {},
+    };
     if outcomes.iter().any(|o| matches!(o, Outcome::Stopped)) {
         return Some(stop_requested(stop_rx).await);
     }
@@ -510,11 +539,82 @@ struct ContainerRun<'a> {
 }
 
 impl ContainerRun<'_> {
+    /// Runs every ephemeral container the pod gets, each once (they are never
+    /// restarted), in the view's order; never returns.
+    async fn ephemeral_containers(&self, stop_rx: watch::Receiver<Option<StopRequest>>) -> std::convert::Infallible {
+        use futures::StreamExt;
+        let mut added = self.shared.ephemeral.subscribe();
+        let mut running = futures::stream::FuturesUnordered::new();
+        let mut started = 0;
+        loop {
+            let new: Vec<EphemeralContainer> = added.borrow_and_update().iter().skip(started).cloned().collect();
+            for e in new {
+                started += 1;
+                let Some(c) = ephemeral_as_container(&e) else { continue };
+                let image = c.image.clone().unwrap_or_default();
+                let image_id = self.rt.image_id(&image);
+                let index = {
+                    let mut containers = self.shared.containers.lock();
+                    containers.entry(c.name.clone()).or_insert_with(|| ContainerRuntime {
+                        logs: LogDir::new(self.shared.dir.join("logs").join(&c.name)),
+                        instance: None,
+                        progress: None,
+                        spec: None,
+                        waiter: None,
+                        attach: None,
+                    });
+                    self.shared.view.lock().ephemeral.len()
+                };
+                self.shared.update(|v| {
+                    v.ephemeral.push(ContainerView::waiting(&c.name, &image, "ContainerCreating", 0));
+                    if let Some(id) = image_id
+                        && !v.image_ids.iter().any(|(i, _)| *i == image)
+                    {
+                        v.image_ids.push((image.clone(), id));
+                    }
+                });
+                let slot = Slot { init: false, ephemeral: true, index };
+                let target = e.target_container_name.clone().filter(|t| !t.is_empty());
+                let stop_rx = stop_rx.clone();
+                running.push(async move {
+                    let _ = self.ephemeral_container(&c, target.as_deref(), slot, stop_rx).await;
+                });
+            }
+            tokio::select! {
+                changed = added.changed() => if changed.is_err() {
+                    // The pod's shared state is gone: only the running ones are left.
+                    while running.next().await.is_some() {}
+                    return std::future::pending().await;
+                },
+                Some(()) = running.next(), if !running.is_empty() => {}
+            }
+        }
+    }
+
+    /// Runs ephemeral container `c` once, in `target`'s PID namespace when it names a
+    /// running contained container.
+    async fn ephemeral_container(
+        &self,
+        c: &Container,
+        target: Option<&str>,
+        slot: Slot,
+        stop_rx: watch::Receiver<Option<StopRequest>>,
+    ) -> Outcome {
+        if let Some(t) = target {
+            self.shared.targets.lock().insert(c.name.clone(), t.to_string());
+        }
+        self.container(c, slot, 0, stop_rx).await
+    }
+
     fn event(&self, c: &Container, type_: EventType, reason: &'static str, note: &str) {
         self.rt.events.emit(self.pod, &self.node.name, Some(&c.name), type_, reason, note);
     }
 
-    fn restarts(&self, init: bool, code: i32) -> bool {
+    fn restarts(&self, slot: Slot, code: i32) -> bool {
+        let init = slot.init;
+        if slot.ephemeral {
+            return false;
+        }
         match self.policy {
             "Never" => false,
             "OnFailure" => code != 0,
@@ -596,7 +696,18 @@ impl ContainerRun<'_> {
             sandbox_namespaces,
             read_only_root,
             privileges,
+            pid_namespace_of: self.target_waiter(c),
         })
+    }
+
+    /// The waiter of the running contained container an ephemeral container `c` targets.
+    fn target_waiter(&self, c: &Container) -> Option<u32> {
+        let target = self.shared.targets.lock().get(&c.name).cloned()?;
+        let rt = self.shared.container(&target)?;
+        match rt.spec?.containment {
+            Some(Containment::New(_)) => rt.waiter,
+            _ => None,
+        }
     }
 
     /// How an instance of `c` of `image` starts with `env`: contained with `contained`'s
@@ -685,7 +796,7 @@ impl ContainerRun<'_> {
             if end.stopped {
                 return Outcome::Stopped;
             }
-            if !self.restarts(slot.init, end.exit.code) {
+            if !self.restarts(slot, end.exit.code) {
                 shared.update_container(slot, |v| v.done = true);
                 return Outcome::Exited(end.exit);
             }
@@ -833,7 +944,7 @@ impl ContainerRun<'_> {
         self.shared.update_container(slot, |v| {
             v.state = State::Running { started_at: instance.started_at, container_id: instance.container_id.clone() };
             v.started = !has_startup;
-            v.ready = !has_startup && !has_readiness && !slot.init;
+            v.ready = !has_startup && !has_readiness && !slot.init && !slot.ephemeral;
             v.restarts = instance.restarts;
         });
         let log = output.log.clone();
@@ -1047,6 +1158,16 @@ impl ContainerRun<'_> {
             tokio::time::sleep(timing.period).await;
         }
     }
+}
+
+/// An ephemeral container as the container it runs as (the fields they share; `None`
+/// when it does not convert).
+fn ephemeral_as_container(e: &EphemeralContainer) -> Option<Container> {
+    let mut v = serde_json::to_value(e).ok()?;
+    if let Some(m) = v.as_object_mut() {
+        m.remove("targetContainerName");
+    }
+    serde_json::from_value(v).ok()
 }
 
 /// The pod's `terminationGracePeriodSeconds` (default 30 s).

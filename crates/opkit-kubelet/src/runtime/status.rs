@@ -155,6 +155,8 @@ pub(crate) struct PodView {
     pub initialized: bool,
     /// App containers.
     pub containers: Vec<ContainerView>,
+    /// Ephemeral containers, in the order they were added (`kubectl debug`).
+    pub ephemeral: Vec<ContainerView>,
     /// Whether an init container failed for good (restartPolicy Never).
     pub init_failed: bool,
     /// When the kubelet started the pod (seconds).
@@ -256,6 +258,10 @@ pub(crate) fn pod_status(pod: &Pod, view: &PodView, now: Timestamp) -> Value {
     if !view.init.is_empty() {
         status["initContainerStatuses"] =
             json!(view.init.iter().map(|c| c.to_json(&view.image_id(&c.image))).collect::<Vec<_>>());
+    }
+    if !view.ephemeral.is_empty() {
+        status["ephemeralContainerStatuses"] =
+            json!(view.ephemeral.iter().map(|c| c.to_json(&view.image_id(&c.image))).collect::<Vec<_>>());
     }
     crate::status::set_pod_ips(&mut status, view.pod_ip.as_deref());
     json!({"status": status})

@@ -151,7 +151,9 @@ pub(crate) async fn serve(h: &Handler, ns: &str, name: &str, container: &str, qu
         return bad_request(&format!("container {container} is not valid for pod {name}"));
     };
     let view = pod.view();
-    let Some(cv) = view.containers.iter().chain(view.init.iter()).find(|c| c.name == container) else {
+    let Some(cv) =
+        view.containers.iter().chain(view.init.iter()).chain(view.ephemeral.iter()).find(|c| c.name == container)
+    else {
         return bad_request(&format!("container {container} is not valid for pod {name}"));
     };
     let instance = match instance_to_read(&opts, cv, &rt, container, name) {
@@ -277,7 +279,8 @@ async fn simulated(h: &Handler, ns: &str, name: &str, container: &str, opts: &Lo
         Ok(Some(pod)) => {
             let spec = pod.spec.unwrap_or_default();
             let known =
-                spec.containers.iter().chain(spec.init_containers.iter().flatten()).any(|c| c.name == container);
+                spec.containers.iter().chain(spec.init_containers.iter().flatten()).any(|c| c.name == container)
+                    || spec.ephemeral_containers.iter().flatten().any(|c| c.name == container);
             if !known {
                 return bad_request(&format!("container {container} is not valid for pod {name}"));
             }

@@ -457,7 +457,18 @@ pub(crate) fn create(cmd: &mut std::process::Command, plan: &RootPlan) -> std::i
     use std::os::unix::process::CommandExt;
     std::fs::create_dir_all(&plan.root_dir)?;
     let prepared = prepare_root(plan)?;
-    let mut flags = UnshareFlags::NEWNS | UnshareFlags::NEWPID;
+    // A target's PID namespace, opened now (its init process is the waiter's child).
+    let pid_namespace: Option<OwnedFd> = match plan.pid_namespace_of {
+        None => None,
+        Some(waiter) => {
+            let init = init_pid(waiter).ok_or_else(|| std::io::Error::other(JoinError::NotReady(waiter)))?;
+            Some(std::fs::File::open(format!("/proc/{init}/ns/pid"))?.into())
+        }
+    };
+    let mut flags = UnshareFlags::NEWNS;
+    if pid_namespace.is_none() {
+        flags |= UnshareFlags::NEWPID;
+    }
     if !prepared.sandbox_namespaces {
         flags |= UnshareFlags::NEWIPC | UnshareFlags::NEWUTS;
     }
@@ -467,6 +478,12 @@ pub(crate) fn create(cmd: &mut std::process::Command, plan: &RootPlan) -> std::i
     unsafe {
         cmd.pre_exec(move || {
             rustix::thread::unshare_unsafe(flags)?;
+            if let Some(fd) = &pid_namespace {
+                rustix::thread::move_into_link_name_space(
+                    fd.as_fd(),
+                    Some(rustix::thread::LinkNameSpaceType::ProcessID),
+                )?;
+            }
             rustix::mount::mount_change(c"/", MountPropagationFlags::REC | MountPropagationFlags::PRIVATE)?;
             fork_into_namespaces()?;
             build_root(&prepared)?;
