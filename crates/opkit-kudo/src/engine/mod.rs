@@ -31,7 +31,6 @@ mod apply;
 mod drift;
 mod enhance;
 mod pipe;
-mod pipe_script;
 mod removed_apis;
 mod step;
 mod tasks;
