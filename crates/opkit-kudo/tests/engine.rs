@@ -310,6 +310,20 @@ async fn a_pipe_task_copies_files_out_of_its_real_pod_into_a_configmap_and_a_sec
 }
 
 #[tokio::test]
+async fn a_simulated_pipe_pod_falls_back_to_its_init_script() {
+    // Simulated pods cannot be exec'd into: the file is read from the script, unexpanded.
+    let env = TestEnv::start().await.expect("testenv");
+    let _engine = start_engine(&env).await;
+    let client = env.client();
+    install(&env, "piped", "s", &[("WHO", "kudo")]).await;
+    wait_plan(&client, "s", "deploy", state::COMPLETE, "").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let artifact = cms.get("s.deploy.generate.generate.generate.greeting").await.expect("the pipe ConfigMap");
+    let data = artifact.binary_data.unwrap_or_default();
+    assert_eq!(data.get("greeting.txt").map(|b| b.0.as_slice()), Some(b"hello $who, $((6*7))\n".as_slice()));
+}
+
+#[tokio::test]
 async fn a_kudo_operator_task_installs_the_dependency() {
     let env = TestEnv::start().await.expect("testenv");
     let _engine = start_engine(&env).await;

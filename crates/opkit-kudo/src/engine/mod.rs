@@ -31,6 +31,7 @@ mod apply;
 mod drift;
 mod enhance;
 mod pipe;
+mod pipe_script;
 mod removed_apis;
 mod step;
 mod tasks;

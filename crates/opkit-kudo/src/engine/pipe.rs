@@ -6,7 +6,9 @@
 //! container and applied; once it is running (so the init container has finished), each
 //! file is read out of the running pod by `pods/exec` of `cat FILE` in the waiting
 //! container, which mounts the same volume (KUDO execs `tar` there, as `kubectl cp`), the
-//! artifacts applied and the pod deleted.
+//! artifacts applied and the pod deleted. A simulated pod (its image does not run on
+//! opkit's local cluster) cannot be exec'd into: its files are then read from the init
+//! container's script ([`super::pipe_script`]).
 
 use std::collections::BTreeMap;
 
@@ -18,6 +20,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt as _;
 
 use super::apply::{apply_objects, health_of};
+use super::pipe_script;
 use super::step::{Outcome, StepMeta};
 use super::{Engine, OperatorVersion};
 use crate::package::{PipeSpec, Plan, Task};
@@ -123,6 +126,7 @@ pub(crate) async fn run(
         Ok(pod) => pod,
         Err(outcome) => return outcome,
     };
+    let init = pod.pointer("/spec/initContainers/0").cloned().unwrap_or(Value::Null);
     let applied = match apply_objects(engine, client, meta, ov, vec![pod]).await {
         Ok(a) => a,
         Err(outcome) => return outcome,
@@ -131,7 +135,7 @@ pub(crate) async fn run(
         // The pod cannot fail terminally: waiting, as KUDO.
         return Outcome::Waiting(m);
     }
-    let written = match read_files(client, &meta.namespace(), &pod_name, &task.spec.pipe).await {
+    let written = match read_files(client, &meta.namespace(), &pod_name, &init, &task.spec.pipe).await {
         Ok(written) => written,
         Err(outcome) => return outcome,
     };
@@ -159,52 +163,90 @@ pub(crate) async fn run(
 const WAITER: &str = "waiter";
 
 /// Reads each pipe file out of the running pipe pod: `cat FILE` exec'd in the waiting
-/// container. A missing file or a failing exec is fatal, as in KUDO; a connection
-/// error is retried (waiting).
+/// container. A file the pod lacks is fatal, as in KUDO. When the exec itself cannot
+/// run (a simulated pod), the file is taken from the init container's script if it
+/// writes it there, else the step waits and retries.
 async fn read_files(
     client: &Client,
     namespace: &str,
     pod: &str,
+    init: &Value,
     pipes: &[PipeSpec],
 ) -> Result<BTreeMap<String, Vec<u8>>, Outcome> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let argv: Vec<String> = ["command", "args"]
+        .iter()
+        .flat_map(|k| init.get(*k).and_then(Value::as_array).cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    let scripted = || pipe_script::shell_script(&argv).map(|s| pipe_script::files_written(&s)).unwrap_or_default();
     let mut out = BTreeMap::new();
     for p in pipes {
         let file = file_of(p);
-        let params = AttachParams::default().container(WAITER).stdin(false).stdout(true).stderr(true);
-        let mut proc = pods
-            .exec(pod, ["cat", "--", file], &params)
-            .await
-            .map_err(|e| Outcome::Waiting(format!("copying {file} out of pipe pod {pod}: {e}")))?;
-        let (Some(mut stdout), Some(mut stderr)) = (proc.stdout(), proc.stderr()) else {
-            return Err(Outcome::Error(format!("copying {file} out of pipe pod {pod}: no output streams")));
-        };
-        let status = proc.take_status();
-        let mut data = Vec::new();
-        let mut errors = Vec::new();
-        let limit = MAX_PIPE_FILE as u64 + 1;
-        let mut stdout = (&mut stdout).take(limit);
-        let mut stderr = (&mut stderr).take(64 * 1024);
-        let (read, _) = tokio::join!(stdout.read_to_end(&mut data), stderr.read_to_end(&mut errors));
-        read.map_err(|e| Outcome::Waiting(format!("copying {file} out of pipe pod {pod}: {e}")))?;
-        if data.len() > MAX_PIPE_FILE {
-            return Err(Outcome::Fatal(format!(
-                "pipe file {file} size exceeds maximum file size of {MAX_PIPE_FILE} bytes"
-            )));
+        match cat(&pods, pod, file).await {
+            Ok(data) => {
+                out.insert(file.to_string(), data);
+            }
+            Err(CatError::Missing(why)) => {
+                return Err(Outcome::Fatal(format!("pipe file {file} was not produced by pipe pod {pod}: {why}")));
+            }
+            Err(CatError::TooLarge) => {
+                return Err(Outcome::Fatal(format!(
+                    "pipe file {file} size exceeds maximum file size of {MAX_PIPE_FILE} bytes"
+                )));
+            }
+            Err(CatError::Exec(why)) => match scripted().remove(file) {
+                Some(data) => {
+                    out.insert(file.to_string(), data.into_bytes());
+                }
+                None => return Err(Outcome::Waiting(format!("copying {file} out of pipe pod {pod}: {why}"))),
+            },
         }
-        let status = match status {
-            Some(status) => status.await,
-            None => None,
-        };
-        let _ = proc.join().await;
-        if let Some(status) = status.filter(|s| s.status.as_deref() != Some("Success")) {
-            let why = String::from_utf8_lossy(&errors);
-            let why = if why.trim().is_empty() { status.message.unwrap_or_default() } else { why.trim().to_string() };
-            return Err(Outcome::Fatal(format!("pipe file {file} was not produced by pipe pod {pod}: {why}")));
-        }
-        out.insert(file.to_string(), data);
     }
     Ok(out)
+}
+
+/// Why a file could not be copied out of a pod.
+enum CatError {
+    /// The exec could not run (or its streams broke): the pod's containers may not run.
+    Exec(String),
+    /// `cat` ran and failed: the file is not there.
+    Missing(String),
+    /// The file is larger than [`MAX_PIPE_FILE`].
+    TooLarge,
+}
+
+/// `cat -- FILE` in the pod's waiting container: the file's bytes.
+async fn cat(pods: &Api<Pod>, pod: &str, file: &str) -> Result<Vec<u8>, CatError> {
+    let params = AttachParams::default().container(WAITER).stdin(false).stdout(true).stderr(true);
+    let mut proc = pods.exec(pod, ["cat", "--", file], &params).await.map_err(|e| CatError::Exec(e.to_string()))?;
+    let (Some(mut stdout), Some(mut stderr)) = (proc.stdout(), proc.stderr()) else {
+        return Err(CatError::Exec("no output streams".into()));
+    };
+    let status = proc.take_status();
+    let mut data = Vec::new();
+    let mut errors = Vec::new();
+    let mut stdout = (&mut stdout).take(MAX_PIPE_FILE as u64 + 1);
+    let mut stderr = (&mut stderr).take(64 * 1024);
+    let (read, _) = tokio::join!(stdout.read_to_end(&mut data), stderr.read_to_end(&mut errors));
+    read.map_err(|e| CatError::Exec(e.to_string()))?;
+    if data.len() > MAX_PIPE_FILE {
+        return Err(CatError::TooLarge);
+    }
+    let status = match status {
+        Some(status) => status.await,
+        None => None,
+    };
+    // The process is over once its status is in; the connection's end is not an error.
+    let _ = proc.join().await;
+    match status {
+        Some(s) if s.status.as_deref() == Some("Success") => Ok(data),
+        Some(s) => {
+            let why = String::from_utf8_lossy(&errors).trim().to_string();
+            Err(CatError::Missing(if why.is_empty() { s.message.unwrap_or_default() } else { why }))
+        }
+        None => Err(CatError::Exec("the exec reported no exit status".into())),
+    }
 }
 
 /// The pipe pod and its name: the task's pod template rendered and checked, named by the
