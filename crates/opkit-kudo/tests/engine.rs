@@ -3,7 +3,8 @@
 //! `tests/fixtures/`: deploy on install, a parameter change running `update` (and a
 //! parameter's own `trigger` plan), an upgrade between two OperatorVersions, cleanup on
 //! delete, drift repair of a deleted StatefulSet, cancel and retry of a plan stuck on a
-//! health check, a Pipe task and a KudoOperator dependency.
+//! health check, a Pipe task (copied out of a real pod, and a simulated pod's fallback)
+//! and a KudoOperator dependency.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
