@@ -3,7 +3,8 @@
 //! `tests/fixtures/`: deploy on install, a parameter change running `update` (and a
 //! parameter's own `trigger` plan), an upgrade between two OperatorVersions, cleanup on
 //! delete, drift repair of a deleted StatefulSet, cancel and retry of a plan stuck on a
-//! health check, a Pipe task and a KudoOperator dependency.
+//! health check, a Pipe task (copied out of a real pod, and a simulated pod's fallback)
+//! and a KudoOperator dependency.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -285,8 +286,10 @@ async fn a_plan_stuck_on_health_is_cancelled_then_retried() {
 }
 
 #[tokio::test]
-async fn a_pipe_task_turns_files_into_a_configmap_and_a_secret() {
-    let env = TestEnv::start().await.expect("testenv");
+async fn a_pipe_task_copies_files_out_of_its_real_pod_into_a_configmap_and_a_secret() {
+    // The pipe pod runs for real (built-in busybox image): the files hold what its shell
+    // computed, which only a copy out of the running pod can see.
+    let env = TestEnv::builder().real_pods().start().await.expect("testenv");
     let _engine = start_engine(&env).await;
     let client = env.client();
     install(&env, "piped", "p", &[("WHO", "kudo")]).await;
@@ -294,7 +297,7 @@ async fn a_pipe_task_turns_files_into_a_configmap_and_a_secret() {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let artifact = cms.get("p.deploy.generate.generate.generate.greeting").await.expect("the pipe ConfigMap");
     let data = artifact.binary_data.unwrap_or_default();
-    assert_eq!(data.get("greeting.txt").map(|b| b.0.as_slice()), Some(b"hello kudo\n".as_slice()));
+    assert_eq!(data.get("greeting.txt").map(|b| b.0.as_slice()), Some(b"hello kudo, 42\n".as_slice()));
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let secret = secrets.get("p.deploy.generate.generate.generate.settings").await.expect("the pipe Secret");
     let data = secret.data.unwrap_or_default();
@@ -305,6 +308,20 @@ async fn a_pipe_task_turns_files_into_a_configmap_and_a_secret() {
         consumer.data.unwrap_or_default().get("greetingFrom").map(String::as_str),
         Some("p.deploy.generate.generate.generate.greeting")
     );
+}
+
+#[tokio::test]
+async fn a_simulated_pipe_pod_falls_back_to_its_init_script() {
+    // Simulated pods cannot be exec'd into: the file is read from the script, unexpanded.
+    let env = TestEnv::start().await.expect("testenv");
+    let _engine = start_engine(&env).await;
+    let client = env.client();
+    install(&env, "piped", "s", &[("WHO", "kudo")]).await;
+    wait_plan(&client, "s", "deploy", state::COMPLETE, "").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let artifact = cms.get("s.deploy.generate.generate.generate.greeting").await.expect("the pipe ConfigMap");
+    let data = artifact.binary_data.unwrap_or_default();
+    assert_eq!(data.get("greeting.txt").map(|b| b.0.as_slice()), Some(b"hello $who, $((6*7))\n".as_slice()));
 }
 
 #[tokio::test]

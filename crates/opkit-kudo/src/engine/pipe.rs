@@ -3,16 +3,21 @@
 //! `INSTANCE.PLAN.PHASE.STEP.TASK.KEY` (lowercase alphanumerics), which later templates
 //! find as `.Pipes.KEY`. The pod is validated as KUDO does (one init container, no
 //! containers, one emptyDir mounted by it, files under the mount), given KUDO's waiting
-//! container and applied; once it is running, the files are read from the init
-//! container's script ([`super::pipe_script`], as pods are simulated on the local
-//! cluster), the artifacts applied and the pod deleted.
+//! container and applied; once it is running (so the init container has finished), each
+//! file is read out of the running pod by `pods/exec` of `cat FILE` in the waiting
+//! container, which mounts the same volume (KUDO execs `tar` there, as `kubectl cp`), the
+//! artifacts applied and the pod deleted. A simulated pod (its image does not run on
+//! opkit's local cluster) cannot be exec'd into: its files are then read from the init
+//! container's script ([`super::pipe_script`]).
 
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject};
+use kube::api::{Api, AttachParams, DeleteParams, DynamicObject};
 use serde_json::{Value, json};
+use tokio::io::AsyncReadExt as _;
 
 use super::apply::{apply_objects, health_of};
 use super::pipe_script;
@@ -130,12 +135,10 @@ pub(crate) async fn run(
         // The pod cannot fail terminally: waiting, as KUDO.
         return Outcome::Waiting(m);
     }
-    let argv: Vec<String> = ["command", "args"]
-        .iter()
-        .flat_map(|k| init.get(*k).and_then(Value::as_array).cloned().unwrap_or_default())
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    let written = pipe_script::shell_script(&argv).map(|s| pipe_script::files_written(&s)).unwrap_or_default();
+    let written = match read_files(client, &meta.namespace(), &pod_name, &init, &task.spec.pipe).await {
+        Ok(written) => written,
+        Err(outcome) => return outcome,
+    };
     let artifacts = match artifacts(meta, task, &written) {
         Ok(artifacts) => artifacts,
         Err(outcome) => return outcome,
@@ -152,6 +155,97 @@ pub(crate) async fn run(
         Ok(_) => Outcome::Done,
         Err(e) if opkit::status::is_not_found(&e) => Outcome::Done,
         Err(e) => Outcome::Error(format!("deleting pipe pod {pod_name}: {e}")),
+    }
+}
+
+/// The name of the container KUDO adds to a pipe pod, which keeps it running so that
+/// the files can be copied out of it.
+const WAITER: &str = "waiter";
+
+/// Reads each pipe file out of the running pipe pod: `cat FILE` exec'd in the waiting
+/// container. A file the pod lacks is fatal, as in KUDO. When the exec itself cannot
+/// run (a simulated pod), the file is taken from the init container's script if it
+/// writes it there, else the step waits and retries.
+async fn read_files(
+    client: &Client,
+    namespace: &str,
+    pod: &str,
+    init: &Value,
+    pipes: &[PipeSpec],
+) -> Result<BTreeMap<String, Vec<u8>>, Outcome> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let argv: Vec<String> = ["command", "args"]
+        .iter()
+        .flat_map(|k| init.get(*k).and_then(Value::as_array).cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    let scripted = || pipe_script::shell_script(&argv).map(|s| pipe_script::files_written(&s)).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for p in pipes {
+        let file = file_of(p);
+        match cat(&pods, pod, file).await {
+            Ok(data) => {
+                out.insert(file.to_string(), data);
+            }
+            Err(CatError::Missing(why)) => {
+                return Err(Outcome::Fatal(format!("pipe file {file} was not produced by pipe pod {pod}: {why}")));
+            }
+            Err(CatError::TooLarge) => {
+                return Err(Outcome::Fatal(format!(
+                    "pipe file {file} size exceeds maximum file size of {MAX_PIPE_FILE} bytes"
+                )));
+            }
+            Err(CatError::Exec(why)) => match scripted().remove(file) {
+                Some(data) => {
+                    out.insert(file.to_string(), data.into_bytes());
+                }
+                None => return Err(Outcome::Waiting(format!("copying {file} out of pipe pod {pod}: {why}"))),
+            },
+        }
+    }
+    Ok(out)
+}
+
+/// Why a file could not be copied out of a pod.
+enum CatError {
+    /// The exec could not run (or its streams broke): the pod's containers may not run.
+    Exec(String),
+    /// `cat` ran and failed: the file is not there.
+    Missing(String),
+    /// The file is larger than [`MAX_PIPE_FILE`].
+    TooLarge,
+}
+
+/// `cat -- FILE` in the pod's waiting container: the file's bytes.
+async fn cat(pods: &Api<Pod>, pod: &str, file: &str) -> Result<Vec<u8>, CatError> {
+    let params = AttachParams::default().container(WAITER).stdin(false).stdout(true).stderr(true);
+    let mut proc = pods.exec(pod, ["cat", "--", file], &params).await.map_err(|e| CatError::Exec(e.to_string()))?;
+    let (Some(mut stdout), Some(mut stderr)) = (proc.stdout(), proc.stderr()) else {
+        return Err(CatError::Exec("no output streams".into()));
+    };
+    let status = proc.take_status();
+    let mut data = Vec::new();
+    let mut errors = Vec::new();
+    let mut stdout = (&mut stdout).take(MAX_PIPE_FILE as u64 + 1);
+    let mut stderr = (&mut stderr).take(64 * 1024);
+    let (read, _) = tokio::join!(stdout.read_to_end(&mut data), stderr.read_to_end(&mut errors));
+    read.map_err(|e| CatError::Exec(e.to_string()))?;
+    if data.len() > MAX_PIPE_FILE {
+        return Err(CatError::TooLarge);
+    }
+    let status = match status {
+        Some(status) => status.await,
+        None => None,
+    };
+    // The process is over once its status is in; the connection's end is not an error.
+    let _ = proc.join().await;
+    match status {
+        Some(s) if s.status.as_deref() == Some("Success") => Ok(data),
+        Some(s) => {
+            let why = String::from_utf8_lossy(&errors).trim().to_string();
+            Err(CatError::Missing(if why.is_empty() { s.message.unwrap_or_default() } else { why }))
+        }
+        None => Err(CatError::Exec("the exec reported no exit status".into())),
     }
 }
 
@@ -180,7 +274,7 @@ fn pipe_pod(ov: &OperatorVersion, meta: &StepMeta, task: &Task, vars: &Variables
         .and_then(|v| v.get("name").cloned())
         .unwrap_or(Value::Null);
     pod["spec"]["containers"] = json!([{
-        "name": "waiter",
+        "name": WAITER,
         "image": "busybox",
         "command": ["/bin/sh", "-c"],
         "args": ["sleep infinity"],
@@ -190,15 +284,13 @@ fn pipe_pod(ov: &OperatorVersion, meta: &StepMeta, task: &Task, vars: &Variables
 }
 
 /// The ConfigMaps and Secrets holding the files the pipe pod wrote (`written`, by path).
-fn artifacts(meta: &StepMeta, task: &Task, written: &BTreeMap<String, String>) -> Result<Vec<Value>, Outcome> {
+fn artifacts(meta: &StepMeta, task: &Task, written: &BTreeMap<String, Vec<u8>>) -> Result<Vec<Value>, Outcome> {
     let instance = meta.name();
     let mut artifacts = Vec::new();
     for p in &task.spec.pipe {
         let file = file_of(p);
         let Some(data) = written.get(file) else {
-            return Err(Outcome::Fatal(format!(
-                "pipe file {file} was not produced: on opkit's simulated pods it is read from the init container's `sh -c` script (echo, printf or cat <<EOF redirected to the file, or touch)"
-            )));
+            return Err(Outcome::Fatal(format!("pipe file {file} was not produced")));
         };
         if data.len() > MAX_PIPE_FILE {
             return Err(Outcome::Fatal(format!(
@@ -214,29 +306,32 @@ fn artifacts(meta: &StepMeta, task: &Task, written: &BTreeMap<String, String>) -
 
 /// The artifact of one pipe file: a Secret or ConfigMap named `name`, holding the file
 /// under its base name, or (an env file) one key per `KEY=value` line.
-fn artifact(p: &PipeSpec, name: &str, data: &str) -> Result<Value, Outcome> {
+fn artifact(p: &PipeSpec, name: &str, bytes: &[u8]) -> Result<Value, Outcome> {
     let key = file_of(p).rsplit('/').next().unwrap_or_default();
+    let b64 = |s: &[u8]| base64::engine::general_purpose::STANDARD.encode(s);
+    if p.kind == "ConfigMap" && !p.file.is_empty() {
+        return Ok(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "binaryData": {key: b64(bytes)}}),
+        );
+    }
+    if p.kind == "Secret" && !p.file.is_empty() {
+        return Ok(
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "data": {key: b64(bytes)}}),
+        );
+    }
+    let data = String::from_utf8_lossy(bytes);
     let env: BTreeMap<String, String> = data
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
         .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
         .collect();
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
-    Ok(match (p.kind.as_str(), p.file.is_empty()) {
-        ("Secret", false) => {
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "data": {key: b64(data)}})
-        }
-        ("Secret", true) => {
-            let data: BTreeMap<&String, String> = env.iter().map(|(k, v)| (k, b64(v))).collect();
+    Ok(match p.kind.as_str() {
+        "Secret" => {
+            let data: BTreeMap<&String, String> = env.iter().map(|(k, v)| (k, b64(v.as_bytes()))).collect();
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "data": data})
         }
-        ("ConfigMap", false) => {
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "binaryData": {key: b64(data)}})
-        }
-        ("ConfigMap", true) => {
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": env})
-        }
-        (other, _) => return Err(Outcome::Fatal(format!("unknown pipe file kind: {other}"))),
+        "ConfigMap" => json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": env}),
+        other => return Err(Outcome::Fatal(format!("unknown pipe file kind: {other}"))),
     })
 }
 

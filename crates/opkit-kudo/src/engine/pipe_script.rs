@@ -1,6 +1,7 @@
-//! The files a Pipe task's init container writes, read from its shell script instead of
-//! from a running container: opkit's local cluster simulates pods (their images do not
-//! run), so the engine cannot copy the file out of the pod as KUDO does. It understands
+//! The files a Pipe task's init container writes, read from its shell script: the
+//! fallback for a pipe pod whose containers do not run (a simulated pod of opkit's local
+//! cluster, whose image is neither loaded nor built in), which `pods/exec` cannot copy
+//! the files out of. It understands
 //! the forms pipe pods use to write a file — `echo [-n] WORDS > FILE` (or `>>`),
 //! `printf FORMAT [ARGS] > FILE`, `cat > FILE <<EOF` … `EOF` here-documents and
 //! `touch FILE` (an empty file) — in a
