@@ -72,7 +72,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("controller.rs", include_str!("../templates/api/controller.rs.j2")),
     ("controller_test.rs", include_str!("../templates/api/controller_test.rs.j2")),
     ("sample.yaml", include_str!("../templates/api/sample.yaml.j2")),
-    ("kuttl_assert.yaml", include_str!("../templates/api/kuttl_assert.yaml.j2")),
+    ("kuttl_step.yaml", include_str!("../templates/api/kuttl_step.yaml.j2")),
     ("kuttl-test.yaml", include_str!("../templates/init/kuttl/kuttl-test.yaml.j2")),
     ("editor_role.yaml", include_str!("../templates/api/editor_role.yaml.j2")),
     ("viewer_role.yaml", include_str!("../templates/api/viewer_role.yaml.j2")),
@@ -595,10 +595,10 @@ impl<'a> ApiScaffold<'a> {
             plan.write("src/api/mod.rs", replace_anchor(&api_mod, "src/api/mod.rs", CRD_IMPORT, CRD_EXT_IMPORT)?);
         }
         plan.create(format!("config/samples/{}", self.sample_file), self.render("sample.yaml")?)?;
-        // A kuttl test case for the sample (`make test-kuttl`).
+        // A kuttl test case for the sample (`make test-kuttl`): a step applying and
+        // asserting config/samples' file itself, so the test follows the sample's edits.
         let kuttl_case = format!("test/e2e/kuttl/{}-{}-{}", opts.group, opts.version, opts.kind.to_lowercase());
-        plan.create(format!("{kuttl_case}/00-create.yaml"), self.render("sample.yaml")?)?;
-        plan.create(format!("{kuttl_case}/00-assert.yaml"), self.render("kuttl_assert.yaml")?)?;
+        plan.create(format!("{kuttl_case}/00-create.yaml"), self.render("kuttl_step.yaml")?)?;
         plan.write("config/samples/kustomization.yaml", self.render("samples_kustomization")?);
         plan.write("config/crd/kustomization.yaml", self.render("crd_kustomization")?);
         Ok(())

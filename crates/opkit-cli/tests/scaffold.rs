@@ -98,7 +98,7 @@ fn init_scaffolds_an_operator_sdk_layout() {
         "undeploy:",
         "docker-build:",
         "docker-push:",
-        "cluster-load: build",
+        "cluster-load: manifests",
         "IMG ?=",
         "ENABLE_WEBHOOKS ?=",
     ] {
@@ -108,6 +108,54 @@ fn init_scaffolds_an_operator_sdk_layout() {
 
     // A second init refuses and changes nothing.
     refused(&dir, &["init", "--domain", "example.com", "--repo", "github.com/x/y"], "already contains PROJECT");
+}
+
+/// The commands `make -n ARGS...` would run in `dir` (CARGO_PROFILE set in its
+/// environment when `env_profile` is given), with OPKIT and CARGO named so that the lines
+/// are easy to match.
+fn make_dry_run(dir: &Path, args: &[&str], env_profile: Option<&str>) -> String {
+    let mut make = std::process::Command::new("make");
+    make.current_dir(dir)
+        .args(["-n", "OPKIT=opkit", "CARGO=cargo"])
+        .args(args)
+        .env_remove("CARGO_PROFILE")
+        .env_remove("CLUSTER_LOAD_PROFILE")
+        .env_remove("MAKEFLAGS");
+    if let Some(profile) = env_profile {
+        make.env("CARGO_PROFILE", profile);
+    }
+    let out = make.output().expect("run make");
+    assert!(out.status.success(), "make -n {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("make prints UTF-8")
+}
+
+#[test]
+fn cluster_load_loads_the_dev_build_unless_release_is_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("memcached-operator");
+    std::fs::create_dir(&dir).unwrap();
+    init(&dir);
+    let img = "IMG=example.com/memcached-operator:v0.0.1";
+
+    // By default: the dev build `make manifests` (cargo run) already made, no release build.
+    let dev = make_dry_run(&dir, &["cluster-load", img], None);
+    assert!(dev.contains("opkit generate\n"), "{dev}");
+    assert!(dev.contains("cargo build --profile dev\n"), "{dev}");
+    assert!(dev.contains("opkit cluster load example.com/memcached-operator:v0.0.1 --profile dev\n"), "{dev}");
+    assert!(!dev.contains("release"), "{dev}");
+    // `make build` alone still builds release.
+    assert!(make_dry_run(&dir, &["build"], None).contains("cargo build --profile release\n"));
+
+    // Asked for release, by either variable.
+    for ask in ["CLUSTER_LOAD_PROFILE=release", "CARGO_PROFILE=release"] {
+        let release = make_dry_run(&dir, &["cluster-load", img, ask], None);
+        assert!(release.contains("cargo build --profile release\n"), "{ask}: {release}");
+        assert!(release.contains("--profile release\n"), "{ask}: {release}");
+        assert!(!release.contains("--profile dev"), "{ask}: {release}");
+    }
+    // CARGO_PROFILE from the environment counts too.
+    let env = make_dry_run(&dir, &["cluster-load", img], Some("release"));
+    assert!(env.contains("cluster load example.com/memcached-operator:v0.0.1 --profile release\n"), "{env}");
 }
 
 #[test]

@@ -120,18 +120,31 @@ fn names_namespace(args: &[String]) -> bool {
     })
 }
 
+/// How long [`Background::stop`] waits for the rest of a killed command's output: a
+/// process the command started may still hold its stdout open.
+const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
+
 /// A command started in the background; it is killed when dropped.
 pub(crate) struct Background {
     /// What it runs, for the log.
     pub display: String,
     child: Child,
+    /// The tasks copying its stdout and stderr into the log.
+    forwards: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Background {
-    /// Kills the command and waits for it.
+    /// Kills the command and waits for it, and for its output up to [`OUTPUT_DRAIN`].
     pub(crate) async fn stop(mut self) -> String {
         let _ = self.child.start_kill();
-        match self.child.wait().await {
+        let waited = self.child.wait().await;
+        for forward in self.forwards.drain(..) {
+            let abort = forward.abort_handle();
+            if tokio::time::timeout(OUTPUT_DRAIN, forward).await.is_err() {
+                abort.abort();
+            }
+        }
+        match waited {
             Ok(status) => format!("bg process: {:?} exit code {}", self.display, status.code().unwrap_or(-1)),
             Err(e) => format!("bg process: {:?} kill wait error {e}", self.display),
         }
@@ -179,7 +192,7 @@ pub(crate) async fn run_command(
     let stdout = forward(child.stdout.take().map(|s| Box::new(s) as Box<dyn AsyncRead + Send + Unpin>));
     let stderr = forward(child.stderr.take().map(|s| Box::new(s) as Box<dyn AsyncRead + Send + Unpin>));
     if cmd.background {
-        return Ok(Some(Background { display: cmd.display(), child }));
+        return Ok(Some(Background { display: cmd.display(), child, forwards: vec![stdout, stderr] }));
     }
     let waited = if timeout > 0 {
         match tokio::time::timeout(Duration::from_secs(timeout.unsigned_abs()), child.wait()).await {

@@ -137,6 +137,9 @@ impl Harness {
         for line in setup_log.text().lines() {
             self.print(line);
         }
+        // What background commands (an operator under test) log from here on is shown
+        // when the run fails, after they are stopped.
+        let printed = setup_log.len();
         if let Err(e) = setup {
             self.harness_log(563, &format!("fatal error {e}"));
             report.failure = Some(e);
@@ -145,10 +148,21 @@ impl Harness {
         }
         self.print("=== NAME  kuttl");
         self.harness_log(547, "cleaning up");
+        let had_background = !background.is_empty();
         for process in background {
             self.harness_log(563, &format!("killing process {:?}", process.display));
             let stopped = process.stop().await;
             self.harness_log(574, &stopped);
+        }
+        if had_background && !report.passed() {
+            let later = setup_log.lines_after(printed);
+            self.harness_log(
+                576,
+                &format!("output of the background commands during the tests ({} lines):", later.len()),
+            );
+            for line in later {
+                self.print(&line);
+            }
         }
         report.duration = clock.elapsed();
         self.print_summary(&report);

@@ -62,4 +62,14 @@ impl CaseLog {
     pub(crate) fn text(&self) -> String {
         self.lines.lock().map(|l| l.join("\n")).unwrap_or_default()
     }
+
+    /// How many lines were logged so far.
+    pub(crate) fn len(&self) -> usize {
+        self.lines.lock().map(|l| l.len()).unwrap_or_default()
+    }
+
+    /// The lines logged after the first `skip`.
+    pub(crate) fn lines_after(&self, skip: usize) -> Vec<String> {
+        self.lines.lock().map(|l| l.iter().skip(skip).cloned().collect()).unwrap_or_default()
+    }
 }

@@ -108,9 +108,15 @@ async fn failures_print_kuttls_diff_and_errors() {
         "| wrong-color/0-configmap | blue",
         "--- FAIL: kuttl/harness/wrong-color",
         "--- FAIL: kuttl/harness/forbidden-object",
+        "output of the background commands during the tests (",
     ] {
         assert!(printed.contains(expected), "missing {expected:?} in:\n{printed}");
     }
+    // The background command logged only while the tests ran, and that is shown, after
+    // the heading (the setup's own output was printed before the tests).
+    let heading = printed.find("output of the background commands during the tests").expect("heading");
+    let line = printed.find("| harness | stand-in operator: reconciling settings").expect("background output shown");
+    assert!(line > heading, "{printed}");
     assert!(printed.ends_with("\nFAIL"), "{printed}");
     let junit = std::fs::read_to_string(artifacts.path().join("kuttl-report.xml")).expect("report written");
     assert!(junit.starts_with(" <testsuites name=\"\" tests=\"4\" failures=\"2\""), "{junit}");
