@@ -49,10 +49,16 @@ struct VerifiedToken {
     /// The last writes of ServiceAccounts, Pods and Secrets when the token's objects
     /// were last found alive: until one of those resources is written again, they still
     /// are.
-    alive_at: parking_lot::Mutex<Option<Generation>>,
+    alive_at: parking_lot::RwLock<Option<Generation>>,
 }
 
 type Generation = [crate::storage::Revision; 3];
+
+/// The audiences of a request's own bearer token (the server's issuer), made once.
+fn default_audiences() -> &'static [String] {
+    static AUDIENCES: std::sync::LazyLock<[String; 1]> = std::sync::LazyLock::new(|| [ISSUER.to_string()]);
+    &*AUDIENCES
+}
 
 /// The resources a token's liveness depends on, made once.
 fn liveness_resources() -> &'static [ResourceId; 3] {
@@ -71,7 +77,8 @@ pub(crate) struct Authenticator {
     /// it is done once per token (kube-apiserver caches token authentication for 10 s).
     /// Lifetime and audiences are checked on every use, and liveness whenever
     /// ServiceAccounts, Pods or Secrets were written since, so revocation is immediate.
-    verified: parking_lot::Mutex<std::collections::HashMap<String, std::sync::Arc<VerifiedToken>>>,
+    /// Read-locked on the hot path: requests with known tokens never wait on each other.
+    verified: parking_lot::RwLock<std::collections::HashMap<String, std::sync::Arc<VerifiedToken>>>,
 }
 
 impl Authenticator {
@@ -104,7 +111,7 @@ impl Authenticator {
             .or_else(|| value.strip_prefix("bearer "))
             .map(str::trim)
             .ok_or(AuthnError::UnknownToken)?;
-        self.review_token(registry, token, &[ISSUER.to_string()]).await
+        self.review_token(registry, token, default_audiences()).await
     }
 
     /// The user of a bearer token for `audiences` (a TokenReview's question).
@@ -134,22 +141,22 @@ impl Authenticator {
         let verified = self.verified_token(token)?;
         tokens::check_claims(&verified.claims, audiences, crate::registry::now_unix())?;
         let generation = registry.store().last_writes(liveness_resources());
-        if *verified.alive_at.lock() != Some(generation) {
+        if *verified.alive_at.read() != Some(generation) {
             check_not_revoked(registry, &verified.claims).await?;
-            *verified.alive_at.lock() = Some(generation);
+            *verified.alive_at.write() = Some(generation);
         }
         Ok(verified.user.clone())
     }
 
     /// The token's claims and user, verifying its signature the first time it is seen.
     fn verified_token(&self, token: &str) -> Result<std::sync::Arc<VerifiedToken>, TokenError> {
-        if let Some(v) = self.verified.lock().get(token) {
+        if let Some(v) = self.verified.read().get(token) {
             return Ok(v.clone());
         }
         let claims = self.signer.verify_signature(token)?;
         let user = user_of(&claims);
         let verified = std::sync::Arc::new(VerifiedToken { claims, user, alive_at: Default::default() });
-        let mut cache = self.verified.lock();
+        let mut cache = self.verified.write();
         if cache.len() >= VERIFIED_CACHE {
             cache.clear();
         }

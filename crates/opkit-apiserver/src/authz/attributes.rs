@@ -66,6 +66,7 @@ pub struct Decision {
     /// Whether the action is allowed.
     pub allowed: bool,
     /// Why (kube's reason text: the binding that allowed it, or the roles that were
-    /// missing); may be empty.
-    pub reason: String,
+    /// missing); may be empty. Shared, so an allowing binding's reason, made once when
+    /// the RBAC index is built, costs no allocation per request.
+    pub reason: std::sync::Arc<str>,
 }

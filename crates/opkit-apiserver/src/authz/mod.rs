@@ -25,7 +25,7 @@ impl Authorizer {
     /// Whether `user` may perform `action`, reading RBAC objects through `store`.
     pub fn authorize(&self, store: &crate::storage::Store, user: &UserInfo, action: &Action) -> Decision {
         if user.is_master() {
-            return Decision { allowed: true, reason: String::new() };
+            return Decision { allowed: true, reason: "".into() };
         }
         self.rbac.authorize(store, user, action)
     }

@@ -25,20 +25,65 @@ enum SubjectKey {
 
 /// A binding of one subject to a role, with kube's description of it for reasons.
 struct Grant {
-    /// `ClusterRoleBinding "b" of ClusterRole "r" to User "u"`.
-    description: String,
+    /// The reason of a decision this grant allows: `RBAC: allowed by ` and kube's
+    /// description (`ClusterRoleBinding "b" of ClusterRole "r" to User "u"`), made once
+    /// with the index.
+    allowed_reason: Arc<str>,
     /// The role's kind (`Role` or `ClusterRole`) and name.
     role: RoleRef,
     /// The binding's namespace ("" for a ClusterRoleBinding).
     namespace: String,
 }
 
+impl Grant {
+    fn new(description: &str, role: RoleRef, namespace: String) -> Grant {
+        Grant { allowed_reason: format!("RBAC: allowed by {description}").into(), role, namespace }
+    }
+}
+
+/// Grants by subject, looked up by borrowed names (no key is built per request).
+#[derive(Default)]
+struct Subjects {
+    users: HashMap<String, Vec<Arc<Grant>>>,
+    groups: HashMap<String, Vec<Arc<Grant>>>,
+    /// By the ServiceAccount's namespace, then its name.
+    service_accounts: HashMap<String, HashMap<String, Vec<Arc<Grant>>>>,
+}
+
+impl Subjects {
+    fn add(&mut self, key: SubjectKey, grant: Arc<Grant>) {
+        let list = match key {
+            SubjectKey::User(name) => self.users.entry(name).or_default(),
+            SubjectKey::Group(name) => self.groups.entry(name).or_default(),
+            SubjectKey::ServiceAccount(ns, name) => {
+                self.service_accounts.entry(ns).or_default().entry(name).or_default()
+            }
+        };
+        list.push(grant);
+    }
+
+    /// The grants naming `user`, its groups or (for a ServiceAccount's user) its
+    /// ServiceAccount, in that order.
+    fn of<'a>(&'a self, user: &'a UserInfo) -> impl Iterator<Item = &'a Arc<Grant>> + 'a {
+        let by_user = self.users.get(&user.name).into_iter().flatten();
+        let by_groups = user.groups.iter().flat_map(|g| self.groups.get(g)).flatten();
+        let by_sa = user
+            .service_account()
+            .and_then(|(ns, name)| self.service_accounts.get(ns).and_then(|m| m.get(name)))
+            .into_iter()
+            .flatten();
+        by_user.chain(by_groups).chain(by_sa)
+    }
+}
+
 #[derive(Default)]
 struct Index {
     cluster_roles: HashMap<String, Arc<[PolicyRule]>>,
-    roles: HashMap<(String, String), Arc<[PolicyRule]>>,
-    cluster_grants: HashMap<SubjectKey, Vec<Arc<Grant>>>,
-    namespaced_grants: HashMap<(String, SubjectKey), Vec<Arc<Grant>>>,
+    /// Roles by namespace, then name.
+    roles: HashMap<String, HashMap<String, Arc<[PolicyRule]>>>,
+    cluster_grants: Subjects,
+    /// RoleBindings' grants by the binding's namespace.
+    namespaced_grants: HashMap<String, Subjects>,
 }
 
 type Generation = [Revision; 4];
@@ -91,8 +136,8 @@ impl Index {
             index.cluster_roles.insert(name, role.rules.unwrap_or_default().into());
         }
         for role in decode_all::<Role>(store, roles) {
-            let key = (role.metadata.namespace.unwrap_or_default(), role.metadata.name.unwrap_or_default());
-            index.roles.insert(key, role.rules.unwrap_or_default().into());
+            let (ns, name) = (role.metadata.namespace.unwrap_or_default(), role.metadata.name.unwrap_or_default());
+            index.roles.entry(ns).or_default().insert(name, role.rules.unwrap_or_default().into());
         }
         for binding in decode_all::<ClusterRoleBinding>(store, cluster_role_bindings) {
             let name = binding.metadata.name.unwrap_or_default();
@@ -104,8 +149,8 @@ impl Index {
                     binding.role_ref.name,
                     describe_subject(subject, "")
                 );
-                let grant = Grant { description, role: binding.role_ref.clone(), namespace: String::new() };
-                index.cluster_grants.entry(key).or_default().push(Arc::new(grant));
+                let grant = Grant::new(&description, binding.role_ref.clone(), String::new());
+                index.cluster_grants.add(key, Arc::new(grant));
             }
         }
         for binding in decode_all::<RoleBinding>(store, role_bindings) {
@@ -120,8 +165,8 @@ impl Index {
                     binding.role_ref.name,
                     describe_subject(subject, &ns)
                 );
-                let grant = Grant { description, role: binding.role_ref.clone(), namespace: ns.clone() };
-                index.namespaced_grants.entry((ns.clone(), key)).or_default().push(Arc::new(grant));
+                let grant = Grant::new(&description, binding.role_ref.clone(), ns.clone());
+                index.namespaced_grants.entry(ns.clone()).or_default().add(key, Arc::new(grant));
             }
         }
         index
@@ -129,31 +174,24 @@ impl Index {
 
     /// The rules a grant gives, or kube's error for a role that does not exist.
     fn rules_of(&self, grant: &Grant) -> Result<&[PolicyRule], String> {
-        let found = match grant.role.kind.as_str() {
-            "ClusterRole" => self.cluster_roles.get(&grant.role.name),
-            "Role" => self.roles.get(&(grant.namespace.clone(), grant.role.name.clone())),
+        self.role(&grant.role.kind, &grant.namespace, &grant.role.name)
+    }
+
+    /// The rules of the `kind` (`Role` in `namespace`, or `ClusterRole`) called `name`,
+    /// or kube's error for a role that does not exist.
+    fn role(&self, kind: &str, namespace: &str, name: &str) -> Result<&[PolicyRule], String> {
+        let found = match kind {
+            "ClusterRole" => self.cluster_roles.get(name),
+            "Role" => self.roles.get(namespace).and_then(|m| m.get(name)),
             _ => None,
         };
-        found
-            .map(|r| &r[..])
-            .ok_or_else(|| format!("{}.{GROUP} {:?} not found", grant.role.kind.to_lowercase(), grant.role.name))
+        found.map(|r| &r[..]).ok_or_else(|| format!("{}.{GROUP} {name:?} not found", kind.to_lowercase()))
     }
 
     /// Every grant that applies to `user` in `namespace` (cluster-wide ones first).
-    fn grants_for(&self, user: &UserInfo, namespace: &str) -> Vec<Arc<Grant>> {
-        let mut keys = vec![SubjectKey::User(user.name.clone())];
-        keys.extend(user.groups.iter().map(|g| SubjectKey::Group(g.clone())));
-        if let Some((ns, name)) = user.service_account() {
-            keys.push(SubjectKey::ServiceAccount(ns.to_string(), name.to_string()));
-        }
-        let mut grants: Vec<Arc<Grant>> =
-            keys.iter().flat_map(|k| self.cluster_grants.get(k)).flatten().cloned().collect();
-        if !namespace.is_empty() {
-            for key in keys {
-                grants.extend(self.namespaced_grants.get(&(namespace.to_string(), key)).into_iter().flatten().cloned());
-            }
-        }
-        grants
+    fn grants_for<'a>(&'a self, user: &'a UserInfo, namespace: &str) -> impl Iterator<Item = &'a Arc<Grant>> + 'a {
+        let namespaced = if namespace.is_empty() { None } else { self.namespaced_grants.get(namespace) };
+        self.cluster_grants.of(user).chain(namespaced.into_iter().flat_map(|n| n.of(user)))
     }
 }
 
@@ -179,9 +217,9 @@ impl RbacAuthorizer {
         };
         let mut errors = Vec::new();
         for grant in index.grants_for(user, namespace) {
-            match index.rules_of(&grant) {
+            match index.rules_of(grant) {
                 Ok(rules) if rules.iter().any(|r| rules::allows(r, action)) => {
-                    return Decision { allowed: true, reason: format!("RBAC: allowed by {}", grant.description) };
+                    return Decision { allowed: true, reason: grant.allowed_reason.clone() };
                 }
                 Ok(_) => {}
                 Err(e) => errors.push(e),
@@ -192,14 +230,13 @@ impl RbacAuthorizer {
             1 => format!("RBAC: {}", errors[0]),
             _ => format!("RBAC: [{}]", errors.join(", ")),
         };
-        Decision { allowed: false, reason }
+        Decision { allowed: false, reason: reason.into() }
     }
 
     /// The rules of a Role (in `namespace`) or ClusterRole, if it exists.
     pub(crate) fn role_rules(&self, store: &Store, kind: &str, namespace: &str, name: &str) -> Option<Vec<PolicyRule>> {
         let index = self.index(store);
-        let role = RoleRef { api_group: GROUP.into(), kind: kind.into(), name: name.into() };
-        index.rules_of(&Grant { description: String::new(), role, namespace: namespace.into() }).ok().map(<[_]>::to_vec)
+        index.role(kind, namespace, name).ok().map(<[_]>::to_vec)
     }
 
     /// Every rule `user` holds in `namespace`, and the errors resolving them.
@@ -208,7 +245,7 @@ impl RbacAuthorizer {
         let mut rules = Vec::new();
         let mut errors = Vec::new();
         for grant in index.grants_for(user, namespace) {
-            match index.rules_of(&grant) {
+            match index.rules_of(grant) {
                 Ok(r) => rules.extend(r.iter().cloned()),
                 Err(e) => errors.push(e),
             }

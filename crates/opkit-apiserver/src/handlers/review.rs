@@ -145,7 +145,7 @@ fn access_review(state: &AppState, user: &UserInfo, review: &Value, namespace: &
     let decision = state.registry.authorizer().authorize(state.registry.store(), user, &action);
     let mut status = json!({"allowed": decision.allowed});
     if !decision.reason.is_empty() {
-        status["reason"] = json!(decision.reason);
+        status["reason"] = json!(&*decision.reason);
     }
     Ok(status)
 }

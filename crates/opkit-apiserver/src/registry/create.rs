@@ -9,7 +9,7 @@ use super::commit::{field_manager, list_semantics, serialize_with_rev};
 use super::meta::{meta_mut, now_rfc3339, random_suffix};
 use super::strategy::AfterCommit;
 use super::validate::check_depth;
-use super::{Outcome, Registry, Subresource, Target, WriteOptions, at_version, parse_stored};
+use super::{Outcome, Registry, Subresource, Target, WriteOptions, at_version};
 use crate::error::{ApiError, ApiResult};
 use crate::patch;
 use crate::schema::{FieldError, FieldErrorReason};
@@ -187,20 +187,23 @@ impl Registry {
         Ok(Prepared { object: obj, warnings, after_commit })
     }
 
-    /// Stores a new object under `name`; None if the name is taken.
+    /// Stores a new object under `name`; None if the name is taken. The stored object
+    /// is the one in hand (converted to storage and given its resourceVersion), so it is
+    /// returned as it is rather than parsed again from the bytes just written.
     async fn insert(&self, target: &Target, name: &str, mut obj: Value) -> ApiResult<Option<Value>> {
+        let stored = &mut obj;
         let result = self
             .store
             .write(&target.info.id, &target.key(name), |cur, rev| {
                 if cur.is_some() {
                     return Err(());
                 }
-                target.strategy.convert_to_storage(&mut obj, &target.version);
-                Ok(Write::Put(serialize_with_rev(&mut obj, rev)))
+                target.strategy.convert_to_storage(stored, &target.version);
+                Ok(Write::Put(serialize_with_rev(stored, rev)))
             })
             .await?;
         match result {
-            Ok(w) => Ok(Some(parse_stored(&w.value)?)),
+            Ok(_) => Ok(Some(obj)),
             Err(()) => Ok(None),
         }
     }

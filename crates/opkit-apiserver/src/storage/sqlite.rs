@@ -42,7 +42,7 @@ pub(crate) struct SqliteBackend {
     conn: Mutex<Connection>,
     window: HistoryWindow,
     /// The revision and size of every event in the `events` table, oldest first.
-    kept: Mutex<VecDeque<(Revision, usize)>>,
+    kept: Mutex<Kept>,
 }
 
 /// Maps a SQLite error to the store's: a full disk is [`StorageError::NoSpace`].
@@ -58,6 +58,34 @@ fn kind_code(kind: EventKind) -> i64 {
         EventKind::Added => 0,
         EventKind::Modified => 1,
         EventKind::Deleted => 2,
+    }
+}
+
+/// The revisions and sizes of the events the database holds, oldest first, with their
+/// total kept up to date (so a write's trimming does not sum the whole history).
+#[derive(Default)]
+struct Kept {
+    events: VecDeque<(Revision, usize)>,
+    bytes: usize,
+}
+
+impl Kept {
+    fn new(events: VecDeque<(Revision, usize)>) -> Kept {
+        let bytes = events.iter().map(|k| k.1).sum();
+        Kept { events, bytes }
+    }
+
+    /// Records `batch` as held, then forgets the `trimmed` oldest events.
+    fn advance(&mut self, batch: &[Arc<Event>], trimmed: usize) {
+        for e in batch {
+            let size = e.size();
+            self.events.push_back((e.rev, size));
+            self.bytes += size;
+        }
+        let trimmed = trimmed.min(self.events.len());
+        for (_, size) in self.events.drain(..trimmed) {
+            self.bytes -= size;
+        }
     }
 }
 
@@ -86,7 +114,7 @@ impl SqliteBackend {
             let rows = stmt
                 .query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as usize)))
                 .map_err(db_err)?;
-            rows.collect::<Result<VecDeque<_>, _>>().map_err(db_err)?
+            Kept::new(rows.collect::<Result<VecDeque<_>, _>>().map_err(db_err)?)
         };
         Ok(SqliteBackend { conn: Mutex::new(conn), window: HistoryWindow::default(), kept: Mutex::new(kept) })
     }
@@ -99,10 +127,10 @@ impl SqliteBackend {
 
     /// How many of the oldest kept events must go once `batch` is added, and the newest
     /// revision among them.
-    fn to_trim(&self, kept: &VecDeque<(Revision, usize)>, batch: &[Arc<Event>]) -> (usize, Option<Revision>) {
-        let mut len = kept.len() + batch.len();
-        let mut bytes: usize = kept.iter().map(|k| k.1).sum::<usize>() + batch.iter().map(|e| e.size()).sum::<usize>();
-        let sizes = kept.iter().copied().chain(batch.iter().map(|e| (e.rev, e.size())));
+    fn to_trim(&self, kept: &Kept, batch: &[Arc<Event>]) -> (usize, Option<Revision>) {
+        let mut len = kept.events.len() + batch.len();
+        let mut bytes: usize = kept.bytes + batch.iter().map(|e| e.size()).sum::<usize>();
+        let sizes = kept.events.iter().copied().chain(batch.iter().map(|e| (e.rev, e.size())));
         let mut count = 0;
         let mut last = None;
         for (rev, size) in sizes {
@@ -243,9 +271,7 @@ impl Backend for SqliteBackend {
             .map_err(db_err)?;
         }
         tx.commit().map_err(db_err)?;
-        kept.extend(batch.iter().map(|e| (e.rev, e.size())));
-        let trimmed = trim.min(kept.len());
-        kept.drain(..trimmed);
+        kept.advance(batch, trim);
         Ok(())
     }
 }
