@@ -42,6 +42,8 @@ pub enum OutputFormat {
     Text,
     /// One JSON document, for programs.
     Json,
+    /// XUnit XML, as operator-sdk's `scorecard -o xunit` (scorecard only).
+    Xunit,
 }
 
 /// Top-level commands.

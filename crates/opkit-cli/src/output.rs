@@ -27,6 +27,11 @@ impl Output {
         self.format == OutputFormat::Json
     }
 
+    /// The format results are printed in.
+    pub(crate) fn format(&self) -> OutputFormat {
+        self.format
+    }
+
     /// Reports a finished step (`✓ installed ...`).
     pub(crate) fn step(&self, msg: &str) {
         if self.json() {
@@ -97,7 +102,7 @@ impl Drop for Output {
 /// `not-running`, `port-in-use`).
 pub fn print_error(format: OutputFormat, kind: &str, message: &str) {
     match format {
-        OutputFormat::Text => eprintln!("error: {message}"),
+        OutputFormat::Text | OutputFormat::Xunit => eprintln!("error: {message}"),
         OutputFormat::Json => eprintln!("{}", serde_json::json!({"error": {"kind": kind, "message": message}})),
     }
 }

@@ -399,8 +399,9 @@ impl Node {
     }
 }
 
-/// Go's `xml.EscapeText`.
-fn escape(text: &str) -> String {
+/// Go's `xml.EscapeText`: text and attribute values for the XML reports (kuttl's JUnit
+/// here, scorecard's xunit in opkit-cli).
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -29,6 +29,7 @@ mod test;
 mod version;
 
 use crate::cli::{
+    OutputFormat,
     BundleCommand, CatalogCommand, Cli, ClusterCommand, Command, CreateCommand, HelmCommand, OlmCommand, RunCommand,
 };
 use crate::output::Output;
@@ -214,6 +215,9 @@ impl CliError {
 
 /// Runs the parsed command.
 pub fn run(cli: Cli) -> Result<(), CliError> {
+    if cli.output == OutputFormat::Xunit && !matches!(cli.command, Command::Scorecard(_)) {
+        return Err(CliError::Usage("-o xunit is scorecard's format; other commands print text or json".into()));
+    }
     let mut out = Output::new(cli.output);
     let rt = || tokio::runtime::Builder::new_multi_thread().enable_all().build();
     match cli.command {

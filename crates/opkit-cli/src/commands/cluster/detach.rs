@@ -94,7 +94,7 @@ pub(super) async fn start_detached(args: &StartArgs, output: OutputFormat) -> Re
         OutputFormat::Json => {
             println!("{}", serde_json::to_string(&record).map_err(std::io::Error::from)?)
         }
-        OutputFormat::Text => {
+        OutputFormat::Text | OutputFormat::Xunit => {
             println!("{}", record.text());
             println!("Running in the background (pid {pid}); its log is {}.", log_path.display());
             println!("Stop it with `opkit cluster stop --data-dir {}`.", data_dir.display());

@@ -171,7 +171,7 @@ fn print_started(record: &ClusterRecord, output: OutputFormat) -> Result<(), Cli
         OutputFormat::Json => {
             println!("{}", serde_json::to_string(record).map_err(std::io::Error::from)?)
         }
-        OutputFormat::Text => {
+        OutputFormat::Text | OutputFormat::Xunit => {
             println!("{}", record.text());
             println!("Press Ctrl-C to stop (or run `opkit cluster stop --data-dir {}`).", record.data_dir.display());
         }
