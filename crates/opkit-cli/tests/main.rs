@@ -24,5 +24,6 @@ mod readme_workflow;
 mod scaffold;
 mod scaffold_compiles;
 mod scaffold_config;
+mod scorecard_xunit;
 mod workflow;
 mod workflow_webhooks;

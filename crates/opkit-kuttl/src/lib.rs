@@ -72,7 +72,7 @@ pub use api::{Command, HarnessMeta, TestSuite};
 pub use cluster::Cluster;
 pub use harness::Harness;
 pub use log::Sink;
-pub use report::{escape as xml_escape, CaseReport, ReportFormat, RunReport, StepFailure, StepReport, SuiteReport};
+pub use report::{CaseReport, ReportFormat, RunReport, StepFailure, StepReport, SuiteReport, escape as xml_escape};
 pub use step::load_objects;
 
 /// Why a suite could not be loaded or run (a failing test is a result, not an error).

@@ -29,8 +29,8 @@ mod test;
 mod version;
 
 use crate::cli::{
-    OutputFormat,
-    BundleCommand, CatalogCommand, Cli, ClusterCommand, Command, CreateCommand, HelmCommand, OlmCommand, RunCommand,
+    BundleCommand, CatalogCommand, Cli, ClusterCommand, Command, CreateCommand, HelmCommand, OlmCommand, OutputFormat,
+    RunCommand,
 };
 use crate::output::Output;
 
