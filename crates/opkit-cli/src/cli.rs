@@ -21,6 +21,10 @@ pub struct Cli {
     /// Output format.
     #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// Debug logging for opkit's crates (as operator-sdk's `--verbose`), unless
+    /// `OPKIT_LOG` or `RUST_LOG` says otherwise.
+    #[arg(long, global = true)]
+    pub verbose: bool,
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
@@ -29,9 +33,15 @@ pub struct Cli {
 impl Cli {
     /// The log level when neither `OPKIT_LOG` nor `RUST_LOG` says: `info` for the operators
     /// opkit runs itself (as operator-sdk's helm and ansible operators log), `warn` for the
-    /// other commands.
-    pub fn default_log_level(&self) -> &'static str {
-        if matches!(self.command, Command::HelmOperator(_) | Command::AnsibleOperator(_)) { "info" } else { "warn" }
+    /// other commands; with `--verbose`, `debug` for opkit's own crates on top.
+    pub fn default_log_level(&self) -> String {
+        let level = if matches!(self.command, Command::HelmOperator(_) | Command::AnsibleOperator(_)) {
+            "info"
+        } else {
+            "warn"
+        };
+        // A directive's target is a prefix: `opkit` covers opkit_cli, opkit_apiserver, ...
+        if self.verbose { format!("{level},opkit=debug") } else { level.to_string() }
     }
 }
 

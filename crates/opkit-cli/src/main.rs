@@ -1,6 +1,7 @@
 //! The `opkit` command: parses the command line and runs it (see the `opkit_cli` library);
 //! a failure is printed as `error: ...`, or as JSON with `-o json`; logs go to stderr at
-//! `OPKIT_LOG`, else `RUST_LOG`, else the command's default level.
+//! `OPKIT_LOG`, else `RUST_LOG`, else the command's default level (debug for opkit's crates
+//! with `--verbose`).
 
 use clap::Parser;
 use opkit_cli::{OutputFormat, json_requested, print_error};
@@ -27,7 +28,8 @@ fn main() -> std::process::ExitCode {
         Err(e) => e.exit(),
     };
     end_by_sigpipe_when_stdout_closes();
-    // OPKIT_LOG, else RUST_LOG (as kube-rs operators read it), else the command's default;
+    // OPKIT_LOG, else RUST_LOG (as kube-rs operators read it), else the command's default
+    // (with `--verbose`, debug for opkit's crates);
     // colours only on a terminal.
     let filter = tracing_subscriber::EnvFilter::try_from_env("OPKIT_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())

@@ -1,7 +1,8 @@
 //! `opkit scorecard -o xunit`: operator-sdk's xunit report, parsed as XML and checked — a
 //! passing bundle (every test case clean, one suite per scorecard suite) and a bundle
 //! whose CSV lost its owned CRD's resources (a failure with the test's message and
-//! log, exit 1). Also: `-o xunit` is refused by other commands.
+//! log, exit 1). Also: `-o xunit` is refused by other commands, and the global
+//! `--verbose` turns on opkit's debug lines (shown here on scorecard's).
 
 use crate::olm_support::{copy_dir, opkit};
 
@@ -97,4 +98,37 @@ fn other_commands_refuse_xunit() {
     let out = opkit(tmp.path(), &["-o", "xunit", "version"]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("scorecard"));
+}
+
+/// `opkit [--verbose] scorecard` with the given log variables (and no others); its stderr.
+fn scorecard_stderr(verbose: bool, env: &[(&str, &str)]) -> String {
+    let mut cmd = std::process::Command::new(crate::olm_support::opkit_bin());
+    cmd.env_remove("OPKIT_LOG").env_remove("RUST_LOG").envs(env.iter().copied()).current_dir(fixture_bundle());
+    if verbose {
+        cmd.arg("--verbose");
+    }
+    let out = cmd.args(["scorecard", "."]).output().expect("run opkit");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn verbose_prints_opkits_debug_lines_unless_the_log_variables_say_otherwise() {
+    let debug_line = "ran a scorecard test";
+    let verbose = scorecard_stderr(true, &[]);
+    assert!(verbose.contains("DEBUG") && verbose.contains(debug_line), "{verbose}");
+    assert!(
+        verbose.contains("test=\"olm-spec-descriptors\"") || verbose.contains("test=olm-spec-descriptors"),
+        "{verbose}"
+    );
+    let quiet = scorecard_stderr(false, &[]);
+    assert!(!quiet.contains(debug_line), "{quiet}");
+    // OPKIT_LOG, then RUST_LOG, win over --verbose.
+    for var in ["OPKIT_LOG", "RUST_LOG"] {
+        let told = scorecard_stderr(true, &[(var, "warn")]);
+        assert!(!told.contains(debug_line), "{var}=warn: {told}");
+    }
+    // ... and without --verbose they still turn debug on.
+    let asked = scorecard_stderr(false, &[("OPKIT_LOG", "opkit_cli=debug")]);
+    assert!(asked.contains(debug_line), "{asked}");
 }

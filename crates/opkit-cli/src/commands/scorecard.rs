@@ -28,7 +28,15 @@ pub(super) fn scorecard(args: ScorecardArgs, out: &mut Output) -> Result<(), Cli
         return Ok(());
     }
     let bundle = Bundle::load(&args.dir)?;
-    let results: Vec<_> = tests.iter().map(|(name, suite)| (run_test(&bundle, name), *suite)).collect();
+    tracing::debug!(dir = %args.dir.display(), csv = %bundle.csv.name(), "loaded the bundle");
+    let results: Vec<_> = tests
+        .iter()
+        .map(|(name, suite)| {
+            let result = run_test(&bundle, name);
+            tracing::debug!(test = name, suite, state = ?result.state, "ran a scorecard test");
+            (result, *suite)
+        })
+        .collect();
     let failed = results.iter().any(|(r, _)| r.state != State::Pass);
     if out.format() == OutputFormat::Xunit {
         out.result(&to_xunit(&results), json!({}));
