@@ -651,3 +651,45 @@ fn cluster_load_targets_the_cluster_of_the_current_context() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout_json(&out)["store"], chosen.join("images").display().to_string());
 }
+
+/// `opkit cluster start --detach` inside a pipe that the shell also hands it as an extra
+/// descriptor (`3>&1`, as `$(...)` and `| tee` pipelines may): it returns, and the pipe
+/// reaches EOF while the cluster runs on, since the background cluster kept no
+/// descriptor of its caller's.
+#[test]
+fn a_detached_start_in_a_pipe_returns_and_the_pipe_ends() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let _guard = StopOnDrop { cwd: tmp.path().to_path_buf(), data_dir: data.clone() };
+    let script = r#""$OPKIT" cluster start --detach --port 0 --in-memory -o json --data-dir "$DATA" 3>&1 2>&1 | cat"#;
+    let mut shell = Command::new("sh");
+    shell
+        .args(["-c", script])
+        .env("OPKIT", env!("CARGO_BIN_EXE_opkit"))
+        .env("DATA", &data)
+        .env_remove("OPKIT_DATA_DIR")
+        .env_remove("KUBECONFIG")
+        .current_dir(tmp.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped());
+    let mut child = shell.spawn().expect("sh");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let read = std::io::Read::read_to_string(&mut stdout, &mut text);
+        let _ = done.send(read.map(|_| text));
+    });
+    let text = match finished.recv_timeout(Duration::from_secs(120)) {
+        Ok(read) => read.expect("read the pipe"),
+        Err(_) => {
+            let _ = child.kill();
+            panic!("the pipe did not reach EOF within 120 s: the background cluster holds it");
+        }
+    };
+    assert!(child.wait().expect("wait sh").success(), "{text}");
+    let started: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let (code, now) = status(tmp.path(), &data);
+    assert_eq!(code, Some(0), "the cluster runs on after the pipe ended: {now}");
+    assert_eq!(now["pid"], started["pid"]);
+}

@@ -4,7 +4,6 @@
 //! which holds the Lease `olm/olm-operator` while it runs, so `status` can tell from any
 //! machine whether OLM is working and `uninstall` can stop a runner on this one.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use opkit::leader::LeaderElectionConfig;
@@ -50,10 +49,7 @@ pub(super) async fn install(args: OlmInstallArgs, out: &mut Output) -> Result<()
     if let Some(context) = &args.cluster.context {
         command.args(["--context", context]);
     }
-    command.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
-    #[cfg(unix)]
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut child = command.spawn()?;
+    let mut child = super::cluster::spawn_background(&mut command, log)?;
     let pid = child.id();
     out.waiting(&format!("starting OLM's controllers (pid {pid})"));
     let deadline = Instant::now() + timeout;

@@ -1,11 +1,11 @@
 //! `opkit cluster start --detach`: the same command re-run without `--detach` as a
-//! background process (its own process group, stdin closed, stdout and stderr written
-//! to `DATA_DIR/cluster.log`, a new one each start), waited for until its record names it and its `/readyz`
+//! background process (`spawn_background`: its own process group, stdin closed, stdout
+//! and stderr written to `DATA_DIR/cluster.log`, a new one each start, no other inherited
+//! descriptor), waited for until its record names it and its `/readyz`
 //! answers; if it dies first, the end of its log is the error, and Ctrl-C while waiting
 //! stops it.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -45,16 +45,8 @@ pub(super) async fn start_detached(args: &StartArgs, output: OutputFormat) -> Re
     let log = std::fs::File::create(&log_path)
         .map_err(|e| std::io::Error::new(e.kind(), format!("creating {}: {e}", log_path.display())))?;
     let mut command = std::process::Command::new(std::env::current_exe()?);
-    command
-        .args(std::env::args_os().skip(1).filter(|arg| arg != "--detach"))
-        .arg("--log-file")
-        .arg(&log_path)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    #[cfg(unix)]
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut child = command.spawn()?;
+    command.args(std::env::args_os().skip(1).filter(|arg| arg != "--detach")).arg("--log-file").arg(&log_path);
+    let mut child = super::spawn_background(&mut command, log)?;
     let pid = child.id();
     let deadline = Instant::now() + args.ready_timeout.get();
     let record = loop {

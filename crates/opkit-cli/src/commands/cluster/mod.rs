@@ -3,12 +3,14 @@
 //! lock file says which process runs it (`opkit_apiserver::data_dir`), and
 //! `DATA_DIR/cluster.json` what that process started ([`record`]).
 
+mod background;
 pub(crate) mod context;
 mod detach;
 mod lifecycle;
 mod record;
 mod start;
 
+pub(crate) use background::spawn_background;
 pub(crate) use lifecycle::terminate;
 pub(super) use lifecycle::{delete, kubeconfig, status, stop};
 pub(super) use start::{DEFAULT_DATA_DIR, start};
