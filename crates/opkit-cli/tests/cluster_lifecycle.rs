@@ -693,3 +693,37 @@ fn a_detached_start_in_a_pipe_returns_and_the_pipe_ends() {
     assert_eq!(code, Some(0), "the cluster runs on after the pipe ended: {now}");
     assert_eq!(now["pid"], started["pid"]);
 }
+
+/// OLM's controllers, started in the background by `opkit olm install`, end with the
+/// cluster they run for: after `cluster stop` their process is gone within a timeout
+/// (they lose the Lease they hold and stop). `olm uninstall` stopping them is tested in
+/// `olm.rs`.
+#[test]
+fn olm_controllers_stop_with_their_cluster() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("cluster");
+    let kubeconfig = tmp.path().join("kubeconfig");
+    let kc = kubeconfig.to_str().expect("utf-8");
+    let (_guard, _) = start_detached(tmp.path(), Some(&data), &["--in-memory", "--kubeconfig", kc]);
+    let out = run(opkit(tmp.path())
+        .args(["olm", "install", "-o", "json", "--kubeconfig", kc, "--log-file"])
+        .arg(tmp.path().join("olm.log")));
+    assert!(out.status.success(), "olm install: {}", stderr(&out));
+    let pid = stdout_json(&out)["pid"].as_u64().expect("pid");
+    let alive = || {
+        Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(alive(), "OLM's controllers (pid {pid}) run after install");
+    let stopped = run(opkit(tmp.path()).args(["cluster", "stop", "--timeout", "30", "--data-dir"]).arg(&data));
+    assert!(stopped.status.success(), "cluster stop: {}", stderr(&stopped));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while alive() {
+        let log = std::fs::read_to_string(tmp.path().join("olm.log")).unwrap_or_default();
+        assert!(Instant::now() < deadline, "OLM's controllers (pid {pid}) outlived their cluster; their log:\n{log}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
