@@ -17,6 +17,8 @@
 //!   ([`Package::archive_name`] names it).
 //! - [`verify()`]: the [`Finding`]s of `kubectl kudo package verify`, each of a [`Severity`].
 //! - [`install_crds`], [`crd_manifests`]: KUDO's three CRDs.
+//! - [`manager`]: KUDO's manager in the cluster (`kudo-system`, its ServiceAccount and
+//!   StatefulSet), as `kubectl kudo init` installs it.
 //! - [`setup`], [`setup_with`] ([`EngineOptions`]): the engine that runs Instances' plans,
 //!   with [`CLEANUP_FINALIZER`] and [`CANCELLED`].
 //! - [`client`]: what `kubectl kudo` does against a cluster (install, upgrade, update,
@@ -63,6 +65,7 @@ pub mod client;
 mod crds;
 mod engine;
 mod health;
+pub mod manager;
 mod package;
 pub mod params;
 pub mod plan;

@@ -2,4 +2,5 @@
 //! one link instead of one per file keeps the test build's time and disk small.
 
 mod engine;
+mod manager;
 mod parameters;
