@@ -13,14 +13,19 @@
 //!   for it (the API server's proxy and the availability controller share it);
 //! - [`rbac`]: the rules of an aggregated ClusterRole (the API server's bootstrap policy and
 //!   the aggregation controller share it);
-//! - [`strconv`]: Go's `strconv.Quote` (kube's `%q` in messages, Helm's templates).
+//! - [`strconv`]: Go's `strconv.Quote` (kube's `%q` in messages, Helm's templates);
+//! - [`ipv4_range`]: IPv4 CIDR ranges (the Service cluster-IP range, pod-IP leases and the
+//!   LoadBalancer pool share it).
 
 pub mod aggregation;
 pub mod duration;
 pub mod fnv;
+pub mod ipv4_range;
 pub mod patch;
 pub mod quantity;
 pub mod quota;
 pub mod rbac;
 pub mod selector;
 pub mod strconv;
+
+pub use ipv4_range::{Ipv4Range, Ipv4RangeError};
