@@ -6,6 +6,8 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
+use opkit_apimachinery::{Ipv4Range, Ipv4RangeError};
+
 /// An inclusive range of IPv4 addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadBalancerPool {
@@ -70,16 +72,13 @@ impl FromStr for LoadBalancerPool {
         if let Some((first, last)) = s.split_once('-') {
             return LoadBalancerPool::new(ipv4(first)?, ipv4(last)?);
         }
-        let Some((addr, prefix)) = s.split_once('/') else {
-            return Err(PoolError::Malformed(s.to_string()));
-        };
-        let base = u32::from(ipv4(addr)?);
-        let bits: u32 =
-            prefix.trim().parse().ok().filter(|b| *b <= 32).ok_or_else(|| PoolError::BadPrefix(prefix.to_string()))?;
-        let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
-        let (network, broadcast) = (base & mask, (base & mask) | !mask);
-        let (first, last) = if bits <= 30 { (network + 1, broadcast - 1) } else { (network, broadcast) };
-        LoadBalancerPool::new(first.into(), last.into())
+        let cidr: Ipv4Range = s.parse().map_err(|e| match e {
+            Ipv4RangeError::Malformed(text) => PoolError::Malformed(text),
+            Ipv4RangeError::NotIpv4(text) => PoolError::NotIpv4(text),
+            Ipv4RangeError::BadPrefix(text) => PoolError::BadPrefix(text),
+        })?;
+        let (first, last) = cidr.host_bounds();
+        LoadBalancerPool::new(first, last)
     }
 }
 

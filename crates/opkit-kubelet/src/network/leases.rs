@@ -12,37 +12,13 @@ use std::net::Ipv4Addr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use opkit_apimachinery::Ipv4Range;
+
 use super::NetworkError;
 
 /// The range of a node without a (usable IPv4) pod CIDR: the simulated kubelet's
 /// overflow range.
 const FALLBACK_RANGE: &str = "10.255.0.0/16";
-
-/// The host addresses of an IPv4 CIDR: without its network and broadcast addresses
-/// when it has more than two.
-#[derive(Debug, Clone, Copy)]
-struct HostRange {
-    first: u32,
-    last: u32,
-}
-
-impl HostRange {
-    /// The range of `cidr` (`ADDRESS/PREFIX`), if it is an IPv4 CIDR.
-    fn of_cidr(cidr: &str) -> Option<HostRange> {
-        let (addr, prefix) = cidr.split_once('/')?;
-        let base = u32::from(addr.trim().parse::<Ipv4Addr>().ok()?);
-        let bits: u32 = prefix.trim().parse().ok().filter(|b| *b <= 32)?;
-        let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
-        let (network, broadcast) = (base & mask, (base & mask) | !mask);
-        let (first, last) = if bits <= 30 { (network + 1, broadcast - 1) } else { (network, broadcast) };
-        Some(HostRange { first, last })
-    }
-
-    /// Every address, in order (and from either end).
-    fn addresses(self) -> impl DoubleEndedIterator<Item = Ipv4Addr> {
-        (self.first..=self.last).map(Ipv4Addr::from)
-    }
-}
 
 /// One leased address; dropping it releases the address.
 #[derive(Debug)]
@@ -58,15 +34,15 @@ impl IpLease {
     /// network, gateway (first) and broadcast addresses.
     pub(super) fn acquire(dir: &Path, pod_cidr: Option<&str>) -> Result<IpLease, NetworkError> {
         let range = pod_cidr
-            .and_then(|cidr| HostRange::of_cidr(cidr).map(|pool| (cidr, pool)))
-            .or_else(|| HostRange::of_cidr(FALLBACK_RANGE).map(|pool| (FALLBACK_RANGE, pool)));
+            .and_then(|cidr| cidr.parse::<Ipv4Range>().ok().map(|pool| (cidr, pool)))
+            .or_else(|| FALLBACK_RANGE.parse::<Ipv4Range>().ok().map(|pool| (FALLBACK_RANGE, pool)));
         let Some((cidr, pool)) = range else {
             return Err(NetworkError::Setup(format!("no pod range: {pod_cidr:?} and {FALLBACK_RANGE} do not parse")));
         };
         std::fs::create_dir_all(dir)
             .map_err(|source| NetworkError::Io { step: format!("creating {}", dir.display()), source })?;
-        let gateway = pool.addresses().next();
-        for ip in pool.addresses().rev().filter(|ip| Some(*ip) != gateway) {
+        let gateway = pool.hosts().next();
+        for ip in pool.hosts().rev().filter(|ip| Some(*ip) != gateway) {
             if let Some(lease) = IpLease::try_lease(dir, ip)? {
                 return Ok(lease);
             }

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
 
+use opkit_apimachinery::Ipv4Range;
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -20,8 +21,11 @@ use crate::storage::ResourceId;
 /// kube-apiserver's default `--service-node-port-range`.
 const NODE_PORT_RANGE: RangeInclusive<i64> = 30000..=32767;
 
-/// kube-apiserver's default `--service-cluster-ip-range`, as (network, prefix length).
-const SERVICE_CIDR: (Ipv4Addr, u32) = (Ipv4Addr::new(10, 96, 0, 0), 12);
+/// kube-apiserver's default `--service-cluster-ip-range`.
+const SERVICE_CIDR: Ipv4Range = match Ipv4Range::new(Ipv4Addr::new(10, 96, 0, 0), 12) {
+    Some(range) => range,
+    None => panic!("10.96.0.0/12 is a valid range"),
+};
 
 /// Every allocation a Service needs; returns the fields whose values cannot be had.
 pub(super) fn allocate(view: &StoreView<'_>, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
@@ -180,8 +184,7 @@ fn assign_cluster_ip(others: &[Value], obj: &mut Value) {
         .filter_map(|o| o["spec"]["clusterIP"].as_str()?.parse::<Ipv4Addr>().ok())
         .map(u32::from)
         .collect();
-    let (network, prefix) = SERVICE_CIDR;
-    let size = 1u32 << (32 - prefix);
+    let (network, size) = (SERVICE_CIDR.network(), SERVICE_CIDR.size() as u32);
     let uid = obj["metadata"]["uid"].as_str().unwrap_or_default();
     let start = uid.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % size;
     // The network address, the broadcast address and .1 (the `kubernetes` Service's, by
@@ -214,11 +217,9 @@ fn cluster_ip_errors(others: &[Value], obj: &Value, old: Option<&Value>) -> Vec<
             "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
         )];
     };
-    let (network, prefix) = SERVICE_CIDR;
-    let mask = u32::MAX << (32 - prefix);
-    if u32::from(addr) & mask != u32::from(network) {
+    if !SERVICE_CIDR.contains(addr) {
         let detail = format!(
-            "failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {network}/{prefix}"
+            "failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. The range of valid IPs is {SERVICE_CIDR}"
         );
         return vec![FieldError::invalid(field, &value, &detail)];
     }
