@@ -120,3 +120,49 @@ async fn discovery_lists_the_subresource() {
         .await;
     assert_eq!(cm.code, 404);
 }
+
+#[tokio::test]
+async fn resources_lifecycle_and_every_probe_are_refused_and_names_include_init_containers() {
+    let env = env().await;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let with_init: Pod = serde_json::from_value(json!({"metadata": {"name": "app"},
+        "spec": {"initContainers": [{"name": "setup", "image": "busybox"}],
+                 "containers": [{"name": "app", "image": "nginx"}]}}))
+    .expect("pod");
+    pods.create(&PostParams::default(), &with_init).await.expect("create pod");
+    let probe = json!({"exec": {"command": ["true"]}});
+    let patch = json!({"spec": {"ephemeralContainers": [
+        {"name": "setup", "image": "busybox", "resources": {"limits": {"cpu": "1"}},
+         "lifecycle": {"preStop": {"exec": {"command": ["true"]}}}},
+        {"name": "d1", "image": "busybox", "livenessProbe": probe, "startupProbe": probe},
+        {"name": "d2", "image": "busybox", "targetContainerName": "setup"}]}});
+    let status = expect_status(
+        pods.patch_ephemeral_containers("app", &PatchParams::default(), &Patch::Strategic(&patch)).await,
+        422,
+        "Invalid",
+    );
+    let causes: Vec<(String, String)> =
+        status.details.expect("details").causes.into_iter().map(|c| (c.field, c.reason)).collect();
+    let expected = [
+        ("spec.ephemeralContainers[0].name", "FieldValueDuplicate"),
+        ("spec.ephemeralContainers[0].resources", "FieldValueForbidden"),
+        ("spec.ephemeralContainers[0].lifecycle", "FieldValueForbidden"),
+        ("spec.ephemeralContainers[1].livenessProbe", "FieldValueForbidden"),
+        ("spec.ephemeralContainers[1].startupProbe", "FieldValueForbidden"),
+    ];
+    assert_eq!(causes, expected.map(|(f, r)| (f.to_string(), r.to_string())), "{}", status.message);
+    // An init container is a valid target; two new ones with one name are not.
+    let twice = json!({"spec": {"ephemeralContainers": [
+        {"name": "d2", "image": "busybox", "targetContainerName": "setup"},
+        {"name": "d2", "image": "busybox"}]}});
+    let status = expect_status(
+        pods.patch_ephemeral_containers("app", &PatchParams::default(), &Patch::Merge(&twice)).await,
+        422,
+        "Invalid",
+    );
+    let causes: Vec<String> = status.details.expect("details").causes.into_iter().map(|c| c.field).collect();
+    assert_eq!(causes, ["spec.ephemeralContainers[1].name"]);
+    let ok =
+        json!({"spec": {"ephemeralContainers": [{"name": "d2", "image": "busybox", "targetContainerName": "setup"}]}});
+    pods.patch_ephemeral_containers("app", &PatchParams::default(), &Patch::Strategic(&ok)).await.expect("valid");
+}
