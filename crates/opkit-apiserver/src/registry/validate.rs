@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 use serde_json::Value;
 
 use super::admission::{Attributes, Operation};
@@ -34,20 +34,27 @@ pub(super) fn check_depth(target: &Target, name: &str, obj: &Value) -> ApiResult
     ))
 }
 
-type SchemaCache = Mutex<HashMap<(String, String, String), Option<Arc<CrdSchema>>>>;
+/// Compiled schemas by group, then kind, then version: looked up by borrowed names under
+/// a read lock, so a request builds no key and waits on no other request.
+type SchemaCache = RwLock<HashMap<String, HashMap<String, HashMap<String, Option<Arc<CrdSchema>>>>>>;
 
 /// The compiled schema of a built-in kind, for pruning and unknown-field detection.
 fn builtin_schema(group: &str, kind: &str, version: &str) -> Option<Arc<CrdSchema>> {
     static CACHE: OnceLock<SchemaCache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let key = (group.to_string(), kind.to_string(), version.to_string());
-    if let Some(s) = cache.lock().get(&key) {
+    if let Some(s) = cache.read().get(group).and_then(|k| k.get(kind)).and_then(|v| v.get(version)) {
         return s.clone();
     }
     let compiled = crate::openapi::builtin_inline_schema(group, version, kind)
         .and_then(|raw| CrdSchema::new(&raw).ok())
         .map(Arc::new);
-    cache.lock().insert(key, compiled.clone());
+    cache
+        .write()
+        .entry(group.to_string())
+        .or_default()
+        .entry(kind.to_string())
+        .or_default()
+        .insert(version.to_string(), compiled.clone());
     compiled
 }
 
