@@ -4,7 +4,8 @@
 //! ClusterIP, from a backend pod (busybox `httpd` serving the backend's `/etc`); once its
 //! backend is gone the connection is refused at once; a Service spreads over its ready
 //! endpoints, one added later included; a headless Service resolves to its pod's IP, by
-//! the Service's name and by the pod's hostname; an unknown cluster name is NXDOMAIN at
+//! the Service's name and by the pod's hostname; a LoadBalancer Service answers at its
+//! nodePort on every node and at its load balancer address; an unknown cluster name is NXDOMAIN at
 //! once, and a name outside the cluster is answered before glibc would ask again; the
 //! pod's `resolv.conf` names the cluster DNS. These tests need root, as the real-pod
 //! suites do.
@@ -179,5 +180,52 @@ async fn a_service_spreads_over_its_ready_endpoints() -> Result<(), Error> {
         exec_until(&env, "wget -q -T 5 -O - http://spread/hostname", |o| o.trim() == name).await?;
     }
     exec_until(&env, "wget -q -T 5 -O - http://spread/hostname", |o| o.trim() == "spread-a").await?;
+    Ok(())
+}
+
+/// A LoadBalancer Service answers as kube-proxy makes it answer: at its ClusterIP, at its
+/// nodePort on every node's address, and at its load balancer address and port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_reaches_a_service_at_its_node_port_on_every_node_and_at_its_load_balancer() -> Result<(), Error> {
+    let (env, _tmp) = env_with_client().await?;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    pods.create(&PostParams::default(), &pod("web", "example.com/web:v1", json!({}))?).await?;
+    let services: Api<Service> = Api::namespaced(env.client(), "default");
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}});
+    services.create(&PostParams::default(), &serde_json::from_value(svc)?).await?;
+    let spec = services.get("web").await?.spec.ok_or("no spec")?;
+    let node_port = spec.ports.iter().flatten().find_map(|p| p.node_port).ok_or("no nodePort allocated")?;
+
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client());
+    let node_ips: Vec<String> = nodes
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| n.status?.addresses?.into_iter().find(|a| a.type_ == "InternalIP").map(|a| a.address))
+        .collect();
+    assert!(!node_ips.is_empty(), "the cluster lists no node address");
+    for ip in &node_ips {
+        exec_until(&env, &format!("wget -q -T 5 -O - http://{ip}:{node_port}/hostname"), |o| o.trim() == "web").await?;
+    }
+
+    let deadline = Instant::now() + WAIT;
+    let ingress = loop {
+        let status = services.get("web").await?.status;
+        let ingress = status.and_then(|s| s.load_balancer?.ingress?.into_iter().find_map(|i| i.ip));
+        match ingress {
+            Some(ip) => break ip,
+            None if Instant::now() > deadline => return Err("the LoadBalancer got no address".into()),
+            None => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    exec_until(&env, &format!("wget -q -T 5 -O - http://{ingress}/hostname"), |o| o.trim() == "web").await?;
+    // A port nothing serves on a node's address is refused, not proxied.
+    let unused = if node_port == 32767 { 32766 } else { node_port + 1 };
+    let refused = format!("wget -T 5 -O - http://{}:{unused}/hostname 2>&1; echo rc=$?", node_ips[0]);
+    let out = kubectl(&env, &["exec", "client", "--", "sh", "-c", &refused]).await?;
+    assert!(!out.contains("rc=0"), "{out}");
     Ok(())
 }

@@ -276,7 +276,7 @@ mod tests {
             "labels": {"kubernetes.io/service-name": "db"}}, "addressType": "IPv4",
             "endpoints": [{"addresses": ["10.244.0.8"], "hostname": "db-0"}, {"addresses": ["10.244.0.9"]}]}))
             .expect("slice");
-        ServiceTable::build([&web, &db], [&slice])
+        ServiceTable::build([&web, &db], [&slice], &[])
     }
 
     /// A raw A query for `name`.

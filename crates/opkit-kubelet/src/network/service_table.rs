@@ -1,6 +1,8 @@
-//! The cluster's Services as pods reach them, built from Services and EndpointSlices
-//! the way kube-proxy and kube's DNS read them: for every TCP port of a Service with a
-//! ClusterIP, the ready endpoints (address and the slice port of the same name); for
+//! The cluster's Services as pods reach them, built from Services, EndpointSlices and
+//! the Nodes' addresses the way kube-proxy and kube's DNS read them: for every TCP port of
+//! a Service with a ClusterIP, the ready endpoints (address and the slice port of the same
+//! name) behind `ClusterIP:port`, behind `NodeIP:nodePort` on every node (NodePort and
+//! LoadBalancer Services) and behind `ingressIP:port` (LoadBalancer Services); for
 //! every Service name, its ClusterIP or, for a headless Service, its ready endpoints'
 //! addresses and hostnames. A table is an immutable snapshot; [`super::service_watch`]
 //! publishes a new one on every change.
@@ -45,10 +47,11 @@ pub(super) struct ServiceTable {
 }
 
 impl ServiceTable {
-    /// The table of `services` and `slices`.
+    /// The table of `services` and `slices`, with node ports on `node_ips`.
     pub(super) fn build<'a>(
         services: impl IntoIterator<Item = &'a Service>,
         slices: impl IntoIterator<Item = &'a EndpointSlice>,
+        node_ips: &[Ipv4Addr],
     ) -> ServiceTable {
         let mut by_service: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
         for slice in slices {
@@ -63,14 +66,33 @@ impl ServiceTable {
                 continue;
             };
             let own = by_service.get(&(namespace.as_str(), name.as_str())).map(Vec::as_slice).unwrap_or_default();
-            table.add(namespace, name, service, own);
+            table.add(namespace, name, service, own, node_ips);
         }
         table
     }
 
     /// Adds one Service, whose slices are `slices`.
-    fn add(&mut self, namespace: &str, name: &str, service: &Service, slices: &[&EndpointSlice]) {
+    fn add(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        service: &Service,
+        slices: &[&EndpointSlice],
+        node_ips: &[Ipv4Addr],
+    ) {
         let Some(spec) = &service.spec else { return };
+        let with_node_ports = matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer"));
+        let ingress: Vec<Ipv4Addr> = match spec.type_.as_deref() {
+            Some("LoadBalancer") => service
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.as_ref()?.ingress.as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(|i| i.ip.as_deref()?.parse().ok())
+                .collect(),
+            _ => Vec::new(),
+        };
         if spec.type_.as_deref() == Some("ExternalName") {
             return;
         }
@@ -108,11 +130,20 @@ impl ServiceTable {
                         .collect::<Vec<_>>()
                 })
                 .collect::<BTreeSet<_>>();
-            self.tcp.insert(SocketAddr::new(IpAddr::V4(ip), service_port), targets.into_iter().collect());
+            let targets: Vec<SocketAddr> = targets.into_iter().collect();
+            // As kube-proxy's rules: every node's address at the nodePort, and the load
+            // balancer's addresses at the Service's port, lead to the same endpoints.
+            let node_port = port.node_port.and_then(|p| u16::try_from(p).ok()).filter(|_| with_node_ports);
+            let on_nodes = node_port.into_iter().flat_map(|p| node_ips.iter().map(move |ip| (*ip, p)));
+            let on_ingress = ingress.iter().map(|ip| (*ip, service_port));
+            for (ip, port) in std::iter::once((ip, service_port)).chain(on_nodes).chain(on_ingress) {
+                self.tcp.insert(SocketAddr::new(IpAddr::V4(ip), port), targets.clone());
+            }
         }
     }
 
-    /// Every `ClusterIP:port` of a TCP Service port.
+    /// Every `ClusterIP:port` of a TCP Service port (and its `NodeIP:nodePort` and
+    /// `ingressIP:port`).
     pub(super) fn tcp_ports(&self) -> impl Iterator<Item = SocketAddr> + '_ {
         self.tcp.keys().copied()
     }
@@ -170,7 +201,7 @@ mod tests {
         let other = slice(serde_json::json!({"metadata": {"name": "web-y", "namespace": "b",
                 "labels": {"kubernetes.io/service-name": "web"}},
             "addressType": "IPv4", "ports": [{"name": "http", "port": 1}], "endpoints": [{"addresses": ["10.244.0.7"]}]}));
-        let table = ServiceTable::build([&web], [&s, &other]);
+        let table = ServiceTable::build([&web], [&s, &other], &[]);
         let port = "10.96.3.4:80".parse().expect("addr");
         assert_eq!(table.tcp_ports().collect::<Vec<_>>(), [port]);
         assert_eq!(table.tcp_endpoints(port), Some(&["10.244.0.5:8080".parse().expect("addr")][..]));
@@ -184,6 +215,32 @@ mod tests {
     }
 
     #[test]
+    fn node_ports_and_load_balancer_addresses_lead_to_the_same_endpoints() {
+        let web = |type_: &str| {
+            service(serde_json::json!({"metadata": {"name": "web", "namespace": "a"},
+                "spec": {"type": type_, "clusterIP": "10.96.3.4", "ports": [{"name": "http", "port": 80, "nodePort": 30080}]},
+                "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.2"}]}}}))
+        };
+        let s = slice(serde_json::json!({"metadata": {"name": "web-x", "namespace": "a",
+                "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": ["10.244.0.5"]}]}));
+        let nodes = [Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 0, 3)];
+        let addr = |a: &str| a.parse::<SocketAddr>().expect("addr");
+        let endpoint = [addr("10.244.0.5:8080")];
+        let table = ServiceTable::build([&web("LoadBalancer")], [&s], &nodes);
+        let ports: Vec<SocketAddr> = table.tcp_ports().collect();
+        assert_eq!(ports, [addr("10.0.0.2:80"), addr("10.0.0.2:30080"), addr("10.0.0.3:30080"), addr("10.96.3.4:80")]);
+        assert!(ports.iter().all(|p| table.tcp_endpoints(*p) == Some(&endpoint[..])));
+        let node_port = ServiceTable::build([&web("NodePort")], [&s], &nodes);
+        let ports: Vec<SocketAddr> = node_port.tcp_ports().collect();
+        assert_eq!(ports, [addr("10.0.0.2:30080"), addr("10.0.0.3:30080"), addr("10.96.3.4:80")]);
+        // A ClusterIP Service keeps a stale nodePort to itself, as kube-proxy does.
+        let cluster_ip = ServiceTable::build([&web("ClusterIP")], [&s], &nodes);
+        assert_eq!(cluster_ip.tcp_ports().collect::<Vec<_>>(), [addr("10.96.3.4:80")]);
+    }
+
+    #[test]
     fn headless_services_name_their_ready_endpoints() {
         let db = service(serde_json::json!({"metadata": {"name": "db", "namespace": "a"},
             "spec": {"clusterIP": "None", "ports": [{"port": 5432}]}}));
@@ -191,7 +248,7 @@ mod tests {
                 "labels": {"kubernetes.io/service-name": "db"}},
             "addressType": "IPv4", "ports": [{"port": 5432}],
             "endpoints": [{"addresses": ["10.244.0.8"], "hostname": "db-0"}, {"addresses": ["10.244.0.9"], "conditions": {"ready": false}}]}));
-        let table = ServiceTable::build([&db], [&s]);
+        let table = ServiceTable::build([&db], [&s], &[]);
         let want = vec![NamedEndpoint { ip: Ipv4Addr::new(10, 244, 0, 8), hostname: Some("db-0".into()) }];
         assert_eq!(table.address("a", "db"), Some(&ServiceAddress::Headless(want)));
         assert_eq!(table.tcp_ports().count(), 0);
