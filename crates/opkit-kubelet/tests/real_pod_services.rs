@@ -4,7 +4,8 @@
 //! ClusterIP, from a backend pod (busybox `httpd` serving the backend's `/etc`); once its
 //! backend is gone the connection is refused at once; a Service spreads over its ready
 //! endpoints, one added later included; a headless Service resolves to its pod's IP, by
-//! the Service's name and by the pod's hostname; a LoadBalancer Service answers at its
+//! the Service's name and by the pod's hostname (its SRV, PTR, pod A and AAAA answers
+//! as kube's DNS specification gives them); a LoadBalancer Service answers at its
 //! nodePort on every node and at its load balancer address; an unknown cluster name is NXDOMAIN at
 //! once, and a name outside the cluster is answered before glibc would ask again; the
 //! pod's `resolv.conf` names the cluster DNS. These tests need root, as the real-pod
@@ -131,7 +132,7 @@ async fn a_headless_service_resolves_to_its_pods() -> Result<(), Error> {
     pods.create(&PostParams::default(), &db).await?;
     let services: Api<Service> = Api::namespaced(env.client(), "default");
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db"},
-        "spec": {"clusterIP": "None", "selector": {"app": "db"}, "ports": [{"port": 8080}]}});
+        "spec": {"clusterIP": "None", "selector": {"app": "db"}, "ports": [{"name": "http", "port": 8080}]}});
     services.create(&PostParams::default(), &serde_json::from_value(svc)?).await?;
     let db = wait(&pods, "db", |p: Option<&Pod>| p.and_then(|p| p.status.as_ref()?.pod_ip.as_ref()).is_some()).await?;
     let pod_ip = db.status.and_then(|s| s.pod_ip).ok_or("no pod IP")?;
@@ -140,6 +141,19 @@ async fn a_headless_service_resolves_to_its_pods() -> Result<(), Error> {
     exec_until(&env, "getent hosts db-0.db.default.svc.cluster.local", |o| o.starts_with(&pod_ip)).await?;
     exec_until(&env, "wget -q -T 5 -O - http://db-0.db:8080/hostname", |o| o.trim() == "db-0" || o.trim() == "db")
         .await?;
+    // Its named port's SRV names the endpoint; the endpoint's address names it back (PTR);
+    // the pod's dashed address is an A record under `<ns>.pod`.
+    let srv = "busybox nslookup -type=SRV _http._tcp.db.default.svc.cluster.local 10.96.0.10";
+    exec_until(&env, srv, |o| o.contains("8080 db-0.db.default.svc.cluster.local")).await?;
+    let ptr = format!("busybox nslookup {pod_ip} 10.96.0.10");
+    exec_until(&env, &ptr, |o| o.contains("db-0.db.default.svc.cluster.local")).await?;
+    let dashed = pod_ip.replace('.', "-");
+    let pod_record = format!("getent hosts {dashed}.default.pod.cluster.local");
+    exec_until(&env, &pod_record, |o| o.starts_with(&pod_ip)).await?;
+    // An IPv4-only name answers AAAA with no records (NOERROR), not NXDOMAIN.
+    let aaaa = "busybox nslookup -type=AAAA db.default.svc.cluster.local 10.96.0.10; echo rc=$?";
+    let out = exec_until(&env, aaaa, |o| o.contains("rc=")).await?;
+    assert!(!out.contains("NXDOMAIN"), "{out}");
     Ok(())
 }
 

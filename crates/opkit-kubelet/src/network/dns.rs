@@ -6,11 +6,12 @@
 //! endpoint of a headless Service, whose endpoints with a hostname are
 //! `<hostname>.<svc>.<ns>.svc.cluster.local`; any other name in `cluster.local` is
 //! NXDOMAIN; `_<port>._<proto>.<svc>.<ns>.svc.cluster.local` is an SRV record of a named
-//! port of a Service with a ClusterIP; every name outside the domain is forwarded over
-//! UDP to the host's nameservers, and answered SERVFAIL when none answers within
-//! [`FORWARD_TIMEOUT`]. Not served: SRV records of headless Services, pod A records
-//! (`a-b-c-d.<ns>.pod`), PTR records, AAAA (IPv4 only: names that exist answer AAAA with
-//! no records).
+//! port of a Service (for a headless one, a record per ready endpoint, whose name is its
+//! hostname or its dashed address); `a-b-c-d.<ns>.pod.cluster.local` is an A record of
+//! `a.b.c.d`; the `in-addr.arpa` name of a ClusterIP or of a headless Service's endpoint
+//! is a PTR record of its name; every other name is forwarded over UDP to the host's
+//! nameservers, and answered SERVFAIL when none answers within [`FORWARD_TIMEOUT`].
+//! AAAA: the cluster is IPv4 only, so names that exist answer AAAA with no records.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -19,14 +20,14 @@ use std::time::Duration;
 use hickory_server::Server;
 use hickory_server::net::runtime::Time;
 use hickory_server::proto::op::{Message, MessageType, Metadata, ResponseCode};
-use hickory_server::proto::rr::rdata::{A, SRV};
+use hickory_server::proto::rr::rdata::{A, PTR, SRV};
 use hickory_server::proto::rr::{Name, RData, Record, RecordType};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponseBuilder;
 use tokio::net::UdpSocket;
 
 use super::NetworkError;
-use super::service_table::{ServiceAddress, ServiceTable};
+use super::service_table::{ServiceAddress, ServiceTable, dashed};
 use super::service_watch::Tables;
 use crate::resolv_conf::CLUSTER_DOMAIN;
 
@@ -44,8 +45,10 @@ const TTL: u32 = 5;
 enum ClusterName {
     /// It exists with these addresses (none: no records of the type asked for).
     Addresses(Vec<Ipv4Addr>),
-    /// A named port of a Service: its number, and the Service's name (the SRV target).
-    Port(u16, String),
+    /// A named port of a Service: its number and target, one per SRV record.
+    Ports(Vec<(u16, String)>),
+    /// An address's name (the PTR record).
+    Pointer(String),
     /// It does not exist.
     Unknown,
     /// It is not in the cluster's domain.
@@ -54,6 +57,15 @@ enum ClusterName {
 
 /// What `name` (lower case, no trailing dot) is in `table`.
 fn lookup(table: &ServiceTable, name: &str) -> ClusterName {
+    if let Some(reversed) = name.strip_suffix(".in-addr.arpa") {
+        let mut octets: Vec<&str> = reversed.split('.').collect();
+        octets.reverse();
+        let ip = octets.join(".").parse::<Ipv4Addr>().ok().filter(|_| octets.len() == 4);
+        return match ip.and_then(|ip| table.name_of(ip, CLUSTER_DOMAIN)) {
+            Some(name) => ClusterName::Pointer(name),
+            None => ClusterName::Outside,
+        };
+    }
     let Some(rest) = name.strip_suffix(CLUSTER_DOMAIN) else { return ClusterName::Outside };
     if rest.is_empty() {
         return ClusterName::Addresses(Vec::new());
@@ -61,7 +73,12 @@ fn lookup(table: &ServiceTable, name: &str) -> ClusterName {
     let Some(rest) = rest.strip_suffix('.') else { return ClusterName::Outside };
     let labels: Vec<&str> = rest.split('.').collect();
     match labels.as_slice() {
-        ["svc"] | [_, "svc"] => ClusterName::Addresses(Vec::new()),
+        ["svc"] | [_, "svc"] | ["pod"] | [_, "pod"] => ClusterName::Addresses(Vec::new()),
+        // Pod records, as CoreDNS's `pods insecure` answers them: any dashed address.
+        [address, _namespace, "pod"] => match address.replace('-', ".").parse::<Ipv4Addr>() {
+            Ok(ip) if address.split('-').count() == 4 => ClusterName::Addresses(vec![ip]),
+            _ => ClusterName::Unknown,
+        },
         [service, namespace, "svc"] => match table.address(namespace, service) {
             Some(ServiceAddress::ClusterIp(ip)) => ClusterName::Addresses(vec![*ip]),
             Some(ServiceAddress::Headless(endpoints)) if !endpoints.is_empty() => {
@@ -70,20 +87,35 @@ fn lookup(table: &ServiceTable, name: &str) -> ClusterName {
             _ => ClusterName::Unknown,
         },
         [port, protocol, service, namespace, "svc"] if port.starts_with('_') && protocol.starts_with('_') => {
-            match table.named_port(namespace, service, &port[1..], &protocol[1..]) {
-                Some(number) => ClusterName::Port(number, format!("{service}.{namespace}.svc.{CLUSTER_DOMAIN}.")),
-                None => ClusterName::Unknown,
+            let Some(number) = table.named_port(namespace, service, &port[1..], &protocol[1..]) else {
+                return ClusterName::Unknown;
+            };
+            let under = format!("{service}.{namespace}.svc.{CLUSTER_DOMAIN}.");
+            match table.address(namespace, service) {
+                Some(ServiceAddress::Headless(endpoints)) => {
+                    ClusterName::Ports(endpoints.iter().map(|e| (number, format!("{}.{under}", e.name()))).collect())
+                }
+                _ => ClusterName::Ports(vec![(number, under)]),
             }
         }
         [host, service, namespace, "svc"] => match table.address(namespace, service) {
             Some(ServiceAddress::Headless(endpoints)) => {
-                let ips: Vec<Ipv4Addr> =
-                    endpoints.iter().filter(|e| e.hostname.as_deref() == Some(*host)).map(|e| e.ip).collect();
+                let named = |e: &&_| endpoint_is_named(e, host);
+                let ips: Vec<Ipv4Addr> = endpoints.iter().filter(named).map(|e| e.ip).collect();
                 if ips.is_empty() { ClusterName::Unknown } else { ClusterName::Addresses(ips) }
             }
             _ => ClusterName::Unknown,
         },
         _ => ClusterName::Unknown,
+    }
+}
+
+/// Whether the endpoint `e` is named `host` under its Service: its hostname, or its
+/// dashed address when it has none.
+fn endpoint_is_named(e: &super::service_table::NamedEndpoint, host: &str) -> bool {
+    match &e.hostname {
+        Some(hostname) => hostname == host,
+        None => dashed(e.ip) == host,
     }
 }
 
@@ -125,11 +157,25 @@ impl RequestHandler for ClusterDns {
                 };
                 send(&mut response, builder.build(metadata, records.iter(), [], [], [])).await
             }
-            ClusterName::Port(port, target) => {
+            ClusterName::Ports(ports) => {
+                let owner: Name = query.original().name().clone();
+                let records: Vec<Record> = match query.query_type() {
+                    RecordType::SRV | RecordType::ANY => ports
+                        .iter()
+                        .filter_map(|(port, target)| {
+                            let target = Name::from_ascii(target).ok()?;
+                            Some(Record::from_rdata(owner.clone(), TTL, RData::SRV(SRV::new(0, 100, *port, target))))
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                send(&mut response, builder.build(metadata, records.iter(), [], [], [])).await
+            }
+            ClusterName::Pointer(target) => {
                 let owner: Name = query.original().name().clone();
                 let records: Vec<Record> = match (query.query_type(), Name::from_ascii(&target)) {
-                    (RecordType::SRV | RecordType::ANY, Ok(target)) => {
-                        vec![Record::from_rdata(owner, TTL, RData::SRV(SRV::new(0, 100, port, target)))]
+                    (RecordType::PTR | RecordType::ANY, Ok(target)) => {
+                        vec![Record::from_rdata(owner, TTL, RData::PTR(PTR(target)))]
                     }
                     _ => Vec::new(),
                 };
@@ -269,7 +315,7 @@ mod tests {
             "spec": {"clusterIP": "10.96.3.4", "ports": [{"name": "http", "port": 80}]}}))
         .expect("svc");
         let db: Service = serde_json::from_value(serde_json::json!({"metadata": {"name": "db", "namespace": "a"},
-            "spec": {"clusterIP": "None"}}))
+            "spec": {"clusterIP": "None", "ports": [{"name": "pg", "port": 5432}]}}))
         .expect("svc");
         let slice: EndpointSlice =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "db-1", "namespace": "a",
@@ -331,8 +377,24 @@ mod tests {
         assert_eq!(lookup(&t, "a.svc.cluster.local"), ClusterName::Addresses(vec![]));
         assert_eq!(
             lookup(&t, "_http._tcp.web.a.svc.cluster.local"),
-            ClusterName::Port(80, "web.a.svc.cluster.local.".to_string())
+            ClusterName::Ports(vec![(80, "web.a.svc.cluster.local.".to_string())])
         );
+        // A headless Service's SRV: one per ready endpoint, named by hostname or dashes.
+        assert_eq!(
+            lookup(&t, "_pg._tcp.db.a.svc.cluster.local"),
+            ClusterName::Ports(vec![
+                (5432, "db-0.db.a.svc.cluster.local.".to_string()),
+                (5432, "10-244-0-9.db.a.svc.cluster.local.".to_string())
+            ])
+        );
+        assert_eq!(lookup(&t, "10-244-0-9.db.a.svc.cluster.local"), ClusterName::Addresses(vec![ip("10.244.0.9")]));
+        assert_eq!(lookup(&t, "10-244-0-8.db.a.svc.cluster.local"), ClusterName::Unknown);
+        // Pod records and reverse lookups.
+        assert_eq!(lookup(&t, "10-244-1-7.b.pod.cluster.local"), ClusterName::Addresses(vec![ip("10.244.1.7")]));
+        assert_eq!(lookup(&t, "10-244-1.b.pod.cluster.local"), ClusterName::Unknown);
+        assert_eq!(lookup(&t, "4.3.96.10.in-addr.arpa"), ClusterName::Pointer("web.a.svc.cluster.local.".into()));
+        assert_eq!(lookup(&t, "8.0.244.10.in-addr.arpa"), ClusterName::Pointer("db-0.db.a.svc.cluster.local.".into()));
+        assert_eq!(lookup(&t, "1.2.0.192.in-addr.arpa"), ClusterName::Outside);
         assert_eq!(lookup(&t, "_http._udp.web.a.svc.cluster.local"), ClusterName::Unknown);
         assert_eq!(lookup(&t, "example.com"), ClusterName::Outside);
         assert_eq!(lookup(&t, "notcluster.local"), ClusterName::Outside);

@@ -34,6 +34,19 @@ pub(super) struct NamedEndpoint {
     pub hostname: Option<String>,
 }
 
+impl NamedEndpoint {
+    /// Its name under the Service: the hostname, else the address with dashes
+    /// (`10-244-0-9`), as CoreDNS names an endpoint without one.
+    pub(super) fn name(&self) -> String {
+        self.hostname.clone().unwrap_or_else(|| dashed(self.ip))
+    }
+}
+
+/// `ip` with dashes for dots, as DNS names of pods and endpoints carry it.
+pub(super) fn dashed(ip: Ipv4Addr) -> String {
+    ip.to_string().replace('.', "-")
+}
+
 /// One snapshot of the cluster's Services.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct ServiceTable {
@@ -41,8 +54,8 @@ pub(super) struct ServiceTable {
     tcp: BTreeMap<SocketAddr, Vec<SocketAddr>>,
     /// `(namespace, name)` → the Service's address.
     names: BTreeMap<(String, String), ServiceAddress>,
-    /// `(namespace, name, port name, protocol)` of every named port of a Service with a
-    /// ClusterIP (protocol in lower case, as SRV names carry it) → the port.
+    /// `(namespace, name, port name, protocol)` of every named port of a Service
+    /// (protocol in lower case, as SRV names carry it) → the port.
     named_ports: BTreeMap<(String, String, String, String), u16>,
 }
 
@@ -96,6 +109,15 @@ impl ServiceTable {
         if spec.type_.as_deref() == Some("ExternalName") {
             return;
         }
+        for port in spec.ports.iter().flatten() {
+            if let (Some(port_name), Ok(number)) =
+                (port.name.as_deref().filter(|n| !n.is_empty()), u16::try_from(port.port))
+            {
+                let protocol = port.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase();
+                let key = (namespace.to_string(), name.to_string(), port_name.to_string(), protocol);
+                self.named_ports.insert(key, number);
+            }
+        }
         let key = (namespace.to_string(), name.to_string());
         let cluster_ip = spec.cluster_ip.as_deref().unwrap_or_default();
         if cluster_ip == "None" {
@@ -106,13 +128,6 @@ impl ServiceTable {
         let Ok(ip) = cluster_ip.parse::<Ipv4Addr>() else { return };
         self.names.insert(key, ServiceAddress::ClusterIp(ip));
         for port in spec.ports.iter().flatten() {
-            if let (Some(port_name), Ok(number)) =
-                (port.name.as_deref().filter(|n| !n.is_empty()), u16::try_from(port.port))
-            {
-                let protocol = port.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase();
-                let key = (namespace.to_string(), name.to_string(), port_name.to_string(), protocol);
-                self.named_ports.insert(key, number);
-            }
             if port.protocol.as_deref().unwrap_or("TCP") != "TCP" {
                 continue;
             }
@@ -155,10 +170,22 @@ impl ServiceTable {
     }
 
     /// The port named `port` with `protocol` (lower case) of the Service `name` in
-    /// `namespace`, which has a ClusterIP.
+    /// `namespace`.
     pub(super) fn named_port(&self, namespace: &str, name: &str, port: &str, protocol: &str) -> Option<u16> {
         let key = (namespace.to_string(), name.to_string(), port.to_string(), protocol.to_string());
         self.named_ports.get(&key).copied()
+    }
+
+    /// The name (`<svc>.<ns>.svc.<domain>`, or `<endpoint>.<svc>.<ns>.svc.<domain>` for a
+    /// headless Service's endpoint) whose address is `ip`, as its PTR record gives it.
+    pub(super) fn name_of(&self, ip: Ipv4Addr, domain: &str) -> Option<String> {
+        self.names.iter().find_map(|((namespace, service), address)| match address {
+            ServiceAddress::ClusterIp(own) => (*own == ip).then(|| format!("{service}.{namespace}.svc.{domain}.")),
+            ServiceAddress::Headless(endpoints) => endpoints
+                .iter()
+                .find(|e| e.ip == ip)
+                .map(|e| format!("{}.{service}.{namespace}.svc.{domain}.", e.name())),
+        })
     }
 
     /// The address of the Service `name` in `namespace`.
