@@ -8,9 +8,9 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, ResourceExt};
 use opkit::{Manager, ManagerOptions};
 use opkit_ansible_operator::OperatorOptions;
 use opkit_ansible_operator::ProxyGuard;
@@ -73,11 +73,24 @@ fn code<T>(result: Result<T, kube::Error>) -> u16 {
 async fn the_proxy_serves_only_requests_with_the_runs_token() {
     let env = TestEnv::start().await.expect("testenv");
     let (proxy, _stop, _runner_dir) = start_proxy(&env).await;
+    // The owner exists (unlabelled, so not reconciled): what the run creates is owned by
+    // it, and the garbage collector would delete a dependent of an owner that does not.
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"),
+        "memcacheds",
+    );
+    let memcacheds: Api<DynamicObject> = Api::namespaced_with(env.client(), "default", &resource);
+    let memcached: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "owner", "namespace": "default"}, "spec": {"size": 1},
+    }))
+    .expect("memcached");
+    let memcached = memcacheds.create(&PostParams::default(), &memcached).await.expect("create the owner");
     let owner = NamespacedOwner {
         api_version: "cache.example.com/v1alpha1".into(),
         kind: "Memcached".into(),
         name: "owner".into(),
-        uid: "0b1c5e1e-0000-4000-8000-000000000030".into(),
+        uid: memcached.uid().expect("uid"),
         namespace: "default".into(),
     };
     let kubeconfig = kubeconfig_for(&owner, proxy.address);

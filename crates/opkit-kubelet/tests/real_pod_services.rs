@@ -6,7 +6,9 @@
 //! endpoints, one added later included; a headless Service resolves to its pod's IP, by
 //! the Service's name and by the pod's hostname (its SRV, PTR, pod A and AAAA answers
 //! as kube's DNS specification gives them); a LoadBalancer Service answers at its
-//! nodePort on every node and at its load balancer address; an unknown cluster name is NXDOMAIN at
+//! nodePort on every node and at its load balancer address; a UDP Service port answers
+//! by name and by ClusterIP from its backend (a perl echo server), and is refused (ICMP
+//! port unreachable) once the backend is gone; an unknown cluster name is NXDOMAIN at
 //! once, and a name outside the cluster is answered before glibc would ask again; the
 //! pod's `resolv.conf` names the cluster DNS. These tests need root, as the real-pod
 //! suites do.
@@ -69,6 +71,20 @@ async fn exec_until(env: &TestEnv, script: &str, ok: impl Fn(&str) -> bool) -> R
     }
 }
 
+/// Waits until the Service `name` in `default` has no endpoint left.
+async fn no_endpoints_left(env: &TestEnv, name: &str) -> Result<(), Error> {
+    let slices: Api<EndpointSlice> = Api::namespaced(env.client(), "default");
+    let selector = ListParams::default().labels(&format!("kubernetes.io/service-name={name}"));
+    let deadline = Instant::now() + WAIT;
+    while slices.list(&selector).await?.items.iter().any(|s| !s.endpoints.is_empty()) {
+        if Instant::now() > deadline {
+            return Err(format!("the deleted backend of {name} stayed an endpoint").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 /// The ClusterIP of Service `name` in `default`.
 async fn cluster_ip(env: &TestEnv, name: &str) -> Result<String, Error> {
     let services: Api<Service> = Api::namespaced(env.client(), "default");
@@ -106,15 +122,7 @@ async fn a_pod_reaches_a_service_by_name_and_cluster_ip() -> Result<(), Error> {
 
     // No endpoint left: refused at once, as kube-proxy's REJECT.
     pods.delete("web", &DeleteParams::default()).await?;
-    let slices: Api<EndpointSlice> = Api::namespaced(env.client(), "default");
-    let selector = ListParams::default().labels("kubernetes.io/service-name=web");
-    let deadline = Instant::now() + WAIT;
-    while slices.list(&selector).await?.items.iter().any(|s| !s.endpoints.is_empty()) {
-        if Instant::now() > deadline {
-            return Err("the deleted backend stayed an endpoint".into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    no_endpoints_left(&env, "web").await?;
     let failed = format!("wget -T 10 -O - http://{ip}/hostname 2>&1; echo rc=$?");
     exec_until(&env, &failed, |o| o.contains("refused")).await?;
     let started = Instant::now();
@@ -241,5 +249,54 @@ async fn a_pod_reaches_a_service_at_its_node_port_on_every_node_and_at_its_load_
     let refused = format!("wget -T 5 -O - http://{}:{unused}/hostname 2>&1; echo rc=$?", node_ips[0]);
     let out = kubectl(&env, &["exec", "client", "--", "sh", "-c", &refused]).await?;
     assert!(!out.contains("rc=0"), "{out}");
+    Ok(())
+}
+
+/// A UDP echo server on 5353 (Debian's perl-base, from the host's `/usr`), answering
+/// `<its hostname>:<datagram>`.
+const UDP_ECHO: &str = r#"exec perl -MIO::Socket::INET -e 'open(my $f, "<", "/etc/hostname"); chomp(my $h = <$f>); my $s = IO::Socket::INET->new(LocalPort => 5353, Proto => "udp") or die "bind: $!"; while (defined(my $peer = $s->recv(my $m, 2048))) { $s->send("$h:$m", 0, $peer) }'"#;
+
+/// A perl UDP client sending `ping` to `target` (`host:port`) and printing `reply=…`, or
+/// `no reply: …` with the error after 2 s.
+fn udp_ping(target: &str) -> String {
+    format!(
+        r#"perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(PeerAddr => "{target}", Proto => "udp") or die "socket: $!"; $s->send("ping"); $r = ""; eval {{ local $SIG{{ALRM}} = sub {{ die "timeout
+" }}; alarm 2; $s->recv($r, 2048) or die "$!
+"; alarm 0 }}; print $r ne "" ? "reply=$r
+" : "no reply: $@
+"'"#
+    )
+}
+
+/// A UDP Service port is proxied as kube-proxy proxies it: each client's datagrams reach
+/// a ready endpoint at the target port, its replies come back from the ClusterIP, and
+/// with no endpoint left a datagram is refused (port unreachable) at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_reaches_a_udp_service_by_name_and_cluster_ip() -> Result<(), Error> {
+    let (env, tmp) = env_with_client().await?;
+    load_script(&env, tmp.path(), "example.com/udp-echo:v1", UDP_ECHO)?;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    pods.create(&PostParams::default(), &pod("echo", "example.com/udp-echo:v1", json!({}))?).await?;
+    let services: Api<Service> = Api::namespaced(env.client(), "default");
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
+        "spec": {"selector": {"app": "echo"},
+                 "ports": [{"name": "echo", "port": 7, "targetPort": 5353, "protocol": "UDP"}]}});
+    services.create(&PostParams::default(), &serde_json::from_value(svc)?).await?;
+    let ip = cluster_ip(&env, "echo").await?;
+
+    exec_until(&env, &udp_ping("echo:7"), |o| o.trim() == "reply=echo:ping").await?;
+    exec_until(&env, &udp_ping(&format!("{ip}:7")), |o| o.trim() == "reply=echo:ping").await?;
+    // Its named port is an SRV record under `_udp`.
+    let srv = "busybox nslookup -type=SRV _echo._udp.echo.default.svc.cluster.local 10.96.0.10";
+    exec_until(&env, srv, |o| o.contains("7 echo.default.svc.cluster.local")).await?;
+
+    pods.delete("echo", &DeleteParams::default()).await?;
+    no_endpoints_left(&env, "echo").await?;
+    let refused = udp_ping(&format!("{ip}:7"));
+    exec_until(&env, &refused, |o| o.contains("refused")).await?;
+    let started = Instant::now();
+    let out = kubectl(&env, &["exec", "client", "--", "sh", "-c", &refused]).await?;
+    assert!(started.elapsed() < PROMPT, "a UDP Service without endpoints did not refuse at once: {out}");
+    assert!(out.contains("no reply: Connection refused"), "{out}");
     Ok(())
 }

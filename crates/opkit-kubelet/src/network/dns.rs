@@ -270,28 +270,13 @@ impl DnsServer {
         upstreams: Arc<Vec<SocketAddr>>,
     ) -> Result<DnsServer, NetworkError> {
         let addr = SocketAddr::new(IpAddr::V4(ip), DNS_PORT);
-        let udp = udp_on_device(device, addr)?;
+        let udp = super::service_udp_proxy::bind_on_device(device, addr)?;
         let tcp = super::service_proxy::listen_on_device(device, addr)?;
         let mut server = Server::new(ClusterDns { tables, upstreams });
         server.register_socket(udp);
         server.register_listener(tcp, TCP_IDLE, 64);
         Ok(DnsServer { _server: server })
     }
-}
-
-/// A UDP socket bound to `addr` on `device` only.
-fn udp_on_device(device: &str, addr: SocketAddr) -> Result<UdpSocket, NetworkError> {
-    use socket2::{Domain, Protocol as IpProtocol, Socket, Type};
-    let io = |step: &str| {
-        let step = format!("{step} for the cluster DNS on {device}");
-        move |source| NetworkError::Io { step, source }
-    };
-    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(IpProtocol::UDP)).map_err(io("making a socket"))?;
-    socket.set_reuse_address(true).map_err(io("setting SO_REUSEADDR"))?;
-    socket.bind_device(Some(device.as_bytes())).map_err(io("binding to the interface"))?;
-    socket.set_nonblocking(true).map_err(io("making the socket non-blocking"))?;
-    socket.bind(&addr.into()).map_err(io(&format!("binding {addr}")))?;
-    UdpSocket::from_std(socket.into()).map_err(io("registering the socket"))
 }
 
 /// The nameservers of the host's `resolv.conf`, at port 53.

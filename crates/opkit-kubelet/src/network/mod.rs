@@ -5,7 +5,8 @@
 //!
 //! A namespaced sandbox is a holder process ([`holder`]), a host-wide IP lease
 //! ([`leases`]), a veth pair with its routes ([`links`]), the `kubernetes` Service's
-//! proxy ([`service_proxy`]), the other Services' ports ([`service_ports`]) and the
+//! proxy ([`service_proxy`]), the other Services' TCP and UDP ports ([`service_ports`],
+//! [`service_udp_proxy`]) and the
 //! cluster DNS ([`dns`]), the last two reading the kubelet's table of Services
 //! ([`service_table`], followed by [`service_watch`]); each part undoes itself when
 //! dropped, so a sandbox leaks
@@ -27,6 +28,8 @@ mod service_ports;
 mod service_proxy;
 #[cfg(target_os = "linux")]
 mod service_table;
+#[cfg(target_os = "linux")]
+mod service_udp_proxy;
 #[cfg(target_os = "linux")]
 mod service_watch;
 #[cfg(all(test, target_os = "linux"))]
@@ -323,7 +326,8 @@ impl NamespacedSandbox {
                 .await
                 .map_err(|e| NetworkError::Setup(format!("making the sandbox: {e}")))??;
         let upstream = service_proxy::Upstream::Fixed(api_server);
-        let proxy = service_proxy::ServiceProxy::start(link.name(), KUBERNETES_SERVICE, upstream)?;
+        let port = (service_table::Protocol::Tcp, KUBERNETES_SERVICE);
+        let proxy = service_proxy::ServiceProxy::start(link.name(), port, upstream)?;
         let (dns, ports) = match tables {
             Some(tables) => {
                 let upstreams = std::sync::Arc::new(dns::host_nameservers());

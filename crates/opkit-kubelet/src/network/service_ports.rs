@@ -1,15 +1,15 @@
 //! One pod's Service ports: a task that follows the latest [`ServiceTable`] and keeps, on
 //! the pod's host end, an address for every ClusterIP and a [`ServiceProxy`] for every
-//! TCP Service port with a ready endpoint (those of the `kubernetes` and `kube-dns`
+//! TCP and UDP Service port with a ready endpoint (those of the `kubernetes` and `kube-dns`
 //! Services are the sandbox's own, made with the link). Services added while the pod
 //! runs get their address and listener, removed ones lose them; a port whose last
-//! endpoint goes loses its listener, so its connections are refused, and gets it back
+//! endpoint goes loses its listener, so its connections (or datagrams) are refused, and gets it back
 //! with its first; other endpoint changes need nothing here, the proxies read the table
 //! themselves. Dropping the handle stops the task and its proxies; the addresses go
 //! with the link.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use tokio::task::AbortHandle;
 
 use super::links;
 use super::service_proxy::{ServiceProxy, Upstream};
-use super::service_table::ServiceTable;
+use super::service_table::{ServicePort, ServiceTable};
 use super::service_watch::Tables;
 
 /// How long a new sandbox waits for the kubelet's first table of Services (listed in
@@ -65,26 +65,27 @@ struct Served {
     /// The sandbox's own Service addresses, left alone.
     own: Vec<Ipv4Addr>,
     addresses: BTreeSet<Ipv4Addr>,
-    proxies: BTreeMap<SocketAddr, ServiceProxy>,
+    proxies: BTreeMap<ServicePort, ServiceProxy>,
 }
 
 impl Served {
     /// Makes the addresses and proxies those of the latest table.
     async fn sync(&mut self, tables: &mut Tables) {
         let Some(table): Option<Arc<ServiceTable>> = tables.borrow_and_update().clone() else { return };
-        let all: BTreeSet<SocketAddr> =
-            table.tcp_ports().filter(|p| !matches!(p.ip(), IpAddr::V4(ip) if self.own.contains(&ip))).collect();
+        let all: BTreeSet<ServicePort> =
+            table.ports().filter(|(_, p)| !matches!(p.ip(), IpAddr::V4(ip) if self.own.contains(&ip))).collect();
         let ips: BTreeSet<Ipv4Addr> = all
             .iter()
-            .filter_map(|p| match p.ip() {
+            .filter_map(|(_, p)| match p.ip() {
                 IpAddr::V4(ip) => Some(ip),
                 IpAddr::V6(_) => None,
             })
             .collect();
         // A port without ready endpoints has no listener: the kernel refuses its
-        // connections, as kube-proxy's REJECT rule does.
-        let ports: BTreeSet<SocketAddr> =
-            all.into_iter().filter(|p| table.tcp_endpoints(*p).is_some_and(|e| !e.is_empty())).collect();
+        // connections (and answers its datagrams port unreachable), as kube-proxy's
+        // REJECT rule does.
+        let ports: BTreeSet<ServicePort> =
+            all.into_iter().filter(|p| table.endpoints(*p).is_some_and(|e| !e.is_empty())).collect();
         self.proxies.retain(|port, _| ports.contains(port));
         let batch: String = self
             .addresses
@@ -103,7 +104,7 @@ impl Served {
             self.addresses = ips;
         }
         for port in ports {
-            let up = matches!(port.ip(), IpAddr::V4(ip) if self.addresses.contains(&ip));
+            let up = matches!(port.1.ip(), IpAddr::V4(ip) if self.addresses.contains(&ip));
             if !up || self.proxies.contains_key(&port) {
                 continue;
             }
@@ -111,7 +112,9 @@ impl Served {
                 Ok(proxy) => {
                     self.proxies.insert(port, proxy);
                 }
-                Err(e) => tracing::warn!(%port, error = %e, "serving a Service port to a pod"),
+                Err(e) => {
+                    tracing::warn!(protocol = ?port.0, port = %port.1, error = %e, "serving a Service port to a pod")
+                }
             }
         }
     }

@@ -7,7 +7,8 @@
 //! ClusterIP) splices each connection to an endpoint: the `kubernetes` Service's to its
 //! cluster's API server (TLS passes through untouched), every other Service port's to a
 //! ready endpoint picked at random from the latest [`ServiceTable`] at its target port
-//! (the pod IPs are reachable from the host through the veth routes). A port without
+//! (the pod IPs are reachable from the host through the veth routes). UDP ports are
+//! served alike, by sessions per client ([`super::service_udp_proxy`]). A port without
 //! ready endpoints has no listener ([`super::service_ports`]), so the kernel refuses
 //! its connections, as kube-proxy's REJECT rule does; one accepted as its last endpoint
 //! goes, or whose endpoint cannot be reached, is reset.
@@ -29,7 +30,8 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::NetworkError;
-use super::service_table::ServiceTable;
+use super::service_table::{Protocol, ServicePort, ServiceTable};
+use super::service_udp_proxy;
 use super::service_watch::Tables;
 
 /// How long the accept loop waits after an accept error (e.g. out of descriptors).
@@ -47,38 +49,54 @@ pub(super) enum Upstream {
 }
 
 impl Upstream {
-    /// The endpoint for a new connection to `service`, `None` when it has none ready.
-    fn pick(&self, service: SocketAddr) -> Option<SocketAddr> {
+    /// The endpoint for a new connection (or UDP session) to `service`, `None` when it
+    /// has none ready.
+    pub(super) fn pick(&self, service: ServicePort) -> Option<SocketAddr> {
         match self {
             Upstream::Fixed(addr) => Some(*addr),
             Upstream::Endpoints(tables) => {
                 let table: Option<Arc<ServiceTable>> = tables.borrow().clone();
-                let ready = table.as_deref()?.tcp_endpoints(service)?;
+                let ready = table.as_deref()?.endpoints(service)?;
                 (!ready.is_empty()).then(|| ready[rand::random_range(0..ready.len())])
+            }
+        }
+    }
+
+    /// Whether `endpoint` is still a ready endpoint of `service`.
+    pub(super) fn is_ready(&self, service: ServicePort, endpoint: SocketAddr) -> bool {
+        match self {
+            Upstream::Fixed(addr) => *addr == endpoint,
+            Upstream::Endpoints(tables) => {
+                let table: Option<Arc<ServiceTable>> = tables.borrow().clone();
+                table.as_deref().and_then(|t| t.endpoints(service)).is_some_and(|ready| ready.contains(&endpoint))
             }
         }
     }
 }
 
-/// A running proxy; dropping it stops the listener and cuts its connections.
+/// A running proxy; dropping it stops the listener and cuts its connections (or UDP
+/// sessions).
 #[derive(Debug)]
 pub(super) struct ServiceProxy {
     task: AbortHandle,
 }
 
 impl ServiceProxy {
-    /// Listens on `listen` for connections arriving on the interface `device` and
-    /// forwards them to `upstream`. Needs to run inside a tokio runtime, which then runs
-    /// the proxy.
-    pub(super) fn start(device: &str, listen: SocketAddr, upstream: Upstream) -> Result<ServiceProxy, NetworkError> {
+    /// Serves the Service port `listen` to what arrives on the interface `device` and
+    /// forwards it to `upstream`: connections for a TCP port, datagrams for a UDP one.
+    /// Needs to run inside a tokio runtime, which then runs the proxy.
+    pub(super) fn start(device: &str, listen: ServicePort, upstream: Upstream) -> Result<ServiceProxy, NetworkError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| NetworkError::Setup(format!("the Service proxy needs a tokio runtime: {e}")))?;
-        let listener = {
-            let _entered = runtime.enter();
-            listen_on_device(device, listen)?
+        let _entered = runtime.enter();
+        let task = match listen {
+            (Protocol::Tcp, addr) => runtime.spawn(serve(listen_on_device(device, addr)?, listen, upstream)),
+            (Protocol::Udp, addr) => {
+                let socket = service_udp_proxy::bind_on_device(device, addr)?;
+                runtime.spawn(service_udp_proxy::serve(socket, listen, upstream))
+            }
         };
-        let task = runtime.spawn(serve(listener, listen, upstream)).abort_handle();
-        Ok(ServiceProxy { task })
+        Ok(ServiceProxy { task: task.abort_handle() })
     }
 }
 
@@ -112,7 +130,7 @@ pub(super) fn listen_on_device(device: &str, addr: SocketAddr) -> Result<TcpList
 
 /// Accepts connections to `service` and splices each to an endpoint of `upstream` until
 /// aborted; aborting drops the set of connections, which cuts them.
-async fn serve(listener: TcpListener, service: SocketAddr, upstream: Upstream) {
+async fn serve(listener: TcpListener, service: ServicePort, upstream: Upstream) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {

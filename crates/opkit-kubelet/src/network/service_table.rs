@@ -1,6 +1,6 @@
 //! The cluster's Services as pods reach them, built from Services, EndpointSlices and
-//! the Nodes' addresses the way kube-proxy and kube's DNS read them: for every TCP port of
-//! a Service with a ClusterIP, the ready endpoints (address and the slice port of the same
+//! the Nodes' addresses the way kube-proxy and kube's DNS read them: for every TCP and UDP
+//! port of a Service with a ClusterIP, the ready endpoints (address and the slice port of the same
 //! name) behind `ClusterIP:port`, behind `NodeIP:nodePort` on every node (NodePort and
 //! LoadBalancer Services) and behind `ingressIP:port` (LoadBalancer Services); for
 //! every Service name, its ClusterIP or, for a headless Service, its ready endpoints'
@@ -47,11 +47,36 @@ pub(super) fn dashed(ip: Ipv4Addr) -> String {
     ip.to_string().replace('.', "-")
 }
 
+/// The transport of a Service port that pods reach through the proxies (SCTP is not
+/// served).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Protocol {
+    /// `TCP`, a Service port's default.
+    Tcp,
+    /// `UDP`.
+    Udp,
+}
+
+impl Protocol {
+    /// The protocol a Service or EndpointSlice port names (`None` is TCP, the default).
+    fn of(name: Option<&str>) -> Option<Protocol> {
+        match name.unwrap_or("TCP") {
+            "TCP" => Some(Protocol::Tcp),
+            "UDP" => Some(Protocol::Udp),
+            _ => None,
+        }
+    }
+}
+
+/// A Service port as pods reach it: its transport and `ClusterIP:port` (or
+/// `NodeIP:nodePort`, or `ingressIP:port`).
+pub(super) type ServicePort = (Protocol, SocketAddr);
+
 /// One snapshot of the cluster's Services.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct ServiceTable {
-    /// `ClusterIP:port` of every TCP Service port → its ready endpoints.
-    tcp: BTreeMap<SocketAddr, Vec<SocketAddr>>,
+    /// Every TCP and UDP Service port → its ready endpoints.
+    ports: BTreeMap<ServicePort, Vec<SocketAddr>>,
     /// `(namespace, name)` → the Service's address.
     names: BTreeMap<(String, String), ServiceAddress>,
     /// `(namespace, name, port name, protocol)` of every named port of a Service
@@ -128,16 +153,14 @@ impl ServiceTable {
         let Ok(ip) = cluster_ip.parse::<Ipv4Addr>() else { return };
         self.names.insert(key, ServiceAddress::ClusterIp(ip));
         for port in spec.ports.iter().flatten() {
-            if port.protocol.as_deref().unwrap_or("TCP") != "TCP" {
-                continue;
-            }
+            let Some(protocol) = Protocol::of(port.protocol.as_deref()) else { continue };
             let Ok(service_port) = u16::try_from(port.port) else { continue };
             let targets = slices
                 .iter()
                 .flat_map(|slice| {
                     let target = slice.ports.iter().flatten().find(|p| {
                         p.name.as_deref().unwrap_or_default() == port.name.as_deref().unwrap_or_default()
-                            && p.protocol.as_deref().unwrap_or("TCP") == "TCP"
+                            && Protocol::of(p.protocol.as_deref()) == Some(protocol)
                     });
                     let target = target.and_then(|p| p.port).and_then(|p| u16::try_from(p).ok());
                     ready_endpoints(std::slice::from_ref(slice))
@@ -152,21 +175,20 @@ impl ServiceTable {
             let on_nodes = node_port.into_iter().flat_map(|p| node_ips.iter().map(move |ip| (*ip, p)));
             let on_ingress = ingress.iter().map(|ip| (*ip, service_port));
             for (ip, port) in std::iter::once((ip, service_port)).chain(on_nodes).chain(on_ingress) {
-                self.tcp.insert(SocketAddr::new(IpAddr::V4(ip), port), targets.clone());
+                self.ports.insert((protocol, SocketAddr::new(IpAddr::V4(ip), port)), targets.clone());
             }
         }
     }
 
-    /// Every `ClusterIP:port` of a TCP Service port (and its `NodeIP:nodePort` and
-    /// `ingressIP:port`).
-    pub(super) fn tcp_ports(&self) -> impl Iterator<Item = SocketAddr> + '_ {
-        self.tcp.keys().copied()
+    /// Every `ClusterIP:port` of a TCP or UDP Service port (and its `NodeIP:nodePort`
+    /// and `ingressIP:port`).
+    pub(super) fn ports(&self) -> impl Iterator<Item = ServicePort> + '_ {
+        self.ports.keys().copied()
     }
 
-    /// The ready endpoints of the TCP Service port `service`, `None` when no Service
-    /// has it.
-    pub(super) fn tcp_endpoints(&self, service: SocketAddr) -> Option<&[SocketAddr]> {
-        self.tcp.get(&service).map(Vec::as_slice)
+    /// The ready endpoints of the Service port `service`, `None` when no Service has it.
+    pub(super) fn endpoints(&self, service: ServicePort) -> Option<&[SocketAddr]> {
+        self.ports.get(&service).map(Vec::as_slice)
     }
 
     /// The port named `port` with `protocol` (lower case) of the Service `name` in
@@ -218,20 +240,23 @@ mod tests {
     }
 
     #[test]
-    fn ports_map_to_ready_endpoints_at_the_named_target_port() {
+    fn ports_map_to_ready_endpoints_at_the_named_target_port_of_the_same_protocol() {
         let web = service(serde_json::json!({"metadata": {"name": "web", "namespace": "a"},
             "spec": {"clusterIP": "10.96.3.4", "ports": [{"name": "http", "port": 80}, {"name": "dns", "port": 53, "protocol": "UDP"}]}}));
         let s = slice(serde_json::json!({"metadata": {"name": "web-x", "namespace": "a",
                 "labels": {"kubernetes.io/service-name": "web"}},
-            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}, {"name": "dns", "port": 5353, "protocol": "UDP"}],
             "endpoints": [{"addresses": ["10.244.0.5"]}, {"addresses": ["10.244.0.6"], "conditions": {"ready": false}}]}));
         let other = slice(serde_json::json!({"metadata": {"name": "web-y", "namespace": "b",
                 "labels": {"kubernetes.io/service-name": "web"}},
             "addressType": "IPv4", "ports": [{"name": "http", "port": 1}], "endpoints": [{"addresses": ["10.244.0.7"]}]}));
         let table = ServiceTable::build([&web], [&s, &other], &[]);
-        let port = "10.96.3.4:80".parse().expect("addr");
-        assert_eq!(table.tcp_ports().collect::<Vec<_>>(), [port]);
-        assert_eq!(table.tcp_endpoints(port), Some(&["10.244.0.5:8080".parse().expect("addr")][..]));
+        let addr = |a: &str| a.parse::<SocketAddr>().expect("addr");
+        let (http, dns) = ((Protocol::Tcp, addr("10.96.3.4:80")), (Protocol::Udp, addr("10.96.3.4:53")));
+        assert_eq!(table.ports().collect::<Vec<_>>(), [http, dns]);
+        assert_eq!(table.endpoints(http), Some(&[addr("10.244.0.5:8080")][..]));
+        assert_eq!(table.endpoints(dns), Some(&[addr("10.244.0.5:5353")][..]));
+        assert_eq!(table.endpoints((Protocol::Udp, addr("10.96.3.4:80"))), None);
         assert_eq!(table.address("a", "web"), Some(&ServiceAddress::ClusterIp(Ipv4Addr::new(10, 96, 3, 4))));
         assert_eq!(table.address("b", "web"), None);
         assert_eq!(
@@ -256,15 +281,15 @@ mod tests {
         let addr = |a: &str| a.parse::<SocketAddr>().expect("addr");
         let endpoint = [addr("10.244.0.5:8080")];
         let table = ServiceTable::build([&web("LoadBalancer")], [&s], &nodes);
-        let ports: Vec<SocketAddr> = table.tcp_ports().collect();
+        let tcp = |table: &ServiceTable| -> Vec<SocketAddr> { table.ports().map(|(_, a)| a).collect() };
+        let ports = tcp(&table);
         assert_eq!(ports, [addr("10.0.0.2:80"), addr("10.0.0.2:30080"), addr("10.0.0.3:30080"), addr("10.96.3.4:80")]);
-        assert!(ports.iter().all(|p| table.tcp_endpoints(*p) == Some(&endpoint[..])));
+        assert!(ports.iter().all(|p| table.endpoints((Protocol::Tcp, *p)) == Some(&endpoint[..])));
         let node_port = ServiceTable::build([&web("NodePort")], [&s], &nodes);
-        let ports: Vec<SocketAddr> = node_port.tcp_ports().collect();
-        assert_eq!(ports, [addr("10.0.0.2:30080"), addr("10.0.0.3:30080"), addr("10.96.3.4:80")]);
+        assert_eq!(tcp(&node_port), [addr("10.0.0.2:30080"), addr("10.0.0.3:30080"), addr("10.96.3.4:80")]);
         // A ClusterIP Service keeps a stale nodePort to itself, as kube-proxy does.
         let cluster_ip = ServiceTable::build([&web("ClusterIP")], [&s], &nodes);
-        assert_eq!(cluster_ip.tcp_ports().collect::<Vec<_>>(), [addr("10.96.3.4:80")]);
+        assert_eq!(tcp(&cluster_ip), [addr("10.96.3.4:80")]);
     }
 
     #[test]
@@ -278,6 +303,6 @@ mod tests {
         let table = ServiceTable::build([&db], [&s], &[]);
         let want = vec![NamedEndpoint { ip: Ipv4Addr::new(10, 244, 0, 8), hostname: Some("db-0".into()) }];
         assert_eq!(table.address("a", "db"), Some(&ServiceAddress::Headless(want)));
-        assert_eq!(table.tcp_ports().count(), 0);
+        assert_eq!(table.ports().count(), 0);
     }
 }
