@@ -10,8 +10,8 @@
 //! runs the suite, unchanged except that its `testDirs` are every package's `tests/`
 //! (the repository's file lists only zookeeper's and kafka's), with `opkit-kuttl` against
 //! an in-process control plane (API server, cluster controllers with simulated pods) and
-//! the KUDO engine in this process, where KUDO's `kubectl kudo init` would have started its
-//! manager pod.
+//! the KUDO engine in this process (the manager pod the suite's `kubectl kudo init` makes
+//! is simulated there: the in-process cluster has no image store to load it into).
 //!
 //! Every failing case is classified ([`Cause`]): a test naming an OperatorVersion the
 //! suite does not install, one that needs a container's process (simulated pods run no

@@ -187,7 +187,7 @@ pub enum Command {
     /// `kubectl-kudo`, a link to this binary, it answers `kubectl kudo ...`).
     ///
     /// Examples:
-    ///   opkit kudo init && opkit kudo manager &
+    ///   opkit kudo init --wait
     ///   opkit kudo install ./operator --instance web -p REPLICAS=3 --wait
     ///   opkit kudo plan status --instance web
     #[command(subcommand, verbatim_doc_comment)]

@@ -4,7 +4,7 @@
 
 mod wait;
 
-pub use wait::{wait_crds_established, wait_crds_gone, wait_deployment_available};
+pub use wait::{wait_crds_established, wait_crds_gone, wait_deployment_available, wait_pod_ready};
 
 use std::collections::HashMap;
 use std::fmt;

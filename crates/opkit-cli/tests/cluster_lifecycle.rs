@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// `opkit` with a clean environment: no data directory or kubeconfig from the caller.
-fn opkit(cwd: &Path) -> Command {
+pub(crate) fn opkit(cwd: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_opkit"));
     cmd.current_dir(cwd).env_remove("OPKIT_DATA_DIR").env_remove("KUBECONFIG").env_remove("OPKIT_LOG");
     cmd
@@ -44,7 +44,7 @@ fn kubectl_ok(kubeconfig: &str, args: &[&str]) -> String {
 }
 
 /// Stops the cluster of a data directory when the test ends, however it ends.
-struct StopOnDrop {
+pub(crate) struct StopOnDrop {
     cwd: PathBuf,
     data_dir: PathBuf,
 }
@@ -60,7 +60,7 @@ impl Drop for StopOnDrop {
 
 /// `opkit cluster start --detach --port 0 -o json` in `cwd` with `flags`; its output
 /// and a guard that stops it.
-fn start_detached(cwd: &Path, data_dir: Option<&Path>, flags: &[&str]) -> (StopOnDrop, Value) {
+pub(crate) fn start_detached(cwd: &Path, data_dir: Option<&Path>, flags: &[&str]) -> (StopOnDrop, Value) {
     let mut cmd = opkit(cwd);
     cmd.args(["cluster", "start", "--detach", "--port", "0", "-o", "json"]).args(flags);
     if let Some(dir) = data_dir {

@@ -1,7 +1,8 @@
 //! `opkit kudo ...` as a user runs it, against an in-process control plane with the KUDO
 //! engine running: install with `--wait`, plan status (KUDO's tree and `-o json`), update,
 //! trigger, history, uninstall; the same binary linked as `kubectl-kudo` answering
-//! `kubectl kudo ...`; and the offline `package` commands.
+//! `kubectl kudo ...`; the offline `package` commands; and `init` on a local cluster
+//! started as a user starts it, whose manager pod runs this binary and runs plans.
 
 use crate::support::workflow as support;
 
@@ -10,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use opkit::{Manager, ManagerOptions};
 use opkit_testenv::{TestEnv, wait_for};
@@ -196,4 +198,49 @@ async fn package_commands_work_offline() {
     assert_eq!(stdout["valid"], false);
     let err: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).trim()).expect("json error");
     assert_eq!(err["error"]["kind"], "usage");
+}
+
+/// `opkit kudo init --wait` on a cluster from `opkit cluster start`, as `kubectl kudo init`
+/// on a real one: the opkit binary is loaded as the manager's image, the StatefulSet's
+/// pod `kudo-controller-manager-0` runs it for real (a process container ID), and that pod
+/// alone runs an Instance's plan to COMPLETE; a second `init` changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_runs_the_manager_in_a_real_pod_that_runs_plans() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("cluster");
+    let kc = tmp.path().join("kubeconfig");
+    let kc_flag = kc.to_str().expect("utf-8");
+    let (_cluster, _) = crate::cluster_lifecycle::start_detached(tmp.path(), Some(&data), &["--kubeconfig", kc_flag]);
+    let opkit = PathBuf::from(OPKIT);
+
+    let out = run(opkit.clone(), &kc, &["kudo", "init", "--wait", "--wait-timeout", "2m"], None).await;
+    let text = ok(&out, "kudo init --wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("loaded opkit.dev/kudo-manager:v"), "{stderr}");
+    assert!(stderr.contains("pod kudo-system/kudo-controller-manager-0 is ready"), "{stderr}");
+    assert!(text.contains("KUDO is installed"), "{text}");
+
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kc).expect("kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kudo-system");
+    let pod = pods.get("kudo-controller-manager-0").await.expect("the manager's pod");
+    let status = pod.status.and_then(|s| s.container_statuses).unwrap_or_default();
+    let id = status.first().and_then(|c| c.container_id.clone()).unwrap_or_default();
+    assert!(id.starts_with(opkit_controllers::REAL_CONTAINER_ID_PREFIX), "the manager's pod is simulated: {id:?}");
+
+    // No engine runs but the pod's: the plan completes all the same.
+    let pkg = fixture("web-0.1.0");
+    let args = ["kudo", "install", pkg.to_str().expect("utf-8"), "--instance", "web", "-p", "REPLICAS=1", "--wait"];
+    let text = ok(&run(opkit.clone(), &kc, &args, None).await, "kudo install --wait");
+    assert!(text.contains("instance.kudo.dev/web created"), "{text}");
+    let sts: Api<StatefulSet> = Api::namespaced(client, "kudo-system");
+    let before = sts.get("kudo-controller-manager").await.expect("the StatefulSet").metadata.generation;
+    ok(&run(opkit, &kc, &["kudo", "init"], None).await, "a second kudo init");
+    let after = sts.get("kudo-controller-manager").await.expect("the StatefulSet").metadata.generation;
+    assert_eq!(before, after, "a second init changed the manager");
 }

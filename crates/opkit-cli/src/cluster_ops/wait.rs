@@ -1,9 +1,10 @@
 //! Watch-based waits (via `kube::runtime::wait::await_condition`, never polling): CRDs
-//! Established or gone, Deployments available, arbitrary objects deleted.
+//! Established or gone, Deployments available, pods ready, arbitrary objects deleted.
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::wait::{self, Condition, await_condition, conditions};
@@ -94,6 +95,24 @@ pub async fn wait_deployment_available(
     wait_for(api, name, deployment_available, what, timeout, false).await
 }
 
+/// Whether a pod has the condition `Ready=True`.
+fn pod_ready(p: Option<&Pod>) -> bool {
+    let conditions = p.and_then(|p| p.status.as_ref()?.conditions.as_ref());
+    conditions.into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// Waits until the pod `ns/name` exists and is ready.
+pub async fn wait_pod_ready(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), ClusterOpsError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let what = format!("pod {ns}/{name} to be ready");
+    wait_for(api, name, pod_ready, what, timeout, false).await
+}
+
 /// Waits until one object is gone.
 pub(super) async fn wait_gone(
     api: Api<DynamicObject>,
@@ -128,5 +147,17 @@ mod tests {
         }
         assert!(!deployment_available(Some(&short)));
         assert!(!deployment_available(None));
+    }
+
+    #[test]
+    fn a_pod_is_ready_with_its_ready_condition_only() {
+        let mk = |status: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p"},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": status}]}}))
+            .expect("pod")
+        };
+        assert!(pod_ready(Some(&mk("True"))));
+        assert!(!pod_ready(Some(&mk("False"))));
+        assert!(!pod_ready(None));
     }
 }

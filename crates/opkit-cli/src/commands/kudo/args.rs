@@ -9,12 +9,16 @@ use crate::duration_flag::DurationFlag;
 /// `opkit kudo ...` (also `kubectl kudo ...` through the `kubectl-kudo` shim).
 #[derive(Debug, Subcommand)]
 pub enum KudoCommand {
-    /// Install KUDO's CRDs (Operator, OperatorVersion, Instance). KUDO runs its manager in
-    /// a pod; with opkit, run the engine with `opkit kudo manager` (or pass `--manager` to
-    /// have this command keep running it).
+    /// Install KUDO's CRDs (Operator, OperatorVersion, Instance) and its manager, as
+    /// `kubectl kudo init` does: the StatefulSet kudo-controller-manager in kudo-system,
+    /// whose pod runs the engine (`opkit kudo manager`) from the opkit image. On a local
+    /// opkit cluster this binary is loaded as that image first, so the pod runs for real.
+    /// `--crd-only` installs the CRDs alone; `--manager` runs the engine in this process
+    /// instead of a pod.
     ///
     /// Examples:
-    ///   opkit kudo init
+    ///   opkit kudo init --wait
+    ///   opkit kudo init --crd-only && opkit kudo manager
     ///   opkit kudo init --dry-run -o json
     #[command(verbatim_doc_comment)]
     Init(KudoInitArgs),
@@ -80,22 +84,37 @@ pub struct KudoInitArgs {
     /// Where the cluster is.
     #[command(flatten)]
     pub cluster: KudoClusterArgs,
-    /// Print the CRDs instead of installing them.
+    /// Print the CRDs and the manager's objects instead of installing them.
     #[arg(long)]
     pub dry_run: bool,
-    /// Wait until the CRDs are Established (always done).
+    /// Wait until the manager's pod is ready (the CRDs are always awaited).
     #[arg(long)]
     pub wait: bool,
-    /// Install only the CRDs (what opkit always does).
+    /// How long --wait waits: a Go duration such as `5m0s`, or seconds.
+    #[arg(long, default_value_t = DurationFlag::from_secs(300))]
+    pub wait_timeout: DurationFlag,
+    /// Install only the CRDs, not the manager.
     #[arg(long)]
     pub crd_only: bool,
+    /// The manager's image. On a local opkit cluster this binary is loaded as it; on
+    /// another cluster it must be an image of the opkit binary that the nodes can pull.
+    #[arg(long, default_value = DEFAULT_KUDO_IMAGE)]
+    pub kudo_image: String,
+    /// The local cluster's data directory, whose image store gets the manager's image
+    /// (default: that of the opkit cluster the kubeconfig's context names).
+    #[arg(long, env = "OPKIT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
     /// KUDO's webhook option; opkit's engine needs no webhook (accepted and ignored).
     #[arg(long)]
     pub unsafe_self_signed_webhook_ca: bool,
-    /// Keep running the engine in this process after installing the CRDs.
-    #[arg(long)]
+    /// Run the engine in this process after installing the CRDs, instead of the manager's
+    /// pod.
+    #[arg(long, conflicts_with = "crd_only")]
     pub manager: bool,
 }
+
+/// The manager's image by default: the opkit binary of this version.
+pub(crate) const DEFAULT_KUDO_IMAGE: &str = concat!("opkit.dev/kudo-manager:v", env!("CARGO_PKG_VERSION"));
 
 /// Flags of `opkit kudo manager`.
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
 //! `opkit kudo ...`: KUDO's `kubectl kudo` on opkit (`opkit-kudo`). `init` installs
-//! KUDO's CRDs, `manager` runs the engine (KUDO runs it in a pod of its own), `install`,
+//! KUDO's CRDs and its manager pod, `manager` runs the engine (in that pod, or anywhere
+//! else), `install`,
 //! `upgrade`, `update` and `uninstall` manage Instances, `plan` shows and drives their
 //! plans, `package` works on packages on disk. Installed as `kubectl-kudo` (a link to the
 //! `opkit` binary: see `main.rs`), it answers `kubectl kudo ...`, so kuttl suites written
@@ -7,21 +8,20 @@
 
 pub(crate) mod args;
 mod cluster;
+mod init;
 mod package;
 mod plan;
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
-use self::args::{KudoCommand, KudoInitArgs, KudoManagerArgs, KudoPackageCommand, KudoParamArgs, KudoPlanCommand};
+use self::args::{KudoCommand, KudoManagerArgs, KudoPackageCommand, KudoParamArgs, KudoPlanCommand};
 use super::CliError;
 use crate::output::Output;
 
 /// Runs `opkit kudo ...`.
 pub(crate) async fn run(command: KudoCommand, out: &mut Output) -> Result<(), CliError> {
     match command {
-        KudoCommand::Init(args) => init(args, out).await,
+        KudoCommand::Init(args) => init::init(args, out).await,
         KudoCommand::Manager(args) => manager(args).await,
         KudoCommand::Install(args) => cluster::install(args, out).await,
         KudoCommand::Upgrade(args) => cluster::upgrade(args, out).await,
@@ -38,33 +38,6 @@ pub(crate) async fn run(command: KudoCommand, out: &mut Output) -> Result<(), Cl
             package::list_params(args, out)
         }
     }
-}
-
-async fn init(args: KudoInitArgs, out: &mut Output) -> Result<(), CliError> {
-    if args.dry_run {
-        let crds = opkit_kudo::crd_manifests();
-        let text =
-            crds.iter().map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap_or_default())).collect::<String>();
-        out.result(text.trim_end(), json!({"items": crds}));
-        return Ok(());
-    }
-    let (client, _) = cluster::client(&args.cluster).await?;
-    opkit_kudo::install_crds(&client).await?;
-    let names = ["operators.kudo.dev", "operatorversions.kudo.dev", "instances.kudo.dev"];
-    for name in names {
-        out.step(&format!("customresourcedefinition.apiextensions.k8s.io/{name} established"));
-    }
-    if args.manager {
-        out.step("running the KUDO engine (Ctrl-C to stop)");
-        let mgr = opkit::Manager::new(client, opkit::ManagerOptions::default());
-        opkit_kudo::setup(&mgr).await?;
-        return mgr.run().await.map_err(|e| CliError::Build(e.to_string()));
-    }
-    out.result(
-        "KUDO's CRDs are installed. Run the engine with `opkit kudo manager` (KUDO runs it in a pod).",
-        json!({"crds": names}),
-    );
-    Ok(())
 }
 
 async fn manager(args: KudoManagerArgs) -> Result<(), CliError> {
