@@ -1227,12 +1227,36 @@ pub struct BundleValidateArgs {
 pub struct ScorecardArgs {
     /// The bundle directory.
     pub dir: PathBuf,
+    /// The scorecard configuration (default: the bundle's tests/scorecard/config.yaml,
+    /// else the six built-in tests).
+    #[arg(long, short = 'c')]
+    pub config: Option<PathBuf>,
     /// A label selector over the tests (suite=basic, suite=olm, test=olm-spec-descriptors-test).
     #[arg(long, short = 'l')]
     pub selector: Option<String>,
     /// List the selected tests and run none.
     #[arg(long, short = 'L')]
     pub list: bool,
+    /// The kubeconfig of the cluster custom tests run in as pods (default: $KUBECONFIG,
+    /// then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The namespace the test pods run in (default: the context's, else `default`).
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// The ServiceAccount the test pods run as (default: the configuration's, else
+    /// `default`).
+    #[arg(long, short = 's')]
+    pub service_account: Option<String>,
+    /// How long each test pod may take: a Go duration such as `30s`, or seconds.
+    #[arg(long, short = 'w', default_value_t = DurationFlag::from_secs(30))]
+    pub wait_time: DurationFlag,
+    /// Leave the test pods and the bundle's ConfigMap in the cluster.
+    #[arg(long, short = 'x')]
+    pub skip_cleanup: bool,
+    /// The image of the init container that unpacks the bundle for the test pods.
+    #[arg(long, default_value = "docker.io/busybox:1.36")]
+    pub untar_image: String,
 }
 
 /// Flags of `opkit ansible-operator` (ansible-operator's names).

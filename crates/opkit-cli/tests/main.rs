@@ -24,6 +24,7 @@ mod readme_workflow;
 mod scaffold;
 mod scaffold_compiles;
 mod scaffold_config;
+mod scorecard_pods;
 mod scorecard_xunit;
 mod workflow;
 mod workflow_webhooks;

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use opkit_olm_bundle::Bundle;
-use opkit_olm_bundle::scorecard::{State, TESTS, run_test, selected, to_json, to_text};
+use opkit_olm_bundle::scorecard::{Configuration, State, TESTS, Test, TestConfiguration, run_test, to_json, to_text};
 use opkit_olm_bundle::validate::Selector;
 use serde_json::json;
 
@@ -67,15 +67,22 @@ fn a_cr_without_spec_is_a_suggestion_and_bundle_validation_fails_on_errors() {
 
 #[test]
 fn selection_text_and_json() {
+    let config = Configuration::builtin();
     let olm = Selector::parse("suite=olm").expect("selector");
-    assert_eq!(selected(Some(&olm)).len(), 5);
+    assert_eq!(config.selected(Some(&olm)).tests().count(), 5);
     let one = Selector::parse("test=basic-check-spec-test").expect("selector");
-    assert_eq!(selected(Some(&one)), [("basic-check-spec", "basic")]);
+    let selected = config.selected(Some(&one));
+    let specs: Vec<&TestConfiguration> = selected.tests().collect();
+    assert_eq!(
+        specs.iter().map(|t| (t.builtin(), t.suite())).collect::<Vec<_>>(),
+        [(Some("basic-check-spec"), "basic")]
+    );
     let result = run_test(&fixture(), "basic-check-spec");
-    let text = to_text(&result, "basic");
+    let test = Test { spec: specs[0].clone(), results: vec![result] };
+    let text = to_text(&test);
     assert!(text.starts_with(&format!("{}\nImage:      quay.io/operator-framework/scorecard-test:", "-".repeat(80))));
     assert!(text.contains("Labels:\n\t\"suite\":\"basic\"\n\t\"test\":\"basic-check-spec-test\"\nResults:\n\tName: basic-check-spec\n\tState: pass\n"));
-    let json = to_json(&[(result, "basic")]);
+    let json = to_json(&[test]);
     assert_eq!(json["kind"], "TestList");
     assert_eq!(json["items"][0]["status"]["results"][0]["state"], "pass");
     assert_eq!(json["items"][0]["spec"]["labels"]["test"], "basic-check-spec-test");

@@ -183,6 +183,21 @@ fn image_reported(nodes: &[Node], image: &str) -> Result<bool, CliError> {
     }))
 }
 
+/// Whether `pod` is a simulated pod of a local opkit cluster: it has started and its
+/// containers carry no process runtime ID (false on any other cluster, or when the nodes
+/// cannot be read).
+pub(super) async fn simulated_on_opkit(client: &kube::Client, pod: &Pod) -> bool {
+    let statuses = pod.status.iter().flat_map(|s| s.container_statuses.iter().flatten()).collect::<Vec<_>>();
+    let started = statuses.iter().any(|c| c.container_id.is_some());
+    let real = statuses.iter().any(|c| is_real(c.container_id.as_deref()));
+    started && !real && nodes(client).await.is_ok_and(|n| is_opkit_cluster(&n))
+}
+
+/// Whether a container ID is the process runtime's (`opkit://`), not a simulated one.
+fn is_real(container_id: Option<&str>) -> bool {
+    container_id.is_some_and(|id| id.starts_with(opkit_controllers::REAL_CONTAINER_ID_PREFIX))
+}
+
 /// Whether the ready pods of Deployment `ns/name` run real processes: their containers
 /// carry the process runtime's `opkit://` IDs, where simulated ones carry `containerd://`.
 async fn runs_for_real(client: &kube::Client, ns: &str, name: &str) -> Result<bool, CliError> {
@@ -195,9 +210,7 @@ async fn runs_for_real(client: &kube::Client, ns: &str, name: &str) -> Result<bo
         .await
         .map_err(failed)?;
     Ok(pods.items.iter().any(|p| {
-        p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()).any(|c| {
-            c.container_id.as_deref().is_some_and(|id| id.starts_with(opkit_controllers::REAL_CONTAINER_ID_PREFIX))
-        })
+        p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()).any(|c| is_real(c.container_id.as_deref()))
     }))
 }
 

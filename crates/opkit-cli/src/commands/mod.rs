@@ -255,7 +255,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::HelmOperator(args) => rt()?.block_on(helm_operator::run(args)),
         Command::Test(args) => rt()?.block_on(test::test(args, &mut out)),
         Command::Bundle(BundleCommand::Validate(args)) => bundle::validate(args, &mut out),
-        Command::Scorecard(args) => scorecard::scorecard(args, &mut out),
+        Command::Scorecard(args) => rt()?.block_on(scorecard::scorecard(args, &mut out)),
         Command::AnsibleOperator(args) => rt()?.block_on(ansible_operator::run(args)),
         Command::Kudo(command) => rt()?.block_on(kudo::run(command, &mut out)),
         Command::Completion { shell } => {

@@ -1,11 +1,11 @@
-//! Scorecard's basic and OLM tests, run in-process on a bundle (operator-sdk runs each in
-//! a pod of the `scorecard-test` image): basic-check-spec, olm-bundle-validation,
+//! Scorecard's built-in tests, run in-process on a bundle where operator-sdk runs each in
+//! a pod of the `scorecard-test` image: basic-check-spec, olm-bundle-validation,
 //! olm-crds-have-validation, olm-crds-have-resources, olm-spec-descriptors and
-//! olm-status-descriptors, with scorecard's `v1alpha3` results and text format.
+//! olm-status-descriptors.
 
-use serde::Serialize;
 use serde_json::Value;
 
+use super::{State, TestResult};
 use crate::bundle::Bundle;
 use crate::validate::{Level, ValidateOptions, validate};
 
@@ -22,69 +22,9 @@ pub const TESTS: [(&str, &str); 6] = [
 /// The image operator-sdk's scorecard tests run in (kept in the output, as scorecard shows it).
 pub const TEST_IMAGE: &str = "quay.io/operator-framework/scorecard-test:v1.42.0";
 
-/// `pass`, `fail` or `error`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    /// The test passed.
-    Pass,
-    /// The test failed.
-    Fail,
-    /// The test could not run.
-    Error,
-}
-
-/// One test's result (`v1alpha3.TestResult`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TestResult {
-    /// The test's name.
-    pub name: String,
-    /// What the test logged.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub log: String,
-    /// The outcome.
-    pub state: State,
-    /// Why it failed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub errors: Vec<String>,
-    /// What to improve.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub suggestions: Vec<String>,
-}
-
-impl TestResult {
-    fn new(name: &str) -> TestResult {
-        TestResult {
-            name: name.into(),
-            log: String::new(),
-            state: State::Pass,
-            errors: Vec::new(),
-            suggestions: Vec::new(),
-        }
-    }
-
-    fn fail(&mut self, error: String) {
-        self.errors.push(error);
-        self.state = State::Fail;
-    }
-}
-
-/// Which tests to run: scorecard's `--selector` over the tests' `suite` and `test` labels
-/// (`suite=olm`, `test=basic-check-spec-test`); `None` runs them all.
-pub fn selected(selector: Option<&crate::validate::Selector>) -> Vec<(&'static str, &'static str)> {
-    TESTS
-        .iter()
-        .copied()
-        .filter(|(name, suite)| {
-            let test = format!("{name}-test");
-            selector.is_none_or(|s| s.matches(&[("suite", suite), ("test", &test)]))
-        })
-        .collect()
-}
-
 /// Runs one test by name on `bundle`.
 pub fn run_test(bundle: &Bundle, name: &str) -> TestResult {
-    let mut r = TestResult::new(name);
+    let mut r = TestResult::passed(name);
     let examples = bundle.csv.alm_examples();
     match name {
         "basic-check-spec" => match &examples {
@@ -231,62 +171,4 @@ fn status_descriptors(bundle: &Bundle, cr: &Value, r: &mut TestResult) {
         r.fail(format!("{} does not have a status descriptor", owned.name));
         r.suggestions.push(format!("add status descriptor for the crd {}. If your project is built using Golang you can use the csv markers. More info: https://sdk.operatorframework.io/docs/building-operators/golang/references/markers/", owned.name));
     }
-}
-
-/// Scorecard's text for one test (`v1alpha3.Test.MarshalText`).
-pub fn to_text(result: &TestResult, suite: &str) -> String {
-    let mut s = String::new();
-    s.push_str(&format!("{}\n", "-".repeat(80)));
-    s.push_str(&format!("Image:      {TEST_IMAGE}\n"));
-    s.push_str(&format!("Entrypoint: [scorecard-test {}]\n", result.name));
-    s.push_str("Labels:\n");
-    s.push_str(&format!("\t\"suite\":\"{suite}\"\n\t\"test\":\"{}-test\"\n", result.name));
-    s.push_str("Results:\n");
-    s.push_str(&format!("\tName: {}\n", result.name));
-    let state = match result.state {
-        State::Pass => "pass",
-        State::Fail => "fail",
-        State::Error => "error",
-    };
-    s.push_str(&format!("\tState: {state}\n\n"));
-    if !result.suggestions.is_empty() {
-        s.push_str("\tSuggestions:\n");
-        for x in &result.suggestions {
-            s.push_str(&format!("\t\t{x}\n"));
-        }
-    }
-    if !result.errors.is_empty() {
-        s.push_str("\tErrors:\n");
-        for x in &result.errors {
-            s.push_str(&format!("\t\t{x}\n"));
-        }
-    }
-    if !result.log.is_empty() {
-        s.push_str("\tLog:\n");
-        for line in result.log.lines() {
-            s.push_str(&format!("\t\t{line}\n"));
-        }
-    }
-    s.push('\n');
-    s
-}
-
-/// Scorecard's JSON (`v1alpha3.TestList`) for the results.
-pub fn to_json(results: &[(TestResult, &str)]) -> Value {
-    let items: Vec<Value> = results
-        .iter()
-        .map(|(r, suite)| {
-            serde_json::json!({
-                "kind": "Test",
-                "apiVersion": "scorecard.operatorframework.io/v1alpha3",
-                "spec": {
-                    "image": TEST_IMAGE,
-                    "entrypoint": ["scorecard-test", r.name],
-                    "labels": {"suite": suite, "test": format!("{}-test", r.name)},
-                },
-                "status": {"results": [r]},
-            })
-        })
-        .collect();
-    serde_json::json!({"kind": "TestList", "apiVersion": "scorecard.operatorframework.io/v1alpha3", "items": items})
 }
