@@ -828,6 +828,11 @@ pub struct LoadArgs {
     /// Without --binary: the cargo profile the project's binary was built with.
     #[arg(long, default_value = "release", conflicts_with = "binary")]
     pub profile: String,
+    /// A file or directory the image holds, `SOURCE:TARGET` (an absolute path in the
+    /// container, as a Dockerfile's COPY puts it; repeatable), e.g.
+    /// `--file watches.yaml:/opt/helm/watches.yaml`.
+    #[arg(long = "file", value_name = "SOURCE:TARGET")]
+    pub files: Vec<String>,
     /// Which cluster.
     #[command(flatten)]
     pub target: ImageStoreArgs,

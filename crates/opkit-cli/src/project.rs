@@ -65,7 +65,9 @@ pub struct Project {
     pub multigroup: bool,
     /// The project (and Cargo package) name.
     pub project_name: String,
-    /// The source repository, e.g. `github.com/example/memcached-operator`.
+    /// The source repository, e.g. `github.com/example/memcached-operator` (none in a
+    /// Helm or Ansible project).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub repo: String,
     /// The APIs created with `opkit create api`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -98,9 +100,13 @@ pub struct Resource {
     /// The kind (`Memcached`).
     pub kind: String,
     /// The Rust module holding the type (`memcached_operator::api::cache_v1alpha1`,
-    /// `k8s_openapi::api::apps::v1`, or an external crate's).
+    /// `k8s_openapi::api::apps::v1`, or an external crate's); none in a Helm or Ansible
+    /// project, whose kinds have no Rust type.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
-    /// The plural resource name (`memcacheds`).
+    /// The plural resource name (`memcacheds`); operator-sdk's Helm and Ansible
+    /// projects record none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub plural: String,
     /// The version (`v1alpha1`).
     pub version: String,
@@ -154,6 +160,17 @@ pub struct ResourceApi {
 impl Project {
     /// Reads `<dir>/PROJECT`; [`ProjectError::NotAProject`] when it is missing or not ours.
     pub fn load(dir: &Path) -> Result<Project, ProjectError> {
+        Self::load_with_layouts(dir, &[LAYOUT])
+    }
+
+    /// Reads `<dir>/PROJECT` of any layout opkit scaffolds: the Rust one, and
+    /// operator-sdk's Helm and Ansible plugins' (for the commands that only need the
+    /// project's config/: install, deploy and their reverses).
+    pub fn load_any_layout(dir: &Path) -> Result<Project, ProjectError> {
+        Self::load_with_layouts(dir, &[LAYOUT, crate::scaffold_helm::LAYOUT, crate::scaffold_ansible::LAYOUT])
+    }
+
+    fn load_with_layouts(dir: &Path, layouts: &[&str]) -> Result<Project, ProjectError> {
         let path = dir.join(FILE);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -164,7 +181,7 @@ impl Project {
         };
         let project: Project = serde_saphyr::from_str(&text)
             .map_err(|e| ProjectError::Invalid { path: path.clone(), reason: e.to_string() })?;
-        if !project.layout.iter().any(|l| l == LAYOUT) {
+        if !project.layout.iter().any(|l| layouts.contains(&l.as_str())) {
             return Err(ProjectError::NotAProject(dir.to_path_buf()));
         }
         Ok(project)

@@ -90,6 +90,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("helm_watches.yaml", include_str!("../templates/helm/watches.yaml.j2")),
     ("helm_Makefile", include_str!("../templates/helm/Makefile.j2")),
     ("helm_manager.yaml", include_str!("../templates/helm/manager.yaml.j2")),
+    ("helm_Dockerfile", include_str!("../templates/helm/Dockerfile.j2")),
     ("ansible_Dockerfile", include_str!("../templates/ansible/Dockerfile.j2")),
     ("ansible_Makefile", include_str!("../templates/ansible/Makefile.j2")),
     ("ansible_gitignore", include_str!("../templates/ansible/gitignore.j2")),

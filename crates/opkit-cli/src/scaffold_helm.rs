@@ -105,6 +105,7 @@ fn plan(root: &Path, p: &HelmProject) -> Result<FilePlan, CliError> {
         format!("# Use the 'create api' subcommand to add watches to this file.\n{WATCH_MARKER}\n"),
     )?;
     plan.create("Makefile", render(&env, "helm_Makefile", &ctx)?)?;
+    plan.create("Dockerfile", render(&env, "helm_Dockerfile", &ctx)?)?;
     plan.create("config/manager/manager.yaml", render(&env, "helm_manager.yaml", &ctx)?)?;
     crate::scaffold_plugin_config::create_rbac_and_kustomizations(&mut plan, base_role())?;
     plan.create(

@@ -38,29 +38,27 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} {name} in {objects:#?}"))
 }
 
+/// `opkit init --plugins helm` of the fixture nginx chart in `dir/nginx-operator`.
+fn init_nginx_project(dir: &Path) -> PathBuf {
+    let project = dir.join("nginx-operator");
+    std::fs::create_dir(&project).expect("project dir");
+    let chart = fixture_chart().display().to_string();
+    let args = ["init", "--plugins", "helm", "--helm-chart", &chart, "--domain", "example.com", "--group", "demo"];
+    opkit(&project, None, &[&args[..], &["--kind", "Nginx"]].concat());
+    project
+}
+
+/// Whether an Nginx has `Deployed=True` with reason InstallSuccessful.
+fn deployed(o: Option<&DynamicObject>) -> bool {
+    o.and_then(|o| o.data.pointer("/status/conditions")).and_then(Value::as_array).is_some_and(|cs| {
+        cs.iter().any(|c| c["type"] == "Deployed" && c["status"] == "True" && c["reason"] == "InstallSuccessful")
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scaffolded_helm_project_renders_and_its_operator_deploys_the_sample() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let project = tmp.path().join("nginx-operator");
-    std::fs::create_dir(&project).expect("project dir");
-    let chart = fixture_chart().display().to_string();
-    opkit(
-        &project,
-        None,
-        &[
-            "init",
-            "--plugins",
-            "helm",
-            "--helm-chart",
-            &chart,
-            "--domain",
-            "example.com",
-            "--group",
-            "demo",
-            "--kind",
-            "Nginx",
-        ],
-    );
+    let project = init_nginx_project(tmp.path());
 
     // The chart is copied, watches.yaml points at it, and `make run` runs the operator.
     assert_eq!(read(&project, "helm-charts/nginx/values.yaml"), read(&fixture_chart(), "values.yaml"));
@@ -135,11 +133,6 @@ async fn a_scaffolded_helm_project_renders_and_its_operator_deploys_the_sample()
     let resource =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("demo.example.com", "v1alpha1", "Nginx"), "nginxes");
     let nginxes: Api<DynamicObject> = Api::namespaced_with(env.client(), "default", &resource);
-    let deployed = |o: Option<&DynamicObject>| {
-        o.and_then(|o| o.data.pointer("/status/conditions")).and_then(Value::as_array).is_some_and(|cs| {
-            cs.iter().any(|c| c["type"] == "Deployed" && c["status"] == "True" && c["reason"] == "InstallSuccessful")
-        })
-    };
     wait_for_with(&nginxes, &resource, "nginx-sample", "to be deployed", deployed, WAIT)
         .await
         .expect("the operator installs the sample's release");
@@ -216,6 +209,69 @@ async fn a_scaffolded_helm_project_renders_and_its_operator_deploys_the_sample()
     assert!(deployments.get_opt("nginx-sample-nginx").await.expect("get").is_none(), "the release's objects go");
 }
 /// Runs the real helm with `-o json` against the test's cluster, with its own home dirs.
+/// `make cluster-load deploy` on a cluster from `opkit cluster start`, as the Go layout's
+/// tutorial does it: the opkit binary is loaded with watches.yaml and helm-charts/ at
+/// /opt/helm, the manager's pod runs it for real (a process container ID), and that pod
+/// installs the sample's release; `make undeploy` takes it all away. No kubectl is used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn make_cluster_load_deploy_runs_the_helm_operator_in_a_real_pod() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = init_nginx_project(tmp.path());
+    let kubeconfig = tmp.path().join("kubeconfig");
+    let kc_flag = kubeconfig.to_str().expect("utf-8");
+    let data = tmp.path().join("cluster");
+    let (_cluster, _) = crate::cluster_lifecycle::start_detached(tmp.path(), Some(&data), &["--kubeconfig", kc_flag]);
+    let make = |targets: &[&str]| {
+        let mut make = command("make", &project, Some(&kubeconfig));
+        make.args(targets).arg(format!("OPKIT={OPKIT}")).arg("IMG=example.com/nginx-operator:v0.0.1");
+        // No kubectl on PATH: the Makefile must not need it.
+        make.env("PATH", "/usr/bin/nokubectl:/bin").env("KUBECTL", "false");
+        make.output().expect("make runs")
+    };
+    let out = make(&["install", "cluster-load", "deploy"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "make install cluster-load deploy:\n{}{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!stderr.contains("simulated"), "the manager's pod is simulated:\n{stderr}");
+
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "nginx-operator-system");
+    let manager = pods.list(&Default::default()).await.expect("pods").items;
+    let ids: Vec<String> = manager
+        .iter()
+        .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
+        .filter_map(|c| c.container_id.clone())
+        .collect();
+    assert!(ids.iter().any(|id| id.starts_with(opkit_controllers::REAL_CONTAINER_ID_PREFIX)), "{ids:?}");
+
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("demo.example.com", "v1alpha1", "Nginx"), "nginxes");
+    let sample: DynamicObject =
+        serde_saphyr::from_str(&read(&project, "config/samples/demo.example.com_v1alpha1_nginx.yaml")).expect("sample");
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    nginxes.create(&Default::default(), &sample).await.expect("create the sample");
+    wait_for_with(&nginxes, &resource, "nginx-sample", "to be deployed", deployed, WAIT)
+        .await
+        .expect("the operator in the pod installs the sample's release");
+    let deployments: Api<Deployment> = Api::namespaced(client, "default");
+    wait_for(&deployments, "nginx-sample-nginx", "to exist", |d: Option<&Deployment>| d.is_some(), WAIT)
+        .await
+        .expect("the release's Deployment");
+
+    let out = make(&["undeploy"]);
+    assert!(out.status.success(), "make undeploy:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!matches!(nginxes.get_opt("nginx-sample").await, Ok(Some(_))), "the sample is gone with its CRD");
+}
+
 fn helm_json(env: &TestEnv, home: &Path, args: &[&str]) -> Value {
     let out = std::process::Command::new(opkit_testenv::helm_binary().unwrap_or_else(|missing| panic!("{missing}")))
         .args(args)

@@ -4,8 +4,14 @@
 //! when its image is loaded here or is one of the [`builtin`] images (a loaded reference
 //! wins over a built-in one); other pods stay simulated.
 //!
+//! An image may also carry files (`--file SOURCE:TARGET`, as a Dockerfile's `COPY`): a
+//! Helm operator's `watches.yaml` and charts at `/opt/helm`, say. A contained container
+//! of the image sees them at their targets, read-only.
+//!
 //! Layout, under the cluster's data directory (`<data-dir>/images`):
 //! - `blobs/sha256-<hex>`: each loaded binary, copied, executable;
+//! - `files/sha256-<hex>/`: each loaded file tree, as the image's root holds it (the
+//!   digest of its paths and contents names it);
 //! - `index.json`: image reference (normalized as Docker does) → blob, digest, size and
 //!   load time, rewritten atomically on every load.
 
@@ -44,6 +50,14 @@ pub enum ImageError {
         /// The failure.
         source: std::io::Error,
     },
+    /// A file to put in the image cannot be.
+    #[error("--file {spec:?}: {reason}")]
+    InvalidFile {
+        /// The `SOURCE:TARGET` as given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// `index.json` is not readable.
     #[error("image store index {path} is corrupt: {reason}")]
     CorruptIndex {
@@ -68,6 +82,44 @@ pub struct LoadedImage {
     pub loaded_at: String,
     /// The blob's file name under `blobs/`.
     pub blob: String,
+    /// The directory under `files/` holding the image's files, when it carries any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<String>,
+}
+
+/// Where no image file may go: the container root's system directories, bound from the
+/// host, and what the kubelet puts there itself.
+const RESERVED_TARGETS: [&str; 12] =
+    ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/sys", "/entrypoint", "/opkit"];
+
+/// A file or directory put in a loaded image at an absolute path (`SOURCE:TARGET`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFile {
+    /// The file or directory on this machine.
+    pub source: PathBuf,
+    /// Where the image holds it.
+    pub target: PathBuf,
+}
+
+impl ImageFile {
+    /// Parses `SOURCE:TARGET`: an existing file or directory, and an absolute path
+    /// outside the root's system directories (`/usr`, `/etc`, `/proc`, …).
+    pub fn parse(spec: &str) -> Result<ImageFile, ImageError> {
+        let invalid = |reason: &str| ImageError::InvalidFile { spec: spec.to_string(), reason: reason.to_string() };
+        let (source, target) = spec.rsplit_once(':').ok_or_else(|| invalid("expected SOURCE:TARGET"))?;
+        let (source, target) = (PathBuf::from(source), PathBuf::from(target));
+        if !source.exists() {
+            return Err(invalid("the source does not exist"));
+        }
+        let normal = target.components().skip(1).all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !target.is_absolute() || !normal || target.components().count() < 2 {
+            return Err(invalid("the target must be an absolute path below /, without `..`"));
+        }
+        if RESERVED_TARGETS.iter().any(|r| target.starts_with(r)) {
+            return Err(invalid(&format!("the target may not be under {}", RESERVED_TARGETS.join(", "))));
+        }
+        Ok(ImageFile { source, target })
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -109,6 +161,16 @@ impl ImageStore {
     /// Registers the executable `binary` as the entrypoint of `reference`, replacing what
     /// was loaded under that reference before.
     pub fn load(&self, reference: &str, binary: &Path) -> Result<LoadedImage, ImageError> {
+        self.load_with_files(reference, binary, &[])
+    }
+
+    /// As [`ImageStore::load`], with `files` in the image at their targets.
+    pub fn load_with_files(
+        &self,
+        reference: &str,
+        binary: &Path,
+        files: &[ImageFile],
+    ) -> Result<LoadedImage, ImageError> {
         let reference = normalize(reference)?;
         let invalid = |reason: String| ImageError::InvalidBinary { path: binary.to_path_buf(), reason };
         let meta = std::fs::metadata(binary).map_err(|e| invalid(e.to_string()))?;
@@ -132,12 +194,17 @@ impl ImageStore {
         let blob = format!("sha256-{digest}");
         let target = blobs.join(&blob);
         std::fs::rename(&tmp, &target).map_err(|source| ImageError::Io { path: target.clone(), source })?;
+        let files = match files {
+            [] => None,
+            files => Some(self.store_files(files)?),
+        };
         let image = LoadedImage {
             reference: reference.clone(),
             digest: format!("sha256:{digest}"),
             size,
             loaded_at: jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
             blob,
+            files,
         };
         let mut index = self.read_index()?;
         index.images.insert(reference, image.clone());
@@ -164,6 +231,94 @@ impl ImageStore {
     pub fn entrypoint(&self, reference: &str) -> Result<Option<PathBuf>, ImageError> {
         Ok(self.get(reference)?.map(|image| self.dir.join("blobs").join(image.blob)))
     }
+
+    /// The executable and the file tree (the image's root, when it carries files) of
+    /// `reference`, if that image is loaded.
+    pub fn contents(&self, reference: &str) -> Result<Option<(PathBuf, Option<PathBuf>)>, ImageError> {
+        Ok(self.get(reference)?.map(|image| {
+            let files = image.files.map(|f| self.dir.join("files").join(f));
+            (self.dir.join("blobs").join(image.blob), files)
+        }))
+    }
+
+    /// Copies `files` into a new tree under `files/`, named by its digest (an identical
+    /// tree already there is reused); its directory name.
+    fn store_files(&self, files: &[ImageFile]) -> Result<String, ImageError> {
+        let root = self.dir.join("files");
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ImageError::Io { path, source }
+        };
+        let incoming = root.join(format!(".incoming-{}-{}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&incoming).map_err(io(&incoming))?;
+        let copied = files.iter().try_for_each(|f| {
+            let target = incoming.join(f.target.strip_prefix("/").unwrap_or(&f.target));
+            copy_tree(&f.source, &target).map_err(io(&f.source))
+        });
+        let digest = copied.and_then(|()| tree_digest(&incoming).map_err(io(&incoming)));
+        let name = match digest {
+            Ok(digest) => format!("sha256-{digest}"),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&incoming);
+                return Err(e);
+            }
+        };
+        let target = root.join(&name);
+        if target.is_dir() {
+            std::fs::remove_dir_all(&incoming).map_err(io(&incoming))?;
+        } else {
+            std::fs::rename(&incoming, &target).map_err(io(&target))?;
+        }
+        Ok(name)
+    }
+}
+
+/// Copies the file or directory `from` to `to` (regular files and directories; modes
+/// kept, links followed), making `to`'s parents.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    if from.is_dir() {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+        Ok(())
+    } else {
+        std::fs::copy(from, to).map(|_| ())
+    }
+}
+
+/// The hex SHA-256 of a tree: its relative paths in order, each file's mode bits and
+/// contents.
+fn tree_digest(root: &Path) -> std::io::Result<String> {
+    fn walk(root: &Path, dir: &Path, ctx: &mut ring::digest::Context) -> std::io::Result<()> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            let relative = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
+            ctx.update(relative.as_bytes());
+            ctx.update(&[0]);
+            if path.is_dir() {
+                ctx.update(b"d");
+                walk(root, &path, ctx)?;
+            } else {
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    ctx.update(&entry.metadata()?.permissions().mode().to_le_bytes());
+                }
+                ctx.update(&std::fs::read(&path)?);
+            }
+        }
+        Ok(())
+    }
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    walk(root, root, &mut ctx)?;
+    Ok(ctx.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Copies `from` to `to` (mode 0755), returning the hex SHA-256 and the size.
@@ -279,6 +434,43 @@ mod tests {
         std::fs::write(dir.join("plain"), b"x")?;
         assert!(matches!(store.load("x", &dir.join("plain")), Err(ImageError::InvalidBinary { .. })));
         assert!(matches!(store.load("x", &dir.join("missing")), Err(ImageError::InvalidBinary { .. })));
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
+    #[test]
+    fn files_are_copied_into_the_image_and_bad_targets_refused() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile_dir()?;
+        let bin = dir.join("manager");
+        std::fs::write(&bin, b"#!/bin/sh\n")?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))?;
+        }
+        std::fs::create_dir_all(dir.join("charts/web/templates"))?;
+        std::fs::write(dir.join("charts/web/Chart.yaml"), b"name: web\n")?;
+        std::fs::write(dir.join("watches.yaml"), b"- kind: Web\n")?;
+        let files = [
+            ImageFile::parse(&format!("{}:/opt/helm/watches.yaml", dir.join("watches.yaml").display()))?,
+            ImageFile::parse(&format!("{}:/opt/helm/helm-charts", dir.join("charts").display()))?,
+        ];
+        let store = ImageStore::new(dir.join("images"));
+        let loaded = store.load_with_files("example.com/op:v1", &bin, &files)?;
+        let (_, tree) = store.contents("example.com/op:v1")?.ok_or("not loaded")?;
+        let tree = tree.ok_or("no files")?;
+        assert_eq!(std::fs::read(tree.join("opt/helm/watches.yaml"))?, b"- kind: Web\n");
+        assert_eq!(std::fs::read(tree.join("opt/helm/helm-charts/web/Chart.yaml"))?, b"name: web\n");
+        // The same files again: the same tree; a change: another one.
+        assert_eq!(store.load_with_files("example.com/op:v2", &bin, &files)?.files, loaded.files);
+        std::fs::write(dir.join("watches.yaml"), b"- kind: Other\n")?;
+        assert_ne!(store.load_with_files("example.com/op:v3", &bin, &files)?.files, loaded.files);
+        assert_eq!(store.contents("example.com/plain:v1")?, None);
+        let refused = |spec: &str| ImageFile::parse(spec).is_err();
+        let source = dir.join("watches.yaml").display().to_string();
+        assert!(refused(&format!("{source}:/usr/share/x")) && refused(&format!("{source}:/etc/x")));
+        assert!(refused(&format!("{source}:relative")) && refused(&format!("{source}:/opt/../usr")));
+        assert!(refused(&format!("{source}:/")) && refused("/no/such/file:/opt/x") && refused("no-colon"));
         std::fs::remove_dir_all(&dir)?;
         Ok(())
     }

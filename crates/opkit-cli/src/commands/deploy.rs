@@ -28,7 +28,7 @@ pub(super) fn set_image(objs: &mut [Value], image: &str) -> usize {
 
 fn render(image: Option<&str>) -> Result<Vec<Value>, CliError> {
     let root = project_dir()?;
-    Project::load(&root)?;
+    Project::load_any_layout(&root)?;
     let mut objs = crate::kustomize::build(&root.join("config/default"))?;
     if let Some(image) = image {
         set_image(&mut objs, image);

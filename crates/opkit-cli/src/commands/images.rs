@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use opkit_kubelet::images::builtin::{self, BuiltinImage};
-use opkit_kubelet::images::{ImageStore, LoadedImage};
+use opkit_kubelet::images::{ImageFile, ImageStore, LoadedImage};
 use serde_json::json;
 
 use super::{CliError, project_dir};
@@ -33,15 +33,20 @@ pub(super) fn load(args: LoadArgs, out: &mut Output) -> Result<(), CliError> {
         Some(path) => path,
         None => project_binary(&args.profile)?,
     };
+    let files = args.files.iter().map(|f| ImageFile::parse(f)).collect::<Result<Vec<_>, _>>()?;
     let store = store(&args.target)?;
     out.waiting(&format!("loading {} as {}", binary.display(), args.image));
-    let image = store.load(&args.image, &binary)?;
+    let image = store.load_with_files(&args.image, &binary, &files)?;
     out.result(
         &format!(
-            "Loaded {} ({}, {}) from {} into {}.",
+            "Loaded {} ({}, {}{}) from {} into {}.",
             image.reference,
             short_digest(&image.digest),
             human_size(image.size),
+            match files.len() {
+                0 => String::new(),
+                n => format!(", with {n} file(s)"),
+            },
             binary.display(),
             store.dir().display()
         ),
@@ -168,6 +173,7 @@ mod tests {
             size: 2_000_000,
             loaded_at: "2026-11-26T01:00:00Z".into(),
             blob: "sha256-0123456789abcdef".into(),
+            files: None,
         };
         let t = table(&[image], &[]);
         assert!(t.starts_with("IMAGE"), "{t}");

@@ -68,7 +68,7 @@ impl Steps {
 /// Applies the CRDs and waits until each is established.
 pub(super) async fn install_crds(args: &ClusterArgs, out: &mut Output) -> Result<Vec<String>, CliError> {
     let root = project_dir()?;
-    Project::load(&root)?;
+    Project::load_any_layout(&root)?;
     let objs = crd_objects(&root)?;
     let client = kubeconfig::client(args).await?;
     out.waiting("applying the CRDs and waiting until they are established");
@@ -94,7 +94,7 @@ pub(super) async fn install(args: ClusterArgs, out: &mut Output) -> Result<(), C
 /// `opkit uninstall`.
 pub(super) async fn uninstall(args: RemoveArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
-    Project::load(&root)?;
+    Project::load_any_layout(&root)?;
     let objs = crd_objects(&root)?;
     let names = delete_objects(&objs, &args, out, "deleting CRDs and every object of them").await?;
     out.result(&format!("Uninstalled {} CRD(s).", names.len()), json!({"deleted": names}));

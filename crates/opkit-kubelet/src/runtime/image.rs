@@ -18,8 +18,14 @@ pub(crate) const TOOLS_MOUNT: &str = "/opkit/bin";
 /// How the image of a real container runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ImageRun {
-    /// Loaded with `opkit cluster load`: this executable is the entrypoint.
-    Loaded(PathBuf),
+    /// Loaded with `opkit cluster load`: this executable is the entrypoint, and the
+    /// image's files (its root's tree), when it carries any.
+    Loaded {
+        /// The entrypoint.
+        binary: PathBuf,
+        /// The tree of the image's files.
+        files: Option<PathBuf>,
+    },
     /// A built-in image.
     Builtin(BuiltinImage),
 }
@@ -53,7 +59,7 @@ impl ImageRun {
         contained: bool,
     ) -> (PathBuf, Vec<String>) {
         match self {
-            ImageRun::Loaded(binary) => {
+            ImageRun::Loaded { binary, .. } => {
                 let program = if contained { PathBuf::from(ENTRYPOINT) } else { binary.clone() };
                 (program, argv(c, env))
             }
@@ -65,13 +71,32 @@ impl ImageRun {
         }
     }
 
+    /// The top-level entries of a loaded image's files, each bound at its place in a
+    /// contained root (`<tree>/opt` at `/opt`).
+    pub(crate) fn file_mounts(&self) -> std::io::Result<Vec<super::volumes::BindMount>> {
+        let ImageRun::Loaded { files: Some(tree), .. } = self else { return Ok(Vec::new()) };
+        let mut mounts = Vec::new();
+        for entry in std::fs::read_dir(tree)? {
+            let entry = entry?;
+            let target = Path::new("/").join(entry.file_name());
+            mounts.push(super::volumes::BindMount { source: entry.path(), target, read_only: true });
+        }
+        mounts.sort_by(|a, b| a.target.cmp(&b.target));
+        Ok(mounts)
+    }
+
+    /// Whether the image carries files (which only a contained container sees).
+    pub(crate) fn has_files(&self) -> bool {
+        matches!(self, ImageRun::Loaded { files: Some(_), .. })
+    }
+
     /// The `PATH` a container of this image gets when its environment sets none: the
     /// image's usual one, after the tools directory of a built-in image (`tools`, as the
     /// container sees it).
     pub(crate) fn default_path(&self, tools: &Path) -> String {
         let usual = builtin::IMAGE_PATH.join(":");
         match self {
-            ImageRun::Loaded(_) => usual,
+            ImageRun::Loaded { .. } => usual,
             ImageRun::Builtin(_) => format!("{}:{usual}", tools.display()),
         }
     }
@@ -102,7 +127,7 @@ mod tests {
         assert_eq!(run.command_line(&c, &env, true), (PathBuf::from("sh"), vec!["-c".into(), "echo x".into()]));
         let bare = container(serde_json::json!({"name": "c"}));
         assert_eq!(run.command_line(&bare, &env, false), (PathBuf::from("sh"), vec![]));
-        let loaded = ImageRun::Loaded(PathBuf::from("/store/blob"));
+        let loaded = ImageRun::Loaded { binary: PathBuf::from("/store/blob"), files: None };
         assert_eq!(
             loaded.command_line(&c, &env, true),
             (PathBuf::from(ENTRYPOINT), vec!["-c".into(), "echo x".into()])

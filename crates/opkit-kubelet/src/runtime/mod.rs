@@ -64,8 +64,8 @@ impl RuntimeShared {
     /// How `image` runs: its loaded executable, else the built-in image it names; `None`
     /// when it is neither (its pod is simulated).
     pub(crate) fn image_run(&self, image: &str) -> Option<ImageRun> {
-        match self.images.entrypoint(image) {
-            Ok(Some(binary)) => return Some(ImageRun::Loaded(binary)),
+        match self.images.contents(image) {
+            Ok(Some((binary, files))) => return Some(ImageRun::Loaded { binary, files }),
             Ok(None) => {}
             Err(e) => tracing::debug!(image, error = %e, "looking up an image failed"),
         }

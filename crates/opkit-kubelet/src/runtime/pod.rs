@@ -666,7 +666,7 @@ impl ContainerRun<'_> {
         let resolv = for_pod(self.pod, &ResolvConf::host(), self.sandbox.cluster_dns());
         container::write_etc(&etc_dir, &self.shared.name, &self.sandbox.ip().to_string(), &resolv.render())?;
         let mut mounts = vec![match image {
-            ImageRun::Loaded(binary) => volumes::BindMount {
+            ImageRun::Loaded { binary, .. } => volumes::BindMount {
                 source: binary.clone(),
                 target: PathBuf::from(container::ENTRYPOINT),
                 read_only: true,
@@ -677,6 +677,7 @@ impl ContainerRun<'_> {
                 read_only: true,
             },
         }];
+        mounts.extend(image.file_mounts()?);
         if identity::automounts(self.pod) {
             mounts.push(volumes::BindMount {
                 source: self.files.dir.clone(),
@@ -838,6 +839,17 @@ impl ContainerRun<'_> {
             }
             _ => None,
         };
+        if contained.is_none() && image.has_files() {
+            return Err(Unprepared {
+                reason: "CreateContainerError",
+                message: format!(
+                    "image {} carries files (`opkit cluster load --file`), which only a contained container sees; \
+                     this one runs on the host (pod isolation {:?}, or a privileged security context)",
+                    c.image.as_deref().unwrap_or_default(),
+                    self.rt.isolation
+                ),
+            });
+        }
         let tools = match contained {
             Some(_) => PathBuf::from(image::TOOLS_MOUNT),
             None => image::tools_dir(&self.shared.dir),
