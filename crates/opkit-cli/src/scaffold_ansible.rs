@@ -63,7 +63,7 @@ pub(crate) fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), 
         ("Dockerfile", "ansible_Dockerfile"),
         ("requirements.yml", "ansible_requirements.yml"),
         (".gitignore", "ansible_gitignore"),
-        ("kuttl-test.yaml", "ansible_kuttl-test.yaml"),
+        ("kuttl-test.yaml", "plugin_kuttl-test.yaml"),
         ("config/manager/manager.yaml", "ansible_manager.yaml"),
         ("molecule/default/molecule.yml", "ansible_molecule_default_molecule.yml"),
         ("molecule/default/prepare.yml", "ansible_molecule_default_prepare.yml"),
@@ -87,7 +87,7 @@ pub(crate) fn init(args: InitArgs, root: &Path, out: &mut Output) -> Result<(), 
     ] {
         plan.create(placeholder, "")?;
     }
-    crate::scaffold_plugin_config::create_rbac_and_kustomizations(&mut plan, base_role())?;
+    crate::scaffold_plugin_config::create_rbac_and_kustomizations(&mut plan, &name, base_role())?;
     plan.create(
         "config/default/kustomization.yaml",
         format!("# Adds namespace to all resources.\nnamespace: {name}-system\n\n# Prefixed to the names of all resources.\nnamePrefix: {name}-\n\nresources:\n- ../crd\n- ../rbac\n- ../manager\n"),

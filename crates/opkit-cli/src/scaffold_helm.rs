@@ -106,8 +106,9 @@ fn plan(root: &Path, p: &HelmProject) -> Result<FilePlan, CliError> {
     )?;
     plan.create("Makefile", render(&env, "helm_Makefile", &ctx)?)?;
     plan.create("Dockerfile", render(&env, "helm_Dockerfile", &ctx)?)?;
+    plan.create("kuttl-test.yaml", render(&env, "plugin_kuttl-test.yaml", &ctx)?)?;
     plan.create("config/manager/manager.yaml", render(&env, "helm_manager.yaml", &ctx)?)?;
-    crate::scaffold_plugin_config::create_rbac_and_kustomizations(&mut plan, base_role())?;
+    crate::scaffold_plugin_config::create_rbac_and_kustomizations(&mut plan, &p.name, base_role())?;
     plan.create(
         "config/default/kustomization.yaml",
         format!("# Adds namespace to all resources.\nnamespace: {0}-system\n\n# Prefixed to the names of all resources.\nnamePrefix: {0}-\n\nresources:\n- ../crd\n- ../rbac\n- ../manager\n", p.name),
@@ -136,8 +137,13 @@ fn add_kind(plan: &mut FilePlan, p: &HelmProject) -> Result<(), CliError> {
     plan.create(format!("config/crd/bases/{crd_file}"), crate::kustomize::to_yaml_stream(&[crd])?)?;
     plan.insert_before_marker("config/crd/kustomization.yaml", CRD_MARKER, &format!("- bases/{crd_file}"))?;
 
-    let sample = format!("{}_{}_{}.yaml", p.group, p.version, p.kind.to_lowercase());
+    let lower = p.kind.to_lowercase();
+    let sample = format!("{}_{}_{lower}.yaml", p.group, p.version);
     plan.create(format!("config/samples/{sample}"), sample_file(p))?;
+    // The kuttl test: the sample, then the conditions of its installed release.
+    plan.create(format!("tests/kuttl/{lower}/00-install.yaml"), sample_file(p))?;
+    let ctx = context! { group => &p.group, version => &p.version, kind => &p.kind, kind_lower => &lower };
+    plan.create(format!("tests/kuttl/{lower}/00-assert.yaml"), render(&env(), "helm_kuttl_assert.yaml", &ctx)?)?;
     plan.insert_before_marker("config/samples/kustomization.yaml", SAMPLE_MARKER, &format!("- {sample}"))?;
 
     plan.insert_before_marker("config/rbac/role.yaml", RULES_MARKER, kind_rules(p).trim_end())?;

@@ -1,17 +1,39 @@
 //! The `config/` files the helm and ansible plugin scaffolds share, as operator-sdk writes
 //! them for both: the CRD and sample kustomizations (with the markers `create api` inserts
-//! before), the manager's RBAC and the manager kustomization.
+//! before), the manager's RBAC and the manager kustomization, and OLM's config/manifests
+//! and config/scorecard (`make bundle`), the same files as the Rust layout's.
+
+use minijinja::context;
 
 use crate::commands::CliError;
 use crate::fileplan::FilePlan;
+use crate::scaffold::{env, render};
+
+/// The OLM files, with the templates of the Rust layout's scaffold.
+const OLM_FILES: [(&str, &str); 5] = [
+    ("config/manifests/kustomization.yaml", "manifests_kustomization"),
+    ("config/scorecard/kustomization.yaml", "scorecard_kustomization"),
+    ("config/scorecard/bases/config.yaml", "scorecard_config.yaml"),
+    ("config/scorecard/patches/basic.config.yaml", "scorecard_basic.config.yaml"),
+    ("config/scorecard/patches/olm.config.yaml", "scorecard_olm.config.yaml"),
+];
 
 /// Where `create api` adds a CRD to `config/crd/kustomization.yaml`.
 pub(crate) const CRD_MARKER: &str = "# +kubebuilder:scaffold:crdkustomizeresource";
 /// Where `create api` adds a sample to `config/samples/kustomization.yaml`.
 pub(crate) const SAMPLE_MARKER: &str = "# +kubebuilder:scaffold:manifestskustomizesamples";
 
-/// Adds the shared `config/` files to `plan`; `manager_role` is the plugin's base ClusterRole.
-pub(crate) fn create_rbac_and_kustomizations(plan: &mut FilePlan, manager_role: String) -> Result<(), CliError> {
+/// Adds the shared `config/` files to `plan` for the project `project_name`;
+/// `manager_role` is the plugin's base ClusterRole.
+pub(crate) fn create_rbac_and_kustomizations(
+    plan: &mut FilePlan,
+    project_name: &str,
+    manager_role: String,
+) -> Result<(), CliError> {
+    let (env, ctx) = (env(), context! { project_name => project_name });
+    for (file, template) in OLM_FILES {
+        plan.create(file, render(&env, template, &ctx)?)?;
+    }
     plan.create("config/crd/kustomization.yaml", format!("resources:\n{CRD_MARKER}\n"))?;
     plan.create(
         "config/samples/kustomization.yaml",

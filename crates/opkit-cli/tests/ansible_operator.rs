@@ -213,3 +213,17 @@ fn ansible_log_events_names_its_values() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--ansible-log-events: \"some\" is not one of Tasks, Everything, Nothing"), "{stderr}");
 }
+
+/// `make bundle` in an Ansible project, as in the Rust layout: a bundle that `opkit bundle
+/// validate` passes (make fails otherwise), owning the kind and running the image.
+#[test]
+fn make_bundle_makes_a_valid_bundle_of_the_kind() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = scaffold(tmp.path(), &["--generate-role"]);
+    make(&project, None, &["bundle", "IMG=example.com/memcached-operator:v0.0.1", "VERSION=0.0.1"]);
+    let csv = read(&project, "bundle/manifests/memcached-operator.clusterserviceversion.yaml");
+    let csv: Value = serde_saphyr::from_str(&csv).expect("the CSV");
+    assert_eq!(csv["spec"]["customresourcedefinitions"]["owned"][0]["name"], "memcacheds.cache.example.com");
+    let container = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "example.com/memcached-operator:v0.0.1");
+}

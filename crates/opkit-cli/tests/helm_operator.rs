@@ -67,7 +67,7 @@ async fn a_scaffolded_helm_project_renders_and_its_operator_deploys_the_sample()
         watches.contains("- group: demo.example.com\n  version: v1alpha1\n  kind: Nginx\n  chart: helm-charts/nginx\n"),
         "{watches}"
     );
-    assert!(read(&project, "Makefile").contains("\t$(OPKIT) helm-operator --watches-file watches.yaml\n"));
+    assert!(read(&project, "Makefile").contains("\t$(OPKIT) helm-operator --watches-file watches.yaml $(ARGS)\n"));
     assert!(read(&project, "PROJECT").contains("- helm.sdk.operatorframework.io/v1\n"));
 
     // config/default renders: the CRD, RBAC for what the chart renders, the manager.
@@ -270,6 +270,55 @@ async fn make_cluster_load_deploy_runs_the_helm_operator_in_a_real_pod() {
     let out = make(&["undeploy"]);
     assert!(out.status.success(), "make undeploy:\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(!matches!(nginxes.get_opt("nginx-sample").await, Ok(Some(_))), "the sample is gone with its CRD");
+}
+
+/// The kuttl test the scaffold writes (`tests/kuttl/nginx`: the sample, then the
+/// conditions of its installed release) passes with `make test-kuttl` (`opkit test`)
+/// against the scaffolded operator run by `make run`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn make_test_kuttl_passes_against_the_scaffolded_operator() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = init_nginx_project(tmp.path());
+    let env = TestEnv::start().await.expect("testenv");
+    let make = |args: &[&str]| {
+        let mut make = command("make", &project, Some(env.kubeconfig_path()));
+        make.args(args).arg(format!("OPKIT={OPKIT}"));
+        make
+    };
+    let out = make(&["install"]).output().expect("make install");
+    assert!(out.status.success(), "make install:\n{}", String::from_utf8_lossy(&out.stderr));
+    let mut run = make(&["run", "ARGS=--metrics-bind-address 0 --health-probe-bind-address 0"]);
+    run.stdout(Stdio::null());
+    let _operator = Background::spawn(run);
+    let out = make(&["test-kuttl"]).output().expect("make test-kuttl");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "make test-kuttl:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("--- PASS: kuttl/harness/nginx"), "the scaffolded case ran and passed:\n{stdout}");
+}
+
+/// `make bundle` in a Helm project, as in the Rust layout: the CSV base, then a bundle
+/// that `opkit bundle validate` passes, owning the chart's kind and running the image.
+#[test]
+fn make_bundle_makes_a_valid_bundle_of_the_charts_kind() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = init_nginx_project(tmp.path());
+    let mut make = command("make", &project, None);
+    make.args(["bundle", "IMG=example.com/nginx-operator:v0.0.1", "VERSION=0.0.1"]).arg(format!("OPKIT={OPKIT}"));
+    let out = make.output().expect("make bundle");
+    assert!(
+        out.status.success(),
+        "make bundle:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = read(&project, "bundle/manifests/nginx-operator.clusterserviceversion.yaml");
+    let csv: Value = serde_saphyr::from_str(&csv).expect("the CSV");
+    assert_eq!(csv["metadata"]["name"], "nginx-operator.v0.0.1");
+    assert_eq!(csv["spec"]["customresourcedefinitions"]["owned"][0]["name"], "nginxes.demo.example.com");
+    let deployment = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(deployment["image"], "example.com/nginx-operator:v0.0.1");
+    assert_eq!(deployment["args"][0], "helm-operator");
+    assert!(project.join("bundle/tests/scorecard/config.yaml").is_file(), "the scorecard configuration");
 }
 
 fn helm_json(env: &TestEnv, home: &Path, args: &[&str]) -> Value {

@@ -30,7 +30,7 @@ pub(super) fn run(command: GenerateCommand, out: &mut Output) -> Result<(), CliE
 
 fn kustomize_manifests(args: GenerateKustomizeManifestsArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
-    let project = Project::load(&root)?;
+    let project = Project::load_any_layout(&root)?;
     let package = args.package.clone().unwrap_or_else(|| project.project_name.clone());
     let base_rel = args.output_dir.join("bases").join(format!("{package}.clusterserviceversion.yaml"));
     let base_path = root.join(&base_rel);
@@ -50,7 +50,9 @@ fn kustomize_manifests(args: GenerateKustomizeManifestsArgs, out: &mut Output) -
         .collect();
     for r in &project.resources {
         let key = (r.full_group(), r.version.clone(), r.kind.clone());
-        if r.api.is_some() && !descriptions.contains_key(&key) && !args.quiet {
+        // A Helm or Ansible project's kinds have no Rust type to read descriptions from.
+        let rust = project.layout.iter().any(|l| l == crate::project::LAYOUT);
+        if rust && r.api.is_some() && !descriptions.contains_key(&key) && !args.quiet {
             out.warn(&format!(
                 "Skipping definitions parsing for API {}/{}, Kind={}: Rust type not found",
                 key.0, key.1, key.2
@@ -201,7 +203,7 @@ fn prompt(meta: &mut UiMetadata) -> Result<(), CliError> {
 
 fn bundle(args: GenerateBundleArgs, out: &mut Output) -> Result<(), CliError> {
     let root = project_dir()?;
-    let project = Project::load(&root)?;
+    let project = Project::load_any_layout(&root)?;
     let package = args.package.clone().unwrap_or_else(|| project.project_name.clone());
     let (write_manifests, write_metadata) = match (args.manifests, args.metadata) {
         (false, false) => (true, true),
