@@ -75,6 +75,23 @@ pub(crate) fn start_detached(cwd: &Path, data_dir: Option<&Path>, flags: &[&str]
     (guard, stdout_json(&out))
 }
 
+/// A client of the cluster a kubeconfig file (such as `start_detached`'s) names.
+pub(crate) async fn client_of(kubeconfig: &Path) -> kube::Client {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// Whether a container of `pod` runs as a real process (its ID the process runtime's, not
+/// a simulated pod's).
+pub(crate) fn runs_for_real(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    let statuses = pod.status.iter().flat_map(|s| s.container_statuses.iter().flatten());
+    statuses
+        .filter_map(|c| c.container_id.as_deref())
+        .any(|id| id.starts_with(opkit_controllers::REAL_CONTAINER_ID_PREFIX))
+}
+
 fn status(cwd: &Path, data_dir: &Path) -> (Option<i32>, Value) {
     let out = run(opkit(cwd).args(["cluster", "status", "-o", "json", "--data-dir"]).arg(data_dir));
     assert!(out.stderr.is_empty(), "status prints its result on stdout: {}", stderr(&out));

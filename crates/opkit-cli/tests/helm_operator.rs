@@ -237,21 +237,10 @@ async fn make_cluster_load_deploy_runs_the_helm_operator_in_a_real_pod() {
     );
     assert!(!stderr.contains("simulated"), "the manager's pod is simulated:\n{stderr}");
 
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig"),
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .expect("config");
-    let client = kube::Client::try_from(config).expect("client");
+    let client = crate::cluster_lifecycle::client_of(&kubeconfig).await;
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "nginx-operator-system");
     let manager = pods.list(&Default::default()).await.expect("pods").items;
-    let ids: Vec<String> = manager
-        .iter()
-        .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
-        .filter_map(|c| c.container_id.clone())
-        .collect();
-    assert!(ids.iter().any(|id| id.starts_with(opkit_controllers::REAL_CONTAINER_ID_PREFIX)), "{ids:?}");
+    assert!(manager.iter().any(crate::cluster_lifecycle::runs_for_real), "the manager's pod is simulated");
 
     let resource =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("demo.example.com", "v1alpha1", "Nginx"), "nginxes");

@@ -220,18 +220,10 @@ async fn init_runs_the_manager_in_a_real_pod_that_runs_plans() {
     assert!(stderr.contains("pod kudo-system/kudo-controller-manager-0 is ready"), "{stderr}");
     assert!(text.contains("KUDO is installed"), "{text}");
 
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kc).expect("kubeconfig"),
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .expect("config");
-    let client = kube::Client::try_from(config).expect("client");
+    let client = crate::cluster_lifecycle::client_of(&kc).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kudo-system");
     let pod = pods.get("kudo-controller-manager-0").await.expect("the manager's pod");
-    let status = pod.status.and_then(|s| s.container_statuses).unwrap_or_default();
-    let id = status.first().and_then(|c| c.container_id.clone()).unwrap_or_default();
-    assert!(id.starts_with(opkit_controllers::REAL_CONTAINER_ID_PREFIX), "the manager's pod is simulated: {id:?}");
+    assert!(crate::cluster_lifecycle::runs_for_real(&pod), "the manager's pod is simulated: {:?}", pod.status);
 
     // No engine runs but the pod's: the plan completes all the same.
     let pkg = fixture("web-0.1.0");
