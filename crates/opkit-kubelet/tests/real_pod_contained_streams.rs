@@ -12,12 +12,11 @@ use crate::kubectl;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
-use common::real_pods::{load_script, real_env_with};
+use common::real_pods::{kubectl_with, load_script, real_env_with};
 use common::{Error, WAIT, wait};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, LogParams, PostParams};
+use kube::api::{Api, PostParams};
 use opkit_kubelet::PodIsolation;
 use opkit_testenv::TestEnv;
 use serde_json::json;
@@ -33,42 +32,7 @@ async fn ready_pod(env: &TestEnv, name: &str, spec: serde_json::Value) -> Result
             .is_some()
     };
     wait(&pods, name, running).await?;
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Ok(log) = pods.logs(name, &LogParams::default()).await
-            && log.lines().any(|l| l == "ready")
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!("pod {name} never got ready").into());
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
-/// Runs kubectl `version` against `env` with `stdin`; stdout, stderr and the exit code.
-async fn kubectl_with(
-    version: &str,
-    env: &TestEnv,
-    args: &[&str],
-    stdin: &[u8],
-) -> Result<(String, String, i32), Error> {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new(kubectl::kubectl_binary(version))
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let Some(mut input) = child.stdin.take() {
-        input.write_all(stdin).await?;
-    }
-    let out = tokio::time::timeout(WAIT, child.wait_with_output()).await??;
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    Ok((text(&out.stdout), text(&out.stderr), out.status.code().unwrap_or(-1)))
+    common::real_pods::logged(&pods, name, "ready").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
-use common::real_pods::{load_script, real_env};
+use common::real_pods::{kubectl_with, load_script, real_env};
 use common::{Error, WAIT, wait};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
@@ -55,25 +55,6 @@ while True:
     wait(&pods, name, running).await
 }
 
-/// Runs `kubectl` (a versioned binary) against `env`, returning stdout, stderr and the code.
-async fn kubectl(version: &str, env: &TestEnv, args: &[&str], stdin: &[u8]) -> Result<(String, String, i32), Error> {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new(kubectl::kubectl_binary(version))
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let Some(mut input) = child.stdin.take() {
-        input.write_all(stdin).await?;
-    }
-    let out = tokio::time::timeout(WAIT, child.wait_with_output()).await??;
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    Ok((text(&out.stdout), text(&out.stderr), out.status.code().unwrap_or(-1)))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_exec_logs_and_port_forward_reach_a_real_pod() -> Result<(), Error> {
     let env = real_env().await?;
@@ -83,7 +64,7 @@ async fn kubectl_exec_logs_and_port_forward_reach_a_real_pod() -> Result<(), Err
 
     for version in ["1.33", "1.27"] {
         // exec: output, exit code, stdin, and the pod's own network namespace.
-        let (out, err, code) = kubectl(
+        let (out, err, code) = kubectl_with(
             version,
             &env,
             &["exec", "echo", "--", "sh", "-c", "echo out; echo err >&2; hostname; exit 3"],
@@ -93,15 +74,16 @@ async fn kubectl_exec_logs_and_port_forward_reach_a_real_pod() -> Result<(), Err
         assert_eq!(code, 3, "kubectl {version} exec: {err}");
         assert_eq!(out, "out\necho\n", "kubectl {version}: stdout has the output and the pod's hostname");
         assert!(err.contains("err"), "kubectl {version}: {err}");
-        let (out, err, code) = kubectl(version, &env, &["exec", "-i", "echo", "--", "cat"], b"through stdin").await?;
+        let (out, err, code) =
+            kubectl_with(version, &env, &["exec", "-i", "echo", "--", "cat"], b"through stdin").await?;
         assert_eq!((out.as_str(), code), ("through stdin", 0), "kubectl {version} exec -i: {err}");
         if !ip.starts_with("127.") {
             let (out, err, _) =
-                kubectl(version, &env, &["exec", "echo", "--", "cat", "/proc/net/fib_trie"], b"").await?;
+                kubectl_with(version, &env, &["exec", "echo", "--", "cat", "/proc/net/fib_trie"], b"").await?;
             assert!(out.contains(&ip), "kubectl {version}: exec runs in the pod's namespace ({ip}): {err}");
         }
         // logs through the API server.
-        let (out, err, code) = kubectl(version, &env, &["logs", "echo", "--tail=1"], b"").await?;
+        let (out, err, code) = kubectl_with(version, &env, &["logs", "echo", "--tail=1"], b"").await?;
         assert!(code == 0 && out.starts_with("tick "), "kubectl {version} logs: {out}{err}");
     }
 

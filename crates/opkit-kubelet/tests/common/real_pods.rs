@@ -1,11 +1,13 @@
 //! Helpers of the real-pod suites: a TestEnv that runs real pods, test programs
-//! (`#!/bin/sh` scripts) loaded into its image store, and waiting for a pod's events.
+//! (`#!/bin/sh` scripts) loaded into its image store, waiting for a pod's events or for a
+//! line it logs, and a versioned kubectl fed a stdin.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, LogParams};
 use opkit_controllers::ControllersConfig;
 use opkit_kubelet::PodIsolation;
 use opkit_testenv::TestEnv;
@@ -76,4 +78,46 @@ pub(crate) async fn event(env: &TestEnv, name: &str, reason: &str, note: &str) -
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until pod `name` has logged the line `line`.
+pub(crate) async fn logged(pods: &Api<Pod>, name: &str, line: &str) -> Result<(), Error> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(log) = pods.logs(name, &LogParams::default()).await
+            && log.lines().any(|l| l == line)
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("pod {name} never logged {line:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs kubectl `version` (a versioned binary) against `env` with `stdin`; stdout, stderr
+/// and the exit code.
+pub(crate) async fn kubectl_with(
+    version: &str,
+    env: &TestEnv,
+    args: &[&str],
+    stdin: &[u8],
+) -> Result<(String, String, i32), Error> {
+    use std::process::Stdio;
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(crate::kubectl::kubectl_binary(version))
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let Some(mut input) = child.stdin.take() {
+        input.write_all(stdin).await?;
+    }
+    let out = tokio::time::timeout(WAIT, child.wait_with_output()).await??;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Ok((text(&out.stdout), text(&out.stderr), out.status.code().unwrap_or(-1)))
 }
