@@ -26,8 +26,11 @@ use requests::FuzzRequest;
 
 /// How long `cargo test` fuzzes by default.
 const DEFAULT_SECONDS: u64 = 15;
-/// How long one request may take to be answered.
-const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+/// How long one request may take to be answered: a hang, not a slow answer. CI runs the
+/// long fuzz niced beside the corpus runs, where a cold `/openapi/v2` (rebuilt after the
+/// fuzzer's own CRD writes, 0.5 s in a debug build on a quiet machine) once took over
+/// 10 s for want of CPU.
+const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
 fn seconds() -> u64 {
     std::env::var("OPKIT_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_SECONDS)
