@@ -667,6 +667,26 @@ fn cluster_load_targets_the_cluster_of_the_current_context() {
     let out = load(&other, &["--data-dir", chosen.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout_json(&out)["store"], chosen.join("images").display().to_string());
+
+    // Files in the image: recorded with their targets; a bad one is refused, loading nothing.
+    let watches = tmp.path().join("watches.yaml");
+    std::fs::write(&watches, "- kind: Nginx\n").expect("write");
+    let file = format!("{}:/opt/helm/watches.yaml", watches.display());
+    let out = load(&kubeconfig, &["--file", &file]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["image"]["fileTargets"][0], "/opt/helm/watches.yaml");
+    for (bad, why) in [
+        (format!("{}:/etc/watches.yaml", watches.display()), "the target may not be under /usr"),
+        (format!("{}:relative", watches.display()), "the target must be an absolute path"),
+        ("/no/such/file:/opt/x".to_string(), "the source does not exist"),
+    ] {
+        let out = load(&kubeconfig, &["--file", &bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        assert!(stderr(&out).contains(why), "{bad}: {}", stderr(&out));
+    }
+    let listed = run(opkit(tmp.path()).env("KUBECONFIG", &kubeconfig).args(["cluster", "images", "-o", "json"]));
+    let listed = stdout_json(&listed);
+    assert_eq!(listed["images"][0]["fileTargets"][0], "/opt/helm/watches.yaml", "a refused load changed nothing");
 }
 
 /// `opkit cluster start --detach` inside a pipe that the shell also hands it as an extra

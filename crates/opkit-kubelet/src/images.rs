@@ -6,7 +6,7 @@
 //!
 //! An image may also carry files (`--file SOURCE:TARGET`, as a Dockerfile's `COPY`): a
 //! Helm operator's `watches.yaml` and charts at `/opt/helm`, say. A contained container
-//! of the image sees them at their targets, read-only.
+//! of the image sees each bound at its target, read-only ([`ImageTree`]).
 //!
 //! Layout, under the cluster's data directory (`<data-dir>/images`):
 //! - `blobs/sha256-<hex>`: each loaded binary, copied, executable;
@@ -85,12 +85,40 @@ pub struct LoadedImage {
     /// The directory under `files/` holding the image's files, when it carries any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<String>,
+    /// Where in the image each of its files (or directories) is, as loaded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_targets: Vec<String>,
+}
+
+/// A loaded image's files: the tree they were copied into, and the paths in the image
+/// that hold them (each bound there, read-only, in a contained root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageTree {
+    /// The tree, laid out as the image's root (`<root>/opt/helm/watches.yaml`).
+    pub root: PathBuf,
+    /// The absolute paths in the image of the files and directories loaded.
+    pub targets: Vec<PathBuf>,
 }
 
 /// Where no image file may go: the container root's system directories, bound from the
-/// host, and what the kubelet puts there itself.
-const RESERVED_TARGETS: [&str; 12] =
-    ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/sys", "/entrypoint", "/opkit"];
+/// host, and what the kubelet puts there itself (the ServiceAccount under `/var/run`,
+/// `/entrypoint`, `/opkit`).
+const RESERVED_TARGETS: [&str; 14] = [
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/proc",
+    "/dev",
+    "/sys",
+    "/var/run",
+    "/run",
+    "/entrypoint",
+    "/opkit",
+];
 
 /// A file or directory put in a loaded image at an absolute path (`SOURCE:TARGET`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +222,7 @@ impl ImageStore {
         let blob = format!("sha256-{digest}");
         let target = blobs.join(&blob);
         std::fs::rename(&tmp, &target).map_err(|source| ImageError::Io { path: target.clone(), source })?;
+        let file_targets = files.iter().map(|f| f.target.display().to_string()).collect();
         let files = match files {
             [] => None,
             files => Some(self.store_files(files)?),
@@ -205,6 +234,7 @@ impl ImageStore {
             loaded_at: jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
             blob,
             files,
+            file_targets,
         };
         let mut index = self.read_index()?;
         index.images.insert(reference, image.clone());
@@ -232,11 +262,12 @@ impl ImageStore {
         Ok(self.get(reference)?.map(|image| self.dir.join("blobs").join(image.blob)))
     }
 
-    /// The executable and the file tree (the image's root, when it carries files) of
-    /// `reference`, if that image is loaded.
-    pub fn contents(&self, reference: &str) -> Result<Option<(PathBuf, Option<PathBuf>)>, ImageError> {
+    /// The executable and the files (when it carries any) of `reference`, if that image
+    /// is loaded.
+    pub fn contents(&self, reference: &str) -> Result<Option<(PathBuf, Option<ImageTree>)>, ImageError> {
         Ok(self.get(reference)?.map(|image| {
-            let files = image.files.map(|f| self.dir.join("files").join(f));
+            let targets = image.file_targets.iter().map(PathBuf::from).collect();
+            let files = image.files.map(|f| ImageTree { root: self.dir.join("files").join(f), targets });
             (self.dir.join("blobs").join(image.blob), files)
         }))
     }
@@ -459,8 +490,9 @@ mod tests {
         let loaded = store.load_with_files("example.com/op:v1", &bin, &files)?;
         let (_, tree) = store.contents("example.com/op:v1")?.ok_or("not loaded")?;
         let tree = tree.ok_or("no files")?;
-        assert_eq!(std::fs::read(tree.join("opt/helm/watches.yaml"))?, b"- kind: Web\n");
-        assert_eq!(std::fs::read(tree.join("opt/helm/helm-charts/web/Chart.yaml"))?, b"name: web\n");
+        assert_eq!(tree.targets, [PathBuf::from("/opt/helm/watches.yaml"), PathBuf::from("/opt/helm/helm-charts")]);
+        assert_eq!(std::fs::read(tree.root.join("opt/helm/watches.yaml"))?, b"- kind: Web\n");
+        assert_eq!(std::fs::read(tree.root.join("opt/helm/helm-charts/web/Chart.yaml"))?, b"name: web\n");
         // The same files again: the same tree; a change: another one.
         assert_eq!(store.load_with_files("example.com/op:v2", &bin, &files)?.files, loaded.files);
         std::fs::write(dir.join("watches.yaml"), b"- kind: Other\n")?;
@@ -469,6 +501,8 @@ mod tests {
         let refused = |spec: &str| ImageFile::parse(spec).is_err();
         let source = dir.join("watches.yaml").display().to_string();
         assert!(refused(&format!("{source}:/usr/share/x")) && refused(&format!("{source}:/etc/x")));
+        assert!(refused(&format!("{source}:/var/run/secrets/x")) && refused(&format!("{source}:/run/x")));
+        assert!(ImageFile::parse(&format!("{source}:/var/lib/app/x")).is_ok());
         assert!(refused(&format!("{source}:relative")) && refused(&format!("{source}:/opt/../usr")));
         assert!(refused(&format!("{source}:/")) && refused("/no/such/file:/opt/x") && refused("no-colon"));
         std::fs::remove_dir_all(&dir)?;

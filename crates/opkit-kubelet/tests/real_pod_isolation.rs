@@ -125,6 +125,52 @@ async fn pod_with_secret(env: &TestEnv, pods: &Api<Pod>, name: &str) -> Result<s
     Ok(file)
 }
 
+/// An image's files (`opkit cluster load --file`) are in a contained container at their
+/// targets, read-only, each on its own: a volume beside them, the ServiceAccount under
+/// `/var/run` next to a file under `/var/lib`, and the rest of the root stay as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_images_files_are_at_their_targets_read_only_and_leave_the_rest_alone() -> Result<(), Error> {
+    use opkit_kubelet::images::ImageFile;
+    let (env, _) = contained_env().await?;
+    let tmp = tempfile::tempdir()?;
+    std::fs::create_dir_all(tmp.path().join("charts/web"))?;
+    std::fs::write(tmp.path().join("charts/web/Chart.yaml"), "name: web\n")?;
+    std::fs::write(tmp.path().join("watches.yaml"), "- kind: Web\n")?;
+    std::fs::write(tmp.path().join("state"), "kept\n")?;
+    let script = tmp.path().join("files-probe");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho \"WATCHES $(cat /opt/helm/watches.yaml)\"\necho \"CHART $(cat /opt/helm/charts/web/Chart.yaml)\"\n\
+         echo \"STATE $(cat /var/lib/app/state)\"\n\
+         if touch /opt/helm/watches.yaml 2>/dev/null; then echo 'FILES writable'; else echo 'FILES read-only'; fi\n\
+         touch /opt/helm/cache/x && echo 'VOLUME writable'\n\
+         echo \"SA $(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)\"\necho DONE\nexec sleep 3600\n",
+    )?;
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let spec =
+        |source: &str, target: &str| ImageFile::parse(&format!("{}:{target}", tmp.path().join(source).display()));
+    let files = [
+        spec("watches.yaml", "/opt/helm/watches.yaml")?,
+        spec("charts", "/opt/helm/charts")?,
+        spec("state", "/var/lib/app/state")?,
+    ];
+    env.load_image_with_files("example.com/with-files:v1", &script, &files)?;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let files_pod = pod(json!({"metadata": {"name": "files"}, "spec": {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "example.com/with-files:v1",
+            "volumeMounts": [{"name": "cache", "mountPath": "/opt/helm/cache"}]}],
+        "volumes": [{"name": "cache", "emptyDir": {}}]}}))?;
+    pods.create(&PostParams::default(), &files_pod).await?;
+    let log = report(&pods, "files").await?;
+    assert_eq!(field(&log, "WATCHES "), "- kind: Web", "{log}");
+    assert_eq!(field(&log, "CHART "), "name: web", "{log}");
+    assert_eq!(field(&log, "STATE "), "kept", "{log}");
+    assert!(log.contains("FILES read-only") && log.contains("VOLUME writable"), "{log}");
+    assert_eq!(field(&log, "SA "), "default", "{log}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contained_pod_sees_neither_the_hosts_files_nor_its_processes_nor_other_pods() -> Result<(), Error> {
     let (env, data) = contained_env().await?;

@@ -197,8 +197,19 @@ impl TestEnv {
         reference: &str,
         binary: &Path,
     ) -> Result<opkit_kubelet::images::LoadedImage, TestEnvError> {
+        self.load_image_with_files(reference, binary, &[])
+    }
+
+    /// As [`TestEnv::load_image`], with `files` in the image at their targets (as
+    /// `opkit cluster load --file` puts them; a contained container sees them).
+    pub fn load_image_with_files(
+        &self,
+        reference: &str,
+        binary: &Path,
+        files: &[opkit_kubelet::images::ImageFile],
+    ) -> Result<opkit_kubelet::images::LoadedImage, TestEnvError> {
         let dir = self.images.as_ref().ok_or(TestEnvError::NoImageStore)?;
-        Ok(opkit_kubelet::images::ImageStore::new(dir).load(reference, binary)?)
+        Ok(opkit_kubelet::images::ImageStore::new(dir).load_with_files(reference, binary, files)?)
     }
 
     /// Where real pods get their directories (`<ns>_<name>_<uid>/`), when the

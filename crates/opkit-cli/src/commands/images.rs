@@ -174,6 +174,7 @@ mod tests {
             loaded_at: "2026-11-26T01:00:00Z".into(),
             blob: "sha256-0123456789abcdef".into(),
             files: None,
+            file_targets: Vec::new(),
         };
         let t = table(&[image], &[]);
         assert!(t.starts_with("IMAGE"), "{t}");

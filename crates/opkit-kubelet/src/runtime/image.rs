@@ -23,8 +23,8 @@ pub(crate) enum ImageRun {
     Loaded {
         /// The entrypoint.
         binary: PathBuf,
-        /// The tree of the image's files.
-        files: Option<PathBuf>,
+        /// The image's files.
+        files: Option<crate::images::ImageTree>,
     },
     /// A built-in image.
     Builtin(BuiltinImage),
@@ -71,18 +71,22 @@ impl ImageRun {
         }
     }
 
-    /// The top-level entries of a loaded image's files, each bound at its place in a
-    /// contained root (`<tree>/opt` at `/opt`).
-    pub(crate) fn file_mounts(&self) -> std::io::Result<Vec<super::volumes::BindMount>> {
-        let ImageRun::Loaded { files: Some(tree), .. } = self else { return Ok(Vec::new()) };
-        let mut mounts = Vec::new();
-        for entry in std::fs::read_dir(tree)? {
-            let entry = entry?;
-            let target = Path::new("/").join(entry.file_name());
-            mounts.push(super::volumes::BindMount { source: entry.path(), target, read_only: true });
-        }
+    /// A loaded image's files, each bound at its target in a contained root (parents
+    /// before what lies below them), so the rest of the root, volumes and the
+    /// ServiceAccount's mount included, is untouched.
+    pub(crate) fn file_mounts(&self) -> Vec<super::volumes::BindMount> {
+        let ImageRun::Loaded { files: Some(tree), .. } = self else { return Vec::new() };
+        let mut mounts: Vec<_> = tree
+            .targets
+            .iter()
+            .map(|target| super::volumes::BindMount {
+                source: tree.root.join(target.strip_prefix("/").unwrap_or(target)),
+                target: target.clone(),
+                read_only: true,
+            })
+            .collect();
         mounts.sort_by(|a, b| a.target.cmp(&b.target));
-        Ok(mounts)
+        mounts
     }
 
     /// Whether the image carries files (which only a contained container sees).

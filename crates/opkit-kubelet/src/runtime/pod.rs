@@ -677,7 +677,7 @@ impl ContainerRun<'_> {
                 read_only: true,
             },
         }];
-        mounts.extend(image.file_mounts()?);
+        mounts.extend(image.file_mounts());
         if identity::automounts(self.pod) {
             mounts.push(volumes::BindMount {
                 source: self.files.dir.clone(),

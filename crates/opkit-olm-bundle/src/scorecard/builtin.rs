@@ -45,10 +45,7 @@ pub fn run_test(bundle: &Bundle, name: &str) -> TestResult {
             }
         }
         "olm-crds-have-validation" => match &examples {
-            Err(e) => {
-                r.errors.push(e.to_string());
-                r.state = State::Error;
-            }
+            Err(e) => r.could_not_run(e.to_string()),
             Ok(crs) => {
                 r.log.push_str(&format!("Loaded {} Custom Resources from alm-examples\n", crs.len()));
                 for cr in crs {
@@ -68,10 +65,7 @@ pub fn run_test(bundle: &Bundle, name: &str) -> TestResult {
         "olm-spec-descriptors" | "olm-status-descriptors" => {
             r.log.push_str(&format!("Loaded ClusterServiceVersion: {}\n", bundle.csv.name()));
             match &examples {
-                Err(e) => {
-                    r.errors.push(e.to_string());
-                    r.state = State::Error;
-                }
+                Err(e) => r.could_not_run(e.to_string()),
                 Ok(crs) => {
                     r.log.push_str(&format!("Loaded {} Custom Resources from alm-examples\n", crs.len()));
                     for cr in crs {
@@ -84,10 +78,7 @@ pub fn run_test(bundle: &Bundle, name: &str) -> TestResult {
                 }
             }
         }
-        other => {
-            r.errors.push(format!("unknown test {other}"));
-            r.state = State::Error;
-        }
+        other => r.could_not_run(format!("unknown test {other}")),
     }
     r
 }

@@ -59,12 +59,20 @@ impl TestResult {
 
     /// An `error` result: the test named `name` could not run, for `error`.
     pub fn error(name: &str, error: String) -> TestResult {
-        TestResult { state: State::Error, errors: vec![error], ..TestResult::passed(name) }
+        let mut result = TestResult::passed(name);
+        result.could_not_run(error);
+        result
     }
 
     fn fail(&mut self, error: String) {
         self.errors.push(error);
         self.state = State::Fail;
+    }
+
+    /// Marks the test as one that could not run, for `error`.
+    fn could_not_run(&mut self, error: String) {
+        self.errors.push(error);
+        self.state = State::Error;
     }
 }
 
