@@ -222,6 +222,32 @@ async fn missing_config_map_is_a_create_container_config_error() -> Result<(), E
     Ok(())
 }
 
+/// An image that carries files (`cluster load --file`) cannot run on the host, where no
+/// root holds them: its container is a CreateContainerError saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_with_files_on_the_host_is_a_create_container_error() -> Result<(), Error> {
+    let env = real_env().await?;
+    let tmp = tempfile::tempdir()?;
+    let program = tmp.path().join("idle");
+    std::fs::write(&program, "#!/bin/sh\nexec sleep 3600\n")?;
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    std::fs::write(tmp.path().join("conf"), "x\n")?;
+    let file =
+        opkit_kubelet::images::ImageFile::parse(&format!("{}:/opt/app/conf", tmp.path().join("conf").display()))?;
+    env.load_image_with_files("example.com/with-files:v1", &program, &[file])?;
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let spec = json!({"containers": [{"name": "main", "image": "example.com/with-files:v1"}]});
+    pods.create(&PostParams::default(), &pod(json!({"metadata": {"name": "files-on-host"}, "spec": spec}))?).await?;
+    let p = wait(&pods, "files-on-host", |p: Option<&Pod>| {
+        container_status(p).and_then(|c| c.state?.waiting?.reason).as_deref() == Some("CreateContainerError")
+    })
+    .await?;
+    let waiting = container_status(Some(&p)).and_then(|c| c.state?.waiting).ok_or("not waiting")?;
+    let message = waiting.message.unwrap_or_default();
+    assert!(message.contains("carries files") && message.contains("only a contained container sees"), "{message}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_automount_and_service_links_the_pod_gets_neither() -> Result<(), Error> {
     let env = real_env().await?;
