@@ -39,6 +39,7 @@ use kube::runtime::reflector::ObjectRef;
 use opkit::cache::{Informer, InformerEvent};
 use opkit::discovery::{MappingError, RestMapper};
 use opkit::{ControllerHandle, Request};
+use opkit_apimachinery::ResourcePath;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -155,37 +156,6 @@ struct OwnerController {
     watch_dependent_resources: bool,
     watch_cluster_scoped_resources: bool,
     blacklist: Vec<GroupVersionKind>,
-}
-
-/// A parsed resource path: `/api/v1/...` or `/apis/group/version/...`.
-#[derive(Debug, PartialEq, Eq)]
-struct ResourcePath {
-    group: String,
-    version: String,
-    namespace: Option<String>,
-    resource: String,
-    name: Option<String>,
-    subresource: Option<String>,
-}
-
-fn parse_path(path: &str) -> Option<ResourcePath> {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group, version, rest) = match parts.as_slice() {
-        ["api", version, rest @ ..] => (String::new(), version.to_string(), rest),
-        ["apis", group, version, rest @ ..] => (group.to_string(), version.to_string(), rest),
-        _ => return None,
-    };
-    let (namespace, rest) = match rest {
-        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
-        _ => (None, rest),
-    };
-    let (resource, name, subresource) = match rest {
-        [resource] => (resource, None, None),
-        [resource, name] => (resource, Some(name.to_string()), None),
-        [resource, name, sub] => (resource, Some(name.to_string()), Some(sub.to_string())),
-        _ => return None,
-    };
-    Some(ResourcePath { group, version, namespace, resource: resource.to_string(), name, subresource })
 }
 
 /// The proxy's shared state.
@@ -328,7 +298,7 @@ impl ApiProxy {
             return status_response(StatusCode::UNAUTHORIZED, "Unauthorized");
         }
         let owner = owner_of(&parts.headers);
-        let path = parse_path(parts.uri.path());
+        let path = ResourcePath::parse(parts.uri.path());
         let mut body = body;
         if let (Some(owner), Some(path)) = (&owner, &path) {
             let watch_query =
@@ -657,29 +627,6 @@ fn status_response(code: StatusCode, message: &str) -> http::Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paths_are_parsed_like_kubes_request_info() {
-        let p = parse_path("/apis/apps/v1/namespaces/ns/deployments/web/status").expect("path");
-        assert_eq!(
-            p,
-            ResourcePath {
-                group: "apps".into(),
-                version: "v1".into(),
-                namespace: Some("ns".into()),
-                resource: "deployments".into(),
-                name: Some("web".into()),
-                subresource: Some("status".into()),
-            }
-        );
-        let p = parse_path("/api/v1/namespaces").expect("path");
-        assert_eq!((p.resource.as_str(), p.namespace, p.name), ("namespaces", None, None));
-        let p = parse_path("/api/v1/namespaces/ns").expect("path");
-        assert_eq!((p.resource.as_str(), p.name.as_deref()), ("namespaces", Some("ns")));
-        let p = parse_path("/api/v1/namespaces/ns/configmaps").expect("path");
-        assert_eq!((p.resource.as_str(), p.namespace.as_deref()), ("configmaps", Some("ns")));
-        assert!(parse_path("/version").is_none());
-    }
 
     #[test]
     fn the_owner_round_trips_through_the_kubeconfig_user() {

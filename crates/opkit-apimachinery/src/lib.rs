@@ -15,7 +15,9 @@
 //!   the aggregation controller share it);
 //! - [`strconv`]: Go's `strconv.Quote` (kube's `%q` in messages, Helm's templates);
 //! - [`ipv4_range`]: IPv4 CIDR ranges (the Service cluster-IP range, pod-IP leases and the
-//!   LoadBalancer pool share it).
+//!   LoadBalancer pool share it);
+//! - [`resource_path`]: the parts of a resource request's path (the API server's routing,
+//!   the Ansible operator's proxy and the runtime's write tracking share it).
 
 pub mod aggregation;
 pub mod duration;
@@ -25,7 +27,9 @@ pub mod patch;
 pub mod quantity;
 pub mod quota;
 pub mod rbac;
+pub mod resource_path;
 pub mod selector;
 pub mod strconv;
 
 pub use ipv4_range::{Ipv4Range, Ipv4RangeError};
+pub use resource_path::ResourcePath;

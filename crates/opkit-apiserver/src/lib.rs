@@ -121,5 +121,6 @@ pub(crate) mod webhook_client;
 pub use catalog::builtin_kind;
 pub use error::{ApiError, ApiResult};
 pub use limits::ServingLimits;
+pub use registry::{HeldWatchEvents, WatchDelays, WatchEventFilter};
 pub use server::{ApiServer, RunningServer, ServerConfig, ServerError, StorageConfig};
 pub use storage::{EncryptionConfigError, HistoryWindow, StoreOptions};

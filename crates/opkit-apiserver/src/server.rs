@@ -301,6 +301,11 @@ impl RunningServer {
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
+    /// Holds back watch events, for tests: a lagging watch cache on purpose (see
+    /// [`WatchDelays`](crate::WatchDelays)).
+    pub fn watch_delays(&self) -> &std::sync::Arc<crate::WatchDelays> {
+        self.registry.watch_delays()
+    }
     /// How long `start` took.
     pub fn startup_time(&self) -> std::time::Duration {
         self.startup

@@ -49,6 +49,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 mod tools;
 mod wait;
+pub use opkit_apiserver::{HeldWatchEvents, WatchEventFilter};
 pub use tools::{ToolMissing, helm_binary};
 pub use wait::{WaitError, wait_for, wait_for_with};
 
@@ -307,6 +308,22 @@ impl TestEnv {
     /// The server, e.g. for its URL or in-process registry.
     pub fn server(&self) -> &RunningServer {
         &self.server
+    }
+
+    /// Holds back the watch events `filter` matches, on every watch of this server, until
+    /// the returned handle is released or dropped: a lagging watch cache, to test that a
+    /// controller does not act on a cache older than its own writes.
+    ///
+    /// ```no_run
+    /// # async fn f(env: &opkit_testenv::TestEnv) {
+    /// use opkit_testenv::WatchEventFilter;
+    /// let held = env.hold_watch_events(WatchEventFilter::new("", "configmaps").named("child"));
+    /// // ... the controller writes `child`, its cache does not see it yet ...
+    /// held.release();
+    /// # }
+    /// ```
+    pub fn hold_watch_events(&self, filter: WatchEventFilter) -> HeldWatchEvents {
+        self.server.watch_delays().hold(filter)
     }
 
     /// Creates or updates CRDs and returns once each is Established and served.

@@ -89,6 +89,7 @@ pub mod metrics;
 pub mod object;
 pub mod owner;
 pub mod predicate;
+pub mod read_your_writes;
 pub mod reconcile;
 pub mod signal;
 pub mod status;
@@ -99,6 +100,7 @@ pub use cache::{Cache, CacheScope};
 pub use controller::{BuildError, Controller, ControllerHandle};
 pub use manager::{HealthCheckError, Manager, ManagerArgs, ManagerError, ManagerOptions, Runnable, RunnableError};
 pub use object::{Kind, Object};
+pub use read_your_writes::ReadYourWrites;
 pub use reconcile::{Action, Context, ReconcileError, ReconcileResult, Reconciler, Request};
 
 /// Re-exported so operators use the same versions as the runtime.

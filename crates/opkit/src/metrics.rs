@@ -87,6 +87,10 @@ struct Families {
     longest_running: Family<QueueLabels, FloatGauge>,
     queue_retries: Family<QueueLabels, Counter>,
     leader: Family<LeaseLabels, Gauge>,
+    ryow_waits: Family<ControllerLabels, Counter>,
+    ryow_wait_time: HistFamily<ControllerLabels>,
+    ryow_stale_requeues: Family<ControllerLabels, Counter>,
+    ryow_expired: Family<ControllerLabels, Counter>,
 }
 
 impl Families {
@@ -107,6 +111,10 @@ impl Families {
             longest_running: Family::default(),
             queue_retries: Family::default(),
             leader: Family::default(),
+            ryow_waits: Family::default(),
+            ryow_wait_time: Family::new_with_constructor(reconcile_time_histogram as fn() -> _),
+            ryow_stale_requeues: Family::default(),
+            ryow_expired: Family::default(),
         }
     }
 
@@ -175,6 +183,26 @@ impl Families {
              backup, 1 indicates master. 'name' is the string used to identify the lease. \
              Please make sure to group by name.",
             f.leader,
+        );
+        r.register(
+            "opkit_read_your_writes_waits",
+            "Reconciles that waited for the cache to show the controller's own earlier writes",
+            f.ryow_waits,
+        );
+        r.register(
+            "opkit_read_your_writes_wait_seconds",
+            "How long reconciles waited for the cache to show the controller's own writes",
+            f.ryow_wait_time,
+        );
+        r.register(
+            "opkit_read_your_writes_stale_requeues",
+            "Reconciles requeued, not run, because the cache was still older than the controller's own writes",
+            f.ryow_stale_requeues,
+        );
+        r.register(
+            "opkit_read_your_writes_expired",
+            "Writes the cache never showed within the expiry, no longer waited for",
+            f.ryow_expired,
         );
     }
 }
@@ -254,6 +282,10 @@ impl Metrics {
             unfinished_work: f.unfinished_work.get_or_create_owned(&q),
             longest_running: f.longest_running.get_or_create_owned(&q),
             queue_retries: f.queue_retries.get_or_create_owned(&q),
+            ryow_waits: f.ryow_waits.get_or_create_owned(&c),
+            ryow_wait_time: f.ryow_wait_time.get_or_create_owned(&c),
+            ryow_stale_requeues: f.ryow_stale_requeues.get_or_create_owned(&c),
+            ryow_expired: f.ryow_expired.get_or_create_owned(&c),
         });
         ControllerMetrics { h }
     }
@@ -286,6 +318,10 @@ struct ControllerHandles {
     unfinished_work: FloatGauge,
     longest_running: FloatGauge,
     queue_retries: Counter,
+    ryow_waits: Counter,
+    ryow_wait_time: Histogram,
+    ryow_stale_requeues: Counter,
+    ryow_expired: Counter,
 }
 
 /// Metric handles of one controller and its workqueue. Cheap to clone.
@@ -382,6 +418,26 @@ impl ControllerMetrics {
     /// Sets `workqueue_longest_running_processor_seconds{controller,name}`.
     pub fn set_longest_running_processor(&self, seconds: f64) {
         self.h.longest_running.set(seconds);
+    }
+
+    /// `opkit_read_your_writes_waits_total{controller}` += 1.
+    pub fn read_your_writes_wait(&self) {
+        self.h.ryow_waits.inc();
+    }
+
+    /// Observes a wait in `opkit_read_your_writes_wait_seconds{controller}`.
+    pub fn read_your_writes_waited(&self, took: Duration) {
+        self.h.ryow_wait_time.observe(took.as_secs_f64());
+    }
+
+    /// `opkit_read_your_writes_stale_requeues_total{controller}` += 1.
+    pub fn read_your_writes_stale_requeue(&self) {
+        self.h.ryow_stale_requeues.inc();
+    }
+
+    /// `opkit_read_your_writes_expired_total{controller}` += 1.
+    pub fn read_your_writes_expired(&self) {
+        self.h.ryow_expired.inc();
     }
 }
 

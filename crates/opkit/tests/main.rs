@@ -11,4 +11,5 @@ mod dynamic;
 mod errors;
 mod manager;
 mod metrics_secure;
+mod read_your_writes;
 mod span;

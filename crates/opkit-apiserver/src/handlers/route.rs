@@ -38,21 +38,7 @@ pub(crate) enum Route {
 }
 
 /// A request for a resource collection, object or subresource.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ResourceRequest {
-    /// API group ("" for core).
-    pub group: String,
-    /// API version.
-    pub version: String,
-    /// Namespace from the path.
-    pub namespace: Option<String>,
-    /// Plural resource name.
-    pub resource: String,
-    /// Object name.
-    pub name: Option<String>,
-    /// Subresource, e.g. `status`, `scale`.
-    pub subresource: Option<String>,
-}
+pub(crate) type ResourceRequest = opkit_apimachinery::ResourcePath;
 
 fn decode(s: &str) -> String {
     percent_decode_str(s).decode_utf8_lossy().into_owned()
@@ -76,45 +62,10 @@ pub(crate) fn parse_path(path: &str) -> Option<Route> {
         ["openapi", "v2"] => Some(Route::OpenApiV2),
         ["openapi", "v3"] => Some(Route::OpenApiV3Index),
         ["openapi", "v3", rest @ ..] => Some(Route::OpenApiV3(rest.join("/"))),
-        ["api", v, rest @ ..] => resource_route("", v, rest),
-        ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
+        ["api", v, rest @ ..] => ResourceRequest::from_segments("", v, rest).map(Route::Resource),
+        ["apis", g, v, rest @ ..] => ResourceRequest::from_segments(g, v, rest).map(Route::Resource),
         _ => None,
     }
-}
-
-fn resource_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
-    let mut rest = rest;
-    let mut namespace = None;
-    if rest.first() == Some(&"namespaces") && rest.len() > 1 {
-        namespace = Some(rest[1].to_string());
-        if rest.len() > 2 && !matches!(rest[2], "status" | "finalize") {
-            rest = &rest[2..];
-        } else {
-            // The namespace object itself: /namespaces/{name}[/status|/finalize].
-            return Some(Route::Resource(ResourceRequest {
-                group: group.to_string(),
-                version: version.to_string(),
-                namespace: None,
-                resource: "namespaces".into(),
-                name: namespace,
-                subresource: rest.get(2).map(|s| s.to_string()),
-            }));
-        }
-    }
-    let (resource, name, subresource) = match rest {
-        [r] => (r, None, None),
-        [r, n] => (r, Some(n.to_string()), None),
-        [r, n, s] => (r, Some(n.to_string()), Some(s.to_string())),
-        _ => return None,
-    };
-    Some(Route::Resource(ResourceRequest {
-        group: group.to_string(),
-        version: version.to_string(),
-        namespace,
-        resource: resource.to_string(),
-        name,
-        subresource,
-    }))
 }
 
 /// Parses a query string into a map (last value wins), percent-decoding and turning `+`

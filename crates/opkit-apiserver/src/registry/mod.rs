@@ -9,7 +9,8 @@
 //! (the shared update step), `delete`, `read` (get, list, watch), `scale`, `validate`
 //! (admission); `conversion` brings custom resources to the version read or stored
 //! (through a CRD's conversion webhook, reached through the [`conversion::ConversionWebhooks`]
-//! the server hands in); `pod_streaming` checks the pod subresources served by kubelets.
+//! the server hands in); `pod_streaming` checks the pod subresources served by kubelets;
+//! `watch_delay` holds back watch events for tests (a lagging watch cache on purpose).
 //!
 //! What plugs into the registry is declared here and implemented above it: `strategy`
 //! (the per-kind [`strategy::Strategy`] and the table of them), `admission` (the
@@ -32,6 +33,7 @@ pub(crate) mod strategy;
 mod update;
 mod validate;
 pub(crate) mod view;
+mod watch_delay;
 
 use std::sync::Arc;
 
@@ -52,6 +54,7 @@ use view::StoreView;
 pub(crate) use meta::now_unix;
 pub(crate) use read::{ListOptions, RawListResult, WatchEvent, WatchOptions, WatchPayload, WatchStream};
 pub(crate) use scale::ScaleChange;
+pub use watch_delay::{HeldWatchEvents, WatchDelays, WatchEventFilter};
 
 /// How unknown or duplicate fields are treated (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -216,6 +219,8 @@ pub struct Registry {
     conversion_webhooks: Arc<dyn ConversionWebhooks>,
     /// How many watches are open (kube's `apiserver_longrunning_requests` for WATCH).
     open_watches: Arc<std::sync::atomic::AtomicUsize>,
+    /// The watch events tests hold back.
+    watch_delays: Arc<WatchDelays>,
 }
 
 impl Registry {
@@ -238,7 +243,13 @@ impl Registry {
             admission,
             conversion_webhooks,
             open_watches: Arc::default(),
+            watch_delays: Arc::default(),
         }
+    }
+
+    /// The holds on watch events (a test hook: see [`WatchDelays`]).
+    pub fn watch_delays(&self) -> &Arc<WatchDelays> {
+        &self.watch_delays
     }
 
     /// How many watches are open now: each counts from its start until its stream is

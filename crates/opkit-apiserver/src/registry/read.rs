@@ -465,8 +465,15 @@ pub struct WatchStream {
 
 impl WatchStream {
     /// The next event; `None` when the watch ends (timeout, expiry, shutdown, a failed
-    /// conversion after its ERROR event).
+    /// conversion after its ERROR event). An event a test holds back
+    /// ([`Registry::watch_delays`]) is returned once it is released.
     pub async fn next(&mut self) -> Option<WatchEvent> {
+        let event = self.next_event().await?;
+        self.registry.watch_delays().admit(&self.target, &event).await;
+        Some(event)
+    }
+
+    async fn next_event(&mut self) -> Option<WatchEvent> {
         loop {
             if let Some(e) = self.ready.pop_front() {
                 return Some(e);

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::StreamExt;
 use kube::core::Selector;
@@ -11,6 +11,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use opkit_apimachinery::selector::LabelSelector;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -56,9 +57,28 @@ struct Partition<K: Kind> {
     store: Store<K>,
     writer: Mutex<Option<Writer<K>>>,
     synced: AtomicBool,
+    /// The highest resourceVersion this partition's store reflects (from the events it
+    /// applied): a write at or below it is in the store. 0 until the first event, and for
+    /// resourceVersions that are not numbers.
+    seen_rv: AtomicU64,
     /// The API server's refusal of this partition's initial list, once it refused twice in
     /// a row (a 403: the client may not list or watch the kind); cleared when it syncs.
     refused: Mutex<Option<String>>,
+}
+
+impl<K: Kind> Partition<K> {
+    /// Records that the store reflects `rv` (a numeric resourceVersion).
+    fn seen(&self, rv: Option<u64>) {
+        if let Some(rv) = rv {
+            self.seen_rv.fetch_max(rv, Ordering::SeqCst);
+        }
+    }
+}
+
+/// An object's resourceVersion as a number (etcd's revision, as kube-apiserver and
+/// opkit's API server give it); `None` when it is not one.
+pub(super) fn resource_version_of<K: kube::Resource>(obj: &K) -> Option<u64> {
+    obj.meta().resource_version.as_deref()?.parse().ok()
 }
 
 /// How many 403s in a row, before the first sync, make a refusal that [`Informer::refusal`]
@@ -88,6 +108,9 @@ pub struct Informer<K: Kind> {
     dyntype: K::DynamicType,
     api: ApiFn<K>,
     label_selector: Option<String>,
+    /// The same selector parsed, to tell whether a written object is in this cache's scope
+    /// (`None`: no selector, or one that does not parse, which the watch refuses anyway).
+    parsed_selector: Option<LabelSelector>,
     partitions: Vec<Partition<K>>,
     tx: broadcast::Sender<InformerEvent<K>>,
     /// Held while applying an event and broadcasting it, and while subscribing, so a new
@@ -124,6 +147,7 @@ impl<K: Kind> Informer<K> {
                     store: writer.as_reader(),
                     writer: Mutex::new(Some(writer)),
                     synced: AtomicBool::new(false),
+                    seen_rv: AtomicU64::new(0),
                     refused: Mutex::new(None),
                 }
             })
@@ -137,6 +161,7 @@ impl<K: Kind> Informer<K> {
             dyntype,
             api,
             label_selector: scope.label_selector.clone(),
+            parsed_selector: scope.label_selector.as_deref().and_then(|s| LabelSelector::parse(s).ok()),
             partitions,
             tx,
             apply_lock: Mutex::new(()),
@@ -193,17 +218,19 @@ impl<K: Kind> Informer<K> {
             if !matches!(event, watcher::Event::Init) {
                 refusals_in_a_row = 0;
             }
-            let _guard = self.apply_lock.lock();
+            let guard = self.apply_lock.lock();
             match &event {
                 watcher::Event::Apply(obj) => {
                     let old = part.store.get(&self.key_of(obj));
                     writer.apply_watcher_event(&event);
                     let new = part.store.get(&self.key_of(obj)).unwrap_or_else(|| Arc::new(obj.clone()));
+                    part.seen(resource_version_of(obj));
                     self.announce_apply(old, new);
                 }
                 watcher::Event::Delete(obj) => {
                     let old = part.store.get(&self.key_of(obj)).unwrap_or_else(|| Arc::new(obj.clone()));
                     writer.apply_watcher_event(&event);
+                    part.seen(resource_version_of(obj));
                     self.announce_delete(old);
                 }
                 watcher::Event::Init => {
@@ -216,6 +243,8 @@ impl<K: Kind> Informer<K> {
                     self.finish_relist(part, before_relist.take().unwrap_or_default());
                 }
             }
+            drop(guard);
+            self.cache.notify_progress();
         }
     }
 
@@ -243,6 +272,7 @@ impl<K: Kind> Informer<K> {
     /// the partition synced.
     fn finish_relist(&self, part: &Partition<K>, mut before: HashMap<ObjectRef<K>, Arc<K>>) {
         for new in part.store.state() {
+            part.seen(resource_version_of(&*new));
             let old = before.remove(&self.key_of(&new));
             if old.as_ref().is_none_or(|o| o.meta().resource_version != new.meta().resource_version) {
                 self.announce_apply(old, new);
@@ -302,6 +332,34 @@ impl<K: Kind> Informer<K> {
     /// sync.
     pub fn refusal(&self) -> Option<String> {
         self.partitions.iter().find_map(|p| p.refused.lock().clone())
+    }
+
+    /// The highest resourceVersion the store of `namespace`'s partition reflects (0:
+    /// none yet).
+    pub(super) fn seen_resource_version(&self, namespace: Option<&str>) -> u64 {
+        self.partition_of(namespace).map_or(0, |p| p.seen_rv.load(Ordering::SeqCst))
+    }
+
+    /// Whether an object in `namespace` with `labels` is one this informer watches.
+    pub(super) fn watches(
+        &self,
+        namespace: Option<&str>,
+        labels: Option<&std::collections::BTreeMap<String, String>>,
+    ) -> bool {
+        self.partition_of(namespace).is_some() && self.parsed_selector.as_ref().is_none_or(|s| s.matches_labels(labels))
+    }
+
+    fn partition_of(&self, namespace: Option<&str>) -> Option<&Partition<K>> {
+        self.partitions.iter().find(|p| p.namespace.is_none() || p.namespace.as_deref() == namespace)
+    }
+
+    /// The cached object named `name` in `namespace`.
+    pub(super) fn get_named(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let mut key = ObjectRef::<K>::new_with(name, self.dyntype.clone());
+        if let Some(ns) = namespace {
+            key = key.within(ns);
+        }
+        self.get(&key)
     }
 
     /// A cached object.

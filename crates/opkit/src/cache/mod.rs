@@ -3,10 +3,12 @@
 //! of changes (for controllers' event sources). Cached objects have their managedFields
 //! stripped to save memory; read them from the API when needed. Secondary indexes
 //! ([`Cache::add_index`], [`Cache::by_index`]) find objects by a computed value.
+//! `observed` tells whether the cache has seen a write (read-your-own-writes).
 
 mod index;
 mod informer;
 mod lookup;
+mod observed;
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -25,6 +27,8 @@ use crate::object::{Kind, Object};
 
 use informer::ApiFn;
 pub use informer::{Informer, InformerEvent, Subscription};
+use observed::ObservesWrites;
+pub(crate) use observed::{Expectation, WriteOutcome, WrittenObject};
 
 /// Which objects the cache watches: some namespaces (empty: all) and an optional label
 /// selector.
@@ -62,12 +66,20 @@ impl<K: Kind> ErasedInformer for Informer<K> {
 /// `apiVersion/plural` (empty for typed kinds, whose type says it all).
 type InformerKey = (TypeId, String);
 
+/// The informers of one resource, by API group and plural.
+type InformersByResource = HashMap<(String, String), Vec<Arc<dyn ObservesWrites>>>;
+
 struct CacheInner {
     client: Client,
     scope: CacheScope,
     informers: Mutex<HashMap<InformerKey, Arc<dyn ErasedInformer>>>,
+    /// The same informers by API group and resource (plural), to check writes against.
+    by_resource: Mutex<InformersByResource>,
     running: Mutex<Option<CancellationToken>>,
+    /// Notified when an informer syncs or reports a refusal.
     changed: tokio::sync::Notify,
+    /// Notified after every change an informer applies.
+    progress: tokio::sync::Notify,
 }
 
 /// The cache shared by a manager's controllers. Cheap to clone.
@@ -85,8 +97,10 @@ impl Cache {
                 client,
                 scope,
                 informers: Mutex::new(HashMap::new()),
+                by_resource: Mutex::new(HashMap::new()),
                 running: Mutex::new(None),
                 changed: tokio::sync::Notify::new(),
+                progress: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -129,6 +143,8 @@ impl Cache {
         }
         let informer = Arc::new(Informer::<K>::new(self.inner.client.clone(), &self.inner.scope, self.clone(), make()));
         map.insert(key, informer.clone());
+        let resource = ApiResource::erase::<K>(informer.dyntype());
+        self.inner.by_resource.lock().entry((resource.group, resource.plural)).or_default().push(informer.clone());
         if let Some(token) = self.inner.running.lock().clone() {
             Informer::start(&informer, token);
         }
@@ -203,16 +219,22 @@ impl Cache {
     /// Waits until `cond` holds, re-checking whenever an informer of this cache syncs,
     /// up to `timeout`. Returns whether it held.
     pub async fn wait_until(&self, timeout: Duration, cond: impl Fn() -> bool) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let notified = self.inner.changed.notified();
-            if cond() {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return cond();
-            }
-        }
+        wait_on(&self.inner.changed, timeout, cond).await
+    }
+
+    /// Waits until `cond` holds, re-checking after every change an informer of this cache
+    /// applies, up to `timeout`. Returns whether it held.
+    pub(crate) async fn wait_for_progress(&self, timeout: Duration, cond: impl Fn() -> bool) -> bool {
+        wait_on(&self.inner.progress, timeout, cond).await
+    }
+
+    /// What each informer of `written`'s resource must reflect of it before it is read
+    /// again; none if this cache holds no such object and never will (no informer for its
+    /// resource, or outside their scope).
+    pub(crate) fn expectations(&self, written: &WrittenObject) -> Vec<Expectation> {
+        let key = (written.group.clone(), written.resource.clone());
+        let informers = self.inner.by_resource.lock().get(&key).cloned().unwrap_or_default();
+        informers.into_iter().filter_map(|i| Expectation::new(i, written.clone())).collect()
     }
 
     /// Starts every informer (and any created later) until `shutdown`.
@@ -227,5 +249,23 @@ impl Cache {
 
     pub(crate) fn notify_changed(&self) {
         self.inner.changed.notify_waiters();
+    }
+
+    pub(crate) fn notify_progress(&self) {
+        self.inner.progress.notify_waiters();
+    }
+}
+
+/// Waits until `cond` holds, re-checking whenever `notify` is notified, up to `timeout`.
+async fn wait_on(notify: &tokio::sync::Notify, timeout: Duration, cond: impl Fn() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let notified = notify.notified();
+        if cond() {
+            return true;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return cond();
+        }
     }
 }

@@ -19,6 +19,7 @@ use crate::cache::Informer;
 use crate::manager::{Manager, WatchedKind};
 use crate::object::{Kind, Object};
 use crate::predicate::Predicate;
+use crate::read_your_writes::ReadYourWrites;
 use crate::reconcile::DynamicResource;
 use crate::reconcile::{Reconciler, Request};
 use ratelimit::RateLimiter;
@@ -119,6 +120,7 @@ pub struct Controller<K: Kind, R, S = ()> {
     cache_sync_timeout: Duration,
     handle: ControllerHandle,
     client: Option<kube::Client>,
+    read_your_writes: Option<ReadYourWrites>,
 }
 
 impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S> {
@@ -177,6 +179,7 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             handle,
             client: None,
+            read_your_writes: Some(ReadYourWrites::default()),
         }
     }
 
@@ -311,6 +314,21 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
         self
     }
 
+    /// How this controller waits for the cache to show its own writes before reconciling
+    /// an object again (on by default with [`ReadYourWrites::default`]; see
+    /// [`crate::read_your_writes`]).
+    pub fn read_your_writes(mut self, config: ReadYourWrites) -> Self {
+        self.read_your_writes = Some(config);
+        self
+    }
+
+    /// Reconciles from the cache as it is, without waiting for it to show the
+    /// controller's own earlier writes (controller-runtime's behaviour).
+    pub fn without_read_your_writes(mut self) -> Self {
+        self.read_your_writes = None;
+        self
+    }
+
     /// Runs on every replica, not only the leader.
     pub fn without_leader_election(mut self) -> Self {
         self.needs_leader = false;
@@ -360,6 +378,7 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
             cache_sync_timeout: self.cache_sync_timeout,
             handle: self.handle,
             client: self.client,
+            read_your_writes: self.read_your_writes,
         });
         Ok(())
     }

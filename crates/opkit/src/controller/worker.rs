@@ -22,6 +22,7 @@ use crate::events::Recorder;
 use crate::manager::{Manager, Runnable, RunnableError, panic_message};
 use crate::metrics::ControllerMetrics;
 use crate::object::Kind;
+use crate::read_your_writes::{ReadYourWrites, WriteLog, WriteTracker, recording_client};
 use crate::reconcile::{Action, Context, DynamicResource, Reconciler, Request};
 
 /// A controller as registered with the manager: everything the builder collected.
@@ -41,6 +42,8 @@ pub(super) struct Built<K: Kind, R, S> {
     pub(super) handle: ControllerHandle,
     /// The controller's own client (`None`: the manager's).
     pub(super) client: Option<kube::Client>,
+    /// Whether (and how) reconciles wait for the cache to show their earlier writes.
+    pub(super) read_your_writes: Option<ReadYourWrites>,
 }
 
 impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Runnable for Built<K, R, S> {
@@ -101,7 +104,11 @@ async fn run<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>>(
         s.start(queue.clone(), c.filters.clone(), shutdown.clone());
     }
     c.handle.attach(queue.clone());
-    let client = c.client.unwrap_or_else(|| c.mgr.client());
+    let mut client = c.client.unwrap_or_else(|| c.mgr.client());
+    let writes = c.read_your_writes.map(|config| {
+        client = recording_client(client.clone());
+        WriteTracker::new(c.mgr.cache().clone(), config, metrics.clone())
+    });
     let recorder = Arc::new(Recorder::for_controller(client.clone(), c.name.clone()));
     let shared = Arc::new(Shared {
         client,
@@ -113,6 +120,7 @@ async fn run<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>>(
         mgr: c.mgr,
         name: c.name,
         metrics,
+        writes,
         active: AtomicI64::new(0),
         _k: std::marker::PhantomData,
     });
@@ -145,6 +153,8 @@ struct Shared<K: Kind, R, S> {
     mgr: Manager,
     name: String,
     metrics: ControllerMetrics,
+    /// The writes of earlier reconciles the cache has not shown yet (read-your-own-writes).
+    writes: Option<WriteTracker>,
     active: AtomicI64,
     _k: std::marker::PhantomData<fn() -> K>,
 }
@@ -156,6 +166,13 @@ fn reconcile_id() -> uuid::Uuid {
 
 impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
     async fn process(&self, queue: &WorkQueue<Request>, req: Request) {
+        if let Some(writes) = &self.writes
+            && !writes.caught_up(&req).await
+        {
+            queue.add_rate_limited(req.clone());
+            queue.done(&req);
+            return;
+        }
         let mut key = ObjectRef::<K>::new_with(&req.name, self.informer.dyntype().clone());
         if let Some(ns) = &req.namespace {
             key = key.within(ns);
@@ -179,8 +196,13 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
         };
         self.metrics.set_active_workers(self.active.fetch_add(1, Ordering::SeqCst) + 1);
         let started = Instant::now();
-        let outcome = AssertUnwindSafe(self.reconciler.reconcile(ctx).instrument(span.clone())).catch_unwind().await;
+        let log = WriteLog::default();
+        let reconcile = AssertUnwindSafe(self.reconciler.reconcile(ctx).instrument(span.clone())).catch_unwind();
+        let outcome = log.scope(reconcile).await;
         let took = started.elapsed();
+        if let Some(writes) = &self.writes {
+            writes.record(&req, log.take());
+        }
         self.metrics.set_active_workers(self.active.fetch_sub(1, Ordering::SeqCst) - 1);
         let _entered = span.enter();
         match outcome {
