@@ -5,6 +5,7 @@ mod common;
 
 mod builder;
 mod cache;
+mod cache_controls;
 mod controller;
 mod discovery;
 mod dynamic;

@@ -26,6 +26,9 @@ pub(crate) enum Output {
     Yaml,
     /// `meta.k8s.io/v1` Table, JSON-encoded
     Table,
+    /// `meta.k8s.io/v1` PartialObjectMetadata (lists: PartialObjectMetadataList),
+    /// JSON-encoded: objects' metadata alone, for metadata-only clients and informers.
+    Metadata,
 }
 
 fn media_types(headers: &HeaderMap) -> Vec<String> {
@@ -63,6 +66,12 @@ pub(crate) fn negotiate(headers: &HeaderMap) -> ApiResult<Output> {
                     && matches!(media_param(t, "v"), Some("v1" | "v1beta1")) =>
             {
                 return Ok(Output::Table);
+            }
+            ("application/json", Some("PartialObjectMetadata" | "PartialObjectMetadataList"))
+                if media_param(t, "g") == Some("meta.k8s.io")
+                    && matches!(media_param(t, "v"), Some("v1" | "v1beta1")) =>
+            {
+                return Ok(Output::Metadata);
             }
             ("application/json" | "*/*" | "application/*", None) => return Ok(Output::Json),
             ("application/yaml", None) => return Ok(Output::Yaml),

@@ -262,6 +262,11 @@ impl Call<'_> {
         if let Some(r) = page.remaining {
             meta["remainingItemCount"] = json!(r);
         }
+        if output == Output::Metadata {
+            let items: Vec<Value> = page.items.iter().map(table::partial_object_metadata).collect();
+            let list = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items});
+            return Ok(codec::respond(200, &list, Output::Json, &[]));
+        }
         let list = json!({"kind": target.info.list_kind, "apiVersion": target.api_version(), "metadata": meta, "items": page.items});
         Ok(codec::respond(200, &list, output, &[]))
     }
@@ -373,7 +378,11 @@ impl Call<'_> {
             let t = table::render(target.table_columns(), std::slice::from_ref(&obj), &ctx);
             return Ok(codec::respond(code, &t, Output::Json, warnings));
         }
-        Ok(codec::respond(code, &obj, if output == Output::Table { Output::Json } else { output }, warnings))
+        if output == Output::Metadata && obj["kind"] != "Scale" && obj["kind"] != "Status" {
+            return Ok(codec::respond(code, &table::partial_object_metadata(&obj), Output::Json, warnings));
+        }
+        let output = if matches!(output, Output::Table | Output::Metadata) { Output::Json } else { output };
+        Ok(codec::respond(code, &obj, output, warnings))
     }
 }
 

@@ -20,8 +20,9 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
     buf.put_slice(b"{\"type\":\"");
     buf.put_slice(event.kind.as_bytes());
     buf.put_slice(b"\",\"object\":");
-    let table_row = output == Output::Table && matches!(event.kind, "ADDED" | "MODIFIED" | "DELETED");
-    match (&event.payload, table_row) {
+    let object_event = matches!(event.kind, "ADDED" | "MODIFIED" | "DELETED");
+    let rendered = object_event && matches!(output, Output::Table | Output::Metadata);
+    match (&event.payload, rendered) {
         (WatchPayload::Raw(b), false) => buf.put_slice(b),
         (WatchPayload::Json(v), false) => buf.put_slice(v.to_string().as_bytes()),
         (payload, true) => {
@@ -37,6 +38,11 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
                 },
                 WatchPayload::Json(v) => v.clone(),
             };
+            if output == Output::Metadata {
+                buf.put_slice(table::partial_object_metadata(&obj).to_string().as_bytes());
+                buf.put_slice(b"}\n");
+                return buf.freeze();
+            }
             let ctx = TableContext {
                 include: IncludeObject::Metadata,
                 now_unix_secs: now_unix(),

@@ -173,12 +173,18 @@ fn row_object(o: &Value, include: IncludeObject) -> Value {
     match include {
         IncludeObject::None => Value::Null,
         IncludeObject::Object => o.clone(),
-        IncludeObject::Metadata => json!({
-            "kind": "PartialObjectMetadata",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": o.get("metadata").cloned().unwrap_or_else(|| Value::Object(Map::new())),
-        }),
+        IncludeObject::Metadata => partial_object_metadata(o),
     }
+}
+
+/// An object's `meta.k8s.io/v1` `PartialObjectMetadata`: its metadata alone (what Table
+/// rows include by default and what metadata-only clients ask for).
+pub(crate) fn partial_object_metadata(o: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": o.get("metadata").cloned().unwrap_or_else(|| Value::Object(Map::new())),
+    })
 }
 
 /// Builds a `meta.k8s.io/v1` Table of `items` with `columns`.

@@ -35,6 +35,7 @@ mod kind_defaults;
 mod kubernetes_service;
 mod limits;
 mod meta_validation;
+mod metadata_only;
 mod names;
 mod no_500;
 mod pagination;

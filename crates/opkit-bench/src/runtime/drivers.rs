@@ -68,7 +68,7 @@ impl Running {
 /// the benchmark namespace and one ConfigMap controller with `concurrency` workers.
 pub fn opkit_manager(client: kube::Client, concurrency: usize, rec: Arc<Recorder>) -> Manager {
     let opts = ManagerOptions {
-        cache: CacheScope { namespaces: vec![NAMESPACE.to_string()], label_selector: None },
+        cache: CacheScope::namespaces(vec![NAMESPACE.to_string()]),
         graceful_shutdown_timeout: STOP_TIMEOUT,
         ..ManagerOptions::default()
     };

@@ -274,14 +274,14 @@ async fn reclaim_volume(ctx: Context<PersistentVolume, Volumes>) -> ReconcileRes
         return Ok(Action::done());
     }
     let claim = pv.spec.as_ref().and_then(|s| s.claim_ref.clone());
+    // Conditional on the version this reconcile read: a cache that has not yet seen the
+    // binder's `Bound` must not set the phase back (the write is refused with a 409 and the
+    // reconcile retried on a newer cache).
     let set_phase = |phase: &'static str| {
         let volumes = volumes.clone();
         let name = pv.name_any();
-        async move {
-            volumes
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": {"phase": phase}})))
-                .await
-        }
+        let patch = json!({"metadata": {"resourceVersion": pv.metadata.resource_version}, "status": {"phase": phase}});
+        async move { volumes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await }
     };
     match (phase.as_str(), claim) {
         ("" | "Pending", _) => {

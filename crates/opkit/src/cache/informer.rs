@@ -6,19 +6,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::Client;
 use kube::core::Selector;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
 use opkit_apimachinery::selector::LabelSelector;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::Cache;
 use super::index::{IndexFn, Indexes};
 use super::lookup::Lookup;
-use super::{Cache, CacheScope};
+use super::scope::{Effective, TransformFn};
 use crate::object::Kind;
 
 /// A change to a cached object.
@@ -98,16 +100,28 @@ fn forbidden_message(e: &watcher::Error) -> Option<String> {
     }
 }
 
-/// Builds the `Api` to watch, for a namespace or for all.
-pub(super) type ApiFn<K> = Box<dyn Fn(Client, Option<&str>) -> Api<K> + Send + Sync>;
+/// Starts a watch of a namespace (or of all) with a watcher configuration: kube's
+/// `watcher`, or its `metadata_watcher` for metadata-only informers.
+pub(super) type WatchFn<K> = Box<
+    dyn Fn(Client, Option<&str>, watcher::Config) -> BoxStream<'static, watcher::Result<watcher::Event<K>>>
+        + Send
+        + Sync,
+>;
 
 /// The shared watch and cache of one object type.
 pub struct Informer<K: Kind> {
     client: Client,
     /// The run-time type (`()` for typed kinds, the `ApiResource` of a `DynamicObject`).
     dyntype: K::DynamicType,
-    api: ApiFn<K>,
+    watch: WatchFn<K>,
     label_selector: Option<String>,
+    field_selector: Option<String>,
+    /// What is done to each object before it is cached.
+    transform: TransformFn<K>,
+    /// The most objects it may hold ([`ByKind::max_objects`](super::ByKind::max_objects)).
+    max_objects: Option<usize>,
+    /// Set once it held more than `max_objects`: why the controllers using it fail.
+    over_budget: Mutex<Option<String>>,
     /// The same selector parsed, to tell whether a written object is in this cache's scope
     /// (`None`: no selector, or one that does not parse, which the watch refuses anyway).
     parsed_selector: Option<LabelSelector>,
@@ -129,12 +143,12 @@ pub struct Informer<K: Kind> {
 impl<K: Kind> Informer<K> {
     pub(super) fn new(
         client: Client,
-        scope: &CacheScope,
+        settings: &Effective,
         cache: Cache,
-        (dyntype, namespaced, api): (K::DynamicType, bool, ApiFn<K>),
+        (dyntype, namespaced, watch): (K::DynamicType, bool, WatchFn<K>),
     ) -> Self {
-        let namespaces: Vec<Option<String>> = if namespaced && !scope.namespaces.is_empty() {
-            scope.namespaces.iter().cloned().map(Some).collect()
+        let namespaces: Vec<Option<String>> = if namespaced && !settings.namespaces.is_empty() {
+            settings.namespaces.iter().cloned().map(Some).collect()
         } else {
             vec![None]
         };
@@ -159,9 +173,13 @@ impl<K: Kind> Informer<K> {
             client,
             indexes: Indexes::new(dyntype.clone()),
             dyntype,
-            api,
-            label_selector: scope.label_selector.clone(),
-            parsed_selector: scope.label_selector.as_deref().and_then(|s| LabelSelector::parse(s).ok()),
+            watch,
+            label_selector: settings.label_selector.clone(),
+            field_selector: settings.field_selector.clone(),
+            transform: settings.transform_for::<K>(),
+            max_objects: settings.max_objects,
+            over_budget: Mutex::new(None),
+            parsed_selector: settings.label_selector.as_deref().and_then(|s| LabelSelector::parse(s).ok()),
             partitions,
             tx,
             apply_lock: Mutex::new(()),
@@ -188,15 +206,16 @@ impl<K: Kind> Informer<K> {
     async fn run_partition(self: Arc<Self>, idx: usize, shutdown: CancellationToken) {
         let part = &self.partitions[idx];
         let Some(mut writer) = part.writer.lock().take() else { return };
-        let api = (self.api)(self.client.clone(), part.namespace.as_deref());
         let mut cfg = watcher::Config::default();
         if let Some(sel) = &self.label_selector {
             cfg = cfg.labels(sel);
         }
-        // managedFields are the bulk of most objects and controllers rarely read them; drop
-        // them from the cache (controller-runtime's TransformStripManagedFields).
-        let mut stream =
-            std::pin::pin!(watcher(api, cfg).default_backoff().modify(|o: &mut K| o.meta_mut().managed_fields = None));
+        if let Some(sel) = &self.field_selector {
+            cfg = cfg.fields(sel);
+        }
+        let transform = self.transform.clone();
+        let watch = (self.watch)(self.client.clone(), part.namespace.as_deref(), cfg);
+        let mut stream = std::pin::pin!(watch.default_backoff().modify(move |o: &mut K| transform(o)));
         // Objects as they were before a relist started, to diff against when it finishes.
         let mut before_relist: Option<HashMap<ObjectRef<K>, Arc<K>>> = None;
         let mut refusals_in_a_row = 0;
@@ -244,8 +263,45 @@ impl<K: Kind> Informer<K> {
                 }
             }
             drop(guard);
+            self.check_budget();
             self.cache.notify_progress();
         }
+    }
+
+    /// Past its budget of objects, records why (once) for the controllers using it.
+    fn check_budget(&self) {
+        let Some(max) = self.max_objects else { return };
+        let held = self.len();
+        if held <= max {
+            return;
+        }
+        let mut over = self.over_budget.lock();
+        if over.is_none() {
+            let message = format!(
+                "the cache of {} holds {held} objects, over its budget of {max} (ByKind::max_objects)",
+                self.kind()
+            );
+            tracing::error!(kind = %self.kind(), held, budget = max, "cache over budget");
+            *over = Some(message);
+            drop(over);
+            self.cache.notify_changed();
+        }
+    }
+
+    /// How many objects it holds.
+    pub fn len(&self) -> usize {
+        self.partitions.iter().map(|p| p.store.len()).sum()
+    }
+
+    /// Whether it holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Why it is over its budget of objects ([`ByKind::max_objects`](super::ByKind::max_objects)):
+    /// the kind, how many it holds and the budget. `None` while within it.
+    pub fn over_budget(&self) -> Option<String> {
+        self.over_budget.lock().clone()
     }
 
     fn key_of(&self, o: &K) -> ObjectRef<K> {

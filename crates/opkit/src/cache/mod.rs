@@ -9,36 +9,31 @@ mod index;
 mod informer;
 mod lookup;
 mod observed;
+mod scope;
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
 use kube::core::Selector;
 use kube::discovery::Scope;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::object::{Kind, Object};
 
-use informer::ApiFn;
+use informer::WatchFn;
 pub use informer::{Informer, InformerEvent, Subscription};
 use observed::ObservesWrites;
 pub(crate) use observed::{Expectation, WriteOutcome, WrittenObject};
-
-/// Which objects the cache watches: some namespaces (empty: all) and an optional label
-/// selector.
-#[derive(Debug, Clone, Default)]
-pub struct CacheScope {
-    /// Namespaces to watch; empty means all.
-    pub namespaces: Vec<String>,
-    /// A label selector applied to every watch.
-    pub label_selector: Option<String>,
-}
+pub use scope::{ByKind, CacheScope};
 
 trait ErasedInformer: Send + Sync {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
@@ -108,9 +103,19 @@ impl Cache {
     /// The informer for `K`, created (and started, if the cache runs) on first use.
     pub fn informer<K: Object>(&self) -> Arc<Informer<K>> {
         self.informer_for::<K>(String::new(), || {
-            let api: ApiFn<K> = Box::new(|client, ns| K::api(client, ns));
-            ((), K::namespaced(), api)
+            let watch: WatchFn<K> = Box::new(|client, ns, cfg| watcher::watcher(K::api(client, ns), cfg).boxed());
+            ((), K::namespaced(), watch)
         })
+    }
+
+    /// The metadata-only informer for `K`: it watches and caches only each object's
+    /// metadata (kube's `metadata_watcher`, controller-runtime's `PartialObjectMetadata`
+    /// watches), for controllers that need no more of a kind than its names, labels and
+    /// owners (see [`Controller::owns_metadata`](crate::Controller::owns_metadata)).
+    /// It is the informer of `PartialObjectMeta<K>`: kube's `Api<PartialObjectMeta<K>>`
+    /// lists and watches with the metadata-only `Accept` header.
+    pub fn metadata_informer<K: Object>(&self) -> Arc<Informer<PartialObjectMeta<K>>> {
+        self.informer::<PartialObjectMeta<K>>()
     }
 
     /// The informer for objects of the resource `resource` (with `scope`), cached as
@@ -121,18 +126,21 @@ impl Cache {
         self.informer_for::<DynamicObject>(key, || {
             let namespaced = matches!(scope, Scope::Namespaced);
             let ar = resource.clone();
-            let api: ApiFn<DynamicObject> = Box::new(move |client, ns| match ns {
-                Some(ns) if namespaced => Api::namespaced_with(client, ns, &ar),
-                _ => Api::dynamic(client, &ar, &scope),
+            let watch: WatchFn<DynamicObject> = Box::new(move |client, ns, cfg| {
+                let api = match ns {
+                    Some(ns) if namespaced => Api::namespaced_with(client, ns, &ar),
+                    _ => Api::dynamic(client, &ar, &scope),
+                };
+                watcher::watcher(api, cfg).boxed()
             });
-            (resource.clone(), namespaced, api)
+            (resource.clone(), namespaced, watch)
         })
     }
 
     fn informer_for<K: Kind>(
         &self,
         key: String,
-        make: impl FnOnce() -> (K::DynamicType, bool, ApiFn<K>),
+        make: impl FnOnce() -> (K::DynamicType, bool, WatchFn<K>),
     ) -> Arc<Informer<K>> {
         let key = (TypeId::of::<K>(), key);
         let mut map = self.inner.informers.lock();
@@ -141,9 +149,16 @@ impl Cache {
         {
             return typed;
         }
-        let informer = Arc::new(Informer::<K>::new(self.inner.client.clone(), &self.inner.scope, self.clone(), make()));
+        let (dyntype, namespaced, watch) = make();
+        let resource = ApiResource::erase::<K>(&dyntype);
+        let settings = self.inner.scope.settings_of(&resource.group, &resource.plural);
+        let informer = Arc::new(Informer::<K>::new(
+            self.inner.client.clone(),
+            &settings,
+            self.clone(),
+            (dyntype, namespaced, watch),
+        ));
         map.insert(key, informer.clone());
-        let resource = ApiResource::erase::<K>(informer.dyntype());
         self.inner.by_resource.lock().entry((resource.group, resource.plural)).or_default().push(informer.clone());
         if let Some(token) = self.inner.running.lock().clone() {
             Informer::start(&informer, token);

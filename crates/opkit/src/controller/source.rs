@@ -30,6 +30,8 @@ pub(super) trait SourceCache: Send + Sync {
     fn refusal(&self) -> Option<String>;
     /// The kind cached, for logs.
     fn kind(&self) -> String;
+    /// Why the cache is over its budget of objects ([`Informer::over_budget`]).
+    fn over_budget(&self) -> Option<String>;
     /// The kind's group, version and resource, to check that the API server serves it.
     fn resource(&self) -> ApiResource;
 }
@@ -43,6 +45,9 @@ impl<S: Kind> SourceCache for Informer<S> {
     }
     fn kind(&self) -> String {
         Informer::kind(self)
+    }
+    fn over_budget(&self) -> Option<String> {
+        Informer::over_budget(self)
     }
     fn resource(&self) -> ApiResource {
         ApiResource::erase::<S>(self.dyntype())

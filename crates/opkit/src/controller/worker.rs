@@ -68,10 +68,14 @@ async fn wait_for_sync(
     shutdown: &CancellationToken,
 ) -> Result<bool, RunnableError> {
     let refused = || caches.iter().find_map(|c| c.refusal().map(|message| (c.kind(), message)));
-    let settled = || refused().is_some() || caches.iter().all(|c| c.is_synced());
+    let over_budget = || caches.iter().find_map(|c| c.over_budget());
+    let settled = || refused().is_some() || over_budget().is_some() || caches.iter().all(|c| c.is_synced());
     tokio::select! {
         _ = shutdown.cancelled() => Ok(false),
         settled = mgr.cache().wait_until(timeout, settled) => {
+            if let Some(message) = over_budget() {
+                return Err(RunnableError(message));
+            }
             if let Some((kind, message)) = refused() {
                 return Err(RunnableError(format!(
                     "the cache of {kind} cannot sync: {message} (is a list/watch rule for it missing from the controller's RBAC?)"
@@ -91,8 +95,8 @@ async fn run<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>>(
     shutdown: CancellationToken,
 ) -> Result<(), RunnableError> {
     tracing::info!(controller = %c.name, "Starting Controller");
-    let caches = c.sources.iter().filter_map(|s| s.cache()).collect();
-    if !wait_for_sync(&c.mgr, caches, c.cache_sync_timeout, &shutdown).await? {
+    let caches: Vec<Arc<dyn SourceCache>> = c.sources.iter().filter_map(|s| s.cache()).collect();
+    if !wait_for_sync(&c.mgr, caches.clone(), c.cache_sync_timeout, &shutdown).await? {
         tracing::info!(controller = %c.name, "Stopping controller before its caches synced");
         return Ok(());
     }
@@ -134,13 +138,25 @@ async fn run<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>>(
             }
         });
     }
-    shutdown.cancelled().await;
+    let over_budget = || caches.iter().find_map(|c| c.over_budget());
+    let failure = tokio::select! {
+        _ = shutdown.cancelled() => None,
+        _ = wait_for_budget_error(&shared.mgr, &over_budget) => over_budget(),
+    };
     tracing::info!(controller = %shared.name, "Stopping: waiting for in-flight reconciles to finish");
     // Stop handing out work; in-flight reconciles finish (the manager bounds the wait).
     queue.shutdown();
     while workers.join_next().await.is_some() {}
     tracing::info!(controller = %shared.name, "All workers finished");
-    Ok(())
+    match failure {
+        Some(message) => Err(RunnableError(message)),
+        None => Ok(()),
+    }
+}
+
+/// Returns once a cache the controller uses is over its budget of objects.
+async fn wait_for_budget_error(mgr: &Manager, over_budget: &impl Fn() -> Option<String>) {
+    while !mgr.cache().wait_until(Duration::from_secs(3600), || over_budget().is_some()).await {}
 }
 
 struct Shared<K: Kind, R, S> {

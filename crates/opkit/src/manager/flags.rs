@@ -104,7 +104,7 @@ impl ManagerArgs {
             LeaderElectionConfig::new(self.leader_election_id.clone(), ns)
         });
         Ok(ManagerOptions {
-            cache: CacheScope { namespaces: self.namespace.clone(), label_selector: None },
+            cache: CacheScope::namespaces(self.namespace.clone()),
             metrics_addr: parse_bind("--metrics-bind-address", &self.metrics_bind_address)?,
             metrics_secure: self.metrics_secure.then(|| SecureServing {
                 cert_dir: self.metrics_cert_path.clone(),
