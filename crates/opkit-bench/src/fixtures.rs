@@ -29,6 +29,25 @@ pub fn labelled_configmap(ns: &str, name: &str, size: usize, variant: u64, label
     Bytes::from(obj.to_string())
 }
 
+/// A Pod request body as a Deployment's pod looks (labels, an owner, one container with
+/// ports, env, probes and resources): about 1.5 KB before the server's defaults.
+pub fn pod(ns: &str, name: &str) -> Bytes {
+    let body = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "web", "pod-template-hash": "5d8f7c9b6d"},
+            "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-12-01T00:00:00Z"}},
+        "spec": {"containers": [{
+            "name": "web", "image": "registry.example.com/web:1.27.3",
+            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+            "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+            "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5},
+            "livenessProbe": {"httpGet": {"path": "/livez", "port": "http"}, "periodSeconds": 10}
+        }]}
+    });
+    Bytes::from(body.to_string())
+}
+
 /// The collection path of ConfigMaps in `ns`.
 pub fn cm_path(ns: &str) -> String {
     format!("/api/v1/namespaces/{ns}/configmaps")

@@ -94,6 +94,7 @@ pub mod olm_validate;
 pub mod real_pods;
 pub mod report;
 pub mod runtime;
+pub mod scaling;
 pub mod serve;
 pub mod stats;
 pub mod watch_memory;

@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 use emit::{Output, ReportArgs, Verdict, benchmark, corpus, emit, own_exe};
 use opkit_bench::cluster::{ClusterOptions, ClusterWorkload};
 use opkit_bench::runtime::{RuntimeOptions, RuntimeWorkload};
+use opkit_bench::scaling::{ScalingOptions, ScalingWorkload};
 use opkit_bench::{Backend, Options, Workload, render_text, run};
 
 #[derive(Parser)]
@@ -99,6 +100,12 @@ enum Command {
     /// Runs an opkit manager for the memory measurement (used by `runtime`).
     #[command(hide = true)]
     RuntimeManager,
+    /// The runtime as it scales: read-your-own-writes' cost (on and off, same run) and the
+    /// memory of a cache of Pods with managedFields kept, removed, and metadata only.
+    Scaling(ScalingArgs),
+    /// Runs one cache for the memory measurement (used by `scaling`).
+    #[command(hide = true)]
+    CacheMemory,
     /// Runs a server and prints how to reach it (used by `apiserver`).
     #[command(hide = true)]
     Serve {
@@ -154,6 +161,8 @@ async fn main() -> ExitCode {
         Command::Cluster(args) => cluster(args).await,
         Command::RuntimeManager => child("runtime-manager", opkit_bench::runtime::manager_proc::run_child().await),
         Command::Runtime(args) => runtime(args).await,
+        Command::Scaling(args) => scaling(args).await,
+        Command::CacheMemory => child("cache-memory", opkit_bench::scaling::cache_memory::run_child().await),
         Command::Apiserver(args) => apiserver(args).await,
     }
 }
@@ -236,6 +245,32 @@ async fn runtime(args: RuntimeArgs) -> ExitCode {
     let opts = RuntimeOptions { workload, exe, progress: !args.quiet };
     let result = opkit_bench::runtime::run(&opts).await;
     benchmark("runtime", result, &args.report, opkit_bench::runtime::render_text)
+}
+
+async fn scaling(args: ScalingArgs) -> ExitCode {
+    let mut workload = if args.tiny {
+        ScalingWorkload::tiny()
+    } else if args.quick {
+        ScalingWorkload::quick()
+    } else {
+        ScalingWorkload::full()
+    };
+    if let Some(n) = args.objects {
+        workload.ryow_objects = n;
+    }
+    if let Some(n) = args.pods {
+        workload.memory_pods = n;
+    }
+    if let Some(n) = args.repeats {
+        workload.repeats = n.max(1);
+    }
+    let exe = match own_exe() {
+        Ok(exe) => exe,
+        Err(code) => return code,
+    };
+    let opts = ScalingOptions { workload, exe, progress: !args.quiet };
+    let result = opkit_bench::scaling::run(&opts).await;
+    benchmark("scaling", result, &args.report, opkit_bench::scaling::render_text)
 }
 
 async fn apiserver(args: ApiserverArgs) -> ExitCode {
@@ -325,6 +360,31 @@ struct RuntimeArgs {
     /// Objects the memory child caches (0 skips the memory measurement).
     #[arg(long)]
     memory_objects: Option<usize>,
+    #[command(flatten)]
+    report: ReportArgs,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Flags of `opkit-bench scaling`.
+#[derive(clap::Args)]
+struct ScalingArgs {
+    /// One run each way instead of five.
+    #[arg(long, conflicts_with = "tiny")]
+    quick: bool,
+    /// A seconds-long run on tiny numbers (a smoke test).
+    #[arg(long)]
+    tiny: bool,
+    /// Objects each read-your-own-writes run writes (0 skips it; default 5000).
+    #[arg(long)]
+    objects: Option<usize>,
+    /// Pods the memory measurement caches (0 skips it; default 10000).
+    #[arg(long)]
+    pods: Option<usize>,
+    /// Runs with the guard on, and as many off.
+    #[arg(long)]
+    repeats: Option<usize>,
     #[command(flatten)]
     report: ReportArgs,
     /// No progress lines on stderr.

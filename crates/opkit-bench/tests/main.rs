@@ -5,4 +5,5 @@ mod cluster_smoke;
 mod helm_client;
 mod memcached_smoke;
 mod runtime_smoke;
+mod scaling_smoke;
 mod smoke;

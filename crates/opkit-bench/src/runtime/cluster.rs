@@ -37,16 +37,27 @@ pub async fn create_objects(
     limit: Duration,
     before_send: Option<Arc<dyn Fn(usize) + Send + Sync>>,
 ) -> Result<Filled, BenchError> {
-    let path = format!("/api/v1/namespaces/{NAMESPACE}/configmaps");
-    let ep2 = ep.clone();
-    let make: MakeRequest = Arc::new(move |i| {
-        let body = configmap(NAMESPACE, &object_name(i), payload, i as u64);
-        let req = ep2.request(Method::POST, &path, body);
+    let body = Arc::new(move |i: usize| {
         if let Some(f) = &before_send {
             f(i);
         }
-        req
+        configmap(NAMESPACE, &object_name(i), payload, i as u64)
     });
+    create_with(ep, &format!("/api/v1/namespaces/{NAMESPACE}/configmaps"), n, concurrency, limit, body).await
+}
+
+/// Creates `n` objects by POSTing `body(i)` to the collection `path` at `concurrency`
+/// (`body` is called just before each create is sent). Fails unless all succeed.
+pub async fn create_with(
+    ep: &Endpoint,
+    path: &str,
+    n: usize,
+    concurrency: usize,
+    limit: Duration,
+    body: Arc<dyn Fn(usize) -> bytes::Bytes + Send + Sync>,
+) -> Result<Filled, BenchError> {
+    let (ep2, path) = (ep.clone(), path.to_string());
+    let make: MakeRequest = Arc::new(move |i| ep2.request(Method::POST, &path, body(i)));
     let phase = Phase { op: "create".into(), concurrency, total: n, limit };
     let out = run_phase(ep, &phase, make).await?;
     if out.stats.ok != n {
