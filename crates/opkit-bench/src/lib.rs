@@ -82,6 +82,7 @@ pub mod cluster;
 pub mod config;
 pub mod crds;
 pub mod etcd;
+pub mod failover;
 pub mod fixtures;
 pub mod helm_template;
 pub mod kudo;

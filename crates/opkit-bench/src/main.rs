@@ -106,6 +106,12 @@ enum Command {
     /// Runs one cache for the memory measurement (used by `scaling`).
     #[command(hide = true)]
     CacheMemory,
+    /// Leader failover with two replicas: seconds from killing the leader (SIGKILL, then
+    /// SIGTERM) until the standby reconciles, at controller-runtime's lease timings.
+    Failover(FailoverArgs),
+    /// Runs one replica (used by `failover`).
+    #[command(hide = true)]
+    FailoverReplica,
     /// Runs a server and prints how to reach it (used by `apiserver`).
     #[command(hide = true)]
     Serve {
@@ -162,6 +168,8 @@ async fn main() -> ExitCode {
         Command::RuntimeManager => child("runtime-manager", opkit_bench::runtime::manager_proc::run_child().await),
         Command::Runtime(args) => runtime(args).await,
         Command::Scaling(args) => scaling(args).await,
+        Command::Failover(args) => failover(args).await,
+        Command::FailoverReplica => child("failover-replica", opkit_bench::failover::run_replica().await),
         Command::CacheMemory => child("cache-memory", opkit_bench::scaling::cache_memory::run_child().await),
         Command::Apiserver(args) => apiserver(args).await,
     }
@@ -273,6 +281,16 @@ async fn scaling(args: ScalingArgs) -> ExitCode {
     benchmark("scaling", result, &args.report, opkit_bench::scaling::render_text)
 }
 
+async fn failover(args: FailoverArgs) -> ExitCode {
+    let exe = match own_exe() {
+        Ok(exe) => exe,
+        Err(code) => return code,
+    };
+    let opts = opkit_bench::failover::FailoverOptions { runs: args.runs, exe, progress: !args.quiet };
+    let result = opkit_bench::failover::run(&opts).await;
+    benchmark("failover", result, &args.report, opkit_bench::failover::render_text)
+}
+
 async fn apiserver(args: ApiserverArgs) -> ExitCode {
     let mut workload = if args.tiny {
         Workload::tiny()
@@ -360,6 +378,19 @@ struct RuntimeArgs {
     /// Objects the memory child caches (0 skips the memory measurement).
     #[arg(long)]
     memory_objects: Option<usize>,
+    #[command(flatten)]
+    report: ReportArgs,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Flags of `opkit-bench failover`.
+#[derive(clap::Args)]
+struct FailoverArgs {
+    /// Runs per signal.
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
     #[command(flatten)]
     report: ReportArgs,
     /// No progress lines on stderr.

@@ -15,6 +15,10 @@
 //!   recorder and the operator's own state) inside a tracing span, and returns an
 //!   [`Action`] (done, requeue, requeue after a delay) or a [`ReconcileError`] (retried
 //!   with backoff, or terminal). Panics are caught and retried.
+//! - Reconciles read their own writes: the next reconcile of an object waits (bounded)
+//!   for the cache to show what the previous one wrote ([`read_your_writes`], on by
+//!   default). The cache drops managedFields, and takes per-kind selectors, namespaces,
+//!   transforms, budgets and metadata-only watches ([`cache::CacheScope`]).
 //! - [`Runnable`]s run on every replica or only on the leader; one that fails or panics
 //!   stops the manager with its error.
 //! - Helpers for reconcilers: [`owner`] references, [`finalizer`]s, [`status`] conditions
