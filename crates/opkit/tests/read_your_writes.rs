@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Selector;
 use opkit::{Action, Context, Controller, Manager, ManagerOptions, ReconcileError, Request};
-use opkit_testenv::{TestEnv, WatchEventFilter};
+use opkit_testenv::{HeldWatchEvents, TestEnv, WatchEventFilter};
 
 const NS: &str = "default";
 
@@ -96,17 +96,26 @@ async fn wait_metric(mgr: &Manager, name: &str, at_least: f64) {
     eventually(&format!("{name} >= {at_least}"), || async { (metric(mgr, name) >= at_least).then_some(()) }).await;
 }
 
-#[tokio::test]
-async fn a_reconcile_waits_for_the_cache_to_show_the_child_it_created() {
+/// What the first two tests share: a manager running `ensure_one_child` (with the guard
+/// or without), the first reconcile of parent `p` done, its child's ADDED event held, and
+/// the parent touched so it is reconciled again on a cache without the child.
+struct ChildCreated {
+    env: TestEnv,
+    mgr: Manager,
+    log: Log,
+    held: HeldWatchEvents,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+async fn child_created_while_its_event_is_held(guarded: bool) -> ChildCreated {
     let env = TestEnv::builder().without_controllers().start().await.expect("env");
     let log = Log::default();
     let mgr = Manager::new(env.client(), ManagerOptions::default());
-    Controller::new(&mgr, ensure_one_child)
-        .with_state(Arc::new(log.clone()))
-        .watches::<ConfigMap>(parent_of)
-        .build()
-        .expect("controller");
-    let _stop = start(mgr.clone()).drop_guard();
+    let controller =
+        Controller::new(&mgr, ensure_one_child).with_state(Arc::new(log.clone())).watches::<ConfigMap>(parent_of);
+    let controller = if guarded { controller } else { controller.without_read_your_writes() };
+    controller.build().expect("controller");
+    let stop = start(mgr.clone()).drop_guard();
     assert!(mgr.cache().wait_for_sync(WAIT).await, "cache sync");
 
     // The child's ADDED event is held: the cache will not show the child.
@@ -114,9 +123,14 @@ async fn a_reconcile_waits_for_the_cache_to_show_the_child_it_created() {
     secret(&env, "p").await;
     log.wait("the first reconcile to create the child", |l| l.calls("p").iter().any(|(_, n)| n == "created")).await;
     assert!(held.wait_held(1, WAIT).await, "the child's event is held");
-
-    // Reconciling again now would read a cache without the child: it is requeued instead.
     touch(&env, "p", 1).await;
+    ChildCreated { env, mgr, log, held, _stop: stop }
+}
+
+#[tokio::test]
+async fn a_reconcile_waits_for_the_cache_to_show_the_child_it_created() {
+    let ChildCreated { env, mgr, log, held, _stop } = child_created_while_its_event_is_held(true).await;
+    // Reconciling again now would read a cache without the child: it is requeued instead.
     wait_metric(&mgr, "opkit_read_your_writes_stale_requeues_total{controller=\"secret\"}", 1.0).await;
     assert_eq!(log.calls("p").len(), 2, "only the first reconcile ran: {:?}", log.calls("p"));
     assert_eq!(child_count(&env, "p").await, 1);
@@ -129,23 +143,7 @@ async fn a_reconcile_waits_for_the_cache_to_show_the_child_it_created() {
 
 #[tokio::test]
 async fn without_the_guard_the_stale_cache_makes_a_duplicate() {
-    let env = TestEnv::builder().without_controllers().start().await.expect("env");
-    let log = Log::default();
-    let mgr = Manager::new(env.client(), ManagerOptions::default());
-    Controller::new(&mgr, ensure_one_child)
-        .with_state(Arc::new(log.clone()))
-        .watches::<ConfigMap>(parent_of)
-        .without_read_your_writes()
-        .build()
-        .expect("controller");
-    let _stop = start(mgr.clone()).drop_guard();
-    assert!(mgr.cache().wait_for_sync(WAIT).await, "cache sync");
-
-    let held = env.hold_watch_events(WatchEventFilter::new("", "configmaps").in_namespace(NS).of_type("ADDED"));
-    secret(&env, "p").await;
-    log.wait("the first reconcile to create the child", |l| l.calls("p").iter().any(|(_, n)| n == "created")).await;
-    assert!(held.wait_held(1, WAIT).await, "the child's event is held");
-    touch(&env, "p", 1).await;
+    let ChildCreated { env, log, held, _stop, .. } = child_created_while_its_event_is_held(false).await;
     log.wait("a second create", |l| l.calls("p").iter().filter(|(_, n)| n == "created").count() == 2).await;
     assert_eq!(child_count(&env, "p").await, 2, "the stale cache made a duplicate");
     held.release();
