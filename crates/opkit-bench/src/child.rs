@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 
 use crate::BenchError;
@@ -25,12 +25,29 @@ pub(crate) struct Spawned<T> {
 /// Spawns `cmd` (stdin and stdout piped, stderr inherited, killed on drop) and reads its
 /// first line as a `T` within `timeout`; `what` names the child in errors.
 pub(crate) async fn spawn_child<T: DeserializeOwned>(
-    mut cmd: Command,
+    cmd: Command,
     what: &str,
     timeout: Duration,
 ) -> Result<Spawned<T>, BenchError> {
+    spawn_child_with_input(cmd, what, timeout, None).await
+}
+
+/// As [`spawn_child`], first writing `input` (one line: what the child is to do) to its
+/// stdin. The stdin stays open in [`Spawned::child`]: a child that idles until its stdin
+/// closes runs until it is dropped.
+pub(crate) async fn spawn_child_with_input<T: DeserializeOwned>(
+    mut cmd: Command,
+    what: &str,
+    timeout: Duration,
+    input: Option<&str>,
+) -> Result<Spawned<T>, BenchError> {
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
     let mut child = cmd.spawn().map_err(|e| BenchError::Setup(format!("spawning {what}: {e}")))?;
+    if let Some(input) = input {
+        let stdin = child.stdin.as_mut().ok_or_else(|| BenchError::Setup(format!("{what}: no stdin pipe")))?;
+        stdin.write_all(format!("{input}\n").as_bytes()).await?;
+        stdin.flush().await?;
+    }
     let stdout = child.stdout.take().ok_or_else(|| BenchError::Setup(format!("{what}: no stdout pipe")))?;
     let mut lines = BufReader::new(stdout).lines();
     let line = tokio::time::timeout(timeout, lines.next_line())

@@ -7,7 +7,6 @@
 //! with SIGKILL or SIGTERM, bumps the probe's sequence at the same instant, and times
 //! until the probe carries the standby's stamp for that sequence.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -20,6 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::BenchError;
+use crate::child::{Spawned, spawn_child_with_input};
 use crate::report::Machine;
 use crate::runtime::cluster::{Cluster, NAMESPACE};
 use crate::serve::ServeInfo;
@@ -82,8 +82,8 @@ struct ReplicaSpec {
 }
 
 /// Runs the hidden `failover-replica` command: a manager with leader election whose one
-/// controller stamps the probe; prints `ready` once its cache synced, then runs until
-/// signalled.
+/// controller stamps the probe; says whether its cache synced (one JSON line), then runs
+/// until signalled.
 pub async fn run_replica() -> Result<(), BenchError> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let line = lines.next_line().await?.ok_or_else(|| BenchError::Setup("no replica spec on stdin".into()))?;
@@ -120,16 +120,22 @@ pub async fn run_replica() -> Result<(), BenchError> {
     let running = tokio::spawn(mgr.run());
     // Everywhere-runnables (and the cache) start before the election: a synced cache is
     // what a warm standby has.
-    if cache.wait_for_sync(Duration::from_secs(60)).await {
-        let mut out = tokio::io::stdout();
-        out.write_all(b"ready\n").await?;
-        out.flush().await?;
-    }
+    let ready = ReplicaReady { synced: cache.wait_for_sync(Duration::from_secs(60)).await };
+    let line = serde_json::to_string(&ready).map_err(|e| BenchError::Setup(e.to_string()))?;
+    let mut out = tokio::io::stdout();
+    out.write_all(format!("{line}\n").as_bytes()).await?;
+    out.flush().await?;
     match running.await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(BenchError::Setup(format!("manager: {e}"))),
         Err(e) => Err(BenchError::Setup(format!("manager task: {e}"))),
     }
+}
+
+/// What a replica prints once its cache synced.
+#[derive(Debug, Serialize, Deserialize)]
+struct ReplicaReady {
+    synced: bool,
 }
 
 struct Replica {
@@ -138,25 +144,17 @@ struct Replica {
 
 impl Replica {
     async fn start(exe: &std::path::Path, server: &ServeInfo, identity: &str) -> Result<Replica, BenchError> {
-        let mut child = Command::new(exe)
-            .arg("failover-replica")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| BenchError::Setup(format!("spawning {} failover-replica: {e}", exe.display())))?;
-        let mut stdin = child.stdin.take().ok_or_else(|| BenchError::Setup("no stdin pipe".into()))?;
-        let spec = ReplicaSpec { server: server.clone(), identity: identity.to_string() };
-        let line = serde_json::to_string(&spec).map_err(|e| BenchError::Setup(e.to_string()))?;
-        stdin.write_all(format!("{line}\n").as_bytes()).await?;
-        drop(stdin);
-        let stdout = child.stdout.take().ok_or_else(|| BenchError::Setup("no stdout pipe".into()))?;
-        let ready = tokio::time::timeout(Duration::from_secs(60), BufReader::new(stdout).lines().next_line()).await;
-        match ready {
-            Ok(Ok(Some(l))) if l == "ready" => Ok(Replica { child }),
-            _ => Err(BenchError::Setup(format!("replica {identity} did not report ready"))),
+        let spec = serde_json::to_string(&ReplicaSpec { server: server.clone(), identity: identity.to_string() })
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("failover-replica");
+        let what = format!("replica {identity}");
+        let spawned: Spawned<ReplicaReady> =
+            spawn_child_with_input(cmd, &what, Duration::from_secs(60), Some(&spec)).await?;
+        if !spawned.ready.synced {
+            return Err(BenchError::Setup(format!("{what}: its cache did not sync")));
         }
+        Ok(Replica { child: spawned.child })
     }
 
     fn signal(&self, signal: KillSignal) -> Result<(), BenchError> {

@@ -4,7 +4,6 @@
 //! told about, reports once it holds every Pod, and idles while the parent reads its
 //! VmRSS from `/proc`, so the figure is that cache's alone.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use crate::BenchError;
+use crate::child::{Spawned, spawn_child_with_input};
 use crate::fixtures::pod;
 use crate::runtime::cluster::{Cluster, NAMESPACE, create_with};
 use crate::serve::{ProcMemory, ServeInfo};
@@ -146,30 +146,16 @@ async fn measure(
     objects: usize,
     limit: Duration,
 ) -> Result<CacheMemory, BenchError> {
-    let mut child = Command::new(exe)
-        .arg("cache-memory")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| BenchError::Setup(format!("spawning {} cache-memory: {e}", exe.display())))?;
-    let mut stdin = child.stdin.take().ok_or_else(|| BenchError::Setup("no stdin pipe".into()))?;
-    let stdout = child.stdout.take().ok_or_else(|| BenchError::Setup("no stdout pipe".into()))?;
-    let spec = CacheSpec { server: server.clone(), mode, objects };
-    let line = serde_json::to_string(&spec).map_err(|e| BenchError::Setup(e.to_string()))?;
-    stdin.write_all(format!("{line}\n").as_bytes()).await?;
-    stdin.flush().await?;
-    let mut lines = BufReader::new(stdout).lines();
-    let reply = tokio::time::timeout(limit, lines.next_line())
-        .await
-        .map_err(|_| BenchError::Setup("the cache process did not report in time".into()))??
-        .ok_or_else(|| BenchError::Setup("the cache process exited before reporting".into()))?;
-    let ready: CacheReady =
-        serde_json::from_str(&reply).map_err(|e| BenchError::Setup(format!("bad cache report {reply:?}: {e}")))?;
+    let spec = serde_json::to_string(&CacheSpec { server: server.clone(), mode, objects })
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("cache-memory");
+    let spawned: Spawned<CacheReady> = spawn_child_with_input(cmd, "the cache process", limit, Some(&spec)).await?;
+    let ready = spawned.ready;
     let status = std::fs::read_to_string(format!("/proc/{}/status", ready.pid))?;
     let mem = ProcMemory::parse(&status).ok_or_else(|| BenchError::Setup("no VmRSS in /proc status".into()))?;
-    drop(stdin);
+    let mut child = spawned.child;
+    drop(child.stdin.take());
     if tokio::time::timeout(Duration::from_secs(30), child.wait()).await.is_err() {
         let _ = child.kill().await;
     }
