@@ -106,12 +106,17 @@ enum Command {
     /// Runs one cache for the memory measurement (used by `scaling`).
     #[command(hide = true)]
     CacheMemory,
-    /// Leader failover with two replicas: seconds from killing the leader (SIGKILL, then
-    /// SIGTERM) until the standby reconciles, at controller-runtime's lease timings.
+    /// Leader failover with two replicas, as plain processes and in real pods: seconds
+    /// from killing the leader (SIGKILL, then SIGTERM) until the standby reconciles, at
+    /// controller-runtime's lease timings.
     Failover(FailoverArgs),
     /// Runs one replica (used by `failover`).
     #[command(hide = true)]
-    FailoverReplica,
+    FailoverReplica {
+        /// The replica's spec (JSON); read from stdin when absent.
+        #[arg(long)]
+        spec: Option<String>,
+    },
     /// Runs a server and prints how to reach it (used by `apiserver`).
     #[command(hide = true)]
     Serve {
@@ -169,7 +174,7 @@ async fn main() -> ExitCode {
         Command::Runtime(args) => runtime(args).await,
         Command::Scaling(args) => scaling(args).await,
         Command::Failover(args) => failover(args).await,
-        Command::FailoverReplica => child("failover-replica", opkit_bench::failover::run_replica().await),
+        Command::FailoverReplica { spec } => child("failover-replica", opkit_bench::failover::run_replica(spec).await),
         Command::CacheMemory => child("cache-memory", opkit_bench::scaling::cache_memory::run_child().await),
         Command::Apiserver(args) => apiserver(args).await,
     }
@@ -388,7 +393,7 @@ struct RuntimeArgs {
 /// Flags of `opkit-bench failover`.
 #[derive(clap::Args)]
 struct FailoverArgs {
-    /// Runs per signal.
+    /// Runs per deployment and signal.
     #[arg(long, default_value_t = 10)]
     runs: usize,
     #[command(flatten)]

@@ -2,6 +2,7 @@
 //! one link instead of one per file keeps the test build's time and disk small.
 
 mod cluster_smoke;
+mod failover_pods;
 mod helm_client;
 mod memcached_smoke;
 mod runtime_smoke;

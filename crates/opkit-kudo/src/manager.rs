@@ -60,7 +60,12 @@ pub fn manager_manifests(opts: &ManagerOptions) -> Vec<Value> {
                         "image": opts.image,
                         "imagePullPolicy": "IfNotPresent",
                         "command": opts.command,
-                        "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                        // The pod: the leader names its container on the Lease, so a
+                        // standby (with more replicas) takes over once it ends.
+                        "env": [
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                        ],
                     }],
                 },
             },

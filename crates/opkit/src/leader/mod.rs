@@ -1,13 +1,18 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's
 //! leaderelection semantics: acquire by creating or taking over an expired lease,
 //! renew every retry period, give up after the renew deadline, and optionally release
-//! the lease on shutdown so another replica takes over at once.
+//! the lease on shutdown so another replica takes over at once. Beyond client-go, the
+//! leader names its pod's container on the Lease, and a standby takes the lease over as
+//! soon as the kubelet reports that container ended (see `holder`), instead of waiting
+//! for the lease to expire.
 
-mod released;
+mod holder;
+mod lease_watch;
+
+pub use holder::{CONTAINER_ANNOTATION, CONTAINER_NAME_ENV, HolderPod, POD_ANNOTATION};
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
@@ -16,6 +21,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use self::holder::{EndedHolder, OwnContainer, PublishedContainer, own_container};
+use self::lease_watch::{LeaseSignal, LeaseWatch};
 use crate::metrics::Metrics;
 
 /// client-go's jitter factor for the acquire loop (and the renew-deadline check).
@@ -52,11 +59,16 @@ pub struct LeaderElectionConfig {
     pub retry_period: Duration,
     /// On shutdown, release the lease so another replica can take over at once.
     pub release_on_cancel: bool,
+    /// The pod this replica runs in (from the downward API's `POD_NAME` and
+    /// `POD_NAMESPACE`): while leading, its container is named on the Lease, so standbys
+    /// that may read Pods take over as soon as it ends. `None` outside a pod.
+    pub holder_pod: Option<HolderPod>,
 }
 
 impl LeaderElectionConfig {
     /// A config with controller-runtime's defaults (15s / 10s / 2s, no release on
-    /// cancel) and identity `<hostname>_<random uuid>`.
+    /// cancel), identity `<hostname>_<random uuid>` and the pod from the environment
+    /// ([`HolderPod::from_env`]).
     pub fn new(lease_name: impl Into<String>, namespace: impl Into<String>) -> Self {
         LeaderElectionConfig {
             lease_name: lease_name.into(),
@@ -66,6 +78,7 @@ impl LeaderElectionConfig {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             release_on_cancel: false,
+            holder_pod: HolderPod::from_env(),
         }
     }
 
@@ -133,11 +146,16 @@ impl Record {
 
 /// Contends for a Lease and reports whether this replica leads.
 pub struct LeaderElector {
+    client: kube::Client,
     api: Api<Lease>,
     cfg: LeaderElectionConfig,
     metrics: Option<Metrics>,
     /// The last lease record seen, and when (local clock) it was first seen.
     observed: Option<(Record, Instant)>,
+    /// This replica's container, as it is published while leading.
+    own: OwnContainer,
+    /// The holder whose container the kubelet reported ended, while acquiring.
+    ended_holder: Option<EndedHolder>,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -156,7 +174,9 @@ impl LeaderElector {
     /// An elector for `cfg.lease_name` in `cfg.namespace`; records
     /// `leader_election_master_status` in `metrics` when given.
     pub fn new(client: kube::Client, cfg: LeaderElectionConfig, metrics: Option<Metrics>) -> Self {
-        LeaderElector { api: Api::namespaced(client, &cfg.namespace), cfg, metrics, observed: None }
+        let own = if cfg.holder_pod.is_some() { OwnContainer::Pending } else { OwnContainer::Unavailable };
+        let api = Api::namespaced(client.clone(), &cfg.namespace);
+        LeaderElector { client, api, cfg, metrics, observed: None, own, ended_holder: None }
     }
 
     /// This replica's identity.
@@ -222,10 +242,10 @@ impl LeaderElector {
     }
 
     /// Tries every retry_period (jittered), and at once whenever the lease is released or
-    /// deleted, until the lease is ours; false on shutdown.
+    /// deleted or its holder's container ended, until the lease is ours; false on shutdown.
     async fn acquire(&mut self, shutdown: &CancellationToken) -> bool {
         tracing::info!(lease = %self.lease_ref(), "attempting to acquire leader lease");
-        let mut released = std::pin::pin!(released::lease_released(self.api.clone(), &self.cfg.lease_name).fuse());
+        let mut watch = LeaseWatch::start(self.api.clone(), self.client.clone(), &self.cfg.lease_name);
         loop {
             let attempt = tokio::select! {
                 biased;
@@ -233,15 +253,23 @@ impl LeaderElector {
                 r = tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()) => r,
             };
             if self.attempt_succeeded(attempt.unwrap_or(Err(LeaderElectionError::Timeout))) {
+                self.ended_holder = None;
                 return true;
             }
             let wait = jittered(self.cfg.retry_period);
             tokio::select! {
                 () = shutdown.cancelled() => return false,
                 () = tokio::time::sleep(wait) => {}
-                Some(()) = released.next() => {
-                    tracing::debug!(lease = %self.lease_ref(), "lease released; trying to acquire it now");
-                }
+                signal = watch.next() => match signal {
+                    LeaseSignal::Released => {
+                        tracing::debug!(lease = %self.lease_ref(), "lease released; trying to acquire it now");
+                    }
+                    LeaseSignal::HolderEnded(ended) => {
+                        tracing::info!(lease = %self.lease_ref(), holder = %ended.identity, container = %ended.container_id,
+                            "the leader's container ended; trying to take the lease over now");
+                        self.ended_holder = Some(ended);
+                    }
+                },
             }
         }
     }
@@ -320,7 +348,7 @@ impl LeaderElector {
         let Some(mut lease) = self.api.get_opt(&self.cfg.lease_name).await? else {
             let mut spec = LeaseSpec::default();
             desired.apply_to(&mut spec);
-            let lease = Lease {
+            let mut lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.cfg.lease_name.clone()),
                     namespace: Some(self.cfg.namespace.clone()),
@@ -328,6 +356,7 @@ impl LeaderElector {
                 },
                 spec: Some(spec),
             };
+            self.stamp_own_container(&mut lease).await;
             self.api.create(&PostParams::default(), &lease).await?;
             self.observed = Some((desired, Instant::now()));
             return Ok(true);
@@ -336,7 +365,11 @@ impl LeaderElector {
         let old = Record::from_spec(lease.spec.as_ref());
         self.observe(old.clone());
         if !old.holder.is_empty() && !self.is_leader() && self.lease_valid(&old) {
-            return Ok(false);
+            if !self.ended_holder.as_ref().is_some_and(|e| e.still_holds(&lease)) {
+                return Ok(false);
+            }
+            tracing::info!(lease = %self.lease_ref(), holder = %old.holder,
+                "the leader's container ended before its lease expired: taking the lease over");
         }
         if self.is_leader() {
             desired.acquire_time = old.acquire_time;
@@ -345,10 +378,24 @@ impl LeaderElector {
             desired.transitions = old.transitions.saturating_add(1);
         }
         desired.apply_to(lease.spec.get_or_insert_with(LeaseSpec::default));
+        self.stamp_own_container(&mut lease).await;
         // The resourceVersion from the GET makes this a compare-and-swap (409 on a race).
         self.api.replace(&self.cfg.lease_name, &PostParams::default(), &lease).await?;
         self.observed = Some((desired, Instant::now()));
         Ok(true)
+    }
+
+    /// Names this replica's container on `lease` (looking it up while the kubelet has not
+    /// reported it yet), or removes an earlier holder's.
+    async fn stamp_own_container(&mut self, lease: &mut Lease) {
+        if let (OwnContainer::Pending, Some(pod)) = (&self.own, &self.cfg.holder_pod) {
+            self.own = own_container(self.client.clone(), pod).await;
+        }
+        let published = match &self.own {
+            OwnContainer::Found(c) => Some(c),
+            OwnContainer::Pending | OwnContainer::Unavailable => None,
+        };
+        PublishedContainer::stamp(published, &mut lease.metadata);
     }
 
     /// Whether the lease observed last is still within its duration (local clock).
@@ -404,6 +451,7 @@ impl LeaderElector {
             transitions: current.transitions,
         };
         released.apply_to(lease.spec.get_or_insert_with(LeaseSpec::default));
+        PublishedContainer::stamp(None, &mut lease.metadata);
         self.api.replace(&self.cfg.lease_name, &PostParams::default(), &lease).await?;
         self.observed = Some((released, Instant::now()));
         Ok(true)

@@ -185,3 +185,142 @@ fn config_defaults_validation_and_jitter() {
         assert!(j >= d && j <= d.mul_f64(1.0 + JITTER_FACTOR), "{j:?}");
     }
 }
+
+/// Replica `identity` on a lease far longer than any wait here, running in pod `pod`
+/// when given (its container as the test writes it into the Pod's status).
+fn pod_replica(env: &TestEnv, identity: &'static str, pod: Option<&str>) -> Replica {
+    let shutdown = CancellationToken::new();
+    let cfg = LeaderElectionConfig {
+        lease_duration: Duration::from_secs(300),
+        holder_pod: pod.map(|p| HolderPod { namespace: "default".into(), name: p.into(), container: None }),
+        ..cfg(identity, false)
+    };
+    let (rx, handle) = LeaderElector::new(env.client(), cfg, None).start(shutdown.clone());
+    Replica { rx, handle, shutdown, identity }
+}
+
+/// Creates pod `name` with one container `manager`, and writes its status as a kubelet
+/// would: `state` for the instance `containerID`.
+async fn pod_with_container(env: &TestEnv, name: &str, container_id: &str, state: serde_json::Value) {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.client(), "default");
+    let pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"automountServiceAccountToken": false, "containers": [{"name": "manager", "image": "m:1"}]},
+    }))
+    .expect("pod");
+    if pods.get_opt(name).await.expect("read pod").is_none() {
+        pods.create(&PostParams::default(), &pod).await.expect("create pod");
+    }
+    let status = serde_json::json!({"status": {"phase": "Running", "containerStatuses": [{
+        "name": "manager", "image": "m:1", "imageID": "", "ready": true, "restartCount": 0,
+        "containerID": container_id, "state": state,
+    }]}});
+    let params = kube::api::PatchParams::default();
+    pods.patch_status(name, &params, &kube::api::Patch::Merge(&status)).await.expect("write pod status");
+}
+
+fn rfc3339(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn running_since(t: jiff::Timestamp) -> serde_json::Value {
+    serde_json::json!({"running": {"startedAt": rfc3339(t)}})
+}
+
+fn terminated_at(id: &str, t: jiff::Timestamp) -> serde_json::Value {
+    serde_json::json!({"terminated": {"exitCode": 137, "reason": "Error", "containerID": id,
+        "startedAt": rfc3339(t), "finishedAt": rfc3339(t)}})
+}
+
+async fn lease_object(env: &TestEnv) -> Lease {
+    let api: Api<Lease> = Api::namespaced(env.client(), "default");
+    api.get("ctrl-lock").await.expect("lease")
+}
+
+/// Waits until the lease names `container` as its holder's.
+async fn until_published(env: &TestEnv, container: &str) {
+    let published = async {
+        loop {
+            let lease = lease_object(env).await;
+            let named = lease.metadata.annotations.as_ref().and_then(|a| a.get(CONTAINER_ANNOTATION));
+            if named.map(String::as_str) == Some(container) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, published).await.expect("the leader never named its container on the lease");
+}
+
+/// Waits until the leader renewed the lease `n` more times.
+async fn renewals(env: &TestEnv, n: usize) {
+    let counted = async {
+        let mut last = lease(env).await.renew_time;
+        let mut seen = 0;
+        while seen < n {
+            let now = lease(env).await.renew_time;
+            if now != last {
+                seen += 1;
+                last = now;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, counted).await.expect("the leader stopped renewing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_as_soon_as_the_leaders_container_is_reported_ended() {
+    let env = TestEnv::builder().without_controllers().start().await.expect("test env");
+    pod_with_container(&env, "pod-a", "containerd://a-1", running_since(jiff::Timestamp::now())).await;
+    let mut a = pod_replica(&env, "a", Some("pod-a"));
+    until(&mut a.rx, true).await;
+    until_published(&env, "containerd://a-1").await;
+    let annotations = lease_object(&env).await.metadata.annotations.unwrap_or_default();
+    assert_eq!(annotations.get(POD_ANNOTATION).map(String::as_str), Some("default/pod-a"));
+    let mut b = pod_replica(&env, "b", None);
+    renewals(&env, 2).await;
+    assert!(!*b.rx.borrow(), "the standby took a renewed lease");
+
+    // The leader's process dies (nothing releases the lease), and the kubelet says so.
+    a.handle.abort();
+    pod_with_container(&env, "pod-a", "containerd://a-1", terminated_at("containerd://a-1", jiff::Timestamp::now()))
+        .await;
+    // Far sooner than the 300 s lease: only the container's end can explain it.
+    until(&mut b.rx, true).await;
+    let lease = lease_object(&env).await;
+    let spec = lease.spec.clone().expect("spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+    assert_eq!(spec.lease_transitions, Some(1));
+    // B runs in no pod it knows of: the old holder's container is no longer named.
+    assert_eq!(lease.metadata.annotations.unwrap_or_default().get(CONTAINER_ANNOTATION), None);
+    b.shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_renewed_after_the_reported_end_or_naming_an_older_instance_is_not_taken() {
+    let env = TestEnv::builder().without_controllers().start().await.expect("test env");
+    // An instance that started long before this process is not this process: the
+    // leader does not name it.
+    let long_ago = jiff::Timestamp::now().checked_sub(Duration::from_secs(3600)).expect("an hour ago");
+    pod_with_container(&env, "pod-a", "containerd://a-0", running_since(long_ago)).await;
+    let mut a = pod_replica(&env, "a", Some("pod-a"));
+    until(&mut a.rx, true).await;
+    renewals(&env, 2).await;
+    assert_eq!(lease_object(&env).await.metadata.annotations.unwrap_or_default().get(CONTAINER_ANNOTATION), None);
+
+    // Once its own instance is reported, it is named.
+    pod_with_container(&env, "pod-a", "containerd://a-1", running_since(jiff::Timestamp::now())).await;
+    until_published(&env, "containerd://a-1").await;
+    // A status claiming the instance ended a minute ago, while the lease is renewed
+    // after that: the holder is alive, and the standby must not take over.
+    let b = pod_replica(&env, "b", None);
+    let a_minute_ago = jiff::Timestamp::now().checked_sub(Duration::from_secs(60)).expect("a minute ago");
+    pod_with_container(&env, "pod-a", "containerd://a-1", terminated_at("containerd://a-1", a_minute_ago)).await;
+    renewals(&env, 5).await;
+    assert!(!*b.rx.borrow(), "the standby took over a lease renewed after its holder's reported end");
+    assert!(*a.rx.borrow());
+    assert_eq!(lease(&env).await.holder_identity.as_deref(), Some("a"));
+    a.shutdown.cancel();
+    b.shutdown.cancel();
+}
