@@ -149,3 +149,25 @@ async fn a_cache_over_its_budget_stops_the_manager_naming_the_kind_and_the_budge
     let message = result.expect_err("over budget").to_string();
     assert!(message.contains("ConfigMap") && message.contains("budget of 2"), "{message}");
 }
+
+#[tokio::test]
+async fn a_selector_the_server_rejects_stops_the_manager_naming_the_kind_and_the_selector() {
+    let env = TestEnv::builder().without_controllers().start().await.expect("env");
+    for (selector, server_says) in [
+        (ByKind::default().field_selector("spec.replicas=1"), r#"field selector "spec.replicas=1""#),
+        (ByKind::default().label_selector("app in (web"), r#"label selector "app in (web""#),
+    ] {
+        let opts = ManagerOptions {
+            cache: CacheScope::namespaces(vec!["default".into()]).by_kind::<ConfigMap>(selector),
+            ..ManagerOptions::default()
+        };
+        let mgr = Manager::new(env.client(), opts);
+        Controller::new(&mgr, nothing).build().expect("controller");
+        // Well inside the 2-minute cache sync timeout, which is how it failed before.
+        let result =
+            tokio::time::timeout(WAIT, mgr.run_until(CancellationToken::new())).await.expect("the manager stops");
+        let message = result.expect_err("the selector is rejected").to_string();
+        assert!(message.contains("the cache of ConfigMap cannot sync"), "{message}");
+        assert!(message.contains("rejects its list") && message.contains(server_says), "{message}");
+    }
+}

@@ -64,7 +64,8 @@ struct Partition<K: Kind> {
     /// resourceVersions that are not numbers.
     seen_rv: AtomicU64,
     /// The API server's refusal of this partition's initial list, once it refused twice in
-    /// a row (a 403: the client may not list or watch the kind); cleared when it syncs.
+    /// a row (a 403: the client may not list or watch the kind; a 400: it rejects the
+    /// partition's selectors), with what to check; cleared when it syncs.
     refused: Mutex<Option<String>>,
 }
 
@@ -83,19 +84,27 @@ pub(super) fn resource_version_of<K: kube::Resource>(obj: &K) -> Option<u64> {
     obj.meta().resource_version.as_deref()?.parse().ok()
 }
 
-/// How many 403s in a row, before the first sync, make a refusal that [`Informer::refusal`]
-/// reports: more than one, so a RoleBinding applied with the operator can still land.
+/// How many refusals in a row, before the first sync, make a refusal that
+/// [`Informer::refusal`] reports: more than one, so a RoleBinding applied with the
+/// operator can still land.
 const REFUSALS_REPORTED_AFTER: u32 = 2;
 
-/// The API server's message when `e` is its 403 (`deployments.apps is forbidden: User ...`).
-fn forbidden_message(e: &watcher::Error) -> Option<String> {
+/// The API server's refusal when `e` is one no retry changes, with what to check: a 403
+/// (`deployments.apps is forbidden: User ...`) or a 400 (a selector it cannot parse, or
+/// a field it cannot select on).
+fn refusal_message(e: &watcher::Error, selectors: &str) -> Option<String> {
     let (watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e)) =
         e
     else {
         return None;
     };
     match e {
-        kube::Error::Api(status) if status.code == 403 => Some(status.message.clone()),
+        kube::Error::Api(status) if status.code == 403 => {
+            Some(format!("{} (is a list/watch rule for it missing from the controller's RBAC?)", status.message))
+        }
+        kube::Error::Api(status) if status.code == 400 => {
+            Some(format!("the API server rejects its list: {} (check the cache's {selectors})", status.message))
+        }
         _ => None,
     }
 }
@@ -308,11 +317,21 @@ impl<K: Kind> Informer<K> {
         ObjectRef::from_obj_with(o, self.dyntype.clone())
     }
 
-    /// Logs a failed watch; before the first sync, a run of 403s becomes the partition's
-    /// refusal (what [`Informer::refusal`] reports).
+    /// The selectors this informer lists with, as a user wrote them, for messages.
+    fn selectors(&self) -> String {
+        let quoted = |what: &str, s: &Option<String>| s.as_ref().map(|s| format!("{what} selector {s:?}"));
+        let parts: Vec<String> = [quoted("label", &self.label_selector), quoted("field", &self.field_selector)]
+            .into_iter()
+            .flatten()
+            .collect();
+        if parts.is_empty() { "selectors for this kind".to_string() } else { parts.join(" and ") }
+    }
+
+    /// Logs a failed watch; before the first sync, a run of refusals (403s, 400s) becomes
+    /// the partition's refusal (what [`Informer::refusal`] reports).
     fn count_refusal(&self, part: &Partition<K>, e: &watcher::Error, refusals_in_a_row: &mut u32) {
         tracing::warn!(kind = %self.kind(), error = %e, "watch failed; retrying");
-        match forbidden_message(e) {
+        match refusal_message(e, &self.selectors()) {
             Some(message) if !part.synced.load(Ordering::SeqCst) => {
                 *refusals_in_a_row += 1;
                 if *refusals_in_a_row >= REFUSALS_REPORTED_AFTER {
@@ -383,9 +402,9 @@ impl<K: Kind> Informer<K> {
     }
 
     /// Why the cache cannot sync, when the API server keeps refusing its initial list with
-    /// a 403: the server's message (`deployments.apps is forbidden: User
-    /// "system:serviceaccount:..." cannot list resource ...`). `None` while it may still
-    /// sync.
+    /// a 403 or a 400: the server's message (`deployments.apps is forbidden: User
+    /// "system:serviceaccount:..." cannot list resource ...`) and what to check. `None`
+    /// while it may still sync.
     pub fn refusal(&self) -> Option<String> {
         self.partitions.iter().find_map(|p| p.refused.lock().clone())
     }

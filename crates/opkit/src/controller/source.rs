@@ -26,7 +26,7 @@ pub(super) type Filters = Arc<[Arc<dyn Predicate>]>;
 pub(super) trait SourceCache: Send + Sync {
     /// Whether the initial list finished.
     fn is_synced(&self) -> bool;
-    /// The API server's 403 when it keeps refusing the initial list ([`Informer::refusal`]).
+    /// The API server's 403 or 400 when it keeps refusing the initial list ([`Informer::refusal`]).
     fn refusal(&self) -> Option<String>;
     /// The kind cached, for logs.
     fn kind(&self) -> String;

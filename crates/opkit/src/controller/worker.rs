@@ -59,8 +59,8 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Runnable for Built<
 }
 
 /// Waits until every source's cache has synced. `Ok(false)`: shut down meanwhile. A cache
-/// the API server keeps refusing with a 403 fails the controller at once, with the kind
-/// and the server's message, instead of at the timeout.
+/// the API server keeps refusing (a 403, or a 400 for its selectors) fails the controller
+/// at once, with the kind and the server's message, instead of at the timeout.
 async fn wait_for_sync(
     mgr: &Manager,
     caches: Vec<Arc<dyn SourceCache>>,
@@ -78,7 +78,7 @@ async fn wait_for_sync(
             }
             if let Some((kind, message)) = refused() {
                 return Err(RunnableError(format!(
-                    "the cache of {kind} cannot sync: {message} (is a list/watch rule for it missing from the controller's RBAC?)"
+                    "the cache of {kind} cannot sync: {message}"
                 )));
             }
             if settled {
