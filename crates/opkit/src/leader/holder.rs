@@ -19,6 +19,8 @@ use kube::api::Api;
 
 /// Annotation on the Lease: the holder's pod, as `<namespace>/<name>`.
 pub const POD_ANNOTATION: &str = "leader.opkit.dev/pod";
+/// Annotation on the Lease: the uid of the holder's pod.
+pub const POD_UID_ANNOTATION: &str = "leader.opkit.dev/pod-uid";
 /// Annotation on the Lease: the holder's container ID, as its Pod's status reports it.
 pub const CONTAINER_ANNOTATION: &str = "leader.opkit.dev/container-id";
 
@@ -69,6 +71,8 @@ impl HolderPod {
 pub(super) struct PublishedContainer {
     /// `<namespace>/<name>` of the pod.
     pub pod: String,
+    /// The pod's uid: a new pod of the same name is not this one.
+    pub pod_uid: String,
     /// Its container ID.
     pub container_id: String,
 }
@@ -78,8 +82,9 @@ impl PublishedContainer {
     pub(super) fn of_lease(lease: &Lease) -> Option<PublishedContainer> {
         let annotations = lease.metadata.annotations.as_ref()?;
         let pod = annotations.get(POD_ANNOTATION).filter(|p| p.contains('/'))?.clone();
+        let pod_uid = annotations.get(POD_UID_ANNOTATION).filter(|u| !u.is_empty())?.clone();
         let container_id = annotations.get(CONTAINER_ANNOTATION).filter(|c| !c.is_empty())?.clone();
-        Some(PublishedContainer { pod, container_id })
+        Some(PublishedContainer { pod, pod_uid, container_id })
     }
 
     /// Writes this container on `meta`, or (with `None`) removes an earlier holder's.
@@ -88,10 +93,12 @@ impl PublishedContainer {
         match this {
             Some(c) => {
                 annotations.insert(POD_ANNOTATION.to_string(), c.pod.clone());
+                annotations.insert(POD_UID_ANNOTATION.to_string(), c.pod_uid.clone());
                 annotations.insert(CONTAINER_ANNOTATION.to_string(), c.container_id.clone());
             }
             None => {
                 annotations.remove(POD_ANNOTATION);
+                annotations.remove(POD_UID_ANNOTATION);
                 annotations.remove(CONTAINER_ANNOTATION);
             }
         }
@@ -149,9 +156,10 @@ pub(super) async fn own_container(client: kube::Client, holder: &HolderPod) -> O
     // This instance, not one that ran before it: its start was stamped just before ours.
     let earliest = process_start.checked_sub(START_SLACK).unwrap_or(process_start);
     let started = status.state.as_ref().and_then(|s| s.running.as_ref()).and_then(|r| r.started_at.as_ref());
+    let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
     match (status.container_id.as_deref().filter(|id| !id.is_empty()), started) {
-        (Some(id), Some(started)) if started.0 >= earliest => {
-            OwnContainer::Found(PublishedContainer { pod: holder.reference(), container_id: id.to_string() })
+        (Some(id), Some(started)) if started.0 >= earliest && !pod_uid.is_empty() => {
+            OwnContainer::Found(PublishedContainer { pod: holder.reference(), pod_uid, container_id: id.to_string() })
         }
         _ => OwnContainer::Pending,
     }
@@ -212,10 +220,15 @@ impl EndedHolder {
     }
 }
 
-/// Whether `pod`'s status shows container instance `container_id` ended: terminated, or
-/// replaced by a newer instance, or gone with the pod it ran in (a new pod of the same
-/// name). Returns when it ended, if known; `None` while it may still run.
-pub(super) fn ended_in(pod: &Pod, container_id: &str) -> Option<Option<Timestamp>> {
+/// Whether `pod`'s status shows the published container instance ended: terminated, or
+/// replaced by a newer instance. Returns when it ended, if known; `None` while it may
+/// still run. A new pod of the same name proves nothing (a force-deleted pod's process
+/// may still run), nor does a pod's deletion.
+pub(super) fn ended_in(pod: &Pod, published: &PublishedContainer) -> Option<Option<Timestamp>> {
+    if pod.metadata.uid.as_deref() != Some(published.pod_uid.as_str()) {
+        return None;
+    }
+    let container_id = published.container_id.as_str();
     let status = pod.status.as_ref()?;
     let statuses = status.container_statuses.as_deref().unwrap_or_default();
     for s in statuses {
@@ -232,8 +245,7 @@ pub(super) fn ended_in(pod: &Pod, container_id: &str) -> Option<Option<Timestamp
             return Some(t.finished_at.as_ref().map(|f| f.0));
         }
     }
-    // Reported statuses, none of them this instance's: it ended two or more restarts ago,
-    // or the pod is a new one of the same name.
+    // Reported statuses, none of them this instance's: it ended two or more restarts ago.
     (!statuses.is_empty()).then_some(None)
 }
 
@@ -284,8 +296,13 @@ mod tests {
         }
     }
 
+    fn published(id: &str) -> PublishedContainer {
+        PublishedContainer { pod: "ns/p".into(), pod_uid: "u-1".into(), container_id: id.into() }
+    }
+
     fn pod(current: &str, state: ContainerState, last: Option<ContainerState>) -> Pod {
         Pod {
+            metadata: ObjectMeta { uid: Some("u-1".into()), ..Default::default() },
             status: Some(PodStatus {
                 phase: Some("Running".into()),
                 container_statuses: Some(vec![ContainerStatus {
@@ -307,25 +324,29 @@ mod tests {
 
     #[test]
     fn a_running_instance_has_not_ended() {
-        assert_eq!(ended_in(&pod("c://1", running(), None), "c://1"), None);
+        assert_eq!(ended_in(&pod("c://1", running(), None), &published("c://1")), None);
     }
 
     #[test]
     fn a_terminated_or_replaced_instance_has_ended_and_says_when() {
         let at = Some(Timestamp::from_second(100).unwrap());
-        assert_eq!(ended_in(&pod("c://1", terminated("c://1", 100), None), "c://1"), Some(at));
-        assert_eq!(ended_in(&pod("c://2", running(), Some(terminated("c://1", 100))), "c://1"), Some(at));
-        // Two restarts later, or a new pod of the same name: ended, time unknown.
-        assert_eq!(ended_in(&pod("c://3", running(), Some(terminated("c://2", 100))), "c://1"), Some(None));
-        // Nothing reported yet: not known to have ended.
-        assert_eq!(ended_in(&Pod::default(), "c://1"), None);
+        let ended = pod("c://1", terminated("c://1", 100), None);
+        assert_eq!(ended_in(&ended, &published("c://1")), Some(at));
+        assert_eq!(ended_in(&pod("c://2", running(), Some(terminated("c://1", 100))), &published("c://1")), Some(at));
+        // Two restarts later: ended, time unknown.
+        let later = pod("c://3", running(), Some(terminated("c://2", 100)));
+        assert_eq!(ended_in(&later, &published("c://1")), Some(None));
+        // A new pod of the same name proves nothing; nor does a pod with nothing reported.
+        let mut new_pod = ended.clone();
+        new_pod.metadata.uid = Some("u-2".into());
+        assert_eq!(ended_in(&new_pod, &published("c://1")), None);
+        assert_eq!(ended_in(&Pod::default(), &published("c://1")), None);
     }
 
     #[test]
     fn a_lease_renewed_after_the_instance_ended_is_not_taken_over() {
         let mut lease = Lease::default();
-        let published = PublishedContainer { pod: "ns/p".into(), container_id: "c://1".into() };
-        PublishedContainer::stamp(Some(&published), &mut lease.metadata);
+        PublishedContainer::stamp(Some(&published("c://1")), &mut lease.metadata);
         let spec = lease.spec.get_or_insert_with(Default::default);
         spec.holder_identity = Some("a".into());
         spec.renew_time =

@@ -139,7 +139,7 @@ fn holder_ended(h: &mut WatchedHolder, event: Result<watcher::Event<Pod>, watche
     if h.signalled {
         return None;
     }
-    let finished_at = ended_in(&pod, &h.published.container_id)?;
+    let finished_at = ended_in(&pod, &h.published)?;
     h.signalled = true;
     Some(EndedHolder { identity: h.identity.clone(), container_id: h.published.container_id.clone(), finished_at })
 }

@@ -9,7 +9,7 @@
 mod holder;
 mod lease_watch;
 
-pub use holder::{CONTAINER_ANNOTATION, CONTAINER_NAME_ENV, HolderPod, POD_ANNOTATION};
+pub use holder::{CONTAINER_ANNOTATION, CONTAINER_NAME_ENV, HolderPod, POD_ANNOTATION, POD_UID_ANNOTATION};
 
 use std::time::Duration;
 
