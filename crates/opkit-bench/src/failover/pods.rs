@@ -67,6 +67,9 @@ pub struct PodReplicas {
     env: TestEnv,
     probes: Api<ConfigMap>,
     seq: usize,
+    /// Set in the replicas' environment, to tell their processes from those of an earlier
+    /// run's pods that are still stopping.
+    run_id: String,
 }
 
 /// One failover.
@@ -91,7 +94,9 @@ impl PodReplicas {
         let client = env.client();
         let probes: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
         create_probe(&probes).await?;
-        let replicas = PodReplicas { env, probes, seq: 0 };
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let run_id = format!("{}-{}", std::process::id(), since_epoch.as_nanos());
+        let replicas = PodReplicas { env, probes, seq: 0, run_id };
         replicas.start_pod(PODS[0], lease).await?;
         wait_stamp(&replicas.probes, &format!("{}/0", PODS[0]), Duration::from_secs(60)).await?;
         replicas.start_pod(PODS[1], lease).await?;
@@ -147,7 +152,7 @@ impl PodReplicas {
             .find(|p| **p != from)
             .ok_or_else(|| BenchError::Setup(format!("the lease is held by {from:?}, not a replica")))?
             .to_string();
-        let pid = replica_pid(&from)?;
+        let pid = replica_pid(&from, &self.run_id)?;
         self.seq += 1;
         let killed = Instant::now();
         signal.send(pid)?;
@@ -172,6 +177,7 @@ impl PodReplicas {
                         {"name": "POD_NAME", "valueFrom": field("metadata.name")},
                         {"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")},
                         {"name": "OPKIT_LOG", "value": "info"},
+                        {"name": RUN_ENV, "value": self.run_id},
                     ],
                 }],
             },
@@ -200,10 +206,15 @@ impl PodReplicas {
     }
 }
 
-/// The process of replica pod `pod`: the one whose environment names the pod and whose
-/// command line runs the replica (the innermost, when the runtime wraps it).
-fn replica_pid(pod: &str) -> Result<u32, BenchError> {
+/// The environment variable holding [`PodReplicas`]'s run ID.
+const RUN_ENV: &str = "OPKIT_FAILOVER_RUN";
+
+/// The process of replica pod `pod` of run `run_id`: the one whose environment names the
+/// pod and the run, and whose command line runs the replica (the innermost, when the
+/// runtime wraps it).
+fn replica_pid(pod: &str, run_id: &str) -> Result<u32, BenchError> {
     let marker = format!("POD_NAME={pod}");
+    let run = format!("{RUN_ENV}={run_id}");
     let mut found: Vec<(u32, u32)> = Vec::new();
     for entry in std::fs::read_dir("/proc")?.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
@@ -213,7 +224,7 @@ fn replica_pid(pod: &str) -> Result<u32, BenchError> {
             continue;
         };
         let has = |hay: &[u8], needle: &[u8]| hay.split(|b| *b == 0).any(|part| part == needle);
-        if has(&environ, marker.as_bytes()) && has(&cmdline, b"failover-replica") {
+        if has(&environ, marker.as_bytes()) && has(&environ, run.as_bytes()) && has(&cmdline, b"failover-replica") {
             let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
             let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok());
             found.push((pid, ppid.unwrap_or(0)));
