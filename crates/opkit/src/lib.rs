@@ -95,6 +95,7 @@ pub mod owner;
 pub mod predicate;
 pub mod read_your_writes;
 pub mod reconcile;
+pub mod sharding;
 pub mod signal;
 pub mod status;
 pub mod watches_file;

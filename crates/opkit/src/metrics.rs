@@ -49,6 +49,19 @@ struct QueueLabels {
     name: String,
 }
 
+/// Labels `{ring, how}` of the sharding moves.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MoveLabels {
+    ring: String,
+    how: String,
+}
+
+/// Labels `{ring}` of the live shards gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RingLabels {
+    ring: String,
+}
+
 /// Labels `{name}` of the leader-election gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaseLabels {
@@ -91,6 +104,8 @@ struct Families {
     ryow_wait_time: HistFamily<ControllerLabels>,
     ryow_stale_requeues: Family<ControllerLabels, Counter>,
     ryow_expired: Family<ControllerLabels, Counter>,
+    sharding_moves: Family<MoveLabels, Counter>,
+    sharding_shards: Family<RingLabels, Gauge>,
 }
 
 impl Families {
@@ -115,6 +130,8 @@ impl Families {
             ryow_wait_time: Family::new_with_constructor(reconcile_time_histogram as fn() -> _),
             ryow_stale_requeues: Family::default(),
             ryow_expired: Family::default(),
+            sharding_moves: Family::default(),
+            sharding_shards: Family::default(),
         }
     }
 
@@ -204,6 +221,12 @@ impl Families {
             "Writes the cache never showed within the expiry, no longer waited for",
             f.ryow_expired,
         );
+        r.register(
+            "opkit_sharding_moves",
+            "Label changes the shard coordinator made: assigned, drained, undrained, reassigned (from a dead shard), repaired (a shard that never existed), followed (an owner)",
+            f.sharding_moves,
+        );
+        r.register("opkit_sharding_shards", "Live shards the coordinator assigns objects to", f.sharding_shards);
     }
 }
 
@@ -293,6 +316,18 @@ impl Metrics {
     /// `leader_election_master_status{name=<lease name>} 1|0`
     pub fn set_leader(&self, lease_name: &str, leading: bool) {
         self.inner.families.leader.get_or_create(&LeaseLabels { name: lease_name.to_string() }).set(i64::from(leading));
+    }
+
+    /// `opkit_sharding_moves_total{ring,how}` += 1.
+    pub fn sharding_moved(&self, ring: &str, how: &str) {
+        let labels = MoveLabels { ring: ring.to_string(), how: how.to_string() };
+        self.inner.families.sharding_moves.get_or_create(&labels).inc();
+    }
+
+    /// Sets `opkit_sharding_shards{ring}`.
+    pub fn set_live_shards(&self, ring: &str, n: usize) {
+        let labels = RingLabels { ring: ring.to_string() };
+        self.inner.families.sharding_shards.get_or_create(&labels).set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Lets users register their own metrics.

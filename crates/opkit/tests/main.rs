@@ -13,4 +13,5 @@ mod errors;
 mod manager;
 mod metrics_secure;
 mod read_your_writes;
+mod sharding;
 mod span;

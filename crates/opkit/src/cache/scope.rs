@@ -94,6 +94,18 @@ impl CacheScope {
     }
 
     /// The settings of the resource `group`/`plural`: its own, else the scope's.
+    /// Adds `requirement` (e.g. `shard.opkit.dev/ring=shard-1`) to the label selector of
+    /// `resource`'s informers, on top of its own or the scope's selector.
+    pub(crate) fn requiring_label(mut self, resource: &ApiResource, requirement: &str) -> CacheScope {
+        let global = self.label_selector.clone();
+        let entry = self.by_kind.entry((resource.group.clone(), resource.plural.clone())).or_default();
+        entry.label_selector = Some(match entry.label_selector.clone().or(global) {
+            Some(base) if !base.trim().is_empty() => format!("{base},{requirement}"),
+            _ => requirement.to_string(),
+        });
+        self
+    }
+
     pub(super) fn settings_of(&self, group: &str, plural: &str) -> Effective {
         let own = self.by_kind.get(&(group.to_string(), plural.to_string()));
         Effective {

@@ -49,6 +49,21 @@ pub enum BuildError {
         /// The state type.
         state: &'static str,
     },
+    /// The manager is sharded, but this leader-only controller's kind is not: every
+    /// shard would reconcile all of its objects at once. Shard the kind
+    /// ([`ShardingConfig::shards`](crate::sharding::ShardingConfig::shards)) or run the
+    /// controller on every replica ([`Controller::without_leader_election`]).
+    #[error(
+        "controller {controller:?} reconciles {kind}, which ring {ring:?} does not shard: every shard would reconcile all of them; shard the kind or build it without leader election"
+    )]
+    NotSharded {
+        /// The controller.
+        controller: String,
+        /// Its kind.
+        kind: String,
+        /// The ring.
+        ring: String,
+    },
 }
 
 /// The kind a controller reconciles, to find it among owner references.
@@ -362,6 +377,14 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
         let Some(state) = self.state else {
             return Err(BuildError::MissingState { controller: self.name, state: std::any::type_name::<S>() });
         };
+        if let Some(sharding) = &self.mgr.options().sharding
+            && self.needs_leader
+            && let Some(resource) = self.sources.iter().find_map(|s| s.cache()).map(|c| c.resource())
+            && !sharding.shards_kind(&resource)
+        {
+            let ring = sharding.ring.clone();
+            return Err(BuildError::NotSharded { controller: self.name, kind: resource.kind, ring });
+        }
         if !self.mgr.claim_controller_name(&self.name) {
             return Err(BuildError::DuplicateName(self.name));
         }

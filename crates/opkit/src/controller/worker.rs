@@ -125,6 +125,7 @@ async fn run<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>>(
         name: c.name,
         metrics,
         writes,
+        handed_over: parking_lot::Mutex::default(),
         active: AtomicI64::new(0),
         _k: std::marker::PhantomData,
     });
@@ -171,6 +172,9 @@ struct Shared<K: Kind, R, S> {
     metrics: ControllerMetrics,
     /// The writes of earlier reconciles the cache has not shown yet (read-your-own-writes).
     writes: Option<WriteTracker>,
+    /// Objects this shard handed over after a drain, until their leaving the cache has
+    /// been seen (sharding).
+    handed_over: parking_lot::Mutex<std::collections::HashSet<Request>>,
     active: AtomicI64,
     _k: std::marker::PhantomData<fn() -> K>,
 }
@@ -181,6 +185,39 @@ fn reconcile_id() -> uuid::Uuid {
 }
 
 impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
+    /// With sharding, when the coordinator asks this shard to let go of the object (its
+    /// drain label): no reconcile of it runs now (the queue hands a request to one worker
+    /// at a time), so this acknowledges by removing its shard and drain labels, and the
+    /// object is not reconciled here again. True when it was drained.
+    async fn let_go_of_drained(&self, req: &Request, meta: &kube::core::ObjectMeta) -> bool {
+        let Some(sharding) = &self.mgr.options().sharding else { return false };
+        if !sharding.drains(meta) {
+            return false;
+        }
+        let resource = kube::api::ApiResource::erase::<K>(self.informer.dyntype());
+        let api: kube::Api<kube::api::DynamicObject> = match &meta.namespace {
+            Some(ns) => kube::Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => kube::Api::all_with(self.client.clone(), &resource),
+        };
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": meta.resource_version,
+            "labels": {sharding.shard_label(): null, sharding.drain_label(): null},
+        }});
+        let name = meta.name.clone().unwrap_or_default();
+        let params = kube::api::PatchParams::default();
+        match api.patch(&name, &params, &kube::api::Patch::Merge(&patch)).await {
+            Ok(_) => {
+                self.handed_over.lock().insert(req.clone());
+                tracing::debug!(controller = %self.name, object = %name, "drained: handed back to the shard coordinator");
+            }
+            // Changed meanwhile: its next event brings the drain (or its undoing) again.
+            Err(e) => {
+                tracing::debug!(controller = %self.name, object = %name, error = %e, "acknowledging a drain failed")
+            }
+        }
+        true
+    }
+
     async fn process(&self, queue: &WorkQueue<Request>, req: Request) {
         if let Some(writes) = &self.writes
             && !writes.caught_up(&req).await
@@ -194,6 +231,17 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Shared<K, R, S> {
             key = key.within(ns);
         }
         let object = self.informer.get(&key);
+        let drained = match &object {
+            Some(obj) => self.let_go_of_drained(&req, obj.meta()).await,
+            // The object left this shard's cache because this shard handed it over: its
+            // new shard reconciles it now, so this one does not.
+            None => self.handed_over.lock().remove(&req),
+        };
+        if drained {
+            queue.forget(&req);
+            queue.done(&req);
+            return;
+        }
         let span = tracing::info_span!(
             "reconcile",
             controller = %self.name,

@@ -22,6 +22,7 @@ use crate::cache::{Cache, CacheScope};
 use crate::health::{self, Check};
 use crate::leader::{LeaderElectionConfig, LeaderElector};
 use crate::metrics::Metrics;
+use crate::sharding::{Coordinator, ShardingConfig, ShardingError};
 
 pub(crate) use flags::parse_bind;
 pub use flags::{FlagsError, ManagerArgs};
@@ -68,6 +69,9 @@ pub enum ManagerError {
     /// Waiting for signals failed.
     #[error("signal handling: {0}")]
     Signal(std::io::Error),
+    /// The sharding configuration is not usable.
+    #[error(transparent)]
+    Sharding(#[from] ShardingError),
     /// The API server did not answer when the manager started.
     #[error(
         "cannot reach the API server{}: {cause}; is the cluster running? (a local one starts with `opkit cluster start`)",
@@ -164,6 +168,11 @@ pub struct ManagerOptions {
     pub health_addr: Option<SocketAddr>,
     /// Leader election (None: every replica leads).
     pub leader_election: Option<LeaderElectionConfig>,
+    /// Sharding: this replica is one shard of a ring (see [`crate::sharding`]). Its
+    /// leader-only runnables run while it holds its shard Lease (in place of
+    /// `leader_election`), its cache holds only its shard's objects of the sharded kinds,
+    /// and it takes part in electing the ring's coordinator.
+    pub sharding: Option<ShardingConfig>,
     /// How long in-flight work may take to finish on shutdown.
     pub graceful_shutdown_timeout: Duration,
 }
@@ -176,6 +185,7 @@ impl Default for ManagerOptions {
             metrics_secure: None,
             health_addr: None,
             leader_election: None,
+            sharding: None,
             graceful_shutdown_timeout: Duration::from_secs(30),
         }
     }
@@ -226,7 +236,13 @@ impl Manager {
     }
 
     fn with_server(client: Client, server: Option<String>, options: ManagerOptions) -> Manager {
-        let cache = Cache::new(client.clone(), options.cache.clone());
+        let mut scope = options.cache.clone();
+        if let Some(sharding) = &options.sharding {
+            for kind in sharding.kinds() {
+                scope = scope.requiring_label(&kind.resource, &sharding.shard_selector());
+            }
+        }
+        let cache = Cache::new(client.clone(), scope);
         Manager {
             inner: Arc::new(Inner {
                 client,
@@ -345,7 +361,16 @@ impl Manager {
         let watched = self.inner.watched.lock().clone();
         preflight::check_served(&self.inner.client, self.inner.server.as_deref(), &watched).await?;
         let all = shutdown.child_token();
-        let opts = self.inner.options.clone();
+        let mut opts = self.inner.options.clone();
+        if let Some(sharding) = &opts.sharding {
+            sharding.validate()?;
+            if opts.leader_election.is_some() {
+                tracing::warn!(ring = %sharding.ring, "sharding replaces leader election: leader-only work runs while this replica holds its shard lease");
+            }
+            let identity = crate::sharding::unique_identity(&sharding.shard_id);
+            opts.leader_election = Some(sharding.lease_config(sharding.shard_lease_name(&sharding.shard_id), identity));
+            self.add(Coordinator::new(self.client(), sharding.clone(), self.inner.metrics.clone()));
+        }
         self.serve_metrics_and_probes(&opts, &all).await?;
         self.inner.cache.start(all.clone());
         let (failures, mut failed) = mpsc::unbounded_channel();
