@@ -247,3 +247,83 @@ async fn a_label_overwritten_to_an_unknown_shard_is_repaired_and_an_unsharded_co
     assert!(matches!(err, BuildError::NotSharded { .. }), "{err}");
     assert!(err.to_string().contains("Secret"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owned_objects_follow_their_owners_shard() {
+    let env = TestEnv::builder().without_controllers().start().await.expect("env");
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
+    namespaces.create(&PostParams::default(), &ns).await.expect("namespace");
+    let (cms, secrets): (Api<ConfigMap>, Api<Secret>) =
+        (Api::namespaced(env.client(), NS), Api::namespaced(env.client(), NS));
+    for i in 0..40 {
+        let name = format!("cm-{i}");
+        let owner = cms
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("cm"),
+            )
+            .await
+            .expect("owner");
+        let uid = owner.metadata.uid.expect("uid");
+        let child = serde_json::json!({"metadata": {"name": format!("{name}-child"), "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid, "controller": true}]}});
+        secrets.create(&PostParams::default(), &serde_json::from_value(child).expect("secret")).await.expect("child");
+    }
+    let start = |id: &'static str| {
+        let mut cfg = sharding(id).follows::<Secret>();
+        cfg.release_on_cancel = true;
+        let opts = ManagerOptions {
+            cache: CacheScope::namespaces(vec![NS.into()]),
+            sharding: Some(cfg),
+            ..ManagerOptions::default()
+        };
+        let mgr = Manager::new(env.client(), opts);
+        Controller::new(&mgr, |_: Context<ConfigMap>| async { Ok::<_, ReconcileError>(Action::done()) })
+            .owns::<Secret>()
+            .build()
+            .expect("controller");
+        let token = CancellationToken::new();
+        let (m, t) = (mgr.clone(), token.clone());
+        tokio::spawn(async move { m.run_until(t).await });
+        token
+    };
+    let label = sharding("x").shard_label();
+    // Every child has its owner's shard, and moves when its owner does.
+    let follows = |want: &'static [&'static str]| {
+        let (cms, secrets, label) = (cms.clone(), secrets.clone(), label.clone());
+        async move {
+            let started = Instant::now();
+            loop {
+                let owners: HashMap<String, Option<String>> = cms
+                    .list(&ListParams::default())
+                    .await
+                    .expect("list")
+                    .items
+                    .into_iter()
+                    .map(|c| {
+                        (c.metadata.name.unwrap_or_default(), c.metadata.labels.and_then(|mut l| l.remove(&label)))
+                    })
+                    .collect();
+                let children = secrets.list(&ListParams::default()).await.expect("list").items;
+                let placed = owners.values().all(|s| s.as_deref().is_some_and(|s| want.contains(&s)));
+                let followed = children.len() == 40
+                    && children.iter().all(|c| {
+                        let owner = c.metadata.name.as_deref().and_then(|n| n.strip_suffix("-child")).unwrap_or("");
+                        let mine = c.metadata.labels.as_ref().and_then(|l| l.get(&label)).cloned();
+                        owners.get(owner).cloned().flatten() == mine && mine.is_some()
+                    });
+                if placed && followed {
+                    return;
+                }
+                assert!(started.elapsed() < PHASE, "children do not follow their owners onto {want:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let _a = start("a");
+    let stop_b = start("b");
+    follows(&["a", "b"]).await;
+    stop_b.cancel();
+    follows(&["a"]).await;
+}
