@@ -97,6 +97,7 @@ pub mod report;
 pub mod runtime;
 pub mod scaling;
 pub mod serve;
+pub mod sharding;
 pub mod stats;
 pub mod watch_memory;
 

@@ -106,6 +106,12 @@ enum Command {
     /// Runs one cache for the memory measurement (used by `scaling`).
     #[command(hide = true)]
     CacheMemory,
+    /// The same objects reconciled by 1, 2 and 3 shards of one ring: time to reconcile all,
+    /// each shard's memory, and the rebalance after one shard is SIGKILLed.
+    Sharding(ShardingArgs),
+    /// Runs one shard (used by `sharding`).
+    #[command(hide = true)]
+    ShardingShard,
     /// Leader failover with two replicas, as plain processes and in real pods: seconds
     /// from killing the leader (SIGKILL, then SIGTERM) until the standby reconciles, at
     /// controller-runtime's lease timings.
@@ -173,6 +179,8 @@ async fn main() -> ExitCode {
         Command::RuntimeManager => child("runtime-manager", opkit_bench::runtime::manager_proc::run_child().await),
         Command::Runtime(args) => runtime(args).await,
         Command::Scaling(args) => scaling(args).await,
+        Command::Sharding(args) => sharding(args).await,
+        Command::ShardingShard => child("sharding-shard", opkit_bench::sharding::run_shard().await),
         Command::Failover(args) => failover(args).await,
         Command::FailoverReplica { spec } => child("failover-replica", opkit_bench::failover::run_replica(spec).await),
         Command::CacheMemory => child("cache-memory", opkit_bench::scaling::cache_memory::run_child().await),
@@ -401,6 +409,40 @@ struct FailoverArgs {
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
+}
+
+/// Flags of `opkit-bench sharding`.
+#[derive(clap::Args)]
+struct ShardingArgs {
+    /// A seconds-long run on tiny numbers (a smoke test).
+    #[arg(long)]
+    tiny: bool,
+    /// Objects (default 10000).
+    #[arg(long)]
+    objects: Option<usize>,
+    #[command(flatten)]
+    report: ReportArgs,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+async fn sharding(args: ShardingArgs) -> ExitCode {
+    let mut workload = if args.tiny {
+        opkit_bench::sharding::ShardingWorkload::tiny()
+    } else {
+        opkit_bench::sharding::ShardingWorkload::full()
+    };
+    if let Some(n) = args.objects {
+        workload.objects = n;
+    }
+    let exe = match own_exe() {
+        Ok(exe) => exe,
+        Err(code) => return code,
+    };
+    let opts = opkit_bench::sharding::ShardingOptions { workload, exe, progress: !args.quiet };
+    let result = opkit_bench::sharding::run(&opts).await;
+    benchmark("sharding", result, &args.report, opkit_bench::sharding::render_text)
 }
 
 /// Flags of `opkit-bench scaling`.

@@ -7,4 +7,5 @@ mod helm_client;
 mod memcached_smoke;
 mod runtime_smoke;
 mod scaling_smoke;
+mod sharding_smoke;
 mod smoke;
