@@ -184,7 +184,8 @@ impl Shard {
     }
 }
 
-/// Waits until every object's stamp is one of `alive`, and equals its shard label;
+/// Waits until every object's stamp is one of `alive`, and equals its shard label, and
+/// every shard of `alive` holds some (a shard that joined late gets its share first);
 /// returns the objects per shard. Lists metadata every 200 ms (a benchmark's clock).
 async fn stamped(
     api: &Api<ConfigMap>,
@@ -198,10 +199,12 @@ async fn stamped(
         let list =
             api.list_metadata(&ListParams::default()).await.map_err(|e| BenchError::Setup(format!("list: {e}")))?;
         let mut per_shard = BTreeMap::new();
-        let mut done = 0;
+        let (mut done, mut labelled, mut with_stamp) = (0, 0, 0);
         for meta in &list.items {
             let stamp = meta.metadata.annotations.as_ref().and_then(|a| a.get(STAMP));
             let shard = meta.metadata.labels.as_ref().and_then(|l| l.get(&label));
+            labelled += usize::from(shard.is_some());
+            with_stamp += usize::from(stamp.is_some());
             if let (Some(stamp), Some(shard)) = (stamp, shard)
                 && stamp == shard
                 && alive.contains(stamp)
@@ -210,12 +213,12 @@ async fn stamped(
                 *per_shard.entry(stamp.clone()).or_default() += 1;
             }
         }
-        if done >= objects {
+        if done >= objects && alive.iter().all(|a| per_shard.contains_key(a)) {
             return Ok(per_shard);
         }
         if started.elapsed() > limit {
             return Err(BenchError::Setup(format!(
-                "{done} of {objects} objects stamped by {alive:?} within {limit:?}"
+                "{done} of {objects} objects stamped by {alive:?} within {limit:?} ({labelled} labelled for a shard, {with_stamp} stamped at all)"
             )));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -224,7 +227,9 @@ async fn stamped(
 
 async fn one_count(opts: &ShardingOptions, shards: usize) -> Result<ShardRun, BenchError> {
     let w = &opts.workload;
-    let limit = Duration::from_secs(600);
+    let limit = Duration::from_secs(
+        std::env::var("OPKIT_BENCH_SHARDING_LIMIT").ok().and_then(|s| s.parse().ok()).unwrap_or(600),
+    );
     let cluster = Cluster::start(&opts.exe).await?;
     let result = async {
         create_objects(&cluster.endpoint, w.objects, w.payload, 16, limit, None).await?;
