@@ -23,6 +23,7 @@ pub mod aggregation;
 pub mod duration;
 pub mod fnv;
 pub mod ipv4_range;
+pub mod names;
 pub mod patch;
 pub mod quantity;
 pub mod quota;

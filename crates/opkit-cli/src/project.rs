@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use opkit_apimachinery::names::is_dns1123_label;
 use serde::{Deserialize, Serialize};
 
 /// The layout this CLI scaffolds; recorded in `PROJECT` so later commands know the project.
@@ -314,15 +315,6 @@ pub fn plural(kind: &str) -> String {
 
 fn invalid(what: &'static str, value: &str, reason: impl Into<String>) -> ProjectError {
     ProjectError::InvalidName { what, value: value.to_string(), reason: reason.into() }
-}
-
-/// A DNS-1123 label: lower-case alphanumerics and `-`, starting and ending alphanumeric.
-fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 /// Checks a DNS-1123 subdomain (domains and groups).

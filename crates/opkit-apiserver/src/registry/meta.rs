@@ -1,6 +1,7 @@
 //! Object metadata rules: names, generateName, uid and timestamps, generation, the
 //! status-subresource split, and the no-op comparison.
 
+use opkit_apimachinery::names::is_dns1123_label;
 use rand::Rng;
 use serde_json::{Map, Value, json};
 
@@ -39,17 +40,9 @@ pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj["metadata"][field].as_str()
 }
 
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 /// Validates an RFC 1123 subdomain (most object names).
 pub(crate) fn validate_subdomain(field: &str, name: &str) -> Option<FieldError> {
-    let ok = name.len() <= 253 && !name.is_empty() && name.split('.').all(is_dns_label);
+    let ok = name.len() <= 253 && !name.is_empty() && name.split('.').all(is_dns1123_label);
     (!ok).then(|| FieldError {
         field: field.to_string(),
         reason: FieldErrorReason::Invalid,
@@ -61,7 +54,7 @@ pub(crate) fn validate_subdomain(field: &str, name: &str) -> Option<FieldError> 
 
 /// Validates an RFC 1123 label (namespace names, services).
 pub(crate) fn validate_label(field: &str, name: &str) -> Option<FieldError> {
-    (!is_dns_label(name)).then(|| FieldError {
+    (!is_dns1123_label(name)).then(|| FieldError {
         field: field.to_string(),
         reason: FieldErrorReason::Invalid,
         message: format!(
@@ -72,7 +65,7 @@ pub(crate) fn validate_label(field: &str, name: &str) -> Option<FieldError> {
 
 /// Validates an RFC 1035 label (kube's `NameIsDNS1035Label`: Service names).
 pub(crate) fn validate_dns1035_label(field: &str, name: &str) -> Option<FieldError> {
-    let ok = is_dns_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase());
+    let ok = is_dns1123_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase());
     (!ok).then(|| FieldError {
         field: field.to_string(),
         reason: FieldErrorReason::Invalid,

@@ -145,7 +145,7 @@ impl ShardingConfig {
     pub fn validate(&self) -> Result<(), ShardingError> {
         let bad = |m: String| Err(ShardingError::InvalidConfig(m));
         for (what, value) in [("ring", &self.ring), ("shard ID", &self.shard_id)] {
-            if !is_dns_label(value) {
+            if !opkit_apimachinery::names::is_dns1123_label(value) {
                 return bad(format!(
                     "the {what} {value:?} must be a DNS label (lowercase letters, digits and '-', at most 63)"
                 ));
@@ -190,14 +190,6 @@ impl ShardingConfig {
 
 fn same_kind(a: &ApiResource, b: &ApiResource) -> bool {
     a.group == b.group && a.kind == b.kind
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 #[cfg(test)]
