@@ -66,7 +66,8 @@ type InformersByResource = HashMap<(String, String), Vec<Arc<dyn ObservesWrites>
 
 struct CacheInner {
     client: Client,
-    scope: CacheScope,
+    /// Read when an informer is created; sharding adds label requirements to it before.
+    scope: Mutex<CacheScope>,
     informers: Mutex<HashMap<InformerKey, Arc<dyn ErasedInformer>>>,
     /// The same informers by API group and resource (plural), to check writes against.
     by_resource: Mutex<InformersByResource>,
@@ -90,7 +91,7 @@ impl Cache {
         Cache {
             inner: Arc::new(CacheInner {
                 client,
-                scope,
+                scope: Mutex::new(scope),
                 informers: Mutex::new(HashMap::new()),
                 by_resource: Mutex::new(HashMap::new()),
                 running: Mutex::new(None),
@@ -151,7 +152,7 @@ impl Cache {
         }
         let (dyntype, namespaced, watch) = make();
         let resource = ApiResource::erase::<K>(&dyntype);
-        let settings = self.inner.scope.settings_of(&resource.group, &resource.plural);
+        let settings = self.inner.scope.lock().settings_of(&resource.group, &resource.plural);
         let informer = Arc::new(Informer::<K>::new(
             self.inner.client.clone(),
             &settings,
@@ -164,6 +165,20 @@ impl Cache {
             Informer::start(&informer, token);
         }
         informer
+    }
+
+    /// Adds `requirement` to the label selector of `resource`'s informers, unless one
+    /// exists already (then it is too late, and this returns false). Sharding calls it
+    /// as controllers register their kinds.
+    pub(crate) fn require_label(&self, resource: &ApiResource, requirement: &str) -> bool {
+        // The lock `informer_for` holds while it creates one, so none is created meanwhile.
+        let _creating = self.inner.informers.lock();
+        if self.inner.by_resource.lock().contains_key(&(resource.group.clone(), resource.plural.clone())) {
+            return false;
+        }
+        let mut scope = self.inner.scope.lock();
+        *scope = std::mem::take(&mut *scope).requiring_label(resource, requirement);
+        true
     }
 
     /// A cached object, if the cache holds it.

@@ -144,6 +144,7 @@ impl<K: Object, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, 
     /// (lowercase).
     pub fn new(mgr: &Manager, reconciler: R) -> Self {
         let for_kind = ForKind { kind: K::kind(&()).into(), group: K::group(&()).into(), namespaced: K::namespaced() };
+        mgr.shard_controller_kind(&ApiResource::erase::<K>(&()), true);
         Controller::for_informer(mgr, mgr.cache().informer::<K>(), for_kind, None, reconciler)
     }
 }
@@ -154,6 +155,7 @@ impl<S: Send + Sync + 'static, R: Reconciler<DynamicObject, S>> Controller<Dynam
     /// unstructured `For`). Named after the kind (lowercase); `ctx.dynamic_api()` gives
     /// an `Api` for the reconciled object.
     pub fn new_dynamic(mgr: &Manager, resource: ApiResource, scope: Scope, reconciler: R) -> Self {
+        mgr.shard_controller_kind(&resource, true);
         let informer = mgr.cache().dynamic_informer(&resource, scope.clone());
         let for_kind = ForKind {
             kind: resource.kind.clone(),
@@ -227,6 +229,7 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
     /// Reconciles the controlling owner (of kind `K`) when a `C` changes
     /// (controller-runtime's `Owns`).
     pub fn owns<C: Object>(self) -> Self {
+        self.mgr.shard_controller_kind(&ApiResource::erase::<C>(&()), false);
         let for_kind = self.for_kind.clone();
         self.add_informer_source::<C>(Arc::new(move |c: &C| for_kind.owners_of(c)), None)
     }
@@ -235,6 +238,7 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
     /// (`Owns(obj, builder.WithPredicates(p))`), applied in addition to the controller's
     /// event filters.
     pub fn owns_with<C: Object>(self, predicate: impl Predicate) -> Self {
+        self.mgr.shard_controller_kind(&ApiResource::erase::<C>(&()), false);
         let for_kind = self.for_kind.clone();
         self.add_informer_source::<C>(Arc::new(move |c: &C| for_kind.owners_of(c)), Some(Arc::new(predicate)))
     }
@@ -267,6 +271,7 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
     /// Reconciles the controlling owner when an object of the run-time resource
     /// `resource` changes (`Owns` for a `DynamicObject` child).
     pub fn owns_dynamic(self, resource: &ApiResource, scope: Scope) -> Self {
+        self.mgr.shard_controller_kind(resource, false);
         let informer = self.mgr.cache().dynamic_informer(resource, scope);
         let for_kind = self.for_kind.clone();
         self.add_source(informer, Arc::new(move |c: &DynamicObject| for_kind.owners_of(c)), None)
@@ -380,7 +385,7 @@ impl<K: Kind, S: Send + Sync + 'static, R: Reconciler<K, S>> Controller<K, R, S>
         if let Some(sharding) = &self.mgr.options().sharding
             && self.needs_leader
             && let Some(resource) = self.sources.iter().find_map(|s| s.cache()).map(|c| c.resource())
-            && !sharding.shards_kind(&resource)
+            && !self.mgr.shards_kind(&resource)
         {
             let ring = sharding.ring.clone();
             return Err(BuildError::NotSharded { controller: self.name, kind: resource.kind, ring });

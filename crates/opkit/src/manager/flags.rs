@@ -10,6 +10,7 @@ use kube::{Client, Config};
 use super::ManagerOptions;
 use crate::cache::CacheScope;
 use crate::leader::LeaderElectionConfig;
+use crate::sharding::ShardingConfig;
 use crate::metrics::secure::SecureServing;
 
 /// Bad flags or an unusable kubeconfig.
@@ -29,6 +30,14 @@ pub enum FlagsError {
     /// The client could not be built.
     #[error("client: {0}")]
     Client(#[from] kube::Error),
+    /// A shard flag is not a DNS label.
+    #[error("invalid {flag} {value:?}: must be a DNS label (lowercase letters, digits and '-', at most 63)")]
+    Shard {
+        /// The flag.
+        flag: &'static str,
+        /// What was given.
+        value: String,
+    },
 }
 
 /// Flags of an operator's manager. Embed with `#[command(flatten)]`.
@@ -79,6 +88,15 @@ pub struct ManagerArgs {
     /// Watch only these namespaces (repeat or comma-separate; default: all).
     #[arg(long, env = "WATCH_NAMESPACE", value_delimiter = ',')]
     pub namespace: Vec<String>,
+    /// Run as one shard of the ring NAME: every replica started with the same ring
+    /// reconciles its share of each controller's objects, and holds only those in its
+    /// cache (see `opkit::sharding`). Replaces --leader-elect; the Leases live in the
+    /// leader election namespace.
+    #[arg(long, env = "SHARD_RING", value_name = "NAME")]
+    pub shard_ring: Option<String>,
+    /// This replica's shard ID with --shard-ring (default: $POD_NAME, else the host name).
+    #[arg(long, env = "SHARD_ID")]
+    pub shard_id: Option<String>,
 }
 
 /// Parses Go-style listen addresses: `:8080`, `127.0.0.1:8080`, or `0` (off).
@@ -94,16 +112,10 @@ pub(crate) fn parse_bind(flag: &'static str, value: &str) -> Result<Option<Socke
 impl ManagerArgs {
     /// The manager options these flags describe.
     pub fn options(&self) -> Result<ManagerOptions, FlagsError> {
-        let leader_election = self.leader_elect.then(|| {
-            let ns = self
-                .leader_election_namespace
-                .clone()
-                .or_else(|| std::env::var("POD_NAMESPACE").ok())
-                .or_else(|| std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok())
-                .unwrap_or_else(|| "default".into());
-            LeaderElectionConfig::new(self.leader_election_id.clone(), ns)
-        });
+        let leader_election =
+            self.leader_elect.then(|| LeaderElectionConfig::new(self.leader_election_id.clone(), self.lease_namespace()));
         Ok(ManagerOptions {
+            sharding: self.sharding()?,
             cache: CacheScope::namespaces(self.namespace.clone()),
             metrics_addr: parse_bind("--metrics-bind-address", &self.metrics_bind_address)?,
             metrics_secure: self.metrics_secure.then(|| SecureServing {
@@ -115,6 +127,31 @@ impl ManagerArgs {
             leader_election,
             ..ManagerOptions::default()
         })
+    }
+
+    /// `--leader-election-namespace`, else the pod's namespace, else `default`.
+    fn lease_namespace(&self) -> String {
+        self.leader_election_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .or_else(|| std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok())
+            .map(|ns| ns.trim().to_string())
+            .unwrap_or_else(|| "default".into())
+    }
+
+    /// `--shard-ring` and `--shard-id`: every controller sharded.
+    fn sharding(&self) -> Result<Option<ShardingConfig>, FlagsError> {
+        let Some(ring) = &self.shard_ring else { return Ok(None) };
+        let mut cfg = ShardingConfig::new(ring.clone(), self.lease_namespace()).every_controller();
+        if let Some(id) = self.shard_id.clone().or_else(|| std::env::var("POD_NAME").ok()) {
+            cfg = cfg.shard_id(id);
+        }
+        for (flag, value) in [("--shard-ring", &cfg.ring), ("--shard-id", &cfg.shard_id)] {
+            if !opkit_apimachinery::names::is_dns1123_label(value) {
+                return Err(FlagsError::Shard { flag, value: value.clone() });
+            }
+        }
+        Ok(Some(cfg))
     }
 
     /// The client configuration: `--kubeconfig` (else `$KUBECONFIG`'s files, else
@@ -172,6 +209,17 @@ mod tests {
         assert_eq!(o.leader_election.map(|l| l.lease_name), Some("86f835c3.example.com".to_string()));
         assert_eq!(o.cache.namespaces, ["a", "b"]);
         assert!(parse_bind("--x", "nonsense").is_err());
+        assert!(o.sharding.is_none());
+    }
+
+    #[test]
+    fn shard_flags() {
+        let args = ["op", "--shard-ring", "memcached", "--shard-id", "m-0", "--leader-election-namespace", "ops"];
+        let cfg = Cli::parse_from(args).mgr.options().expect("options").sharding.expect("sharding");
+        assert_eq!((cfg.ring.as_str(), cfg.shard_id.as_str(), cfg.namespace.as_str()), ("memcached", "m-0", "ops"));
+        assert!(cfg.every_controller);
+        let bad = Cli::parse_from(["op", "--shard-ring", "Mem_cached"]).mgr.options();
+        assert!(matches!(bad, Err(FlagsError::Shard { flag: "--shard-ring", .. })), "{bad:?}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kube::Client;
+use kube::api::ApiResource;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -212,6 +213,9 @@ struct Inner {
     watched: Mutex<Vec<WatchedKind>>,
     checks: Mutex<Checks>,
     bound: Mutex<(Option<SocketAddr>, Option<SocketAddr>)>,
+    /// The sharding config with the kinds controllers registered
+    /// ([`ShardingConfig::every_controller`]); the bool is set once `run` took it.
+    sharding: Mutex<(Option<ShardingConfig>, bool)>,
 }
 
 /// Runs controllers against one cluster. Cheap to clone.
@@ -249,12 +253,13 @@ impl Manager {
                 server,
                 cache,
                 metrics: Metrics::new(),
-                options,
+                options: options.clone(),
                 runnables: Mutex::new(Groups::default()),
                 controller_names: Mutex::new(HashSet::new()),
                 watched: Mutex::new(Vec::new()),
                 checks: Mutex::new(Checks::default()),
                 bound: Mutex::new((None, None)),
+                sharding: Mutex::new((options.sharding.clone(), false)),
             }),
         }
     }
@@ -291,6 +296,27 @@ impl Manager {
     /// with this manager.
     pub(crate) fn claim_controller_name(&self, name: &str) -> bool {
         self.inner.controller_names.lock().insert(name.to_string())
+    }
+
+    /// With [`ShardingConfig::every_controller`], shards `resource`: a controller's `For`
+    /// kind (`reconciled`) by key, an `Owns` kind by owner. Called before the informer
+    /// is created, so that it lists only this shard's objects; a kind whose informer
+    /// exists already stays unsharded (logged, and refused at build if reconciled).
+    pub(crate) fn shard_controller_kind(&self, resource: &ApiResource, reconciled: bool) {
+        let mut sharding = self.inner.sharding.lock();
+        let (config, taken) = &mut *sharding;
+        let (Some(cfg), false) = (config.as_mut().filter(|c| c.every_controller), *taken) else { return };
+        if cfg.has_kind(resource) || self.inner.cache.require_label(resource, &cfg.shard_selector()) {
+            cfg.add_kind(resource, reconciled, !reconciled);
+        } else {
+            tracing::warn!(ring = %cfg.ring, kind = %resource.kind,
+                "the cache already watches this kind unsharded; build the controllers before reading the cache");
+        }
+    }
+
+    /// Whether sharding places `resource`'s objects by key (false without sharding).
+    pub(crate) fn shards_kind(&self, resource: &ApiResource) -> bool {
+        self.inner.sharding.lock().0.as_ref().is_some_and(|c| c.shards_kind(resource))
     }
 
     /// Records the kinds a controller watches, to check when the manager starts that the
@@ -362,6 +388,11 @@ impl Manager {
         preflight::check_served(&self.inner.client, self.inner.server.as_deref(), &watched).await?;
         let all = shutdown.child_token();
         let mut opts = self.inner.options.clone();
+        opts.sharding = {
+            let mut sharding = self.inner.sharding.lock();
+            sharding.1 = true;
+            sharding.0.clone()
+        };
         if let Some(sharding) = &opts.sharding {
             sharding.validate()?;
             if opts.leader_election.is_some() {

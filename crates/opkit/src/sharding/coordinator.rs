@@ -1,38 +1,32 @@
 //! The shard coordinator: a runnable on every replica that contends for the ring's
 //! coordinator Lease and, while it holds it, keeps every sharded object labelled with a
-//! live shard. It watches the shard Leases and the metadata of every sharded kind, plans
-//! the moves (assign, drain, reassign, follow the owner) and applies each as a merge
-//! patch of the object's labels with its resourceVersion as precondition, so that a
-//! plan made on a stale view fails with a 409 instead of undoing a shard's ack.
+//! live shard. It replans the objects its view reports changed (all of them after a
+//! relist or when the live shards change, and every retry period for expired leases),
+//! and applies each move as a merge patch of the object's labels with its
+//! resourceVersion as precondition, so that a plan made on a stale view fails with a 409
+//! instead of undoing a shard's ack.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::stream::{self, BoxStream, StreamExt};
+use futures::stream::{self, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::reflector::Store;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::AbortOnDropHandle;
 
+use super::ShardingConfig;
+use super::plan::{Move, Planner};
 use super::ring::Ring;
-use super::{ShardedResource, ShardingConfig};
+use super::view::{ObjectKey, View};
 use crate::leader::LeaderElector;
 use crate::manager::{Runnable, RunnableError};
 use crate::metrics::Metrics;
 
 /// How many label patches are in flight at once.
 const CONCURRENT_PATCHES: usize = 16;
-
-type MetaStore = Store<PartialObjectMeta<DynamicObject>>;
-/// An object: the index of its kind, its namespace and name.
-type MoveKey = (usize, Option<String>, String);
 
 /// The coordinator of one ring.
 pub(crate) struct Coordinator {
@@ -59,20 +53,6 @@ impl Runnable for Coordinator {
     fn start(self: Box<Self>, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), RunnableError>> {
         Box::pin(self.run(shutdown))
     }
-}
-
-/// One planned change of an object's labels.
-#[derive(Debug, Clone, PartialEq)]
-struct Move {
-    kind: usize,
-    namespace: Option<String>,
-    name: String,
-    resource_version: String,
-    /// Label → new value (`None`: remove).
-    labels: BTreeMap<String, Option<String>>,
-    /// For the metric and the log: assigned, drained, undrained, reassigned, repaired,
-    /// followed.
-    how: &'static str,
 }
 
 impl Coordinator {
@@ -106,211 +86,138 @@ impl Coordinator {
         }
     }
 
-    /// Plans and applies moves whenever a watched Lease or object changes, and every retry
+    /// Plans and applies moves whenever the view reports a change, and every retry
     /// period (a lease expires without an event). Runs until dropped.
     async fn coordinate(&self) {
-        let (leases, lease_events) = self.watch_leases();
-        let mut stores = Vec::new();
-        let mut events: Vec<BoxStream<'static, ()>> = vec![lease_events];
-        for kind in self.cfg.kinds() {
-            let (store, kind_events) = self.watch_kind(&kind.resource);
-            stores.push(store);
-            events.push(kind_events);
-        }
-        // The watches run on their own task, so that the stores stay current while moves
-        // are applied (a stale view of the shard Leases would take live shards for dead).
-        let changed = Arc::new(Notify::new());
-        let notify = changed.clone();
-        let _watches = AbortOnDropHandle::new(tokio::spawn(stream::select_all(events).for_each(move |()| {
-            notify.notify_one();
-            futures::future::ready(())
-        })));
-        let _ = leases.wait_until_ready().await;
-        for s in &stores {
-            let _ = s.wait_until_ready().await;
-        }
-        let mut patched: HashMap<MoveKey, String> = HashMap::new();
+        let view = View::start(&self.client, &self.cfg);
+        view.ready().await;
+        // The resourceVersion each object was last patched from: until the view shows a
+        // newer one, replanning it would repeat the patch.
+        let mut patched: HashMap<ObjectKey, String> = HashMap::new();
+        let mut shards_seen: Option<(Vec<String>, Vec<String>)> = None;
         loop {
-            let moves = self.plan(&leases, &stores, &mut patched);
-            patched.extend(self.apply(moves).await);
+            let (live, known) = self.shards(&view.leases);
+            self.metrics.set_live_shards(&self.cfg.ring, live.len());
+            let ring = Ring::new(live.iter().map(String::as_str));
+            let mut changes = view.take_changes();
+            if shards_seen.as_ref() != Some(&(live.clone(), known.clone())) {
+                changes.all = true;
+                shards_seen = Some((live, known.clone()));
+            }
+            let planner = Planner { cfg: &self.cfg, view: &view, ring: &ring, known: &known };
+            let moves = plan_changes(&planner, &view, changes, &mut patched);
+            let failed = self.apply(moves, &mut patched).await;
+            view.retry(failed);
             tokio::select! {
-                () = changed.notified() => {}
+                () = view.changed.notified() => {}
                 () = tokio::time::sleep(self.cfg.retry_period) => {}
             }
         }
     }
 
-    fn watch_leases(&self) -> (Store<Lease>, BoxStream<'static, ()>) {
-        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.cfg.namespace);
-        let (reader, writer) = reflector::store();
-        let events = watcher(api, watcher::Config::default()).default_backoff().reflect(writer).map(|_| ()).boxed();
-        (reader, events)
-    }
-
-    fn watch_kind(&self, resource: &ApiResource) -> (MetaStore, BoxStream<'static, ()>) {
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
-        let writer = reflector::store::Writer::new(resource.clone());
-        let reader = writer.as_reader();
-        let what = resource.kind.clone();
-        let events = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .reflect(writer)
-            .map(move |e| {
-                if let Err(e) = e {
-                    tracing::debug!(kind = %what, error = %e, "the shard coordinator's watch failed; retrying");
-                }
-            })
-            .boxed();
-        (reader, events)
-    }
-
-    /// The live shards: Leases `<ring>-shard-<id>` held and not expired.
-    fn live_shards(&self, leases: &Store<Lease>) -> Vec<String> {
+    /// The live shards (Leases `<ring>-shard-<id>` held and not expired) and every shard
+    /// that has a Lease, each sorted.
+    fn shards(&self, leases: &Store<Lease>) -> (Vec<String>, Vec<String>) {
         let prefix = self.cfg.shard_lease_name("");
         let now = jiff::Timestamp::now();
-        let mut live: Vec<String> = leases
-            .state()
-            .iter()
-            .filter_map(|lease| {
-                let id = lease.metadata.name.as_deref()?.strip_prefix(&prefix)?;
-                let spec = lease.spec.as_ref()?;
+        let (mut live, mut known) = (Vec::new(), Vec::new());
+        for lease in leases.state() {
+            let Some(id) = lease.metadata.name.as_deref().and_then(|n| n.strip_prefix(&prefix)) else { continue };
+            known.push(id.to_string());
+            let valid_until = lease.spec.as_ref().and_then(|spec| {
                 spec.holder_identity.as_deref().filter(|h| !h.is_empty())?;
-                let renewed = spec.renew_time.as_ref()?.0;
                 let valid = Duration::from_secs(u64::try_from(spec.lease_duration_seconds?).unwrap_or(0));
-                (renewed.checked_add(valid).ok()? > now).then(|| id.to_string())
-            })
-            .collect();
+                spec.renew_time.as_ref()?.0.checked_add(valid).ok()
+            });
+            if valid_until.is_some_and(|t| t > now) {
+                live.push(id.to_string());
+            }
+        }
         live.sort();
-        live
+        known.sort();
+        (live, known)
     }
 
-    fn plan(&self, leases: &Store<Lease>, stores: &[MetaStore], patched: &mut HashMap<MoveKey, String>) -> Vec<Move> {
-        let live = self.live_shards(leases);
-        self.metrics.set_live_shards(&self.cfg.ring, live.len());
-        let ring = Ring::new(live.iter().map(String::as_str));
-        let known: Vec<String> = leases
-            .state()
-            .iter()
-            .filter_map(|l| {
-                l.metadata.name.as_deref()?.strip_prefix(&self.cfg.shard_lease_name("")).map(str::to_string)
-            })
-            .collect();
-        let mut moves = Vec::new();
+    /// Applies `moves`, recording in `patched` those applied; returns the objects whose
+    /// move failed for a reason no watch event will report (to retry).
+    async fn apply(&self, moves: Vec<Move>, patched: &mut HashMap<ObjectKey, String>) -> Vec<ObjectKey> {
         let kinds = self.cfg.kinds();
-        for (i, kind) in kinds.iter().enumerate() {
-            for obj in stores[i].state() {
-                let planned = if kind.follows_owner {
-                    self.follow_owner(&obj, kinds, stores)
-                } else {
-                    self.place(&obj, &ring, &known)
-                };
-                let Some((labels, how)) = planned else { continue };
-                let meta = &obj.metadata;
-                let (namespace, name) = (meta.namespace.clone(), meta.name.clone().unwrap_or_default());
-                let resource_version = meta.resource_version.clone().unwrap_or_default();
-                let key = (i, namespace.clone(), name.clone());
-                // Already patched from this very version: wait for the watch to show it.
-                match patched.get(&key) {
-                    Some(rv) if *rv == resource_version => continue,
-                    Some(_) => {
-                        patched.remove(&key);
-                    }
-                    None => {}
-                }
-                moves.push(Move { kind: i, namespace, name, resource_version, labels, how });
-            }
-        }
-        moves
-    }
-
-    /// Where a sharded object belongs, and the label change that takes it there.
-    fn place(
-        &self,
-        obj: &PartialObjectMeta<DynamicObject>,
-        ring: &Ring,
-        known: &[String],
-    ) -> Option<(BTreeMap<String, Option<String>>, &'static str)> {
-        let meta = &obj.metadata;
-        let key = format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""));
-        let desired = ring.shard_for(&key)?;
-        let labels = meta.labels.clone().unwrap_or_default();
-        let (shard, drain) = (self.cfg.shard_label(), self.cfg.drain_label());
-        let draining = labels.contains_key(&drain);
-        let assign = |how| Some(([(shard.clone(), Some(desired.to_string())), (drain.clone(), None)].into(), how));
-        match labels.get(&shard).map(String::as_str) {
-            None | Some("") => assign("assigned"),
-            Some(current) if current == desired => draining.then(|| ([(drain.clone(), None)].into(), "undrained")),
-            Some(current) if !ring.contains(current) => {
-                if known.iter().any(|k| k == current) {
-                    assign("reassigned")
-                } else {
-                    tracing::warn!(ring = %self.cfg.ring, object = %key, shard = current,
-                        "an object names a shard that never existed (was its label overwritten?); reassigning it");
-                    assign("repaired")
-                }
-            }
-            Some(_) if !draining => Some(([(drain.clone(), Some("true".to_string()))].into(), "drained")),
-            Some(_) => None,
-        }
-    }
-
-    /// The shard of `obj`'s controller owner, when it has one and `obj` is elsewhere.
-    fn follow_owner(
-        &self,
-        obj: &PartialObjectMeta<DynamicObject>,
-        kinds: &[ShardedResource],
-        stores: &[MetaStore],
-    ) -> Option<(BTreeMap<String, Option<String>>, &'static str)> {
-        let meta = &obj.metadata;
-        let owner = meta.owner_references.as_ref()?.iter().find(|o| o.controller == Some(true))?;
-        let group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        let (i, kind) = kinds
-            .iter()
-            .enumerate()
-            .find(|(_, k)| !k.follows_owner && k.resource.kind == owner.kind && k.resource.group == group)?;
-        let mut owner_ref = ObjectRef::new_with(&owner.name, kind.resource.clone());
-        if let Some(ns) = &meta.namespace {
-            owner_ref = owner_ref.within(ns);
-        }
-        let owner_meta = stores[i].get(&owner_ref)?;
-        let shard = self.cfg.shard_label();
-        let owners = owner_meta.metadata.labels.as_ref()?.get(&shard)?;
-        let current = meta.labels.as_ref().and_then(|l| l.get(&shard));
-        (current != Some(owners)).then(|| ([(shard, Some(owners.clone()))].into(), "followed"))
-    }
-
-    /// Applies `moves`; returns the applied ones, with the resourceVersion each was
-    /// planned from.
-    async fn apply(&self, moves: Vec<Move>) -> Vec<(MoveKey, String)> {
-        let kinds = self.cfg.kinds();
-        stream::iter(moves)
+        let results: Vec<(Move, bool)> = stream::iter(moves)
             .map(|m| async move {
-                let resource = &kinds[m.kind].resource;
-                let api: Api<DynamicObject> = match &m.namespace {
+                let (kind, namespace, name) = &m.key;
+                let resource = &kinds[*kind].resource;
+                let api: Api<DynamicObject> = match namespace {
                     Some(ns) => Api::namespaced_with(self.client.clone(), ns, resource),
                     None => Api::all_with(self.client.clone(), resource),
                 };
                 let labels: serde_json::Map<String, Value> =
                     m.labels.iter().map(|(k, v)| (k.clone(), v.clone().map_or(Value::Null, Value::String))).collect();
                 let patch = json!({"metadata": {"resourceVersion": m.resource_version, "labels": labels}});
-                match api.patch(&m.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                let retry = match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                     Ok(_) => {
                         self.metrics.sharding_moved(&self.cfg.ring, m.how);
-                        Some(((m.kind, m.namespace, m.name), m.resource_version))
+                        false
                     }
-                    // Changed since it was seen (a shard's ack, a user): planned again.
-                    Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => None,
+                    // Changed since it was seen (a shard's ack, a user), or gone: the
+                    // watch reports it, and it is planned again.
+                    Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => false,
                     Err(e) => {
-                        tracing::warn!(ring = %self.cfg.ring, object = %m.name, error = %e, "moving an object between shards failed");
-                        None
+                        tracing::warn!(ring = %self.cfg.ring, object = %name, error = %e, "moving an object between shards failed");
+                        true
                     }
-                }
+                };
+                (m, retry)
             })
             .buffer_unordered(CONCURRENT_PATCHES)
-            .filter_map(futures::future::ready)
             .collect()
-            .await
+            .await;
+        let mut failed = Vec::new();
+        for (m, retry) in results {
+            if retry {
+                failed.push(m.key);
+            } else {
+                patched.insert(m.key, m.resource_version);
+            }
+        }
+        failed
     }
+}
+
+/// The moves the changed objects need (every object's when `changes.all`), with the
+/// followers of each changed owner; skips an object already patched from the version the
+/// view still shows.
+fn plan_changes(
+    planner: &Planner<'_>,
+    view: &View,
+    changes: super::view::Changes,
+    patched: &mut HashMap<ObjectKey, String>,
+) -> Vec<Move> {
+    let keys: Vec<ObjectKey> = if changes.all {
+        view.all_keys()
+    } else {
+        let mut keys: Vec<ObjectKey> = changes.objects.iter().cloned().collect();
+        for key in &changes.objects {
+            keys.extend(view.followers_of(key));
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    };
+    let mut moves = Vec::new();
+    for key in keys {
+        let Some(m) = planner.plan(&key) else {
+            if view.get(planner.cfg.kinds(), &key).is_none() {
+                patched.remove(&key);
+            }
+            continue;
+        };
+        if patched.get(&key) == Some(&m.resource_version) {
+            continue;
+        }
+        patched.remove(&key);
+        moves.push(m);
+    }
+    moves
 }
 
 /// `<shard id>_<random uuid>`: unique per process, so that two replicas given the same

@@ -14,7 +14,9 @@
 //!   reconciling before its lease could expire (renew deadline < lease duration).
 
 mod coordinator;
+mod plan;
 mod ring;
+mod view;
 
 use std::time::Duration;
 
@@ -37,8 +39,11 @@ pub enum ShardingError {
 pub(crate) struct ShardedResource {
     /// The kind.
     pub resource: ApiResource,
-    /// Its objects follow their controller owner's shard (an `Owns` kind), instead of
-    /// being hashed by their own key.
+    /// A controller reconciles its objects (a `For` kind): an object that follows no
+    /// owner is placed by the hash of its own key, and moves with the drain handshake.
+    pub hashed: bool,
+    /// Its objects follow their controller owner's shard (an `Owns` kind), when the
+    /// owner is of a sharded kind.
     pub follows_owner: bool,
 }
 
@@ -62,6 +67,11 @@ pub struct ShardingConfig {
     pub retry_period: Duration,
     /// On shutdown, release the shard lease so its objects move at once.
     pub release_on_cancel: bool,
+    /// Shard every controller the manager builds: its `For` kind is sharded
+    /// and its `Owns` kinds follow their owner, without naming them here (for the Helm,
+    /// Ansible and KUDO operators, whose kinds come from their watches). See
+    /// [`ShardingConfig::every_controller`].
+    pub every_controller: bool,
     kinds: Vec<ShardedResource>,
 }
 
@@ -77,8 +87,22 @@ impl ShardingConfig {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             release_on_cancel: true,
+            every_controller: false,
             kinds: Vec::new(),
         }
+    }
+
+    /// Shards the kinds of every controller built with the manager: each controller's
+    /// `For` kind by its objects' keys, and its `Owns` kinds by their owner. A kind must
+    /// be registered before anything creates its informer (build the controllers before
+    /// reading the cache); a kind the cache already watched unrestricted is refused when
+    /// the controller is built ([`BuildError::NotSharded`](crate::BuildError::NotSharded)).
+    /// Every controller's view of a sharded kind is its shard's share, including
+    /// controllers that only `Watches` it.
+    #[must_use]
+    pub fn every_controller(mut self) -> Self {
+        self.every_controller = true;
+        self
     }
 
     /// This replica's shard ID.
@@ -98,7 +122,7 @@ impl ShardingConfig {
     /// KUDO operators watch).
     #[must_use]
     pub fn shards_resource(mut self, resource: &ApiResource) -> Self {
-        self.kinds.push(ShardedResource { resource: resource.clone(), follows_owner: false });
+        self.add_kind(resource, true, false);
         self
     }
 
@@ -111,8 +135,24 @@ impl ShardingConfig {
     /// Objects of `resource` follow their controller owner's shard.
     #[must_use]
     pub fn follows_resource(mut self, resource: &ApiResource) -> Self {
-        self.kinds.push(ShardedResource { resource: resource.clone(), follows_owner: true });
+        self.add_kind(resource, false, true);
         self
+    }
+
+    /// Adds `resource` with these roles, or adds the roles to it; true if it was new.
+    pub(crate) fn add_kind(&mut self, resource: &ApiResource, hashed: bool, follows_owner: bool) -> bool {
+        if let Some(k) = self.kinds.iter_mut().find(|k| same_kind(&k.resource, resource)) {
+            k.hashed |= hashed;
+            k.follows_owner |= follows_owner;
+            return false;
+        }
+        self.kinds.push(ShardedResource { resource: resource.clone(), hashed, follows_owner });
+        true
+    }
+
+    /// Whether `resource` is sharded (in any role).
+    pub(crate) fn has_kind(&self, resource: &ApiResource) -> bool {
+        self.kinds.iter().any(|k| same_kind(&k.resource, resource))
     }
 
     /// The label naming an object's shard: `shard.opkit.dev/<ring>`.
@@ -151,8 +191,12 @@ impl ShardingConfig {
                 ));
             }
         }
-        if self.kinds.iter().all(|k| k.follows_owner) {
-            return bad("no kind is sharded: call `shards::<K>()` for the controllers' kinds".into());
+        if !self.kinds.iter().any(|k| k.hashed) {
+            return bad(if self.every_controller {
+                "no kind is sharded: build a leader-only controller before running the manager".into()
+            } else {
+                "no kind is sharded: call `shards::<K>()` for the controllers' kinds, or `every_controller()`".into()
+            });
         }
         self.lease_config(self.shard_lease_name(&self.shard_id), self.shard_id.clone())
             .validate()
@@ -161,7 +205,7 @@ impl ShardingConfig {
 
     /// Whether `resource` is sharded by its own key.
     pub(crate) fn shards_kind(&self, resource: &ApiResource) -> bool {
-        self.kinds.iter().any(|k| !k.follows_owner && same_kind(&k.resource, resource))
+        self.kinds.iter().any(|k| k.hashed && same_kind(&k.resource, resource))
     }
 
     pub(crate) fn kinds(&self) -> &[ShardedResource] {

@@ -1,0 +1,112 @@
+//! Where each sharded object belongs, and the label change that takes it there: the
+//! coordinator's decisions, made from its view and the ring of live shards, with no I/O.
+//!
+//! - An object of a kind that follows its owner goes to its controller owner's shard.
+//!   If a controller also reconciles that kind (KUDO's Instances own Instances), it
+//!   moves with the drain handshake; otherwise its label is set directly.
+//! - Any other object of a reconciled kind goes to the shard the ring gives its key.
+//! - An object on a live shard other than its own is drained first; one on a dead shard
+//!   is reassigned at once; one naming a shard that never had a Lease is repaired.
+
+use std::collections::BTreeMap;
+
+use kube::api::DynamicObject;
+use kube::core::PartialObjectMeta;
+
+use super::ring::Ring;
+use super::view::{ObjectKey, View, owner_key};
+use super::{ShardedResource, ShardingConfig};
+
+/// Label → new value (`None`: remove).
+pub(super) type LabelChange = BTreeMap<String, Option<String>>;
+
+/// One planned change of an object's labels.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Move {
+    pub key: ObjectKey,
+    pub resource_version: String,
+    pub labels: LabelChange,
+    /// For the metric and the log: assigned, drained, undrained, reassigned, repaired,
+    /// followed.
+    pub how: &'static str,
+}
+
+/// Plans against one view of the live shards.
+pub(super) struct Planner<'a> {
+    pub cfg: &'a ShardingConfig,
+    pub view: &'a View,
+    pub ring: &'a Ring,
+    /// Shards that ever had a Lease (live or not).
+    pub known: &'a [String],
+}
+
+impl Planner<'_> {
+    /// The move `key` needs now, if any.
+    pub(super) fn plan(&self, key: &ObjectKey) -> Option<Move> {
+        let kinds = self.cfg.kinds();
+        let obj = self.view.get(kinds, key)?;
+        let kind = kinds.get(key.0)?;
+        let (labels, how) = self.decide(kind, &obj)?;
+        let resource_version = obj.metadata.resource_version.clone().unwrap_or_default();
+        Some(Move { key: key.clone(), resource_version, labels, how })
+    }
+
+    fn decide(
+        &self,
+        kind: &ShardedResource,
+        obj: &PartialObjectMeta<DynamicObject>,
+    ) -> Option<(LabelChange, &'static str)> {
+        let owners = if kind.follows_owner { self.owners_shard(obj) } else { None };
+        match owners {
+            Some(shard) if kind.hashed => self.ring.contains(&shard).then(|| self.place(obj, &shard, "followed"))?,
+            Some(shard) => {
+                let label = self.cfg.shard_label();
+                let current = obj.metadata.labels.as_ref().and_then(|l| l.get(&label));
+                (current != Some(&shard)).then(|| ([(label, Some(shard))].into(), "followed"))
+            }
+            None if kind.hashed => {
+                let meta = &obj.metadata;
+                let key = format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""));
+                let desired = self.ring.shard_for(&key)?.to_string();
+                self.place(obj, &desired, "assigned")
+            }
+            None => None,
+        }
+    }
+
+    /// The label change that takes `obj` to `desired` (a live shard).
+    fn place(
+        &self,
+        obj: &PartialObjectMeta<DynamicObject>,
+        desired: &str,
+        assigned: &'static str,
+    ) -> Option<(LabelChange, &'static str)> {
+        let meta = &obj.metadata;
+        let labels = meta.labels.clone().unwrap_or_default();
+        let (shard, drain) = (self.cfg.shard_label(), self.cfg.drain_label());
+        let draining = labels.contains_key(&drain);
+        let assign = |how| Some(([(shard.clone(), Some(desired.to_string())), (drain.clone(), None)].into(), how));
+        match labels.get(&shard).map(String::as_str) {
+            None | Some("") => assign(assigned),
+            Some(current) if current == desired => draining.then(|| ([(drain.clone(), None)].into(), "undrained")),
+            Some(current) if !self.ring.contains(current) => {
+                if self.known.iter().any(|k| k == current) {
+                    assign("reassigned")
+                } else {
+                    tracing::warn!(ring = %self.cfg.ring, object = ?meta.name, namespace = ?meta.namespace, shard = current,
+                        "an object names a shard that never existed (was its label overwritten?); reassigning it");
+                    assign("repaired")
+                }
+            }
+            Some(_) if !draining => Some(([(drain.clone(), Some("true".to_string()))].into(), "drained")),
+            Some(_) => None,
+        }
+    }
+
+    /// The shard of `obj`'s controller owner, when it has one of a sharded kind.
+    fn owners_shard(&self, obj: &PartialObjectMeta<DynamicObject>) -> Option<String> {
+        let kinds = self.cfg.kinds();
+        let owner = self.view.get(kinds, &owner_key(kinds, &obj.metadata)?)?;
+        owner.metadata.labels.as_ref()?.get(&self.cfg.shard_label()).cloned()
+    }
+}
