@@ -67,11 +67,22 @@ async fn start_operator(env: &TestEnv, watches_yaml: &str, vars: &[(&str, &str)]
 
 /// [`start_operator`] with charts relative to `base`.
 async fn start_operator_in(env: &TestEnv, watches_yaml: &str, base: &Path, vars: &[(&str, &str)]) -> RunningOperator {
+    start_operator_with(env, watches_yaml, base, vars, ManagerOptions::default()).await
+}
+
+/// [`start_operator_in`] with manager `options`.
+async fn start_operator_with(
+    env: &TestEnv,
+    watches_yaml: &str,
+    base: &Path,
+    vars: &[(&str, &str)],
+    options: ManagerOptions,
+) -> RunningOperator {
     let crd = opkit_helm_operator::crd_for("demo.example.com", "v1alpha1", "Nginx", "nginxes", None).expect("CRD");
     env.install_crds([crd]).await.expect("install the CRD");
     let lookup = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
     let watches = parse_watches(watches_yaml, base, &lookup).expect("watches");
-    let mgr = Manager::new(env.client(), ManagerOptions::default());
+    let mgr = Manager::new(env.client(), options);
     opkit_helm_operator::setup(&mgr, watches).await.expect("set up the operator");
     let metrics = mgr.metrics().clone();
     let stop = CancellationToken::new();
@@ -1430,4 +1441,78 @@ async fn a_pending_release_left_by_a_stopped_operator_is_made_again() {
     let history = helm(&env, home.path(), &["history", "fresh", "-n", NS]);
     assert_eq!(history_rows(&history), [(1, "deployed".into(), "Install complete".into())], "{history}");
     deployments.get("fresh-nginx").await.expect("the release's objects are created");
+}
+
+/// Two replicas of the operator as shards of one ring (what `--shard-ring nginx` starts):
+/// each installs, and reports in its metrics, only the releases of the resources
+/// labelled with its shard; their children carry the same label, so a deleted child is
+/// restored by its owner's shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_each_install_only_their_own_releases() {
+    let env = TestEnv::start().await.expect("testenv");
+    let watches = format!("{WATCHES}  reconcilePeriod: 10m\n");
+    let base = chart_dir().parent().map(Path::to_path_buf).expect("charts dir");
+    let shard = |id: &str| {
+        let mut sharding = opkit::sharding::ShardingConfig::new("nginx", NS).shard_id(id).every_controller();
+        sharding.lease_duration = Duration::from_secs(3);
+        sharding.renew_deadline = Duration::from_secs(2);
+        sharding.retry_period = Duration::from_millis(300);
+        ManagerOptions { sharding: Some(sharding), ..ManagerOptions::default() }
+    };
+    let a = start_operator_with(&env, &watches, &base, &[], shard("a")).await;
+    let b = start_operator_with(&env, &watches, &base, &[], shard("b")).await;
+    let client = env.client();
+    // Both shards live before the resources exist, so that none moves between them.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), NS);
+    for lease in ["nginx-shard-a", "nginx-shard-b"] {
+        wait_for(&leases, lease, "held", |l: Option<&k8s_openapi::api::coordination::v1::Lease>| l.is_some(), WAIT)
+            .await
+            .expect("the shard holds its lease");
+    }
+    let names: Vec<String> = (0..8).map(|i| format!("web-{i}")).collect();
+    for name in &names {
+        create_nginx(&client, name, json!({})).await;
+    }
+    let label = "shard.opkit.dev/nginx";
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let mut per_shard = std::collections::BTreeMap::<String, usize>::new();
+    for name in &names {
+        let cr = wait_for_cr(&client, name, "installed", |cr| revision(cr) == Some(1)).await;
+        let shard = cr.labels().get(label).cloned().expect("the resource is labelled with its shard");
+        *per_shard.entry(shard.clone()).or_default() += 1;
+        let (mine, other) = if shard == "a" { (&a, &b) } else { (&b, &a) };
+        let series =
+            format!("helm_operator_release_revision{{kind=\"Nginx\",namespace=\"default\",name=\"{name}\"}} 1\n");
+        assert!(mine.metrics.encode().contains(&series), "{name} is installed by shard {shard}");
+        assert!(!other.metrics.encode().contains(&series), "{name} is installed by shard {shard} only");
+        let child = format!("{name}-nginx");
+        let expected = shard.clone();
+        wait_for(
+            &deployments,
+            &child,
+            "labelled with its owner's shard",
+            move |d: Option<&Deployment>| d.is_some_and(|d| d.labels().get(label) == Some(&expected)),
+            WAIT,
+        )
+        .await
+        .expect("the child follows its owner");
+    }
+    assert_eq!(per_shard.len(), 2, "both shards hold some: {per_shard:?}");
+    assert_eq!(releases(&client, "web-0").await.len(), 1, "one release, installed once");
+
+    // A deleted child comes back at once (the watch period is 10 minutes): the owner's
+    // shard sees the delete in its share of the Deployments.
+    let old_uid = deployments.get("web-0-nginx").await.expect("the Deployment").uid();
+    deployments.delete("web-0-nginx", &DeleteParams::default()).await.expect("delete the Deployment");
+    wait_for(
+        &deployments,
+        "web-0-nginx",
+        "to be restored",
+        move |d: Option<&Deployment>| d.is_some_and(|d| d.uid() != old_uid),
+        WAIT,
+    )
+    .await
+    .expect("the deleted Deployment comes back");
+    a.shut_down().await;
+    b.shut_down().await;
 }

@@ -327,3 +327,93 @@ async fn owned_objects_follow_their_owners_shard() {
     stop_b.cancel();
     follows(&["a"]).await;
 }
+
+/// The Helm, Ansible and KUDO operators' path: managers started with `--shard-ring`
+/// shard every controller they build, here a dynamic controller of ConfigMaps that also
+/// owns ConfigMaps (as KUDO's Instances own Instances). A child is reconciled by its
+/// parent's shard, having moved there with the drain handshake; an object with no owner
+/// goes by its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_flags_shard_every_controller_and_children_of_a_reconciled_kind_follow_their_parent() {
+    use clap::Parser;
+    use kube::api::{ApiResource, DynamicObject};
+    use kube::discovery::Scope;
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        manager: opkit::ManagerArgs,
+    }
+    let env = TestEnv::builder().without_controllers().start().await.expect("env");
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
+    namespaces.create(&PostParams::default(), &ns).await.expect("namespace");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    for i in 0..30 {
+        let parent = format!("p-{i}");
+        let meta = serde_json::json!({"metadata": {"name": parent}});
+        let owner = cms.create(&PostParams::default(), &serde_json::from_value(meta).expect("cm")).await.expect("p");
+        let uid = owner.metadata.uid.expect("uid");
+        let child = serde_json::json!({"metadata": {"name": format!("c-{i}"), "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": parent, "uid": uid, "controller": true}]}});
+        cms.create(&PostParams::default(), &serde_json::from_value(child).expect("cm")).await.expect("child");
+    }
+    let tracker = Arc::new(Tracker::default());
+    let resource = ApiResource::erase::<ConfigMap>(&());
+    let start = |id: &'static str| {
+        let flags = Flags::parse_from([
+            "op",
+            "--shard-ring",
+            RING,
+            "--shard-id",
+            id,
+            "--leader-election-namespace",
+            NS,
+            "--namespace",
+            NS,
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ]);
+        let mgr = Manager::new(env.client(), flags.manager.options().expect("options"));
+        let tracker = tracker.clone();
+        Controller::new_dynamic(&mgr, resource.clone(), Scope::Namespaced, move |ctx: Context<DynamicObject>| {
+            let tracker = tracker.clone();
+            async move {
+                if ctx.object.is_some() {
+                    tracker.last.lock().insert(ctx.request.name.clone(), id.to_string());
+                }
+                Ok::<_, ReconcileError>(Action::done())
+            }
+        })
+        .owns_dynamic(&resource, Scope::Namespaced)
+        .build()
+        .expect("controller");
+        let token = CancellationToken::new();
+        let (m, t) = (mgr.clone(), token.clone());
+        tokio::spawn(async move { m.run_until(t).await });
+        token
+    };
+    let _a = start("a");
+    let _b = start("b");
+    let label = sharding("x").shard_label();
+    let started = Instant::now();
+    loop {
+        let now = labels(&cms).await;
+        let last = tracker.last.lock().clone();
+        let children_follow = (0..30).all(|i| {
+            let parent = now.get(&format!("p-{i}")).cloned().flatten();
+            parent.is_some() && now.get(&format!("c-{i}")).cloned().flatten() == parent
+        });
+        let reconciled_there = now.iter().all(|(name, s)| s.is_some() && last.get(name) == s.as_ref());
+        let parents_on_both = ["a", "b"].iter().all(|s| (0..30).any(|i| now[&format!("p-{i}")].as_deref() == Some(*s)));
+        if children_follow && reconciled_there && parents_on_both {
+            break;
+        }
+        assert!(
+            started.elapsed() < PHASE,
+            "children do not follow their parents ({label}): {now:?}; last reconciled by: {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -10,8 +10,8 @@ use kube::{Client, Config};
 use super::ManagerOptions;
 use crate::cache::CacheScope;
 use crate::leader::LeaderElectionConfig;
-use crate::sharding::ShardingConfig;
 use crate::metrics::secure::SecureServing;
+use crate::sharding::ShardingConfig;
 
 /// Bad flags or an unusable kubeconfig.
 #[derive(Debug, thiserror::Error)]
@@ -112,8 +112,9 @@ pub(crate) fn parse_bind(flag: &'static str, value: &str) -> Result<Option<Socke
 impl ManagerArgs {
     /// The manager options these flags describe.
     pub fn options(&self) -> Result<ManagerOptions, FlagsError> {
-        let leader_election =
-            self.leader_elect.then(|| LeaderElectionConfig::new(self.leader_election_id.clone(), self.lease_namespace()));
+        let leader_election = self
+            .leader_elect
+            .then(|| LeaderElectionConfig::new(self.leader_election_id.clone(), self.lease_namespace()));
         Ok(ManagerOptions {
             sharding: self.sharding()?,
             cache: CacheScope::namespaces(self.namespace.clone()),

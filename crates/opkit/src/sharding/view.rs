@@ -130,7 +130,11 @@ impl View {
     }
 
     /// The compact metadata of an object, if it exists.
-    pub(super) fn get(&self, kinds: &[ShardedResource], key: &ObjectKey) -> Option<Arc<PartialObjectMeta<DynamicObject>>> {
+    pub(super) fn get(
+        &self,
+        kinds: &[ShardedResource],
+        key: &ObjectKey,
+    ) -> Option<Arc<PartialObjectMeta<DynamicObject>>> {
         let (i, namespace, name) = key;
         let mut r = ObjectRef::new_with(name, kinds.get(*i)?.resource.clone());
         if let Some(ns) = namespace {
