@@ -1,21 +1,27 @@
-//! `opkit-bench sharding`: the same objects reconciled by 1, 2 and 3 shards of one ring.
-//! Each shard is a child process (the hidden `sharding-shard` command) running an opkit
-//! manager with `ManagerOptions::sharding` and one controller that stamps each
-//! ConfigMap it reconciles with its shard ID. Per shard count, on a fresh server child
-//! filled with the objects, it measures:
-//! - the time until every object carries the stamp of the shard its label names (the
-//!   coordinator's assignment included), as objects per second;
-//! - each shard's VmRSS once that is done;
+//! `opkit-bench sharding`: the same custom resources reconciled by one unsharded replica,
+//! then by 1, 2 and 3 shards of one ring. Each replica is a child process (the hidden
+//! `sharding-shard` command) running an opkit manager with one dynamic controller of the
+//! CRD `items.bench.opkit.dev` (as the Helm, Ansible and KUDO operators run), sharded by
+//! `ShardingConfig::every_controller` (what `--shard-ring` sets), that stamps each
+//! object it reconciles with its replica ID. Per row, on a fresh server child filled
+//! with the objects, it measures:
+//! - the time until every object carries the stamp of the replica that owns it (for
+//!   shards, the one its label names: the coordinator's assignment included), as objects
+//!   per second;
+//! - each replica's VmRSS once that is done;
 //! - with two shards or more, the time from SIGKILLing one shard until every object is
 //!   stamped by a survivor (the lease expiry included).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use std::sync::Arc;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::discovery::Scope;
 use opkit::sharding::ShardingConfig;
 use opkit::{Action, CacheScope, Context, Controller, Manager, ManagerOptions, ReconcileResult};
+use serde_json::json;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
@@ -23,40 +29,80 @@ use tokio::process::{Child, Command};
 use crate::BenchError;
 use crate::child::{Spawned, spawn_child_with_input};
 use crate::report::Machine;
-use crate::runtime::cluster::{Cluster, NAMESPACE, create_objects};
+use crate::runtime::cluster::{Cluster, NAMESPACE, create_with};
 use crate::serve::{ProcMemory, ServeInfo};
 
 /// The ring's name.
 const RING: &str = "bench";
-/// The annotation a shard stamps: its ID.
+/// The annotation a replica stamps: its ID.
 const STAMP: &str = "bench.opkit.dev/shard";
+/// The custom resource's group.
+const GROUP: &str = "bench.opkit.dev";
+/// The ID of the unsharded replica.
+const UNSHARDED: &str = "unsharded";
+
+/// The benchmark's custom resource, `items.bench.opkit.dev/v1` `Item`.
+fn item_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1", "Item"), "items")
+}
+
+/// Its CRD: a `spec.payload` string.
+fn item_crd() -> serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("items.{GROUP}")},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": "Item", "plural": "items", "singular": "item", "listKind": "ItemList"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {"type": "object", "properties": {"payload": {"type": "string"}}}},
+            }}}],
+        },
+    })
+}
+
+/// An `Item` named `name` with about `payload` bytes in its spec.
+fn item(name: &str, payload: usize, variant: usize) -> bytes::Bytes {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let pad: String = (0..payload).map(|i| ALPHABET[(i + variant) % ALPHABET.len()] as char).collect();
+    let obj = json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "Item",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"payload": pad},
+    });
+    bytes::Bytes::from(obj.to_string())
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct ShardingWorkload {
-    /// ConfigMaps (standing in for custom resources).
+    /// Custom resources.
     pub objects: usize,
     /// Bytes of payload per object.
     pub payload: usize,
-    /// The shard counts to measure.
+    /// The shard counts to measure; 0 is one unsharded replica (the baseline).
     pub shard_counts: Vec<usize>,
     /// Lease duration, renew deadline and retry period, in milliseconds.
     pub lease_ms: (u64, u64, u64),
 }
 
 impl ShardingWorkload {
-    /// 10,000 objects of 1 KB; 1, 2 and 3 shards; controller-runtime's lease timings.
+    /// 10,000 objects of 1 KB; unsharded, 1, 2 and 3 shards; controller-runtime's lease
+    /// timings.
     pub fn full() -> ShardingWorkload {
         ShardingWorkload {
             objects: 10_000,
             payload: 1024,
-            shard_counts: vec![1, 2, 3],
+            shard_counts: vec![0, 1, 2, 3],
             lease_ms: (15_000, 10_000, 2_000),
         }
     }
-    /// 300 objects, 1 and 2 shards, 2 s leases: for the smoke test.
+    /// 300 objects, unsharded, 1 and 2 shards, 2 s leases: for the smoke test.
     pub fn tiny() -> ShardingWorkload {
-        ShardingWorkload { objects: 300, payload: 256, shard_counts: vec![1, 2], lease_ms: (2_000, 1_000, 200) }
+        ShardingWorkload { objects: 300, payload: 256, shard_counts: vec![0, 1, 2], lease_ms: (2_000, 1_000, 200) }
     }
 }
 
@@ -74,7 +120,7 @@ pub struct ShardingOptions {
 /// One shard count's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct ShardRun {
-    /// Shards.
+    /// Shards; 0 for the unsharded replica.
     pub shards: usize,
     /// Seconds from starting the shards until every object was stamped by its shard.
     pub seconds_to_all: f64,
@@ -104,6 +150,8 @@ pub struct ShardingReport {
 struct ShardSpec {
     server: ServeInfo,
     shard_id: String,
+    /// Run as a shard of the ring (else as one unsharded replica).
+    sharded: bool,
     lease_ms: (u64, u64, u64),
 }
 
@@ -119,30 +167,32 @@ pub async fn run_shard() -> Result<(), BenchError> {
     let line = lines.next_line().await?.ok_or_else(|| BenchError::Setup("no shard spec on stdin".into()))?;
     let spec: ShardSpec = serde_json::from_str(&line).map_err(|e| BenchError::Setup(format!("bad shard spec: {e}")))?;
     let client = spec.server.kube_client(NAMESPACE)?;
-    let mut sharding = ShardingConfig::new(RING, NAMESPACE).shard_id(spec.shard_id.clone()).shards::<ConfigMap>();
+    let mut sharding = ShardingConfig::new(RING, NAMESPACE).shard_id(spec.shard_id.clone()).every_controller();
     sharding.lease_duration = Duration::from_millis(spec.lease_ms.0);
     sharding.renew_deadline = Duration::from_millis(spec.lease_ms.1);
     sharding.retry_period = Duration::from_millis(spec.lease_ms.2);
     sharding.release_on_cancel = false;
     let opts = ManagerOptions {
         cache: CacheScope::namespaces(vec![NAMESPACE.to_string()]),
-        sharding: Some(sharding),
+        sharding: spec.sharded.then_some(sharding),
         ..ManagerOptions::default()
     };
     let mgr = Manager::new(client, opts);
-    let id = spec.shard_id.clone();
-    let reconcile = move |ctx: Context<ConfigMap>| {
+    let id = Arc::new(spec.shard_id.clone());
+    let reconcile = move |ctx: Context<DynamicObject>| {
         let id = id.clone();
         async move {
-            let Some(cm) = ctx.object.as_ref() else { return ReconcileResult::Ok(Action::done()) };
-            if cm.metadata.annotations.as_ref().and_then(|a| a.get(STAMP)) != Some(&id) {
-                let patch = serde_json::json!({"metadata": {"annotations": {STAMP: id}}});
-                ctx.api().patch(&ctx.request.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            let Some(obj) = ctx.object.as_ref() else { return ReconcileResult::Ok(Action::done()) };
+            if obj.metadata.annotations.as_ref().and_then(|a| a.get(STAMP)) != Some(&*id) {
+                let patch = json!({"metadata": {"annotations": {STAMP: *id}}});
+                ctx.dynamic_api().patch(&ctx.request.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
             }
             Ok(Action::done())
         }
     };
-    Controller::new(&mgr, reconcile).build().map_err(|e| BenchError::Setup(e.to_string()))?;
+    Controller::new_dynamic(&mgr, item_resource(), Scope::Namespaced, reconcile)
+        .build()
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(mgr.run_until(stop.clone()));
     let line =
@@ -167,10 +217,11 @@ impl Shard {
         exe: &std::path::Path,
         server: &ServeInfo,
         id: &str,
+        sharded: bool,
         lease_ms: (u64, u64, u64),
     ) -> Result<Shard, BenchError> {
-        let spec = serde_json::to_string(&ShardSpec { server: server.clone(), shard_id: id.to_string(), lease_ms })
-            .map_err(|e| BenchError::Setup(e.to_string()))?;
+        let spec = ShardSpec { server: server.clone(), shard_id: id.to_string(), sharded, lease_ms };
+        let spec = serde_json::to_string(&spec).map_err(|e| BenchError::Setup(e.to_string()))?;
         let mut cmd = Command::new(exe);
         cmd.arg("sharding-shard");
         let spawned: Spawned<ShardReady> =
@@ -184,11 +235,12 @@ impl Shard {
     }
 }
 
-/// Waits until every object's stamp is one of `alive`, and equals its shard label, and
-/// every shard of `alive` holds some (a shard that joined late gets its share first);
-/// returns the objects per shard. Lists metadata every 200 ms (a benchmark's clock).
+/// Waits until every object's stamp is one of `alive`, and equals its shard label (for
+/// the unsharded replica: carries its stamp), and every replica of `alive` holds some (a
+/// shard that joined late gets its share first); returns the objects per replica. Lists
+/// metadata every 200 ms (a benchmark's clock).
 async fn stamped(
-    api: &Api<ConfigMap>,
+    api: &Api<DynamicObject>,
     objects: usize,
     alive: &[String],
     limit: Duration,
@@ -202,7 +254,8 @@ async fn stamped(
         let (mut done, mut labelled, mut with_stamp) = (0, 0, 0);
         for meta in &list.items {
             let stamp = meta.metadata.annotations.as_ref().and_then(|a| a.get(STAMP));
-            let shard = meta.metadata.labels.as_ref().and_then(|l| l.get(&label));
+            let unsharded = alive == [UNSHARDED];
+            let shard = if unsharded { stamp } else { meta.metadata.labels.as_ref().and_then(|l| l.get(&label)) };
             labelled += usize::from(shard.is_some());
             with_stamp += usize::from(stamp.is_some());
             if let (Some(stamp), Some(shard)) = (stamp, shard)
@@ -232,12 +285,21 @@ async fn one_count(opts: &ShardingOptions, shards: usize) -> Result<ShardRun, Be
     );
     let cluster = Cluster::start(&opts.exe).await?;
     let result = async {
-        create_objects(&cluster.endpoint, w.objects, w.payload, 16, limit, None).await?;
-        let api: Api<ConfigMap> = Api::namespaced(cluster.client()?, NAMESPACE);
+        let client = cluster.client()?;
+        install_crd(&client).await?;
+        let path = format!("/apis/{GROUP}/v1/namespaces/{NAMESPACE}/items");
+        let payload = w.payload;
+        let body = Arc::new(move |i: usize| item(&format!("item-{i:05}"), payload, i));
+        create_with(&cluster.endpoint, &path, w.objects, 16, limit, body).await?;
+        let api: Api<DynamicObject> = Api::namespaced_with(client, NAMESPACE, &item_resource());
         let started = Instant::now();
         let mut running = Vec::new();
+        if shards == 0 {
+            running.push(Shard::start(&opts.exe, &cluster.server.info, UNSHARDED, false, w.lease_ms).await?);
+        }
         for i in 0..shards {
-            running.push(Shard::start(&opts.exe, &cluster.server.info, &format!("shard-{i}"), w.lease_ms).await?);
+            running
+                .push(Shard::start(&opts.exe, &cluster.server.info, &format!("shard-{i}"), true, w.lease_ms).await?);
         }
         let ids: Vec<String> = running.iter().map(|s| s.id.clone()).collect();
         let per_shard = stamped(&api, w.objects, &ids, limit).await?;
@@ -274,12 +336,33 @@ async fn one_count(opts: &ShardingOptions, shards: usize) -> Result<ShardRun, Be
     result
 }
 
+/// Creates the `Item` CRD and waits until its resource is served.
+async fn install_crd(client: &kube::Client) -> Result<(), BenchError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition =
+        serde_json::from_value(item_crd()).map_err(|e| BenchError::Setup(format!("the CRD: {e}")))?;
+    crds.create(&kube::api::PostParams::default(), &crd)
+        .await
+        .map_err(|e| BenchError::Setup(format!("creating the CRD: {e}")))?;
+    let items: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &item_resource());
+    let started = Instant::now();
+    while items.list_metadata(&ListParams::default().limit(1)).await.is_err() {
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err(BenchError::Setup("the Item CRD is not served after 30 s".into()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
 /// Runs every shard count.
 pub async fn run(opts: &ShardingOptions) -> Result<ShardingReport, BenchError> {
     let mut runs = Vec::new();
     for &shards in &opts.workload.shard_counts {
         if opts.progress {
-            eprintln!("[opkit-bench] sharding: {} objects, {shards} shard(s)", opts.workload.objects);
+            let what = if shards == 0 { "one unsharded replica".to_string() } else { format!("{shards} shard(s)") };
+            eprintln!("[opkit-bench] sharding: {} objects, {what}", opts.workload.objects);
         }
         runs.push(one_count(opts, shards).await?);
     }
@@ -288,17 +371,17 @@ pub async fn run(opts: &ShardingOptions) -> Result<ShardingReport, BenchError> {
 
 /// The report for people.
 pub fn render_text(r: &ShardingReport) -> String {
-    let single = r.runs.iter().find(|x| x.shards == 1).and_then(|x| x.shard_rss_bytes.first().copied());
+    let single = r.runs.iter().find(|x| x.shards == 0).and_then(|x| x.shard_rss_bytes.first().copied());
     let mut out = String::new();
     for run in &r.runs {
         let mb: Vec<String> = run.shard_rss_bytes.iter().map(|b| format!("{:.1}", *b as f64 / 1e6)).collect();
         let share = single.map(|s| {
             let max = run.shard_rss_bytes.iter().copied().max().unwrap_or(0);
-            format!(", largest shard {:.0}% of one replica", 100.0 * max as f64 / s as f64)
+            format!(", largest {:.0}% of the unsharded replica", 100.0 * max as f64 / s as f64)
         });
+        let what = if run.shards == 0 { "unsharded".to_string() } else { format!("{} shard(s)", run.shards) };
         out.push_str(&format!(
-            "{} shard(s): all {} objects in {:.2} s ({:.0}/s); VmRSS MB per shard [{}] for {:?} objects{}",
-            run.shards,
+            "{what}: all {} objects in {:.2} s ({:.0}/s); VmRSS MB per replica [{}] for {:?} objects{}",
             r.objects,
             run.seconds_to_all,
             run.objects_per_sec,
