@@ -21,8 +21,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use kube::discovery::Scope;
 use opkit::sharding::ShardingConfig;
 use opkit::{Action, CacheScope, Context, Controller, Manager, ManagerOptions, ReconcileResult};
-use serde_json::json;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -298,8 +298,7 @@ async fn one_count(opts: &ShardingOptions, shards: usize) -> Result<ShardRun, Be
             running.push(Shard::start(&opts.exe, &cluster.server.info, UNSHARDED, false, w.lease_ms).await?);
         }
         for i in 0..shards {
-            running
-                .push(Shard::start(&opts.exe, &cluster.server.info, &format!("shard-{i}"), true, w.lease_ms).await?);
+            running.push(Shard::start(&opts.exe, &cluster.server.info, &format!("shard-{i}"), true, w.lease_ms).await?);
         }
         let ids: Vec<String> = running.iter().map(|s| s.id.clone()).collect();
         let per_shard = stamped(&api, w.objects, &ids, limit).await?;

@@ -211,7 +211,8 @@ async fn three_shards_share_3000_objects_and_hand_them_over_without_overlap() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_label_overwritten_to_an_unknown_shard_is_repaired_and_an_unsharded_controller_is_refused() {
+async fn a_label_moved_by_hand_is_refused_one_naming_an_unknown_shard_is_repaired_and_an_unsharded_controller_is_refused()
+ {
     let env = TestEnv::builder().without_controllers().start().await.expect("env");
     let namespaces: Api<Namespace> = Api::all(env.client());
     let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
@@ -225,14 +226,29 @@ async fn a_label_overwritten_to_an_unknown_shard_is_repaired_and_an_unsharded_co
     let (mgr, _stop) = shard(&env, "a", tracker.clone());
     settled(&api, &tracker, &["a"], None).await;
 
-    // A user points an object at a shard that never existed: it comes back to a live one.
-    let label = sharding("x").shard_label();
+    // A user who rewrites the shard label bypasses the drain handshake: the coordinator's
+    // policy refuses it, naming the way that works.
+    let (label, drain) = (sharding("x").shard_label(), sharding("x").drain_label());
     let patch = serde_json::json!({"metadata": {"labels": {label.clone(): "nobody"}}});
-    api.patch("cm-3", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("overwrite");
+    // The API server enforces a new policy once its policy cache has it (as kube's does):
+    // wait for that with dry runs.
+    let started = Instant::now();
+    while api.patch("cm-3", &PatchParams::default().dry_run(), &Patch::Merge(&patch)).await.is_ok() {
+        assert!(started.elapsed() < PHASE, "the label's guard is never enforced");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let err = api.patch("cm-3", &PatchParams::default(), &Patch::Merge(&patch)).await.expect_err("refused");
+    let kube::Error::Api(status) = err else { panic!("{err}") };
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"), "{status:?}");
+    assert!(status.message.contains(&format!("set {drain}=true first")), "{}", status.message);
+
+    // An object created naming a shard that never existed comes back to a live one.
+    let cm = serde_json::json!({"metadata": {"name": "stray", "labels": {label.clone(): "nobody"}}});
+    api.create(&PostParams::default(), &serde_json::from_value(cm).expect("cm")).await.expect("create");
     let started = Instant::now();
     loop {
-        let now = api.get("cm-3").await.expect("get").metadata.labels.unwrap_or_default();
-        if now.get(&label).map(String::as_str) == Some("a") {
+        let now = api.get("stray").await.expect("get").metadata.labels.unwrap_or_default();
+        if now.get(&label).map(String::as_str) == Some("a") && !now.contains_key(&drain) {
             break;
         }
         assert!(started.elapsed() < PHASE, "never repaired: {now:?}");

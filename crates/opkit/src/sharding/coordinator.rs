@@ -70,6 +70,9 @@ impl Coordinator {
             Some(false) => true,
             Some(true) => {
                 tracing::info!(ring = %self.cfg.ring, "coordinating the shards");
+                if self.cfg.guard_label {
+                    super::guard::install(&self.client, &self.cfg).await;
+                }
                 tokio::select! {
                     _ = shutdown.cancelled() => false,
                     _ = leading.wait_for(|l| !*l) => true,

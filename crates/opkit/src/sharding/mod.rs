@@ -14,6 +14,7 @@
 //!   reconciling before its lease could expire (renew deadline < lease duration).
 
 mod coordinator;
+mod guard;
 mod plan;
 mod ring;
 mod view;
@@ -72,6 +73,11 @@ pub struct ShardingConfig {
     /// Ansible and KUDO operators, whose kinds come from their watches). See
     /// [`ShardingConfig::every_controller`].
     pub every_controller: bool,
+    /// The coordinator applies a ValidatingAdmissionPolicy that refuses moving a
+    /// reconciled object between shards without the drain handshake (on by default; it
+    /// needs create and patch on `validatingadmissionpolicies` and their bindings, and
+    /// logs a warning without them).
+    pub guard_label: bool,
     kinds: Vec<ShardedResource>,
 }
 
@@ -88,6 +94,7 @@ impl ShardingConfig {
             retry_period: Duration::from_secs(2),
             release_on_cancel: true,
             every_controller: false,
+            guard_label: true,
             kinds: Vec::new(),
         }
     }

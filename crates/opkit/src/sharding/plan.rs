@@ -5,8 +5,9 @@
 //!   If a controller also reconciles that kind (KUDO's Instances own Instances), it
 //!   moves with the drain handshake; otherwise its label is set directly.
 //! - Any other object of a reconciled kind goes to the shard the ring gives its key.
-//! - An object on a live shard other than its own is drained first; one on a dead shard
-//!   is reassigned at once; one naming a shard that never had a Lease is repaired.
+//! - An object on a live shard other than its own is drained, and moves once that shard
+//!   let go of it. One on a dead shard, or naming a shard that never had a Lease, is
+//!   drained and moved at once (the label's guard allows a move only while draining).
 
 use std::collections::BTreeMap;
 
@@ -90,7 +91,9 @@ impl Planner<'_> {
             None | Some("") => assign(assigned),
             Some(current) if current == desired => draining.then(|| ([(drain.clone(), None)].into(), "undrained")),
             Some(current) if !self.ring.contains(current) => {
-                if self.known.iter().any(|k| k == current) {
+                if !draining {
+                    Some(([(drain.clone(), Some("true".to_string()))].into(), "drained"))
+                } else if self.known.iter().any(|k| k == current) {
                     assign("reassigned")
                 } else {
                     tracing::warn!(ring = %self.cfg.ring, object = ?meta.name, namespace = ?meta.namespace, shard = current,
