@@ -420,6 +420,13 @@ struct ShardingArgs {
     /// Objects (default 10000).
     #[arg(long)]
     objects: Option<usize>,
+    /// Bytes of payload per object (default 1024).
+    #[arg(long)]
+    payload: Option<usize>,
+    /// The shard counts to run, comma-separated; 0 is one unsharded replica (default
+    /// 0,1,2,3).
+    #[arg(long, value_delimiter = ',')]
+    shards: Vec<usize>,
     #[command(flatten)]
     report: ReportArgs,
     /// No progress lines on stderr.
@@ -435,6 +442,12 @@ async fn sharding(args: ShardingArgs) -> ExitCode {
     };
     if let Some(n) = args.objects {
         workload.objects = n;
+    }
+    if let Some(n) = args.payload {
+        workload.payload = n;
+    }
+    if !args.shards.is_empty() {
+        workload.shard_counts = args.shards;
     }
     let exe = match own_exe() {
         Ok(exe) => exe,

@@ -266,7 +266,7 @@ async fn stamped(
                 *per_shard.entry(stamp.clone()).or_default() += 1;
             }
         }
-        if done >= objects && alive.iter().all(|a| per_shard.contains_key(a)) {
+        if done >= objects && (objects == 0 || alive.iter().all(|a| per_shard.contains_key(a))) {
             return Ok(per_shard);
         }
         if started.elapsed() > limit {

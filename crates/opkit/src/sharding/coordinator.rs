@@ -209,9 +209,8 @@ fn plan_changes(
     let mut moves = Vec::new();
     for key in keys {
         let Some(m) = planner.plan(&key) else {
-            if view.get(planner.cfg.kinds(), &key).is_none() {
-                patched.remove(&key);
-            }
+            // In place (the view shows the patch, or it was not needed) or gone.
+            patched.remove(&key);
             continue;
         };
         if patched.get(&key) == Some(&m.resource_version) {

@@ -11,11 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::DynamicObject;
-use kube::core::PartialObjectMeta;
-
 use super::ring::Ring;
-use super::view::{ObjectKey, View, owner_key};
+use super::view::{ObjectKey, Placed, View};
 use super::{ShardedResource, ShardingConfig};
 
 /// Label → new value (`None`: remove).
@@ -44,32 +41,24 @@ pub(super) struct Planner<'a> {
 impl Planner<'_> {
     /// The move `key` needs now, if any.
     pub(super) fn plan(&self, key: &ObjectKey) -> Option<Move> {
-        let kinds = self.cfg.kinds();
-        let obj = self.view.get(kinds, key)?;
-        let kind = kinds.get(key.0)?;
-        let (labels, how) = self.decide(kind, &obj)?;
-        let resource_version = obj.metadata.resource_version.clone().unwrap_or_default();
-        Some(Move { key: key.clone(), resource_version, labels, how })
+        let obj = self.view.get(key)?;
+        let kind = self.cfg.kinds().get(key.0)?;
+        let (labels, how) = self.decide(key, kind, &obj)?;
+        Some(Move { key: key.clone(), resource_version: obj.resource_version, labels, how })
     }
 
-    fn decide(
-        &self,
-        kind: &ShardedResource,
-        obj: &PartialObjectMeta<DynamicObject>,
-    ) -> Option<(LabelChange, &'static str)> {
-        let owners = if kind.follows_owner { self.owners_shard(obj) } else { None };
+    fn decide(&self, key: &ObjectKey, kind: &ShardedResource, obj: &Placed) -> Option<(LabelChange, &'static str)> {
+        let owners = obj.owner.as_ref().and_then(|owner| self.view.get(owner)?.shard);
         match owners {
-            Some(shard) if kind.hashed => self.ring.contains(&shard).then(|| self.place(obj, &shard, "followed"))?,
-            Some(shard) => {
-                let label = self.cfg.shard_label();
-                let current = obj.metadata.labels.as_ref().and_then(|l| l.get(&label));
-                (current != Some(&shard)).then(|| ([(label, Some(shard))].into(), "followed"))
+            Some(shard) if kind.hashed => {
+                self.ring.contains(&shard).then(|| self.place(key, obj, &shard, "followed"))?
             }
+            Some(shard) => (obj.shard.as_ref() != Some(&shard))
+                .then(|| ([(self.cfg.shard_label(), Some(shard))].into(), "followed")),
             None if kind.hashed => {
-                let meta = &obj.metadata;
-                let key = format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""));
-                let desired = self.ring.shard_for(&key)?.to_string();
-                self.place(obj, &desired, "assigned")
+                let (_, namespace, name) = key;
+                let desired = self.ring.shard_for(&format!("{}/{name}", namespace.as_deref().unwrap_or("")))?;
+                self.place(key, obj, &desired.to_string(), "assigned")
             }
             None => None,
         }
@@ -78,16 +67,15 @@ impl Planner<'_> {
     /// The label change that takes `obj` to `desired` (a live shard).
     fn place(
         &self,
-        obj: &PartialObjectMeta<DynamicObject>,
+        key: &ObjectKey,
+        obj: &Placed,
         desired: &str,
         assigned: &'static str,
     ) -> Option<(LabelChange, &'static str)> {
-        let meta = &obj.metadata;
-        let labels = meta.labels.clone().unwrap_or_default();
         let (shard, drain) = (self.cfg.shard_label(), self.cfg.drain_label());
-        let draining = labels.contains_key(&drain);
+        let draining = obj.draining;
         let assign = |how| Some(([(shard.clone(), Some(desired.to_string())), (drain.clone(), None)].into(), how));
-        match labels.get(&shard).map(String::as_str) {
+        match obj.shard.as_deref() {
             None | Some("") => assign(assigned),
             Some(current) if current == desired => draining.then(|| ([(drain.clone(), None)].into(), "undrained")),
             Some(current) if !self.ring.contains(current) => {
@@ -96,7 +84,7 @@ impl Planner<'_> {
                 } else if self.known.iter().any(|k| k == current) {
                     assign("reassigned")
                 } else {
-                    tracing::warn!(ring = %self.cfg.ring, object = ?meta.name, namespace = ?meta.namespace, shard = current,
+                    tracing::warn!(ring = %self.cfg.ring, object = %key.2, namespace = ?key.1, shard = current,
                         "an object names a shard that never existed (was its label overwritten?); reassigning it");
                     assign("repaired")
                 }
@@ -104,12 +92,5 @@ impl Planner<'_> {
             Some(_) if !draining => Some(([(drain.clone(), Some("true".to_string()))].into(), "drained")),
             Some(_) => None,
         }
-    }
-
-    /// The shard of `obj`'s controller owner, when it has one of a sharded kind.
-    fn owners_shard(&self, obj: &PartialObjectMeta<DynamicObject>) -> Option<String> {
-        let kinds = self.cfg.kinds();
-        let owner = self.view.get(kinds, &owner_key(kinds, &obj.metadata)?)?;
-        owner.metadata.labels.as_ref()?.get(&self.cfg.shard_label()).cloned()
     }
 }
