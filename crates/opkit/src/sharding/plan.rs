@@ -58,7 +58,7 @@ impl Planner<'_> {
             None if kind.hashed => {
                 let (_, namespace, name) = key;
                 let desired = self.ring.shard_for(&format!("{}/{name}", namespace.as_deref().unwrap_or("")))?;
-                self.place(key, obj, &desired.to_string(), "assigned")
+                self.place(key, obj, desired, "assigned")
             }
             None => None,
         }
