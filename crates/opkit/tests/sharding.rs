@@ -77,6 +77,15 @@ fn shard(env: &TestEnv, id: &'static str, tracker: Arc<Tracker>) -> (Manager, Ca
     (mgr, token)
 }
 
+/// A control plane (no controllers of its own) with the namespace [`NS`].
+async fn env_with_namespace() -> TestEnv {
+    let env = TestEnv::builder().without_controllers().start().await.expect("env");
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
+    namespaces.create(&PostParams::default(), &ns).await.expect("namespace");
+    env
+}
+
 /// Every object's shard label.
 async fn labels(api: &Api<ConfigMap>) -> BTreeMap<String, Option<String>> {
     let label = sharding("x").shard_label();
@@ -150,10 +159,7 @@ async fn touch_all(api: &Api<ConfigMap>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_shards_share_3000_objects_and_hand_them_over_without_overlap() {
-    let env = TestEnv::builder().without_controllers().start().await.expect("env");
-    let namespaces: Api<Namespace> = Api::all(env.client());
-    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
-    namespaces.create(&PostParams::default(), &ns).await.expect("namespace");
+    let env = env_with_namespace().await;
     let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     futures::stream::iter(0..3000)
         .for_each_concurrent(32, |i| {
@@ -213,10 +219,7 @@ async fn three_shards_share_3000_objects_and_hand_them_over_without_overlap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_label_moved_by_hand_is_refused_one_naming_an_unknown_shard_is_repaired_and_an_unsharded_controller_is_refused()
  {
-    let env = TestEnv::builder().without_controllers().start().await.expect("env");
-    let namespaces: Api<Namespace> = Api::all(env.client());
-    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
-    namespaces.create(&PostParams::default(), &ns).await.expect("namespace");
+    let env = env_with_namespace().await;
     let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     for i in 0..20 {
         let cm = serde_json::from_value(serde_json::json!({"metadata": {"name": format!("cm-{i}")}})).expect("cm");
@@ -266,10 +269,7 @@ async fn a_label_moved_by_hand_is_refused_one_naming_an_unknown_shard_is_repaire
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owned_objects_follow_their_owners_shard() {
-    let env = TestEnv::builder().without_controllers().start().await.expect("env");
-    let namespaces: Api<Namespace> = Api::all(env.client());
-    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
-    namespaces.create(&PostParams::default(), &ns).await.expect("namespace");
+    let env = env_with_namespace().await;
     let (cms, secrets): (Api<ConfigMap>, Api<Secret>) =
         (Api::namespaced(env.client(), NS), Api::namespaced(env.client(), NS));
     for i in 0..40 {
@@ -359,10 +359,7 @@ async fn shard_flags_shard_every_controller_and_children_of_a_reconciled_kind_fo
         #[command(flatten)]
         manager: opkit::ManagerArgs,
     }
-    let env = TestEnv::builder().without_controllers().start().await.expect("env");
-    let namespaces: Api<Namespace> = Api::all(env.client());
-    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
-    namespaces.create(&PostParams::default(), &ns).await.expect("namespace");
+    let env = env_with_namespace().await;
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     for i in 0..30 {
         let parent = format!("p-{i}");
