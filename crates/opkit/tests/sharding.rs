@@ -77,6 +77,14 @@ fn shard(env: &TestEnv, id: &'static str, tracker: Arc<Tracker>) -> (Manager, Ca
     (mgr, token)
 }
 
+/// Runs `mgr` on its own task until the returned token is cancelled.
+fn run(mgr: &Manager) -> CancellationToken {
+    let token = CancellationToken::new();
+    let (m, t) = (mgr.clone(), token.clone());
+    tokio::spawn(async move { m.run_until(t).await });
+    token
+}
+
 /// A control plane (no controllers of its own) with the namespace [`NS`].
 async fn env_with_namespace() -> TestEnv {
     let env = TestEnv::builder().without_controllers().start().await.expect("env");
@@ -299,10 +307,7 @@ async fn owned_objects_follow_their_owners_shard() {
             .owns::<Secret>()
             .build()
             .expect("controller");
-        let token = CancellationToken::new();
-        let (m, t) = (mgr.clone(), token.clone());
-        tokio::spawn(async move { m.run_until(t).await });
-        token
+        run(&mgr)
     };
     let label = sharding("x").shard_label();
     // Every child has its owner's shard, and moves when its owner does.
@@ -402,10 +407,7 @@ async fn shard_flags_shard_every_controller_and_children_of_a_reconciled_kind_fo
         .owns_dynamic(&resource, Scope::Namespaced)
         .build()
         .expect("controller");
-        let token = CancellationToken::new();
-        let (m, t) = (mgr.clone(), token.clone());
-        tokio::spawn(async move { m.run_until(t).await });
-        token
+        run(&mgr)
     };
     let _a = start("a");
     let _b = start("b");
