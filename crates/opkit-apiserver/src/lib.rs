@@ -108,6 +108,7 @@ pub(crate) mod kubernetes_service;
 pub mod limits;
 pub(crate) mod openapi;
 pub(crate) mod patch;
+pub mod perturbation;
 pub(crate) mod protobuf;
 pub(crate) mod registry;
 pub(crate) mod schema;

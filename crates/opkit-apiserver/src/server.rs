@@ -19,11 +19,12 @@ use crate::bootstrap;
 use crate::catalog::Catalog;
 use crate::certs::{CertError, TlsMaterial};
 use crate::data_dir::{DataDir, DataDirError, owner_only};
-use crate::handlers::{self, AppState};
+use crate::handlers::{self, AppState, RequestHooks};
 use crate::kinds;
 use crate::kubeconfig::{self, KubeconfigError};
 use crate::kubelet_client::KubeletClient;
 use crate::limits::ServingLimits;
+use crate::perturbation::Perturbations;
 use crate::registry::Registry;
 use crate::storage::{
     Backend, EncryptingBackend, EncryptionConfig, EncryptionConfigError, SqliteBackend, StorageError, Store,
@@ -138,6 +139,7 @@ pub struct RunningServer {
     tls: TlsMaterial,
     token: String,
     registry: Registry,
+    perturbations: Arc<Perturbations>,
     shutdown: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
     startup: std::time::Duration,
@@ -188,11 +190,12 @@ impl ApiServer {
         };
         let kubelet = KubeletClient::new(&tls.ca_pem, &tls.kubelet_client).map_err(CertError::from)?;
         let shutdown = CancellationToken::new();
+        let perturbations = Arc::new(Perturbations::default());
         let state = AppState::new(
             registry.clone(),
             Authenticator::new(&token, signer),
             addr.to_string(),
-            audit,
+            RequestHooks { audit, perturbations: perturbations.clone() },
             &cfg.limits,
             kubelet,
             shutdown.clone(),
@@ -220,6 +223,7 @@ impl ApiServer {
             tls,
             token,
             registry,
+            perturbations,
             shutdown,
             task: Some(task),
             startup: started.elapsed(),
@@ -305,6 +309,11 @@ impl RunningServer {
     /// [`WatchDelays`](crate::WatchDelays)).
     pub fn watch_delays(&self) -> &std::sync::Arc<crate::WatchDelays> {
         self.registry.watch_delays()
+    }
+    /// The faults and request traces tests put on one identity's requests (see
+    /// [`crate::perturbation`]).
+    pub fn perturbations(&self) -> &Arc<Perturbations> {
+        &self.perturbations
     }
     /// How long `start` took.
     pub fn startup_time(&self) -> std::time::Duration {

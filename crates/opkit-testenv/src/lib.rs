@@ -47,8 +47,12 @@ use opkit_controllers::ControllersConfig;
 use secrecy::SecretString;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+pub mod perturb;
 mod tools;
 mod wait;
+pub use opkit_apiserver::perturbation::{
+    Fault, FaultAction, InjectedFault, RequestFilter, RequestTrace, TracedRequest,
+};
 pub use opkit_apiserver::{HeldWatchEvents, WatchEventFilter};
 pub use tools::{ToolMissing, helm_binary};
 pub use wait::{WaitError, wait_for, wait_for_with};
@@ -258,10 +262,16 @@ impl TestEnv {
     /// authenticated with a token from the TokenRequest API: RBAC applies to it as it
     /// does to an operator deployed in a cluster.
     pub async fn service_account_client(&self, namespace: &str, name: &str) -> Result<Client, TestEnvError> {
+        Ok(Client::try_from(self.service_account_config(namespace, name).await?)?)
+    }
+
+    /// The client configuration of [`TestEnv::service_account_client`], for a client
+    /// made elsewhere (on another runtime, say).
+    pub async fn service_account_config(&self, namespace: &str, name: &str) -> Result<Config, TestEnvError> {
         let token = self.service_account_token(namespace, name).await?;
         let mut config = config_for(&self.server).await?;
         config.auth_info = AuthInfo { token: Some(SecretString::from(token)), ..Default::default() };
-        Ok(Client::try_from(config)?)
+        Ok(config)
     }
 
     /// Applies a project's RBAC directory (`config/rbac`: every manifest its
@@ -324,6 +334,34 @@ impl TestEnv {
     /// ```
     pub fn hold_watch_events(&self, filter: WatchEventFilter) -> HeldWatchEvents {
         self.server.watch_delays().hold(filter)
+    }
+
+    /// Arms `fault` on this server until the returned handle is dropped: the `nth`
+    /// request of one identity that its filter matches is answered with an error, or
+    /// runs and then fails or never answers (see [`FaultAction`]). Other identities see
+    /// a normal server.
+    ///
+    /// ```no_run
+    /// # async fn f(env: &opkit_testenv::TestEnv) {
+    /// use opkit_testenv::{Fault, FaultAction, RequestFilter};
+    /// let user = "system:serviceaccount:operators:memcached";
+    /// let fault = env.inject_fault(Fault {
+    ///     filter: RequestFilter::user(user).writes(),
+    ///     nth: 2,
+    ///     action: FaultAction::FailAfterCommit,
+    /// });
+    /// // ... the operator's second write applies, and it is answered 504 ...
+    /// fault.wait_fired().await;
+    /// # }
+    /// ```
+    pub fn inject_fault(&self, fault: Fault) -> InjectedFault {
+        self.server.perturbations().inject(fault)
+    }
+
+    /// Records every request of `user` until the returned handle is dropped: verb,
+    /// object, the code answered, and whether a write changed anything.
+    pub fn trace_requests(&self, user: &str) -> RequestTrace {
+        self.server.perturbations().trace(user)
     }
 
     /// Creates or updates CRDs and returns once each is Established and served.

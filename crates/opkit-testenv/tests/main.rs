@@ -4,6 +4,7 @@
 #[path = "support/kubectl.rs"]
 mod kubectl_support;
 
+mod faults;
 mod kubectl;
 mod kubectl_apis;
 mod kubectl_auth;

@@ -12,6 +12,7 @@ mod dynamic;
 mod errors;
 mod manager;
 mod metrics_secure;
+mod perturb;
 mod read_your_writes;
 mod sharding;
 mod span;

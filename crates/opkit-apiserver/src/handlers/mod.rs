@@ -31,6 +31,7 @@ use crate::catalog::CatalogSnapshot;
 use crate::error::{ApiError, ApiResult};
 use crate::kubelet_client::KubeletClient;
 use crate::limits::{InFlight, ServingLimits};
+use crate::perturbation::Perturbations;
 use crate::registry::Registry;
 use codec::Body;
 use route::Route;
@@ -47,6 +48,8 @@ pub(crate) struct AppState {
     pub(crate) openapi: openapi::OpenApiCache,
     /// Where audit events go, if anywhere.
     pub(crate) audit: Option<AuditLog>,
+    /// The faults and traces tests put on one identity's requests.
+    pub(crate) perturbations: Arc<Perturbations>,
     /// The max-in-flight pools and the request-body timeout.
     pub(crate) in_flight: InFlight,
     pub(crate) request_timeout: Duration,
@@ -58,13 +61,14 @@ pub(crate) struct AppState {
 }
 
 impl AppState {
-    /// State for a server reachable at `address`, auditing to `audit` if given, serving
-    /// within `limits`, reaching kubelets with `kubelet`, stopping with `shutdown`.
+    /// State for a server reachable at `address`, auditing and perturbing requests as
+    /// `hooks` say, serving within `limits`, reaching kubelets with `kubelet`, stopping
+    /// with `shutdown`.
     pub(crate) fn new(
         registry: Registry,
         auth: Authenticator,
         address: String,
-        audit: Option<AuditLog>,
+        hooks: RequestHooks,
         limits: &ServingLimits,
         kubelet: KubeletClient,
         shutdown: CancellationToken,
@@ -74,13 +78,22 @@ impl AppState {
             auth,
             address,
             openapi: Default::default(),
-            audit,
+            audit: hooks.audit,
+            perturbations: hooks.perturbations,
             in_flight: InFlight::new(limits),
             request_timeout: limits.request_timeout,
             kubelet,
             shutdown,
         })
     }
+}
+
+/// What watches requests besides the handlers: the audit log and tests' perturbations.
+pub(crate) struct RequestHooks {
+    /// Where audit events go, if anywhere.
+    pub audit: Option<AuditLog>,
+    /// The faults and traces tests put on one identity's requests.
+    pub perturbations: Arc<Perturbations>,
 }
 
 /// Handles one request. Never fails: errors become `metav1.Status` responses, and a
@@ -213,7 +226,10 @@ async fn dispatch(
                 _ => Default::default(),
             };
             let query = route::parse_query(parts.uri.query());
-            resource::Call { state, method: parts.method, req, query, headers: parts.headers, body, user }.run().await
+            let answered = Default::default();
+            resource::Call { state, method: parts.method, req, query, headers: parts.headers, body, user, answered }
+                .run()
+                .await
         }
     }
 }

@@ -13,6 +13,7 @@ use super::route::ResourceRequest;
 use super::{AppState, watch};
 use crate::auth::user::UserInfo;
 use crate::error::{ApiError, ApiResult};
+use crate::perturbation::{self, FaultAction, RequestLine};
 use crate::registry::{
     FieldValidation, ListOptions, PatchType, ScaleChange, Subresource, Target, WatchOptions, WriteOptions,
 };
@@ -35,6 +36,8 @@ pub(super) struct Call<'a> {
     pub body: Bytes,
     /// Who is asking.
     pub user: UserInfo,
+    /// The name and resourceVersion of the object answered, for a request's trace.
+    pub answered: parking_lot::Mutex<Option<(Option<String>, Option<String>)>>,
 }
 
 fn flag(q: &HashMap<String, String>, k: &str) -> bool {
@@ -183,9 +186,85 @@ impl Call<'_> {
         Ok(opts)
     }
 
-    /// Runs the request: resolves the target, checks the route, then performs the verb.
+    /// Runs the request: resolves the target, then serves it, perturbed when a test
+    /// perturbs its user's requests (see [`crate::perturbation`]).
     pub(super) async fn run(self) -> ApiResult<Response<Body>> {
         let target = self.target()?;
+        let perturbations = self.state.perturbations.clone();
+        if !perturbations.active() {
+            return self.serve(target).await;
+        }
+        let line = self.request_line(&target);
+        let fault = perturbations.fault_for(&line);
+        let before = self.state.registry.store().revision();
+        let result = match fault {
+            Some(FaultAction::Reject { code }) => Err(perturbation::rejection(code, &line)),
+            _ => self.serve(target).await,
+        };
+        let code = match &result {
+            Ok(r) => r.status().as_u16(),
+            Err(e) => e.code,
+        };
+        let (name, rv) = self.answered.lock().take().unwrap_or_default();
+        let wrote = result.is_ok() && perturbation::WRITE_VERBS.contains(&line.verb);
+        let changed = wrote
+            && (line.verb != "update" && line.verb != "patch"
+                || rv.and_then(|rv| rv.parse::<u64>().ok()).is_some_and(|rv| rv > before));
+        let committed = result.is_ok();
+        let answer = |code| perturbation::Answer { code, name: name.clone(), changed };
+        match fault {
+            Some(FaultAction::FailAfterCommit) if committed => {
+                perturbations.record(&line, answer(504), fault);
+                Err(perturbation::timeout())
+            }
+            Some(FaultAction::CrashAfterCommit) if committed => {
+                // The client is killed before it reads an answer: it gets none.
+                perturbations.record(&line, answer(0), fault);
+                self.state.shutdown.cancelled().await;
+                Err(perturbation::timeout())
+            }
+            _ => {
+                perturbations.record(&line, answer(code), fault);
+                result
+            }
+        }
+    }
+
+    /// What the request is, for perturbations: who asks, the verb, the object.
+    fn request_line(&self, target: &Target) -> RequestLine {
+        let name = self.req.name.clone();
+        let create = self.method == Method::POST && name.is_none();
+        let body_meta = |key: &str| {
+            create
+                .then(|| codec::decode_object(&self.headers, &self.body).ok())
+                .flatten()
+                .and_then(|b| b["metadata"][key].as_str().map(String::from))
+        };
+        let verb = match (&self.method, name.is_some()) {
+            (&Method::GET, false) if flag(&self.query, "watch") => "watch",
+            (&Method::GET, false) => "list",
+            (&Method::GET, true) => "get",
+            (&Method::POST, _) => "create",
+            (&Method::PUT, _) => "update",
+            (&Method::PATCH, _) => "patch",
+            (&Method::DELETE, true) => "delete",
+            (&Method::DELETE, false) => "deletecollection",
+            _ => "other",
+        };
+        RequestLine {
+            user: self.user.name.clone(),
+            verb,
+            group: target.info.group.clone(),
+            resource: target.info.resource.clone(),
+            subresource: self.req.subresource.clone(),
+            namespace: self.req.namespace.clone(),
+            generate_name: if create && name.is_none() { body_meta("generateName") } else { None },
+            name: if create { body_meta("name") } else { name },
+        }
+    }
+
+    /// Checks the route, then performs the verb.
+    async fn serve(&self, target: Target) -> ApiResult<Response<Body>> {
         let output = codec::negotiate(&self.headers)?;
         self.check_route(&target)?;
         let sub = self.req.subresource.as_deref();
@@ -368,6 +447,10 @@ impl Call<'_> {
         output: Output,
         warnings: &[String],
     ) -> ApiResult<Response<Body>> {
+        if self.state.perturbations.active() {
+            let field = |k: &str| obj["metadata"][k].as_str().map(String::from);
+            *self.answered.lock() = Some((field("name"), field("resourceVersion")));
+        }
         if output == Output::Table && obj["kind"] != "Scale" && obj["kind"] != "Status" {
             let ctx = TableContext {
                 include: include_object(&self.query),
