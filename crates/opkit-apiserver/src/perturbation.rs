@@ -312,7 +312,7 @@ pub(crate) fn rejection(code: u16, request: &RequestLine) -> ApiError {
         429 => ApiError::too_many_requests("Too many requests, please try again later (injected fault).", Some(1), &[]),
         503 => ApiError::unavailable("the server is currently unable to handle the request (injected fault)"),
         504 => timeout(),
-        _ => ApiError::internal("Internal error occurred: injected fault"),
+        _ => ApiError::internal("injected fault"),
     }
 }
 

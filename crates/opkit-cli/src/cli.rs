@@ -35,10 +35,12 @@ impl Cli {
     /// opkit runs itself (as operator-sdk's helm and ansible operators log), `warn` for the
     /// other commands; with `--verbose`, `debug` for opkit's own crates on top.
     pub fn default_log_level(&self) -> String {
-        let level = if matches!(self.command, Command::HelmOperator(_) | Command::AnsibleOperator(_)) {
-            "info"
-        } else {
-            "warn"
+        let level = match self.command {
+            Command::HelmOperator(_) | Command::AnsibleOperator(_) => "info",
+            // Each control plane `opkit test` starts (one per run with --perturb) ends
+            // with its controllers' watches cut: kube's client warns of each.
+            Command::Test(_) => "warn,kube_client::client=error",
+            _ => "warn",
         };
         // A directive's target is a prefix: `opkit` covers opkit_cli, opkit_apiserver, ...
         if self.verbose { format!("{level},opkit=debug") } else { level.to_string() }
@@ -1059,6 +1061,25 @@ pub struct TestArgs {
     /// A variable for `.gotmpl.yaml` test files (`.Vars.NAME`), its value read as YAML.
     #[arg(long, value_name = "NAME=VALUE")]
     pub template_var: Vec<String>,
+    /// Reliability testing (docs/perturb.md): run the suite once without faults to learn
+    /// what the operator does, then once per test plan with one fault in the operator's
+    /// requests (a crash after a write, an API error, a timeout after commit), and report
+    /// where the end state, the creates and deletes, or convergence differ. Exits 1 on a
+    /// finding, 2 when there is no operator or the plan file is bad.
+    #[arg(long)]
+    pub perturb: bool,
+    /// The operator under test, for --perturb: a shell command, run with KUBECONFIG
+    /// naming a kubeconfig of its own identity. It replaces the suite's background
+    /// commands (default: the suite's background command is the operator).
+    #[arg(long, value_name = "CMD", requires = "perturb")]
+    pub operator: Option<String>,
+    /// The plan classes --perturb makes (default all).
+    #[arg(long, value_delimiter = ',', requires = "perturb",
+          value_parser = ["intermediate-state", "api-error", "timeout-after-commit"])]
+    pub classes: Vec<String>,
+    /// Run one plan file (--perturb writes one per finding) instead of the whole set.
+    #[arg(long, value_name = "PLAN", requires = "perturb")]
+    pub replay: Option<PathBuf>,
 }
 
 /// `opkit generate` subcommands for OLM.

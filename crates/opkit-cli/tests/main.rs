@@ -19,6 +19,7 @@ mod kuttl_test;
 mod olm;
 mod olm_bundle;
 mod olm_memcached;
+mod perturb;
 mod portable;
 mod readme_workflow;
 mod scaffold;

@@ -26,6 +26,7 @@ mod run_bundle;
 mod run_webhooks;
 mod scorecard;
 mod test;
+mod test_perturb;
 mod version;
 
 use crate::cli::{

@@ -19,6 +19,9 @@ const DEFAULT_CONFIG: &str = "kuttl-test.yaml";
 /// Runs the tests.
 pub(super) async fn test(args: TestArgs, out: &mut Output) -> Result<(), CliError> {
     let suite = suite(&args, out)?;
+    if args.perturb {
+        return super::test_perturb::perturb(&args, suite, out).await;
+    }
     let json = out.json();
     // With -o json, stdout is the summary alone: kuttl's log goes to stderr.
     let sink: opkit_kuttl::Sink =

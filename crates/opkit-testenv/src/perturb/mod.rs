@@ -27,6 +27,7 @@
 //! # }
 //! ```
 
+mod operator;
 mod oracle;
 mod plan;
 
@@ -43,6 +44,8 @@ use kube::api::{Api, ApiResource, PostParams};
 use kube::{Client, Config, Resource};
 use serde::Serialize;
 
+pub use operator::OperatorUnderTest;
+use operator::RunningOperator;
 pub use oracle::{Convergence, EndState, Lifecycle};
 pub use plan::{Plan, PlanClass, plans};
 
@@ -70,6 +73,9 @@ pub enum PerturbError {
     /// The fault-free run did not pass its workload: nothing to compare against.
     #[error("the fault-free run failed: {0}")]
     Learning(String),
+    /// The operator could not be started.
+    #[error("{0}")]
+    Operator(String),
     /// Reading the end state failed.
     #[error("reading the end state: {0}")]
     Kube(#[from] kube::Error),
@@ -100,6 +106,9 @@ pub struct Finding {
     pub oracle: Oracle,
     /// What differs, one line each.
     pub diff: Vec<String>,
+    /// The last lines the operator printed in that run (a process operator's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub operator_log: Vec<String>,
 }
 
 /// A whole run: the plans made and run, and the findings.
@@ -110,6 +119,8 @@ pub struct PerturbReport {
     pub learned_writes: usize,
     /// Writes of the learning run that changed nothing (pruned from the plans).
     pub pruned_writes: usize,
+    /// What differed between the two fault-free runs, left out of every comparison.
+    pub masked: Vec<String>,
     /// The plans run.
     pub plans: Vec<Plan>,
     /// What was found.
@@ -125,10 +136,11 @@ impl PerturbReport {
     /// A report for people.
     pub fn render(&self) -> String {
         let mut out = format!(
-            "{} plans from {} writes ({} pruned as changing nothing): {} findings\n",
+            "{} plans from {} writes ({} pruned as changing nothing; {} fields masked as differing between fault-free runs): {} findings\n",
             self.plans.len(),
             self.learned_writes,
             self.pruned_writes,
+            self.masked.len(),
             self.findings.len()
         );
         for f in &self.findings {
@@ -142,8 +154,16 @@ impl PerturbReport {
     }
 }
 
-type OperatorFn = Arc<dyn Fn(Client) -> BoxFuture<'static, ()> + Send + Sync>;
-type WorkloadFn = Arc<dyn Fn(Client) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+type WorkloadFn = Arc<dyn Fn(WorkloadTarget) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+
+/// What a workload runs against: the fresh control plane of one run.
+#[derive(Clone)]
+pub struct WorkloadTarget {
+    /// A client acting as the cluster admin.
+    pub client: Client,
+    /// A kubeconfig for the admin, for processes (kubectl, a kuttl suite).
+    pub kubeconfig: std::path::PathBuf,
+}
 
 /// What the fault-free runs established.
 #[derive(Debug, Clone)]
@@ -163,7 +183,7 @@ pub struct Learning {
 /// Runs an operator under perturbations (see the module's text).
 #[derive(Clone)]
 pub struct Perturber {
-    operator: OperatorFn,
+    operator: OperatorUnderTest,
     workload: WorkloadFn,
     crds: Vec<CustomResourceDefinition>,
     kinds: Vec<ApiResource>,
@@ -175,9 +195,10 @@ pub struct Perturber {
 }
 
 impl Perturber {
-    /// A perturber of `operator` (given a client acting as the operator's identity; it
-    /// runs until killed) under `workload` (given an admin client: it applies what a
-    /// user would and returns once its checks pass, or an error saying which failed).
+    /// A perturber of an in-process `operator` (given a client acting as the operator's
+    /// identity; it runs until killed) under `workload` (given an admin client: it
+    /// applies what a user would and returns once its checks pass, or an error saying
+    /// which failed).
     pub fn new<O, OF, W, WF>(operator: O, workload: W) -> Perturber
     where
         O: Fn(Client) -> OF + Send + Sync + 'static,
@@ -185,9 +206,20 @@ impl Perturber {
         W: Fn(Client) -> WF + Send + Sync + 'static,
         WF: Future<Output = Result<(), String>> + Send + 'static,
     {
+        let workload = Arc::new(workload);
+        Perturber::of(OperatorUnderTest::in_process(operator), move |target: WorkloadTarget| workload(target.client))
+    }
+
+    /// A perturber of any operator (an in-process one, or a process) under `workload`
+    /// (given the run's control plane).
+    pub fn of<W, WF>(operator: OperatorUnderTest, workload: W) -> Perturber
+    where
+        W: Fn(WorkloadTarget) -> WF + Send + Sync + 'static,
+        WF: Future<Output = Result<(), String>> + Send + 'static,
+    {
         Perturber {
-            operator: Arc::new(move |c| Box::pin(operator(c))),
-            workload: Arc::new(move |c| Box::pin(workload(c))),
+            operator,
+            workload: Arc::new(move |t| Box::pin(workload(t))),
             crds: Vec::new(),
             kinds: Vec::new(),
             namespace: "default".into(),
@@ -205,7 +237,8 @@ impl Perturber {
         self
     }
 
-    /// Compares the objects of kind `K` at the end of each run.
+    /// Compares the objects of kind `K` at the end of each run (with none named, every
+    /// namespaced kind but Events is compared).
     #[must_use]
     pub fn compare<K: Resource<DynamicType = ()>>(self) -> Perturber {
         self.compare_resource(ApiResource::erase::<K>(&()))
@@ -272,7 +305,12 @@ impl Perturber {
         let mut findings = Vec::new();
         let mut found = |oracle, diff: Vec<String>| {
             if !diff.is_empty() {
-                findings.push(Finding { plan: Some(plan.clone()), oracle, diff });
+                findings.push(Finding {
+                    plan: Some(plan.clone()),
+                    oracle,
+                    diff,
+                    operator_log: run.operator_log.clone(),
+                });
             }
         };
         found(Oracle::Workload, run.workload.err().into_iter().collect());
@@ -293,6 +331,7 @@ impl Perturber {
                 plan: None,
                 oracle: Oracle::Convergence,
                 diff: convergence_lines(&learning.convergence),
+                operator_log: Vec::new(),
             });
         }
         let user = operator_user();
@@ -303,6 +342,7 @@ impl Perturber {
             findings.extend(self.run_plan(&learning, plan).await?);
         }
         Ok(PerturbReport {
+            masked: learning.masks.iter().cloned().collect(),
             learned_writes: writes.len(),
             pruned_writes: writes.iter().filter(|w| !w.changed).count(),
             plans,
@@ -320,8 +360,9 @@ impl Perturber {
         let trace = env.trace_requests(&operator_user());
         let crashes = fault.as_ref().is_some_and(|f| f.action == FaultAction::CrashAfterCommit);
         let injected = fault.map(|f| env.inject_fault(f));
-        let mut operator = RunningOperator::start(&self.operator, config.clone())?;
-        let workload = tokio::time::timeout(self.workload_timeout, (self.workload)(env.client()));
+        let mut operator = RunningOperator::start(&self.operator, &config, env.kubeconfig_path())?;
+        let target = WorkloadTarget { client: env.client(), kubeconfig: env.kubeconfig_path().to_path_buf() };
+        let workload = tokio::time::timeout(self.workload_timeout, (self.workload)(target));
         tokio::pin!(workload);
         let mut restarted = false;
         let workload = loop {
@@ -330,16 +371,20 @@ impl Perturber {
                     Err(format!("the workload did not finish within {:?}", self.workload_timeout))
                 }),
                 () = crash_point(injected.as_ref(), crashes && !restarted) => {
-                    operator.kill();
-                    operator = RunningOperator::start(&self.operator, config.clone())?;
+                    operator.kill().await;
+                    operator = RunningOperator::start(&self.operator, &config, env.kubeconfig_path())?;
                     restarted = true;
                 }
             }
         };
         let convergence = Convergence::wait(&trace, self.settle, self.settle_limit).await;
-        operator.kill();
-        let end_state = EndState::read(&env.client(), &self.kinds, &self.namespace).await?;
-        Ok(Run { workload, end_state, trace: trace.requests(), convergence })
+        let operator_log = operator.kill().await;
+        let kinds = match self.kinds.is_empty() {
+            true => EndState::discover_kinds(&env.client()).await?,
+            false => self.kinds.clone(),
+        };
+        let end_state = EndState::read(&env.client(), &kinds, &self.namespace).await?;
+        Ok(Run { workload, end_state, trace: trace.requests(), convergence, operator_log })
     }
 }
 
@@ -369,43 +414,8 @@ struct Run {
     end_state: EndState,
     trace: Vec<TracedRequest>,
     convergence: Convergence,
-}
-
-/// The operator, on a runtime of its own: killing it drops that runtime, with every
-/// task, connection and cache on it.
-struct RunningOperator {
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl RunningOperator {
-    fn start(operator: &OperatorFn, config: Config) -> Result<RunningOperator, PerturbError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("operator-under-test")
-            .enable_all()
-            .build()?;
-        let operator = operator.clone();
-        runtime.spawn(async move {
-            // Made here, so the client's connections live on the operator's runtime.
-            match Client::try_from(config) {
-                Ok(client) => operator(client).await,
-                Err(e) => eprintln!("the operator's client: {e}"),
-            }
-        });
-        Ok(RunningOperator { runtime: Some(runtime) })
-    }
-
-    fn kill(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-impl Drop for RunningOperator {
-    fn drop(&mut self) {
-        self.kill();
-    }
+    /// The last lines a process operator printed (none for an in-process one).
+    operator_log: Vec<String>,
 }
 
 /// The operator's client configuration: its ServiceAccount, bound to `cluster-admin`.

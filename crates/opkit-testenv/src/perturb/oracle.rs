@@ -49,6 +49,22 @@ impl EndState {
         Ok(EndState { objects })
     }
 
+    /// Every namespaced kind the server lists, except Events (each run's own): what is
+    /// compared when a perturber names no kinds.
+    pub async fn discover_kinds(client: &Client) -> Result<Vec<ApiResource>, kube::Error> {
+        let discovery = kube::discovery::Discovery::new(client.clone()).run().await?;
+        let mut kinds = Vec::new();
+        for group in discovery.groups() {
+            for (resource, caps) in group.recommended_resources() {
+                let listable = caps.supports_operation(kube::discovery::verbs::LIST);
+                if listable && caps.scope == kube::discovery::Scope::Namespaced && resource.kind != "Event" {
+                    kinds.push(resource);
+                }
+            }
+        }
+        Ok(kinds)
+    }
+
     /// What differs from `expected`, leaving out `masks` (keys, and `key` + JSON
     /// pointer paths): one line per object missing, extra, or per field changed.
     pub fn diff(&self, expected: &EndState, masks: &BTreeSet<String>) -> Vec<String> {

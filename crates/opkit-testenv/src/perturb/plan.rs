@@ -13,7 +13,8 @@ pub enum PlanClass {
     /// After the k-th write commits, the operator is killed before it reads the answer,
     /// and restarted with empty caches (Sieve's intermediate states).
     IntermediateState,
-    /// The k-th write is answered 409 Conflict or 500 without running.
+    /// The k-th write is answered 500 (or, an update or patch, 409 Conflict) without
+    /// running.
     ApiError,
     /// The k-th write applies, and the operator is answered 504 Timeout.
     TimeoutAfterCommit,
@@ -23,10 +24,16 @@ impl PlanClass {
     /// Every class.
     pub const ALL: [PlanClass; 3] = [PlanClass::IntermediateState, PlanClass::ApiError, PlanClass::TimeoutAfterCommit];
 
-    fn actions(self) -> Vec<FaultAction> {
+    /// The faults of this class for a write with `verb`: an API error is a 500, and a
+    /// 409 Conflict only where kube answers one (an update or patch with a stale
+    /// resourceVersion).
+    fn actions(self, verb: &str) -> Vec<FaultAction> {
         match self {
             PlanClass::IntermediateState => vec![FaultAction::CrashAfterCommit],
-            PlanClass::ApiError => vec![FaultAction::Reject { code: 409 }, FaultAction::Reject { code: 500 }],
+            PlanClass::ApiError if matches!(verb, "update" | "patch") => {
+                vec![FaultAction::Reject { code: 409 }, FaultAction::Reject { code: 500 }]
+            }
+            PlanClass::ApiError => vec![FaultAction::Reject { code: 500 }],
             PlanClass::TimeoutAfterCommit => vec![FaultAction::FailAfterCommit],
         }
     }
@@ -64,11 +71,8 @@ pub fn plans(user: &str, learning: &[TracedRequest], classes: &[PlanClass]) -> V
     let writes: Vec<&TracedRequest> = learning.iter().filter(|r| r.is_write()).collect();
     let mut out = Vec::new();
     for class in classes {
-        for action in class.actions() {
-            for (i, write) in writes.iter().enumerate() {
-                if !write.changed {
-                    continue;
-                }
+        for (i, write) in writes.iter().enumerate().filter(|(_, w)| w.changed) {
+            for action in class.actions(&write.verb) {
                 out.push(Plan {
                     class: *class,
                     nth_write: i + 1,
@@ -108,7 +112,7 @@ mod tests {
     }
 
     #[test]
-    fn one_plan_per_action_and_write_that_changed_something() {
+    fn one_plan_per_action_and_write_that_changed_something_and_a_conflict_only_for_updates() {
         let trace = vec![
             write("get", "a", false),
             write("create", "a", true),
@@ -124,11 +128,12 @@ mod tests {
                 (PlanClass::IntermediateState, 3),
                 (PlanClass::ApiError, 1),
                 (PlanClass::ApiError, 3),
-                (PlanClass::ApiError, 1),
                 (PlanClass::ApiError, 3)
             ]
         );
         assert_eq!(plans[1].describe(), "crash after write 3 (patch configmaps/default/a)");
+        assert_eq!(plans[2].fault.action, FaultAction::Reject { code: 500 }, "no conflict on a create");
+        assert_eq!(plans[3].fault.action, FaultAction::Reject { code: 409 });
         let back: Plan = serde_json::from_str(&serde_json::to_string(&plans[2]).unwrap()).unwrap();
         assert_eq!(back, plans[2]);
     }
