@@ -3,6 +3,7 @@
 
 mod leader_election;
 mod memcached_controller;
+mod perturb;
 mod rbac;
 mod startup;
 mod walkthrough;
