@@ -120,6 +120,12 @@ pub enum FaultAction {
     /// Run the request, then never answer (until the server stops): the client is to be
     /// killed between its write and reading the answer.
     CrashAfterCommit,
+    /// As [`FaultAction::CrashAfterCommit`]; from then on, the identity's lists that
+    /// accept any resourceVersion (`resourceVersion=0`, as informers list: kube serves
+    /// them from its watch cache, which may lag) are served as of the revision before
+    /// this write, as from a lagging API server. Their watches then deliver what came
+    /// after, so the restarted client's cache catches up.
+    CrashWithStaleRestart,
 }
 
 /// A fault: `action` on the `nth` (1-based) request that `filter` matches.
@@ -196,6 +202,21 @@ struct Rule {
     fired: watch::Sender<bool>,
 }
 
+/// How long a stale restart's lag lasts at most: the lagging cache catches up then, or
+/// at the identity's first write, whichever comes first.
+const STALE_LAG: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// One identity's lagging reads after a stale restart.
+struct Stale {
+    user: String,
+    /// Its "any version" lists are served as of this revision.
+    revision: u64,
+    /// The rule that set it: disarming the rule ends it.
+    rule: Arc<Rule>,
+    /// Set once the lag is over: its watches' events flow again, its lists are fresh.
+    caught_up: watch::Sender<bool>,
+}
+
 struct TraceSink {
     user: String,
     started: Instant,
@@ -208,6 +229,8 @@ struct TraceSink {
 pub struct Perturbations {
     rules: Mutex<Vec<Arc<Rule>>>,
     traces: Mutex<Vec<Arc<TraceSink>>>,
+    /// The users whose reads lag (see [`FaultAction::CrashWithStaleRestart`]).
+    stale: Mutex<Vec<Stale>>,
     active: AtomicUsize,
 }
 
@@ -258,6 +281,46 @@ impl Perturbations {
             }
         }
         fired
+    }
+
+    /// Makes `user`'s reads lag behind `revision`'s successors, if the rule that just
+    /// fired on its request is a [`FaultAction::CrashWithStaleRestart`]: its "any
+    /// version" lists are served as of `revision`, and its watches deliver nothing new,
+    /// until its first write or [`STALE_LAG`].
+    pub(crate) fn serve_stale(&self, user: &str, revision: u64) {
+        let rule = self
+            .rules
+            .lock()
+            .iter()
+            .find(|r| {
+                r.fault.filter.user == user && r.fault.action == FaultAction::CrashWithStaleRestart && *r.fired.borrow()
+            })
+            .cloned();
+        let Some(rule) = rule else { return };
+        let caught_up = watch::Sender::new(false);
+        let timer = caught_up.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(STALE_LAG).await;
+            timer.send_replace(true);
+        });
+        self.stale.lock().push(Stale { user: user.to_string(), revision, rule, caught_up });
+    }
+
+    /// The revision `user`'s "any version" lists are served as of, while its reads lag.
+    pub(crate) fn stale_revision(&self, user: &str) -> Option<u64> {
+        self.stale.lock().iter().find(|s| s.user == user && !*s.caught_up.borrow()).map(|s| s.revision)
+    }
+
+    /// While `user`'s reads lag: what its watches wait on before each event.
+    pub(crate) fn watch_lag(&self, user: &str) -> Option<watch::Receiver<bool>> {
+        self.stale.lock().iter().find(|s| s.user == user && !*s.caught_up.borrow()).map(|s| s.caught_up.subscribe())
+    }
+
+    /// Ends `user`'s lag: it writes, so the cache it acted on catches up now.
+    pub(crate) fn catch_up(&self, user: &str) {
+        for stale in self.stale.lock().iter().filter(|s| s.user == user) {
+            stale.caught_up.send_replace(true);
+        }
     }
 
     /// Records `request`'s answer in the traces of its user.
@@ -348,6 +411,7 @@ impl InjectedFault {
 impl Drop for InjectedFault {
     fn drop(&mut self) {
         self.perturbations.rules.lock().retain(|r| !Arc::ptr_eq(r, &self.rule));
+        self.perturbations.stale.lock().retain(|s| !Arc::ptr_eq(&s.rule, &self.rule));
         self.perturbations.active.fetch_sub(1, Ordering::SeqCst);
     }
 }

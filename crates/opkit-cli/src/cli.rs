@@ -1075,7 +1075,7 @@ pub struct TestArgs {
     pub operator: Option<String>,
     /// The plan classes --perturb makes (default all).
     #[arg(long, value_delimiter = ',', requires = "perturb",
-          value_parser = ["intermediate-state", "api-error", "timeout-after-commit"])]
+          value_parser = ["intermediate-state", "stale-state", "api-error", "timeout-after-commit"])]
     pub classes: Vec<String>,
     /// Run one plan file (--perturb writes one per finding) instead of the whole set.
     #[arg(long, value_name = "PLAN", requires = "perturb")]

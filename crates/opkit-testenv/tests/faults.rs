@@ -2,6 +2,8 @@
 //! through a real client: the ServiceAccount under test gets the fault, the admin does
 //! not; a write that fails after commit has applied; a crash point never answers.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -90,9 +92,37 @@ async fn a_crash_point_commits_the_write_and_never_answers() {
     });
     let ops: Api<ConfigMap> = Api::namespaced(op, NS);
     let pending = tokio::spawn(async move { ops.create(&PostParams::default(), &config_map("c")).await });
-    fault.wait_fired().await;
+    tokio::time::timeout(Duration::from_secs(30), fault.wait_fired()).await.expect("the fault fires");
     let admin: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     admin.get("c").await.expect("the write committed");
     assert!(!pending.is_finished(), "the client got no answer");
     pending.abort();
+}
+
+#[tokio::test]
+async fn after_a_stale_restart_lists_of_any_version_lag_until_the_identitys_next_write() {
+    let (env, op, user) = setup().await;
+    let ops: Api<ConfigMap> = Api::namespaced(op.clone(), NS);
+    ops.create(&PostParams::default(), &config_map("before")).await.expect("create");
+    let fault = env.inject_fault(Fault {
+        filter: RequestFilter::user(&user).writes(),
+        nth: 1,
+        action: FaultAction::CrashWithStaleRestart,
+    });
+    let pending = tokio::spawn(async move { ops.create(&PostParams::default(), &config_map("after")).await });
+    tokio::time::timeout(Duration::from_secs(30), fault.wait_fired()).await.expect("the fault fires");
+    pending.abort();
+    let names = |list: kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+        let mut n: Vec<String> = list.items.into_iter().filter_map(|c| c.metadata.name).collect();
+        n.retain(|n| n != "kube-root-ca.crt");
+        n.sort();
+        n
+    };
+    let ops: Api<ConfigMap> = Api::namespaced(op, NS);
+    let any = kube::api::ListParams::default().match_any();
+    assert_eq!(names(ops.list(&any).await.expect("list")), ["before"], "served as of the write before the crash");
+    let fresh = kube::api::ListParams::default();
+    assert_eq!(names(ops.list(&fresh).await.expect("list")), ["after", "before"], "a quorum read is never stale");
+    ops.create(&PostParams::default(), &config_map("third")).await.expect("create");
+    assert_eq!(names(ops.list(&any).await.expect("list")), ["after", "before", "third"], "caught up at its write");
 }

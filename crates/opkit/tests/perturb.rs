@@ -34,6 +34,13 @@ enum Fixture {
     GeneratedName,
     /// Creates the child under a fixed name: a repeated create is AlreadyExists.
     FixedName,
+    /// Counts the parent's children in its cache and creates the missing ones by
+    /// `generateName`: a cache that lags behind its own creates makes it create again
+    /// (Sieve's stale-state bugs, e.g. a ReplicaSet without expectations).
+    CountChildrenInCache,
+    /// Names its children `<parent>-0`, `<parent>-1`: a create made again is
+    /// AlreadyExists.
+    NameChildrenByIndex,
     /// Stamps the parent with the time of every reconcile: its own write triggers the
     /// next reconcile, forever (a hot loop).
     StampEveryReconcile,
@@ -41,7 +48,13 @@ enum Fixture {
     StampOnce,
 }
 
-async fn reconcile(fixture: Fixture, ctx: Context<ConfigMap>) -> Result<Action, ReconcileError> {
+/// What a reconcile reads children from: for the counting fixtures, a kube-rs reflector
+/// that lists with `any_semantic()` and no pages (resourceVersion=0, served from the API
+/// server's watch cache, as client-go's informers list), as kube's docs suggest for
+/// large clusters.
+type Children = Option<kube::runtime::reflector::Store<ConfigMap>>;
+
+async fn reconcile(fixture: Fixture, children: Children, ctx: Context<ConfigMap>) -> Result<Action, ReconcileError> {
     let Some(parent) = ctx.object.as_ref() else { return Ok(Action::done()) };
     if parent.labels().get("fixture").map(String::as_str) != Some("parent") {
         return Ok(Action::done());
@@ -79,6 +92,22 @@ async fn reconcile(fixture: Fixture, ctx: Context<ConfigMap>) -> Result<Action, 
             let child = create_child(&api, parent, None, Some(&format!("{name}-"))).await?;
             annotate(serde_json::json!({"fixture/child": child, READY: "true"})).await?;
         }
+        Fixture::CountChildrenInCache | Fixture::NameChildrenByIndex => {
+            if annotations.contains_key(READY) {
+                return Ok(Action::done());
+            }
+            let store = children.as_ref().ok_or_else(|| ReconcileError::terminal("no reflector"))?;
+            let children = store.state().into_iter().filter(|c| is_child_of(c, &name)).count();
+            for i in children..CHILDREN {
+                match fixture {
+                    Fixture::CountChildrenInCache => {
+                        create_child(&api, parent, None, Some(&format!("{name}-"))).await?
+                    }
+                    _ => create_child(&api, parent, Some(&format!("{name}-{i}")), None).await?,
+                };
+            }
+            annotate(serde_json::json!({READY: "true"})).await?;
+        }
         Fixture::StampEveryReconcile | Fixture::StampOnce => {
             if fixture == Fixture::StampOnce && annotations.contains_key(READY) {
                 return Ok(Action::done());
@@ -88,6 +117,14 @@ async fn reconcile(fixture: Fixture, ctx: Context<ConfigMap>) -> Result<Action, 
         }
     }
     Ok(Action::done())
+}
+
+/// How many children [`Fixture::CountChildrenInCache`] and its twin make.
+const CHILDREN: usize = 2;
+
+/// Whether `cm` is a child of the parent `parent`.
+fn is_child_of(cm: &ConfigMap, parent: &str) -> bool {
+    cm.labels().get("fixture").map(String::as_str) == Some("child") && cm.name_any().starts_with(&format!("{parent}-"))
 }
 
 /// Creates the parent's child (by `name`, or by `generate_name`); an existing one is
@@ -112,12 +149,30 @@ async fn create_child(
 
 /// The operator: an opkit manager with the fixture's controller, run until killed.
 async fn operator(fixture: Fixture, client: Client) {
+    let children = match fixture {
+        Fixture::CountChildrenInCache | Fixture::NameChildrenByIndex => Some(reflect_children(client.clone()).await),
+        _ => None,
+    };
     let mgr = Manager::new(client, ManagerOptions::default());
-    let built = Controller::new(&mgr, move |ctx: Context<ConfigMap>| reconcile(fixture, ctx)).build();
+    let built = Controller::new(&mgr, move |ctx: Context<ConfigMap>| reconcile(fixture, children.clone(), ctx)).build();
     if let Err(e) = built {
         return eprintln!("building the controller: {e}");
     }
     let _ = mgr.run_until(CancellationToken::new()).await;
+}
+
+/// A reflector of the namespace's ConfigMaps, listing with `any_semantic()` unpaginated,
+/// synced.
+async fn reflect_children(client: Client) -> kube::runtime::reflector::Store<ConfigMap> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+    let (reader, writer) = reflector::store();
+    // kube sends resourceVersion=0 only on an unpaginated list.
+    let config = watcher::Config { page_size: None, ..watcher::Config::default().any_semantic() };
+    let stream = reflector(writer, watcher(Api::<ConfigMap>::namespaced(client, NS), config));
+    tokio::spawn(stream.default_backoff().for_each(|_| async {}));
+    let _ = reader.wait_until_ready().await;
+    reader
 }
 
 /// The workload: one parent, until it is marked ready.
@@ -175,6 +230,21 @@ async fn a_create_by_generate_name_whose_answer_is_lost_leaks_a_child_and_its_tw
     assert!(found.contains(&(Some(PlanClass::TimeoutAfterCommit), Oracle::Lifecycle)), "{}", buggy.render());
     assert!(found.contains(&(Some(PlanClass::TimeoutAfterCommit), Oracle::EndState)), "{}", buggy.render());
     let twin = perturber(Fixture::FixedName, &[PlanClass::TimeoutAfterCommit]).run().await.expect("run");
+    assert!(twin.findings.is_empty(), "{}", twin.render());
+}
+
+#[tokio::test]
+async fn a_cache_lagging_behind_its_own_creates_makes_a_counting_operator_create_again_and_its_twin_passes() {
+    let classes = [PlanClass::IntermediateState, PlanClass::StaleState];
+    let buggy = perturber(Fixture::CountChildrenInCache, &classes).run().await.expect("run");
+    let found = buggy.found();
+    assert!(found.contains(&(Some(PlanClass::StaleState), Oracle::Lifecycle)), "{}", buggy.render());
+    assert!(
+        !found.iter().any(|(class, _)| *class == Some(PlanClass::IntermediateState)),
+        "a restart on a fresh cache is safe for it: only the stale one breaks it\n{}",
+        buggy.render()
+    );
+    let twin = perturber(Fixture::NameChildrenByIndex, &classes).run().await.expect("run");
     assert!(twin.findings.is_empty(), "{}", twin.render());
 }
 

@@ -196,6 +196,9 @@ impl Call<'_> {
         }
         let line = self.request_line(&target);
         let fault = perturbations.fault_for(&line);
+        if perturbation::WRITE_VERBS.contains(&line.verb) {
+            perturbations.catch_up(&line.user);
+        }
         let before = self.state.registry.store().revision();
         let result = match fault {
             Some(FaultAction::Reject { code }) => Err(perturbation::rejection(code, &line)),
@@ -217,7 +220,10 @@ impl Call<'_> {
                 perturbations.record(&line, answer(504), fault);
                 Err(perturbation::timeout())
             }
-            Some(FaultAction::CrashAfterCommit) if committed => {
+            Some(action @ (FaultAction::CrashAfterCommit | FaultAction::CrashWithStaleRestart)) if committed => {
+                if action == FaultAction::CrashWithStaleRestart {
+                    perturbations.serve_stale(&line.user, before);
+                }
                 // The client is killed before it reads an answer: it gets none.
                 perturbations.record(&line, answer(0), fault);
                 self.state.shutdown.cancelled().await;
@@ -312,12 +318,28 @@ impl Call<'_> {
     async fn watch(&self, target: Target, output: Output) -> ApiResult<Response<Body>> {
         let opts = watch_options(&self.query)?;
         let stream = self.state.registry.watch(&target, &opts).await?;
-        Ok(watch::respond_watch(stream, target, output, &self.headers))
+        let perturbations = &self.state.perturbations;
+        let lag = if perturbations.active() { perturbations.watch_lag(&self.user.name) } else { None };
+        Ok(watch::respond_watch(stream, target, output, lag))
     }
 
     async fn list(&self, target: &Target, output: Output) -> ApiResult<Response<Body>> {
         let registry = &self.state.registry;
-        let opts = list_options(&self.query)?;
+        let mut opts = list_options(&self.query)?;
+        if self.state.perturbations.active() && opts.resource_version.as_deref() == Some("0") {
+            // A test's lagging API server: "any version" is an old one, while the history
+            // still holds it.
+            if let Some(rev) = self.state.perturbations.stale_revision(&self.user.name) {
+                let stale = ListOptions {
+                    resource_version: Some(rev.to_string()),
+                    resource_version_match: Some("Exact".into()),
+                    ..opts.clone()
+                };
+                if registry.list(target, &ListOptions { limit: Some(1), ..stale.clone() }).await.is_ok() {
+                    opts = stale;
+                }
+            }
+        }
         if output == Output::Json && registry.serves_stored_bytes(target) {
             let page = registry.list_raw(target, &opts).await?;
             return Ok(codec::respond_bytes(raw_list(target, page), "application/json"));

@@ -2,7 +2,7 @@
 //! with each object rendered as a Table row.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use http::{HeaderMap, Response};
+use http::Response;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use tokio_stream::wrappers::ReceiverStream;
@@ -60,12 +60,14 @@ fn encode(event: &WatchEvent, target: &Target, output: Output) -> Bytes {
 /// How many encoded events of one watch wait for its connection at most.
 const WATCH_EVENTS_AHEAD: usize = 8;
 
-/// Streams `stream` to the client until it ends or the client goes away.
+/// Streams `stream` to the client until it ends or the client goes away. While `lag`
+/// (a test's lagging cache, see [`crate::perturbation`]) is not caught up, each event
+/// waits for it.
 pub(super) fn respond_watch(
     mut stream: WatchStream,
     target: Target,
     output: Output,
-    _headers: &HeaderMap,
+    mut lag: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Response<Body> {
     // A few events ahead of the connection, no more: a client that reads slowly (or never)
     // holds this, the connection's own buffers and the kernel's, not a backlog per watch.
@@ -75,6 +77,9 @@ pub(super) fn respond_watch(
             tokio::select! {
                 ev = stream.next() => {
                     let Some(ev) = ev else { break };
+                    if let Some(lag) = &mut lag {
+                        let _ = lag.wait_for(|caught_up| *caught_up).await;
+                    }
                     if tx.send(Ok(Frame::data(encode(&ev, &target, output)))).await.is_err() {
                         break;
                     }

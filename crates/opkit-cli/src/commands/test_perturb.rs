@@ -111,6 +111,7 @@ fn classes(names: &[String]) -> Vec<PlanClass> {
         .iter()
         .filter_map(|n| match n.as_str() {
             "intermediate-state" => Some(PlanClass::IntermediateState),
+            "stale-state" => Some(PlanClass::StaleState),
             "api-error" => Some(PlanClass::ApiError),
             "timeout-after-commit" => Some(PlanClass::TimeoutAfterCommit),
             _ => None,

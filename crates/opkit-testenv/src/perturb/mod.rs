@@ -358,7 +358,9 @@ impl Perturber {
         env.install_crds(self.crds.clone()).await?;
         let config = operator_config(&env).await?;
         let trace = env.trace_requests(&operator_user());
-        let crashes = fault.as_ref().is_some_and(|f| f.action == FaultAction::CrashAfterCommit);
+        let crashes = fault
+            .as_ref()
+            .is_some_and(|f| matches!(f.action, FaultAction::CrashAfterCommit | FaultAction::CrashWithStaleRestart));
         let injected = fault.map(|f| env.inject_fault(f));
         let mut operator = RunningOperator::start(&self.operator, &config, env.kubeconfig_path())?;
         let target = WorkloadTarget { client: env.client(), kubeconfig: env.kubeconfig_path().to_path_buf() };

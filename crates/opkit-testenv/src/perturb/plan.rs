@@ -13,6 +13,10 @@ pub enum PlanClass {
     /// After the k-th write commits, the operator is killed before it reads the answer,
     /// and restarted with empty caches (Sieve's intermediate states).
     IntermediateState,
+    /// As an intermediate state, and the restarted operator's informers list as of the
+    /// revision before that write (a lagging API server's watch cache), then catch up
+    /// through their watches (Sieve's stale states).
+    StaleState,
     /// The k-th write is answered 500 (or, an update or patch, 409 Conflict) without
     /// running.
     ApiError,
@@ -22,7 +26,8 @@ pub enum PlanClass {
 
 impl PlanClass {
     /// Every class.
-    pub const ALL: [PlanClass; 3] = [PlanClass::IntermediateState, PlanClass::ApiError, PlanClass::TimeoutAfterCommit];
+    pub const ALL: [PlanClass; 4] =
+        [PlanClass::IntermediateState, PlanClass::StaleState, PlanClass::ApiError, PlanClass::TimeoutAfterCommit];
 
     /// The faults of this class for a write with `verb`: an API error is a 500, and a
     /// 409 Conflict only where kube answers one (an update or patch with a stale
@@ -30,6 +35,7 @@ impl PlanClass {
     fn actions(self, verb: &str) -> Vec<FaultAction> {
         match self {
             PlanClass::IntermediateState => vec![FaultAction::CrashAfterCommit],
+            PlanClass::StaleState => vec![FaultAction::CrashWithStaleRestart],
             PlanClass::ApiError if matches!(verb, "update" | "patch") => {
                 vec![FaultAction::Reject { code: 409 }, FaultAction::Reject { code: 500 }]
             }
@@ -58,6 +64,7 @@ impl Plan {
     pub fn describe(&self) -> String {
         let what = match self.fault.action {
             FaultAction::CrashAfterCommit => "crash after".to_string(),
+            FaultAction::CrashWithStaleRestart => "crash and a stale restart after".to_string(),
             FaultAction::FailAfterCommit => "504 after committing".to_string(),
             FaultAction::Reject { code } => format!("{code} instead of"),
         };
