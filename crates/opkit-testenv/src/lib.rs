@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -271,6 +272,35 @@ impl TestEnv {
         let token = self.service_account_token(namespace, name).await?;
         let mut config = config_for(&self.server).await?;
         config.auth_info = AuthInfo { token: Some(SecretString::from(token)), ..Default::default() };
+        Ok(config)
+    }
+
+    /// As [`TestEnv::service_account_config`], for a ServiceAccount that a
+    /// ClusterRoleBinding `<namespace>-<name>-cluster-admin` makes a cluster admin. It is
+    /// not in `system:masters`, so RBAC still decides for it, as for an operator that was
+    /// granted everything.
+    pub async fn cluster_admin_service_account_config(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Config, TestEnvError> {
+        let config = self.service_account_config(namespace, name).await?;
+        let binding = ClusterRoleBinding {
+            metadata: ObjectMeta { name: Some(format!("{namespace}-{name}-cluster-admin")), ..Default::default() },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: "cluster-admin".into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: name.into(),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            }]),
+        };
+        let bindings: Api<ClusterRoleBinding> = Api::all(self.client());
+        ignore_exists(bindings.create(&PostParams::default(), &binding).await)?;
         Ok(config)
     }
 

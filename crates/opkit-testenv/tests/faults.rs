@@ -21,15 +21,8 @@ fn config_map(name: &str) -> ConfigMap {
 /// everything) that does not retry 504s.
 async fn setup() -> (TestEnv, Client, String) {
     let env = TestEnv::start().await.expect("env");
-    let mut config = env.service_account_config(NS, "op").await.expect("config");
+    let mut config = env.cluster_admin_service_account_config(NS, "op").await.expect("config");
     config.default_retry = false;
-    let binding = serde_json::json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "op-admin"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": NS}],
-    });
-    env.apply_yaml(&binding.to_string()).await.expect("binding");
     (env, Client::try_from(config).expect("client"), format!("system:serviceaccount:{NS}:op"))
 }
 

@@ -12,10 +12,8 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
-use kube::api::{Api, ObjectMeta, PostParams, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::Client;
+use kube::api::{Api, WatchParams};
 use opkit_apiserver::{ServerConfig, ServingLimits};
 use opkit_testenv::TestEnv;
 use rustls_pki_types::ServerName;
@@ -36,27 +34,10 @@ async fn env_with_limits(limits: ServingLimits) -> TestEnv {
 /// A token and a non-retrying client for ServiceAccount default/sa, which RBAC makes a
 /// cluster admin; it is not in `system:masters`, so the limits apply to it.
 async fn limited_admin(env: &TestEnv) -> (String, Client) {
-    let token = env.service_account_token("default", "sa").await.expect("token");
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta { name: Some("sa-admin".into()), ..Default::default() },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: "cluster-admin".into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "sa".into(),
-            namespace: Some("default".into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<ClusterRoleBinding>::all(env.client()).create(&PostParams::default(), &binding).await.expect("binding");
-    let kubeconfig = Kubeconfig::read_from(env.kubeconfig_path()).expect("kubeconfig");
-    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("config");
-    config.auth_info = kube::config::AuthInfo { token: Some(token.clone().into()), ..Default::default() };
+    let mut config = env.cluster_admin_service_account_config("default", "sa").await.expect("config");
     config.default_retry = false;
-    (token, Client::try_from(config).expect("client"))
+    let token = config.auth_info.token.as_ref().map(|t| secrecy::ExposeSecret::expose_secret(t).to_string());
+    (token.expect("a token"), Client::try_from(config).expect("client"))
 }
 
 /// A POST of a ConfigMap whose body is sent in two parts; the request is in flight (and

@@ -37,10 +37,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ApiResource, PostParams};
+use kube::api::ApiResource;
 use kube::{Client, Config, Resource};
 use serde::Serialize;
 
@@ -422,22 +420,5 @@ struct Run {
 
 /// The operator's client configuration: its ServiceAccount, bound to `cluster-admin`.
 async fn operator_config(env: &TestEnv) -> Result<Config, TestEnvError> {
-    let config = env.service_account_config(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT).await?;
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta { name: Some("opkit-perturb-operator".into()), ..Default::default() },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: "cluster-admin".into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: OPERATOR_ACCOUNT.into(),
-            namespace: Some(OPERATOR_NAMESPACE.into()),
-            ..Default::default()
-        }]),
-    };
-    let bindings: Api<ClusterRoleBinding> = Api::all(env.client());
-    crate::ignore_exists(bindings.create(&PostParams::default(), &binding).await)?;
-    Ok(config)
+    env.cluster_admin_service_account_config(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT).await
 }
