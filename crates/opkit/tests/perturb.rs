@@ -251,9 +251,12 @@ async fn a_cache_lagging_behind_its_own_creates_makes_a_counting_operator_create
 #[tokio::test]
 async fn an_operator_that_writes_on_every_reconcile_is_a_hot_loop_and_its_twin_converges() {
     let buggy = perturber(Fixture::StampEveryReconcile, &[]).run().await.expect("run");
+    eprintln!("{}", buggy.render());
     let finding = buggy.findings.first().expect("a finding");
     assert_eq!((finding.plan.as_ref(), finding.oracle), (None, Oracle::Convergence), "{}", buggy.render());
     assert!(finding.diff.iter().any(|l| l.starts_with("patch configmaps/default/app:")), "{:?}", finding.diff);
+    let changing = "keeps changing: ~ configmaps/app/metadata/annotations/fixture~1reconciled-at: ";
+    assert!(finding.diff.iter().any(|l| l.starts_with(changing)), "the field is named: {:?}", finding.diff);
     let twin = perturber(Fixture::StampOnce, &[]).run().await.expect("run");
     assert!(twin.findings.is_empty(), "{}", twin.render());
 }

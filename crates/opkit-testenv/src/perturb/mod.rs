@@ -377,12 +377,25 @@ impl Perturber {
                 }
             }
         };
-        let convergence = Convergence::wait(&trace, self.settle, self.settle_limit).await;
-        let operator_log = operator.kill().await;
+        let mut convergence = Convergence::wait(&trace, self.settle, self.settle_limit).await;
         let kinds = match self.kinds.is_empty() {
             true => EndState::discover_kinds(&env.client()).await?,
             false => self.kinds.clone(),
         };
+        if !convergence.settled {
+            // Which fields keep changing: the state before and after its next writes.
+            let before = EndState::read(&env.client(), &kinds, &self.namespace).await?;
+            let writes = trace.requests().iter().filter(|r| r.is_write()).count();
+            let _ = tokio::time::timeout(self.settle, async {
+                while trace.requests().iter().filter(|r| r.is_write()).count() < writes + 2 {
+                    trace.next_request().await;
+                }
+            })
+            .await;
+            let after = EndState::read(&env.client(), &kinds, &self.namespace).await?;
+            convergence.changing = after.diff(&before, &BTreeSet::new());
+        }
+        let operator_log = operator.kill().await;
         let end_state = EndState::read(&env.client(), &kinds, &self.namespace).await?;
         Ok(Run { workload, end_state, trace: trace.requests(), convergence, operator_log })
     }
@@ -397,6 +410,7 @@ fn convergence_lines(c: &Convergence) -> Vec<String> {
     if lines.is_empty() {
         lines.push("the operator kept writing after the workload".into());
     }
+    lines.extend(c.changing.iter().map(|change| format!("keeps changing: {change}")));
     lines
 }
 

@@ -215,6 +215,9 @@ pub struct Convergence {
     pub last_writes: BTreeMap<String, (usize, usize)>,
     /// Writes in the whole run that changed nothing.
     pub no_op_writes: usize,
+    /// When it did not settle: the fields that changed across its next writes, as
+    /// [`EndState::diff`] lines (`~ key/pointer: before -> after`).
+    pub changing: Vec<String>,
 }
 
 impl Convergence {
@@ -258,7 +261,12 @@ impl Convergence {
         }
         let no_op_writes =
             requests.iter().filter(|r| r.is_write() && !r.changed && (200..300).contains(&r.code)).count();
-        Convergence { settled, last_writes: if settled { BTreeMap::new() } else { last_writes }, no_op_writes }
+        Convergence {
+            settled,
+            last_writes: if settled { BTreeMap::new() } else { last_writes },
+            no_op_writes,
+            changing: Vec::new(),
+        }
     }
 }
 
