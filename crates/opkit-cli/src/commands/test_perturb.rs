@@ -53,16 +53,8 @@ pub(super) async fn perturb(args: &TestArgs, mut suite: TestSuite, out: &mut Out
     out.step(&format!("learning what {operator:?} does: the suite, twice, without faults"));
     let report = match plan {
         Some(plan) => {
-            let learning = perturber.learn().await.map_err(perturb_error)?;
             out.step(&format!("replaying: {}", plan.describe()));
-            let findings = perturber.run_plan(&learning, &plan).await.map_err(perturb_error)?;
-            opkit_testenv::perturb::PerturbReport {
-                learned_writes: learning.trace.iter().filter(|r| r.is_write()).count(),
-                pruned_writes: 0,
-                masked: learning.masks.iter().cloned().collect(),
-                plans: vec![plan],
-                findings,
-            }
+            perturber.replay(&plan).await.map_err(perturb_error)?
         }
         None => perturber.run().await.map_err(perturb_error)?,
     };

@@ -320,6 +320,20 @@ impl Perturber {
         Ok(findings)
     }
 
+    /// Learns, then runs only `plan` (a finding's plan file), and reports what was found.
+    pub async fn replay(&self, plan: &Plan) -> Result<PerturbReport, PerturbError> {
+        let learning = self.learn().await?;
+        let findings = self.run_plan(&learning, plan).await?;
+        let writes: Vec<&TracedRequest> = learning.trace.iter().filter(|r| r.is_write()).collect();
+        Ok(PerturbReport {
+            masked: learning.masks.iter().cloned().collect(),
+            learned_writes: writes.len(),
+            pruned_writes: writes.iter().filter(|w| !w.changed).count(),
+            plans: vec![plan.clone()],
+            findings,
+        })
+    }
+
     /// Learns, makes the plans, runs each, and reports what was found.
     pub async fn run(&self) -> Result<PerturbReport, PerturbError> {
         let learning = self.learn().await?;
@@ -385,9 +399,9 @@ impl Perturber {
         if !convergence.settled {
             // Which fields keep changing: the state before and after its next writes.
             let before = EndState::read(&env.client(), &kinds, &self.namespace).await?;
-            let writes = trace.requests().iter().filter(|r| r.is_write()).count();
+            let writes = oracle::count_writes(&trace);
             let _ = tokio::time::timeout(self.settle, async {
-                while trace.requests().iter().filter(|r| r.is_write()).count() < writes + 2 {
+                while oracle::count_writes(&trace) < writes + 2 {
                     trace.next_request().await;
                 }
             })

@@ -270,6 +270,7 @@ impl Convergence {
     }
 }
 
-fn count_writes(trace: &RequestTrace) -> usize {
+/// How many writes `trace` holds so far.
+pub(super) fn count_writes(trace: &RequestTrace) -> usize {
     trace.requests().iter().filter(|r| r.is_write()).count()
 }
